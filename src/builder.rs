@@ -1,0 +1,303 @@
+//! [`ThrottleBuilder`]: configuration and its validation.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::downstream::Downstream;
+use crate::drain::{Drain, DrainFuture, run};
+use crate::error::BuildError;
+use crate::overflow::{DeadLetterSink, Overflow};
+use crate::queue::{Entry, MAX_CAPACITY};
+use crate::shared::{Config, Hook, Shared, bound_for};
+use crate::throttle::Throttle;
+
+/// The largest ring, in bytes, the builder agrees to allocate.
+const MAX_RING_BYTES: u64 = 4 << 30;
+
+/// Configures and builds a [`Throttle`].
+///
+/// Only the drain rate is required. The capacity comes from the latency
+/// budget (default 1 s): a job at the back of a full queue waits
+/// `capacity / rate`, so `capacity = ceil(latency_budget × rate)`.
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+/// # async fn main() {
+/// use dripfeed::{BuildError, Delivery, Overflow, Throttle};
+/// use std::time::Duration;
+/// let (throttle, _drain) = Throttle::builder()
+///     .name("webhooks")
+///     .drain_rate(200.0)
+///     .max_rate(400.0)
+///     .latency_budget(Duration::from_secs(2))
+///     .overflow(Overflow::HeadDrop)
+///     .on_evicted(|job: u64| eprintln!("evicted {job}"))
+///     .max_in_flight(32)
+///     .build(|_: &u64, _| async { Delivery::Done })
+///     .unwrap();
+/// assert_eq!(throttle.capacity(), 400);
+/// assert_eq!(throttle.stats().ring_capacity, 800); // sized for max_rate
+///
+/// let err = Throttle::<u64>::builder().drain_rate(0.0).validate().unwrap_err();
+/// assert_eq!(err, BuildError::InvalidRate { what: "drain rate", value: 0.0 });
+/// # }
+/// ```
+pub struct ThrottleBuilder<J> {
+    name: String,
+    rate: Option<f64>,
+    max_rate: Option<f64>,
+    budget: Option<Duration>,
+    capacity: Option<usize>,
+    overflow: Overflow,
+    sink: Option<Arc<dyn DeadLetterSink<J>>>,
+    max_in_flight: usize,
+    max_queue_wait: Option<Duration>,
+    deliver_timeout: Duration,
+    shutdown_grace: Duration,
+    on_evicted: Option<Hook<J>>,
+    on_expired: Option<Hook<J>>,
+    on_failed: Option<Hook<J>>,
+}
+
+/// What validation yields: the configuration, the rate and the ring size.
+pub(crate) struct Validated<J> {
+    cfg: Config<J>,
+    rate: f64,
+    ring: usize,
+}
+
+impl<J: Send + Sync + 'static> Default for ThrottleBuilder<J> {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl<J: Send + Sync + 'static> ThrottleBuilder<J> {
+    /// A builder with the defaults: name `"default"`, latency budget 1 s,
+    /// tail-drop, 64 deliveries in flight, no queue deadline, deliveries
+    /// timing out after 30 s, 30 s shutdown grace when the last handle drops.
+    pub fn new() -> Self {
+        ThrottleBuilder {
+            name: "default".to_owned(),
+            rate: None,
+            max_rate: None,
+            budget: None,
+            capacity: None,
+            overflow: Overflow::TailDrop,
+            sink: None,
+            max_in_flight: 64,
+            max_queue_wait: None,
+            deliver_timeout: Duration::from_secs(30),
+            shutdown_grace: Duration::from_secs(30),
+            on_evicted: None,
+            on_expired: None,
+            on_failed: None,
+        }
+    }
+
+    /// The name used as the `throttle` label of every metric.
+    pub fn name(mut self, name: impl Into<String>) -> Self {
+        self.name = name.into();
+        self
+    }
+
+    /// The drain rate, jobs per second (required; finite and > 0).
+    pub fn drain_rate(mut self, jobs_per_second: f64) -> Self {
+        self.rate = Some(jobs_per_second);
+        self
+    }
+
+    /// The highest rate `set_drain_rate` may ever set (default: the drain
+    /// rate). The ring is allocated for it.
+    pub fn max_rate(mut self, jobs_per_second: f64) -> Self {
+        self.max_rate = Some(jobs_per_second);
+        self
+    }
+
+    /// The worst queueing delay accepted: the admission bound is
+    /// `ceil(budget × current rate)`, at least 1. Replaces a `capacity`.
+    pub fn latency_budget(mut self, budget: Duration) -> Self {
+        self.budget = Some(budget);
+        self.capacity = None;
+        self
+    }
+
+    /// A fixed admission bound, whatever the rate. Replaces a `latency_budget`.
+    pub fn capacity(mut self, jobs: usize) -> Self {
+        self.capacity = Some(jobs);
+        self.budget = None;
+        self
+    }
+
+    /// What happens at the bound (default [`Overflow::TailDrop`]).
+    pub fn overflow(mut self, policy: Overflow) -> Self {
+        self.overflow = policy;
+        self
+    }
+
+    /// Where jobs that must not be lost go: overflow under
+    /// [`Overflow::DeadLetter`], expired jobs, failed deliveries, shutdown
+    /// leftovers.
+    pub fn dead_letter(mut self, sink: impl DeadLetterSink<J>) -> Self {
+        self.sink = Some(Arc::new(sink));
+        self
+    }
+
+    /// The most deliveries running at once (default 64); when all are
+    /// running, the drain waits.
+    pub fn max_in_flight(mut self, deliveries: usize) -> Self {
+        self.max_in_flight = deliveries;
+        self
+    }
+
+    /// A deadline for every job: one found waiting longer when drained is
+    /// expired (to the sink, else `on_expired`) and takes no pacing slot.
+    pub fn max_queue_wait(mut self, wait: Duration) -> Self {
+        self.max_queue_wait = Some(wait);
+        self
+    }
+
+    /// How long a delivery may run before it counts as failed (default 30 s).
+    pub fn deliver_timeout(mut self, timeout: Duration) -> Self {
+        self.deliver_timeout = timeout;
+        self
+    }
+
+    /// How long the queue keeps draining when the last handle is dropped (default 30 s).
+    pub fn shutdown_grace(mut self, grace: Duration) -> Self {
+        self.shutdown_grace = grace;
+        self
+    }
+
+    /// Receives jobs evicted by [`Overflow::HeadDrop`]. Without it they are dropped (and counted).
+    pub fn on_evicted(mut self, hook: impl Fn(J) + Send + Sync + 'static) -> Self {
+        self.on_evicted = Some(Arc::new(hook));
+        self
+    }
+
+    /// Receives expired jobs the sink did not take. Without it they are dropped (and counted).
+    pub fn on_expired(mut self, hook: impl Fn(J) + Send + Sync + 'static) -> Self {
+        self.on_expired = Some(Arc::new(hook));
+        self
+    }
+
+    /// Receives jobs whose delivery failed for good and the sink did not
+    /// take. Without it they are dropped (and counted).
+    pub fn on_failed(mut self, hook: impl Fn(J) + Send + Sync + 'static) -> Self {
+        self.on_failed = Some(Arc::new(hook));
+        self
+    }
+
+    /// Checks the configuration without building anything.
+    pub fn validate(&self) -> Result<(), BuildError> {
+        self.check().map(|_| ())
+    }
+
+    fn check(&self) -> Result<(f64, f64, usize, usize), BuildError> {
+        let rate = self.rate.ok_or(BuildError::MissingRate)?;
+        positive("drain rate", rate)?;
+        let max_rate = self.max_rate.unwrap_or(rate);
+        positive("max rate", max_rate)?;
+        if rate > max_rate {
+            return Err(BuildError::RateAboveMax { rate, max_rate });
+        }
+        let (bound, ring) = match (self.capacity, self.budget) {
+            (Some(0), _) => return Err(BuildError::ZeroCapacity { what: "capacity" }),
+            (Some(c), _) => (c as u64, c as u64),
+            (None, budget) => {
+                let budget = budget.unwrap_or(Duration::from_secs(1));
+                if budget.is_zero() {
+                    return Err(BuildError::ZeroDuration {
+                        what: "latency budget",
+                    });
+                }
+                (bound_for(budget, rate), bound_for(budget, max_rate))
+            }
+        };
+        let slot = std::mem::size_of::<Entry<J>>() as u64 + 8;
+        if ring > MAX_CAPACITY as u64 || ring.saturating_mul(slot) > MAX_RING_BYTES {
+            let max = (MAX_CAPACITY as u64).min(MAX_RING_BYTES / slot);
+            return Err(BuildError::CapacityTooLarge {
+                capacity: ring,
+                max,
+            });
+        }
+        if self.max_in_flight == 0 || u32::try_from(self.max_in_flight).is_err() {
+            return Err(BuildError::InvalidInFlight(self.max_in_flight));
+        }
+        for (what, d) in [
+            ("max queue wait", self.max_queue_wait),
+            ("deliver timeout", Some(self.deliver_timeout)),
+        ] {
+            if d.is_some_and(|d| d.is_zero()) {
+                return Err(BuildError::ZeroDuration { what });
+            }
+        }
+        if self.overflow == Overflow::DeadLetter && self.sink.is_none() {
+            return Err(BuildError::MissingSink);
+        }
+        // Both fit in usize: ring <= MAX_CAPACITY and bound <= ring.
+        Ok((rate, max_rate, bound as usize, ring as usize))
+    }
+
+    fn into_validated(self) -> Result<Validated<J>, BuildError> {
+        let (rate, max_rate, bound, ring) = self.check()?;
+        let cfg = Config {
+            name: self.name,
+            budget: match self.capacity {
+                Some(_) => None,
+                None => Some(self.budget.unwrap_or(Duration::from_secs(1))),
+            },
+            fixed_capacity: bound,
+            max_rate,
+            overflow: self.overflow,
+            sink: self.sink,
+            max_in_flight: self.max_in_flight as u32,
+            max_queue_wait_ns: self
+                .max_queue_wait
+                .map(|w| u64::try_from(w.as_nanos()).unwrap_or(u64::MAX)),
+            deliver_timeout: self.deliver_timeout,
+            shutdown_grace: self.shutdown_grace,
+            on_evicted: self.on_evicted,
+            on_expired: self.on_expired,
+            on_failed: self.on_failed,
+        };
+        Ok(Validated { cfg, rate, ring })
+    }
+
+    /// Builds the throttle and spawns its drain task on the current tokio
+    /// runtime. The [`Drain`] handle may be dropped; the task runs on.
+    pub fn build(
+        self,
+        downstream: impl Downstream<J>,
+    ) -> Result<(Throttle<J>, Drain<J>), BuildError> {
+        let runtime = tokio::runtime::Handle::try_current().map_err(|_| BuildError::NoRuntime)?;
+        let (throttle, future) = self.build_unspawned(downstream)?;
+        let shared = throttle.shared.clone();
+        let handle = runtime.spawn(future.into_inner());
+        Ok((throttle, Drain::new(handle, shared)))
+    }
+
+    /// Builds the throttle and returns its drain future for the caller to
+    /// spawn (or await). Nothing is emitted until it runs.
+    pub fn build_unspawned(
+        self,
+        downstream: impl Downstream<J>,
+    ) -> Result<(Throttle<J>, DrainFuture<J>), BuildError> {
+        let Validated { cfg, rate, ring } = self.into_validated()?;
+        let shared = Arc::new(Shared::new(cfg, rate, ring));
+        let future = DrainFuture::new(
+            Box::pin(run(shared.clone(), Arc::new(downstream))),
+            shared.clone(),
+        );
+        Ok((Throttle { shared }, future))
+    }
+}
+
+fn positive(what: &'static str, value: f64) -> Result<(), BuildError> {
+    if value.is_finite() && value > 0.0 {
+        Ok(())
+    } else {
+        Err(BuildError::InvalidRate { what, value })
+    }
+}

@@ -1,0 +1,294 @@
+//! Error types: [`BuildError`], [`Rejected`], [`RateError`].
+
+use std::fmt;
+use std::time::Duration;
+
+use crate::headers::RateLimit;
+
+/// Why a [`ThrottleBuilder`](crate::ThrottleBuilder) refused its configuration.
+///
+/// ```
+/// use dripfeed::{BuildError, Throttle};
+/// let err = Throttle::<u32>::builder().drain_rate(f64::NAN).validate().unwrap_err();
+/// assert!(matches!(err, BuildError::InvalidRate { .. }));
+/// assert_eq!(err.to_string(), "drain rate must be finite and > 0, got NaN");
+/// ```
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub enum BuildError {
+    /// No drain rate was set.
+    MissingRate,
+    /// A rate (`what` names it) is zero, negative, NaN or infinite.
+    InvalidRate {
+        /// Which rate.
+        what: &'static str,
+        /// The value given.
+        value: f64,
+    },
+    /// The drain rate is above `max_rate`.
+    RateAboveMax {
+        /// The drain rate.
+        rate: f64,
+        /// The maximum rate.
+        max_rate: f64,
+    },
+    /// A duration (`what` names it) is zero.
+    ZeroDuration {
+        /// Which duration.
+        what: &'static str,
+    },
+    /// A capacity (`what` names it) is zero.
+    ZeroCapacity {
+        /// Which capacity.
+        what: &'static str,
+    },
+    /// The ring would be too large to allocate.
+    CapacityTooLarge {
+        /// The capacity asked for, in jobs (saturated).
+        capacity: u64,
+        /// The largest capacity accepted.
+        max: u64,
+    },
+    /// `max_in_flight` is zero or above `u32::MAX`.
+    InvalidInFlight(usize),
+    /// `Overflow::DeadLetter` needs a dead-letter sink.
+    MissingSink,
+    /// `build` was called outside a tokio runtime.
+    NoRuntime,
+}
+
+impl fmt::Display for BuildError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            BuildError::MissingRate => write!(f, "no drain rate set"),
+            BuildError::InvalidRate { what, value } => {
+                write!(f, "{what} must be finite and > 0, got {value}")
+            }
+            BuildError::RateAboveMax { rate, max_rate } => {
+                write!(f, "drain rate {rate} is above max rate {max_rate}")
+            }
+            BuildError::ZeroDuration { what } => write!(f, "{what} must be > 0"),
+            BuildError::ZeroCapacity { what } => write!(f, "{what} must be at least 1"),
+            BuildError::CapacityTooLarge { capacity, max } => {
+                write!(
+                    f,
+                    "capacity {capacity} is too large to allocate (max {max})"
+                )
+            }
+            BuildError::InvalidInFlight(n) => {
+                write!(f, "max in flight must be in 1..=4294967295, got {n}")
+            }
+            BuildError::MissingSink => write!(f, "dead-letter overflow needs a dead-letter sink"),
+            BuildError::NoRuntime => write!(f, "build must be called inside a tokio runtime"),
+        }
+    }
+}
+
+impl std::error::Error for BuildError {}
+
+/// Why a job was refused at submit.
+///
+/// ```
+/// use dripfeed::Reason;
+/// assert_eq!(Reason::Overloaded.status(), 503);
+/// assert_eq!(Reason::OverQuota.status(), 429);
+/// assert_eq!(Reason::Overloaded.as_str(), "overloaded");
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Reason {
+    /// The shared queue is full: the system's state (HTTP 503).
+    Overloaded,
+    /// The job's key is over its own quota: the client's fault (HTTP 429).
+    OverQuota,
+    /// The throttle is shutting down or shut down (HTTP 503).
+    Closed,
+    /// The job can never be admitted, e.g. a cost above the key's size (HTTP 400).
+    Invalid,
+}
+
+impl Reason {
+    /// Every reason, in a fixed order (the metrics' label order).
+    pub const ALL: [Reason; 4] = [
+        Reason::Overloaded,
+        Reason::OverQuota,
+        Reason::Closed,
+        Reason::Invalid,
+    ];
+
+    /// The HTTP status that fits this refusal.
+    pub fn status(self) -> u16 {
+        match self {
+            Reason::Overloaded | Reason::Closed => 503,
+            Reason::OverQuota => 429,
+            Reason::Invalid => 400,
+        }
+    }
+
+    /// The label value used in metrics (`overloaded`, `over_quota`, `closed`, `invalid`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Reason::Overloaded => "overloaded",
+            Reason::OverQuota => "over_quota",
+            Reason::Closed => "closed",
+            Reason::Invalid => "invalid",
+        }
+    }
+
+    pub(crate) fn index(self) -> usize {
+        self as usize
+    }
+}
+
+impl fmt::Display for Reason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A refused job, handed back to its caller with the reason and a wait hint.
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+/// # async fn main() {
+/// use dripfeed::{Delivery, Reason, Throttle};
+/// use std::time::Duration;
+/// let (throttle, _drain) = Throttle::builder()
+///     .drain_rate(10.0)
+///     .capacity(1)
+///     .build(|_job: &&str, _attempt| async { Delivery::Done })
+///     .unwrap();
+/// throttle.pause(); // keep the first job queued
+/// throttle.try_submit("first").unwrap();
+/// let refused = throttle.try_submit("second").unwrap_err();
+/// assert_eq!(refused.reason(), Reason::Overloaded);
+/// assert_eq!(refused.status(), 503);
+/// // depth 1 at 10 jobs/s: 100 ms, plus at most 20 % jitter
+/// let wait = refused.retry_after().unwrap();
+/// assert!(wait >= Duration::from_millis(100) && wait <= Duration::from_millis(120));
+/// assert_eq!(refused.into_job(), "second");
+/// # }
+/// ```
+pub struct Rejected<J> {
+    job: J,
+    reason: Reason,
+    retry_after: Option<Duration>,
+    limit: Option<RateLimit>,
+}
+
+impl<J> Rejected<J> {
+    pub(crate) fn new(
+        job: J,
+        reason: Reason,
+        retry_after: Option<Duration>,
+        limit: Option<RateLimit>,
+    ) -> Self {
+        Rejected {
+            job,
+            reason,
+            retry_after,
+            limit,
+        }
+    }
+
+    /// Gives the job back.
+    pub fn into_job(self) -> J {
+        self.job
+    }
+
+    /// The refused job.
+    pub fn job(&self) -> &J {
+        &self.job
+    }
+
+    /// Why it was refused.
+    pub fn reason(&self) -> Reason {
+        self.reason
+    }
+
+    /// How long to wait before trying again, from live state, with jitter;
+    /// `None` when waiting would not help (closed, invalid).
+    pub fn retry_after(&self) -> Option<Duration> {
+        self.retry_after
+    }
+
+    /// The HTTP status for this refusal (503, 429 or 400).
+    pub fn status(&self) -> u16 {
+        self.reason.status()
+    }
+
+    /// The limit that refused the job, for the `RateLimit` header fields.
+    pub fn rate_limit(&self) -> Option<&RateLimit> {
+        self.limit.as_ref()
+    }
+}
+
+impl<J> fmt::Debug for Rejected<J> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Rejected")
+            .field("reason", &self.reason)
+            .field("retry_after", &self.retry_after)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<J> fmt::Display for Rejected<J> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.reason {
+            Reason::Overloaded => write!(f, "job refused: queue full")?,
+            Reason::OverQuota => write!(f, "job refused: key over quota")?,
+            Reason::Closed => write!(f, "job refused: throttle closed")?,
+            Reason::Invalid => write!(f, "job refused: cost can never be admitted")?,
+        }
+        if let Some(wait) = self.retry_after {
+            write!(f, ", retry after {wait:?}")?;
+        }
+        Ok(())
+    }
+}
+
+impl<J> std::error::Error for Rejected<J> {}
+
+/// Why [`Throttle::set_drain_rate`](crate::Throttle::set_drain_rate) refused a rate.
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+/// # async fn main() {
+/// use dripfeed::{Delivery, RateError, Throttle};
+/// let (throttle, _drain) = Throttle::builder()
+///     .drain_rate(10.0)
+///     .build(|_job: &u32, _attempt| async { Delivery::Done })
+///     .unwrap();
+/// assert_eq!(throttle.set_drain_rate(20.0), Err(RateError::AboveMax { rate: 20.0, max_rate: 10.0 }));
+/// assert_eq!(throttle.set_drain_rate(-1.0), Err(RateError::Invalid(-1.0)));
+/// # }
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq)]
+#[non_exhaustive]
+pub enum RateError {
+    /// Zero, negative, NaN or infinite.
+    Invalid(f64),
+    /// Above the builder's `max_rate`, which sized the ring.
+    AboveMax {
+        /// The rate asked for.
+        rate: f64,
+        /// The builder's `max_rate`.
+        max_rate: f64,
+    },
+    /// The throttle is shut down.
+    Closed,
+}
+
+impl fmt::Display for RateError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            RateError::Invalid(r) => write!(f, "drain rate must be finite and > 0, got {r}"),
+            RateError::AboveMax { rate, max_rate } => {
+                write!(f, "drain rate {rate} is above max rate {max_rate}")
+            }
+            RateError::Closed => write!(f, "throttle is closed"),
+        }
+    }
+}
+
+impl std::error::Error for RateError {}

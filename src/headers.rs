@@ -1,0 +1,182 @@
+//! Rendering the wait hints as HTTP header fields: `Retry-After` and the IETF
+//! `RateLimit` / `RateLimit-Policy` fields (draft-ietf-httpapi-ratelimit-headers).
+//!
+//! The values come from live state (queue depth and drain rate, or a key's
+//! debt); this module only formats them.
+
+use std::time::Duration;
+
+use crate::error::Rejected;
+
+/// A limit's state, as the `RateLimit` fields describe it.
+///
+/// For the shared queue: the quota is the admission bound, the window the
+/// time the drain takes to empty a full queue, `remaining` the free places
+/// and `reset` the time until one more place frees. For a key: the quota is
+/// the bucket's size, the window the time it takes to drain a full bucket.
+///
+/// ```
+/// use dripfeed::headers::RateLimit;
+/// use std::time::Duration;
+/// let limit = RateLimit::new("queue", 400, Duration::from_secs(2), 0, Duration::from_millis(1500));
+/// assert_eq!(limit.policy_header(), r#""queue";q=400;w=2"#);
+/// assert_eq!(limit.header(), r#""queue";r=0;t=2"#);
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RateLimit {
+    policy: &'static str,
+    quota: u64,
+    window: Duration,
+    remaining: u64,
+    reset: Duration,
+}
+
+impl RateLimit {
+    /// A limit named `policy` with the given quota, window, remaining quota and reset time.
+    pub fn new(
+        policy: &'static str,
+        quota: u64,
+        window: Duration,
+        remaining: u64,
+        reset: Duration,
+    ) -> Self {
+        RateLimit {
+            policy,
+            quota,
+            window,
+            remaining,
+            reset,
+        }
+    }
+
+    /// The policy's name (`"queue"` or `"key"`).
+    pub fn policy(&self) -> &'static str {
+        self.policy
+    }
+
+    /// The quota: jobs (or cost units) the limit admits per window.
+    pub fn quota(&self) -> u64 {
+        self.quota
+    }
+
+    /// Quota still available now.
+    pub fn remaining(&self) -> u64 {
+        self.remaining
+    }
+
+    /// The `RateLimit-Policy` field value, e.g. `"queue";q=400;w=2`.
+    pub fn policy_header(&self) -> String {
+        format!(
+            "\"{}\";q={};w={}",
+            self.policy,
+            self.quota,
+            whole_seconds(self.window)
+        )
+    }
+
+    /// The `RateLimit` field value, e.g. `"queue";r=0;t=2`.
+    pub fn header(&self) -> String {
+        format!(
+            "\"{}\";r={};t={}",
+            self.policy,
+            self.remaining,
+            whole_seconds(self.reset)
+        )
+    }
+}
+
+/// Whole seconds for a header: rounded up, at least 1.
+///
+/// ```
+/// use dripfeed::headers::whole_seconds;
+/// use std::time::Duration;
+/// assert_eq!(whole_seconds(Duration::ZERO), 1);
+/// assert_eq!(whole_seconds(Duration::from_millis(1001)), 2);
+/// assert_eq!(whole_seconds(Duration::from_secs(3)), 3);
+/// ```
+pub fn whole_seconds(d: Duration) -> u64 {
+    let secs = d.as_secs() + u64::from(d.subsec_nanos() > 0);
+    secs.max(1)
+}
+
+/// The `Retry-After` field value for a wait: whole seconds, rounded up, at least 1.
+///
+/// ```
+/// use dripfeed::headers::retry_after;
+/// use std::time::Duration;
+/// assert_eq!(retry_after(Duration::from_millis(2400)), "3");
+/// ```
+pub fn retry_after(wait: Duration) -> String {
+    whole_seconds(wait).to_string()
+}
+
+/// Every header field a refusal should carry: `Retry-After` when waiting
+/// helps, and the `RateLimit` pair when the refusing limit is known.
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+/// # async fn main() {
+/// use dripfeed::{Delivery, Throttle, headers};
+/// let (throttle, _drain) = Throttle::builder()
+///     .drain_rate(2.0)
+///     .capacity(2)
+///     .build(|_job: &u8, _attempt| async { Delivery::Done })
+///     .unwrap();
+/// throttle.pause();
+/// throttle.try_submit(1).unwrap();
+/// throttle.try_submit(2).unwrap();
+/// let refused = throttle.try_submit(3).unwrap_err();
+/// let fields = headers::for_rejected(&refused);
+/// assert_eq!(fields[0], ("retry-after", "2".to_string())); // 2 queued / 2 per s = 1 s + jitter
+/// assert_eq!(fields[1], ("ratelimit-policy", r#""queue";q=2;w=1"#.to_string()));
+/// assert_eq!(fields[2].0, "ratelimit");
+/// # }
+/// ```
+pub fn for_rejected<J>(rejected: &Rejected<J>) -> Vec<(&'static str, String)> {
+    let mut fields = Vec::with_capacity(3);
+    if let Some(wait) = rejected.retry_after() {
+        fields.push(("retry-after", retry_after(wait)));
+    }
+    if let Some(limit) = rejected.rate_limit() {
+        fields.push(("ratelimit-policy", limit.policy_header()));
+        fields.push(("ratelimit", limit.header()));
+    }
+    fields
+}
+
+/// A wait hint with up to 20 % jitter added, so refused callers do not all
+/// come back at the same instant.
+pub(crate) fn jittered(wait: Duration) -> Duration {
+    wait.mul_f64(1.0 + 0.2 * fastrand::f64())
+}
+
+/// `secs` as a duration, saturating on NaN, negative or huge values.
+pub(crate) fn secs(secs: f64) -> Duration {
+    Duration::try_from_secs_f64(secs).unwrap_or(if secs > 0.0 {
+        Duration::MAX
+    } else {
+        Duration::ZERO
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn jitter_stays_in_band() {
+        let base = Duration::from_secs(10);
+        for _ in 0..1000 {
+            let j = jittered(base);
+            assert!(j >= base && j <= base.mul_f64(1.2));
+        }
+    }
+
+    #[test]
+    fn secs_saturates() {
+        assert_eq!(secs(f64::NAN), Duration::ZERO);
+        assert_eq!(secs(-3.0), Duration::ZERO);
+        assert_eq!(secs(f64::INFINITY), Duration::MAX);
+        assert_eq!(secs(1.5), Duration::from_millis(1500));
+    }
+}

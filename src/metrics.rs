@@ -1,0 +1,133 @@
+//! Every metric name, described once.
+//!
+//! Each throttle registers its handles when it is built, labelled
+//! `throttle = <name>`; nothing is ever labelled by key. Gauges are published
+//! by the drain on its wakes, not written by producers, and
+//! `leaky_bucket_admitted_total` is derived by the drain (jobs that left the
+//! ring plus the depth), so the admission path touches no metric at all
+//! unless it refuses.
+//!
+//! Install any `metrics` recorder (e.g. `metrics-exporter-prometheus`)
+//! *before* building a throttle: handles bind to the recorder present at
+//! build time.
+
+use std::time::Duration;
+
+use metrics::{
+    Counter, Gauge, Histogram, Unit, counter, describe_counter, describe_gauge, describe_histogram,
+    gauge, histogram,
+};
+
+use crate::error::Reason;
+use crate::outcome::Outcome;
+use crate::overflow::Overflow;
+
+/// Jobs waiting in the ring (gauge).
+pub const QUEUE_DEPTH: &str = "leaky_bucket_queue_depth";
+/// The current admission bound (gauge).
+pub const QUEUE_CAPACITY: &str = "leaky_bucket_queue_capacity";
+/// The current drain rate, jobs per second (gauge).
+pub const DRAIN_RATE: &str = "leaky_bucket_drain_rate";
+/// Jobs admitted into the ring (counter).
+pub const ADMITTED: &str = "leaky_bucket_admitted_total";
+/// Terminal outcomes, label `outcome` (counter).
+pub const JOBS: &str = "leaky_bucket_jobs_total";
+/// Deliveries running (gauge).
+pub const IN_FLIGHT: &str = "leaky_bucket_in_flight";
+/// Time from admission to emission, seconds (histogram).
+pub const QUEUE_WAIT: &str = "leaky_bucket_queue_wait_seconds";
+/// Jobs handed to the downstream (counter).
+pub const EMITTED: &str = "leaky_bucket_emitted_total";
+/// Overflow events, label `policy` (counter).
+pub const OVERFLOW: &str = "leaky_bucket_overflow_total";
+/// Refusals, label `reason` (counter).
+pub const REJECTED: &str = "leaky_bucket_rejected_total";
+/// Jobs past their deadline (counter).
+pub const EXPIRED: &str = "leaky_bucket_expired_total";
+/// Downstream latency, seconds (histogram).
+pub const DELIVERY: &str = "leaky_bucket_delivery_seconds";
+/// Failed deliveries (counter).
+pub const DELIVERY_FAILURES: &str = "leaky_bucket_delivery_failures_total";
+/// Live per-key buckets (gauge).
+pub const KEYED_BUCKETS: &str = "leaky_bucket_keyed_buckets";
+/// Buckets evicted from a full table (counter).
+pub const KEYED_EVICTIONS: &str = "leaky_bucket_keyed_evictions_total";
+
+/// Describes every metric to the installed recorder. Building a throttle
+/// calls it; call it yourself if you install a recorder later.
+///
+/// ```
+/// dripfeed::metrics::describe(); // a no-op without a recorder
+/// assert_eq!(dripfeed::metrics::QUEUE_DEPTH, "leaky_bucket_queue_depth");
+/// ```
+pub fn describe() {
+    describe_gauge!(QUEUE_DEPTH, Unit::Count, "Jobs waiting in the ring.");
+    describe_gauge!(QUEUE_CAPACITY, Unit::Count, "Current admission bound.");
+    describe_gauge!(DRAIN_RATE, "Current drain rate, jobs per second.");
+    describe_counter!(ADMITTED, Unit::Count, "Jobs admitted into the ring.");
+    describe_counter!(JOBS, Unit::Count, "Jobs by terminal outcome.");
+    describe_gauge!(IN_FLIGHT, Unit::Count, "Deliveries running.");
+    describe_histogram!(
+        QUEUE_WAIT,
+        Unit::Seconds,
+        "Time from admission to emission."
+    );
+    describe_counter!(EMITTED, Unit::Count, "Jobs handed to the downstream.");
+    describe_counter!(OVERFLOW, Unit::Count, "Overflow events by policy.");
+    describe_counter!(REJECTED, Unit::Count, "Refused submissions by reason.");
+    describe_counter!(EXPIRED, Unit::Count, "Jobs found past their deadline.");
+    describe_histogram!(DELIVERY, Unit::Seconds, "Downstream delivery latency.");
+    describe_counter!(DELIVERY_FAILURES, Unit::Count, "Failed deliveries.");
+    describe_gauge!(KEYED_BUCKETS, Unit::Count, "Live per-key buckets.");
+    describe_counter!(
+        KEYED_EVICTIONS,
+        Unit::Count,
+        "Per-key buckets evicted from a full table."
+    );
+}
+
+/// One throttle's pre-registered handles.
+pub(crate) struct Metrics {
+    pub(crate) depth: Gauge,
+    pub(crate) capacity: Gauge,
+    pub(crate) rate: Gauge,
+    pub(crate) in_flight: Gauge,
+    pub(crate) admitted: Counter,
+    pub(crate) emitted: Counter,
+    pub(crate) jobs: [Counter; 7],
+    pub(crate) overflow: [Counter; 3],
+    pub(crate) rejected: [Counter; 4],
+    pub(crate) expired: Counter,
+    pub(crate) queue_wait: Histogram,
+    pub(crate) delivery: Histogram,
+    pub(crate) delivery_failures: Counter,
+}
+
+impl Metrics {
+    pub(crate) fn register(name: &str) -> Self {
+        describe();
+        let t = name.to_owned();
+        Metrics {
+            depth: gauge!(QUEUE_DEPTH, "throttle" => t.clone()),
+            capacity: gauge!(QUEUE_CAPACITY, "throttle" => t.clone()),
+            rate: gauge!(DRAIN_RATE, "throttle" => t.clone()),
+            in_flight: gauge!(IN_FLIGHT, "throttle" => t.clone()),
+            admitted: counter!(ADMITTED, "throttle" => t.clone()),
+            emitted: counter!(EMITTED, "throttle" => t.clone()),
+            jobs: Outcome::ALL
+                .map(|o| counter!(JOBS, "throttle" => t.clone(), "outcome" => o.as_str())),
+            overflow: Overflow::ALL
+                .map(|p| counter!(OVERFLOW, "throttle" => t.clone(), "policy" => p.as_str())),
+            rejected: Reason::ALL
+                .map(|r| counter!(REJECTED, "throttle" => t.clone(), "reason" => r.as_str())),
+            expired: counter!(EXPIRED, "throttle" => t.clone()),
+            queue_wait: histogram!(QUEUE_WAIT, "throttle" => t.clone()),
+            delivery: histogram!(DELIVERY, "throttle" => t.clone()),
+            delivery_failures: counter!(DELIVERY_FAILURES, "throttle" => t),
+        }
+    }
+
+    pub(crate) fn record_wait(&self, wait: Duration) {
+        self.queue_wait.record(wait.as_secs_f64());
+    }
+}

@@ -1,0 +1,206 @@
+//! Overflow policies and dead-letter sinks.
+//!
+//! When the admission bound is reached, the [`Overflow`] policy decides who
+//! loses. A [`DeadLetterSink`] takes jobs that must not be lost: overflow
+//! under [`Overflow::DeadLetter`], expired jobs, failed deliveries and
+//! shutdown leftovers. Its offer is synchronous and never blocks, so
+//! admission never awaits; a sink that writes to a store buffers in memory up
+//! to its own bound and flushes from a task of its own.
+
+use std::fmt;
+
+use async_trait::async_trait;
+use tokio::sync::mpsc;
+
+use crate::error::BuildError;
+
+/// What happens to an arriving job when the queue is at its bound.
+///
+/// ```
+/// use dripfeed::Overflow;
+/// assert_eq!(Overflow::default(), Overflow::TailDrop);
+/// assert_eq!(Overflow::HeadDrop.as_str(), "head_drop");
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+#[non_exhaustive]
+pub enum Overflow {
+    /// Refuse the arriving job (`Err(Rejected)`, 503); queued jobs keep their place.
+    #[default]
+    TailDrop,
+    /// Evict the oldest queued job to the `on_evicted` hook and queue the newcomer.
+    HeadDrop,
+    /// Offer the arriving job to the dead-letter sink (`Ok(Deferred)`, 202);
+    /// if the sink refuses, the job comes back as `Err(Rejected)`.
+    DeadLetter,
+}
+
+impl Overflow {
+    /// Every policy, in a fixed order (the metrics' label order).
+    pub const ALL: [Overflow; 3] = [Overflow::TailDrop, Overflow::HeadDrop, Overflow::DeadLetter];
+
+    /// The `policy` label of `leaky_bucket_overflow_total`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Overflow::TailDrop => "tail_drop",
+            Overflow::HeadDrop => "head_drop",
+            Overflow::DeadLetter => "dead_letter",
+        }
+    }
+
+    pub(crate) fn index(self) -> usize {
+        self as usize
+    }
+}
+
+/// Why a job went to the dead-letter sink.
+///
+/// ```
+/// use dripfeed::DeadLetterReason;
+/// assert_eq!(DeadLetterReason::Shutdown.as_str(), "shutdown");
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum DeadLetterReason {
+    /// The queue was full under [`Overflow::DeadLetter`].
+    Overflow,
+    /// The job was past its deadline when drained.
+    Expired,
+    /// Its delivery failed for good.
+    Failed,
+    /// It was still queued when shutdown's deadline passed.
+    Shutdown,
+}
+
+impl DeadLetterReason {
+    /// A short lowercase name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DeadLetterReason::Overflow => "overflow",
+            DeadLetterReason::Expired => "expired",
+            DeadLetterReason::Failed => "failed",
+            DeadLetterReason::Shutdown => "shutdown",
+        }
+    }
+}
+
+impl fmt::Display for DeadLetterReason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Where jobs that must not be lost go for later replay.
+///
+/// `try_offer` is called on the admission path and in the drain task, so it
+/// must not block: take the job or hand it back at once. `flush` is awaited
+/// once at the end of shutdown.
+///
+/// ```
+/// use dripfeed::{DeadLetterReason, DeadLetterSink};
+/// use std::sync::Mutex;
+///
+/// struct Memory(Mutex<Vec<String>>);
+///
+/// #[async_trait::async_trait]
+/// impl DeadLetterSink<String> for Memory {
+///     fn try_offer(&self, job: String, _why: DeadLetterReason) -> Result<(), String> {
+///         match self.0.lock() {
+///             Ok(mut jobs) if jobs.len() < 2 => Ok(jobs.push(job)),
+///             _ => Err(job),
+///         }
+///     }
+/// }
+///
+/// let sink = Memory(Mutex::new(Vec::new()));
+/// assert!(sink.try_offer("a".into(), DeadLetterReason::Overflow).is_ok());
+/// assert!(sink.try_offer("b".into(), DeadLetterReason::Overflow).is_ok());
+/// assert_eq!(sink.try_offer("c".into(), DeadLetterReason::Overflow), Err("c".to_string()));
+/// ```
+#[async_trait]
+pub trait DeadLetterSink<J>: Send + Sync + 'static {
+    /// Takes `job`, or hands it back when full or closed. Never blocks.
+    fn try_offer(&self, job: J, why: DeadLetterReason) -> Result<(), J>;
+
+    /// Waits until what was offered is stored. Called once at shutdown.
+    async fn flush(&self) {}
+}
+
+/// A job in the dead-letter channel, with the reason it is there.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DeadLetter<J> {
+    /// The job.
+    pub job: J,
+    /// Why it was dead-lettered.
+    pub why: DeadLetterReason,
+}
+
+/// An in-process dead-letter sink over a bounded tokio channel.
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+/// # async fn main() {
+/// use dripfeed::{ChannelSink, DeadLetterReason, DeadLetterSink};
+/// let (sink, mut letters) = ChannelSink::new(1).unwrap();
+/// assert!(sink.try_offer(7u32, DeadLetterReason::Overflow).is_ok());
+/// assert_eq!(sink.try_offer(8, DeadLetterReason::Overflow), Err(8), "full: handed back");
+/// let letter = letters.recv().await.unwrap();
+/// assert_eq!((letter.job, letter.why), (7, DeadLetterReason::Overflow));
+/// # }
+/// ```
+pub struct ChannelSink<J> {
+    tx: mpsc::Sender<DeadLetter<J>>,
+}
+
+impl<J: Send + 'static> ChannelSink<J> {
+    /// A sink that holds up to `capacity` letters until the receiver takes them.
+    pub fn new(capacity: usize) -> Result<(Self, mpsc::Receiver<DeadLetter<J>>), BuildError> {
+        // tokio's channel panics at 0 and above `Semaphore::MAX_PERMITS`.
+        if capacity == 0 {
+            return Err(BuildError::ZeroCapacity {
+                what: "dead-letter channel capacity",
+            });
+        }
+        let max = tokio::sync::Semaphore::MAX_PERMITS;
+        if capacity > max {
+            return Err(BuildError::CapacityTooLarge {
+                capacity: capacity as u64,
+                max: max as u64,
+            });
+        }
+        let (tx, rx) = mpsc::channel(capacity);
+        Ok((ChannelSink { tx }, rx))
+    }
+}
+
+#[async_trait]
+impl<J: Send + 'static> DeadLetterSink<J> for ChannelSink<J> {
+    fn try_offer(&self, job: J, why: DeadLetterReason) -> Result<(), J> {
+        self.tx
+            .try_send(DeadLetter { job, why })
+            .map_err(|e| match e {
+                mpsc::error::TrySendError::Full(l) | mpsc::error::TrySendError::Closed(l) => l.job,
+            })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn channel_sink_validates_and_hands_back_when_closed() {
+        assert!(matches!(
+            ChannelSink::<u8>::new(0),
+            Err(BuildError::ZeroCapacity { .. })
+        ));
+        assert!(matches!(
+            ChannelSink::<u8>::new(usize::MAX),
+            Err(BuildError::CapacityTooLarge { .. })
+        ));
+        let Ok((sink, rx)) = ChannelSink::new(4) else {
+            panic!("valid capacity")
+        };
+        drop(rx);
+        assert_eq!(sink.try_offer(1u8, DeadLetterReason::Failed), Err(1));
+    }
+}

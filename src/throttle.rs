@@ -1,0 +1,335 @@
+//! The handle: admission, runtime control and shutdown.
+
+use std::pin::pin;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use crate::builder::ThrottleBuilder;
+use crate::drain::ShutdownReport;
+use crate::error::{RateError, Reason, Rejected};
+use crate::outcome::Stats;
+use crate::overflow::{DeadLetterReason, Overflow};
+use crate::queue::{Entry, Full};
+use crate::shared::Shared;
+
+/// How an admitted job was taken.
+///
+/// ```
+/// use dripfeed::Admitted;
+/// assert_eq!(Admitted::Deferred.status(), 202);
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Admitted {
+    /// Queued for delivery.
+    Queued,
+    /// The queue was full and the dead-letter sink took the job for later replay.
+    Deferred,
+}
+
+impl Admitted {
+    /// The HTTP status for an accepted job (202: accepted for later processing).
+    pub fn status(self) -> u16 {
+        202
+    }
+}
+
+/// How many times head-drop retries when the ring is momentarily empty.
+const HEAD_DROP_TRIES: usize = 64;
+
+/// A cloneable handle to a throttle: a bounded queue drained at a constant
+/// rate by one task.
+///
+/// Clones share one queue and one rate. When the last handle is dropped, the
+/// throttle shuts down as [`shutdown`](Self::shutdown) does, with the
+/// builder's `shutdown_grace`.
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+/// # async fn main() {
+/// use dripfeed::{Admitted, Delivery, Outcome, Throttle};
+/// use std::time::Duration;
+///
+/// let (throttle, _drain) = Throttle::builder()
+///     .drain_rate(200.0)                        // jobs per second, out
+///     .latency_budget(Duration::from_secs(2))   // capacity 400
+///     .build(|url: &String, _attempt| {
+///         let _url = url.clone();
+///         async move { Delivery::Done }          // POST it somewhere
+///     })
+///     .unwrap();
+/// assert_eq!(throttle.capacity(), 400);
+/// assert_eq!(throttle.try_submit("https://example.test/hook".to_string()).unwrap(), Admitted::Queued);
+/// let report = throttle.shutdown(Duration::from_secs(5)).await;
+/// assert_eq!(report.stats.outcome(Outcome::Delivered), 1);
+/// assert!(report.returned.is_empty());
+/// # }
+/// ```
+pub struct Throttle<J> {
+    pub(crate) shared: Arc<Shared<J>>,
+}
+
+impl<J> Clone for Throttle<J> {
+    fn clone(&self) -> Self {
+        self.shared.handles.fetch_add(1, Ordering::Relaxed);
+        Throttle {
+            shared: self.shared.clone(),
+        }
+    }
+}
+
+impl<J> Drop for Throttle<J> {
+    fn drop(&mut self) {
+        if self.shared.handles.fetch_sub(1, Ordering::AcqRel) == 1 {
+            self.shared.begin_close(self.shared.cfg.shutdown_grace);
+        }
+    }
+}
+
+impl<J: 'static> std::fmt::Debug for Throttle<J> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Throttle")
+            .field("name", &self.shared.cfg.name)
+            .field("depth", &self.depth())
+            .field("capacity", &self.capacity())
+            .field("drain_rate", &self.drain_rate())
+            .finish()
+    }
+}
+
+impl<J: Send + Sync + 'static> Throttle<J> {
+    /// A builder; set at least the drain rate.
+    pub fn builder() -> ThrottleBuilder<J> {
+        ThrottleBuilder::new()
+    }
+}
+
+impl<J: 'static> Throttle<J> {
+    /// Admits `job` now or refuses it at once; never waits.
+    ///
+    /// Under the bound the job is queued. At the bound the overflow policy
+    /// decides: tail-drop refuses it (`Err`, the job handed back with a
+    /// `retry_after`), head-drop evicts the oldest queued job and queues this
+    /// one, dead-letter offers it to the sink (`Ok(Deferred)`, or `Err` if the
+    /// sink is full). After shutdown every job is refused as `Closed`.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() {
+    /// use dripfeed::{Delivery, Reason, Throttle};
+    /// let (throttle, _drain) = Throttle::builder()
+    ///     .drain_rate(1.0)
+    ///     .capacity(2)
+    ///     .build(|_: &u32, _| async { Delivery::Done })
+    ///     .unwrap();
+    /// throttle.pause();
+    /// assert!(throttle.try_submit(1).is_ok());
+    /// assert!(throttle.try_submit(2).is_ok());
+    /// let refused = throttle.try_submit(3).unwrap_err();
+    /// assert_eq!((refused.reason(), refused.into_job()), (Reason::Overloaded, 3));
+    /// # }
+    /// ```
+    pub fn try_submit(&self, job: J) -> Result<Admitted, Rejected<J>> {
+        let s = &*self.shared;
+        match s.queue.try_reserve() {
+            Ok(was_empty) => self.push(job, was_empty),
+            Err(Full::Closed) => Err(s.refuse(job, Reason::Closed)),
+            Err(Full::Bound) => self.overflow(job),
+        }
+    }
+
+    /// Admits `job`, waiting for room when the queue is at its bound (the
+    /// overflow policy does not apply: the caller chose to wait).
+    ///
+    /// Cancel-safe: a dropped wait holds no place. Refused only when the
+    /// throttle closes (`Closed`, the job handed back).
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() {
+    /// use dripfeed::{Admitted, Delivery, Throttle};
+    /// use std::time::Duration;
+    /// let (throttle, _drain) = Throttle::builder()
+    ///     .drain_rate(10.0)
+    ///     .capacity(1)
+    ///     .build(|_: &u32, _| async { Delivery::Done })
+    ///     .unwrap();
+    /// let start = tokio::time::Instant::now();
+    /// for job in 0..5 {
+    ///     assert_eq!(throttle.submit(job).await.unwrap(), Admitted::Queued);
+    /// }
+    /// // one place, drained at 10/s: the producer was held back to the drain rate
+    /// assert!(start.elapsed() >= Duration::from_millis(300));
+    /// # }
+    /// ```
+    pub async fn submit(&self, job: J) -> Result<Admitted, Rejected<J>> {
+        let s = &*self.shared;
+        loop {
+            match s.queue.try_reserve() {
+                Ok(was_empty) => return self.push(job, was_empty),
+                Err(Full::Closed) => return Err(s.refuse(job, Reason::Closed)),
+                Err(Full::Bound) => {}
+            }
+            let (_waiter, notified) = s.wait_for_room();
+            let mut notified = pin!(notified);
+            notified.as_mut().enable();
+            // Room may have freed between the failed reservation and enabling.
+            match s.queue.try_reserve() {
+                Ok(was_empty) => return self.push(job, was_empty),
+                Err(Full::Closed) => return Err(s.refuse(job, Reason::Closed)),
+                Err(Full::Bound) => notified.await,
+            }
+        }
+    }
+
+    /// Stamps a job: the real clock when it has a deadline or `precise` asks.
+    fn entry(&self, job: J, precise: bool) -> Entry<J> {
+        let s = &*self.shared;
+        let deadline = s.cfg.max_queue_wait_ns;
+        let admitted_ns = if precise || deadline.is_some() {
+            s.clock.precise()
+        } else {
+            s.clock.coarse()
+        };
+        Entry {
+            job,
+            admitted_ns,
+            deadline_ns: deadline.map_or(u64::MAX, |w| admitted_ns.saturating_add(w)),
+        }
+    }
+
+    /// Pushes into a reserved place and wakes the drain on the empty edge.
+    fn push(&self, job: J, was_empty: bool) -> Result<Admitted, Rejected<J>> {
+        let s = &*self.shared;
+        match s.queue.push_reserved(self.entry(job, was_empty)) {
+            Ok(()) => {
+                if was_empty {
+                    s.wake.notify_one();
+                }
+                Ok(Admitted::Queued)
+            }
+            // Unreachable while the bound stays within the ring; refuse, never lose.
+            Err(entry) => Err(s.refuse(entry.job, Reason::Overloaded)),
+        }
+    }
+
+    fn overflow(&self, job: J) -> Result<Admitted, Rejected<J>> {
+        let s = &*self.shared;
+        let policy = s.cfg.overflow;
+        s.overflowed(policy);
+        match policy {
+            Overflow::TailDrop => Err(s.refuse(job, Reason::Overloaded)),
+            Overflow::DeadLetter => match s.dead_letter(job, DeadLetterReason::Overflow) {
+                Ok(()) => Ok(Admitted::Deferred),
+                Err(job) => Err(s.refuse(job, Reason::Overloaded)),
+            },
+            Overflow::HeadDrop => {
+                for _ in 0..HEAD_DROP_TRIES {
+                    // The oldest job's place becomes the newcomer's.
+                    if let Some(oldest) = s.queue.pop() {
+                        let pushed = s.queue.push_reserved(self.entry(job, false));
+                        s.evict(oldest.job);
+                        return match pushed {
+                            Ok(()) => Ok(Admitted::Queued),
+                            Err(entry) => Err(s.refuse(entry.job, Reason::Overloaded)),
+                        };
+                    }
+                    // The ring is momentarily empty (the drain popped, or a
+                    // push is under way): a place may have freed.
+                    match s.queue.try_reserve() {
+                        Ok(was_empty) => return self.push(job, was_empty),
+                        Err(Full::Closed) => return Err(s.refuse(job, Reason::Closed)),
+                        Err(Full::Bound) => std::hint::spin_loop(),
+                    }
+                }
+                Err(s.refuse(job, Reason::Overloaded))
+            }
+        }
+    }
+
+    /// Jobs waiting in the queue (including pushes under way).
+    pub fn depth(&self) -> usize {
+        self.shared.queue.depth()
+    }
+
+    /// The current admission bound: `ceil(latency_budget × drain_rate)`, or
+    /// the fixed capacity.
+    pub fn capacity(&self) -> usize {
+        self.shared.capacity_at(self.shared.rate())
+    }
+
+    /// The current drain rate, jobs per second.
+    pub fn drain_rate(&self) -> f64 {
+        self.shared.rate()
+    }
+
+    /// Changes the drain rate; it takes effect from the next emission, and
+    /// the admission bound follows it (queued jobs are never pulled back when
+    /// it shrinks). Returns the old rate.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() {
+    /// use dripfeed::{Delivery, Throttle};
+    /// use std::time::Duration;
+    /// let (throttle, _drain) = Throttle::builder()
+    ///     .drain_rate(100.0)
+    ///     .max_rate(400.0)
+    ///     .latency_budget(Duration::from_secs(1))
+    ///     .build(|_: &u32, _| async { Delivery::Done })
+    ///     .unwrap();
+    /// assert_eq!(throttle.set_drain_rate(400.0), Ok(100.0));
+    /// assert_eq!(throttle.capacity(), 400);
+    /// # }
+    /// ```
+    pub fn set_drain_rate(&self, rate: f64) -> Result<f64, RateError> {
+        self.shared.set_rate(rate)
+    }
+
+    /// Stops emission; admission goes on until the queue is full.
+    pub fn pause(&self) {
+        self.shared.set_paused(true);
+    }
+
+    /// Restarts emission: the next job goes out at once, the following ones
+    /// at the drain rate (no burst for the time paused).
+    pub fn resume(&self) {
+        self.shared.set_paused(false);
+    }
+
+    /// Whether emission is paused.
+    pub fn is_paused(&self) -> bool {
+        self.shared.is_paused()
+    }
+
+    /// Whether the throttle admits nothing more.
+    pub fn is_closed(&self) -> bool {
+        self.shared.queue.is_closed()
+    }
+
+    /// The throttle's name (its metrics label).
+    pub fn name(&self) -> &str {
+        &self.shared.cfg.name
+    }
+
+    /// A snapshot of the counts and gauges.
+    pub fn stats(&self) -> Stats {
+        self.shared.stats()
+    }
+
+    /// Shuts down: new submits are refused as `Closed`; queued jobs keep
+    /// draining at the current rate for up to `grace`; what remains goes to
+    /// the dead-letter sink, or comes back in the report's `returned`. Waits
+    /// for deliveries in flight (each bounded by `deliver_timeout`).
+    ///
+    /// Only the first caller (of this or [`Drain::join`](crate::Drain::join))
+    /// receives the returned jobs. Requires the drain future to be running.
+    pub async fn shutdown(&self, grace: Duration) -> ShutdownReport<J> {
+        self.shared.begin_close(grace);
+        let returned = self.shared.wait_done().await;
+        ShutdownReport {
+            stats: self.shared.stats(),
+            returned,
+        }
+    }
+}

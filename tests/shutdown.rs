@@ -1,0 +1,125 @@
+//! Shutdown loses nothing: drained, dead-lettered or handed back, every job counted.
+
+mod support;
+
+use std::time::Duration;
+
+use dripfeed::{ChannelSink, DeadLetterReason, Outcome, Reason, Throttle};
+use support::Recorder;
+use tokio::time::{Instant, sleep};
+
+#[tokio::test(start_paused = true)]
+async fn shutdown_drains_until_the_deadline_then_hands_back_the_rest() {
+    let rec = Recorder::new();
+    let (throttle, _drain) = Throttle::builder()
+        .drain_rate(10.0)
+        .capacity(100)
+        .build(rec.clone())
+        .unwrap();
+    for i in 0..50u32 {
+        throttle.try_submit(i).unwrap();
+    }
+    let start = Instant::now();
+    let report = throttle.shutdown(Duration::from_millis(2050)).await;
+    assert!(start.elapsed() <= Duration::from_millis(2100));
+    assert_eq!(
+        rec.jobs(),
+        (0..21).collect::<Vec<_>>(),
+        "0 s, 0.1 s, … 2.0 s"
+    );
+    assert_eq!(report.returned, (21..50).collect::<Vec<_>>());
+    assert_eq!(report.stats.outcome(Outcome::Returned), 29);
+    assert_eq!(report.stats.submitted(), 50);
+    assert!(report.stats.closed);
+    let refused = throttle.try_submit(99).unwrap_err();
+    assert_eq!(
+        (refused.reason(), refused.retry_after()),
+        (Reason::Closed, None)
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn leftovers_go_to_the_sink_when_there_is_one() {
+    let (sink, mut letters) = ChannelSink::new(100).unwrap();
+    let (throttle, _drain) = Throttle::builder()
+        .drain_rate(1.0)
+        .capacity(10)
+        .dead_letter(sink)
+        .build(Recorder::<u32>::new())
+        .unwrap();
+    for i in 0..10u32 {
+        throttle.try_submit(i).unwrap();
+    }
+    let report = throttle.shutdown(Duration::from_millis(500)).await;
+    assert!(report.returned.is_empty());
+    assert_eq!(report.stats.delivered(), 1);
+    assert_eq!(report.stats.outcome(Outcome::DeadLettered), 9);
+    for i in 1..10u32 {
+        let letter = letters.recv().await.unwrap();
+        assert_eq!((letter.job, letter.why), (i, DeadLetterReason::Shutdown));
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_empty_queue_shuts_down_at_once_after_deliveries_finish() {
+    let slow = |_: &u32, _| async {
+        sleep(Duration::from_secs(3)).await;
+        dripfeed::Delivery::Done
+    };
+    let (throttle, _drain) = Throttle::builder().drain_rate(100.0).build(slow).unwrap();
+    throttle.try_submit(1).unwrap();
+    sleep(Duration::from_millis(10)).await;
+    let start = Instant::now();
+    let report = throttle.shutdown(Duration::from_secs(60)).await;
+    let took = start.elapsed();
+    assert!(
+        took >= Duration::from_millis(2900) && took < Duration::from_secs(4),
+        "{took:?}"
+    );
+    assert_eq!(
+        report.stats.delivered(),
+        1,
+        "the delivery in flight was waited for"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn dropping_every_handle_shuts_down_the_same_way() {
+    let rec = Recorder::new();
+    let (throttle, drain) = Throttle::builder()
+        .drain_rate(10.0)
+        .capacity(100)
+        .shutdown_grace(Duration::from_millis(950))
+        .build(rec.clone())
+        .unwrap();
+    let clone = throttle.clone();
+    for i in 0..20u32 {
+        clone.try_submit(i).unwrap();
+    }
+    drop(throttle);
+    sleep(Duration::from_millis(100)).await;
+    assert!(!drain.is_finished(), "a clone is still alive");
+    drop(clone);
+    let report = drain.join().await;
+    assert_eq!(report.stats.delivered() + report.returned.len() as u64, 20);
+    assert_eq!(report.stats.delivered(), rec.len() as u64);
+    assert!(report.stats.delivered() >= 10);
+}
+
+#[tokio::test(start_paused = true)]
+async fn waiting_submits_are_released_as_closed() {
+    let (throttle, _drain) = Throttle::builder()
+        .drain_rate(1.0)
+        .capacity(1)
+        .build(Recorder::<u32>::new())
+        .unwrap();
+    throttle.pause();
+    throttle.try_submit(0).unwrap();
+    let t = throttle.clone();
+    let waiter = tokio::spawn(async move { t.submit(1).await });
+    support::settle().await;
+    let report = throttle.shutdown(Duration::ZERO).await;
+    let refused = waiter.await.unwrap().unwrap_err();
+    assert_eq!((refused.reason(), refused.into_job()), (Reason::Closed, 1));
+    assert_eq!(report.returned, vec![0]);
+}
