@@ -1,88 +1,282 @@
-//! The classic burst, in process: 1,000 webhooks/s for 5 s offered to a
-//! receiver that takes 200/s, through a throttle with a 2 s latency budget
-//! (capacity 400). Prints what was accepted, refused (with the Retry-After
-//! range), the peak depth, what was delivered, and that nothing was lost.
+//! A webhook relay on dripfeed: accepts webhooks over HTTP, queues them in a
+//! leaky-bucket throttle, and delivers them to a fragile receiver at the
+//! rate it can take. `--demo` drives the classic burst at itself and prints
+//! what happened; without it the relay serves until Ctrl-C.
 //!
-//! Run: `cargo run --release --example webhook_relay`
+//! ```text
+//! cargo run --release --example webhook_relay -- --demo
+//! cargo run --release --example webhook_relay -- --help
+//! ```
 
+#[path = "webhook_relay/app.rs"]
+mod app;
+#[path = "webhook_relay/budget.rs"]
+mod budget;
+#[path = "webhook_relay/dead_letter.rs"]
+mod dead_letter;
+#[path = "webhook_relay/demo.rs"]
+mod demo;
+#[path = "webhook_relay/receiver.rs"]
+mod receiver;
+
+use std::io::{IsTerminal, Write};
+use std::net::SocketAddr;
+use std::path::PathBuf;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use dripfeed::{Attempt, Delivery, Outcome, Throttle, headers};
-use tokio::time::{Instant, MissedTickBehavior, interval};
+use clap::{Parser, ValueEnum};
+use dripfeed::{Outcome, Overflow};
+use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
+
+use app::{Relay, RelayConfig};
+
+#[derive(Clone, Copy, Debug, ValueEnum)]
+enum OverflowFlag {
+    TailDrop,
+    HeadDrop,
+    DeadLetter,
+}
+
+/// A webhook relay that protects a fragile receiver with a dripfeed throttle.
+#[derive(Parser, Debug)]
+#[command(version, about)]
+struct Flags {
+    /// Address the relay listens on.
+    #[arg(long, default_value = "127.0.0.1:8080")]
+    listen: SocketAddr,
+    /// Where webhooks are delivered; without it a built-in fragile receiver starts on 127.0.0.1:8081.
+    #[arg(long)]
+    downstream: Option<String>,
+    /// Capacity of the built-in receiver, requests per second.
+    #[arg(long, default_value_t = 200.0)]
+    receiver_capacity: f64,
+    /// Drain rate, webhooks per second.
+    #[arg(long, default_value_t = 200.0)]
+    drain_rate: f64,
+    /// Worst queueing delay accepted (capacity = budget × rate), e.g. 2s or 500ms.
+    #[arg(long, default_value = "2s", value_parser = parse_duration)]
+    latency_budget: Duration,
+    /// What happens when the queue is full.
+    #[arg(long, value_enum, default_value = "tail-drop")]
+    overflow: OverflowFlag,
+    /// Where undeliverable webhooks are written, one JSON line each.
+    #[arg(long, default_value = "dead-letter.jsonl")]
+    dead_letter_file: PathBuf,
+    /// Deliveries running at once.
+    #[arg(long, default_value_t = 64)]
+    max_in_flight: usize,
+    /// Bytes of bodies the relay may hold (queued or in flight); over it, 503.
+    #[arg(long, default_value_t = 64 << 20)]
+    max_queue_bytes: u64,
+    /// Header naming the tenant.
+    #[arg(long, default_value = "X-Tenant")]
+    tenant_header: String,
+    /// How long shutdown keeps draining before dead-lettering the rest.
+    #[arg(long, default_value = "10s", value_parser = parse_duration)]
+    shutdown_grace: Duration,
+    /// Drive the classic burst (1,000 requests/s for 5 s) at the relay, print a summary and exit.
+    #[arg(long)]
+    demo: bool,
+}
+
+/// `2s`, `500ms`, `1.5s`, `1m` or plain seconds.
+fn parse_duration(text: &str) -> Result<Duration, String> {
+    let text = text.trim();
+    let (num, unit) = match text.find(|c: char| c.is_ascii_alphabetic()) {
+        Some(i) => text.split_at(i),
+        None => (text, "s"),
+    };
+    let value: f64 = num
+        .trim()
+        .parse()
+        .map_err(|_| format!("not a duration: {text}"))?;
+    let secs = match unit {
+        "ms" => value / 1000.0,
+        "s" => value,
+        "m" => value * 60.0,
+        _ => return Err(format!("unknown unit {unit:?} (use ms, s or m)")),
+    };
+    Duration::try_from_secs_f64(secs).map_err(|_| format!("not a duration: {text}"))
+}
+
+fn install_prometheus() -> Result<PrometheusHandle, String> {
+    let seconds = [
+        0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0,
+    ];
+    let handle = PrometheusBuilder::new()
+        .set_buckets_for_metric(Matcher::Suffix("_seconds".into()), &seconds)
+        .and_then(|b| b.install_recorder())
+        .map_err(|e| e.to_string())?;
+    let upkeep = handle.clone();
+    tokio::spawn(async move {
+        let mut tick = tokio::time::interval(Duration::from_secs(5));
+        loop {
+            tick.tick().await;
+            upkeep.run_upkeep();
+        }
+    });
+    Ok(handle)
+}
+
+/// One status line a second: on a terminal it rewrites itself.
+fn spawn_status(relay: Arc<Relay>) {
+    tokio::spawn(async move {
+        let tty = std::io::stdout().is_terminal();
+        let mut tick = tokio::time::interval(Duration::from_secs(1));
+        tick.tick().await;
+        loop {
+            tick.tick().await;
+            let s = relay.throttle.stats();
+            let p99 = {
+                let mut l = relay.latencies.lock().unwrap_or_else(|p| p.into_inner());
+                l.sort_by(f64::total_cmp);
+                let p = l
+                    .get((l.len() * 99 / 100).min(l.len().saturating_sub(1)))
+                    .copied();
+                l.clear();
+                p
+            };
+            let a = &relay.answers;
+            let load =
+                |x: &std::sync::atomic::AtomicU64| x.load(std::sync::atomic::Ordering::Relaxed);
+            let line = format!(
+                "depth {:>5}/{:<5} ({:>6} KiB) rate {:>6.1}/s p99 {:>7} delivered {:>7} | 503 full {} bytes {} | 429 {} | 413 {} | dead-lettered {}",
+                s.depth,
+                s.capacity,
+                relay.budget.held() / 1024,
+                s.drain_rate,
+                p99.map_or("-".into(), |p| format!("{:.1}ms", p * 1000.0)),
+                s.delivered(),
+                load(&a.full_503),
+                load(&a.bytes_503),
+                load(&a.quota_429),
+                load(&a.too_large_413),
+                s.outcome(Outcome::DeadLettered) + s.outcome(Outcome::Evicted),
+            );
+            let mut out = std::io::stdout().lock();
+            if tty {
+                let _ = write!(out, "\r\x1b[2K{line}");
+                let _ = out.flush();
+            } else {
+                let _ = writeln!(out, "{line}");
+            }
+        }
+    });
+}
+
+async fn stop_signal() {
+    let ctrl_c = tokio::signal::ctrl_c();
+    #[cfg(unix)]
+    {
+        let mut term =
+            match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+                Ok(t) => t,
+                Err(_) => {
+                    let _ = ctrl_c.await;
+                    return;
+                }
+            };
+        tokio::select! {
+            _ = ctrl_c => {}
+            _ = term.recv() => {}
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = ctrl_c.await;
+    }
+}
 
 #[tokio::main]
 async fn main() {
-    let received = Arc::new(AtomicU64::new(0));
-    let r = received.clone();
-    let receiver = move |_body: &Vec<u8>, _: Attempt| {
-        let r = r.clone();
-        async move {
-            tokio::time::sleep(Duration::from_millis(5)).await; // the receiver's latency
-            r.fetch_add(1, Ordering::Relaxed);
-            Delivery::Done
-        }
-    };
-    let (throttle, _drain) = Throttle::builder()
-        .name("webhook_relay")
-        .drain_rate(200.0)
-        .latency_budget(Duration::from_secs(2))
-        .build(receiver)
-        .expect("valid configuration");
-    println!(
-        "dripfeed demo: 1,000 webhooks/s for 5 s into a drain of {}/s, capacity {}",
-        throttle.drain_rate(),
-        throttle.capacity()
-    );
-
-    let (mut accepted, mut refused, mut peak) = (0u64, 0u64, 0usize);
-    let (mut min_wait, mut max_wait) = (u64::MAX, 0u64);
-    let start = Instant::now();
-    let mut tick = interval(Duration::from_millis(10));
-    tick.set_missed_tick_behavior(MissedTickBehavior::Burst);
-    for _ in 0..500 {
-        tick.tick().await;
-        for _ in 0..10 {
-            match throttle.try_submit(vec![0u8; 256]) {
-                Ok(_) => accepted += 1,
-                Err(rejected) => {
-                    refused += 1;
-                    let secs = headers::whole_seconds(rejected.retry_after().unwrap_or_default());
-                    min_wait = min_wait.min(secs);
-                    max_wait = max_wait.max(secs);
-                }
-            }
-        }
-        peak = peak.max(throttle.depth());
-        if start.elapsed().as_millis() % 1000 < 10 {
-            let s = throttle.stats();
-            println!(
-                "t={:>4.1}s depth={:>3} rate={}/s delivered={:>4} refused={:>4}",
-                start.elapsed().as_secs_f64(),
-                s.depth,
-                s.drain_rate,
-                s.delivered(),
-                s.outcome(Outcome::Refused)
-            );
-        }
-    }
-    let report = throttle.shutdown(Duration::from_secs(10)).await;
-    let s = &report.stats;
-    let lost = accepted - s.delivered() - report.returned.len() as u64;
-    println!();
-    println!(
-        "| accepted (202) | refused (503) | Retry-After | peak depth | delivered | elapsed | lost |"
-    );
-    println!("|---|---|---|---|---|---|---|");
-    println!(
-        "| {accepted} | {refused} | {}–{} s | {peak} | {} | {:.2} s | {lost} |",
-        if refused > 0 { min_wait } else { 0 },
-        max_wait,
-        received.load(Ordering::Relaxed),
-        start.elapsed().as_secs_f64()
-    );
-    if lost != 0 {
+    let flags = Flags::parse();
+    if let Err(e) = run(flags).await {
+        eprintln!("webhook_relay: {e}");
         std::process::exit(1);
     }
+}
+
+async fn run(flags: Flags) -> Result<(), String> {
+    let prometheus = install_prometheus()?;
+    let mut receiver = None;
+    let downstream = match &flags.downstream {
+        Some(url) => url.clone(),
+        None => {
+            let rx = receiver::Receiver::new(flags.receiver_capacity);
+            let addr = receiver::serve(
+                "127.0.0.1:8081".parse().map_err(|_| "bad address")?,
+                rx.clone(),
+            )
+            .await
+            .map_err(|e| format!("starting the built-in receiver on 127.0.0.1:8081: {e}"))?;
+            receiver = Some(rx);
+            format!("http://{addr}/hooks")
+        }
+    };
+    let cfg = RelayConfig {
+        drain_rate: flags.drain_rate,
+        latency_budget: flags.latency_budget,
+        overflow: match flags.overflow {
+            OverflowFlag::TailDrop => Overflow::TailDrop,
+            OverflowFlag::HeadDrop => Overflow::HeadDrop,
+            OverflowFlag::DeadLetter => Overflow::DeadLetter,
+        },
+        dead_letter_file: flags.dead_letter_file.clone(),
+        max_in_flight: flags.max_in_flight,
+        max_queue_bytes: flags.max_queue_bytes,
+        downstream: downstream.clone(),
+        tenant_header: flags.tenant_header.clone(),
+        deliver_timeout: Duration::from_secs(10),
+    };
+    let relay = Relay::start(cfg).await.map_err(|e| e.to_string())?;
+    let stop = Arc::new(tokio::sync::Notify::new());
+    let server_stop = stop.clone();
+    let (addr, server) = app::serve(
+        flags.listen,
+        app::router(relay.clone(), Some(prometheus)),
+        async move { server_stop.notified().await },
+    )
+    .await
+    .map_err(|e| format!("listening on {}: {e}", flags.listen))?;
+
+    println!(
+        "webhook relay on http://{addr}: POST /v1/webhooks/deliver, GET /metrics, GET /healthz\n\
+         delivering to {downstream} at {}/s, capacity {} ({:?} budget), overflow {:?}",
+        relay.throttle.drain_rate(),
+        relay.throttle.capacity(),
+        flags.latency_budget,
+        flags.overflow,
+    );
+
+    if flags.demo {
+        let outcome = demo::run(addr, &relay, receiver.as_deref(), flags.shutdown_grace).await;
+        stop.notify_one();
+        let _ = server.await;
+        return outcome;
+    }
+
+    println!(
+        "try: curl -X POST -d '{{\"hello\":1}}' -H 'content-type: application/json' http://{addr}/v1/webhooks/deliver"
+    );
+    println!("or run with --demo; Ctrl-C drains the queue and exits");
+    spawn_status(relay.clone());
+    stop_signal().await;
+    println!(
+        "\nshutting down: refusing new webhooks, draining for up to {:?}",
+        flags.shutdown_grace
+    );
+    let report = relay.throttle.shutdown(flags.shutdown_grace).await;
+    for job in report.returned {
+        let _ = relay.sink.offer(job, "shutdown");
+    }
+    let lines = relay.sink.written().await;
+    stop.notify_one();
+    let _ = server.await;
+    println!(
+        "delivered {}, dead-letter file {} ({lines} lines this run)",
+        report.stats.delivered(),
+        flags.dead_letter_file.display()
+    );
+    Ok(())
 }

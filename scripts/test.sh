@@ -2,4 +2,13 @@
 # Runs dripfeed's tests on a fresh machine: installs what they need, then `cargo test`.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+
+# promtool (Debian package prometheus) checks the relay's /metrics page.
+if ! command -v promtool >/dev/null 2>&1; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq prometheus >/dev/null
+  else
+    echo "promtool missing: install the Debian package prometheus (the check is skipped outside CI)" >&2
+  fi
+fi
 cargo test --all-features "$@"

@@ -1,0 +1,348 @@
+//! The relay itself: `POST /v1/webhooks/deliver` queues a webhook in a
+//! dripfeed throttle whose drain POSTs it to the downstream; `GET /metrics`
+//! and `GET /healthz`.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use axum::Router;
+use axum::body::Bytes;
+use axum::extract::rejection::BytesRejection;
+use axum::extract::{DefaultBodyLimit, State};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use dripfeed::{
+    Admitted, Attempt, Delivery, Downstream, Overflow, Reason, Rejected, Throttle, headers,
+};
+use metrics_exporter_prometheus::PrometheusHandle;
+use serde_json::json;
+
+use crate::budget::{ByteBudget, Ticket};
+use crate::dead_letter::FileSink;
+
+/// Bodies above this are refused with 413.
+pub const MAX_BODY: usize = 1 << 20;
+
+#[derive(Clone, Debug)]
+pub struct RelayConfig {
+    pub drain_rate: f64,
+    pub latency_budget: Duration,
+    pub overflow: Overflow,
+    pub dead_letter_file: PathBuf,
+    pub max_in_flight: usize,
+    pub max_queue_bytes: u64,
+    pub downstream: String,
+    pub tenant_header: String,
+    pub deliver_timeout: Duration,
+}
+
+/// A queued webhook. Its ticket holds its bytes against the budget until dropped.
+pub struct Job {
+    pub body: Bytes,
+    pub content_type: Option<String>,
+    pub tenant: Option<String>,
+    pub received_unix_ms: u64,
+    _ticket: Ticket,
+}
+
+/// What the relay answered, by kind.
+#[derive(Default)]
+pub struct Answers {
+    pub queued: AtomicU64,
+    pub deferred: AtomicU64,
+    pub full_503: AtomicU64,
+    pub bytes_503: AtomicU64,
+    pub closed_503: AtomicU64,
+    pub quota_429: AtomicU64,
+    pub too_large_413: AtomicU64,
+}
+
+pub struct Relay {
+    pub throttle: Throttle<Job>,
+    pub budget: ByteBudget,
+    pub sink: Arc<FileSink>,
+    pub answers: Answers,
+    /// Delivery latencies (s) since the status line last read them.
+    pub latencies: Arc<Mutex<Vec<f64>>>,
+    pub cfg: RelayConfig,
+}
+
+/// POSTs each job to the downstream URL, same body and content type.
+struct HttpDownstream {
+    client: reqwest::Client,
+    url: String,
+    latencies: Arc<Mutex<Vec<f64>>>,
+}
+
+#[async_trait::async_trait]
+impl Downstream<Job> for HttpDownstream {
+    async fn deliver(&self, job: &Job, attempt: Attempt) -> Delivery {
+        let mut req = self
+            .client
+            .post(&self.url)
+            .header("idempotency-key", attempt.id().to_string())
+            .body(job.body.clone());
+        if let Some(ct) = &job.content_type {
+            req = req.header(header::CONTENT_TYPE, ct);
+        }
+        let started = std::time::Instant::now();
+        let answer = req.send().await;
+        if let Ok(mut l) = self.latencies.lock() {
+            l.push(started.elapsed().as_secs_f64());
+        }
+        match answer {
+            Ok(resp) if resp.status().is_success() => Delivery::Done,
+            Ok(resp) => {
+                let status = resp.status().as_u16();
+                let after = resp
+                    .headers()
+                    .get(header::RETRY_AFTER)
+                    .and_then(|v| v.to_str().ok())
+                    .and_then(|v| v.trim().parse::<u64>().ok())
+                    .map(Duration::from_secs);
+                match status {
+                    408 | 429 | 500..=599 => Delivery::Retry { after },
+                    _ => Delivery::Failed,
+                }
+            }
+            Err(_) => Delivery::Retry { after: None },
+        }
+    }
+}
+
+impl Relay {
+    /// Opens the dead-letter file and builds the throttle (install the
+    /// metrics recorder before calling this).
+    pub async fn start(cfg: RelayConfig) -> std::io::Result<Arc<Relay>> {
+        let sink = Arc::new(FileSink::open(cfg.dead_letter_file.clone()).await?);
+        let latencies = Arc::new(Mutex::new(Vec::new()));
+        let client = reqwest::Client::builder()
+            .timeout(cfg.deliver_timeout)
+            .pool_max_idle_per_host(cfg.max_in_flight)
+            .build()
+            .map_err(std::io::Error::other)?;
+        let downstream = HttpDownstream {
+            client,
+            url: cfg.downstream.clone(),
+            latencies: latencies.clone(),
+        };
+        let evicted_to = sink.clone();
+        let (throttle, _drain) = Throttle::builder()
+            .name("webhook_relay")
+            .drain_rate(cfg.drain_rate)
+            .latency_budget(cfg.latency_budget)
+            .overflow(cfg.overflow)
+            .max_in_flight(cfg.max_in_flight)
+            .deliver_timeout(cfg.deliver_timeout + Duration::from_secs(1))
+            .dead_letter(sink.clone())
+            .on_evicted(move |job: Job| {
+                if evicted_to.offer(job, "evicted").is_err() {
+                    eprintln!("dead-letter writer is gone: an evicted job was dropped");
+                }
+            })
+            .build(downstream)
+            .map_err(std::io::Error::other)?;
+        Ok(Arc::new(Relay {
+            throttle,
+            budget: ByteBudget::new(cfg.max_queue_bytes),
+            sink,
+            answers: Answers::default(),
+            latencies,
+            cfg,
+        }))
+    }
+
+    /// Waits until nothing is queued or in flight (or `limit` passes).
+    pub async fn drained(&self, limit: Duration) {
+        let until = tokio::time::Instant::now() + limit;
+        while tokio::time::Instant::now() < until {
+            let s = self.throttle.stats();
+            if s.depth == 0 && s.in_flight == 0 {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+}
+
+fn bump(a: &AtomicU64) {
+    a.fetch_add(1, Ordering::Relaxed);
+}
+
+fn unix_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0)
+}
+
+/// An RFC 9457 problem-details response, with the wait-hint header fields.
+fn problem(
+    status: StatusCode,
+    kind: &str,
+    detail: String,
+    fields: Vec<(&'static str, String)>,
+) -> Response {
+    let retry_after = fields
+        .iter()
+        .find(|(k, _)| *k == "retry-after")
+        .and_then(|(_, v)| v.parse::<u64>().ok());
+    let body = json!({
+        "type": format!("urn:dripfeed:problem:{kind}"),
+        "title": status.canonical_reason().unwrap_or("error"),
+        "status": status.as_u16(),
+        "detail": detail,
+        "retry_after": retry_after,
+    });
+    let mut resp = (status, body.to_string()).into_response();
+    let h = resp.headers_mut();
+    h.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/problem+json"),
+    );
+    for (name, value) in fields {
+        if let Ok(v) = HeaderValue::from_str(&value) {
+            h.insert(name, v);
+        }
+    }
+    resp
+}
+
+fn refused(relay: &Relay, r: Rejected<Job>) -> Response {
+    let fields = headers::for_rejected(&r);
+    let status = StatusCode::from_u16(r.status()).unwrap_or(StatusCode::SERVICE_UNAVAILABLE);
+    let (kind, detail) = match r.reason() {
+        Reason::Overloaded => {
+            bump(&relay.answers.full_503);
+            (
+                "overloaded",
+                "the delivery queue is full; retry later".to_owned(),
+            )
+        }
+        Reason::OverQuota => {
+            bump(&relay.answers.quota_429);
+            (
+                "over-quota",
+                "this tenant is over its quota; retry later".to_owned(),
+            )
+        }
+        Reason::Closed => {
+            bump(&relay.answers.closed_503);
+            ("closed", "the relay is shutting down".to_owned())
+        }
+        _ => ("invalid", "this webhook can never be admitted".to_owned()),
+    };
+    problem(status, kind, detail, fields)
+}
+
+async fn deliver(
+    State(relay): State<Arc<Relay>>,
+    headers_in: HeaderMap,
+    body: Result<Bytes, BytesRejection>,
+) -> Response {
+    let body = match body {
+        Ok(b) => b,
+        Err(e) if e.status() == StatusCode::PAYLOAD_TOO_LARGE => {
+            bump(&relay.answers.too_large_413);
+            let detail = format!("bodies are limited to {MAX_BODY} bytes");
+            return problem(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                "too-large",
+                detail,
+                Vec::new(),
+            );
+        }
+        Err(e) => return problem(e.status(), "bad-body", e.body_text(), Vec::new()),
+    };
+    let Some(ticket) = relay.budget.try_take(body.len()) else {
+        bump(&relay.answers.bytes_503);
+        let wait = relay.throttle.depth() as f64 / relay.throttle.drain_rate();
+        let fields = vec![(
+            "retry-after",
+            headers::retry_after(Duration::from_secs_f64(wait)),
+        )];
+        let detail = "the relay holds its byte budget of queued bodies; retry later".to_owned();
+        return problem(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "overloaded",
+            detail,
+            fields,
+        );
+    };
+    let text = |name: &str| {
+        headers_in
+            .get(name)
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_owned)
+    };
+    let job = Job {
+        content_type: text(header::CONTENT_TYPE.as_str()),
+        tenant: text(&relay.cfg.tenant_header),
+        body,
+        received_unix_ms: unix_ms(),
+        _ticket: ticket,
+    };
+    match relay.throttle.try_submit(job) {
+        Ok(Admitted::Queued) => {
+            bump(&relay.answers.queued);
+            (
+                StatusCode::ACCEPTED,
+                axum::Json(json!({"status": "queued"})),
+            )
+                .into_response()
+        }
+        Ok(Admitted::Deferred) => {
+            bump(&relay.answers.deferred);
+            (
+                StatusCode::ACCEPTED,
+                axum::Json(json!({"status": "deferred"})),
+            )
+                .into_response()
+        }
+        Err(r) => refused(&relay, r),
+    }
+}
+
+pub fn router(relay: Arc<Relay>, prometheus: Option<PrometheusHandle>) -> Router {
+    Router::new()
+        .route("/v1/webhooks/deliver", post(deliver))
+        .route("/healthz", get(|| async { "ok\n" }))
+        .route(
+            "/metrics",
+            get(move || {
+                let prometheus = prometheus.clone();
+                async move {
+                    match prometheus {
+                        Some(p) => (
+                            [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
+                            p.render(),
+                        )
+                            .into_response(),
+                        None => StatusCode::NOT_FOUND.into_response(),
+                    }
+                }
+            }),
+        )
+        .layer(DefaultBodyLimit::max(MAX_BODY))
+        .with_state(relay)
+}
+
+/// Serves the relay on `addr` until `stop` resolves; returns its address.
+pub async fn serve(
+    addr: SocketAddr,
+    app: Router,
+    stop: impl std::future::Future<Output = ()> + Send + 'static,
+) -> std::io::Result<(SocketAddr, tokio::task::JoinHandle<()>)> {
+    let listener = tokio::net::TcpListener::bind(addr).await?;
+    let local = listener.local_addr()?;
+    let task = tokio::spawn(async move {
+        let _ = axum::serve(listener, app)
+            .with_graceful_shutdown(stop)
+            .await;
+    });
+    Ok((local, task))
+}

@@ -1,0 +1,226 @@
+//! The webhook relay on loopback: a burst ten times the drain rate, real time,
+//! bounded in count and time; asserts counts and generous bounds only.
+
+#[path = "../examples/webhook_relay/app.rs"]
+#[allow(dead_code)]
+mod app;
+#[path = "../examples/webhook_relay/budget.rs"]
+#[allow(dead_code)]
+mod budget;
+#[path = "../examples/webhook_relay/dead_letter.rs"]
+#[allow(dead_code)]
+mod dead_letter;
+#[path = "../examples/webhook_relay/demo.rs"]
+#[allow(dead_code)]
+mod demo;
+#[path = "../examples/webhook_relay/receiver.rs"]
+#[allow(dead_code)]
+mod receiver;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::time::Duration;
+
+use app::{Relay, RelayConfig};
+use dripfeed::Overflow;
+
+fn rss_kib() -> u64 {
+    std::fs::read_to_string("/proc/self/statm")
+        .ok()
+        .and_then(|s| {
+            s.split_whitespace()
+                .nth(1)
+                .and_then(|p| p.parse::<u64>().ok())
+        })
+        .map_or(0, |pages| pages * 4)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_burst_ten_times_the_drain_rate_loses_nothing_and_says_when_to_retry() {
+    const RATE: f64 = 100.0;
+    let prometheus = metrics_exporter_prometheus::PrometheusBuilder::new()
+        .set_buckets_for_metric(
+            metrics_exporter_prometheus::Matcher::Suffix("_seconds".into()),
+            &[0.001, 0.01, 0.1, 1.0, 10.0],
+        )
+        .unwrap()
+        .install_recorder()
+        .unwrap();
+    let rx = receiver::Receiver::new(10_000.0);
+    let rx_addr = receiver::serve("127.0.0.1:0".parse().unwrap(), rx.clone())
+        .await
+        .unwrap();
+    let dl = std::env::temp_dir().join(format!("dripfeed-relay-test-{}.jsonl", std::process::id()));
+    let _ = std::fs::remove_file(&dl);
+    let relay = Relay::start(RelayConfig {
+        drain_rate: RATE,
+        latency_budget: Duration::from_secs(1),
+        overflow: Overflow::TailDrop,
+        dead_letter_file: dl.clone(),
+        max_in_flight: 32,
+        max_queue_bytes: 64 << 20,
+        downstream: format!("http://{rx_addr}/hooks"),
+        tenant_header: "x-tenant".into(),
+        deliver_timeout: Duration::from_secs(5),
+    })
+    .await
+    .unwrap();
+    let bound = relay.throttle.capacity();
+    assert_eq!(bound, 100);
+    let stop = Arc::new(tokio::sync::Notify::new());
+    let s2 = stop.clone();
+    let (addr, server) = app::serve(
+        "127.0.0.1:0".parse().unwrap(),
+        app::router(relay.clone(), Some(prometheus)),
+        async move { s2.notified().await },
+    )
+    .await
+    .unwrap();
+
+    // watch the depth the whole time
+    let worst = Arc::new(AtomicUsize::new(0));
+    let watching = Arc::new(AtomicBool::new(true));
+    let watcher = {
+        let (relay, worst, watching) = (relay.clone(), worst.clone(), watching.clone());
+        tokio::spawn(async move {
+            while watching.load(Ordering::Relaxed) {
+                worst.fetch_max(relay.throttle.stats().depth as usize, Ordering::Relaxed);
+                tokio::time::sleep(Duration::from_millis(2)).await;
+            }
+        })
+    };
+
+    let mut rss_after = Vec::new();
+    let mut accepted = 0;
+    for round in 0..2 {
+        let b = demo::burst(addr, &relay, 1000, 2, |_| None).await;
+        assert_eq!(b.errors, 0, "round {round}: connection errors");
+        assert_eq!(
+            b.count(202) + b.count(503),
+            2000,
+            "round {round}: {:?}",
+            b.statuses
+        );
+        assert!(
+            b.count(202) >= 150 && b.count(202) <= 500,
+            "round {round}: {:?}",
+            b.statuses
+        );
+        assert_eq!(
+            b.retry_after.len() as u64,
+            b.count(503),
+            "every 503 carries Retry-After"
+        );
+        let (lo, hi) = ((bound as f64 - 2.0) / RATE, 1.2 * bound as f64 / RATE + 1.0);
+        for secs in &b.retry_after {
+            assert!(
+                *secs as f64 >= lo && *secs as f64 <= hi,
+                "Retry-After {secs} outside [{lo}, {hi}]"
+            );
+        }
+        accepted += b.count(202);
+        relay.drained(Duration::from_secs(20)).await;
+        assert_eq!(
+            rx.stats().ok,
+            accepted,
+            "round {round}: receiver count == 202s"
+        );
+        rss_after.push(rss_kib());
+    }
+    watching.store(false, Ordering::Relaxed);
+    watcher.await.unwrap();
+    assert!(
+        worst.load(Ordering::Relaxed) <= bound,
+        "depth reached {}",
+        worst.load(Ordering::Relaxed)
+    );
+    let growth = rss_after[1] as i64 - rss_after[0] as i64;
+    assert!(
+        growth.abs() <= 5 * 1024,
+        "RSS moved {growth} KiB between identical bursts: {rss_after:?}"
+    );
+
+    // a body over 1 MiB is refused with 413 and a problem document
+    let client = reqwest::Client::new();
+    let big = client
+        .post(format!("http://{addr}/v1/webhooks/deliver"))
+        .body(vec![b'x'; app::MAX_BODY + 1])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(big.status().as_u16(), 413);
+    assert_eq!(big.headers()["content-type"], "application/problem+json");
+
+    // the metrics page has the design's names and passes promtool
+    let page = client
+        .get(format!("http://{addr}/metrics"))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    for name in [
+        "leaky_bucket_queue_depth",
+        "leaky_bucket_queue_capacity",
+        "leaky_bucket_drain_rate",
+        "leaky_bucket_admitted_total",
+        "leaky_bucket_jobs_total{throttle=\"webhook_relay\",outcome=\"delivered\"}",
+        "leaky_bucket_overflow_total{throttle=\"webhook_relay\",policy=\"tail_drop\"}",
+        "leaky_bucket_rejected_total{throttle=\"webhook_relay\",reason=\"overloaded\"}",
+        "leaky_bucket_queue_wait_seconds_bucket",
+        "leaky_bucket_delivery_seconds_bucket",
+    ] {
+        assert!(page.contains(name), "{name} missing from /metrics");
+    }
+    promtool_check(&page);
+
+    let report = relay.throttle.shutdown(Duration::from_secs(5)).await;
+    assert_eq!(report.stats.delivered(), accepted);
+    // after shutdown: 503, closed
+    let late = client
+        .post(format!("http://{addr}/v1/webhooks/deliver"))
+        .body("{}")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(late.status().as_u16(), 503);
+    let problem: serde_json::Value = serde_json::from_str(&late.text().await.unwrap()).unwrap();
+    assert_eq!(problem["type"], "urn:dripfeed:problem:closed");
+    stop.notify_one();
+    server.await.unwrap();
+    let _ = std::fs::remove_file(&dl);
+}
+
+/// Runs `promtool check metrics` on the page; in CI it must be there.
+fn promtool_check(page: &str) {
+    use std::io::Write;
+    use std::process::{Command, Stdio};
+    let child = Command::new("promtool")
+        .args(["check", "metrics"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn();
+    let mut child = match child {
+        Ok(c) => c,
+        Err(e) if std::env::var("CI").as_deref() != Ok("true") => {
+            eprintln!("promtool not found ({e}); skipping the check outside CI");
+            return;
+        }
+        Err(e) => panic!("promtool is required in CI: {e}"),
+    };
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(page.as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "promtool check metrics failed:\n{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
