@@ -26,7 +26,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use clap::{Parser, ValueEnum};
-use dripfeed::{Outcome, Overflow};
+use dripfeed::{AimdConfig, Outcome, Overflow};
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
 
 use app::{Relay, RelayConfig};
@@ -69,6 +69,18 @@ struct Flags {
     /// Bytes of bodies the relay may hold (queued or in flight); over it, 503.
     #[arg(long, default_value_t = 64 << 20)]
     max_queue_bytes: u64,
+    /// Let the drain rate follow the receiver's p99 (AIMD between --floor and --ceiling).
+    #[arg(long)]
+    adaptive: bool,
+    /// Lowest adaptive rate, per second.
+    #[arg(long, default_value_t = 20.0)]
+    floor: f64,
+    /// Highest adaptive rate, per second.
+    #[arg(long, default_value_t = 400.0)]
+    ceiling: f64,
+    /// The receiver p99 the adaptive drain aims under, e.g. 150ms.
+    #[arg(long, default_value = "150ms", value_parser = parse_duration)]
+    target_p99: Duration,
     /// Header naming the tenant.
     #[arg(long, default_value = "X-Tenant")]
     tenant_header: String,
@@ -228,6 +240,17 @@ async fn run(flags: Flags) -> Result<(), String> {
         downstream: downstream.clone(),
         tenant_header: flags.tenant_header.clone(),
         deliver_timeout: Duration::from_secs(10),
+        adaptive: match flags.adaptive {
+            true => Some(
+                AimdConfig::default()
+                    .with_floor(flags.floor)
+                    .with_ceiling(flags.ceiling)
+                    .with_target_p99(flags.target_p99)
+                    .build()
+                    .map_err(|e| format!("adaptive drain: {e}"))?,
+            ),
+            false => None,
+        },
     };
     let relay = Relay::start(cfg).await.map_err(|e| e.to_string())?;
     let stop = Arc::new(tokio::sync::Notify::new());

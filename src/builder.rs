@@ -8,6 +8,7 @@ use crate::drain::{Drain, DrainFuture, run};
 use crate::error::BuildError;
 use crate::overflow::{DeadLetterSink, Overflow};
 use crate::queue::{Entry, MAX_CAPACITY};
+use crate::rate::Aimd;
 use crate::shared::{Config, Hook, Shared, bound_for};
 use crate::throttle::Throttle;
 
@@ -57,6 +58,7 @@ pub struct ThrottleBuilder<J> {
     on_evicted: Option<Hook<J>>,
     on_expired: Option<Hook<J>>,
     on_failed: Option<Hook<J>>,
+    adaptive: Option<Aimd>,
 }
 
 /// What validation yields: the configuration, the rate and the ring size.
@@ -92,6 +94,7 @@ impl<J: Send + Sync + 'static> ThrottleBuilder<J> {
             on_evicted: None,
             on_expired: None,
             on_failed: None,
+            adaptive: None,
         }
     }
 
@@ -108,7 +111,7 @@ impl<J: Send + Sync + 'static> ThrottleBuilder<J> {
     }
 
     /// The highest rate `set_drain_rate` may ever set (default: the drain
-    /// rate). The ring is allocated for it.
+    /// rate, or the AIMD ceiling when adaptive). The ring is allocated for it.
     pub fn max_rate(mut self, jobs_per_second: f64) -> Self {
         self.max_rate = Some(jobs_per_second);
         self
@@ -188,18 +191,71 @@ impl<J: Send + Sync + 'static> ThrottleBuilder<J> {
         self
     }
 
+    /// Makes the drain rate follow the downstream: every interval the
+    /// [`Aimd`] controller looks at the last seconds of delivery latency
+    /// (p99), failures, timeouts and "slow down" answers
+    /// ([`Delivery::Retry`](crate::Delivery::Retry) with a hint) and sets the
+    /// rate within its floor and ceiling. The admission bound follows the rate.
+    /// Without an explicit `drain_rate` the drain starts at the floor.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() {
+    /// use dripfeed::{AimdConfig, Delivery, Throttle};
+    /// use std::time::Duration;
+    /// let aimd = AimdConfig::default().with_floor(20.0).with_ceiling(200.0).build().unwrap();
+    /// let (throttle, _drain) = Throttle::builder()
+    ///     .adaptive(aimd)
+    ///     .latency_budget(Duration::from_secs(2))
+    ///     .build(|_: &u32, _| async { Delivery::Done })
+    ///     .unwrap();
+    /// assert_eq!(throttle.drain_rate(), 20.0);      // starts at the floor
+    /// assert_eq!(throttle.capacity(), 40);          // 2 s × 20/s, and follows the rate
+    /// assert_eq!(throttle.stats().ring_capacity, 400); // allocated for the ceiling
+    /// # }
+    /// ```
+    pub fn adaptive(mut self, aimd: Aimd) -> Self {
+        self.adaptive = Some(aimd);
+        self
+    }
+
     /// Checks the configuration without building anything.
     pub fn validate(&self) -> Result<(), BuildError> {
         self.check().map(|_| ())
     }
 
     fn check(&self) -> Result<(f64, f64, usize, usize), BuildError> {
-        let rate = self.rate.ok_or(BuildError::MissingRate)?;
+        let bounds = self
+            .adaptive
+            .as_ref()
+            .map(|a| (a.config().floor(), a.config().ceiling()));
+        let rate = match (self.rate, bounds) {
+            (Some(rate), _) => rate,
+            (None, Some((floor, _))) => floor,
+            (None, None) => return Err(BuildError::MissingRate),
+        };
         positive("drain rate", rate)?;
-        let max_rate = self.max_rate.unwrap_or(rate);
+        let max_rate = self
+            .max_rate
+            .unwrap_or(bounds.map_or(rate, |(_, ceiling)| ceiling.max(rate)));
         positive("max rate", max_rate)?;
         if rate > max_rate {
             return Err(BuildError::RateAboveMax { rate, max_rate });
+        }
+        if let Some((floor, ceiling)) = bounds {
+            if ceiling > max_rate {
+                return Err(BuildError::RateAboveMax {
+                    rate: ceiling,
+                    max_rate,
+                });
+            }
+            if rate < floor || rate > ceiling {
+                return Err(BuildError::RateOutsideAdaptive {
+                    rate,
+                    floor,
+                    ceiling,
+                });
+            }
         }
         let (bound, ring) = match (self.capacity, self.budget) {
             (Some(0), _) => return Err(BuildError::ZeroCapacity { what: "capacity" }),
@@ -261,6 +317,7 @@ impl<J: Send + Sync + 'static> ThrottleBuilder<J> {
             on_evicted: self.on_evicted,
             on_expired: self.on_expired,
             on_failed: self.on_failed,
+            adaptive: self.adaptive,
         };
         Ok(Validated { cfg, rate, ring })
     }

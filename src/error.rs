@@ -32,6 +32,15 @@ pub enum BuildError {
         /// The maximum rate.
         max_rate: f64,
     },
+    /// The drain rate is outside the adaptive controller's floor and ceiling.
+    RateOutsideAdaptive {
+        /// The drain rate.
+        rate: f64,
+        /// The controller's floor.
+        floor: f64,
+        /// The controller's ceiling.
+        ceiling: f64,
+    },
     /// A duration (`what` names it) is zero.
     ZeroDuration {
         /// Which duration.
@@ -67,6 +76,14 @@ impl fmt::Display for BuildError {
             BuildError::RateAboveMax { rate, max_rate } => {
                 write!(f, "drain rate {rate} is above max rate {max_rate}")
             }
+            BuildError::RateOutsideAdaptive {
+                rate,
+                floor,
+                ceiling,
+            } => write!(
+                f,
+                "drain rate {rate} is outside the adaptive range [{floor}, {ceiling}]"
+            ),
             BuildError::ZeroDuration { what } => write!(f, "{what} must be > 0"),
             BuildError::ZeroCapacity { what } => write!(f, "{what} must be at least 1"),
             BuildError::CapacityTooLarge { capacity, max } => {

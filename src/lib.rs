@@ -67,6 +67,7 @@ pub mod metrics;
 mod outcome;
 mod overflow;
 mod queue;
+pub mod rate;
 mod shared;
 mod throttle;
 
@@ -76,4 +77,5 @@ pub use drain::{Drain, DrainFuture, ShutdownReport};
 pub use error::{BuildError, RateError, Reason, Rejected};
 pub use outcome::{Outcome, Stats};
 pub use overflow::{ChannelSink, DeadLetter, DeadLetterReason, DeadLetterSink, Overflow};
+pub use rate::{Aimd, AimdConfig, AimdError};
 pub use throttle::{Admitted, Throttle};

@@ -6,15 +6,18 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use crossbeam_queue::ArrayQueue;
 use tokio::sync::{Notify, Semaphore, watch};
 
 use crate::clock::Clock;
+use crate::drain::adapt::{SAMPLE_QUEUE, Sample};
 use crate::error::{RateError, Reason, Rejected};
 use crate::headers::{RateLimit, jittered, secs};
 use crate::metrics::Metrics;
 use crate::outcome::{Counters, Outcome, Stats, bump, load};
 use crate::overflow::{DeadLetterReason, DeadLetterSink, Overflow};
 use crate::queue::Queue;
+use crate::rate::Aimd;
 
 /// A hook that takes a job the throttle gives up on.
 pub(crate) type Hook<J> = Arc<dyn Fn(J) + Send + Sync>;
@@ -35,6 +38,7 @@ pub(crate) struct Config<J> {
     pub(crate) on_evicted: Option<Hook<J>>,
     pub(crate) on_expired: Option<Hook<J>>,
     pub(crate) on_failed: Option<Hook<J>>,
+    pub(crate) adaptive: Option<Aimd>,
 }
 
 /// `ceil(budget × rate)`, at least 1, saturating; a hair of float noise
@@ -56,6 +60,8 @@ pub(crate) struct Shared<J> {
     pub(crate) counters: Counters,
     pub(crate) metrics: Metrics,
     pub(crate) sem: Arc<Semaphore>,
+    /// Finished attempts for the adaptive drain (only when adaptive).
+    pub(crate) samples: Option<ArrayQueue<Sample>>,
     /// Wakes the drain: first job after empty, rate change, pause, close.
     pub(crate) wake: Notify,
     rate_bits: AtomicU64,
@@ -83,6 +89,7 @@ impl<J> Shared<J> {
             queue: Queue::new(ring_capacity, bound),
             clock: Clock::new(),
             sem: Arc::new(Semaphore::new(cfg.max_in_flight as usize)),
+            samples: cfg.adaptive.as_ref().map(|_| ArrayQueue::new(SAMPLE_QUEUE)),
             cfg,
             counters: Counters::default(),
             metrics,

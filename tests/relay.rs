@@ -62,6 +62,7 @@ async fn a_burst_ten_times_the_drain_rate_loses_nothing_and_says_when_to_retry()
         downstream: format!("http://{rx_addr}/hooks"),
         tenant_header: "x-tenant".into(),
         deliver_timeout: Duration::from_secs(5),
+        adaptive: None,
     })
     .await
     .unwrap();

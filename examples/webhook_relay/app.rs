@@ -38,6 +38,8 @@ pub struct RelayConfig {
     pub downstream: String,
     pub tenant_header: String,
     pub deliver_timeout: Duration,
+    /// Let the drain rate follow the receiver (AIMD).
+    pub adaptive: Option<dripfeed::Aimd>,
 }
 
 /// A queued webhook. Its ticket holds its bytes against the budget until dropped.
@@ -131,7 +133,7 @@ impl Relay {
             latencies: latencies.clone(),
         };
         let evicted_to = sink.clone();
-        let (throttle, _drain) = Throttle::builder()
+        let mut builder = Throttle::builder()
             .name("webhook_relay")
             .drain_rate(cfg.drain_rate)
             .latency_budget(cfg.latency_budget)
@@ -143,9 +145,11 @@ impl Relay {
                 if evicted_to.offer(job, "evicted").is_err() {
                     eprintln!("dead-letter writer is gone: an evicted job was dropped");
                 }
-            })
-            .build(downstream)
-            .map_err(std::io::Error::other)?;
+            });
+        if let Some(aimd) = cfg.adaptive.clone() {
+            builder = builder.adaptive(aimd);
+        }
+        let (throttle, _drain) = builder.build(downstream).map_err(std::io::Error::other)?;
         Ok(Arc::new(Relay {
             throttle,
             budget: ByteBudget::new(cfg.max_queue_bytes),

@@ -14,6 +14,7 @@ use tokio::sync::OwnedSemaphorePermit;
 use tokio::time::Instant;
 
 use crate::downstream::{Attempt, Delivery, Downstream};
+use crate::drain::adapt::Sample;
 use crate::outcome::{Outcome, bump};
 use crate::overflow::DeadLetterReason;
 use crate::shared::Shared;
@@ -76,10 +77,16 @@ pub(crate) fn spawn<J: Send + Sync + 'static>(
             shared.cfg.deliver_timeout,
         )
         .await;
-        shared
-            .metrics
-            .delivery
-            .record(started.elapsed().as_secs_f64());
+        let latency = started.elapsed();
+        shared.metrics.delivery.record(latency.as_secs_f64());
+        if let Some(samples) = &shared.samples {
+            // Full: the window has plenty; dropping a sample loses no job.
+            let _ = samples.push(Sample {
+                at: Instant::now(),
+                latency,
+                ended,
+            });
+        }
         match ended {
             Ended::Answered(Delivery::Done) => shared.finish(Outcome::Delivered),
             failed => {

@@ -7,6 +7,7 @@
 //! by the first job after the queue was empty, a rate change, pause/resume or
 //! shutdown. It never awaits user code.
 
+pub(crate) mod adapt;
 pub(crate) mod dispatch;
 pub(crate) mod pacer;
 
@@ -24,6 +25,7 @@ use crate::downstream::Downstream;
 use crate::outcome::{Outcome, Stats, bump};
 use crate::overflow::DeadLetterReason;
 use crate::shared::Shared;
+use adapt::Adapt;
 use pacer::Pacer;
 
 /// What a shutdown hands back.
@@ -190,14 +192,30 @@ pub(crate) async fn run<J: Send + Sync + 'static>(
     let mut idle = true;
     let mut permit: Option<OwnedSemaphorePermit> = None;
     let mut next_id: u64 = 0;
+    let mut adapt = s.cfg.adaptive.clone().and_then(Adapt::new);
     let sleep = tokio::time::sleep_until(Instant::now());
     tokio::pin!(sleep);
 
     loop {
-        let now = s.clock.ns(Instant::now());
+        let now_at = Instant::now();
+        let now = s.clock.ns(now_at);
         s.clock.refresh(now);
         s.publish();
         s.check_overflow_ended();
+        if let (Some(a), Some(samples)) = (adapt.as_mut(), s.samples.as_ref()) {
+            a.absorb(samples);
+            if let Some((rate, pause)) = a.decide(now_at, s.rate()) {
+                // Closed or out of range: keep the rate; the controller clamps.
+                if s.set_rate(rate).is_ok() {
+                    pacer.set_rate(rate);
+                    rate_seen = rate;
+                }
+                if let Some(pause) = pause {
+                    tracing::info!(throttle = %s.cfg.name, ?pause, "downstream asked to pause");
+                    pacer.hold(now.saturating_add(pause.as_nanos() as u64));
+                }
+            }
+        }
         let rate = s.rate();
         if rate != rate_seen {
             pacer.set_rate(rate);
@@ -230,6 +248,13 @@ pub(crate) async fn run<J: Send + Sync + 'static>(
             )
         };
 
+        if let Some(a) = adapt.as_mut() {
+            match wait {
+                Wait::Idle => a.went_idle(),
+                Wait::Permit => a.saturated(),
+                Wait::Timer(_) | Wait::Yield => {}
+            }
+        }
         let deadline = closing.unwrap_or(u64::MAX);
         match wait {
             Wait::Yield => tokio::task::yield_now().await,

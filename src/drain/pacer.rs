@@ -73,6 +73,14 @@ impl Pacer {
         }
     }
 
+    /// Emits nothing before `until` (the downstream asked for a pause).
+    pub(crate) fn hold(&mut self, until: u64) {
+        if self.next_due < until {
+            self.next_due = until;
+            self.frac = 0.0;
+        }
+    }
+
     /// A new rate, effective from the next emission: due `1/R_new` after the
     /// last one.
     pub(crate) fn set_rate(&mut self, rate: f64) {

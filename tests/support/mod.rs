@@ -1,6 +1,9 @@
 //! Helpers shared by the integration tests.
 #![allow(dead_code)]
 
+pub mod fragile;
+pub mod sim;
+
 use std::sync::{Arc, Mutex};
 
 use dripfeed::{Attempt, Delivery, Downstream};

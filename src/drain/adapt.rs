@@ -1,0 +1,89 @@
+//! Adaptation: delivery tasks report each attempt's latency and ending
+//! through a bounded lock-free queue; the drain feeds them into the sliding
+//! [`LatencyWindow`] and, once per interval, asks the [`Aimd`] controller for
+//! the next rate.
+
+use std::time::Duration;
+
+use crossbeam_queue::ArrayQueue;
+use tokio::time::Instant;
+
+use crate::downstream::Delivery;
+use crate::drain::dispatch::Ended;
+use crate::rate::{Aimd, LatencyWindow};
+
+/// Samples waiting for the drain; beyond this they are dropped (the window
+/// only needs a statistically useful share).
+pub(crate) const SAMPLE_QUEUE: usize = 8192;
+
+/// The sliding window's span and sub-windows.
+const WINDOW: Duration = Duration::from_secs(5);
+const SUB_WINDOWS: usize = 5;
+
+/// One finished attempt.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Sample {
+    pub(crate) at: Instant,
+    pub(crate) latency: Duration,
+    pub(crate) ended: Ended,
+}
+
+/// The drain's adaptive state.
+pub(crate) struct Adapt {
+    aimd: Aimd,
+    window: LatencyWindow,
+    went_idle: bool,
+    saturated: bool,
+}
+
+impl Adapt {
+    pub(crate) fn new(aimd: Aimd) -> Option<Self> {
+        let window = LatencyWindow::new(WINDOW, SUB_WINDOWS).ok()?;
+        Some(Adapt {
+            aimd,
+            window,
+            went_idle: false,
+            saturated: false,
+        })
+    }
+
+    /// The queue ran dry at a due instant since the last decision.
+    pub(crate) fn went_idle(&mut self) {
+        self.went_idle = true;
+    }
+
+    /// Every delivery slot was busy at a due instant since the last decision.
+    pub(crate) fn saturated(&mut self) {
+        self.saturated = true;
+    }
+
+    /// Moves reported samples into the window.
+    pub(crate) fn absorb(&mut self, samples: &ArrayQueue<Sample>) {
+        while let Some(s) = samples.pop() {
+            match s.ended {
+                Ended::Answered(Delivery::Done) => self.window.record(s.at, s.latency),
+                Ended::Answered(Delivery::Retry { after: Some(hint) }) => {
+                    self.window.record_congestion(s.at, Some(hint));
+                }
+                Ended::Answered(_) | Ended::Panicked => self.window.record_failure(s.at),
+                Ended::TimedOut => self.window.record_timeout(s.at),
+            }
+        }
+    }
+
+    /// When an interval has passed: the new rate (if it changed) and a pause
+    /// the downstream asked for.
+    pub(crate) fn decide(&mut self, now: Instant, rate: f64) -> Option<(f64, Option<Duration>)> {
+        if !self.aimd.due(now) {
+            return None;
+        }
+        let busy = !self.went_idle || self.saturated;
+        self.went_idle = false;
+        self.saturated = false;
+        let summary = self.window.summary(now);
+        let decision = self.aimd.decide(now, rate, &summary, busy);
+        decision
+            .changed()
+            .then_some((decision.rate, decision.pause))
+    }
+}

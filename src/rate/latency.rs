@@ -1,0 +1,411 @@
+//! Sliding window of delivery outcomes: p50, p99 and max latency plus
+//! failure, timeout and congestion counts over the last few seconds.
+//!
+//! The window is a ring of sub-windows, each an [`hdrhistogram`] histogram
+//! allocated once at construction. Time comes from the caller (`now`), so the
+//! window is tested without a runtime and follows tokio's paused clock.
+//!
+//! ```
+//! use dripfeed::rate::latency::{LatencyWindow, DEFAULT_SUB_WINDOWS, DEFAULT_WINDOW};
+//! let w = LatencyWindow::new(DEFAULT_WINDOW, DEFAULT_SUB_WINDOWS)?;
+//! assert_eq!(w.span(), DEFAULT_WINDOW);
+//! # Ok::<(), dripfeed::rate::WindowError>(())
+//! ```
+
+use std::error::Error;
+use std::fmt;
+use std::time::Duration;
+
+use hdrhistogram::Histogram;
+use tokio::time::Instant;
+
+/// Default span of the window: the last 5 seconds.
+///
+/// ```
+/// assert_eq!(dripfeed::rate::latency::DEFAULT_WINDOW.as_secs(), 5);
+/// ```
+pub const DEFAULT_WINDOW: Duration = Duration::from_secs(5);
+/// Default number of sub-windows: 5 sub-windows of 1 second.
+///
+/// ```
+/// assert_eq!(dripfeed::rate::latency::DEFAULT_SUB_WINDOWS, 5);
+/// ```
+pub const DEFAULT_SUB_WINDOWS: usize = 5;
+/// Largest number of sub-windows accepted by [`LatencyWindow::new`].
+///
+/// ```
+/// use std::time::Duration;
+/// use dripfeed::rate::latency::{LatencyWindow, MAX_SUB_WINDOWS};
+/// assert!(LatencyWindow::new(Duration::from_secs(64), MAX_SUB_WINDOWS).is_ok());
+/// assert!(LatencyWindow::new(Duration::from_secs(65), MAX_SUB_WINDOWS + 1).is_err());
+/// ```
+pub const MAX_SUB_WINDOWS: usize = 64;
+/// Smallest latency told apart, in microseconds (smaller ones count as 1 µs).
+const LOWEST_MICROS: u64 = 1;
+/// Largest latency tracked, in microseconds (60 s); larger ones saturate.
+const HIGHEST_MICROS: u64 = 60_000_000;
+/// Significant decimal digits kept by the histograms.
+const SIGFIG: u8 = 3;
+
+/// Why a [`LatencyWindow`] could not be built.
+///
+/// ```
+/// use dripfeed::rate::WindowError;
+/// assert_eq!(WindowError::ZeroWindow.to_string(), "latency window must be longer than zero");
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WindowError {
+    /// The window span was zero.
+    ZeroWindow,
+    /// The sub-window count was zero or above [`MAX_SUB_WINDOWS`].
+    SubWindows(usize),
+    /// A sub-window would be shorter than one millisecond.
+    SubWindowTooShort,
+    /// The histogram library refused the configuration.
+    Histogram,
+}
+
+impl fmt::Display for WindowError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::ZeroWindow => f.write_str("latency window must be longer than zero"),
+            Self::SubWindows(n) => write!(
+                f,
+                "sub-window count must be in 1..={MAX_SUB_WINDOWS}, got {n}"
+            ),
+            Self::SubWindowTooShort => f.write_str("sub-windows must be at least 1 ms long"),
+            Self::Histogram => f.write_str("latency histogram could not be created"),
+        }
+    }
+}
+
+impl Error for WindowError {}
+
+/// What the window saw over its live span, as returned by
+/// [`LatencyWindow::summary`].
+///
+/// Latencies describe successful deliveries only (`samples` of them), each
+/// reported at the top of its histogram bucket: within 0.1 % of a recorded
+/// value and never below it. `failure_share` is `(failures + timeouts) / attempts`, where attempts also
+/// count successes and congestion answers; it is `0.0` when nothing happened.
+///
+/// ```
+/// use dripfeed::rate::latency::WindowSummary;
+/// let empty = WindowSummary::default();
+/// assert_eq!(empty.samples, 0);
+/// assert_eq!(empty.attempts(), 0);
+/// assert_eq!(empty.failure_share, 0.0);
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct WindowSummary {
+    /// Successful deliveries recorded with a latency.
+    pub samples: u64,
+    /// Median latency of the successful deliveries.
+    pub p50: Duration,
+    /// 99th percentile latency of the successful deliveries.
+    pub p99: Duration,
+    /// Largest latency (saturated at 60 s).
+    pub max: Duration,
+    /// Failed deliveries.
+    pub failures: u64,
+    /// Deliveries that timed out.
+    pub timeouts: u64,
+    /// Downstream "slow down" answers (429 or 503).
+    pub congestion: u64,
+    /// `(failures + timeouts) / attempts`, in `[0, 1]`.
+    pub failure_share: f64,
+    /// Largest `Retry-After` hint seen with a congestion answer.
+    pub retry_hint: Option<Duration>,
+}
+
+impl WindowSummary {
+    /// Every recorded outcome: successes, failures, timeouts and congestion.
+    ///
+    /// ```
+    /// use dripfeed::rate::latency::WindowSummary;
+    /// let s = WindowSummary { samples: 90, failures: 6, timeouts: 3, congestion: 1, ..Default::default() };
+    /// assert_eq!(s.attempts(), 100);
+    /// ```
+    pub fn attempts(&self) -> u64 {
+        self.samples
+            .saturating_add(self.failures)
+            .saturating_add(self.timeouts)
+            .saturating_add(self.congestion)
+    }
+}
+
+/// One sub-window: a histogram and counters for one slice of time.
+#[derive(Debug)]
+struct Slot {
+    /// Index of the time slice this slot holds (`elapsed / sub_len`).
+    epoch: u64,
+    hist: Histogram<u64>,
+    failures: u64,
+    timeouts: u64,
+    congestion: u64,
+    retry_hint: Option<Duration>,
+}
+
+impl Slot {
+    fn clear(&mut self, epoch: u64) {
+        if !self.hist.is_empty() {
+            self.hist.reset();
+        }
+        self.epoch = epoch;
+        self.failures = 0;
+        self.timeouts = 0;
+        self.congestion = 0;
+        self.retry_hint = None;
+    }
+}
+
+/// A sliding window of delivery latency and outcomes over the last few
+/// seconds, as a ring of sub-window histograms rotated on the caller's clock.
+///
+/// Recording never allocates: every histogram is sized at construction for
+/// 1 µs to 60 s at 3 significant digits, and values outside that range
+/// saturate. The live span is the current (partial) sub-window plus the
+/// `sub_windows - 1` before it; older sub-windows are cleared when the ring
+/// rotates past them, so a gap longer than the window clears everything. A
+/// `now` earlier than one already seen counts as the latest one seen.
+///
+/// ```
+/// use std::time::Duration;
+/// use dripfeed::rate::latency::LatencyWindow;
+/// use tokio::time::Instant;
+///
+/// let mut w = LatencyWindow::new(Duration::from_secs(5), 5)?;
+/// let t0 = Instant::now();
+/// for i in 1..=100u64 {
+///     w.record(t0, Duration::from_millis(i));
+/// }
+/// let s = w.summary(t0);
+/// assert_eq!(s.samples, 100);
+/// assert_eq!(s.p50.as_millis(), 50);
+/// assert_eq!(s.p99.as_millis(), 99);
+/// // Ten seconds later every sample has left the window.
+/// assert_eq!(w.summary(t0 + Duration::from_secs(10)).samples, 0);
+/// # Ok::<(), dripfeed::rate::latency::WindowError>(())
+/// ```
+#[derive(Debug)]
+pub struct LatencyWindow {
+    slots: Vec<Slot>,
+    scratch: Histogram<u64>,
+    sub_len: Duration,
+    origin: Option<Instant>,
+    latest: u64,
+}
+
+impl LatencyWindow {
+    /// A window spanning `window`, split into `sub_windows` equal slices.
+    ///
+    /// Fails on a zero window, a sub-window count outside
+    /// `1..=MAX_SUB_WINDOWS`, or slices shorter than 1 ms.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use dripfeed::rate::latency::{LatencyWindow, WindowError};
+    /// assert!(LatencyWindow::new(Duration::from_secs(5), 5).is_ok());
+    /// assert_eq!(LatencyWindow::new(Duration::ZERO, 5).unwrap_err(), WindowError::ZeroWindow);
+    /// assert_eq!(LatencyWindow::new(Duration::from_secs(5), 0).unwrap_err(), WindowError::SubWindows(0));
+    /// ```
+    pub fn new(window: Duration, sub_windows: usize) -> Result<Self, WindowError> {
+        if window.is_zero() {
+            return Err(WindowError::ZeroWindow);
+        }
+        if sub_windows == 0 || sub_windows > MAX_SUB_WINDOWS {
+            return Err(WindowError::SubWindows(sub_windows));
+        }
+        // sub_windows <= 64, so the cast is exact.
+        let sub_len = window / sub_windows as u32;
+        if sub_len < Duration::from_millis(1) {
+            return Err(WindowError::SubWindowTooShort);
+        }
+        let scratch = Histogram::new_with_bounds(LOWEST_MICROS, HIGHEST_MICROS, SIGFIG)
+            .map_err(|_| WindowError::Histogram)?;
+        let slots = (0..sub_windows)
+            .map(|_| Slot {
+                epoch: 0,
+                hist: Histogram::new_from(&scratch),
+                failures: 0,
+                timeouts: 0,
+                congestion: 0,
+                retry_hint: None,
+            })
+            .collect();
+        Ok(Self {
+            slots,
+            scratch,
+            sub_len,
+            origin: None,
+            latest: 0,
+        })
+    }
+
+    /// The window's full span (`sub_windows` × sub-window length).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use dripfeed::rate::latency::LatencyWindow;
+    /// let w = LatencyWindow::new(Duration::from_secs(5), 5)?;
+    /// assert_eq!(w.span(), Duration::from_secs(5));
+    /// # Ok::<(), dripfeed::rate::latency::WindowError>(())
+    /// ```
+    pub fn span(&self) -> Duration {
+        // At most MAX_SUB_WINDOWS slots.
+        self.sub_len * self.slots.len() as u32
+    }
+
+    /// Records a successful delivery that took `latency`.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use dripfeed::rate::latency::LatencyWindow;
+    /// use tokio::time::Instant;
+    /// let mut w = LatencyWindow::new(Duration::from_secs(5), 5)?;
+    /// let now = Instant::now();
+    /// w.record(now, Duration::from_secs(3600)); // saturates at 60 s
+    /// assert_eq!(w.summary(now).max.as_secs(), 60);
+    /// # Ok::<(), dripfeed::rate::latency::WindowError>(())
+    /// ```
+    pub fn record(&mut self, now: Instant, latency: Duration) {
+        let micros = u64::try_from(latency.as_micros()).unwrap_or(u64::MAX);
+        self.slot(now)
+            .hist
+            .saturating_record(micros.clamp(LOWEST_MICROS, HIGHEST_MICROS));
+    }
+
+    /// Records a failed delivery.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use dripfeed::rate::latency::LatencyWindow;
+    /// use tokio::time::Instant;
+    /// let mut w = LatencyWindow::new(Duration::from_secs(5), 5)?;
+    /// let now = Instant::now();
+    /// w.record(now, Duration::from_millis(10));
+    /// w.record_failure(now);
+    /// assert_eq!(w.summary(now).failure_share, 0.5);
+    /// # Ok::<(), dripfeed::rate::latency::WindowError>(())
+    /// ```
+    pub fn record_failure(&mut self, now: Instant) {
+        let slot = self.slot(now);
+        slot.failures = slot.failures.saturating_add(1);
+    }
+
+    /// Records a delivery that timed out.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use dripfeed::rate::latency::LatencyWindow;
+    /// use tokio::time::Instant;
+    /// let mut w = LatencyWindow::new(Duration::from_secs(5), 5)?;
+    /// let now = Instant::now();
+    /// w.record_timeout(now);
+    /// let s = w.summary(now);
+    /// assert_eq!((s.timeouts, s.failure_share), (1, 1.0));
+    /// # Ok::<(), dripfeed::rate::latency::WindowError>(())
+    /// ```
+    pub fn record_timeout(&mut self, now: Instant) {
+        let slot = self.slot(now);
+        slot.timeouts = slot.timeouts.saturating_add(1);
+    }
+
+    /// Records a downstream "slow down" answer (429 or 503), with its
+    /// `Retry-After` hint if it gave one.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use dripfeed::rate::latency::LatencyWindow;
+    /// use tokio::time::Instant;
+    /// let mut w = LatencyWindow::new(Duration::from_secs(5), 5)?;
+    /// let now = Instant::now();
+    /// w.record_congestion(now, Some(Duration::from_secs(2)));
+    /// w.record_congestion(now, None);
+    /// let s = w.summary(now);
+    /// assert_eq!((s.congestion, s.retry_hint), (2, Some(Duration::from_secs(2))));
+    /// # Ok::<(), dripfeed::rate::latency::WindowError>(())
+    /// ```
+    pub fn record_congestion(&mut self, now: Instant, hint: Option<Duration>) {
+        let slot = self.slot(now);
+        slot.congestion = slot.congestion.saturating_add(1);
+        slot.retry_hint = slot.retry_hint.max(hint);
+    }
+
+    /// Merges the live sub-windows into a summary. Takes `&mut self` to
+    /// rotate the ring and reuse a pre-allocated scratch histogram.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use dripfeed::rate::latency::LatencyWindow;
+    /// use tokio::time::Instant;
+    /// let mut w = LatencyWindow::new(Duration::from_secs(5), 5)?;
+    /// let t0 = Instant::now();
+    /// w.record(t0, Duration::from_millis(500));
+    /// w.record(t0 + Duration::from_secs(3), Duration::from_millis(20));
+    /// assert_eq!(w.summary(t0 + Duration::from_secs(4)).samples, 2);
+    /// // After 5 s the first sub-window has rotated out.
+    /// let s = w.summary(t0 + Duration::from_secs(5));
+    /// assert_eq!((s.samples, s.max.as_millis()), (1, 20));
+    /// # Ok::<(), dripfeed::rate::latency::WindowError>(())
+    /// ```
+    pub fn summary(&mut self, now: Instant) -> WindowSummary {
+        let current = self.advance(now);
+        let live = self.slots.len() as u64;
+        self.scratch.reset();
+        let mut out = WindowSummary::default();
+        for slot in &mut self.slots {
+            if current.saturating_sub(slot.epoch) >= live {
+                // Rotated past: clear it so stale data never resurfaces.
+                slot.clear(current.saturating_sub(live));
+                continue;
+            }
+            // Same bounds as the scratch histogram, so adding cannot fail;
+            // should it, the slot's latencies are left out rather than panic.
+            let _ = self.scratch.add(&slot.hist);
+            out.failures = out.failures.saturating_add(slot.failures);
+            out.timeouts = out.timeouts.saturating_add(slot.timeouts);
+            out.congestion = out.congestion.saturating_add(slot.congestion);
+            out.retry_hint = out.retry_hint.max(slot.retry_hint);
+        }
+        out.samples = self.scratch.len();
+        if out.samples > 0 {
+            out.p50 = micros(self.scratch.value_at_quantile(0.50));
+            out.p99 = micros(self.scratch.value_at_quantile(0.99));
+            out.max = micros(self.scratch.max());
+        }
+        let attempts = out.attempts();
+        if attempts > 0 {
+            let bad = out.failures.saturating_add(out.timeouts);
+            out.failure_share = bad as f64 / attempts as f64;
+        }
+        out
+    }
+
+    /// Index of the current sub-window, moving `latest` forward.
+    fn advance(&mut self, now: Instant) -> u64 {
+        let origin = *self.origin.get_or_insert(now);
+        let elapsed = now.saturating_duration_since(origin).as_nanos();
+        let sub = self.sub_len.as_nanos().max(1);
+        let epoch = u64::try_from(elapsed / sub).unwrap_or(u64::MAX);
+        self.latest = self.latest.max(epoch);
+        self.latest
+    }
+
+    /// The slot for `now`, cleared first if it still holds an older epoch.
+    fn slot(&mut self, now: Instant) -> &mut Slot {
+        let epoch = self.advance(now);
+        let len = self.slots.len() as u64;
+        // len >= 1 by construction; the index is < len <= MAX_SUB_WINDOWS.
+        let index = (epoch % len.max(1)) as usize;
+        let slot = &mut self.slots[index];
+        if slot.epoch != epoch {
+            slot.clear(epoch);
+        }
+        slot
+    }
+}
+
+fn micros(value: u64) -> Duration {
+    Duration::from_micros(value)
+}
