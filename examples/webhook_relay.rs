@@ -26,7 +26,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use clap::{Parser, ValueEnum};
-use dripfeed::{AimdConfig, Outcome, Overflow};
+use dripfeed::{AimdConfig, Outcome, Overflow, Quota};
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
 
 use app::{Relay, RelayConfig};
@@ -81,6 +81,12 @@ struct Flags {
     /// The receiver p99 the adaptive drain aims under, e.g. 150ms.
     #[arg(long, default_value = "150ms", value_parser = parse_duration)]
     target_p99: Duration,
+    /// Each tenant's sustained rate, webhooks/s (with --tenant-burst); over it, 429.
+    #[arg(long)]
+    tenant_rate: Option<f64>,
+    /// Each tenant's burst, webhooks.
+    #[arg(long, default_value_t = 50.0)]
+    tenant_burst: f64,
     /// Header naming the tenant.
     #[arg(long, default_value = "X-Tenant")]
     tenant_header: String,
@@ -240,6 +246,12 @@ async fn run(flags: Flags) -> Result<(), String> {
         downstream: downstream.clone(),
         tenant_header: flags.tenant_header.clone(),
         deliver_timeout: Duration::from_secs(10),
+        tenant_quota: match flags.tenant_rate {
+            Some(rate) => Some(
+                Quota::new(flags.tenant_burst, rate).map_err(|e| format!("tenant quota: {e}"))?,
+            ),
+            None => None,
+        },
         adaptive: match flags.adaptive {
             true => Some(
                 AimdConfig::default()
@@ -273,7 +285,14 @@ async fn run(flags: Flags) -> Result<(), String> {
     );
 
     if flags.demo {
-        let outcome = demo::run(addr, &relay, receiver.as_deref(), flags.shutdown_grace).await;
+        let outcome = demo::run(
+            addr,
+            &relay,
+            flags.tenant_rate.is_some(),
+            receiver.as_deref(),
+            flags.shutdown_grace,
+        )
+        .await;
         stop.notify_one();
         let _ = server.await;
         return outcome;

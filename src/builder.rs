@@ -6,6 +6,7 @@ use std::time::Duration;
 use crate::downstream::Downstream;
 use crate::drain::{Drain, DrainFuture, run};
 use crate::error::BuildError;
+use crate::keyed::{KeyedBuckets, Quota};
 use crate::overflow::{DeadLetterSink, Overflow};
 use crate::queue::{Entry, MAX_CAPACITY};
 use crate::rate::Aimd;
@@ -59,6 +60,7 @@ pub struct ThrottleBuilder<J> {
     on_expired: Option<Hook<J>>,
     on_failed: Option<Hook<J>>,
     adaptive: Option<Aimd>,
+    per_key: Option<(usize, Quota)>,
 }
 
 /// What validation yields: the configuration, the rate and the ring size.
@@ -66,6 +68,7 @@ pub(crate) struct Validated<J> {
     cfg: Config<J>,
     rate: f64,
     ring: usize,
+    keyed: Option<KeyedBuckets<u64>>,
 }
 
 impl<J: Send + Sync + 'static> Default for ThrottleBuilder<J> {
@@ -95,6 +98,7 @@ impl<J: Send + Sync + 'static> ThrottleBuilder<J> {
             on_expired: None,
             on_failed: None,
             adaptive: None,
+            per_key: None,
         }
     }
 
@@ -219,6 +223,16 @@ impl<J: Send + Sync + 'static> ThrottleBuilder<J> {
         self
     }
 
+    /// Gives every key its own reverse leaky bucket (see
+    /// [`try_submit_keyed`](Throttle::try_submit_keyed)): `quota` is the
+    /// default size and drain rate, and at most `max_keys` buckets are live
+    /// at once (a full table evicts a drained bucket, else the one that
+    /// empties soonest), so memory stays bounded whatever keys arrive.
+    pub fn per_key(mut self, max_keys: usize, quota: Quota) -> Self {
+        self.per_key = Some((max_keys, quota));
+        self
+    }
+
     /// Checks the configuration without building anything.
     pub fn validate(&self) -> Result<(), BuildError> {
         self.check().map(|_| ())
@@ -298,6 +312,12 @@ impl<J: Send + Sync + 'static> ThrottleBuilder<J> {
 
     fn into_validated(self) -> Result<Validated<J>, BuildError> {
         let (rate, max_rate, bound, ring) = self.check()?;
+        let keyed = match self.per_key {
+            Some((max_keys, quota)) => {
+                Some(KeyedBuckets::new(max_keys, quota).map_err(BuildError::Keyed)?)
+            }
+            None => None,
+        };
         let cfg = Config {
             name: self.name,
             budget: match self.capacity {
@@ -319,7 +339,12 @@ impl<J: Send + Sync + 'static> ThrottleBuilder<J> {
             on_failed: self.on_failed,
             adaptive: self.adaptive,
         };
-        Ok(Validated { cfg, rate, ring })
+        Ok(Validated {
+            cfg,
+            rate,
+            ring,
+            keyed,
+        })
     }
 
     /// Builds the throttle and spawns its drain task on the current tokio
@@ -341,8 +366,13 @@ impl<J: Send + Sync + 'static> ThrottleBuilder<J> {
         self,
         downstream: impl Downstream<J>,
     ) -> Result<(Throttle<J>, DrainFuture<J>), BuildError> {
-        let Validated { cfg, rate, ring } = self.into_validated()?;
-        let shared = Arc::new(Shared::new(cfg, rate, ring));
+        let Validated {
+            cfg,
+            rate,
+            ring,
+            keyed,
+        } = self.into_validated()?;
+        let shared = Arc::new(Shared::new(cfg, rate, ring, keyed));
         let future = DrainFuture::new(
             Box::pin(run(shared.clone(), Arc::new(downstream))),
             shared.clone(),

@@ -101,6 +101,8 @@ pub(crate) struct Metrics {
     pub(crate) queue_wait: Histogram,
     pub(crate) delivery: Histogram,
     pub(crate) delivery_failures: Counter,
+    pub(crate) keyed_buckets: Gauge,
+    pub(crate) keyed_evictions: Counter,
 }
 
 impl Metrics {
@@ -123,7 +125,9 @@ impl Metrics {
             expired: counter!(EXPIRED, "throttle" => t.clone()),
             queue_wait: histogram!(QUEUE_WAIT, "throttle" => t.clone()),
             delivery: histogram!(DELIVERY, "throttle" => t.clone()),
-            delivery_failures: counter!(DELIVERY_FAILURES, "throttle" => t),
+            delivery_failures: counter!(DELIVERY_FAILURES, "throttle" => t.clone()),
+            keyed_buckets: gauge!(KEYED_BUCKETS, "throttle" => t.clone()),
+            keyed_evictions: counter!(KEYED_EVICTIONS, "throttle" => t),
         }
     }
 

@@ -1,6 +1,7 @@
 //! The state shared by the handles and the drain task, and the accounting
 //! moves that put a job in its terminal place.
 
+use std::hash::RandomState;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -13,6 +14,7 @@ use crate::clock::Clock;
 use crate::drain::adapt::{SAMPLE_QUEUE, Sample};
 use crate::error::{RateError, Reason, Rejected};
 use crate::headers::{RateLimit, jittered, secs};
+use crate::keyed::KeyedBuckets;
 use crate::metrics::Metrics;
 use crate::outcome::{Counters, Outcome, Stats, bump, load};
 use crate::overflow::{DeadLetterReason, DeadLetterSink, Overflow};
@@ -62,6 +64,9 @@ pub(crate) struct Shared<J> {
     pub(crate) sem: Arc<Semaphore>,
     /// Finished attempts for the adaptive drain (only when adaptive).
     pub(crate) samples: Option<ArrayQueue<Sample>>,
+    /// Per-key buckets, keyed by a seeded 64-bit hash of the user's key.
+    pub(crate) keyed: Option<KeyedBuckets<u64>>,
+    pub(crate) key_hasher: RandomState,
     /// Wakes the drain: first job after empty, rate change, pause, close.
     pub(crate) wake: Notify,
     rate_bits: AtomicU64,
@@ -79,7 +84,12 @@ pub(crate) struct Shared<J> {
 }
 
 impl<J> Shared<J> {
-    pub(crate) fn new(cfg: Config<J>, rate: f64, ring_capacity: usize) -> Self {
+    pub(crate) fn new(
+        cfg: Config<J>,
+        rate: f64,
+        ring_capacity: usize,
+        keyed: Option<KeyedBuckets<u64>>,
+    ) -> Self {
         let bound = match cfg.budget {
             Some(budget) => usize::try_from(bound_for(budget, rate)).unwrap_or(usize::MAX),
             None => cfg.fixed_capacity,
@@ -90,6 +100,8 @@ impl<J> Shared<J> {
             clock: Clock::new(),
             sem: Arc::new(Semaphore::new(cfg.max_in_flight as usize)),
             samples: cfg.adaptive.as_ref().map(|_| ArrayQueue::new(SAMPLE_QUEUE)),
+            keyed,
+            key_hasher: RandomState::new(),
             cfg,
             counters: Counters::default(),
             metrics,
@@ -217,19 +229,30 @@ impl<J> Shared<J> {
 
     /// Counts a refusal and builds it.
     pub(crate) fn refuse(&self, job: J, reason: Reason) -> Rejected<J> {
-        self.counters.outcome(Outcome::Refused);
-        self.metrics.jobs[Outcome::Refused.index()].increment(1);
-        bump(&self.counters.rejected[reason.index()]);
-        self.metrics.rejected[reason.index()].increment(1);
         match reason {
-            Reason::Overloaded => Rejected::new(
+            Reason::Overloaded => self.refuse_with(
                 job,
                 reason,
                 Some(jittered(self.queue_wait())),
                 Some(self.queue_limit()),
             ),
-            _ => Rejected::new(job, reason, None, None),
+            _ => self.refuse_with(job, reason, None, None),
         }
+    }
+
+    /// Counts a refusal with the given wait hint and limit state.
+    pub(crate) fn refuse_with(
+        &self,
+        job: J,
+        reason: Reason,
+        retry_after: Option<Duration>,
+        limit: Option<RateLimit>,
+    ) -> Rejected<J> {
+        self.counters.outcome(Outcome::Refused);
+        self.metrics.jobs[Outcome::Refused.index()].increment(1);
+        bump(&self.counters.rejected[reason.index()]);
+        self.metrics.rejected[reason.index()].increment(1);
+        Rejected::new(job, reason, retry_after, limit)
     }
 
     /// Counts an overflow event and traces the start of an overflow episode.
@@ -330,6 +353,10 @@ impl<J: 'static> Shared<J> {
         m.in_flight.set(load(&self.counters.in_flight) as f64);
         m.admitted
             .absolute(load(&self.counters.left_ring) + depth as u64);
+        if let Some(table) = &self.keyed {
+            m.keyed_buckets.set(table.len() as f64);
+            m.keyed_evictions.absolute(table.evictions());
+        }
     }
 
     /// The drain's last act: stores what shutdown hands back, marks done.

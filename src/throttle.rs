@@ -199,7 +199,7 @@ impl<J: 'static> Throttle<J> {
     }
 
     /// Pushes into a reserved place and wakes the drain on the empty edge.
-    fn push(&self, job: J, was_empty: bool) -> Result<Admitted, Rejected<J>> {
+    pub(crate) fn push(&self, job: J, was_empty: bool) -> Result<Admitted, Rejected<J>> {
         let s = &*self.shared;
         match s.queue.push_reserved(self.entry(job, was_empty)) {
             Ok(()) => {
@@ -213,7 +213,7 @@ impl<J: 'static> Throttle<J> {
         }
     }
 
-    fn overflow(&self, job: J) -> Result<Admitted, Rejected<J>> {
+    pub(crate) fn overflow(&self, job: J) -> Result<Admitted, Rejected<J>> {
         let s = &*self.shared;
         let policy = s.cfg.overflow;
         s.overflowed(policy);

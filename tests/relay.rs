@@ -63,6 +63,7 @@ async fn a_burst_ten_times_the_drain_rate_loses_nothing_and_says_when_to_retry()
         tenant_header: "x-tenant".into(),
         deliver_timeout: Duration::from_secs(5),
         adaptive: None,
+        tenant_quota: Some(dripfeed::Quota::new(40.0, 20.0).unwrap()),
     })
     .await
     .unwrap();
@@ -94,30 +95,46 @@ async fn a_burst_ten_times_the_drain_rate_loses_nothing_and_says_when_to_retry()
     let mut rss_after = Vec::new();
     let mut accepted = 0;
     for round in 0..2 {
-        let b = demo::burst(addr, &relay, 1000, 2, |_| None).await;
+        // half from one hot tenant (far over its 20/s), half from 50 polite ones
+        let b = demo::burst(addr, &relay, 1000, 2, |n| {
+            Some(if n % 2 == 0 {
+                "hot".to_owned()
+            } else {
+                format!("t{}", n % 100)
+            })
+        })
+        .await;
         assert_eq!(b.errors, 0, "round {round}: connection errors");
-        assert_eq!(
-            b.count(202) + b.count(503),
-            2000,
-            "round {round}: {:?}",
-            b.statuses
-        );
+        let (ok, full, quota) = (b.count(202), b.count(503), b.count(429));
+        assert_eq!(ok + full + quota, 2000, "round {round}: {:?}", b.statuses);
+        assert!((150..=500).contains(&ok), "round {round}: {:?}", b.statuses);
         assert!(
-            b.count(202) >= 150 && b.count(202) <= 500,
-            "round {round}: {:?}",
+            quota >= 600,
+            "round {round}: the hot tenant is held to its quota: {:?}",
             b.statuses
         );
         assert_eq!(
-            b.retry_after.len() as u64,
-            b.count(503),
+            b.waits(503).len() as u64,
+            full,
             "every 503 carries Retry-After"
         );
+        assert_eq!(
+            b.waits(429).len() as u64,
+            quota,
+            "every 429 carries Retry-After"
+        );
         let (lo, hi) = ((bound as f64 - 2.0) / RATE, 1.2 * bound as f64 / RATE + 1.0);
-        for secs in &b.retry_after {
+        for secs in b.waits(503) {
+            let secs = secs as f64;
             assert!(
-                *secs as f64 >= lo && *secs as f64 <= hi,
-                "Retry-After {secs} outside [{lo}, {hi}]"
+                secs >= lo && secs <= hi,
+                "503 Retry-After {secs} outside [{lo}, {hi}]"
             );
+        }
+        // the hot tenant's exact wait for one more webhook is at most 1/20 s,
+        // so the header (whole seconds, rounded up) says 1
+        for secs in b.waits(429) {
+            assert_eq!(secs, 1, "429 Retry-After {secs}");
         }
         accepted += b.count(202);
         relay.drained(Duration::from_secs(20)).await;

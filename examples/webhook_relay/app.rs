@@ -40,6 +40,8 @@ pub struct RelayConfig {
     pub deliver_timeout: Duration,
     /// Let the drain rate follow the receiver (AIMD).
     pub adaptive: Option<dripfeed::Aimd>,
+    /// Each tenant's quota (burst, rate); without it tenants are not limited.
+    pub tenant_quota: Option<dripfeed::Quota>,
 }
 
 /// A queued webhook. Its ticket holds its bytes against the budget until dropped.
@@ -146,6 +148,9 @@ impl Relay {
                     eprintln!("dead-letter writer is gone: an evicted job was dropped");
                 }
             });
+        if let Some(quota) = cfg.tenant_quota {
+            builder = builder.per_key(100_000, quota);
+        }
         if let Some(aimd) = cfg.adaptive.clone() {
             builder = builder.adaptive(aimd);
         }
@@ -290,7 +295,11 @@ async fn deliver(
         received_unix_ms: unix_ms(),
         _ticket: ticket,
     };
-    match relay.throttle.try_submit(job) {
+    let submitted = match (&relay.cfg.tenant_quota, job.tenant.clone()) {
+        (Some(_), Some(tenant)) => relay.throttle.try_submit_keyed(tenant, 1.0, job),
+        _ => relay.throttle.try_submit(job),
+    };
+    match submitted {
         Ok(Admitted::Queued) => {
             bump(&relay.answers.queued);
             (

@@ -17,7 +17,8 @@ use crate::receiver::Receiver;
 #[derive(Default, Debug)]
 pub struct BurstResult {
     pub statuses: BTreeMap<u16, u64>,
-    pub retry_after: Vec<u64>,
+    /// (status, Retry-After seconds) of each answer that carried one.
+    pub retry_after: Vec<(u16, u64)>,
     pub peak_depth: usize,
     pub errors: u64,
 }
@@ -25,6 +26,24 @@ pub struct BurstResult {
 impl BurstResult {
     pub fn count(&self, status: u16) -> u64 {
         self.statuses.get(&status).copied().unwrap_or(0)
+    }
+
+    /// Retry-After values (seconds) sent with `status`.
+    pub fn waits(&self, status: u16) -> Vec<u64> {
+        self.retry_after
+            .iter()
+            .filter(|(s, _)| *s == status)
+            .map(|(_, w)| *w)
+            .collect()
+    }
+
+    /// "lo–hi s" of the Retry-After values sent with `status`, or "-".
+    pub fn range(&self, status: u16) -> String {
+        let w = self.waits(status);
+        match (w.iter().min(), w.iter().max()) {
+            (Some(lo), Some(hi)) => format!("{lo}–{hi} s"),
+            _ => "-".to_owned(),
+        }
     }
 }
 
@@ -79,7 +98,7 @@ pub async fn burst(
         match t.await.ok().flatten() {
             Some((status, after)) => {
                 *out.statuses.entry(status).or_default() += 1;
-                out.retry_after.extend(after);
+                out.retry_after.extend(after.map(|a| (status, a)));
             }
             None => out.errors += 1,
         }
@@ -91,12 +110,23 @@ pub async fn burst(
 pub async fn run(
     addr: SocketAddr,
     relay: &Relay,
+    tenants: bool,
     receiver: Option<&Receiver>,
     grace: Duration,
 ) -> Result<(), String> {
     println!("demo: 1,000 requests/s for 5 s …");
     let start = Instant::now();
-    let b = burst(addr, relay, 1000, 5, |_| None).await;
+    // with tenant quotas, half the traffic comes from one hot tenant
+    let b = burst(addr, relay, 1000, 5, |n| {
+        tenants.then(|| {
+            if n % 2 == 0 {
+                "hot".to_owned()
+            } else {
+                format!("tenant-{}", n % 40)
+            }
+        })
+    })
+    .await;
     let sent = start.elapsed();
     relay.drained(Duration::from_secs(60)).await;
     let report = relay.throttle.shutdown(grace).await;
@@ -111,10 +141,6 @@ pub async fn run(
         + s.outcome(Outcome::Evicted)
         + s.outcome(Outcome::Returned);
     let lost = accepted.saturating_sub(kept);
-    let (lo, hi) = (
-        b.retry_after.iter().min().copied().unwrap_or(0),
-        b.retry_after.iter().max().copied().unwrap_or(0),
-    );
     println!(
         "burst sent in {:.2} s; drained after {:.2} s",
         sent.as_secs_f64(),
@@ -122,14 +148,15 @@ pub async fn run(
     );
     println!();
     println!(
-        "| accepted 202 | refused 503 | refused 429 | refused 413 | Retry-After | peak depth | delivered | dead-lettered | lost |"
+        "| accepted 202 | refused 503 | Retry-After (503) | refused 429 | Retry-After (429) | peak depth | delivered | dead-lettered | lost |"
     );
     println!("|---|---|---|---|---|---|---|---|---|");
     println!(
-        "| {accepted} | {} | {} | {} | {lo}–{hi} s | {} / {} | {} | {file_lines} | {lost} |",
+        "| {accepted} | {} | {} | {} | {} | {} / {} | {} | {file_lines} | {lost} |",
         b.count(503),
+        b.range(503),
         b.count(429),
-        b.count(413),
+        b.range(429),
         b.peak_depth,
         relay.throttle.capacity(),
         s.delivered(),

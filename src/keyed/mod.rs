@@ -1,0 +1,41 @@
+//! Per-key reverse leaky buckets in a bounded table.
+//!
+//! Each key (tenant, IP, endpoint) has a bucket holding *debt*: admitting a
+//! job of cost `c` adds `c`, debt drains at the key's rate, and a job is
+//! admitted iff `debt_now + c <= size`. A bucket at zero debt is the same as
+//! no bucket, so [`KeyedBuckets`] keeps at most `max_keys` of them and, when
+//! full, forgets one already at zero debt or else the one that empties
+//! soonest. Debt is brought up to date lazily on access; no task sweeps.
+//!
+//! - [`bucket`]: the pure maths of one bucket ([`Quota`], [`Bucket`], the
+//!   admission outcome types); every function takes `now`.
+//! - [`table`]: the sharded, bounded table ([`KeyedBuckets`]).
+//!
+//! ```
+//! use dripfeed::keyed::{AdmitError, KeyedBuckets, Quota};
+//! use std::time::Duration;
+//!
+//! // 10 units of burst per tenant, refilling 2 units a second.
+//! let table = KeyedBuckets::new(100_000, Quota::new(10.0, 2.0)?)?;
+//! let now = tokio::time::Instant::now();
+//! assert!(table.try_admit_at(&"acme", 8.0, now).is_ok());
+//! match table.try_admit_at(&"acme", 4.0, now) {
+//!     Err(AdmitError::OverQuota(over)) => assert_eq!(over.retry_after(), Duration::from_secs(1)),
+//!     other => panic!("{other:?}"),
+//! }
+//! assert!(table.try_admit_at(&"acme", 4.0, now + Duration::from_secs(1)).is_ok());
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+
+pub mod bucket;
+mod shard;
+pub mod table;
+
+pub use bucket::{Admit, AdmitError, Bucket, InvalidCost, OverQuota, Quota, QuotaError};
+pub use table::{KeyedBuckets, KeyedBucketsBuilder, TableError, TooManyOverrides};
+
+/// `KeyedBuckets` is shared across threads: it must stay `Send + Sync`.
+const _: () = {
+    const fn assert_send_sync<T: Send + Sync>() {}
+    assert_send_sync::<KeyedBuckets<String>>();
+};

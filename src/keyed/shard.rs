@@ -1,0 +1,546 @@
+//! One shard of the keyed table: an open-addressing table of buckets
+//! stored inline, a byte of hash tag per position, and a min-heap by
+//! empty-at that picks the eviction victim exactly.
+//!
+//! Layout: `tags: Vec<u8>` (0 = empty, else `0x80 | 7 hash bits`) and
+//! `slots: Vec<Option<Slot<K>>>` side by side, `P = cap + cap/3 + 1`
+//! positions (load at most 3/4), linear probing from
+//! `(low 32 hash bits × P) >> 32`, backward-shift deletion. A lookup scans
+//! tag bytes (a small, cache-resident array) and touches one slot. A
+//! [`Slot`] is `key`, `debt: f64`, `last: NonZeroU64` (nanos since the
+//! table's epoch, plus one, so `Option<Slot>` costs nothing extra). Heap
+//! entries are 12 bytes. Nothing is allocated after construction.
+//!
+//! The heap is repaired lazily: admissions only *raise* a bucket's empty-at,
+//! so they leave its heap entry as a lower bound and never touch the heap.
+//! Invariant: every occupied position has a heap entry naming it whose time
+//! is <= its bucket's current empty-at (a mutation that lowers it, a new
+//! bucket, and a bucket moved by deletion each push a fresh entry). Eviction
+//! looks at the minimum: an entry for an empty position is dropped, a stale
+//! one is rewritten with the current time and sifted down, and an entry that
+//! matches is the exact minimum over all buckets.
+
+use std::cmp::Reverse;
+use std::collections::binary_heap::PeekMut;
+use std::collections::{BinaryHeap, HashMap};
+use std::hash::{BuildHasher, Hash};
+use std::num::NonZeroU64;
+
+use super::bucket::{
+    Admit, AdmitError, InvalidCost, Quota, check_cost, check_settle, decide, drain, drain_nanos,
+    elapsed_secs, settle_debt,
+};
+
+/// One stored bucket.
+pub(crate) struct Slot<K> {
+    key: K,
+    debt: f64,
+    last: NonZeroU64,
+}
+
+impl<K> Slot<K> {
+    fn new(key: K, debt: f64, last: u64) -> Self {
+        Self {
+            key,
+            debt,
+            last: Self::encode(last),
+        }
+    }
+    fn encode(last: u64) -> NonZeroU64 {
+        NonZeroU64::new(last.saturating_add(1)).unwrap_or(NonZeroU64::MAX)
+    }
+    fn last(&self) -> u64 {
+        self.last.get() - 1
+    }
+}
+
+/// `(empty_at, position)` in three `u32`s so an entry takes 12 bytes; the
+/// derived order is that of `(empty_at as u64, position)`.
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+struct Entry {
+    hi: u32,
+    lo: u32,
+    pos: u32,
+}
+
+impl Entry {
+    fn new(at: u64, pos: usize) -> Reverse<Self> {
+        Reverse(Self {
+            hi: (at >> 32) as u32,
+            lo: at as u32,
+            pos: pos as u32,
+        })
+    }
+    fn at(&self) -> u64 {
+        (u64::from(self.hi) << 32) | u64::from(self.lo)
+    }
+}
+
+/// What an operation did to the shard's population.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Placed {
+    /// No new bucket was stored.
+    Nothing,
+    /// A new bucket took a free position.
+    Added,
+    /// A new bucket replaced the soonest-empty one.
+    Evicted,
+}
+
+/// What shard operations that may insert need from the table.
+pub(crate) struct Ctx<'a, S> {
+    pub(crate) default: &'a Quota,
+    pub(crate) hasher: &'a S,
+}
+
+pub(crate) struct Shard<K> {
+    tags: Vec<u8>,
+    slots: Vec<Option<Slot<K>>>,
+    len: usize,
+    cap: usize,
+    heap: BinaryHeap<Reverse<Entry>>,
+    heap_limit: usize,
+    pub(crate) overrides: HashMap<K, Quota>,
+}
+
+/// The bytes a shard of `cap` buckets reserves (excluding key-owned heap
+/// data and overrides).
+pub(crate) fn reserved_bytes<K>(cap: usize) -> usize {
+    let (positions, heap_limit) = sizes(cap);
+    positions * (size_of::<Option<Slot<K>>>() + 1) + heap_limit * size_of::<Entry>()
+}
+
+fn sizes(cap: usize) -> (usize, usize) {
+    (cap + cap / 3 + 1, cap + cap / 4 + 16)
+}
+
+fn tag(hash: u64) -> u8 {
+    0x80 | ((hash >> 32) as u8 & 0x7f)
+}
+
+fn quota_in<K: Hash + Eq>(overrides: &HashMap<K, Quota>, key: &K, default: &Quota) -> Quota {
+    if overrides.is_empty() {
+        *default
+    } else {
+        overrides.get(key).copied().unwrap_or(*default)
+    }
+}
+
+fn empty_at<K: Hash + Eq>(slot: &Slot<K>, overrides: &HashMap<K, Quota>, default: &Quota) -> u64 {
+    let rate = quota_in(overrides, &slot.key, default).rate();
+    slot.last().saturating_add(drain_nanos(slot.debt, rate))
+}
+
+fn drained<K>(slot: &Slot<K>, quota: &Quota, now: u64) -> f64 {
+    drain(
+        slot.debt,
+        elapsed_secs(now.saturating_sub(slot.last())),
+        quota.rate(),
+    )
+}
+
+impl<K: Hash + Eq + Clone> Shard<K> {
+    /// A shard for at most `cap` buckets (`1 <= cap < 2^31`), or `None` if
+    /// the memory cannot be reserved.
+    pub(crate) fn new(cap: usize) -> Option<Self> {
+        let (positions, heap_limit) = sizes(cap);
+        let mut tags = Vec::new();
+        tags.try_reserve_exact(positions).ok()?;
+        tags.resize(positions, 0);
+        let mut slots = Vec::new();
+        slots.try_reserve_exact(positions).ok()?;
+        slots.resize_with(positions, || None);
+        let mut heap = Vec::new();
+        heap.try_reserve_exact(heap_limit).ok()?;
+        Some(Self {
+            tags,
+            slots,
+            len: 0,
+            cap,
+            heap: BinaryHeap::from(heap),
+            heap_limit,
+            overrides: HashMap::new(),
+        })
+    }
+
+    pub(crate) fn quota(&self, key: &K, default: &Quota) -> Quota {
+        quota_in(&self.overrides, key, default)
+    }
+
+    fn home(&self, hash: u64) -> usize {
+        (((hash & 0xffff_ffff) * self.tags.len() as u64) >> 32) as usize
+    }
+
+    fn next(&self, pos: usize) -> usize {
+        if pos + 1 == self.tags.len() {
+            0
+        } else {
+            pos + 1
+        }
+    }
+
+    /// `Ok(position)` if `key` is stored, else `Err(free position)`.
+    fn find(&self, hash: u64, key: &K) -> Result<usize, usize> {
+        let tag = tag(hash);
+        let mut pos = self.home(hash);
+        loop {
+            // Load < 1 always leaves an empty position, so this ends.
+            match self.tags[pos] {
+                0 => return Err(pos),
+                t if t == tag => {
+                    if let Some(slot) = &self.slots[pos]
+                        && slot.key == *key
+                    {
+                        return Ok(pos);
+                    }
+                }
+                _ => {}
+            }
+            pos = self.next(pos);
+        }
+    }
+
+    fn slot(&self, pos: usize) -> Option<&Slot<K>> {
+        self.slots.get(pos).and_then(Option::as_ref)
+    }
+
+    /// Replaces the state of the bucket at `pos`, keeping the heap invariant.
+    fn write(&mut self, pos: usize, debt: f64, last: u64, default: &Quota) {
+        let Some(slot) = self.slots.get_mut(pos).and_then(Option::as_mut) else {
+            return;
+        };
+        let old = empty_at(slot, &self.overrides, default);
+        slot.debt = debt;
+        slot.last = Slot::<K>::encode(last);
+        let new = empty_at(slot, &self.overrides, default);
+        if new < old {
+            self.push(new, pos, default);
+        }
+    }
+
+    fn push(&mut self, at: u64, pos: usize, default: &Quota) {
+        if self.heap.len() >= self.heap_limit {
+            self.rebuild(default); // includes `pos` as it is now
+        } else {
+            self.heap.push(Entry::new(at, pos));
+        }
+    }
+
+    /// One fresh entry per bucket, in place: O(positions).
+    fn rebuild(&mut self, default: &Quota) {
+        let mut entries = std::mem::take(&mut self.heap).into_vec();
+        entries.clear();
+        let overrides = &self.overrides;
+        entries.extend(self.slots.iter().enumerate().filter_map(|(pos, slot)| {
+            slot.as_ref()
+                .map(|s| Entry::new(empty_at(s, overrides, default), pos))
+        }));
+        self.heap = BinaryHeap::from(entries);
+    }
+
+    /// The position of the bucket that empties soonest (zero-debt ones
+    /// first), its entry popped.
+    fn victim(&mut self, default: &Quota) -> Option<usize> {
+        let mut repairs = 0;
+        loop {
+            let Self {
+                heap,
+                slots,
+                overrides,
+                ..
+            } = self;
+            let Some(mut top) = heap.peek_mut() else {
+                self.rebuild(default);
+                if self.heap.is_empty() {
+                    return None;
+                }
+                continue;
+            };
+            let pos = top.0.pos as usize;
+            let Some(slot) = slots.get(pos).and_then(Option::as_ref) else {
+                PeekMut::pop(top);
+                continue;
+            };
+            let current = empty_at(slot, overrides, default);
+            if top.0.at() == current {
+                PeekMut::pop(top);
+                return Some(pos);
+            }
+            repairs += 1;
+            if repairs > 16 + self.cap / 16 {
+                drop(top);
+                self.rebuild(default);
+                repairs = 0;
+                continue;
+            }
+            *top = Entry::new(current, pos);
+        }
+    }
+
+    /// Empties `pos` by backward-shift deletion; each bucket moved gets a
+    /// heap entry at its new position.
+    fn remove(&mut self, pos: usize, ctx: &Ctx<'_, impl BuildHasher>) {
+        let mut hole = pos;
+        let mut next = self.next(pos);
+        let n = self.tags.len();
+        while self.tags[next] != 0 {
+            let home = match &self.slots[next] {
+                Some(slot) => self.home(ctx.hasher.hash_one(&slot.key)),
+                None => next,
+            };
+            // Move the bucket at `next` into the hole unless its home lies
+            // cyclically in (hole, next].
+            if (next + n - home) % n >= (next + n - hole) % n {
+                self.tags[hole] = self.tags[next];
+                self.slots[hole] = self.slots[next].take();
+                if let Some(slot) = &self.slots[hole] {
+                    let at = empty_at(slot, &self.overrides, ctx.default);
+                    self.push(at, hole, ctx.default);
+                }
+                hole = next;
+            }
+            next = self.next(next);
+        }
+        self.tags[hole] = 0;
+        self.slots[hole] = None;
+    }
+
+    /// Stores a new bucket for `key` (known absent), evicting if full.
+    fn insert(
+        &mut self,
+        hash: u64,
+        key: &K,
+        debt: f64,
+        now: u64,
+        ctx: &Ctx<'_, impl BuildHasher>,
+    ) -> Placed {
+        let slot = Slot::new(key.clone(), debt, now);
+        let placed = if self.len < self.cap {
+            self.len += 1;
+            Placed::Added
+        } else {
+            match self.victim(ctx.default) {
+                Some(pos) => self.remove(pos, ctx),
+                None => return Placed::Nothing, // unreachable: a full shard has entries
+            }
+            Placed::Evicted
+        };
+        let mut pos = self.home(hash);
+        while self.tags[pos] != 0 {
+            pos = self.next(pos);
+        }
+        let at = empty_at(&slot, &self.overrides, ctx.default);
+        self.tags[pos] = tag(hash);
+        self.slots[pos] = Some(slot);
+        self.push(at, pos, ctx.default);
+        placed
+    }
+
+    pub(crate) fn debt(&self, hash: u64, key: &K, default: &Quota, now: u64) -> f64 {
+        match self.find(hash, key).ok().and_then(|pos| self.slot(pos)) {
+            Some(slot) => drained(slot, &self.quota(key, default), now),
+            None => 0.0,
+        }
+    }
+
+    pub(crate) fn check(
+        &self,
+        hash: u64,
+        key: &K,
+        cost: f64,
+        default: &Quota,
+        now: u64,
+    ) -> Result<Admit, AdmitError> {
+        let quota = self.quota(key, default);
+        check_cost(cost, &quota)?;
+        let debt = match self.find(hash, key).ok().and_then(|pos| self.slot(pos)) {
+            Some(slot) => drained(slot, &quota, now),
+            None => 0.0,
+        };
+        Ok(decide(debt, cost, &quota)?)
+    }
+
+    pub(crate) fn admit(
+        &mut self,
+        hash: u64,
+        key: &K,
+        cost: f64,
+        now: u64,
+        ctx: &Ctx<'_, impl BuildHasher>,
+    ) -> Result<(Admit, Placed), AdmitError> {
+        let quota = self.quota(key, ctx.default);
+        check_cost(cost, &quota)?;
+        match self
+            .find(hash, key)
+            .ok()
+            .and_then(|pos| Some((pos, self.slot(pos)?)))
+        {
+            Some((pos, slot)) => {
+                let admit = decide(drained(slot, &quota, now), cost, &quota)?;
+                let last = slot.last().max(now);
+                self.write(pos, admit.debt(), last, ctx.default);
+                Ok((admit, Placed::Nothing))
+            }
+            None => {
+                let admit = decide(0.0, cost, &quota)?;
+                Ok((admit, self.insert(hash, key, admit.debt(), now, ctx)))
+            }
+        }
+    }
+
+    pub(crate) fn settle(
+        &mut self,
+        hash: u64,
+        key: &K,
+        (estimated, actual): (f64, f64),
+        now: u64,
+        ctx: &Ctx<'_, impl BuildHasher>,
+    ) -> Result<(f64, Placed), InvalidCost> {
+        check_settle(estimated, actual)?;
+        let quota = self.quota(key, ctx.default);
+        match self
+            .find(hash, key)
+            .ok()
+            .and_then(|pos| Some((pos, self.slot(pos)?)))
+        {
+            Some((pos, slot)) => {
+                let debt = settle_debt(drained(slot, &quota, now), estimated, actual);
+                let last = slot.last().max(now);
+                self.write(pos, debt, last, ctx.default);
+                Ok((debt, Placed::Nothing))
+            }
+            None => {
+                let debt = settle_debt(0.0, estimated, actual);
+                let placed = if debt > 0.0 {
+                    self.insert(hash, key, debt, now, ctx)
+                } else {
+                    Placed::Nothing
+                };
+                Ok((debt, placed))
+            }
+        }
+    }
+
+    /// Sets (`Some`) or clears (`None`) `key`'s override. A stored bucket is
+    /// first brought up to `now` under the old rate, so the new rate applies
+    /// from `now` on. Returns the previous override.
+    pub(crate) fn set_quota(
+        &mut self,
+        hash: u64,
+        key: K,
+        quota: Option<Quota>,
+        now: u64,
+        default: &Quota,
+    ) -> Option<Quota> {
+        let found = self.find(hash, &key).ok();
+        let mut old_at = None;
+        if let Some(slot) = found.and_then(|pos| self.slot(pos)) {
+            let old_quota = self.quota(&key, default);
+            let (debt, last) = (drained(slot, &old_quota, now), slot.last().max(now));
+            old_at = Some(empty_at(slot, &self.overrides, default));
+            if let Some(pos) = found {
+                self.write(pos, debt, last, default);
+            }
+        }
+        let previous = match quota {
+            Some(q) => self.overrides.insert(key, q),
+            None => self.overrides.remove(&key),
+        };
+        if let (Some(pos), Some(old)) = (found, old_at)
+            && let Some(slot) = self.slot(pos)
+        {
+            let new = empty_at(slot, &self.overrides, default);
+            if new < old {
+                self.push(new, pos, default);
+            }
+        }
+        previous
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+    use std::hash::RandomState;
+
+    #[derive(Debug, Clone)]
+    enum Op {
+        Admit(u8, f64),
+        Settle(u8, f64, f64),
+        SetRate(u8, Option<f64>),
+        Advance(u64),
+        Victim,
+    }
+
+    fn op() -> impl Strategy<Value = Op> {
+        prop_oneof![
+            4 => (0u8..12, 0.1f64..4.0).prop_map(|(k, c)| Op::Admit(k, c)),
+            2 => (0u8..12, 0.0f64..4.0, 0.0f64..6.0).prop_map(|(k, e, a)| Op::Settle(k, e, a)),
+            1 => (0u8..12, proptest::option::of(0.5f64..8.0)).prop_map(|(k, r)| Op::SetRate(k, r)),
+            2 => (0u64..2_000_000_000).prop_map(Op::Advance),
+            1 => Just(Op::Victim),
+        ]
+    }
+
+    impl<K: Hash + Eq + Clone> Shard<K> {
+        /// Tags match slots, every bucket is found, the heap bounds each.
+        fn assert_consistent(&self, hasher: &RandomState, default: &Quota) {
+            let stored: Vec<(usize, &Slot<K>)> = self
+                .slots
+                .iter()
+                .enumerate()
+                .filter_map(|(p, s)| s.as_ref().map(|s| (p, s)))
+                .collect();
+            assert_eq!(self.tags.iter().filter(|t| **t != 0).count(), stored.len());
+            assert!(
+                stored.len() == self.len
+                    && self.len <= self.cap
+                    && self.heap.len() <= self.heap_limit
+            );
+            for (pos, slot) in stored {
+                assert_eq!(self.tags[pos], tag(hasher.hash_one(&slot.key)));
+                assert_eq!(self.find(hasher.hash_one(&slot.key), &slot.key), Ok(pos));
+                let at = empty_at(slot, &self.overrides, default);
+                assert!(
+                    self.heap
+                        .iter()
+                        .any(|e| e.0.pos as usize == pos && e.0.at() <= at)
+                );
+            }
+        }
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 512, failure_persistence: None, ..ProptestConfig::default() })]
+
+        #[test]
+        fn index_heap_and_victims_stay_exact(ops in proptest::collection::vec(op(), 1..200)) {
+            let hasher = RandomState::new();
+            let default = Quota::new(5.0, 1.0).unwrap();
+            let ctx = Ctx { default: &default, hasher: &hasher };
+            let mut shard = Shard::<u8>::new(5).unwrap();
+            let mut now = 0u64;
+            for op in ops {
+                match op {
+                    Op::Admit(k, c) => { let _ = shard.admit(hasher.hash_one(k), &k, c, now, &ctx); }
+                    Op::Settle(k, e, a) => { let _ = shard.settle(hasher.hash_one(k), &k, (e, a), now, &ctx); }
+                    Op::SetRate(k, r) => {
+                        let q = r.map(|r| Quota::new(5.0, r).unwrap());
+                        shard.set_quota(hasher.hash_one(k), k, q, now, &default);
+                    }
+                    Op::Advance(d) => now += d,
+                    Op::Victim if shard.len > 0 => {
+                        let min = shard.slots.iter().flatten().map(|s| empty_at(s, &shard.overrides, &default)).min();
+                        let pos = shard.victim(&default).unwrap();
+                        let got = empty_at(shard.slot(pos).unwrap(), &shard.overrides, &default);
+                        prop_assert_eq!(Some(got), min);
+                        shard.push(got, pos, &default);
+                    }
+                    Op::Victim => {}
+                }
+                shard.assert_consistent(&hasher, &default);
+            }
+        }
+    }
+}

@@ -1,0 +1,238 @@
+//! Eviction order, bounds, concurrency and memory of `KeyedBuckets`.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use dripfeed::keyed::{AdmitError, KeyedBuckets, Quota, TableError};
+use tokio::time::Instant;
+
+fn secs(s: f64) -> Duration {
+    Duration::from_secs_f64(s)
+}
+
+/// One shard of three slots under quota (10, 1/s), so order is exact.
+fn table3() -> KeyedBuckets<&'static str> {
+    KeyedBuckets::builder(3, Quota::new(10.0, 1.0).unwrap())
+        .shards(1)
+        .build()
+        .unwrap()
+}
+
+fn fill(t: &KeyedBuckets<&'static str>, now: Instant, debts: [(&'static str, f64); 3]) {
+    for (k, d) in debts {
+        t.try_admit_at(&k, d, now).unwrap();
+    }
+}
+
+#[test]
+fn zero_debt_bucket_goes_first() {
+    let (t, t0) = (table3(), Instant::now());
+    fill(&t, t0, [("a", 5.0), ("b", 1.0), ("c", 8.0)]);
+    let now = t0 + secs(2.0); // b drained at 1 s; a drains at 5 s, c at 8 s
+    t.try_admit_at(&"d", 1.0, now).unwrap();
+    assert_eq!((t.len(), t.evictions()), (3, 1));
+    assert_eq!(t.debt_at(&"a", now), 3.0);
+    assert_eq!(t.debt_at(&"c", now), 6.0);
+    assert_eq!(t.debt_at(&"d", now), 1.0);
+}
+
+#[test]
+fn soonest_empty_goes_when_none_is_drained() {
+    let (t, t0) = (table3(), Instant::now());
+    fill(&t, t0, [("a", 5.0), ("b", 2.0), ("c", 8.0)]);
+    let now = t0 + secs(1.0);
+    t.try_admit_at(&"d", 1.0, now).unwrap();
+    assert_eq!(t.evictions(), 1);
+    assert_eq!(
+        t.debt_at(&"b", now),
+        0.0,
+        "b (empty at 2 s) was evicted with its debt"
+    );
+    assert_eq!((t.debt_at(&"a", now), t.debt_at(&"c", now)), (4.0, 7.0));
+}
+
+#[test]
+fn soonest_empty_accounts_for_per_key_rates() {
+    let (t, t0) = (table3(), Instant::now());
+    t.set_quota_at("a", Quota::new(10.0, 10.0).unwrap(), t0)
+        .unwrap();
+    fill(&t, t0, [("a", 9.0), ("b", 1.0), ("c", 3.0)]); // a empties at 0.9 s, b at 1 s
+    t.try_admit_at(&"d", 1.0, t0).unwrap();
+    assert_eq!(t.debt_at(&"a", t0), 0.0);
+    assert_eq!((t.debt_at(&"b", t0), t.debt_at(&"c", t0)), (1.0, 3.0));
+}
+
+#[test]
+fn later_admissions_postpone_eviction() {
+    let (t, t0) = (table3(), Instant::now());
+    fill(&t, t0, [("a", 1.0), ("b", 3.0), ("c", 5.0)]);
+    t.try_admit_at(&"a", 5.0, t0).unwrap(); // a now empties at 6 s, after b and c
+    t.try_admit_at(&"d", 1.0, t0).unwrap();
+    assert_eq!(
+        (
+            t.debt_at(&"a", t0),
+            t.debt_at(&"b", t0),
+            t.debt_at(&"c", t0)
+        ),
+        (6.0, 0.0, 5.0)
+    );
+}
+
+#[test]
+fn refunds_and_faster_rates_bring_eviction_forward() {
+    let (t, t0) = (table3(), Instant::now());
+    fill(&t, t0, [("a", 9.0), ("b", 5.0), ("c", 7.0)]);
+    assert_eq!(t.settle_at(&"a", 9.0, 1.0, t0), Ok(1.0)); // a empties at 1 s
+    t.try_admit_at(&"d", 1.0, t0).unwrap();
+    assert_eq!((t.debt_at(&"a", t0), t.debt_at(&"b", t0)), (0.0, 5.0));
+
+    let (t, t0) = (table3(), Instant::now());
+    fill(&t, t0, [("a", 6.0), ("b", 3.0), ("c", 4.0)]);
+    t.set_quota_at("a", Quota::new(10.0, 6.0).unwrap(), t0)
+        .unwrap(); // a empties at 1 s
+    t.try_admit_at(&"d", 1.0, t0).unwrap();
+    assert_eq!((t.debt_at(&"a", t0), t.debt_at(&"b", t0)), (0.0, 3.0));
+    assert_eq!(t.quota(&"a").rate(), 6.0, "overrides outlive their bucket");
+}
+
+#[test]
+fn settle_can_exceed_size_and_then_the_key_waits() {
+    let (t, t0) = (table3(), Instant::now());
+    t.try_admit_at(&"a", 4.0, t0).unwrap();
+    assert_eq!(t.settle_at(&"a", 4.0, 14.0, t0), Ok(14.0));
+    let Err(AdmitError::OverQuota(o)) = t.try_admit_at(&"a", 2.0, t0) else {
+        panic!("admitted above size")
+    };
+    assert_eq!(o.retry_after(), secs(6.0));
+    assert!(t.try_admit_at(&"a", 2.0, t0 + secs(6.0)).is_ok());
+    assert_eq!(t.settle_at(&"gone", 3.0, 1.0, t0), Ok(0.0));
+    assert_eq!(t.len(), 1, "a refund to an unknown key stores nothing");
+}
+
+#[test]
+fn errors_are_typed() {
+    let q = Quota::new(2.0, 1.0).unwrap();
+    let t = KeyedBuckets::builder(4, q)
+        .max_overrides(1)
+        .build()
+        .unwrap();
+    assert_eq!(
+        t.try_admit(&1, 3.0),
+        Err(AdmitError::CostExceedsSize {
+            cost: 3.0,
+            size: 2.0
+        })
+    );
+    assert!(matches!(
+        t.try_admit(&1, f64::NAN),
+        Err(AdmitError::InvalidCost(_))
+    ));
+    assert!(matches!(
+        t.can_admit(&1, -1.0),
+        Err(AdmitError::InvalidCost(_))
+    ));
+    assert!(t.settle(&1, f64::INFINITY, 1.0).is_err());
+    t.set_quota(1, Quota::new(8.0, 1.0).unwrap()).unwrap();
+    assert!(t.try_admit(&1, 3.0).is_ok(), "override size applies");
+    assert!(t.set_quota(2, q).is_err(), "override map is bounded");
+    assert!(
+        t.set_quota(1, q).is_ok(),
+        "replacing an override is not a new one"
+    );
+    assert_eq!(
+        KeyedBuckets::<u8>::new(0, q).err(),
+        Some(TableError::ZeroKeys)
+    );
+    assert_eq!(
+        KeyedBuckets::<u8>::builder(4, q).shards(0).build().err(),
+        Some(TableError::ZeroShards)
+    );
+    assert!(KeyedBuckets::<u8>::new(usize::MAX, q).is_err());
+}
+
+#[tokio::test(start_paused = true)]
+async fn plain_calls_follow_tokio_time() {
+    let t = KeyedBuckets::new(10, Quota::new(2.0, 4.0).unwrap()).unwrap();
+    t.try_admit(&"k", 2.0).unwrap();
+    let Err(AdmitError::OverQuota(o)) = t.try_admit(&"k", 1.0) else {
+        panic!()
+    };
+    assert_eq!(o.retry_after(), Duration::from_millis(250));
+    tokio::time::advance(o.retry_after()).await;
+    assert!(t.can_admit(&"k", 1.0).is_ok());
+    assert_eq!(t.try_admit(&"k", 1.0).unwrap().debt(), 2.0);
+    assert_eq!(t.debt(&"k"), 2.0);
+}
+
+#[test]
+fn concurrent_admissions_never_overshoot() {
+    // Rate ~0: each key admits exactly `size` unit costs in total.
+    let t = Arc::new(KeyedBuckets::new(64, Quota::new(1000.0, 1e-12).unwrap()).unwrap());
+    let now = Instant::now();
+    let admitted: usize = std::thread::scope(|s| {
+        let workers: Vec<_> = (0..4)
+            .map(|_| {
+                let t = &t;
+                s.spawn(move || {
+                    (0..4000)
+                        .filter(|i| t.try_admit_at(&(i % 4), 1.0, now).is_ok())
+                        .count()
+                })
+            })
+            .collect();
+        workers.into_iter().map(|w| w.join().unwrap()).sum()
+    });
+    assert_eq!(admitted, 4 * 1000);
+    assert_eq!(t.len(), 4);
+}
+
+#[test]
+fn concurrent_churn_respects_the_bound() {
+    let t = KeyedBuckets::new(1000, Quota::new(1.0, 1.0).unwrap()).unwrap();
+    let t0 = Instant::now();
+    std::thread::scope(|s| {
+        for w in 0..4u64 {
+            let t = &t;
+            s.spawn(move || {
+                for i in 0..50_000u64 {
+                    t.try_admit_at(&((w << 32) | i), 1.0, t0 + Duration::from_micros(i))
+                        .unwrap();
+                    assert!(t.len() <= 1000);
+                }
+            });
+        }
+    });
+    assert!(t.len() <= 1000);
+    assert_eq!(t.evictions() + t.len() as u64, 200_000);
+}
+
+fn rss_bytes() -> Option<u64> {
+    let statm = std::fs::read_to_string("/proc/self/statm").ok()?;
+    let pages: u64 = statm.split_whitespace().nth(1)?.parse().ok()?;
+    Some(pages * 4096)
+}
+
+/// Key rotation: 1,000,000 distinct keys through 100,000 slots (the
+/// 10,000,000-key run is `examples/keyed_flood.rs`).
+#[test]
+fn key_rotation_flood_keeps_memory_flat() {
+    let t = KeyedBuckets::new(100_000, Quota::new(10.0, 1.0).unwrap()).unwrap();
+    let t0 = Instant::now();
+    let mut full_rss = None;
+    for i in 0..1_000_000u64 {
+        t.try_admit_at(&i, 1.0 + (i % 7) as f64, t0 + Duration::from_micros(i))
+            .unwrap();
+        if i == 200_000 {
+            full_rss = rss_bytes();
+        }
+    }
+    assert!(t.len() <= 100_000 && t.len() > 99_000, "len {}", t.len());
+    assert_eq!(t.evictions() + t.len() as u64, 1_000_000);
+    if let (Some(before), Some(after)) = (full_rss, rss_bytes()) {
+        eprintln!("rss after 200k keys {before} B, after 1M keys {after} B");
+        assert!(
+            after < before + (16 << 20),
+            "memory grew: {before} -> {after}"
+        );
+    }
+}
