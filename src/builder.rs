@@ -6,6 +6,7 @@ use std::time::Duration;
 use crate::downstream::Downstream;
 use crate::drain::{Drain, DrainFuture, run};
 use crate::error::BuildError;
+use crate::global::PermitSource;
 use crate::keyed::{KeyedBuckets, Quota};
 use crate::overflow::{DeadLetterSink, Overflow};
 use crate::queue::{Entry, MAX_CAPACITY};
@@ -61,6 +62,7 @@ pub struct ThrottleBuilder<J> {
     on_failed: Option<Hook<J>>,
     adaptive: Option<Aimd>,
     per_key: Option<(usize, Quota)>,
+    permits: Option<Arc<dyn PermitSource>>,
 }
 
 /// What validation yields: the configuration, the rate and the ring size.
@@ -99,6 +101,7 @@ impl<J: Send + Sync + 'static> ThrottleBuilder<J> {
             on_failed: None,
             adaptive: None,
             per_key: None,
+            permits: None,
         }
     }
 
@@ -233,6 +236,14 @@ impl<J: Send + Sync + 'static> ThrottleBuilder<J> {
         self
     }
 
+    /// Takes one permit per emission from a source shared with other
+    /// processes (see [`global`](crate::global)), so a fleet shares one
+    /// limit. The local drain rate still caps this process.
+    pub fn permits(mut self, source: impl PermitSource) -> Self {
+        self.permits = Some(Arc::new(source));
+        self
+    }
+
     /// Checks the configuration without building anything.
     pub fn validate(&self) -> Result<(), BuildError> {
         self.check().map(|_| ())
@@ -338,6 +349,7 @@ impl<J: Send + Sync + 'static> ThrottleBuilder<J> {
             on_expired: self.on_expired,
             on_failed: self.on_failed,
             adaptive: self.adaptive,
+            permits: self.permits,
         };
         Ok(Validated {
             cfg,

@@ -62,6 +62,7 @@ mod clock;
 mod downstream;
 mod drain;
 mod error;
+pub mod global;
 pub mod headers;
 pub mod keyed;
 pub mod metrics;

@@ -13,6 +13,7 @@ use tokio::sync::{Notify, Semaphore, watch};
 use crate::clock::Clock;
 use crate::drain::adapt::{SAMPLE_QUEUE, Sample};
 use crate::error::{RateError, Reason, Rejected};
+use crate::global::PermitSource;
 use crate::headers::{RateLimit, jittered, secs};
 use crate::keyed::KeyedBuckets;
 use crate::metrics::Metrics;
@@ -41,6 +42,7 @@ pub(crate) struct Config<J> {
     pub(crate) on_expired: Option<Hook<J>>,
     pub(crate) on_failed: Option<Hook<J>>,
     pub(crate) adaptive: Option<Aimd>,
+    pub(crate) permits: Option<Arc<dyn PermitSource>>,
 }
 
 /// `ceil(budget × rate)`, at least 1, saturating; a hair of float noise

@@ -179,6 +179,8 @@ enum Wait {
     Idle,
     /// A reserved place's push is under way.
     Yield,
+    /// Jobs are due but the shared permit source has none.
+    Global,
 }
 
 /// The drain task.
@@ -193,6 +195,9 @@ pub(crate) async fn run<J: Send + Sync + 'static>(
     let mut permit: Option<OwnedSemaphorePermit> = None;
     let mut next_id: u64 = 0;
     let mut adapt = s.cfg.adaptive.clone().and_then(Adapt::new);
+    if let Some(source) = &s.cfg.permits {
+        source.set_local_rate(rate_seen);
+    }
     let sleep = tokio::time::sleep_until(Instant::now());
     tokio::pin!(sleep);
 
@@ -207,8 +212,7 @@ pub(crate) async fn run<J: Send + Sync + 'static>(
             if let Some((rate, pause)) = a.decide(now_at, s.rate()) {
                 // Closed or out of range: keep the rate; the controller clamps.
                 if s.set_rate(rate).is_ok() {
-                    pacer.set_rate(rate);
-                    rate_seen = rate;
+                    follow_rate(s, &mut pacer, &mut rate_seen, rate);
                 }
                 if let Some(pause) = pause {
                     tracing::info!(throttle = %s.cfg.name, ?pause, "downstream asked to pause");
@@ -218,8 +222,7 @@ pub(crate) async fn run<J: Send + Sync + 'static>(
         }
         let rate = s.rate();
         if rate != rate_seen {
-            pacer.set_rate(rate);
-            rate_seen = rate;
+            follow_rate(s, &mut pacer, &mut rate_seen, rate);
         }
         let closing = s.closing_deadline();
         if let Some(deadline) = closing
@@ -252,7 +255,7 @@ pub(crate) async fn run<J: Send + Sync + 'static>(
             match wait {
                 Wait::Idle => a.went_idle(),
                 Wait::Permit => a.saturated(),
-                Wait::Timer(_) | Wait::Yield => {}
+                Wait::Timer(_) | Wait::Yield | Wait::Global => {}
             }
         }
         let deadline = closing.unwrap_or(u64::MAX);
@@ -269,6 +272,17 @@ pub(crate) async fn run<J: Send + Sync + 'static>(
                 tokio::select! {
                     () = &mut sleep => {}
                     () = s.wake.notified() => {}
+                }
+            }
+            Wait::Global => {
+                let Some(source) = s.cfg.permits.as_ref() else {
+                    continue;
+                };
+                sleep.as_mut().reset(s.clock.instant(deadline));
+                tokio::select! {
+                    () = source.ready() => {}
+                    () = s.wake.notified() => {}
+                    () = &mut sleep, if deadline != u64::MAX => {}
                 }
             }
             Wait::Permit => {
@@ -305,7 +319,15 @@ fn emit_due<J: Send + Sync + 'static>(
                 Err(_) => return Wait::Permit,
             },
         };
+        if let Some(source) = &s.cfg.permits
+            && s.queue.depth() > 0
+            && !source.try_take()
+        {
+            *permit = Some(held);
+            return Wait::Global;
+        }
         let Some(entry) = s.queue.pop() else {
+            give_back(s);
             *permit = Some(held);
             if s.queue.depth() > 0 {
                 return Wait::Yield;
@@ -318,6 +340,7 @@ fn emit_due<J: Send + Sync + 'static>(
         if entry.deadline_ns <= now {
             // Expired: takes no pacing slot.
             *permit = Some(held);
+            give_back(s);
             bump(&s.counters.expired);
             s.metrics.expired.increment(1);
             s.give_up(entry.job, DeadLetterReason::Expired, Outcome::Expired);
@@ -339,6 +362,22 @@ fn emit_due<J: Send + Sync + 'static>(
         *next_id += 1;
     }
     Wait::Timer(pacer.next_due())
+}
+
+/// Re-plans the schedule for a new rate, effective from the next emission.
+fn follow_rate<J>(s: &Shared<J>, pacer: &mut Pacer, rate_seen: &mut f64, rate: f64) {
+    pacer.set_rate(rate);
+    *rate_seen = rate;
+    if let Some(source) = &s.cfg.permits {
+        source.set_local_rate(rate);
+    }
+}
+
+/// Returns a permit taken for a job that was not emitted.
+fn give_back<J>(s: &Shared<J>) {
+    if let Some(source) = &s.cfg.permits {
+        source.give_back();
+    }
 }
 
 /// After the deadline (or once the queue is empty while closing): hands off

@@ -1,0 +1,71 @@
+//! Fleet scope: limits shared beyond one process.
+//!
+//! A throttle's drain paces its own emissions; with a [`PermitSource`] it
+//! also takes one permit per emission from a source shared by the fleet
+//! (e.g. a bucket in Redis), so N processes together emit at the shared
+//! rate, not N times it. The source hands out permits from a local pool it
+//! refills in the background, so the drain never waits on a round trip
+//! while the pool has permits; when it is empty the drain waits on
+//! [`PermitSource::ready`].
+
+use async_trait::async_trait;
+
+/// Emission permits shared beyond this process.
+///
+/// The drain calls [`try_take`](Self::try_take) before each emission (only
+/// when a job is waiting), gives the permit back if the job turned out to
+/// be gone or expired, and awaits [`ready`](Self::ready) when none was
+/// available. It never blocks on the source.
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+/// # async fn main() {
+/// use dripfeed::global::PermitSource;
+/// use dripfeed::{Delivery, Throttle};
+/// use std::sync::atomic::{AtomicU32, Ordering};
+/// use std::time::Duration;
+///
+/// /// Three permits, ever.
+/// struct Three(AtomicU32);
+///
+/// #[async_trait::async_trait]
+/// impl PermitSource for Three {
+///     fn try_take(&self) -> bool {
+///         self.0.fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| n.checked_sub(1)).is_ok()
+///     }
+///     fn give_back(&self) {
+///         self.0.fetch_add(1, Ordering::AcqRel);
+///     }
+///     async fn ready(&self) {
+///         std::future::pending::<()>().await
+///     }
+/// }
+///
+/// let (throttle, _drain) = Throttle::builder()
+///     .drain_rate(100.0)
+///     .permits(Three(AtomicU32::new(3)))
+///     .build(|_: &u32, _| async { Delivery::Done })
+///     .unwrap();
+/// for job in 0..5 {
+///     throttle.try_submit(job).unwrap();
+/// }
+/// tokio::time::sleep(Duration::from_secs(1)).await;
+/// assert_eq!(throttle.stats().delivered(), 3);
+/// assert_eq!(throttle.depth(), 2, "the rest wait for permits");
+/// # }
+/// ```
+#[async_trait]
+pub trait PermitSource: Send + Sync + 'static {
+    /// Takes one permit if one is available here and now. Never blocks.
+    fn try_take(&self) -> bool;
+
+    /// Returns a permit taken for a job that was not emitted after all.
+    fn give_back(&self) {}
+
+    /// Resolves when [`try_take`](Self::try_take) may succeed again.
+    async fn ready(&self);
+
+    /// The drain's current local rate, jobs per second: told at start and on
+    /// every change, so a source can size its leases.
+    fn set_local_rate(&self, _jobs_per_second: f64) {}
+}
