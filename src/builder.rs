@@ -63,6 +63,7 @@ pub struct ThrottleBuilder<J> {
     adaptive: Option<Aimd>,
     per_key: Option<(usize, Quota)>,
     permits: Option<Arc<dyn PermitSource>>,
+    claim: Option<fn(&J) -> bool>,
 }
 
 /// What validation yields: the configuration, the rate and the ring size.
@@ -102,6 +103,7 @@ impl<J: Send + Sync + 'static> ThrottleBuilder<J> {
             adaptive: None,
             per_key: None,
             permits: None,
+            claim: None,
         }
     }
 
@@ -244,6 +246,15 @@ impl<J: Send + Sync + 'static> ThrottleBuilder<J> {
         self
     }
 
+    /// For [`Slots`](crate::Slots): tail-drop, a claim check on each popped
+    /// job, and a ring with room for withdrawn waiters the drain has not
+    /// skipped yet.
+    pub(crate) fn for_slots(mut self, claim: fn(&J) -> bool) -> Self {
+        self.overflow = Overflow::TailDrop;
+        self.claim = Some(claim);
+        self
+    }
+
     /// Checks the configuration without building anything.
     pub fn validate(&self) -> Result<(), BuildError> {
         self.check().map(|_| ())
@@ -323,6 +334,12 @@ impl<J: Send + Sync + 'static> ThrottleBuilder<J> {
 
     fn into_validated(self) -> Result<Validated<J>, BuildError> {
         let (rate, max_rate, bound, ring) = self.check()?;
+        // Withdrawn waiters keep their entry in the ring (not their place)
+        // until the drain skips them: give them as much room again.
+        let ring = match self.claim {
+            Some(_) => ring.saturating_mul(2).min(MAX_CAPACITY),
+            None => ring,
+        };
         let keyed = match self.per_key {
             Some((max_keys, quota)) => {
                 Some(KeyedBuckets::new(max_keys, quota).map_err(BuildError::Keyed)?)
@@ -350,6 +367,8 @@ impl<J: Send + Sync + 'static> ThrottleBuilder<J> {
             on_failed: self.on_failed,
             adaptive: self.adaptive,
             permits: self.permits,
+            claim: self.claim,
+            sample_deliveries: self.claim.is_none(),
         };
         Ok(Validated {
             cfg,

@@ -237,6 +237,32 @@ impl<J> Rejected<J> {
         self.reason.status()
     }
 
+    /// The same refusal carrying `f(job)` instead of the job.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() {
+    /// use dripfeed::{Delivery, Reason, Throttle};
+    /// let (throttle, _drain) = Throttle::builder()
+    ///     .drain_rate(1.0)
+    ///     .capacity(1)
+    ///     .build(|_: &String, _| async { Delivery::Done })
+    ///     .unwrap();
+    /// throttle.pause();
+    /// throttle.try_submit("a".to_string()).unwrap();
+    /// let refused = throttle.try_submit("bcd".to_string()).unwrap_err().map(|job| job.len());
+    /// assert_eq!((refused.reason(), refused.into_job()), (Reason::Overloaded, 3));
+    /// # }
+    /// ```
+    pub fn map<K>(self, f: impl FnOnce(J) -> K) -> Rejected<K> {
+        Rejected {
+            job: f(self.job),
+            reason: self.reason,
+            retry_after: self.retry_after,
+            limit: self.limit,
+        }
+    }
+
     /// The limit that refused the job, for the `RateLimit` header fields.
     pub fn rate_limit(&self) -> Option<&RateLimit> {
         self.limit.as_ref()

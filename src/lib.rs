@@ -72,7 +72,10 @@ mod per_key;
 mod queue;
 pub mod rate;
 mod shared;
+mod slots;
 mod throttle;
+#[cfg(feature = "tower")]
+pub mod tower;
 
 pub use builder::ThrottleBuilder;
 pub use downstream::{Attempt, Delivery, Downstream};
@@ -82,4 +85,5 @@ pub use keyed::{KeyedBuckets, Quota};
 pub use outcome::{Outcome, Stats};
 pub use overflow::{ChannelSink, DeadLetter, DeadLetterReason, DeadLetterSink, Overflow};
 pub use rate::{Aimd, AimdConfig, AimdError};
+pub use slots::{Slot, Slots, Waiter};
 pub use throttle::{Admitted, Throttle};

@@ -94,7 +94,7 @@ pub(crate) struct Metrics {
     pub(crate) in_flight: Gauge,
     pub(crate) admitted: Counter,
     pub(crate) emitted: Counter,
-    pub(crate) jobs: [Counter; 7],
+    pub(crate) jobs: [Counter; 8],
     pub(crate) overflow: [Counter; 3],
     pub(crate) rejected: [Counter; 4],
     pub(crate) expired: Counter,

@@ -15,7 +15,7 @@ use crate::overflow::Overflow;
 /// ```
 /// use dripfeed::Outcome;
 /// assert_eq!(Outcome::DeadLettered.as_str(), "dead_lettered");
-/// assert_eq!(Outcome::ALL.len(), 7);
+/// assert_eq!(Outcome::ALL.len(), 8);
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[non_exhaustive]
@@ -34,11 +34,13 @@ pub enum Outcome {
     Returned,
     /// Delivery failed for good and no dead-letter sink took it; handed to `on_failed`.
     Failed,
+    /// Withdrawn by its caller while queued (a dropped [`Slots::acquire`](crate::Slots::acquire)).
+    Cancelled,
 }
 
 impl Outcome {
     /// Every outcome, in a fixed order (the metrics' label order).
-    pub const ALL: [Outcome; 7] = [
+    pub const ALL: [Outcome; 8] = [
         Outcome::Delivered,
         Outcome::Refused,
         Outcome::Evicted,
@@ -46,6 +48,7 @@ impl Outcome {
         Outcome::DeadLettered,
         Outcome::Returned,
         Outcome::Failed,
+        Outcome::Cancelled,
     ];
 
     /// The `outcome` label of `leaky_bucket_jobs_total`.
@@ -58,6 +61,7 @@ impl Outcome {
             Outcome::DeadLettered => "dead_lettered",
             Outcome::Returned => "returned",
             Outcome::Failed => "failed",
+            Outcome::Cancelled => "cancelled",
         }
     }
 
@@ -70,7 +74,7 @@ impl Outcome {
 /// and only when they refuse or overflow.
 #[derive(Default)]
 pub(crate) struct Counters {
-    pub(crate) outcomes: [AtomicU64; 7],
+    pub(crate) outcomes: [AtomicU64; 8],
     pub(crate) rejected: [AtomicU64; 4],
     pub(crate) overflow: [AtomicU64; 3],
     pub(crate) emitted: AtomicU64,
@@ -132,7 +136,7 @@ pub struct Stats {
     /// Jobs handed to the downstream (each attempt counts).
     pub emitted: u64,
     /// Terminal outcomes, indexed like [`Outcome::ALL`].
-    pub outcomes: [u64; 7],
+    pub outcomes: [u64; 8],
     /// Refusals by reason, indexed like [`Reason::ALL`].
     pub rejected: [u64; 4],
     /// Overflow events by policy, indexed like [`Overflow::ALL`].

@@ -43,6 +43,11 @@ pub(crate) struct Config<J> {
     pub(crate) on_failed: Option<Hook<J>>,
     pub(crate) adaptive: Option<Aimd>,
     pub(crate) permits: Option<Arc<dyn PermitSource>>,
+    /// Claims a popped job for emission; `false` means its caller withdrew it
+    /// (and already gave its place back). `None`: every job is live.
+    pub(crate) claim: Option<fn(&J) -> bool>,
+    /// Whether deliveries feed the adaptive window (slots report their callers' calls instead).
+    pub(crate) sample_deliveries: bool,
 }
 
 /// `ceil(budget × rate)`, at least 1, saturating; a hair of float noise
@@ -204,6 +209,13 @@ impl<J> Shared<J> {
         }
     }
 
+    /// A queued job was withdrawn by its caller: its place frees at once,
+    /// though the entry stays in the ring until the drain skips it.
+    pub(crate) fn withdraw(&self) {
+        self.release_place();
+        self.finish(Outcome::Cancelled);
+    }
+
     /// Registers a `submit` waiting for room; the guard unregisters it.
     pub(crate) fn wait_for_room(&self) -> (RoomWaiter<'_>, tokio::sync::futures::Notified<'_>) {
         self.room_waiters.fetch_add(1, Ordering::SeqCst);
@@ -333,7 +345,7 @@ impl<J: 'static> Shared<J> {
             in_flight: 0,
             admitted: load(&self.counters.left_ring) + depth,
             emitted: 0,
-            outcomes: [0; 7],
+            outcomes: [0; 8],
             rejected: [0; 4],
             overflow: [0; 3],
             expired: 0,

@@ -79,7 +79,11 @@ pub(crate) fn spawn<J: Send + Sync + 'static>(
         .await;
         let latency = started.elapsed();
         shared.metrics.delivery.record(latency.as_secs_f64());
-        if let Some(samples) = &shared.samples {
+        if let Some(samples) = shared
+            .samples
+            .as_ref()
+            .filter(|_| shared.cfg.sample_deliveries)
+        {
             // Full: the window has plenty; dropping a sample loses no job.
             let _ = samples.push(Sample {
                 at: Instant::now(),

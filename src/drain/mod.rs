@@ -336,6 +336,14 @@ fn emit_due<J: Send + Sync + 'static>(
             return Wait::Idle;
         };
         *idle = false;
+        if let Some(claim) = s.cfg.claim
+            && !claim(&entry.job)
+        {
+            // Withdrawn while queued: its place is already free; no slot spent.
+            give_back(s);
+            *permit = Some(held);
+            continue;
+        }
         s.release_place();
         if entry.deadline_ns <= now {
             // Expired: takes no pacing slot.
@@ -389,10 +397,16 @@ async fn finish<J: Send + Sync + 'static>(shared: &Arc<Shared<J>>) {
     while s.queue.depth() > 0 {
         match s.queue.pop() {
             Some(entry) => {
+                if s.cfg.claim.is_some_and(|claim| !claim(&entry.job)) {
+                    continue; // withdrawn: its place and count are settled
+                }
                 s.release_place();
                 if let Err(job) = s.dead_letter(entry.job, DeadLetterReason::Shutdown) {
                     s.finish(Outcome::Returned);
-                    returned.push(job);
+                    // A waiter is handed back by dropping it: its caller gets `Closed`.
+                    if s.cfg.claim.is_none() {
+                        returned.push(job);
+                    }
                 }
             }
             None => tokio::task::yield_now().await,

@@ -1,0 +1,145 @@
+//! A tower [`Layer`] that makes every request wait for a drain slot
+//! (feature `tower`).
+//!
+//! Unlike tower's `RateLimit`, whose state lives in each clone (so N clones
+//! silently allow N times the limit), every clone of a [`ThrottleService`]
+//! shares one [`Slots`]. `poll_ready` only asks the inner service: the slot
+//! is awaited inside the response future, so a caller that polls ready and
+//! never calls holds nothing. Errors stay typed: [`ThrottleError::Rejected`]
+//! (the queue is full or closed, with a wait hint) or
+//! [`ThrottleError::Inner`].
+
+use std::fmt;
+use std::future::Future;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+
+use ::tower::{Layer, Service};
+
+use crate::downstream::Delivery;
+use crate::error::Rejected;
+use crate::slots::Slots;
+
+/// Wraps services so each request waits for a slot from shared [`Slots`].
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+/// # async fn main() {
+/// use dripfeed::Slots;
+/// use dripfeed::tower::ThrottleLayer;
+/// use std::time::Duration;
+/// use tower::{Layer, Service, ServiceExt};
+///
+/// let (slots, _drain) = Slots::builder().drain_rate(10.0).capacity(100).build_slots().unwrap();
+/// let echo = tower::service_fn(|req: u32| async move { Ok::<_, std::convert::Infallible>(req * 2) });
+/// let mut svc = ThrottleLayer::new(slots).layer(echo);
+/// let start = tokio::time::Instant::now();
+/// for i in 0..3 {
+///     assert_eq!(svc.ready().await.unwrap().call(i).await.unwrap(), i * 2);
+/// }
+/// assert_eq!(start.elapsed(), Duration::from_millis(200)); // 10 per second
+/// # }
+/// ```
+#[derive(Clone, Debug)]
+pub struct ThrottleLayer {
+    slots: Slots,
+}
+
+impl ThrottleLayer {
+    /// A layer whose services all draw from `slots`.
+    pub fn new(slots: Slots) -> Self {
+        ThrottleLayer { slots }
+    }
+}
+
+impl<S> Layer<S> for ThrottleLayer {
+    type Service = ThrottleService<S>;
+
+    fn layer(&self, inner: S) -> ThrottleService<S> {
+        ThrottleService {
+            inner,
+            slots: self.slots.clone(),
+        }
+    }
+}
+
+/// A service whose requests wait for a drain slot; clones share the slots.
+#[derive(Clone, Debug)]
+pub struct ThrottleService<S> {
+    inner: S,
+    slots: Slots,
+}
+
+/// A [`ThrottleService`] error: refused by the throttle, or the inner error.
+///
+/// ```
+/// use dripfeed::tower::ThrottleError;
+/// let e: ThrottleError<std::io::Error> = ThrottleError::Inner(std::io::Error::other("down"));
+/// assert_eq!(e.to_string(), "down");
+/// ```
+pub enum ThrottleError<E> {
+    /// No slot: the queue is full (with `retry_after`) or closed.
+    Rejected(Rejected<()>),
+    /// The inner service failed.
+    Inner(E),
+}
+
+impl<E: fmt::Debug> fmt::Debug for ThrottleError<E> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ThrottleError::Rejected(r) => f.debug_tuple("Rejected").field(r).finish(),
+            ThrottleError::Inner(e) => f.debug_tuple("Inner").field(e).finish(),
+        }
+    }
+}
+
+impl<E: fmt::Display> fmt::Display for ThrottleError<E> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ThrottleError::Rejected(r) => r.fmt(f),
+            ThrottleError::Inner(e) => e.fmt(f),
+        }
+    }
+}
+
+impl<E: std::error::Error + 'static> std::error::Error for ThrottleError<E> {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            ThrottleError::Rejected(r) => Some(r),
+            ThrottleError::Inner(e) => Some(e),
+        }
+    }
+}
+
+impl<S, Req> Service<Req> for ThrottleService<S>
+where
+    S: Service<Req> + Clone + Send + 'static,
+    S::Future: Send,
+    S::Response: Send,
+    S::Error: Send,
+    Req: Send + 'static,
+{
+    type Response = S::Response;
+    type Error = ThrottleError<S::Error>;
+    type Future = Pin<Box<dyn Future<Output = Result<S::Response, Self::Error>> + Send>>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        self.inner.poll_ready(cx).map_err(ThrottleError::Inner)
+    }
+
+    fn call(&mut self, req: Req) -> Self::Future {
+        // Take the instance that was made ready; leave a fresh clone behind.
+        let fresh = self.inner.clone();
+        let mut ready = std::mem::replace(&mut self.inner, fresh);
+        let slots = self.slots.clone();
+        Box::pin(async move {
+            let slot = slots.acquire().await.map_err(ThrottleError::Rejected)?;
+            let out = ready.call(req).await;
+            slot.report(match &out {
+                Ok(_) => Delivery::Done,
+                Err(_) => Delivery::Failed,
+            });
+            out.map_err(ThrottleError::Inner)
+        })
+    }
+}

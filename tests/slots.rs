@@ -1,0 +1,169 @@
+//! Awaitable slots: FIFO at the drain rate, cancel-safe, fail fast when full.
+
+mod support;
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use dripfeed::{AimdConfig, Delivery, Outcome, Reason, Slots};
+use support::settle;
+use tokio::time::{Instant, sleep};
+
+/// Spawns `n` callers in order (each queued before the next starts); each
+/// records (its index, when it was granted).
+async fn callers(
+    slots: &Slots,
+    n: usize,
+    log: &Arc<Mutex<Vec<(usize, Instant)>>>,
+) -> Vec<tokio::task::JoinHandle<()>> {
+    let mut tasks = Vec::new();
+    for i in 0..n {
+        let (slots, log) = (slots.clone(), log.clone());
+        tasks.push(tokio::spawn(async move {
+            let slot = slots.acquire().await.unwrap();
+            log.lock().unwrap().push((i, Instant::now()));
+            slot.report(Delivery::Done);
+        }));
+        settle().await;
+    }
+    tasks
+}
+
+#[tokio::test(start_paused = true)]
+async fn sixty_four_callers_are_served_fifo_at_the_rate() {
+    let (slots, _drain) = Slots::builder()
+        .drain_rate(20.0)
+        .capacity(100)
+        .build_slots()
+        .unwrap();
+    let start = Instant::now();
+    let log = Arc::new(Mutex::new(Vec::new()));
+    for t in callers(&slots, 64, &log).await {
+        t.await.unwrap();
+    }
+    let log = log.lock().unwrap();
+    let order: Vec<usize> = log.iter().map(|(i, _)| *i).collect();
+    assert_eq!(order, (0..64).collect::<Vec<_>>(), "FIFO");
+    for (k, (_, at)) in log.iter().enumerate() {
+        let want = Duration::from_millis(50 * k as u64);
+        let got = *at - start;
+        assert!(
+            got + Duration::from_millis(1) >= want && got <= want + Duration::from_millis(1),
+            "slot {k}: {got:?}"
+        );
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn dropping_half_the_waiters_loses_no_slot_and_stalls_nothing() {
+    let (slots, _drain) = Slots::builder()
+        .drain_rate(10.0)
+        .capacity(100)
+        .build_slots()
+        .unwrap();
+    slots.throttle().pause();
+    let log = Arc::new(Mutex::new(Vec::new()));
+    let tasks = callers(&slots, 64, &log).await;
+    assert_eq!(slots.depth(), 64);
+    for (i, t) in tasks.iter().enumerate() {
+        if i % 2 == 1 {
+            t.abort();
+        }
+    }
+    settle().await;
+    assert_eq!(
+        slots.depth(),
+        32,
+        "withdrawn waiters give their place back at once"
+    );
+    let start = Instant::now();
+    slots.throttle().resume();
+    for (i, t) in tasks.into_iter().enumerate() {
+        if i % 2 == 0 {
+            t.await.unwrap();
+        }
+    }
+    let took = start.elapsed();
+    // 32 live waiters at 10/s: the first at once, the last 3.1 s later; no slot spent on the dead
+    assert!(took <= Duration::from_millis(3101), "{took:?}");
+    let stats = slots.stats();
+    assert_eq!(stats.outcome(Outcome::Delivered), 32);
+    assert_eq!(stats.outcome(Outcome::Cancelled), 32);
+    assert_eq!(stats.emitted, 32);
+    assert_eq!(stats.submitted(), 64);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_full_queue_answers_at_once_with_a_wait_hint() {
+    let (slots, _drain) = Slots::builder()
+        .drain_rate(5.0)
+        .capacity(10)
+        .build_slots()
+        .unwrap();
+    slots.throttle().pause();
+    let log = Arc::new(Mutex::new(Vec::new()));
+    let _tasks = callers(&slots, 10, &log).await;
+    let start = Instant::now();
+    let refused = slots.acquire().await.unwrap_err();
+    assert_eq!(start.elapsed(), Duration::ZERO, "no wait");
+    assert_eq!(refused.reason(), Reason::Overloaded);
+    let wait = refused.retry_after().unwrap();
+    assert!(
+        wait >= Duration::from_secs(2) && wait <= Duration::from_millis(2400),
+        "10 / 5 per s: {wait:?}"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn shutdown_releases_waiters_as_closed() {
+    let (slots, _drain) = Slots::builder()
+        .drain_rate(1.0)
+        .capacity(10)
+        .build_slots()
+        .unwrap();
+    slots.throttle().pause();
+    let waiter = {
+        let slots = slots.clone();
+        tokio::spawn(async move { slots.acquire().await.map(|_| ()) })
+    };
+    settle().await;
+    let report = slots.shutdown(Duration::ZERO).await;
+    assert_eq!(waiter.await.unwrap().unwrap_err().reason(), Reason::Closed);
+    assert_eq!(report.outcome(Outcome::Returned), 1);
+}
+
+#[tokio::test(start_paused = true)]
+async fn reported_calls_drive_the_adaptive_rate() {
+    let aimd = AimdConfig::default()
+        .with_floor(10.0)
+        .with_ceiling(100.0)
+        .build()
+        .unwrap();
+    let (slots, _drain) = Slots::builder()
+        .adaptive(aimd)
+        .drain_rate(50.0)
+        .capacity(1000)
+        .build_slots()
+        .unwrap();
+    // the partner answers 429 with Retry-After: 1 to every call
+    let mut tasks = Vec::new();
+    for _ in 0..200 {
+        let slots = slots.clone();
+        tasks.push(tokio::spawn(async move {
+            slots
+                .call(sleep(Duration::from_millis(20)), |_| Delivery::Retry {
+                    after: Some(Duration::from_secs(1)),
+                })
+                .await
+        }));
+    }
+    sleep(Duration::from_millis(1500)).await;
+    assert!(
+        slots.drain_rate() < 50.0,
+        "congestion answers cut the rate: {}",
+        slots.drain_rate()
+    );
+    for t in tasks {
+        t.abort();
+    }
+}

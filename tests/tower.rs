@@ -1,0 +1,84 @@
+//! The tower layer: clones share one limit; poll_ready holds no slot.
+#![cfg(feature = "tower")]
+
+mod support;
+
+use std::convert::Infallible;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use dripfeed::Slots;
+use dripfeed::tower::{ThrottleError, ThrottleLayer};
+use tokio::time::{Instant, sleep};
+use tower::{Layer, Service, ServiceExt};
+
+#[tokio::test(start_paused = true)]
+async fn two_clones_share_one_rate() {
+    let (slots, _drain) = Slots::builder()
+        .drain_rate(20.0)
+        .capacity(1000)
+        .build_slots()
+        .unwrap();
+    let calls = Arc::new(AtomicU32::new(0));
+    let c = calls.clone();
+    let inner = tower::service_fn(move |_: u32| {
+        c.fetch_add(1, Ordering::Relaxed);
+        async { Ok::<_, Infallible>(()) }
+    });
+    let svc = ThrottleLayer::new(slots).layer(inner);
+    let start = Instant::now();
+    let mut tasks = Vec::new();
+    for clone in 0..2 {
+        let svc = svc.clone();
+        tasks.push(tokio::spawn(async move {
+            for i in 0..100u32 {
+                svc.clone().oneshot(clone * 1000 + i).await.unwrap();
+            }
+        }));
+    }
+    sleep(Duration::from_millis(5025)).await;
+    // 20/s shared: 101 calls in 5 s (one at 0), not 202
+    assert_eq!(
+        calls.load(Ordering::Relaxed),
+        101,
+        "after {:?}",
+        start.elapsed()
+    );
+    for t in tasks {
+        t.abort();
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn poll_ready_reserves_nothing_and_refusals_are_typed() {
+    let (slots, _drain) = Slots::builder()
+        .drain_rate(1.0)
+        .capacity(1)
+        .build_slots()
+        .unwrap();
+    slots.throttle().pause();
+    let inner = tower::service_fn(|_: ()| async { Ok::<_, Infallible>(()) });
+    let mut svc = ThrottleLayer::new(slots.clone()).layer(inner);
+    // ready, many times, holds no place
+    for _ in 0..10 {
+        let waker = futures_waker();
+        let mut cx = Context::from_waker(&waker);
+        assert!(matches!(svc.poll_ready(&mut cx), Poll::Ready(Ok(()))));
+    }
+    assert_eq!(slots.depth(), 0);
+    let first = tokio::spawn(svc.clone().oneshot(()));
+    support::settle().await;
+    assert_eq!(slots.depth(), 1);
+    let err = svc.clone().oneshot(()).await.unwrap_err();
+    match err {
+        ThrottleError::Rejected(r) => assert!(r.retry_after().is_some()),
+        ThrottleError::Inner(e) => match e {},
+    }
+    first.abort();
+}
+
+fn futures_waker() -> std::task::Waker {
+    std::task::Waker::noop().clone()
+}
