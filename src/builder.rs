@@ -4,6 +4,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::downstream::Downstream;
+use crate::drain::retry::RetryPolicy;
 use crate::drain::{Drain, DrainFuture, run};
 use crate::error::BuildError;
 use crate::global::PermitSource;
@@ -64,6 +65,7 @@ pub struct ThrottleBuilder<J> {
     per_key: Option<(usize, Quota)>,
     permits: Option<Arc<dyn PermitSource>>,
     claim: Option<fn(&J) -> bool>,
+    retry: Option<RetryPolicy>,
 }
 
 /// What validation yields: the configuration, the rate and the ring size.
@@ -104,6 +106,7 @@ impl<J: Send + Sync + 'static> ThrottleBuilder<J> {
             per_key: None,
             permits: None,
             claim: None,
+            retry: None,
         }
     }
 
@@ -255,6 +258,38 @@ impl<J: Send + Sync + 'static> ThrottleBuilder<J> {
         self
     }
 
+    /// Retries deliveries that answered [`Delivery::Retry`](crate::Delivery::Retry),
+    /// timed out or panicked (not [`Delivery::Failed`](crate::Delivery::Failed)),
+    /// up to the policy's attempts, after exponential backoff with full jitter
+    /// (or the downstream's `Retry-After` hint). A retried job waits outside
+    /// the ring and takes a pacing slot like a new one, ahead of new ones.
+    /// Delivery is at least once: the downstream may see a job again, with
+    /// the same [`Attempt::id`](crate::Attempt::id) and a higher number.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() {
+    /// use dripfeed::{Attempt, Delivery, RetryPolicy, Throttle};
+    /// use std::time::Duration;
+    /// let flaky = |_: &u32, attempt: Attempt| async move {
+    ///     if attempt.number() < 3 { Delivery::Retry { after: None } } else { Delivery::Done }
+    /// };
+    /// let (throttle, _drain) = Throttle::builder()
+    ///     .drain_rate(100.0)
+    ///     .retries(RetryPolicy::new(5))
+    ///     .build(flaky)
+    ///     .unwrap();
+    /// throttle.try_submit(1).unwrap();
+    /// tokio::time::sleep(Duration::from_secs(2)).await;
+    /// let stats = throttle.stats();
+    /// assert_eq!((stats.delivered(), stats.retried, stats.emitted), (1, 2, 3));
+    /// # }
+    /// ```
+    pub fn retries(mut self, policy: RetryPolicy) -> Self {
+        self.retry = Some(policy);
+        self
+    }
+
     /// Checks the configuration without building anything.
     pub fn validate(&self) -> Result<(), BuildError> {
         self.check().map(|_| ())
@@ -325,6 +360,9 @@ impl<J: Send + Sync + 'static> ThrottleBuilder<J> {
                 return Err(BuildError::ZeroDuration { what });
             }
         }
+        if let Some(policy) = &self.retry {
+            policy.is_valid().map_err(BuildError::InvalidRetry)?;
+        }
         if self.overflow == Overflow::DeadLetter && self.sink.is_none() {
             return Err(BuildError::MissingSink);
         }
@@ -369,6 +407,7 @@ impl<J: Send + Sync + 'static> ThrottleBuilder<J> {
             permits: self.permits,
             claim: self.claim,
             sample_deliveries: self.claim.is_none(),
+            retry: self.retry,
         };
         Ok(Validated {
             cfg,

@@ -62,6 +62,8 @@ pub enum BuildError {
     InvalidInFlight(usize),
     /// `Overflow::DeadLetter` needs a dead-letter sink.
     MissingSink,
+    /// The retry policy is invalid (the message says why).
+    InvalidRetry(&'static str),
     /// The per-key table could not be built.
     Keyed(crate::keyed::TableError),
     /// `build` was called outside a tokio runtime.
@@ -98,6 +100,7 @@ impl fmt::Display for BuildError {
                 write!(f, "max in flight must be in 1..=4294967295, got {n}")
             }
             BuildError::MissingSink => write!(f, "dead-letter overflow needs a dead-letter sink"),
+            BuildError::InvalidRetry(why) => write!(f, "retry policy: {why}"),
             BuildError::Keyed(e) => write!(f, "per-key table: {e}"),
             BuildError::NoRuntime => write!(f, "build must be called inside a tokio runtime"),
         }

@@ -79,6 +79,7 @@ pub mod tower;
 
 pub use builder::ThrottleBuilder;
 pub use downstream::{Attempt, Delivery, Downstream};
+pub use drain::retry::RetryPolicy;
 pub use drain::{Drain, DrainFuture, ShutdownReport};
 pub use error::{BuildError, RateError, Reason, Rejected};
 pub use keyed::{KeyedBuckets, Quota};

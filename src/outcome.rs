@@ -82,8 +82,12 @@ pub(crate) struct Counters {
     pub(crate) delivery_failures: AtomicU64,
     /// Jobs that left the ring: popped by the drain or evicted by head-drop.
     pub(crate) left_ring: AtomicU64,
-    /// Deliveries running or waiting for a retry.
+    /// Deliveries running.
     pub(crate) in_flight: AtomicU64,
+    /// Jobs waiting for a retry.
+    pub(crate) retry_wait: AtomicU64,
+    /// Retries scheduled.
+    pub(crate) retried: AtomicU64,
 }
 
 pub(crate) fn load(a: &AtomicU64) -> u64 {
@@ -129,8 +133,12 @@ pub struct Stats {
     pub ring_capacity: u64,
     /// The current drain rate, jobs per second.
     pub drain_rate: f64,
-    /// Jobs handed to the downstream and not yet finished (running or waiting for a retry).
+    /// Deliveries running.
     pub in_flight: u64,
+    /// Jobs waiting for a retry (outside the ring).
+    pub retry_wait: u64,
+    /// Retries scheduled so far.
+    pub retried: u64,
     /// Jobs admitted into the ring.
     pub admitted: u64,
     /// Jobs handed to the downstream (each attempt counts).
@@ -177,9 +185,9 @@ impl Stats {
         self.outcomes.iter().sum()
     }
 
-    /// Every job ever passed to a submit call: finished, queued or in flight.
+    /// Every job ever passed to a submit call: finished, queued, in flight or waiting for a retry.
     pub fn submitted(&self) -> u64 {
-        self.finished() + self.depth + self.in_flight
+        self.finished() + self.depth + self.in_flight + self.retry_wait
     }
 }
 
@@ -202,5 +210,7 @@ impl Counters {
         stats.expired = load(&self.expired);
         stats.delivery_failures = load(&self.delivery_failures);
         stats.in_flight = load(&self.in_flight);
+        stats.retry_wait = load(&self.retry_wait);
+        stats.retried = load(&self.retried);
     }
 }

@@ -65,8 +65,11 @@ pub enum DeadLetterReason {
     Overflow,
     /// The job was past its deadline when drained.
     Expired,
-    /// Its delivery failed for good.
-    Failed,
+    /// Its delivery failed for good, after `attempts` attempts.
+    Failed {
+        /// How many deliveries were tried.
+        attempts: u32,
+    },
     /// It was still queued when shutdown's deadline passed.
     Shutdown,
 }
@@ -77,7 +80,7 @@ impl DeadLetterReason {
         match self {
             DeadLetterReason::Overflow => "overflow",
             DeadLetterReason::Expired => "expired",
-            DeadLetterReason::Failed => "failed",
+            DeadLetterReason::Failed { .. } => "failed",
             DeadLetterReason::Shutdown => "shutdown",
         }
     }
@@ -201,6 +204,9 @@ mod tests {
             panic!("valid capacity")
         };
         drop(rx);
-        assert_eq!(sink.try_offer(1u8, DeadLetterReason::Failed), Err(1));
+        assert_eq!(
+            sink.try_offer(1u8, DeadLetterReason::Failed { attempts: 1 }),
+            Err(1)
+        );
     }
 }

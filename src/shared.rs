@@ -12,6 +12,7 @@ use tokio::sync::{Notify, Semaphore, watch};
 
 use crate::clock::Clock;
 use crate::drain::adapt::{SAMPLE_QUEUE, Sample};
+use crate::drain::retry::{Retries, RetryPolicy};
 use crate::error::{RateError, Reason, Rejected};
 use crate::global::PermitSource;
 use crate::headers::{RateLimit, jittered, secs};
@@ -48,6 +49,7 @@ pub(crate) struct Config<J> {
     pub(crate) claim: Option<fn(&J) -> bool>,
     /// Whether deliveries feed the adaptive window (slots report their callers' calls instead).
     pub(crate) sample_deliveries: bool,
+    pub(crate) retry: Option<RetryPolicy>,
 }
 
 /// `ceil(budget × rate)`, at least 1, saturating; a hair of float noise
@@ -74,6 +76,8 @@ pub(crate) struct Shared<J> {
     /// Per-key buckets, keyed by a seeded 64-bit hash of the user's key.
     pub(crate) keyed: Option<KeyedBuckets<u64>>,
     pub(crate) key_hasher: RandomState,
+    /// Jobs waiting for another attempt (only with a retry policy).
+    pub(crate) retries: Option<Retries<J>>,
     /// Wakes the drain: first job after empty, rate change, pause, close.
     pub(crate) wake: Notify,
     rate_bits: AtomicU64,
@@ -109,6 +113,7 @@ impl<J> Shared<J> {
             samples: cfg.adaptive.as_ref().map(|_| ArrayQueue::new(SAMPLE_QUEUE)),
             keyed,
             key_hasher: RandomState::new(),
+            retries: cfg.retry.map(|p| Retries::new(p, ring_capacity)),
             cfg,
             counters: Counters::default(),
             metrics,
@@ -343,6 +348,8 @@ impl<J: 'static> Shared<J> {
             ring_capacity: self.queue.ring_capacity() as u64,
             drain_rate: self.rate(),
             in_flight: 0,
+            retry_wait: 0,
+            retried: 0,
             admitted: load(&self.counters.left_ring) + depth,
             emitted: 0,
             outcomes: [0; 8],

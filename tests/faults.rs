@@ -48,7 +48,7 @@ async fn panics_failures_and_hangs_are_counted_and_the_drain_goes_on() {
     assert_eq!(stats.in_flight, 0);
     let mut failed: Vec<u32> = Vec::new();
     while let Ok(letter) = letters.try_recv() {
-        assert_eq!(letter.why, DeadLetterReason::Failed);
+        assert_eq!(letter.why, DeadLetterReason::Failed { attempts: 1 });
         failed.push(letter.job);
     }
     failed.sort();

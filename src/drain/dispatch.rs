@@ -8,6 +8,7 @@ use std::future::Future;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::pin::Pin;
 use std::sync::Arc;
+use std::sync::atomic::Ordering;
 use std::task::{Context, Poll};
 
 use tokio::sync::OwnedSemaphorePermit;
@@ -59,21 +60,34 @@ pub(crate) async fn attempt<J: Sync + 'static>(
     }
 }
 
-/// Spawns the delivery of `job`; the permit is held until it is accounted.
+/// A job on its way to the downstream.
+pub(crate) struct Job<J> {
+    pub(crate) job: J,
+    pub(crate) id: u64,
+    pub(crate) attempt: u32,
+    pub(crate) deadline_ns: u64,
+}
+
+/// Spawns one delivery attempt; the permit is held until it is accounted.
 pub(crate) fn spawn<J: Send + Sync + 'static>(
     shared: Arc<Shared<J>>,
     downstream: Arc<dyn Downstream<J>>,
-    job: J,
-    id: u64,
+    job: Job<J>,
     permit: OwnedSemaphorePermit,
 ) {
     bump(&shared.counters.in_flight);
     tokio::spawn(async move {
+        let Job {
+            job,
+            id,
+            attempt: number,
+            deadline_ns,
+        } = job;
         let started = Instant::now();
         let ended = attempt(
             &*downstream,
             &job,
-            Attempt::new(id, 1),
+            Attempt::new(id, number),
             shared.cfg.deliver_timeout,
         )
         .await;
@@ -99,15 +113,60 @@ pub(crate) fn spawn<J: Send + Sync + 'static>(
                 }
                 bump(&shared.counters.delivery_failures);
                 shared.metrics.delivery_failures.increment(1);
-                shared.give_up(job, DeadLetterReason::Failed, Outcome::Failed);
+                if let Err(job) = retry(&shared, failed, job, id, number, deadline_ns) {
+                    shared.give_up(
+                        job,
+                        DeadLetterReason::Failed { attempts: number },
+                        Outcome::Failed,
+                    );
+                }
             }
         }
-        shared
-            .counters
-            .in_flight
-            .fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
+        shared.counters.in_flight.fetch_sub(1, Ordering::Relaxed);
         drop(permit);
     });
+}
+
+/// Schedules another attempt when the failure is worth retrying and
+/// attempts remain; hands the job back otherwise (or when the delay
+/// structure is full).
+fn retry<J>(
+    shared: &Shared<J>,
+    ended: Ended,
+    job: J,
+    id: u64,
+    number: u32,
+    deadline_ns: u64,
+) -> Result<(), J> {
+    let Some(retries) = &shared.retries else {
+        return Err(job);
+    };
+    let hint = match ended {
+        Ended::Answered(Delivery::Failed) => return Err(job), // not worth retrying
+        Ended::Answered(Delivery::Retry { after }) => after,
+        _ => None,
+    };
+    if number >= retries.policy.max_attempts() {
+        return Err(job);
+    }
+    let delay = retries.policy.delay(number + 1, hint, fastrand::f64());
+    let due = shared
+        .clock
+        .ns(Instant::now())
+        .saturating_add(u64::try_from(delay.as_nanos()).unwrap_or(u64::MAX));
+    // Count it waiting before it stops counting in flight.
+    bump(&shared.counters.retry_wait);
+    match retries.push(job, id, number + 1, due, deadline_ns) {
+        Ok(()) => {
+            bump(&shared.counters.retried);
+            shared.wake.notify_one(); // the drain may be asleep with nothing else due
+            Ok(())
+        }
+        Err(job) => {
+            shared.counters.retry_wait.fetch_sub(1, Ordering::Relaxed);
+            Err(job)
+        }
+    }
 }
 
 #[cfg(test)]

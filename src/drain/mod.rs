@@ -10,6 +10,7 @@
 pub(crate) mod adapt;
 pub(crate) mod dispatch;
 pub(crate) mod pacer;
+pub(crate) mod retry;
 
 use std::future::Future;
 use std::pin::Pin;
@@ -226,7 +227,8 @@ pub(crate) async fn run<J: Send + Sync + 'static>(
         }
         let closing = s.closing_deadline();
         if let Some(deadline) = closing
-            && (now >= deadline || s.queue.depth() == 0)
+            && (now >= deadline
+                || (s.queue.depth() == 0 && s.retries.as_ref().is_none_or(|r| r.len() == 0)))
         {
             break;
         }
@@ -319,55 +321,75 @@ fn emit_due<J: Send + Sync + 'static>(
                 Err(_) => return Wait::Permit,
             },
         };
+        let retry_due = s.retries.as_ref().is_some_and(|r| r.is_due(now));
         if let Some(source) = &s.cfg.permits
-            && s.queue.depth() > 0
+            && (retry_due || s.queue.depth() > 0)
             && !source.try_take()
         {
             *permit = Some(held);
             return Wait::Global;
         }
-        let Some(entry) = s.queue.pop() else {
-            give_back(s);
-            *permit = Some(held);
-            if s.queue.depth() > 0 {
-                return Wait::Yield;
+        // Due retries go first: they were admitted before anything queued now.
+        let job = match retry_due.then(|| s.retries.as_ref().and_then(|r| r.pop_due(now))) {
+            Some(Some(p)) => {
+                s.counters
+                    .retry_wait
+                    .fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
+                dispatch::Job {
+                    job: p.job,
+                    id: p.id,
+                    attempt: p.attempt,
+                    deadline_ns: p.deadline_ns,
+                }
             }
-            *idle = true;
-            return Wait::Idle;
+            _ => {
+                let Some(entry) = s.queue.pop() else {
+                    give_back(s);
+                    *permit = Some(held);
+                    if s.queue.depth() > 0 {
+                        return Wait::Yield;
+                    }
+                    *idle = true;
+                    return match s.retries.as_ref().and_then(|r| r.next_due()) {
+                        Some(due) => Wait::Timer(due),
+                        None => Wait::Idle,
+                    };
+                };
+                if let Some(claim) = s.cfg.claim
+                    && !claim(&entry.job)
+                {
+                    // Withdrawn while queued: its place is already free; no slot spent.
+                    give_back(s);
+                    *permit = Some(held);
+                    continue;
+                }
+                s.release_place();
+                s.metrics.record_wait(std::time::Duration::from_nanos(
+                    now.saturating_sub(entry.admitted_ns),
+                ));
+                *next_id += 1;
+                dispatch::Job {
+                    job: entry.job,
+                    id: *next_id - 1,
+                    attempt: 1,
+                    deadline_ns: entry.deadline_ns,
+                }
+            }
         };
         *idle = false;
-        if let Some(claim) = s.cfg.claim
-            && !claim(&entry.job)
-        {
-            // Withdrawn while queued: its place is already free; no slot spent.
-            give_back(s);
-            *permit = Some(held);
-            continue;
-        }
-        s.release_place();
-        if entry.deadline_ns <= now {
+        if job.deadline_ns <= now {
             // Expired: takes no pacing slot.
             *permit = Some(held);
             give_back(s);
             bump(&s.counters.expired);
             s.metrics.expired.increment(1);
-            s.give_up(entry.job, DeadLetterReason::Expired, Outcome::Expired);
+            s.give_up(job.job, DeadLetterReason::Expired, Outcome::Expired);
             continue;
         }
-        s.metrics.record_wait(std::time::Duration::from_nanos(
-            now.saturating_sub(entry.admitted_ns),
-        ));
         bump(&s.counters.emitted);
         s.metrics.emitted.increment(1);
         pacer.emitted(now);
-        dispatch::spawn(
-            shared.clone(),
-            downstream.clone(),
-            entry.job,
-            *next_id,
-            held,
-        );
-        *next_id += 1;
+        dispatch::spawn(shared.clone(), downstream.clone(), job, held);
     }
     Wait::Timer(pacer.next_due())
 }
@@ -412,8 +434,19 @@ async fn finish<J: Send + Sync + 'static>(shared: &Arc<Shared<J>>) {
             None => tokio::task::yield_now().await,
         }
     }
-    // Every delivery holds a permit until it is accounted.
+    // Every delivery holds a permit until it is accounted (or scheduled for a retry).
     let _all = s.sem.acquire_many(s.cfg.max_in_flight).await;
+    if let Some(retries) = &s.retries {
+        for p in retries.take_all() {
+            s.counters
+                .retry_wait
+                .fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
+            if let Err(job) = s.dead_letter(p.job, DeadLetterReason::Shutdown) {
+                s.finish(Outcome::Returned);
+                returned.push(job);
+            }
+        }
+    }
     if let Some(sink) = &s.cfg.sink {
         sink.flush().await;
     }
