@@ -27,7 +27,7 @@ use crate::outcome::{Outcome, Stats, bump};
 use crate::overflow::DeadLetterReason;
 use crate::shared::Shared;
 use adapt::Adapt;
-use pacer::Pacer;
+use pacer::{Pacer, TICK_NS, TIMER_SLACK_NS};
 
 /// What a shutdown hands back.
 ///
@@ -193,6 +193,8 @@ pub(crate) async fn run<J: Send + Sync + 'static>(
     let mut pacer = Pacer::new(s.rate());
     let mut rate_seen = s.rate();
     let mut idle = true;
+    // Whether the last wait was for a delivery slot or a shared permit.
+    let mut blocked = false;
     let mut permit: Option<OwnedSemaphorePermit> = None;
     let mut next_id: u64 = 0;
     let mut adapt = s.cfg.adaptive.clone().and_then(Adapt::new);
@@ -240,7 +242,7 @@ pub(crate) async fn run<J: Send + Sync + 'static>(
             if idle {
                 pacer.restart(now);
             } else {
-                pacer.clamp(now);
+                pacer.clamp(now, if blocked { TICK_NS } else { TIMER_SLACK_NS });
             }
             emit_due(
                 &shared,
@@ -260,6 +262,7 @@ pub(crate) async fn run<J: Send + Sync + 'static>(
                 Wait::Timer(_) | Wait::Yield | Wait::Global => {}
             }
         }
+        blocked = matches!(wait, Wait::Permit | Wait::Global);
         let deadline = closing.unwrap_or(u64::MAX);
         match wait {
             Wait::Yield => tokio::task::yield_now().await,
