@@ -33,8 +33,11 @@ struct Report {
     dead_lettered: u64,
 }
 
+/// A counter: name, labels, value.
+type Counted = (String, Vec<(String, String)>, u64);
+
 /// Every counter's value, taken in one snapshot (a snapshot drains what it reports).
-fn counters(recorder: &DebuggingRecorder) -> Vec<(String, Vec<(String, String)>, u64)> {
+fn counters(recorder: &DebuggingRecorder) -> Vec<Counted> {
     recorder
         .snapshotter()
         .snapshot()
@@ -54,11 +57,7 @@ fn counters(recorder: &DebuggingRecorder) -> Vec<(String, Vec<(String, String)>,
         .collect()
 }
 
-fn total(
-    counters: &[(String, Vec<(String, String)>, u64)],
-    name: &str,
-    label: Option<(&str, &str)>,
-) -> u64 {
+fn total(counters: &[Counted], name: &str, label: Option<(&str, &str)>) -> u64 {
     counters
         .iter()
         .filter(|(n, labels, _)| {
