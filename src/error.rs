@@ -3,7 +3,7 @@
 use std::fmt;
 use std::time::Duration;
 
-use crate::headers::RateLimit;
+use crate::headers::{RateLimit, secs};
 
 /// Why a [`ThrottleBuilder`](crate::ThrottleBuilder) refused its configuration.
 ///
@@ -195,8 +195,26 @@ impl fmt::Display for Reason {
 pub struct Rejected<J> {
     job: J,
     reason: Reason,
-    retry_after: Option<Duration>,
-    limit: Option<RateLimit>,
+    hint: Hint,
+}
+
+/// What a refusal knows about waiting. The queue's hint is kept as the raw
+/// state and only turned into durations when asked, so a refusal nobody
+/// reads the hint of stays cheap.
+#[derive(Debug, Clone, Copy)]
+enum Hint {
+    None,
+    Queue {
+        depth: usize,
+        bound: usize,
+        rate: f64,
+        /// Uniform in [0, 1): this refusal's share of the 20 % jitter.
+        jitter: f32,
+    },
+    Known {
+        wait: Duration,
+        limit: Option<RateLimit>,
+    },
 }
 
 impl<J> Rejected<J> {
@@ -206,12 +224,22 @@ impl<J> Rejected<J> {
         retry_after: Option<Duration>,
         limit: Option<RateLimit>,
     ) -> Self {
-        Rejected {
-            job,
-            reason,
-            retry_after,
-            limit,
-        }
+        let hint = match retry_after {
+            Some(wait) => Hint::Known { wait, limit },
+            None => Hint::None,
+        };
+        Rejected { job, reason, hint }
+    }
+
+    /// A refusal by the shared queue as it stands: `depth` of `bound` at `rate`.
+    pub(crate) fn queue(job: J, reason: Reason, depth: usize, bound: usize, rate: f64) -> Self {
+        let hint = Hint::Queue {
+            depth,
+            bound,
+            rate,
+            jitter: fastrand::f32(),
+        };
+        Rejected { job, reason, hint }
     }
 
     /// Gives the job back.
@@ -232,7 +260,16 @@ impl<J> Rejected<J> {
     /// How long to wait before trying again, from live state, with jitter;
     /// `None` when waiting would not help (closed, invalid).
     pub fn retry_after(&self) -> Option<Duration> {
-        self.retry_after
+        match self.hint {
+            Hint::None => None,
+            Hint::Queue {
+                depth,
+                rate,
+                jitter,
+                ..
+            } => Some(secs(depth as f64 / rate).mul_f64(1.0 + 0.2 * f64::from(jitter))),
+            Hint::Known { wait, .. } => Some(wait),
+        }
     }
 
     /// The HTTP status for this refusal (503, 429 or 400).
@@ -261,14 +298,25 @@ impl<J> Rejected<J> {
         Rejected {
             job: f(self.job),
             reason: self.reason,
-            retry_after: self.retry_after,
-            limit: self.limit,
+            hint: self.hint,
         }
     }
 
     /// The limit that refused the job, for the `RateLimit` header fields.
-    pub fn rate_limit(&self) -> Option<&RateLimit> {
-        self.limit.as_ref()
+    pub fn rate_limit(&self) -> Option<RateLimit> {
+        match self.hint {
+            Hint::None => None,
+            Hint::Queue {
+                depth, bound, rate, ..
+            } => Some(RateLimit::new(
+                "queue",
+                bound as u64,
+                secs(bound as f64 / rate),
+                bound.saturating_sub(depth) as u64,
+                secs(depth as f64 / rate),
+            )),
+            Hint::Known { limit, .. } => limit,
+        }
     }
 }
 
@@ -276,7 +324,7 @@ impl<J> fmt::Debug for Rejected<J> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Rejected")
             .field("reason", &self.reason)
-            .field("retry_after", &self.retry_after)
+            .field("retry_after", &self.retry_after())
             .finish_non_exhaustive()
     }
 }
@@ -289,7 +337,7 @@ impl<J> fmt::Display for Rejected<J> {
             Reason::Closed => write!(f, "job refused: throttle closed")?,
             Reason::Invalid => write!(f, "job refused: cost can never be admitted")?,
         }
-        if let Some(wait) = self.retry_after {
+        if let Some(wait) = self.retry_after() {
             write!(f, ", retry after {wait:?}")?;
         }
         Ok(())

@@ -22,7 +22,7 @@ use crate::error::Rejected;
 /// assert_eq!(limit.policy_header(), r#""queue";q=400;w=2"#);
 /// assert_eq!(limit.header(), r#""queue";r=0;t=2"#);
 /// ```
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct RateLimit {
     policy: &'static str,
     quota: u64,
@@ -152,6 +152,9 @@ pub(crate) fn jittered(wait: Duration) -> Duration {
 
 /// `secs` as a duration, saturating on NaN, negative or huge values.
 pub(crate) fn secs(secs: f64) -> Duration {
+    if secs.is_finite() && (0.0..1e12).contains(&secs) {
+        return Duration::from_secs_f64(secs);
+    }
     Duration::try_from_secs_f64(secs).unwrap_or(if secs > 0.0 {
         Duration::MAX
     } else {

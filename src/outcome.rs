@@ -203,6 +203,8 @@ impl Counters {
         for (dst, src) in stats.rejected.iter_mut().zip(&self.rejected) {
             *dst = load(src);
         }
+        // Refusals are counted once, by reason.
+        stats.outcomes[Outcome::Refused.index()] = stats.rejected.iter().sum();
         for (dst, src) in stats.overflow.iter_mut().zip(&self.overflow) {
             *dst = load(src);
         }

@@ -15,7 +15,7 @@ use crate::drain::adapt::{SAMPLE_QUEUE, Sample};
 use crate::drain::retry::{Retries, RetryPolicy};
 use crate::error::{RateError, Reason, Rejected};
 use crate::global::PermitSource;
-use crate::headers::{RateLimit, jittered, secs};
+use crate::headers::{RateLimit, secs};
 use crate::keyed::KeyedBuckets;
 use crate::metrics::Metrics;
 use crate::outcome::{Counters, Outcome, Stats, bump, load};
@@ -248,14 +248,16 @@ impl<J> Shared<J> {
 
     /// Counts a refusal and builds it.
     pub(crate) fn refuse(&self, job: J, reason: Reason) -> Rejected<J> {
+        self.count_refusal(reason);
         match reason {
-            Reason::Overloaded => self.refuse_with(
+            Reason::Overloaded => Rejected::queue(
                 job,
                 reason,
-                Some(jittered(self.queue_wait())),
-                Some(self.queue_limit()),
+                self.queue.depth(),
+                self.queue.bound(),
+                self.rate(),
             ),
-            _ => self.refuse_with(job, reason, None, None),
+            _ => Rejected::new(job, reason, None, None),
         }
     }
 
@@ -267,17 +269,38 @@ impl<J> Shared<J> {
         retry_after: Option<Duration>,
         limit: Option<RateLimit>,
     ) -> Rejected<J> {
-        self.counters.outcome(Outcome::Refused);
-        self.metrics.jobs[Outcome::Refused.index()].increment(1);
-        bump(&self.counters.rejected[reason.index()]);
-        self.metrics.rejected[reason.index()].increment(1);
+        self.count_refusal(reason);
         Rejected::new(job, reason, retry_after, limit)
+    }
+
+    /// One counter per refusal; the outcome and the metrics are derived from
+    /// it when published, so producers touch a single shared line.
+    fn count_refusal(&self, reason: Reason) {
+        bump(&self.counters.rejected[reason.index()]);
+        // A full queue means a drain at work, publishing on every wake; other
+        // refusals can come while it sleeps (or after its last publish).
+        if reason != Reason::Overloaded {
+            self.publish_refusals();
+        }
+    }
+
+    /// Publishes the refusal and overflow counters to the metrics.
+    fn publish_refusals(&self) {
+        let m = &self.metrics;
+        let mut refused = 0;
+        for (i, c) in self.counters.rejected.iter().enumerate() {
+            refused += load(c);
+            m.rejected[i].absolute(load(c));
+        }
+        m.jobs[Outcome::Refused.index()].absolute(refused);
+        for (i, c) in self.counters.overflow.iter().enumerate() {
+            m.overflow[i].absolute(load(c));
+        }
     }
 
     /// Counts an overflow event and traces the start of an overflow episode.
     pub(crate) fn overflowed(&self, policy: Overflow) {
         bump(&self.counters.overflow[policy.index()]);
-        self.metrics.overflow[policy.index()].increment(1);
         if !self.overflowing.load(Ordering::Relaxed)
             && !self.overflowing.swap(true, Ordering::Relaxed)
         {
@@ -374,6 +397,7 @@ impl<J: 'static> Shared<J> {
         m.in_flight.set(load(&self.counters.in_flight) as f64);
         m.admitted
             .absolute(load(&self.counters.left_ring) + depth as u64);
+        self.publish_refusals();
         if let Some(table) = &self.keyed {
             m.keyed_buckets.set(table.len() as f64);
             m.keyed_evictions.absolute(table.evictions());

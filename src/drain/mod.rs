@@ -170,6 +170,9 @@ impl<J: 'static> Future for DrainFuture<J> {
     }
 }
 
+/// How often a paused drain wakes to publish its gauges, ns.
+const PAUSED_PUBLISH_NS: u64 = 250_000_000;
+
 /// What the drain waits for at the end of a turn.
 enum Wait {
     /// The next due instant (or a coarse-clock refresh).
@@ -237,7 +240,8 @@ pub(crate) async fn run<J: Send + Sync + 'static>(
 
         let wait = if s.is_paused() {
             idle = true;
-            Wait::Idle
+            // Wake now and then to publish the gauges while paused.
+            Wait::Timer(now.saturating_add(PAUSED_PUBLISH_NS))
         } else {
             if idle {
                 pacer.restart(now);
