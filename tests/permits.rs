@@ -23,7 +23,9 @@ struct TenPerSecond {
 #[async_trait::async_trait]
 impl PermitSource for TenPerSecond {
     fn try_take(&self) -> bool {
-        self.pool.fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| n.checked_sub(1)).is_ok()
+        self.pool
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| n.checked_sub(1))
+            .is_ok()
     }
     fn give_back(&self) {
         self.pool.fetch_add(1, Ordering::AcqRel);
@@ -83,8 +85,15 @@ async fn the_shared_source_caps_the_rate_and_shutdown_still_ends() {
     throttle.set_drain_rate(150.0).unwrap();
     let start = Instant::now();
     let report = throttle.shutdown(Duration::from_millis(1200)).await;
-    assert!(start.elapsed() <= Duration::from_millis(1300), "no hang waiting for permits");
+    assert!(
+        start.elapsed() <= Duration::from_millis(1300),
+        "no hang waiting for permits"
+    );
     assert_eq!(report.stats.delivered(), 50);
     assert_eq!(report.stats.outcome(Outcome::Returned), 50);
-    assert_eq!(*source.rates.lock().unwrap(), vec![100.0, 150.0], "told the local rate");
+    assert_eq!(
+        *source.rates.lock().unwrap(),
+        vec![100.0, 150.0],
+        "told the local rate"
+    );
 }
