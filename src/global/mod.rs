@@ -9,7 +9,7 @@
 //! [`PermitSource::ready`].
 //!
 //! Behind the `redis` feature: [`RedisRate`] (one emission rate for the
-//! fleet), `RedisBuckets` (per-key reverse buckets shared by the fleet) and
+//! fleet), [`RedisBuckets`] (per-key reverse buckets shared by the fleet) and
 //! `RedisStreamSink` (a dead-letter stream with redrive), all over one
 //! [`RedisConnection`] to a server or a cluster.
 
@@ -20,12 +20,16 @@ mod conn;
 #[cfg(feature = "redis")]
 mod leaser;
 #[cfg(feature = "redis")]
+mod redis_buckets;
+#[cfg(feature = "redis")]
 mod redis_rate;
 
 #[cfg(feature = "redis")]
 pub use conn::{RedisConnection, RedisError};
 #[cfg(feature = "redis")]
 pub use leaser::Failure;
+#[cfg(feature = "redis")]
+pub use redis_buckets::{BucketError, RedisBuckets};
 #[cfg(feature = "redis")]
 pub use redis_rate::{RedisRate, RedisRateBuilder, RedisRateError};
 
