@@ -10,7 +10,7 @@
 //!
 //! Behind the `redis` feature: [`RedisRate`] (one emission rate for the
 //! fleet), [`RedisBuckets`] (per-key reverse buckets shared by the fleet) and
-//! `RedisStreamSink` (a dead-letter stream with redrive), all over one
+//! [`RedisStreamSink`] (a dead-letter stream with redrive), all over one
 //! [`RedisConnection`] to a server or a cluster.
 
 use async_trait::async_trait;
@@ -23,6 +23,8 @@ mod leaser;
 mod redis_buckets;
 #[cfg(feature = "redis")]
 mod redis_rate;
+#[cfg(feature = "redis")]
+mod redis_sink;
 
 #[cfg(feature = "redis")]
 pub use conn::{RedisConnection, RedisError};
@@ -32,6 +34,8 @@ pub use leaser::Failure;
 pub use redis_buckets::{BucketError, RedisBuckets};
 #[cfg(feature = "redis")]
 pub use redis_rate::{RedisRate, RedisRateBuilder, RedisRateError};
+#[cfg(feature = "redis")]
+pub use redis_sink::{RedisStreamSink, Redrive};
 
 /// Emission permits shared beyond this process.
 ///
