@@ -6,56 +6,12 @@ mod support;
 use std::time::Duration;
 
 use dripfeed::global::Failure;
-use support::fleet::{Node, NodeConfig, Target, assert_nothing_lost, measure, wait_until};
+use support::fleet::{
+    Node, Target, aggregate_check, assert_nothing_lost, fleet, measure, wait_until,
+};
 use support::redis::{RedisServer, available};
 
-const GLOBAL: f64 = 300.0;
-
-fn fleet(target: Target, key: &str, failure: Failure) -> Vec<Node> {
-    (0..3)
-        .map(|i| {
-            Node::start(
-                NodeConfig {
-                    target: target.clone(),
-                    key: key.to_owned(),
-                    global_rate: GLOBAL,
-                    local_rate: 1000.0,
-                    failure,
-                },
-                format!("node{i}"),
-            )
-        })
-        .collect()
-}
-
-/// Runs the 10 s aggregate check; returns (aggregate rate, round trips per 1,000 jobs).
-pub fn aggregate_check(target: Target, key: &str) -> (f64, f64) {
-    let nodes = fleet(target, key, Failure::FailClosed);
-    std::thread::sleep(Duration::from_secs(1)); // warm up
-    let (n, each, took) = measure(&nodes, Duration::from_secs(10));
-    let rate = n as f64 / took.as_secs_f64();
-    let reports: Vec<_> = nodes.into_iter().map(Node::stop).collect();
-    let trips: u64 = reports.iter().map(|r| r.round_trips).sum();
-    let delivered: u64 = reports.iter().map(|r| r.delivered).sum();
-    let per_1000 = trips as f64 * 1000.0 / delivered.max(1) as f64;
-    eprintln!(
-        "fleet: {n} jobs in {took:?} = {rate:.1}/s (each {each:?}); \
-         {trips} round trips for {delivered} jobs = {per_1000:.1} per 1,000"
-    );
-    for r in &reports {
-        assert_nothing_lost(r);
-        assert_eq!(r.errors, 0);
-    }
-    assert!(
-        (rate - GLOBAL).abs() <= GLOBAL * 0.02,
-        "aggregate {rate:.1}/s not within 2 % of {GLOBAL}"
-    );
-    for e in each {
-        assert!(e > 500, "every node gets a share: {e}");
-    }
-    assert!(per_1000 < 1000.0, "far below one round trip per job");
-    (rate, per_1000)
-}
+const GLOBAL: f64 = support::fleet::GLOBAL;
 
 #[test]
 fn three_nodes_share_300_per_second() {

@@ -47,6 +47,19 @@ pub fn free_port() -> u16 {
     l.local_addr().expect("local addr").port()
 }
 
+/// A free port whose cluster bus port (+10000) is free too.
+pub fn free_cluster_port() -> u16 {
+    for _ in 0..1000 {
+        let port = fastrand::u16(20000..30000);
+        if TcpListener::bind(("127.0.0.1", port)).is_ok()
+            && TcpListener::bind(("127.0.0.1", port + 10000)).is_ok()
+        {
+            return port;
+        }
+    }
+    panic!("no free port pair for a cluster node");
+}
+
 fn temp_dir(tag: &str) -> PathBuf {
     let dir = std::env::temp_dir().join(format!(
         "dripfeed-redis-{tag}-{}-{}",
@@ -145,7 +158,7 @@ impl RedisCluster {
     pub fn start() -> Self {
         let nodes: Vec<RedisServer> = (0..3)
             .map(|_| {
-                let port = free_port();
+                let port = free_cluster_port();
                 RedisServer::start_with(
                     port,
                     vec![
