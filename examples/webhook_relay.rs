@@ -6,6 +6,8 @@
 //! ```text
 //! cargo run --release --example webhook_relay -- --demo
 //! cargo run --release --example webhook_relay -- --help
+//! cargo run --release --features redis --example webhook_relay -- \
+//!     --redis redis://127.0.0.1:6379/ --global-rate 200 --fleet-size 3 --redis-failure open
 //! ```
 
 #[path = "webhook_relay/app.rs"]
@@ -16,6 +18,8 @@ mod budget;
 mod dead_letter;
 #[path = "webhook_relay/demo.rs"]
 mod demo;
+#[path = "webhook_relay/fleet.rs"]
+mod fleet;
 #[path = "webhook_relay/receiver.rs"]
 mod receiver;
 
@@ -96,6 +100,8 @@ struct Flags {
     /// Drive the classic burst (1,000 requests/s for 5 s) at the relay, print a summary and exit.
     #[arg(long)]
     demo: bool,
+    #[command(flatten)]
+    fleet: fleet::FleetFlags,
 }
 
 /// `2s`, `500ms`, `1.5s`, `1m` or plain seconds.
@@ -264,7 +270,10 @@ async fn run(flags: Flags) -> Result<(), String> {
             false => None,
         },
     };
-    let relay = Relay::start(cfg).await.map_err(|e| e.to_string())?;
+    let permits = flags.fleet.permits(flags.drain_rate)?;
+    let relay = Relay::start_with(cfg, permits)
+        .await
+        .map_err(|e| e.to_string())?;
     let stop = Arc::new(tokio::sync::Notify::new());
     let server_stop = stop.clone();
     let (addr, server) = app::serve(

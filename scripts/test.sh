@@ -11,4 +11,13 @@ if ! command -v promtool >/dev/null 2>&1; then
     echo "promtool missing: install the Debian package prometheus (the check is skipped outside CI)" >&2
   fi
 fi
+# redis-server and redis-cli (Debian package redis-server) back the fleet-scope
+# tests (tests/redis_fleet.rs, ...): each starts its own server on a free port.
+if ! command -v redis-server >/dev/null 2>&1; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq redis-server >/dev/null
+  else
+    echo "redis-server missing: install the Debian package redis-server (Redis tests fail under CI=true, skip elsewhere)" >&2
+  fi
+fi
 cargo test --all-features "$@"

@@ -52,6 +52,11 @@ pub const DELIVERY_FAILURES: &str = "leaky_bucket_delivery_failures_total";
 pub const KEYED_BUCKETS: &str = "leaky_bucket_keyed_buckets";
 /// Buckets evicted from a full table (counter).
 pub const KEYED_EVICTIONS: &str = "leaky_bucket_keyed_evictions_total";
+/// Failed calls to the fleet's shared store, e.g. Redis (counter).
+pub const GLOBAL_ERRORS: &str = "leaky_bucket_global_errors_total";
+/// 1 while the fleet limit is unreachable and the configured failure mode
+/// applies (fail-open local share or fail-closed pause), else 0 (gauge).
+pub const GLOBAL_FALLBACK: &str = "leaky_bucket_global_fallback";
 
 /// Describes every metric to the installed recorder. Building a throttle
 /// calls it; call it yourself if you install a recorder later.
@@ -83,6 +88,15 @@ pub fn describe() {
         KEYED_EVICTIONS,
         Unit::Count,
         "Per-key buckets evicted from a full table."
+    );
+    describe_counter!(
+        GLOBAL_ERRORS,
+        Unit::Count,
+        "Failed calls to the fleet's shared store."
+    );
+    describe_gauge!(
+        GLOBAL_FALLBACK,
+        "1 while the fleet limit is unreachable and the failure mode applies."
     );
 }
 

@@ -21,6 +21,8 @@ use dripfeed::{
 use metrics_exporter_prometheus::PrometheusHandle;
 use serde_json::json;
 
+use dripfeed::global::PermitSource;
+
 use crate::budget::{ByteBudget, Ticket};
 use crate::dead_letter::FileSink;
 
@@ -42,6 +44,25 @@ pub struct RelayConfig {
     pub adaptive: Option<dripfeed::Aimd>,
     /// Each tenant's quota (burst, rate); without it tenants are not limited.
     pub tenant_quota: Option<dripfeed::Quota>,
+}
+
+/// A shared permit source behind an `Arc` (the builder takes it by value).
+struct SharedPermits(Arc<dyn PermitSource>);
+
+#[async_trait::async_trait]
+impl PermitSource for SharedPermits {
+    fn try_take(&self) -> bool {
+        self.0.try_take()
+    }
+    fn give_back(&self) {
+        self.0.give_back()
+    }
+    async fn ready(&self) {
+        self.0.ready().await
+    }
+    fn set_local_rate(&self, jobs_per_second: f64) {
+        self.0.set_local_rate(jobs_per_second)
+    }
 }
 
 /// A queued webhook. Its ticket holds its bytes against the budget until dropped.
@@ -121,7 +142,17 @@ impl Downstream<Job> for HttpDownstream {
 impl Relay {
     /// Opens the dead-letter file and builds the throttle (install the
     /// metrics recorder before calling this).
+    #[allow(dead_code)] // the example calls start_with; tests/relay.rs calls this
     pub async fn start(cfg: RelayConfig) -> std::io::Result<Arc<Relay>> {
+        Self::start_with(cfg, None).await
+    }
+
+    /// [`start`](Self::start), with deliveries also taking permits from a
+    /// limit shared by a fleet of relays (e.g. `RedisRate`).
+    pub async fn start_with(
+        cfg: RelayConfig,
+        permits: Option<Arc<dyn PermitSource>>,
+    ) -> std::io::Result<Arc<Relay>> {
         let sink = Arc::new(FileSink::open(cfg.dead_letter_file.clone()).await?);
         let latencies = Arc::new(Mutex::new(Vec::new()));
         let client = reqwest::Client::builder()
@@ -150,6 +181,9 @@ impl Relay {
             });
         if let Some(quota) = cfg.tenant_quota {
             builder = builder.per_key(100_000, quota);
+        }
+        if let Some(source) = permits {
+            builder = builder.permits(SharedPermits(source));
         }
         if let Some(aimd) = cfg.adaptive.clone() {
             builder = builder.adaptive(aimd);

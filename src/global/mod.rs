@@ -7,8 +7,35 @@
 //! refills in the background, so the drain never waits on a round trip
 //! while the pool has permits; when it is empty the drain waits on
 //! [`PermitSource::ready`].
+//!
+//! Behind the `redis` feature: [`RedisRate`] (one emission rate for the
+//! fleet), [`RedisBuckets`] (per-key reverse buckets shared by the fleet) and
+//! [`RedisStreamSink`] (a dead-letter stream with redrive), all over one
+//! [`RedisConnection`] to a server or a cluster.
 
 use async_trait::async_trait;
+
+#[cfg(feature = "redis")]
+mod conn;
+#[cfg(feature = "redis")]
+mod leaser;
+#[cfg(feature = "redis")]
+mod redis_buckets;
+#[cfg(feature = "redis")]
+mod redis_rate;
+#[cfg(feature = "redis")]
+mod redis_sink;
+
+#[cfg(feature = "redis")]
+pub use conn::{RedisConnection, RedisError};
+#[cfg(feature = "redis")]
+pub use leaser::Failure;
+#[cfg(feature = "redis")]
+pub use redis_buckets::{BucketError, RedisBuckets};
+#[cfg(feature = "redis")]
+pub use redis_rate::{RedisRate, RedisRateBuilder, RedisRateError};
+#[cfg(feature = "redis")]
+pub use redis_sink::{RedisStreamSink, Redrive};
 
 /// Emission permits shared beyond this process.
 ///

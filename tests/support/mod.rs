@@ -1,7 +1,10 @@
 //! Helpers shared by the integration tests.
 #![allow(dead_code)]
 
+#[cfg(feature = "redis")]
+pub mod fleet;
 pub mod fragile;
+pub mod redis;
 pub mod sim;
 
 use std::sync::{Arc, Mutex};

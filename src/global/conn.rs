@@ -1,0 +1,262 @@
+//! One handle to Redis, a single server or a cluster, that reconnects in the
+//! background and counts its round trips.
+
+use std::fmt;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use redis::aio::{ConnectionLike, ConnectionManager, ConnectionManagerConfig};
+use redis::cluster::ClusterClientBuilder;
+use redis::cluster_async::ClusterConnection;
+use redis::{Cmd, Pipeline, RedisFuture, Value};
+
+/// How long one command may take before it counts as a failure.
+const RESPONSE_TIMEOUT: Duration = Duration::from_millis(250);
+/// How long one connection attempt may take.
+const CONNECT_TIMEOUT: Duration = Duration::from_millis(250);
+
+/// A Redis connection shared by the fleet-scope types: cheap to clone, safe
+/// to use from many tasks, reconnecting in the background after a failure.
+///
+/// [`RedisConnection::open`] connects lazily to one server (a failure shows
+/// up in the first command, not here); [`RedisConnection::cluster`] connects
+/// to a Redis Cluster. Every command counts one round trip in
+/// [`round_trips`](Self::round_trips), shared by all clones.
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() {
+/// use dripfeed::global::RedisConnection;
+/// // Lazy: nothing is sent until the first command.
+/// let conn = RedisConnection::open("redis://127.0.0.1:1/").unwrap();
+/// assert_eq!(conn.round_trips(), 0);
+/// assert!(RedisConnection::open("not a url").is_err());
+/// # }
+/// ```
+#[derive(Clone)]
+pub struct RedisConnection {
+    link: Link,
+    trips: Arc<AtomicU64>,
+}
+
+#[derive(Clone)]
+enum Link {
+    Single(ConnectionManager),
+    Cluster(ClusterConnection),
+}
+
+impl RedisConnection {
+    /// A lazily connected handle to one Redis server at `url`
+    /// (`redis://host:port/db`), reconnecting in the background with short
+    /// timeouts (250 ms per command and per connection attempt). Must be
+    /// called within a tokio runtime.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() {
+    /// use dripfeed::global::RedisConnection;
+    /// assert!(RedisConnection::open("redis://127.0.0.1:6379/").is_ok());
+    /// # }
+    /// ```
+    pub fn open(url: &str) -> Result<Self, RedisError> {
+        let client = redis::Client::open(url).map_err(RedisError::from)?;
+        let config = ConnectionManagerConfig::new()
+            .set_number_of_retries(1)
+            .set_min_delay(Duration::from_millis(10))
+            .set_max_delay(Duration::from_millis(100))
+            .set_response_timeout(Some(RESPONSE_TIMEOUT))
+            .set_connection_timeout(Some(CONNECT_TIMEOUT));
+        let manager = client
+            .get_connection_manager_lazy(config)
+            .map_err(RedisError::from)?;
+        Ok(Self::from_link(Link::Single(manager)))
+    }
+
+    /// A handle to the Redis Cluster reachable through any of `nodes`
+    /// (`redis://host:port`); connects now and fails if no node answers.
+    ///
+    /// ```no_run
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), dripfeed::global::RedisError> {
+    /// use dripfeed::global::RedisConnection;
+    /// let conn = RedisConnection::cluster(&["redis://127.0.0.1:7000"]).await?;
+    /// assert_eq!(conn.round_trips(), 0);
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn cluster(nodes: &[&str]) -> Result<Self, RedisError> {
+        let client = ClusterClientBuilder::new(nodes.iter().copied())
+            .connection_timeout(CONNECT_TIMEOUT)
+            .response_timeout(RESPONSE_TIMEOUT)
+            .retries(2)
+            .build()
+            .map_err(RedisError::from)?;
+        let conn = client
+            .get_async_connection()
+            .await
+            .map_err(RedisError::from)?;
+        Ok(Self::from_link(Link::Cluster(conn)))
+    }
+
+    fn from_link(link: Link) -> Self {
+        Self {
+            link,
+            trips: Arc::new(AtomicU64::new(0)),
+        }
+    }
+
+    /// Commands (and pipelines) sent so far through this handle and its
+    /// clones: the Redis round trips.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() {
+    /// # use dripfeed::global::RedisConnection;
+    /// let conn = RedisConnection::open("redis://127.0.0.1:1/").unwrap();
+    /// assert_eq!(conn.clone().round_trips(), 0);
+    /// # }
+    /// ```
+    pub fn round_trips(&self) -> u64 {
+        self.trips.load(Ordering::Relaxed)
+    }
+
+    /// A clone with its own round-trip count, starting at zero.
+    pub(crate) fn with_own_count(&self) -> Self {
+        Self::from_link(self.link.clone())
+    }
+
+    /// Whether this handle talks to a cluster.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() {
+    /// # use dripfeed::global::RedisConnection;
+    /// assert!(!RedisConnection::open("redis://127.0.0.1:1/").unwrap().is_cluster());
+    /// # }
+    /// ```
+    pub fn is_cluster(&self) -> bool {
+        matches!(self.link, Link::Cluster(_))
+    }
+}
+
+impl fmt::Debug for RedisConnection {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RedisConnection")
+            .field("cluster", &self.is_cluster())
+            .field("round_trips", &self.round_trips())
+            .finish()
+    }
+}
+
+impl ConnectionLike for RedisConnection {
+    fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
+        self.trips.fetch_add(1, Ordering::Relaxed);
+        match &mut self.link {
+            Link::Single(c) => c.req_packed_command(cmd),
+            Link::Cluster(c) => c.req_packed_command(cmd),
+        }
+    }
+
+    fn req_packed_commands<'a>(
+        &'a mut self,
+        pipeline: &'a Pipeline,
+        offset: usize,
+        count: usize,
+    ) -> RedisFuture<'a, Vec<Value>> {
+        self.trips.fetch_add(1, Ordering::Relaxed);
+        match &mut self.link {
+            Link::Single(c) => c.req_packed_commands(pipeline, offset, count),
+            Link::Cluster(c) => c.req_packed_commands(pipeline, offset, count),
+        }
+    }
+
+    fn get_db(&self) -> i64 {
+        match &self.link {
+            Link::Single(c) => c.get_db(),
+            Link::Cluster(c) => c.get_db(),
+        }
+    }
+}
+
+/// A Redis failure: connecting, a command, or an answer that did not have
+/// the expected shape.
+///
+/// ```
+/// use dripfeed::global::RedisError;
+/// let err = RedisError::unexpected("no debt");
+/// assert_eq!(err.to_string(), "unexpected redis answer: no debt");
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RedisError {
+    message: String,
+}
+
+impl RedisError {
+    /// An answer Redis gave that dripfeed did not expect.
+    ///
+    /// ```
+    /// # use dripfeed::global::RedisError;
+    /// assert!(RedisError::unexpected("x").to_string().contains('x'));
+    /// ```
+    pub fn unexpected(what: &str) -> Self {
+        Self {
+            message: format!("unexpected redis answer: {what}"),
+        }
+    }
+
+    pub(crate) fn timeout() -> Self {
+        Self {
+            message: "redis command timed out".to_owned(),
+        }
+    }
+}
+
+impl From<redis::RedisError> for RedisError {
+    fn from(e: redis::RedisError) -> Self {
+        Self {
+            message: format!("redis: {e}"),
+        }
+    }
+}
+
+impl fmt::Display for RedisError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl std::error::Error for RedisError {}
+
+/// Parses a number Redis sent as a string or an integer.
+pub(crate) fn number(v: &Value, what: &str) -> Result<f64, RedisError> {
+    match v {
+        Value::Int(i) => Ok(*i as f64),
+        Value::BulkString(b) => std::str::from_utf8(b)
+            .ok()
+            .and_then(|s| s.parse::<f64>().ok())
+            .ok_or_else(|| RedisError::unexpected(what)),
+        Value::SimpleString(s) => s.parse().map_err(|_| RedisError::unexpected(what)),
+        Value::Double(d) => Ok(*d),
+        _ => Err(RedisError::unexpected(what)),
+    }
+}
+
+/// The array a script returned, at least `len` long.
+pub(crate) fn array(v: Value, len: usize, what: &str) -> Result<Vec<Value>, RedisError> {
+    match v {
+        Value::Array(items) if items.len() >= len => Ok(items),
+        _ => Err(RedisError::unexpected(what)),
+    }
+}
+
+/// Runs `fut` with a deadline; a late answer is a failure.
+pub(crate) async fn bounded<T>(
+    fut: impl Future<Output = Result<T, redis::RedisError>>,
+    limit: Duration,
+) -> Result<T, RedisError> {
+    match tokio::time::timeout(limit, fut).await {
+        Ok(r) => r.map_err(RedisError::from),
+        Err(_) => Err(RedisError::timeout()),
+    }
+}

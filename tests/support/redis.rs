@@ -1,0 +1,213 @@
+//! A throwaway `redis-server` (or a 3-master cluster) on free loopback
+//! ports, killed on drop. Under `CI=true` a missing `redis-server` fails
+//! the test; elsewhere the test is skipped with a message.
+#![allow(dead_code)]
+
+use std::net::TcpListener;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// One running server.
+pub struct RedisServer {
+    pub port: u16,
+    dir: PathBuf,
+    child: Option<Child>,
+    extra: Vec<String>,
+}
+
+fn in_ci() -> bool {
+    std::env::var("CI").is_ok_and(|v| v == "true")
+}
+
+fn have(bin: &str) -> bool {
+    Command::new(bin)
+        .arg("--version")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success())
+}
+
+/// Whether Redis tests can run here; panics under CI if they cannot.
+pub fn available(test: &str) -> bool {
+    if have("redis-server") && have("redis-cli") {
+        return true;
+    }
+    if in_ci() {
+        panic!("{test}: redis-server/redis-cli missing but CI=true: install redis-server");
+    }
+    eprintln!("{test}: skipped, redis-server not installed (apt-get install -y redis-server)");
+    false
+}
+
+/// A free loopback port (racy by nature; good enough for tests).
+pub fn free_port() -> u16 {
+    let l = TcpListener::bind("127.0.0.1:0").expect("bind a free port");
+    l.local_addr().expect("local addr").port()
+}
+
+/// A free port whose cluster bus port (+10000) is free too.
+pub fn free_cluster_port() -> u16 {
+    for _ in 0..1000 {
+        let port = fastrand::u16(20000..30000);
+        if TcpListener::bind(("127.0.0.1", port)).is_ok()
+            && TcpListener::bind(("127.0.0.1", port + 10000)).is_ok()
+        {
+            return port;
+        }
+    }
+    panic!("no free port pair for a cluster node");
+}
+
+fn temp_dir(tag: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!(
+        "dripfeed-redis-{tag}-{}-{}",
+        std::process::id(),
+        fastrand::u64(..)
+    ));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    dir
+}
+
+impl RedisServer {
+    /// Starts a server on a free port and waits until it answers.
+    pub fn start() -> Self {
+        Self::start_with(free_port(), Vec::new(), "single")
+    }
+
+    fn start_with(port: u16, extra: Vec<String>, tag: &str) -> Self {
+        let mut s = RedisServer {
+            port,
+            dir: temp_dir(tag),
+            child: None,
+            extra,
+        };
+        s.restart();
+        s
+    }
+
+    pub fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}/", self.port)
+    }
+
+    /// Kills the server (SIGKILL) and waits for it to exit.
+    pub fn kill(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+
+    /// (Re)starts the server on the same port and waits until it answers.
+    pub fn restart(&mut self) {
+        self.kill();
+        let child = Command::new("redis-server")
+            .args(["--port", &self.port.to_string()])
+            .args(["--bind", "127.0.0.1"])
+            .args(["--save", "", "--appendonly", "no"])
+            .args(["--dir", &self.dir.to_string_lossy()])
+            .args(&self.extra)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("spawn redis-server");
+        self.child = Some(child);
+        wait_ping(self.port);
+    }
+
+    /// Runs `redis-cli` against this server; returns stdout.
+    pub fn cli(&self, args: &[&str]) -> String {
+        cli(self.port, args)
+    }
+}
+
+impl Drop for RedisServer {
+    fn drop(&mut self) {
+        self.kill();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+pub fn cli(port: u16, args: &[&str]) -> String {
+    let out = Command::new("redis-cli")
+        .args(["-h", "127.0.0.1", "-p", &port.to_string()])
+        .args(args)
+        .output()
+        .expect("run redis-cli");
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+fn wait_ping(port: u16) {
+    let start = Instant::now();
+    while start.elapsed() < Duration::from_secs(10) {
+        if cli(port, &["PING"]).trim() == "PONG" {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    panic!("redis-server on port {port} did not answer within 10 s");
+}
+
+/// A 3-master Redis Cluster without replicas.
+pub struct RedisCluster {
+    pub nodes: Vec<RedisServer>,
+}
+
+impl RedisCluster {
+    pub fn start() -> Self {
+        let nodes: Vec<RedisServer> = (0..3)
+            .map(|_| {
+                let port = free_cluster_port();
+                RedisServer::start_with(
+                    port,
+                    vec![
+                        "--cluster-enabled".into(),
+                        "yes".into(),
+                        "--cluster-config-file".into(),
+                        format!("nodes-{port}.conf"),
+                        "--cluster-node-timeout".into(),
+                        "2000".into(),
+                    ],
+                    "cluster",
+                )
+            })
+            .collect();
+        let addrs: Vec<String> = nodes
+            .iter()
+            .map(|n| format!("127.0.0.1:{}", n.port))
+            .collect();
+        let out = Command::new("redis-cli")
+            .arg("--cluster")
+            .arg("create")
+            .args(&addrs)
+            .args(["--cluster-replicas", "0", "--cluster-yes"])
+            .output()
+            .expect("run redis-cli --cluster create");
+        assert!(
+            out.status.success(),
+            "cluster create failed: {}",
+            String::from_utf8_lossy(&out.stdout)
+        );
+        let cluster = RedisCluster { nodes };
+        let start = Instant::now();
+        while start.elapsed() < Duration::from_secs(15) {
+            let ok = cluster
+                .nodes
+                .iter()
+                .all(|n| n.cli(&["CLUSTER", "INFO"]).contains("cluster_state:ok"));
+            if ok {
+                return cluster;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        panic!("cluster did not reach cluster_state:ok within 15 s");
+    }
+
+    pub fn urls(&self) -> Vec<String> {
+        self.nodes
+            .iter()
+            .map(|n| format!("redis://127.0.0.1:{}", n.port))
+            .collect()
+    }
+}
