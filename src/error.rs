@@ -3,7 +3,7 @@
 use std::fmt;
 use std::time::Duration;
 
-use crate::headers::{RateLimit, secs};
+use crate::headers::{RateLimit, scale, secs};
 
 /// Why a [`ThrottleBuilder`](crate::ThrottleBuilder) refused its configuration.
 ///
@@ -267,7 +267,10 @@ impl<J> Rejected<J> {
                 rate,
                 jitter,
                 ..
-            } => Some(secs(depth as f64 / rate).mul_f64(1.0 + 0.2 * f64::from(jitter))),
+            } => Some(scale(
+                secs(depth as f64 / rate),
+                1.0 + 0.2 * f64::from(jitter),
+            )),
             Hint::Known { wait, .. } => Some(wait),
         }
     }

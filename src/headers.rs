@@ -93,9 +93,10 @@ impl RateLimit {
 /// assert_eq!(whole_seconds(Duration::ZERO), 1);
 /// assert_eq!(whole_seconds(Duration::from_millis(1001)), 2);
 /// assert_eq!(whole_seconds(Duration::from_secs(3)), 3);
+/// assert_eq!(whole_seconds(Duration::MAX), u64::MAX); // saturates
 /// ```
 pub fn whole_seconds(d: Duration) -> u64 {
-    let secs = d.as_secs() + u64::from(d.subsec_nanos() > 0);
+    let secs = d.as_secs().saturating_add(u64::from(d.subsec_nanos() > 0));
     secs.max(1)
 }
 
@@ -147,7 +148,13 @@ pub fn for_rejected<J>(rejected: &Rejected<J>) -> Vec<(&'static str, String)> {
 /// A wait hint with up to 20 % jitter added, so refused callers do not all
 /// come back at the same instant.
 pub(crate) fn jittered(wait: Duration) -> Duration {
-    wait.mul_f64(1.0 + 0.2 * fastrand::f64())
+    scale(wait, 1.0 + 0.2 * fastrand::f64())
+}
+
+/// `d × factor`, saturating at `Duration::MAX` (`Duration::mul_f64` panics
+/// on overflow, and a tiny rate makes a huge wait).
+pub(crate) fn scale(d: Duration, factor: f64) -> Duration {
+    secs(d.as_secs_f64() * factor)
 }
 
 /// `secs` as a duration, saturating on NaN, negative or huge values.

@@ -130,11 +130,48 @@ impl<J: 'static> Throttle<J> {
     /// # }
     /// ```
     pub fn try_submit(&self, job: J) -> Result<Admitted, Rejected<J>> {
+        self.admit(job, None)
+    }
+
+    /// Like [`try_submit`](Self::try_submit), with a deadline for this job:
+    /// if it is still queued (or waiting for a retry) at `deadline`, it is
+    /// expired instead of delivered: to the dead-letter sink, else
+    /// `on_expired`. The builder's `max_queue_wait`, if set, still applies;
+    /// the earlier of the two wins.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() {
+    /// use dripfeed::{Delivery, Outcome, Throttle};
+    /// use std::time::Duration;
+    /// use tokio::time::Instant;
+    /// let (throttle, _drain) = Throttle::builder()
+    ///     .drain_rate(1.0)
+    ///     .capacity(10)
+    ///     .build(|_: &u32, _| async { Delivery::Done })
+    ///     .unwrap();
+    /// let soon = Instant::now() + Duration::from_millis(500);
+    /// throttle.try_submit_until(1, soon).unwrap(); // goes out at once
+    /// throttle.try_submit_until(2, soon).unwrap(); // due at 1 s: too late
+    /// tokio::time::sleep(Duration::from_secs(2)).await;
+    /// let stats = throttle.stats();
+    /// assert_eq!((stats.delivered(), stats.outcome(Outcome::Expired)), (1, 1));
+    /// # }
+    /// ```
+    pub fn try_submit_until(
+        &self,
+        job: J,
+        deadline: tokio::time::Instant,
+    ) -> Result<Admitted, Rejected<J>> {
+        self.admit(job, Some(self.shared.clock.ns(deadline)))
+    }
+
+    fn admit(&self, job: J, until: Option<u64>) -> Result<Admitted, Rejected<J>> {
         let s = &*self.shared;
         match s.queue.try_reserve() {
-            Ok(was_empty) => self.push(job, was_empty),
+            Ok(was_empty) => self.push_until(job, was_empty, until),
             Err(Full::Closed) => Err(s.refuse(job, Reason::Closed)),
-            Err(Full::Bound) => self.overflow(job),
+            Err(Full::Bound) => self.overflow_until(job, until),
         }
     }
 
@@ -183,7 +220,7 @@ impl<J: 'static> Throttle<J> {
     }
 
     /// Stamps a job: the real clock when it has a deadline or `precise` asks.
-    fn entry(&self, job: J, precise: bool) -> Entry<J> {
+    fn entry(&self, job: J, precise: bool, until: Option<u64>) -> Entry<J> {
         let s = &*self.shared;
         let deadline = s.cfg.max_queue_wait_ns;
         let admitted_ns = if precise || deadline.is_some() {
@@ -191,17 +228,27 @@ impl<J: 'static> Throttle<J> {
         } else {
             s.clock.coarse()
         };
+        let by_wait = deadline.map_or(u64::MAX, |w| admitted_ns.saturating_add(w));
         Entry {
             job,
             admitted_ns,
-            deadline_ns: deadline.map_or(u64::MAX, |w| admitted_ns.saturating_add(w)),
+            deadline_ns: by_wait.min(until.unwrap_or(u64::MAX)),
         }
     }
 
     /// Pushes into a reserved place and wakes the drain on the empty edge.
     pub(crate) fn push(&self, job: J, was_empty: bool) -> Result<Admitted, Rejected<J>> {
+        self.push_until(job, was_empty, None)
+    }
+
+    fn push_until(
+        &self,
+        job: J,
+        was_empty: bool,
+        until: Option<u64>,
+    ) -> Result<Admitted, Rejected<J>> {
         let s = &*self.shared;
-        match s.queue.push_reserved(self.entry(job, was_empty)) {
+        match s.queue.push_reserved(self.entry(job, was_empty, until)) {
             Ok(()) => {
                 if was_empty {
                     s.wake.notify_one();
@@ -214,6 +261,10 @@ impl<J: 'static> Throttle<J> {
     }
 
     pub(crate) fn overflow(&self, job: J) -> Result<Admitted, Rejected<J>> {
+        self.overflow_until(job, None)
+    }
+
+    fn overflow_until(&self, job: J, until: Option<u64>) -> Result<Admitted, Rejected<J>> {
         let s = &*self.shared;
         let policy = s.cfg.overflow;
         s.overflowed(policy);
@@ -227,7 +278,7 @@ impl<J: 'static> Throttle<J> {
                 for _ in 0..HEAD_DROP_TRIES {
                     // The oldest job's place becomes the newcomer's.
                     if let Some(oldest) = s.queue.pop() {
-                        let pushed = s.queue.push_reserved(self.entry(job, false));
+                        let pushed = s.queue.push_reserved(self.entry(job, false, until));
                         s.evict(oldest.job);
                         return match pushed {
                             Ok(()) => Ok(Admitted::Queued),
@@ -237,7 +288,7 @@ impl<J: 'static> Throttle<J> {
                     // The ring is momentarily empty (the drain popped, or a
                     // push is under way): a place may have freed.
                     match s.queue.try_reserve() {
-                        Ok(was_empty) => return self.push(job, was_empty),
+                        Ok(was_empty) => return self.push_until(job, was_empty, until),
                         Err(Full::Closed) => return Err(s.refuse(job, Reason::Closed)),
                         Err(Full::Bound) => std::hint::spin_loop(),
                     }
