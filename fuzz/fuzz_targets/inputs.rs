@@ -23,11 +23,16 @@ fn f64_at(data: &[u8], i: usize) -> f64 {
 fuzz_target!(|data: &[u8]| {
     let (rate, max, size, kr) = (f64_at(data, 0), f64_at(data, 1), f64_at(data, 2), f64_at(data, 3));
     let budget = Duration::from_nanos(f64_at(data, 4).to_bits());
-    if let Ok((throttle, _drain)) = Throttle::<u8>::builder()
+    let builder = Throttle::<u8>::builder()
         .drain_rate(rate)
         .max_rate(max)
-        .latency_budget(budget)
-        .build_unspawned(|_: &u8, _| async { Delivery::Done })
+        .latency_budget(budget);
+    // Every configuration is validated; only small rings are allocated (a
+    // valid multi-gigabyte ring is not what this target looks for).
+    let small = builder.validate().is_ok() && budget.as_secs_f64() * max < 1e6;
+    if small
+        && let Ok((throttle, _drain)) =
+            builder.build_unspawned(|_: &u8, _| async { Delivery::Done })
     {
         let _ = throttle.set_drain_rate(f64_at(data, 5));
         assert!(throttle.capacity() >= 1);
