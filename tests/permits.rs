@@ -53,28 +53,12 @@ async fn the_shared_source_caps_the_rate_and_shutdown_still_ends() {
             refill.refilled.notify_waiters();
         }
     });
-    struct Shared(Arc<TenPerSecond>);
-    #[async_trait::async_trait]
-    impl PermitSource for Shared {
-        fn try_take(&self) -> bool {
-            self.0.try_take()
-        }
-        fn give_back(&self) {
-            self.0.give_back()
-        }
-        async fn ready(&self) {
-            self.0.ready().await
-        }
-        fn set_local_rate(&self, rate: f64) {
-            self.0.set_local_rate(rate)
-        }
-    }
     let rec = Recorder::new();
     let (throttle, _drain) = Throttle::builder()
         .drain_rate(100.0)
         .max_rate(200.0)
         .capacity(1000)
-        .permits(Shared(source.clone()))
+        .permits(source.clone())
         .build(rec.clone())
         .unwrap();
     for i in 0..100u32 {

@@ -46,25 +46,6 @@ pub struct RelayConfig {
     pub tenant_quota: Option<dripfeed::Quota>,
 }
 
-/// A shared permit source behind an `Arc` (the builder takes it by value).
-struct SharedPermits(Arc<dyn PermitSource>);
-
-#[async_trait::async_trait]
-impl PermitSource for SharedPermits {
-    fn try_take(&self) -> bool {
-        self.0.try_take()
-    }
-    fn give_back(&self) {
-        self.0.give_back()
-    }
-    async fn ready(&self) {
-        self.0.ready().await
-    }
-    fn set_local_rate(&self, jobs_per_second: f64) {
-        self.0.set_local_rate(jobs_per_second)
-    }
-}
-
 /// A queued webhook. Its ticket holds its bytes against the budget until dropped.
 pub struct Job {
     pub body: Bytes,
@@ -183,7 +164,7 @@ impl Relay {
             builder = builder.per_key(100_000, quota);
         }
         if let Some(source) = permits {
-            builder = builder.permits(SharedPermits(source));
+            builder = builder.permits(source);
         }
         if let Some(aimd) = cfg.adaptive.clone() {
             builder = builder.adaptive(aimd);

@@ -96,3 +96,52 @@ pub trait PermitSource: Send + Sync + 'static {
     /// every change, so a source can size its leases.
     fn set_local_rate(&self, _jobs_per_second: f64) {}
 }
+
+/// A source shared behind an `Arc` (e.g. one kept to read its counters) is a
+/// source too.
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+/// # async fn main() {
+/// use dripfeed::global::PermitSource;
+/// use dripfeed::{Delivery, Throttle};
+/// use std::sync::Arc;
+///
+/// struct Unlimited;
+/// #[async_trait::async_trait]
+/// impl PermitSource for Unlimited {
+///     fn try_take(&self) -> bool {
+///         true
+///     }
+///     async fn ready(&self) {}
+/// }
+///
+/// let source: Arc<dyn PermitSource> = Arc::new(Unlimited);
+/// let kept = source.clone();
+/// let (throttle, _drain) = Throttle::builder()
+///     .drain_rate(10.0)
+///     .permits(source)
+///     .build(|_: &u8, _| async { Delivery::Done })
+///     .unwrap();
+/// assert!(kept.try_take());
+/// # drop(throttle);
+/// # }
+/// ```
+#[async_trait]
+impl<T: PermitSource + ?Sized> PermitSource for std::sync::Arc<T> {
+    fn try_take(&self) -> bool {
+        (**self).try_take()
+    }
+
+    fn give_back(&self) {
+        (**self).give_back()
+    }
+
+    async fn ready(&self) {
+        (**self).ready().await
+    }
+
+    fn set_local_rate(&self, jobs_per_second: f64) {
+        (**self).set_local_rate(jobs_per_second)
+    }
+}
