@@ -1,0 +1,93 @@
+//! Admissions per second through `PgBuckets`: one pooled connection (one
+//! admission in flight at a time), then a pool of 8 connections with 32
+//! tasks admitting concurrently, against a local PostgreSQL, keys spread
+//! over 10,000 buckets whose quota never refuses (the numbers measure the
+//! mechanism: one prepared upsert per admission, plus amortised pruning).
+//!
+//! ```text
+//! cargo bench --features postgres --bench postgres
+//! PG_URL=postgres://user@127.0.0.1/db cargo bench --features postgres --bench postgres
+//! ```
+//! Without `PG_URL` it starts its own server (see `tests/support/postgres.rs`).
+
+#[path = "../tests/support/postgres.rs"]
+mod support_postgres;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use dripfeed::global::PgBuckets;
+use dripfeed::keyed::Quota;
+
+const RUN: Duration = Duration::from_secs(3);
+const KEYS: u64 = 10_000;
+
+async fn measure(url: &str, table: &str, pool_size: usize, tasks: usize) -> f64 {
+    let quota = Quota::new(1e12, 1e9).expect("quota");
+    let pool = PgBuckets::pool(url, pool_size).expect("pool");
+    let buckets = Arc::new(PgBuckets::new(pool, table, quota).expect("table"));
+    buckets.migrate().await.expect("migrate");
+    // Warm up: connections opened, statements prepared.
+    for i in 0..200 {
+        buckets
+            .try_admit(&format!("k{i}"), 1.0)
+            .await
+            .expect("admit");
+    }
+    let done = Arc::new(AtomicU64::new(0));
+    let start = Instant::now();
+    let handles: Vec<_> = (0..tasks)
+        .map(|t| {
+            let (buckets, done) = (buckets.clone(), done.clone());
+            tokio::spawn(async move {
+                let mut i = t as u64;
+                while start.elapsed() < RUN {
+                    let key = format!("k{}", i % KEYS);
+                    if buckets.try_admit(&key, 1.0).await.is_ok() {
+                        done.fetch_add(1, Ordering::Relaxed);
+                    }
+                    i = i
+                        .wrapping_mul(6364136223846793005)
+                        .wrapping_add(1442695040888963407)
+                        >> 1;
+                }
+            })
+        })
+        .collect();
+    for h in handles {
+        h.await.expect("task");
+    }
+    done.load(Ordering::Relaxed) as f64 / start.elapsed().as_secs_f64()
+}
+
+fn main() {
+    // `cargo bench` passes `--bench`; `cargo test --benches` does not run us.
+    if !std::env::args().any(|a| a == "--bench") {
+        return;
+    }
+    let own;
+    let url = match std::env::var("PG_URL") {
+        Ok(url) => url,
+        Err(_) => {
+            if !support_postgres::available("bench postgres") {
+                return;
+            }
+            own = support_postgres::PgServer::start();
+            own.url()
+        }
+    };
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("runtime");
+    rt.block_on(async {
+        let one = measure(&url, "bench_one", 1, 1).await;
+        println!("postgres/PgBuckets::try_admit  1 connection,  1 task : {one:>9.0} admissions/s");
+        let eight = measure(&url, "bench_pool", 8, 32).await;
+        println!(
+            "postgres/PgBuckets::try_admit  pool of 8,    32 tasks: {eight:>9.0} admissions/s"
+        );
+    });
+}
