@@ -9,6 +9,9 @@
 //! PG_URL=postgres://user@127.0.0.1/db cargo bench --features postgres --bench postgres
 //! ```
 //! Without `PG_URL` it starts its own server (see `tests/support/postgres.rs`).
+//! With `--features postgres,redis` and `redis-server` installed, it then
+//! measures `RedisBuckets::try_admit` the same way for reference (one
+//! multiplexed connection, 1 task then 32 tasks).
 
 #[path = "../tests/support/postgres.rs"]
 mod support_postgres;
@@ -28,23 +31,32 @@ async fn measure(url: &str, table: &str, pool_size: usize, tasks: usize) -> f64 
     let pool = PgBuckets::pool(url, pool_size).expect("pool");
     let buckets = Arc::new(PgBuckets::new(pool, table, quota).expect("table"));
     buckets.migrate().await.expect("migrate");
+    rate(tasks, move |key| {
+        let buckets = buckets.clone();
+        async move { buckets.try_admit(&key, 1.0).await.is_ok() }
+    })
+    .await
+}
+
+/// Admissions per second by `tasks` tasks calling `admit` for `RUN`.
+async fn rate<F, Fut>(tasks: usize, admit: F) -> f64
+where
+    F: Fn(String) -> Fut + Clone + Send + 'static,
+    Fut: std::future::Future<Output = bool> + Send,
+{
     // Warm up: connections opened, statements prepared.
     for i in 0..200 {
-        buckets
-            .try_admit(&format!("k{i}"), 1.0)
-            .await
-            .expect("admit");
+        assert!(admit(format!("k{i}")).await, "warm-up admission");
     }
     let done = Arc::new(AtomicU64::new(0));
     let start = Instant::now();
     let handles: Vec<_> = (0..tasks)
         .map(|t| {
-            let (buckets, done) = (buckets.clone(), done.clone());
+            let (admit, done) = (admit.clone(), done.clone());
             tokio::spawn(async move {
                 let mut i = t as u64;
                 while start.elapsed() < RUN {
-                    let key = format!("k{}", i % KEYS);
-                    if buckets.try_admit(&key, 1.0).await.is_ok() {
+                    if admit(format!("k{}", i % KEYS)).await {
                         done.fetch_add(1, Ordering::Relaxed);
                     }
                     i = i
