@@ -101,5 +101,47 @@ fn main() {
         println!(
             "postgres/PgBuckets::try_admit  pool of 8,    32 tasks: {eight:>9.0} admissions/s"
         );
+        #[cfg(feature = "redis")]
+        redis_reference().await;
     });
+}
+
+/// The same admissions through `RedisBuckets`, against an own `redis-server`.
+#[cfg(feature = "redis")]
+async fn redis_reference() {
+    use dripfeed::global::{RedisBuckets, RedisConnection};
+    use std::process::{Command, Stdio};
+
+    let port = support_postgres::free_port();
+    let Ok(mut child) = Command::new("redis-server")
+        .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
+        .args(["--save", "", "--appendonly", "no"])
+        .stdout(Stdio::null())
+        .spawn()
+    else {
+        println!("redis reference: redis-server not found");
+        return;
+    };
+    let start = Instant::now();
+    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err()
+        && start.elapsed() < Duration::from_secs(5)
+    {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let conn = RedisConnection::open(&format!("redis://127.0.0.1:{port}/")).expect("redis url");
+    let quota = Quota::new(1e12, 1e9).expect("quota");
+    let buckets = Arc::new(RedisBuckets::new(conn, "bench", quota));
+    for tasks in [1, 32] {
+        let b = buckets.clone();
+        let r = rate(tasks, move |key| {
+            let b = b.clone();
+            async move { b.try_admit(&key, 1.0).await.is_ok() }
+        })
+        .await;
+        println!(
+            "redis/RedisBuckets::try_admit  1 connection, {tasks:>2} tasks: {r:>9.0} admissions/s"
+        );
+    }
+    let _ = child.kill();
+    let _ = child.wait();
 }
