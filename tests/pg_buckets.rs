@@ -13,6 +13,7 @@ use std::time::Duration;
 use dripfeed::KeyedBuckets;
 use dripfeed::global::{BucketError, Failure, PgBuckets};
 use dripfeed::keyed::{AdmitError, Quota};
+use metrics_util::debugging::{DebugValue, DebuggingRecorder};
 use support::postgres::{PgServer, available};
 use tokio::time::{Instant, sleep};
 
@@ -270,47 +271,93 @@ fn three_runtimes_never_exceed_a_shared_quota() {
     );
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn fail_closed_then_open_then_recover() {
+/// The store's failures, counted and published like the Redis backend's:
+/// errors counted and the fallback gauge, both since the last snapshot (the
+/// debugging recorder resets them on each).
+fn global_metrics(recorder: &DebuggingRecorder, table: &str) -> (u64, Option<f64>) {
+    let (mut errors, mut fallback) = (0, None);
+    for (key, _, _, value) in recorder.snapshotter().snapshot().into_vec() {
+        let ours = key
+            .key()
+            .labels()
+            .any(|l| l.key() == "throttle" && l.value() == table);
+        match (key.key().name(), value) {
+            (dripfeed::metrics::GLOBAL_ERRORS, DebugValue::Counter(n)) if ours => errors += n,
+            (dripfeed::metrics::GLOBAL_FALLBACK, DebugValue::Gauge(g)) if ours => {
+                fallback = Some(g.into_inner())
+            }
+            _ => {}
+        }
+    }
+    (errors, fallback)
+}
+
+#[test]
+fn fail_closed_then_open_then_recover() {
     if !available("fail_closed_then_open_then_recover") {
         return;
     }
-    let mut pg = PgServer::start();
-    let quota = Quota::new(5.0, 1.0).unwrap();
-    let closed = buckets(&pg, "fail", quota, 2)
-        .await
-        .call_timeout(Duration::from_millis(300))
-        .probe_interval(Duration::from_millis(100));
-    let open = buckets(&pg, "fail", quota, 2)
-        .await
-        .call_timeout(Duration::from_millis(300))
-        .probe_interval(Duration::from_millis(100))
-        .on_failure(Failure::FailOpen { local_share: 0.5 })
+    let recorder = DebuggingRecorder::new();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
         .unwrap();
-    assert!(closed.try_admit("k", 5.0).await.is_ok());
-    pg.stop();
+    let mut pg = PgServer::start();
+    metrics::with_local_recorder(&recorder, || {
+        rt.block_on(async {
+            let quota = Quota::new(5.0, 1.0).unwrap();
+            let closed = buckets(&pg, "fail", quota, 2)
+                .await
+                .call_timeout(Duration::from_millis(300))
+                .probe_interval(Duration::from_millis(500));
+            let open = buckets(&pg, "fail_open", quota, 2)
+                .await
+                .call_timeout(Duration::from_millis(300))
+                .probe_interval(Duration::from_millis(100))
+                .on_failure(Failure::FailOpen { local_share: 0.5 })
+                .unwrap();
+            assert!(closed.try_admit("k", 5.0).await.is_ok());
+            assert_eq!(global_metrics(&recorder, "fail"), (0, Some(0.0)));
+            pg.stop();
 
-    let e = closed.try_admit("k", 1.0).await.unwrap_err();
-    assert!(matches!(e, BucketError::Postgres(_)), "{e}");
-    assert!(e.is_store_failure() && closed.in_fallback());
-    // Fail-open: a local bucket of the same size.
-    for _ in 0..5 {
-        open.try_admit("k", 1.0).await.unwrap();
-    }
-    assert!(open.in_fallback());
-    assert!(over(&open.try_admit("k", 1.0).await.unwrap_err()).is_some());
+            let e = closed.try_admit("k", 1.0).await.unwrap_err();
+            assert!(matches!(e, BucketError::Postgres(_)), "{e}");
+            assert!(e.is_store_failure() && closed.in_fallback());
+            assert_eq!(global_metrics(&recorder, "fail"), (1, Some(1.0)));
+            // Within the probe interval: refused without a round trip.
+            assert!(
+                closed
+                    .try_admit("k", 1.0)
+                    .await
+                    .unwrap_err()
+                    .is_store_failure()
+            );
+            assert_eq!(global_metrics(&recorder, "fail").0, 0);
+            // Fail-open: a local bucket of the same size.
+            for _ in 0..5 {
+                open.try_admit("k", 1.0).await.unwrap();
+            }
+            assert!(open.in_fallback());
+            assert!(over(&open.try_admit("k", 1.0).await.unwrap_err()).is_some());
+            let (errors, fallback) = global_metrics(&recorder, "fail_open");
+            assert!(
+                errors >= 1 && fallback == Some(1.0),
+                "{errors} {fallback:?}"
+            );
 
-    pg.restart();
-    sleep(Duration::from_millis(150)).await;
-    let start = Instant::now();
-    loop {
-        if closed.try_admit("k2", 1.0).await.is_ok() {
-            break;
-        }
-        assert!(start.elapsed() < Duration::from_secs(5), "recovered");
-        sleep(Duration::from_millis(50)).await;
-    }
-    assert!(!closed.in_fallback());
-    // Migrating again is harmless.
-    closed.migrate().await.unwrap();
+            pg.restart();
+            let start = Instant::now();
+            loop {
+                if closed.try_admit("k2", 1.0).await.is_ok() {
+                    break;
+                }
+                assert!(start.elapsed() < Duration::from_secs(5), "recovered");
+                sleep(Duration::from_millis(50)).await;
+            }
+            assert!(!closed.in_fallback());
+            assert_eq!(global_metrics(&recorder, "fail").1, Some(0.0));
+            // Migrating again is harmless.
+            closed.migrate().await.unwrap();
+        })
+    });
 }

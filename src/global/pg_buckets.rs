@@ -258,7 +258,11 @@ impl PgBuckets {
     /// ```
     pub async fn migrate(&self) -> Result<(), PgError> {
         let client = self.pool.get().await?;
-        client.batch_execute(&self.sql.migrate).await?;
+        if let Err(e) = client.batch_execute(&self.sql.migrate).await {
+            // Leave no failed transaction open on a pooled connection.
+            let _ = client.batch_execute("ROLLBACK").await;
+            return Err(e.into());
+        }
         Ok(())
     }
 
