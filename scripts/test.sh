@@ -20,4 +20,14 @@ if ! command -v redis-server >/dev/null 2>&1; then
     echo "redis-server missing: install the Debian package redis-server (Redis tests fail under CI=true, skip elsewhere)" >&2
   fi
 fi
+# PostgreSQL (Debian package postgresql) backs the PgBuckets tests
+# (tests/pg_buckets.rs): each runs initdb into a temporary directory as an
+# unprivileged user and starts its own server on a free loopback port.
+if ! command -v initdb >/dev/null 2>&1 && ! ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql >/dev/null
+  else
+    echo "initdb missing: install the Debian package postgresql (PostgreSQL tests fail under CI=true, skip elsewhere)" >&2
+  fi
+fi
 cargo test --all-features "$@"

@@ -12,34 +12,13 @@ use redis::Script;
 use tokio::sync::Notify;
 use tokio::time::{Instant, sleep};
 
+use super::Failure;
 use super::conn::{RedisConnection, RedisError, array, bounded, number};
 
 /// The longest a denied lease waits before asking again.
 const MAX_DENIED_WAIT: Duration = Duration::from_secs(1);
 /// The longest wait a lease may reserve: past it, Redis grants nothing.
 const MAX_RESERVATION: Duration = Duration::from_millis(500);
-
-/// What happens while Redis cannot be reached.
-///
-/// ```
-/// use dripfeed::global::Failure;
-/// let open = Failure::FailOpen { local_share: 1.0 / 3.0 };
-/// assert_ne!(open, Failure::FailClosed);
-/// assert_eq!(Failure::default(), Failure::FailClosed);
-/// ```
-#[derive(Debug, Clone, Copy, PartialEq, Default)]
-pub enum Failure {
-    /// Keep emitting at `global rate × local_share` (e.g. `1 / expected
-    /// fleet size`) from a local pool until Redis answers again.
-    FailOpen {
-        /// This node's share of the global rate, in `(0, 1]`.
-        local_share: f64,
-    },
-    /// Hand out no permits (emission pauses; admission goes on) until
-    /// Redis answers again.
-    #[default]
-    FailClosed,
-}
 
 /// Settings, validated by the builder.
 #[derive(Debug, Clone)]

@@ -12,26 +12,48 @@
 //! fleet), [`RedisBuckets`] (per-key reverse buckets shared by the fleet) and
 //! [`RedisStreamSink`] (a dead-letter stream with redrive), all over one
 //! [`RedisConnection`] to a server or a cluster.
+//!
+//! Behind the `postgres` feature: [`PgBuckets`], the same per-key buckets
+//! held in one PostgreSQL table, for teams that share state only through
+//! PostgreSQL.
 
 use async_trait::async_trait;
 
+#[cfg(any(feature = "redis", feature = "postgres"))]
+mod bucket_error;
 #[cfg(feature = "redis")]
 mod conn;
+#[cfg(any(feature = "redis", feature = "postgres"))]
+mod failure;
 #[cfg(feature = "redis")]
 mod leaser;
+#[cfg(feature = "postgres")]
+mod pg_buckets;
+#[cfg(feature = "postgres")]
+mod pg_error;
+#[cfg(feature = "postgres")]
+mod pg_sql;
 #[cfg(feature = "redis")]
 mod redis_buckets;
 #[cfg(feature = "redis")]
 mod redis_rate;
 #[cfg(feature = "redis")]
 mod redis_sink;
+#[cfg(feature = "postgres")]
+mod store_health;
 
+#[cfg(any(feature = "redis", feature = "postgres"))]
+pub use bucket_error::BucketError;
 #[cfg(feature = "redis")]
 pub use conn::{RedisConnection, RedisError};
+#[cfg(any(feature = "redis", feature = "postgres"))]
+pub use failure::Failure;
+#[cfg(feature = "postgres")]
+pub use pg_buckets::PgBuckets;
+#[cfg(feature = "postgres")]
+pub use pg_error::PgError;
 #[cfg(feature = "redis")]
-pub use leaser::Failure;
-#[cfg(feature = "redis")]
-pub use redis_buckets::{BucketError, RedisBuckets};
+pub use redis_buckets::RedisBuckets;
 #[cfg(feature = "redis")]
 pub use redis_rate::{RedisRate, RedisRateBuilder, RedisRateError};
 #[cfg(feature = "redis")]

@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use redis::Script;
 
+use super::BucketError;
 use super::conn::{RedisConnection, RedisError, array, bounded, number};
 use crate::keyed::bucket::{check_cost, check_settle, decide};
 use crate::keyed::{Admit, AdmitError, Quota};
@@ -310,64 +311,5 @@ impl fmt::Debug for RedisBuckets {
             .field("prefix", &self.prefix)
             .field("default", &self.default)
             .finish()
-    }
-}
-
-/// Why a [`RedisBuckets`] call did not admit: the bucket said no (or the
-/// cost was invalid), or Redis failed.
-///
-/// ```
-/// use dripfeed::global::{BucketError, RedisError};
-/// let err = BucketError::from(RedisError::unexpected("x"));
-/// assert!(err.as_admit().is_none());
-/// assert_eq!(err.to_string(), "unexpected redis answer: x");
-/// ```
-#[derive(Debug, Clone, PartialEq)]
-#[non_exhaustive]
-pub enum BucketError {
-    /// The bucket's answer: over quota (with the wait), cost above the
-    /// size, or an invalid cost.
-    Admit(AdmitError),
-    /// Redis failed; nothing is known about the bucket.
-    Redis(RedisError),
-}
-
-impl BucketError {
-    /// The bucket's refusal, if that is what this is.
-    ///
-    /// ```
-    /// use dripfeed::global::BucketError;
-    /// use dripfeed::keyed::AdmitError;
-    /// let e = BucketError::from(AdmitError::CostExceedsSize { cost: 2.0, size: 1.0 });
-    /// assert!(matches!(e.as_admit(), Some(AdmitError::CostExceedsSize { .. })));
-    /// ```
-    pub fn as_admit(&self) -> Option<&AdmitError> {
-        match self {
-            Self::Admit(a) => Some(a),
-            Self::Redis(_) => None,
-        }
-    }
-}
-
-impl fmt::Display for BucketError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Self::Admit(a) => a.fmt(f),
-            Self::Redis(r) => r.fmt(f),
-        }
-    }
-}
-
-impl std::error::Error for BucketError {}
-
-impl From<AdmitError> for BucketError {
-    fn from(a: AdmitError) -> Self {
-        Self::Admit(a)
-    }
-}
-
-impl From<RedisError> for BucketError {
-    fn from(r: RedisError) -> Self {
-        Self::Redis(r)
     }
 }

@@ -7,9 +7,10 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 
+use super::Failure;
 use super::PermitSource;
 use super::conn::RedisConnection;
-use super::leaser::{self, Config, Failure, Inner};
+use super::leaser::{self, Config, Inner};
 
 /// A [`PermitSource`] backed by one shared leaky bucket in Redis: every
 /// throttle of the fleet built with it emits, together, at most the global

@@ -553,6 +553,17 @@ pub(crate) fn decide(debt_now: f64, cost: f64, quota: &Quota) -> Result<Admit, O
     }
 }
 
+/// The outcome of an admission decided elsewhere (by a shared store) that
+/// left `debt_after` in the bucket.
+#[cfg(feature = "postgres")]
+pub(crate) fn admitted(debt_after: f64, quota: &Quota) -> Admit {
+    Admit {
+        debt: debt_after,
+        size: quota.size,
+        rate: quota.rate,
+    }
+}
+
 /// Checks the two costs given to a settlement: finite and non-negative.
 pub(crate) fn check_settle(estimated: f64, actual: f64) -> Result<(), InvalidCost> {
     for cost in [estimated, actual] {

@@ -4,6 +4,8 @@
 #[cfg(feature = "redis")]
 pub mod fleet;
 pub mod fragile;
+#[cfg(feature = "postgres")]
+pub mod postgres;
 pub mod redis;
 pub mod sim;
 
