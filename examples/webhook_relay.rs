@@ -22,6 +22,8 @@ mod demo;
 mod fleet;
 #[path = "webhook_relay/receiver.rs"]
 mod receiver;
+#[path = "webhook_relay/tenants.rs"]
+mod tenants;
 
 use std::io::{IsTerminal, Write};
 use std::net::SocketAddr;
@@ -102,6 +104,14 @@ struct Flags {
     demo: bool,
     #[command(flatten)]
     fleet: fleet::FleetFlags,
+    /// PostgreSQL URL holding the tenant quotas shared by every relay (with
+    /// --tenant-rate; needs `--features postgres`), e.g.
+    /// postgres://user@127.0.0.1:5432/db. Without it, tenant quotas are local.
+    #[arg(long)]
+    postgres: Option<String>,
+    /// What to do while PostgreSQL is unreachable: admit on local buckets, or refuse (503).
+    #[arg(long, value_enum, default_value = "closed")]
+    postgres_failure: fleet::FailureFlag,
 }
 
 /// `2s`, `500ms`, `1.5s`, `1m` or plain seconds.
@@ -271,7 +281,21 @@ async fn run(flags: Flags) -> Result<(), String> {
         },
     };
     let permits = flags.fleet.permits(flags.drain_rate)?;
-    let relay = Relay::start_with(cfg, permits)
+    let tenants = match (&flags.postgres, cfg.tenant_quota) {
+        (Some(url), Some(quota)) => Some(
+            tenants::open_postgres(
+                url,
+                quota,
+                matches!(flags.postgres_failure, fleet::FailureFlag::Open),
+            )
+            .await?,
+        ),
+        (Some(_), None) => {
+            return Err("--postgres holds tenant quotas: give --tenant-rate too".into());
+        }
+        (None, _) => None,
+    };
+    let relay = Relay::start_with(cfg, permits, tenants)
         .await
         .map_err(|e| e.to_string())?;
     let stop = Arc::new(tokio::sync::Notify::new());

@@ -16,6 +16,9 @@ mod demo;
 #[path = "../examples/webhook_relay/receiver.rs"]
 #[allow(dead_code)]
 mod receiver;
+#[path = "../examples/webhook_relay/tenants.rs"]
+#[allow(dead_code)]
+mod tenants;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};

@@ -25,6 +25,7 @@ use dripfeed::global::PermitSource;
 
 use crate::budget::{ByteBudget, Ticket};
 use crate::dead_letter::FileSink;
+use crate::tenants::{TenantRefusal, TenantStore};
 
 /// Bodies above this are refused with 413.
 pub const MAX_BODY: usize = 1 << 20;
@@ -75,6 +76,8 @@ pub struct Relay {
     /// Delivery latencies (s) since the status line last read them.
     pub latencies: Arc<Mutex<Vec<f64>>>,
     pub cfg: RelayConfig,
+    /// Tenant quotas shared with other relays (`--postgres`); else local.
+    pub tenants: Option<Arc<dyn TenantStore>>,
 }
 
 /// POSTs each job to the downstream URL, same body and content type.
@@ -125,7 +128,7 @@ impl Relay {
     /// metrics recorder before calling this).
     #[allow(dead_code)] // the example calls start_with; tests/relay.rs calls this
     pub async fn start(cfg: RelayConfig) -> std::io::Result<Arc<Relay>> {
-        Self::start_with(cfg, None).await
+        Self::start_with(cfg, None, None).await
     }
 
     /// [`start`](Self::start), with deliveries also taking permits from a
@@ -133,6 +136,7 @@ impl Relay {
     pub async fn start_with(
         cfg: RelayConfig,
         permits: Option<Arc<dyn PermitSource>>,
+        tenants: Option<Arc<dyn TenantStore>>,
     ) -> std::io::Result<Arc<Relay>> {
         let sink = Arc::new(FileSink::open(cfg.dead_letter_file.clone()).await?);
         let latencies = Arc::new(Mutex::new(Vec::new()));
@@ -160,7 +164,7 @@ impl Relay {
                     eprintln!("dead-letter writer is gone: an evicted job was dropped");
                 }
             });
-        if let Some(quota) = cfg.tenant_quota {
+        if let (Some(quota), None) = (cfg.tenant_quota, &tenants) {
             builder = builder.per_key(100_000, quota);
         }
         if let Some(source) = permits {
@@ -177,6 +181,7 @@ impl Relay {
             answers: Answers::default(),
             latencies,
             cfg,
+            tenants,
         }))
     }
 
@@ -263,6 +268,39 @@ fn refused(relay: &Relay, r: Rejected<Job>) -> Response {
     problem(status, kind, detail, fields)
 }
 
+/// A refusal by the shared tenant store.
+fn tenant_refused(relay: &Relay, refusal: TenantRefusal) -> Response {
+    match refusal {
+        TenantRefusal::OverQuota { wait, limit } => {
+            bump(&relay.answers.quota_429);
+            let jittered = wait.as_secs_f64() * (1.0 + 0.2 * fastrand::f64());
+            let fields = vec![
+                (
+                    "retry-after",
+                    headers::retry_after(Duration::from_secs_f64(jittered.min(1e9))),
+                ),
+                ("ratelimit-policy", limit.policy_header()),
+                ("ratelimit", limit.header()),
+            ];
+            let detail = "this tenant is over its quota; retry later".to_owned();
+            problem(StatusCode::TOO_MANY_REQUESTS, "over-quota", detail, fields)
+        }
+        TenantRefusal::Invalid => {
+            let detail = "this webhook can never fit the tenant's quota".to_owned();
+            problem(StatusCode::BAD_REQUEST, "invalid", detail, Vec::new())
+        }
+        TenantRefusal::Unavailable(why) => {
+            let detail = format!("the tenant quota store is unavailable: {why}");
+            problem(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "unavailable",
+                detail,
+                Vec::new(),
+            )
+        }
+    }
+}
+
 async fn deliver(
     State(relay): State<Arc<Relay>>,
     headers_in: HeaderMap,
@@ -310,8 +348,19 @@ async fn deliver(
         received_unix_ms: unix_ms(),
         _ticket: ticket,
     };
-    let submitted = match (&relay.cfg.tenant_quota, job.tenant.clone()) {
-        (Some(_), Some(tenant)) => relay.throttle.try_submit_keyed(tenant, 1.0, job),
+    let submitted = match (&relay.tenants, &relay.cfg.tenant_quota, job.tenant.clone()) {
+        (Some(store), _, Some(tenant)) => {
+            // The shared quota first (429), then the local queue (503).
+            if let Err(refusal) = store.admit(&tenant).await {
+                return tenant_refused(&relay, refusal);
+            }
+            let submitted = relay.throttle.try_submit(job);
+            if submitted.is_err() {
+                store.refund(&tenant).await;
+            }
+            submitted
+        }
+        (None, Some(_), Some(tenant)) => relay.throttle.try_submit_keyed(tenant, 1.0, job),
         _ => relay.throttle.try_submit(job),
     };
     match submitted {
