@@ -172,11 +172,15 @@ async fn random_operations_agree_and_drained_rows_are_pruned() {
     assert!(boundary <= 10, "{boundary}");
 
     // Drained rows go: 40 idle keys, then admissions on one key prune them.
+    // They are written through a second handle whose quota drains a unit in
+    // 0.5 s, so no prune can take one before they are counted (at 40/s they
+    // would drain in 25 ms, faster than a loaded machine writes 40 rows).
+    let filler = buckets(&pg, "model", Quota::new(8.0, 2.0).unwrap(), 1).await;
     for i in 0..40 {
-        remote.try_admit(&format!("idle-{i}"), 1.0).await.unwrap();
+        filler.try_admit(&format!("idle-{i}"), 1.0).await.unwrap();
     }
     assert!(remote.rows().await.unwrap() >= 40);
-    sleep(Duration::from_millis(300)).await; // 8 units at 40/s: 200 ms
+    sleep(Duration::from_millis(600)).await; // 1 unit at 2/s: 500 ms
     let start = Instant::now();
     while remote.rows().await.unwrap() > 1 && start.elapsed() < Duration::from_secs(5) {
         let _ = remote.try_admit("busy", 0.5).await;
