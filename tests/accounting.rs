@@ -1,13 +1,15 @@
 //! Every submitted job ends in exactly one outcome (or is still queued or in
 //! flight), and `stats()` and the metrics agree with the caller's own count.
 
-use std::collections::HashMap;
+mod support;
+
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use dripfeed::{Admitted, Attempt, ChannelSink, Delivery, Outcome, Overflow, Throttle};
-use metrics_util::debugging::{DebugValue, DebuggingRecorder};
+use metrics_util::debugging::DebuggingRecorder;
 use proptest::prelude::*;
+use support::counters;
 
 /// Where the test saw each job go.
 #[derive(Default)]
@@ -18,23 +20,6 @@ struct Ledger {
     evicted: Vec<u64>,
     expired: Vec<u64>,
     failed: Vec<u64>,
-}
-
-fn counters(recorder: &DebuggingRecorder) -> HashMap<String, u64> {
-    let mut out = HashMap::new();
-    for (key, _, _, value) in recorder.snapshotter().snapshot().into_vec() {
-        if let DebugValue::Counter(v) = value {
-            let labels: Vec<String> = key
-                .key()
-                .labels()
-                .filter(|l| l.key() != "throttle")
-                .map(|l| l.value().to_string())
-                .collect();
-            let name = format!("{}{{{}}}", key.key().name(), labels.join(","));
-            *out.entry(name).or_default() += v;
-        }
-    }
-    out
 }
 
 fn run(seed: u64, policy: Overflow, steps: usize) {

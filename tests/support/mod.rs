@@ -9,9 +9,11 @@ pub mod postgres;
 pub mod redis;
 pub mod sim;
 
+use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 use dripfeed::{Attempt, Delivery, Downstream};
+use metrics_util::debugging::{DebugValue, DebuggingRecorder};
 use tokio::time::Instant;
 
 /// A downstream that records each job with the instant it was delivered.
@@ -61,4 +63,23 @@ pub async fn settle() {
     for _ in 0..20 {
         tokio::task::yield_now().await;
     }
+}
+
+/// Every counter's value, keyed `name{label values}` without the `throttle`
+/// label, from one snapshot (a snapshot drains what it reports).
+pub fn counters(recorder: &DebuggingRecorder) -> HashMap<String, u64> {
+    let mut out = HashMap::new();
+    for (key, _, _, value) in recorder.snapshotter().snapshot().into_vec() {
+        if let DebugValue::Counter(v) = value {
+            let labels: Vec<String> = key
+                .key()
+                .labels()
+                .filter(|l| l.key() != "throttle")
+                .map(|l| l.value().to_string())
+                .collect();
+            let name = format!("{}{{{}}}", key.key().name(), labels.join(","));
+            *out.entry(name).or_default() += v;
+        }
+    }
+    out
 }
