@@ -13,7 +13,8 @@ use std::net::TcpListener;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use dripfeed::global::{PermitSource, RedisConnection, RedisRate};
+use dripfeed::PermitSource;
+use dripfeed::global::{RedisConnection, RedisRate};
 
 const RUN: Duration = Duration::from_secs(3);
 /// Far above what one node can take: the bucket never limits, so the
@@ -65,7 +66,8 @@ async fn leasing(url: &str) -> Result<(f64, f64), Box<dyn std::error::Error>> {
     let mut taken = 0u64;
     while start.elapsed() < RUN {
         for _ in 0..1024 {
-            if fleet.try_take() {
+            if let Some(permit) = fleet.try_take() {
+                permit.spend();
                 taken += 1;
             } else {
                 fleet.ready().await;

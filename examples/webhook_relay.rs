@@ -176,10 +176,10 @@ fn spawn_status(relay: Arc<Relay>) {
                 |x: &std::sync::atomic::AtomicU64| x.load(std::sync::atomic::Ordering::Relaxed);
             let line = format!(
                 "depth {:>5}/{:<5} ({:>6} KiB) rate {:>6.1}/s p99 {:>7} delivered {:>7} | 503 full {} bytes {} | 429 {} | 413 {} | dead-lettered {}",
-                s.depth,
-                s.capacity,
+                s.depth(),
+                s.capacity(),
                 relay.budget.held() / 1024,
-                s.drain_rate,
+                s.drain_rate(),
                 p99.map_or("-".into(), |p| format!("{:.1}ms", p * 1000.0)),
                 s.delivered(),
                 load(&a.full_503),

@@ -3,16 +3,21 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::admission::{Admission, Entry, MAX_CAPACITY, Withdrawal};
 use crate::downstream::Downstream;
-use crate::drain::retry::RetryPolicy;
-use crate::drain::{Drain, DrainFuture, run};
+use crate::drain::retries::Retries;
+use crate::drain::task::{DrainParts, DrainTask};
+use crate::drain::{Drain, DrainFuture};
+use crate::endings::{Endings, Hook};
 use crate::error::BuildError;
-use crate::global::PermitSource;
+use crate::feedback::Feedback;
+use crate::inflight::InFlight;
 use crate::keyed::{KeyedBuckets, Quota};
 use crate::overflow::{DeadLetterSink, Overflow};
-use crate::queue::{Entry, MAX_CAPACITY};
+use crate::permits::PermitSource;
 use crate::rate::Aimd;
-use crate::shared::{Config, Hook, Shared, bound_for};
+use crate::retry::RetryPolicy;
+use crate::shared::{Config, Parts, Shared, bound_for};
 use crate::throttle::Throttle;
 
 /// The largest ring, in bytes, the builder agrees to allocate.
@@ -40,7 +45,7 @@ const MAX_RING_BYTES: u64 = 4 << 30;
 ///     .build(|_: &u64, _| async { Delivery::Done })
 ///     .unwrap();
 /// assert_eq!(throttle.capacity(), 400);
-/// assert_eq!(throttle.stats().ring_capacity, 800); // sized for max_rate
+/// assert_eq!(throttle.stats().ring_capacity(), 800); // sized for max_rate
 ///
 /// let err = Throttle::<u64>::builder().drain_rate(0.0).validate().unwrap_err();
 /// assert_eq!(err, BuildError::InvalidRate { what: "drain rate", value: 0.0 });
@@ -64,16 +69,8 @@ pub struct ThrottleBuilder<J> {
     adaptive: Option<Aimd>,
     per_key: Option<(usize, Quota)>,
     permits: Option<Arc<dyn PermitSource>>,
-    claim: Option<fn(&J) -> bool>,
+    withdrawal: Option<Withdrawal<J>>,
     retry: Option<RetryPolicy>,
-}
-
-/// What validation yields: the configuration, the rate and the ring size.
-pub(crate) struct Validated<J> {
-    cfg: Config<J>,
-    rate: f64,
-    ring: usize,
-    keyed: Option<KeyedBuckets<u64>>,
 }
 
 impl<J: Send + Sync + 'static> Default for ThrottleBuilder<J> {
@@ -105,7 +102,7 @@ impl<J: Send + Sync + 'static> ThrottleBuilder<J> {
             adaptive: None,
             per_key: None,
             permits: None,
-            claim: None,
+            withdrawal: None,
             retry: None,
         }
     }
@@ -223,7 +220,7 @@ impl<J: Send + Sync + 'static> ThrottleBuilder<J> {
     ///     .unwrap();
     /// assert_eq!(throttle.drain_rate(), 20.0);      // starts at the floor
     /// assert_eq!(throttle.capacity(), 40);          // 2 s × 20/s, and follows the rate
-    /// assert_eq!(throttle.stats().ring_capacity, 400); // allocated for the ceiling
+    /// assert_eq!(throttle.stats().ring_capacity(), 400); // allocated for the ceiling
     /// # }
     /// ```
     pub fn adaptive(mut self, aimd: Aimd) -> Self {
@@ -249,12 +246,12 @@ impl<J: Send + Sync + 'static> ThrottleBuilder<J> {
         self
     }
 
-    /// For [`Slots`](crate::Slots): tail-drop, a claim check on each popped
-    /// job, and a ring with room for withdrawn waiters the drain has not
-    /// skipped yet.
-    pub(crate) fn for_slots(mut self, claim: fn(&J) -> bool) -> Self {
+    /// For [`Slots`](crate::Slots): tail-drop, waiters that can be
+    /// withdrawn while queued, and a ring with room for withdrawn waiters
+    /// not yet skipped.
+    pub(crate) fn for_slots(mut self, withdrawal: Withdrawal<J>) -> Self {
         self.overflow = Overflow::TailDrop;
-        self.claim = Some(claim);
+        self.withdrawal = Some(withdrawal);
         self
     }
 
@@ -282,7 +279,7 @@ impl<J: Send + Sync + 'static> ThrottleBuilder<J> {
     /// throttle.try_submit(1).unwrap();
     /// tokio::time::sleep(Duration::from_secs(2)).await;
     /// let stats = throttle.stats();
-    /// assert_eq!((stats.delivered(), stats.retried, stats.emitted), (1, 2, 3));
+    /// assert_eq!((stats.delivered(), stats.retried(), stats.emitted()), (1, 2, 3));
     /// # }
     /// ```
     pub fn retries(mut self, policy: RetryPolicy) -> Self {
@@ -370,53 +367,6 @@ impl<J: Send + Sync + 'static> ThrottleBuilder<J> {
         Ok((rate, max_rate, bound as usize, ring as usize))
     }
 
-    fn into_validated(self) -> Result<Validated<J>, BuildError> {
-        let (rate, max_rate, bound, ring) = self.check()?;
-        // Withdrawn waiters keep their entry in the ring (not their place)
-        // until the drain skips them: give them as much room again.
-        let ring = match self.claim {
-            Some(_) => ring.saturating_mul(2).min(MAX_CAPACITY),
-            None => ring,
-        };
-        let keyed = match self.per_key {
-            Some((max_keys, quota)) => {
-                Some(KeyedBuckets::new(max_keys, quota).map_err(BuildError::Keyed)?)
-            }
-            None => None,
-        };
-        let cfg = Config {
-            name: self.name,
-            budget: match self.capacity {
-                Some(_) => None,
-                None => Some(self.budget.unwrap_or(Duration::from_secs(1))),
-            },
-            fixed_capacity: bound,
-            max_rate,
-            overflow: self.overflow,
-            sink: self.sink,
-            max_in_flight: self.max_in_flight as u32,
-            max_queue_wait_ns: self
-                .max_queue_wait
-                .map(|w| u64::try_from(w.as_nanos()).unwrap_or(u64::MAX)),
-            deliver_timeout: self.deliver_timeout,
-            shutdown_grace: self.shutdown_grace,
-            on_evicted: self.on_evicted,
-            on_expired: self.on_expired,
-            on_failed: self.on_failed,
-            adaptive: self.adaptive,
-            permits: self.permits,
-            claim: self.claim,
-            sample_deliveries: self.claim.is_none(),
-            retry: self.retry,
-        };
-        Ok(Validated {
-            cfg,
-            rate,
-            ring,
-            keyed,
-        })
-    }
-
     /// Builds the throttle and spawns its drain task on the current tokio
     /// runtime. The [`Drain`] handle may be dropped; the task runs on.
     pub fn build(
@@ -436,17 +386,60 @@ impl<J: Send + Sync + 'static> ThrottleBuilder<J> {
         self,
         downstream: impl Downstream<J>,
     ) -> Result<(Throttle<J>, DrainFuture<J>), BuildError> {
-        let Validated {
+        let (rate, max_rate, bound, ring) = self.check()?;
+        // Withdrawn waiters keep their entry in the ring (not their place)
+        // until they are skipped or purged: give them as much room again.
+        let ring = match self.withdrawal {
+            Some(_) => ring.saturating_mul(2).min(MAX_CAPACITY),
+            None => ring,
+        };
+        let keyed = match self.per_key {
+            Some((max_keys, quota)) => {
+                Some(KeyedBuckets::new(max_keys, quota).map_err(BuildError::Keyed)?)
+            }
+            None => None,
+        };
+        let cfg = Config {
+            budget: match self.capacity {
+                Some(_) => None,
+                None => Some(self.budget.unwrap_or(Duration::from_secs(1))),
+            },
+            fixed_capacity: bound,
+            max_rate,
+            overflow: self.overflow,
+            max_queue_wait_ns: self
+                .max_queue_wait
+                .map(|w| u64::try_from(w.as_nanos()).unwrap_or(u64::MAX)),
+            deliver_timeout: self.deliver_timeout,
+            shutdown_grace: self.shutdown_grace,
+            name: self.name.clone(),
+        };
+        let shared = Arc::new(Shared::new(Parts {
             cfg,
-            rate,
-            ring,
+            admission: Admission::new(ring, bound, self.withdrawal),
+            endings: Endings {
+                name: self.name,
+                sink: self.sink,
+                on_evicted: self.on_evicted,
+                on_expired: self.on_expired,
+                on_failed: self.on_failed,
+            },
             keyed,
-        } = self.into_validated()?;
-        let shared = Arc::new(Shared::new(cfg, rate, ring, keyed));
-        let future = DrainFuture::new(
-            Box::pin(run(shared.clone(), Arc::new(downstream))),
+            in_flight: InFlight::new(self.max_in_flight as u32),
+            feedback: self.adaptive.as_ref().map(|_| Feedback::new()),
+            retries: self.retry.map(|p| Retries::new(p, ring)),
+            rate,
+        }));
+        let task = DrainTask::new(
             shared.clone(),
+            Arc::new(downstream),
+            DrainParts {
+                adaptive: self.adaptive,
+                permits: self.permits,
+                report_deliveries: self.withdrawal.is_none(),
+            },
         );
+        let future = DrainFuture::new(Box::pin(task.run()), shared.clone());
         Ok((Throttle { shared }, future))
     }
 }

@@ -3,7 +3,8 @@
 use std::fmt;
 use std::time::Duration;
 
-use crate::headers::{RateLimit, scale, secs};
+use crate::headers::RateLimit;
+use crate::num::{secs, with_jitter};
 
 /// Why a [`ThrottleBuilder`](crate::ThrottleBuilder) refused its configuration.
 ///
@@ -116,6 +117,8 @@ impl std::error::Error for BuildError {}
 /// assert_eq!(Reason::Overloaded.status(), 503);
 /// assert_eq!(Reason::OverQuota.status(), 429);
 /// assert_eq!(Reason::Overloaded.as_str(), "overloaded");
+/// let down = Reason::Unavailable { cause: "store_down" };
+/// assert_eq!((down.status(), down.as_str()), (503, "store_down"));
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[non_exhaustive]
@@ -128,38 +131,35 @@ pub enum Reason {
     Closed,
     /// The job can never be admitted, e.g. a cost above the key's size (HTTP 400).
     Invalid,
+    /// Something the throttle depends on cannot serve now (HTTP 503): a
+    /// store that is down, a breaker that is open, a full journal. `cause`
+    /// names it, in lowercase snake case; it is the metric label.
+    Unavailable {
+        /// What is unavailable, e.g. `"store_down"`.
+        cause: &'static str,
+    },
 }
 
 impl Reason {
-    /// Every reason, in a fixed order (the metrics' label order).
-    pub const ALL: [Reason; 4] = [
-        Reason::Overloaded,
-        Reason::OverQuota,
-        Reason::Closed,
-        Reason::Invalid,
-    ];
-
     /// The HTTP status that fits this refusal.
     pub fn status(self) -> u16 {
         match self {
-            Reason::Overloaded | Reason::Closed => 503,
+            Reason::Overloaded | Reason::Closed | Reason::Unavailable { .. } => 503,
             Reason::OverQuota => 429,
             Reason::Invalid => 400,
         }
     }
 
-    /// The label value used in metrics (`overloaded`, `over_quota`, `closed`, `invalid`).
+    /// The `reason` label in metrics (`overloaded`, `over_quota`, `closed`,
+    /// `invalid`, or an unavailable cause).
     pub fn as_str(self) -> &'static str {
         match self {
             Reason::Overloaded => "overloaded",
             Reason::OverQuota => "over_quota",
             Reason::Closed => "closed",
             Reason::Invalid => "invalid",
+            Reason::Unavailable { cause } => cause,
         }
-    }
-
-    pub(crate) fn index(self) -> usize {
-        self as usize
     }
 }
 
@@ -267,9 +267,9 @@ impl<J> Rejected<J> {
                 rate,
                 jitter,
                 ..
-            } => Some(scale(
+            } => Some(with_jitter(
                 secs(depth as f64 / rate),
-                1.0 + 0.2 * f64::from(jitter),
+                f64::from(jitter),
             )),
             Hint::Known { wait, .. } => Some(wait),
         }
@@ -311,13 +311,7 @@ impl<J> Rejected<J> {
             Hint::None => None,
             Hint::Queue {
                 depth, bound, rate, ..
-            } => Some(RateLimit::new(
-                "queue",
-                bound as u64,
-                secs(bound as f64 / rate),
-                bound.saturating_sub(depth) as u64,
-                secs(depth as f64 / rate),
-            )),
+            } => Some(RateLimit::queue(depth, bound, rate)),
             Hint::Known { limit, .. } => limit,
         }
     }
@@ -339,6 +333,7 @@ impl<J> fmt::Display for Rejected<J> {
             Reason::OverQuota => write!(f, "job refused: key over quota")?,
             Reason::Closed => write!(f, "job refused: throttle closed")?,
             Reason::Invalid => write!(f, "job refused: cost can never be admitted")?,
+            Reason::Unavailable { cause } => write!(f, "job refused: unavailable ({cause})")?,
         }
         if let Some(wait) = self.retry_after() {
             write!(f, ", retry after {wait:?}")?;

@@ -7,6 +7,7 @@
 use std::time::Duration;
 
 use crate::error::Rejected;
+use crate::num::secs;
 
 /// A limit's state, as the `RateLimit` fields describe it.
 ///
@@ -47,6 +48,17 @@ impl RateLimit {
             remaining,
             reset,
         }
+    }
+
+    /// The shared queue's state: `depth` of `bound` places taken, drained at `rate`.
+    pub(crate) fn queue(depth: usize, bound: usize, rate: f64) -> Self {
+        RateLimit::new(
+            "queue",
+            bound as u64,
+            secs(bound as f64 / rate),
+            bound.saturating_sub(depth) as u64,
+            secs(depth as f64 / rate),
+        )
     }
 
     /// The policy's name (`"queue"` or `"key"`).
@@ -143,50 +155,4 @@ pub fn for_rejected<J>(rejected: &Rejected<J>) -> Vec<(&'static str, String)> {
         fields.push(("ratelimit", limit.header()));
     }
     fields
-}
-
-/// A wait hint with up to 20 % jitter added, so refused callers do not all
-/// come back at the same instant.
-pub(crate) fn jittered(wait: Duration) -> Duration {
-    scale(wait, 1.0 + 0.2 * fastrand::f64())
-}
-
-/// `d × factor`, saturating at `Duration::MAX` (`Duration::mul_f64` panics
-/// on overflow, and a tiny rate makes a huge wait).
-pub(crate) fn scale(d: Duration, factor: f64) -> Duration {
-    secs(d.as_secs_f64() * factor)
-}
-
-/// `secs` as a duration, saturating on NaN, negative or huge values.
-pub(crate) fn secs(secs: f64) -> Duration {
-    if secs.is_finite() && (0.0..1e12).contains(&secs) {
-        return Duration::from_secs_f64(secs);
-    }
-    Duration::try_from_secs_f64(secs).unwrap_or(if secs > 0.0 {
-        Duration::MAX
-    } else {
-        Duration::ZERO
-    })
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn jitter_stays_in_band() {
-        let base = Duration::from_secs(10);
-        for _ in 0..1000 {
-            let j = jittered(base);
-            assert!(j >= base && j <= base.mul_f64(1.2));
-        }
-    }
-
-    #[test]
-    fn secs_saturates() {
-        assert_eq!(secs(f64::NAN), Duration::ZERO);
-        assert_eq!(secs(-3.0), Duration::ZERO);
-        assert_eq!(secs(f64::INFINITY), Duration::MAX);
-        assert_eq!(secs(1.5), Duration::from_millis(1500));
-    }
 }

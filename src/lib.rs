@@ -57,20 +57,31 @@
     warn(clippy::unwrap_used, clippy::expect_used, clippy::panic)
 )]
 
+mod admission;
 mod builder;
+mod catch;
 mod clock;
 mod downstream;
 mod drain;
+mod endings;
 mod error;
+mod feedback;
 pub mod global;
 pub mod headers;
+mod ids;
+mod inflight;
 pub mod keyed;
+mod ledger;
 pub mod metrics;
+mod num;
 mod outcome;
 mod overflow;
 mod per_key;
-mod queue;
+mod permits;
 pub mod rate;
+mod refusals;
+mod reservations;
+mod retry;
 mod shared;
 mod slots;
 mod throttle;
@@ -79,8 +90,9 @@ pub mod tower;
 
 pub use builder::ThrottleBuilder;
 pub use downstream::{Attempt, Delivery, Downstream};
-pub use drain::retry::RetryPolicy;
 pub use drain::{Drain, DrainFuture, ShutdownReport};
+pub use permits::{Permit, PermitSource};
+pub use retry::RetryPolicy;
 pub use error::{BuildError, RateError, Reason, Rejected};
 pub use keyed::{KeyedBuckets, Quota};
 pub use outcome::{Outcome, Stats};

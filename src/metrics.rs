@@ -4,14 +4,13 @@
 //! `throttle = <name>`; nothing is ever labelled by key. Gauges are published
 //! by the drain on its wakes, not written by producers, and
 //! `leaky_bucket_admitted_total` is derived by the drain (jobs that left the
-//! ring plus the depth), so the admission path touches no metric at all
-//! unless it refuses.
+//! ring plus those in it), so the admission path touches no metric at all.
+//! Refusals are counted per producer thread and published with the gauges,
+//! when `stats()` is read, and after close.
 //!
 //! Install any `metrics` recorder (e.g. `metrics-exporter-prometheus`)
 //! *before* building a throttle: handles bind to the recorder present at
 //! build time.
-
-use std::time::Duration;
 
 use metrics::{
     Counter, Gauge, Histogram, Unit, counter, describe_counter, describe_gauge, describe_histogram,
@@ -110,7 +109,9 @@ pub(crate) struct Metrics {
     pub(crate) emitted: Counter,
     pub(crate) jobs: [Counter; 8],
     pub(crate) overflow: [Counter; 3],
-    pub(crate) rejected: [Counter; 4],
+    /// The fixed reasons' counters; an unavailable cause gets its own when first published.
+    pub(crate) rejected: Vec<(Reason, Counter)>,
+    name: String,
     pub(crate) expired: Counter,
     pub(crate) queue_wait: Histogram,
     pub(crate) delivery: Histogram,
@@ -134,18 +135,30 @@ impl Metrics {
                 .map(|o| counter!(JOBS, "throttle" => t.clone(), "outcome" => o.as_str())),
             overflow: Overflow::ALL
                 .map(|p| counter!(OVERFLOW, "throttle" => t.clone(), "policy" => p.as_str())),
-            rejected: Reason::ALL
-                .map(|r| counter!(REJECTED, "throttle" => t.clone(), "reason" => r.as_str())),
+            rejected: [
+                Reason::Overloaded,
+                Reason::OverQuota,
+                Reason::Closed,
+                Reason::Invalid,
+            ]
+            .into_iter()
+            .map(|r| (r, counter!(REJECTED, "throttle" => t.clone(), "reason" => r.as_str())))
+            .collect(),
+            name: t.clone(),
             expired: counter!(EXPIRED, "throttle" => t.clone()),
             queue_wait: histogram!(QUEUE_WAIT, "throttle" => t.clone()),
             delivery: histogram!(DELIVERY, "throttle" => t.clone()),
             delivery_failures: counter!(DELIVERY_FAILURES, "throttle" => t.clone()),
             keyed_buckets: gauge!(KEYED_BUCKETS, "throttle" => t.clone()),
-            keyed_evictions: counter!(KEYED_EVICTIONS, "throttle" => t),
+            keyed_evictions: counter!(KEYED_EVICTIONS, "throttle" => t.clone()),
         }
     }
 
-    pub(crate) fn record_wait(&self, wait: Duration) {
-        self.queue_wait.record(wait.as_secs_f64());
+    /// The refusal counter for `reason`.
+    pub(crate) fn rejected(&self, reason: Reason) -> Counter {
+        match self.rejected.iter().find(|(r, _)| *r == reason) {
+            Some((_, c)) => c.clone(),
+            None => counter!(REJECTED, "throttle" => self.name.clone(), "reason" => reason.as_str()),
+        }
     }
 }

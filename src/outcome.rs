@@ -5,8 +5,6 @@
 //! exactly one outcome, or is still queued, in flight (or waiting for a
 //! retry). [`Stats::submitted`] adds them all up.
 
-use std::sync::atomic::{AtomicU64, Ordering};
-
 use crate::error::Reason;
 use crate::overflow::Overflow;
 
@@ -70,34 +68,6 @@ impl Outcome {
     }
 }
 
-/// The shared counters. Producers touch only the refusal and overflow ones,
-/// and only when they refuse or overflow.
-#[derive(Default)]
-pub(crate) struct Counters {
-    pub(crate) outcomes: [AtomicU64; 8],
-    pub(crate) rejected: [AtomicU64; 4],
-    pub(crate) overflow: [AtomicU64; 3],
-    pub(crate) emitted: AtomicU64,
-    pub(crate) expired: AtomicU64,
-    pub(crate) delivery_failures: AtomicU64,
-    /// Jobs that left the ring: popped by the drain or evicted by head-drop.
-    pub(crate) left_ring: AtomicU64,
-    /// Deliveries running.
-    pub(crate) in_flight: AtomicU64,
-    /// Jobs waiting for a retry.
-    pub(crate) retry_wait: AtomicU64,
-    /// Retries scheduled.
-    pub(crate) retried: AtomicU64,
-}
-
-pub(crate) fn load(a: &AtomicU64) -> u64 {
-    a.load(Ordering::Relaxed)
-}
-
-pub(crate) fn bump(a: &AtomicU64) {
-    a.fetch_add(1, Ordering::Relaxed);
-}
-
 /// A snapshot of a throttle's counts and gauges.
 ///
 /// Counts are read one by one, so a snapshot taken while jobs move may be
@@ -123,43 +93,92 @@ pub(crate) fn bump(a: &AtomicU64) {
 /// # }
 /// ```
 #[derive(Debug, Clone, PartialEq)]
-#[non_exhaustive]
 pub struct Stats {
-    /// Jobs waiting in the ring (including pushes under way).
-    pub depth: u64,
-    /// The current admission bound.
-    pub capacity: u64,
-    /// The ring's allocated size (the bound at `max_rate`).
-    pub ring_capacity: u64,
-    /// The current drain rate, jobs per second.
-    pub drain_rate: f64,
-    /// Deliveries running.
-    pub in_flight: u64,
-    /// Jobs waiting for a retry (outside the ring).
-    pub retry_wait: u64,
-    /// Retries scheduled so far.
-    pub retried: u64,
-    /// Jobs admitted into the ring.
-    pub admitted: u64,
-    /// Jobs handed to the downstream (each attempt counts).
-    pub emitted: u64,
-    /// Terminal outcomes, indexed like [`Outcome::ALL`].
-    pub outcomes: [u64; 8],
-    /// Refusals by reason, indexed like [`Reason::ALL`].
-    pub rejected: [u64; 4],
-    /// Overflow events by policy, indexed like [`Overflow::ALL`].
-    pub overflow: [u64; 3],
-    /// Jobs found past their deadline.
-    pub expired: u64,
-    /// Failed delivery attempts (failures, timeouts, panics).
-    pub delivery_failures: u64,
-    /// Emission is paused.
-    pub paused: bool,
-    /// The throttle admits nothing more.
-    pub closed: bool,
+    pub(crate) depth: u64,
+    pub(crate) capacity: u64,
+    pub(crate) ring_capacity: u64,
+    pub(crate) drain_rate: f64,
+    pub(crate) in_flight: u64,
+    pub(crate) retry_wait: u64,
+    pub(crate) retried: u64,
+    pub(crate) admitted: u64,
+    pub(crate) emitted: u64,
+    /// Terminal outcomes, indexed like [`Outcome::ALL`]; `Refused` is the sum of `rejected`.
+    pub(crate) outcomes: [u64; 8],
+    pub(crate) rejected: Vec<(Reason, u64)>,
+    pub(crate) overflow: [u64; 3],
+    pub(crate) expired: u64,
+    pub(crate) delivery_failures: u64,
+    pub(crate) paused: bool,
+    pub(crate) closed: bool,
 }
 
 impl Stats {
+    /// Jobs waiting in the ring (including pushes under way).
+    pub fn depth(&self) -> u64 {
+        self.depth
+    }
+
+    /// The current admission bound.
+    pub fn capacity(&self) -> u64 {
+        self.capacity
+    }
+
+    /// The ring's allocated size (the bound at `max_rate`).
+    pub fn ring_capacity(&self) -> u64 {
+        self.ring_capacity
+    }
+
+    /// The current drain rate, jobs per second.
+    pub fn drain_rate(&self) -> f64 {
+        self.drain_rate
+    }
+
+    /// Deliveries running.
+    pub fn in_flight(&self) -> u64 {
+        self.in_flight
+    }
+
+    /// Jobs waiting for a retry (outside the ring).
+    pub fn retry_wait(&self) -> u64 {
+        self.retry_wait
+    }
+
+    /// Retries scheduled so far.
+    pub fn retried(&self) -> u64 {
+        self.retried
+    }
+
+    /// Jobs admitted into the ring.
+    pub fn admitted(&self) -> u64 {
+        self.admitted
+    }
+
+    /// Jobs handed to the downstream (each attempt counts).
+    pub fn emitted(&self) -> u64 {
+        self.emitted
+    }
+
+    /// Jobs found past their deadline.
+    pub fn expired(&self) -> u64 {
+        self.expired
+    }
+
+    /// Failed delivery attempts (failures, timeouts, panics).
+    pub fn delivery_failures(&self) -> u64 {
+        self.delivery_failures
+    }
+
+    /// Whether emission is paused.
+    pub fn is_paused(&self) -> bool {
+        self.paused
+    }
+
+    /// Whether the throttle admits nothing more.
+    pub fn is_closed(&self) -> bool {
+        self.closed
+    }
+
     /// Jobs that ended in `outcome`.
     pub fn outcome(&self, outcome: Outcome) -> u64 {
         self.outcomes[outcome.index()]
@@ -170,9 +189,18 @@ impl Stats {
         self.outcome(Outcome::Delivered)
     }
 
-    /// Refusals for `reason`.
+    /// Refusals for `reason` (0 for a reason never seen).
     pub fn rejected(&self, reason: Reason) -> u64 {
-        self.rejected[reason.index()]
+        self.rejected
+            .iter()
+            .find(|(r, _)| *r == reason)
+            .map_or(0, |(_, n)| *n)
+    }
+
+    /// Every reason refused so far with its count (the fixed reasons always,
+    /// then each unavailable cause seen).
+    pub fn rejections(&self) -> impl Iterator<Item = (Reason, u64)> + '_ {
+        self.rejected.iter().copied()
     }
 
     /// Overflow events under `policy`.
@@ -188,31 +216,5 @@ impl Stats {
     /// Every job ever passed to a submit call: finished, queued, in flight or waiting for a retry.
     pub fn submitted(&self) -> u64 {
         self.finished() + self.depth + self.in_flight + self.retry_wait
-    }
-}
-
-impl Counters {
-    pub(crate) fn outcome(&self, outcome: Outcome) {
-        bump(&self.outcomes[outcome.index()]);
-    }
-
-    pub(crate) fn snapshot_into(&self, stats: &mut Stats) {
-        for (dst, src) in stats.outcomes.iter_mut().zip(&self.outcomes) {
-            *dst = load(src);
-        }
-        for (dst, src) in stats.rejected.iter_mut().zip(&self.rejected) {
-            *dst = load(src);
-        }
-        // Refusals are counted once, by reason.
-        stats.outcomes[Outcome::Refused.index()] = stats.rejected.iter().sum();
-        for (dst, src) in stats.overflow.iter_mut().zip(&self.overflow) {
-            *dst = load(src);
-        }
-        stats.emitted = load(&self.emitted);
-        stats.expired = load(&self.expired);
-        stats.delivery_failures = load(&self.delivery_failures);
-        stats.in_flight = load(&self.in_flight);
-        stats.retry_wait = load(&self.retry_wait);
-        stats.retried = load(&self.retried);
     }
 }

@@ -3,9 +3,9 @@
 //!
 //! A key over its quota is refused with `OverQuota` (429) and the exact wait
 //! until this job's cost would fit; a full queue is refused with `Overloaded`
-//! (503). A job the queue refuses leaves no debt on its key: the place in the
-//! queue is reserved first and the key's debt committed only once the job
-//! will be queued (or deferred to the sink).
+//! (503). The key is charged first, then a place is taken (see
+//! `src/admission.rs` for the order); a job the queue refuses
+//! gives its key the cost back, so it leaves no debt.
 //!
 //! Keys are hashed to 64 bits with a per-throttle random seed before they
 //! reach the table, so any `Hash` type works and a table entry costs the same
@@ -15,10 +15,10 @@
 use std::hash::{BuildHasher, Hash};
 
 use crate::error::{Reason, Rejected};
-use crate::headers::{RateLimit, jittered};
+use crate::headers::RateLimit;
+use crate::num::jittered;
 use crate::keyed::{AdmitError, InvalidCost, KeyedBuckets, Quota, TooManyOverrides};
 use crate::overflow::Overflow;
-use crate::queue::Full;
 use crate::throttle::{Admitted, Throttle};
 
 impl<J: 'static> Throttle<J> {
@@ -61,43 +61,20 @@ impl<J: 'static> Throttle<J> {
         job: J,
     ) -> Result<Admitted, Rejected<J>> {
         let s = &*self.shared;
-        let Some(table) = &s.keyed else {
+        let Some(keyed) = &s.keyed else {
             return Err(s.refuse(job, Reason::Invalid));
         };
-        let k = s.key_hasher.hash_one(key);
-        match s.queue.try_reserve() {
-            Ok(was_empty) => match table.try_admit(&k, cost) {
-                Ok(_) => self.push(job, was_empty),
-                Err(e) => {
-                    s.queue.release();
-                    // A producer that reserved behind us saw a non-empty
-                    // queue and left waking the drain to us.
-                    if was_empty {
-                        s.wake.notify_one();
-                    }
-                    Err(refuse_key(self, table, k, job, e))
-                }
-            },
-            Err(Full::Closed) => Err(s.refuse(job, Reason::Closed)),
-            Err(Full::Bound) => {
-                if let Err(e) = table.can_admit(&k, cost) {
-                    return Err(refuse_key(self, table, k, job, e));
-                }
-                if s.cfg.overflow == Overflow::TailDrop {
-                    return self.overflow(job);
-                }
-                // Head-drop and dead-letter accept the job: it owes its cost.
-                if let Err(e) = table.try_admit(&k, cost) {
-                    return Err(refuse_key(self, table, k, job, e));
-                }
-                let outcome = self.overflow(job);
-                if outcome.is_err() {
-                    // Refused after all: give the cost back.
-                    let _ = table.settle(&k, cost, 0.0);
-                }
-                outcome
-            }
+        let k = keyed.hasher.hash_one(key);
+        // The key first (a 429 ends here), then a place; a queue that
+        // refuses gives the key its cost back.
+        if let Err(e) = keyed.table.try_admit(&k, cost) {
+            return Err(refuse_key(self, &keyed.table, k, job, e));
         }
+        let admitted = self.admit(job, None);
+        if admitted.is_err() {
+            let _ = keyed.table.settle(&k, cost, 0.0);
+        }
+        admitted
     }
 
     /// Whether a job for `key` at `cost` would be admitted now (by its key
@@ -120,13 +97,14 @@ impl<J: 'static> Throttle<J> {
     /// ```
     pub fn can_admit(&self, key: impl Hash, cost: f64) -> Result<(), Reason> {
         let s = &*self.shared;
-        let table = s.keyed.as_ref().ok_or(Reason::Invalid)?;
-        match table.can_admit(&s.key_hasher.hash_one(key), cost) {
+        let keyed = s.keyed.as_ref().ok_or(Reason::Invalid)?;
+        match keyed.table.can_admit(&keyed.hasher.hash_one(key), cost) {
             Err(AdmitError::OverQuota(_)) => Err(Reason::OverQuota),
             Err(_) => Err(Reason::Invalid),
-            Ok(()) if s.queue.is_closed() => Err(Reason::Closed),
+            Ok(()) if s.admission.is_closed() => Err(Reason::Closed),
             Ok(())
-                if s.queue.depth() >= s.queue.bound() && s.cfg.overflow == Overflow::TailDrop =>
+                if s.admission.depth() >= s.admission.bound()
+                    && s.cfg.overflow == Overflow::TailDrop =>
             {
                 Err(Reason::Overloaded)
             }
@@ -155,7 +133,7 @@ impl<J: 'static> Throttle<J> {
     pub fn settle(&self, key: impl Hash, estimated: f64, actual: f64) -> Result<f64, InvalidCost> {
         let s = &*self.shared;
         match &s.keyed {
-            Some(table) => table.settle(&s.key_hasher.hash_one(key), estimated, actual),
+            Some(k) => k.table.settle(&k.hasher.hash_one(key), estimated, actual),
             None => Ok(0.0),
         }
     }
@@ -165,21 +143,21 @@ impl<J: 'static> Throttle<J> {
         let s = &*self.shared;
         s.keyed
             .as_ref()
-            .map_or(0.0, |t| t.debt(&s.key_hasher.hash_one(key)))
+            .map_or(0.0, |k| k.table.debt(&k.hasher.hash_one(key)))
     }
 
     /// Gives `key` its own quota instead of the default.
     pub fn set_key_quota(&self, key: impl Hash, quota: Quota) -> Result<(), TooManyOverrides> {
         let s = &*self.shared;
         match &s.keyed {
-            Some(table) => table.set_quota(s.key_hasher.hash_one(key), quota),
+            Some(k) => k.table.set_quota(k.hasher.hash_one(key), quota),
             None => Ok(()),
         }
     }
 
     /// The per-key table (live buckets, evictions), if configured.
     pub fn keyed(&self) -> Option<&KeyedBuckets<u64>> {
-        self.shared.keyed.as_ref()
+        self.shared.keyed.as_ref().map(|k| &k.table)
     }
 }
 

@@ -9,7 +9,9 @@
 //!
 //! Cancel-safe: dropping a waiting `acquire` gives its place back at once
 //! (depth and Retry-After count live waiters only) and the drain skips the
-//! withdrawn waiter without spending a pacing slot on it.
+//! withdrawn waiter without spending a pacing slot on it. Withdrawn waiters
+//! that crowd the ring (many cancelled while the drain is paused) are purged
+//! when a new waiter needs their room.
 
 use std::future::Future;
 use std::hash::Hash;
@@ -21,13 +23,14 @@ use async_trait::async_trait;
 use tokio::sync::oneshot;
 use tokio::time::Instant;
 
+use crate::admission::Withdrawal;
 use crate::builder::ThrottleBuilder;
 use crate::downstream::{Attempt, Delivery, Downstream};
 use crate::drain::Drain;
-use crate::drain::adapt::Sample;
-use crate::drain::dispatch::Ended;
 use crate::error::{BuildError, RateError, Reason, Rejected};
-use crate::outcome::Stats;
+use crate::feedback::Ended;
+use crate::ledger::Event;
+use crate::outcome::{Outcome, Stats};
 use crate::throttle::Throttle;
 
 const WAITING: u8 = 0;
@@ -45,6 +48,11 @@ fn claim(w: &Waiter) -> bool {
     w.status
         .compare_exchange(WAITING, CLAIMED, Ordering::AcqRel, Ordering::Acquire)
         .is_ok()
+}
+
+/// Whether a waiter was withdrawn (its `acquire` dropped while queued).
+fn withdrawn(w: &Waiter) -> bool {
+    w.status.load(Ordering::Acquire) == WITHDRAWN
 }
 
 /// The slots' downstream: emitting a waiter grants it.
@@ -78,7 +86,9 @@ impl Drop for Withdraw<'_> {
             .compare_exchange(WAITING, WITHDRAWN, Ordering::AcqRel, Ordering::Acquire)
             .is_ok()
         {
-            self.throttle.shared.withdraw();
+            let shared = &self.throttle.shared;
+            shared.admission.withdrawn();
+            shared.ledger.record(Event::Finished(Outcome::Cancelled));
         }
     }
 }
@@ -128,13 +138,8 @@ impl Slot {
     /// (a 429 or 503 with `Retry-After`) counts as congestion. Without an
     /// adaptive drain this does nothing.
     pub fn report(self, outcome: Delivery) {
-        let shared = &self.throttle.shared;
-        if let Some(samples) = &shared.samples {
-            let _ = samples.push(Sample {
-                at: Instant::now(),
-                latency: self.granted.elapsed(),
-                ended: Ended::Answered(outcome),
-            });
+        if let Some(feedback) = &self.throttle.shared.feedback {
+            feedback.report(self.granted, Ended::Answered(outcome));
         }
     }
 }
@@ -143,7 +148,9 @@ impl ThrottleBuilder<Waiter> {
     /// Builds [`Slots`] and spawns their drain. The overflow policy is always
     /// tail-drop (a full queue refuses at once); hooks and sinks do not apply.
     pub fn build_slots(self) -> Result<(Slots, Drain<Waiter>), BuildError> {
-        let (throttle, drain) = self.for_slots(claim).build(Grant)?;
+        let (throttle, drain) = self
+            .for_slots(Withdrawal { claim, withdrawn })
+            .build(Grant)?;
         Ok((Slots { throttle }, drain))
     }
 }
@@ -189,7 +196,7 @@ impl Slots {
         match tokio::time::timeout(deadline, self.acquire()).await {
             Ok(granted) => granted,
             Err(_) => {
-                let wait = crate::headers::jittered(self.throttle.shared.queue_wait());
+                let wait = crate::num::jittered(self.throttle.shared.queue_wait());
                 let limit = self.throttle.shared.queue_limit();
                 Err(Rejected::new(
                     (),

@@ -1,33 +1,80 @@
 //! The handle: admission, runtime control and shutdown.
 
-use std::pin::pin;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
+use crate::admission::{Full, Place};
 use crate::builder::ThrottleBuilder;
 use crate::drain::ShutdownReport;
 use crate::error::{RateError, Reason, Rejected};
-use crate::outcome::Stats;
+use crate::ledger::Event;
+use crate::outcome::{Outcome, Stats};
 use crate::overflow::{DeadLetterReason, Overflow};
-use crate::queue::{Entry, Full};
 use crate::shared::Shared;
 
-/// How an admitted job was taken.
+/// An admitted job: its id, and whether it was queued or deferred to the
+/// dead-letter sink.
+///
+/// The id is given at admission, is unique across the throttles of a
+/// process and across restarts, and is the one every delivery attempt
+/// carries ([`Attempt::id`](crate::Attempt::id)): name the job by it in a
+/// 202 and in an idempotency key.
 ///
 /// ```
-/// use dripfeed::Admitted;
-/// assert_eq!(Admitted::Deferred.status(), 202);
+/// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+/// # async fn main() {
+/// use dripfeed::{Attempt, Delivery, Throttle};
+/// use std::sync::{Arc, Mutex};
+/// let seen = Arc::new(Mutex::new(Vec::new()));
+/// let ids = seen.clone();
+/// let (throttle, _drain) = Throttle::builder()
+///     .drain_rate(10.0)
+///     .build(move |_: &u8, attempt: Attempt| {
+///         ids.lock().unwrap().push(attempt.id());
+///         async { Delivery::Done }
+///     })
+///     .unwrap();
+/// let admitted = throttle.try_submit(1).unwrap();
+/// assert!(admitted.is_queued());
+/// assert_eq!(admitted.status(), 202);
+/// tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+/// assert_eq!(*seen.lock().unwrap(), vec![admitted.id()]);
+/// # }
 /// ```
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Admitted {
-    /// Queued for delivery.
-    Queued,
-    /// The queue was full and the dead-letter sink took the job for later replay.
-    Deferred,
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Admitted {
+    id: u64,
+    deferred: bool,
 }
 
 impl Admitted {
+    pub(crate) fn queued(id: u64) -> Self {
+        Admitted {
+            id,
+            deferred: false,
+        }
+    }
+
+    pub(crate) fn deferred(id: u64) -> Self {
+        Admitted { id, deferred: true }
+    }
+
+    /// The job's id.
+    pub fn id(self) -> u64 {
+        self.id
+    }
+
+    /// Queued for delivery.
+    pub fn is_queued(self) -> bool {
+        !self.deferred
+    }
+
+    /// The queue was full and the dead-letter sink took the job for later replay.
+    pub fn is_deferred(self) -> bool {
+        self.deferred
+    }
+
     /// The HTTP status for an accepted job (202: accepted for later processing).
     pub fn status(self) -> u16 {
         202
@@ -47,7 +94,7 @@ const HEAD_DROP_TRIES: usize = 64;
 /// ```
 /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
 /// # async fn main() {
-/// use dripfeed::{Admitted, Delivery, Outcome, Throttle};
+/// use dripfeed::{Delivery, Outcome, Throttle};
 /// use std::time::Duration;
 ///
 /// let (throttle, _drain) = Throttle::builder()
@@ -59,7 +106,7 @@ const HEAD_DROP_TRIES: usize = 64;
 ///     })
 ///     .unwrap();
 /// assert_eq!(throttle.capacity(), 400);
-/// assert_eq!(throttle.try_submit("https://example.test/hook".to_string()).unwrap(), Admitted::Queued);
+/// assert!(throttle.try_submit("https://example.test/hook".to_string()).unwrap().is_queued());
 /// let report = throttle.shutdown(Duration::from_secs(5)).await;
 /// assert_eq!(report.stats.outcome(Outcome::Delivered), 1);
 /// assert!(report.returned.is_empty());
@@ -166,12 +213,13 @@ impl<J: 'static> Throttle<J> {
         self.admit(job, Some(self.shared.clock.ns(deadline)))
     }
 
-    fn admit(&self, job: J, until: Option<u64>) -> Result<Admitted, Rejected<J>> {
+    /// The one admission path: a place, or the overflow policy at the bound.
+    pub(crate) fn admit(&self, job: J, until: Option<u64>) -> Result<Admitted, Rejected<J>> {
         let s = &*self.shared;
-        match s.queue.try_reserve() {
-            Ok(was_empty) => self.push_until(job, was_empty, until),
+        match s.admission.try_reserve() {
+            Ok(place) => self.queue(place, job, until),
             Err(Full::Closed) => Err(s.refuse(job, Reason::Closed)),
-            Err(Full::Bound) => self.overflow_until(job, until),
+            Err(Full::Bound) => self.overflow(job, until),
         }
     }
 
@@ -184,7 +232,7 @@ impl<J: 'static> Throttle<J> {
     /// ```
     /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
     /// # async fn main() {
-    /// use dripfeed::{Admitted, Delivery, Throttle};
+    /// use dripfeed::{Delivery, Throttle};
     /// use std::time::Duration;
     /// let (throttle, _drain) = Throttle::builder()
     ///     .drain_rate(10.0)
@@ -193,7 +241,7 @@ impl<J: 'static> Throttle<J> {
     ///     .unwrap();
     /// let start = tokio::time::Instant::now();
     /// for job in 0..5 {
-    ///     assert_eq!(throttle.submit(job).await.unwrap(), Admitted::Queued);
+    ///     assert!(throttle.submit(job).await.unwrap().is_queued());
     /// }
     /// // one place, drained at 10/s: the producer was held back to the drain rate
     /// assert!(start.elapsed() >= Duration::from_millis(300));
@@ -201,106 +249,76 @@ impl<J: 'static> Throttle<J> {
     /// ```
     pub async fn submit(&self, job: J) -> Result<Admitted, Rejected<J>> {
         let s = &*self.shared;
-        loop {
-            match s.queue.try_reserve() {
-                Ok(was_empty) => return self.push(job, was_empty),
-                Err(Full::Closed) => return Err(s.refuse(job, Reason::Closed)),
-                Err(Full::Bound) => {}
-            }
-            let (_waiter, notified) = s.wait_for_room();
-            let mut notified = pin!(notified);
-            notified.as_mut().enable();
-            // Room may have freed between the failed reservation and enabling.
-            match s.queue.try_reserve() {
-                Ok(was_empty) => return self.push(job, was_empty),
-                Err(Full::Closed) => return Err(s.refuse(job, Reason::Closed)),
-                Err(Full::Bound) => notified.await,
-            }
+        match s.admission.reserve().await {
+            Ok(place) => self.queue(place, job, None),
+            Err(_) => Err(s.refuse(job, Reason::Closed)),
         }
     }
 
-    /// Stamps a job: the real clock when it has a deadline or `precise` asks.
-    fn entry(&self, job: J, precise: bool, until: Option<u64>) -> Entry<J> {
+    /// Queues `job` in `place`.
+    fn queue(&self, place: Place<'_, J>, job: J, until: Option<u64>) -> Result<Admitted, Rejected<J>> {
         let s = &*self.shared;
-        let deadline = s.cfg.max_queue_wait_ns;
-        let admitted_ns = if precise || deadline.is_some() {
-            s.clock.precise()
-        } else {
-            s.clock.coarse()
-        };
-        let by_wait = deadline.map_or(u64::MAX, |w| admitted_ns.saturating_add(w));
-        Entry {
-            job,
-            admitted_ns,
-            deadline_ns: by_wait.min(until.unwrap_or(u64::MAX)),
-        }
-    }
-
-    /// Pushes into a reserved place and wakes the drain on the empty edge.
-    pub(crate) fn push(&self, job: J, was_empty: bool) -> Result<Admitted, Rejected<J>> {
-        self.push_until(job, was_empty, None)
-    }
-
-    fn push_until(
-        &self,
-        job: J,
-        was_empty: bool,
-        until: Option<u64>,
-    ) -> Result<Admitted, Rejected<J>> {
-        let s = &*self.shared;
-        match s.queue.push_reserved(self.entry(job, was_empty, until)) {
-            Ok(()) => {
-                if was_empty {
-                    s.wake.notify_one();
-                }
-                Ok(Admitted::Queued)
-            }
+        let entry = s.entry(job, place.is_first(), until);
+        let id = entry.id;
+        match place.push(entry) {
+            Ok(()) => Ok(Admitted::queued(id)),
             // Unreachable while the bound stays within the ring; refuse, never lose.
             Err(entry) => Err(s.refuse(entry.job, Reason::Overloaded)),
         }
     }
 
-    pub(crate) fn overflow(&self, job: J) -> Result<Admitted, Rejected<J>> {
-        self.overflow_until(job, None)
-    }
-
-    fn overflow_until(&self, job: J, until: Option<u64>) -> Result<Admitted, Rejected<J>> {
+    /// At the bound: the overflow policy decides.
+    fn overflow(&self, job: J, until: Option<u64>) -> Result<Admitted, Rejected<J>> {
         let s = &*self.shared;
         let policy = s.cfg.overflow;
-        s.overflowed(policy);
+        s.ledger.overflowed(policy, s.admission.depth());
         match policy {
-            Overflow::TailDrop => Err(s.refuse(job, Reason::Overloaded)),
-            Overflow::DeadLetter => match s.dead_letter(job, DeadLetterReason::Overflow) {
-                Ok(()) => Ok(Admitted::Deferred),
-                Err(job) => Err(s.refuse(job, Reason::Overloaded)),
-            },
+            Overflow::DeadLetter => self.defer(job),
             Overflow::HeadDrop => {
                 for _ in 0..HEAD_DROP_TRIES {
+                    // A place may have freed (or the queue closed) since the
+                    // bound was seen: that comes before evicting anyone.
+                    match s.admission.try_reserve() {
+                        Ok(place) => return self.queue(place, job, until),
+                        Err(Full::Closed) => return Err(s.refuse(job, Reason::Closed)),
+                        Err(Full::Bound) => {}
+                    }
                     // The oldest job's place becomes the newcomer's.
-                    if let Some(oldest) = s.queue.pop() {
-                        let pushed = s.queue.push_reserved(self.entry(job, false, until));
-                        s.evict(oldest.job);
-                        return match pushed {
-                            Ok(()) => Ok(Admitted::Queued),
-                            Err(entry) => Err(s.refuse(entry.job, Reason::Overloaded)),
-                        };
+                    if let Some((oldest, place)) = s.admission.pop() {
+                        let queued = self.queue(place, job, until);
+                        s.endings.evict(&s.ledger, oldest.job);
+                        return queued;
                     }
                     // The ring is momentarily empty (the drain popped, or a
-                    // push is under way): a place may have freed.
-                    match s.queue.try_reserve() {
-                        Ok(was_empty) => return self.push_until(job, was_empty, until),
-                        Err(Full::Closed) => return Err(s.refuse(job, Reason::Closed)),
-                        Err(Full::Bound) => std::hint::spin_loop(),
-                    }
+                    // push is under way).
+                    std::hint::spin_loop();
                 }
                 Err(s.refuse(job, Reason::Overloaded))
             }
+            _ => Err(s.refuse(job, Reason::Overloaded)),
+        }
+    }
+
+    /// Dead-letter overflow: the sink takes the job for later replay. A
+    /// panic in the sink propagates to this caller (it is the caller's own
+    /// code running on its own thread).
+    fn defer(&self, job: J) -> Result<Admitted, Rejected<J>> {
+        let s = &*self.shared;
+        let Some(sink) = &s.endings.sink else {
+            return Err(s.refuse(job, Reason::Overloaded));
+        };
+        match sink.try_offer(job, DeadLetterReason::Overflow) {
+            Ok(()) => {
+                s.ledger.record(Event::Finished(Outcome::DeadLettered));
+                Ok(Admitted::deferred(crate::ids::next()))
+            }
+            Err(job) => Err(s.refuse(job, Reason::Overloaded)),
         }
     }
 
     /// Jobs waiting in the queue (including pushes under way).
     pub fn depth(&self) -> usize {
-        self.shared.queue.depth()
+        self.shared.admission.depth()
     }
 
     /// The current admission bound: `ceil(latency_budget × drain_rate)`, or
@@ -355,7 +373,7 @@ impl<J: 'static> Throttle<J> {
 
     /// Whether the throttle admits nothing more.
     pub fn is_closed(&self) -> bool {
-        self.shared.queue.is_closed()
+        self.shared.admission.is_closed()
     }
 
     /// The throttle's name (its metrics label).

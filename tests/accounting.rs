@@ -6,7 +6,7 @@ mod support;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use dripfeed::{Admitted, Attempt, ChannelSink, Delivery, Outcome, Overflow, Throttle};
+use dripfeed::{Attempt, ChannelSink, Delivery, Outcome, Overflow, Throttle};
 use metrics_util::debugging::DebuggingRecorder;
 use proptest::prelude::*;
 use support::counters;
@@ -78,8 +78,8 @@ fn run(seed: u64, policy: Overflow, steps: usize) {
                         let job = submitted;
                         submitted += 1;
                         match throttle.try_submit(job) {
-                            Ok(Admitted::Queued) => {}
-                            Ok(Admitted::Deferred) => ledger.lock().unwrap().deferred += 1,
+                            Ok(a) if a.is_deferred() => ledger.lock().unwrap().deferred += 1,
+                            Ok(_) => {}
                             Err(r) => {
                                 assert_eq!(r.into_job(), job);
                                 ledger.lock().unwrap().refused += 1;
@@ -97,7 +97,7 @@ fn run(seed: u64, policy: Overflow, steps: usize) {
             if step % 10 == 0 {
                 let s = throttle.stats();
                 assert_eq!(s.submitted(), submitted, "mid-run identity at step {step}");
-                assert!(s.depth <= s.ring_capacity);
+                assert!(s.depth() <= s.ring_capacity());
             }
         }
         throttle.resume();
@@ -111,7 +111,7 @@ fn run(seed: u64, policy: Overflow, steps: usize) {
             dead += 1;
         }
         assert_eq!(s.submitted(), submitted);
-        assert_eq!((s.depth, s.in_flight), (0, 0), "nothing left behind");
+        assert_eq!((s.depth(), s.in_flight()), (0, 0), "nothing left behind");
         assert_eq!(s.outcome(Outcome::Refused), l.refused);
         assert_eq!(s.outcome(Outcome::Delivered), l.delivered.len() as u64);
         assert_eq!(s.outcome(Outcome::Evicted), l.evicted.len() as u64);
@@ -140,12 +140,12 @@ fn run(seed: u64, policy: Overflow, steps: usize) {
             let key = format!("leaky_bucket_jobs_total{{{}}}", o.as_str());
             assert_eq!(m.get(&key).copied().unwrap_or(0), s.outcome(o), "{key}");
         }
-        assert_eq!(m["leaky_bucket_emitted_total{}"], s.emitted);
-        assert_eq!(m["leaky_bucket_admitted_total{}"], s.admitted);
-        assert_eq!(m["leaky_bucket_expired_total{}"], s.expired);
+        assert_eq!(m["leaky_bucket_emitted_total{}"], s.emitted());
+        assert_eq!(m["leaky_bucket_admitted_total{}"], s.admitted());
+        assert_eq!(m["leaky_bucket_expired_total{}"], s.expired());
         assert_eq!(
             m["leaky_bucket_delivery_failures_total{}"],
-            s.delivery_failures
+            s.delivery_failures()
         );
         let overflow_key = format!("leaky_bucket_overflow_total{{{}}}", policy.as_str());
         assert_eq!(m[&overflow_key], s.overflow(policy));

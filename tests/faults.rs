@@ -39,13 +39,13 @@ async fn panics_failures_and_hangs_are_counted_and_the_drain_goes_on() {
     assert_eq!(calls.load(Ordering::Relaxed), 40, "every job was tried");
     let stats = throttle.stats();
     assert_eq!(stats.delivered(), 10);
-    assert_eq!(stats.delivery_failures, 30);
+    assert_eq!(stats.delivery_failures(), 30);
     assert_eq!(
         stats.outcome(Outcome::DeadLettered),
         30,
         "failed jobs are kept, not lost"
     );
-    assert_eq!(stats.in_flight, 0);
+    assert_eq!(stats.in_flight(), 0);
     let mut failed: Vec<u32> = Vec::new();
     while let Ok(letter) = letters.try_recv() {
         assert_eq!(letter.why, DeadLetterReason::Failed { attempts: 1 });
@@ -75,7 +75,7 @@ async fn the_drain_waits_when_every_delivery_slot_is_busy() {
     }
     sleep(Duration::from_millis(500)).await;
     let stats = throttle.stats();
-    assert_eq!((stats.in_flight, stats.depth), (2, 8));
+    assert_eq!((stats.in_flight(), stats.depth()), (2, 8));
     sleep(Duration::from_millis(4600)).await;
     assert_eq!(throttle.stats().delivered(), 10);
 }
@@ -100,7 +100,7 @@ async fn expired_jobs_take_no_slot_and_go_to_the_hook() {
     assert_eq!(rec.jobs(), vec![0, 1, 2]);
     assert_eq!(*expired.lock().unwrap(), (3..10).collect::<Vec<_>>());
     let stats = throttle.stats();
-    assert_eq!((stats.expired, stats.outcome(Outcome::Expired)), (7, 7));
+    assert_eq!((stats.expired(), stats.outcome(Outcome::Expired)), (7, 7));
     // expiry took no pacing slot: a fresh job goes out at once
     let before = rec.len();
     throttle.try_submit(50).unwrap();

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
-use dripfeed::global::PermitSource;
+use dripfeed::{Permit, PermitSource};
 use dripfeed::{Outcome, Throttle};
 use support::Recorder;
 use tokio::sync::Notify;
@@ -22,10 +22,11 @@ struct TenPerSecond {
 
 #[async_trait::async_trait]
 impl PermitSource for TenPerSecond {
-    fn try_take(&self) -> bool {
+    fn try_take(&self) -> Option<Permit<'_>> {
         self.pool
             .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| n.checked_sub(1))
-            .is_ok()
+            .ok()
+            .map(|_| Permit::new(self))
     }
     fn give_back(&self) {
         self.pool.fetch_add(1, Ordering::AcqRel);

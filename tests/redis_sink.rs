@@ -7,7 +7,7 @@ mod support;
 use std::time::Duration;
 
 use dripfeed::global::{RedisConnection, RedisStreamSink};
-use dripfeed::{Admitted, DeadLetterReason, DeadLetterSink, Delivery, Overflow, Throttle};
+use dripfeed::{DeadLetterReason, DeadLetterSink, Delivery, Overflow, Throttle};
 use support::Recorder;
 use support::redis::{RedisServer, available};
 
@@ -37,7 +37,7 @@ async fn overflow_goes_to_the_stream_and_redrive_takes_only_what_fits() {
     throttle.pause();
     let mut deferred = 0;
     for job in 0..20u32 {
-        if throttle.try_submit(job).unwrap() == Admitted::Deferred {
+        if throttle.try_submit(job).unwrap() .is_deferred() {
             deferred += 1;
         }
     }

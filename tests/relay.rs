@@ -89,7 +89,7 @@ async fn a_burst_ten_times_the_drain_rate_loses_nothing_and_says_when_to_retry()
         let (relay, worst, watching) = (relay.clone(), worst.clone(), watching.clone());
         tokio::spawn(async move {
             while watching.load(Ordering::Relaxed) {
-                worst.fetch_max(relay.throttle.stats().depth as usize, Ordering::Relaxed);
+                worst.fetch_max(relay.throttle.stats().depth() as usize, Ordering::Relaxed);
                 tokio::time::sleep(Duration::from_millis(2)).await;
             }
         })

@@ -30,7 +30,7 @@ async fn shutdown_drains_until_the_deadline_then_hands_back_the_rest() {
     assert_eq!(report.returned, (21..50).collect::<Vec<_>>());
     assert_eq!(report.stats.outcome(Outcome::Returned), 29);
     assert_eq!(report.stats.submitted(), 50);
-    assert!(report.stats.closed);
+    assert!(report.stats.is_closed());
     let refused = throttle.try_submit(99).unwrap_err();
     assert_eq!(
         (refused.reason(), refused.retry_after()),

@@ -89,7 +89,7 @@ async fn dropping_half_the_waiters_loses_no_slot_and_stalls_nothing() {
     let stats = slots.stats();
     assert_eq!(stats.outcome(Outcome::Delivered), 32);
     assert_eq!(stats.outcome(Outcome::Cancelled), 32);
-    assert_eq!(stats.emitted, 32);
+    assert_eq!(stats.emitted(), 32);
     assert_eq!(stats.submitted(), 64);
 }
 

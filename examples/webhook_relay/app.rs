@@ -16,12 +16,12 @@ use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use dripfeed::{
-    Admitted, Attempt, Delivery, Downstream, Overflow, Reason, Rejected, Throttle, headers,
+    Attempt, Delivery, Downstream, Overflow, Reason, Rejected, Throttle, headers,
 };
 use metrics_exporter_prometheus::PrometheusHandle;
 use serde_json::json;
 
-use dripfeed::global::PermitSource;
+use dripfeed::PermitSource;
 
 use crate::budget::{ByteBudget, Ticket};
 use crate::dead_letter::FileSink;
@@ -190,7 +190,7 @@ impl Relay {
         let until = tokio::time::Instant::now() + limit;
         while tokio::time::Instant::now() < until {
             let s = self.throttle.stats();
-            if s.depth == 0 && s.in_flight == 0 {
+            if s.depth() == 0 && s.in_flight() == 0 {
                 return;
             }
             tokio::time::sleep(Duration::from_millis(20)).await;
@@ -364,19 +364,19 @@ async fn deliver(
         _ => relay.throttle.try_submit(job),
     };
     match submitted {
-        Ok(Admitted::Queued) => {
-            bump(&relay.answers.queued);
+        Ok(admitted) => {
+            let status = if admitted.is_deferred() {
+                bump(&relay.answers.deferred);
+                "deferred"
+            } else {
+                bump(&relay.answers.queued);
+                "queued"
+            };
+            // The id the receiver sees as its idempotency-key.
+            let id = admitted.id().to_string();
             (
                 StatusCode::ACCEPTED,
-                axum::Json(json!({"status": "queued"})),
-            )
-                .into_response()
-        }
-        Ok(Admitted::Deferred) => {
-            bump(&relay.answers.deferred);
-            (
-                StatusCode::ACCEPTED,
-                axum::Json(json!({"status": "deferred"})),
+                axum::Json(json!({"status": status, "id": id})),
             )
                 .into_response()
         }

@@ -6,7 +6,7 @@
 use std::sync::Arc;
 
 use clap::{Args, ValueEnum};
-use dripfeed::global::PermitSource;
+use dripfeed::PermitSource;
 
 #[derive(Clone, Copy, Debug, ValueEnum)]
 pub enum FailureFlag {

@@ -1,32 +1,19 @@
 //! Adaptation: delivery tasks report each attempt's latency and ending
-//! through a bounded lock-free queue; the drain feeds them into the sliding
+//! through the [`Feedback`] queue; the drain feeds them into the sliding
 //! [`LatencyWindow`] and, once per interval, asks the [`Aimd`] controller for
 //! the next rate.
 
 use std::time::Duration;
 
-use crossbeam_queue::ArrayQueue;
 use tokio::time::Instant;
 
 use crate::downstream::Delivery;
-use crate::drain::dispatch::Ended;
+use crate::feedback::{Ended, Feedback};
 use crate::rate::{Aimd, LatencyWindow};
-
-/// Samples waiting for the drain; beyond this they are dropped (the window
-/// only needs a statistically useful share).
-pub(crate) const SAMPLE_QUEUE: usize = 8192;
 
 /// The sliding window's span and sub-windows.
 const WINDOW: Duration = Duration::from_secs(5);
 const SUB_WINDOWS: usize = 5;
-
-/// One finished attempt.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct Sample {
-    pub(crate) at: Instant,
-    pub(crate) latency: Duration,
-    pub(crate) ended: Ended,
-}
 
 /// The drain's adaptive state.
 pub(crate) struct Adapt {
@@ -47,7 +34,8 @@ impl Adapt {
         })
     }
 
-    /// The queue ran dry at a due instant since the last decision.
+    /// The queue ran dry at a due instant, or emission was paused, since
+    /// the last decision: no evidence for a higher rate.
     pub(crate) fn went_idle(&mut self) {
         self.went_idle = true;
     }
@@ -58,8 +46,8 @@ impl Adapt {
     }
 
     /// Moves reported samples into the window.
-    pub(crate) fn absorb(&mut self, samples: &ArrayQueue<Sample>) {
-        while let Some(s) = samples.pop() {
+    pub(crate) fn absorb(&mut self, feedback: &Feedback) {
+        while let Some(s) = feedback.pop() {
             match s.ended {
                 Ended::Answered(Delivery::Done) => self.window.record(s.at, s.latency),
                 Ended::Answered(Delivery::Retry { after: Some(hint) }) => {

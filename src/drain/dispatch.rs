@@ -2,47 +2,24 @@
 //!
 //! The task owns the job and lends it to the downstream, so whatever the
 //! downstream does (fail, hang past `deliver_timeout`, panic) the job is
-//! still here afterwards to be counted and put in its place.
+//! still here afterwards to be counted and put in its place: delivered,
+//! scheduled for a retry, or given up on.
 
-use std::future::Future;
-use std::panic::{AssertUnwindSafe, catch_unwind};
-use std::pin::Pin;
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
-use std::task::{Context, Poll};
+use std::time::Duration;
 
-use tokio::sync::OwnedSemaphorePermit;
 use tokio::time::Instant;
 
+use crate::admission::Entry;
+use crate::catch::CatchUnwind;
 use crate::downstream::{Attempt, Delivery, Downstream};
-use crate::drain::adapt::Sample;
-use crate::outcome::{Outcome, bump};
+use crate::feedback::Ended;
+use crate::inflight::InFlightPermit;
+use crate::ledger::Event;
+use crate::num::nanos;
+use crate::outcome::Outcome;
 use crate::overflow::DeadLetterReason;
 use crate::shared::Shared;
-
-/// How one attempt ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Ended {
-    Answered(Delivery),
-    TimedOut,
-    Panicked,
-}
-
-/// Polls a future, turning a panic into `Err(())`.
-struct CatchUnwind<F>(Pin<Box<F>>);
-
-impl<F: Future> Future for CatchUnwind<F> {
-    type Output = Result<F::Output, ()>;
-
-    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        let inner = self.0.as_mut();
-        match catch_unwind(AssertUnwindSafe(|| inner.poll(cx))) {
-            Ok(Poll::Ready(out)) => Poll::Ready(Ok(out)),
-            Ok(Poll::Pending) => Poll::Pending,
-            Err(_) => Poll::Ready(Err(())),
-        }
-    }
-}
 
 /// Runs one attempt: the downstream borrows the job; bounded by `timeout`;
 /// a panic (even one raised while creating the future) is caught.
@@ -50,7 +27,7 @@ pub(crate) async fn attempt<J: Sync + 'static>(
     downstream: &dyn Downstream<J>,
     job: &J,
     attempt: Attempt,
-    timeout: std::time::Duration,
+    timeout: Duration,
 ) -> Ended {
     let call = async { tokio::time::timeout(timeout, downstream.deliver(job, attempt)).await };
     match CatchUnwind(Box::pin(call)).await {
@@ -62,117 +39,84 @@ pub(crate) async fn attempt<J: Sync + 'static>(
 
 /// A job on its way to the downstream.
 pub(crate) struct Job<J> {
-    pub(crate) job: J,
-    pub(crate) id: u64,
+    pub(crate) entry: Entry<J>,
+    /// 1 for the first attempt.
     pub(crate) attempt: u32,
-    pub(crate) deadline_ns: u64,
 }
 
 /// Spawns one delivery attempt; the permit is held until it is accounted.
+/// `report` says whether the attempt feeds the adaptive window.
 pub(crate) fn spawn<J: Send + Sync + 'static>(
     shared: Arc<Shared<J>>,
     downstream: Arc<dyn Downstream<J>>,
     job: Job<J>,
-    permit: OwnedSemaphorePermit,
+    permit: InFlightPermit,
+    report: bool,
 ) {
-    bump(&shared.counters.in_flight);
     tokio::spawn(async move {
-        let Job {
-            job,
-            id,
-            attempt: number,
-            deadline_ns,
-        } = job;
+        let Job { entry, attempt: number } = job;
+        let s = &*shared;
         let started = Instant::now();
         let ended = attempt(
             &*downstream,
-            &job,
-            Attempt::new(id, number),
-            shared.cfg.deliver_timeout,
+            &entry.job,
+            Attempt::new(entry.id, number),
+            s.cfg.deliver_timeout,
         )
         .await;
-        let latency = started.elapsed();
-        shared.metrics.delivery.record(latency.as_secs_f64());
-        if let Some(samples) = shared
-            .samples
-            .as_ref()
-            .filter(|_| shared.cfg.sample_deliveries)
-        {
-            // Full: the window has plenty; dropping a sample loses no job.
-            let _ = samples.push(Sample {
-                at: Instant::now(),
-                latency,
-                ended,
-            });
+        s.ledger.record(Event::Attempted {
+            latency: started.elapsed(),
+            failed: !ended.is_done(),
+        });
+        if report && let Some(feedback) = &s.feedback {
+            feedback.report(started, ended);
         }
-        match ended {
-            Ended::Answered(Delivery::Done) => shared.finish(Outcome::Delivered),
-            failed => {
-                if failed == Ended::Panicked {
-                    tracing::error!(throttle = %shared.cfg.name, id, "delivery panicked");
-                }
-                bump(&shared.counters.delivery_failures);
-                shared.metrics.delivery_failures.increment(1);
-                if let Err(job) = retry(&shared, failed, job, id, number, deadline_ns) {
-                    shared.give_up(
-                        job,
-                        DeadLetterReason::Failed { attempts: number },
-                        Outcome::Failed,
-                    );
-                }
+        if ended.is_done() {
+            s.ledger.record(Event::Finished(Outcome::Delivered));
+        } else {
+            if ended == Ended::Panicked {
+                tracing::error!(throttle = %s.cfg.name, id = entry.id, "delivery panicked");
+            }
+            if let Err(entry) = retry(s, ended, entry, number) {
+                let why = DeadLetterReason::Failed { attempts: number };
+                s.endings.give_up(&s.ledger, entry.job, why, Outcome::Failed);
             }
         }
-        shared.counters.in_flight.fetch_sub(1, Ordering::Relaxed);
+        s.ledger.record(Event::Landed);
         drop(permit);
+        if s.closing_deadline().is_some() {
+            // A closing drain waits for the deliveries still running.
+            s.admission.wake_drain();
+        }
     });
 }
 
 /// Schedules another attempt when the failure is worth retrying and
-/// attempts remain; hands the job back otherwise (or when the delay
+/// attempts remain; hands the entry back otherwise (or when the delay
 /// structure is full).
-fn retry<J>(
-    shared: &Shared<J>,
-    ended: Ended,
-    job: J,
-    id: u64,
-    number: u32,
-    deadline_ns: u64,
-) -> Result<(), J> {
-    let Some(retries) = &shared.retries else {
-        return Err(job);
+fn retry<J>(s: &Shared<J>, ended: Ended, entry: Entry<J>, number: u32) -> Result<(), Entry<J>> {
+    let Some(retries) = &s.retries else {
+        return Err(entry);
     };
     let hint = match ended {
-        Ended::Answered(Delivery::Failed) => return Err(job), // not worth retrying
+        Ended::Answered(Delivery::Failed) => return Err(entry), // not worth retrying
         Ended::Answered(Delivery::Retry { after }) => after,
         _ => None,
     };
     if number >= retries.policy.max_attempts() {
-        return Err(job);
+        return Err(entry);
     }
     let delay = retries.policy.delay(number + 1, hint, fastrand::f64());
-    let due = shared
-        .clock
-        .ns(Instant::now())
-        .saturating_add(u64::try_from(delay.as_nanos()).unwrap_or(u64::MAX));
-    // Count it waiting before it stops counting in flight.
-    bump(&shared.counters.retry_wait);
-    match retries.push(job, id, number + 1, due, deadline_ns) {
-        Ok(()) => {
-            bump(&shared.counters.retried);
-            shared.wake.notify_one(); // the drain may be asleep with nothing else due
-            Ok(())
-        }
-        Err(job) => {
-            shared.counters.retry_wait.fetch_sub(1, Ordering::Relaxed);
-            Err(job)
-        }
-    }
+    let due = s.clock.ns(Instant::now()).saturating_add(nanos(delay));
+    retries.push(entry, number + 1, due)?;
+    s.ledger.record(Event::Retried);
+    s.admission.wake_drain(); // the drain may be asleep with nothing else due
+    Ok(())
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::time::Duration;
 
     #[tokio::test(start_paused = true)]
     async fn panics_and_hangs_become_endings() {

@@ -1,33 +1,21 @@
-//! The drain task: one task per throttle that pops jobs and emits them at the
-//! drain rate, and the handles to it.
-//!
-//! Each loop turn reads the clock once, publishes the gauges, then emits
-//! every job that is due (see [`pacer`]) as a spawned delivery (see
-//! [`dispatch`]). It then sleeps until the next due instant, or until woken:
-//! by the first job after the queue was empty, a rate change, pause/resume or
-//! shutdown. It never awaits user code.
+//! The drain: one task per throttle that pops jobs and emits them at the
+//! drain rate (the loop is [`task::DrainTask`]), and the handles to it.
 
 pub(crate) mod adapt;
 pub(crate) mod dispatch;
 pub(crate) mod pacer;
-pub(crate) mod retry;
+pub(crate) mod retries;
+pub(crate) mod task;
 
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 
-use tokio::sync::OwnedSemaphorePermit;
 use tokio::task::JoinHandle;
-use tokio::time::Instant;
 
-use crate::clock::COARSE_REFRESH;
-use crate::downstream::Downstream;
-use crate::outcome::{Outcome, Stats, bump};
-use crate::overflow::DeadLetterReason;
+use crate::outcome::Stats;
 use crate::shared::Shared;
-use adapt::Adapt;
-use pacer::{Pacer, TICK_NS, TIMER_SLACK_NS};
 
 /// What a shutdown hands back.
 ///
@@ -56,7 +44,8 @@ use pacer::{Pacer, TICK_NS, TIMER_SLACK_NS};
 pub struct ShutdownReport<J> {
     /// The final counts.
     pub stats: Stats,
-    /// Jobs still queued at the deadline that no dead-letter sink took, oldest first.
+    /// Jobs left at the deadline that no dead-letter sink took: those still
+    /// queued, oldest first, then those waiting for a retry, oldest first.
     pub returned: Vec<J>,
 }
 
@@ -102,7 +91,7 @@ impl<J: 'static> Drain<J> {
         let _ = self.handle.await;
         ShutdownReport {
             stats: self.shared.stats(),
-            returned: self.shared.wait_done_now(),
+            returned: self.shared.take_leftovers(),
         }
     }
 
@@ -163,307 +152,9 @@ impl<J: 'static> Future for DrainFuture<J> {
         match self.inner.as_mut().poll(cx) {
             Poll::Ready(()) => Poll::Ready(ShutdownReport {
                 stats: self.shared.stats(),
-                returned: self.shared.wait_done_now(),
+                returned: self.shared.take_leftovers(),
             }),
             Poll::Pending => Poll::Pending,
         }
     }
-}
-
-/// How often a paused drain wakes to publish its gauges, ns.
-const PAUSED_PUBLISH_NS: u64 = 250_000_000;
-
-/// What the drain waits for at the end of a turn.
-enum Wait {
-    /// The next due instant (or a coarse-clock refresh).
-    Timer(u64),
-    /// Jobs are due but every delivery slot is busy.
-    Permit,
-    /// The queue is empty.
-    Idle,
-    /// A reserved place's push is under way.
-    Yield,
-    /// Jobs are due but the shared permit source has none.
-    Global,
-}
-
-/// The drain task.
-pub(crate) async fn run<J: Send + Sync + 'static>(
-    shared: Arc<Shared<J>>,
-    downstream: Arc<dyn Downstream<J>>,
-) {
-    let s = &*shared;
-    let mut pacer = Pacer::new(s.rate());
-    let mut rate_seen = s.rate();
-    let mut idle = true;
-    // Whether the last wait was for a delivery slot or a shared permit.
-    let mut blocked = false;
-    let mut permit: Option<OwnedSemaphorePermit> = None;
-    let mut next_id: u64 = 0;
-    let mut adapt = s.cfg.adaptive.clone().and_then(Adapt::new);
-    if let Some(source) = &s.cfg.permits {
-        source.set_local_rate(rate_seen);
-    }
-    let sleep = tokio::time::sleep_until(Instant::now());
-    tokio::pin!(sleep);
-
-    loop {
-        let now_at = Instant::now();
-        let now = s.clock.ns(now_at);
-        s.clock.refresh(now);
-        s.publish();
-        s.check_overflow_ended();
-        if let (Some(a), Some(samples)) = (adapt.as_mut(), s.samples.as_ref()) {
-            a.absorb(samples);
-            if let Some((rate, pause)) = a.decide(now_at, s.rate()) {
-                // Closed or out of range: keep the rate; the controller clamps.
-                if s.set_rate(rate).is_ok() {
-                    follow_rate(s, &mut pacer, &mut rate_seen, rate);
-                }
-                if let Some(pause) = pause {
-                    tracing::info!(throttle = %s.cfg.name, ?pause, "downstream asked to pause");
-                    pacer.hold(now.saturating_add(pause.as_nanos() as u64));
-                }
-            }
-        }
-        let rate = s.rate();
-        if rate != rate_seen {
-            follow_rate(s, &mut pacer, &mut rate_seen, rate);
-        }
-        let closing = s.closing_deadline();
-        if let Some(deadline) = closing
-            && (now >= deadline
-                || (s.queue.depth() == 0 && s.retries.as_ref().is_none_or(|r| r.len() == 0)))
-        {
-            break;
-        }
-
-        let wait = if s.is_paused() {
-            idle = true;
-            // Wake now and then to publish the gauges while paused.
-            Wait::Timer(now.saturating_add(PAUSED_PUBLISH_NS))
-        } else {
-            if idle {
-                pacer.restart(now);
-            } else {
-                pacer.clamp(now, if blocked { TICK_NS } else { TIMER_SLACK_NS });
-            }
-            emit_due(
-                &shared,
-                &downstream,
-                &mut pacer,
-                now,
-                &mut permit,
-                &mut next_id,
-                &mut idle,
-            )
-        };
-
-        if let Some(a) = adapt.as_mut() {
-            match wait {
-                Wait::Idle => a.went_idle(),
-                Wait::Permit => a.saturated(),
-                Wait::Timer(_) | Wait::Yield | Wait::Global => {}
-            }
-        }
-        blocked = matches!(wait, Wait::Permit | Wait::Global);
-        let deadline = closing.unwrap_or(u64::MAX);
-        match wait {
-            Wait::Yield => tokio::task::yield_now().await,
-            Wait::Idle if deadline == u64::MAX => s.wake.notified().await,
-            Wait::Idle | Wait::Timer(_) => {
-                let refresh = now.saturating_add(COARSE_REFRESH.as_nanos() as u64);
-                let due = match wait {
-                    Wait::Timer(due) => due.min(refresh),
-                    _ => u64::MAX,
-                };
-                sleep.as_mut().reset(s.clock.instant(due.min(deadline)));
-                tokio::select! {
-                    () = &mut sleep => {}
-                    () = s.wake.notified() => {}
-                }
-            }
-            Wait::Global => {
-                let Some(source) = s.cfg.permits.as_ref() else {
-                    continue;
-                };
-                sleep.as_mut().reset(s.clock.instant(deadline));
-                tokio::select! {
-                    () = source.ready() => {}
-                    () = s.wake.notified() => {}
-                    () = &mut sleep, if deadline != u64::MAX => {}
-                }
-            }
-            Wait::Permit => {
-                sleep.as_mut().reset(s.clock.instant(deadline));
-                tokio::select! {
-                    got = s.sem.clone().acquire_owned() => permit = got.ok(),
-                    () = s.wake.notified() => {}
-                    () = &mut sleep, if deadline != u64::MAX => {}
-                }
-            }
-        }
-    }
-
-    drop(permit);
-    finish(&shared).await;
-}
-
-/// Emits every due job; says what to wait for next.
-fn emit_due<J: Send + Sync + 'static>(
-    shared: &Arc<Shared<J>>,
-    downstream: &Arc<dyn Downstream<J>>,
-    pacer: &mut Pacer,
-    now: u64,
-    permit: &mut Option<OwnedSemaphorePermit>,
-    next_id: &mut u64,
-    idle: &mut bool,
-) -> Wait {
-    let s = &**shared;
-    while pacer.is_due(now) {
-        let held = match permit.take() {
-            Some(p) => p,
-            None => match s.sem.clone().try_acquire_owned() {
-                Ok(p) => p,
-                Err(_) => return Wait::Permit,
-            },
-        };
-        let retry_due = s.retries.as_ref().is_some_and(|r| r.is_due(now));
-        if let Some(source) = &s.cfg.permits
-            && (retry_due || s.queue.depth() > 0)
-            && !source.try_take()
-        {
-            *permit = Some(held);
-            return Wait::Global;
-        }
-        // Due retries go first: they were admitted before anything queued now.
-        let job = match retry_due.then(|| s.retries.as_ref().and_then(|r| r.pop_due(now))) {
-            Some(Some(p)) => {
-                s.counters
-                    .retry_wait
-                    .fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
-                dispatch::Job {
-                    job: p.job,
-                    id: p.id,
-                    attempt: p.attempt,
-                    deadline_ns: p.deadline_ns,
-                }
-            }
-            _ => {
-                let Some(entry) = s.queue.pop() else {
-                    give_back(s);
-                    *permit = Some(held);
-                    if s.queue.depth() > 0 {
-                        return Wait::Yield;
-                    }
-                    *idle = true;
-                    return match s.retries.as_ref().and_then(|r| r.next_due()) {
-                        Some(due) => Wait::Timer(due),
-                        None => Wait::Idle,
-                    };
-                };
-                if let Some(claim) = s.cfg.claim
-                    && !claim(&entry.job)
-                {
-                    // Withdrawn while queued: its place is already free; no slot spent.
-                    give_back(s);
-                    *permit = Some(held);
-                    continue;
-                }
-                s.release_place();
-                s.metrics.record_wait(std::time::Duration::from_nanos(
-                    now.saturating_sub(entry.admitted_ns),
-                ));
-                *next_id += 1;
-                dispatch::Job {
-                    job: entry.job,
-                    id: *next_id - 1,
-                    attempt: 1,
-                    deadline_ns: entry.deadline_ns,
-                }
-            }
-        };
-        *idle = false;
-        if job.deadline_ns <= now {
-            // Expired: takes no pacing slot.
-            *permit = Some(held);
-            give_back(s);
-            bump(&s.counters.expired);
-            s.metrics.expired.increment(1);
-            s.give_up(job.job, DeadLetterReason::Expired, Outcome::Expired);
-            continue;
-        }
-        bump(&s.counters.emitted);
-        s.metrics.emitted.increment(1);
-        pacer.emitted(now);
-        dispatch::spawn(shared.clone(), downstream.clone(), job, held);
-    }
-    Wait::Timer(pacer.next_due())
-}
-
-/// Re-plans the schedule for a new rate, effective from the next emission.
-fn follow_rate<J>(s: &Shared<J>, pacer: &mut Pacer, rate_seen: &mut f64, rate: f64) {
-    pacer.set_rate(rate);
-    *rate_seen = rate;
-    if let Some(source) = &s.cfg.permits {
-        source.set_local_rate(rate);
-    }
-}
-
-/// Returns a permit taken for a job that was not emitted.
-fn give_back<J>(s: &Shared<J>) {
-    if let Some(source) = &s.cfg.permits {
-        source.give_back();
-    }
-}
-
-/// After the deadline (or once the queue is empty while closing): hands off
-/// what remains, waits for deliveries in flight, flushes the sink.
-async fn finish<J: Send + Sync + 'static>(shared: &Arc<Shared<J>>) {
-    let s = &**shared;
-    let mut returned = Vec::new();
-    // Closed: no new reservation can start, so this ends once the pushes under way land.
-    while s.queue.depth() > 0 {
-        match s.queue.pop() {
-            Some(entry) => {
-                if s.cfg.claim.is_some_and(|claim| !claim(&entry.job)) {
-                    continue; // withdrawn: its place and count are settled
-                }
-                s.release_place();
-                if let Err(job) = s.dead_letter(entry.job, DeadLetterReason::Shutdown) {
-                    s.finish(Outcome::Returned);
-                    // A waiter is handed back by dropping it: its caller gets `Closed`.
-                    if s.cfg.claim.is_none() {
-                        returned.push(job);
-                    }
-                }
-            }
-            None => tokio::task::yield_now().await,
-        }
-    }
-    // Every delivery holds a permit until it is accounted (or scheduled for a retry).
-    let _all = s.sem.acquire_many(s.cfg.max_in_flight).await;
-    if let Some(retries) = &s.retries {
-        for p in retries.take_all() {
-            s.counters
-                .retry_wait
-                .fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
-            if let Err(job) = s.dead_letter(p.job, DeadLetterReason::Shutdown) {
-                s.finish(Outcome::Returned);
-                returned.push(job);
-            }
-        }
-    }
-    if let Some(sink) = &s.cfg.sink {
-        sink.flush().await;
-    }
-    let stats = s.stats();
-    tracing::info!(
-        throttle = %s.cfg.name,
-        delivered = stats.delivered(),
-        returned = returned.len(),
-        dead_lettered = stats.outcome(Outcome::DeadLettered),
-        "shutdown complete"
-    );
-    s.mark_done(returned);
 }

@@ -35,6 +35,9 @@ pub(crate) struct Pacer {
     frac: f64,
     interval: f64,
     last_emit: Option<u64>,
+    /// Nothing is emitted before this (a downstream-requested pause). Kept
+    /// apart from the schedule, so re-planning for a new rate cannot drop it.
+    hold_until: u64,
 }
 
 impl Pacer {
@@ -45,21 +48,27 @@ impl Pacer {
             frac: 0.0,
             interval: interval_ns(rate),
             last_emit: None,
+            hold_until: 0,
         }
     }
 
     /// When the next job is due, ns.
     pub(crate) fn next_due(&self) -> u64 {
-        self.next_due
+        self.next_due.max(self.hold_until)
     }
 
     pub(crate) fn is_due(&self, now: u64) -> bool {
-        self.next_due <= now
+        self.next_due() <= now
     }
 
     /// Records an emission and schedules the next one `1/R` after this one was due.
     pub(crate) fn emitted(&mut self, now: u64) {
         self.last_emit = Some(now);
+        if self.next_due < self.hold_until {
+            // The first emission after a hold: the schedule restarts there.
+            self.next_due = self.hold_until;
+            self.frac = 0.0;
+        }
         let step = self.interval + self.frac;
         let whole = step.floor();
         self.frac = step - whole;
@@ -86,10 +95,7 @@ impl Pacer {
 
     /// Emits nothing before `until` (the downstream asked for a pause).
     pub(crate) fn hold(&mut self, until: u64) {
-        if self.next_due < until {
-            self.next_due = until;
-            self.frac = 0.0;
-        }
+        self.hold_until = self.hold_until.max(until);
     }
 
     /// A new rate, effective from the next emission: due `1/R_new` after the
@@ -181,6 +187,18 @@ mod tests {
         assert_eq!(p.next_due(), 1_000_000_000);
         p.set_rate(100.0);
         assert_eq!(p.next_due(), 10_000_000);
+    }
+
+    #[test]
+    fn a_rate_change_keeps_a_hold() {
+        let mut p = Pacer::new(10.0);
+        p.emitted(0);
+        p.hold(10_000_000_000);
+        p.set_rate(5.0);
+        assert_eq!(p.next_due(), 10_000_000_000, "the hold outlives the new rate");
+        assert!(!p.is_due(9_999_999_999));
+        p.emitted(10_000_000_000);
+        assert_eq!(p.next_due(), 10_200_000_000, "then 1/R apart, no burst");
     }
 
     #[test]

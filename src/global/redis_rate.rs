@@ -8,7 +8,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 
 use super::Failure;
-use super::PermitSource;
+use crate::permits::{Permit, PermitSource};
 use super::conn::RedisConnection;
 use super::leaser::{self, Config, Inner};
 
@@ -171,7 +171,8 @@ impl RedisRate {
     /// ```no_run
     /// # #[tokio::main]
     /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
-    /// use dripfeed::global::{PermitSource, RedisConnection, RedisRate};
+    /// use dripfeed::PermitSource;
+    /// use dripfeed::global::{RedisConnection, RedisRate};
     /// let fleet = RedisRate::builder(RedisConnection::open("redis://127.0.0.1/")?, "k", 1e6).start()?;
     /// fleet.set_local_rate(50_000.0);
     /// assert_eq!(fleet.lease_size(), 500, "10 ms of work");
@@ -196,8 +197,8 @@ impl fmt::Debug for RedisRate {
 
 #[async_trait]
 impl PermitSource for RedisRate {
-    fn try_take(&self) -> bool {
-        self.inner.try_take()
+    fn try_take(&self) -> Option<Permit<'_>> {
+        self.inner.try_take().then(|| Permit::new(self))
     }
 
     fn give_back(&self) {

@@ -14,7 +14,7 @@ use tokio::sync::{Notify, mpsc};
 use super::conn::{RedisConnection, RedisError, bounded};
 use crate::error::BuildError;
 use crate::overflow::{DeadLetterReason, DeadLetterSink};
-use crate::throttle::{Admitted, Throttle};
+use crate::throttle::Throttle;
 
 /// Letters written per `XADD` pipeline.
 const BATCH: usize = 256;
@@ -244,7 +244,7 @@ impl<J: Send + 'static> RedisStreamSink<J> {
                 continue;
             }
             match throttle.try_submit(job) {
-                Ok(Admitted::Queued) => done.push(entry.id),
+                Ok(admitted) if admitted.is_queued() => done.push(entry.id),
                 Ok(_) => {
                     // Deferred: it went back to a dead-letter sink; this copy is done.
                     done.push(entry.id);

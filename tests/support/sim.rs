@@ -202,7 +202,7 @@ pub async fn run(s: &Scenario) -> Trace {
     trace.delivered = stats.delivered();
     trace.refused = stats.outcome(dripfeed::Outcome::Refused);
     trace.failed = stats.outcome(dripfeed::Outcome::Failed);
-    trace.left_waiting = stats.depth;
+    trace.left_waiting = stats.depth();
     trace.latencies = std::mem::take(&mut *latencies.lock().unwrap());
     throttle.shutdown(Duration::ZERO).await;
     trace

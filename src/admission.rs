@@ -1,0 +1,400 @@
+//! Admission: the one path every job takes into the ring, and the place
+//! guard it hands out.
+//!
+//! # The order of admission
+//!
+//! Every entry point (`try_submit`, `try_submit_until`, `submit`,
+//! `try_submit_keyed`, [`Slots`](crate::Slots)) takes the same steps, in
+//! this order:
+//!
+//! 1. the journal, when there is one (a later capability);
+//! 2. the key's budget: the key is charged first (a 429 ends here);
+//! 3. a place in the queue: [`Admission::try_reserve`] hands out a
+//!    [`Place`]; at the bound the overflow policy decides. If the queue
+//!    refuses, the key's charge is refunded.
+//!
+//! A store that needs a round trip is awaited in step 2, before any place is
+//! taken: a ring place is never held across an await.
+//!
+//! # Places
+//!
+//! A [`Place`] is `#[must_use]`, like tokio's `mpsc::Permit`:
+//! [`push`](Place::push) consumes it and queues the entry; dropping it gives
+//! the place back, wakes one `submit` waiting for room, and (on the empty
+//! edge, where a producer behind it left waking the drain to it) the drain.
+//! The drain's [`pop`](Admission::pop) hands out the popped entry's place
+//! with it: head-drop refills it with the newcomer, the drain drops it.
+//! Nothing releases a place by hand.
+
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+
+use crossbeam_queue::ArrayQueue;
+use tokio::sync::Notify;
+
+pub(crate) use crate::reservations::Full;
+use crate::reservations::Reservations;
+
+/// The largest ring the builder accepts, in jobs.
+pub(crate) const MAX_CAPACITY: usize = 1 << 28;
+
+/// A job in the ring, with its id and stamps.
+pub(crate) struct Entry<J> {
+    pub(crate) job: J,
+    /// Given at admission; the same on every attempt.
+    pub(crate) id: u64,
+    /// Admission time, ns since the throttle's epoch (coarse unless a deadline is set).
+    pub(crate) admitted_ns: u64,
+    /// Deadline, ns since the epoch; `u64::MAX` when the job has none.
+    pub(crate) deadline_ns: u64,
+}
+
+/// For queues whose entries can be withdrawn while queued ([`Slots`](crate::Slots)).
+pub(crate) struct Withdrawal<J> {
+    /// The drain's claim on a popped entry: `false` when it was withdrawn.
+    pub(crate) claim: fn(&J) -> bool,
+    /// Whether an entry was withdrawn (changes nothing).
+    pub(crate) withdrawn: fn(&J) -> bool,
+}
+
+impl<J> Clone for Withdrawal<J> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+
+impl<J> Copy for Withdrawal<J> {}
+
+pub(crate) struct Admission<J> {
+    ring: ArrayQueue<Entry<J>>,
+    places: Reservations,
+    withdrawal: Option<Withdrawal<J>>,
+    /// Entries that left the ring: popped, evicted or purged.
+    left: AtomicU64,
+    drain: Notify,
+    room: Notify,
+    room_waiters: AtomicUsize,
+    /// Serialises purges of withdrawn entries.
+    purge: Mutex<()>,
+}
+
+impl<J> Admission<J> {
+    /// A ring of `ring_capacity` entries admitting up to `bound` at once.
+    pub(crate) fn new(ring_capacity: usize, bound: usize, withdrawal: Option<Withdrawal<J>>) -> Self {
+        let ring_capacity = ring_capacity.max(1);
+        Admission {
+            ring: ArrayQueue::new(ring_capacity),
+            places: Reservations::new(bound.clamp(1, ring_capacity)),
+            withdrawal,
+            left: AtomicU64::new(0),
+            drain: Notify::new(),
+            room: Notify::new(),
+            room_waiters: AtomicUsize::new(0),
+            purge: Mutex::new(()),
+        }
+    }
+
+    /// Takes a place now, or says why not.
+    #[inline]
+    pub(crate) fn try_reserve(&self) -> Result<Place<'_, J>, Full> {
+        self.places.try_reserve().map(|first| Place {
+            adm: Some(self),
+            first,
+        })
+    }
+
+    /// Takes a place, waiting for room while the queue is at its bound.
+    /// Cancel-safe: a dropped wait holds no place. Fails only when closed.
+    pub(crate) async fn reserve(&self) -> Result<Place<'_, J>, Full> {
+        loop {
+            match self.try_reserve() {
+                Err(Full::Bound) => {}
+                done => return done,
+            }
+            let _waiting = RoomWaiter::new(&self.room_waiters);
+            let notified = self.room.notified();
+            tokio::pin!(notified);
+            notified.as_mut().enable();
+            // Room may have freed between the failed reservation and enabling.
+            match self.try_reserve() {
+                Err(Full::Bound) => notified.await,
+                done => return done,
+            }
+        }
+    }
+
+    /// Takes the oldest live entry, with its place. Withdrawn entries are
+    /// skipped (their places went back when they were withdrawn).
+    pub(crate) fn pop(&self) -> Option<(Entry<J>, Place<'_, J>)> {
+        loop {
+            let entry = self.ring.pop()?;
+            self.left.fetch_add(1, Ordering::Relaxed);
+            if self.withdrawal.is_some_and(|w| !(w.claim)(&entry.job)) {
+                continue;
+            }
+            let place = Place {
+                adm: Some(self),
+                first: false,
+            };
+            return Some((entry, place));
+        }
+    }
+
+    /// A queued entry was withdrawn by its caller: its place goes back now,
+    /// though the entry stays in the ring until it is popped or purged.
+    pub(crate) fn withdrawn(&self) {
+        self.give_back(false);
+    }
+
+    fn give_back(&self, wake_drain: bool) {
+        self.places.release();
+        if self.room_waiters.load(Ordering::SeqCst) > 0 {
+            self.room.notify_one();
+        }
+        if wake_drain {
+            self.drain.notify_one();
+        }
+    }
+
+    /// Pushes into a reserved place; when withdrawn entries crowd the ring,
+    /// purges them first.
+    fn push_entry(&self, entry: Entry<J>) -> Result<(), Entry<J>> {
+        match self.ring.push(entry) {
+            Err(entry) if self.withdrawal.is_some() => {
+                self.purge();
+                self.ring.push(entry)
+            }
+            pushed => pushed,
+        }
+    }
+
+    /// Takes the withdrawn entries out of the ring. Live entries go back in
+    /// their order (a push racing the purge may land among them). Live
+    /// entries never exceed the bound, which the ring holds, so this always
+    /// makes room when only withdrawn entries crowd it.
+    fn purge(&self) {
+        let Some(w) = self.withdrawal else { return };
+        let _one_at_a_time = self.purge.lock().unwrap_or_else(|p| p.into_inner());
+        let mut live = std::collections::VecDeque::new();
+        for _ in 0..self.ring.len() {
+            match self.ring.pop() {
+                Some(e) if (w.withdrawn)(&e.job) => {
+                    self.left.fetch_add(1, Ordering::Relaxed);
+                }
+                Some(e) => live.push_back(e),
+                None => break,
+            }
+        }
+        while let Some(e) = live.pop_front() {
+            if let Err(e) = self.ring.push(e) {
+                // Racing pushes filled the room: take one more from the head.
+                live.push_front(e);
+                match self.ring.pop() {
+                    Some(x) if (w.withdrawn)(&x.job) => {
+                        self.left.fetch_add(1, Ordering::Relaxed);
+                    }
+                    Some(x) => live.push_back(x),
+                    None => std::thread::yield_now(),
+                }
+            }
+        }
+    }
+
+    /// Live places taken: jobs queued plus pushes under way.
+    #[inline]
+    pub(crate) fn depth(&self) -> usize {
+        self.places.taken()
+    }
+
+    /// Entries admitted into the ring so far (exact when quiet).
+    pub(crate) fn admitted(&self) -> u64 {
+        self.left.load(Ordering::Relaxed) + self.ring.len() as u64
+    }
+
+    pub(crate) fn bound(&self) -> usize {
+        self.places.bound()
+    }
+
+    /// Sets the admission bound, within [1, ring capacity]; wakes `submit`s
+    /// waiting for room when it grows.
+    pub(crate) fn set_bound(&self, bound: usize) {
+        let old = self.places.bound();
+        self.places.set_bound(bound.clamp(1, self.ring.capacity()));
+        if self.places.bound() > old {
+            self.room.notify_waiters();
+        }
+    }
+
+    pub(crate) fn ring_capacity(&self) -> usize {
+        self.ring.capacity()
+    }
+
+    /// Admits nothing more; wakes the drain and every waiting `submit`.
+    pub(crate) fn close(&self) {
+        self.places.close();
+        self.drain.notify_one();
+        self.room.notify_waiters();
+    }
+
+    pub(crate) fn is_closed(&self) -> bool {
+        self.places.is_closed()
+    }
+
+    /// Wakes the drain (a rate change, pause, a retry scheduled, …).
+    pub(crate) fn wake_drain(&self) {
+        self.drain.notify_one();
+    }
+
+    /// What the drain sleeps on.
+    pub(crate) fn drain_wakeups(&self) -> &Notify {
+        &self.drain
+    }
+}
+
+/// A place in the queue: [`push`](Self::push) an entry into it, or drop it
+/// to give it back.
+#[must_use = "a place dropped unused is given back"]
+pub(crate) struct Place<'a, J> {
+    adm: Option<&'a Admission<J>>,
+    /// Taken on the empty edge: the drain may be asleep, and it is this
+    /// place's duty to wake it.
+    first: bool,
+}
+
+impl<J> Place<'_, J> {
+    /// Whether the queue was empty when this place was taken.
+    pub(crate) fn is_first(&self) -> bool {
+        self.first
+    }
+
+    /// Queues `entry` in this place. Hands the entry back (and the place)
+    /// only if the ring has no room, which the bound rules out.
+    pub(crate) fn push(mut self, entry: Entry<J>) -> Result<(), Entry<J>> {
+        let Some(adm) = self.adm else {
+            return Err(entry);
+        };
+        adm.push_entry(entry)?;
+        self.adm = None;
+        if self.first {
+            adm.drain.notify_one();
+        }
+        Ok(())
+    }
+}
+
+impl<J> Drop for Place<'_, J> {
+    fn drop(&mut self) {
+        if let Some(adm) = self.adm.take() {
+            adm.give_back(self.first);
+        }
+    }
+}
+
+/// Counts a `submit` waiting for room while it lives.
+struct RoomWaiter<'a>(&'a AtomicUsize);
+
+impl<'a> RoomWaiter<'a> {
+    fn new(count: &'a AtomicUsize) -> Self {
+        count.fetch_add(1, Ordering::SeqCst);
+        RoomWaiter(count)
+    }
+}
+
+impl Drop for RoomWaiter<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn entry(job: u32) -> Entry<u32> {
+        Entry {
+            job,
+            id: u64::from(job),
+            admitted_ns: 0,
+            deadline_ns: u64::MAX,
+        }
+    }
+
+    #[test]
+    fn a_dropped_place_goes_back_and_a_pushed_one_stays() {
+        let adm = Admission::new(4, 2, None);
+        let a = adm.try_reserve();
+        assert!(a.as_ref().is_ok_and(|p| p.is_first()));
+        drop(a);
+        assert_eq!(adm.depth(), 0);
+        let pushed = adm.try_reserve().map(|p| p.push(entry(1)).is_ok());
+        assert_eq!(pushed, Ok(true));
+        assert_eq!((adm.depth(), adm.admitted()), (1, 1));
+        let held = adm.try_reserve();
+        assert!(held.as_ref().is_ok_and(|p| !p.is_first()));
+        assert!(matches!(adm.try_reserve(), Err(Full::Bound)));
+        drop(held);
+        let (popped, place) = adm.pop().map(|(e, p)| (e.job, p)).unzip();
+        assert_eq!(popped, Some(1));
+        assert_eq!(adm.depth(), 1, "a popped entry keeps its place until it is dropped");
+        drop(place);
+        assert_eq!(adm.depth(), 0);
+        adm.close();
+        assert!(matches!(adm.try_reserve(), Err(Full::Closed)));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_dropped_place_wakes_a_waiting_reserve() {
+        let adm = std::sync::Arc::new(Admission::<u32>::new(1, 1, None));
+        let held = adm.try_reserve().map_err(|_| ()).map(|p| (p.is_first(), p));
+        let (first, place) = match held {
+            Ok(x) => x,
+            Err(()) => panic!("room"),
+        };
+        assert!(first);
+        let waiter = {
+            let adm = adm.clone();
+            tokio::spawn(async move { adm.reserve().await.is_ok() })
+        };
+        tokio::task::yield_now().await;
+        assert!(!waiter.is_finished());
+        drop(place);
+        assert_eq!(waiter.await.ok(), Some(true));
+    }
+
+    fn withdrawable() -> Withdrawal<std::sync::Arc<std::sync::atomic::AtomicBool>> {
+        Withdrawal {
+            claim: |w| !w.load(Ordering::Acquire),
+            withdrawn: |w| w.load(Ordering::Acquire),
+        }
+    }
+
+    #[test]
+    fn withdrawn_entries_are_purged_when_they_crowd_the_ring() {
+        use std::sync::Arc;
+        use std::sync::atomic::AtomicBool;
+        // Bound 2, ring 2: every withdrawn entry crowds the ring.
+        let adm = Admission::new(2, 2, Some(withdrawable()));
+        let mk = |id| Entry {
+            job: Arc::new(AtomicBool::new(false)),
+            id,
+            admitted_ns: 0,
+            deadline_ns: u64::MAX,
+        };
+        let mut flags = Vec::new();
+        for id in 0..10 {
+            let e = mk(id);
+            flags.push(e.job.clone());
+            let pushed = adm.try_reserve().map(|p| p.push(e).is_ok());
+            assert_eq!(pushed, Ok(true), "entry {id} finds room");
+            // Withdraw all but the first.
+            if id > 0 {
+                flags[id as usize].store(true, Ordering::Release);
+                adm.withdrawn();
+            }
+        }
+        assert_eq!(adm.depth(), 1);
+        assert_eq!(adm.pop().map(|(e, _)| e.id), Some(0), "the live one kept its turn");
+        assert!(adm.pop().is_none());
+        assert_eq!(adm.admitted(), 10);
+    }
+}

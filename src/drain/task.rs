@@ -1,0 +1,399 @@
+//! The drain task as a struct: the state only the drain touches (pacer,
+//! fleet permits, the adaptive controller, the idle edge, a spare delivery
+//! place) and one small method per step of a turn.
+//!
+//! Each turn reads the clock once, publishes the gauges, adapts the rate,
+//! then emits every job that is due (see [`pacer`](super::pacer)) as a
+//! delivery (see [`dispatch`](super::dispatch)). It then sleeps until the
+//! next due instant, or until woken: by the first job after the queue was
+//! empty, a rate change, pause/resume, a retry scheduled, a refusal to
+//! publish, or shutdown. It never awaits user code.
+
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::time::{Instant, Sleep};
+
+use crate::clock::COARSE_REFRESH;
+use crate::downstream::Downstream;
+use crate::endings::Offer;
+use crate::inflight::InFlightPermit;
+use crate::ledger::Event;
+use crate::num::nanos;
+use crate::outcome::Outcome;
+use crate::overflow::DeadLetterReason;
+use crate::permits::PermitSource;
+use crate::rate::Aimd;
+use crate::shared::Shared;
+
+use super::adapt::Adapt;
+use super::dispatch::{self, Job};
+use super::pacer::{Pacer, TICK_NS, TIMER_SLACK_NS};
+
+/// How often a paused drain wakes to publish its gauges, ns.
+const PAUSED_PUBLISH_NS: u64 = 250_000_000;
+
+/// What the drain waits for at the end of a turn.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Wait {
+    /// The next due instant.
+    Timer(u64),
+    /// Emission is paused: the next publish.
+    Paused(u64),
+    /// Jobs are due but every delivery place is taken.
+    Permit,
+    /// Nothing to emit.
+    Idle,
+    /// A reserved place's push is under way.
+    Yield,
+    /// Jobs are due but the shared permit source has none.
+    Global,
+}
+
+/// What the drain emits next.
+enum Next<J> {
+    Job(Job<J>, Option<Duration>),
+    Nothing(Wait),
+}
+
+/// What the drain owns besides the shared state, from the builder.
+pub(crate) struct DrainParts {
+    pub(crate) adaptive: Option<Aimd>,
+    pub(crate) permits: Option<Arc<dyn PermitSource>>,
+    /// Whether deliveries feed the adaptive window (granted slots report
+    /// their callers' calls instead).
+    pub(crate) report_deliveries: bool,
+}
+
+pub(crate) struct DrainTask<J> {
+    shared: Arc<Shared<J>>,
+    downstream: Arc<dyn Downstream<J>>,
+    permits: Option<Arc<dyn PermitSource>>,
+    report_deliveries: bool,
+    pacer: Pacer,
+    rate_seen: f64,
+    adapt: Option<Adapt>,
+    /// A delivery place kept from a turn that could not use it.
+    spare: Option<InFlightPermit>,
+    /// The queue ran dry (or emission was paused): restart the schedule.
+    idle: bool,
+    /// The last wait was for a delivery place or a fleet permit.
+    blocked: bool,
+}
+
+impl<J: Send + Sync + 'static> DrainTask<J> {
+    pub(crate) fn new(
+        shared: Arc<Shared<J>>,
+        downstream: Arc<dyn Downstream<J>>,
+        parts: DrainParts,
+    ) -> Self {
+        let rate = shared.rate();
+        if let Some(source) = &parts.permits {
+            source.set_local_rate(rate);
+        }
+        DrainTask {
+            shared,
+            downstream,
+            permits: parts.permits,
+            report_deliveries: parts.report_deliveries,
+            pacer: Pacer::new(rate),
+            rate_seen: rate,
+            adapt: parts.adaptive.and_then(Adapt::new),
+            spare: None,
+            idle: true,
+            blocked: false,
+        }
+    }
+
+    /// The task: turns until shutdown, then hands off what remains.
+    pub(crate) async fn run(mut self) {
+        let sleep = tokio::time::sleep_until(Instant::now());
+        tokio::pin!(sleep);
+        loop {
+            let now = self.begin_turn();
+            let closing = self.shared.closing_deadline();
+            if closing.is_some_and(|deadline| self.may_stop(now, deadline)) {
+                break;
+            }
+            let wait = self.plan(now);
+            self.note(wait);
+            self.wait(wait, now, closing, sleep.as_mut()).await;
+        }
+        self.spare = None;
+        self.finish().await;
+    }
+
+    /// Reads the clock, publishes, adapts and follows the rate.
+    fn begin_turn(&mut self) -> u64 {
+        let shared = self.shared.clone();
+        let s = &*shared;
+        let at = Instant::now();
+        let now = s.clock.ns(at);
+        s.clock.refresh(now);
+        s.publish();
+        if s.admission.depth() < s.admission.bound() {
+            s.ledger.room_again();
+        }
+        self.adapt(at, now);
+        let rate = s.rate();
+        if rate != self.rate_seen {
+            self.follow_rate(rate);
+        }
+        now
+    }
+
+    /// Feeds the adaptive controller and applies what it decides.
+    fn adapt(&mut self, at: Instant, now: u64) {
+        let shared = self.shared.clone();
+        let s = &*shared;
+        let Some(a) = self.adapt.as_mut() else {
+            return;
+        };
+        if let Some(feedback) = &s.feedback {
+            a.absorb(feedback);
+        }
+        let Some((rate, pause)) = a.decide(at, s.rate()) else {
+            return;
+        };
+        // Closed or out of range: keep the rate; the controller clamps.
+        if s.set_rate(rate).is_ok() {
+            self.follow_rate(rate);
+        }
+        if let Some(pause) = pause {
+            tracing::info!(throttle = %s.cfg.name, ?pause, "downstream asked to pause");
+            self.pacer.hold(now.saturating_add(nanos(pause)));
+        }
+    }
+
+    /// Re-plans the schedule for a new rate, effective from the next emission.
+    fn follow_rate(&mut self, rate: f64) {
+        self.pacer.set_rate(rate);
+        self.rate_seen = rate;
+        if let Some(source) = &self.permits {
+            source.set_local_rate(rate);
+        }
+    }
+
+    /// Closing: stop at the deadline, or once nothing is queued, waiting for
+    /// a retry or in flight (a delivery still running may schedule a retry).
+    fn may_stop(&self, now: u64, deadline: u64) -> bool {
+        let s = &*self.shared;
+        now >= deadline
+            || (s.admission.depth() == 0
+                && s.retries.as_ref().is_none_or(|r| r.len() == 0)
+                && s.ledger.in_flight() == 0)
+    }
+
+    /// Emits what is due; says what to wait for next.
+    fn plan(&mut self, now: u64) -> Wait {
+        if self.shared.is_paused() {
+            self.idle = true;
+            return Wait::Paused(now.saturating_add(PAUSED_PUBLISH_NS));
+        }
+        if self.idle {
+            self.pacer.restart(now);
+        } else {
+            let allowance = if self.blocked { TICK_NS } else { TIMER_SLACK_NS };
+            self.pacer.clamp(now, allowance);
+        }
+        self.emit_due(now)
+    }
+
+    /// Tells the controller what the turn saw.
+    fn note(&mut self, wait: Wait) {
+        if let Some(a) = self.adapt.as_mut() {
+            match wait {
+                Wait::Idle | Wait::Paused(_) => a.went_idle(),
+                Wait::Permit => a.saturated(),
+                Wait::Timer(_) | Wait::Yield | Wait::Global => {}
+            }
+        }
+        self.blocked = matches!(wait, Wait::Permit | Wait::Global);
+    }
+
+    /// Emits every due job.
+    fn emit_due(&mut self, now: u64) -> Wait {
+        let source = self.permits.clone();
+        while self.pacer.is_due(now) {
+            let shared = &self.shared;
+            let Some(place) = self.spare.take().or_else(|| shared.in_flight.try_acquire()) else {
+                return Wait::Permit;
+            };
+            let retry_due = shared.retries.as_ref().is_some_and(|r| r.is_due(now));
+            // A fleet permit, only when a job waits; dropped unspent, it goes back.
+            let permit = match &source {
+                Some(source) if retry_due || shared.admission.depth() > 0 => {
+                    match source.try_take() {
+                        Some(permit) => Some(permit),
+                        None => {
+                            self.spare = Some(place);
+                            return Wait::Global;
+                        }
+                    }
+                }
+                _ => None,
+            };
+            let (job, waited) = match self.next_job(now, retry_due) {
+                Next::Job(job, waited) => (job, waited),
+                Next::Nothing(wait) => {
+                    self.spare = Some(place);
+                    return wait;
+                }
+            };
+            self.idle = false;
+            if job.entry.deadline_ns <= now {
+                // Expired: takes no pacing slot (nor the permit).
+                self.spare = Some(place);
+                self.expire(job);
+                continue;
+            }
+            if let Some(permit) = permit {
+                permit.spend();
+            }
+            self.shared.ledger.record(Event::Emitted { waited });
+            self.pacer.emitted(now);
+            dispatch::spawn(
+                self.shared.clone(),
+                self.downstream.clone(),
+                job,
+                place,
+                self.report_deliveries,
+            );
+        }
+        Wait::Timer(self.pacer.next_due())
+    }
+
+    /// A due retry (they were admitted before anything queued now), else
+    /// the oldest queued job.
+    fn next_job(&mut self, now: u64, retry_due: bool) -> Next<J> {
+        let s = &*self.shared;
+        if retry_due && let Some(p) = s.retries.as_ref().and_then(|r| r.pop_due(now)) {
+            let job = Job {
+                entry: p.entry,
+                attempt: p.attempt,
+            };
+            return Next::Job(job, None);
+        }
+        match s.admission.pop() {
+            Some((entry, place)) => {
+                drop(place);
+                let waited = Duration::from_nanos(now.saturating_sub(entry.admitted_ns));
+                Next::Job(Job { entry, attempt: 1 }, Some(waited))
+            }
+            None if s.admission.depth() > 0 => Next::Nothing(Wait::Yield),
+            None => {
+                self.idle = true;
+                let next_retry = s.retries.as_ref().and_then(|r| r.next_due());
+                Next::Nothing(next_retry.map_or(Wait::Idle, Wait::Timer))
+            }
+        }
+    }
+
+    fn expire(&self, job: Job<J>) {
+        let s = &*self.shared;
+        s.ledger.record(Event::Expired);
+        s.endings
+            .give_up(&s.ledger, job.entry.job, DeadLetterReason::Expired, Outcome::Expired);
+    }
+
+    /// Sleeps until what `wait` names, a wake-up, or the closing deadline.
+    async fn wait(&mut self, wait: Wait, now: u64, closing: Option<u64>, mut sleep: Pin<&mut Sleep>) {
+        let s = &*self.shared;
+        let deadline = closing.unwrap_or(u64::MAX);
+        let woken = s.admission.drain_wakeups();
+        let until = match wait {
+            Wait::Yield => return tokio::task::yield_now().await,
+            Wait::Idle if deadline == u64::MAX => return woken.notified().await,
+            // The coarse clock is refreshed while jobs wait in the ring.
+            Wait::Timer(due) if s.admission.depth() > 0 => {
+                due.min(now.saturating_add(nanos(COARSE_REFRESH)))
+            }
+            Wait::Timer(due) | Wait::Paused(due) => due,
+            Wait::Idle | Wait::Permit | Wait::Global => u64::MAX,
+        };
+        let until = until.min(deadline);
+        sleep.as_mut().reset(s.clock.instant(until));
+        let timed = until != u64::MAX;
+        match wait {
+            Wait::Global => {
+                let Some(source) = self.permits.as_ref() else {
+                    return;
+                };
+                tokio::select! {
+                    () = source.ready() => {}
+                    () = woken.notified() => {}
+                    () = &mut sleep, if timed => {}
+                }
+            }
+            Wait::Permit => {
+                tokio::select! {
+                    got = s.in_flight.acquire() => self.spare = got,
+                    () = woken.notified() => {}
+                    () = &mut sleep, if timed => {}
+                }
+            }
+            _ => {
+                tokio::select! {
+                    () = &mut sleep => {}
+                    () = woken.notified() => {}
+                }
+            }
+        }
+    }
+
+    /// After the deadline (or once nothing is left while closing): hands
+    /// off what remains, waits for deliveries in flight, flushes the sink.
+    async fn finish(self) {
+        let s = &*self.shared;
+        let mut returned = Vec::new();
+        // Closed: no new place can be taken, so this ends once the pushes under way land.
+        while s.admission.depth() > 0 {
+            match s.admission.pop() {
+                Some((entry, place)) => {
+                    drop(place);
+                    self.hand_back(entry.job, &mut returned);
+                }
+                None => tokio::task::yield_now().await,
+            }
+        }
+        // Every delivery is accounted (or has scheduled its retry) before it lands.
+        while s.ledger.in_flight() > 0 {
+            let landed = s.admission.drain_wakeups().notified();
+            tokio::pin!(landed);
+            landed.as_mut().enable();
+            if s.ledger.in_flight() == 0 {
+                break;
+            }
+            landed.await;
+        }
+        if let Some(retries) = &s.retries {
+            for p in retries.take_all() {
+                self.hand_back(p.entry.job, &mut returned);
+            }
+        }
+        s.endings.flush().await;
+        let stats = s.stats();
+        tracing::info!(
+            throttle = %s.cfg.name,
+            delivered = stats.delivered(),
+            returned = returned.len(),
+            dead_lettered = stats.outcome(Outcome::DeadLettered),
+            "shutdown complete"
+        );
+        s.mark_done(returned);
+    }
+
+    /// A leftover at shutdown: to the sink, else back to the caller.
+    fn hand_back(&self, job: J, returned: &mut Vec<J>) {
+        let s = &*self.shared;
+        match s.endings.offer(&s.ledger, job, DeadLetterReason::Shutdown) {
+            Offer::Taken => {}
+            Offer::Lost => s.ledger.record(Event::Finished(Outcome::Returned)),
+            Offer::Refused(job) => {
+                s.ledger.record(Event::Finished(Outcome::Returned));
+                returned.push(job);
+            }
+        }
+    }
+}

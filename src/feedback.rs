@@ -1,0 +1,86 @@
+//! Feedback from deliveries to the drain: how each attempt ended and how long
+//! it took, passed through a bounded lock-free queue the drain empties into
+//! its latency window (see [`rate`](crate::rate)).
+
+use std::time::Duration;
+
+use crossbeam_queue::ArrayQueue;
+use tokio::time::Instant;
+
+use crate::downstream::Delivery;
+
+/// Samples waiting for the drain; beyond this they are dropped (the window
+/// only needs a statistically useful share, and dropping one loses no job).
+const SAMPLE_QUEUE: usize = 8192;
+
+/// How one attempt ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Ended {
+    /// The downstream answered.
+    Answered(Delivery),
+    /// It ran past `deliver_timeout`.
+    TimedOut,
+    /// It panicked.
+    Panicked,
+}
+
+impl Ended {
+    /// Whether the job was delivered.
+    pub(crate) fn is_done(self) -> bool {
+        self == Ended::Answered(Delivery::Done)
+    }
+}
+
+/// One finished attempt.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Sample {
+    pub(crate) at: Instant,
+    pub(crate) latency: Duration,
+    pub(crate) ended: Ended,
+}
+
+/// The queue of samples from deliveries (or granted slots) to the drain.
+pub(crate) struct Feedback {
+    samples: ArrayQueue<Sample>,
+}
+
+impl Feedback {
+    pub(crate) fn new() -> Self {
+        Feedback {
+            samples: ArrayQueue::new(SAMPLE_QUEUE),
+        }
+    }
+
+    /// Reports an attempt that started at `started` and ended now.
+    pub(crate) fn report(&self, started: Instant, ended: Ended) {
+        let at = Instant::now();
+        // Full: the window has plenty; dropping a sample loses no job.
+        let _ = self.samples.push(Sample {
+            at,
+            latency: at.saturating_duration_since(started),
+            ended,
+        });
+    }
+
+    /// Takes the oldest sample.
+    pub(crate) fn pop(&self) -> Option<Sample> {
+        self.samples.pop()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test(start_paused = true)]
+    async fn reports_latency_from_start() {
+        let fb = Feedback::new();
+        let started = Instant::now();
+        tokio::time::advance(Duration::from_millis(30)).await;
+        fb.report(started, Ended::TimedOut);
+        let s = fb.pop().map(|s| (s.latency, s.ended));
+        assert_eq!(s, Some((Duration::from_millis(30), Ended::TimedOut)));
+        assert!(fb.pop().is_none());
+        assert!(Ended::Answered(Delivery::Done).is_done());
+    }
+}

@@ -1,0 +1,217 @@
+//! The ledger: every count a throttle keeps, recorded into its counters and
+//! its metrics by one call per event, so the two cannot drift apart.
+//!
+//! Producers touch the ledger only when they refuse (see [`Refusals`]);
+//! gauges and the derived counters (admitted, refused) are published by the
+//! drain on its wakes, when `stats()` is read, and after close.
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::Duration;
+
+use crate::error::Reason;
+use crate::metrics::Metrics;
+use crate::outcome::{Outcome, Stats};
+use crate::overflow::Overflow;
+use crate::refusals::Refusals;
+
+/// Something that happened to a job.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) enum Event {
+    /// It reached its terminal outcome.
+    Finished(Outcome),
+    /// It was handed to the downstream; a first attempt carries its time in the queue.
+    Emitted { waited: Option<Duration> },
+    /// One attempt ended after `latency`.
+    Attempted { latency: Duration, failed: bool },
+    /// Its attempt is fully accounted (outcome or retry recorded): no longer in flight.
+    Landed,
+    /// It was found past its deadline.
+    Expired,
+    /// It was scheduled for another attempt.
+    Retried,
+}
+
+/// The state the gauges show, read by whoever publishes.
+pub(crate) struct Gauges {
+    pub(crate) depth: usize,
+    pub(crate) bound: usize,
+    pub(crate) capacity: usize,
+    pub(crate) ring_capacity: usize,
+    pub(crate) rate: f64,
+    pub(crate) admitted: u64,
+    pub(crate) retry_wait: u64,
+    pub(crate) paused: bool,
+    pub(crate) closed: bool,
+    /// Live buckets and evictions of the per-key table, if any.
+    pub(crate) keyed: Option<(usize, u64)>,
+}
+
+pub(crate) struct Ledger {
+    name: String,
+    outcomes: [AtomicU64; 8],
+    emitted: AtomicU64,
+    in_flight: AtomicU64,
+    expired: AtomicU64,
+    delivery_failures: AtomicU64,
+    retried: AtomicU64,
+    refusals: Refusals,
+    /// A refusal was counted since the last publish.
+    unpublished: AtomicBool,
+    /// Inside an overflow episode (for its start and end events).
+    overflowing: AtomicBool,
+    metrics: Metrics,
+}
+
+fn bump(a: &AtomicU64) {
+    a.fetch_add(1, Ordering::Relaxed);
+}
+
+fn load(a: &AtomicU64) -> u64 {
+    a.load(Ordering::Relaxed)
+}
+
+impl Ledger {
+    pub(crate) fn new(name: &str) -> Self {
+        Ledger {
+            name: name.to_owned(),
+            outcomes: Default::default(),
+            emitted: AtomicU64::new(0),
+            in_flight: AtomicU64::new(0),
+            expired: AtomicU64::new(0),
+            delivery_failures: AtomicU64::new(0),
+            retried: AtomicU64::new(0),
+            refusals: Refusals::new(),
+            unpublished: AtomicBool::new(false),
+            overflowing: AtomicBool::new(false),
+            metrics: Metrics::register(name),
+        }
+    }
+
+    /// Records `event` in the counters and the metrics.
+    pub(crate) fn record(&self, event: Event) {
+        let m = &self.metrics;
+        match event {
+            Event::Finished(Outcome::Refused) => {} // counted by reason, see `refused`
+            Event::Finished(outcome) => {
+                bump(&self.outcomes[outcome.index()]);
+                m.jobs[outcome.index()].increment(1);
+            }
+            Event::Emitted { waited } => {
+                bump(&self.in_flight);
+                bump(&self.emitted);
+                m.emitted.increment(1);
+                if let Some(waited) = waited {
+                    m.queue_wait.record(waited.as_secs_f64());
+                }
+            }
+            Event::Attempted { latency, failed } => {
+                m.delivery.record(latency.as_secs_f64());
+                if failed {
+                    bump(&self.delivery_failures);
+                    m.delivery_failures.increment(1);
+                }
+            }
+            Event::Landed => {
+                self.in_flight.fetch_sub(1, Ordering::Relaxed);
+            }
+            Event::Expired => {
+                bump(&self.expired);
+                m.expired.increment(1);
+            }
+            Event::Retried => {
+                bump(&self.retried);
+            }
+        }
+    }
+
+    /// Counts a refusal (producer-local). `true` when it is the first since
+    /// the last publish: the caller wakes the drain to publish it.
+    #[inline]
+    pub(crate) fn refused(&self, reason: Reason) -> bool {
+        self.refusals.refused(reason);
+        !self.unpublished.load(Ordering::Relaxed) && !self.unpublished.swap(true, Ordering::Relaxed)
+    }
+
+    /// Counts an overflow event; traces the start of an overflow episode.
+    #[inline]
+    pub(crate) fn overflowed(&self, policy: Overflow, depth: usize) {
+        self.refusals.overflowed(policy);
+        if !self.overflowing.load(Ordering::Relaxed)
+            && !self.overflowing.swap(true, Ordering::Relaxed)
+        {
+            tracing::warn!(throttle = %self.name, policy = policy.as_str(), depth, "overflow started");
+        }
+    }
+
+    /// Ends an overflow episode once there is room again (called by the drain).
+    pub(crate) fn room_again(&self) {
+        if self.overflowing.load(Ordering::Relaxed) && self.overflowing.swap(false, Ordering::Relaxed)
+        {
+            let total: u64 = self.refusals.overflow().iter().sum();
+            tracing::info!(throttle = %self.name, overflow_total = total, "overflow ended");
+        }
+    }
+
+    /// Deliveries running.
+    pub(crate) fn in_flight(&self) -> u64 {
+        load(&self.in_flight)
+    }
+
+    /// Publishes the gauges and every counter derived at read time.
+    pub(crate) fn publish(&self, g: &Gauges) {
+        let m = &self.metrics;
+        m.depth.set(g.depth as f64);
+        m.capacity.set(g.bound as f64);
+        m.rate.set(g.rate);
+        m.in_flight.set(self.in_flight() as f64);
+        m.admitted.absolute(g.admitted);
+        if let Some((live, evictions)) = g.keyed {
+            m.keyed_buckets.set(live as f64);
+            m.keyed_evictions.absolute(evictions);
+        }
+        self.publish_refusals();
+    }
+
+    /// Publishes the refusal and overflow counts.
+    pub(crate) fn publish_refusals(&self) {
+        self.unpublished.store(false, Ordering::Relaxed);
+        let m = &self.metrics;
+        let mut refused = 0;
+        for (reason, n) in self.refusals.rejected() {
+            refused += n;
+            m.rejected(reason).absolute(n);
+        }
+        m.jobs[Outcome::Refused.index()].absolute(refused);
+        for (i, n) in self.refusals.overflow().into_iter().enumerate() {
+            m.overflow[i].absolute(n);
+        }
+    }
+
+    /// A snapshot of the counts, with the gauges `g`.
+    pub(crate) fn snapshot(&self, g: &Gauges) -> Stats {
+        let rejected = self.refusals.rejected();
+        let mut outcomes = [0; 8];
+        for (dst, src) in outcomes.iter_mut().zip(&self.outcomes) {
+            *dst = load(src);
+        }
+        outcomes[Outcome::Refused.index()] = rejected.iter().map(|(_, n)| n).sum();
+        Stats {
+            depth: g.depth as u64,
+            capacity: g.capacity as u64,
+            ring_capacity: g.ring_capacity as u64,
+            drain_rate: g.rate,
+            in_flight: self.in_flight(),
+            retry_wait: g.retry_wait,
+            retried: load(&self.retried),
+            admitted: g.admitted,
+            emitted: load(&self.emitted),
+            outcomes,
+            rejected,
+            overflow: self.refusals.overflow(),
+            expired: load(&self.expired),
+            delivery_failures: load(&self.delivery_failures),
+            paused: g.paused,
+            closed: g.closed,
+        }
+    }
+}
