@@ -80,7 +80,11 @@ pub(crate) struct Admission<J> {
 
 impl<J> Admission<J> {
     /// A ring of `ring_capacity` entries admitting up to `bound` at once.
-    pub(crate) fn new(ring_capacity: usize, bound: usize, withdrawal: Option<Withdrawal<J>>) -> Self {
+    pub(crate) fn new(
+        ring_capacity: usize,
+        bound: usize,
+        withdrawal: Option<Withdrawal<J>>,
+    ) -> Self {
         let ring_capacity = ring_capacity.max(1);
         Admission {
             ring: ArrayQueue::new(ring_capacity),
@@ -335,7 +339,11 @@ mod tests {
         drop(held);
         let (popped, place) = adm.pop().map(|(e, p)| (e.job, p)).unzip();
         assert_eq!(popped, Some(1));
-        assert_eq!(adm.depth(), 1, "a popped entry keeps its place until it is dropped");
+        assert_eq!(
+            adm.depth(),
+            1,
+            "a popped entry keeps its place until it is dropped"
+        );
         drop(place);
         assert_eq!(adm.depth(), 0);
         adm.close();
@@ -393,7 +401,11 @@ mod tests {
             }
         }
         assert_eq!(adm.depth(), 1);
-        assert_eq!(adm.pop().map(|(e, _)| e.id), Some(0), "the live one kept its turn");
+        assert_eq!(
+            adm.pop().map(|(e, _)| e.id),
+            Some(0),
+            "the live one kept its turn"
+        );
         assert!(adm.pop().is_none());
         assert_eq!(adm.admitted(), 10);
     }

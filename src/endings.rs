@@ -42,7 +42,9 @@ impl<J: 'static> Endings<J> {
         let Some(sink) = &self.sink else {
             return Offer::Refused(job);
         };
-        match guarded(&self.name, "the dead-letter sink", || sink.try_offer(job, why)) {
+        match guarded(&self.name, "the dead-letter sink", || {
+            sink.try_offer(job, why)
+        }) {
             Some(Ok(())) => {
                 ledger.record(Event::Finished(Outcome::DeadLettered));
                 Offer::Taken

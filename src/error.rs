@@ -267,10 +267,7 @@ impl<J> Rejected<J> {
                 rate,
                 jitter,
                 ..
-            } => Some(with_jitter(
-                secs(depth as f64 / rate),
-                f64::from(jitter),
-            )),
+            } => Some(with_jitter(secs(depth as f64 / rate), f64::from(jitter))),
             Hint::Known { wait, .. } => Some(wait),
         }
     }

@@ -64,7 +64,10 @@ mod tests {
         let shared = budget.clone();
         let waiter = tokio::spawn(async move { shared.acquire().await.is_some() });
         tokio::task::yield_now().await;
-        assert!(!waiter.is_finished(), "a clone shares the budget: a and b hold it");
+        assert!(
+            !waiter.is_finished(),
+            "a clone shares the budget: a and b hold it"
+        );
         drop(b);
         assert_eq!(waiter.await.ok(), Some(true));
     }

@@ -145,7 +145,8 @@ impl Ledger {
 
     /// Ends an overflow episode once there is room again (called by the drain).
     pub(crate) fn room_again(&self) {
-        if self.overflowing.load(Ordering::Relaxed) && self.overflowing.swap(false, Ordering::Relaxed)
+        if self.overflowing.load(Ordering::Relaxed)
+            && self.overflowing.swap(false, Ordering::Relaxed)
         {
             let total: u64 = self.refusals.overflow().iter().sum();
             tracing::info!(throttle = %self.name, overflow_total = total, "overflow ended");

@@ -142,7 +142,12 @@ impl Metrics {
                 Reason::Invalid,
             ]
             .into_iter()
-            .map(|r| (r, counter!(REJECTED, "throttle" => t.clone(), "reason" => r.as_str())))
+            .map(|r| {
+                (
+                    r,
+                    counter!(REJECTED, "throttle" => t.clone(), "reason" => r.as_str()),
+                )
+            })
             .collect(),
             name: t.clone(),
             expired: counter!(EXPIRED, "throttle" => t.clone()),
@@ -158,7 +163,9 @@ impl Metrics {
     pub(crate) fn rejected(&self, reason: Reason) -> Counter {
         match self.rejected.iter().find(|(r, _)| *r == reason) {
             Some((_, c)) => c.clone(),
-            None => counter!(REJECTED, "throttle" => self.name.clone(), "reason" => reason.as_str()),
+            None => {
+                counter!(REJECTED, "throttle" => self.name.clone(), "reason" => reason.as_str())
+            }
         }
     }
 }

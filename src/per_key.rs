@@ -16,8 +16,8 @@ use std::hash::{BuildHasher, Hash};
 
 use crate::error::{Reason, Rejected};
 use crate::headers::RateLimit;
-use crate::num::jittered;
 use crate::keyed::{AdmitError, InvalidCost, KeyedBuckets, Quota, TooManyOverrides};
+use crate::num::jittered;
 use crate::overflow::Overflow;
 use crate::throttle::{Admitted, Throttle};
 

@@ -152,7 +152,9 @@ mod tests {
                         r.refused(Reason::Overloaded);
                         r.overflowed(Overflow::HeadDrop);
                     }
-                    r.refused(Reason::Unavailable { cause: "store_down" });
+                    r.refused(Reason::Unavailable {
+                        cause: "store_down",
+                    });
                 })
             })
             .collect();
@@ -164,7 +166,12 @@ mod tests {
         assert_eq!(rejected[1], (Reason::OverQuota, 0));
         assert_eq!(
             rejected[4],
-            (Reason::Unavailable { cause: "store_down" }, 4)
+            (
+                Reason::Unavailable {
+                    cause: "store_down"
+                },
+                4
+            )
         );
         assert_eq!(r.overflow(), [0, 4000, 0]);
     }

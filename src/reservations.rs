@@ -207,7 +207,10 @@ mod loom_model {
             }
             let pushed: u32 = producers.into_iter().map(|t| t.join().unwrap()).sum();
             assert_eq!(swept, pushed, "every pushed job is swept");
-            assert!(ring.lock().unwrap().is_empty(), "nothing pushed after the sweep");
+            assert!(
+                ring.lock().unwrap().is_empty(),
+                "nothing pushed after the sweep"
+            );
             assert_eq!(r.try_reserve(), Err(Full::Closed));
         });
     }

@@ -272,10 +272,12 @@ impl<J> Shared<J> {
         self.ledger.publish(&self.gauges());
     }
 
-    /// A snapshot of the counts; the refusal counts are published as it is taken.
+    /// A snapshot of the counts; the metrics are published from the same
+    /// reading, so they agree with it.
     pub(crate) fn stats(&self) -> Stats {
-        self.ledger.publish_refusals();
-        self.ledger.snapshot(&self.gauges())
+        let gauges = self.gauges();
+        self.ledger.publish(&gauges);
+        self.ledger.snapshot(&gauges)
     }
 
     /// The drain's last act: publishes, stores what shutdown hands back, marks done.

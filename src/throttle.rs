@@ -256,7 +256,12 @@ impl<J: 'static> Throttle<J> {
     }
 
     /// Queues `job` in `place`.
-    fn queue(&self, place: Place<'_, J>, job: J, until: Option<u64>) -> Result<Admitted, Rejected<J>> {
+    fn queue(
+        &self,
+        place: Place<'_, J>,
+        job: J,
+        until: Option<u64>,
+    ) -> Result<Admitted, Rejected<J>> {
         let s = &*self.shared;
         let entry = s.entry(job, place.is_first(), until);
         let id = entry.id;

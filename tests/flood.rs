@@ -61,7 +61,11 @@ async fn the_bound_holds_under_a_flood_of_producers() {
         let stats = throttle.stats();
         match policy {
             Overflow::TailDrop => assert_eq!(accepted, 100),
-            _ => assert_eq!(stats.admitted(), accepted, "every head-drop admission queued"),
+            _ => assert_eq!(
+                stats.admitted(),
+                accepted,
+                "every head-drop admission queued"
+            ),
         }
         assert_eq!(stats.submitted(), 160_000, "every job accounted for");
         throttle.shutdown(Duration::ZERO).await;

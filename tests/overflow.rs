@@ -5,9 +5,7 @@ mod support;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use dripfeed::{
-    ChannelSink, DeadLetterReason, Outcome, Overflow, Reason, Throttle, headers,
-};
+use dripfeed::{ChannelSink, DeadLetterReason, Outcome, Overflow, Reason, Throttle, headers};
 use support::Recorder;
 use tokio::time::sleep;
 

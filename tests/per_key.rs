@@ -118,7 +118,12 @@ async fn deferred_jobs_owe_their_cost_and_refused_ones_get_it_back() {
         .unwrap();
     throttle.pause();
     assert!(throttle.try_submit_keyed("k", 2.0, 1).unwrap().is_queued());
-    assert!(throttle.try_submit_keyed("k", 2.0, 2).unwrap().is_deferred());
+    assert!(
+        throttle
+            .try_submit_keyed("k", 2.0, 2)
+            .unwrap()
+            .is_deferred()
+    );
     assert_eq!(throttle.key_debt("k"), 4.0);
     let refused = throttle.try_submit_keyed("k", 2.0, 3).unwrap_err();
     assert_eq!(refused.reason(), Reason::Overloaded, "the sink is full");

@@ -7,8 +7,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
-use dripfeed::{Permit, PermitSource};
 use dripfeed::{Outcome, Throttle};
+use dripfeed::{Permit, PermitSource};
 use support::Recorder;
 use tokio::sync::Notify;
 use tokio::time::{Instant, sleep};

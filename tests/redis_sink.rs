@@ -37,7 +37,7 @@ async fn overflow_goes_to_the_stream_and_redrive_takes_only_what_fits() {
     throttle.pause();
     let mut deferred = 0;
     for job in 0..20u32 {
-        if throttle.try_submit(job).unwrap() .is_deferred() {
+        if throttle.try_submit(job).unwrap().is_deferred() {
             deferred += 1;
         }
     }

@@ -5,8 +5,9 @@
 //! give a reservation back), and every admitted job must be delivered.
 //! Real threads, no sleeps: a bound on the total wait, not a timing.
 
-use std::sync::Arc;
+use std::collections::HashSet;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use dripfeed::{Attempt, Delivery, Quota, Throttle};
@@ -14,15 +15,19 @@ use tokio::sync::Notify;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_admitted_job_is_emitted_across_idle_edges() {
-    let delivered = Arc::new(AtomicU64::new(0));
+    // Distinct job ids delivered, and deliveries of an id already seen.
+    let ids = Arc::new(Mutex::new((HashSet::new(), 0u64)));
     let all_in = Arc::new(Notify::new());
-    let (d, n) = (delivered.clone(), all_in.clone());
+    let (d, n) = (ids.clone(), all_in.clone());
     let (throttle, _drain) = Throttle::builder()
         .drain_rate(1_000_000.0)
         .capacity(64)
         .per_key(16, Quota::new(2.0, 1e6).unwrap())
-        .build(move |_: &u64, _: Attempt| {
-            d.fetch_add(1, Ordering::Relaxed);
+        .build(move |_: &u64, attempt: Attempt| {
+            let mut seen = d.lock().unwrap();
+            if !seen.0.insert(attempt.id()) {
+                seen.1 += 1;
+            }
             n.notify_one();
             async { Delivery::Done }
         })
@@ -36,7 +41,7 @@ async fn every_admitted_job_is_emitted_across_idle_edges() {
                 for i in 0..4_000u64 {
                     for _ in 0..rng.usize(1..3) {
                         let ok = if rng.u8(0..4) == 0 {
-                            // cost 3 > size 2: refused after reserving a place
+                            // cost 3 > size 2: refused by its key
                             t.try_submit_keyed(i % 5, if rng.bool() { 1.0 } else { 3.0 }, i)
                                 .is_ok()
                         } else {
@@ -59,16 +64,19 @@ async fn every_admitted_job_is_emitted_across_idle_edges() {
     }
     let want = admitted.load(Ordering::Relaxed);
     assert!(want > 6_000, "{want}");
+    let distinct = || ids.lock().unwrap().0.len() as u64;
     let done = tokio::time::timeout(Duration::from_secs(30), async {
-        while delivered.load(Ordering::Relaxed) < want {
-            all_in.notified().await;
+        loop {
+            let notified = all_in.notified();
+            if distinct() >= want {
+                break;
+            }
+            notified.await;
         }
     })
     .await;
-    assert!(
-        done.is_ok(),
-        "stranded: {} of {want} delivered",
-        delivered.load(Ordering::Relaxed)
-    );
+    assert!(done.is_ok(), "stranded: {} of {want} delivered", distinct());
+    assert_eq!(distinct(), want, "every admitted job, by its id");
+    assert_eq!(ids.lock().unwrap().1, 0, "no job delivered twice");
     assert_eq!(throttle.depth(), 0);
 }

@@ -15,9 +15,7 @@ use axum::extract::{DefaultBodyLimit, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
-use dripfeed::{
-    Attempt, Delivery, Downstream, Overflow, Reason, Rejected, Throttle, headers,
-};
+use dripfeed::{Attempt, Delivery, Downstream, Overflow, Reason, Rejected, Throttle, headers};
 use metrics_exporter_prometheus::PrometheusHandle;
 use serde_json::json;
 

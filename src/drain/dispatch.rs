@@ -54,7 +54,10 @@ pub(crate) fn spawn<J: Send + Sync + 'static>(
     report: bool,
 ) {
     tokio::spawn(async move {
-        let Job { entry, attempt: number } = job;
+        let Job {
+            entry,
+            attempt: number,
+        } = job;
         let s = &*shared;
         let started = Instant::now();
         let ended = attempt(
@@ -79,7 +82,8 @@ pub(crate) fn spawn<J: Send + Sync + 'static>(
             }
             if let Err(entry) = retry(s, ended, entry, number) {
                 let why = DeadLetterReason::Failed { attempts: number };
-                s.endings.give_up(&s.ledger, entry.job, why, Outcome::Failed);
+                s.endings
+                    .give_up(&s.ledger, entry.job, why, Outcome::Failed);
             }
         }
         s.ledger.record(Event::Landed);

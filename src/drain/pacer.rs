@@ -195,7 +195,11 @@ mod tests {
         p.emitted(0);
         p.hold(10_000_000_000);
         p.set_rate(5.0);
-        assert_eq!(p.next_due(), 10_000_000_000, "the hold outlives the new rate");
+        assert_eq!(
+            p.next_due(),
+            10_000_000_000,
+            "the hold outlives the new rate"
+        );
         assert!(!p.is_due(9_999_999_999));
         p.emitted(10_000_000_000);
         assert_eq!(p.next_due(), 10_200_000_000, "then 1/R apart, no burst");

@@ -194,7 +194,11 @@ impl<J: Send + Sync + 'static> DrainTask<J> {
         if self.idle {
             self.pacer.restart(now);
         } else {
-            let allowance = if self.blocked { TICK_NS } else { TIMER_SLACK_NS };
+            let allowance = if self.blocked {
+                TICK_NS
+            } else {
+                TIMER_SLACK_NS
+            };
             self.pacer.clamp(now, allowance);
         }
         self.emit_due(now)
@@ -293,12 +297,22 @@ impl<J: Send + Sync + 'static> DrainTask<J> {
     fn expire(&self, job: Job<J>) {
         let s = &*self.shared;
         s.ledger.record(Event::Expired);
-        s.endings
-            .give_up(&s.ledger, job.entry.job, DeadLetterReason::Expired, Outcome::Expired);
+        s.endings.give_up(
+            &s.ledger,
+            job.entry.job,
+            DeadLetterReason::Expired,
+            Outcome::Expired,
+        );
     }
 
     /// Sleeps until what `wait` names, a wake-up, or the closing deadline.
-    async fn wait(&mut self, wait: Wait, now: u64, closing: Option<u64>, mut sleep: Pin<&mut Sleep>) {
+    async fn wait(
+        &mut self,
+        wait: Wait,
+        now: u64,
+        closing: Option<u64>,
+        mut sleep: Pin<&mut Sleep>,
+    ) {
         let s = &*self.shared;
         let deadline = closing.unwrap_or(u64::MAX);
         let woken = s.admission.drain_wakeups();

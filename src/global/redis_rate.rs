@@ -8,9 +8,9 @@ use std::time::Duration;
 use async_trait::async_trait;
 
 use super::Failure;
-use crate::permits::{Permit, PermitSource};
 use super::conn::RedisConnection;
 use super::leaser::{self, Config, Inner};
+use crate::permits::{Permit, PermitSource};
 
 /// A [`PermitSource`] backed by one shared leaky bucket in Redis: every
 /// throttle of the fleet built with it emits, together, at most the global
