@@ -32,7 +32,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use clap::{Parser, ValueEnum};
-use dripfeed::{AimdConfig, Outcome, Overflow, Quota};
+use dripfeed::keyed::Quota;
+use dripfeed::rate::AimdConfig;
+use dripfeed::{Outcome, Overflow};
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
 
 use app::{Relay, RelayConfig};

@@ -210,7 +210,8 @@ impl<J: Send + Sync + 'static> ThrottleBuilder<J> {
     /// ```
     /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
     /// # async fn main() {
-    /// use dripfeed::{AimdConfig, Delivery, Throttle};
+    /// use dripfeed::{Delivery, Throttle};
+    /// use dripfeed::rate::AimdConfig;
     /// use std::time::Duration;
     /// let aimd = AimdConfig::default().with_floor(20.0).with_ceiling(200.0).build().unwrap();
     /// let (throttle, _drain) = Throttle::builder()

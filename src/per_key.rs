@@ -34,7 +34,8 @@ impl<J: 'static> Throttle<J> {
     /// ```
     /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
     /// # async fn main() {
-    /// use dripfeed::{Delivery, Quota, Reason, Throttle};
+    /// use dripfeed::{Delivery, Reason, Throttle};
+    /// use dripfeed::keyed::Quota;
     /// use std::time::Duration;
     /// let (throttle, _drain) = Throttle::builder()
     ///     .drain_rate(100.0)
@@ -83,7 +84,8 @@ impl<J: 'static> Throttle<J> {
     /// ```
     /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
     /// # async fn main() {
-    /// use dripfeed::{Delivery, Quota, Reason, Throttle};
+    /// use dripfeed::{Delivery, Reason, Throttle};
+    /// use dripfeed::keyed::Quota;
     /// let (throttle, _drain) = Throttle::builder()
     ///     .drain_rate(10.0)
     ///     .per_key(100, Quota::new(2.0, 1.0).unwrap())
@@ -119,7 +121,8 @@ impl<J: 'static> Throttle<J> {
     /// ```
     /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
     /// # async fn main() {
-    /// use dripfeed::{Delivery, Quota, Throttle};
+    /// use dripfeed::{Delivery, Throttle};
+    /// use dripfeed::keyed::Quota;
     /// let (throttle, _drain) = Throttle::builder()
     ///     .drain_rate(10.0)
     ///     .per_key(100, Quota::new(100.0, 10.0).unwrap())

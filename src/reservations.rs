@@ -171,26 +171,35 @@ mod loom_model {
         r.try_reserve().ok().map(|_| Place { r, held: true })
     }
 
+    /// Explores every interleaving up to three preemptions: enough for
+    /// the races between one reservation, a close and the sweep, and
+    /// seconds rather than minutes.
+    fn model(f: impl Fn() + Sync + Send + 'static) {
+        let mut builder = loom::model::Builder::new();
+        builder.preemption_bound = Some(3);
+        builder.check(f);
+    }
+
     #[test]
     fn close_and_sweep_never_miss_a_job() {
-        loom::model(|| {
+        model(|| {
             let r = Arc::new(Reservations::new(2));
             let ring = Arc::new(Mutex::new(Vec::new()));
-            let producers: Vec<_> = (0..2u32)
-                .map(|i| {
-                    let (r, ring) = (r.clone(), ring.clone());
-                    thread::spawn(move || {
-                        let mut pushed = 0;
-                        // One job pushed, one place reserved and given back.
-                        if let Some(place) = reserve(&r) {
-                            place.push(&ring, i);
-                            pushed += 1;
-                        }
-                        drop(reserve(&r));
-                        pushed
-                    })
+            // One producer pushes a job, another takes a place and gives it back.
+            let pusher = {
+                let (r, ring) = (r.clone(), ring.clone());
+                thread::spawn(move || match reserve(&r) {
+                    Some(place) => {
+                        place.push(&ring, 1);
+                        1
+                    }
+                    None => 0,
                 })
-                .collect();
+            };
+            let dropper = {
+                let r = r.clone();
+                thread::spawn(move || drop(reserve(&r)))
+            };
             // The closer: close, then sweep until no place is taken.
             r.close();
             let mut swept = 0;
@@ -202,10 +211,14 @@ mod loom_model {
                         swept += 1;
                     }
                     None if r.taken() == 0 => break,
-                    None => thread::yield_now(),
+                    None => {
+                        assert!(r.taken() <= 2, "a place was given back twice");
+                        thread::yield_now();
+                    }
                 }
             }
-            let pushed: u32 = producers.into_iter().map(|t| t.join().unwrap()).sum();
+            let pushed = pusher.join().unwrap();
+            dropper.join().unwrap();
             assert_eq!(swept, pushed, "every pushed job is swept");
             assert!(
                 ring.lock().unwrap().is_empty(),
@@ -217,7 +230,7 @@ mod loom_model {
 
     #[test]
     fn the_bound_holds_and_a_dropped_place_frees() {
-        loom::model(|| {
+        model(|| {
             let r = Arc::new(Reservations::new(1));
             let a = {
                 let r = r.clone();

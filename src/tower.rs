@@ -123,18 +123,24 @@ where
     type Error = ThrottleError<S::Error>;
     type Future = Pin<Box<dyn Future<Output = Result<S::Response, Self::Error>> + Send>>;
 
-    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
-        self.inner.poll_ready(cx).map_err(ThrottleError::Inner)
+    /// Always ready: the throttle decides in `call`. The inner service is
+    /// made ready only once the request has its slot, so capacity it
+    /// reserves (a connection, a concurrency permit) is never held while the
+    /// request queues.
+    fn poll_ready(&mut self, _cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        Poll::Ready(Ok(()))
     }
 
     fn call(&mut self, req: Req) -> Self::Future {
-        // Take the instance that was made ready; leave a fresh clone behind.
-        let fresh = self.inner.clone();
-        let mut ready = std::mem::replace(&mut self.inner, fresh);
+        let mut inner = self.inner.clone();
         let slots = self.slots.clone();
         Box::pin(async move {
             let slot = slots.acquire().await.map_err(ThrottleError::Rejected)?;
-            let out = ready.call(req).await;
+            if let Err(e) = std::future::poll_fn(|cx| inner.poll_ready(cx)).await {
+                slot.report(Delivery::Failed);
+                return Err(ThrottleError::Inner(e));
+            }
+            let out = inner.call(req).await;
             slot.report(match &out {
                 Ok(_) => Delivery::Done,
                 Err(_) => Delivery::Failed,

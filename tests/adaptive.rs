@@ -6,7 +6,8 @@ mod support;
 
 use std::time::Duration;
 
-use dripfeed::{AimdConfig, Attempt, Delivery, Throttle};
+use dripfeed::rate::AimdConfig;
+use dripfeed::{Attempt, Delivery, Throttle};
 use support::sim::{Scenario, run};
 use tokio::time::sleep;
 

@@ -3,10 +3,10 @@
 
 use std::time::Duration;
 
-use dripfeed::rate::aimd::{
+use dripfeed::rate::WindowSummary;
+use dripfeed::rate::{
     Action, Aimd, AimdConfig, AimdError, Decision, HoldReason, MAX_PAUSE, Signal,
 };
-use dripfeed::rate::latency::WindowSummary;
 use tokio::time::Instant;
 
 const S: Duration = Duration::from_secs(1);

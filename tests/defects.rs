@@ -7,9 +7,11 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::time::Duration;
 
+use dripfeed::keyed::Quota;
+use dripfeed::rate::AimdConfig;
 use dripfeed::{
-    AimdConfig, Attempt, DeadLetterReason, DeadLetterSink, Delivery, Outcome, Overflow, Quota,
-    Reason, RetryPolicy, Slots, Stats, Throttle,
+    Attempt, DeadLetterReason, DeadLetterSink, Delivery, Outcome, Overflow, Reason, RetryPolicy,
+    Slots, Stats, Throttle,
 };
 use metrics_util::debugging::DebuggingRecorder;
 use support::{counters, settle};

@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use dripfeed::rate::latency::{
+use dripfeed::rate::{
     DEFAULT_SUB_WINDOWS, DEFAULT_WINDOW, LatencyWindow, MAX_SUB_WINDOWS, WindowError,
 };
 use tokio::time::Instant;

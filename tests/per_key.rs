@@ -5,7 +5,8 @@ mod support;
 
 use std::time::Duration;
 
-use dripfeed::{ChannelSink, Overflow, Quota, Reason, Throttle};
+use dripfeed::keyed::Quota;
+use dripfeed::{ChannelSink, Overflow, Reason, Throttle};
 use support::Recorder;
 use tokio::time::{Instant, sleep};
 

@@ -10,8 +10,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use dripfeed::KeyedBuckets;
 use dripfeed::global::{BucketError, Failure, PgBuckets};
+use dripfeed::keyed::KeyedBuckets;
 use dripfeed::keyed::{AdmitError, Quota};
 use metrics_util::debugging::{DebugValue, DebuggingRecorder};
 use support::postgres::{PgServer, available};

@@ -6,8 +6,8 @@ mod support;
 
 use std::time::Duration;
 
-use dripfeed::KeyedBuckets;
 use dripfeed::global::{BucketError, RedisBuckets, RedisConnection};
+use dripfeed::keyed::KeyedBuckets;
 use dripfeed::keyed::{AdmitError, Quota};
 use support::redis::{RedisServer, available};
 use tokio::time::{Instant, sleep};

@@ -66,7 +66,7 @@ async fn a_burst_ten_times_the_drain_rate_loses_nothing_and_says_when_to_retry()
         tenant_header: "x-tenant".into(),
         deliver_timeout: Duration::from_secs(5),
         adaptive: None,
-        tenant_quota: Some(dripfeed::Quota::new(40.0, 20.0).unwrap()),
+        tenant_quota: Some(dripfeed::keyed::Quota::new(40.0, 20.0).unwrap()),
     })
     .await
     .unwrap();

@@ -5,7 +5,8 @@ mod support;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use dripfeed::{AimdConfig, Delivery, Outcome, Reason, Slots};
+use dripfeed::rate::AimdConfig;
+use dripfeed::{Delivery, Outcome, Reason, Slots};
 use support::settle;
 use tokio::time::{Instant, sleep};
 

@@ -11,8 +11,9 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use dripfeed::keyed::Quota;
 use dripfeed::{
-    Attempt, ChannelSink, DeadLetterReason, Delivery, Outcome, Overflow, Quota, RetryPolicy, Stats,
+    Attempt, ChannelSink, DeadLetterReason, Delivery, Outcome, Overflow, RetryPolicy, Stats,
     Throttle,
 };
 use metrics_util::debugging::DebuggingRecorder;

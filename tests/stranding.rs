@@ -10,7 +10,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use dripfeed::{Attempt, Delivery, Quota, Throttle};
+use dripfeed::keyed::Quota;
+use dripfeed::{Attempt, Delivery, Throttle};
 use tokio::sync::Notify;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

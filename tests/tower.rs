@@ -82,3 +82,33 @@ async fn poll_ready_reserves_nothing_and_refusals_are_typed() {
 fn futures_waker() -> std::task::Waker {
     std::task::Waker::noop().clone()
 }
+
+/// A request queued for its slot holds none of the inner service's
+/// capacity: the inner service is made ready only once the slot is granted.
+#[tokio::test(start_paused = true)]
+async fn a_queued_request_holds_no_inner_capacity() {
+    let (slots, _drain) = Slots::builder()
+        .drain_rate(10.0)
+        .capacity(10)
+        .build_slots()
+        .unwrap();
+    slots.throttle().pause();
+    let inner = tower::limit::ConcurrencyLimit::new(
+        tower::service_fn(|_: u32| async { Ok::<_, Infallible>(()) }),
+        1,
+    );
+    let mut other = inner.clone(); // shares the one concurrency permit
+    let svc = ThrottleLayer::new(slots.clone()).layer(inner);
+    let queued = tokio::spawn(svc.oneshot(1));
+    support::settle().await;
+    assert!(!queued.is_finished(), "waiting for its slot");
+    let waker = std::task::Waker::noop();
+    let mut cx = Context::from_waker(waker);
+    assert!(
+        matches!(other.poll_ready(&mut cx), Poll::Ready(Ok(()))),
+        "the inner permit is free while the request queues"
+    );
+    drop(other);
+    slots.throttle().resume();
+    assert!(queued.await.unwrap().is_ok());
+}

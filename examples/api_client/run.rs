@@ -3,7 +3,8 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use dripfeed::{AimdConfig, Delivery, Slots};
+use dripfeed::rate::AimdConfig;
+use dripfeed::{Delivery, Slots};
 use tokio::sync::Semaphore;
 use tokio::time::Instant;
 

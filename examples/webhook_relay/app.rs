@@ -40,9 +40,9 @@ pub struct RelayConfig {
     pub tenant_header: String,
     pub deliver_timeout: Duration,
     /// Let the drain rate follow the receiver (AIMD).
-    pub adaptive: Option<dripfeed::Aimd>,
+    pub adaptive: Option<dripfeed::rate::Aimd>,
     /// Each tenant's quota (burst, rate); without it tenants are not limited.
-    pub tenant_quota: Option<dripfeed::Quota>,
+    pub tenant_quota: Option<dripfeed::keyed::Quota>,
 }
 
 /// A queued webhook. Its ticket holds its bytes against the budget until dropped.

@@ -6,8 +6,8 @@
 
 use std::time::Duration;
 
-use dripfeed::Quota;
 use dripfeed::headers::RateLimit;
+use dripfeed::keyed::Quota;
 
 /// Why a tenant's webhook is refused before it reaches the queue.
 #[cfg_attr(not(feature = "postgres"), allow(dead_code))]

@@ -7,9 +7,9 @@
 //! full, forgets one already at zero debt or else the one that empties
 //! soonest. Debt is brought up to date lazily on access; no task sweeps.
 //!
-//! - [`bucket`]: the pure maths of one bucket ([`Quota`], [`Bucket`], the
-//!   admission outcome types); every function takes `now`.
-//! - [`table`]: the sharded, bounded table ([`KeyedBuckets`]).
+//! - the pure maths of one bucket ([`Quota`], [`Bucket`], the admission
+//!   outcome types); every function takes `now`;
+//! - the sharded, bounded table ([`KeyedBuckets`]).
 //!
 //! ```
 //! use dripfeed::keyed::{AdmitError, KeyedBuckets, Quota};
@@ -27,9 +27,9 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
-pub mod bucket;
+pub(crate) mod bucket;
 mod shard;
-pub mod table;
+mod table;
 
 pub use bucket::{Admit, AdmitError, Bucket, InvalidCost, OverQuota, Quota, QuotaError};
 pub use table::{KeyedBuckets, KeyedBucketsBuilder, TableError, TooManyOverrides};

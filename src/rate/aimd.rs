@@ -2,8 +2,8 @@
 //! [`WindowSummary`], deciding the next drain rate once per interval.
 //!
 //! ```
-//! use dripfeed::rate::aimd::{Action, AimdConfig};
-//! use dripfeed::rate::latency::WindowSummary;
+//! use dripfeed::rate::{Action, AimdConfig};
+//! use dripfeed::rate::WindowSummary;
 //! let mut aimd = AimdConfig::default().build()?;
 //! let d = aimd.decide(tokio::time::Instant::now(), 100.0, &WindowSummary::default(), true);
 //! assert!(matches!(d.action, Action::Hold { .. }), "no samples, no evidence");
@@ -75,7 +75,7 @@ use super::latency::WindowSummary;
 /// Longest pause a [`Decision`] suggests, whatever the downstream's hint.
 ///
 /// ```
-/// assert_eq!(dripfeed::rate::aimd::MAX_PAUSE.as_secs(), 60);
+/// assert_eq!(dripfeed::rate::MAX_PAUSE.as_secs(), 60);
 /// ```
 pub const MAX_PAUSE: Duration = Duration::from_secs(60);
 /// Largest start-up step (no reference rate yet), as a share of the rate.
@@ -159,7 +159,7 @@ impl Error for AimdError {}
 ///
 /// ```
 /// use std::time::Duration;
-/// use dripfeed::rate::aimd::{AimdConfig, AimdError};
+/// use dripfeed::rate::{AimdConfig, AimdError};
 /// let aimd = AimdConfig::default().with_floor(5.0).with_ceiling(50.0).build()?;
 /// assert_eq!(aimd.config().ceiling(), 50.0);
 /// let err = AimdConfig::default().with_floor(300.0).build().unwrap_err();
@@ -254,7 +254,7 @@ impl AimdConfig {
     /// Checks every value and returns a controller.
     ///
     /// ```
-    /// use dripfeed::rate::aimd::{AimdConfig, AimdError};
+    /// use dripfeed::rate::{AimdConfig, AimdError};
     /// let bad = AimdConfig::default().with_decrease(1.0).build();
     /// assert_eq!(bad.unwrap_err(), AimdError::Decrease(1.0));
     /// assert!(AimdConfig::default().build().is_ok());
@@ -373,7 +373,7 @@ pub enum Action {
 /// The outcome of [`Aimd::decide`]: the rate to use from now on.
 ///
 /// ```
-/// use dripfeed::rate::aimd::{Action, Decision, HoldReason};
+/// use dripfeed::rate::{Action, Decision, HoldReason};
 /// let d = Decision { rate: 42.0, action: Action::Hold { reason: HoldReason::Idle }, pause: None };
 /// assert!(!d.changed());
 /// ```
@@ -392,7 +392,7 @@ impl Decision {
     /// Whether the rate moved.
     ///
     /// ```
-    /// use dripfeed::rate::aimd::{Action, Decision};
+    /// use dripfeed::rate::{Action, Decision};
     /// assert!(Decision { rate: 30.0, action: Action::Increase, pause: None }.changed());
     /// ```
     pub fn changed(&self) -> bool {
@@ -415,8 +415,8 @@ struct Cut {
 ///
 /// ```
 /// use std::time::Duration;
-/// use dripfeed::rate::aimd::{Action, AimdConfig, Signal};
-/// use dripfeed::rate::latency::WindowSummary;
+/// use dripfeed::rate::{Action, AimdConfig, Signal};
+/// use dripfeed::rate::WindowSummary;
 /// use tokio::time::Instant;
 ///
 /// let mut aimd = AimdConfig::default().build()?;
@@ -426,7 +426,7 @@ struct Cut {
 /// assert_eq!(d.action, Action::Decrease { reason: Signal::Latency });
 /// assert_eq!(d.rate, 75.0);
 /// assert_eq!(aimd.reference_rate(), Some(100.0));
-/// # Ok::<(), dripfeed::rate::aimd::AimdError>(())
+/// # Ok::<(), dripfeed::rate::AimdError>(())
 /// ```
 #[derive(Debug, Clone)]
 pub struct Aimd {
@@ -442,9 +442,9 @@ impl Aimd {
     /// The settings in use.
     ///
     /// ```
-    /// let aimd = dripfeed::rate::aimd::AimdConfig::default().build()?;
+    /// let aimd = dripfeed::rate::AimdConfig::default().build()?;
     /// assert_eq!(aimd.config().floor(), 20.0);
-    /// # Ok::<(), dripfeed::rate::aimd::AimdError>(())
+    /// # Ok::<(), dripfeed::rate::AimdError>(())
     /// ```
     pub fn config(&self) -> &AimdConfig {
         &self.cfg
@@ -454,9 +454,9 @@ impl Aimd {
     /// if any: where the downstream last ran out of room.
     ///
     /// ```
-    /// let aimd = dripfeed::rate::aimd::AimdConfig::default().build()?;
+    /// let aimd = dripfeed::rate::AimdConfig::default().build()?;
     /// assert_eq!(aimd.reference_rate(), None);
-    /// # Ok::<(), dripfeed::rate::aimd::AimdError>(())
+    /// # Ok::<(), dripfeed::rate::AimdError>(())
     /// ```
     pub fn reference_rate(&self) -> Option<f64> {
         self.reference
@@ -468,15 +468,15 @@ impl Aimd {
     ///
     /// ```
     /// use std::time::Duration;
-    /// use dripfeed::rate::latency::WindowSummary;
+    /// use dripfeed::rate::WindowSummary;
     /// use tokio::time::Instant;
-    /// let mut aimd = dripfeed::rate::aimd::AimdConfig::default().build()?;
+    /// let mut aimd = dripfeed::rate::AimdConfig::default().build()?;
     /// let t0 = Instant::now();
     /// assert!(aimd.due(t0));
     /// aimd.decide(t0, 50.0, &WindowSummary::default(), false);
     /// assert!(!aimd.due(t0 + Duration::from_millis(999)));
     /// assert!(aimd.due(t0 + Duration::from_secs(1)));
-    /// # Ok::<(), dripfeed::rate::aimd::AimdError>(())
+    /// # Ok::<(), dripfeed::rate::AimdError>(())
     /// ```
     pub fn due(&self, now: Instant) -> bool {
         self.last_decision
@@ -494,8 +494,8 @@ impl Aimd {
     ///
     /// ```
     /// use std::time::Duration;
-    /// use dripfeed::rate::aimd::{Action, AimdConfig, HoldReason};
-    /// use dripfeed::rate::latency::WindowSummary;
+    /// use dripfeed::rate::{Action, AimdConfig, HoldReason};
+    /// use dripfeed::rate::WindowSummary;
     /// use tokio::time::Instant;
     ///
     /// let mut aimd = AimdConfig::default().build()?;
@@ -506,7 +506,7 @@ impl Aimd {
     /// assert_eq!(early.action, Action::Hold { reason: HoldReason::TooSoon });
     /// let idle = aimd.decide(t0 + Duration::from_secs(1), 110.0, &good, false);
     /// assert_eq!((idle.rate, idle.action), (110.0, Action::Hold { reason: HoldReason::Idle }));
-    /// # Ok::<(), dripfeed::rate::aimd::AimdError>(())
+    /// # Ok::<(), dripfeed::rate::AimdError>(())
     /// ```
     pub fn decide(
         &mut self,

@@ -6,7 +6,7 @@
 //! window is tested without a runtime and follows tokio's paused clock.
 //!
 //! ```
-//! use dripfeed::rate::latency::{LatencyWindow, DEFAULT_SUB_WINDOWS, DEFAULT_WINDOW};
+//! use dripfeed::rate::{LatencyWindow, DEFAULT_SUB_WINDOWS, DEFAULT_WINDOW};
 //! let w = LatencyWindow::new(DEFAULT_WINDOW, DEFAULT_SUB_WINDOWS)?;
 //! assert_eq!(w.span(), DEFAULT_WINDOW);
 //! # Ok::<(), dripfeed::rate::WindowError>(())
@@ -22,20 +22,20 @@ use tokio::time::Instant;
 /// Default span of the window: the last 5 seconds.
 ///
 /// ```
-/// assert_eq!(dripfeed::rate::latency::DEFAULT_WINDOW.as_secs(), 5);
+/// assert_eq!(dripfeed::rate::DEFAULT_WINDOW.as_secs(), 5);
 /// ```
 pub const DEFAULT_WINDOW: Duration = Duration::from_secs(5);
 /// Default number of sub-windows: 5 sub-windows of 1 second.
 ///
 /// ```
-/// assert_eq!(dripfeed::rate::latency::DEFAULT_SUB_WINDOWS, 5);
+/// assert_eq!(dripfeed::rate::DEFAULT_SUB_WINDOWS, 5);
 /// ```
 pub const DEFAULT_SUB_WINDOWS: usize = 5;
 /// Largest number of sub-windows accepted by [`LatencyWindow::new`].
 ///
 /// ```
 /// use std::time::Duration;
-/// use dripfeed::rate::latency::{LatencyWindow, MAX_SUB_WINDOWS};
+/// use dripfeed::rate::{LatencyWindow, MAX_SUB_WINDOWS};
 /// assert!(LatencyWindow::new(Duration::from_secs(64), MAX_SUB_WINDOWS).is_ok());
 /// assert!(LatencyWindow::new(Duration::from_secs(65), MAX_SUB_WINDOWS + 1).is_err());
 /// ```
@@ -90,7 +90,7 @@ impl Error for WindowError {}
 /// count successes and congestion answers; it is `0.0` when nothing happened.
 ///
 /// ```
-/// use dripfeed::rate::latency::WindowSummary;
+/// use dripfeed::rate::WindowSummary;
 /// let empty = WindowSummary::default();
 /// assert_eq!(empty.samples, 0);
 /// assert_eq!(empty.attempts(), 0);
@@ -122,7 +122,7 @@ impl WindowSummary {
     /// Every recorded outcome: successes, failures, timeouts and congestion.
     ///
     /// ```
-    /// use dripfeed::rate::latency::WindowSummary;
+    /// use dripfeed::rate::WindowSummary;
     /// let s = WindowSummary { samples: 90, failures: 6, timeouts: 3, congestion: 1, ..Default::default() };
     /// assert_eq!(s.attempts(), 100);
     /// ```
@@ -171,7 +171,7 @@ impl Slot {
 ///
 /// ```
 /// use std::time::Duration;
-/// use dripfeed::rate::latency::LatencyWindow;
+/// use dripfeed::rate::LatencyWindow;
 /// use tokio::time::Instant;
 ///
 /// let mut w = LatencyWindow::new(Duration::from_secs(5), 5)?;
@@ -185,7 +185,7 @@ impl Slot {
 /// assert_eq!(s.p99.as_millis(), 99);
 /// // Ten seconds later every sample has left the window.
 /// assert_eq!(w.summary(t0 + Duration::from_secs(10)).samples, 0);
-/// # Ok::<(), dripfeed::rate::latency::WindowError>(())
+/// # Ok::<(), dripfeed::rate::WindowError>(())
 /// ```
 #[derive(Debug)]
 pub struct LatencyWindow {
@@ -204,7 +204,7 @@ impl LatencyWindow {
     ///
     /// ```
     /// use std::time::Duration;
-    /// use dripfeed::rate::latency::{LatencyWindow, WindowError};
+    /// use dripfeed::rate::{LatencyWindow, WindowError};
     /// assert!(LatencyWindow::new(Duration::from_secs(5), 5).is_ok());
     /// assert_eq!(LatencyWindow::new(Duration::ZERO, 5).unwrap_err(), WindowError::ZeroWindow);
     /// assert_eq!(LatencyWindow::new(Duration::from_secs(5), 0).unwrap_err(), WindowError::SubWindows(0));
@@ -246,10 +246,10 @@ impl LatencyWindow {
     ///
     /// ```
     /// use std::time::Duration;
-    /// use dripfeed::rate::latency::LatencyWindow;
+    /// use dripfeed::rate::LatencyWindow;
     /// let w = LatencyWindow::new(Duration::from_secs(5), 5)?;
     /// assert_eq!(w.span(), Duration::from_secs(5));
-    /// # Ok::<(), dripfeed::rate::latency::WindowError>(())
+    /// # Ok::<(), dripfeed::rate::WindowError>(())
     /// ```
     pub fn span(&self) -> Duration {
         // At most MAX_SUB_WINDOWS slots.
@@ -260,13 +260,13 @@ impl LatencyWindow {
     ///
     /// ```
     /// use std::time::Duration;
-    /// use dripfeed::rate::latency::LatencyWindow;
+    /// use dripfeed::rate::LatencyWindow;
     /// use tokio::time::Instant;
     /// let mut w = LatencyWindow::new(Duration::from_secs(5), 5)?;
     /// let now = Instant::now();
     /// w.record(now, Duration::from_secs(3600)); // saturates at 60 s
     /// assert_eq!(w.summary(now).max.as_secs(), 60);
-    /// # Ok::<(), dripfeed::rate::latency::WindowError>(())
+    /// # Ok::<(), dripfeed::rate::WindowError>(())
     /// ```
     pub fn record(&mut self, now: Instant, latency: Duration) {
         let micros = u64::try_from(latency.as_micros()).unwrap_or(u64::MAX);
@@ -279,14 +279,14 @@ impl LatencyWindow {
     ///
     /// ```
     /// use std::time::Duration;
-    /// use dripfeed::rate::latency::LatencyWindow;
+    /// use dripfeed::rate::LatencyWindow;
     /// use tokio::time::Instant;
     /// let mut w = LatencyWindow::new(Duration::from_secs(5), 5)?;
     /// let now = Instant::now();
     /// w.record(now, Duration::from_millis(10));
     /// w.record_failure(now);
     /// assert_eq!(w.summary(now).failure_share, 0.5);
-    /// # Ok::<(), dripfeed::rate::latency::WindowError>(())
+    /// # Ok::<(), dripfeed::rate::WindowError>(())
     /// ```
     pub fn record_failure(&mut self, now: Instant) {
         let slot = self.slot(now);
@@ -297,14 +297,14 @@ impl LatencyWindow {
     ///
     /// ```
     /// use std::time::Duration;
-    /// use dripfeed::rate::latency::LatencyWindow;
+    /// use dripfeed::rate::LatencyWindow;
     /// use tokio::time::Instant;
     /// let mut w = LatencyWindow::new(Duration::from_secs(5), 5)?;
     /// let now = Instant::now();
     /// w.record_timeout(now);
     /// let s = w.summary(now);
     /// assert_eq!((s.timeouts, s.failure_share), (1, 1.0));
-    /// # Ok::<(), dripfeed::rate::latency::WindowError>(())
+    /// # Ok::<(), dripfeed::rate::WindowError>(())
     /// ```
     pub fn record_timeout(&mut self, now: Instant) {
         let slot = self.slot(now);
@@ -316,7 +316,7 @@ impl LatencyWindow {
     ///
     /// ```
     /// use std::time::Duration;
-    /// use dripfeed::rate::latency::LatencyWindow;
+    /// use dripfeed::rate::LatencyWindow;
     /// use tokio::time::Instant;
     /// let mut w = LatencyWindow::new(Duration::from_secs(5), 5)?;
     /// let now = Instant::now();
@@ -324,7 +324,7 @@ impl LatencyWindow {
     /// w.record_congestion(now, None);
     /// let s = w.summary(now);
     /// assert_eq!((s.congestion, s.retry_hint), (2, Some(Duration::from_secs(2))));
-    /// # Ok::<(), dripfeed::rate::latency::WindowError>(())
+    /// # Ok::<(), dripfeed::rate::WindowError>(())
     /// ```
     pub fn record_congestion(&mut self, now: Instant, hint: Option<Duration>) {
         let slot = self.slot(now);
@@ -337,7 +337,7 @@ impl LatencyWindow {
     ///
     /// ```
     /// use std::time::Duration;
-    /// use dripfeed::rate::latency::LatencyWindow;
+    /// use dripfeed::rate::LatencyWindow;
     /// use tokio::time::Instant;
     /// let mut w = LatencyWindow::new(Duration::from_secs(5), 5)?;
     /// let t0 = Instant::now();
@@ -347,7 +347,7 @@ impl LatencyWindow {
     /// // After 5 s the first sub-window has rotated out.
     /// let s = w.summary(t0 + Duration::from_secs(5));
     /// assert_eq!((s.samples, s.max.as_millis()), (1, 20));
-    /// # Ok::<(), dripfeed::rate::latency::WindowError>(())
+    /// # Ok::<(), dripfeed::rate::WindowError>(())
     /// ```
     pub fn summary(&mut self, now: Instant) -> WindowSummary {
         let current = self.advance(now);

@@ -20,8 +20,10 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
-pub mod aimd;
-pub mod latency;
+mod aimd;
+mod latency;
 
-pub use aimd::{Action, Aimd, AimdConfig, AimdError, Decision, HoldReason, Signal};
-pub use latency::{LatencyWindow, WindowError, WindowSummary};
+pub use aimd::{Action, Aimd, AimdConfig, AimdError, Decision, HoldReason, MAX_PAUSE, Signal};
+pub use latency::{
+    DEFAULT_SUB_WINDOWS, DEFAULT_WINDOW, LatencyWindow, MAX_SUB_WINDOWS, WindowError, WindowSummary,
+};

@@ -7,7 +7,8 @@
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use dripfeed::{AimdConfig, Attempt, Delivery, Downstream, Throttle};
+use dripfeed::rate::AimdConfig;
+use dripfeed::{Attempt, Delivery, Downstream, Throttle};
 use tokio::time::{Instant, sleep};
 
 use super::fragile::{FragileDownstream, OutageMode, Outcome};
