@@ -27,9 +27,12 @@ use crate::num::secs;
 pub struct RateLimit {
     policy: &'static str,
     quota: u64,
-    window: Duration,
+    /// The window and the reset time are only ever rendered in whole
+    /// seconds (rounded up, at least 1), so they are kept that way: a
+    /// refusal carrying a limit stays small.
+    window_s: u64,
     remaining: u64,
-    reset: Duration,
+    reset_s: u64,
 }
 
 impl RateLimit {
@@ -44,9 +47,9 @@ impl RateLimit {
         RateLimit {
             policy,
             quota,
-            window,
+            window_s: whole_seconds(window),
             remaining,
-            reset,
+            reset_s: whole_seconds(reset),
         }
     }
 
@@ -82,7 +85,7 @@ impl RateLimit {
             "\"{}\";q={};w={}",
             self.policy,
             self.quota,
-            whole_seconds(self.window)
+            self.window_s
         )
     }
 
@@ -92,7 +95,7 @@ impl RateLimit {
             "\"{}\";r={};t={}",
             self.policy,
             self.remaining,
-            whole_seconds(self.reset)
+            self.reset_s
         )
     }
 }

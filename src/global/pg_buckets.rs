@@ -1,5 +1,5 @@
 //! [`PgBuckets`]: the per-key reverse leaky buckets of
-//! [`KeyedBuckets`](crate::KeyedBuckets), shared through one PostgreSQL
+//! [`KeyedBuckets`](crate::keyed::KeyedBuckets), shared through one PostgreSQL
 //! table.
 
 use std::collections::HashMap;
@@ -23,7 +23,7 @@ use crate::keyed::{Admit, AdmitError, KeyedBuckets, Quota, QuotaError};
 const FALLBACK_KEYS: usize = 100_000;
 
 /// Per-key reverse leaky buckets held in one PostgreSQL table, with the
-/// semantics of [`KeyedBuckets`](crate::KeyedBuckets): each key's bucket
+/// semantics of [`KeyedBuckets`](crate::keyed::KeyedBuckets): each key's bucket
 /// holds debt that drains at the key's rate; a cost is admitted iff
 /// `debt_now + cost <= size`; a refusal says exactly how long to wait; a
 /// cost above the size is an error, never an endless 429.

@@ -1,5 +1,5 @@
 //! [`RedisBuckets`]: the per-key reverse leaky buckets of
-//! [`KeyedBuckets`](crate::KeyedBuckets), shared by a fleet through Redis.
+//! [`KeyedBuckets`](crate::keyed::KeyedBuckets), shared by a fleet through Redis.
 
 use std::collections::HashMap;
 use std::fmt;
@@ -14,7 +14,7 @@ use crate::keyed::bucket::{check_cost, check_settle, decide};
 use crate::keyed::{Admit, AdmitError, Quota};
 
 /// Per-key reverse leaky buckets held in Redis, with the semantics of
-/// [`KeyedBuckets`](crate::KeyedBuckets): each key's bucket holds debt that
+/// [`KeyedBuckets`](crate::keyed::KeyedBuckets): each key's bucket holds debt that
 /// drains at the key's rate; a cost is admitted iff `debt_now + cost <=
 /// size`; a refusal says exactly how long to wait; a cost above the size is
 /// an error, never an endless 429.

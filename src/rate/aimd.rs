@@ -1,68 +1,4 @@
-//! The AIMD controller: a pure function of the clock, the current rate and a
-//! [`WindowSummary`], deciding the next drain rate once per interval.
-//!
-//! ```
-//! use dripfeed::rate::{Action, AimdConfig};
-//! use dripfeed::rate::WindowSummary;
-//! let mut aimd = AimdConfig::default().build()?;
-//! let d = aimd.decide(tokio::time::Instant::now(), 100.0, &WindowSummary::default(), true);
-//! assert!(matches!(d.action, Action::Hold { .. }), "no samples, no evidence");
-//! # Ok::<(), dripfeed::rate::AimdError>(())
-//! ```
-//!
-//! # Mechanism
-//!
-//! Every `interval` the controller looks at the window:
-//!
-//! * **Cut** (multiplicative decrease) when the downstream said "slow down"
-//!   (congestion answers), when the failure share exceeds the threshold, or
-//!   when p99 exceeds the target *or will by the next decision*: p99 is
-//!   projected one interval ahead at the rise seen since the previous
-//!   decision, so a growing downstream queue is cut near the target instead
-//!   of one interval past it. Failures and congestion cut by `decrease`
-//!   (×0.75). A latency cut is proportional to the overshoot: the factor is
-//!   `target / projected p99`, kept within `[decrease, gentle_decrease]`, so
-//!   a small overshoot cuts by 10 % and 1.33 × target or worse by 25 %.
-//! * **Cooldown.** For `cooldown` after a cut (default 6 s: one 5 s window
-//!   plus one interval) the window still holds the samples that caused it, so
-//!   the controller neither cuts again for the same evidence nor increases.
-//!   It cuts again within the cooldown only if the signal got clearly worse
-//!   (p99, failure share or congestion count 25 % above their values at the
-//!   cut), which walks the rate down quickly during an outage.
-//! * **Memory of the knee.** A latency or congestion cut outside a cooldown
-//!   remembers the rate it cut from: the *reference rate*, where the
-//!   downstream last ran out of capacity. Failure cuts leave it alone (an
-//!   outage says nothing about capacity).
-//! * **Increase** (additive) only when the drain was busy and the window had
-//!   at least `min_samples` successes. Below the reference rate a step covers
-//!   half the distance to it (at least 10 % of `increase`, at most
-//!   `increase`) and never passes it, so recovery from far below is fast and
-//!   the approach is slow. At or above the reference the controller probes
-//!   by 1 % of it, one more percent for each further increase, never more
-//!   than `increase` (so a capacity that grew is found within seconds). With
-//!   no reference yet (start-up) a step is at most 12 % of the current rate,
-//!   so that even two steps past the capacity (the first too small to show
-//!   in the latency) stay below 1.15 × capacity.
-//! * **Rising latency holds.** If p99 rose by more than 10 % of the target
-//!   since the previous decision, a queue is building downstream: the rate
-//!   holds instead of rising into it.
-//!
-//! Together these keep the troughs high: the controller spends its time just
-//! under the reference rate, crosses it slowly (so latency grows slowly and
-//! the projection catches it near the target), and then cuts by about 10 %
-//! rather than 25 %. In the closed-loop simulation (`sim`) against a
-//! downstream of capacity C, the rate then oscillates within about
-//! [0.9 C, 1.03 C] and averages about 0.96 C, with p99 just under the target.
-//! Rates are always clamped to `[floor, ceiling]`, and a bad window at the
-//! floor holds rather than cutting further.
-//!
-//! # Retry-After
-//!
-//! A congestion cut also carries the window's largest `Retry-After` hint as
-//! [`Decision::pause`] (capped at [`MAX_PAUSE`]): the drain should emit
-//! nothing for that long, then resume at the new rate. Only the cut carries
-//! it, so one hint pauses once, not at every decision while it stays in the
-//! window.
+//! The AIMD controller (see [`Aimd`] for the mechanism).
 
 use std::error::Error;
 use std::fmt;
@@ -410,8 +346,73 @@ struct Cut {
     congestion: u64,
 }
 
-/// The AIMD drain-rate controller (see the [module docs](self) for the
-/// mechanism). Pure: time and evidence are arguments.
+/// The AIMD drain-rate controller. Pure: time and evidence are arguments.
+///
+/// The AIMD controller: a pure function of the clock, the current rate and a
+/// [`WindowSummary`], deciding the next drain rate once per interval.
+///
+/// ```
+/// use dripfeed::rate::{Action, AimdConfig};
+/// use dripfeed::rate::WindowSummary;
+/// let mut aimd = AimdConfig::default().build()?;
+/// let d = aimd.decide(tokio::time::Instant::now(), 100.0, &WindowSummary::default(), true);
+/// assert!(matches!(d.action, Action::Hold { .. }), "no samples, no evidence");
+/// # Ok::<(), dripfeed::rate::AimdError>(())
+/// ```
+///
+/// # Mechanism
+///
+/// Every `interval` the controller looks at the window:
+///
+/// * **Cut** (multiplicative decrease) when the downstream said "slow down"
+///   (congestion answers), when the failure share exceeds the threshold, or
+///   when p99 exceeds the target *or will by the next decision*: p99 is
+///   projected one interval ahead at the rise seen since the previous
+///   decision, so a growing downstream queue is cut near the target instead
+///   of one interval past it. Failures and congestion cut by `decrease`
+///   (×0.75). A latency cut is proportional to the overshoot: the factor is
+///   `target / projected p99`, kept within `[decrease, gentle_decrease]`, so
+///   a small overshoot cuts by 10 % and 1.33 × target or worse by 25 %.
+/// * **Cooldown.** For `cooldown` after a cut (default 6 s: one 5 s window
+///   plus one interval) the window still holds the samples that caused it, so
+///   the controller neither cuts again for the same evidence nor increases.
+///   It cuts again within the cooldown only if the signal got clearly worse
+///   (p99, failure share or congestion count 25 % above their values at the
+///   cut), which walks the rate down quickly during an outage.
+/// * **Memory of the knee.** A latency or congestion cut outside a cooldown
+///   remembers the rate it cut from: the *reference rate*, where the
+///   downstream last ran out of capacity. Failure cuts leave it alone (an
+///   outage says nothing about capacity).
+/// * **Increase** (additive) only when the drain was busy and the window had
+///   at least `min_samples` successes. Below the reference rate a step covers
+///   half the distance to it (at least 10 % of `increase`, at most
+///   `increase`) and never passes it, so recovery from far below is fast and
+///   the approach is slow. At or above the reference the controller probes
+///   by 1 % of it, one more percent for each further increase, never more
+///   than `increase` (so a capacity that grew is found within seconds). With
+///   no reference yet (start-up) a step is at most 12 % of the current rate,
+///   so that even two steps past the capacity (the first too small to show
+///   in the latency) stay below 1.15 × capacity.
+/// * **Rising latency holds.** If p99 rose by more than 10 % of the target
+///   since the previous decision, a queue is building downstream: the rate
+///   holds instead of rising into it.
+///
+/// Together these keep the troughs high: the controller spends its time just
+/// under the reference rate, crosses it slowly (so latency grows slowly and
+/// the projection catches it near the target), and then cuts by about 10 %
+/// rather than 25 %. In the closed-loop simulation (`sim`) against a
+/// downstream of capacity C, the rate then oscillates within about
+/// [0.9 C, 1.03 C] and averages about 0.96 C, with p99 just under the target.
+/// Rates are always clamped to `[floor, ceiling]`, and a bad window at the
+/// floor holds rather than cutting further.
+///
+/// # Retry-After
+///
+/// A congestion cut also carries the window's largest `Retry-After` hint as
+/// [`Decision::pause`] (capped at [`MAX_PAUSE`]): the drain should emit
+/// nothing for that long, then resume at the new rate. Only the cut carries
+/// it, so one hint pauses once, not at every decision while it stays in the
+/// window.
 ///
 /// ```
 /// use std::time::Duration;
