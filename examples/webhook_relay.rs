@@ -20,6 +20,8 @@ mod dead_letter;
 mod demo;
 #[path = "webhook_relay/fleet.rs"]
 mod fleet;
+#[path = "webhook_relay/latency.rs"]
+mod latency;
 #[path = "webhook_relay/receiver.rs"]
 mod receiver;
 #[path = "webhook_relay/tenants.rs"]
@@ -63,7 +65,7 @@ struct Flags {
     #[arg(long, default_value_t = 200.0)]
     drain_rate: f64,
     /// Worst queueing delay accepted (capacity = budget × rate), e.g. 2s or 500ms.
-    #[arg(long, default_value = "2s", value_parser = parse_duration)]
+    #[arg(long, default_value = "2s", value_parser = humantime::parse_duration)]
     latency_budget: Duration,
     /// What happens when the queue is full.
     #[arg(long, value_enum, default_value = "tail-drop")]
@@ -87,7 +89,7 @@ struct Flags {
     #[arg(long, default_value_t = 400.0)]
     ceiling: f64,
     /// The receiver p99 the adaptive drain aims under, e.g. 150ms.
-    #[arg(long, default_value = "150ms", value_parser = parse_duration)]
+    #[arg(long, default_value = "150ms", value_parser = humantime::parse_duration)]
     target_p99: Duration,
     /// Each tenant's sustained rate, webhooks/s (with --tenant-burst); over it, 429.
     #[arg(long)]
@@ -99,7 +101,7 @@ struct Flags {
     #[arg(long, default_value = "X-Tenant")]
     tenant_header: String,
     /// How long shutdown keeps draining before dead-lettering the rest.
-    #[arg(long, default_value = "10s", value_parser = parse_duration)]
+    #[arg(long, default_value = "10s", value_parser = humantime::parse_duration)]
     shutdown_grace: Duration,
     /// Drive the classic burst (1,000 requests/s for 5 s) at the relay, print a summary and exit.
     #[arg(long)]
@@ -114,26 +116,6 @@ struct Flags {
     /// What to do while PostgreSQL is unreachable: admit on local buckets, or refuse (503).
     #[arg(long, value_enum, default_value = "closed")]
     postgres_failure: fleet::FailureFlag,
-}
-
-/// `2s`, `500ms`, `1.5s`, `1m` or plain seconds.
-fn parse_duration(text: &str) -> Result<Duration, String> {
-    let text = text.trim();
-    let (num, unit) = match text.find(|c: char| c.is_ascii_alphabetic()) {
-        Some(i) => text.split_at(i),
-        None => (text, "s"),
-    };
-    let value: f64 = num
-        .trim()
-        .parse()
-        .map_err(|_| format!("not a duration: {text}"))?;
-    let secs = match unit {
-        "ms" => value / 1000.0,
-        "s" => value,
-        "m" => value * 60.0,
-        _ => return Err(format!("unknown unit {unit:?} (use ms, s or m)")),
-    };
-    Duration::try_from_secs_f64(secs).map_err(|_| format!("not a duration: {text}"))
 }
 
 fn install_prometheus() -> Result<PrometheusHandle, String> {
@@ -164,15 +146,7 @@ fn spawn_status(relay: Arc<Relay>) {
         loop {
             tick.tick().await;
             let s = relay.throttle.stats();
-            let p99 = {
-                let mut l = relay.latencies.lock().unwrap_or_else(|p| p.into_inner());
-                l.sort_by(f64::total_cmp);
-                let p = l
-                    .get((l.len() * 99 / 100).min(l.len().saturating_sub(1)))
-                    .copied();
-                l.clear();
-                p
-            };
+            let p99 = relay.latencies.take_p99();
             let a = &relay.answers;
             let load =
                 |x: &std::sync::atomic::AtomicU64| x.load(std::sync::atomic::Ordering::Relaxed);
@@ -182,7 +156,7 @@ fn spawn_status(relay: Arc<Relay>) {
                 s.capacity(),
                 relay.budget.held() / 1024,
                 s.drain_rate(),
-                p99.map_or("-".into(), |p| format!("{:.1}ms", p * 1000.0)),
+                p99.map_or("-".into(), |p| format!("{:.1}ms", p.as_secs_f64() * 1000.0)),
                 s.delivered(),
                 load(&a.full_503),
                 load(&a.bytes_503),
@@ -235,22 +209,76 @@ async fn main() {
 
 async fn run(flags: Flags) -> Result<(), String> {
     let prometheus = install_prometheus()?;
-    let mut receiver = None;
-    let downstream = match &flags.downstream {
-        Some(url) => url.clone(),
-        None => {
-            let rx = receiver::Receiver::new(flags.receiver_capacity);
-            let addr = receiver::serve(
-                "127.0.0.1:8081".parse().map_err(|_| "bad address")?,
-                rx.clone(),
-            )
-            .await
-            .map_err(|e| format!("starting the built-in receiver on 127.0.0.1:8081: {e}"))?;
-            receiver = Some(rx);
-            format!("http://{addr}/hooks")
-        }
+    let (downstream, receiver) = downstream(&flags).await?;
+    let cfg = relay_config(&flags, &downstream)?;
+    let relay = start_relay(&flags, cfg).await?;
+    let stop = Arc::new(tokio::sync::Notify::new());
+    let server_stop = stop.clone();
+    let (addr, server) = app::serve(
+        flags.listen,
+        app::router(relay.clone(), Some(prometheus)),
+        async move { server_stop.notified().await },
+    )
+    .await
+    .map_err(|e| format!("listening on {}: {e}", flags.listen))?;
+    println!(
+        "webhook relay on http://{addr}: POST /v1/webhooks/deliver, GET /metrics, GET /healthz\n\
+         delivering to {downstream} at {}/s, capacity {} ({:?} budget), overflow {:?}",
+        relay.throttle.drain_rate(),
+        relay.throttle.capacity(),
+        flags.latency_budget,
+        flags.overflow,
+    );
+    let outcome = if flags.demo {
+        let tenants = flags.tenant_rate.is_some();
+        demo::run(
+            addr,
+            &relay,
+            tenants,
+            receiver.as_deref(),
+            flags.shutdown_grace,
+        )
+        .await
+    } else {
+        serve_until_stopped(addr, &relay, &flags).await
     };
-    let cfg = RelayConfig {
+    stop.notify_one();
+    let _ = server.await;
+    outcome
+}
+
+/// The receiver's URL: `--downstream`, or a built-in receiver on 127.0.0.1:8081.
+async fn downstream(flags: &Flags) -> Result<(String, Option<Arc<receiver::Receiver>>), String> {
+    if let Some(url) = &flags.downstream {
+        return Ok((url.clone(), None));
+    }
+    let rx = receiver::Receiver::new(flags.receiver_capacity);
+    let at = "127.0.0.1:8081".parse().map_err(|_| "bad address")?;
+    let addr = receiver::serve(at, rx.clone())
+        .await
+        .map_err(|e| format!("starting the built-in receiver on {at}: {e}"))?;
+    Ok((format!("http://{addr}/hooks"), Some(rx)))
+}
+
+fn relay_config(flags: &Flags, downstream: &str) -> Result<RelayConfig, String> {
+    let tenant_quota = match flags.tenant_rate {
+        Some(rate) => {
+            Some(Quota::new(flags.tenant_burst, rate).map_err(|e| format!("tenant quota: {e}"))?)
+        }
+        None => None,
+    };
+    let adaptive = match flags.adaptive {
+        true => Some(
+            AimdConfig::default()
+                .with_floor(flags.floor)
+                .with_ceiling(flags.ceiling)
+                .with_target_p99(flags.target_p99)
+                .build()
+                .map_err(|e| format!("adaptive drain: {e}"))?,
+        ),
+        false => None,
+    };
+    Ok(RelayConfig {
         drain_rate: flags.drain_rate,
         latency_budget: flags.latency_budget,
         overflow: match flags.overflow {
@@ -261,78 +289,39 @@ async fn run(flags: Flags) -> Result<(), String> {
         dead_letter_file: flags.dead_letter_file.clone(),
         max_in_flight: flags.max_in_flight,
         max_queue_bytes: flags.max_queue_bytes,
-        downstream: downstream.clone(),
+        downstream: downstream.to_owned(),
         tenant_header: flags.tenant_header.clone(),
         deliver_timeout: Duration::from_secs(10),
-        tenant_quota: match flags.tenant_rate {
-            Some(rate) => Some(
-                Quota::new(flags.tenant_burst, rate).map_err(|e| format!("tenant quota: {e}"))?,
-            ),
-            None => None,
-        },
-        adaptive: match flags.adaptive {
-            true => Some(
-                AimdConfig::default()
-                    .with_floor(flags.floor)
-                    .with_ceiling(flags.ceiling)
-                    .with_target_p99(flags.target_p99)
-                    .build()
-                    .map_err(|e| format!("adaptive drain: {e}"))?,
-            ),
-            false => None,
-        },
-    };
+        tenant_quota,
+        adaptive,
+    })
+}
+
+/// The relay with its fleet permits (`--redis`) and shared tenant quotas (`--postgres`).
+async fn start_relay(flags: &Flags, cfg: RelayConfig) -> Result<Arc<Relay>, String> {
     let permits = flags.fleet.permits(flags.drain_rate)?;
     let tenants = match (&flags.postgres, cfg.tenant_quota) {
-        (Some(url), Some(quota)) => Some(
-            tenants::open_postgres(
-                url,
-                quota,
-                matches!(flags.postgres_failure, fleet::FailureFlag::Open),
-            )
-            .await?,
-        ),
+        (Some(url), Some(quota)) => {
+            let fail_open = matches!(flags.postgres_failure, fleet::FailureFlag::Open);
+            Some(tenants::open_postgres(url, quota, fail_open).await?)
+        }
         (Some(_), None) => {
             return Err("--postgres holds tenant quotas: give --tenant-rate too".into());
         }
         (None, _) => None,
     };
-    let relay = Relay::start_with(cfg, permits, tenants)
+    Relay::start_with(cfg, permits, tenants)
         .await
-        .map_err(|e| e.to_string())?;
-    let stop = Arc::new(tokio::sync::Notify::new());
-    let server_stop = stop.clone();
-    let (addr, server) = app::serve(
-        flags.listen,
-        app::router(relay.clone(), Some(prometheus)),
-        async move { server_stop.notified().await },
-    )
-    .await
-    .map_err(|e| format!("listening on {}: {e}", flags.listen))?;
+        .map_err(|e| e.to_string())
+}
 
-    println!(
-        "webhook relay on http://{addr}: POST /v1/webhooks/deliver, GET /metrics, GET /healthz\n\
-         delivering to {downstream} at {}/s, capacity {} ({:?} budget), overflow {:?}",
-        relay.throttle.drain_rate(),
-        relay.throttle.capacity(),
-        flags.latency_budget,
-        flags.overflow,
-    );
-
-    if flags.demo {
-        let outcome = demo::run(
-            addr,
-            &relay,
-            flags.tenant_rate.is_some(),
-            receiver.as_deref(),
-            flags.shutdown_grace,
-        )
-        .await;
-        stop.notify_one();
-        let _ = server.await;
-        return outcome;
-    }
-
+/// Serves until Ctrl-C or SIGTERM, then drains for the grace and
+/// dead-letters what remains.
+async fn serve_until_stopped(
+    addr: SocketAddr,
+    relay: &Arc<Relay>,
+    flags: &Flags,
+) -> Result<(), String> {
     println!(
         "try: curl -X POST -d '{{\"hello\":1}}' -H 'content-type: application/json' http://{addr}/v1/webhooks/deliver"
     );
@@ -348,8 +337,6 @@ async fn run(flags: Flags) -> Result<(), String> {
         let _ = relay.sink.offer(job, "shutdown");
     }
     let lines = relay.sink.written().await;
-    stop.notify_one();
-    let _ = server.await;
     println!(
         "delivered {}, dead-letter file {} ({lines} lines this run)",
         report.stats.delivered(),

@@ -81,21 +81,14 @@ impl RateLimit {
 
     /// The `RateLimit-Policy` field value, e.g. `"queue";q=400;w=2`.
     pub fn policy_header(&self) -> String {
-        format!(
-            "\"{}\";q={};w={}",
-            self.policy,
-            self.quota,
-            self.window_s
-        )
+        format!("\"{}\";q={};w={}", self.policy, self.quota, self.window_s)
     }
 
     /// The `RateLimit` field value, e.g. `"queue";r=0;t=2`.
     pub fn header(&self) -> String {
         format!(
             "\"{}\";r={};t={}",
-            self.policy,
-            self.remaining,
-            self.reset_s
+            self.policy, self.remaining, self.reset_s
         )
     }
 }
@@ -124,6 +117,19 @@ pub fn whole_seconds(d: Duration) -> u64 {
 /// ```
 pub fn retry_after(wait: Duration) -> String {
     whole_seconds(wait).to_string()
+}
+
+/// A wait hint with the same jitter the crate adds to its own (up to 20 %
+/// more), so callers refused together do not all come back at once.
+///
+/// ```
+/// use dripfeed::headers::jittered;
+/// use std::time::Duration;
+/// let wait = jittered(Duration::from_secs(10));
+/// assert!(wait >= Duration::from_secs(10) && wait <= Duration::from_secs(12));
+/// ```
+pub fn jittered(wait: Duration) -> Duration {
+    crate::num::jittered(wait)
 }
 
 /// Every header field a refusal should carry: `Retry-After` when waiting

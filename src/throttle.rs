@@ -326,6 +326,32 @@ impl<J: 'static> Throttle<J> {
         self.shared.admission.depth()
     }
 
+    /// How long a caller refused now for a full queue is told to wait: the
+    /// time the queue as it stands takes to drain, plus up to 20 % jitter.
+    /// For a refusal made outside the throttle (a byte budget, say) that
+    /// should answer like the queue does.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() {
+    /// use dripfeed::{Delivery, Throttle};
+    /// use std::time::Duration;
+    /// let (throttle, _drain) = Throttle::builder()
+    ///     .drain_rate(10.0)
+    ///     .build(|_: &u32, _| async { Delivery::Done })
+    ///     .unwrap();
+    /// throttle.pause();
+    /// for job in 0..5 {
+    ///     throttle.try_submit(job).unwrap();
+    /// }
+    /// let wait = throttle.retry_after(); // 5 queued at 10/s
+    /// assert!(wait >= Duration::from_millis(500) && wait <= Duration::from_millis(600));
+    /// # }
+    /// ```
+    pub fn retry_after(&self) -> std::time::Duration {
+        crate::num::jittered(self.shared.queue_wait())
+    }
+
     /// The current admission bound: `ceil(latency_budget × drain_rate)`, or
     /// the fixed capacity.
     pub fn capacity(&self) -> usize {

@@ -13,6 +13,8 @@ mod dead_letter;
 #[path = "../examples/webhook_relay/demo.rs"]
 #[allow(dead_code)]
 mod demo;
+#[path = "../examples/webhook_relay/latency.rs"]
+mod latency;
 #[path = "../examples/webhook_relay/receiver.rs"]
 #[allow(dead_code)]
 mod receiver;
@@ -97,6 +99,7 @@ async fn a_burst_ten_times_the_drain_rate_loses_nothing_and_says_when_to_retry()
 
     let mut rss_after = Vec::new();
     let mut accepted = 0;
+    let mut accepted_ids = std::collections::HashSet::new();
     for round in 0..2 {
         // half from one hot tenant (far over its 20/s), half from 50 polite ones
         let b = demo::burst(addr, &relay, 1000, 2, |n| {
@@ -140,6 +143,12 @@ async fn a_burst_ten_times_the_drain_rate_loses_nothing_and_says_when_to_retry()
             assert_eq!(secs, 1, "429 Retry-After {secs}");
         }
         accepted += b.count(202);
+        assert_eq!(
+            b.accepted_ids.len() as u64,
+            b.count(202),
+            "each 202 names its job"
+        );
+        accepted_ids.extend(b.accepted_ids.iter().cloned());
         relay.drained(Duration::from_secs(20)).await;
         assert_eq!(
             rx.stats().ok,
@@ -198,6 +207,17 @@ async fn a_burst_ten_times_the_drain_rate_loses_nothing_and_says_when_to_retry()
 
     let report = relay.throttle.shutdown(Duration::from_secs(5)).await;
     assert_eq!(report.stats.delivered(), accepted);
+    assert_eq!(
+        rx.delivered_keys(),
+        accepted_ids,
+        "the receiver's idempotency keys are the ids of the 202s"
+    );
+    let p99 = relay
+        .latencies
+        .take_p99()
+        .expect("deliveries recorded their latency");
+    assert!(p99 < Duration::from_secs(10), "loopback p99 {p99:?}");
+    assert_eq!(relay.latencies.take_p99(), None, "read and reset");
     // after shutdown: 503, closed
     let late = client
         .post(format!("http://{addr}/v1/webhooks/deliver"))

@@ -4,8 +4,8 @@
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use axum::Router;
@@ -15,7 +15,9 @@ use axum::extract::{DefaultBodyLimit, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
-use dripfeed::{Attempt, Delivery, Downstream, Overflow, Reason, Rejected, Throttle, headers};
+use dripfeed::{
+    Admitted, Attempt, Delivery, Downstream, Overflow, Reason, Rejected, Throttle, headers,
+};
 use metrics_exporter_prometheus::PrometheusHandle;
 use serde_json::json;
 
@@ -23,6 +25,7 @@ use dripfeed::PermitSource;
 
 use crate::budget::{ByteBudget, Ticket};
 use crate::dead_letter::FileSink;
+use crate::latency::Latencies;
 use crate::tenants::{TenantRefusal, TenantStore};
 
 /// Bodies above this are refused with 413.
@@ -71,8 +74,8 @@ pub struct Relay {
     pub budget: ByteBudget,
     pub sink: Arc<FileSink>,
     pub answers: Answers,
-    /// Delivery latencies (s) since the status line last read them.
-    pub latencies: Arc<Mutex<Vec<f64>>>,
+    /// Delivery latencies since the status line last read them.
+    pub latencies: Arc<Latencies>,
     pub cfg: RelayConfig,
     /// Tenant quotas shared with other relays (`--postgres`); else local.
     pub tenants: Option<Arc<dyn TenantStore>>,
@@ -82,7 +85,7 @@ pub struct Relay {
 struct HttpDownstream {
     client: reqwest::Client,
     url: String,
-    latencies: Arc<Mutex<Vec<f64>>>,
+    latencies: Arc<Latencies>,
 }
 
 #[async_trait::async_trait]
@@ -98,9 +101,7 @@ impl Downstream<Job> for HttpDownstream {
         }
         let started = std::time::Instant::now();
         let answer = req.send().await;
-        if let Ok(mut l) = self.latencies.lock() {
-            l.push(started.elapsed().as_secs_f64());
-        }
+        self.latencies.record(started.elapsed());
         match answer {
             Ok(resp) if resp.status().is_success() => Delivery::Done,
             Ok(resp) => {
@@ -137,7 +138,7 @@ impl Relay {
         tenants: Option<Arc<dyn TenantStore>>,
     ) -> std::io::Result<Arc<Relay>> {
         let sink = Arc::new(FileSink::open(cfg.dead_letter_file.clone()).await?);
-        let latencies = Arc::new(Mutex::new(Vec::new()));
+        let latencies = Arc::new(Latencies::new());
         let client = reqwest::Client::builder()
             .timeout(cfg.deliver_timeout)
             .pool_max_idle_per_host(cfg.max_in_flight)
@@ -271,12 +272,8 @@ fn tenant_refused(relay: &Relay, refusal: TenantRefusal) -> Response {
     match refusal {
         TenantRefusal::OverQuota { wait, limit } => {
             bump(&relay.answers.quota_429);
-            let jittered = wait.as_secs_f64() * (1.0 + 0.2 * fastrand::f64());
             let fields = vec![
-                (
-                    "retry-after",
-                    headers::retry_after(Duration::from_secs_f64(jittered.min(1e9))),
-                ),
+                ("retry-after", headers::retry_after(headers::jittered(wait))),
                 ("ratelimit-policy", limit.policy_header()),
                 ("ratelimit", limit.header()),
             ];
@@ -304,34 +301,45 @@ async fn deliver(
     headers_in: HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> Response {
+    let job = match job_from(&relay, &headers_in, body) {
+        Ok(job) => job,
+        Err(refusal) => return refusal,
+    };
+    match admit(&relay, job).await {
+        Ok(admitted) => accepted(&relay, admitted),
+        Err(refusal) => refusal,
+    }
+}
+
+/// The webhook as a job holding its bytes against the budget, or the
+/// answer that refuses it (413, or 503 when the byte budget is spent).
+fn job_from(
+    relay: &Relay,
+    headers_in: &HeaderMap,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<Job, Response> {
     let body = match body {
         Ok(b) => b,
         Err(e) if e.status() == StatusCode::PAYLOAD_TOO_LARGE => {
             bump(&relay.answers.too_large_413);
             let detail = format!("bodies are limited to {MAX_BODY} bytes");
-            return problem(
-                StatusCode::PAYLOAD_TOO_LARGE,
-                "too-large",
-                detail,
-                Vec::new(),
-            );
+            let too_large = StatusCode::PAYLOAD_TOO_LARGE;
+            return Err(problem(too_large, "too-large", detail, Vec::new()));
         }
-        Err(e) => return problem(e.status(), "bad-body", e.body_text(), Vec::new()),
+        Err(e) => return Err(problem(e.status(), "bad-body", e.body_text(), Vec::new())),
     };
     let Some(ticket) = relay.budget.try_take(body.len()) else {
         bump(&relay.answers.bytes_503);
-        let wait = relay.throttle.depth() as f64 / relay.throttle.drain_rate();
-        let fields = vec![(
-            "retry-after",
-            headers::retry_after(Duration::from_secs_f64(wait)),
-        )];
+        // Answered like a full queue: the wait until it has drained.
+        let wait = headers::retry_after(relay.throttle.retry_after());
         let detail = "the relay holds its byte budget of queued bodies; retry later".to_owned();
-        return problem(
-            StatusCode::SERVICE_UNAVAILABLE,
+        let unavailable = StatusCode::SERVICE_UNAVAILABLE;
+        return Err(problem(
+            unavailable,
             "overloaded",
             detail,
-            fields,
-        );
+            vec![("retry-after", wait)],
+        ));
     };
     let text = |name: &str| {
         headers_in
@@ -339,18 +347,21 @@ async fn deliver(
             .and_then(|v| v.to_str().ok())
             .map(str::to_owned)
     };
-    let job = Job {
+    Ok(Job {
         content_type: text(header::CONTENT_TYPE.as_str()),
         tenant: text(&relay.cfg.tenant_header),
         body,
         received_unix_ms: unix_ms(),
         _ticket: ticket,
-    };
+    })
+}
+
+/// The tenant's quota (429), then the queue (503).
+async fn admit(relay: &Relay, job: Job) -> Result<Admitted, Response> {
     let submitted = match (&relay.tenants, &relay.cfg.tenant_quota, job.tenant.clone()) {
         (Some(store), _, Some(tenant)) => {
-            // The shared quota first (429), then the local queue (503).
             if let Err(refusal) = store.admit(&tenant).await {
-                return tenant_refused(&relay, refusal);
+                return Err(tenant_refused(relay, refusal));
             }
             let submitted = relay.throttle.try_submit(job);
             if submitted.is_err() {
@@ -361,25 +372,20 @@ async fn deliver(
         (None, Some(_), Some(tenant)) => relay.throttle.try_submit_keyed(tenant, 1.0, job),
         _ => relay.throttle.try_submit(job),
     };
-    match submitted {
-        Ok(admitted) => {
-            let status = if admitted.is_deferred() {
-                bump(&relay.answers.deferred);
-                "deferred"
-            } else {
-                bump(&relay.answers.queued);
-                "queued"
-            };
-            // The id the receiver sees as its idempotency-key.
-            let id = admitted.id().to_string();
-            (
-                StatusCode::ACCEPTED,
-                axum::Json(json!({"status": status, "id": id})),
-            )
-                .into_response()
-        }
-        Err(r) => refused(&relay, r),
-    }
+    submitted.map_err(|r| refused(relay, r))
+}
+
+/// 202, naming the job by the id its receiver sees as `idempotency-key`.
+fn accepted(relay: &Relay, admitted: Admitted) -> Response {
+    let status = if admitted.is_deferred() {
+        bump(&relay.answers.deferred);
+        "deferred"
+    } else {
+        bump(&relay.answers.queued);
+        "queued"
+    };
+    let body = json!({"status": status, "id": admitted.id().to_string()});
+    (StatusCode::ACCEPTED, axum::Json(body)).into_response()
 }
 
 pub fn router(relay: Arc<Relay>, prometheus: Option<PrometheusHandle>) -> Router {

@@ -21,6 +21,8 @@ pub struct BurstResult {
     pub retry_after: Vec<(u16, u64)>,
     pub peak_depth: usize,
     pub errors: u64,
+    /// The ids named in the 202 answers.
+    pub accepted_ids: Vec<String>,
 }
 
 impl BurstResult {
@@ -86,7 +88,12 @@ pub async fn burst(
                             .get("retry-after")
                             .and_then(|v| v.to_str().ok())
                             .and_then(|v| v.parse::<u64>().ok());
-                        Some((resp.status().as_u16(), after))
+                        let status = resp.status().as_u16();
+                        let body = resp.text().await.unwrap_or_default();
+                        let id = serde_json::from_str::<serde_json::Value>(&body)
+                            .ok()
+                            .and_then(|v| v["id"].as_str().map(str::to_owned));
+                        Some((status, after, id))
                     }
                     Err(_) => None,
                 }
@@ -96,9 +103,10 @@ pub async fn burst(
     let mut out = BurstResult::default();
     for t in tasks {
         match t.await.ok().flatten() {
-            Some((status, after)) => {
+            Some((status, after, id)) => {
                 *out.statuses.entry(status).or_default() += 1;
                 out.retry_after.extend(after.map(|a| (status, a)));
+                out.accepted_ids.extend(id.filter(|_| status == 202));
             }
             None => out.errors += 1,
         }
@@ -167,6 +175,15 @@ pub async fn run(
         println!(
             "receiver: {} received, {} ok, {} answered 503 (capacity exceeded)",
             r.received, r.ok, r.failed_503
+        );
+        // Each delivered webhook's idempotency-key is the id its 202 named.
+        let ids: std::collections::HashSet<&str> =
+            b.accepted_ids.iter().map(String::as_str).collect();
+        let keys = rx.delivered_keys();
+        let named = keys.iter().filter(|k| ids.contains(k.as_str())).count();
+        println!(
+            "receiver: {} distinct idempotency keys, {named} of them named by a 202",
+            keys.len()
         );
     }
     if b.errors > 0 {

@@ -3,6 +3,7 @@
 //! the backlog passes a quarter second some requests fail with 503.
 //! `GET /stats` tells what it received.
 
+use std::collections::HashSet;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::Mutex;
@@ -39,6 +40,8 @@ struct Model {
 
 pub struct Receiver {
     model: Mutex<Model>,
+    /// The `idempotency-key` of each webhook answered 2xx (the first million).
+    keys: Mutex<HashSet<String>>,
     received: AtomicU64,
     ok: AtomicU64,
     failed: AtomicU64,
@@ -53,6 +56,7 @@ impl Receiver {
                 last: Instant::now(),
                 rng: fastrand::Rng::with_seed(7),
             }),
+            keys: Mutex::new(HashSet::new()),
             received: AtomicU64::new(0),
             ok: AtomicU64::new(0),
             failed: AtomicU64::new(0),
@@ -65,6 +69,11 @@ impl Receiver {
             ok: self.ok.load(Ordering::Relaxed),
             failed_503: self.failed.load(Ordering::Relaxed),
         }
+    }
+
+    /// The idempotency keys of the webhooks answered 2xx.
+    pub fn delivered_keys(&self) -> HashSet<String> {
+        self.keys.lock().unwrap_or_else(|p| p.into_inner()).clone()
     }
 
     /// Admits one request into the queue model: its latency, and whether it fails.
@@ -83,7 +92,11 @@ impl Receiver {
     }
 }
 
-async fn hook(State(rx): State<Arc<Receiver>>, _body: axum::body::Bytes) -> impl IntoResponse {
+async fn hook(
+    State(rx): State<Arc<Receiver>>,
+    headers: axum::http::HeaderMap,
+    _body: axum::body::Bytes,
+) -> impl IntoResponse {
     rx.received.fetch_add(1, Ordering::Relaxed);
     let (latency, fails) = rx.arrive();
     tokio::time::sleep(latency).await;
@@ -92,6 +105,11 @@ async fn hook(State(rx): State<Arc<Receiver>>, _body: axum::body::Bytes) -> impl
         (StatusCode::SERVICE_UNAVAILABLE, [("retry-after", "1")]).into_response()
     } else {
         rx.ok.fetch_add(1, Ordering::Relaxed);
+        let key = headers.get("idempotency-key").and_then(|v| v.to_str().ok());
+        let mut keys = rx.keys.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(key) = key.filter(|_| keys.len() < 1_000_000) {
+            keys.insert(key.to_owned());
+        }
         StatusCode::NO_CONTENT.into_response()
     }
 }
