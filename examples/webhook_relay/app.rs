@@ -303,11 +303,11 @@ async fn deliver(
 ) -> Response {
     let job = match job_from(&relay, &headers_in, body) {
         Ok(job) => job,
-        Err(refusal) => return refusal,
+        Err(refusal) => return *refusal,
     };
     match admit(&relay, job).await {
         Ok(admitted) => accepted(&relay, admitted),
-        Err(refusal) => refusal,
+        Err(refusal) => *refusal,
     }
 }
 
@@ -317,16 +317,24 @@ fn job_from(
     relay: &Relay,
     headers_in: &HeaderMap,
     body: Result<Bytes, BytesRejection>,
-) -> Result<Job, Response> {
+) -> Result<Job, Box<Response>> {
     let body = match body {
         Ok(b) => b,
         Err(e) if e.status() == StatusCode::PAYLOAD_TOO_LARGE => {
             bump(&relay.answers.too_large_413);
             let detail = format!("bodies are limited to {MAX_BODY} bytes");
             let too_large = StatusCode::PAYLOAD_TOO_LARGE;
-            return Err(problem(too_large, "too-large", detail, Vec::new()));
+            return Err(Box::new(problem(
+                too_large,
+                "too-large",
+                detail,
+                Vec::new(),
+            )));
         }
-        Err(e) => return Err(problem(e.status(), "bad-body", e.body_text(), Vec::new())),
+        Err(e) => {
+            let bad = problem(e.status(), "bad-body", e.body_text(), Vec::new());
+            return Err(Box::new(bad));
+        }
     };
     let Some(ticket) = relay.budget.try_take(body.len()) else {
         bump(&relay.answers.bytes_503);
@@ -357,11 +365,11 @@ fn job_from(
 }
 
 /// The tenant's quota (429), then the queue (503).
-async fn admit(relay: &Relay, job: Job) -> Result<Admitted, Response> {
+async fn admit(relay: &Relay, job: Job) -> Result<Admitted, Box<Response>> {
     let submitted = match (&relay.tenants, &relay.cfg.tenant_quota, job.tenant.clone()) {
         (Some(store), _, Some(tenant)) => {
             if let Err(refusal) = store.admit(&tenant).await {
-                return Err(tenant_refused(relay, refusal));
+                return Err(Box::new(tenant_refused(relay, refusal)));
             }
             let submitted = relay.throttle.try_submit(job);
             if submitted.is_err() {
@@ -372,7 +380,7 @@ async fn admit(relay: &Relay, job: Job) -> Result<Admitted, Response> {
         (None, Some(_), Some(tenant)) => relay.throttle.try_submit_keyed(tenant, 1.0, job),
         _ => relay.throttle.try_submit(job),
     };
-    submitted.map_err(|r| refused(relay, r))
+    submitted.map_err(|r| Box::new(refused(relay, r)))
 }
 
 /// 202, naming the job by the id its receiver sees as `idempotency-key`.
