@@ -342,12 +342,8 @@ fn job_from(
         let wait = headers::retry_after(relay.throttle.retry_after());
         let detail = "the relay holds its byte budget of queued bodies; retry later".to_owned();
         let unavailable = StatusCode::SERVICE_UNAVAILABLE;
-        return Err(problem(
-            unavailable,
-            "overloaded",
-            detail,
-            vec![("retry-after", wait)],
-        ));
+        let fields = vec![("retry-after", wait)];
+        return Err(Box::new(problem(unavailable, "overloaded", detail, fields)));
     };
     let text = |name: &str| {
         headers_in
