@@ -162,6 +162,7 @@ impl<J> Admission<J> {
 
     /// Pushes into a reserved place; when withdrawn entries crowd the ring,
     /// purges them first.
+    #[inline]
     fn push_entry(&self, entry: Entry<J>) -> Result<(), Entry<J>> {
         match self.ring.push(entry) {
             Err(entry) if self.withdrawal.is_some() => {
@@ -273,6 +274,7 @@ impl<J> Place<'_, J> {
 
     /// Queues `entry` in this place. Hands the entry back (and the place)
     /// only if the ring has no room, which the bound rules out.
+    #[inline]
     pub(crate) fn push(mut self, entry: Entry<J>) -> Result<(), Entry<J>> {
         let Some(adm) = self.adm else {
             return Err(entry);
@@ -287,6 +289,7 @@ impl<J> Place<'_, J> {
 }
 
 impl<J> Drop for Place<'_, J> {
+    #[inline]
     fn drop(&mut self) {
         if let Some(adm) = self.adm.take() {
             adm.give_back(self.first);

@@ -30,6 +30,7 @@ impl Clock {
     }
 
     /// Nanoseconds from the epoch to `at` (0 before the epoch, saturating far after).
+    #[inline]
     pub(crate) fn ns(&self, at: Instant) -> u64 {
         u64::try_from(at.saturating_duration_since(self.epoch).as_nanos()).unwrap_or(u64::MAX)
     }
@@ -42,6 +43,7 @@ impl Clock {
     }
 
     /// Reads the real clock and refreshes the coarse copy.
+    #[inline]
     pub(crate) fn precise(&self) -> u64 {
         let now = self.ns(Instant::now());
         self.coarse.fetch_max(now, Ordering::Relaxed);
@@ -49,6 +51,7 @@ impl Clock {
     }
 
     /// The coarse copy: at most one drain wake old while jobs wait.
+    #[inline]
     pub(crate) fn coarse(&self) -> u64 {
         self.coarse.load(Ordering::Relaxed)
     }

@@ -113,11 +113,11 @@ impl std::error::Error for BuildError {}
 /// Why a job was refused at submit.
 ///
 /// ```
-/// use dripfeed::Reason;
+/// use dripfeed::{Cause, Reason};
 /// assert_eq!(Reason::Overloaded.status(), 503);
 /// assert_eq!(Reason::OverQuota.status(), 429);
 /// assert_eq!(Reason::Overloaded.as_str(), "overloaded");
-/// let down = Reason::Unavailable { cause: "store_down" };
+/// let down = Reason::Unavailable { cause: Cause::StoreDown };
 /// assert_eq!((down.status(), down.as_str()), (503, "store_down"));
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -131,13 +131,37 @@ pub enum Reason {
     Closed,
     /// The job can never be admitted, e.g. a cost above the key's size (HTTP 400).
     Invalid,
-    /// Something the throttle depends on cannot serve now (HTTP 503): a
-    /// store that is down, a breaker that is open, a full journal. `cause`
-    /// names it, in lowercase snake case; it is the metric label.
+    /// Something the throttle depends on cannot serve now (HTTP 503), not
+    /// the caller's fault: `cause` says what, and is the metric label.
     Unavailable {
-        /// What is unavailable, e.g. `"store_down"`.
-        cause: &'static str,
+        /// What is unavailable.
+        cause: Cause,
     },
+}
+
+/// What made a refusal [`Reason::Unavailable`]. New causes are added as
+/// capabilities that can fail arrive; counts and metric labels follow them
+/// by name, with no fixed table to grow.
+///
+/// ```
+/// use dripfeed::Cause;
+/// assert_eq!(Cause::StoreDown.as_str(), "store_down");
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Cause {
+    /// The store that holds per-key budgets (Redis, PostgreSQL) cannot be
+    /// reached and is configured to fail closed.
+    StoreDown,
+}
+
+impl Cause {
+    /// The `reason` label of a refusal for this cause.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Cause::StoreDown => "store_down",
+        }
+    }
 }
 
 impl Reason {
@@ -158,7 +182,7 @@ impl Reason {
             Reason::OverQuota => "over_quota",
             Reason::Closed => "closed",
             Reason::Invalid => "invalid",
-            Reason::Unavailable { cause } => cause,
+            Reason::Unavailable { cause } => cause.as_str(),
         }
     }
 }
@@ -208,11 +232,14 @@ enum Hint {
         depth: usize,
         bound: usize,
         rate: f64,
-        /// Uniform in [0, 1): this refusal's share of the 20 % jitter.
-        jitter: f32,
+        /// Unique to this refusal: its share of the 20 % jitter is drawn
+        /// from it when the hint is read.
+        seed: u64,
     },
     Known {
-        wait: Duration,
+        /// Nanoseconds (a `Duration`'s niche would put the variant's tag
+        /// in the middle of the hint, which the refusal path pays for).
+        wait_ns: u64,
         limit: Option<RateLimit>,
     },
 }
@@ -225,21 +252,31 @@ impl<J> Rejected<J> {
         limit: Option<RateLimit>,
     ) -> Self {
         let hint = match retry_after {
-            Some(wait) => Hint::Known { wait, limit },
+            Some(wait) => Hint::Known {
+                wait_ns: crate::num::nanos(wait),
+                limit,
+            },
             None => Hint::None,
         };
         Rejected { job, reason, hint }
     }
 
-    /// A refusal by the shared queue as it stands: `depth` of `bound` at `rate`.
-    pub(crate) fn queue(job: J, reason: Reason, depth: usize, bound: usize, rate: f64) -> Self {
+    /// A refusal by the shared queue as it stands: `depth` of `bound` at
+    /// `rate`. Its share of the jitter comes from `seed`, a number unique to
+    /// this refusal (no random-number generator on the refusal path).
+    #[inline]
+    pub(crate) fn queue(job: J, depth: usize, bound: usize, rate: f64, seed: u64) -> Self {
         let hint = Hint::Queue {
             depth,
             bound,
             rate,
-            jitter: fastrand::f32(),
+            seed,
         };
-        Rejected { job, reason, hint }
+        Rejected {
+            job,
+            reason: Reason::Overloaded,
+            hint,
+        }
     }
 
     /// Gives the job back.
@@ -263,12 +300,9 @@ impl<J> Rejected<J> {
         match self.hint {
             Hint::None => None,
             Hint::Queue {
-                depth,
-                rate,
-                jitter,
-                ..
-            } => Some(with_jitter(secs(depth as f64 / rate), f64::from(jitter))),
-            Hint::Known { wait, .. } => Some(wait),
+                depth, rate, seed, ..
+            } => Some(with_jitter(secs(depth as f64 / rate), unit(seed))),
+            Hint::Known { wait_ns, .. } => Some(Duration::from_nanos(wait_ns)),
         }
     }
 
@@ -314,6 +348,16 @@ impl<J> Rejected<J> {
     }
 }
 
+/// A number in [0, 1) spread evenly from `seed` (splitmix64's finaliser):
+/// consecutive seeds give unrelated values.
+fn unit(seed: u64) -> f64 {
+    let mut z = seed.wrapping_add(0x9E37_79B9_7F4A_7C15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^= z >> 31;
+    (z >> 11) as f64 / (1u64 << 53) as f64
+}
+
 impl<J> fmt::Debug for Rejected<J> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Rejected")
@@ -330,7 +374,9 @@ impl<J> fmt::Display for Rejected<J> {
             Reason::OverQuota => write!(f, "job refused: key over quota")?,
             Reason::Closed => write!(f, "job refused: throttle closed")?,
             Reason::Invalid => write!(f, "job refused: cost can never be admitted")?,
-            Reason::Unavailable { cause } => write!(f, "job refused: unavailable ({cause})")?,
+            Reason::Unavailable { cause } => {
+                write!(f, "job refused: unavailable ({})", cause.as_str())?
+            }
         }
         if let Some(wait) = self.retry_after() {
             write!(f, ", retry after {wait:?}")?;
@@ -340,6 +386,27 @@ impl<J> fmt::Display for Rejected<J> {
 }
 
 impl<J> std::error::Error for Rejected<J> {}
+
+#[cfg(test)]
+mod tests {
+    use super::unit;
+
+    #[test]
+    fn jitter_seeds_spread_evenly_over_the_unit_interval() {
+        let mut buckets = [0u32; 10];
+        for seed in 0..100_000u64 {
+            let u = unit(seed);
+            assert!((0.0..1.0).contains(&u));
+            buckets[(u * 10.0) as usize] += 1;
+        }
+        // 10,000 expected in each tenth; a sound mix stays well within 5 %.
+        assert!(
+            buckets.iter().all(|&n| (9_500..10_500).contains(&n)),
+            "{buckets:?}"
+        );
+        assert_ne!(unit(1), unit(2));
+    }
+}
 
 /// Why [`Throttle::set_drain_rate`](crate::Throttle::set_drain_rate) refused a rate.
 ///

@@ -21,9 +21,10 @@ fn counter() -> &'static AtomicU64 {
     NEXT.get_or_init(|| {
         let now = SystemTime::now()
             .duration_since(UNIX_EPOCH)
-            .map_or(0, |d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX / 2));
-        // Leave room below u64::MAX for centuries of ids.
-        AtomicU64::new(now.min(u64::MAX / 2))
+            .map_or(0, |d| u64::try_from(d.as_nanos()).unwrap_or(1 << 62));
+        // Below 2^62 (the year 2116 in ns), leaving centuries of ids below
+        // 2^63, whose bit `Admitted` keeps for itself.
+        AtomicU64::new(now.min(1 << 62))
     })
 }
 
@@ -33,6 +34,7 @@ thread_local! {
 }
 
 /// A fresh job id.
+#[inline]
 pub(crate) fn next() -> u64 {
     BLOCK_IDS.with(|cell| {
         let (mut next, mut end) = cell.get();

@@ -31,6 +31,14 @@ pub(crate) enum Event {
     Retried,
 }
 
+/// A counted refusal.
+pub(crate) struct Refused {
+    /// Unique among this reason's refusals: a seed for the refusal's jitter.
+    pub(crate) nth: u64,
+    /// The first since the last publish: wake the drain to publish it.
+    pub(crate) first: bool,
+}
+
 /// The state the gauges show, read by whoever publishes.
 pub(crate) struct Gauges {
     pub(crate) depth: usize,
@@ -48,6 +56,10 @@ pub(crate) struct Gauges {
 
 pub(crate) struct Ledger {
     name: String,
+    /// The throttle's overflow policy. Under tail-drop every overflow
+    /// event is an `Overloaded` refusal, so its count is read from those
+    /// and the refusal path bumps one counter, not two.
+    policy: Overflow,
     outcomes: [AtomicU64; 8],
     emitted: AtomicU64,
     in_flight: AtomicU64,
@@ -71,9 +83,10 @@ fn load(a: &AtomicU64) -> u64 {
 }
 
 impl Ledger {
-    pub(crate) fn new(name: &str) -> Self {
+    pub(crate) fn new(name: &str, policy: Overflow) -> Self {
         Ledger {
             name: name.to_owned(),
+            policy,
             outcomes: Default::default(),
             emitted: AtomicU64::new(0),
             in_flight: AtomicU64::new(0),
@@ -124,21 +137,41 @@ impl Ledger {
         }
     }
 
-    /// Counts a refusal (producer-local). `true` when it is the first since
-    /// the last publish: the caller wakes the drain to publish it.
+    /// Counts a refusal (producer-local).
     #[inline]
-    pub(crate) fn refused(&self, reason: Reason) -> bool {
-        self.refusals.refused(reason);
-        !self.unpublished.load(Ordering::Relaxed) && !self.unpublished.swap(true, Ordering::Relaxed)
+    pub(crate) fn refused(&self, reason: Reason) -> Refused {
+        let nth = self.refusals.refused(reason);
+        let first = !self.unpublished.load(Ordering::Relaxed)
+            && !self.unpublished.swap(true, Ordering::Relaxed);
+        Refused { nth, first }
     }
 
     /// Counts an overflow event; traces the start of an overflow episode.
     #[inline]
     pub(crate) fn overflowed(&self, policy: Overflow, depth: usize) {
-        self.refusals.overflowed(policy);
-        if !self.overflowing.load(Ordering::Relaxed)
-            && !self.overflowing.swap(true, Ordering::Relaxed)
-        {
+        if policy != Overflow::TailDrop {
+            self.refusals.overflowed(policy);
+        }
+        if !self.overflowing.load(Ordering::Relaxed) {
+            self.overflow_started(policy, depth);
+        }
+    }
+
+    /// Overflow events by policy, indexed like [`Overflow::ALL`].
+    fn overflow_counts(&self, rejected: &[(Reason, u64)]) -> [u64; 3] {
+        let mut counts = self.refusals.overflow();
+        if self.policy == Overflow::TailDrop {
+            counts[Overflow::TailDrop.index()] = rejected
+                .iter()
+                .find(|(r, _)| *r == Reason::Overloaded)
+                .map_or(0, |(_, n)| *n);
+        }
+        counts
+    }
+
+    #[cold]
+    fn overflow_started(&self, policy: Overflow, depth: usize) {
+        if !self.overflowing.swap(true, Ordering::Relaxed) {
             tracing::warn!(throttle = %self.name, policy = policy.as_str(), depth, "overflow started");
         }
     }
@@ -177,13 +210,14 @@ impl Ledger {
     pub(crate) fn publish_refusals(&self) {
         self.unpublished.store(false, Ordering::Relaxed);
         let m = &self.metrics;
+        let rejected = self.refusals.rejected();
         let mut refused = 0;
-        for (reason, n) in self.refusals.rejected() {
+        for &(reason, n) in &rejected {
             refused += n;
             m.rejected(reason).absolute(n);
         }
         m.jobs[Outcome::Refused.index()].absolute(refused);
-        for (i, n) in self.refusals.overflow().into_iter().enumerate() {
+        for (i, n) in self.overflow_counts(&rejected).into_iter().enumerate() {
             m.overflow[i].absolute(n);
         }
     }
@@ -196,6 +230,7 @@ impl Ledger {
             *dst = load(src);
         }
         outcomes[Outcome::Refused.index()] = rejected.iter().map(|(_, n)| n).sum();
+        let overflow = self.overflow_counts(&rejected);
         Stats {
             depth: g.depth as u64,
             capacity: g.capacity as u64,
@@ -208,7 +243,7 @@ impl Ledger {
             emitted: load(&self.emitted),
             outcomes,
             rejected,
-            overflow: self.refusals.overflow(),
+            overflow,
             expired: load(&self.expired),
             delivery_failures: load(&self.delivery_failures),
             paused: g.paused,

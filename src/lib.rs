@@ -91,7 +91,7 @@ pub mod tower;
 pub use builder::ThrottleBuilder;
 pub use downstream::{Attempt, Delivery, Downstream};
 pub use drain::{Drain, DrainFuture, ShutdownReport};
-pub use error::{BuildError, RateError, Reason, Rejected};
+pub use error::{BuildError, Cause, RateError, Reason, Rejected};
 pub use outcome::{Outcome, Stats};
 pub use overflow::{ChannelSink, DeadLetter, DeadLetterReason, DeadLetterSink, Overflow};
 pub use permits::{Permit, PermitSource};

@@ -11,7 +11,7 @@ use std::cell::Cell;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Mutex, OnceLock};
 
-use crate::error::Reason;
+use crate::error::{Cause, Reason};
 use crate::overflow::Overflow;
 
 /// The fixed reasons, in their counting order.
@@ -22,8 +22,15 @@ const FIXED: [Reason; 4] = [
     Reason::Invalid,
 ];
 
+#[inline]
 fn fixed_index(reason: Reason) -> Option<usize> {
-    FIXED.iter().position(|r| *r == reason)
+    match reason {
+        Reason::Overloaded => Some(0),
+        Reason::OverQuota => Some(1),
+        Reason::Closed => Some(2),
+        Reason::Invalid => Some(3),
+        _ => None,
+    }
 }
 
 /// One thread's counts, alone on its cache lines.
@@ -36,7 +43,7 @@ struct Shard {
 
 pub(crate) struct Refusals {
     shards: Box<[Shard]>,
-    causes: Mutex<Vec<(&'static str, u64)>>,
+    causes: Mutex<Vec<(Cause, u64)>>,
 }
 
 fn shard_count() -> usize {
@@ -49,17 +56,22 @@ fn shard_count() -> usize {
 }
 
 thread_local! {
-    /// This thread's shard number, given round-robin at first use.
+    /// This thread's shard, given round-robin at first use (every table
+    /// has [`shard_count`] shards).
     static SHARD: Cell<usize> = const { Cell::new(usize::MAX) };
 }
 
+#[inline]
 fn my_shard() -> usize {
-    static NEXT: AtomicUsize = AtomicUsize::new(0);
     SHARD.with(|s| {
-        if s.get() == usize::MAX {
-            s.set(NEXT.fetch_add(1, Ordering::Relaxed));
+        let i = s.get();
+        if i != usize::MAX {
+            return i;
         }
-        s.get()
+        static NEXT: AtomicUsize = AtomicUsize::new(0);
+        let i = NEXT.fetch_add(1, Ordering::Relaxed) % shard_count();
+        s.set(i);
+        i
     })
 }
 
@@ -71,23 +83,36 @@ impl Refusals {
         }
     }
 
+    #[inline]
     fn shard(&self) -> &Shard {
-        &self.shards[my_shard() % self.shards.len()]
+        // In bounds: every table has `shard_count()` shards.
+        &self.shards[my_shard()]
     }
 
-    /// Counts one refusal.
+    /// Counts one refusal; returns a number unique to it among this
+    /// table's refusals of that reason (a seed for its jitter).
     #[inline]
-    pub(crate) fn refused(&self, reason: Reason) {
+    pub(crate) fn refused(&self, reason: Reason) -> u64 {
         match fixed_index(reason) {
             Some(i) => {
-                self.shard().rejected[i].fetch_add(1, Ordering::Relaxed);
+                let shard = my_shard();
+                let nth = self.shards[shard].rejected[i].fetch_add(1, Ordering::Relaxed);
+                nth ^ ((shard as u64) << 56)
             }
             None => {
-                let label = reason.as_str();
+                let Reason::Unavailable { cause } = reason else {
+                    return 0;
+                };
                 let mut causes = self.causes.lock().unwrap_or_else(|p| p.into_inner());
-                match causes.iter_mut().find(|(c, _)| *c == label) {
-                    Some((_, n)) => *n += 1,
-                    None => causes.push((label, 1)),
+                match causes.iter_mut().find(|(c, _)| *c == cause) {
+                    Some((_, n)) => {
+                        *n += 1;
+                        *n
+                    }
+                    None => {
+                        causes.push((cause, 1));
+                        1
+                    }
                 }
             }
         }
@@ -153,7 +178,7 @@ mod tests {
                         r.overflowed(Overflow::HeadDrop);
                     }
                     r.refused(Reason::Unavailable {
-                        cause: "store_down",
+                        cause: Cause::StoreDown,
                     });
                 })
             })
@@ -168,7 +193,7 @@ mod tests {
             rejected[4],
             (
                 Reason::Unavailable {
-                    cause: "store_down"
+                    cause: Cause::StoreDown
                 },
                 4
             )

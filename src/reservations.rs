@@ -72,6 +72,7 @@ impl Reservations {
         self.state.load(Ordering::Acquire) & !CLOSED
     }
 
+    #[inline]
     pub(crate) fn bound(&self) -> usize {
         self.bound.load(Ordering::Relaxed)
     }
@@ -86,6 +87,7 @@ impl Reservations {
         self.state.fetch_or(CLOSED, Ordering::AcqRel);
     }
 
+    #[inline]
     pub(crate) fn is_closed(&self) -> bool {
         self.state.load(Ordering::Acquire) & CLOSED != 0
     }

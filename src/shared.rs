@@ -92,7 +92,7 @@ pub(crate) struct Parts<J> {
 
 impl<J> Shared<J> {
     pub(crate) fn new(parts: Parts<J>) -> Self {
-        let ledger = Ledger::new(&parts.cfg.name);
+        let ledger = Ledger::new(&parts.cfg.name, parts.cfg.overflow);
         Shared {
             admission: parts.admission,
             clock: Clock::new(),
@@ -184,6 +184,7 @@ impl<J> Shared<J> {
     /// Stamps a job for the ring: its id, its admission time (the real clock
     /// when it has a deadline or is the first after empty, else the coarse
     /// copy) and its deadline.
+    #[inline]
     pub(crate) fn entry(&self, job: J, first: bool, until: Option<u64>) -> Entry<J> {
         let wait = self.cfg.max_queue_wait_ns;
         let admitted_ns = if first || wait.is_some() || until.is_some() {
@@ -211,15 +212,16 @@ impl<J> Shared<J> {
     }
 
     /// Counts a refusal and builds it, with the queue's state for `Overloaded`.
+    #[inline]
     pub(crate) fn refuse(&self, job: J, reason: Reason) -> Rejected<J> {
-        self.count_refusal(reason);
+        let nth = self.count_refusal(reason);
         match reason {
             Reason::Overloaded => Rejected::queue(
                 job,
-                reason,
                 self.admission.depth(),
                 self.admission.bound(),
                 self.rate(),
+                nth,
             ),
             _ => Rejected::new(job, reason, None, None),
         }
@@ -239,13 +241,17 @@ impl<J> Shared<J> {
 
     /// Counts it producer-locally; the first since a publish wakes the drain
     /// to publish it, and after the drain is done it is published at once.
-    fn count_refusal(&self, reason: Reason) {
-        if self.ledger.refused(reason) {
+    /// Returns the refusal's number among its reason's (its jitter's seed).
+    #[inline]
+    fn count_refusal(&self, reason: Reason) -> u64 {
+        let refused = self.ledger.refused(reason);
+        if refused.first {
             self.admission.wake_drain();
         }
         if reason == Reason::Closed && self.is_done() {
             self.ledger.publish_refusals();
         }
+        refused.nth
     }
 
     fn gauges(&self) -> Gauges {

@@ -214,6 +214,8 @@ impl<J: 'static> Throttle<J> {
     }
 
     /// The one admission path: a place, or the overflow policy at the bound.
+    /// Out of line: its result is built straight into the caller's slot.
+    #[inline(never)]
     pub(crate) fn admit(&self, job: J, until: Option<u64>) -> Result<Admitted, Rejected<J>> {
         let s = &*self.shared;
         match s.admission.try_reserve() {
@@ -256,6 +258,7 @@ impl<J: 'static> Throttle<J> {
     }
 
     /// Queues `job` in `place`.
+    #[inline]
     fn queue(
         &self,
         place: Place<'_, J>,
@@ -272,41 +275,48 @@ impl<J: 'static> Throttle<J> {
         }
     }
 
-    /// At the bound: the overflow policy decides.
+    /// At the bound: the overflow policy decides. Tail-drop, the common
+    /// refusal, stays inline; the other policies are out of the way.
+    #[inline]
     fn overflow(&self, job: J, until: Option<u64>) -> Result<Admitted, Rejected<J>> {
         let s = &*self.shared;
         let policy = s.cfg.overflow;
         s.ledger.overflowed(policy, s.admission.depth());
         match policy {
             Overflow::DeadLetter => self.defer(job),
-            Overflow::HeadDrop => {
-                for _ in 0..HEAD_DROP_TRIES {
-                    // A place may have freed (or the queue closed) since the
-                    // bound was seen: that comes before evicting anyone.
-                    match s.admission.try_reserve() {
-                        Ok(place) => return self.queue(place, job, until),
-                        Err(Full::Closed) => return Err(s.refuse(job, Reason::Closed)),
-                        Err(Full::Bound) => {}
-                    }
-                    // The oldest job's place becomes the newcomer's.
-                    if let Some((oldest, place)) = s.admission.pop() {
-                        let queued = self.queue(place, job, until);
-                        s.endings.evict(&s.ledger, oldest.job);
-                        return queued;
-                    }
-                    // The ring is momentarily empty (the drain popped, or a
-                    // push is under way).
-                    std::hint::spin_loop();
-                }
-                Err(s.refuse(job, Reason::Overloaded))
-            }
+            Overflow::HeadDrop => self.head_drop(job, until),
             _ => Err(s.refuse(job, Reason::Overloaded)),
         }
+    }
+
+    /// Head-drop: the oldest queued job's place becomes the newcomer's.
+    #[inline(never)]
+    fn head_drop(&self, job: J, until: Option<u64>) -> Result<Admitted, Rejected<J>> {
+        let s = &*self.shared;
+        for _ in 0..HEAD_DROP_TRIES {
+            // A place may have freed (or the queue closed) since the bound
+            // was seen: that comes before evicting anyone.
+            match s.admission.try_reserve() {
+                Ok(place) => return self.queue(place, job, until),
+                Err(Full::Closed) => return Err(s.refuse(job, Reason::Closed)),
+                Err(Full::Bound) => {}
+            }
+            if let Some((oldest, place)) = s.admission.pop() {
+                let queued = self.queue(place, job, until);
+                s.endings.evict(&s.ledger, oldest.job);
+                return queued;
+            }
+            // The ring is momentarily empty (the drain popped, or a push is
+            // under way).
+            std::hint::spin_loop();
+        }
+        Err(s.refuse(job, Reason::Overloaded))
     }
 
     /// Dead-letter overflow: the sink takes the job for later replay. A
     /// panic in the sink propagates to this caller (it is the caller's own
     /// code running on its own thread).
+    #[inline(never)]
     fn defer(&self, job: J) -> Result<Admitted, Rejected<J>> {
         let s = &*self.shared;
         let Some(sink) = &s.endings.sink else {
