@@ -5,7 +5,6 @@ use std::time::Duration;
 
 use crate::admission::{Admission, Entry, MAX_CAPACITY, Withdrawal};
 use crate::downstream::Downstream;
-use crate::drain::retries::Retries;
 use crate::drain::task::{DrainParts, DrainTask};
 use crate::drain::{Drain, DrainFuture};
 use crate::endings::{Endings, Hook};
@@ -16,6 +15,7 @@ use crate::keyed::{KeyedBuckets, Quota};
 use crate::overflow::{DeadLetterSink, Overflow};
 use crate::permits::PermitSource;
 use crate::rate::Aimd;
+use crate::retries::Retries;
 use crate::retry::RetryPolicy;
 use crate::shared::{Config, Parts, Shared, bound_for};
 use crate::throttle::Throttle;
@@ -71,6 +71,13 @@ pub struct ThrottleBuilder<J> {
     permits: Option<Arc<dyn PermitSource>>,
     withdrawal: Option<Withdrawal<J>>,
     retry: Option<RetryPolicy>,
+}
+
+impl<J: Send + Sync + 'static> Throttle<J> {
+    /// A builder; set at least the drain rate.
+    pub fn builder() -> ThrottleBuilder<J> {
+        ThrottleBuilder::new()
+    }
 }
 
 impl<J: Send + Sync + 'static> Default for ThrottleBuilder<J> {

@@ -3,8 +3,8 @@
 use std::fmt;
 use std::time::Duration;
 
-use crate::headers::RateLimit;
 use crate::num::{secs, with_jitter};
+use crate::rate_limit::RateLimit;
 
 /// Why a [`ThrottleBuilder`](crate::ThrottleBuilder) refused its configuration.
 ///

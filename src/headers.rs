@@ -7,91 +7,7 @@
 use std::time::Duration;
 
 use crate::error::Rejected;
-use crate::num::secs;
-
-/// A limit's state, as the `RateLimit` fields describe it.
-///
-/// For the shared queue: the quota is the admission bound, the window the
-/// time the drain takes to empty a full queue, `remaining` the free places
-/// and `reset` the time until one more place frees. For a key: the quota is
-/// the bucket's size, the window the time it takes to drain a full bucket.
-///
-/// ```
-/// use dripfeed::headers::RateLimit;
-/// use std::time::Duration;
-/// let limit = RateLimit::new("queue", 400, Duration::from_secs(2), 0, Duration::from_millis(1500));
-/// assert_eq!(limit.policy_header(), r#""queue";q=400;w=2"#);
-/// assert_eq!(limit.header(), r#""queue";r=0;t=2"#);
-/// ```
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct RateLimit {
-    policy: &'static str,
-    quota: u64,
-    /// The window and the reset time are only ever rendered in whole
-    /// seconds (rounded up, at least 1), so they are kept that way: a
-    /// refusal carrying a limit stays small.
-    window_s: u64,
-    remaining: u64,
-    reset_s: u64,
-}
-
-impl RateLimit {
-    /// A limit named `policy` with the given quota, window, remaining quota and reset time.
-    pub fn new(
-        policy: &'static str,
-        quota: u64,
-        window: Duration,
-        remaining: u64,
-        reset: Duration,
-    ) -> Self {
-        RateLimit {
-            policy,
-            quota,
-            window_s: whole_seconds(window),
-            remaining,
-            reset_s: whole_seconds(reset),
-        }
-    }
-
-    /// The shared queue's state: `depth` of `bound` places taken, drained at `rate`.
-    pub(crate) fn queue(depth: usize, bound: usize, rate: f64) -> Self {
-        RateLimit::new(
-            "queue",
-            bound as u64,
-            secs(bound as f64 / rate),
-            bound.saturating_sub(depth) as u64,
-            secs(depth as f64 / rate),
-        )
-    }
-
-    /// The policy's name (`"queue"` or `"key"`).
-    pub fn policy(&self) -> &'static str {
-        self.policy
-    }
-
-    /// The quota: jobs (or cost units) the limit admits per window.
-    pub fn quota(&self) -> u64 {
-        self.quota
-    }
-
-    /// Quota still available now.
-    pub fn remaining(&self) -> u64 {
-        self.remaining
-    }
-
-    /// The `RateLimit-Policy` field value, e.g. `"queue";q=400;w=2`.
-    pub fn policy_header(&self) -> String {
-        format!("\"{}\";q={};w={}", self.policy, self.quota, self.window_s)
-    }
-
-    /// The `RateLimit` field value, e.g. `"queue";r=0;t=2`.
-    pub fn header(&self) -> String {
-        format!(
-            "\"{}\";r={};t={}",
-            self.policy, self.remaining, self.reset_s
-        )
-    }
-}
+pub use crate::rate_limit::RateLimit;
 
 /// Whole seconds for a header: rounded up, at least 1.
 ///
@@ -104,8 +20,7 @@ impl RateLimit {
 /// assert_eq!(whole_seconds(Duration::MAX), u64::MAX); // saturates
 /// ```
 pub fn whole_seconds(d: Duration) -> u64 {
-    let secs = d.as_secs().saturating_add(u64::from(d.subsec_nanos() > 0));
-    secs.max(1)
+    crate::num::whole_seconds(d)
 }
 
 /// The `Retry-After` field value for a wait: whole seconds, rounded up, at least 1.

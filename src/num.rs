@@ -35,6 +35,12 @@ pub(crate) fn jittered(wait: Duration) -> Duration {
     with_jitter(wait, fastrand::f64())
 }
 
+/// Whole seconds for a header: rounded up, at least 1, saturating.
+pub(crate) fn whole_seconds(d: Duration) -> u64 {
+    let secs = d.as_secs().saturating_add(u64::from(d.subsec_nanos() > 0));
+    secs.max(1)
+}
+
 /// Nanoseconds in `d`, saturating.
 pub(crate) fn nanos(d: Duration) -> u64 {
     u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)

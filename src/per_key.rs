@@ -15,10 +15,10 @@
 use std::hash::{BuildHasher, Hash};
 
 use crate::error::{Reason, Rejected};
-use crate::headers::RateLimit;
 use crate::keyed::{AdmitError, InvalidCost, KeyedBuckets, Quota, TooManyOverrides};
 use crate::num::jittered;
 use crate::overflow::Overflow;
+use crate::rate_limit::RateLimit;
 use crate::throttle::{Admitted, Throttle};
 
 impl<J: 'static> Throttle<J> {

@@ -12,17 +12,17 @@ use tokio::sync::watch;
 
 use crate::admission::{Admission, Entry};
 use crate::clock::Clock;
-use crate::drain::retries::Retries;
 use crate::endings::Endings;
 use crate::error::{RateError, Reason, Rejected};
 use crate::feedback::Feedback;
-use crate::headers::RateLimit;
 use crate::inflight::InFlight;
 use crate::keyed::KeyedBuckets;
 use crate::ledger::{Gauges, Ledger};
 use crate::num::{nanos, secs};
 use crate::outcome::Stats;
 use crate::overflow::Overflow;
+use crate::rate_limit::RateLimit;
+use crate::retries::Retries;
 
 /// The validated configuration the handles and the drain read.
 pub(crate) struct Config {

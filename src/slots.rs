@@ -31,7 +31,7 @@ use crate::error::{BuildError, RateError, Reason, Rejected};
 use crate::feedback::Ended;
 use crate::ledger::Event;
 use crate::outcome::{Outcome, Stats};
-use crate::throttle::Throttle;
+use crate::throttle::{Admitted, Throttle};
 
 const WAITING: u8 = 0;
 const CLAIMED: u8 = 1;
@@ -210,7 +210,7 @@ impl Slots {
 
     async fn enqueue(
         &self,
-        submit: impl FnOnce(Waiter) -> Result<crate::Admitted, Rejected<Waiter>>,
+        submit: impl FnOnce(Waiter) -> Result<Admitted, Rejected<Waiter>>,
     ) -> Result<Slot, Rejected<()>> {
         let (tx, rx) = oneshot::channel();
         let status = Arc::new(AtomicU8::new(WAITING));

@@ -5,7 +5,6 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use crate::admission::{Full, Place};
-use crate::builder::ThrottleBuilder;
 use crate::drain::ShutdownReport;
 use crate::error::{RateError, Reason, Rejected};
 use crate::ledger::Event;
@@ -141,13 +140,6 @@ impl<J: 'static> std::fmt::Debug for Throttle<J> {
             .field("capacity", &self.capacity())
             .field("drain_rate", &self.drain_rate())
             .finish()
-    }
-}
-
-impl<J: Send + Sync + 'static> Throttle<J> {
-    /// A builder; set at least the drain rate.
-    pub fn builder() -> ThrottleBuilder<J> {
-        ThrottleBuilder::new()
     }
 }
 

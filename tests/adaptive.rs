@@ -92,22 +92,8 @@ async fn at_the_floor_a_bad_downstream_does_not_cut_further() {
 
 #[tokio::test(start_paused = true)]
 async fn a_retry_after_hint_counts_as_congestion_and_pauses_emission() {
-    use std::sync::Arc;
-    use std::sync::atomic::{AtomicU32, Ordering};
-    let calls = Arc::new(AtomicU32::new(0));
-    let c = calls.clone();
-    let downstream = move |_: &u32, _: Attempt| {
-        let n = c.fetch_add(1, Ordering::Relaxed);
-        async move {
-            if n == 30 {
-                Delivery::Retry {
-                    after: Some(Duration::from_secs(3)),
-                }
-            } else {
-                Delivery::Done
-            }
-        }
-    };
+    use std::sync::atomic::Ordering;
+    let (downstream, calls) = support::slows_down_once(30, Duration::from_secs(3));
     let aimd = AimdConfig::default().with_floor(10.0).build().unwrap();
     let (throttle, _drain) = Throttle::builder()
         .adaptive(aimd)

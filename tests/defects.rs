@@ -4,7 +4,7 @@
 mod support;
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use dripfeed::keyed::Quota;
@@ -194,20 +194,7 @@ async fn a_paused_drain_does_not_raise_the_rate() {
 /// 6. A rate change does not cancel a pause the downstream asked for.
 #[tokio::test(start_paused = true)]
 async fn a_rate_change_keeps_the_downstreams_pause() {
-    let calls = Arc::new(AtomicU32::new(0));
-    let c = calls.clone();
-    let downstream = move |_: &u32, _: Attempt| {
-        let n = c.fetch_add(1, Ordering::Relaxed);
-        async move {
-            if n == 30 {
-                Delivery::Retry {
-                    after: Some(Duration::from_secs(10)),
-                }
-            } else {
-                Delivery::Done
-            }
-        }
-    };
+    let (downstream, calls) = support::slows_down_once(30, Duration::from_secs(10));
     let aimd = AimdConfig::default().with_floor(10.0).build().unwrap();
     let (throttle, _drain) = Throttle::builder()
         .adaptive(aimd)

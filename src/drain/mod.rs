@@ -4,7 +4,6 @@
 pub(crate) mod adapt;
 pub(crate) mod dispatch;
 pub(crate) mod pacer;
-pub(crate) mod retries;
 pub(crate) mod task;
 
 use std::future::Future;

@@ -58,6 +58,29 @@ impl<J: Clone + Send + Sync + 'static> Downstream<J> for Recorder<J> {
     }
 }
 
+/// A downstream that answers `Done`, except its call number `nth` (from 0),
+/// which asks to slow down for `hint` (a 429 or 503 with `Retry-After`);
+/// with the count of calls so far.
+pub fn slows_down_once(
+    nth: u32,
+    hint: std::time::Duration,
+) -> (impl Downstream<u32>, Arc<std::sync::atomic::AtomicU32>) {
+    use std::sync::atomic::{AtomicU32, Ordering};
+    let calls = Arc::new(AtomicU32::new(0));
+    let c = calls.clone();
+    let downstream = move |_: &u32, _: Attempt| {
+        let n = c.fetch_add(1, Ordering::Relaxed);
+        async move {
+            if n == nth {
+                Delivery::Retry { after: Some(hint) }
+            } else {
+                Delivery::Done
+            }
+        }
+    };
+    (downstream, calls)
+}
+
 /// Lets spawned tasks run without moving paused time.
 pub async fn settle() {
     for _ in 0..20 {
