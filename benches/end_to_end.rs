@@ -9,7 +9,10 @@
 //! until the downstream has seen the last job. Building the throttle (and
 //! spawning its drain) and shutting it down are outside the timed region.
 //!
-//! Lines:
+//! Lines (dripfeed with its default dispatch, `Dispatch::Inline`: the drain
+//! polls the deliveries itself):
+//! - `dripfeed-spawn/submit/1producer`: as `dripfeed/submit/1producer`, with
+//!   `Dispatch::Spawn` (a task per delivery, what the first core did);
 //! - `dripfeed/submit/{1,2}producers`: producers call `submit(job).await`
 //!   (waits for room when the ring is full).
 //! - `dripfeed/try_submit/1producer`: the producer calls `try_submit` and
@@ -25,7 +28,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use criterion::{BenchmarkGroup, Criterion, Throughput, measurement::WallTime};
-use dripfeed::{Delivery, Throttle};
+use dripfeed::{Delivery, Dispatch, Throttle};
 use tokio::runtime::Runtime;
 use tokio::sync::Notify;
 
@@ -67,13 +70,14 @@ enum Mode {
     TrySubmit,
 }
 
-async fn dripfeed_once(producers: u64, mode: Mode) -> Duration {
+async fn dripfeed_once(producers: u64, mode: Mode, dispatch: Dispatch) -> Duration {
     let done = Done::new(JOBS);
     let seen = done.clone();
     let (throttle, drain) = Throttle::builder()
         .drain_rate(1e8)
         .capacity(CAPACITY)
         .max_in_flight(IN_FLIGHT)
+        .dispatch(dispatch)
         .build(move |job: &u64, _| {
             let seen = seen.clone();
             let job = *job;
@@ -180,13 +184,16 @@ fn main() {
     let mut group = c.benchmark_group("end_to_end");
     group.throughput(Throughput::Elements(JOBS));
     line(&mut group, &rt, "dripfeed/submit/1producer", || {
-        dripfeed_once(1, Mode::Submit)
+        dripfeed_once(1, Mode::Submit, Dispatch::default())
     });
     line(&mut group, &rt, "dripfeed/try_submit/1producer", || {
-        dripfeed_once(1, Mode::TrySubmit)
+        dripfeed_once(1, Mode::TrySubmit, Dispatch::default())
     });
     line(&mut group, &rt, "dripfeed/submit/2producers", || {
-        dripfeed_once(2, Mode::Submit)
+        dripfeed_once(2, Mode::Submit, Dispatch::default())
+    });
+    line(&mut group, &rt, "dripfeed-spawn/submit/1producer", || {
+        dripfeed_once(1, Mode::Submit, Dispatch::Spawn)
     });
     line(&mut group, &rt, "mpsc/1producer", || mpsc_once(1, false));
     line(&mut group, &rt, "mpsc/2producers", || mpsc_once(2, false));

@@ -7,7 +7,8 @@
 //! - `dripfeed`: a throttle at rate R whose queue is pre-filled with every
 //!   job of the run before the drain starts (`build_unspawned`, then spawn);
 //!   the downstream records an `Instant` per job into a preallocated buffer.
-//!   The drain spawns a task per delivery, as in production.
+//!   Deliveries run as in production (`Dispatch::Inline`, polled by the
+//!   drain task).
 //! - `governor`: `until_ready().await` in a loop on a direct limiter,
 //!   `Quota::per_second(R)` with a burst of one millisecond's worth
 //!   (`max(1, R/1000)`), the same catch-up allowance dripfeed's drain has.
@@ -330,7 +331,12 @@ fn main() {
             let ideal = (rate / 1000.0).ceil().max(1.0) as usize;
             // The output contract: at most ceil(1.01 R) + 1 in any second.
             let bound_1s = (1.01 * rate).ceil() as usize + 1;
+            // PACING_ONLY=dripfeed runs one pacer (for quick iterations).
+            let only = std::env::var("PACING_ONLY").ok();
             for name in ["dripfeed", "governor", "leaky-bucket", "tower", "sleep"] {
+                if only.as_deref().is_some_and(|o| o != name) {
+                    continue;
+                }
                 let o = match name {
                     "dripfeed" => dripfeed(rate, jobs).await,
                     "governor" => governor(rate, jobs).await,

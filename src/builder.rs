@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use crate::admission::{Admission, Entry, MAX_CAPACITY, Withdrawal};
 use crate::downstream::Downstream;
+use crate::drain::dispatch::Dispatch;
 use crate::drain::task::{DrainParts, DrainTask};
 use crate::drain::{Drain, DrainFuture};
 use crate::endings::{Endings, Hook};
@@ -71,6 +72,7 @@ pub struct ThrottleBuilder<J> {
     permits: Option<Arc<dyn PermitSource>>,
     withdrawal: Option<Withdrawal<J>>,
     retry: Option<RetryPolicy>,
+    dispatch: Dispatch,
 }
 
 impl<J: Send + Sync + 'static> Throttle<J> {
@@ -111,6 +113,7 @@ impl<J: Send + Sync + 'static> ThrottleBuilder<J> {
             permits: None,
             withdrawal: None,
             retry: None,
+            dispatch: Dispatch::Inline,
         }
     }
 
@@ -295,6 +298,14 @@ impl<J: Send + Sync + 'static> ThrottleBuilder<J> {
         self
     }
 
+    /// How deliveries run (default [`Dispatch::Inline`]: polled by the drain
+    /// task, no task per delivery). Choose [`Dispatch::Spawn`] when
+    /// `deliver` does CPU work between its awaits.
+    pub fn dispatch(mut self, mode: Dispatch) -> Self {
+        self.dispatch = mode;
+        self
+    }
+
     /// Checks the configuration without building anything.
     pub fn validate(&self) -> Result<(), BuildError> {
         self.check().map(|_| ())
@@ -445,6 +456,7 @@ impl<J: Send + Sync + 'static> ThrottleBuilder<J> {
                 adaptive: self.adaptive,
                 permits: self.permits,
                 report_deliveries: self.withdrawal.is_none(),
+                dispatch: self.dispatch,
             },
         );
         let future = DrainFuture::new(Box::pin(task.run()), shared.clone());

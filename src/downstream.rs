@@ -78,7 +78,8 @@ impl Delivery {
 /// Delivers jobs. The drain keeps each job while it is delivered (the
 /// downstream borrows it), so it can retry or dead-letter it afterwards.
 ///
-/// Each delivery runs as its own task; a panic or a delivery that outlives
+/// Deliveries run under the throttle's [`Dispatch`](crate::Dispatch) mode
+/// (by default polled by the drain task itself); a panic or a delivery that outlives
 /// the throttle's `deliver_timeout` counts as a failed delivery.
 ///
 /// Closures `Fn(&J, Attempt) -> impl Future<Output = Delivery>` implement it:

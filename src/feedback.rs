@@ -51,13 +51,12 @@ impl Feedback {
         }
     }
 
-    /// Reports an attempt that started at `started` and ended now.
-    pub(crate) fn report(&self, started: Instant, ended: Ended) {
-        let at = Instant::now();
+    /// Reports an attempt that took `latency` and ended now.
+    pub(crate) fn report(&self, latency: Duration, ended: Ended) {
         // Full: the window has plenty; dropping a sample loses no job.
         let _ = self.samples.push(Sample {
-            at,
-            latency: at.saturating_duration_since(started),
+            at: Instant::now(),
+            latency,
             ended,
         });
     }
@@ -73,13 +72,12 @@ mod tests {
     use super::*;
 
     #[tokio::test(start_paused = true)]
-    async fn reports_latency_from_start() {
+    async fn reports_latency_and_when() {
         let fb = Feedback::new();
-        let started = Instant::now();
-        tokio::time::advance(Duration::from_millis(30)).await;
-        fb.report(started, Ended::TimedOut);
-        let s = fb.pop().map(|s| (s.latency, s.ended));
-        assert_eq!(s, Some((Duration::from_millis(30), Ended::TimedOut)));
+        fb.report(Duration::from_millis(30), Ended::TimedOut);
+        let s = fb.pop().map(|s| (s.latency, s.ended, s.at));
+        let at = Instant::now();
+        assert_eq!(s, Some((Duration::from_millis(30), Ended::TimedOut, at)));
         assert!(fb.pop().is_none());
         assert!(Ended::Answered(Delivery::Done).is_done());
     }

@@ -92,6 +92,7 @@ pub mod tower;
 
 pub use builder::ThrottleBuilder;
 pub use downstream::{Attempt, Delivery, Downstream};
+pub use drain::dispatch::Dispatch;
 pub use drain::{Drain, DrainFuture, ShutdownReport};
 pub use error::{BuildError, Cause, RateError, Reason, Rejected};
 pub use outcome::{Outcome, Stats};

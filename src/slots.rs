@@ -139,7 +139,7 @@ impl Slot {
     /// adaptive drain this does nothing.
     pub fn report(self, outcome: Delivery) {
         if let Some(feedback) = &self.throttle.shared.feedback {
-            feedback.report(self.granted, Ended::Answered(outcome));
+            feedback.report(self.granted.elapsed(), Ended::Answered(outcome));
         }
     }
 }

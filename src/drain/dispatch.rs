@@ -1,17 +1,28 @@
-//! Dispatch: each delivery runs as its own task under an in-flight permit.
+//! Dispatch: how deliveries run, each under an in-flight permit.
 //!
-//! The task owns the job and lends it to the downstream, so whatever the
+//! A delivery owns its job and lends it to the downstream, so whatever the
 //! downstream does (fail, hang past `deliver_timeout`, panic) the job is
-//! still here afterwards to be counted and put in its place: delivered,
+//! still there afterwards to be counted and put in its place: delivered,
 //! scheduled for a retry, or given up on.
+//!
+//! [`Dispatch::Inline`] (the default) polls the deliveries in the drain task
+//! itself, in a set bounded by `max_in_flight`: no task, no allocation for
+//! one, no scheduler lock per delivery. [`Dispatch::Spawn`] runs each as its
+//! own task, for downstreams that do CPU work in `deliver`.
 
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
+use std::task::Poll;
 use std::time::Duration;
 
+use futures_util::StreamExt;
+use futures_util::stream::FuturesUnordered;
 use tokio::time::Instant;
 
 use crate::admission::Entry;
 use crate::catch::CatchUnwind;
+use crate::clock::Clock;
 use crate::downstream::{Attempt, Delivery, Downstream};
 use crate::feedback::Ended;
 use crate::inflight::InFlightPermit;
@@ -21,15 +32,15 @@ use crate::outcome::Outcome;
 use crate::overflow::DeadLetterReason;
 use crate::shared::Shared;
 
-/// Runs one attempt: the downstream borrows the job; bounded by `timeout`;
+/// Runs one attempt: the downstream borrows the job; bounded by `deadline`;
 /// a panic (even one raised while creating the future) is caught.
 pub(crate) async fn attempt<J: Sync + 'static>(
     downstream: &dyn Downstream<J>,
     job: &J,
     attempt: Attempt,
-    timeout: Duration,
+    deadline: Instant,
 ) -> Ended {
-    let call = async { tokio::time::timeout(timeout, downstream.deliver(job, attempt)).await };
+    let call = async { tokio::time::timeout_at(deadline, downstream.deliver(job, attempt)).await };
     match CatchUnwind(Box::pin(call)).await {
         Ok(Ok(delivery)) => Ended::Answered(delivery),
         Ok(Err(_elapsed)) => Ended::TimedOut,
@@ -44,55 +55,161 @@ pub(crate) struct Job<J> {
     pub(crate) attempt: u32,
 }
 
-/// Spawns one delivery attempt; the permit is held until it is accounted.
-/// `report` says whether the attempt feeds the adaptive window.
-pub(crate) fn spawn<J: Send + Sync + 'static>(
+/// How deliveries run.
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+/// # async fn main() {
+/// use dripfeed::{Delivery, Dispatch, Throttle};
+/// // The downstream hashes and signs each body: CPU work that would hold
+/// // up the drain's pacing if it ran in the drain task.
+/// let (throttle, _drain) = Throttle::builder()
+///     .drain_rate(100.0)
+///     .dispatch(Dispatch::Spawn)
+///     .build(|_: &Vec<u8>, _| async { Delivery::Done })
+///     .unwrap();
+/// assert!(throttle.try_submit(vec![1, 2, 3]).is_ok());
+/// assert_eq!(Dispatch::default(), Dispatch::Inline);
+/// # }
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum Dispatch {
+    /// Deliveries are polled by the drain task itself, at most
+    /// `max_in_flight` at once. The fastest, and the right choice when
+    /// `deliver` mostly awaits I/O (an HTTP call, a database write): the
+    /// drain runs a delivery only between its awaits. A `deliver` that
+    /// computes for long between awaits delays the drain's next emission by
+    /// as much.
+    #[default]
+    Inline,
+    /// Each delivery runs as its own tokio task. Use it when `deliver` does
+    /// CPU work (parsing, signing, compressing) or may block: pacing stays
+    /// on time whatever a delivery does, at the cost of a task per delivery.
+    Spawn,
+}
+
+/// A delivery in progress (inline mode).
+type Running = Pin<Box<dyn Future<Output = ()> + Send>>;
+
+/// Starts deliveries and, inline, polls them to their end.
+pub(crate) struct Dispatcher {
+    mode: Dispatch,
+    running: FuturesUnordered<Running>,
+}
+
+impl Dispatcher {
+    pub(crate) fn new(mode: Dispatch) -> Self {
+        Dispatcher {
+            mode,
+            running: FuturesUnordered::new(),
+        }
+    }
+
+    /// Starts one delivery attempt; `permit` is held until it is accounted.
+    /// `report` says whether the attempt feeds the adaptive window.
+    pub(crate) fn start<J: Send + Sync + 'static>(
+        &mut self,
+        shared: Arc<Shared<J>>,
+        downstream: Arc<dyn Downstream<J>>,
+        job: Job<J>,
+        permit: InFlightPermit,
+        report: bool,
+    ) {
+        let inline = self.mode == Dispatch::Inline;
+        let delivery = deliver(shared, downstream, job, permit, report, inline);
+        match self.mode {
+            Dispatch::Inline => self.running.push(Box::pin(delivery)),
+            Dispatch::Spawn => {
+                tokio::spawn(delivery);
+            }
+        }
+    }
+
+    /// Resolves when deliveries polled here have landed, with how many
+    /// (every one that is ready, in one poll); never while none runs here
+    /// (spawned deliveries run on their own). Each poll refreshes `clock`'s
+    /// coarse copy once, which the deliveries polled in it read.
+    pub(crate) async fn landed(&mut self, clock: &Clock) -> usize {
+        if self.running.is_empty() {
+            std::future::pending::<()>().await;
+        }
+        std::future::poll_fn(|cx| {
+            clock.precise();
+            let mut landed = 0;
+            loop {
+                match self.running.poll_next_unpin(cx) {
+                    Poll::Ready(Some(())) => landed += 1,
+                    Poll::Ready(None) => return Poll::Ready(landed),
+                    Poll::Pending if landed > 0 => return Poll::Ready(landed),
+                    Poll::Pending => return Poll::Pending,
+                }
+            }
+        })
+        .await
+    }
+}
+
+/// One attempt and its accounting. `inline`: polled by the drain, which
+/// keeps the coarse clock fresh on every poll, so the attempt's start and
+/// end are read from it rather than from the system clock.
+async fn deliver<J: Send + Sync + 'static>(
     shared: Arc<Shared<J>>,
     downstream: Arc<dyn Downstream<J>>,
     job: Job<J>,
     permit: InFlightPermit,
     report: bool,
+    inline: bool,
 ) {
-    tokio::spawn(async move {
-        let Job {
-            entry,
-            attempt: number,
-        } = job;
-        let s = &*shared;
-        let started = Instant::now();
-        let ended = attempt(
-            &*downstream,
-            &entry.job,
-            Attempt::new(entry.id, number),
-            s.cfg.deliver_timeout,
-        )
-        .await;
-        s.ledger.record(Event::Attempted {
-            latency: started.elapsed(),
-            failed: !ended.is_done(),
-        });
-        if report && let Some(feedback) = &s.feedback {
-            feedback.report(started, ended);
-        }
-        if ended.is_done() {
-            s.ledger.record(Event::Finished(Outcome::Delivered));
+    let Job {
+        entry,
+        attempt: number,
+    } = job;
+    let s = &*shared;
+    let read = || {
+        if inline {
+            s.clock.coarse()
         } else {
-            if ended == Ended::Panicked {
-                tracing::error!(throttle = %s.cfg.name, id = entry.id, "delivery panicked");
-            }
-            if let Err(entry) = retry(s, ended, entry, number) {
-                let why = DeadLetterReason::Failed { attempts: number };
-                s.endings
-                    .give_up(&s.ledger, entry.job, why, Outcome::Failed);
-            }
+            s.clock.precise()
         }
-        s.ledger.record(Event::Landed);
-        drop(permit);
-        if s.closing_deadline().is_some() {
-            // A closing drain waits for the deliveries still running.
-            s.admission.wake_drain();
-        }
+    };
+    let started = read();
+    let deadline = s
+        .clock
+        .instant(started.saturating_add(nanos(s.cfg.deliver_timeout)));
+    let ended = attempt(
+        &*downstream,
+        &entry.job,
+        Attempt::new(entry.id, number),
+        deadline,
+    )
+    .await;
+    let latency = Duration::from_nanos(read().saturating_sub(started));
+    s.ledger.record(Event::Attempted {
+        latency,
+        failed: !ended.is_done(),
     });
+    if report && let Some(feedback) = &s.feedback {
+        feedback.report(latency, ended);
+    }
+    if ended.is_done() {
+        s.ledger.record(Event::Finished(Outcome::Delivered));
+    } else {
+        if ended == Ended::Panicked {
+            tracing::error!(throttle = %s.cfg.name, id = entry.id, "delivery panicked");
+        }
+        if let Err(entry) = retry(s, ended, entry, number) {
+            let why = DeadLetterReason::Failed { attempts: number };
+            s.endings
+                .give_up(&s.ledger, entry.job, why, Outcome::Failed);
+        }
+    }
+    s.ledger.record(Event::Landed);
+    drop(permit);
+    if s.closing_deadline().is_some() {
+        // A closing drain waits for the deliveries still running.
+        s.admission.wake_drain();
+    }
 }
 
 /// Schedules another attempt when the failure is worth retrying and
@@ -125,28 +242,23 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn panics_and_hangs_become_endings() {
         let panicking = |_: &u8, _: Attempt| -> std::future::Ready<Delivery> { panic!("boom") };
-        let ended = attempt(&panicking, &1, Attempt::new(0, 1), Duration::from_secs(1)).await;
+        let soon = || Instant::now() + Duration::from_secs(1);
+        let ended = attempt(&panicking, &1, Attempt::new(0, 1), soon()).await;
         assert_eq!(ended, Ended::Panicked);
 
         let panics_later = |_: &u8, _: Attempt| async {
             tokio::task::yield_now().await;
             panic!("later")
         };
-        let ended = attempt(
-            &panics_later,
-            &1,
-            Attempt::new(0, 1),
-            Duration::from_secs(1),
-        )
-        .await;
+        let ended = attempt(&panics_later, &1, Attempt::new(0, 1), soon()).await;
         assert_eq!(ended, Ended::Panicked);
 
         let hangs = |_: &u8, _: Attempt| std::future::pending::<Delivery>();
-        let ended = attempt(&hangs, &1, Attempt::new(0, 1), Duration::from_secs(1)).await;
+        let ended = attempt(&hangs, &1, Attempt::new(0, 1), soon()).await;
         assert_eq!(ended, Ended::TimedOut);
 
         let fine = |_: &u8, _: Attempt| async { Delivery::Done };
-        let ended = attempt(&fine, &1, Attempt::new(0, 1), Duration::from_secs(1)).await;
+        let ended = attempt(&fine, &1, Attempt::new(0, 1), soon()).await;
         assert_eq!(ended, Ended::Answered(Delivery::Done));
     }
 }

@@ -28,8 +28,11 @@ use crate::rate::Aimd;
 use crate::shared::Shared;
 
 use super::adapt::Adapt;
-use super::dispatch::{self, Job};
+use super::dispatch::{Dispatch, Dispatcher, Job};
 use super::pacer::{Pacer, TICK_NS, TIMER_SLACK_NS};
+
+/// The shortest time between two publishes of the gauges, ns.
+const PUBLISH_EVERY_NS: u64 = 1_000_000;
 
 /// How often a paused drain wakes to publish its gauges, ns.
 const PAUSED_PUBLISH_NS: u64 = 250_000_000;
@@ -51,6 +54,16 @@ enum Wait {
     Global,
 }
 
+/// What ended a wait.
+enum Woke {
+    /// The timer, a wake-up or fleet permits.
+    Done,
+    /// A delivery place freed.
+    Place(Option<InFlightPermit>),
+    /// A delivery polled by the drain landed.
+    Landed,
+}
+
 /// What the drain emits next.
 enum Next<J> {
     Job(Job<J>, Option<Duration>),
@@ -64,6 +77,7 @@ pub(crate) struct DrainParts {
     /// Whether deliveries feed the adaptive window (granted slots report
     /// their callers' calls instead).
     pub(crate) report_deliveries: bool,
+    pub(crate) dispatch: Dispatch,
 }
 
 pub(crate) struct DrainTask<J> {
@@ -71,6 +85,7 @@ pub(crate) struct DrainTask<J> {
     downstream: Arc<dyn Downstream<J>>,
     permits: Option<Arc<dyn PermitSource>>,
     report_deliveries: bool,
+    dispatcher: Dispatcher,
     pacer: Pacer,
     rate_seen: f64,
     adapt: Option<Adapt>,
@@ -80,6 +95,8 @@ pub(crate) struct DrainTask<J> {
     idle: bool,
     /// The last wait was for a delivery place or a fleet permit.
     blocked: bool,
+    /// When the gauges were last published, ns.
+    published_ns: u64,
 }
 
 impl<J: Send + Sync + 'static> DrainTask<J> {
@@ -97,12 +114,14 @@ impl<J: Send + Sync + 'static> DrainTask<J> {
             downstream,
             permits: parts.permits,
             report_deliveries: parts.report_deliveries,
+            dispatcher: Dispatcher::new(parts.dispatch),
             pacer: Pacer::new(rate),
             rate_seen: rate,
             adapt: parts.adaptive.and_then(Adapt::new),
             spare: None,
             idle: true,
             blocked: false,
+            published_ns: 0,
         }
     }
 
@@ -118,6 +137,15 @@ impl<J: Send + Sync + 'static> DrainTask<J> {
             }
             let wait = self.plan(now);
             self.note(wait);
+            // About to sleep for longer than a publish interval: publish first.
+            let long = match wait {
+                Wait::Timer(due) => due > now.saturating_add(PUBLISH_EVERY_NS),
+                Wait::Idle | Wait::Paused(_) => true,
+                Wait::Permit | Wait::Yield | Wait::Global => false,
+            };
+            if long && self.published_ns != now {
+                self.publish(now);
+            }
             self.wait(wait, now, closing, sleep.as_mut()).await;
         }
         self.spare = None;
@@ -131,7 +159,10 @@ impl<J: Send + Sync + 'static> DrainTask<J> {
         let at = Instant::now();
         let now = s.clock.ns(at);
         s.clock.refresh(now);
-        s.publish();
+        // At most once a millisecond: a busy drain turns far more often.
+        if now >= self.published_ns.saturating_add(PUBLISH_EVERY_NS) || self.idle {
+            self.publish(now);
+        }
         if s.admission.depth() < s.admission.bound() {
             s.ledger.room_again();
         }
@@ -141,6 +172,11 @@ impl<J: Send + Sync + 'static> DrainTask<J> {
             self.follow_rate(rate);
         }
         now
+    }
+
+    fn publish(&mut self, now: u64) {
+        self.shared.publish();
+        self.published_ns = now;
     }
 
     /// Feeds the adaptive controller and applies what it decides.
@@ -257,7 +293,7 @@ impl<J: Send + Sync + 'static> DrainTask<J> {
             }
             self.shared.ledger.record(Event::Emitted { waited });
             self.pacer.emitted(now);
-            dispatch::spawn(
+            self.dispatcher.start(
                 self.shared.clone(),
                 self.downstream.clone(),
                 job,
@@ -305,7 +341,10 @@ impl<J: Send + Sync + 'static> DrainTask<J> {
         );
     }
 
-    /// Sleeps until what `wait` names, a wake-up, or the closing deadline.
+    /// Sleeps until what `wait` names, a wake-up, or the closing deadline,
+    /// polling the deliveries that run in this task meanwhile. A landing
+    /// ends the wait when it matters: a delivery place freed for a drain
+    /// that waits for one, or a closing drain that may be done.
     async fn wait(
         &mut self,
         wait: Wait,
@@ -313,53 +352,64 @@ impl<J: Send + Sync + 'static> DrainTask<J> {
         closing: Option<u64>,
         mut sleep: Pin<&mut Sleep>,
     ) {
-        let s = &*self.shared;
+        let shared = self.shared.clone();
+        let s = &*shared;
         let deadline = closing.unwrap_or(u64::MAX);
         let woken = s.admission.drain_wakeups();
+        if wait == Wait::Yield {
+            return tokio::task::yield_now().await;
+        }
         let until = match wait {
-            Wait::Yield => return tokio::task::yield_now().await,
-            Wait::Idle if deadline == u64::MAX => return woken.notified().await,
             // The coarse clock is refreshed while jobs wait in the ring.
             Wait::Timer(due) if s.admission.depth() > 0 => {
                 due.min(now.saturating_add(nanos(COARSE_REFRESH)))
             }
             Wait::Timer(due) | Wait::Paused(due) => due,
-            Wait::Idle | Wait::Permit | Wait::Global => u64::MAX,
+            _ => u64::MAX,
         };
         let until = until.min(deadline);
         sleep.as_mut().reset(s.clock.instant(until));
         let timed = until != u64::MAX;
-        match wait {
-            Wait::Global => {
-                let Some(source) = self.permits.as_ref() else {
+        let source = self.permits.clone();
+        let notified = woken.notified();
+        let permits_ready = async {
+            match &source {
+                Some(source) if wait == Wait::Global => source.ready().await,
+                _ => std::future::pending().await,
+            }
+        };
+        let place_free = async {
+            match wait {
+                Wait::Permit => s.in_flight.acquire().await,
+                _ => std::future::pending().await,
+            }
+        };
+        tokio::pin!(notified, permits_ready, place_free);
+        loop {
+            let woke = tokio::select! {
+                () = &mut sleep, if timed => Woke::Done,
+                () = notified.as_mut() => Woke::Done,
+                () = permits_ready.as_mut() => Woke::Done,
+                got = place_free.as_mut() => Woke::Place(got),
+                _ = self.dispatcher.landed(&s.clock) => Woke::Landed,
+            };
+            match woke {
+                Woke::Done => return,
+                Woke::Place(got) => {
+                    self.spare = got;
                     return;
-                };
-                tokio::select! {
-                    () = source.ready() => {}
-                    () = woken.notified() => {}
-                    () = &mut sleep, if timed => {}
                 }
-            }
-            Wait::Permit => {
-                tokio::select! {
-                    got = s.in_flight.acquire() => self.spare = got,
-                    () = woken.notified() => {}
-                    () = &mut sleep, if timed => {}
-                }
-            }
-            _ => {
-                tokio::select! {
-                    () = &mut sleep => {}
-                    () = woken.notified() => {}
-                }
+                Woke::Landed if closing.is_some() || wait == Wait::Permit => return,
+                Woke::Landed => {}
             }
         }
     }
 
     /// After the deadline (or once nothing is left while closing): hands
     /// off what remains, waits for deliveries in flight, flushes the sink.
-    async fn finish(self) {
-        let s = &*self.shared;
+    async fn finish(mut self) {
+        let shared = self.shared.clone();
+        let s = &*shared;
         let mut returned = Vec::new();
         // Closed: no new place can be taken, so this ends once the pushes under way land.
         while s.admission.depth() > 0 {
@@ -371,15 +421,19 @@ impl<J: Send + Sync + 'static> DrainTask<J> {
                 None => tokio::task::yield_now().await,
             }
         }
-        // Every delivery is accounted (or has scheduled its retry) before it lands.
+        // Every delivery is accounted (or has scheduled its retry) before it
+        // lands; those polled here are driven to their end.
         while s.ledger.in_flight() > 0 {
-            let landed = s.admission.drain_wakeups().notified();
-            tokio::pin!(landed);
-            landed.as_mut().enable();
+            let woken = s.admission.drain_wakeups().notified();
+            tokio::pin!(woken);
+            woken.as_mut().enable();
             if s.ledger.in_flight() == 0 {
                 break;
             }
-            landed.await;
+            tokio::select! {
+                () = woken => {}
+                _ = self.dispatcher.landed(&s.clock) => {}
+            }
         }
         if let Some(retries) = &s.retries {
             for p in retries.take_all() {
