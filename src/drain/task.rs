@@ -301,7 +301,7 @@ impl<J: Send + Sync + 'static> DrainTask<J> {
                 self.report_deliveries,
             );
         }
-        Wait::Timer(self.pacer.next_due())
+        Wait::Timer(self.pacer.next_wake(now))
     }
 
     /// A due retry (they were admitted before anything queued now), else
