@@ -36,7 +36,7 @@ use std::time::Duration;
 use clap::{Parser, ValueEnum};
 use dripfeed::keyed::Quota;
 use dripfeed::rate::AimdConfig;
-use dripfeed::{Outcome, Overflow};
+use dripfeed::{Outcome, Overflow, RetryPolicy};
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
 
 use app::{Relay, RelayConfig};
@@ -100,6 +100,11 @@ struct Flags {
     /// Header naming the tenant.
     #[arg(long, default_value = "X-Tenant")]
     tenant_header: String,
+    /// Deliveries per webhook: one the receiver answers 408, 429 or 5xx (or
+    /// never answers) is tried again after exponential backoff with jitter,
+    /// or after the receiver's Retry-After; 1 = no retries.
+    #[arg(long, default_value_t = 5)]
+    max_attempts: u32,
     /// How long shutdown keeps draining before dead-lettering the rest.
     #[arg(long, default_value = "10s", value_parser = humantime::parse_duration)]
     shutdown_grace: Duration,
@@ -294,6 +299,11 @@ fn relay_config(flags: &Flags, downstream: &str) -> Result<RelayConfig, String> 
         deliver_timeout: Duration::from_secs(10),
         tenant_quota,
         adaptive,
+        retry: match flags.max_attempts {
+            0 => return Err("--max-attempts must be at least 1".into()),
+            1 => None,
+            n => Some(RetryPolicy::new(n)),
+        },
     })
 }
 

@@ -69,6 +69,7 @@ async fn a_burst_ten_times_the_drain_rate_loses_nothing_and_says_when_to_retry()
         deliver_timeout: Duration::from_secs(5),
         adaptive: None,
         tenant_quota: Some(dripfeed::keyed::Quota::new(40.0, 20.0).unwrap()),
+        retry: None,
     })
     .await
     .unwrap();
@@ -264,4 +265,118 @@ fn promtool_check(page: &str) {
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr)
     );
+}
+
+/// A receiver that fails the first try of three webhooks in four (503 with
+/// `Retry-After: 0`, 429 without a hint, 500), keyed by the idempotency key
+/// each delivery carries: with retries the relay delivers every accepted
+/// webhook and dead-letters none, and each is delivered once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_flaky_receiver_gets_every_webhook_through_retries() {
+    use axum::http::{HeaderMap, StatusCode};
+    use axum::response::IntoResponse;
+    use std::collections::HashMap;
+    use std::sync::Mutex;
+
+    #[derive(Default)]
+    struct Flaky {
+        tries: Mutex<HashMap<String, u32>>,
+        ok: Mutex<HashMap<String, u32>>,
+    }
+    let flaky = Arc::new(Flaky::default());
+    let state = flaky.clone();
+    let app = axum::Router::new().fallback(axum::routing::post(
+        move |headers: HeaderMap, _body: axum::body::Bytes| {
+            let state = state.clone();
+            async move {
+                let key = headers
+                    .get("idempotency-key")
+                    .and_then(|v| v.to_str().ok())
+                    .unwrap_or("")
+                    .to_owned();
+                let n: u64 = key.parse().unwrap_or(0);
+                let tries = {
+                    let mut t = state.tries.lock().unwrap();
+                    let e = t.entry(key.clone()).or_default();
+                    *e += 1;
+                    *e
+                };
+                match (n % 4, tries) {
+                    (1, 1) => {
+                        (StatusCode::SERVICE_UNAVAILABLE, [("retry-after", "0")]).into_response()
+                    }
+                    (2, 1) => StatusCode::TOO_MANY_REQUESTS.into_response(),
+                    (3, 1) => StatusCode::INTERNAL_SERVER_ERROR.into_response(),
+                    _ => {
+                        *state.ok.lock().unwrap().entry(key).or_default() += 1;
+                        StatusCode::NO_CONTENT.into_response()
+                    }
+                }
+            }
+        },
+    ));
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let rx_addr = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        let _ = axum::serve(listener, app).await;
+    });
+
+    let dl = std::env::temp_dir().join(format!(
+        "dripfeed-relay-retries-{}.jsonl",
+        std::process::id()
+    ));
+    let _ = std::fs::remove_file(&dl);
+    let relay = Relay::start(RelayConfig {
+        drain_rate: 500.0,
+        latency_budget: Duration::from_secs(2),
+        overflow: Overflow::TailDrop,
+        dead_letter_file: dl.clone(),
+        max_in_flight: 32,
+        max_queue_bytes: 64 << 20,
+        downstream: format!("http://{rx_addr}/hooks"),
+        tenant_header: "x-tenant".into(),
+        deliver_timeout: Duration::from_secs(5),
+        adaptive: None,
+        tenant_quota: None,
+        retry: Some(
+            dripfeed::RetryPolicy::new(4)
+                .backoff(Duration::from_millis(20), Duration::from_millis(200)),
+        ),
+    })
+    .await
+    .unwrap();
+    let stop = Arc::new(tokio::sync::Notify::new());
+    let s2 = stop.clone();
+    let (addr, server) = app::serve(
+        "127.0.0.1:0".parse().unwrap(),
+        app::router(relay.clone(), None),
+        async move { s2.notified().await },
+    )
+    .await
+    .unwrap();
+
+    let b = demo::burst(addr, &relay, 300, 1, |_| None).await;
+    let accepted = b.count(202);
+    assert_eq!(accepted, 300, "all fit: {:?}", b.statuses);
+    relay.drained(Duration::from_secs(20)).await;
+    let report = relay.throttle.shutdown(Duration::from_secs(5)).await;
+    let dead = relay.sink.written().await;
+    stop.notify_one();
+    let _ = server.await;
+    let _ = std::fs::remove_file(&dl);
+
+    let ok = flaky.ok.lock().unwrap().clone();
+    assert_eq!(report.stats.delivered(), accepted);
+    assert_eq!(dead, 0, "nothing dead-lettered");
+    assert_eq!(
+        ok.len() as u64,
+        accepted,
+        "every webhook reached the receiver"
+    );
+    assert!(ok.values().all(|&n| n == 1), "each answered 2xx once");
+    let ids: std::collections::HashSet<String> = b.accepted_ids.iter().cloned().collect();
+    assert!(ok.keys().all(|k| ids.contains(k)), "keys are the 202 ids");
+    // About three in four failed once and were retried.
+    let retried = report.stats.retried();
+    assert!((150..=300).contains(&retried), "retried {retried}");
 }

@@ -46,6 +46,9 @@ pub struct RelayConfig {
     pub adaptive: Option<dripfeed::rate::Aimd>,
     /// Each tenant's quota (burst, rate); without it tenants are not limited.
     pub tenant_quota: Option<dripfeed::keyed::Quota>,
+    /// How a webhook the receiver answered 408, 429 or 5xx (or never
+    /// answered) is tried again; without it, it is dead-lettered at once.
+    pub retry: Option<dripfeed::RetryPolicy>,
 }
 
 /// A queued webhook. Its ticket holds its bytes against the budget until dropped.
@@ -171,6 +174,9 @@ impl Relay {
         }
         if let Some(aimd) = cfg.adaptive.clone() {
             builder = builder.adaptive(aimd);
+        }
+        if let Some(policy) = cfg.retry {
+            builder = builder.retries(policy);
         }
         let (throttle, _drain) = builder.build(downstream).map_err(std::io::Error::other)?;
         Ok(Arc::new(Relay {
