@@ -181,7 +181,7 @@ impl Ledger {
         if self.overflowing.load(Ordering::Relaxed)
             && self.overflowing.swap(false, Ordering::Relaxed)
         {
-            let total: u64 = self.refusals.overflow().iter().sum();
+            let total: u64 = self.read_refusals().1.iter().sum();
             tracing::info!(throttle = %self.name, overflow_total = total, "overflow ended");
         }
     }
@@ -191,46 +191,43 @@ impl Ledger {
         load(&self.in_flight)
     }
 
+    /// Refusals by reason and overflow events by policy, read once.
+    fn read_refusals(&self) -> (Vec<(Reason, u64)>, [u64; 3]) {
+        let rejected = self.refusals.rejected();
+        let overflow = self.overflow_counts(&rejected);
+        (rejected, overflow)
+    }
+
     /// Publishes the gauges and every counter derived at read time.
     pub(crate) fn publish(&self, g: &Gauges) {
-        let m = &self.metrics;
-        m.depth.set(g.depth as f64);
-        m.capacity.set(g.bound as f64);
-        m.rate.set(g.rate);
-        m.in_flight.set(self.in_flight() as f64);
-        m.admitted.absolute(g.admitted);
-        if let Some((live, evictions)) = g.keyed {
-            m.keyed_buckets.set(live as f64);
-            m.keyed_evictions.absolute(evictions);
-        }
+        self.publish_gauges(g);
         self.publish_refusals();
     }
 
     /// Publishes the refusal and overflow counts.
     pub(crate) fn publish_refusals(&self) {
-        self.unpublished.store(false, Ordering::Relaxed);
-        let m = &self.metrics;
-        let rejected = self.refusals.rejected();
-        let mut refused = 0;
-        for &(reason, n) in &rejected {
-            refused += n;
-            m.rejected(reason).absolute(n);
-        }
-        m.jobs[Outcome::Refused.index()].absolute(refused);
-        for (i, n) in self.overflow_counts(&rejected).into_iter().enumerate() {
-            m.overflow[i].absolute(n);
-        }
+        let (rejected, overflow) = self.read_to_publish();
+        self.publish_counts(&rejected, &overflow);
     }
 
-    /// A snapshot of the counts, with the gauges `g`.
-    pub(crate) fn snapshot(&self, g: &Gauges) -> Stats {
-        let rejected = self.refusals.rejected();
+    /// Reads the counts to publish them. The flag is cleared first: a
+    /// refusal counted after the reading sets it again and wakes the drain.
+    fn read_to_publish(&self) -> (Vec<(Reason, u64)>, [u64; 3]) {
+        self.unpublished.store(false, Ordering::Relaxed);
+        self.read_refusals()
+    }
+
+    /// Publishes everything and returns the snapshot it published, from one
+    /// reading of the counts.
+    pub(crate) fn publish_snapshot(&self, g: &Gauges) -> Stats {
+        self.publish_gauges(g);
+        let (rejected, overflow) = self.read_to_publish();
+        self.publish_counts(&rejected, &overflow);
         let mut outcomes = [0; 8];
         for (dst, src) in outcomes.iter_mut().zip(&self.outcomes) {
             *dst = load(src);
         }
         outcomes[Outcome::Refused.index()] = rejected.iter().map(|(_, n)| n).sum();
-        let overflow = self.overflow_counts(&rejected);
         Stats {
             depth: g.depth as u64,
             capacity: g.capacity as u64,
@@ -248,6 +245,33 @@ impl Ledger {
             delivery_failures: load(&self.delivery_failures),
             paused: g.paused,
             closed: g.closed,
+        }
+    }
+
+    fn publish_gauges(&self, g: &Gauges) {
+        let m = &self.metrics;
+        m.depth.set(g.depth as f64);
+        m.capacity.set(g.bound as f64);
+        m.rate.set(g.rate);
+        m.in_flight.set(self.in_flight() as f64);
+        m.admitted.absolute(g.admitted);
+        if let Some((live, evictions)) = g.keyed {
+            m.keyed_buckets.set(live as f64);
+            m.keyed_evictions.absolute(evictions);
+        }
+    }
+
+    /// Publishes refusal and overflow counts read by [`read_to_publish`](Self::read_to_publish).
+    fn publish_counts(&self, rejected: &[(Reason, u64)], overflow: &[u64; 3]) {
+        let m = &self.metrics;
+        let mut refused = 0;
+        for &(reason, n) in rejected {
+            refused += n;
+            m.rejected(reason).absolute(n);
+        }
+        m.jobs[Outcome::Refused.index()].absolute(refused);
+        for (counter, &n) in m.overflow.iter().zip(overflow) {
+            counter.absolute(n);
         }
     }
 }

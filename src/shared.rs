@@ -281,9 +281,7 @@ impl<J> Shared<J> {
     /// A snapshot of the counts; the metrics are published from the same
     /// reading, so they agree with it.
     pub(crate) fn stats(&self) -> Stats {
-        let gauges = self.gauges();
-        self.ledger.publish(&gauges);
-        self.ledger.snapshot(&gauges)
+        self.ledger.publish_snapshot(&self.gauges())
     }
 
     /// The drain's last act: publishes, stores what shutdown hands back, marks done.
