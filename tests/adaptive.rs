@@ -93,17 +93,7 @@ async fn at_the_floor_a_bad_downstream_does_not_cut_further() {
 #[tokio::test(start_paused = true)]
 async fn a_retry_after_hint_counts_as_congestion_and_pauses_emission() {
     use std::sync::atomic::Ordering;
-    let (downstream, calls) = support::slows_down_once(30, Duration::from_secs(3));
-    let aimd = AimdConfig::default().with_floor(10.0).build().unwrap();
-    let (throttle, _drain) = Throttle::builder()
-        .adaptive(aimd)
-        .drain_rate(40.0)
-        .capacity(10_000)
-        .build(downstream)
-        .unwrap();
-    for i in 0..10_000 {
-        let _ = throttle.try_submit(i);
-    }
+    let (throttle, calls) = support::hinted_throttle(Duration::from_secs(3));
     sleep(Duration::from_millis(1100)).await; // 40/s: the 31st answer says "slow down, 3 s"
     let at_cut = calls.load(Ordering::Relaxed);
     assert_eq!(throttle.drain_rate(), 30.0, "cut by ×0.75");

@@ -28,6 +28,17 @@ impl Seen {
     fn twice(&self) -> u64 {
         self.0.lock().unwrap().1
     }
+
+    /// A downstream that records the id of every job it is handed.
+    fn downstream(
+        &self,
+    ) -> impl Fn(&u64, Attempt) -> std::future::Ready<Delivery> + Send + Sync + 'static {
+        let seen = self.clone();
+        move |_: &u64, a: Attempt| {
+            seen.add(a.id());
+            std::future::ready(Delivery::Done)
+        }
+    }
 }
 
 /// Producers on three threads race `shutdown`: every job they were told is
@@ -35,14 +46,10 @@ impl Seen {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn producers_against_shutdown() {
     let seen = Seen::default();
-    let s = seen.clone();
     let (throttle, _drain) = Throttle::builder()
         .drain_rate(200_000.0)
         .capacity(256)
-        .build(move |_: &u64, a: Attempt| {
-            s.add(a.id());
-            async { Delivery::Done }
-        })
+        .build(seen.downstream())
         .unwrap();
     let producers: Vec<_> = (0..3)
         .map(|_| {
@@ -99,7 +106,7 @@ async fn producers_against_shutdown() {
 async fn head_drop_against_the_drains_pop() {
     let seen = Seen::default();
     let evicted = Arc::new(AtomicU64::new(0));
-    let (s, e) = (seen.clone(), evicted.clone());
+    let e = evicted.clone();
     let (throttle, _drain) = Throttle::builder()
         .drain_rate(100_000.0)
         .capacity(8)
@@ -107,10 +114,7 @@ async fn head_drop_against_the_drains_pop() {
         .on_evicted(move |_: u64| {
             e.fetch_add(1, Ordering::Relaxed);
         })
-        .build(move |_: &u64, a: Attempt| {
-            s.add(a.id());
-            async { Delivery::Done }
-        })
+        .build(seen.downstream())
         .unwrap();
     let producers: Vec<_> = (0..2)
         .map(|_| {
@@ -229,14 +233,10 @@ async fn keyed_refusals_hold_no_place() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn waiting_submits_all_get_in() {
     let seen = Seen::default();
-    let s = seen.clone();
     let (throttle, _drain) = Throttle::builder()
         .drain_rate(50_000.0)
         .capacity(2)
-        .build(move |_: &u64, a: Attempt| {
-            s.add(a.id());
-            async { Delivery::Done }
-        })
+        .build(seen.downstream())
         .unwrap();
     let tasks: Vec<_> = (0..8)
         .map(|p| {

@@ -29,6 +29,25 @@ use std::time::Duration;
 use app::{Relay, RelayConfig};
 use dripfeed::Overflow;
 
+/// The relay both tests start: tail-drop, 32 in flight, a 64 MiB byte
+/// budget, no tenants, no retries, delivering to `downstream`.
+fn config(dead_letter_file: std::path::PathBuf, downstream: String) -> RelayConfig {
+    RelayConfig {
+        drain_rate: 100.0,
+        latency_budget: Duration::from_secs(1),
+        overflow: Overflow::TailDrop,
+        dead_letter_file,
+        max_in_flight: 32,
+        max_queue_bytes: 64 << 20,
+        downstream,
+        tenant_header: "x-tenant".into(),
+        deliver_timeout: Duration::from_secs(5),
+        adaptive: None,
+        tenant_quota: None,
+        retry: None,
+    }
+}
+
 fn rss_kib() -> u64 {
     std::fs::read_to_string("/proc/self/statm")
         .ok()
@@ -59,17 +78,8 @@ async fn a_burst_ten_times_the_drain_rate_loses_nothing_and_says_when_to_retry()
     let _ = std::fs::remove_file(&dl);
     let relay = Relay::start(RelayConfig {
         drain_rate: RATE,
-        latency_budget: Duration::from_secs(1),
-        overflow: Overflow::TailDrop,
-        dead_letter_file: dl.clone(),
-        max_in_flight: 32,
-        max_queue_bytes: 64 << 20,
-        downstream: format!("http://{rx_addr}/hooks"),
-        tenant_header: "x-tenant".into(),
-        deliver_timeout: Duration::from_secs(5),
-        adaptive: None,
         tenant_quota: Some(dripfeed::keyed::Quota::new(40.0, 20.0).unwrap()),
-        retry: None,
+        ..config(dl.clone(), format!("http://{rx_addr}/hooks"))
     })
     .await
     .unwrap();
@@ -329,19 +339,11 @@ async fn a_flaky_receiver_gets_every_webhook_through_retries() {
     let relay = Relay::start(RelayConfig {
         drain_rate: 500.0,
         latency_budget: Duration::from_secs(2),
-        overflow: Overflow::TailDrop,
-        dead_letter_file: dl.clone(),
-        max_in_flight: 32,
-        max_queue_bytes: 64 << 20,
-        downstream: format!("http://{rx_addr}/hooks"),
-        tenant_header: "x-tenant".into(),
-        deliver_timeout: Duration::from_secs(5),
-        adaptive: None,
-        tenant_quota: None,
         retry: Some(
             dripfeed::RetryPolicy::new(4)
                 .backoff(Duration::from_millis(20), Duration::from_millis(200)),
         ),
+        ..config(dl.clone(), format!("http://{rx_addr}/hooks"))
     })
     .await
     .unwrap();

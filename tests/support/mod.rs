@@ -81,6 +81,29 @@ pub fn slows_down_once(
     (downstream, calls)
 }
 
+/// An adaptive throttle (floor 10/s, starting at 40/s) with 10,000 jobs
+/// queued, whose downstream asks to slow down for `hint` on its 31st call;
+/// with the count of calls so far. Its drain task is spawned.
+pub fn hinted_throttle(
+    hint: std::time::Duration,
+) -> (dripfeed::Throttle<u32>, Arc<std::sync::atomic::AtomicU32>) {
+    let (downstream, calls) = slows_down_once(30, hint);
+    let aimd = dripfeed::rate::AimdConfig::default()
+        .with_floor(10.0)
+        .build()
+        .unwrap();
+    let (throttle, _drain) = dripfeed::Throttle::builder()
+        .adaptive(aimd)
+        .drain_rate(40.0)
+        .capacity(10_000)
+        .build(downstream)
+        .unwrap();
+    for i in 0..10_000 {
+        let _ = throttle.try_submit(i);
+    }
+    (throttle, calls)
+}
+
 /// Lets spawned tasks run without moving paused time.
 pub async fn settle() {
     for _ in 0..20 {
