@@ -21,7 +21,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use dripfeed::global::PgBuckets;
-use dripfeed::keyed::Quota;
+use dripfeed::keyed::{BucketStore, Quota};
 
 const RUN: Duration = Duration::from_secs(3);
 const KEYS: u64 = 10_000;

@@ -8,6 +8,12 @@
 //! cargo run --release --example webhook_relay -- --help
 //! cargo run --release --features redis --example webhook_relay -- \
 //!     --redis redis://127.0.0.1:6379/ --global-rate 200 --fleet-size 3 --redis-failure open
+//! # tenant quotas: local, or shared by every relay through Redis or PostgreSQL
+//! cargo run --release --example webhook_relay -- --tenant-rate 20 --tenant-burst 20
+//! cargo run --release --features redis --example webhook_relay -- \
+//!     --tenant-rate 20 --tenant-burst 20 --redis redis://127.0.0.1:6379/
+//! cargo run --release --features postgres --example webhook_relay -- \
+//!     --tenant-rate 20 --tenant-burst 20 --postgres postgres://user@127.0.0.1:5432/db
 //! ```
 
 #[path = "webhook_relay/app.rs"]
@@ -115,7 +121,8 @@ struct Flags {
     fleet: fleet::FleetFlags,
     /// PostgreSQL URL holding the tenant quotas shared by every relay (with
     /// --tenant-rate; needs `--features postgres`), e.g.
-    /// postgres://user@127.0.0.1:5432/db. Without it, tenant quotas are local.
+    /// postgres://user@127.0.0.1:5432/db. Without it (and without --redis),
+    /// tenant quotas are local.
     #[arg(long)]
     postgres: Option<String>,
     /// What to do while PostgreSQL is unreachable: admit on local buckets, or refuse (503).
@@ -156,7 +163,7 @@ fn spawn_status(relay: Arc<Relay>) {
             let load =
                 |x: &std::sync::atomic::AtomicU64| x.load(std::sync::atomic::Ordering::Relaxed);
             let line = format!(
-                "depth {:>5}/{:<5} ({:>6} KiB) rate {:>6.1}/s p99 {:>7} delivered {:>7} | 503 full {} bytes {} | 429 {} | 413 {} | dead-lettered {}",
+                "depth {:>5}/{:<5} ({:>6} KiB) rate {:>6.1}/s p99 {:>7} delivered {:>7} | 503 full {} bytes {} store {} | 429 {} | 413 {} | dead-lettered {}",
                 s.depth(),
                 s.capacity(),
                 relay.budget.held() / 1024,
@@ -165,6 +172,7 @@ fn spawn_status(relay: Arc<Relay>) {
                 s.delivered(),
                 load(&a.full_503),
                 load(&a.bytes_503),
+                load(&a.store_503),
                 load(&a.quota_429),
                 load(&a.too_large_413),
                 s.outcome(Outcome::DeadLettered) + s.outcome(Outcome::Evicted),
@@ -307,18 +315,29 @@ fn relay_config(flags: &Flags, downstream: &str) -> Result<RelayConfig, String> 
     })
 }
 
-/// The relay with its fleet permits (`--redis`) and shared tenant quotas (`--postgres`).
+/// The relay with its fleet permits (`--redis`) and tenant quotas shared
+/// through `--postgres`, else `--redis`, else local.
 async fn start_relay(flags: &Flags, cfg: RelayConfig) -> Result<Arc<Relay>, String> {
     let permits = flags.fleet.permits(flags.drain_rate)?;
-    let tenants = match (&flags.postgres, cfg.tenant_quota) {
-        (Some(url), Some(quota)) => {
-            let fail_open = matches!(flags.postgres_failure, fleet::FailureFlag::Open);
-            Some(tenants::open_postgres(url, quota, fail_open).await?)
+    let on_failure = |flag: fleet::FailureFlag| match flag {
+        fleet::FailureFlag::Open => tenants::OnFailure::Open {
+            local_share: 1.0 / f64::from(flags.fleet.fleet_size.max(1)),
+        },
+        fleet::FailureFlag::Closed => tenants::OnFailure::Closed,
+    };
+    let tenants = match (&flags.postgres, &flags.fleet.redis, cfg.tenant_quota) {
+        (Some(url), _, Some(quota)) => {
+            Some(tenants::open_postgres(url, quota, on_failure(flags.postgres_failure)).await?)
         }
-        (Some(_), None) => {
+        (Some(_), _, None) => {
             return Err("--postgres holds tenant quotas: give --tenant-rate too".into());
         }
-        (None, _) => None,
+        (None, Some(url), Some(quota)) => Some(tenants::open_redis(
+            url,
+            quota,
+            on_failure(flags.fleet.redis_failure),
+        )?),
+        _ => None,
     };
     Relay::start_with(cfg, permits, tenants)
         .await

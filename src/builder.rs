@@ -12,7 +12,7 @@ use crate::endings::{Endings, Hook};
 use crate::error::BuildError;
 use crate::feedback::Feedback;
 use crate::inflight::InFlight;
-use crate::keyed::{KeyedBuckets, Quota};
+use crate::keyed::{BucketStore, KeyedBuckets, Quota};
 use crate::overflow::{DeadLetterSink, Overflow};
 use crate::permits::PermitSource;
 use crate::rate::Aimd;
@@ -69,6 +69,7 @@ pub struct ThrottleBuilder<J> {
     on_failed: Option<Hook<J>>,
     adaptive: Option<Aimd>,
     per_key: Option<(usize, Quota)>,
+    key_store: Option<Arc<dyn BucketStore>>,
     permits: Option<Arc<dyn PermitSource>>,
     withdrawal: Option<Withdrawal<J>>,
     retry: Option<RetryPolicy>,
@@ -110,6 +111,7 @@ impl<J: Send + Sync + 'static> ThrottleBuilder<J> {
             on_failed: None,
             adaptive: None,
             per_key: None,
+            key_store: None,
             permits: None,
             withdrawal: None,
             retry: None,
@@ -244,8 +246,46 @@ impl<J: Send + Sync + 'static> ThrottleBuilder<J> {
     /// default size and drain rate, and at most `max_keys` buckets are live
     /// at once (a full table evicts a drained bucket, else the one that
     /// empties soonest), so memory stays bounded whatever keys arrive.
+    ///
+    /// The table answers synchronously, so
+    /// [`try_submit_keyed`](Throttle::try_submit_keyed) never waits; to
+    /// share buckets between processes use
+    /// [`key_store`](Self::key_store) instead (the later call wins).
     pub fn per_key(mut self, max_keys: usize, quota: Quota) -> Self {
         self.per_key = Some((max_keys, quota));
+        self.key_store = None;
+        self
+    }
+
+    /// Gives every key its own reverse leaky bucket held in `store` (any
+    /// [`BucketStore`]: `global::RedisBuckets` or `global::PgBuckets` for a
+    /// fleet, a `KeyedBuckets<String>`, your own), admitted through with
+    /// [`submit_keyed`](Throttle::submit_keyed), which awaits the store.
+    /// Replaces [`per_key`](Self::per_key) (the later call wins). Keep a
+    /// clone of the `Arc` to set quota overrides or read debts.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// use dripfeed::{Delivery, Throttle};
+    /// use dripfeed::keyed::{BucketStore, KeyedBuckets, Quota};
+    /// use std::sync::Arc;
+    /// let tenants = Arc::new(KeyedBuckets::<String>::new(1_000, Quota::new(1.0, 1.0)?)?);
+    /// let (throttle, _drain) = Throttle::builder()
+    ///     .drain_rate(10.0)
+    ///     .key_store(tenants.clone())
+    ///     .build(|_: &u32, _| async { Delivery::Done })?;
+    /// tenants.set_quota("vip", Quota::new(2.0, 1.0)?).await?;
+    /// throttle.submit_keyed("vip", 1.0, 1).await?;
+    /// throttle.submit_keyed("vip", 1.0, 2).await?;
+    /// assert!(throttle.submit_keyed("guest", 1.0, 3).await.is_ok());
+    /// assert!(throttle.submit_keyed("guest", 1.0, 4).await.is_err());
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn key_store(mut self, store: Arc<dyn BucketStore>) -> Self {
+        self.key_store = Some(store);
+        self.per_key = None;
         self
     }
 
@@ -444,6 +484,7 @@ impl<J: Send + Sync + 'static> ThrottleBuilder<J> {
                 on_failed: self.on_failed,
             },
             keyed,
+            store: self.key_store,
             in_flight: InFlight::new(self.max_in_flight as u32),
             feedback: self.adaptive.as_ref().map(|_| Feedback::new()),
             retries: self.retry.map(|p| Retries::new(p, ring)),

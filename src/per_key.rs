@@ -7,15 +7,26 @@
 //! `src/admission.rs` for the order); a job the queue refuses
 //! gives its key the cost back, so it leaves no debt.
 //!
-//! Keys are hashed to 64 bits with a per-throttle random seed before they
-//! reach the table, so any `Hash` type works and a table entry costs the same
-//! whatever the key. Two keys colliding share a bucket; at a million live
-//! keys the chance that any two collide is about 3 in 100 million.
+//! Two kinds of store. The throttle's own table
+//! ([`per_key`](crate::ThrottleBuilder::per_key)) answers synchronously, so
+//! [`Throttle::try_submit_keyed`] never waits; its keys are hashed to 64
+//! bits with a per-throttle random seed before they reach the table, so any
+//! `Hash` type works and a table entry costs the same whatever the key (two
+//! keys colliding share a bucket; at a million live keys the chance that any
+//! two collide is about 3 in 100 million). Any [`BucketStore`]
+//! ([`key_store`](crate::ThrottleBuilder::key_store): Redis, PostgreSQL, your
+//! own) is awaited by [`Throttle::submit_keyed`], with string keys used as
+//! given, so processes sharing the store share each key's bucket. A store
+//! that fails is a 503 (`Unavailable`, cause `store_down`), never a 429.
 
 use std::hash::{BuildHasher, Hash};
+use std::time::Duration;
 
-use crate::error::{Reason, Rejected};
-use crate::keyed::{AdmitError, InvalidCost, KeyedBuckets, Quota, TooManyOverrides};
+use crate::error::{Cause, Reason, Rejected};
+use crate::keyed::{
+    AdmitError, BucketError, BucketStore, InvalidCost, KeyedBuckets, OverQuota, Quota,
+    TooManyOverrides,
+};
 use crate::num::jittered;
 use crate::overflow::Overflow;
 use crate::rate_limit::RateLimit;
@@ -69,13 +80,97 @@ impl<J: 'static> Throttle<J> {
         // The key first (a 429 ends here), then a place; a queue that
         // refuses gives the key its cost back.
         if let Err(e) = keyed.table.try_admit(&k, cost) {
-            return Err(refuse_key(self, &keyed.table, k, job, e));
+            return Err(refuse_key(self, job, e));
         }
         let admitted = self.admit(job, None);
         if admitted.is_err() {
             let _ = keyed.table.settle(&k, cost, 0.0);
         }
         admitted
+    }
+
+    /// Admits `job` for `key` at `cost` through whichever store the
+    /// throttle has: the key's bucket first (awaiting the store, so a
+    /// Redis or PostgreSQL round trip), then a place in the queue, taken
+    /// without waiting for room. A queue that refuses gives the key its
+    /// charge back before this returns, whatever the store.
+    ///
+    /// Refusals hand the job back: `OverQuota` (429) with the exact wait
+    /// (plus up to 20 % jitter) and the key's `RateLimit`; `Overloaded`
+    /// (503) when the queue is full; `Unavailable` (503, cause
+    /// `store_down`, retry after about a second) when the store failed and
+    /// has no fail-open fallback, since the key is not to blame; `Invalid`
+    /// (400) for a bad cost, or a throttle built with neither
+    /// [`per_key`](crate::ThrottleBuilder::per_key) nor
+    /// [`key_store`](crate::ThrottleBuilder::key_store).
+    ///
+    /// Switching stores is one line in the builder; this call stays the same.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// use dripfeed::{Delivery, Reason, Throttle};
+    /// use dripfeed::keyed::{BucketStore, KeyedBuckets, Quota};
+    /// use std::sync::Arc;
+    ///
+    /// let quota = Quota::new(2.0, 1.0)?;
+    /// let tenants = Arc::new(KeyedBuckets::<String>::new(10_000, quota)?);
+    /// // or RedisBuckets::new(conn, "tenants", quota), or PgBuckets::new(pool, "tenants", quota)?
+    /// let (throttle, _drain) = Throttle::builder()
+    ///     .drain_rate(100.0)
+    ///     .key_store(tenants.clone())
+    ///     .build(|_: &u32, _| async { Delivery::Done })?;
+    /// throttle.submit_keyed("acme", 1.0, 1).await?;
+    /// throttle.submit_keyed("acme", 1.0, 2).await?;
+    /// let refused = throttle.submit_keyed("acme", 1.0, 3).await.unwrap_err();
+    /// assert_eq!((refused.reason(), refused.status()), (Reason::OverQuota, 429));
+    /// assert_eq!(refused.into_job(), 3, "the job comes back");
+    /// assert_eq!(tenants.debt("acme").await?, 2.0);
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn submit_keyed(
+        &self,
+        key: &str,
+        cost: f64,
+        job: J,
+    ) -> Result<Admitted, Rejected<J>> {
+        let s = &*self.shared;
+        let Some(store) = &s.store else {
+            return self.try_submit_keyed(key, cost, job);
+        };
+        // The key first (a 429 or a store failure ends here); no place is
+        // held across the await.
+        if let Err(e) = store.try_admit(key, cost).await {
+            return Err(refuse_stored(self, job, e));
+        }
+        let admitted = self.admit(job, None);
+        if admitted.is_err()
+            && let Err(e) = store.refund(key, cost).await
+        {
+            tracing::warn!(key, error = %e, "could not refund a key's charge after the queue refused");
+        }
+        admitted
+    }
+
+    /// The store [`submit_keyed`](Self::submit_keyed) admits through, when
+    /// the throttle was built with
+    /// [`key_store`](crate::ThrottleBuilder::key_store).
+    ///
+    /// ```
+    /// # use dripfeed::{Delivery, Throttle};
+    /// # use dripfeed::keyed::{KeyedBuckets, Quota};
+    /// # use std::sync::Arc;
+    /// # let store = Arc::new(KeyedBuckets::<String>::new(10, Quota::new(1.0, 1.0)?)?);
+    /// let (throttle, _drain) = Throttle::builder()
+    ///     .drain_rate(10.0)
+    ///     .key_store(store)
+    ///     .build(|_: &u32, _| async { Delivery::Done })?;
+    /// assert!(throttle.key_store().is_some());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn key_store(&self) -> Option<&std::sync::Arc<dyn BucketStore>> {
+        self.shared.store.as_ref()
     }
 
     /// Whether a job for `key` at `cost` would be admitted now (by its key
@@ -165,31 +260,47 @@ impl<J: 'static> Throttle<J> {
 }
 
 /// Counts and builds a per-key refusal.
-fn refuse_key<J: 'static>(
-    throttle: &Throttle<J>,
-    table: &KeyedBuckets<u64>,
-    key: u64,
-    job: J,
-    err: AdmitError,
-) -> Rejected<J> {
+fn refuse_key<J: 'static>(throttle: &Throttle<J>, job: J, err: AdmitError) -> Rejected<J> {
     let s = &*throttle.shared;
     match err {
-        AdmitError::OverQuota(over) => {
-            let quota = table.quota(&key);
-            let limit = RateLimit::new(
-                "key",
-                over.size().floor() as u64,
-                quota.drain_time(),
-                (over.size() - over.debt()).max(0.0).floor() as u64,
-                over.retry_after(),
-            );
-            s.refuse_with(
-                job,
-                Reason::OverQuota,
-                Some(jittered(over.retry_after())),
-                Some(limit),
-            )
-        }
+        AdmitError::OverQuota(over) => s.refuse_with(
+            job,
+            Reason::OverQuota,
+            Some(jittered(over.retry_after())),
+            Some(key_limit(&over)),
+        ),
         _ => s.refuse(job, Reason::Invalid),
     }
+}
+
+/// Counts and builds the refusal of a [`BucketStore`]: the key's (429, 400)
+/// or the store's own failure (503).
+fn refuse_stored<J: 'static>(throttle: &Throttle<J>, job: J, err: BucketError) -> Rejected<J> {
+    match err {
+        BucketError::Admit(e) => refuse_key(throttle, job, e),
+        BucketError::Unavailable(_) => throttle.shared.refuse_with(
+            job,
+            Reason::Unavailable {
+                cause: Cause::StoreDown,
+            },
+            Some(jittered(STORE_DOWN_WAIT)),
+            None,
+        ),
+        _ => throttle.shared.refuse(job, Reason::Invalid),
+    }
+}
+
+/// The wait suggested while a store is down: a store probes again after
+/// about this long (the stores' default probe interval).
+const STORE_DOWN_WAIT: Duration = Duration::from_secs(1);
+
+/// The key's `RateLimit` when it is over its quota.
+fn key_limit(over: &OverQuota) -> RateLimit {
+    RateLimit::new(
+        "key",
+        over.size().floor() as u64,
+        crate::keyed::bucket::secs_to_duration(over.size() / over.rate()),
+        (over.size() - over.debt()).max(0.0).floor() as u64,
+        over.retry_after(),
+    )
 }

@@ -4,8 +4,8 @@
 //! state) lives in the drain task, not here.
 
 use std::hash::RandomState;
-use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use tokio::sync::watch;
@@ -16,7 +16,7 @@ use crate::endings::Endings;
 use crate::error::{RateError, Reason, Rejected};
 use crate::feedback::Feedback;
 use crate::inflight::InFlight;
-use crate::keyed::KeyedBuckets;
+use crate::keyed::{BucketStore, KeyedBuckets};
 use crate::ledger::{Gauges, Ledger};
 use crate::num::{nanos, secs};
 use crate::outcome::Stats;
@@ -62,6 +62,8 @@ pub(crate) struct Shared<J> {
     pub(crate) ledger: Ledger,
     pub(crate) endings: Endings<J>,
     pub(crate) keyed: Option<Keyed>,
+    /// Per-key buckets in a store that is awaited (Redis, PostgreSQL, …).
+    pub(crate) store: Option<Arc<dyn BucketStore>>,
     pub(crate) in_flight: InFlight,
     /// Finished attempts for the adaptive drain (only when adaptive).
     pub(crate) feedback: Option<Feedback>,
@@ -84,6 +86,7 @@ pub(crate) struct Parts<J> {
     pub(crate) admission: Admission<J>,
     pub(crate) endings: Endings<J>,
     pub(crate) keyed: Option<KeyedBuckets<u64>>,
+    pub(crate) store: Option<Arc<dyn BucketStore>>,
     pub(crate) in_flight: InFlight,
     pub(crate) feedback: Option<Feedback>,
     pub(crate) retries: Option<Retries<J>>,
@@ -102,6 +105,7 @@ impl<J> Shared<J> {
                 table,
                 hasher: RandomState::new(),
             }),
+            store: parts.store,
             in_flight: parts.in_flight,
             feedback: parts.feedback,
             retries: parts.retries,

@@ -22,11 +22,11 @@ use metrics_exporter_prometheus::PrometheusHandle;
 use serde_json::json;
 
 use dripfeed::PermitSource;
+use dripfeed::keyed::BucketStore;
 
 use crate::budget::{ByteBudget, Ticket};
 use crate::dead_letter::FileSink;
 use crate::latency::Latencies;
-use crate::tenants::{TenantRefusal, TenantStore};
 
 /// Bodies above this are refused with 413.
 pub const MAX_BODY: usize = 1 << 20;
@@ -69,6 +69,7 @@ pub struct Answers {
     pub bytes_503: AtomicU64,
     pub closed_503: AtomicU64,
     pub quota_429: AtomicU64,
+    pub store_503: AtomicU64,
     pub too_large_413: AtomicU64,
 }
 
@@ -80,8 +81,9 @@ pub struct Relay {
     /// Delivery latencies since the status line last read them.
     pub latencies: Arc<Latencies>,
     pub cfg: RelayConfig,
-    /// Tenant quotas shared with other relays (`--postgres`); else local.
-    pub tenants: Option<Arc<dyn TenantStore>>,
+    /// Tenant quotas shared with other relays (`--postgres`, `--redis`);
+    /// else in this relay's memory.
+    pub tenants: Option<Arc<dyn BucketStore>>,
 }
 
 /// POSTs each job to the downstream URL, same body and content type.
@@ -138,7 +140,7 @@ impl Relay {
     pub async fn start_with(
         cfg: RelayConfig,
         permits: Option<Arc<dyn PermitSource>>,
-        tenants: Option<Arc<dyn TenantStore>>,
+        tenants: Option<Arc<dyn BucketStore>>,
     ) -> std::io::Result<Arc<Relay>> {
         let sink = Arc::new(FileSink::open(cfg.dead_letter_file.clone()).await?);
         let latencies = Arc::new(Latencies::new());
@@ -166,8 +168,10 @@ impl Relay {
                     eprintln!("dead-letter writer is gone: an evicted job was dropped");
                 }
             });
-        if let (Some(quota), None) = (cfg.tenant_quota, &tenants) {
-            builder = builder.per_key(100_000, quota);
+        match (&tenants, cfg.tenant_quota) {
+            (Some(store), _) => builder = builder.key_store(store.clone()),
+            (None, Some(quota)) => builder = builder.per_key(100_000, quota),
+            (None, None) => {}
         }
         if let Some(source) = permits {
             builder = builder.permits(source);
@@ -268,38 +272,16 @@ fn refused(relay: &Relay, r: Rejected<Job>) -> Response {
             bump(&relay.answers.closed_503);
             ("closed", "the relay is shutting down".to_owned())
         }
+        Reason::Unavailable { .. } => {
+            bump(&relay.answers.store_503);
+            (
+                "unavailable",
+                "the tenant quota store is unavailable; retry later".to_owned(),
+            )
+        }
         _ => ("invalid", "this webhook can never be admitted".to_owned()),
     };
     problem(status, kind, detail, fields)
-}
-
-/// A refusal by the shared tenant store.
-fn tenant_refused(relay: &Relay, refusal: TenantRefusal) -> Response {
-    match refusal {
-        TenantRefusal::OverQuota { wait, limit } => {
-            bump(&relay.answers.quota_429);
-            let fields = vec![
-                ("retry-after", headers::retry_after(headers::jittered(wait))),
-                ("ratelimit-policy", limit.policy_header()),
-                ("ratelimit", limit.header()),
-            ];
-            let detail = "this tenant is over its quota; retry later".to_owned();
-            problem(StatusCode::TOO_MANY_REQUESTS, "over-quota", detail, fields)
-        }
-        TenantRefusal::Invalid => {
-            let detail = "this webhook can never fit the tenant's quota".to_owned();
-            problem(StatusCode::BAD_REQUEST, "invalid", detail, Vec::new())
-        }
-        TenantRefusal::Unavailable(why) => {
-            let detail = format!("the tenant quota store is unavailable: {why}");
-            problem(
-                StatusCode::SERVICE_UNAVAILABLE,
-                "unavailable",
-                detail,
-                Vec::new(),
-            )
-        }
-    }
 }
 
 async fn deliver(
@@ -368,18 +350,11 @@ fn job_from(
 
 /// The tenant's quota (429), then the queue (503).
 async fn admit(relay: &Relay, job: Job) -> Result<Admitted, Box<Response>> {
-    let submitted = match (&relay.tenants, &relay.cfg.tenant_quota, job.tenant.clone()) {
-        (Some(store), _, Some(tenant)) => {
-            if let Err(refusal) = store.admit(&tenant).await {
-                return Err(Box::new(tenant_refused(relay, refusal)));
-            }
-            let submitted = relay.throttle.try_submit(job);
-            if submitted.is_err() {
-                store.refund(&tenant).await;
-            }
-            submitted
-        }
-        (None, Some(_), Some(tenant)) => relay.throttle.try_submit_keyed(tenant, 1.0, job),
+    let keyed = relay.tenants.is_some() || relay.cfg.tenant_quota.is_some();
+    let submitted = match job.tenant.clone() {
+        // One path whatever the store: the throttle charges the tenant and
+        // refunds the charge if the queue refuses.
+        Some(tenant) if keyed => relay.throttle.submit_keyed(&tenant, 1.0, job).await,
         _ => relay.throttle.try_submit(job),
     };
     submitted.map_err(|r| Box::new(refused(relay, r)))

@@ -9,20 +9,22 @@
 //! [`PermitSource::ready`](crate::PermitSource::ready).
 //!
 //! Behind the `redis` feature: [`RedisRate`] (one emission rate for the
-//! fleet), [`RedisBuckets`] (per-key reverse buckets shared by the fleet) and
+//! fleet), [`RedisBuckets`] (per-key reverse buckets shared by the fleet, a
+//! [`BucketStore`](crate::keyed::BucketStore)) and
 //! [`RedisStreamSink`] (a dead-letter stream with redrive), all over one
 //! [`RedisConnection`] to a server or a cluster.
 //!
 //! Behind the `postgres` feature: [`PgBuckets`], the same per-key buckets
-//! held in one PostgreSQL table, for teams that share state only through
+//! (the same [`BucketStore`](crate::keyed::BucketStore)) held in one
+//! PostgreSQL table, for teams that share state only through
 //! PostgreSQL.
 
-#[cfg(any(feature = "redis", feature = "postgres"))]
-mod bucket_error;
 #[cfg(feature = "redis")]
 mod conn;
 #[cfg(any(feature = "redis", feature = "postgres"))]
 mod failure;
+#[cfg(any(feature = "redis", feature = "postgres"))]
+mod fallback;
 #[cfg(feature = "redis")]
 mod leaser;
 #[cfg(feature = "postgres")]
@@ -37,11 +39,11 @@ mod redis_buckets;
 mod redis_rate;
 #[cfg(feature = "redis")]
 mod redis_sink;
-#[cfg(feature = "postgres")]
+#[cfg(any(feature = "redis", feature = "postgres"))]
 mod store_health;
 
-#[cfg(any(feature = "redis", feature = "postgres"))]
-pub use bucket_error::BucketError;
+/// The per-key stores' error, also here for the fleet-scope stores.
+pub use crate::keyed::BucketError;
 #[cfg(feature = "redis")]
 pub use conn::{RedisConnection, RedisError};
 #[cfg(any(feature = "redis", feature = "postgres"))]

@@ -2,25 +2,22 @@
 //! [`KeyedBuckets`](crate::keyed::KeyedBuckets), shared through one PostgreSQL
 //! table.
 
-use std::collections::HashMap;
 use std::fmt;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
+use async_trait::async_trait;
 use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod};
 use tokio_postgres::NoTls;
 use tokio_postgres::Row;
 use tokio_postgres::types::ToSql;
 
+use super::fallback::Fallback;
 use super::pg_sql::{Statements, valid_table};
-use super::store_health::StoreHealth;
-use super::{BucketError, Failure, PgError};
+use super::{Failure, PgError};
 use crate::keyed::bucket::{admitted, check_cost, check_settle, decide};
-use crate::keyed::{Admit, AdmitError, KeyedBuckets, Quota, QuotaError};
-
-/// Buckets the fail-open fallback keeps in memory at most.
-const FALLBACK_KEYS: usize = 100_000;
+use crate::keyed::{Admit, AdmitError, BucketError, BucketStore, Quota, QuotaError, StoreFailure};
 
 /// Per-key reverse leaky buckets held in one PostgreSQL table, with the
 /// semantics of [`KeyedBuckets`](crate::keyed::KeyedBuckets): each key's bucket
@@ -36,10 +33,13 @@ const FALLBACK_KEYS: usize = 100_000;
 /// log) and an index on each row's empty-at time; every
 /// [`prune_every`](Self::prune_every)th admission also deletes, in the
 /// background, a small batch of rows whose debt has drained to zero. No
-/// sweeper task exists.
+/// sweeper task exists. A key's quota override is a row of a second, logged
+/// table (`<table>_quotas`), read by the same statements, so every process
+/// sharing the table sees it; it stays until
+/// [`clear_quota`](BucketStore::clear_quota).
 ///
 /// When PostgreSQL fails, the [`Failure`] mode decides: fail-closed (the
-/// default) returns [`BucketError::Postgres`]; fail-open admits through
+/// default) returns [`BucketError::Unavailable`]; fail-open admits through
 /// in-memory buckets draining at `rate × local_share`. Failed calls count in
 /// `leaky_bucket_global_errors_total` and `leaky_bucket_global_fallback` is 1
 /// until a probe succeeds (label `throttle` = the table name).
@@ -48,7 +48,7 @@ const FALLBACK_KEYS: usize = 100_000;
 /// # #[tokio::main]
 /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
 /// use dripfeed::global::PgBuckets;
-/// use dripfeed::keyed::{AdmitError, Quota};
+/// use dripfeed::keyed::{AdmitError, BucketStore, Quota};
 ///
 /// let pool = PgBuckets::pool("postgres://app@127.0.0.1/app", 8)?;
 /// let tenants = PgBuckets::new(pool, "dripfeed_tenants", Quota::new(10.0, 2.0)?)?;
@@ -66,11 +66,8 @@ pub struct PgBuckets {
     table: String,
     sql: Arc<Statements>,
     default: Quota,
-    overrides: RwLock<HashMap<String, Quota>>,
     call_timeout: Duration,
-    failure: Failure,
-    fallback: Option<KeyedBuckets<String>>,
-    health: StoreHealth,
+    fallback: Fallback,
     prune_every: u64,
     prune_batch: i64,
     admissions: AtomicU64,
@@ -130,11 +127,8 @@ impl PgBuckets {
             table: table.to_owned(),
             sql: Arc::new(Statements::new(table)),
             default: default_quota,
-            overrides: RwLock::new(HashMap::new()),
             call_timeout: Duration::from_millis(500),
-            failure: Failure::FailClosed,
-            fallback: None,
-            health: StoreHealth::new(table, Duration::from_secs(1)),
+            fallback: Fallback::new("postgres", table, default_quota),
             prune_every: 64,
             prune_batch: 100,
             admissions: AtomicU64::new(0),
@@ -152,7 +146,7 @@ impl PgBuckets {
     /// # use std::time::Duration;
     /// let b = PgBuckets::new(PgBuckets::pool("postgres://a@127.0.0.1/a", 1)?, "t", Quota::new(1.0, 1.0)?)?
     ///     .call_timeout(Duration::from_millis(100));
-    /// assert_eq!(b.quota("x").size(), 1.0);
+    /// assert_eq!(b.table(), "t");
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     #[must_use]
@@ -174,21 +168,7 @@ impl PgBuckets {
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn on_failure(mut self, failure: Failure) -> Result<Self, QuotaError> {
-        self.fallback = match failure {
-            Failure::FailOpen { local_share } => {
-                if !(local_share > 0.0 && local_share <= 1.0) {
-                    return Err(QuotaError::InvalidRate(local_share));
-                }
-                let table = KeyedBuckets::new(FALLBACK_KEYS, scaled(self.default, local_share)?)
-                    .map_err(|_| QuotaError::InvalidRate(local_share))?;
-                for (key, quota) in self.overrides_read().iter() {
-                    let _ = table.set_quota(key.clone(), scaled(*quota, local_share)?);
-                }
-                Some(table)
-            }
-            Failure::FailClosed => None,
-        };
-        self.failure = failure;
+        self.fallback.set_failure(failure)?;
         Ok(self)
     }
 
@@ -206,7 +186,7 @@ impl PgBuckets {
     /// ```
     #[must_use]
     pub fn probe_interval(mut self, interval: Duration) -> Self {
-        self.health.set_probe_interval(interval);
+        self.fallback.set_probe_interval(interval);
         self
     }
 
@@ -266,143 +246,6 @@ impl PgBuckets {
         Ok(())
     }
 
-    /// Admits `cost` for `key` iff `debt_now + cost <= size`, adding it to
-    /// the key's debt; a refusal carries the exact wait
-    /// ([`AdmitError::OverQuota`]).
-    ///
-    /// ```no_run
-    /// # #[tokio::main]
-    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
-    /// # use dripfeed::global::PgBuckets;
-    /// # use dripfeed::keyed::Quota;
-    /// let b = PgBuckets::new(PgBuckets::pool("postgres://a@127.0.0.1/a", 1)?, "t", Quota::new(3.0, 1.0)?)?;
-    /// assert_eq!(b.try_admit("new-key", 2.0).await?.remaining(), 1.0);
-    /// # Ok(())
-    /// # }
-    /// ```
-    pub async fn try_admit(&self, key: &str, cost: f64) -> Result<Admit, BucketError> {
-        let quota = self.quota(key);
-        check_cost(cost, &quota)?;
-        let params: [&(dyn ToSql + Sync); 4] = [&key, &quota.size(), &quota.rate(), &cost];
-        let row = match self.call(&self.sql.admit, &params).await {
-            Ok(row) => row,
-            Err(e) => {
-                return match &self.fallback {
-                    Some(local) => Ok(local.try_admit(&key.to_owned(), cost)?),
-                    None => Err(e.into()),
-                };
-            }
-        };
-        self.maybe_prune();
-        let row = row.ok_or_else(|| PgError::unexpected("no row from the upsert"))?;
-        let was_admitted: bool = row.try_get(0).map_err(PgError::from)?;
-        let after: f64 = row.try_get(1).map_err(PgError::from)?;
-        if after.is_nan() || after < 0.0 {
-            return Err(PgError::unexpected("negative debt").into());
-        }
-        if was_admitted {
-            return Ok(admitted(after, &quota));
-        }
-        // A refusal stored the drained debt: the same decision, with its wait.
-        match decide(after, cost, &quota) {
-            Err(over) => Err(AdmitError::OverQuota(over).into()),
-            Ok(_) => Err(PgError::unexpected("admission disagrees with the statement").into()),
-        }
-    }
-
-    /// Whether [`try_admit`](Self::try_admit) would admit `cost` now, with
-    /// the same errors; writes nothing.
-    ///
-    /// ```no_run
-    /// # #[tokio::main]
-    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
-    /// # use dripfeed::global::PgBuckets;
-    /// # use dripfeed::keyed::Quota;
-    /// let b = PgBuckets::new(PgBuckets::pool("postgres://a@127.0.0.1/a", 1)?, "t", Quota::new(3.0, 1.0)?)?;
-    /// assert!(b.can_admit("quiet", 3.0).await.is_ok());
-    /// assert_eq!(b.debt("quiet").await?, 0.0);
-    /// # Ok(())
-    /// # }
-    /// ```
-    pub async fn can_admit(&self, key: &str, cost: f64) -> Result<(), BucketError> {
-        let quota = self.quota(key);
-        check_cost(cost, &quota)?;
-        match self.debt_now(key, &quota).await {
-            Ok(debt) => {
-                decide(debt, cost, &quota).map_err(AdmitError::OverQuota)?;
-                Ok(())
-            }
-            Err(e) => match &self.fallback {
-                Some(local) => Ok(local.can_admit(&key.to_owned(), cost)?),
-                None => Err(e.into()),
-            },
-        }
-    }
-
-    /// The key's debt now, as PostgreSQL holds it; 0 for a key with no row.
-    ///
-    /// ```no_run
-    /// # #[tokio::main]
-    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
-    /// # use dripfeed::global::PgBuckets;
-    /// # use dripfeed::keyed::Quota;
-    /// let b = PgBuckets::new(PgBuckets::pool("postgres://a@127.0.0.1/a", 1)?, "t", Quota::new(3.0, 1e-6)?)?;
-    /// b.try_admit("k", 2.0).await?;
-    /// assert!(b.debt("k").await? > 1.99);
-    /// # Ok(())
-    /// # }
-    /// ```
-    pub async fn debt(&self, key: &str) -> Result<f64, PgError> {
-        let quota = self.quota(key);
-        self.debt_now(key, &quota).await
-    }
-
-    async fn debt_now(&self, key: &str, quota: &Quota) -> Result<f64, PgError> {
-        let params: [&(dyn ToSql + Sync); 2] = [&key, &quota.rate()];
-        match self.call(&self.sql.debt, &params).await? {
-            None => Ok(0.0),
-            Some(row) => {
-                let debt: f64 = row.try_get(0)?;
-                if debt >= 0.0 {
-                    Ok(debt)
-                } else {
-                    Err(PgError::unexpected("negative debt"))
-                }
-            }
-        }
-    }
-
-    /// Corrects an admitted `estimated` cost to the `actual` one (both finite
-    /// and non-negative): a refund, or extra debt that may take the key above
-    /// its size. Debt never goes below zero. Returns the new debt.
-    ///
-    /// ```no_run
-    /// # #[tokio::main]
-    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
-    /// # use dripfeed::global::PgBuckets;
-    /// # use dripfeed::keyed::Quota;
-    /// let b = PgBuckets::new(PgBuckets::pool("postgres://a@127.0.0.1/a", 1)?, "t", Quota::new(4.0, 1e-6)?)?;
-    /// b.try_admit("job", 4.0).await?;
-    /// assert!(b.settle("job", 4.0, 1.0).await? < 1.01);
-    /// # Ok(())
-    /// # }
-    /// ```
-    pub async fn settle(&self, key: &str, estimated: f64, actual: f64) -> Result<f64, BucketError> {
-        check_settle(estimated, actual).map_err(AdmitError::InvalidCost)?;
-        let quota = self.quota(key);
-        let params: [&(dyn ToSql + Sync); 4] = [&key, &quota.rate(), &estimated, &actual];
-        match self.call(&self.sql.settle, &params).await {
-            Ok(Some(row)) => Ok(row.try_get::<_, f64>(0).map_err(PgError::from)?),
-            Ok(None) => Err(PgError::unexpected("no row from the settlement").into()),
-            Err(e) => match &self.fallback {
-                Some(local) => Ok(local
-                    .settle(&key.to_owned(), estimated, actual)
-                    .map_err(AdmitError::InvalidCost)?),
-                None => Err(e.into()),
-            },
-        }
-    }
-
     /// Deletes up to `batch` rows whose debt has drained to zero, now;
     /// returns how many. Admissions do this on their own (see
     /// [`prune_every`](Self::prune_every)).
@@ -446,7 +289,7 @@ impl PgBuckets {
     /// # #[tokio::main]
     /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
     /// # use dripfeed::global::PgBuckets;
-    /// # use dripfeed::keyed::Quota;
+    /// # use dripfeed::keyed::{BucketStore, Quota};
     /// let b = PgBuckets::new(PgBuckets::pool("postgres://a@127.0.0.1/a", 1)?, "t", Quota::new(1.0, 1.0)?)?;
     /// b.try_admit("k", 1.0).await?;
     /// assert!(b.rows().await? >= 1);
@@ -456,7 +299,8 @@ impl PgBuckets {
     pub async fn rows(&self) -> Result<u64, PgError> {
         let row = self
             .call(&self.sql.rows, &[])
-            .await?
+            .await
+            .map_err(|f| PgError::new(f.detail().to_owned()))?
             .ok_or_else(|| PgError::unexpected("no count"))?;
         let n: i64 = row.try_get(0)?;
         u64::try_from(n).map_err(|_| PgError::unexpected("negative count"))
@@ -472,109 +316,51 @@ impl PgBuckets {
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn in_fallback(&self) -> bool {
-        self.health.is_down()
+        self.fallback.is_down()
     }
 
-    /// Gives `key` its own quota (on this handle: set the same on every
-    /// process sharing the table).
-    ///
-    /// ```
-    /// # use dripfeed::global::PgBuckets;
-    /// # use dripfeed::keyed::Quota;
-    /// let b = PgBuckets::new(PgBuckets::pool("postgres://a@127.0.0.1/a", 1)?, "t", Quota::new(1.0, 1.0)?)?;
-    /// b.set_quota("vip", Quota::new(100.0, 10.0)?);
-    /// assert_eq!(b.quota("vip").size(), 100.0);
-    /// assert!(b.clear_quota("vip"));
-    /// assert_eq!(b.quota("vip").size(), 1.0);
-    /// # Ok::<(), Box<dyn std::error::Error>>(())
-    /// ```
-    pub fn set_quota(&self, key: impl Into<String>, quota: Quota) {
-        let key = key.into();
-        if let (Some(local), Failure::FailOpen { local_share }) = (&self.fallback, self.failure)
-            && let Ok(q) = scaled(quota, local_share)
-            && local.set_quota(key.clone(), q).is_err()
-        {
-            tracing::warn!(table = %self.table, "fail-open fallback: too many quota overrides");
-        }
-        let mut map = match self.overrides.write() {
-            Ok(m) => m,
-            Err(poisoned) => poisoned.into_inner(),
-        };
-        map.insert(key, quota);
-    }
-
-    /// Puts `key` back on the default quota; true if it had its own.
-    ///
-    /// ```
-    /// # use dripfeed::global::PgBuckets;
-    /// # use dripfeed::keyed::Quota;
-    /// let b = PgBuckets::new(PgBuckets::pool("postgres://a@127.0.0.1/a", 1)?, "t", Quota::new(1.0, 1.0)?)?;
-    /// assert!(!b.clear_quota("nobody"));
-    /// # Ok::<(), Box<dyn std::error::Error>>(())
-    /// ```
-    pub fn clear_quota(&self, key: &str) -> bool {
-        if let Some(local) = &self.fallback {
-            local.clear_quota(&key.to_owned());
-        }
-        let mut map = match self.overrides.write() {
-            Ok(m) => m,
-            Err(poisoned) => poisoned.into_inner(),
-        };
-        map.remove(key).is_some()
-    }
-
-    /// The quota that applies to `key`.
-    ///
-    /// ```
-    /// # use dripfeed::global::PgBuckets;
-    /// # use dripfeed::keyed::Quota;
-    /// let b = PgBuckets::new(PgBuckets::pool("postgres://a@127.0.0.1/a", 1)?, "t", Quota::new(2.0, 1.0)?)?;
-    /// assert_eq!(b.quota("any").rate(), 1.0);
-    /// # Ok::<(), Box<dyn std::error::Error>>(())
-    /// ```
-    pub fn quota(&self, key: &str) -> Quota {
-        self.overrides_read()
-            .get(key)
-            .copied()
-            .unwrap_or(self.default)
-    }
-
-    fn overrides_read(&self) -> std::sync::RwLockReadGuard<'_, HashMap<String, Quota>> {
-        match self.overrides.read() {
-            Ok(m) => m,
-            Err(poisoned) => poisoned.into_inner(),
-        }
-    }
-
-    /// One prepared statement on a pooled connection, bounded in time; the
-    /// store's health follows the outcome.
+    /// One prepared statement on a pooled connection, bounded in time and
+    /// guarded by the store's health.
     async fn call(
         &self,
         sql: &str,
         params: &[&(dyn ToSql + Sync)],
-    ) -> Result<Option<Row>, PgError> {
-        if !self.health.should_try() {
-            return Err(PgError::new(
-                "postgres unavailable after a failure, waiting to probe again".to_owned(),
-            ));
-        }
+    ) -> Result<Option<Row>, StoreFailure> {
         let attempt = async {
             let client = self.pool.get().await?;
             let statement = client.prepare_cached(sql).await?;
             Ok::<_, PgError>(client.query_opt(&statement, params).await?)
         };
-        let result = match tokio::time::timeout(self.call_timeout, attempt).await {
-            Ok(r) => r,
-            Err(_) => Err(PgError::timeout()),
-        };
-        match &result {
-            Ok(_) => self.health.succeeded(),
-            Err(e) => {
-                tracing::debug!(table = %self.table, error = %e, "postgres call failed");
-                self.health.failed();
-            }
-        }
-        result
+        self.fallback
+            .guard(async {
+                match tokio::time::timeout(self.call_timeout, attempt).await {
+                    Ok(r) => r.map_err(|e| e.to_string()),
+                    Err(_) => Err(PgError::timeout().to_string()),
+                }
+            })
+            .await
+    }
+
+    /// A bucket statement returning `(…, size, rate)` from column `at` on:
+    /// the row and the key's quota, which fail-open learns.
+    async fn bucket_call(
+        &self,
+        key: &str,
+        sql: &str,
+        params: &[&(dyn ToSql + Sync)],
+        at: usize,
+    ) -> Result<(Row, Quota), StoreFailure> {
+        let row = self
+            .call(sql, params)
+            .await?
+            .ok_or_else(|| unexpected("no row from a bucket statement"))?;
+        let size: f64 = row.try_get(at).map_err(|e| unexpected(&e.to_string()))?;
+        let rate: f64 = row
+            .try_get(at + 1)
+            .map_err(|e| unexpected(&e.to_string()))?;
+        let quota = Quota::new(size, rate).map_err(|_| unexpected("bad quota"))?;
+        self.fallback.learn(key, quota);
+        Ok((row, quota))
     }
 
     /// Starts a background prune on every `prune_every`th admission, unless
@@ -612,9 +398,114 @@ async fn prune(pool: &Pool, sql: &str, batch: i64, limit: Duration) -> Result<u6
     }
 }
 
-/// `quota` draining at `share` of its rate.
-fn scaled(quota: Quota, share: f64) -> Result<Quota, QuotaError> {
-    Quota::new(quota.size(), quota.rate() * share)
+/// An answer PostgreSQL gave that dripfeed did not expect.
+fn unexpected(what: &str) -> StoreFailure {
+    StoreFailure::new("postgres", PgError::unexpected(what).to_string())
+}
+
+/// A column of a bucket statement's row.
+fn column(row: &Row, at: usize) -> Result<f64, StoreFailure> {
+    let v: f64 = row.try_get(at).map_err(|e| unexpected(&e.to_string()))?;
+    if v.is_nan() || v < 0.0 {
+        return Err(unexpected("negative debt"));
+    }
+    Ok(v)
+}
+
+#[async_trait]
+impl BucketStore for PgBuckets {
+    fn default_quota(&self) -> Quota {
+        self.default
+    }
+
+    async fn try_admit(&self, key: &str, cost: f64) -> Result<Admit, BucketError> {
+        if !(cost.is_finite() && cost > 0.0) {
+            check_cost(cost, &self.default)?;
+        }
+        let (size, rate) = (self.default.size(), self.default.rate());
+        let params: [&(dyn ToSql + Sync); 4] = [&key, &size, &rate, &cost];
+        let (row, quota) = match self.bucket_call(key, &self.sql.admit, &params, 2).await {
+            Ok(answer) => answer,
+            Err(down) => {
+                return self
+                    .fallback
+                    .or_local(down, key, |t, k| Ok(t.try_admit(k, cost)?));
+            }
+        };
+        self.maybe_prune();
+        check_cost(cost, &quota)?;
+        let was_admitted: bool = row.try_get(0).map_err(|e| unexpected(&e.to_string()))?;
+        let after = column(&row, 1)?;
+        if was_admitted {
+            return Ok(admitted(after, &quota));
+        }
+        // A refusal stored the drained debt: the same decision, with its wait.
+        match decide(after, cost, &quota) {
+            Err(over) => Err(AdmitError::OverQuota(over).into()),
+            Ok(_) => Err(unexpected("admission disagrees with the statement").into()),
+        }
+    }
+
+    async fn can_admit(&self, key: &str, cost: f64) -> Result<(), BucketError> {
+        if !(cost.is_finite() && cost > 0.0) {
+            check_cost(cost, &self.default)?;
+        }
+        let (size, rate) = (self.default.size(), self.default.rate());
+        let params: [&(dyn ToSql + Sync); 3] = [&key, &size, &rate];
+        match self.bucket_call(key, &self.sql.debt, &params, 1).await {
+            Ok((row, quota)) => {
+                check_cost(cost, &quota)?;
+                decide(column(&row, 0)?, cost, &quota).map_err(AdmitError::OverQuota)?;
+                Ok(())
+            }
+            Err(down) => self
+                .fallback
+                .or_local(down, key, |t, k| Ok(t.can_admit(k, cost)?)),
+        }
+    }
+
+    async fn debt(&self, key: &str) -> Result<f64, BucketError> {
+        let (size, rate) = (self.default.size(), self.default.rate());
+        let params: [&(dyn ToSql + Sync); 3] = [&key, &size, &rate];
+        match self.bucket_call(key, &self.sql.debt, &params, 1).await {
+            Ok((row, _)) => Ok(column(&row, 0)?),
+            Err(down) => self.fallback.or_local(down, key, |t, k| Ok(t.debt(k))),
+        }
+    }
+
+    async fn settle(&self, key: &str, estimated: f64, actual: f64) -> Result<f64, BucketError> {
+        check_settle(estimated, actual).map_err(AdmitError::InvalidCost)?;
+        let (size, rate) = (self.default.size(), self.default.rate());
+        let params: [&(dyn ToSql + Sync); 5] = [&key, &size, &rate, &estimated, &actual];
+        match self.bucket_call(key, &self.sql.settle, &params, 1).await {
+            Ok((row, _)) => Ok(column(&row, 0)?),
+            Err(down) => self.fallback.or_local(down, key, |t, k| {
+                t.settle(k, estimated, actual)
+                    .map_err(|e| AdmitError::InvalidCost(e).into())
+            }),
+        }
+    }
+
+    async fn set_quota(&self, key: &str, quota: Quota) -> Result<(), BucketError> {
+        let (size, rate) = (quota.size(), quota.rate());
+        let params: [&(dyn ToSql + Sync); 3] = [&key, &size, &rate];
+        self.call(&self.sql.set_quota, &params).await?;
+        self.fallback.learn(key, quota);
+        Ok(())
+    }
+
+    async fn clear_quota(&self, key: &str) -> Result<bool, BucketError> {
+        let params: [&(dyn ToSql + Sync); 1] = [&key];
+        let removed = self.call(&self.sql.clear_quota, &params).await?.is_some();
+        self.fallback.learn(key, self.default);
+        Ok(removed)
+    }
+
+    async fn quota(&self, key: &str) -> Result<Quota, BucketError> {
+        let (size, rate) = (self.default.size(), self.default.rate());
+        let params: [&(dyn ToSql + Sync); 3] = [&key, &size, &rate];
+        Ok(self.bucket_call(key, &self.sql.debt, &params, 1).await?.1)
+    }
 }
 
 impl fmt::Debug for PgBuckets {
@@ -622,7 +513,7 @@ impl fmt::Debug for PgBuckets {
         f.debug_struct("PgBuckets")
             .field("table", &self.table)
             .field("default", &self.default)
-            .field("failure", &self.failure)
+            .field("failure", &self.fallback.failure())
             .finish()
     }
 }

@@ -25,17 +25,27 @@ pub(crate) fn valid_table(table: &str) -> bool {
 }
 
 /// The statements for one table. Every parameter is cast, so each prepares
-/// on its own and stays prepared per pooled connection.
+/// on its own and stays prepared per pooled connection. `$2`/`$3` are
+/// always the default size and rate; a key's row in the quotas table
+/// (`<table>_quotas`, logged: an override must outlive a restart) replaces
+/// them.
 #[derive(Debug, Clone)]
 pub(crate) struct Statements {
     pub(crate) migrate: String,
-    /// `$1` key, `$2` size, `$3` rate, `$4` cost → `(admitted, debt after)`;
-    /// a refusal stores the drained debt (the same bucket, written as of now).
+    /// `$1` key, `$2` size, `$3` rate, `$4` cost → `(admitted, debt after,
+    /// size, rate)`; a refusal stores the drained debt (the same bucket,
+    /// written as of now).
     pub(crate) admit: String,
-    /// `$1` key, `$2` rate → the debt now; no row means no debt. Writes nothing.
+    /// `$1` key, `$2` size, `$3` rate → `(debt now, size, rate)`; one row
+    /// always (debt 0 for a key without a row). Writes nothing.
     pub(crate) debt: String,
-    /// `$1` key, `$2` rate, `$3` estimated, `$4` actual → the debt after.
+    /// `$1` key, `$2` size, `$3` rate, `$4` estimated, `$5` actual → `(debt
+    /// after, size, rate)`.
     pub(crate) settle: String,
+    /// `$1` key, `$2` size, `$3` rate: the key's override, set.
+    pub(crate) set_quota: String,
+    /// `$1` key → a row iff the key had an override, now removed.
+    pub(crate) clear_quota: String,
     /// `$1` batch → rows deleted: ones whose debt has drained to zero.
     pub(crate) prune: String,
     /// Rows in the table, drained or not.
@@ -55,14 +65,19 @@ fn empty_at(at: &str, debt: &str, rate: &str) -> String {
     format!("{at} + least(({debt}) / {rate}, {MAX_EMPTY_SECS}) * interval '1 second'")
 }
 
+/// `name` quoted, part by part.
+fn quoted(name: &str) -> String {
+    name.split('.')
+        .map(|p| format!("\"{p}\""))
+        .collect::<Vec<_>>()
+        .join(".")
+}
+
 impl Statements {
     /// The statements for `table`, which must pass [`valid_table`].
     pub(crate) fn new(table: &str) -> Self {
-        let t = table
-            .split('.')
-            .map(|p| format!("\"{p}\""))
-            .collect::<Vec<_>>()
-            .join(".");
+        let t = quoted(table);
+        let q = quoted(&format!("{table}_quotas"));
         let index = format!("\"{}_empty_at\"", table.rsplit('.').next().unwrap_or(table));
         let lock = format!("hashtext('dripfeed:{table}')");
         let migrate = format!(
@@ -75,49 +90,75 @@ CREATE UNLOGGED TABLE IF NOT EXISTS {t} (
     empty_at timestamptz NOT NULL,
     admitted boolean NOT NULL DEFAULT true
 );
+ALTER TABLE {t} ADD COLUMN IF NOT EXISTS size double precision NOT NULL DEFAULT 1,
+    ADD COLUMN IF NOT EXISTS rate double precision NOT NULL DEFAULT 1;
 CREATE INDEX IF NOT EXISTS {index} ON {t} (empty_at);
+CREATE TABLE IF NOT EXISTS {q} (
+    key text PRIMARY KEY,
+    size double precision NOT NULL CHECK (size > 0),
+    rate double precision NOT NULL CHECK (rate > 0)
+);
 COMMIT;"
         );
+        // The key's quota: its override, else the default ($2, $3).
+        let quota = format!(
+            "(SELECT coalesce(o.size, $2::float8) AS size, coalesce(o.rate, $3::float8) AS rate
+    FROM (SELECT 1) AS one LEFT JOIN {q} AS o ON o.key = $1::text) AS q"
+        );
 
+        // New rows take the key's quota from `q`; a conflicting row sees it
+        // as EXCLUDED.size / EXCLUDED.rate.
         let now = "greatest(b.updated_at, EXCLUDED.updated_at)";
-        let d = drained("EXCLUDED.updated_at", "$3::float8");
-        let fits = format!("{d} + $4::float8 <= $2::float8");
+        let d = drained("EXCLUDED.updated_at", "EXCLUDED.rate");
+        let fits = format!("{d} + $4::float8 <= EXCLUDED.size");
         let after = format!("CASE WHEN {fits} THEN {d} + $4::float8 ELSE {d} END");
         let admit = format!(
-            "INSERT INTO {t} AS b (key, debt, updated_at, empty_at, admitted)
-SELECT $1::text, CASE WHEN $4::float8 <= $2::float8 THEN $4::float8 ELSE 0 END,
-    n.t, {new_empty}, $4::float8 <= $2::float8
-FROM (SELECT clock_timestamp() AS t) AS n
+            "INSERT INTO {t} AS b (key, debt, updated_at, empty_at, admitted, size, rate)
+SELECT $1::text, CASE WHEN $4::float8 <= q.size THEN $4::float8 ELSE 0 END,
+    n.t, {new_empty}, $4::float8 <= q.size, q.size, q.rate
+FROM {quota}, (SELECT clock_timestamp() AS t) AS n
 ON CONFLICT (key) DO UPDATE SET
     debt = {after},
     updated_at = {now},
     empty_at = {empty},
-    admitted = {fits}
-RETURNING admitted, debt",
-            new_empty = empty_at("n.t", "$4::float8", "$3::float8"),
-            empty = empty_at(now, &after, "$3::float8"),
+    admitted = {fits},
+    size = EXCLUDED.size,
+    rate = EXCLUDED.rate
+RETURNING admitted, debt, size, rate",
+            new_empty = empty_at("n.t", "$4::float8", "q.rate"),
+            empty = empty_at(now, &after, "EXCLUDED.rate"),
         );
 
         let debt = format!(
-            "SELECT {} FROM {t} AS b WHERE b.key = $1::text",
-            drained("clock_timestamp()", "$2::float8")
+            "SELECT coalesce((SELECT {} FROM {t} AS b WHERE b.key = $1::text), 0::float8),
+    q.size, q.rate
+FROM {quota}",
+            drained("clock_timestamp()", "q.rate")
         );
 
-        let d = drained("EXCLUDED.updated_at", "$2::float8");
-        let settled = format!("greatest(0::float8, {d} + ($4::float8 - $3::float8))");
-        let fresh = "greatest(0::float8, $4::float8 - $3::float8)";
+        let d = drained("EXCLUDED.updated_at", "EXCLUDED.rate");
+        let settled = format!("greatest(0::float8, {d} + ($5::float8 - $4::float8))");
+        let fresh = "greatest(0::float8, $5::float8 - $4::float8)";
         let settle = format!(
-            "INSERT INTO {t} AS b (key, debt, updated_at, empty_at, admitted)
-SELECT $1::text, {fresh}, n.t, {new_empty}, true
-FROM (SELECT clock_timestamp() AS t) AS n
+            "INSERT INTO {t} AS b (key, debt, updated_at, empty_at, admitted, size, rate)
+SELECT $1::text, {fresh}, n.t, {new_empty}, true, q.size, q.rate
+FROM {quota}, (SELECT clock_timestamp() AS t) AS n
 ON CONFLICT (key) DO UPDATE SET
     debt = {settled},
     updated_at = {now},
-    empty_at = {empty}
-RETURNING debt",
-            new_empty = empty_at("n.t", fresh, "$2::float8"),
-            empty = empty_at(now, &settled, "$2::float8"),
+    empty_at = {empty},
+    size = EXCLUDED.size,
+    rate = EXCLUDED.rate
+RETURNING debt, size, rate",
+            new_empty = empty_at("n.t", fresh, "q.rate"),
+            empty = empty_at(now, &settled, "EXCLUDED.rate"),
         );
+
+        let set_quota = format!(
+            "INSERT INTO {q} (key, size, rate) VALUES ($1::text, $2::float8, $3::float8)
+ON CONFLICT (key) DO UPDATE SET size = EXCLUDED.size, rate = EXCLUDED.rate"
+        );
+        let clear_quota = format!("DELETE FROM {q} WHERE key = $1::text RETURNING key");
 
         let prune = format!(
             "DELETE FROM {t} WHERE key IN (
@@ -131,6 +172,8 @@ RETURNING debt",
             admit,
             debt,
             settle,
+            set_quota,
+            clear_quota,
             prune,
             rows,
         }
@@ -164,6 +207,7 @@ mod tests {
         let s = Statements::new("app.buckets");
         assert!(s.migrate.contains("\"app\".\"buckets\""));
         assert!(s.migrate.contains("\"buckets_empty_at\""));
+        assert!(s.migrate.contains("\"app\".\"buckets_quotas\""));
         assert!(s.admit.contains("clock_timestamp()"));
         assert!(s.prune.contains("SKIP LOCKED"));
     }

@@ -203,6 +203,7 @@ impl Admit {
 pub struct OverQuota {
     retry_after: Duration,
     size: f64,
+    rate: f64,
     debt: f64,
 }
 
@@ -240,6 +241,24 @@ impl OverQuota {
     /// ```
     pub fn size(&self) -> f64 {
         self.size
+    }
+
+    /// The key's drain rate, units per second: with [`size`](Self::size),
+    /// the quota that refused (a `RateLimit` header's window is
+    /// `size / rate`).
+    ///
+    /// ```
+    /// # use dripfeed::keyed::{AdmitError, Bucket, Quota};
+    /// # let now = tokio::time::Instant::now();
+    /// let q = Quota::new(4.0, 2.0)?;
+    /// let mut b = Bucket::new(now);
+    /// b.try_admit_at(&q, 4.0, now)?;
+    /// let Err(AdmitError::OverQuota(o)) = b.try_admit_at(&q, 1.0, now) else { panic!() };
+    /// assert_eq!((o.size(), o.rate()), (4.0, 2.0));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn rate(&self) -> f64 {
+        self.rate
     }
 
     /// The key's current debt (before the refused cost).
@@ -548,6 +567,7 @@ pub(crate) fn decide(debt_now: f64, cost: f64, quota: &Quota) -> Result<Admit, O
         Err(OverQuota {
             retry_after: secs_to_duration((after - quota.size) / quota.rate),
             size: quota.size,
+            rate: quota.rate,
             debt: debt_now,
         })
     }
@@ -555,7 +575,6 @@ pub(crate) fn decide(debt_now: f64, cost: f64, quota: &Quota) -> Result<Admit, O
 
 /// The outcome of an admission decided elsewhere (by a shared store) that
 /// left `debt_after` in the bucket.
-#[cfg(feature = "postgres")]
 pub(crate) fn admitted(debt_after: f64, quota: &Quota) -> Admit {
     Admit {
         debt: debt_after,

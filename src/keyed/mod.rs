@@ -9,7 +9,10 @@
 //!
 //! - the pure maths of one bucket ([`Quota`], [`Bucket`], the admission
 //!   outcome types); every function takes `now`;
-//! - the sharded, bounded table ([`KeyedBuckets`]).
+//! - the sharded, bounded table ([`KeyedBuckets`]);
+//! - [`BucketStore`], the operations every store of buckets has (this
+//!   table, `global::RedisBuckets`, `global::PgBuckets`), so a throttle
+//!   takes any of them.
 //!
 //! ```
 //! use dripfeed::keyed::{AdmitError, KeyedBuckets, Quota};
@@ -29,9 +32,13 @@
 
 pub(crate) mod bucket;
 mod shard;
+mod store;
+mod store_error;
 mod table;
 
 pub use bucket::{Admit, AdmitError, Bucket, InvalidCost, OverQuota, Quota, QuotaError};
+pub use store::BucketStore;
+pub use store_error::{BucketError, StoreFailure};
 pub use table::{KeyedBuckets, KeyedBucketsBuilder, TableError, TooManyOverrides};
 
 /// `KeyedBuckets` is shared across threads: it must stay `Send + Sync`.

@@ -1,6 +1,7 @@
 //! Helpers shared by the integration tests.
 #![allow(dead_code)]
 
+pub mod conformance;
 #[cfg(feature = "redis")]
 pub mod fleet;
 pub mod fragile;
