@@ -575,6 +575,7 @@ pub(crate) fn decide(debt_now: f64, cost: f64, quota: &Quota) -> Result<Admit, O
 
 /// The outcome of an admission decided elsewhere (by a shared store) that
 /// left `debt_after` in the bucket.
+#[cfg(feature = "postgres")]
 pub(crate) fn admitted(debt_after: f64, quota: &Quota) -> Admit {
     Admit {
         debt: debt_after,
