@@ -17,6 +17,7 @@ mod budget;
 #[allow(dead_code)]
 mod dead_letter;
 #[path = "../examples/webhook_relay/latency.rs"]
+#[allow(dead_code)]
 mod latency;
 #[path = "../examples/webhook_relay/receiver.rs"]
 #[allow(dead_code)]
