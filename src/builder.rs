@@ -270,7 +270,8 @@ impl<J: Send + Sync + 'static> ThrottleBuilder<J> {
     /// use dripfeed::{Delivery, Throttle};
     /// use dripfeed::keyed::{BucketStore, KeyedBuckets, Quota};
     /// use std::sync::Arc;
-    /// let tenants = Arc::new(KeyedBuckets::<String>::new(1_000, Quota::new(1.0, 1.0)?)?);
+    /// let tenants: Arc<dyn BucketStore> =
+    ///     Arc::new(KeyedBuckets::<String>::new(1_000, Quota::new(1.0, 1.0)?)?);
     /// let (throttle, _drain) = Throttle::builder()
     ///     .drain_rate(10.0)
     ///     .key_store(tenants.clone())

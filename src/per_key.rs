@@ -114,7 +114,7 @@ impl<J: 'static> Throttle<J> {
     /// use std::sync::Arc;
     ///
     /// let quota = Quota::new(2.0, 1.0)?;
-    /// let tenants = Arc::new(KeyedBuckets::<String>::new(10_000, quota)?);
+    /// let tenants: Arc<dyn BucketStore> = Arc::new(KeyedBuckets::<String>::new(10_000, quota)?);
     /// // or RedisBuckets::new(conn, "tenants", quota), or PgBuckets::new(pool, "tenants", quota)?
     /// let (throttle, _drain) = Throttle::builder()
     ///     .drain_rate(100.0)
@@ -158,6 +158,8 @@ impl<J: 'static> Throttle<J> {
     /// [`key_store`](crate::ThrottleBuilder::key_store).
     ///
     /// ```
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
     /// # use dripfeed::{Delivery, Throttle};
     /// # use dripfeed::keyed::{KeyedBuckets, Quota};
     /// # use std::sync::Arc;
@@ -167,7 +169,8 @@ impl<J: 'static> Throttle<J> {
     ///     .key_store(store)
     ///     .build(|_: &u32, _| async { Delivery::Done })?;
     /// assert!(throttle.key_store().is_some());
-    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// # Ok(())
+    /// # }
     /// ```
     pub fn key_store(&self) -> Option<&std::sync::Arc<dyn BucketStore>> {
         self.shared.store.as_ref()
