@@ -133,6 +133,7 @@ impl Ledger {
             }
             Event::Retried => {
                 bump(&self.retried);
+                m.retries.increment(1);
             }
         }
     }
@@ -254,6 +255,7 @@ impl Ledger {
         m.capacity.set(g.bound as f64);
         m.rate.set(g.rate);
         m.in_flight.set(self.in_flight() as f64);
+        m.retry_wait.set(g.retry_wait as f64);
         m.admitted.absolute(g.admitted);
         if let Some((live, evictions)) = g.keyed {
             m.keyed_buckets.set(live as f64);

@@ -51,6 +51,11 @@ pub const DELIVERY_FAILURES: &str = "leaky_bucket_delivery_failures_total";
 pub const KEYED_BUCKETS: &str = "leaky_bucket_keyed_buckets";
 /// Buckets evicted from a full table (counter).
 pub const KEYED_EVICTIONS: &str = "leaky_bucket_keyed_evictions_total";
+/// Deliveries to be tried again: each one that asked for a retry and got
+/// one (counter).
+pub const RETRIES: &str = "leaky_bucket_retries_total";
+/// Jobs waiting outside the ring for another attempt (gauge).
+pub const RETRY_WAIT: &str = "leaky_bucket_retry_wait";
 /// Failed calls to the fleet's shared store, e.g. Redis (counter).
 pub const GLOBAL_ERRORS: &str = "leaky_bucket_global_errors_total";
 /// 1 while the fleet limit is unreachable and the configured failure mode
@@ -82,6 +87,16 @@ pub fn describe() {
     describe_counter!(EXPIRED, Unit::Count, "Jobs found past their deadline.");
     describe_histogram!(DELIVERY, Unit::Seconds, "Downstream delivery latency.");
     describe_counter!(DELIVERY_FAILURES, Unit::Count, "Failed deliveries.");
+    describe_counter!(
+        RETRIES,
+        Unit::Count,
+        "Deliveries scheduled for another attempt."
+    );
+    describe_gauge!(
+        RETRY_WAIT,
+        Unit::Count,
+        "Jobs waiting outside the ring for another attempt."
+    );
     describe_gauge!(KEYED_BUCKETS, Unit::Count, "Live per-key buckets.");
     describe_counter!(
         KEYED_EVICTIONS,
@@ -118,6 +133,8 @@ pub(crate) struct Metrics {
     pub(crate) delivery_failures: Counter,
     pub(crate) keyed_buckets: Gauge,
     pub(crate) keyed_evictions: Counter,
+    pub(crate) retries: Counter,
+    pub(crate) retry_wait: Gauge,
 }
 
 impl Metrics {
@@ -156,6 +173,8 @@ impl Metrics {
             delivery_failures: counter!(DELIVERY_FAILURES, "throttle" => t.clone()),
             keyed_buckets: gauge!(KEYED_BUCKETS, "throttle" => t.clone()),
             keyed_evictions: counter!(KEYED_EVICTIONS, "throttle" => t.clone()),
+            retries: counter!(RETRIES, "throttle" => t.clone()),
+            retry_wait: gauge!(RETRY_WAIT, "throttle" => t.clone()),
         }
     }
 
