@@ -5,6 +5,7 @@
 //! its full timeout.
 
 use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use metrics::{Counter, Gauge};
@@ -16,6 +17,8 @@ pub(crate) struct StoreHealth {
     fallback: Gauge,
     /// While set and in the future, calls skip the store.
     down_until: Mutex<Option<Instant>>,
+    /// Whether `down_until` is set: a healthy store's calls read only this.
+    down: AtomicBool,
     probe_interval: Duration,
 }
 
@@ -32,6 +35,7 @@ impl StoreHealth {
             errors,
             fallback,
             down_until: Mutex::new(None),
+            down: AtomicBool::new(false),
             probe_interval,
         }
     }
@@ -51,6 +55,9 @@ impl StoreHealth {
     /// Whether a call should try the store now: it is healthy, or the pause
     /// after its last failure is over (this call is the probe).
     pub(crate) fn should_try(&self) -> bool {
+        if !self.down.load(Ordering::Acquire) {
+            return true;
+        }
         let mut slot = self.slot();
         match *slot {
             Some(until) if Instant::now() < until => false,
@@ -67,20 +74,26 @@ impl StoreHealth {
     pub(crate) fn failed(&self) {
         self.errors.increment(1);
         self.fallback.set(1.0);
-        *self.slot() = Some(Instant::now() + self.probe_interval);
+        let mut slot = self.slot();
+        *slot = Some(Instant::now() + self.probe_interval);
+        self.down.store(true, Ordering::Release);
     }
 
     /// A call succeeded: the store is back.
     pub(crate) fn succeeded(&self) {
+        if !self.down.load(Ordering::Acquire) {
+            return;
+        }
         let mut slot = self.slot();
         if slot.take().is_some() {
+            self.down.store(false, Ordering::Release);
             self.fallback.set(0.0);
         }
     }
 
     /// Whether the store is considered down.
     pub(crate) fn is_down(&self) -> bool {
-        self.slot().is_some()
+        self.down.load(Ordering::Acquire)
     }
 }
 
