@@ -302,7 +302,7 @@ fn key_limit(over: &OverQuota) -> RateLimit {
     RateLimit::new(
         "key",
         over.size().floor() as u64,
-        crate::keyed::bucket::secs_to_duration(over.size() / over.rate()),
+        over.quota().drain_time(),
         (over.size() - over.debt()).max(0.0).floor() as u64,
         over.retry_after(),
     )

@@ -16,7 +16,7 @@ use tokio_postgres::types::ToSql;
 use super::fallback::Fallback;
 use super::pg_sql::{Statements, valid_table};
 use super::{Failure, PgError};
-use crate::keyed::bucket::{admitted, check_cost, check_settle, decide};
+use crate::keyed::bucket::{admitted, check_cost, check_positive, check_settle, decide};
 use crate::keyed::{Admit, AdmitError, BucketError, BucketStore, Quota, QuotaError, StoreFailure};
 
 /// Per-key reverse leaky buckets held in one PostgreSQL table, with the
@@ -419,9 +419,7 @@ impl BucketStore for PgBuckets {
     }
 
     async fn try_admit(&self, key: &str, cost: f64) -> Result<Admit, BucketError> {
-        if !(cost.is_finite() && cost > 0.0) {
-            check_cost(cost, &self.default)?;
-        }
+        check_positive(cost).map_err(AdmitError::InvalidCost)?;
         let (size, rate) = (self.default.size(), self.default.rate());
         let params: [&(dyn ToSql + Sync); 4] = [&key, &size, &rate, &cost];
         let (row, quota) = match self.bucket_call(key, &self.sql.admit, &params, 2).await {
@@ -447,9 +445,7 @@ impl BucketStore for PgBuckets {
     }
 
     async fn can_admit(&self, key: &str, cost: f64) -> Result<(), BucketError> {
-        if !(cost.is_finite() && cost > 0.0) {
-            check_cost(cost, &self.default)?;
-        }
+        check_positive(cost).map_err(AdmitError::InvalidCost)?;
         let (size, rate) = (self.default.size(), self.default.rate());
         let params: [&(dyn ToSql + Sync); 3] = [&key, &size, &rate];
         match self.bucket_call(key, &self.sql.debt, &params, 1).await {

@@ -10,7 +10,7 @@ use redis::Script;
 use super::Failure;
 use super::conn::{RedisConnection, RedisError, array, bounded, number};
 use super::fallback::Fallback;
-use crate::keyed::bucket::{check_cost, check_settle, decide};
+use crate::keyed::bucket::{check_cost, check_positive, check_settle, decide};
 use crate::keyed::{Admit, AdmitError, BucketError, BucketStore, Quota, QuotaError};
 
 /// Per-key reverse leaky buckets held in Redis, with the semantics of
@@ -264,12 +264,10 @@ impl BucketStore for RedisBuckets {
     }
 
     async fn try_admit(&self, key: &str, cost: f64) -> Result<Admit, BucketError> {
-        // Any override can only make the size larger or smaller: the cost
-        // is checked against the answer's quota, before a decision is taken
-        // from it (the script never admits a cost above the size).
-        if !(cost.is_finite() && cost > 0.0) {
-            check_cost(cost, &self.default)?;
-        }
+        // The size is the answer's (the key may have an override): it is
+        // checked against it before a decision is taken from it (the script
+        // never admits a cost above the size).
+        check_positive(cost).map_err(AdmitError::InvalidCost)?;
         let answer = match self.call_learning(key, "admit", cost, 0.0).await {
             Ok(a) => a,
             Err(down) => {
@@ -291,9 +289,7 @@ impl BucketStore for RedisBuckets {
     }
 
     async fn can_admit(&self, key: &str, cost: f64) -> Result<(), BucketError> {
-        if !(cost.is_finite() && cost > 0.0) {
-            check_cost(cost, &self.default)?;
-        }
+        check_positive(cost).map_err(AdmitError::InvalidCost)?;
         let answer = match self.call_learning(key, "check", cost, 0.0).await {
             Ok(a) => a,
             Err(down) => {

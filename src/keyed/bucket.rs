@@ -202,8 +202,8 @@ impl Admit {
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct OverQuota {
     retry_after: Duration,
-    size: f64,
-    rate: f64,
+    /// The quota that refused.
+    quota: Quota,
     debt: f64,
 }
 
@@ -240,12 +240,11 @@ impl OverQuota {
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn size(&self) -> f64 {
-        self.size
+        self.quota.size
     }
 
     /// The key's drain rate, units per second: with [`size`](Self::size),
-    /// the quota that refused (a `RateLimit` header's window is
-    /// `size / rate`).
+    /// the [`quota`](Self::quota) that refused.
     ///
     /// ```
     /// # use dripfeed::keyed::{AdmitError, Bucket, Quota};
@@ -258,7 +257,26 @@ impl OverQuota {
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn rate(&self) -> f64 {
-        self.rate
+        self.quota.rate
+    }
+
+    /// The quota that refused: the key's override or the default (a
+    /// `RateLimit` header's window is its
+    /// [`drain_time`](Quota::drain_time)).
+    ///
+    /// ```
+    /// # use dripfeed::keyed::{AdmitError, Bucket, Quota};
+    /// # use std::time::Duration;
+    /// # let now = tokio::time::Instant::now();
+    /// let q = Quota::new(4.0, 2.0)?;
+    /// let mut b = Bucket::new(now);
+    /// b.try_admit_at(&q, 4.0, now)?;
+    /// let Err(AdmitError::OverQuota(o)) = b.try_admit_at(&q, 1.0, now) else { panic!() };
+    /// assert_eq!((o.quota(), o.quota().drain_time()), (q, Duration::from_secs(2)));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn quota(&self) -> Quota {
+        self.quota
     }
 
     /// The key's current debt (before the refused cost).
@@ -542,9 +560,7 @@ pub(crate) fn drain(debt: f64, elapsed_secs: f64, rate: f64) -> f64 {
 
 /// Checks a cost against a quota: finite, positive, at most the size.
 pub(crate) fn check_cost(cost: f64, quota: &Quota) -> Result<(), AdmitError> {
-    if !(cost.is_finite() && cost > 0.0) {
-        return Err(InvalidCost { cost }.into());
-    }
+    check_positive(cost)?;
     if cost > quota.size {
         return Err(AdmitError::CostExceedsSize {
             cost,
@@ -552,6 +568,16 @@ pub(crate) fn check_cost(cost: f64, quota: &Quota) -> Result<(), AdmitError> {
         });
     }
     Ok(())
+}
+
+/// Checks that a cost is finite and positive: what a shared store can
+/// refuse before its round trip, while the key's size comes back with it.
+pub(crate) fn check_positive(cost: f64) -> Result<(), InvalidCost> {
+    if cost.is_finite() && cost > 0.0 {
+        Ok(())
+    } else {
+        Err(InvalidCost { cost })
+    }
 }
 
 /// Admission of a checked `cost` against the drained debt.
@@ -566,8 +592,7 @@ pub(crate) fn decide(debt_now: f64, cost: f64, quota: &Quota) -> Result<Admit, O
     } else {
         Err(OverQuota {
             retry_after: secs_to_duration((after - quota.size) / quota.rate),
-            size: quota.size,
-            rate: quota.rate,
+            quota: *quota,
             debt: debt_now,
         })
     }
