@@ -319,12 +319,7 @@ fn relay_config(flags: &Flags, downstream: &str) -> Result<RelayConfig, String> 
 /// through `--postgres`, else `--redis`, else local.
 async fn start_relay(flags: &Flags, cfg: RelayConfig) -> Result<Arc<Relay>, String> {
     let permits = flags.fleet.permits(flags.drain_rate)?;
-    let on_failure = |flag: fleet::FailureFlag| match flag {
-        fleet::FailureFlag::Open => tenants::OnFailure::Open {
-            local_share: 1.0 / f64::from(flags.fleet.fleet_size.max(1)),
-        },
-        fleet::FailureFlag::Closed => tenants::OnFailure::Closed,
-    };
+    let on_failure = |flag: fleet::FailureFlag| flag.failure(flags.fleet.fleet_size);
     let tenants = match (&flags.postgres, &flags.fleet.redis, cfg.tenant_quota) {
         (Some(url), _, Some(quota)) => {
             Some(tenants::open_postgres(url, quota, on_failure(flags.postgres_failure)).await?)

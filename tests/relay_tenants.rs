@@ -37,8 +37,8 @@ use std::time::{Duration, Instant};
 
 use app::{Relay, RelayConfig};
 use dripfeed::Overflow;
+use dripfeed::global::Failure;
 use dripfeed::keyed::{BucketStore, Quota};
-use tenants::OnFailure;
 
 const BURST: f64 = 20.0;
 const RATE: f64 = 20.0;
@@ -247,7 +247,7 @@ async fn two_relays_share_tenant_quotas_through_redis() {
     let quota = Quota::new(BURST, RATE).unwrap();
     let mut relays = Vec::new();
     for _ in 0..2 {
-        let store = tenants::open_redis(&redis.url(), quota, OnFailure::Closed).unwrap();
+        let store = tenants::open_redis(&redis.url(), quota, Failure::FailClosed).unwrap();
         relays.push(relay(rx, Some(store)).await);
     }
     let addrs: Vec<SocketAddr> = relays.iter().map(|r| r.0).collect();
@@ -274,7 +274,7 @@ async fn two_relays_share_tenant_quotas_through_postgres() {
     let quota = Quota::new(BURST, RATE).unwrap();
     let mut relays = Vec::new();
     for _ in 0..2 {
-        let store = tenants::open_postgres(&pg.url(), quota, OnFailure::Closed)
+        let store = tenants::open_postgres(&pg.url(), quota, Failure::FailClosed)
             .await
             .unwrap();
         relays.push(relay(rx, Some(store)).await);

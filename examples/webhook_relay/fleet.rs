@@ -7,6 +7,7 @@ use std::sync::Arc;
 
 use clap::{Args, ValueEnum};
 use dripfeed::PermitSource;
+use dripfeed::global::Failure;
 
 #[derive(Clone, Copy, Debug, ValueEnum)]
 pub enum FailureFlag {
@@ -14,6 +15,19 @@ pub enum FailureFlag {
     Open,
     /// Pause delivery while Redis is down (requests are still queued).
     Closed,
+}
+
+impl FailureFlag {
+    /// The library's failure mode: open keeps `1 / fleet_size` of the
+    /// shared limit (at least one relay is assumed).
+    pub fn failure(self, fleet_size: u32) -> Failure {
+        match self {
+            FailureFlag::Open => Failure::FailOpen {
+                local_share: 1.0 / f64::from(fleet_size.max(1)),
+            },
+            FailureFlag::Closed => Failure::FailClosed,
+        }
+    }
 }
 
 #[derive(Args, Debug, Clone)]
@@ -49,14 +63,9 @@ impl FleetFlags {
 
 #[cfg(feature = "redis")]
 fn shared(url: &str, rate: f64, f: &FleetFlags) -> Result<Option<Arc<dyn PermitSource>>, String> {
-    use dripfeed::global::{Failure, RedisConnection, RedisRate};
+    use dripfeed::global::{RedisConnection, RedisRate};
     let conn = RedisConnection::open(url).map_err(|e| format!("--redis: {e}"))?;
-    let failure = match f.redis_failure {
-        FailureFlag::Open => Failure::FailOpen {
-            local_share: 1.0 / f64::from(f.fleet_size),
-        },
-        FailureFlag::Closed => Failure::FailClosed,
-    };
+    let failure = f.redis_failure.failure(f.fleet_size);
     let fleet = RedisRate::builder(conn, "webhook_relay", rate)
         .name("webhook_relay")
         .on_failure(failure)

@@ -9,30 +9,14 @@
 
 use std::sync::Arc;
 
+use dripfeed::global::Failure;
 use dripfeed::keyed::{BucketStore, Quota};
-
-/// The store's failure mode: fail-open admits through local buckets at
-/// `local_share` of each tenant's rate; fail-closed answers 503.
-#[cfg_attr(not(any(feature = "redis", feature = "postgres")), allow(dead_code))]
-#[derive(Clone, Copy, Debug)]
-pub enum OnFailure {
-    Open { local_share: f64 },
-    Closed,
-}
-
-#[cfg(any(feature = "redis", feature = "postgres"))]
-fn failure(on: OnFailure) -> dripfeed::global::Failure {
-    match on {
-        OnFailure::Open { local_share } => dripfeed::global::Failure::FailOpen { local_share },
-        OnFailure::Closed => dripfeed::global::Failure::FailClosed,
-    }
-}
 
 /// Tenant quotas in PostgreSQL (`--postgres URL`), table `dripfeed_tenants`.
 pub async fn open_postgres(
     url: &str,
     quota: Quota,
-    on: OnFailure,
+    failure: Failure,
 ) -> Result<Arc<dyn BucketStore>, String> {
     #[cfg(feature = "postgres")]
     {
@@ -40,7 +24,7 @@ pub async fn open_postgres(
         let pool = PgBuckets::pool(url, 8).map_err(|e| format!("--postgres: {e}"))?;
         let buckets = PgBuckets::new(pool, "dripfeed_tenants", quota)
             .map_err(|e| format!("--postgres: {e}"))?
-            .on_failure(failure(on))
+            .on_failure(failure)
             .map_err(|e| format!("--postgres: {e}"))?;
         buckets
             .migrate()
@@ -50,25 +34,29 @@ pub async fn open_postgres(
     }
     #[cfg(not(feature = "postgres"))]
     {
-        let _ = (url, quota, on);
+        let _ = (url, quota, failure);
         Err("--postgres needs the postgres feature: cargo run --features postgres --example webhook_relay".into())
     }
 }
 
 /// Tenant quotas in Redis (`--redis URL`), keys `{webhook_relay_tenants:…}`.
-pub fn open_redis(url: &str, quota: Quota, on: OnFailure) -> Result<Arc<dyn BucketStore>, String> {
+pub fn open_redis(
+    url: &str,
+    quota: Quota,
+    failure: Failure,
+) -> Result<Arc<dyn BucketStore>, String> {
     #[cfg(feature = "redis")]
     {
         use dripfeed::global::{RedisBuckets, RedisConnection};
         let conn = RedisConnection::open(url).map_err(|e| format!("--redis: {e}"))?;
         let buckets = RedisBuckets::new(conn, "webhook_relay_tenants", quota)
-            .on_failure(failure(on))
+            .on_failure(failure)
             .map_err(|e| format!("--redis: {e}"))?;
         Ok(Arc::new(buckets))
     }
     #[cfg(not(feature = "redis"))]
     {
-        let _ = (url, quota, on);
+        let _ = (url, quota, failure);
         Err(
             "--redis needs the redis feature: cargo run --features redis --example webhook_relay"
                 .into(),

@@ -21,7 +21,6 @@
 
 #[cfg(feature = "redis")]
 mod conn;
-#[cfg(any(feature = "redis", feature = "postgres"))]
 mod failure;
 #[cfg(any(feature = "redis", feature = "postgres"))]
 mod fallback;
@@ -46,7 +45,6 @@ mod store_health;
 pub use crate::keyed::BucketError;
 #[cfg(feature = "redis")]
 pub use conn::{RedisConnection, RedisError};
-#[cfg(any(feature = "redis", feature = "postgres"))]
 pub use failure::Failure;
 #[cfg(feature = "postgres")]
 pub use pg_buckets::PgBuckets;
