@@ -110,6 +110,11 @@ impl Fallback {
         let (Some(local), Failure::FailOpen { local_share }) = (&self.local, self.failure) else {
             return;
         };
+        // The common answer (the default, and no override to undo) costs
+        // no key copy and no lock.
+        if quota == self.default && local.overrides() == 0 {
+            return;
+        }
         let Ok(mine) = scaled(quota, local_share) else {
             return;
         };
