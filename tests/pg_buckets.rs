@@ -10,7 +10,8 @@ use std::time::Duration;
 
 use dripfeed::global::{Failure, PgBuckets};
 use dripfeed::keyed::{AdmitError, BucketError, BucketStore, Quota};
-use metrics_util::debugging::{DebugValue, DebuggingRecorder};
+use metrics_util::debugging::DebuggingRecorder;
+use support::global_metrics;
 use support::postgres::{PgServer, available};
 use tokio::time::{Instant, sleep};
 
@@ -140,27 +141,6 @@ fn three_runtimes_never_exceed_a_shared_quota() {
         admitted as f64 >= 0.8 * quota.rate() * run.as_secs_f64(),
         "the quota was used: {admitted}"
     );
-}
-
-/// The store's failures, counted and published like the Redis backend's:
-/// errors counted and the fallback gauge, both since the last snapshot (the
-/// debugging recorder resets them on each).
-fn global_metrics(recorder: &DebuggingRecorder, table: &str) -> (u64, Option<f64>) {
-    let (mut errors, mut fallback) = (0, None);
-    for (key, _, _, value) in recorder.snapshotter().snapshot().into_vec() {
-        let ours = key
-            .key()
-            .labels()
-            .any(|l| l.key() == "throttle" && l.value() == table);
-        match (key.key().name(), value) {
-            (dripfeed::metrics::GLOBAL_ERRORS, DebugValue::Counter(n)) if ours => errors += n,
-            (dripfeed::metrics::GLOBAL_FALLBACK, DebugValue::Gauge(g)) if ours => {
-                fallback = Some(g.into_inner())
-            }
-            _ => {}
-        }
-    }
-    (errors, fallback)
 }
 
 #[test]

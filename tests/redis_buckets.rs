@@ -8,7 +8,8 @@ use std::time::Duration;
 
 use dripfeed::global::{Failure, RedisBuckets, RedisConnection};
 use dripfeed::keyed::{AdmitError, BucketError, BucketStore, Quota};
-use metrics_util::debugging::{DebugValue, DebuggingRecorder};
+use metrics_util::debugging::DebuggingRecorder;
+use support::global_metrics;
 use support::redis::{RedisServer, available};
 use tokio::time::{Instant, sleep};
 
@@ -17,26 +18,6 @@ fn over(e: &BucketError) -> Option<Duration> {
         Some(AdmitError::OverQuota(o)) => Some(o.retry_after()),
         _ => None,
     }
-}
-
-/// Errors counted and the fallback gauge for `prefix`, since the last
-/// snapshot (the debugging recorder resets counters on each).
-pub fn global_metrics(recorder: &DebuggingRecorder, prefix: &str) -> (u64, Option<f64>) {
-    let (mut errors, mut fallback) = (0, None);
-    for (key, _, _, value) in recorder.snapshotter().snapshot().into_vec() {
-        let ours = key
-            .key()
-            .labels()
-            .any(|l| l.key() == "throttle" && l.value() == prefix);
-        match (key.key().name(), value) {
-            (dripfeed::metrics::GLOBAL_ERRORS, DebugValue::Counter(n)) if ours => errors += n,
-            (dripfeed::metrics::GLOBAL_FALLBACK, DebugValue::Gauge(g)) if ours => {
-                fallback = Some(g.into_inner())
-            }
-            _ => {}
-        }
-    }
-    (errors, fallback)
 }
 
 #[test]

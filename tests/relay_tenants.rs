@@ -237,31 +237,47 @@ async fn local_tenant_quotas() {
     stop.notify_one();
 }
 
+/// Two relays whose tenant quotas live in one store (`stores`: a handle
+/// each): the quota holds across both; with the store stopped
+/// (`store_down(true)`) nobody gets a 429; restarted (`store_down(false)`),
+/// the relays admit again.
+async fn two_relays_sharing(
+    variant: &str,
+    rx: SocketAddr,
+    stores: [Arc<dyn BucketStore>; 2],
+    mut store_down: impl FnMut(bool),
+) {
+    let mut relays = Vec::new();
+    for store in stores {
+        relays.push(relay(rx, Some(store)).await);
+    }
+    let addrs: Vec<SocketAddr> = relays.iter().map(|r| r.0).collect();
+    let (seen, secs) = traffic(&addrs, RUN).await;
+    check_quota(variant, &seen, secs);
+
+    store_down(true);
+    let (seen, _) = traffic(&addrs, Duration::from_secs(1)).await;
+    check_store_down(variant, &seen);
+    store_down(false);
+    recovers(variant, &addrs).await;
+    for (_, stop) in relays {
+        stop.notify_one();
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_relays_share_tenant_quotas_through_redis() {
     if !support_redis::available("two_relays_share_tenant_quotas_through_redis") {
         return;
     }
     let mut redis = support_redis::RedisServer::start();
-    let rx = receiver().await;
     let quota = Quota::new(BURST, RATE).unwrap();
-    let mut relays = Vec::new();
-    for _ in 0..2 {
-        let store = tenants::open_redis(&redis.url(), quota, Failure::FailClosed).unwrap();
-        relays.push(relay(rx, Some(store)).await);
-    }
-    let addrs: Vec<SocketAddr> = relays.iter().map(|r| r.0).collect();
-    let (seen, secs) = traffic(&addrs, RUN).await;
-    check_quota("redis", &seen, secs);
-
-    redis.kill();
-    let (seen, _) = traffic(&addrs, Duration::from_secs(1)).await;
-    check_store_down("redis", &seen);
-    redis.restart();
-    recovers("redis", &addrs).await;
-    for (_, stop) in relays {
-        stop.notify_one();
-    }
+    let url = redis.url();
+    let store = || tenants::open_redis(&url, quota, Failure::FailClosed).unwrap();
+    two_relays_sharing("redis", receiver().await, [store(), store()], |down| {
+        if down { redis.kill() } else { redis.restart() }
+    })
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -270,25 +286,12 @@ async fn two_relays_share_tenant_quotas_through_postgres() {
         return;
     }
     let mut pg = support_postgres::PgServer::start();
-    let rx = receiver().await;
     let quota = Quota::new(BURST, RATE).unwrap();
-    let mut relays = Vec::new();
-    for _ in 0..2 {
-        let store = tenants::open_postgres(&pg.url(), quota, Failure::FailClosed)
-            .await
-            .unwrap();
-        relays.push(relay(rx, Some(store)).await);
-    }
-    let addrs: Vec<SocketAddr> = relays.iter().map(|r| r.0).collect();
-    let (seen, secs) = traffic(&addrs, RUN).await;
-    check_quota("postgres", &seen, secs);
-
-    pg.stop();
-    let (seen, _) = traffic(&addrs, Duration::from_secs(1)).await;
-    check_store_down("postgres", &seen);
-    pg.restart();
-    recovers("postgres", &addrs).await;
-    for (_, stop) in relays {
-        stop.notify_one();
-    }
+    let url = pg.url();
+    let store = || tenants::open_postgres(&url, quota, Failure::FailClosed);
+    let stores = [store().await.unwrap(), store().await.unwrap()];
+    two_relays_sharing("postgres", receiver().await, stores, |down| {
+        if down { pg.stop() } else { pg.restart() }
+    })
+    .await;
 }

@@ -130,3 +130,24 @@ pub fn counters(recorder: &DebuggingRecorder) -> HashMap<String, u64> {
     }
     out
 }
+
+/// A shared store's failures for the handle labelled `throttle = label` (a
+/// key prefix or a table): errors counted since the last snapshot (the
+/// debugging recorder resets counters on each) and the fallback gauge.
+pub fn global_metrics(recorder: &DebuggingRecorder, label: &str) -> (u64, Option<f64>) {
+    let (mut errors, mut fallback) = (0, None);
+    for (key, _, _, value) in recorder.snapshotter().snapshot().into_vec() {
+        let ours = key
+            .key()
+            .labels()
+            .any(|l| l.key() == "throttle" && l.value() == label);
+        match (key.key().name(), value) {
+            (dripfeed::metrics::GLOBAL_ERRORS, DebugValue::Counter(n)) if ours => errors += n,
+            (dripfeed::metrics::GLOBAL_FALLBACK, DebugValue::Gauge(g)) if ours => {
+                fallback = Some(g.into_inner())
+            }
+            _ => {}
+        }
+    }
+    (errors, fallback)
+}
