@@ -106,11 +106,26 @@ struct Flags {
     /// Header naming the tenant.
     #[arg(long, default_value = "X-Tenant")]
     tenant_header: String,
-    /// Deliveries per webhook: one the receiver answers 408, 429 or 5xx (or
-    /// never answers) is tried again after exponential backoff with jitter,
-    /// or after the receiver's Retry-After; 1 = no retries.
-    #[arg(long, default_value_t = 5)]
-    max_attempts: u32,
+    /// Retries after the first attempt: a webhook the receiver answers 408,
+    /// 429 or 5xx (or never answers) is tried again after exponential
+    /// backoff with full jitter, or after the receiver's Retry-After; 0 = no
+    /// retries. Other 4xx are final.
+    #[arg(long, default_value_t = 8)]
+    retries: u32,
+    /// The first retry's backoff ceiling (it doubles per retry), e.g. 1s.
+    #[arg(long, default_value = "1s", value_parser = humantime::parse_duration)]
+    retry_min: Duration,
+    /// The longest backoff, and the cap on a receiver's Retry-After, e.g. 10m.
+    #[arg(long, default_value = "10m", value_parser = humantime::parse_duration)]
+    retry_max: Duration,
+    /// Where accepted webhooks are journaled: a 202 is answered once the
+    /// webhook is on disk there, and a restart on the same directory
+    /// delivers what was unfinished.
+    #[arg(long, default_value = "relay-journal")]
+    journal_dir: PathBuf,
+    /// Keep webhooks in memory only: a crash loses what was accepted.
+    #[arg(long)]
+    no_journal: bool,
     /// How long shutdown keeps draining before dead-lettering the rest.
     #[arg(long, default_value = "10s", value_parser = humantime::parse_duration)]
     shutdown_grace: Duration,
@@ -163,7 +178,7 @@ fn spawn_status(relay: Arc<Relay>) {
             let load =
                 |x: &std::sync::atomic::AtomicU64| x.load(std::sync::atomic::Ordering::Relaxed);
             let line = format!(
-                "depth {:>5}/{:<5} ({:>6} KiB) rate {:>6.1}/s p99 {:>7} delivered {:>7} | 503 full {} bytes {} store {} | 429 {} | 413 {} | dead-lettered {}",
+                "depth {:>5}/{:<5} ({:>6} KiB) rate {:>6.1}/s p99 {:>7} delivered {:>7} | 503 full {} bytes {} store {} journal {} | 429 {} | 413 {} | dead-lettered {}",
                 s.depth(),
                 s.capacity(),
                 relay.budget.held() / 1024,
@@ -173,6 +188,7 @@ fn spawn_status(relay: Arc<Relay>) {
                 load(&a.full_503),
                 load(&a.bytes_503),
                 load(&a.store_503),
+                load(&a.journal_503),
                 load(&a.quota_429),
                 load(&a.too_large_413),
                 s.outcome(Outcome::DeadLettered) + s.outcome(Outcome::Evicted),
@@ -224,7 +240,16 @@ async fn run(flags: Flags) -> Result<(), String> {
     let prometheus = install_prometheus()?;
     let (downstream, receiver) = downstream(&flags).await?;
     let cfg = relay_config(&flags, &downstream)?;
+    let journal_dir = cfg.journal.clone();
     let relay = start_relay(&flags, cfg).await?;
+    match &journal_dir {
+        Some(dir) => println!(
+            "journal {}: recovered {} unfinished webhooks, delivering them first",
+            dir.display(),
+            relay.recovered
+        ),
+        None => println!("no journal: accepted webhooks live in memory only"),
+    }
     let stop = Arc::new(tokio::sync::Notify::new());
     let server_stop = stop.clone();
     let (addr, server) = app::serve(
@@ -257,6 +282,12 @@ async fn run(flags: Flags) -> Result<(), String> {
     };
     stop.notify_one();
     let _ = server.await;
+    if flags.demo
+        && let Some(dir) = &journal_dir
+    {
+        drop(relay);
+        let _ = std::fs::remove_dir_all(dir);
+    }
     outcome
 }
 
@@ -307,10 +338,20 @@ fn relay_config(flags: &Flags, downstream: &str) -> Result<RelayConfig, String> 
         deliver_timeout: Duration::from_secs(10),
         tenant_quota,
         adaptive,
-        retry: match flags.max_attempts {
-            0 => return Err("--max-attempts must be at least 1".into()),
-            1 => None,
-            n => Some(RetryPolicy::new(n)),
+        retry: match flags.retries {
+            0 => None,
+            n => Some(
+                RetryPolicy::new(n.saturating_add(1)).backoff(flags.retry_min, flags.retry_max),
+            ),
+        },
+        journal: match (flags.no_journal, flags.demo) {
+            (true, _) => None,
+            // One demo never replays into the next.
+            (false, true) => Some(
+                std::env::temp_dir()
+                    .join(format!("webhook-relay-demo-journal-{}", std::process::id())),
+            ),
+            (false, false) => Some(flags.journal_dir.clone()),
         },
     })
 }
@@ -362,8 +403,9 @@ async fn serve_until_stopped(
     }
     let lines = relay.sink.written().await;
     println!(
-        "delivered {}, dead-letter file {} ({lines} lines this run)",
+        "delivered {}, kept in the journal for the next start {}, dead-letter file {} ({lines} lines this run)",
         report.stats.delivered(),
+        report.stats.outcome(Outcome::Kept),
         flags.dead_letter_file.display()
     );
     Ok(())

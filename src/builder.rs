@@ -74,6 +74,10 @@ pub struct ThrottleBuilder<J> {
     withdrawal: Option<Withdrawal<J>>,
     retry: Option<RetryPolicy>,
     dispatch: Dispatch,
+    #[cfg(feature = "journal")]
+    journal: Option<crate::journaled::Journaling<J>>,
+    #[cfg(feature = "journal")]
+    recovered: Vec<(u64, J)>,
 }
 
 impl<J: Send + Sync + 'static> Throttle<J> {
@@ -116,6 +120,10 @@ impl<J: Send + Sync + 'static> ThrottleBuilder<J> {
             withdrawal: None,
             retry: None,
             dispatch: Dispatch::Inline,
+            #[cfg(feature = "journal")]
+            journal: None,
+            #[cfg(feature = "journal")]
+            recovered: Vec::new(),
         }
     }
 
@@ -459,6 +467,17 @@ impl<J: Send + Sync + 'static> ThrottleBuilder<J> {
             }
             None => None,
         };
+        let retries = self.retry.map(|p| Retries::new(p, ring));
+        // Recovered jobs wait with the retries, due at once, ahead of new
+        // ones; they never count against the admission bound.
+        #[cfg(feature = "journal")]
+        let (retries, recovered) = match self.recovered.len() {
+            0 => (retries, Vec::new()),
+            n => {
+                let r = retries.unwrap_or_else(|| Retries::new(RetryPolicy::new(1), ring));
+                (Some(r.with_room(n)), self.recovered)
+            }
+        };
         let cfg = Config {
             budget: match self.capacity {
                 Some(_) => None,
@@ -488,9 +507,13 @@ impl<J: Send + Sync + 'static> ThrottleBuilder<J> {
             store: self.key_store,
             in_flight: InFlight::new(self.max_in_flight as u32),
             feedback: self.adaptive.as_ref().map(|_| Feedback::new()),
-            retries: self.retry.map(|p| Retries::new(p, ring)),
+            retries,
+            #[cfg(feature = "journal")]
+            journal: self.journal,
             rate,
         }));
+        #[cfg(feature = "journal")]
+        crate::journaled::requeue(&shared, recovered);
         let task = DrainTask::new(
             shared.clone(),
             Arc::new(downstream),
@@ -503,6 +526,78 @@ impl<J: Send + Sync + 'static> ThrottleBuilder<J> {
         );
         let future = DrainFuture::new(Box::pin(task.run()), shared.clone());
         Ok((Throttle { shared }, future))
+    }
+}
+
+#[cfg(feature = "journal")]
+impl<J: crate::journal::JobCodec + Send + Sync + 'static> ThrottleBuilder<J> {
+    /// Records every admitted job in `journal` and its end, and queues what
+    /// an earlier run left unfinished there ahead of new jobs, with the ids
+    /// they had (feature `journal`).
+    ///
+    /// With a journal, [`Throttle::submit`] answers once the job's record
+    /// is as durable as the journal's [`Durability`](crate::journal::Durability)
+    /// says (fsynced by default), and refuses with `Unavailable` (503) when
+    /// the journal is full or cannot write. `try_submit` sends the record
+    /// without waiting for it. Shutdown leaves unfinished jobs in the
+    /// journal (counted [`Outcome::Kept`](crate::Outcome::Kept)) instead of
+    /// handing them to the sink or back. A recovered job that no longer
+    /// decodes is logged and dropped from the journal.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// use dripfeed::journal::Journal;
+    /// use dripfeed::{Delivery, Outcome, Throttle};
+    /// use std::time::Duration;
+    /// let dir = std::env::temp_dir().join(format!("dripfeed-doc-builder-{}", std::process::id()));
+    /// # let _ = std::fs::remove_dir_all(&dir);
+    /// let (throttle, drain) = Throttle::builder()
+    ///     .drain_rate(1000.0)
+    ///     .journal(Journal::open(&dir)?)
+    ///     .build(|_: &String, _| async { Delivery::Done })?;
+    /// throttle.pause();
+    /// let first = throttle.submit("a".to_string()).await?;
+    /// let report = throttle.shutdown(Duration::ZERO).await;
+    /// assert_eq!(report.stats.outcome(Outcome::Kept), 1); // left for the next start
+    /// drop(throttle);
+    /// drain.join().await;
+    ///
+    /// let ids = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    /// let seen = ids.clone();
+    /// let (throttle, _drain) = Throttle::builder()
+    ///     .drain_rate(1000.0)
+    ///     .journal(Journal::open(&dir)?)
+    ///     .build(move |_: &String, attempt: dripfeed::Attempt| {
+    ///         seen.lock().unwrap().push(attempt.id());
+    ///         async { Delivery::Done }
+    ///     })?;
+    /// // shutdown waits while the recovered job is delivered
+    /// let report = throttle.shutdown(Duration::from_secs(5)).await;
+    /// assert_eq!(report.stats.delivered(), 1);
+    /// assert_eq!(*ids.lock().unwrap(), vec![first.id()]); // the same id
+    /// # drop(throttle);
+    /// # std::fs::remove_dir_all(&dir)?;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn journal(mut self, journal: crate::journal::Journal) -> Self {
+        self.recovered = journal
+            .take_recovered()
+            .into_iter()
+            .filter_map(|(id, bytes)| match J::decode(&bytes) {
+                Ok(job) => Some((id, job)),
+                Err(e) => {
+                    tracing::error!(id, len = bytes.len(), error = %e, "journal: a recovered job does not decode; dropped");
+                    journal.end(id);
+                    None
+                }
+            })
+            .collect();
+        self.journal = Some(crate::journaled::Journaling::new(journal, |job, out| {
+            job.encode(out)
+        }));
+        self
     }
 }
 

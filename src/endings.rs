@@ -54,11 +54,17 @@ impl<J: 'static> Endings<J> {
         }
     }
 
-    /// Gives up on a job: to the sink if it takes it, else to the hook for
-    /// `outcome`, counted as `outcome`.
-    pub(crate) fn give_up(&self, ledger: &Ledger, job: J, why: DeadLetterReason, outcome: Outcome) {
+    /// Gives up on a job: to the sink if it takes it (`true`), else to the
+    /// hook for `outcome`, counted as `outcome`.
+    pub(crate) fn give_up(
+        &self,
+        ledger: &Ledger,
+        job: J,
+        why: DeadLetterReason,
+        outcome: Outcome,
+    ) -> bool {
         match self.offer(ledger, job, why) {
-            Offer::Taken => {}
+            Offer::Taken => return true,
             Offer::Lost => ledger.record(Event::Finished(outcome)),
             Offer::Refused(job) => {
                 ledger.record(Event::Finished(outcome));
@@ -72,6 +78,7 @@ impl<J: 'static> Endings<J> {
                 }
             }
         }
+        false
     }
 
     /// Hands an evicted job to `on_evicted` (never to the sink: eviction is

@@ -153,6 +153,11 @@ pub enum Cause {
     /// The store that holds per-key budgets (Redis, PostgreSQL) cannot be
     /// reached and is configured to fail closed.
     StoreDown,
+    /// The journal holds its size bound (new jobs wait until finished ones
+    /// are reclaimed).
+    JournalFull,
+    /// The journal cannot write (a full disk, permissions, a stopped writer).
+    JournalFailed,
 }
 
 impl Cause {
@@ -160,6 +165,8 @@ impl Cause {
     pub fn as_str(self) -> &'static str {
         match self {
             Cause::StoreDown => "store_down",
+            Cause::JournalFull => "journal_full",
+            Cause::JournalFailed => "journal_failed",
         }
     }
 }

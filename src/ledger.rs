@@ -60,7 +60,7 @@ pub(crate) struct Ledger {
     /// event is an `Overloaded` refusal, so its count is read from those
     /// and the refusal path bumps one counter, not two.
     policy: Overflow,
-    outcomes: [AtomicU64; 8],
+    outcomes: [AtomicU64; 9],
     emitted: AtomicU64,
     in_flight: AtomicU64,
     expired: AtomicU64,
@@ -224,7 +224,7 @@ impl Ledger {
         self.publish_gauges(g);
         let (rejected, overflow) = self.read_to_publish();
         self.publish_counts(&rejected, &overflow);
-        let mut outcomes = [0; 8];
+        let mut outcomes = [0; 9];
         for (dst, src) in outcomes.iter_mut().zip(&self.outcomes) {
             *dst = load(src);
         }

@@ -70,6 +70,9 @@ pub mod global;
 pub mod headers;
 mod ids;
 mod inflight;
+#[cfg(feature = "journal")]
+pub mod journal;
+mod journaled;
 pub mod keyed;
 mod ledger;
 pub mod metrics;

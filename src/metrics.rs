@@ -61,6 +61,12 @@ pub const GLOBAL_ERRORS: &str = "leaky_bucket_global_errors_total";
 /// 1 while the fleet limit is unreachable and the configured failure mode
 /// applies (fail-open local share or fail-closed pause), else 0 (gauge).
 pub const GLOBAL_FALLBACK: &str = "leaky_bucket_global_fallback";
+/// Jobs found unfinished in the journal at start and queued again, ahead
+/// of new ones (counter).
+pub const RECOVERED: &str = "leaky_bucket_recovered_total";
+/// Bytes in the journal's segment files (gauge, unlabelled: one per journal
+/// directory, and a process has one).
+pub const JOURNAL_BYTES: &str = "leaky_bucket_journal_bytes";
 
 /// Describes every metric to the installed recorder. Building a throttle
 /// calls it; call it yourself if you install a recorder later.
@@ -112,6 +118,16 @@ pub fn describe() {
         GLOBAL_FALLBACK,
         "1 while the fleet limit is unreachable and the failure mode applies."
     );
+    describe_counter!(
+        RECOVERED,
+        Unit::Count,
+        "Jobs recovered from the journal at start."
+    );
+    describe_gauge!(
+        JOURNAL_BYTES,
+        Unit::Bytes,
+        "Bytes in the journal's segment files."
+    );
 }
 
 /// One throttle's pre-registered handles.
@@ -122,7 +138,7 @@ pub(crate) struct Metrics {
     pub(crate) in_flight: Gauge,
     pub(crate) admitted: Counter,
     pub(crate) emitted: Counter,
-    pub(crate) jobs: [Counter; 8],
+    pub(crate) jobs: [Counter; 9],
     pub(crate) overflow: [Counter; 3],
     /// The fixed reasons' counters; an unavailable cause gets its own when first published.
     pub(crate) rejected: Vec<(Reason, Counter)>,

@@ -13,7 +13,7 @@ use crate::overflow::Overflow;
 /// ```
 /// use dripfeed::Outcome;
 /// assert_eq!(Outcome::DeadLettered.as_str(), "dead_lettered");
-/// assert_eq!(Outcome::ALL.len(), 8);
+/// assert_eq!(Outcome::ALL.len(), 9);
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[non_exhaustive]
@@ -34,11 +34,14 @@ pub enum Outcome {
     Failed,
     /// Withdrawn by its caller while queued (a dropped [`Slots::acquire`](crate::Slots::acquire)).
     Cancelled,
+    /// Unfinished at shutdown and left in the journal, to be delivered by
+    /// the next start on it (only with a journal).
+    Kept,
 }
 
 impl Outcome {
     /// Every outcome, in a fixed order (the metrics' label order).
-    pub const ALL: [Outcome; 8] = [
+    pub const ALL: [Outcome; 9] = [
         Outcome::Delivered,
         Outcome::Refused,
         Outcome::Evicted,
@@ -47,6 +50,7 @@ impl Outcome {
         Outcome::Returned,
         Outcome::Failed,
         Outcome::Cancelled,
+        Outcome::Kept,
     ];
 
     /// The `outcome` label of `leaky_bucket_jobs_total`.
@@ -60,6 +64,7 @@ impl Outcome {
             Outcome::Returned => "returned",
             Outcome::Failed => "failed",
             Outcome::Cancelled => "cancelled",
+            Outcome::Kept => "kept",
         }
     }
 
@@ -104,7 +109,7 @@ pub struct Stats {
     pub(crate) admitted: u64,
     pub(crate) emitted: u64,
     /// Terminal outcomes, indexed like [`Outcome::ALL`]; `Refused` is the sum of `rejected`.
-    pub(crate) outcomes: [u64; 8],
+    pub(crate) outcomes: [u64; 9],
     pub(crate) rejected: Vec<(Reason, u64)>,
     pub(crate) overflow: [u64; 3],
     pub(crate) expired: u64,

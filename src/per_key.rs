@@ -139,12 +139,20 @@ impl<J: 'static> Throttle<J> {
         let Some(store) = &s.store else {
             return self.try_submit_keyed(key, cost, job);
         };
-        // The key first (a 429 or a store failure ends here); no place is
-        // held across the await.
+        // The journal first (the job is durable before anything is charged
+        // for it), then the key (a 429 or a store failure ends here); no
+        // place is held across an await.
+        let id = match self.journal_first(job).await {
+            Ok(id) => id,
+            Err(refused) => return Err(refused),
+        };
+        let (id, job) = id;
         if let Err(e) = store.try_admit(key, cost).await {
+            s.ended(id);
             return Err(refuse_stored(self, job, e));
         }
-        let admitted = self.admit(job, None);
+        let admitted = self.admit_as(id, job, None);
+        s.after_journaled(id, &admitted);
         if admitted.is_err()
             && let Err(e) = store.refund(key, cost).await
         {

@@ -76,6 +76,13 @@ impl<J> Retries<J> {
         );
     }
 
+    /// Makes room for at least `jobs` (recovered jobs wait here).
+    #[cfg(feature = "journal")]
+    pub(crate) fn with_room(mut self, jobs: usize) -> Self {
+        self.capacity = self.capacity.max(jobs);
+        self
+    }
+
     /// Schedules attempt `attempt` of `entry` at `due_ns`, or hands the
     /// entry back when the structure is full.
     pub(crate) fn push(&self, entry: Entry<J>, attempt: u32, due_ns: u64) -> Result<(), Entry<J>> {

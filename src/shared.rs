@@ -69,6 +69,9 @@ pub(crate) struct Shared<J> {
     pub(crate) feedback: Option<Feedback>,
     /// Jobs waiting for another attempt (only with a retry policy).
     pub(crate) retries: Option<Retries<J>>,
+    /// The journal jobs are recorded in (only with one).
+    #[cfg(feature = "journal")]
+    pub(crate) journal: Option<crate::journaled::Journaling<J>>,
     rate_bits: AtomicU64,
     paused: AtomicBool,
     /// Serialises rate changes against close.
@@ -90,6 +93,8 @@ pub(crate) struct Parts<J> {
     pub(crate) in_flight: InFlight,
     pub(crate) feedback: Option<Feedback>,
     pub(crate) retries: Option<Retries<J>>,
+    #[cfg(feature = "journal")]
+    pub(crate) journal: Option<crate::journaled::Journaling<J>>,
     pub(crate) rate: f64,
 }
 
@@ -109,6 +114,8 @@ impl<J> Shared<J> {
             in_flight: parts.in_flight,
             feedback: parts.feedback,
             retries: parts.retries,
+            #[cfg(feature = "journal")]
+            journal: parts.journal,
             cfg: parts.cfg,
             rate_bits: AtomicU64::new(parts.rate.to_bits()),
             paused: AtomicBool::new(false),
@@ -189,7 +196,7 @@ impl<J> Shared<J> {
     /// when it has a deadline or is the first after empty, else the coarse
     /// copy) and its deadline.
     #[inline]
-    pub(crate) fn entry(&self, job: J, first: bool, until: Option<u64>) -> Entry<J> {
+    pub(crate) fn entry(&self, id: u64, job: J, first: bool, until: Option<u64>) -> Entry<J> {
         let wait = self.cfg.max_queue_wait_ns;
         let admitted_ns = if first || wait.is_some() || until.is_some() {
             self.clock.precise()
@@ -199,7 +206,7 @@ impl<J> Shared<J> {
         let by_wait = wait.map_or(u64::MAX, |w| admitted_ns.saturating_add(w));
         Entry {
             job,
-            id: crate::ids::next(),
+            id,
             admitted_ns,
             deadline_ns: by_wait.min(until.unwrap_or(u64::MAX)),
         }

@@ -209,11 +209,26 @@ impl<J: 'static> Throttle<J> {
     /// Out of line: its result is built straight into the caller's slot.
     #[inline(never)]
     pub(crate) fn admit(&self, job: J, until: Option<u64>) -> Result<Admitted, Rejected<J>> {
+        #[cfg(feature = "journal")]
+        if let Some(j) = &self.shared.journal {
+            return self.admit_journaled(j, job, until);
+        }
+        self.admit_as(crate::ids::next(), job, until)
+    }
+
+    /// Admission of a job whose id is given.
+    #[inline]
+    pub(crate) fn admit_as(
+        &self,
+        id: u64,
+        job: J,
+        until: Option<u64>,
+    ) -> Result<Admitted, Rejected<J>> {
         let s = &*self.shared;
         match s.admission.try_reserve() {
-            Ok(place) => self.queue(place, job, until),
+            Ok(place) => self.queue(place, id, job, until),
             Err(Full::Closed) => Err(s.refuse(job, Reason::Closed)),
-            Err(Full::Bound) => self.overflow(job, until),
+            Err(Full::Bound) => self.overflow(id, job, until),
         }
     }
 
@@ -242,24 +257,33 @@ impl<J: 'static> Throttle<J> {
     /// # }
     /// ```
     pub async fn submit(&self, job: J) -> Result<Admitted, Rejected<J>> {
+        #[cfg(feature = "journal")]
+        if let Some(j) = &self.shared.journal {
+            return self.submit_journaled(j, job).await;
+        }
+        self.submit_as(crate::ids::next(), job).await
+    }
+
+    /// [`submit`](Self::submit) of a job whose id is given.
+    pub(crate) async fn submit_as(&self, id: u64, job: J) -> Result<Admitted, Rejected<J>> {
         let s = &*self.shared;
         match s.admission.reserve().await {
-            Ok(place) => self.queue(place, job, None),
+            Ok(place) => self.queue(place, id, job, None),
             Err(_) => Err(s.refuse(job, Reason::Closed)),
         }
     }
 
     /// Queues `job` in `place`.
     #[inline]
-    fn queue(
+    pub(crate) fn queue(
         &self,
         place: Place<'_, J>,
+        id: u64,
         job: J,
         until: Option<u64>,
     ) -> Result<Admitted, Rejected<J>> {
         let s = &*self.shared;
-        let entry = s.entry(job, place.is_first(), until);
-        let id = entry.id;
+        let entry = s.entry(id, job, place.is_first(), until);
         match place.push(entry) {
             Ok(()) => Ok(Admitted::queued(id)),
             // Unreachable while the bound stays within the ring; refuse, never lose.
@@ -270,31 +294,32 @@ impl<J: 'static> Throttle<J> {
     /// At the bound: the overflow policy decides. Tail-drop, the common
     /// refusal, stays inline; the other policies are out of the way.
     #[inline]
-    fn overflow(&self, job: J, until: Option<u64>) -> Result<Admitted, Rejected<J>> {
+    fn overflow(&self, id: u64, job: J, until: Option<u64>) -> Result<Admitted, Rejected<J>> {
         let s = &*self.shared;
         let policy = s.cfg.overflow;
         s.ledger.overflowed(policy, s.admission.depth());
         match policy {
-            Overflow::DeadLetter => self.defer(job),
-            Overflow::HeadDrop => self.head_drop(job, until),
+            Overflow::DeadLetter => self.defer(id, job),
+            Overflow::HeadDrop => self.head_drop(id, job, until),
             _ => Err(s.refuse(job, Reason::Overloaded)),
         }
     }
 
     /// Head-drop: the oldest queued job's place becomes the newcomer's.
     #[inline(never)]
-    fn head_drop(&self, job: J, until: Option<u64>) -> Result<Admitted, Rejected<J>> {
+    fn head_drop(&self, id: u64, job: J, until: Option<u64>) -> Result<Admitted, Rejected<J>> {
         let s = &*self.shared;
         for _ in 0..HEAD_DROP_TRIES {
             // A place may have freed (or the queue closed) since the bound
             // was seen: that comes before evicting anyone.
             match s.admission.try_reserve() {
-                Ok(place) => return self.queue(place, job, until),
+                Ok(place) => return self.queue(place, id, job, until),
                 Err(Full::Closed) => return Err(s.refuse(job, Reason::Closed)),
                 Err(Full::Bound) => {}
             }
             if let Some((oldest, place)) = s.admission.pop() {
-                let queued = self.queue(place, job, until);
+                let queued = self.queue(place, id, job, until);
+                s.ended(oldest.id);
                 s.endings.evict(&s.ledger, oldest.job);
                 return queued;
             }
@@ -309,7 +334,7 @@ impl<J: 'static> Throttle<J> {
     /// panic in the sink propagates to this caller (it is the caller's own
     /// code running on its own thread).
     #[inline(never)]
-    fn defer(&self, job: J) -> Result<Admitted, Rejected<J>> {
+    fn defer(&self, id: u64, job: J) -> Result<Admitted, Rejected<J>> {
         let s = &*self.shared;
         let Some(sink) = &s.endings.sink else {
             return Err(s.refuse(job, Reason::Overloaded));
@@ -317,7 +342,7 @@ impl<J: 'static> Throttle<J> {
         match sink.try_offer(job, DeadLetterReason::Overflow) {
             Ok(()) => {
                 s.ledger.record(Event::Finished(Outcome::DeadLettered));
-                Ok(Admitted::deferred(crate::ids::next()))
+                Ok(Admitted::deferred(id))
             }
             Err(job) => Err(s.refuse(job, Reason::Overloaded)),
         }

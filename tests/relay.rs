@@ -45,6 +45,7 @@ fn config(dead_letter_file: std::path::PathBuf, downstream: String) -> RelayConf
         adaptive: None,
         tenant_quota: None,
         retry: None,
+        journal: None,
     }
 }
 

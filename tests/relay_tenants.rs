@@ -68,6 +68,7 @@ async fn relay(
         adaptive: None,
         tenant_quota: Some(Quota::new(BURST, RATE).unwrap()),
         retry: None,
+        journal: None,
     };
     let relay = Relay::start_with(cfg, None, store).await.unwrap();
     let stop = Arc::new(tokio::sync::Notify::new());

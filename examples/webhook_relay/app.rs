@@ -21,8 +21,9 @@ use dripfeed::{
 use metrics_exporter_prometheus::PrometheusHandle;
 use serde_json::json;
 
-use dripfeed::PermitSource;
+use dripfeed::journal::{DecodeError, JobCodec, Journal};
 use dripfeed::keyed::BucketStore;
+use dripfeed::{Cause, PermitSource};
 
 use crate::budget::{ByteBudget, Ticket};
 use crate::dead_letter::FileSink;
@@ -49,15 +50,66 @@ pub struct RelayConfig {
     /// How a webhook the receiver answered 408, 429 or 5xx (or never
     /// answered) is tried again; without it, it is dead-lettered at once.
     pub retry: Option<dripfeed::RetryPolicy>,
+    /// The journal's directory: a 202 is answered once the webhook is
+    /// durable there, and a restart delivers what was unfinished. `None`:
+    /// webhooks live in memory only.
+    pub journal: Option<PathBuf>,
 }
 
-/// A queued webhook. Its ticket holds its bytes against the budget until dropped.
+/// A queued webhook. Its ticket holds its bytes against the budget until
+/// dropped; a webhook recovered from the journal has none (the journal's
+/// own bound holds it).
 pub struct Job {
     pub body: Bytes,
     pub content_type: Option<String>,
     pub tenant: Option<String>,
     pub received_unix_ms: u64,
-    _ticket: Ticket,
+    _ticket: Option<Ticket>,
+}
+
+/// The journal's encoding: the receive time, the content type and tenant
+/// (length-prefixed, absent = `u32::MAX`), then the body.
+impl JobCodec for Job {
+    fn encode(&self, out: &mut Vec<u8>) {
+        out.extend_from_slice(&self.received_unix_ms.to_le_bytes());
+        for field in [&self.content_type, &self.tenant] {
+            match field {
+                Some(s) => {
+                    out.extend_from_slice(&(s.len() as u32).to_le_bytes());
+                    out.extend_from_slice(s.as_bytes());
+                }
+                None => out.extend_from_slice(&u32::MAX.to_le_bytes()),
+            }
+        }
+        out.extend_from_slice(&self.body);
+    }
+
+    fn decode(bytes: &[u8]) -> Result<Self, DecodeError> {
+        let short = || DecodeError::new("a webhook record cut short");
+        let (ms, mut rest) = bytes.split_first_chunk::<8>().ok_or_else(short)?;
+        let mut text = || -> Result<Option<String>, DecodeError> {
+            let (len, after) = rest.split_first_chunk::<4>().ok_or_else(short)?;
+            let len = u32::from_le_bytes(*len);
+            if len == u32::MAX {
+                rest = after;
+                return Ok(None);
+            }
+            let (s, after) = after.split_at_checked(len as usize).ok_or_else(short)?;
+            rest = after;
+            String::from_utf8(s.to_vec())
+                .map(Some)
+                .map_err(|_| DecodeError::new("a header that is not UTF-8"))
+        };
+        let content_type = text()?;
+        let tenant = text()?;
+        Ok(Job {
+            body: Bytes::copy_from_slice(rest),
+            content_type,
+            tenant,
+            received_unix_ms: u64::from_le_bytes(*ms),
+            _ticket: None,
+        })
+    }
 }
 
 /// What the relay answered, by kind.
@@ -70,6 +122,7 @@ pub struct Answers {
     pub closed_503: AtomicU64,
     pub quota_429: AtomicU64,
     pub store_503: AtomicU64,
+    pub journal_503: AtomicU64,
     pub too_large_413: AtomicU64,
 }
 
@@ -84,6 +137,8 @@ pub struct Relay {
     /// Tenant quotas shared with other relays (`--postgres`, `--redis`);
     /// else in this relay's memory.
     pub tenants: Option<Arc<dyn BucketStore>>,
+    /// Webhooks found unfinished in the journal at start.
+    pub recovered: usize,
 }
 
 /// POSTs each job to the downstream URL, same body and content type.
@@ -182,6 +237,12 @@ impl Relay {
         if let Some(policy) = cfg.retry {
             builder = builder.retries(policy);
         }
+        let mut recovered = 0;
+        if let Some(dir) = &cfg.journal {
+            let journal = Journal::open(dir).map_err(std::io::Error::other)?;
+            recovered = journal.recovered();
+            builder = builder.journal(journal);
+        }
         let (throttle, _drain) = builder.build(downstream).map_err(std::io::Error::other)?;
         Ok(Arc::new(Relay {
             throttle,
@@ -191,6 +252,7 @@ impl Relay {
             latencies,
             cfg,
             tenants,
+            recovered,
         }))
     }
 
@@ -272,6 +334,16 @@ fn refused(relay: &Relay, r: Rejected<Job>) -> Response {
             bump(&relay.answers.closed_503);
             ("closed", "the relay is shutting down".to_owned())
         }
+        Reason::Unavailable {
+            cause: cause @ (Cause::JournalFull | Cause::JournalFailed),
+        } => {
+            bump(&relay.answers.journal_503);
+            let why = match cause {
+                Cause::JournalFull => "the relay's journal is full",
+                _ => "the relay cannot write its journal",
+            };
+            ("unavailable", format!("{why}; retry later"))
+        }
         Reason::Unavailable { .. } => {
             bump(&relay.answers.store_503);
             (
@@ -344,7 +416,7 @@ fn job_from(
         tenant: text(&relay.cfg.tenant_header),
         body,
         received_unix_ms: unix_ms(),
-        _ticket: ticket,
+        _ticket: Some(ticket),
     })
 }
 
@@ -354,8 +426,9 @@ async fn admit(relay: &Relay, job: Job) -> Result<Admitted, Box<Response>> {
     let submitted = match job.tenant.clone() {
         // One path whatever the store: the throttle charges the tenant and
         // refunds the charge if the queue refuses.
+        // With a journal both answer once the webhook is durable.
         Some(tenant) if keyed => relay.throttle.submit_keyed(&tenant, 1.0, job).await,
-        _ => relay.throttle.try_submit(job),
+        _ => relay.throttle.try_submit_durable(job).await,
     };
     submitted.map_err(|r| Box::new(refused(relay, r)))
 }

@@ -194,14 +194,17 @@ async fn deliver<J: Send + Sync + 'static>(
     }
     if ended.is_done() {
         s.ledger.record(Event::Finished(Outcome::Delivered));
+        s.ended(entry.id);
     } else {
         if ended == Ended::Panicked {
             tracing::error!(throttle = %s.cfg.name, id = entry.id, "delivery panicked");
         }
         if let Err(entry) = retry(s, ended, entry, number) {
             let why = DeadLetterReason::Failed { attempts: number };
-            s.endings
+            let taken = s
+                .endings
                 .give_up(&s.ledger, entry.job, why, Outcome::Failed);
+            s.gone(entry.id, taken);
         }
     }
     s.ledger.record(Event::Landed);

@@ -333,12 +333,13 @@ impl<J: Send + Sync + 'static> DrainTask<J> {
     fn expire(&self, job: Job<J>) {
         let s = &*self.shared;
         s.ledger.record(Event::Expired);
-        s.endings.give_up(
+        let taken = s.endings.give_up(
             &s.ledger,
             job.entry.job,
             DeadLetterReason::Expired,
             Outcome::Expired,
         );
+        s.gone(job.entry.id, taken);
     }
 
     /// Sleeps until what `wait` names, a wake-up, or the closing deadline,
@@ -416,7 +417,7 @@ impl<J: Send + Sync + 'static> DrainTask<J> {
             match s.admission.pop() {
                 Some((entry, place)) => {
                     drop(place);
-                    self.hand_back(entry.job, &mut returned);
+                    self.hand_back(entry.id, entry.job, &mut returned);
                 }
                 None => tokio::task::yield_now().await,
             }
@@ -437,10 +438,11 @@ impl<J: Send + Sync + 'static> DrainTask<J> {
         }
         if let Some(retries) = &s.retries {
             for p in retries.take_all() {
-                self.hand_back(p.entry.job, &mut returned);
+                self.hand_back(p.entry.id, p.entry.job, &mut returned);
             }
         }
         s.endings.flush().await;
+        s.close_journal().await;
         let stats = s.stats();
         tracing::info!(
             throttle = %s.cfg.name,
@@ -452,11 +454,16 @@ impl<J: Send + Sync + 'static> DrainTask<J> {
         s.mark_done(returned);
     }
 
-    /// A leftover at shutdown: to the sink, else back to the caller.
-    fn hand_back(&self, job: J, returned: &mut Vec<J>) {
+    /// A leftover at shutdown: kept in the journal for the next start, else
+    /// to the sink, else back to the caller.
+    fn hand_back(&self, id: u64, job: J, returned: &mut Vec<J>) {
         let s = &*self.shared;
+        if s.keeps_leftovers() {
+            s.ledger.record(Event::Finished(Outcome::Kept));
+            return;
+        }
         match s.endings.offer(&s.ledger, job, DeadLetterReason::Shutdown) {
-            Offer::Taken => {}
+            Offer::Taken => s.dead_lettered(id),
             Offer::Lost => s.ledger.record(Event::Finished(Outcome::Returned)),
             Offer::Refused(job) => {
                 s.ledger.record(Event::Finished(Outcome::Returned));

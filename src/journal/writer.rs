@@ -1,0 +1,295 @@
+//! The journal's writer: one thread that owns the files.
+//!
+//! Producers hand it framed records through a channel; it takes everything
+//! waiting at once, writes it with one `write`, makes it durable with one
+//! `fsync` and then answers every producer of the batch (group commit).
+//! After each batch it gives space back: the oldest segment goes once none
+//! of its jobs is live, and one whose live records are a small share of it
+//! has them copied forward first, so a long-lived job cannot pin the
+//! segments behind it.
+
+use std::fs::File;
+use std::io::Write;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use tokio::sync::{mpsc, oneshot};
+
+use super::frame::{self, Kind};
+use super::segments::{self, LiveSet, Seg};
+use super::{Durability, JournalError, JournalOptions};
+
+/// What a producer's wait ends with.
+pub(crate) type Ack = oneshot::Sender<Result<(), std::io::Error>>;
+
+/// Work for the writer.
+pub(crate) enum Cmd {
+    /// A framed `Admit` record; `ack` (when the caller waits) answers once
+    /// the record is as durable as the journal's setting says.
+    Admit {
+        id: u64,
+        frame: Vec<u8>,
+        ack: Option<Ack>,
+    },
+    /// A job ended.
+    End { id: u64 },
+    /// Write and `fsync` everything before this, then answer.
+    Flush { ack: oneshot::Sender<()> },
+}
+
+/// What the writer publishes for the handles to read.
+#[derive(Debug, Default)]
+pub(crate) struct Gauges {
+    pub(crate) disk_bytes: AtomicU64,
+    /// Framed bytes sent and not yet written.
+    pub(crate) pending_bytes: AtomicU64,
+    pub(crate) live: AtomicU64,
+    pub(crate) segments: AtomicU64,
+    pub(crate) fsyncs: AtomicU64,
+    pub(crate) batches: AtomicU64,
+}
+
+/// Most commands taken into one batch.
+const BATCH: usize = 8192;
+
+pub(crate) struct Writer {
+    pub(crate) dir: PathBuf,
+    pub(crate) opts: JournalOptions,
+    pub(crate) live: LiveSet,
+    pub(crate) active: File,
+    pub(crate) active_seq: u64,
+    pub(crate) gauges: Arc<Gauges>,
+}
+
+/// A batch's answers, sent once its effects are published.
+struct Answers {
+    written: Option<std::io::Error>,
+    acks: Vec<Ack>,
+    flushes: Vec<oneshot::Sender<()>>,
+}
+
+impl Answers {
+    fn send(self, dir: &std::path::Path) {
+        match self.written {
+            None => self.acks.into_iter().for_each(|a| {
+                let _ = a.send(Ok(()));
+            }),
+            Some(e) => {
+                tracing::error!(dir = %dir.display(), error = %e, "journal: a write failed; its jobs are refused");
+                for a in self.acks {
+                    let _ = a.send(Err(std::io::Error::new(e.kind(), e.to_string())));
+                }
+            }
+        }
+        for f in self.flushes {
+            let _ = f.send(());
+        }
+    }
+}
+
+enum Op {
+    Admit { id: u64, len: usize },
+    End { id: u64 },
+}
+
+impl Writer {
+    /// Runs until every sender is gone, then makes the tail durable.
+    pub(crate) fn run(mut self, mut rx: mpsc::UnboundedReceiver<Cmd>) {
+        let mut cmds = Vec::new();
+        let mut buf = Vec::new();
+        while let Some(first) = rx.blocking_recv() {
+            cmds.push(first);
+            while cmds.len() < BATCH {
+                match rx.try_recv() {
+                    Ok(cmd) => cmds.push(cmd),
+                    Err(_) => break,
+                }
+            }
+            let answers = self.commit(&mut cmds, &mut buf);
+            self.reclaim();
+            self.publish();
+            answers.send(&self.dir);
+        }
+        let _ = self.active.sync_data();
+    }
+
+    fn active_len(&self) -> u64 {
+        self.live.segs.get(&self.active_seq).map_or(0, |s| s.len)
+    }
+
+    fn commit(&mut self, cmds: &mut Vec<Cmd>, buf: &mut Vec<u8>) -> Answers {
+        buf.clear();
+        let mut ops = Vec::with_capacity(cmds.len());
+        let mut acks = Vec::new();
+        let mut flushes = Vec::new();
+        let mut admitted = 0u64;
+        for cmd in cmds.drain(..) {
+            match cmd {
+                Cmd::Admit { id, frame, ack } => {
+                    buf.extend_from_slice(&frame);
+                    admitted += frame.len() as u64;
+                    ops.push(Op::Admit {
+                        id,
+                        len: frame.len(),
+                    });
+                    acks.extend(ack);
+                }
+                Cmd::End { id } => {
+                    frame::encode(buf, Kind::End, id, &[]);
+                    ops.push(Op::End { id });
+                }
+                Cmd::Flush { ack } => flushes.push(ack),
+            }
+        }
+        let before = self.active_len();
+        let write = self.active.write_all(buf);
+        let wrote = write.is_ok();
+        let written = if let Err(e) = write {
+            if self.active.set_len(before).is_err() {
+                // The tail may hold a torn record: later records must not follow it.
+                self.roll();
+            }
+            Err(e)
+        } else {
+            self.gauges.batches.fetch_add(1, Ordering::Relaxed);
+            let sync = !flushes.is_empty()
+                || (!acks.is_empty() && self.opts.durability == Durability::Sync);
+            if sync {
+                self.gauges.fsyncs.fetch_add(1, Ordering::Relaxed);
+                self.active.sync_data()
+            } else {
+                Ok(())
+            }
+        };
+        self.gauges
+            .pending_bytes
+            .fetch_sub(admitted, Ordering::Relaxed);
+        let seq = self.active_seq;
+        if wrote && let Some(seg) = self.live.segs.get_mut(&seq) {
+            seg.len += buf.len() as u64;
+        }
+        for op in ops {
+            match op {
+                // Written, even if its fsync failed: a refused caller's job
+                // is ended by the throttle right after.
+                Op::Admit { id, len } if wrote => self.live.admit(id, seq, len),
+                // Not written: nothing to track (its end comes, unknown, ignored).
+                Op::Admit { .. } => {}
+                Op::End { id } => {
+                    self.live.end(id);
+                }
+            }
+        }
+        if self.active_len() >= self.opts.segment_bytes {
+            self.roll();
+        }
+        Answers {
+            written: written.err(),
+            acks,
+            flushes,
+        }
+    }
+
+    /// Closes the active segment and starts the next.
+    fn roll(&mut self) {
+        let _ = self.active.sync_data();
+        let next = self.active_seq + 1;
+        match segments::create(&self.dir, next) {
+            Ok(file) => {
+                self.active = file;
+                self.active_seq = next;
+                self.live.segs.insert(
+                    next,
+                    Seg {
+                        len: frame::MAGIC.len() as u64,
+                        ..Seg::default()
+                    },
+                );
+            }
+            Err(e) => {
+                tracing::error!(error = %e, "journal: cannot start a new segment; writing on in the old one");
+            }
+        }
+    }
+
+    /// Gives back the oldest segments that no live job needs; an active
+    /// segment alone and with nothing live is cut back to empty.
+    fn reclaim(&mut self) {
+        while let Some((&seq, &seg)) = self.live.segs.first_key_value() {
+            if seq == self.active_seq {
+                let empty = frame::MAGIC.len() as u64;
+                if seg.live == 0 && seg.len > empty && self.active.set_len(empty).is_ok() {
+                    // Everything in it ended: a crash before this reaches the
+                    // disk leaves records that all end, so nothing is recovered
+                    // either way.
+                    if let Some(s) = self.live.segs.get_mut(&seq) {
+                        s.len = empty;
+                    }
+                }
+                return;
+            }
+            if seg.live > 0 && !(seg.live_bytes * 2 <= seg.len && self.copy_forward(seq)) {
+                return;
+            }
+            let path = segments::path(&self.dir, seq);
+            if let Err(e) = std::fs::remove_file(&path)
+                && e.kind() != std::io::ErrorKind::NotFound
+            {
+                tracing::warn!(segment = %path.display(), error = %e, "journal: cannot remove a finished segment");
+                return;
+            }
+            self.live.segs.remove(&seq);
+        }
+    }
+
+    /// Copies segment `seq`'s live records into the active segment and makes
+    /// them durable; `false` if that failed (the segment stays).
+    fn copy_forward(&mut self, seq: u64) -> bool {
+        let path = segments::path(&self.dir, seq);
+        let Ok(bytes) = std::fs::read(&path) else {
+            return false;
+        };
+        let (records, _) = frame::parse(&bytes, self.opts.max_record_bytes);
+        let mut out = Vec::new();
+        let mut moved = Vec::new();
+        for r in records {
+            if r.kind == Kind::Admit && self.live.jobs.get(&r.id).is_some_and(|l| l.seg == seq) {
+                out.extend_from_slice(&bytes[r.at..r.at + r.len]);
+                moved.push((r.id, r.len));
+            }
+        }
+        if self
+            .active
+            .write_all(&out)
+            .and_then(|()| self.active.sync_data())
+            .is_err()
+        {
+            return false;
+        }
+        self.gauges.fsyncs.fetch_add(1, Ordering::Relaxed);
+        let active = self.active_seq;
+        if let Some(seg) = self.live.segs.get_mut(&active) {
+            seg.len += out.len() as u64;
+        }
+        for (id, len) in moved {
+            self.live.admit(id, active, len);
+        }
+        true
+    }
+
+    fn publish(&self) {
+        let g = &self.gauges;
+        g.disk_bytes
+            .store(self.live.disk_bytes(), Ordering::Relaxed);
+        g.live.store(self.live.jobs.len() as u64, Ordering::Relaxed);
+        g.segments
+            .store(self.live.segs.len() as u64, Ordering::Relaxed);
+        metrics::gauge!(crate::metrics::JOURNAL_BYTES).set(self.live.disk_bytes() as f64);
+    }
+}
+
+/// The journal's answer to a failed write, for the caller it refused.
+pub(crate) fn write_error(dir: &std::path::Path, e: std::io::Error) -> JournalError {
+    JournalError::io("write", dir, e)
+}

@@ -1,0 +1,347 @@
+//! A throttle with a journal: admission records the job first, every end
+//! records that it ended, shutdown keeps what is unfinished, and the build
+//! puts what an earlier run left ahead of everything else.
+//!
+//! Without the `journal` feature these are no-ops the compiler removes.
+
+use crate::error::Rejected;
+use crate::shared::Shared;
+use crate::throttle::{Admitted, Throttle};
+
+#[cfg(feature = "journal")]
+pub(crate) use with_journal::{Journaling, requeue};
+
+impl<J: 'static> Throttle<J> {
+    /// Like [`try_submit`](Self::try_submit): never waits for room, and at
+    /// the bound the overflow policy decides. With a journal
+    /// ([`ThrottleBuilder::journal`](crate::ThrottleBuilder::journal),
+    /// feature `journal`) it first waits until the job's record is as
+    /// durable as the journal promises, so an `Ok` is a promise that
+    /// survives a crash: answer a 202 with it. Without a journal it is
+    /// `try_submit`.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() {
+    /// use dripfeed::{Delivery, Reason, Throttle};
+    /// let (throttle, _drain) = Throttle::builder()
+    ///     .drain_rate(1.0)
+    ///     .capacity(1)
+    ///     .build(|_: &u32, _| async { Delivery::Done })
+    ///     .unwrap();
+    /// throttle.pause();
+    /// assert!(throttle.try_submit_durable(1).await.is_ok());
+    /// let full = throttle.try_submit_durable(2).await.unwrap_err();
+    /// assert_eq!(full.reason(), Reason::Overloaded); // refused at once, not waiting for room
+    /// # }
+    /// ```
+    pub async fn try_submit_durable(&self, job: J) -> Result<Admitted, Rejected<J>> {
+        let (id, job) = self.journal_first(job).await?;
+        let admitted = self.admit_as(id, job, None);
+        self.shared.after_journaled(id, &admitted);
+        admitted
+    }
+
+    /// Records `job` in the journal (if any) and waits until it is as
+    /// durable as the journal promises; returns its id and the job.
+    pub(crate) async fn journal_first(&self, job: J) -> Result<(u64, J), Rejected<J>> {
+        #[cfg(feature = "journal")]
+        if let Some(j) = &self.shared.journal {
+            return self.record(j, job).await;
+        }
+        Ok((crate::ids::next(), job))
+    }
+}
+
+impl<J: 'static> Shared<J> {
+    /// Job `id` ended for good (not into the dead-letter sink).
+    #[inline]
+    pub(crate) fn ended(&self, _id: u64) {
+        #[cfg(feature = "journal")]
+        if let Some(j) = &self.journal {
+            j.journal.end(_id);
+        }
+    }
+
+    /// Job `id` went to the dead-letter sink: its end is recorded once the
+    /// sink has stored it durably (after the sink's `flush`).
+    #[inline]
+    pub(crate) fn dead_lettered(&self, _id: u64) {
+        #[cfg(feature = "journal")]
+        if let Some(j) = &self.journal {
+            j.dead_lettered(_id, self.endings.sink.as_ref());
+        }
+    }
+
+    /// A job given up on: to the sink (`taken`) or to its hook.
+    #[inline]
+    pub(crate) fn gone(&self, id: u64, taken: bool) {
+        if taken {
+            self.dead_lettered(id);
+        } else {
+            self.ended(id);
+        }
+    }
+
+    /// After an admission of a journaled job `id`: a refusal ends it, a
+    /// deferral dead-letters it.
+    #[inline]
+    pub(crate) fn after_journaled(&self, id: u64, admitted: &Result<Admitted, Rejected<J>>) {
+        match admitted {
+            Ok(a) if a.is_deferred() => self.dead_lettered(id),
+            Ok(_) => {}
+            Err(_) => self.ended(id),
+        }
+    }
+
+    /// Whether shutdown leaves unfinished jobs in the journal for the next
+    /// start instead of handing them off.
+    pub(crate) fn keeps_leftovers(&self) -> bool {
+        #[cfg(feature = "journal")]
+        if self.journal.is_some() {
+            return true;
+        }
+        false
+    }
+
+    /// Shutdown's last step: the dead-lettered jobs' ends (the sink was
+    /// flushed), then everything written and `fsync`ed.
+    pub(crate) async fn close_journal(&self) {
+        #[cfg(feature = "journal")]
+        if let Some(j) = &self.journal {
+            j.close().await;
+        }
+    }
+}
+
+#[cfg(feature = "journal")]
+mod with_journal {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::{Arc, Mutex};
+    use std::time::Duration;
+
+    use crate::catch::CatchUnwind;
+    use crate::error::{Cause, Reason, Rejected};
+    use crate::journal::{Journal, JournalError};
+    use crate::overflow::DeadLetterSink;
+    use crate::throttle::{Admitted, Throttle};
+
+    /// Queues the jobs an earlier run left unfinished, with their ids, in
+    /// the retry structure: due now, ahead of new jobs, outside the bound.
+    pub(crate) fn requeue<J>(shared: &crate::shared::Shared<J>, jobs: Vec<(u64, J)>) {
+        let (Some(retries), n) = (&shared.retries, jobs.len()) else {
+            return;
+        };
+        if n == 0 {
+            return;
+        }
+        let now = shared.clock.precise();
+        for (id, job) in jobs {
+            let entry = crate::admission::Entry {
+                job,
+                id,
+                admitted_ns: now,
+                deadline_ns: u64::MAX,
+            };
+            if retries.push(entry, 1, 0).is_err() {
+                // Room was made for every one of them at build.
+                tracing::error!(
+                    id,
+                    "journal: no room for a recovered job; it stays in the journal"
+                );
+            }
+        }
+        metrics::counter!(crate::metrics::RECOVERED, "throttle" => shared.cfg.name.clone())
+            .increment(n as u64);
+        tracing::info!(throttle = %shared.cfg.name, jobs = n, "recovered unfinished jobs from the journal");
+    }
+
+    /// The wait suggested when the journal is full or failing.
+    const JOURNAL_WAIT: Duration = Duration::from_secs(1);
+
+    /// A throttle's journal and how its jobs are encoded.
+    pub(crate) struct Journaling<J> {
+        pub(crate) journal: Journal,
+        pub(crate) encode: fn(&J, &mut Vec<u8>),
+        dead: Arc<DeadEnds>,
+    }
+
+    /// Dead-lettered jobs whose ends wait for the sink's flush.
+    #[derive(Default)]
+    struct DeadEnds {
+        ids: Mutex<Vec<u64>>,
+        flushing: AtomicBool,
+    }
+
+    impl DeadEnds {
+        fn take(&self) -> Vec<u64> {
+            std::mem::take(&mut *self.ids.lock().unwrap_or_else(|p| p.into_inner()))
+        }
+    }
+
+    impl<J: 'static> Journaling<J> {
+        pub(crate) fn new(journal: Journal, encode: fn(&J, &mut Vec<u8>)) -> Self {
+            Journaling {
+                journal,
+                encode,
+                dead: Arc::default(),
+            }
+        }
+
+        pub(crate) fn dead_lettered(&self, id: u64, sink: Option<&Arc<dyn DeadLetterSink<J>>>) {
+            let Some(sink) = sink else {
+                self.journal.end(id);
+                return;
+            };
+            self.dead
+                .ids
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .push(id);
+            if self.dead.flushing.swap(true, Ordering::AcqRel) {
+                return; // the running flush takes it
+            }
+            let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+                // Outside a runtime: shutdown's close records it.
+                self.dead.flushing.store(false, Ordering::Release);
+                return;
+            };
+            let (sink, dead, journal) = (sink.clone(), self.dead.clone(), self.journal.clone());
+            runtime.spawn(async move {
+                loop {
+                    let ids = dead.take();
+                    if ids.is_empty() {
+                        dead.flushing.store(false, Ordering::Release);
+                        // One pushed between the take and the store would wait
+                        // for the next: take it now if no one else does.
+                        if dead
+                            .ids
+                            .lock()
+                            .unwrap_or_else(|p| p.into_inner())
+                            .is_empty()
+                            || dead.flushing.swap(true, Ordering::AcqRel)
+                        {
+                            return;
+                        }
+                        continue;
+                    }
+                    if CatchUnwind(Box::pin(sink.flush())).await.is_err() {
+                        tracing::error!("the dead-letter sink's flush panicked");
+                    }
+                    for id in ids {
+                        journal.end(id);
+                    }
+                }
+            });
+        }
+
+        /// The ends still waiting (the sink was flushed by shutdown), then a flush.
+        pub(crate) async fn close(&self) {
+            for id in self.dead.take() {
+                self.journal.end(id);
+            }
+            self.journal.flush().await;
+        }
+    }
+
+    impl<J: 'static> Throttle<J> {
+        /// The journal this throttle records its jobs in, if it has one.
+        ///
+        /// ```
+        /// # #[tokio::main(flavor = "current_thread")]
+        /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+        /// use dripfeed::journal::Journal;
+        /// use dripfeed::{Delivery, Throttle};
+        /// let dir = std::env::temp_dir().join(format!("dripfeed-doc-accessor-{}", std::process::id()));
+        /// # let _ = std::fs::remove_dir_all(&dir);
+        /// let (throttle, drain) = Throttle::builder()
+        ///     .drain_rate(100.0)
+        ///     .journal(Journal::open(&dir)?)
+        ///     .build(|_: &Vec<u8>, _| async { Delivery::Done })?;
+        /// throttle.submit(b"{}".to_vec()).await?;
+        /// let journal = throttle.journal().unwrap().clone();
+        /// throttle.shutdown(std::time::Duration::from_secs(5)).await; // delivers it
+        /// assert_eq!(journal.stats().live, 0); // delivered: ended
+        /// # drop((throttle, journal));
+        /// # drain.join().await;
+        /// # std::fs::remove_dir_all(&dir)?;
+        /// # Ok(())
+        /// # }
+        /// ```
+        pub fn journal(&self) -> Option<&Journal> {
+            self.shared.journal.as_ref().map(|j| &j.journal)
+        }
+
+        /// Records `job` and waits for its record.
+        pub(crate) async fn record(
+            &self,
+            j: &Journaling<J>,
+            job: J,
+        ) -> Result<(u64, J), Rejected<J>> {
+            let s = &*self.shared;
+            if s.admission.is_closed() {
+                return Err(s.refuse(job, Reason::Closed));
+            }
+            let id = crate::ids::next();
+            let wait = match j.journal.admit(id, |out| (j.encode)(&job, out)) {
+                Ok(wait) => wait,
+                Err(e) => return Err(refuse(self, job, e)),
+            };
+            if let Err(e) = j.journal.admitted(wait).await {
+                j.journal.end(id);
+                return Err(refuse(self, job, e));
+            }
+            Ok((id, job))
+        }
+
+        /// `try_submit` with a journal: the record is sent, not awaited.
+        pub(crate) fn admit_journaled(
+            &self,
+            j: &Journaling<J>,
+            job: J,
+            until: Option<u64>,
+        ) -> Result<Admitted, Rejected<J>> {
+            let s = &*self.shared;
+            if s.admission.is_closed() {
+                return Err(s.refuse(job, Reason::Closed));
+            }
+            let id = crate::ids::next();
+            if let Err(e) = j.journal.admit(id, |out| (j.encode)(&job, out)) {
+                return Err(refuse(self, job, e));
+            }
+            let admitted = self.admit_as(id, job, until);
+            s.after_journaled(id, &admitted);
+            admitted
+        }
+
+        /// `submit` with a journal: the record is awaited, then a place.
+        pub(crate) async fn submit_journaled(
+            &self,
+            j: &Journaling<J>,
+            job: J,
+        ) -> Result<Admitted, Rejected<J>> {
+            let (id, job) = self.record(j, job).await?;
+            let admitted = self.submit_as(id, job).await;
+            self.shared.after_journaled(id, &admitted);
+            admitted
+        }
+    }
+
+    /// A journal that cannot take a job: 503 with a short wait when it is
+    /// full or failing, 400 for a job too large to record.
+    fn refuse<J: 'static>(throttle: &Throttle<J>, job: J, e: JournalError) -> Rejected<J> {
+        let s = &*throttle.shared;
+        let cause = match e {
+            JournalError::TooLarge { .. } => return s.refuse(job, Reason::Invalid),
+            JournalError::Full { .. } => Cause::JournalFull,
+            _ => Cause::JournalFailed,
+        };
+        tracing::warn!(throttle = %s.cfg.name, error = %e, "journal refused a job");
+        s.refuse_with(
+            job,
+            Reason::Unavailable { cause },
+            Some(crate::num::jittered(JOURNAL_WAIT)),
+            None,
+        )
+    }
+}

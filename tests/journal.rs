@@ -1,0 +1,364 @@
+//! The journal from outside: recovery with the same ids, torn tails cut,
+//! the size bound, the directory lock, space given back, and dead-letter
+//! ends recorded only after the sink's flush.
+//!
+//! A crash is simulated by copying the journal's files while the process
+//! runs (after a flush): what a killed process would leave on disk. The
+//! relay test kills a real process.
+//!
+//! These run in real time: admission waits for the journal's writer thread,
+//! and tokio's paused clock would jump to the next timer meanwhile. They
+//! wait for events (a count of deliveries, a shutdown), never for a time.
+
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use dripfeed::journal::{Durability, Journal, JournalError};
+use dripfeed::{Attempt, ChannelSink, Delivery, Outcome, Reason, RetryPolicy, Throttle};
+
+fn fresh_dir(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("dripfeed-test-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    dir
+}
+
+/// What a process killed now would leave: the segment files as they are.
+fn snapshot(from: &Path, name: &str) -> PathBuf {
+    let to = fresh_dir(name);
+    std::fs::create_dir_all(&to).unwrap();
+    for entry in std::fs::read_dir(from).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().is_some_and(|e| e == "seg") {
+            std::fs::copy(&path, to.join(path.file_name().unwrap())).unwrap();
+        }
+    }
+    to
+}
+
+fn segments(dir: &Path) -> Vec<PathBuf> {
+    let mut out: Vec<_> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "seg"))
+        .collect();
+    out.sort();
+    out
+}
+
+/// The journal's stats once the ends of deliveries that already ran are
+/// written: a delivery's end is sent just after the downstream returns.
+async fn settled(journal: &Journal) -> dripfeed::journal::JournalStats {
+    for _ in 0..1000 {
+        journal.flush().await;
+        if journal.stats().live == 0 {
+            break;
+        }
+        tokio::task::yield_now().await;
+    }
+    journal.flush().await;
+    journal.stats()
+}
+
+/// Deliveries seen, `(id, job)`, with a way to wait for a count of them.
+#[derive(Default)]
+struct Seen {
+    jobs: Mutex<Vec<(u64, String)>>,
+    more: tokio::sync::Notify,
+}
+
+impl Seen {
+    fn jobs(&self) -> Vec<(u64, String)> {
+        self.jobs.lock().unwrap().clone()
+    }
+
+    /// Waits (at most 30 s) until `n` deliveries were seen.
+    async fn reach(&self, n: usize) {
+        let wait = async {
+            loop {
+                let more = self.more.notified();
+                if self.jobs.lock().unwrap().len() >= n {
+                    return;
+                }
+                more.await;
+            }
+        };
+        if tokio::time::timeout(Duration::from_secs(30), wait)
+            .await
+            .is_err()
+        {
+            panic!("saw {} deliveries, expected {n}", self.jobs().len());
+        }
+    }
+}
+
+fn recorder() -> (
+    Arc<Seen>,
+    impl Fn(&String, Attempt) -> std::future::Ready<Delivery> + Send + Sync + 'static,
+) {
+    let seen = Arc::new(Seen::default());
+    let log = seen.clone();
+    let deliver = move |job: &String, attempt: Attempt| {
+        log.jobs.lock().unwrap().push((attempt.id(), job.clone()));
+        log.more.notify_waiters();
+        std::future::ready(Delivery::Done)
+    };
+    (seen, deliver)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_crash_loses_no_admitted_job_and_ids_survive() {
+    let dir = fresh_dir("crash");
+    let (throttle, _drain) = Throttle::builder()
+        .drain_rate(100.0)
+        .capacity(100)
+        .journal(Journal::open(&dir).unwrap())
+        .build(|_: &String, _| async { Delivery::Done })
+        .unwrap();
+    throttle.pause();
+    let mut ids = Vec::new();
+    for i in 0..50 {
+        ids.push((
+            throttle.submit(format!("job-{i}")).await.unwrap().id(),
+            format!("job-{i}"),
+        ));
+    }
+    let crashed = snapshot(&dir, "crash-copy");
+
+    let (seen, deliver) = recorder();
+    let journal = Journal::open(&crashed).unwrap();
+    assert_eq!(journal.recovered(), 50);
+    let (again, _drain) = Throttle::builder()
+        .drain_rate(1000.0)
+        .capacity(10)
+        .journal(journal)
+        .build(deliver)
+        .unwrap();
+    again.pause();
+    // Recovered jobs wait outside the bound: 10 new ones still fit.
+    for i in 0..10 {
+        again.try_submit(format!("new-{i}")).unwrap();
+    }
+    again.resume();
+    seen.reach(60).await;
+    let seen = seen.jobs();
+    assert_eq!(seen.len(), 60);
+    assert_eq!(
+        seen[..50],
+        ids[..],
+        "recovered first, in order, with their ids"
+    );
+    assert!(seen[50..].iter().all(|(_, j)| j.starts_with("new-")));
+    let journal = again.journal().unwrap().clone();
+    let report = again.shutdown(Duration::from_secs(5)).await;
+    assert_eq!(report.stats.delivered(), 60);
+    assert_eq!(
+        journal.stats().live,
+        0,
+        "every delivery ended in the journal"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_torn_tail_is_cut_at_every_offset_and_the_rest_recovered() {
+    let dir = fresh_dir("torn");
+    let (throttle, _drain) = Throttle::builder()
+        .drain_rate(1.0)
+        .capacity(5)
+        .journal(Journal::open(&dir).unwrap())
+        .build(|_: &String, _| async { Delivery::Done })
+        .unwrap();
+    throttle.pause();
+    for i in 0..5 {
+        throttle.submit(format!("job-{i}")).await.unwrap();
+    }
+    let whole = snapshot(&dir, "torn-whole");
+    let seg = segments(&whole).pop().unwrap();
+    let bytes = std::fs::read(&seg).unwrap();
+    // The last record: "job-4" is 5 bytes, plus 17 of framing.
+    let last = bytes.len() - 22;
+    for cut in last..bytes.len() {
+        let torn = snapshot(&whole, "torn-cut");
+        let seg = segments(&torn).pop().unwrap();
+        std::fs::write(&seg, &bytes[..cut]).unwrap();
+        let journal = Journal::open(&torn).unwrap();
+        assert_eq!(journal.recovered(), 4, "cut at {cut}");
+        assert_eq!(journal.stats().cut, (cut - last) as u64);
+        drop(journal);
+        // Cut for good: a second open finds nothing more to cut.
+        let journal = Journal::open(&torn).unwrap();
+        assert_eq!((journal.recovered(), journal.stats().cut), (4, 0));
+    }
+    // Garbage after the last record is cut too.
+    let garbled = snapshot(&whole, "torn-garbage");
+    let seg = segments(&garbled).pop().unwrap();
+    let mut junk = bytes.clone();
+    junk.extend_from_slice(&[0xAB; 40]);
+    std::fs::write(&seg, &junk).unwrap();
+    assert_eq!(Journal::open(&garbled).unwrap().recovered(), 5);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_full_journal_refuses_with_503_and_loses_nothing() {
+    let dir = fresh_dir("full");
+    let journal = Journal::options().max_bytes(2000).open(&dir).unwrap();
+    let (seen, deliver) = recorder();
+    let (throttle, _drain) = Throttle::builder()
+        .drain_rate(1000.0)
+        .capacity(1000)
+        .journal(journal)
+        .build(deliver)
+        .unwrap();
+    throttle.pause();
+    let (mut admitted, mut refused) = (0, Vec::new());
+    for i in 0..200 {
+        match throttle.submit(format!("job-{i:03}")).await {
+            Ok(_) => admitted += 1,
+            Err(r) => {
+                assert_eq!(
+                    r.reason(),
+                    Reason::Unavailable {
+                        cause: dripfeed::Cause::JournalFull
+                    }
+                );
+                assert_eq!(r.status(), 503);
+                assert!(r.retry_after().is_some());
+                refused.push(r.into_job());
+            }
+        }
+    }
+    assert!(admitted > 50 && admitted < 120, "admitted {admitted}");
+    assert_eq!(
+        refused.len(),
+        200 - admitted,
+        "every refused job handed back"
+    );
+    throttle.resume();
+    seen.reach(admitted).await;
+    // Delivered jobs give their space back, so admission works again.
+    assert_eq!(settled(throttle.journal().unwrap()).await.live, 0);
+    assert!(throttle.submit("after".into()).await.is_ok());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_directory_in_use_is_refused() {
+    let dir = fresh_dir("lock");
+    let first = Journal::open(&dir).unwrap();
+    match Journal::open(&dir) {
+        Err(JournalError::Locked { dir: d }) => assert_eq!(d, dir),
+        other => panic!("expected Locked, got {other:?}"),
+    }
+    drop(first);
+    assert!(
+        Journal::open(&dir).is_ok(),
+        "released when the journal closes"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn finished_jobs_give_their_space_back_even_behind_a_long_lived_one() {
+    let dir = fresh_dir("reclaim");
+    let journal = Journal::options()
+        .segment_bytes(4096)
+        .durability(Durability::Written)
+        .open(&dir)
+        .unwrap();
+    let (seen, record) = recorder();
+    let (throttle, _drain) = Throttle::builder()
+        .drain_rate(100_000.0)
+        .capacity(2000)
+        .retries(RetryPolicy::new(2).backoff(Duration::from_secs(3600), Duration::from_secs(3600)))
+        .journal(journal)
+        .build(move |job: &String, attempt: Attempt| {
+            let stuck = job == "stuck";
+            let done = record(job, attempt);
+            async move {
+                if stuck {
+                    Delivery::Retry { after: None }
+                } else {
+                    done.await
+                }
+            }
+        })
+        .unwrap();
+    throttle.submit("stuck".into()).await.unwrap();
+    for i in 0..3000 {
+        throttle.submit(format!("job-{i:05}")).await.unwrap();
+    }
+    seen.reach(3001).await; // the stuck job's first try is recorded too
+    let journal = throttle.journal().unwrap().clone();
+    let stats = settled(&journal).await;
+    assert_eq!(stats.live, 1, "only the stuck job is unfinished");
+    assert!(stats.segments <= 3, "segments {}", stats.segments);
+    assert!(stats.bytes <= 3 * 4096 + 200, "bytes {}", stats.bytes);
+    // ...and it is still there after a crash.
+    let crashed = snapshot(&dir, "reclaim-copy");
+    assert_eq!(Journal::open(&crashed).unwrap().recovered(), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dead_lettered_job_ends_in_the_journal_after_the_sinks_flush() {
+    let dir = fresh_dir("dead");
+    let (sink, mut dead) = ChannelSink::new(10).unwrap();
+    let (throttle, drain) = Throttle::builder()
+        .drain_rate(10.0)
+        .dead_letter(sink)
+        .journal(Journal::open(&dir).unwrap())
+        .build(|_: &String, _| async { Delivery::Failed })
+        .unwrap();
+    throttle.submit("doomed".into()).await.unwrap();
+    assert_eq!(dead.recv().await.map(|d| d.job), Some("doomed".to_string()));
+    let report = throttle.shutdown(Duration::ZERO).await;
+    assert_eq!(report.stats.outcome(Outcome::DeadLettered), 1);
+    drop(throttle);
+    drain.join().await;
+    assert_eq!(Journal::open(&dir).unwrap().recovered(), 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shutdown_keeps_what_is_unfinished_for_the_next_start() {
+    let dir = fresh_dir("keep");
+    let (throttle, drain) = Throttle::builder()
+        .drain_rate(1000.0)
+        .capacity(20)
+        .journal(Journal::open(&dir).unwrap())
+        .build(|_: &String, _| async { Delivery::Done })
+        .unwrap();
+    throttle.pause();
+    for i in 0..20 {
+        throttle.try_submit(format!("job-{i}")).unwrap();
+    }
+    let report = throttle.shutdown(Duration::ZERO).await;
+    assert_eq!(report.stats.outcome(Outcome::Kept), 20);
+    assert!(
+        report.returned.is_empty(),
+        "kept in the journal, not handed back"
+    );
+    drop(throttle);
+    drain.join().await;
+    let (seen, deliver) = recorder();
+    let (again, _drain) = Throttle::builder()
+        .drain_rate(1000.0)
+        .journal(Journal::open(&dir).unwrap())
+        .build(deliver)
+        .unwrap();
+    seen.reach(20).await;
+    let report = again.shutdown(Duration::from_secs(5)).await;
+    assert_eq!(report.stats.delivered(), 20);
+    assert_eq!(report.stats.outcome(Outcome::Kept), 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_closed_throttle_refuses_before_recording() {
+    let dir = fresh_dir("closed");
+    let (throttle, _drain) = Throttle::builder()
+        .drain_rate(10.0)
+        .journal(Journal::open(&dir).unwrap())
+        .build(|_: &String, _| async { Delivery::Done })
+        .unwrap();
+    throttle.shutdown(Duration::ZERO).await;
+    let refused = throttle.submit("late".into()).await.unwrap_err();
+    assert_eq!(refused.reason(), Reason::Closed);
+    throttle.journal().unwrap().flush().await;
+    assert_eq!(throttle.journal().unwrap().stats().live, 0);
+}

@@ -1,0 +1,221 @@
+//! A 202 is a promise: the relay, run as a child process with its journal,
+//! is flooded, killed with SIGKILL mid-burst, and started again on the same
+//! directory; every webhook it answered 202 must reach the receiver, with
+//! no more duplicates than the deliveries that were running.
+//!
+//! Real time and real processes (a loopback integration test): bounded in
+//! time and count, asserting counts only.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::process::Stdio;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use axum::Router;
+use axum::http::HeaderMap;
+use axum::routing::post;
+use tokio::io::{AsyncBufReadExt, BufReader};
+use tokio::process::{Child, Command};
+
+/// Deliveries the receiver saw, by idempotency key.
+#[derive(Default)]
+struct Seen {
+    keys: Mutex<HashMap<String, u32>>,
+    more: tokio::sync::Notify,
+}
+
+async fn receiver(seen: Arc<Seen>) -> std::net::SocketAddr {
+    let app = Router::new().route(
+        "/hooks",
+        post(move |headers: HeaderMap| {
+            let seen = seen.clone();
+            async move {
+                // Slow enough that deliveries are running when the relay dies.
+                tokio::time::sleep(Duration::from_millis(20)).await;
+                if let Some(key) = headers.get("idempotency-key").and_then(|v| v.to_str().ok()) {
+                    *seen.keys.lock().unwrap().entry(key.to_owned()).or_default() += 1;
+                    seen.more.notify_waiters();
+                }
+                "ok"
+            }
+        }),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    addr
+}
+
+/// The relay example's binary, brought up to date with cargo (a no-op when
+/// `cargo test --all-features` just built it).
+fn relay_binary() -> PathBuf {
+    static BUILT: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    BUILT
+        .get_or_init(|| {
+            let exe = std::env::current_exe().unwrap();
+            // target/<profile>/deps/<test> → target/<profile>/examples/webhook_relay
+            let profile_dir = exe.parent().and_then(|d| d.parent()).unwrap().to_path_buf();
+            let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+            let mut cmd = std::process::Command::new(cargo);
+            cmd.args(["build", "--all-features", "--example", "webhook_relay"]);
+            if profile_dir.ends_with("release") {
+                cmd.arg("--release");
+            }
+            let status = cmd.status().expect("running cargo to build the relay");
+            assert!(status.success(), "building the relay example failed");
+            let bin = profile_dir.join("examples").join("webhook_relay");
+            assert!(bin.exists(), "no relay binary at {}", bin.display());
+            bin
+        })
+        .clone()
+}
+
+const MAX_IN_FLIGHT: usize = 16;
+
+/// Starts the relay on the journal `dir`; returns it and its address.
+async fn start_relay(dir: &std::path::Path, downstream: std::net::SocketAddr) -> (Child, String) {
+    let dead_letter = dir.with_extension("dead-letter.jsonl");
+    let mut child = Command::new(relay_binary())
+        .args([
+            "--listen",
+            "127.0.0.1:0",
+            "--drain-rate",
+            "400",
+            "--latency-budget",
+            "10s",
+        ])
+        .args(["--max-in-flight", &MAX_IN_FLIGHT.to_string()])
+        .args(["--retries", "3", "--retry-min", "50ms", "--retry-max", "1s"])
+        .arg("--downstream")
+        .arg(format!("http://{downstream}/hooks"))
+        .arg("--journal-dir")
+        .arg(dir)
+        .arg("--dead-letter-file")
+        .arg(&dead_letter)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("starting the relay");
+    let stdout = child.stdout.take().unwrap();
+    let mut lines = BufReader::new(stdout).lines();
+    let find = async {
+        while let Ok(Some(line)) = lines.next_line().await {
+            if let Some(rest) = line.strip_prefix("webhook relay on http://") {
+                return rest.split(':').take(2).collect::<Vec<_>>().join(":");
+            }
+        }
+        panic!("the relay exited before it listened");
+    };
+    let addr = tokio::time::timeout(Duration::from_secs(60), find)
+        .await
+        .expect("the relay did not start in 60 s");
+    // Keep reading its output so it never blocks on a full pipe.
+    tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
+    (child, addr)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_webhook_answered_202_survives_a_sigkill() {
+    let dir = std::env::temp_dir().join(format!("dripfeed-relay-crash-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let seen = Arc::new(Seen::default());
+    let downstream = receiver(seen.clone()).await;
+    let (mut relay, addr) = start_relay(&dir, downstream).await;
+
+    // 32 senders flood it; each 202 names the webhook's id.
+    let accepted = Arc::new(Mutex::new(Vec::<String>::new()));
+    let flooding = Arc::new(AtomicBool::new(true));
+    let got = Arc::new(tokio::sync::Notify::new());
+    let client = reqwest::Client::new();
+    let mut senders = Vec::new();
+    for s in 0..32 {
+        let (client, accepted, flooding) = (client.clone(), accepted.clone(), flooding.clone());
+        let got = got.clone();
+        let url = format!("http://{addr}/v1/webhooks/deliver");
+        senders.push(tokio::spawn(async move {
+            let mut n = 0;
+            while flooding.load(Ordering::Relaxed) {
+                n += 1;
+                let body = format!("{{\"sender\":{s},\"n\":{n}}}");
+                let Ok(resp) = client.post(&url).body(body).send().await else {
+                    return; // the relay died
+                };
+                if resp.status().as_u16() == 202
+                    && let Ok(text) = resp.text().await
+                    && let Ok(v) = serde_json::from_str::<serde_json::Value>(&text)
+                    && let Some(id) = v["id"].as_str()
+                {
+                    accepted.lock().unwrap().push(id.to_owned());
+                    got.notify_waiters();
+                }
+            }
+        }));
+    }
+    // Kill it mid-burst: some delivered, some queued, some in flight.
+    let burst = async {
+        loop {
+            let more = got.notified();
+            if accepted.lock().unwrap().len() >= 1500 {
+                return;
+            }
+            more.await;
+        }
+    };
+    tokio::time::timeout(Duration::from_secs(60), burst)
+        .await
+        .expect("the relay accepted too little in 60 s");
+    relay.start_kill().unwrap(); // SIGKILL
+    let _ = relay.wait().await;
+    flooding.store(false, Ordering::Relaxed);
+    for s in senders {
+        let _ = s.await;
+    }
+    let accepted = accepted.lock().unwrap().clone();
+    let delivered_before = seen.keys.lock().unwrap().len();
+    assert!(
+        delivered_before < accepted.len(),
+        "killed mid-burst: {delivered_before} of {} delivered",
+        accepted.len()
+    );
+
+    // The same directory again: what was unfinished is delivered.
+    let (_relay, _) = start_relay(&dir, downstream).await;
+    let all = async {
+        loop {
+            let more = seen.more.notified();
+            {
+                let keys = seen.keys.lock().unwrap();
+                if accepted.iter().all(|id| keys.contains_key(id)) {
+                    return;
+                }
+            }
+            more.await;
+        }
+    };
+    if tokio::time::timeout(Duration::from_secs(60), all)
+        .await
+        .is_err()
+    {
+        let keys = seen.keys.lock().unwrap();
+        let missing = accepted.iter().filter(|id| !keys.contains_key(*id)).count();
+        panic!(
+            "{missing} of {} accepted webhooks never arrived",
+            accepted.len()
+        );
+    }
+    let keys = seen.keys.lock().unwrap();
+    let duplicates: u32 = keys.values().map(|n| n - 1).sum();
+    assert!(
+        duplicates as usize <= MAX_IN_FLIGHT,
+        "{duplicates} duplicates; at most the {MAX_IN_FLIGHT} deliveries running at the kill"
+    );
+    eprintln!(
+        "accepted {}, delivered before the kill {delivered_before}, duplicates {duplicates}",
+        accepted.len()
+    );
+    drop(keys);
+    let _ = std::fs::remove_dir_all(&dir);
+}
