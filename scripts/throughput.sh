@@ -4,7 +4,9 @@
 # deliveries; the drain rate is far above what the machine can do, so the
 # relay itself is the bottleneck. Prints requests/s accepted (202) and
 # deliveries/s (from the relay's metrics). Loopback only, bounded in time.
-#   RELAY_BIN=path/to/webhook_relay bash scripts/throughput.sh
+# The relay journals (fsynced 202s) in a temporary directory; JOURNAL=off
+# runs it with --no-journal.
+#   RELAY_BIN=path/to/webhook_relay [JOURNAL=off] bash scripts/throughput.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -47,9 +49,11 @@ if [ -z "$bin" ]; then
   cargo build --release --example webhook_relay -q
   bin=./target/release/examples/webhook_relay
 fi
+journal=(--journal-dir "$work/journal")
+if [ "${JOURNAL:-on}" = off ]; then journal=(--no-journal); fi
 "$bin" --listen 127.0.0.1:18080 --downstream http://127.0.0.1:18081/hooks \
   --drain-rate 1000000 --latency-budget 100ms --max-in-flight 256 \
-  --max-queue-bytes 1073741824 --dead-letter-file "$work/dead.jsonl" >"$work/relay.log" 2>&1 &
+  --max-queue-bytes 1073741824 --dead-letter-file "$work/dead.jsonl" "${journal[@]}" >"$work/relay.log" 2>&1 &
 relay_pid=$!
 for _ in $(seq 1 50); do curl -sf http://127.0.0.1:18080/healthz >/dev/null && break; sleep 0.1; done
 
