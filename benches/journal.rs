@@ -26,7 +26,10 @@ enum Mode {
 }
 
 fn dir(tag: &str) -> std::path::PathBuf {
-    let d = std::env::temp_dir().join(format!("dripfeed-bench-journal-{tag}-{}", std::process::id()));
+    let d = std::env::temp_dir().join(format!(
+        "dripfeed-bench-journal-{tag}-{}",
+        std::process::id()
+    ));
     let _ = std::fs::remove_dir_all(&d);
     d
 }

@@ -30,6 +30,8 @@ mod fleet;
 mod latency;
 #[path = "webhook_relay/receiver.rs"]
 mod receiver;
+#[path = "webhook_relay/redrive.rs"]
+mod redrive;
 #[path = "webhook_relay/tenants.rs"]
 mod tenants;
 
@@ -126,6 +128,11 @@ struct Flags {
     /// Keep webhooks in memory only: a crash loses what was accepted.
     #[arg(long)]
     no_journal: bool,
+    /// Re-admit the webhooks of a dead-letter file (under their ids) at
+    /// start, then serve; the file is only read (not this relay's own
+    /// --dead-letter-file).
+    #[arg(long)]
+    redrive: Option<PathBuf>,
     /// How long shutdown keeps draining before dead-lettering the rest.
     #[arg(long, default_value = "10s", value_parser = humantime::parse_duration)]
     shutdown_grace: Duration,
@@ -267,6 +274,16 @@ async fn run(flags: Flags) -> Result<(), String> {
         flags.latency_budget,
         flags.overflow,
     );
+    if let Some(file) = &flags.redrive {
+        let done = redrive::redrive(&relay, file).await?;
+        println!(
+            "redrive {}: {} re-admitted, {} refused, {} unreadable lines",
+            file.display(),
+            done.readmitted,
+            done.refused,
+            done.unreadable
+        );
+    }
     let outcome = if flags.demo {
         let tenants = flags.tenant_rate.is_some();
         demo::run(

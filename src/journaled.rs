@@ -42,6 +42,44 @@ impl<J: 'static> Throttle<J> {
         admitted
     }
 
+    /// Admits again, under its original `id`, a job that was admitted
+    /// before and handed off (a dead-letter file's line, say): like
+    /// [`try_submit_durable`](Self::try_submit_durable), so its receiver
+    /// sees the id it may already have deduplicated on. The id must come
+    /// from an earlier admission ([`Admitted::id`]); a made-up one may
+    /// collide with a live job's.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() {
+    /// use dripfeed::{Attempt, Delivery, Throttle};
+    /// use std::sync::{Arc, Mutex};
+    /// let seen = Arc::new(Mutex::new(Vec::new()));
+    /// let ids = seen.clone();
+    /// let (throttle, _drain) = Throttle::builder()
+    ///     .drain_rate(10.0)
+    ///     .build(move |_: &u8, a: Attempt| {
+    ///         ids.lock().unwrap().push(a.id());
+    ///         async { Delivery::Done }
+    ///     })
+    ///     .unwrap();
+    /// let admitted = throttle.resubmit(42, 1).await.unwrap();
+    /// assert_eq!(admitted.id(), 42);
+    /// tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+    /// assert_eq!(*seen.lock().unwrap(), vec![42]);
+    /// # }
+    /// ```
+    pub async fn resubmit(&self, id: u64, job: J) -> Result<Admitted, Rejected<J>> {
+        #[cfg(feature = "journal")]
+        let job = match &self.shared.journal {
+            Some(j) => self.record_as(j, id, job).await?.1,
+            None => job,
+        };
+        let admitted = self.admit_as(id, job, None);
+        self.shared.after_journaled(id, &admitted);
+        admitted
+    }
+
     /// Records `job` in the journal (if any) and waits until it is as
     /// durable as the journal promises; returns its id and the job.
     pub(crate) async fn journal_first(&self, job: J) -> Result<(u64, J), Rejected<J>> {
@@ -278,11 +316,20 @@ mod with_journal {
             j: &Journaling<J>,
             job: J,
         ) -> Result<(u64, J), Rejected<J>> {
+            self.record_as(j, crate::ids::next(), job).await
+        }
+
+        /// Records `job` under `id` and waits for its record.
+        pub(crate) async fn record_as(
+            &self,
+            j: &Journaling<J>,
+            id: u64,
+            job: J,
+        ) -> Result<(u64, J), Rejected<J>> {
             let s = &*self.shared;
             if s.admission.is_closed() {
                 return Err(s.refuse(job, Reason::Closed));
             }
-            let id = crate::ids::next();
             let wait = match j.journal.admit(id, |out| (j.encode)(&job, out)) {
                 Ok(wait) => wait,
                 Err(e) => return Err(refuse(self, job, e)),

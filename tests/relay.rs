@@ -18,6 +18,8 @@ mod latency;
 #[path = "../examples/webhook_relay/receiver.rs"]
 #[allow(dead_code)]
 mod receiver;
+#[path = "../examples/webhook_relay/redrive.rs"]
+mod redrive;
 #[path = "../examples/webhook_relay/tenants.rs"]
 #[allow(dead_code)]
 mod tenants;
@@ -279,9 +281,10 @@ fn promtool_check(page: &str) {
 }
 
 /// A receiver that fails the first try of three webhooks in four (503 with
-/// `Retry-After: 0`, 429 without a hint, 500), keyed by the idempotency key
-/// each delivery carries: with retries the relay delivers every accepted
-/// webhook and dead-letters none, and each is delivered once.
+/// `Retry-After: 0`, 429 without a hint, a dropped connection), keyed by the
+/// idempotency key each delivery carries: with retries the relay delivers
+/// every accepted webhook and dead-letters none, each is delivered once, and
+/// retries never push the receiver above the drain rate in any second.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_flaky_receiver_gets_every_webhook_through_retries() {
     use axum::http::{HeaderMap, StatusCode};
@@ -293,6 +296,7 @@ async fn a_flaky_receiver_gets_every_webhook_through_retries() {
     struct Flaky {
         tries: Mutex<HashMap<String, u32>>,
         ok: Mutex<HashMap<String, u32>>,
+        arrivals: Mutex<Vec<std::time::Instant>>,
     }
     let flaky = Arc::new(Flaky::default());
     let state = flaky.clone();
@@ -306,6 +310,11 @@ async fn a_flaky_receiver_gets_every_webhook_through_retries() {
                     .unwrap_or("")
                     .to_owned();
                 let n: u64 = key.parse().unwrap_or(0);
+                state
+                    .arrivals
+                    .lock()
+                    .unwrap()
+                    .push(std::time::Instant::now());
                 let tries = {
                     let mut t = state.tries.lock().unwrap();
                     let e = t.entry(key.clone()).or_default();
@@ -317,7 +326,9 @@ async fn a_flaky_receiver_gets_every_webhook_through_retries() {
                         (StatusCode::SERVICE_UNAVAILABLE, [("retry-after", "0")]).into_response()
                     }
                     (2, 1) => StatusCode::TOO_MANY_REQUESTS.into_response(),
-                    (3, 1) => StatusCode::INTERNAL_SERVER_ERROR.into_response(),
+                    // The connection is dropped without an answer (the
+                    // connection's task ends with this panic).
+                    (3, 1) => panic!("dropping the connection"),
                     _ => {
                         *state.ok.lock().unwrap().entry(key).or_default() += 1;
                         StatusCode::NO_CONTENT.into_response()
@@ -337,9 +348,10 @@ async fn a_flaky_receiver_gets_every_webhook_through_retries() {
         std::process::id()
     ));
     let _ = std::fs::remove_file(&dl);
+    const RATE: f64 = 100.0;
     let relay = Relay::start(RelayConfig {
-        drain_rate: 500.0,
-        latency_budget: Duration::from_secs(2),
+        drain_rate: RATE,
+        latency_budget: Duration::from_secs(4),
         retry: Some(
             dripfeed::RetryPolicy::new(4)
                 .backoff(Duration::from_millis(20), Duration::from_millis(200)),
@@ -382,4 +394,114 @@ async fn a_flaky_receiver_gets_every_webhook_through_retries() {
     // About three in four failed once and were retried.
     let retried = report.stats.retried();
     assert!((150..=300).contains(&retried), "retried {retried}");
+    // Retries go through the same pacer: at most the drain rate (and the
+    // pacing contract's ⌈1.01 R⌉ + 1, plus network jitter) in any second.
+    let arrivals = flaky.arrivals.lock().unwrap().clone();
+    let worst = arrivals
+        .iter()
+        .map(|&t| {
+            arrivals
+                .iter()
+                .filter(|&&u| u >= t && u < t + Duration::from_secs(1))
+                .count()
+        })
+        .max()
+        .unwrap_or(0);
+    assert!(
+        worst as f64 <= RATE * 1.1,
+        "{worst} requests in one second at {RATE}/s"
+    );
+}
+
+/// Webhooks a receiver refuses for good (410) are dead-lettered with their
+/// id, destination, attempts and last status; once it is healthy,
+/// `--redrive` admits them again under the same ids, and refuses to read
+/// the relay's own dead-letter file.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dead_letters_name_their_webhook_and_redrive_delivers_them_under_their_ids() {
+    use axum::http::{HeaderMap, StatusCode};
+    use std::collections::HashSet;
+    use std::sync::Mutex;
+
+    let healthy = Arc::new(AtomicBool::new(false));
+    let delivered = Arc::new(Mutex::new(Vec::<String>::new()));
+    let (h, d) = (healthy.clone(), delivered.clone());
+    let app = axum::Router::new().fallback(axum::routing::post(move |headers: HeaderMap| {
+        let (h, d) = (h.clone(), d.clone());
+        async move {
+            if !h.load(Ordering::Relaxed) {
+                return StatusCode::GONE; // final: not retried
+            }
+            let key = headers.get("idempotency-key").and_then(|v| v.to_str().ok());
+            d.lock().unwrap().push(key.unwrap_or("").to_owned());
+            StatusCode::NO_CONTENT
+        }
+    }));
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let rx_addr = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        let _ = axum::serve(listener, app).await;
+    });
+    let tmp = std::env::temp_dir();
+    let pid = std::process::id();
+    let dl = tmp.join(format!("dripfeed-relay-redrive-{pid}.jsonl"));
+    let dl2 = tmp.join(format!("dripfeed-relay-redrive-{pid}-2.jsonl"));
+    let _ = std::fs::remove_file(&dl);
+    let _ = std::fs::remove_file(&dl2);
+    let downstream = format!("http://{rx_addr}/hooks");
+    let relay = Relay::start(RelayConfig {
+        retry: Some(dripfeed::RetryPolicy::new(4)),
+        ..config(dl.clone(), downstream.clone())
+    })
+    .await
+    .unwrap();
+    let (addr, server) = app::serve(
+        "127.0.0.1:0".parse().unwrap(),
+        app::router(relay.clone(), None),
+        std::future::pending(),
+    )
+    .await
+    .unwrap();
+    let b = demo::burst(addr, &relay, 100, 1, |_| None).await;
+    let n = b.count(202);
+    assert!(n >= 90, "accepted {n}: {:?}", b.statuses);
+    relay.throttle.shutdown(Duration::from_secs(10)).await;
+    assert_eq!(relay.sink.written().await, n);
+    let lines: Vec<serde_json::Value> = std::fs::read_to_string(&dl)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let ids: HashSet<String> = b.accepted_ids.iter().cloned().collect();
+    for line in &lines {
+        assert!(ids.contains(line["id"].as_str().unwrap()), "{line}");
+        assert_eq!(line["destination"], downstream.as_str());
+        assert_eq!(
+            (line["attempts"].as_u64(), line["last_status"].as_u64()),
+            (Some(1), Some(410))
+        );
+    }
+    server.abort();
+
+    // The receiver is healthy again: a second relay redrives the file.
+    healthy.store(true, Ordering::Relaxed);
+    let again = Relay::start(config(dl2.clone(), downstream)).await.unwrap();
+    let own = redrive::redrive(&again, &dl2).await;
+    assert!(own.is_err(), "its own dead-letter file is refused");
+    let done = redrive::redrive(&again, &dl).await.unwrap();
+    assert_eq!(
+        done,
+        redrive::Redriven {
+            readmitted: n,
+            refused: 0,
+            unreadable: 0
+        }
+    );
+    let report = again.throttle.shutdown(Duration::from_secs(10)).await;
+    assert_eq!(report.stats.delivered(), n);
+    let seen: HashSet<String> = delivered.lock().unwrap().iter().cloned().collect();
+    assert_eq!(seen, ids, "delivered under the ids their 202s named");
+    for f in [&dl, &dl2] {
+        let _ = std::fs::remove_file(f);
+    }
 }

@@ -5,7 +5,7 @@
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use axum::Router;
@@ -64,7 +64,39 @@ pub struct Job {
     pub content_type: Option<String>,
     pub tenant: Option<String>,
     pub received_unix_ms: u64,
+    /// What its deliveries did, for its dead-letter line.
+    pub trail: Trail,
     _ticket: Option<Ticket>,
+}
+
+/// A webhook's attempts so far: its id (0 before the first), how many,
+/// and the receiver's last status (0: no answer).
+#[derive(Default)]
+pub struct Trail {
+    pub id: AtomicU64,
+    pub attempts: AtomicU32,
+    pub last_status: AtomicU32,
+}
+
+impl Job {
+    /// A webhook re-admitted from a dead-letter line (`--redrive`),
+    /// holding its bytes against the budget like a new one.
+    pub fn redriven(
+        body: Bytes,
+        content_type: Option<String>,
+        tenant: Option<String>,
+        received_unix_ms: u64,
+        ticket: Ticket,
+    ) -> Job {
+        Job {
+            body,
+            content_type,
+            tenant,
+            received_unix_ms,
+            trail: Trail::default(),
+            _ticket: Some(ticket),
+        }
+    }
 }
 
 /// The journal's encoding: the receive time, the content type and tenant
@@ -107,6 +139,7 @@ impl JobCodec for Job {
             content_type,
             tenant,
             received_unix_ms: u64::from_le_bytes(*ms),
+            trail: Trail::default(),
             _ticket: None,
         })
     }
@@ -162,22 +195,38 @@ impl Downstream<Job> for HttpDownstream {
         let started = std::time::Instant::now();
         let answer = req.send().await;
         self.latencies.record(started.elapsed());
+        let trail = &job.trail;
+        trail.id.store(attempt.id(), Ordering::Relaxed);
+        trail.attempts.store(attempt.number(), Ordering::Relaxed);
+        let status = answer.as_ref().map_or(0, |r| r.status().as_u16());
+        trail
+            .last_status
+            .store(u32::from(status), Ordering::Relaxed);
         match answer {
             Ok(resp) if resp.status().is_success() => Delivery::Done,
-            Ok(resp) => {
-                let status = resp.status().as_u16();
-                let after = resp
-                    .headers()
-                    .get(header::RETRY_AFTER)
-                    .and_then(|v| v.to_str().ok())
-                    .and_then(|v| v.trim().parse::<u64>().ok())
-                    .map(Duration::from_secs);
-                match status {
-                    408 | 429 | 500..=599 => Delivery::Retry { after },
-                    _ => Delivery::Failed,
-                }
-            }
+            Ok(resp) => match status {
+                // The throttle caps a hint at the retry policy's longest backoff.
+                408 | 429 | 500..=599 => Delivery::Retry {
+                    after: retry_after(resp.headers()),
+                },
+                _ => Delivery::Failed, // other 4xx are final
+            },
             Err(_) => Delivery::Retry { after: None },
+        }
+    }
+}
+
+/// A receiver's `Retry-After`: seconds, or an HTTP date (the wait until it).
+fn retry_after(headers: &HeaderMap) -> Option<Duration> {
+    let v = headers.get(header::RETRY_AFTER)?.to_str().ok()?.trim();
+    match v.parse::<u64>() {
+        Ok(secs) => Some(Duration::from_secs(secs)),
+        Err(_) => {
+            let at = httpdate::parse_http_date(v).ok()?;
+            Some(
+                at.duration_since(SystemTime::now())
+                    .unwrap_or(Duration::ZERO),
+            )
         }
     }
 }
@@ -197,7 +246,8 @@ impl Relay {
         permits: Option<Arc<dyn PermitSource>>,
         tenants: Option<Arc<dyn BucketStore>>,
     ) -> std::io::Result<Arc<Relay>> {
-        let sink = Arc::new(FileSink::open(cfg.dead_letter_file.clone()).await?);
+        let sink =
+            Arc::new(FileSink::open(cfg.dead_letter_file.clone(), cfg.downstream.clone()).await?);
         let latencies = Arc::new(Latencies::new());
         let client = reqwest::Client::builder()
             .timeout(cfg.deliver_timeout)
@@ -416,6 +466,7 @@ fn job_from(
         tenant: text(&relay.cfg.tenant_header),
         body,
         received_unix_ms: unix_ms(),
+        trail: Trail::default(),
         _ticket: Some(ticket),
     })
 }

@@ -1,11 +1,16 @@
 //! The dead-letter file: one JSON line per job that could not be delivered
 //! (overflow under `--overflow dead-letter`, evicted by head-drop, failed,
-//! expired, or left at shutdown), written by a background task.
+//! expired, or left at shutdown), written by a background task. Each line
+//! names the webhook's id (absent if it was never tried), its destination,
+//! its attempts and the receiver's last status, and `--redrive` reads the
+//! lines back.
 //!
 //! Offers never block: jobs go through an unbounded channel, whose memory is
 //! bounded by the byte budget (each job still holds its ticket until written).
 
 use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
 
 use base64::Engine;
 use dripfeed::{DeadLetterReason, DeadLetterSink};
@@ -23,6 +28,12 @@ pub struct FileSink {
 #[derive(Serialize)]
 struct Line<'a> {
     reason: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    id: Option<String>,
+    destination: &'a str,
+    attempts: u32,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    last_status: Option<u32>,
     tenant: Option<&'a str>,
     content_type: Option<&'a str>,
     received_unix_ms: u64,
@@ -34,7 +45,8 @@ struct Line<'a> {
 
 impl FileSink {
     /// Opens (appends to) `path` and starts the writer task.
-    pub async fn open(path: PathBuf) -> std::io::Result<Self> {
+    pub async fn open(path: PathBuf, destination: String) -> std::io::Result<Self> {
+        let destination: Arc<str> = destination.into();
         let mut file = tokio::fs::OpenOptions::new()
             .create(true)
             .append(true)
@@ -53,7 +65,7 @@ impl FileSink {
                         let Some(done) = flush else { break };
                         // Everything offered before the flush is already in the channel.
                         while let Ok((job, reason)) = letters_rx.try_recv() {
-                            written += encode(&mut buf, &job, reason);
+                            written += encode(&mut buf, &job, reason, &destination);
                         }
                         write_out(&mut file, &mut buf, &path).await;
                         let _ = file.sync_data().await;
@@ -62,7 +74,7 @@ impl FileSink {
                     }
                 };
                 let Some((job, reason)) = letter else { break };
-                written += encode(&mut buf, &job, reason);
+                written += encode(&mut buf, &job, reason, &destination);
                 if buf.len() > 48 * 1024 || letters_rx.is_empty() {
                     write_out(&mut file, &mut buf, &path).await;
                 }
@@ -88,10 +100,18 @@ impl FileSink {
 }
 
 /// Appends one JSON line for `job` to `buf`; 1 if it was encoded.
-fn encode(buf: &mut Vec<u8>, job: &Job, reason: &str) -> u64 {
+fn encode(buf: &mut Vec<u8>, job: &Job, reason: &str, destination: &str) -> u64 {
     let text = std::str::from_utf8(&job.body).ok();
+    let attempts = job.trail.attempts.load(Ordering::Relaxed);
     let line = Line {
         reason,
+        id: match job.trail.id.load(Ordering::Relaxed) {
+            0 => None,
+            id => Some(id.to_string()),
+        },
+        destination,
+        attempts,
+        last_status: (attempts > 0).then(|| job.trail.last_status.load(Ordering::Relaxed)),
         tenant: job.tenant.as_deref(),
         content_type: job.content_type.as_deref(),
         received_unix_ms: job.received_unix_ms,
