@@ -26,6 +26,8 @@ mod dead_letter;
 mod demo;
 #[path = "webhook_relay/fleet.rs"]
 mod fleet;
+#[path = "webhook_relay/idempotency.rs"]
+mod idempotency;
 #[path = "webhook_relay/latency.rs"]
 mod latency;
 #[path = "webhook_relay/receiver.rs"]

@@ -13,6 +13,8 @@ mod dead_letter;
 #[path = "../examples/webhook_relay/demo.rs"]
 #[allow(dead_code)]
 mod demo;
+#[path = "../examples/webhook_relay/idempotency.rs"]
+mod idempotency;
 #[path = "../examples/webhook_relay/latency.rs"]
 mod latency;
 #[path = "../examples/webhook_relay/receiver.rs"]

@@ -219,3 +219,65 @@ async fn every_webhook_answered_202_survives_a_sigkill() {
     drop(keys);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+async fn post_keyed(addr: &str, key: &str, body: &str) -> (u16, serde_json::Value) {
+    let resp = reqwest::Client::new()
+        .post(format!("http://{addr}/v1/webhooks/deliver"))
+        .header("idempotency-key", key)
+        .body(body.to_owned())
+        .send()
+        .await
+        .expect("the relay answers");
+    let status = resp.status().as_u16();
+    let text = resp.text().await.unwrap_or_default();
+    (status, serde_json::from_str(&text).unwrap_or_default())
+}
+
+/// A sender's retried POST (same `Idempotency-Key`) is answered 202 with
+/// the first id and enqueues nothing, before and after a restart; the same
+/// key with another body is a 422. One delivery in all.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_repeated_idempotency_key_is_one_webhook_across_a_restart() {
+    let dir = std::env::temp_dir().join(format!("dripfeed-relay-idem-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let seen = Arc::new(Seen::default());
+    let downstream = receiver(seen.clone()).await;
+    let (relay, addr) = start_relay(&dir, downstream).await;
+
+    let (status, first) = post_keyed(&addr, "order-17", "{\"paid\":true}").await;
+    assert_eq!(status, 202, "{first}");
+    let id = first["id"].as_str().unwrap().to_owned();
+    let (status, again) = post_keyed(&addr, "order-17", "{\"paid\":true}").await;
+    assert_eq!((status, again["id"].as_str()), (202, Some(id.as_str())));
+    let (status, other) = post_keyed(&addr, "order-17", "{\"paid\":false}").await;
+    assert_eq!(status, 422, "{other}");
+
+    // A graceful restart (SIGTERM): the key outlives the process.
+    let pid = relay.id().unwrap().to_string();
+    let term = std::process::Command::new("kill")
+        .args(["-TERM", &pid])
+        .status();
+    assert!(term.is_ok_and(|s| s.success()));
+    let mut relay = relay;
+    let _ = tokio::time::timeout(Duration::from_secs(30), relay.wait()).await;
+    let (_relay, addr) = start_relay(&dir, downstream).await;
+    let (status, after) = post_keyed(&addr, "order-17", "{\"paid\":true}").await;
+    assert_eq!((status, after["id"].as_str()), (202, Some(id.as_str())));
+
+    let delivered = async {
+        loop {
+            let more = seen.more.notified();
+            if seen.keys.lock().unwrap().contains_key(&id) {
+                return;
+            }
+            more.await;
+        }
+    };
+    tokio::time::timeout(Duration::from_secs(30), delivered)
+        .await
+        .expect("the webhook was delivered");
+    let keys = seen.keys.lock().unwrap().clone();
+    assert_eq!(keys.len(), 1, "one webhook in all: {keys:?}");
+    assert_eq!(keys[&id], 1, "delivered once");
+    let _ = std::fs::remove_dir_all(&dir);
+}

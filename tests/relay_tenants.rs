@@ -16,6 +16,8 @@ mod budget;
 #[path = "../examples/webhook_relay/dead_letter.rs"]
 #[allow(dead_code)]
 mod dead_letter;
+#[path = "../examples/webhook_relay/idempotency.rs"]
+mod idempotency;
 #[path = "../examples/webhook_relay/latency.rs"]
 #[allow(dead_code)]
 mod latency;

@@ -27,6 +27,7 @@ use dripfeed::{Cause, PermitSource};
 
 use crate::budget::{ByteBudget, Ticket};
 use crate::dead_letter::FileSink;
+use crate::idempotency::{Begin, Idempotency, body_hash};
 use crate::latency::Latencies;
 
 /// Bodies above this are refused with 413.
@@ -172,7 +173,13 @@ pub struct Relay {
     pub tenants: Option<Arc<dyn BucketStore>>,
     /// Webhooks found unfinished in the journal at start.
     pub recovered: usize,
+    /// Accepted `Idempotency-Key`s (beside the journal when there is one).
+    pub idempotency: Idempotency,
 }
+
+/// How long an `Idempotency-Key` is remembered, and how many at most.
+pub const IDEMPOTENCY_WINDOW: Duration = Duration::from_secs(24 * 3600);
+pub const IDEMPOTENCY_KEYS: usize = 1_000_000;
 
 /// POSTs each job to the downstream URL, same body and content type.
 struct HttpDownstream {
@@ -288,6 +295,10 @@ impl Relay {
             builder = builder.retries(policy);
         }
         let mut recovered = 0;
+        let idempotency = match &cfg.journal {
+            Some(dir) => Idempotency::open(dir, IDEMPOTENCY_WINDOW, IDEMPOTENCY_KEYS)?,
+            None => Idempotency::in_memory(IDEMPOTENCY_WINDOW, IDEMPOTENCY_KEYS),
+        };
         if let Some(dir) = &cfg.journal {
             let journal = Journal::open(dir).map_err(std::io::Error::other)?;
             recovered = journal.recovered();
@@ -303,6 +314,7 @@ impl Relay {
             cfg,
             tenants,
             recovered,
+            idempotency,
         }))
     }
 
@@ -411,13 +423,55 @@ async fn deliver(
     headers_in: HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> Response {
+    let key = headers_in
+        .get("idempotency-key")
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_owned);
+    if let (Some(key), Ok(body)) = (&key, &body) {
+        match relay.idempotency.begin(key, body_hash(body)) {
+            Begin::New => {}
+            Begin::Repeat(id) => {
+                let body = json!({"status": "duplicate", "id": id.to_string()});
+                return (StatusCode::ACCEPTED, axum::Json(body)).into_response();
+            }
+            Begin::Conflict => {
+                let detail = "this Idempotency-Key was used with another body".to_owned();
+                return problem(
+                    StatusCode::UNPROCESSABLE_ENTITY,
+                    "key-reused",
+                    detail,
+                    Vec::new(),
+                );
+            }
+            Begin::InProgress => {
+                let detail =
+                    "a request with this Idempotency-Key is still being admitted".to_owned();
+                return problem(StatusCode::CONFLICT, "key-in-progress", detail, Vec::new());
+            }
+        }
+    }
+    let refuse = |refusal: Response| {
+        if let Some(key) = &key {
+            relay.idempotency.refused(key);
+        }
+        refusal
+    };
     let job = match job_from(&relay, &headers_in, body) {
         Ok(job) => job,
-        Err(refusal) => return *refusal,
+        Err(refusal) => return refuse(*refusal),
     };
     match admit(&relay, job).await {
-        Ok(admitted) => accepted(&relay, admitted),
-        Err(refusal) => *refusal,
+        Ok(admitted) => {
+            if let Some(key) = &key
+                && let Err(e) = relay.idempotency.accepted(key, admitted.id()).await
+            {
+                // The webhook itself is durable; only a repeat after a
+                // restart could be taken as new.
+                eprintln!("idempotency key not stored: {e}");
+            }
+            accepted(&relay, admitted)
+        }
+        Err(refusal) => refuse(*refusal),
     }
 }
 
