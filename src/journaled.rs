@@ -36,10 +36,7 @@ impl<J: 'static> Throttle<J> {
     /// # }
     /// ```
     pub async fn try_submit_durable(&self, job: J) -> Result<Admitted, Rejected<J>> {
-        let (id, job) = self.journal_first(job).await?;
-        let admitted = self.admit_as(id, job, None);
-        self.shared.after_journaled(id, &admitted);
-        admitted
+        self.admit_durably(crate::ids::next(), job).await
     }
 
     /// Admits again, under its original `id`, a job that was admitted
@@ -70,24 +67,26 @@ impl<J: 'static> Throttle<J> {
     /// # }
     /// ```
     pub async fn resubmit(&self, id: u64, job: J) -> Result<Admitted, Rejected<J>> {
-        #[cfg(feature = "journal")]
-        let job = match &self.shared.journal {
-            Some(j) => self.record_as(j, id, job).await?.1,
-            None => job,
-        };
+        self.admit_durably(id, job).await
+    }
+
+    /// The journal first, then a place without waiting for room.
+    async fn admit_durably(&self, id: u64, job: J) -> Result<Admitted, Rejected<J>> {
+        let job = self.journal_first(id, job).await?;
         let admitted = self.admit_as(id, job, None);
         self.shared.after_journaled(id, &admitted);
         admitted
     }
 
-    /// Records `job` in the journal (if any) and waits until it is as
-    /// durable as the journal promises; returns its id and the job.
-    pub(crate) async fn journal_first(&self, job: J) -> Result<(u64, J), Rejected<J>> {
+    /// Records `job` as `id` in the journal (if any) and waits until it is
+    /// as durable as the journal promises.
+    pub(crate) async fn journal_first(&self, id: u64, job: J) -> Result<J, Rejected<J>> {
         #[cfg(feature = "journal")]
         if let Some(j) = &self.shared.journal {
-            return self.record(j, job).await;
+            return self.record(j, id, job).await;
         }
-        Ok((crate::ids::next(), job))
+        let _ = id;
+        Ok(job)
     }
 }
 
@@ -160,7 +159,7 @@ mod with_journal {
 
     use crate::catch::CatchUnwind;
     use crate::error::{Cause, Reason, Rejected};
-    use crate::journal::{Journal, JournalError};
+    use crate::journal::{Journal, JournalError, Written};
     use crate::overflow::DeadLetterSink;
     use crate::throttle::{Admitted, Throttle};
 
@@ -310,35 +309,37 @@ mod with_journal {
             self.shared.journal.as_ref().map(|j| &j.journal)
         }
 
-        /// Records `job` and waits for its record.
-        pub(crate) async fn record(
-            &self,
-            j: &Journaling<J>,
-            job: J,
-        ) -> Result<(u64, J), Rejected<J>> {
-            self.record_as(j, crate::ids::next(), job).await
-        }
-
-        /// Records `job` under `id` and waits for its record.
-        pub(crate) async fn record_as(
+        /// Sends `job`'s record under `id` (refused at once when closed or
+        /// when the journal cannot take it); returns what to await for it.
+        fn send_record(
             &self,
             j: &Journaling<J>,
             id: u64,
             job: J,
-        ) -> Result<(u64, J), Rejected<J>> {
+        ) -> Result<(Option<Written>, J), Rejected<J>> {
             let s = &*self.shared;
             if s.admission.is_closed() {
                 return Err(s.refuse(job, Reason::Closed));
             }
-            let wait = match j.journal.admit(id, |out| (j.encode)(&job, out)) {
-                Ok(wait) => wait,
-                Err(e) => return Err(refuse(self, job, e)),
-            };
+            match j.journal.admit(id, |out| (j.encode)(&job, out)) {
+                Ok(wait) => Ok((wait, job)),
+                Err(e) => Err(refuse(self, job, e)),
+            }
+        }
+
+        /// Records `job` under `id` and waits for its record.
+        pub(crate) async fn record(
+            &self,
+            j: &Journaling<J>,
+            id: u64,
+            job: J,
+        ) -> Result<J, Rejected<J>> {
+            let (wait, job) = self.send_record(j, id, job)?;
             if let Err(e) = j.journal.admitted(wait).await {
                 j.journal.end(id);
                 return Err(refuse(self, job, e));
             }
-            Ok((id, job))
+            Ok(job)
         }
 
         /// `try_submit` with a journal: the record is sent, not awaited.
@@ -348,16 +349,10 @@ mod with_journal {
             job: J,
             until: Option<u64>,
         ) -> Result<Admitted, Rejected<J>> {
-            let s = &*self.shared;
-            if s.admission.is_closed() {
-                return Err(s.refuse(job, Reason::Closed));
-            }
             let id = crate::ids::next();
-            if let Err(e) = j.journal.admit(id, |out| (j.encode)(&job, out)) {
-                return Err(refuse(self, job, e));
-            }
+            let (_, job) = self.send_record(j, id, job)?;
             let admitted = self.admit_as(id, job, until);
-            s.after_journaled(id, &admitted);
+            self.shared.after_journaled(id, &admitted);
             admitted
         }
 
@@ -367,7 +362,8 @@ mod with_journal {
             j: &Journaling<J>,
             job: J,
         ) -> Result<Admitted, Rejected<J>> {
-            let (id, job) = self.record(j, job).await?;
+            let id = crate::ids::next();
+            let job = self.record(j, id, job).await?;
             let admitted = self.submit_as(id, job).await;
             self.shared.after_journaled(id, &admitted);
             admitted

@@ -142,11 +142,8 @@ impl<J: 'static> Throttle<J> {
         // The journal first (the job is durable before anything is charged
         // for it), then the key (a 429 or a store failure ends here); no
         // place is held across an await.
-        let id = match self.journal_first(job).await {
-            Ok(id) => id,
-            Err(refused) => return Err(refused),
-        };
-        let (id, job) = id;
+        let id = crate::ids::next();
+        let job = self.journal_first(id, job).await?;
         if let Err(e) = store.try_admit(key, cost).await {
             s.ended(id);
             return Err(refuse_stored(self, job, e));

@@ -17,6 +17,8 @@ pub(crate) const MAGIC: &[u8; 8] = b"dripjnl\x01";
 pub(crate) const HEADER: usize = 8;
 /// A body's fixed part: kind and id.
 const FIXED: usize = 9;
+/// A record's bytes beyond its payload.
+pub(crate) const OVERHEAD: usize = HEADER + FIXED;
 
 /// What a record says.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -50,14 +52,26 @@ pub(crate) struct Record<'a> {
 
 /// Appends one record to `out`; returns its length with header.
 pub(crate) fn encode(out: &mut Vec<u8>, kind: Kind, id: u64, payload: &[u8]) -> usize {
-    let body = FIXED + payload.len();
+    out.reserve(OVERHEAD + payload.len());
+    encode_with(out, kind, id, |out| out.extend_from_slice(payload))
+}
+
+/// Appends one record whose payload `write` appends in place (no copy);
+/// returns its length with header.
+pub(crate) fn encode_with(
+    out: &mut Vec<u8>,
+    kind: Kind,
+    id: u64,
+    write: impl FnOnce(&mut Vec<u8>),
+) -> usize {
     let start = out.len();
-    out.reserve(HEADER + body);
-    out.extend_from_slice(&u32::try_from(body).unwrap_or(u32::MAX).to_le_bytes());
-    out.extend_from_slice(&[0; 4]);
+    out.extend_from_slice(&[0; HEADER]);
     out.push(kind as u8);
     out.extend_from_slice(&id.to_le_bytes());
-    out.extend_from_slice(payload);
+    write(out);
+    let body = out.len() - start - HEADER;
+    let len = u32::try_from(body).unwrap_or(u32::MAX);
+    out[start..start + 4].copy_from_slice(&len.to_le_bytes());
     let crc = crc32(&out[start + HEADER..]);
     out[start + 4..start + 8].copy_from_slice(&crc.to_le_bytes());
     HEADER + body

@@ -65,6 +65,9 @@ pub use options::{Durability, JournalOptions};
 
 use writer::{Cmd, Gauges, Writer};
 
+/// What an admission awaits: its record written as durably as promised.
+pub(crate) type Written = oneshot::Receiver<Result<(), std::io::Error>>;
+
 /// A journal directory, open and locked. Cheap to clone: clones share the
 /// writer. The writer stops (and the lock is released) when the last clone
 /// and every throttle using it are gone.
@@ -144,13 +147,7 @@ impl Journal {
         let mut found = segments::recover(dir, opts.max_record_bytes)?;
         let active_seq = found.next_seq;
         let active = segments::create(dir, active_seq)?;
-        found.live.segs.insert(
-            active_seq,
-            segments::Seg {
-                len: frame::MAGIC.len() as u64,
-                ..Default::default()
-            },
-        );
+        found.live.started(active_seq);
         let gauges = Arc::new(Gauges::default());
         let recovered = found.jobs.len();
         if recovered > 0 || found.cut > 0 {
@@ -163,6 +160,7 @@ impl Journal {
             active,
             active_seq,
             gauges: gauges.clone(),
+            bytes_gauge: metrics::gauge!(crate::metrics::JOURNAL_BYTES),
         };
         let (tx, rx) = mpsc::unbounded_channel();
         // The first batch publishes the gauges and reclaims what recovery freed.
@@ -228,24 +226,22 @@ impl Journal {
         }
     }
 
-    /// Records that job `id` was admitted with the encoding `encode` writes.
-    /// With a durability that waits, returns what to await.
+    /// Records that job `id` was admitted with the encoding `encode` writes
+    /// (straight into its frame). With a durability that waits, returns
+    /// what to await.
     pub(crate) fn admit(
         &self,
         id: u64,
         encode: impl FnOnce(&mut Vec<u8>),
-    ) -> Result<Option<oneshot::Receiver<Result<(), std::io::Error>>>, JournalError> {
-        let mut payload = Vec::new();
-        encode(&mut payload);
+    ) -> Result<Option<Written>, JournalError> {
+        let mut framed = Vec::new();
+        let len = frame::encode_with(&mut framed, frame::Kind::Admit, id, encode);
         let max = self.inner.opts.max_record_bytes;
-        if payload.len() > max {
-            return Err(JournalError::TooLarge {
-                len: payload.len(),
-                max,
-            });
+        let payload = len - frame::OVERHEAD;
+        if payload > max {
+            return Err(JournalError::TooLarge { len: payload, max });
         }
-        let mut framed = Vec::with_capacity(payload.len() + 17);
-        let len = frame::encode(&mut framed, frame::Kind::Admit, id, &payload) as u64;
+        let len = len as u64;
         let g = &self.inner.gauges;
         let bytes = g.disk_bytes.load(Ordering::Relaxed)
             + g.pending_bytes.fetch_add(len, Ordering::Relaxed)
@@ -276,15 +272,12 @@ impl Journal {
     }
 
     /// Waits for an admission's record.
-    pub(crate) async fn admitted(
-        &self,
-        wait: Option<oneshot::Receiver<Result<(), std::io::Error>>>,
-    ) -> Result<(), JournalError> {
+    pub(crate) async fn admitted(&self, wait: Option<Written>) -> Result<(), JournalError> {
         match wait {
             None => Ok(()),
             Some(done) => match done.await {
                 Ok(Ok(())) => Ok(()),
-                Ok(Err(e)) => Err(writer::write_error(&self.inner.dir, e)),
+                Ok(Err(e)) => Err(JournalError::io("write", &self.inner.dir, e)),
                 Err(_) => Err(JournalError::Closed),
             },
         }

@@ -25,6 +25,15 @@ pub(crate) struct Seg {
     pub(crate) live_bytes: u64,
 }
 
+impl Seg {
+    /// A segment just created: its magic and nothing else.
+    pub(crate) const EMPTY: Seg = Seg {
+        len: MAGIC.len() as u64,
+        live: 0,
+        live_bytes: 0,
+    };
+}
+
 /// Where a live job's `Admit` record is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Live {
@@ -67,6 +76,11 @@ impl LiveSet {
             s.live = s.live.saturating_sub(1);
             s.live_bytes = s.live_bytes.saturating_sub(u64::from(old.len));
         }
+    }
+
+    /// Segment `seq` was just created (see [`create`]).
+    pub(crate) fn started(&mut self, seq: u64) {
+        self.segs.insert(seq, Seg::EMPTY);
     }
 
     /// Bytes in every segment.

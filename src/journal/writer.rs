@@ -18,7 +18,7 @@ use tokio::sync::{mpsc, oneshot};
 
 use super::frame::{self, Kind};
 use super::segments::{self, LiveSet, Seg};
-use super::{Durability, JournalError, JournalOptions};
+use super::{Durability, JournalOptions};
 
 /// What a producer's wait ends with.
 pub(crate) type Ack = oneshot::Sender<Result<(), std::io::Error>>;
@@ -60,6 +60,8 @@ pub(crate) struct Writer {
     pub(crate) active: File,
     pub(crate) active_seq: u64,
     pub(crate) gauges: Arc<Gauges>,
+    /// `leaky_bucket_journal_bytes`, registered once.
+    pub(crate) bytes_gauge: metrics::Gauge,
 }
 
 /// A batch's answers, sent once its effects are published.
@@ -199,13 +201,7 @@ impl Writer {
             Ok(file) => {
                 self.active = file;
                 self.active_seq = next;
-                self.live.segs.insert(
-                    next,
-                    Seg {
-                        len: frame::MAGIC.len() as u64,
-                        ..Seg::default()
-                    },
-                );
+                self.live.started(next);
             }
             Err(e) => {
                 tracing::error!(error = %e, "journal: cannot start a new segment; writing on in the old one");
@@ -218,7 +214,7 @@ impl Writer {
     fn reclaim(&mut self) {
         while let Some((&seq, &seg)) = self.live.segs.first_key_value() {
             if seq == self.active_seq {
-                let empty = frame::MAGIC.len() as u64;
+                let empty = Seg::EMPTY.len;
                 if seg.live == 0 && seg.len > empty && self.active.set_len(empty).is_ok() {
                     // Everything in it ended: a crash before this reaches the
                     // disk leaves records that all end, so nothing is recovered
@@ -280,16 +276,11 @@ impl Writer {
 
     fn publish(&self) {
         let g = &self.gauges;
-        g.disk_bytes
-            .store(self.live.disk_bytes(), Ordering::Relaxed);
+        let disk_bytes = self.live.disk_bytes();
+        g.disk_bytes.store(disk_bytes, Ordering::Relaxed);
         g.live.store(self.live.jobs.len() as u64, Ordering::Relaxed);
         g.segments
             .store(self.live.segs.len() as u64, Ordering::Relaxed);
-        metrics::gauge!(crate::metrics::JOURNAL_BYTES).set(self.live.disk_bytes() as f64);
+        self.bytes_gauge.set(disk_bytes as f64);
     }
-}
-
-/// The journal's answer to a failed write, for the caller it refused.
-pub(crate) fn write_error(dir: &std::path::Path, e: std::io::Error) -> JournalError {
-    JournalError::io("write", dir, e)
 }
