@@ -124,22 +124,15 @@ mod redb_log {
 
 /// `jobs` redb admissions split among `producers` tasks.
 async fn admit_redb(log: &redb_log::RedbLog, producers: usize, jobs: usize) -> Duration {
-    let body = Arc::new(vec![b'x'; 200]);
-    let start = Instant::now();
-    let mut tasks = Vec::new();
-    for p in 0..producers {
-        let (log, body) = (log.clone(), body.clone());
-        tasks.push(tokio::spawn(async move {
-            for i in 0..jobs / producers {
-                let id = ((p as u64) << 40) | fastrand::u64(..1 << 39) | (i as u64);
-                log.admit_and_end(id, body.to_vec()).await;
-            }
-        }));
-    }
-    for task in tasks {
-        let _ = task.await;
-    }
-    start.elapsed()
+    let log = log.clone();
+    spread(producers, jobs, move |p, i| {
+        let log = log.clone();
+        async move {
+            log.admit_and_end(((p as u64) << 40) | i as u64, vec![b'x'; 200])
+                .await
+        }
+    })
+    .await
 }
 
 fn dir(tag: &str) -> std::path::PathBuf {
@@ -176,25 +169,67 @@ fn throttle(mode: Mode, tag: &str) -> Throttle<Vec<u8>> {
 
 /// `jobs` admissions split among `producers` tasks; the time they took.
 async fn admit(t: &Throttle<Vec<u8>>, producers: usize, jobs: usize) -> Duration {
-    let body = Arc::new(vec![b'x'; 200]); // a small webhook
-    let start = Instant::now();
-    let mut tasks = Vec::new();
-    for _ in 0..producers {
-        let (t, body) = (t.clone(), body.clone());
-        tasks.push(tokio::spawn(async move {
-            for _ in 0..jobs / producers {
-                let mut job = body.to_vec();
-                while let Err(refused) = t.try_submit_durable(job).await {
-                    job = refused.into_job();
-                    tokio::task::yield_now().await; // full: the drain catches up
-                }
+    let t = t.clone();
+    spread(producers, jobs, move |_, _| {
+        let t = t.clone();
+        async move {
+            let mut job = vec![b'x'; 200]; // a small webhook
+            while let Err(refused) = t.try_submit_durable(job).await {
+                job = refused.into_job();
+                tokio::task::yield_now().await; // full: the drain catches up
             }
-        }));
-    }
+        }
+    })
+    .await
+}
+
+/// `producers` tasks, producer `p` running `one(p, i)` for each of its
+/// `jobs / producers` jobs in turn; the time they all took.
+async fn spread<F, Fut>(producers: usize, jobs: usize, one: F) -> Duration
+where
+    F: Fn(usize, usize) -> Fut + Clone + Send + 'static,
+    Fut: std::future::Future<Output = ()> + Send,
+{
+    let start = Instant::now();
+    let tasks: Vec<_> = (0..producers)
+        .map(|p| {
+            let one = one.clone();
+            tokio::spawn(async move {
+                for i in 0..jobs / producers {
+                    one(p, i).await;
+                }
+            })
+        })
+        .collect();
     for task in tasks {
         let _ = task.await;
     }
     start.elapsed()
+}
+
+/// Criterion's `iter_custom` over `run`, on the bench's runtime.
+fn timed<Fut>(rt: &tokio::runtime::Runtime, iters: u64, run: impl Fn() -> Fut) -> Duration
+where
+    Fut: std::future::Future<Output = Duration>,
+{
+    rt.block_on(async {
+        let mut total = Duration::ZERO;
+        for _ in 0..iters {
+            total += run().await;
+        }
+        total
+    })
+}
+
+/// One report row: jobs/s, flushes (fsyncs or commits)/s, jobs per flush.
+fn row(producers: usize, jobs: usize, took: Duration, flushes: u64) {
+    let secs = took.as_secs_f64();
+    println!(
+        "| {producers} | {:.0} | {:.0} | {:.1} |",
+        jobs as f64 / secs,
+        flushes as f64 / secs,
+        jobs as f64 / flushes.max(1) as f64
+    );
 }
 
 fn bench(c: &mut Criterion) {
@@ -211,15 +246,7 @@ fn bench(c: &mut Criterion) {
             let t = rt.block_on(async { throttle(mode, &tag) });
             g.throughput(criterion::Throughput::Elements(JOBS as u64));
             g.bench_function(format!("{mode:?}/{producers}_producers"), |b| {
-                b.iter_custom(|iters| {
-                    rt.block_on(async {
-                        let mut total = Duration::ZERO;
-                        for _ in 0..iters {
-                            total += admit(&t, producers, JOBS).await;
-                        }
-                        total
-                    })
-                })
+                b.iter_custom(|iters| timed(&rt, iters, || admit(&t, producers, JOBS)))
             });
             rt.block_on(async { t.shutdown(Duration::from_secs(5)).await });
             let _ = std::fs::remove_dir_all(dir(&tag));
@@ -228,15 +255,7 @@ fn bench(c: &mut Criterion) {
         std::fs::create_dir_all(&redb_dir).expect("dir");
         let log = rt.block_on(async { redb_log::RedbLog::open(&redb_dir.join("jobs.redb")) });
         g.bench_function(format!("Redb/{producers}_producers"), |b| {
-            b.iter_custom(|iters| {
-                rt.block_on(async {
-                    let mut total = Duration::ZERO;
-                    for _ in 0..iters {
-                        total += admit_redb(&log, producers, JOBS).await;
-                    }
-                    total
-                })
-            })
+            b.iter_custom(|iters| timed(&rt, iters, || admit_redb(&log, producers, JOBS)))
         });
         drop(log);
         let _ = std::fs::remove_dir_all(&redb_dir);
@@ -252,14 +271,7 @@ fn bench(c: &mut Criterion) {
         let journal = t.journal().expect("journal").clone();
         let before = journal.stats().fsyncs;
         let took = rt.block_on(admit(&t, producers, 20_000));
-        let fsyncs = journal.stats().fsyncs - before;
-        let secs = took.as_secs_f64();
-        println!(
-            "| {producers} | {:.0} | {:.0} | {:.1} |",
-            20_000.0 / secs,
-            fsyncs as f64 / secs,
-            20_000.0 / fsyncs.max(1) as f64
-        );
+        row(producers, 20_000, took, journal.stats().fsyncs - before);
         rt.block_on(async { t.shutdown(Duration::from_secs(5)).await });
         drop(t);
         let _ = std::fs::remove_dir_all(dir(&tag));
@@ -274,13 +286,7 @@ fn bench(c: &mut Criterion) {
         let before = log.commits.load(std::sync::atomic::Ordering::Relaxed);
         let took = rt.block_on(admit_redb(&log, producers, 20_000));
         let commits = log.commits.load(std::sync::atomic::Ordering::Relaxed) - before;
-        let secs = took.as_secs_f64();
-        println!(
-            "| {producers} | {:.0} | {:.0} | {:.1} |",
-            20_000.0 / secs,
-            commits as f64 / secs,
-            20_000.0 / commits.max(1) as f64
-        );
+        row(producers, 20_000, took, commits);
         drop(log);
         let _ = std::fs::remove_dir_all(&redb_dir);
     }

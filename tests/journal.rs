@@ -10,6 +10,8 @@
 //! and tokio's paused clock would jump to the next timer meanwhile. They
 //! wait for events (a count of deliveries, a shutdown), never for a time.
 
+mod support;
+
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -74,19 +76,8 @@ impl Seen {
 
     /// Waits (at most 30 s) until `n` deliveries were seen.
     async fn reach(&self, n: usize) {
-        let wait = async {
-            loop {
-                let more = self.more.notified();
-                if self.jobs.lock().unwrap().len() >= n {
-                    return;
-                }
-                more.await;
-            }
-        };
-        if tokio::time::timeout(Duration::from_secs(30), wait)
-            .await
-            .is_err()
-        {
+        let enough = || self.jobs.lock().unwrap().len() >= n;
+        if !support::until(&self.more, Duration::from_secs(30), enough).await {
             panic!("saw {} deliveries, expected {n}", self.jobs().len());
         }
     }

@@ -6,6 +6,8 @@
 //! Real time and real processes (a loopback integration test): bounded in
 //! time and count, asserting counts only.
 
+mod support;
+
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::process::Stdio;
@@ -155,18 +157,11 @@ async fn every_webhook_answered_202_survives_a_sigkill() {
         }));
     }
     // Kill it mid-burst: some delivered, some queued, some in flight.
-    let burst = async {
-        loop {
-            let more = got.notified();
-            if accepted.lock().unwrap().len() >= 1500 {
-                return;
-            }
-            more.await;
-        }
-    };
-    tokio::time::timeout(Duration::from_secs(60), burst)
-        .await
-        .expect("the relay accepted too little in 60 s");
+    let burst = || accepted.lock().unwrap().len() >= 1500;
+    assert!(
+        support::until(&got, Duration::from_secs(60), burst).await,
+        "the relay accepted too little in 60 s"
+    );
     relay.start_kill().unwrap(); // SIGKILL
     let _ = relay.wait().await;
     flooding.store(false, Ordering::Relaxed);
@@ -183,22 +178,11 @@ async fn every_webhook_answered_202_survives_a_sigkill() {
 
     // The same directory again: what was unfinished is delivered.
     let (_relay, _) = start_relay(&dir, downstream).await;
-    let all = async {
-        loop {
-            let more = seen.more.notified();
-            {
-                let keys = seen.keys.lock().unwrap();
-                if accepted.iter().all(|id| keys.contains_key(id)) {
-                    return;
-                }
-            }
-            more.await;
-        }
+    let all = || {
+        let keys = seen.keys.lock().unwrap();
+        accepted.iter().all(|id| keys.contains_key(id))
     };
-    if tokio::time::timeout(Duration::from_secs(60), all)
-        .await
-        .is_err()
-    {
+    if !support::until(&seen.more, Duration::from_secs(60), all).await {
         let keys = seen.keys.lock().unwrap();
         let missing = accepted.iter().filter(|id| !keys.contains_key(*id)).count();
         panic!(
@@ -264,18 +248,11 @@ async fn a_repeated_idempotency_key_is_one_webhook_across_a_restart() {
     let (status, after) = post_keyed(&addr, "order-17", "{\"paid\":true}").await;
     assert_eq!((status, after["id"].as_str()), (202, Some(id.as_str())));
 
-    let delivered = async {
-        loop {
-            let more = seen.more.notified();
-            if seen.keys.lock().unwrap().contains_key(&id) {
-                return;
-            }
-            more.await;
-        }
-    };
-    tokio::time::timeout(Duration::from_secs(30), delivered)
-        .await
-        .expect("the webhook was delivered");
+    let delivered = || seen.keys.lock().unwrap().contains_key(&id);
+    assert!(
+        support::until(&seen.more, Duration::from_secs(30), delivered).await,
+        "the webhook was not delivered in 30 s"
+    );
     let keys = seen.keys.lock().unwrap().clone();
     assert_eq!(keys.len(), 1, "one webhook in all: {keys:?}");
     assert_eq!(keys[&id], 1, "delivered once");

@@ -105,6 +105,26 @@ pub fn hinted_throttle(
     (throttle, calls)
 }
 
+/// Waits, at most `limit`, until `done()` holds, checking again each time
+/// `changed` is notified (`notify_waiters`); `false` if the limit passed.
+/// For real-time tests that wait for an event, never for a time.
+pub async fn until(
+    changed: &tokio::sync::Notify,
+    limit: std::time::Duration,
+    done: impl Fn() -> bool,
+) -> bool {
+    let wait = async {
+        loop {
+            let more = changed.notified();
+            if done() {
+                return;
+            }
+            more.await;
+        }
+    };
+    tokio::time::timeout(limit, wait).await.is_ok()
+}
+
 /// Lets spawned tasks run without moving paused time.
 pub async fn settle() {
     for _ in 0..20 {
