@@ -4,6 +4,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::admission::{Admission, Entry, MAX_CAPACITY, Withdrawal};
+use crate::destinations::gate::Gate;
+use crate::destinations::tally::Tally;
 use crate::downstream::Downstream;
 use crate::drain::dispatch::Dispatch;
 use crate::drain::task::{DrainParts, DrainTask};
@@ -20,6 +22,15 @@ use crate::retries::Retries;
 use crate::retry::RetryPolicy;
 use crate::shared::{Config, Parts, Shared, bound_for};
 use crate::throttle::Throttle;
+
+/// A template's settings, as a set reads them.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Settings {
+    pub(crate) rate: Option<f64>,
+    pub(crate) max_rate: Option<f64>,
+    /// Floor and ceiling when adaptive.
+    pub(crate) adaptive: Option<(f64, f64)>,
+}
 
 /// The largest ring, in bytes, the builder agrees to allocate.
 const MAX_RING_BYTES: u64 = 4 << 30;
@@ -74,10 +85,24 @@ pub struct ThrottleBuilder<J> {
     withdrawal: Option<Withdrawal<J>>,
     retry: Option<RetryPolicy>,
     dispatch: Dispatch,
+    /// Set when a [`Destinations`](crate::destinations::Destinations) set builds it.
+    member: Option<Member>,
     #[cfg(feature = "journal")]
     journal: Option<crate::journaled::Journaling<J>>,
     #[cfg(feature = "journal")]
     recovered: Vec<(u64, J)>,
+}
+
+/// What a destination's throttle takes from its set.
+pub(crate) struct Member {
+    /// The `destination` label of its metrics.
+    pub(crate) label: String,
+    pub(crate) tally: Arc<Tally>,
+    pub(crate) gate: Arc<Gate>,
+    /// The set's in-flight budget; `max_in_flight` is the cap inside it.
+    pub(crate) in_flight: InFlight,
+    /// Called by the drain when nothing is queued, waiting or in flight.
+    pub(crate) on_idle: Arc<dyn Fn() + Send + Sync>,
 }
 
 impl<J: Send + Sync + 'static> Throttle<J> {
@@ -120,6 +145,7 @@ impl<J: Send + Sync + 'static> ThrottleBuilder<J> {
             withdrawal: None,
             retry: None,
             dispatch: Dispatch::Inline,
+            member: None,
             #[cfg(feature = "journal")]
             journal: None,
             #[cfg(feature = "journal")]
@@ -355,6 +381,80 @@ impl<J: Send + Sync + 'static> ThrottleBuilder<J> {
         self
     }
 
+    /// A copy of the settings, for a set's destinations: everything but a
+    /// journal, recovered jobs and set membership.
+    pub(crate) fn template(&self) -> Self {
+        ThrottleBuilder {
+            name: self.name.clone(),
+            rate: self.rate,
+            max_rate: self.max_rate,
+            budget: self.budget,
+            capacity: self.capacity,
+            overflow: self.overflow,
+            sink: self.sink.clone(),
+            max_in_flight: self.max_in_flight,
+            max_queue_wait: self.max_queue_wait,
+            deliver_timeout: self.deliver_timeout,
+            shutdown_grace: self.shutdown_grace,
+            on_evicted: self.on_evicted.clone(),
+            on_expired: self.on_expired.clone(),
+            on_failed: self.on_failed.clone(),
+            adaptive: self.adaptive.clone(),
+            per_key: self.per_key,
+            key_store: self.key_store.clone(),
+            permits: self.permits.clone(),
+            withdrawal: self.withdrawal,
+            retry: self.retry,
+            dispatch: self.dispatch,
+            member: None,
+            #[cfg(feature = "journal")]
+            journal: None,
+            #[cfg(feature = "journal")]
+            recovered: Vec::new(),
+        }
+    }
+
+    /// The name it was given.
+    pub(crate) fn template_name(&self) -> String {
+        self.name.clone()
+    }
+
+    /// The settings a set reads from its template.
+    pub(crate) fn settings(&self) -> Settings {
+        Settings {
+            rate: self.rate,
+            max_rate: self.max_rate,
+            adaptive: self
+                .adaptive
+                .as_ref()
+                .map(|a| (a.config().floor(), a.config().ceiling())),
+        }
+    }
+
+    /// Makes it a member of a set.
+    pub(crate) fn member(mut self, member: Member) -> Self {
+        self.member = Some(member);
+        self
+    }
+
+    /// Narrows the adaptive ceiling (a destination's override).
+    pub(crate) fn adaptive_ceiling(mut self, ceiling: f64) -> Result<Self, BuildError> {
+        if let Some(aimd) = self.adaptive.take() {
+            let cfg = aimd.config().clone().with_ceiling(ceiling);
+            let floor = cfg.floor();
+            let cfg = if floor > ceiling {
+                cfg.with_floor(ceiling)
+            } else {
+                cfg
+            };
+            self.adaptive = Some(cfg.build().map_err(|_| BuildError::InvalidRate {
+                what: "ceiling",
+                value: ceiling,
+            })?);
+        }
+        Ok(self)
+    }
+
     /// Checks the configuration without building anything.
     pub fn validate(&self) -> Result<(), BuildError> {
         self.check().map(|_| ())
@@ -454,6 +554,25 @@ impl<J: Send + Sync + 'static> ThrottleBuilder<J> {
         self,
         downstream: impl Downstream<J>,
     ) -> Result<(Throttle<J>, DrainFuture<J>), BuildError> {
+        self.build_shared(Arc::new(downstream))
+    }
+
+    /// Builds and spawns with a downstream already shared (a set's destinations).
+    pub(crate) fn build_spawned(
+        self,
+        downstream: Arc<dyn Downstream<J>>,
+    ) -> Result<(Throttle<J>, Drain<J>), BuildError> {
+        let runtime = tokio::runtime::Handle::try_current().map_err(|_| BuildError::NoRuntime)?;
+        let (throttle, future) = self.build_shared(downstream)?;
+        let shared = throttle.shared.clone();
+        let handle = runtime.spawn(future.into_inner());
+        Ok((throttle, Drain::new(handle, shared)))
+    }
+
+    fn build_shared(
+        self,
+        downstream: Arc<dyn Downstream<J>>,
+    ) -> Result<(Throttle<J>, DrainFuture<J>), BuildError> {
         let (rate, max_rate, bound, ring) = self.check()?;
         // Withdrawn waiters keep their entry in the ring (not their place)
         // until they are skipped or purged: give them as much room again.
@@ -505,7 +624,15 @@ impl<J: Send + Sync + 'static> ThrottleBuilder<J> {
             },
             keyed,
             store: self.key_store,
-            in_flight: InFlight::new(self.max_in_flight as u32),
+            in_flight: match &self.member {
+                Some(m) => InFlight::within(self.max_in_flight as u32, &m.in_flight),
+                None => InFlight::new(self.max_in_flight as u32),
+            },
+            series: self
+                .member
+                .as_ref()
+                .map(|m| (m.label.clone(), m.tally.clone())),
+            gate: self.member.as_ref().map(|m| m.gate.clone()),
             feedback: self.adaptive.as_ref().map(|_| Feedback::new()),
             retries,
             #[cfg(feature = "journal")]
@@ -516,12 +643,13 @@ impl<J: Send + Sync + 'static> ThrottleBuilder<J> {
         crate::journaled::requeue(&shared, recovered);
         let task = DrainTask::new(
             shared.clone(),
-            Arc::new(downstream),
+            downstream,
             DrainParts {
                 adaptive: self.adaptive,
                 permits: self.permits,
                 report_deliveries: self.withdrawal.is_none(),
                 dispatch: self.dispatch,
+                on_idle: self.member.map(|m| m.on_idle),
             },
         );
         let future = DrainFuture::new(Box::pin(task.run()), shared.clone());

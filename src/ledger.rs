@@ -6,7 +6,10 @@
 //! drain on its wakes, when `stats()` is read, and after close.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
+
+use crate::destinations::tally::Tally;
 
 use crate::error::Reason;
 use crate::metrics::Metrics;
@@ -72,6 +75,42 @@ pub(crate) struct Ledger {
     /// Inside an overflow episode (for its start and end events).
     overflowing: AtomicBool,
     metrics: Metrics,
+    /// A destination of a set: its series is shared (by a later throttle of
+    /// the same destination, or by every unnamed one), so it is published
+    /// as increments from what this throttle published last.
+    shared_series: Option<Mutex<Published>>,
+    /// A destination's count of jobs held, for the set's bound.
+    tally: Option<Arc<Tally>>,
+}
+
+/// What a throttle with a shared series published last.
+#[derive(Default)]
+struct Published {
+    depth: f64,
+    capacity: f64,
+    rate: f64,
+    in_flight: f64,
+    retry_wait: f64,
+    admitted: u64,
+    rejected: Vec<(Reason, u64)>,
+    refused: u64,
+    overflow: [u64; 3],
+}
+
+/// Moves a gauge by what changed since `last`.
+fn gauge_to(g: &metrics::Gauge, last: &mut f64, now: f64) {
+    if now != *last {
+        g.increment(now - *last);
+        *last = now;
+    }
+}
+
+/// Moves a counter by what was added since `last`.
+fn counter_to(c: &metrics::Counter, last: &mut u64, now: u64) {
+    if now > *last {
+        c.increment(now - *last);
+        *last = now;
+    }
 }
 
 fn bump(a: &AtomicU64) {
@@ -83,7 +122,14 @@ fn load(a: &AtomicU64) -> u64 {
 }
 
 impl Ledger {
-    pub(crate) fn new(name: &str, policy: Overflow) -> Self {
+    /// A ledger whose metrics carry `destination` and are published as
+    /// increments, counting held jobs in `tally`.
+    pub(crate) fn with_series(
+        name: &str,
+        policy: Overflow,
+        destination: Option<&str>,
+        tally: Option<Arc<Tally>>,
+    ) -> Self {
         Ledger {
             name: name.to_owned(),
             policy,
@@ -96,7 +142,9 @@ impl Ledger {
             refusals: Refusals::new(),
             unpublished: AtomicBool::new(false),
             overflowing: AtomicBool::new(false),
-            metrics: Metrics::register(name),
+            metrics: Metrics::register(name, destination),
+            shared_series: destination.map(|_| Mutex::new(Published::default())),
+            tally,
         }
     }
 
@@ -108,6 +156,9 @@ impl Ledger {
             Event::Finished(outcome) => {
                 bump(&self.outcomes[outcome.index()]);
                 m.jobs[outcome.index()].increment(1);
+                if let Some(tally) = &self.tally {
+                    tally.finished();
+                }
             }
             Event::Emitted { waited } => {
                 bump(&self.in_flight);
@@ -251,6 +302,16 @@ impl Ledger {
 
     fn publish_gauges(&self, g: &Gauges) {
         let m = &self.metrics;
+        if let Some(last) = &self.shared_series {
+            let mut last = last.lock().unwrap_or_else(|p| p.into_inner());
+            gauge_to(&m.depth, &mut last.depth, g.depth as f64);
+            gauge_to(&m.capacity, &mut last.capacity, g.bound as f64);
+            gauge_to(&m.rate, &mut last.rate, g.rate);
+            gauge_to(&m.in_flight, &mut last.in_flight, self.in_flight() as f64);
+            gauge_to(&m.retry_wait, &mut last.retry_wait, g.retry_wait as f64);
+            counter_to(&m.admitted, &mut last.admitted, g.admitted);
+            return;
+        }
         m.depth.set(g.depth as f64);
         m.capacity.set(g.bound as f64);
         m.rate.set(g.rate);
@@ -263,9 +324,48 @@ impl Ledger {
         }
     }
 
+    /// A throttle of a shared series is gone: takes its part out of the
+    /// series' gauges (its counters stay counted).
+    pub(crate) fn withdraw(&self) {
+        if let Some(last) = &self.shared_series {
+            let m = &self.metrics;
+            let mut last = last.lock().unwrap_or_else(|p| p.into_inner());
+            gauge_to(&m.depth, &mut last.depth, 0.0);
+            gauge_to(&m.capacity, &mut last.capacity, 0.0);
+            gauge_to(&m.rate, &mut last.rate, 0.0);
+            gauge_to(&m.in_flight, &mut last.in_flight, 0.0);
+            gauge_to(&m.retry_wait, &mut last.retry_wait, 0.0);
+        }
+    }
+
     /// Publishes refusal and overflow counts read by [`read_to_publish`](Self::read_to_publish).
     fn publish_counts(&self, rejected: &[(Reason, u64)], overflow: &[u64; 3]) {
         let m = &self.metrics;
+        if let Some(last) = &self.shared_series {
+            let mut last = last.lock().unwrap_or_else(|p| p.into_inner());
+            let last = &mut *last;
+            let mut refused = 0;
+            for &(reason, n) in rejected {
+                refused += n;
+                let i = match last.rejected.iter().position(|(r, _)| *r == reason) {
+                    Some(i) => i,
+                    None => {
+                        last.rejected.push((reason, 0));
+                        last.rejected.len() - 1
+                    }
+                };
+                counter_to(&m.rejected(reason), &mut last.rejected[i].1, n);
+            }
+            counter_to(
+                &m.jobs[Outcome::Refused.index()],
+                &mut last.refused,
+                refused,
+            );
+            for ((counter, last), &n) in m.overflow.iter().zip(&mut last.overflow).zip(overflow) {
+                counter_to(counter, last, n);
+            }
+            return;
+        }
         let mut refused = 0;
         for &(reason, n) in rejected {
             refused += n;

@@ -61,6 +61,7 @@ mod admission;
 mod builder;
 mod catch;
 mod clock;
+pub mod destinations;
 mod downstream;
 mod drain;
 mod endings;

@@ -13,8 +13,8 @@
 //! build time.
 
 use metrics::{
-    Counter, Gauge, Histogram, Unit, counter, describe_counter, describe_gauge, describe_histogram,
-    gauge, histogram,
+    Counter, Gauge, Histogram, Label, Unit, counter, describe_counter, describe_gauge,
+    describe_histogram, gauge, histogram,
 };
 
 use crate::error::Reason;
@@ -67,6 +67,16 @@ pub const RECOVERED: &str = "leaky_bucket_recovered_total";
 /// Bytes in the journal's segment files (gauge, unlabelled: one per journal
 /// directory, and a process has one).
 pub const JOURNAL_BYTES: &str = "leaky_bucket_journal_bytes";
+
+/// Destinations whose circuit breaker is not closed (open or probing),
+/// label `destination` (gauge; unnamed destinations are summed under
+/// `destination="_other"`).
+pub const BREAKER_OPEN: &str = "leaky_bucket_breaker_open";
+/// Times a destination's breaker opened, label `destination` (counter).
+pub const BREAKER_OPENED: &str = "leaky_bucket_breaker_opened_total";
+/// Destinations a set knows, and of them those with a throttle (work
+/// queued or in flight), label `state` = `known` or `active` (gauge).
+pub const DESTINATIONS: &str = "leaky_bucket_destinations";
 
 /// Describes every metric to the installed recorder. Building a throttle
 /// calls it; call it yourself if you install a recorder later.
@@ -124,6 +134,21 @@ pub fn describe() {
         "Jobs recovered from the journal at start."
     );
     describe_gauge!(
+        BREAKER_OPEN,
+        Unit::Count,
+        "Destinations whose circuit breaker is open or probing."
+    );
+    describe_counter!(
+        BREAKER_OPENED,
+        Unit::Count,
+        "Times a destination's circuit breaker opened."
+    );
+    describe_gauge!(
+        DESTINATIONS,
+        Unit::Count,
+        "Destinations known to a set, and those active."
+    );
+    describe_gauge!(
         JOURNAL_BYTES,
         Unit::Bytes,
         "Bytes in the journal's segment files."
@@ -142,7 +167,8 @@ pub(crate) struct Metrics {
     pub(crate) overflow: [Counter; 3],
     /// The fixed reasons' counters; an unavailable cause gets its own when first published.
     pub(crate) rejected: Vec<(Reason, Counter)>,
-    name: String,
+    /// The labels every handle carries.
+    base: Vec<Label>,
     pub(crate) expired: Counter,
     pub(crate) queue_wait: Histogram,
     pub(crate) delivery: Histogram,
@@ -154,20 +180,29 @@ pub(crate) struct Metrics {
 }
 
 impl Metrics {
-    pub(crate) fn register(name: &str) -> Self {
+    /// Handles labelled `throttle = name`, and `destination` for a member of a
+    /// [`Destinations`](crate::destinations::Destinations) set.
+    pub(crate) fn register(name: &str, destination: Option<&str>) -> Self {
         describe();
-        let t = name.to_owned();
+        let mut base = vec![Label::new("throttle", name.to_owned())];
+        if let Some(d) = destination {
+            base.push(Label::new("destination", d.to_owned()));
+        }
+        let with = |key: &'static str, value: &'static str| {
+            let mut labels = base.clone();
+            labels.push(Label::new(key, value));
+            labels
+        };
+        let b = || base.clone();
         Metrics {
-            depth: gauge!(QUEUE_DEPTH, "throttle" => t.clone()),
-            capacity: gauge!(QUEUE_CAPACITY, "throttle" => t.clone()),
-            rate: gauge!(DRAIN_RATE, "throttle" => t.clone()),
-            in_flight: gauge!(IN_FLIGHT, "throttle" => t.clone()),
-            admitted: counter!(ADMITTED, "throttle" => t.clone()),
-            emitted: counter!(EMITTED, "throttle" => t.clone()),
-            jobs: Outcome::ALL
-                .map(|o| counter!(JOBS, "throttle" => t.clone(), "outcome" => o.as_str())),
-            overflow: Overflow::ALL
-                .map(|p| counter!(OVERFLOW, "throttle" => t.clone(), "policy" => p.as_str())),
+            depth: gauge!(QUEUE_DEPTH, b()),
+            capacity: gauge!(QUEUE_CAPACITY, b()),
+            rate: gauge!(DRAIN_RATE, b()),
+            in_flight: gauge!(IN_FLIGHT, b()),
+            admitted: counter!(ADMITTED, b()),
+            emitted: counter!(EMITTED, b()),
+            jobs: Outcome::ALL.map(|o| counter!(JOBS, with("outcome", o.as_str()))),
+            overflow: Overflow::ALL.map(|p| counter!(OVERFLOW, with("policy", p.as_str()))),
             rejected: [
                 Reason::Overloaded,
                 Reason::OverQuota,
@@ -175,22 +210,17 @@ impl Metrics {
                 Reason::Invalid,
             ]
             .into_iter()
-            .map(|r| {
-                (
-                    r,
-                    counter!(REJECTED, "throttle" => t.clone(), "reason" => r.as_str()),
-                )
-            })
+            .map(|r| (r, counter!(REJECTED, with("reason", r.as_str()))))
             .collect(),
-            name: t.clone(),
-            expired: counter!(EXPIRED, "throttle" => t.clone()),
-            queue_wait: histogram!(QUEUE_WAIT, "throttle" => t.clone()),
-            delivery: histogram!(DELIVERY, "throttle" => t.clone()),
-            delivery_failures: counter!(DELIVERY_FAILURES, "throttle" => t.clone()),
-            keyed_buckets: gauge!(KEYED_BUCKETS, "throttle" => t.clone()),
-            keyed_evictions: counter!(KEYED_EVICTIONS, "throttle" => t.clone()),
-            retries: counter!(RETRIES, "throttle" => t.clone()),
-            retry_wait: gauge!(RETRY_WAIT, "throttle" => t.clone()),
+            expired: counter!(EXPIRED, b()),
+            queue_wait: histogram!(QUEUE_WAIT, b()),
+            delivery: histogram!(DELIVERY, b()),
+            delivery_failures: counter!(DELIVERY_FAILURES, b()),
+            keyed_buckets: gauge!(KEYED_BUCKETS, b()),
+            keyed_evictions: counter!(KEYED_EVICTIONS, b()),
+            retries: counter!(RETRIES, b()),
+            retry_wait: gauge!(RETRY_WAIT, b()),
+            base,
         }
     }
 
@@ -199,7 +229,9 @@ impl Metrics {
         match self.rejected.iter().find(|(r, _)| *r == reason) {
             Some((_, c)) => c.clone(),
             None => {
-                counter!(REJECTED, "throttle" => self.name.clone(), "reason" => reason.as_str())
+                let mut labels = self.base.clone();
+                labels.push(Label::new("reason", reason.as_str()));
+                counter!(REJECTED, labels)
             }
         }
     }

@@ -12,6 +12,8 @@ use tokio::sync::watch;
 
 use crate::admission::{Admission, Entry};
 use crate::clock::Clock;
+use crate::destinations::gate::Gate;
+use crate::destinations::tally::Tally;
 use crate::endings::Endings;
 use crate::error::{RateError, Reason, Rejected};
 use crate::feedback::Feedback;
@@ -72,6 +74,8 @@ pub(crate) struct Shared<J> {
     /// The journal jobs are recorded in (only with one).
     #[cfg(feature = "journal")]
     pub(crate) journal: Option<crate::journaled::Journaling<J>>,
+    /// A set's destination: its breaker, asked before each emission.
+    pub(crate) gate: Option<Arc<Gate>>,
     rate_bits: AtomicU64,
     paused: AtomicBool,
     /// Serialises rate changes against close.
@@ -95,12 +99,20 @@ pub(crate) struct Parts<J> {
     pub(crate) retries: Option<Retries<J>>,
     #[cfg(feature = "journal")]
     pub(crate) journal: Option<crate::journaled::Journaling<J>>,
+    /// A set's destination: its metrics label and held-jobs tally.
+    pub(crate) series: Option<(String, Arc<Tally>)>,
+    pub(crate) gate: Option<Arc<Gate>>,
     pub(crate) rate: f64,
 }
 
 impl<J> Shared<J> {
     pub(crate) fn new(parts: Parts<J>) -> Self {
-        let ledger = Ledger::new(&parts.cfg.name, parts.cfg.overflow);
+        let (label, tally) = match parts.series {
+            Some((label, tally)) => (Some(label), Some(tally)),
+            None => (None, None),
+        };
+        let ledger =
+            Ledger::with_series(&parts.cfg.name, parts.cfg.overflow, label.as_deref(), tally);
         Shared {
             admission: parts.admission,
             clock: Clock::new(),
@@ -116,6 +128,7 @@ impl<J> Shared<J> {
             retries: parts.retries,
             #[cfg(feature = "journal")]
             journal: parts.journal,
+            gate: parts.gate,
             cfg: parts.cfg,
             rate_bits: AtomicU64::new(parts.rate.to_bits()),
             paused: AtomicBool::new(false),
@@ -298,6 +311,7 @@ impl<J> Shared<J> {
     /// The drain's last act: publishes, stores what shutdown hands back, marks done.
     pub(crate) fn mark_done(&self, returned: Vec<J>) {
         self.publish();
+        self.ledger.withdraw();
         *self.leftovers.lock().unwrap_or_else(|p| p.into_inner()) = returned;
         self.done.send_replace(true);
     }

@@ -192,6 +192,9 @@ async fn deliver<J: Send + Sync + 'static>(
     if report && let Some(feedback) = &s.feedback {
         feedback.report(latency, ended);
     }
+    if let Some(gate) = &s.gate {
+        gate.record(ended);
+    }
     if ended.is_done() {
         s.ledger.record(Event::Finished(Outcome::Delivered));
         s.ended(entry.id);
@@ -209,8 +212,9 @@ async fn deliver<J: Send + Sync + 'static>(
     }
     s.ledger.record(Event::Landed);
     drop(permit);
-    if s.closing_deadline().is_some() {
-        // A closing drain waits for the deliveries still running.
+    if s.closing_deadline().is_some() || s.gate.is_some() {
+        // A closing drain waits for the deliveries still running; a set's
+        // destination learns it is idle, or that its breaker changed.
         s.admission.wake_drain();
     }
 }

@@ -30,6 +30,7 @@ use crate::shared::Shared;
 use super::adapt::Adapt;
 use super::dispatch::{Dispatch, Dispatcher, Job};
 use super::pacer::{Pacer, TICK_NS, TIMER_SLACK_NS};
+use crate::destinations::breaker::Pass;
 
 /// The shortest time between two publishes of the gauges, ns.
 const PUBLISH_EVERY_NS: u64 = 1_000_000;
@@ -52,6 +53,8 @@ enum Wait {
     Yield,
     /// Jobs are due but the shared permit source has none.
     Global,
+    /// The destination's breaker probe is out: wait for it to land.
+    Probe,
 }
 
 /// What ended a wait.
@@ -78,6 +81,8 @@ pub(crate) struct DrainParts {
     /// their callers' calls instead).
     pub(crate) report_deliveries: bool,
     pub(crate) dispatch: Dispatch,
+    /// A set's destination: told when the drain has nothing left to do.
+    pub(crate) on_idle: Option<Arc<dyn Fn() + Send + Sync>>,
 }
 
 pub(crate) struct DrainTask<J> {
@@ -97,6 +102,7 @@ pub(crate) struct DrainTask<J> {
     blocked: bool,
     /// When the gauges were last published, ns.
     published_ns: u64,
+    on_idle: Option<Arc<dyn Fn() + Send + Sync>>,
 }
 
 impl<J: Send + Sync + 'static> DrainTask<J> {
@@ -122,6 +128,7 @@ impl<J: Send + Sync + 'static> DrainTask<J> {
             idle: true,
             blocked: false,
             published_ns: 0,
+            on_idle: parts.on_idle,
         }
     }
 
@@ -137,10 +144,13 @@ impl<J: Send + Sync + 'static> DrainTask<J> {
             }
             let wait = self.plan(now);
             self.note(wait);
+            if wait == Wait::Idle && closing.is_none() && self.tell_idle() {
+                continue;
+            }
             // About to sleep for longer than a publish interval: publish first.
             let long = match wait {
                 Wait::Timer(due) => due > now.saturating_add(PUBLISH_EVERY_NS),
-                Wait::Idle | Wait::Paused(_) => true,
+                Wait::Idle | Wait::Paused(_) | Wait::Probe => true,
                 Wait::Permit | Wait::Yield | Wait::Global => false,
             };
             if long && self.published_ns != now {
@@ -244,7 +254,7 @@ impl<J: Send + Sync + 'static> DrainTask<J> {
     fn note(&mut self, wait: Wait) {
         if let Some(a) = self.adapt.as_mut() {
             match wait {
-                Wait::Idle | Wait::Paused(_) => a.went_idle(),
+                Wait::Idle | Wait::Paused(_) | Wait::Probe => a.went_idle(),
                 Wait::Permit => a.saturated(),
                 Wait::Timer(_) | Wait::Yield | Wait::Global => {}
             }
@@ -252,10 +262,54 @@ impl<J: Send + Sync + 'static> DrainTask<J> {
         self.blocked = matches!(wait, Wait::Permit | Wait::Global);
     }
 
+    /// A set's destination with nothing queued, waiting or in flight tells
+    /// its set, which may retire the throttle (it closes it). Whether it did.
+    fn tell_idle(&self) -> bool {
+        let s = &*self.shared;
+        let Some(hook) = &self.on_idle else {
+            return false;
+        };
+        if s.ledger.in_flight() > 0 || s.retries.as_ref().is_some_and(|r| r.len() > 0) {
+            return false;
+        }
+        hook();
+        s.closing_deadline().is_some()
+    }
+
+    /// Asks the destination's breaker, when a job waits: `Err` is what to
+    /// wait for instead of sending; `Ok(true)` sends the probe.
+    fn ask_gate(&mut self, now: u64) -> Result<bool, Wait> {
+        let s = &*self.shared;
+        let Some(gate) = &s.gate else {
+            return Ok(false);
+        };
+        let waiting = s.admission.depth() > 0 || s.retries.as_ref().is_some_and(|r| r.is_due(now));
+        if !waiting {
+            return Ok(false);
+        }
+        match gate.pass(s.clock.instant(now)) {
+            Ok(Pass::Send) => Ok(false),
+            Ok(Pass::Probe) => Ok(true),
+            Ok(Pass::Probing | Pass::Until(_)) => {
+                self.idle = true;
+                Err(Wait::Probe)
+            }
+            Err(until) => {
+                // Sent nothing while open: the schedule restarts after.
+                self.idle = true;
+                Err(Wait::Timer(s.clock.ns(until)))
+            }
+        }
+    }
+
     /// Emits every due job.
     fn emit_due(&mut self, now: u64) -> Wait {
         let source = self.permits.clone();
         while self.pacer.is_due(now) {
+            let probe = match self.ask_gate(now) {
+                Ok(probe) => probe,
+                Err(wait) => return wait,
+            };
             let shared = &self.shared;
             let Some(place) = self.spare.take().or_else(|| shared.in_flight.try_acquire()) else {
                 return Wait::Permit;
@@ -293,6 +347,9 @@ impl<J: Send + Sync + 'static> DrainTask<J> {
             }
             self.shared.ledger.record(Event::Emitted { waited });
             self.pacer.emitted(now);
+            if probe && let Some(gate) = &self.shared.gate {
+                gate.probing();
+            }
             self.dispatcher.start(
                 self.shared.clone(),
                 self.downstream.clone(),
@@ -400,7 +457,13 @@ impl<J: Send + Sync + 'static> DrainTask<J> {
                     self.spare = got;
                     return;
                 }
-                Woke::Landed if closing.is_some() || wait == Wait::Permit => return,
+                Woke::Landed
+                    if closing.is_some()
+                        || matches!(wait, Wait::Permit | Wait::Probe)
+                        || (wait == Wait::Idle && self.on_idle.is_some()) =>
+                {
+                    return;
+                }
                 Woke::Landed => {}
             }
         }

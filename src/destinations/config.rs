@@ -1,0 +1,209 @@
+//! A destination's overrides of its set's template, and the set's errors.
+
+use std::fmt;
+use std::time::Duration;
+
+use crate::error::BuildError;
+
+/// What one destination changes from its set's template: its drain rate,
+/// its ceiling (the highest rate it may reach, adaptive or set by hand; its
+/// ring is sized for it) and its latency budget.
+///
+/// ```
+/// use dripfeed::destinations::DestinationConfig;
+/// use std::time::Duration;
+/// let slow = DestinationConfig::default()
+///     .rate(5.0)
+///     .ceiling(20.0)
+///     .budget(Duration::from_secs(10));
+/// assert_eq!(slow.rate_override(), Some(5.0));
+/// assert!(DestinationConfig::default().rate(-1.0).validate(100.0).is_err());
+/// ```
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct DestinationConfig {
+    rate: Option<f64>,
+    ceiling: Option<f64>,
+    budget: Option<Duration>,
+}
+
+impl DestinationConfig {
+    /// The drain rate, jobs per second (for an adaptive set: where it starts).
+    pub fn rate(mut self, jobs_per_second: f64) -> Self {
+        self.rate = Some(jobs_per_second);
+        self
+    }
+
+    /// The highest rate (the AIMD ceiling when adaptive); at most the set's.
+    pub fn ceiling(mut self, jobs_per_second: f64) -> Self {
+        self.ceiling = Some(jobs_per_second);
+        self
+    }
+
+    /// The latency budget: the destination's bound is `budget × rate`.
+    pub fn budget(mut self, budget: Duration) -> Self {
+        self.budget = Some(budget);
+        self
+    }
+
+    /// The rate set, if any.
+    pub fn rate_override(&self) -> Option<f64> {
+        self.rate
+    }
+
+    /// The ceiling set, if any.
+    pub fn ceiling_override(&self) -> Option<f64> {
+        self.ceiling
+    }
+
+    /// The budget set, if any.
+    pub fn budget_override(&self) -> Option<Duration> {
+        self.budget
+    }
+
+    /// Checks it against the set's highest rate `max`.
+    pub fn validate(&self, max: f64) -> Result<(), DestinationError> {
+        for (what, value) in [("rate", self.rate), ("ceiling", self.ceiling)] {
+            match value {
+                Some(v) if !(v.is_finite() && v > 0.0) => {
+                    return Err(DestinationError::InvalidRate { what, value: v });
+                }
+                Some(v) if v > max => {
+                    return Err(DestinationError::AboveMax { what, rate: v, max });
+                }
+                _ => {}
+            }
+        }
+        if let (Some(rate), Some(ceiling)) = (self.rate, self.ceiling)
+            && rate > ceiling
+        {
+            return Err(DestinationError::AboveMax {
+                what: "rate",
+                rate,
+                max: ceiling,
+            });
+        }
+        if self.budget.is_some_and(|b| b.is_zero()) {
+            return Err(DestinationError::ZeroBudget);
+        }
+        Ok(())
+    }
+}
+
+/// Why a set or a destination's settings were refused.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub enum DestinationError {
+    /// The template, or a destination's throttle built from it, is invalid.
+    Build(BuildError),
+    /// A rate that is not a positive finite number.
+    InvalidRate {
+        /// `rate` or `ceiling`.
+        what: &'static str,
+        /// The value given.
+        value: f64,
+    },
+    /// A rate above the most the set (or the destination's ceiling) allows.
+    AboveMax {
+        /// `rate` or `ceiling`.
+        what: &'static str,
+        /// The rate asked for.
+        rate: f64,
+        /// The most allowed.
+        max: f64,
+    },
+    /// The destination is active and its ring was sized for a lower
+    /// ceiling: the rate can apply only once its queue has drained.
+    BeyondRing {
+        /// The rate asked for.
+        rate: f64,
+        /// The highest rate its ring holds a full budget for.
+        ring_rate: f64,
+    },
+    /// A zero latency budget.
+    ZeroBudget,
+    /// The breaker's settings (the message says which).
+    Breaker(&'static str),
+    /// A zero limit (`what`: `max_jobs`, `max_destinations`, `max_in_flight`).
+    ZeroLimit {
+        /// Which limit.
+        what: &'static str,
+    },
+    /// The set holds its most destinations and none can be retired.
+    Full {
+        /// The set's `max_destinations`.
+        max: usize,
+    },
+    /// The set was shut down.
+    Closed,
+}
+
+impl fmt::Display for DestinationError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            DestinationError::Build(e) => write!(f, "destination throttle: {e}"),
+            DestinationError::InvalidRate { what, value } => {
+                write!(
+                    f,
+                    "destination {what} must be a positive finite number, not {value}"
+                )
+            }
+            DestinationError::AboveMax { what, rate, max } => {
+                write!(
+                    f,
+                    "destination {what} {rate}/s is above the most allowed, {max}/s"
+                )
+            }
+            DestinationError::BeyondRing { rate, ring_rate } => write!(
+                f,
+                "rate {rate}/s is beyond what the active destination's ring holds ({ring_rate}/s); \
+                 raise it once its queue has drained"
+            ),
+            DestinationError::ZeroBudget => f.write_str("destination latency budget must be > 0"),
+            DestinationError::Breaker(why) => f.write_str(why),
+            DestinationError::ZeroLimit { what } => write!(f, "{what} must be at least 1"),
+            DestinationError::Full { max } => {
+                write!(f, "the set holds its {max} destinations and none is idle")
+            }
+            DestinationError::Closed => f.write_str("the destination set was shut down"),
+        }
+    }
+}
+
+impl std::error::Error for DestinationError {}
+
+impl From<BuildError> for DestinationError {
+    fn from(e: BuildError) -> Self {
+        DestinationError::Build(e)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn overrides_are_checked_against_the_set_and_each_other() {
+        let ok = DestinationConfig::default().rate(5.0).ceiling(10.0);
+        assert_eq!(ok.validate(100.0), Ok(()));
+        let high = DestinationConfig::default().ceiling(200.0);
+        assert!(matches!(
+            high.validate(100.0),
+            Err(DestinationError::AboveMax {
+                what: "ceiling",
+                ..
+            })
+        ));
+        let crossed = DestinationConfig::default().rate(20.0).ceiling(10.0);
+        assert!(matches!(
+            crossed.validate(100.0),
+            Err(DestinationError::AboveMax { what: "rate", max, .. }) if max == 10.0
+        ));
+        let nan = DestinationConfig::default().rate(f64::NAN);
+        assert!(matches!(
+            nan.validate(100.0),
+            Err(DestinationError::InvalidRate { .. })
+        ));
+        let zero = DestinationConfig::default().budget(Duration::ZERO);
+        assert_eq!(zero.validate(100.0), Err(DestinationError::ZeroBudget));
+    }
+}

@@ -1,0 +1,327 @@
+//! One destination's record: its overrides, breaker, counts and, while it
+//! has work, its throttle.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock, Weak};
+use std::time::{Duration, Instant};
+
+use super::config::{DestinationConfig, DestinationError};
+use super::gate::Gate;
+use super::stats::{DestinationStats, Totals};
+use super::tally::Tally;
+use super::{Inner, OTHER};
+use crate::builder::{Member, ThrottleBuilder};
+use crate::drain::Drain;
+use crate::error::{RateError, Reason, Rejected};
+use crate::throttle::{Admitted, Throttle};
+
+/// A destination's throttle while it has work.
+struct Live<J> {
+    throttle: Throttle<J>,
+    _drain: Drain<J>,
+    /// The highest rate its ring holds a full budget for.
+    ring_rate: f64,
+}
+
+pub(crate) struct Dest<J> {
+    pub(crate) name: Arc<str>,
+    named: bool,
+    cfg: Mutex<DestinationConfig>,
+    live: Mutex<Option<Live<J>>>,
+    tally: Arc<Tally>,
+    gate: Arc<Gate>,
+    /// The rate an adaptive destination had when it went idle.
+    learned: Mutex<Option<f64>>,
+    totals: Mutex<Totals>,
+    accepted: AtomicU64,
+    refused: AtomicU64,
+    /// When it was last named by a submission, ns since the process's first.
+    last_active: AtomicU64,
+    /// The set's count of active destinations.
+    active: metrics::Gauge,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+fn since_start() -> u64 {
+    static START: OnceLock<Instant> = OnceLock::new();
+    let start = *START.get_or_init(Instant::now);
+    u64::try_from(start.elapsed().as_nanos()).unwrap_or(u64::MAX)
+}
+
+impl<J: Send + Sync + 'static> Dest<J> {
+    pub(crate) fn new(inner: &Inner<J>, name: &str, named: bool, cfg: DestinationConfig) -> Self {
+        let label = if named { name } else { OTHER };
+        Dest {
+            name: Arc::from(name),
+            named,
+            cfg: Mutex::new(cfg),
+            live: Mutex::new(None),
+            tally: Arc::new(Tally::new(inner.tally.clone())),
+            gate: Arc::new(Gate::new(&inner.name, label, inner.breaker)),
+            learned: Mutex::new(None),
+            totals: Mutex::new(Totals::default()),
+            accepted: AtomicU64::new(0),
+            refused: AtomicU64::new(0),
+            last_active: AtomicU64::new(0),
+            active: inner.active.clone(),
+        }
+    }
+
+    pub(crate) fn touch(&self) {
+        self.last_active.store(since_start(), Ordering::Relaxed);
+    }
+
+    pub(crate) fn last_active(&self) -> u64 {
+        self.last_active.load(Ordering::Relaxed)
+    }
+
+    pub(crate) fn is_active(&self) -> bool {
+        lock(&self.live).is_some()
+    }
+
+    /// Whether a full set may drop this record for a new destination.
+    pub(crate) fn retirable(&self) -> bool {
+        !self.named
+            && self.tally.held() == 0
+            && self.gate.state() == super::BreakerState::Closed
+            && !self.is_active()
+    }
+
+    /// The rate it starts at when next active.
+    fn start_rate(&self, inner: &Inner<J>, cfg: &DestinationConfig) -> f64 {
+        let s = &inner.settings;
+        let ceiling = cfg.ceiling_override().unwrap_or(inner.max_rate);
+        let base = (*lock(&self.learned))
+            .or(cfg.rate_override())
+            .or(s.rate)
+            .or(s.adaptive.map(|(floor, _)| floor))
+            .unwrap_or(ceiling);
+        match s.adaptive {
+            Some((floor, _)) => base.clamp(floor.min(ceiling), ceiling),
+            None => base.min(ceiling),
+        }
+    }
+
+    /// The template with this destination's overrides and membership.
+    fn builder(
+        self: &Arc<Self>,
+        inner: &Inner<J>,
+    ) -> Result<(ThrottleBuilder<J>, f64), DestinationError> {
+        let cfg = *lock(&self.cfg);
+        let ceiling = cfg.ceiling_override().unwrap_or(inner.max_rate);
+        let mut b = inner.template.template().max_rate(ceiling);
+        if inner.settings.adaptive.is_some() {
+            b = b.adaptive_ceiling(ceiling)?;
+        }
+        b = b.drain_rate(self.start_rate(inner, &cfg));
+        if let Some(budget) = cfg.budget_override() {
+            b = b.latency_budget(budget);
+        }
+        let weak: Weak<Self> = Arc::downgrade(self);
+        let label = if self.named {
+            self.name.to_string()
+        } else {
+            OTHER.to_owned()
+        };
+        let member = Member {
+            label,
+            tally: self.tally.clone(),
+            gate: self.gate.clone(),
+            in_flight: inner.in_flight.clone(),
+            on_idle: Arc::new(move || {
+                if let Some(d) = weak.upgrade() {
+                    d.go_idle();
+                }
+            }),
+        };
+        Ok((b.member(member), ceiling))
+    }
+
+    /// Its throttle, made if it has none.
+    fn throttle(self: &Arc<Self>, inner: &Arc<Inner<J>>) -> Result<Throttle<J>, DestinationError> {
+        let mut live = lock(&self.live);
+        if let Some(l) = &*live {
+            return Ok(l.throttle.clone());
+        }
+        if inner.is_closed() {
+            return Err(DestinationError::Closed);
+        }
+        let (b, ring_rate) = self.builder(inner)?;
+        let (throttle, drain) = b.build_spawned((inner.factory)(&self.name))?;
+        self.active.increment(1.0);
+        *live = Some(Live {
+            throttle: throttle.clone(),
+            _drain: drain,
+            ring_rate,
+        });
+        Ok(throttle)
+    }
+
+    /// Called by its drain when nothing is queued, waiting or in flight:
+    /// keeps the counts and the learned rate, closes the throttle (its task
+    /// ends) and holds none until the next job.
+    fn go_idle(&self) {
+        let mut live = lock(&self.live);
+        if self.tally.held() > 0 {
+            return; // a job is on its way in
+        }
+        let Some(l) = live.take() else {
+            return;
+        };
+        let stats = l.throttle.stats();
+        lock(&self.totals).absorb(&stats);
+        *lock(&self.learned) = Some(stats.drain_rate());
+        l.throttle.shared.begin_close(Duration::from_secs(30));
+        drop(live);
+        self.active.decrement(1.0);
+    }
+
+    pub(crate) fn try_submit(
+        self: &Arc<Self>,
+        inner: &Arc<Inner<J>>,
+        job: J,
+    ) -> Result<Admitted, Rejected<J>> {
+        if !self.tally.try_hold(inner.max_jobs) {
+            self.refused.fetch_add(1, Ordering::Relaxed);
+            let wait = self.queue_wait().max(Duration::from_secs(1));
+            return Err(Rejected::new(job, Reason::Overloaded, Some(wait), None));
+        }
+        let mut job = job;
+        // A throttle retired between the lookup and the push refuses as
+        // closed: the next one is made for the job.
+        for _ in 0..3 {
+            let throttle = match self.throttle(inner) {
+                Ok(t) => t,
+                Err(e) => {
+                    self.tally.finished();
+                    self.refused.fetch_add(1, Ordering::Relaxed);
+                    let reason = match e {
+                        DestinationError::Closed => Reason::Closed,
+                        _ => Reason::Invalid,
+                    };
+                    return Err(Rejected::new(job, reason, None, None));
+                }
+            };
+            match throttle.try_submit(job) {
+                Ok(admitted) => {
+                    self.accepted.fetch_add(1, Ordering::Relaxed);
+                    return Ok(admitted);
+                }
+                Err(r) if r.reason() == Reason::Closed && !inner.is_closed() => job = r.into_job(),
+                Err(r) => {
+                    self.tally.finished();
+                    self.refused.fetch_add(1, Ordering::Relaxed);
+                    return Err(self.breaker_hint(r));
+                }
+            }
+        }
+        self.tally.finished();
+        self.refused.fetch_add(1, Ordering::Relaxed);
+        Err(Rejected::new(
+            job,
+            Reason::Overloaded,
+            Some(Duration::from_secs(1)),
+            None,
+        ))
+    }
+
+    /// A full queue behind an open breaker: wait at least the cool-down left.
+    fn breaker_hint(&self, r: Rejected<J>) -> Rejected<J> {
+        let left = self.gate.remaining();
+        if r.reason() != Reason::Overloaded || left.is_zero() {
+            return r;
+        }
+        let hint = r.retry_after().unwrap_or_default() + left;
+        let limit = r.rate_limit();
+        Rejected::new(r.into_job(), Reason::Overloaded, Some(hint), limit)
+    }
+
+    fn queue_wait(&self) -> Duration {
+        lock(&self.live)
+            .as_ref()
+            .map_or(Duration::ZERO, |l| l.throttle.retry_after())
+    }
+
+    pub(crate) fn configure(
+        &self,
+        inner: &Inner<J>,
+        cfg: DestinationConfig,
+    ) -> Result<(), DestinationError> {
+        let live = lock(&self.live);
+        if let Some(l) = &*live {
+            let now = l.throttle.drain_rate();
+            let ceiling = cfg.ceiling_override().unwrap_or(f64::INFINITY);
+            let rate = cfg.rate_override().unwrap_or(now).min(ceiling);
+            if rate > l.ring_rate {
+                return Err(DestinationError::BeyondRing {
+                    rate,
+                    ring_rate: l.ring_rate,
+                });
+            }
+            if rate != now {
+                l.throttle.set_drain_rate(rate).map_err(|e| match e {
+                    RateError::AboveMax { rate, max_rate } => DestinationError::BeyondRing {
+                        rate,
+                        ring_rate: max_rate,
+                    },
+                    RateError::Closed => DestinationError::Closed,
+                    _ => DestinationError::InvalidRate {
+                        what: "rate",
+                        value: rate,
+                    },
+                })?;
+            }
+        }
+        *lock(&self.cfg) = cfg;
+        *lock(&self.learned) = None;
+        let _ = inner;
+        Ok(())
+    }
+
+    pub(crate) fn stats(&self, inner: &Inner<J>) -> DestinationStats {
+        let live = lock(&self.live);
+        let mut totals = lock(&self.totals).clone();
+        let (depth, in_flight, rate, capacity) = match &*live {
+            Some(l) => {
+                let s = l.throttle.stats();
+                totals.absorb(&s);
+                (s.depth(), s.in_flight(), s.drain_rate(), s.capacity())
+            }
+            None => (0, 0, self.start_rate(inner, &lock(&self.cfg)), 0),
+        };
+        DestinationStats {
+            name: self.name.to_string(),
+            named: self.named,
+            active: live.is_some(),
+            depth,
+            in_flight,
+            held: self.tally.held() as u64,
+            rate,
+            capacity,
+            accepted: self.accepted.load(Ordering::Relaxed),
+            refused: self.refused.load(Ordering::Relaxed),
+            totals,
+            breaker: self.gate.state(),
+            opened: self.gate.opened(),
+        }
+    }
+
+    /// Shuts its throttle down (if it has one) and returns what it handed back.
+    pub(crate) async fn shutdown(&self, grace: Duration) -> Vec<(String, J)> {
+        let Some(l) = lock(&self.live).take() else {
+            return Vec::new();
+        };
+        self.active.decrement(1.0);
+        let report = l.throttle.shutdown(grace).await;
+        lock(&self.totals).absorb(&report.stats);
+        let name = self.name.to_string();
+        report
+            .returned
+            .into_iter()
+            .map(|j| (name.clone(), j))
+            .collect()
+    }
+}

@@ -1,0 +1,117 @@
+//! The gate between a destination's drain and its breaker: the drain asks
+//! it before each emission, every delivery reports to it, and it keeps the
+//! breaker's metrics. It lives as long as the destination, across the
+//! throttles the destination is given while it has work, so it keeps its own
+//! time base.
+
+use std::sync::Mutex;
+
+use metrics::{Counter, Gauge, Label, counter, gauge};
+use tokio::time::Instant;
+
+use super::breaker::{Breaker, BreakerConfig, BreakerState, Change, Pass};
+use crate::downstream::Delivery;
+use crate::feedback::Ended;
+use crate::metrics::{BREAKER_OPEN, BREAKER_OPENED};
+use crate::num::nanos;
+
+pub(crate) struct Gate {
+    epoch: Instant,
+    breaker: Option<Mutex<Breaker>>,
+    open: Gauge,
+    opened: Counter,
+}
+
+/// Whether an attempt's end counts against the breaker: `None` for a live
+/// receiver asking to slow down (a retry with a hint).
+fn failed(ended: Ended) -> Option<bool> {
+    match ended {
+        Ended::Answered(Delivery::Done) => Some(false),
+        Ended::Answered(Delivery::Retry { after: Some(_) }) => None,
+        _ => Some(true),
+    }
+}
+
+impl Gate {
+    /// A gate for `destination` of the set `name`; no breaker when `cfg` is `None`.
+    pub(crate) fn new(name: &str, destination: &str, cfg: Option<BreakerConfig>) -> Self {
+        let labels = vec![
+            Label::new("throttle", name.to_owned()),
+            Label::new("destination", destination.to_owned()),
+        ];
+        Gate {
+            epoch: Instant::now(),
+            breaker: cfg.map(|c| Mutex::new(Breaker::new(c))),
+            open: gauge!(BREAKER_OPEN, labels.clone()),
+            opened: counter!(BREAKER_OPENED, labels),
+        }
+    }
+
+    fn ns(&self, at: Instant) -> u64 {
+        nanos(at.saturating_duration_since(self.epoch))
+    }
+
+    fn with<T>(&self, default: T, f: impl FnOnce(&mut Breaker) -> T) -> T {
+        match &self.breaker {
+            Some(b) => f(&mut b.lock().unwrap_or_else(|p| p.into_inner())),
+            None => default,
+        }
+    }
+
+    /// What the drain may send at `at`; `Until` is returned as an instant.
+    pub(crate) fn pass(&self, at: Instant) -> Result<Pass, Instant> {
+        let now = self.ns(at);
+        match self.with(Pass::Send, |b| b.pass(now)) {
+            Pass::Until(ns) => Err(self.epoch + std::time::Duration::from_nanos(ns)),
+            pass => Ok(pass),
+        }
+    }
+
+    /// The probe was sent.
+    pub(crate) fn probing(&self) {
+        self.with((), Breaker::probing);
+    }
+
+    /// An attempt ended; whether the breaker changed state.
+    pub(crate) fn record(&self, ended: Ended) -> bool {
+        let Some(failed) = failed(ended) else {
+            return false;
+        };
+        let now = self.ns(Instant::now());
+        let (before, change) = self.with((BreakerState::Closed, Change::None), |b| {
+            (b.state(), b.record(now, failed))
+        });
+        match change {
+            Change::None => false,
+            Change::Opened => {
+                self.opened.increment(1);
+                if before == BreakerState::Closed {
+                    self.open.increment(1.0);
+                }
+                tracing::warn!(failed, "destination breaker opened");
+                true
+            }
+            Change::Closed => {
+                self.open.decrement(1.0);
+                tracing::info!("destination breaker closed");
+                true
+            }
+        }
+    }
+
+    /// The breaker's state.
+    pub(crate) fn state(&self) -> BreakerState {
+        self.with(BreakerState::Closed, |b| b.state())
+    }
+
+    /// Times the breaker opened.
+    pub(crate) fn opened(&self) -> u64 {
+        self.with(0, |b| b.opened())
+    }
+
+    /// How long until a probe may go (zero unless open).
+    pub(crate) fn remaining(&self) -> std::time::Duration {
+        let now = self.ns(Instant::now());
+        self.with(std::time::Duration::ZERO, |b| b.remaining(now))
+    }
+}

@@ -1,0 +1,455 @@
+//! Fan-out: a bounded set of throttles keyed by destination, made on demand
+//! from one template, none able to starve the others.
+//!
+//! Each destination has its own ring (its latency budget × its own rate),
+//! its own pacing, its own AIMD when the template is adaptive, and its own
+//! circuit breaker ([`BreakerConfig`]). What they share:
+//!
+//! - **an in-flight budget** ([`max_in_flight`](DestinationsBuilder::max_in_flight)):
+//!   every delivery takes a place in it *and* in its destination's cap (the
+//!   template's `max_in_flight`), so a dead receiver holds at most its cap;
+//! - **a bound on jobs held** ([`max_jobs`](DestinationsBuilder::max_jobs)):
+//!   queued, waiting for a retry or in flight, across all destinations. At
+//!   the bound every new job is refused (503); from three quarters of it on,
+//!   only destinations holding less than an equal share
+//!   (`max_jobs / (destinations holding jobs + 1)`) are admitted, so the
+//!   destinations with the largest queues get the 503s and the last quarter
+//!   stays for the others.
+//!
+//! **Idle destinations cost nothing but a record.** A destination's throttle
+//! (ring, drain task, metrics handles) exists only while it has work: when
+//! its drain finds nothing queued, waiting or in flight it hands the
+//! throttle back and the task ends; no timer runs for it. The record keeps
+//! its overrides, its breaker, its learned rate and its counts (a few hundred
+//! bytes). At [`max_destinations`](DestinationsBuilder::max_destinations) a
+//! new destination retires the record idle longest that was not named in
+//! the configuration and whose breaker is closed; if there is none, it is
+//! refused.
+//!
+//! **Breaker.** While a destination's breaker is open its queued jobs wait
+//! (they are neither failed nor charged an attempt); once its queue is full,
+//! new jobs are refused with a `Retry-After` of at least the cool-down left.
+//!
+//! **Metrics** carry a `destination` label: the destination's name for those
+//! named in the configuration ([`destination`](DestinationsBuilder::destination)),
+//! `_other` for all the rest, summed (each throttle publishes increments
+//! from what it published last, and takes its gauges back out when it ends).
+//!
+//! ```
+//! # #[tokio::main(flavor = "current_thread", start_paused = true)]
+//! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! use dripfeed::destinations::{DestinationConfig, Destinations};
+//! use dripfeed::{Delivery, Reason, Throttle};
+//! use std::time::Duration;
+//! let set = Destinations::builder(
+//!         Throttle::builder().drain_rate(100.0).latency_budget(Duration::from_secs(1)).max_in_flight(4),
+//!     )
+//!     .max_in_flight(16)
+//!     .destination("slow", DestinationConfig::default().rate(5.0).ceiling(5.0))
+//!     .build(|name: &str| {
+//!         let _url = format!("https://{name}.example/hook"); // one client per destination
+//!         |_: &u32, _| async { Delivery::Done }
+//!     })?;
+//! for job in 0..5 {
+//!     set.try_submit("slow", job)?; // 5/s × 1 s: five fit
+//! }
+//! let refused = set.try_submit("slow", 99).unwrap_err();
+//! assert_eq!(refused.reason(), Reason::Overloaded);
+//! assert!(set.try_submit("fast", 1).is_ok(), "another destination is not held up");
+//! tokio::time::sleep(Duration::from_secs(2)).await;
+//! assert_eq!(set.stats("slow").unwrap().delivered(), 5);
+//! assert_eq!(set.stats("fast").unwrap().delivered(), 1);
+//! # Ok(())
+//! # }
+//! ```
+
+pub(crate) mod breaker;
+mod config;
+mod dest;
+pub(crate) mod gate;
+mod stats;
+pub(crate) mod tally;
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use metrics::{Gauge, gauge};
+
+pub use breaker::{BreakerConfig, BreakerState};
+pub use config::{DestinationConfig, DestinationError};
+pub use stats::DestinationStats;
+
+use crate::builder::{Settings, ThrottleBuilder};
+use crate::downstream::Downstream;
+use crate::error::{Reason, Rejected};
+use crate::inflight::InFlight;
+use crate::metrics::DESTINATIONS;
+use crate::throttle::Admitted;
+use dest::Dest;
+use tally::SetTally;
+
+/// Makes a destination's downstream from its name.
+type Factory<J> = dyn Fn(&str) -> Arc<dyn Downstream<J>> + Send + Sync;
+
+/// The label of every destination not named in the configuration.
+pub const OTHER: &str = "_other";
+
+/// Builds a [`Destinations`] set from a template [`ThrottleBuilder`].
+pub struct DestinationsBuilder<J> {
+    template: ThrottleBuilder<J>,
+    max_in_flight: usize,
+    max_jobs: usize,
+    max_destinations: usize,
+    breaker: Option<BreakerConfig>,
+    named: Vec<(String, DestinationConfig)>,
+}
+
+/// A set of throttles keyed by destination (see the [module](self) docs).
+pub struct Destinations<J> {
+    inner: Arc<Inner<J>>,
+}
+
+impl<J> Clone for Destinations<J> {
+    fn clone(&self) -> Self {
+        Destinations {
+            inner: self.inner.clone(),
+        }
+    }
+}
+
+pub(crate) struct Inner<J> {
+    pub(crate) name: String,
+    pub(crate) template: ThrottleBuilder<J>,
+    pub(crate) settings: Settings,
+    /// The highest rate any destination may have.
+    pub(crate) max_rate: f64,
+    pub(crate) factory: Box<Factory<J>>,
+    pub(crate) in_flight: InFlight,
+    pub(crate) tally: Arc<SetTally>,
+    pub(crate) max_jobs: usize,
+    max_destinations: usize,
+    pub(crate) breaker: Option<BreakerConfig>,
+    table: Mutex<HashMap<Arc<str>, Arc<Dest<J>>>>,
+    closed: AtomicBool,
+    known: Gauge,
+    pub(crate) active: Gauge,
+}
+
+impl<J: Send + Sync + 'static> Destinations<J> {
+    /// A builder: every destination's throttle is made from `template`
+    /// (its `max_in_flight` is the per-destination cap).
+    pub fn builder(template: ThrottleBuilder<J>) -> DestinationsBuilder<J> {
+        DestinationsBuilder {
+            template,
+            max_in_flight: 256,
+            max_jobs: 1_000_000,
+            max_destinations: 10_000,
+            breaker: Some(BreakerConfig::default()),
+            named: Vec::new(),
+        }
+    }
+}
+
+impl<J: Send + Sync + 'static> DestinationsBuilder<J> {
+    /// Deliveries running at once across all destinations (default 256).
+    pub fn max_in_flight(mut self, deliveries: usize) -> Self {
+        self.max_in_flight = deliveries;
+        self
+    }
+
+    /// Jobs held at once across all destinations (default 1,000,000).
+    pub fn max_jobs(mut self, jobs: usize) -> Self {
+        self.max_jobs = jobs;
+        self
+    }
+
+    /// Destinations known at once (default 10,000).
+    pub fn max_destinations(mut self, destinations: usize) -> Self {
+        self.max_destinations = destinations;
+        self
+    }
+
+    /// The circuit breaker every destination has (default: [`BreakerConfig::default`]).
+    pub fn breaker(mut self, cfg: BreakerConfig) -> Self {
+        self.breaker = Some(cfg);
+        self
+    }
+
+    /// No circuit breaker.
+    pub fn no_breaker(mut self) -> Self {
+        self.breaker = None;
+        self
+    }
+
+    /// Names a destination: it gets its own metrics series and is never
+    /// retired; `cfg` overrides the template for it.
+    pub fn destination(mut self, name: impl Into<String>, cfg: DestinationConfig) -> Self {
+        self.named.push((name.into(), cfg));
+        self
+    }
+
+    /// Builds the set; `downstream` makes a destination's downstream from
+    /// its name each time the destination becomes active. Needs a tokio
+    /// runtime (drain tasks are spawned on it).
+    pub fn build<D: Downstream<J>>(
+        self,
+        downstream: impl Fn(&str) -> D + Send + Sync + 'static,
+    ) -> Result<Destinations<J>, DestinationError> {
+        self.template.validate()?;
+        for (what, n) in [
+            ("max_in_flight", self.max_in_flight),
+            ("max_jobs", self.max_jobs),
+            ("max_destinations", self.max_destinations),
+        ] {
+            if n == 0 {
+                return Err(DestinationError::ZeroLimit { what });
+            }
+        }
+        if u32::try_from(self.max_in_flight).is_err() {
+            return Err(DestinationError::ZeroLimit {
+                what: "max_in_flight",
+            });
+        }
+        if let Some(b) = &self.breaker {
+            b.validate().map_err(DestinationError::Breaker)?;
+        }
+        tokio::runtime::Handle::try_current()
+            .map_err(|_| DestinationError::Build(crate::BuildError::NoRuntime))?;
+        let settings = self.template.settings();
+        let max_rate = settings
+            .max_rate
+            .or(settings.adaptive.map(|(_, ceiling)| ceiling))
+            .or(settings.rate)
+            .unwrap_or(1.0);
+        let name = self.template.template_name();
+        let inner = Inner {
+            known: gauge!(DESTINATIONS, "throttle" => name.clone(), "state" => "known"),
+            active: gauge!(DESTINATIONS, "throttle" => name.clone(), "state" => "active"),
+            name,
+            template: self.template,
+            settings,
+            max_rate,
+            factory: Box::new(move |name: &str| {
+                Arc::new(downstream(name)) as Arc<dyn Downstream<J>>
+            }),
+            in_flight: InFlight::new(self.max_in_flight as u32),
+            tally: Arc::new(SetTally::default()),
+            max_jobs: self.max_jobs,
+            max_destinations: self.max_destinations.max(self.named.len()),
+            breaker: self.breaker,
+            table: Mutex::new(HashMap::new()),
+            closed: AtomicBool::new(false),
+        };
+        let inner = Arc::new(inner);
+        {
+            let mut table = inner.lock();
+            for (name, cfg) in self.named {
+                cfg.validate(max_rate)?;
+                let dest = Dest::new(&inner, &name, true, cfg);
+                table.insert(dest.name.clone(), Arc::new(dest));
+            }
+            inner.known.set(table.len() as f64);
+        }
+        Ok(Destinations { inner })
+    }
+}
+
+impl<J> Inner<J> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<Arc<str>, Arc<Dest<J>>>> {
+        self.table.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    pub(crate) fn is_closed(&self) -> bool {
+        self.closed.load(Ordering::Acquire)
+    }
+}
+
+impl<J: Send + Sync + 'static> Destinations<J> {
+    /// The record for `name`, made (unnamed, from the template) if new;
+    /// `Full` when the set holds its most and none can be retired.
+    fn dest(&self, name: &str) -> Result<Arc<Dest<J>>, DestinationError> {
+        let inner = &self.inner;
+        let mut table = inner.lock();
+        if let Some(d) = table.get(name) {
+            d.touch();
+            return Ok(d.clone());
+        }
+        if inner.is_closed() {
+            return Err(DestinationError::Closed);
+        }
+        if table.len() >= inner.max_destinations {
+            let idlest = table
+                .values()
+                .filter(|d| d.retirable())
+                .min_by_key(|d| d.last_active())
+                .map(|d| d.name.clone());
+            match idlest {
+                Some(gone) => {
+                    table.remove(&gone);
+                }
+                None => {
+                    return Err(DestinationError::Full {
+                        max: inner.max_destinations,
+                    });
+                }
+            }
+        }
+        let d = Arc::new(Dest::new(inner, name, false, DestinationConfig::default()));
+        d.touch();
+        table.insert(d.name.clone(), d.clone());
+        inner.known.set(table.len() as f64);
+        Ok(d)
+    }
+
+    /// Queues `job` for `destination` now, or hands it back: 503
+    /// (`Overloaded`) when the destination's queue or the set's bound is
+    /// full, or the set holds its most destinations; `Closed` after shutdown.
+    /// The destination is made from the template the first time it is named.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// use dripfeed::destinations::Destinations;
+    /// use dripfeed::{Delivery, Reason, Throttle};
+    /// let set = Destinations::builder(Throttle::builder().drain_rate(1.0).capacity(100))
+    ///     .max_jobs(8)
+    ///     .build(|_: &str| |_: &u32, _| async { Delivery::Done })?;
+    /// let mut flood = 0;
+    /// while set.try_submit("flood", flood).is_ok() {
+    ///     flood += 1;
+    /// }
+    /// assert_eq!(flood, 6, "from 3/4 of the set's bound, only small queues get in");
+    /// assert!(set.try_submit("quiet", 1).is_ok());
+    /// assert_eq!(set.try_submit("flood", 7).unwrap_err().reason(), Reason::Overloaded);
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn try_submit(&self, destination: &str, job: J) -> Result<Admitted, Rejected<J>> {
+        let d = match self.dest(destination) {
+            Ok(d) => d,
+            Err(DestinationError::Closed) => {
+                return Err(Rejected::new(job, Reason::Closed, None, None));
+            }
+            Err(_) => {
+                return Err(Rejected::new(
+                    job,
+                    Reason::Overloaded,
+                    Some(Duration::from_secs(1)),
+                    None,
+                ));
+            }
+        };
+        d.try_submit(&self.inner, job)
+    }
+
+    /// Changes a destination's overrides at run time (making its record if
+    /// new). The rate applies at once; a lower ceiling lowers the rate at
+    /// once; a higher ceiling, a budget and an adaptive ceiling apply from
+    /// the next time the destination becomes active (its ring is sized
+    /// then). A rate beyond what an active destination's ring holds is
+    /// refused with [`DestinationError::BeyondRing`], not clamped.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// use dripfeed::destinations::{DestinationConfig, DestinationError, Destinations};
+    /// use dripfeed::{Delivery, Throttle};
+    /// let set = Destinations::builder(Throttle::builder().drain_rate(10.0).max_rate(100.0))
+    ///     .destination("partner", DestinationConfig::default().ceiling(20.0))
+    ///     .build(|_: &str| |_: &u32, _| async { Delivery::Done })?;
+    /// set.configure("partner", DestinationConfig::default().rate(15.0).ceiling(20.0))?;
+    /// assert_eq!(set.stats("partner").unwrap().drain_rate(), 15.0);
+    /// let err = set.configure("partner", DestinationConfig::default().rate(500.0)).unwrap_err();
+    /// assert!(matches!(err, DestinationError::AboveMax { .. }));
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn configure(
+        &self,
+        destination: &str,
+        cfg: DestinationConfig,
+    ) -> Result<(), DestinationError> {
+        cfg.validate(self.inner.max_rate)?;
+        let d = self.dest(destination)?;
+        d.configure(&self.inner, cfg)
+    }
+
+    /// One destination's state and counts, if the set knows it.
+    pub fn stats(&self, destination: &str) -> Option<DestinationStats> {
+        let d = self.inner.lock().get(destination).cloned()?;
+        Some(d.stats(&self.inner))
+    }
+
+    /// Every destination the set knows: named ones first (in name order),
+    /// then the rest by name.
+    pub fn all_stats(&self) -> Vec<DestinationStats> {
+        let dests: Vec<_> = self.inner.lock().values().cloned().collect();
+        let mut all: Vec<_> = dests.iter().map(|d| d.stats(&self.inner)).collect();
+        all.sort_by(|a, b| b.named.cmp(&a.named).then_with(|| a.name.cmp(&b.name)));
+        all
+    }
+
+    /// Whether the set knows `destination`.
+    pub fn contains(&self, destination: &str) -> bool {
+        self.inner.lock().contains_key(destination)
+    }
+
+    /// Destinations known.
+    pub fn len(&self) -> usize {
+        self.inner.lock().len()
+    }
+
+    /// Whether no destination is known.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Destinations with a throttle now (work queued, waiting or in flight).
+    pub fn active(&self) -> usize {
+        let dests: Vec<_> = self.inner.lock().values().cloned().collect();
+        dests.iter().filter(|d| d.is_active()).count()
+    }
+
+    /// Jobs held across the set (queued, waiting for a retry, in flight).
+    pub fn held(&self) -> usize {
+        self.inner.tally.held()
+    }
+
+    /// The set's name (its metrics' `throttle` label, from the template).
+    pub fn name(&self) -> &str {
+        &self.inner.name
+    }
+
+    /// Stops admission everywhere, lets every destination drain for up to
+    /// `grace`, and waits for them. Returns the final stats of every
+    /// destination and the jobs handed back, with their destination.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// use dripfeed::destinations::Destinations;
+    /// use dripfeed::{Delivery, Reason, Throttle};
+    /// use std::time::Duration;
+    /// let set = Destinations::builder(Throttle::builder().drain_rate(1.0).capacity(10))
+    ///     .build(|_: &str| |_: &u32, _| async { Delivery::Done })?;
+    /// for job in 0..3 {
+    ///     set.try_submit("a", job)?;
+    /// }
+    /// let (stats, returned) = set.shutdown(Duration::from_millis(1500)).await;
+    /// assert_eq!(stats[0].delivered(), 2);
+    /// assert_eq!(returned, vec![("a".to_string(), 2)]);
+    /// assert_eq!(set.try_submit("a", 9).unwrap_err().reason(), Reason::Closed);
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn shutdown(&self, grace: Duration) -> (Vec<DestinationStats>, Vec<(String, J)>) {
+        self.inner.closed.store(true, Ordering::Release);
+        let dests: Vec<_> = self.inner.lock().values().cloned().collect();
+        let waits = dests.iter().map(|d| d.shutdown(grace));
+        let returned = futures_util::future::join_all(waits).await;
+        let returned = returned.into_iter().flatten().collect();
+        (self.all_stats(), returned)
+    }
+}
