@@ -1,0 +1,295 @@
+//! Fan-out in paused time: a dead destination holds only its own cap of the
+//! shared in-flight budget, its breaker opens and its queue waits without
+//! spending attempts, idle destinations hold no throttle, a full set retires
+//! the idlest, and named destinations get their own metrics series while
+//! the rest are summed under `_other`.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use dripfeed::destinations::{
+    BreakerConfig, BreakerState, DestinationConfig, DestinationError, Destinations,
+};
+use dripfeed::{Attempt, Delivery, Downstream, Reason, RetryPolicy, Throttle};
+use metrics_util::debugging::{DebugValue, DebuggingRecorder};
+use tokio::time::sleep;
+
+/// "dead" never answers; "down" fails while the flag is up; the rest answer
+/// at once. Counts the attempts "down" sees.
+struct Receiver {
+    name: String,
+    down: Arc<AtomicBool>,
+    tries: Arc<AtomicU32>,
+}
+
+#[async_trait]
+impl Downstream<u32> for Receiver {
+    async fn deliver(&self, _: &u32, _: Attempt) -> Delivery {
+        match self.name.as_str() {
+            "dead" => std::future::pending().await,
+            "down" => {
+                self.tries.fetch_add(1, Ordering::Relaxed);
+                if self.down.load(Ordering::Relaxed) {
+                    Delivery::Retry { after: None }
+                } else {
+                    Delivery::Done
+                }
+            }
+            _ => Delivery::Done,
+        }
+    }
+}
+
+fn receivers(
+    down: &Arc<AtomicBool>,
+    tries: &Arc<AtomicU32>,
+) -> impl Fn(&str) -> Receiver + Send + Sync + 'static {
+    let (down, tries) = (down.clone(), tries.clone());
+    move |name: &str| Receiver {
+        name: name.to_owned(),
+        down: down.clone(),
+        tries: tries.clone(),
+    }
+}
+
+fn flags() -> (Arc<AtomicBool>, Arc<AtomicU32>) {
+    (Arc::new(AtomicBool::new(true)), Arc::new(AtomicU32::new(0)))
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_dead_destination_holds_its_cap_and_no_more() {
+    let (down, tries) = flags();
+    let set = Destinations::builder(
+        Throttle::builder()
+            .drain_rate(100.0)
+            .capacity(1_000)
+            .max_in_flight(3)
+            .deliver_timeout(Duration::from_secs(60)),
+    )
+    .max_in_flight(4)
+    .no_breaker()
+    .build(receivers(&down, &tries))
+    .unwrap();
+    for job in 0..100 {
+        set.try_submit("dead", job).unwrap();
+        set.try_submit("healthy", job).unwrap();
+    }
+    sleep(Duration::from_secs(2)).await;
+    let dead = set.stats("dead").unwrap();
+    let healthy = set.stats("healthy").unwrap();
+    assert_eq!(dead.in_flight(), 3, "the dead one holds its cap");
+    assert_eq!(dead.delivered(), 0);
+    assert_eq!(
+        healthy.delivered(),
+        100,
+        "the last place of 4 served the healthy one"
+    );
+    assert_eq!(set.held(), 100, "what the dead one holds");
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_open_breaker_holds_the_queue_without_spending_attempts() {
+    let (down, tries) = flags();
+    let set = Destinations::builder(
+        Throttle::builder()
+            .drain_rate(100.0)
+            .capacity(50)
+            .max_in_flight(1)
+            .retries(
+                RetryPolicy::new(10).backoff(Duration::from_millis(10), Duration::from_millis(10)),
+            ),
+    )
+    .breaker(
+        BreakerConfig::default()
+            .trip_after(3)
+            .cool_down(Duration::from_secs(5), Duration::from_secs(20)),
+    )
+    .build(receivers(&down, &tries))
+    .unwrap();
+    for job in 0..20 {
+        set.try_submit("down", job).unwrap();
+    }
+    sleep(Duration::from_secs(1)).await;
+    let s = set.stats("down").unwrap();
+    assert_eq!(s.breaker(), BreakerState::Open);
+    assert_eq!(tries.load(Ordering::Relaxed), 3, "nothing sent while open");
+    assert_eq!(s.held(), 20, "the queue waits: nothing failed for it");
+
+    // Its queue fills; the refusal asks to wait out the cool-down.
+    let mut refused = None;
+    for job in 100..200 {
+        if let Err(r) = set.try_submit("down", job) {
+            refused = Some(r);
+            break;
+        }
+    }
+    let refused = refused.expect("the queue fills");
+    assert_eq!(refused.reason(), Reason::Overloaded);
+    assert!(refused.retry_after().unwrap() >= Duration::from_secs(3));
+
+    // A failed probe after 5 s doubles the cool-down; the receiver recovers
+    // and the probe after 10 s more closes it; the queue drains.
+    sleep(Duration::from_secs(5)).await;
+    assert_eq!(tries.load(Ordering::Relaxed), 4, "one probe");
+    assert_eq!(set.stats("down").unwrap().breaker(), BreakerState::Open);
+    down.store(false, Ordering::Relaxed);
+    sleep(Duration::from_secs(11)).await;
+    let s = set.stats("down").unwrap();
+    assert_eq!(s.breaker(), BreakerState::Closed);
+    assert_eq!(s.breaker_opened(), 2);
+    assert_eq!(s.held(), 0);
+    assert_eq!(s.delivered(), s.accepted(), "every job waited it out");
+    assert_eq!(s.failed(), 0);
+}
+
+#[tokio::test(start_paused = true)]
+async fn idle_destinations_hold_no_throttle_and_a_full_set_retires_the_idlest() {
+    let (down, tries) = flags();
+    let set = Destinations::builder(Throttle::builder().drain_rate(1_000.0))
+        .max_destinations(3)
+        .destination("named", DestinationConfig::default())
+        .build(receivers(&down, &tries))
+        .unwrap();
+    set.try_submit("named", 0).unwrap();
+    set.try_submit("a", 0).unwrap();
+    assert_eq!(set.active(), 2);
+    sleep(Duration::from_millis(10)).await;
+    assert_eq!(
+        set.active(),
+        0,
+        "delivered: both throttles were handed back"
+    );
+    set.try_submit("b", 0).unwrap();
+    assert_eq!(set.active(), 1);
+    sleep(Duration::from_millis(100)).await;
+    assert_eq!(set.active(), 0);
+    assert_eq!((set.len(), set.held()), (3, 0));
+
+    set.try_submit("c", 0).unwrap();
+    assert!(!set.contains("a"), "the idlest unnamed one made room");
+    assert!(set.contains("named") && set.contains("b"));
+    sleep(Duration::from_millis(100)).await;
+    assert_eq!(set.stats("c").unwrap().delivered(), 1);
+
+    // The only record is busy: a new destination is refused.
+    let slow = Destinations::builder(Throttle::builder().drain_rate(1.0).capacity(10))
+        .max_destinations(1)
+        .build(receivers(&down, &tries))
+        .unwrap();
+    slow.try_submit("x", 0).unwrap();
+    slow.try_submit("x", 1).unwrap();
+    let refused = slow.try_submit("y", 0).unwrap_err();
+    assert_eq!(refused.reason(), Reason::Overloaded);
+    assert!(matches!(
+        slow.configure("z", DestinationConfig::default()),
+        Err(DestinationError::Full { max: 1 })
+    ));
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_adaptive_destination_keeps_its_learned_rate_while_idle() {
+    let (down, tries) = flags();
+    let aimd = dripfeed::rate::AimdConfig::default()
+        .with_floor(10.0)
+        .with_ceiling(100.0)
+        .build()
+        .unwrap();
+    let set = Destinations::builder(Throttle::builder().adaptive(aimd).drain_rate(50.0))
+        .build(receivers(&down, &tries))
+        .unwrap();
+    set.configure("a", DestinationConfig::default().rate(30.0).ceiling(40.0))
+        .unwrap();
+    assert_eq!(set.stats("a").unwrap().drain_rate(), 30.0);
+    set.try_submit("a", 1).unwrap();
+    let active = set.stats("a").unwrap();
+    assert!(active.is_active());
+    assert_eq!(active.drain_rate(), 30.0, "starts where configured");
+    assert!(matches!(
+        set.configure("a", DestinationConfig::default().rate(45.0)),
+        Err(DestinationError::BeyondRing { ring_rate, .. }) if ring_rate == 40.0
+    ));
+    sleep(Duration::from_secs(1)).await;
+    let idle = set.stats("a").unwrap();
+    assert!(!idle.is_active());
+    assert!((10.0..=40.0).contains(&idle.drain_rate()));
+}
+
+/// Every value of `name` in a snapshot, by its `destination` label.
+fn series(recorder: &DebuggingRecorder, name: &str) -> Vec<(String, f64)> {
+    let mut out = Vec::new();
+    for (key, _, _, value) in recorder.snapshotter().snapshot().into_vec() {
+        if key.key().name() != name {
+            continue;
+        }
+        let dest = key
+            .key()
+            .labels()
+            .find(|l| l.key() == "destination")
+            .map(|l| l.value().to_owned())
+            .unwrap_or_default();
+        let outcome = key.key().labels().find(|l| l.key() == "outcome");
+        if outcome.is_some_and(|o| o.value() != "delivered") {
+            continue;
+        }
+        let v = match value {
+            DebugValue::Counter(n) => n as f64,
+            DebugValue::Gauge(g) => g.into_inner(),
+            DebugValue::Histogram(_) => continue,
+        };
+        out.push((dest, v));
+    }
+    out.sort_by(|a, b| a.0.cmp(&b.0));
+    out
+}
+
+#[tokio::test(start_paused = true)]
+async fn named_destinations_have_their_own_series_and_the_rest_are_summed() {
+    let (down, tries) = flags();
+    let recorder = DebuggingRecorder::new();
+    let set = metrics::with_local_recorder(&recorder, || {
+        Destinations::builder(
+            Throttle::builder()
+                .name("hooks")
+                .drain_rate(10.0)
+                .capacity(100),
+        )
+        .destination("vip", DestinationConfig::default())
+        .build(receivers(&down, &tries))
+        .unwrap()
+    });
+    metrics::with_local_recorder(&recorder, || {
+        for job in 0..3 {
+            set.try_submit("vip", job).unwrap();
+        }
+        for (i, name) in ["a", "b", "c", "d"].iter().enumerate() {
+            for job in 0..=i as u32 {
+                set.try_submit(name, job).unwrap();
+            }
+        }
+    });
+    // Queued, before the drains ran: each publishes its depth, and the
+    // unnamed ones add up under _other (1+2+3+4), not the last one's 4.
+    for d in ["vip", "a", "b", "c", "d"] {
+        set.stats(d);
+    }
+    let depth = series(&recorder, dripfeed::metrics::QUEUE_DEPTH);
+    assert_eq!(
+        depth,
+        vec![("_other".to_owned(), 10.0), ("vip".to_owned(), 3.0)]
+    );
+
+    sleep(Duration::from_secs(2)).await;
+    let delivered = series(&recorder, dripfeed::metrics::JOBS);
+    assert_eq!(
+        delivered,
+        vec![("_other".to_owned(), 10.0), ("vip".to_owned(), 3.0)],
+        "one series per named destination, the rest summed"
+    );
+    let depth = series(&recorder, dripfeed::metrics::QUEUE_DEPTH);
+    assert!(
+        depth.iter().all(|(_, v)| *v == 0.0),
+        "idle throttles took their gauges out: {depth:?}"
+    );
+}
