@@ -24,6 +24,10 @@ mod budget;
 mod dead_letter;
 #[path = "webhook_relay/demo.rs"]
 mod demo;
+#[path = "webhook_relay/fanout.rs"]
+mod fanout;
+#[path = "webhook_relay/fanout_demo.rs"]
+mod fanout_demo;
 #[path = "webhook_relay/fleet.rs"]
 mod fleet;
 #[path = "webhook_relay/idempotency.rs"]
@@ -83,9 +87,29 @@ struct Flags {
     /// Where undeliverable webhooks are written, one JSON line each.
     #[arg(long, default_value = "dead-letter.jsonl")]
     dead_letter_file: PathBuf,
-    /// Deliveries running at once.
+    /// Deliveries running at once (with destinations: shared by all).
     #[arg(long, default_value_t = 64)]
     max_in_flight: usize,
+    /// A receiver, NAME=URL (repeatable): each gets its own leaky bucket,
+    /// breaker and cap on --max-in-flight; a request names it with the
+    /// --destination-header. Replaces --downstream.
+    #[arg(long = "destination", value_parser = fanout::parse_destination)]
+    destinations_flag: Vec<fanout::Endpoint>,
+    /// Receivers from a JSON file: [{"name", "url", "rate"?, "ceiling"?,
+    /// "budget"? (e.g. "2s"), "secret"? ("whsec_…": deliveries are signed,
+    /// Standard Webhooks)}].
+    #[arg(long = "destinations")]
+    destinations_file: Option<PathBuf>,
+    /// The header a request names its destination with.
+    #[arg(long, default_value = "X-Destination")]
+    destination_header: String,
+    /// The most deliveries one destination may have running (its cap in
+    /// --max-in-flight): a dead receiver holds no more.
+    #[arg(long, default_value_t = 8)]
+    max_in_flight_per_destination: usize,
+    /// How long a delivery may take before it counts as failed, e.g. 10s.
+    #[arg(long, default_value = "10s", value_parser = humantime::parse_duration)]
+    deliver_timeout: Duration,
     /// Bytes of bodies the relay may hold (queued or in flight); over it, 503.
     #[arg(long, default_value_t = 64 << 20)]
     max_queue_bytes: u64,
@@ -141,6 +165,11 @@ struct Flags {
     /// Drive the classic burst (1,000 requests/s for 5 s) at the relay, print a summary and exit.
     #[arg(long)]
     demo: bool,
+    /// Start three receivers (healthy, slow at 20/s, dead), flood each at
+    /// 40/s for 10 s through the relay, print per destination what was
+    /// accepted, delivered, refused and dead-lettered, and exit.
+    #[arg(long)]
+    demo_fanout: bool,
     #[command(flatten)]
     fleet: fleet::FleetFlags,
     /// PostgreSQL URL holding the tenant quotas shared by every relay (with
@@ -203,6 +232,14 @@ fn spawn_status(relay: Arc<Relay>) {
                 s.outcome(Outcome::DeadLettered) + s.outcome(Outcome::Evicted),
             );
             let mut out = std::io::stdout().lock();
+            if let Some(f) = &relay.fanout {
+                // One line per destination: no in-place redraw.
+                let _ = writeln!(out, "{line}");
+                for l in f.status_lines() {
+                    let _ = writeln!(out, "{l}");
+                }
+                continue;
+            }
             if tty {
                 let _ = write!(out, "\r\x1b[2K{line}");
                 let _ = out.flush();
@@ -247,8 +284,38 @@ async fn main() {
 
 async fn run(flags: Flags) -> Result<(), String> {
     let prometheus = install_prometheus()?;
+    let mut flags = flags;
+    if flags.demo_fanout {
+        let rx = fanout_demo::start_receivers()
+            .await
+            .map_err(|e| format!("starting the demo's receivers: {e}"))?;
+        for (name, url) in &rx.urls {
+            let ep = fanout::parse_destination(&format!("{name}={url}"))?;
+            let (rate, ceiling) = match name.as_str() {
+                "slow" => (18.0, 20.0),
+                "dead" => (50.0, 50.0), // a queue of 100 (2 s): full in 2.5 s
+                _ => (100.0, 100.0),
+            };
+            let ep = fanout::Endpoint {
+                rate: Some(rate),
+                ceiling: Some(ceiling),
+                ..ep
+            };
+            flags.destinations_flag.push(ep);
+        }
+        flags.deliver_timeout = flags.deliver_timeout.min(Duration::from_secs(2));
+        flags.no_journal = true;
+        flags.downstream = Some(rx.urls[0].1.clone());
+    }
     let (downstream, receiver) = downstream(&flags).await?;
     let cfg = relay_config(&flags, &downstream)?;
+    let mut cfg = cfg;
+    if cfg.fanout.is_some() && cfg.journal.is_some() {
+        println!(
+            "destinations: accepted webhooks live in memory (the journal is not used with destinations yet)"
+        );
+        cfg.journal = None;
+    }
     let journal_dir = cfg.journal.clone();
     let relay = start_relay(&flags, cfg).await?;
     match &journal_dir {
@@ -268,14 +335,27 @@ async fn run(flags: Flags) -> Result<(), String> {
     )
     .await
     .map_err(|e| format!("listening on {}: {e}", flags.listen))?;
-    println!(
-        "webhook relay on http://{addr}: POST /v1/webhooks/deliver, GET /metrics, GET /healthz\n\
-         delivering to {downstream} at {}/s, capacity {} ({:?} budget), overflow {:?}",
-        relay.throttle.drain_rate(),
-        relay.throttle.capacity(),
-        flags.latency_budget,
-        flags.overflow,
-    );
+    match &relay.fanout {
+        Some(f) => println!(
+            "webhook relay on http://{addr}: POST /v1/webhooks/deliver with {}: NAME, GET /metrics, GET /healthz\n\
+             {} destinations ({}), each at {}/s unless configured, {:?} budget, {} in flight each of {} shared",
+            flags.destination_header,
+            f.names.len(),
+            f.names.iter().map(|n| &**n).collect::<Vec<_>>().join(", "),
+            flags.drain_rate,
+            flags.latency_budget,
+            flags.max_in_flight_per_destination,
+            flags.max_in_flight,
+        ),
+        None => println!(
+            "webhook relay on http://{addr}: POST /v1/webhooks/deliver, GET /metrics, GET /healthz\n\
+             delivering to {downstream} at {}/s, capacity {} ({:?} budget), overflow {:?}",
+            relay.throttle.drain_rate(),
+            relay.throttle.capacity(),
+            flags.latency_budget,
+            flags.overflow,
+        ),
+    }
     if let Some(file) = &flags.redrive {
         let done = redrive::redrive(&relay, file).await?;
         println!(
@@ -286,7 +366,9 @@ async fn run(flags: Flags) -> Result<(), String> {
             done.unreadable
         );
     }
-    let outcome = if flags.demo {
+    let outcome = if flags.demo_fanout {
+        fanout_demo::run(addr, &relay, &flags.destination_header, 10).await
+    } else if flags.demo {
         let tenants = flags.tenant_rate.is_some();
         demo::run(
             addr,
@@ -354,7 +436,7 @@ fn relay_config(flags: &Flags, downstream: &str) -> Result<RelayConfig, String> 
         max_queue_bytes: flags.max_queue_bytes,
         downstream: downstream.to_owned(),
         tenant_header: flags.tenant_header.clone(),
-        deliver_timeout: Duration::from_secs(10),
+        deliver_timeout: flags.deliver_timeout,
         tenant_quota,
         adaptive,
         retry: match flags.retries {
@@ -372,7 +454,33 @@ fn relay_config(flags: &Flags, downstream: &str) -> Result<RelayConfig, String> 
             ),
             (false, false) => Some(flags.journal_dir.clone()),
         },
+        fanout: fanout_config(flags)?,
     })
+}
+
+/// The destinations of `--destination` and `--destinations`, if any.
+fn fanout_config(flags: &Flags) -> Result<Option<fanout::FanoutConfig>, String> {
+    let mut endpoints = flags.destinations_flag.clone();
+    if let Some(file) = &flags.destinations_file {
+        endpoints.extend(fanout::load(file)?);
+    }
+    if endpoints.is_empty() {
+        return Ok(None);
+    }
+    if flags.tenant_rate.is_some() || flags.fleet.redis.is_some() || flags.postgres.is_some() {
+        return Err("destinations do not take tenants or fleet limits yet".into());
+    }
+    if flags.max_in_flight_per_destination == 0 {
+        return Err("--max-in-flight-per-destination must be at least 1".into());
+    }
+    Ok(Some(fanout::FanoutConfig {
+        endpoints,
+        header: flags.destination_header.clone(),
+        max_in_flight_per_destination: flags.max_in_flight_per_destination,
+        max_in_flight: flags.max_in_flight,
+        max_jobs: 1_000_000,
+        breaker: dripfeed::destinations::BreakerConfig::default(),
+    }))
 }
 
 /// The relay with its fleet permits (`--redis`) and tenant quotas shared
@@ -416,6 +524,12 @@ async fn serve_until_stopped(
         "\nshutting down: refusing new webhooks, draining for up to {:?}",
         flags.shutdown_grace
     );
+    if let Some(f) = &relay.fanout {
+        let (_, returned) = f.set.shutdown(flags.shutdown_grace).await;
+        for (_, job) in returned {
+            let _ = relay.sink.offer(job, "shutdown");
+        }
+    }
     let report = relay.throttle.shutdown(flags.shutdown_grace).await;
     for job in report.returned {
         let _ = relay.sink.offer(job, "shutdown");

@@ -13,6 +13,9 @@ mod dead_letter;
 #[path = "../examples/webhook_relay/demo.rs"]
 #[allow(dead_code)]
 mod demo;
+#[path = "../examples/webhook_relay/fanout.rs"]
+#[allow(dead_code)]
+mod fanout;
 #[path = "../examples/webhook_relay/idempotency.rs"]
 mod idempotency;
 #[path = "../examples/webhook_relay/latency.rs"]
@@ -50,6 +53,7 @@ fn config(dead_letter_file: std::path::PathBuf, downstream: String) -> RelayConf
         tenant_quota: None,
         retry: None,
         journal: None,
+        fanout: None,
     }
 }
 

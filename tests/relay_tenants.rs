@@ -16,6 +16,9 @@ mod budget;
 #[path = "../examples/webhook_relay/dead_letter.rs"]
 #[allow(dead_code)]
 mod dead_letter;
+#[path = "../examples/webhook_relay/fanout.rs"]
+#[allow(dead_code)]
+mod fanout;
 #[path = "../examples/webhook_relay/idempotency.rs"]
 mod idempotency;
 #[path = "../examples/webhook_relay/latency.rs"]
@@ -71,6 +74,7 @@ async fn relay(
         tenant_quota: Some(Quota::new(BURST, RATE).unwrap()),
         retry: None,
         journal: None,
+        fanout: None,
     };
     let relay = Relay::start_with(cfg, None, store).await.unwrap();
     let stop = Arc::new(tokio::sync::Notify::new());

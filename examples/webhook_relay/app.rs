@@ -55,6 +55,9 @@ pub struct RelayConfig {
     /// durable there, and a restart delivers what was unfinished. `None`:
     /// webhooks live in memory only.
     pub journal: Option<PathBuf>,
+    /// Many receivers (`--destination`, `--destinations`): each its own
+    /// leaky bucket, breaker and share of the in-flight budget.
+    pub fanout: Option<crate::fanout::FanoutConfig>,
 }
 
 /// A queued webhook. Its ticket holds its bytes against the budget until
@@ -67,6 +70,8 @@ pub struct Job {
     pub received_unix_ms: u64,
     /// What its deliveries did, for its dead-letter line.
     pub trail: Trail,
+    /// The destination it was sent to, when the relay fans out.
+    pub destination: Option<Arc<str>>,
     _ticket: Option<Ticket>,
 }
 
@@ -95,6 +100,7 @@ impl Job {
             tenant,
             received_unix_ms,
             trail: Trail::default(),
+            destination: None,
             _ticket: Some(ticket),
         }
     }
@@ -141,6 +147,7 @@ impl JobCodec for Job {
             tenant,
             received_unix_ms: u64::from_le_bytes(*ms),
             trail: Trail::default(),
+            destination: None,
             _ticket: None,
         })
     }
@@ -175,29 +182,77 @@ pub struct Relay {
     pub recovered: usize,
     /// Accepted `Idempotency-Key`s (beside the journal when there is one).
     pub idempotency: Idempotency,
+    /// The destinations, when the relay fans out.
+    pub fanout: Option<crate::fanout::Fanout>,
+}
+
+/// What every destination's throttle starts from when the relay fans out:
+/// the single throttle's settings, with `max_in_flight` the per-destination
+/// cap. No journal, tenants or fleet permits (not used with fan-out yet).
+fn template(cfg: &RelayConfig, sink: &Arc<FileSink>) -> dripfeed::ThrottleBuilder<Job> {
+    let evicted_to = sink.clone();
+    let per_destination = cfg
+        .fanout
+        .as_ref()
+        .map_or(cfg.max_in_flight, |f| f.max_in_flight_per_destination);
+    let mut b = Throttle::builder()
+        .name("webhook_relay")
+        .drain_rate(cfg.drain_rate)
+        .latency_budget(cfg.latency_budget)
+        .overflow(cfg.overflow)
+        .max_in_flight(per_destination)
+        .deliver_timeout(cfg.deliver_timeout + Duration::from_secs(1))
+        .dead_letter(sink.clone())
+        .on_evicted(move |job: Job| {
+            if evicted_to.offer(job, "evicted").is_err() {
+                eprintln!("dead-letter writer is gone: an evicted job was dropped");
+            }
+        });
+    if let Some(aimd) = cfg.adaptive.clone() {
+        b = b.adaptive(aimd);
+    }
+    if let Some(policy) = cfg.retry {
+        b = b.retries(policy);
+    }
+    b
 }
 
 /// How long an `Idempotency-Key` is remembered, and how many at most.
 pub const IDEMPOTENCY_WINDOW: Duration = Duration::from_secs(24 * 3600);
 pub const IDEMPOTENCY_KEYS: usize = 1_000_000;
 
-/// POSTs each job to the downstream URL, same body and content type.
-struct HttpDownstream {
-    client: reqwest::Client,
-    url: String,
-    latencies: Arc<Latencies>,
+/// POSTs each job to the downstream URL, same body and content type;
+/// signed (Standard Webhooks) when the destination has a secret.
+pub struct HttpDownstream {
+    pub client: reqwest::Client,
+    pub url: String,
+    pub latencies: Arc<Latencies>,
+    /// The destination's signing key (the bytes of its `whsec_` secret).
+    pub secret: Option<Arc<[u8]>>,
 }
 
 #[async_trait::async_trait]
 impl Downstream<Job> for HttpDownstream {
     async fn deliver(&self, job: &Job, attempt: Attempt) -> Delivery {
+        let id = attempt.id().to_string();
         let mut req = self
             .client
             .post(&self.url)
-            .header("idempotency-key", attempt.id().to_string())
+            .header("idempotency-key", &id)
             .body(job.body.clone());
         if let Some(ct) = &job.content_type {
             req = req.header(header::CONTENT_TYPE, ct);
+        }
+        if let Some(key) = &self.secret {
+            // Signed again on every attempt, with the time of the attempt.
+            let ts = unix_ms() / 1000;
+            req = req
+                .header("webhook-id", &id)
+                .header("webhook-timestamp", ts.to_string())
+                .header(
+                    "webhook-signature",
+                    crate::fanout::sign(key, &id, ts, &job.body),
+                );
         }
         let started = std::time::Instant::now();
         let answer = req.send().await;
@@ -262,9 +317,10 @@ impl Relay {
             .build()
             .map_err(std::io::Error::other)?;
         let downstream = HttpDownstream {
-            client,
+            client: client.clone(),
             url: cfg.downstream.clone(),
             latencies: latencies.clone(),
+            secret: None,
         };
         let evicted_to = sink.clone();
         let mut builder = Throttle::builder()
@@ -304,8 +360,16 @@ impl Relay {
             recovered = journal.recovered();
             builder = builder.journal(journal);
         }
+        let fanout = match &cfg.fanout {
+            Some(f) => Some(
+                crate::fanout::Fanout::start(f, template(&cfg, &sink), client, latencies.clone())
+                    .map_err(std::io::Error::other)?,
+            ),
+            None => None,
+        };
         let (throttle, _drain) = builder.build(downstream).map_err(std::io::Error::other)?;
         Ok(Arc::new(Relay {
+            fanout,
             throttle,
             budget: ByteBudget::new(cfg.max_queue_bytes),
             sink,
@@ -343,7 +407,7 @@ fn unix_ms() -> u64 {
 }
 
 /// An RFC 9457 problem-details response, with the wait-hint header fields.
-fn problem(
+pub fn problem(
     status: StatusCode,
     kind: &str,
     detail: String,
@@ -456,8 +520,15 @@ async fn deliver(
         }
         refusal
     };
+    let destination = match &relay.fanout {
+        Some(fanout) => match fanout.pick(&headers_in) {
+            Ok(name) => Some(name),
+            Err(refusal) => return refuse(*refusal),
+        },
+        None => None,
+    };
     let job = match job_from(&relay, &headers_in, body) {
-        Ok(job) => job,
+        Ok(job) => Job { destination, ..job },
         Err(refusal) => return refuse(*refusal),
     };
     match admit(&relay, job).await {
@@ -521,12 +592,19 @@ fn job_from(
         body,
         received_unix_ms: unix_ms(),
         trail: Trail::default(),
+        destination: None,
         _ticket: Some(ticket),
     })
 }
 
 /// The tenant's quota (429), then the queue (503).
 async fn admit(relay: &Relay, job: Job) -> Result<Admitted, Box<Response>> {
+    if let (Some(fanout), Some(name)) = (&relay.fanout, job.destination.clone()) {
+        return fanout
+            .set
+            .try_submit(&name, job)
+            .map_err(|r| Box::new(refused(relay, r)));
+    }
     let keyed = relay.tenants.is_some() || relay.cfg.tenant_quota.is_some();
     let submitted = match job.tenant.clone() {
         // One path whatever the store: the throttle charges the tenant and

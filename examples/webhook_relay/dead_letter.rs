@@ -85,6 +85,8 @@ impl FileSink {
     }
 
     /// Queues `job` for the file with a free-form reason (e.g. "evicted").
+    // The job comes back whole (it is refused only when the writer is gone).
+    #[allow(clippy::result_large_err)]
     pub fn offer(&self, job: Job, reason: &'static str) -> Result<(), Job> {
         self.letters.send((job, reason)).map_err(|e| e.0.0)
     }
@@ -109,7 +111,7 @@ fn encode(buf: &mut Vec<u8>, job: &Job, reason: &str, destination: &str) -> u64 
             0 => None,
             id => Some(id.to_string()),
         },
-        destination,
+        destination: job.destination.as_deref().unwrap_or(destination),
         attempts,
         last_status: (attempts > 0).then(|| job.trail.last_status.load(Ordering::Relaxed)),
         tenant: job.tenant.as_deref(),
