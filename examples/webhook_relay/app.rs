@@ -186,21 +186,23 @@ pub struct Relay {
     pub fanout: Option<crate::fanout::Fanout>,
 }
 
-/// What every destination's throttle starts from when the relay fans out:
-/// the single throttle's settings, with `max_in_flight` the per-destination
-/// cap. No journal, tenants or fleet permits (not used with fan-out yet).
-fn template(cfg: &RelayConfig, sink: &Arc<FileSink>) -> dripfeed::ThrottleBuilder<Job> {
+/// The settings the single throttle and every destination's throttle share:
+/// rate, budget, overflow, timeout, dead letters, AIMD and retries, with
+/// `max_in_flight` deliveries (the per-destination cap when fanning out).
+/// Tenants, fleet permits and the journal are added for the single throttle
+/// only (not used with fan-out yet).
+fn template(
+    cfg: &RelayConfig,
+    sink: &Arc<FileSink>,
+    max_in_flight: usize,
+) -> dripfeed::ThrottleBuilder<Job> {
     let evicted_to = sink.clone();
-    let per_destination = cfg
-        .fanout
-        .as_ref()
-        .map_or(cfg.max_in_flight, |f| f.max_in_flight_per_destination);
     let mut b = Throttle::builder()
         .name("webhook_relay")
         .drain_rate(cfg.drain_rate)
         .latency_budget(cfg.latency_budget)
         .overflow(cfg.overflow)
-        .max_in_flight(per_destination)
+        .max_in_flight(max_in_flight)
         .deliver_timeout(cfg.deliver_timeout + Duration::from_secs(1))
         .dead_letter(sink.clone())
         .on_evicted(move |job: Job| {
@@ -322,20 +324,7 @@ impl Relay {
             latencies: latencies.clone(),
             secret: None,
         };
-        let evicted_to = sink.clone();
-        let mut builder = Throttle::builder()
-            .name("webhook_relay")
-            .drain_rate(cfg.drain_rate)
-            .latency_budget(cfg.latency_budget)
-            .overflow(cfg.overflow)
-            .max_in_flight(cfg.max_in_flight)
-            .deliver_timeout(cfg.deliver_timeout + Duration::from_secs(1))
-            .dead_letter(sink.clone())
-            .on_evicted(move |job: Job| {
-                if evicted_to.offer(job, "evicted").is_err() {
-                    eprintln!("dead-letter writer is gone: an evicted job was dropped");
-                }
-            });
+        let mut builder = template(&cfg, &sink, cfg.max_in_flight);
         match (&tenants, cfg.tenant_quota) {
             (Some(store), _) => builder = builder.key_store(store.clone()),
             (None, Some(quota)) => builder = builder.per_key(100_000, quota),
@@ -343,12 +332,6 @@ impl Relay {
         }
         if let Some(source) = permits {
             builder = builder.permits(source);
-        }
-        if let Some(aimd) = cfg.adaptive.clone() {
-            builder = builder.adaptive(aimd);
-        }
-        if let Some(policy) = cfg.retry {
-            builder = builder.retries(policy);
         }
         let mut recovered = 0;
         let idempotency = match &cfg.journal {
@@ -362,8 +345,13 @@ impl Relay {
         }
         let fanout = match &cfg.fanout {
             Some(f) => Some(
-                crate::fanout::Fanout::start(f, template(&cfg, &sink), client, latencies.clone())
-                    .map_err(std::io::Error::other)?,
+                crate::fanout::Fanout::start(
+                    f,
+                    template(&cfg, &sink, f.max_in_flight_per_destination),
+                    client,
+                    latencies.clone(),
+                )
+                .map_err(std::io::Error::other)?,
             ),
             None => None,
         };

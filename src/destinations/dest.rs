@@ -245,11 +245,7 @@ impl<J: Send + Sync + 'static> Dest<J> {
             .map_or(Duration::ZERO, |l| l.throttle.retry_after())
     }
 
-    pub(crate) fn configure(
-        &self,
-        inner: &Inner<J>,
-        cfg: DestinationConfig,
-    ) -> Result<(), DestinationError> {
+    pub(crate) fn configure(&self, cfg: DestinationConfig) -> Result<(), DestinationError> {
         let live = lock(&self.live);
         if let Some(l) = &*live {
             let now = l.throttle.drain_rate();
@@ -277,7 +273,6 @@ impl<J: Send + Sync + 'static> Dest<J> {
         }
         *lock(&self.cfg) = cfg;
         *lock(&self.learned) = None;
-        let _ = inner;
         Ok(())
     }
 

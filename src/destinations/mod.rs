@@ -373,7 +373,7 @@ impl<J: Send + Sync + 'static> Destinations<J> {
     ) -> Result<(), DestinationError> {
         cfg.validate(self.inner.max_rate)?;
         let d = self.dest(destination)?;
-        d.configure(&self.inner, cfg)
+        d.configure(cfg)
     }
 
     /// One destination's state and counts, if the set knows it.
