@@ -210,26 +210,33 @@ fn spawn_status(relay: Arc<Relay>) {
         tick.tick().await;
         loop {
             tick.tick().await;
-            let s = relay.throttle.stats();
             let p99 = relay.latencies.take_p99();
             let a = &relay.answers;
             let load =
                 |x: &std::sync::atomic::AtomicU64| x.load(std::sync::atomic::Ordering::Relaxed);
+            let (depth, capacity, rate, delivered, dead) = match &relay.fanout {
+                Some(f) => f.totals(),
+                None => {
+                    let s = relay.throttle.stats();
+                    let dead = s.outcome(Outcome::DeadLettered) + s.outcome(Outcome::Evicted);
+                    (s.depth(), s.capacity(), s.drain_rate(), s.delivered(), dead)
+                }
+            };
             let line = format!(
                 "depth {:>5}/{:<5} ({:>6} KiB) rate {:>6.1}/s p99 {:>7} delivered {:>7} | 503 full {} bytes {} store {} journal {} | 429 {} | 413 {} | dead-lettered {}",
-                s.depth(),
-                s.capacity(),
+                depth,
+                capacity,
                 relay.budget.held() / 1024,
-                s.drain_rate(),
+                rate,
                 p99.map_or("-".into(), |p| format!("{:.1}ms", p.as_secs_f64() * 1000.0)),
-                s.delivered(),
+                delivered,
                 load(&a.full_503),
                 load(&a.bytes_503),
                 load(&a.store_503),
                 load(&a.journal_503),
                 load(&a.quota_429),
                 load(&a.too_large_413),
-                s.outcome(Outcome::DeadLettered) + s.outcome(Outcome::Evicted),
+                dead,
             );
             let mut out = std::io::stdout().lock();
             if let Some(f) = &relay.fanout {
@@ -309,13 +316,6 @@ async fn run(flags: Flags) -> Result<(), String> {
     }
     let (downstream, receiver) = downstream(&flags).await?;
     let cfg = relay_config(&flags, &downstream)?;
-    let mut cfg = cfg;
-    if cfg.fanout.is_some() && cfg.journal.is_some() {
-        println!(
-            "destinations: accepted webhooks live in memory (the journal is not used with destinations yet)"
-        );
-        cfg.journal = None;
-    }
     let journal_dir = cfg.journal.clone();
     let relay = start_relay(&flags, cfg).await?;
     match &journal_dir {
@@ -524,21 +524,24 @@ async fn serve_until_stopped(
         "\nshutting down: refusing new webhooks, draining for up to {:?}",
         flags.shutdown_grace
     );
+    let (mut delivered, mut kept) = (0, 0);
     if let Some(f) = &relay.fanout {
-        let (_, returned) = f.set.shutdown(flags.shutdown_grace).await;
+        let (stats, returned) = f.set.shutdown(flags.shutdown_grace).await;
         for (_, job) in returned {
             let _ = relay.sink.offer(job, "shutdown");
         }
+        delivered += stats.iter().map(|s| s.delivered()).sum::<u64>();
+        kept += stats.iter().map(|s| s.kept()).sum::<u64>();
     }
     let report = relay.throttle.shutdown(flags.shutdown_grace).await;
     for job in report.returned {
         let _ = relay.sink.offer(job, "shutdown");
     }
+    delivered += report.stats.delivered();
+    kept += report.stats.outcome(Outcome::Kept);
     let lines = relay.sink.written().await;
     println!(
-        "delivered {}, kept in the journal for the next start {}, dead-letter file {} ({lines} lines this run)",
-        report.stats.delivered(),
-        report.stats.outcome(Outcome::Kept),
+        "delivered {delivered}, kept in the journal for the next start {kept}, dead-letter file {} ({lines} lines this run)",
         flags.dead_letter_file.display()
     );
     Ok(())

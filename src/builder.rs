@@ -729,6 +729,26 @@ impl<J: crate::journal::JobCodec + Send + Sync + 'static> ThrottleBuilder<J> {
     }
 }
 
+#[cfg(feature = "journal")]
+impl<J: Send + Sync + 'static> ThrottleBuilder<J> {
+    /// A set member's journal (the set's, its records tagged with the
+    /// destination) and the jobs recovered for it.
+    pub(crate) fn journaled(
+        mut self,
+        journaling: crate::journaled::Journaling<J>,
+        recovered: Vec<(u64, J)>,
+    ) -> Self {
+        self.journal = Some(journaling);
+        self.recovered = recovered;
+        self
+    }
+
+    /// Whether a journal was given to this builder.
+    pub(crate) fn has_journal(&self) -> bool {
+        self.journal.is_some()
+    }
+}
+
 fn positive(what: &'static str, value: f64) -> Result<(), BuildError> {
     if value.is_finite() && value > 0.0 {
         Ok(())

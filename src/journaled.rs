@@ -200,6 +200,9 @@ mod with_journal {
     pub(crate) struct Journaling<J> {
         pub(crate) journal: Journal,
         pub(crate) encode: fn(&J, &mut Vec<u8>),
+        /// The destination each record names, for a set's member (whose
+        /// journal is the set's: its shutdown does not flush it either).
+        tag: Option<Arc<str>>,
         dead: Arc<DeadEnds>,
     }
 
@@ -221,8 +224,23 @@ mod with_journal {
             Journaling {
                 journal,
                 encode,
+                tag: None,
                 dead: Arc::default(),
             }
+        }
+
+        /// Each record names `destination` ahead of the job.
+        pub(crate) fn tagged(mut self, destination: Arc<str>) -> Self {
+            self.tag = Some(destination);
+            self
+        }
+
+        /// A job's record: its destination's tag (if any), then the job.
+        fn encode_record(&self, job: &J, out: &mut Vec<u8>) {
+            if let Some(tag) = &self.tag {
+                crate::journal::tag::write(tag, out);
+            }
+            (self.encode)(job, out);
         }
 
         pub(crate) fn dead_lettered(&self, id: u64, sink: Option<&Arc<dyn DeadLetterSink<J>>>) {
@@ -272,12 +290,16 @@ mod with_journal {
             });
         }
 
-        /// The ends still waiting (the sink was flushed by shutdown), then a flush.
+        /// The ends still waiting (the sink was flushed by shutdown), then a
+        /// flush, except for a set's member going idle: the set flushes its
+        /// journal once at its own shutdown.
         pub(crate) async fn close(&self) {
             for id in self.dead.take() {
                 self.journal.end(id);
             }
-            self.journal.flush().await;
+            if self.tag.is_none() {
+                self.journal.flush().await;
+            }
         }
     }
 
@@ -321,7 +343,7 @@ mod with_journal {
             if s.admission.is_closed() {
                 return Err(s.refuse(job, Reason::Closed));
             }
-            match j.journal.admit(id, |out| (j.encode)(&job, out)) {
+            match j.journal.admit(id, |out| j.encode_record(&job, out)) {
                 Ok(wait) => Ok((wait, job)),
                 Err(e) => Err(refuse(self, job, e)),
             }

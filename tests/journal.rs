@@ -353,3 +353,132 @@ async fn a_closed_throttle_refuses_before_recording() {
     throttle.journal().unwrap().flush().await;
     assert_eq!(throttle.journal().unwrap().stats().live, 0);
 }
+
+/// One destination's downstream, recording into [`Seen`].
+type Recording = Box<dyn Fn(&String, Attempt) -> std::future::Ready<Delivery> + Send + Sync>;
+
+/// A set's deliveries as `(id, "destination:job")`.
+fn set_recorder() -> (
+    Arc<Seen>,
+    impl Fn(&str) -> Recording + Send + Sync + 'static,
+) {
+    let seen = Arc::new(Seen::default());
+    let log = seen.clone();
+    let factory = move |name: &str| {
+        let (log, name) = (log.clone(), name.to_owned());
+        Box::new(move |job: &String, attempt: Attempt| {
+            log.jobs
+                .lock()
+                .unwrap()
+                .push((attempt.id(), format!("{name}:{job}")));
+            log.more.notify_waiters();
+            std::future::ready(Delivery::Done)
+        }) as Recording
+    };
+    (seen, factory)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sets_journal_gives_each_job_back_to_its_destination_with_its_id() {
+    use dripfeed::destinations::{DestinationConfig, Destinations};
+    let dir = fresh_dir("set-crash");
+    // The receivers hang: every job is queued or in flight when the copy is taken.
+    let set = Destinations::builder(Throttle::builder().drain_rate(1000.0).max_in_flight(1))
+        .destination("a", DestinationConfig::default())
+        .destination("b", DestinationConfig::default())
+        .journal(Journal::open(&dir).unwrap())
+        .build(|_: &str| |_: &String, _| std::future::pending::<Delivery>())
+        .unwrap();
+    let mut admitted = Vec::new();
+    for (dest, n) in [("a", 5), ("b", 3), ("c", 2)] {
+        for i in 0..n {
+            let id = set.try_submit(dest, format!("job-{i}")).unwrap().id();
+            admitted.push((id, format!("{dest}:job-{i}")));
+        }
+    }
+    set.journal().unwrap().flush().await;
+    let crashed = snapshot(&dir, "set-crash-copy");
+
+    let journal = Journal::open(&crashed).unwrap();
+    assert_eq!(journal.recovered(), 10);
+    let (seen, factory) = set_recorder();
+    let again = Destinations::builder(Throttle::builder().drain_rate(1000.0))
+        .destination("a", DestinationConfig::default())
+        .destination("b", DestinationConfig::default())
+        .journal(journal)
+        .build(factory)
+        .unwrap();
+    assert!(
+        again.contains("c"),
+        "a destination no longer named is made for its jobs"
+    );
+    again.try_submit("b", "new".into()).unwrap();
+    seen.reach(11).await;
+    let mut seen = seen.jobs();
+    let new = seen.iter().position(|(_, j)| j == "b:new").unwrap();
+    seen.remove(new);
+    seen.sort();
+    assert_eq!(
+        seen, admitted,
+        "each job went to its own destination, with its id"
+    );
+    let journal = again.journal().unwrap().clone();
+    let (stats, returned) = again.shutdown(Duration::from_secs(5)).await;
+    assert!(returned.is_empty());
+    let delivered: Vec<_> = stats.iter().map(|s| (s.name(), s.delivered())).collect();
+    assert_eq!(delivered, vec![("a", 5), ("b", 4), ("c", 2)]);
+    assert_eq!(
+        journal.stats().live,
+        0,
+        "every delivery ended in the journal"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_single_throttles_journal_goes_to_the_only_named_destination() {
+    use dripfeed::destinations::{DestinationConfig, Destinations};
+    let dir = fresh_dir("single-to-set");
+    let (throttle, drain) = Throttle::builder()
+        .drain_rate(1000.0)
+        .journal(Journal::open(&dir).unwrap())
+        .build(|_: &String, _| async { Delivery::Done })
+        .unwrap();
+    throttle.pause();
+    let id = throttle.submit("old".into()).await.unwrap().id();
+    throttle.shutdown(Duration::ZERO).await;
+    drop(throttle);
+    drain.join().await;
+
+    let (seen, factory) = set_recorder();
+    let set = Destinations::builder(Throttle::builder().drain_rate(1000.0))
+        .destination("only", DestinationConfig::default())
+        .journal(Journal::open(&dir).unwrap())
+        .build(factory)
+        .unwrap();
+    seen.reach(1).await;
+    assert_eq!(seen.jobs(), vec![(id, "only:old".to_string())]);
+    set.shutdown(Duration::from_secs(5)).await;
+    drop(set);
+
+    // With two named destinations an untagged record has no home: it stays.
+    let (throttle, drain) = Throttle::builder()
+        .drain_rate(1000.0)
+        .journal(Journal::open(&dir).unwrap())
+        .build(|_: &String, _| async { Delivery::Done })
+        .unwrap();
+    throttle.pause();
+    throttle.submit("orphan".into()).await.unwrap();
+    throttle.shutdown(Duration::ZERO).await;
+    drop(throttle);
+    drain.join().await;
+    let set = Destinations::builder(Throttle::builder().drain_rate(1000.0))
+        .destination("x", DestinationConfig::default())
+        .destination("y", DestinationConfig::default())
+        .journal(Journal::open(&dir).unwrap())
+        .build(|_: &str| |_: &String, _| async { Delivery::Done })
+        .unwrap();
+    let journal = set.journal().unwrap().clone();
+    set.shutdown(Duration::from_secs(1)).await;
+    assert_eq!(set.held(), 0);
+    assert_eq!(journal.stats().live, 1, "left in the journal, not lost");
+}

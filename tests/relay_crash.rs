@@ -1,7 +1,8 @@
 //! A 202 is a promise: the relay, run as a child process with its journal,
 //! is flooded, killed with SIGKILL mid-burst, and started again on the same
 //! directory; every webhook it answered 202 must reach the receiver, with
-//! no more duplicates than the deliveries that were running.
+//! no more duplicates than the deliveries that were running. With
+//! destinations, each must also reach it through the destination it named.
 //!
 //! Real time and real processes (a loopback integration test): bounded in
 //! time and count, asserting counts only.
@@ -21,23 +22,27 @@ use axum::routing::post;
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::{Child, Command};
 
-/// Deliveries the receiver saw, by idempotency key.
+/// Deliveries the receiver saw, by idempotency key, and the query of the
+/// URL each key was delivered to (which destination sent it).
 #[derive(Default)]
 struct Seen {
     keys: Mutex<HashMap<String, u32>>,
+    routes: Mutex<HashMap<String, String>>,
     more: tokio::sync::Notify,
 }
 
 async fn receiver(seen: Arc<Seen>) -> std::net::SocketAddr {
     let app = Router::new().route(
         "/hooks",
-        post(move |headers: HeaderMap| {
+        post(move |uri: axum::http::Uri, headers: HeaderMap| {
             let seen = seen.clone();
             async move {
                 // Slow enough that deliveries are running when the relay dies.
                 tokio::time::sleep(Duration::from_millis(20)).await;
                 if let Some(key) = headers.get("idempotency-key").and_then(|v| v.to_str().ok()) {
                     *seen.keys.lock().unwrap().entry(key.to_owned()).or_default() += 1;
+                    let route = uri.query().unwrap_or_default().to_owned();
+                    seen.routes.lock().unwrap().insert(key.to_owned(), route);
                     seen.more.notify_waiters();
                 }
                 "ok"
@@ -76,8 +81,16 @@ fn relay_binary() -> PathBuf {
 
 const MAX_IN_FLIGHT: usize = 16;
 
-/// Starts the relay on the journal `dir`; returns it and its address.
+/// Starts the relay on the journal `dir` delivering to `downstream`;
+/// returns it and its address.
 async fn start_relay(dir: &std::path::Path, downstream: std::net::SocketAddr) -> (Child, String) {
+    let url = format!("http://{downstream}/hooks");
+    start_relay_with(dir, &["--downstream".into(), url]).await
+}
+
+/// Starts the relay on the journal `dir` with `target` (its receivers'
+/// flags); returns it and its address.
+async fn start_relay_with(dir: &std::path::Path, target: &[String]) -> (Child, String) {
     let dead_letter = dir.with_extension("dead-letter.jsonl");
     let mut child = Command::new(relay_binary())
         .args([
@@ -90,8 +103,7 @@ async fn start_relay(dir: &std::path::Path, downstream: std::net::SocketAddr) ->
         ])
         .args(["--max-in-flight", &MAX_IN_FLIGHT.to_string()])
         .args(["--retries", "3", "--retry-min", "50ms", "--retry-max", "1s"])
-        .arg("--downstream")
-        .arg(format!("http://{downstream}/hooks"))
+        .args(target)
         .arg("--journal-dir")
         .arg(dir)
         .arg("--dead-letter-file")
@@ -121,14 +133,43 @@ async fn start_relay(dir: &std::path::Path, downstream: std::net::SocketAddr) ->
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_webhook_answered_202_survives_a_sigkill() {
-    let dir = std::env::temp_dir().join(format!("dripfeed-relay-crash-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
     let seen = Arc::new(Seen::default());
     let downstream = receiver(seen.clone()).await;
-    let (mut relay, addr) = start_relay(&dir, downstream).await;
+    let target = ["--downstream".into(), format!("http://{downstream}/hooks")];
+    crash_and_restart("crash", &target, &[], &seen).await;
+}
+
+/// With destinations, one journal holds every destination's webhooks: after
+/// the kill each one is delivered by the destination it was sent to.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_destinations_every_202_survives_a_sigkill_and_keeps_its_destination() {
+    let seen = Arc::new(Seen::default());
+    let downstream = receiver(seen.clone()).await;
+    let mut target = Vec::new();
+    for d in ["a", "b"] {
+        target.push("--destination".to_owned());
+        target.push(format!("{d}=http://{downstream}/hooks?d={d}"));
+    }
+    target.extend(["--max-in-flight-per-destination".into(), "8".into()]);
+    crash_and_restart("crash-fanout", &target, &["a", "b"], &seen).await;
+    let routes = seen.routes.lock().unwrap();
+    assert!(
+        routes.values().any(|r| r == "d=a") && routes.values().any(|r| r == "d=b"),
+        "both destinations delivered"
+    );
+}
+
+/// Floods the relay started with `target`, kills it mid-burst, starts it
+/// again on the same journal, and checks every 202 reached the receiver
+/// (through the destination it named, when `dests` is not empty) with no
+/// more duplicates than the deliveries running at the kill.
+async fn crash_and_restart(name: &str, target: &[String], dests: &[&str], seen: &Arc<Seen>) {
+    let dir = std::env::temp_dir().join(format!("dripfeed-relay-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let (mut relay, addr) = start_relay_with(&dir, target).await;
 
     // 32 senders flood it; each 202 names the webhook's id.
-    let accepted = Arc::new(Mutex::new(Vec::<String>::new()));
+    let accepted = Arc::new(Mutex::new(Vec::<(String, String)>::new()));
     let flooding = Arc::new(AtomicBool::new(true));
     let got = Arc::new(tokio::sync::Notify::new());
     let client = reqwest::Client::new();
@@ -137,12 +178,17 @@ async fn every_webhook_answered_202_survives_a_sigkill() {
         let (client, accepted, flooding) = (client.clone(), accepted.clone(), flooding.clone());
         let got = got.clone();
         let url = format!("http://{addr}/v1/webhooks/deliver");
+        let dest = dests.get(s % dests.len().max(1)).map(|d| d.to_string());
         senders.push(tokio::spawn(async move {
             let mut n = 0;
             while flooding.load(Ordering::Relaxed) {
                 n += 1;
                 let body = format!("{{\"sender\":{s},\"n\":{n}}}");
-                let Ok(resp) = client.post(&url).body(body).send().await else {
+                let mut req = client.post(&url).body(body);
+                if let Some(d) = &dest {
+                    req = req.header("x-destination", d);
+                }
+                let Ok(resp) = req.send().await else {
                     return; // the relay died
                 };
                 if resp.status().as_u16() == 202
@@ -150,7 +196,8 @@ async fn every_webhook_answered_202_survives_a_sigkill() {
                     && let Ok(v) = serde_json::from_str::<serde_json::Value>(&text)
                     && let Some(id) = v["id"].as_str()
                 {
-                    accepted.lock().unwrap().push(id.to_owned());
+                    let route = dest.as_ref().map(|d| format!("d={d}")).unwrap_or_default();
+                    accepted.lock().unwrap().push((id.to_owned(), route));
                     got.notify_waiters();
                 }
             }
@@ -177,19 +224,28 @@ async fn every_webhook_answered_202_survives_a_sigkill() {
     );
 
     // The same directory again: what was unfinished is delivered.
-    let (_relay, _) = start_relay(&dir, downstream).await;
+    let (_relay, _) = start_relay_with(&dir, target).await;
     let all = || {
         let keys = seen.keys.lock().unwrap();
-        accepted.iter().all(|id| keys.contains_key(id))
+        accepted.iter().all(|(id, _)| keys.contains_key(id))
     };
     if !support::until(&seen.more, Duration::from_secs(60), all).await {
         let keys = seen.keys.lock().unwrap();
-        let missing = accepted.iter().filter(|id| !keys.contains_key(*id)).count();
+        let missing = accepted
+            .iter()
+            .filter(|(id, _)| !keys.contains_key(id))
+            .count();
         panic!(
             "{missing} of {} accepted webhooks never arrived",
             accepted.len()
         );
     }
+    let routes = seen.routes.lock().unwrap();
+    let misrouted = accepted.iter().filter(|(id, r)| routes[id] != *r).count();
+    assert_eq!(
+        misrouted, 0,
+        "every webhook went to the destination it named"
+    );
     let keys = seen.keys.lock().unwrap();
     let duplicates: u32 = keys.values().map(|n| n - 1).sum();
     assert!(
@@ -197,10 +253,10 @@ async fn every_webhook_answered_202_survives_a_sigkill() {
         "{duplicates} duplicates; at most the {MAX_IN_FLIGHT} deliveries running at the kill"
     );
     eprintln!(
-        "accepted {}, delivered before the kill {delivered_before}, duplicates {duplicates}",
+        "{name}: accepted {}, delivered before the kill {delivered_before}, duplicates {duplicates}",
         accepted.len()
     );
-    drop(keys);
+    drop((keys, routes));
     let _ = std::fs::remove_dir_all(&dir);
 }
 

@@ -76,12 +76,14 @@ pub struct Job {
 }
 
 /// A webhook's attempts so far: its id (0 before the first), how many,
-/// and the receiver's last status (0: no answer).
+/// the receiver's last status (0: no answer), and the destination that
+/// tried it (a webhook recovered from the journal learns it here).
 #[derive(Default)]
 pub struct Trail {
     pub id: AtomicU64,
     pub attempts: AtomicU32,
     pub last_status: AtomicU32,
+    pub destination: std::sync::OnceLock<Arc<str>>,
 }
 
 impl Job {
@@ -189,8 +191,8 @@ pub struct Relay {
 /// The settings the single throttle and every destination's throttle share:
 /// rate, budget, overflow, timeout, dead letters, AIMD and retries, with
 /// `max_in_flight` deliveries (the per-destination cap when fanning out).
-/// Tenants, fleet permits and the journal are added for the single throttle
-/// only (not used with fan-out yet).
+/// Tenants and fleet permits are added for the single throttle only (not
+/// used with fan-out yet); the journal goes to whichever runs.
 fn template(
     cfg: &RelayConfig,
     sink: &Arc<FileSink>,
@@ -231,11 +233,21 @@ pub struct HttpDownstream {
     pub latencies: Arc<Latencies>,
     /// The destination's signing key (the bytes of its `whsec_` secret).
     pub secret: Option<Arc<[u8]>>,
+    /// The destination's name, when the relay fans out.
+    pub name: Option<Arc<str>>,
 }
 
 #[async_trait::async_trait]
 impl Downstream<Job> for HttpDownstream {
     async fn deliver(&self, job: &Job, attempt: Attempt) -> Delivery {
+        if let Some(name) = &self.name {
+            let _ = job.trail.destination.set(name.clone());
+        }
+        if self.url.is_empty() {
+            // A destination recovered from the journal that the configuration
+            // no longer names: its webhooks go to the dead-letter file.
+            return Delivery::Failed;
+        }
         let id = attempt.id().to_string();
         let mut req = self
             .client
@@ -323,6 +335,7 @@ impl Relay {
             url: cfg.downstream.clone(),
             latencies: latencies.clone(),
             secret: None,
+            name: None,
         };
         let mut builder = template(&cfg, &sink, cfg.max_in_flight);
         match (&tenants, cfg.tenant_quota) {
@@ -333,28 +346,34 @@ impl Relay {
         if let Some(source) = permits {
             builder = builder.permits(source);
         }
-        let mut recovered = 0;
         let idempotency = match &cfg.journal {
             Some(dir) => Idempotency::open(dir, IDEMPOTENCY_WINDOW, IDEMPOTENCY_KEYS)?,
             None => Idempotency::in_memory(IDEMPOTENCY_WINDOW, IDEMPOTENCY_KEYS),
         };
-        if let Some(dir) = &cfg.journal {
-            let journal = Journal::open(dir).map_err(std::io::Error::other)?;
-            recovered = journal.recovered();
-            builder = builder.journal(journal);
-        }
-        let fanout = match &cfg.fanout {
-            Some(f) => Some(
-                crate::fanout::Fanout::start(
+        let journal = match &cfg.journal {
+            Some(dir) => Some(Journal::open(dir).map_err(std::io::Error::other)?),
+            None => None,
+        };
+        let recovered = journal.as_ref().map_or(0, Journal::recovered);
+        // The journal goes to the destinations when the relay fans out (one
+        // journal, each record naming its destination), else to the throttle.
+        let (fanout, journal) = match &cfg.fanout {
+            Some(f) => {
+                let set = crate::fanout::Fanout::start(
                     f,
                     template(&cfg, &sink, f.max_in_flight_per_destination),
+                    journal,
                     client,
                     latencies.clone(),
                 )
-                .map_err(std::io::Error::other)?,
-            ),
-            None => None,
+                .map_err(std::io::Error::other)?;
+                (Some(set), None)
+            }
+            None => (None, journal),
         };
+        if let Some(journal) = journal {
+            builder = builder.journal(journal);
+        }
         let (throttle, _drain) = builder.build(downstream).map_err(std::io::Error::other)?;
         Ok(Arc::new(Relay {
             fanout,
@@ -588,9 +607,11 @@ fn job_from(
 /// The tenant's quota (429), then the queue (503).
 async fn admit(relay: &Relay, job: Job) -> Result<Admitted, Box<Response>> {
     if let (Some(fanout), Some(name)) = (&relay.fanout, job.destination.clone()) {
+        // With a journal it answers once the webhook is durable.
         return fanout
             .set
-            .try_submit(&name, job)
+            .try_submit_durable(&name, job)
+            .await
             .map_err(|r| Box::new(refused(relay, r)));
     }
     let keyed = relay.tenants.is_some() || relay.cfg.tenant_quota.is_some();

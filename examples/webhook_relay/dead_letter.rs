@@ -111,7 +111,11 @@ fn encode(buf: &mut Vec<u8>, job: &Job, reason: &str, destination: &str) -> u64 
             0 => None,
             id => Some(id.to_string()),
         },
-        destination: job.destination.as_deref().unwrap_or(destination),
+        destination: job
+            .destination
+            .as_deref()
+            .or(job.trail.destination.get().map(|d| &**d))
+            .unwrap_or(destination),
         attempts,
         last_status: (attempts > 0).then(|| job.trail.last_status.load(Ordering::Relaxed)),
         tenant: job.tenant.as_deref(),

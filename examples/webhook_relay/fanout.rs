@@ -14,6 +14,7 @@ use axum::response::Response;
 use base64::Engine;
 use dripfeed::ThrottleBuilder;
 use dripfeed::destinations::{BreakerConfig, DestinationConfig, Destinations};
+use dripfeed::journal::Journal;
 use hmac::{Hmac, Mac};
 use serde::Deserialize;
 use sha2::Sha256;
@@ -188,6 +189,7 @@ impl Fanout {
     pub fn start(
         cfg: &FanoutConfig,
         template: ThrottleBuilder<Job>,
+        journal: Option<Journal>,
         client: reqwest::Client,
         latencies: Arc<Latencies>,
     ) -> Result<Fanout, String> {
@@ -223,15 +225,21 @@ impl Fanout {
             builder = builder.destination(e.name.clone(), d);
             names.push(Arc::from(e.name.as_str()));
         }
+        if let Some(journal) = journal {
+            builder = builder.journal(journal);
+        }
         let set = builder
             .build(move |name: &str| {
-                // Only configured names reach the set (see `pick`).
+                // Only configured names reach the set (see `pick`), and those
+                // the journal recovered: a name no longer configured gets no
+                // URL, and its webhooks are dead-lettered.
                 let (url, secret) = targets.get(name).cloned().unwrap_or_default();
                 HttpDownstream {
                     client: client.clone(),
                     url,
                     latencies: latencies.clone(),
                     secret,
+                    name: Some(Arc::from(name)),
                 }
             })
             .map_err(|e| format!("destinations: {e}"))?;
@@ -285,6 +293,20 @@ impl Fanout {
                 Vec::new(),
             ))),
         }
+    }
+
+    /// Across every destination: depth, capacity, summed rate, delivered,
+    /// dead-lettered (with evicted).
+    pub fn totals(&self) -> (u64, u64, f64, u64, u64) {
+        self.set.all_stats().iter().fold((0, 0, 0.0, 0, 0), |t, s| {
+            (
+                t.0 + s.depth(),
+                t.1 + s.capacity(),
+                t.2 + if s.is_active() { s.drain_rate() } else { 0.0 },
+                t.3 + s.delivered(),
+                t.4 + s.dead_lettered() + s.evicted(),
+            )
+        })
     }
 
     /// One status line per configured destination.

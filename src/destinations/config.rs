@@ -133,6 +133,9 @@ pub enum DestinationError {
         /// The set's `max_destinations`.
         max: usize,
     },
+    /// The template was given a journal: a set has one journal for all its
+    /// destinations, given with `DestinationsBuilder::journal`.
+    JournalOnTemplate,
     /// The set was shut down.
     Closed,
 }
@@ -164,6 +167,9 @@ impl fmt::Display for DestinationError {
             DestinationError::Full { max } => {
                 write!(f, "the set holds its {max} destinations and none is idle")
             }
+            DestinationError::JournalOnTemplate => f.write_str(
+                "the template has a journal; give the journal to the set (DestinationsBuilder::journal)",
+            ),
             DestinationError::Closed => f.write_str("the destination set was shut down"),
         }
     }

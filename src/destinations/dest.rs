@@ -15,10 +15,19 @@ use crate::drain::Drain;
 use crate::error::{RateError, Reason, Rejected};
 use crate::throttle::{Admitted, Throttle};
 
+/// Tries at making a throttle for a job racing retiring ones.
+const RACES: usize = 3;
+
+/// A throttle's answer: final, or the job back for the next throttle.
+enum Settled<J> {
+    Done(Result<Admitted, Rejected<J>>),
+    Again(J),
+}
+
 /// A destination's throttle while it has work.
 struct Live<J> {
     throttle: Throttle<J>,
-    _drain: Drain<J>,
+    drain: Drain<J>,
     /// The highest rate its ring holds a full budget for.
     ring_rate: f64,
 }
@@ -109,6 +118,7 @@ impl<J: Send + Sync + 'static> Dest<J> {
     fn builder(
         self: &Arc<Self>,
         inner: &Inner<J>,
+        recovered: Vec<(u64, J)>,
     ) -> Result<(ThrottleBuilder<J>, f64), DestinationError> {
         let cfg = *lock(&self.cfg);
         let ceiling = cfg.ceiling_override().unwrap_or(inner.max_rate);
@@ -137,6 +147,14 @@ impl<J: Send + Sync + 'static> Dest<J> {
                 }
             }),
         };
+        #[cfg(feature = "journal")]
+        if let Some(j) = &inner.journal {
+            let journaling = crate::journaled::Journaling::new(j.journal.clone(), j.encode)
+                .tagged(self.name.clone());
+            b = b.journaled(journaling, recovered);
+        }
+        #[cfg(not(feature = "journal"))]
+        drop(recovered);
         Ok((b.member(member), ceiling))
     }
 
@@ -149,15 +167,44 @@ impl<J: Send + Sync + 'static> Dest<J> {
         if inner.is_closed() {
             return Err(DestinationError::Closed);
         }
-        let (b, ring_rate) = self.builder(inner)?;
+        self.start(inner, &mut live, Vec::new())
+    }
+
+    /// Makes its throttle, with the jobs recovered for it.
+    fn start(
+        self: &Arc<Self>,
+        inner: &Arc<Inner<J>>,
+        live: &mut Option<Live<J>>,
+        recovered: Vec<(u64, J)>,
+    ) -> Result<Throttle<J>, DestinationError> {
+        let (b, ring_rate) = self.builder(inner, recovered)?;
         let (throttle, drain) = b.build_spawned((inner.factory)(&self.name))?;
         self.active.increment(1.0);
         *live = Some(Live {
             throttle: throttle.clone(),
-            _drain: drain,
+            drain,
             ring_rate,
         });
         Ok(throttle)
+    }
+
+    /// Takes back the jobs an earlier run left for it in the set's journal:
+    /// they are held (past the set's bound if need be) and delivered first.
+    #[cfg(feature = "journal")]
+    pub(crate) fn recover(self: &Arc<Self>, inner: &Arc<Inner<J>>, jobs: Vec<(u64, J)>) {
+        let n = jobs.len();
+        self.tally.hold_recovered(n);
+        let mut live = lock(&self.live);
+        if live.is_some() {
+            // Never at build: each destination's records come in one group.
+            tracing::error!(destination = %self.name, jobs = n, "recovered jobs for an active destination; they stay in the journal");
+            (0..n).for_each(|_| self.tally.finished());
+            return;
+        }
+        if let Err(e) = self.start(inner, &mut live, jobs) {
+            tracing::error!(destination = %self.name, jobs = n, error = %e, "cannot start a destination for its recovered jobs; they stay in the journal");
+            (0..n).for_each(|_| self.tally.finished());
+        }
     }
 
     /// Called by its drain when nothing is queued, waiting or in flight:
@@ -179,53 +226,95 @@ impl<J: Send + Sync + 'static> Dest<J> {
         self.active.decrement(1.0);
     }
 
+    /// Queues `job` now, or hands it back.
     pub(crate) fn try_submit(
         self: &Arc<Self>,
         inner: &Arc<Inner<J>>,
         job: J,
     ) -> Result<Admitted, Rejected<J>> {
-        if !self.tally.try_hold(inner.max_jobs) {
-            self.refused.fetch_add(1, Ordering::Relaxed);
-            let wait = self.queue_wait().max(Duration::from_secs(1));
-            return Err(Rejected::new(job, Reason::Overloaded, Some(wait), None));
-        }
-        let mut job = job;
-        // A throttle retired between the lookup and the push refuses as
-        // closed: the next one is made for the job.
-        for _ in 0..3 {
-            let throttle = match self.throttle(inner) {
-                Ok(t) => t,
-                Err(e) => {
-                    self.tally.finished();
-                    self.refused.fetch_add(1, Ordering::Relaxed);
-                    let reason = match e {
-                        DestinationError::Closed => Reason::Closed,
-                        _ => Reason::Invalid,
-                    };
-                    return Err(Rejected::new(job, reason, None, None));
-                }
-            };
-            match throttle.try_submit(job) {
-                Ok(admitted) => {
-                    self.accepted.fetch_add(1, Ordering::Relaxed);
-                    return Ok(admitted);
-                }
-                Err(r) if r.reason() == Reason::Closed && !inner.is_closed() => job = r.into_job(),
-                Err(r) => {
-                    self.tally.finished();
-                    self.refused.fetch_add(1, Ordering::Relaxed);
-                    return Err(self.breaker_hint(r));
-                }
+        let mut job = self.hold(inner, job)?;
+        for _ in 0..RACES {
+            let (throttle, j) = self.throttle_for(inner, job)?;
+            match self.settle(inner, throttle.try_submit(j)) {
+                Settled::Done(result) => return result,
+                Settled::Again(j) => job = j,
             }
         }
+        Err(self.raced(job))
+    }
+
+    /// Like [`try_submit`](Self::try_submit); with the set's journal it
+    /// answers once the job's record is durable.
+    pub(crate) async fn try_submit_durable(
+        self: &Arc<Self>,
+        inner: &Arc<Inner<J>>,
+        job: J,
+    ) -> Result<Admitted, Rejected<J>> {
+        let mut job = self.hold(inner, job)?;
+        for _ in 0..RACES {
+            let (throttle, j) = self.throttle_for(inner, job)?;
+            match self.settle(inner, throttle.try_submit_durable(j).await) {
+                Settled::Done(result) => return result,
+                Settled::Again(j) => job = j,
+            }
+        }
+        Err(self.raced(job))
+    }
+
+    /// Counts the job against the set's bound, or refuses it.
+    fn hold(&self, inner: &Inner<J>, job: J) -> Result<J, Rejected<J>> {
+        if self.tally.try_hold(inner.max_jobs) {
+            return Ok(job);
+        }
+        self.refused.fetch_add(1, Ordering::Relaxed);
+        let wait = self.queue_wait().max(Duration::from_secs(1));
+        Err(Rejected::new(job, Reason::Overloaded, Some(wait), None))
+    }
+
+    /// Its throttle for a held job, or the job handed back.
+    fn throttle_for(
+        self: &Arc<Self>,
+        inner: &Arc<Inner<J>>,
+        job: J,
+    ) -> Result<(Throttle<J>, J), Rejected<J>> {
+        match self.throttle(inner) {
+            Ok(t) => Ok((t, job)),
+            Err(e) => {
+                let reason = match e {
+                    DestinationError::Closed => Reason::Closed,
+                    _ => Reason::Invalid,
+                };
+                Err(self.unheld(Rejected::new(job, reason, None, None)))
+            }
+        }
+    }
+
+    /// What a throttle answered: a throttle retired between the lookup and
+    /// the push refuses as closed, and the job goes to the next one.
+    fn settle(&self, inner: &Inner<J>, answer: Result<Admitted, Rejected<J>>) -> Settled<J> {
+        match answer {
+            Ok(admitted) => {
+                self.accepted.fetch_add(1, Ordering::Relaxed);
+                Settled::Done(Ok(admitted))
+            }
+            Err(r) if r.reason() == Reason::Closed && !inner.is_closed() => {
+                Settled::Again(r.into_job())
+            }
+            Err(r) => Settled::Done(Err(self.unheld(self.breaker_hint(r)))),
+        }
+    }
+
+    /// Lost the race with retiring throttles [`RACES`] times in a row.
+    fn raced(&self, job: J) -> Rejected<J> {
+        let wait = Some(Duration::from_secs(1));
+        self.unheld(Rejected::new(job, Reason::Overloaded, wait, None))
+    }
+
+    /// A held job that was refused: no longer held, counted as refused.
+    fn unheld(&self, r: Rejected<J>) -> Rejected<J> {
         self.tally.finished();
         self.refused.fetch_add(1, Ordering::Relaxed);
-        Err(Rejected::new(
-            job,
-            Reason::Overloaded,
-            Some(Duration::from_secs(1)),
-            None,
-        ))
+        r
     }
 
     /// A full queue behind an open breaker: wait at least the cool-down left.
@@ -312,6 +401,9 @@ impl<J: Send + Sync + 'static> Dest<J> {
         self.active.decrement(1.0);
         let report = l.throttle.shutdown(grace).await;
         lock(&self.totals).absorb(&report.stats);
+        // The task's end lets go of what it holds (the set's journal among them).
+        drop(l.throttle);
+        l.drain.join().await;
         let name = self.name.to_string();
         report
             .returned

@@ -67,6 +67,8 @@ pub(crate) mod breaker;
 mod config;
 mod dest;
 pub(crate) mod gate;
+#[cfg(feature = "journal")]
+mod journaled;
 mod stats;
 pub(crate) mod tally;
 
@@ -104,6 +106,8 @@ pub struct DestinationsBuilder<J> {
     max_destinations: usize,
     breaker: Option<BreakerConfig>,
     named: Vec<(String, DestinationConfig)>,
+    #[cfg(feature = "journal")]
+    journal: Option<journaled::Recovery<J>>,
 }
 
 /// A set of throttles keyed by destination (see the [module](self) docs).
@@ -135,6 +139,8 @@ pub(crate) struct Inner<J> {
     closed: AtomicBool,
     known: Gauge,
     pub(crate) active: Gauge,
+    #[cfg(feature = "journal")]
+    pub(crate) journal: Option<journaled::SetJournal<J>>,
 }
 
 impl<J: Send + Sync + 'static> Destinations<J> {
@@ -148,6 +154,8 @@ impl<J: Send + Sync + 'static> Destinations<J> {
             max_destinations: 10_000,
             breaker: Some(BreakerConfig::default()),
             named: Vec::new(),
+            #[cfg(feature = "journal")]
+            journal: None,
         }
     }
 }
@@ -198,6 +206,10 @@ impl<J: Send + Sync + 'static> DestinationsBuilder<J> {
         downstream: impl Fn(&str) -> D + Send + Sync + 'static,
     ) -> Result<Destinations<J>, DestinationError> {
         self.template.validate()?;
+        #[cfg(feature = "journal")]
+        if self.template.has_journal() {
+            return Err(DestinationError::JournalOnTemplate);
+        }
         for (what, n) in [
             ("max_in_flight", self.max_in_flight),
             ("max_jobs", self.max_jobs),
@@ -224,6 +236,18 @@ impl<J: Send + Sync + 'static> DestinationsBuilder<J> {
             .or(settings.rate)
             .unwrap_or(1.0);
         let name = self.template.template_name();
+        #[cfg(feature = "journal")]
+        let (journal, recovered) = match self.journal {
+            Some(r) => {
+                let sole = match &self.named[..] {
+                    [(only, _)] => Some(only.as_str()),
+                    _ => None,
+                };
+                let (j, groups) = r.sort(sole);
+                (Some(j), groups)
+            }
+            None => (None, Vec::new()),
+        };
         let inner = Inner {
             known: gauge!(DESTINATIONS, "throttle" => name.clone(), "state" => "known"),
             active: gauge!(DESTINATIONS, "throttle" => name.clone(), "state" => "active"),
@@ -241,6 +265,8 @@ impl<J: Send + Sync + 'static> DestinationsBuilder<J> {
             breaker: self.breaker,
             table: Mutex::new(HashMap::new()),
             closed: AtomicBool::new(false),
+            #[cfg(feature = "journal")]
+            journal,
         };
         let inner = Arc::new(inner);
         {
@@ -251,6 +277,29 @@ impl<J: Send + Sync + 'static> DestinationsBuilder<J> {
                 table.insert(dest.name.clone(), Arc::new(dest));
             }
             inner.known.set(table.len() as f64);
+        }
+        // Jobs an earlier run left go back to their destinations (made if
+        // no longer named, past the bound if need be: they hold jobs).
+        #[cfg(feature = "journal")]
+        for (name, jobs) in recovered {
+            let dest = {
+                let mut table = inner.lock();
+                let d = table
+                    .entry(Arc::from(name.as_str()))
+                    .or_insert_with(|| {
+                        Arc::new(Dest::new(
+                            &inner,
+                            &name,
+                            false,
+                            DestinationConfig::default(),
+                        ))
+                    })
+                    .clone();
+                inner.known.set(table.len() as f64);
+                d
+            };
+            dest.touch();
+            dest.recover(&inner, jobs);
         }
         Ok(Destinations { inner })
     }
@@ -327,21 +376,55 @@ impl<J: Send + Sync + 'static> Destinations<J> {
     /// # }
     /// ```
     pub fn try_submit(&self, destination: &str, job: J) -> Result<Admitted, Rejected<J>> {
-        let d = match self.dest(destination) {
-            Ok(d) => d,
-            Err(DestinationError::Closed) => {
-                return Err(Rejected::new(job, Reason::Closed, None, None));
-            }
-            Err(_) => {
-                return Err(Rejected::new(
-                    job,
-                    Reason::Overloaded,
-                    Some(Duration::from_secs(1)),
-                    None,
-                ));
-            }
-        };
+        let (d, job) = self.dest_for(destination, job)?;
         d.try_submit(&self.inner, job)
+    }
+
+    /// The record for a job's destination, or the job refused: `Closed`
+    /// after shutdown, 503 when the set is full.
+    #[allow(clippy::type_complexity)]
+    fn dest_for(&self, destination: &str, job: J) -> Result<(Arc<Dest<J>>, J), Rejected<J>> {
+        match self.dest(destination) {
+            Ok(d) => Ok((d, job)),
+            Err(DestinationError::Closed) => Err(Rejected::new(job, Reason::Closed, None, None)),
+            Err(_) => Err(Rejected::new(
+                job,
+                Reason::Overloaded,
+                Some(Duration::from_secs(1)),
+                None,
+            )),
+        }
+    }
+
+    /// Like [`try_submit`](Self::try_submit): never waits for room. With
+    /// the set's [`journal`](DestinationsBuilder::journal) it first waits
+    /// until the job's record is as durable as the journal promises, so an
+    /// `Ok` survives a crash: answer a 202 with it. Without one it is
+    /// `try_submit`.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// use dripfeed::destinations::Destinations;
+    /// use dripfeed::{Delivery, Reason, Throttle};
+    /// let set = Destinations::builder(Throttle::builder().drain_rate(1.0).capacity(1))
+    ///     .build(|_: &str| |_: &u32, _| async { Delivery::Done })?;
+    /// assert!(set.try_submit_durable("a", 1).await.is_ok());
+    /// let full = set.try_submit_durable("a", 2).await.unwrap_err();
+    /// assert_eq!(full.reason(), Reason::Overloaded, "refused at once, not waiting for room");
+    /// assert_eq!(full.into_job(), 2);
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn try_submit_durable(
+        &self,
+        destination: &str,
+        job: J,
+    ) -> Result<Admitted, Rejected<J>> {
+        match self.dest_for(destination, job) {
+            Ok((d, job)) => d.try_submit_durable(&self.inner, job).await,
+            Err(r) => Err(r),
+        }
     }
 
     /// Changes a destination's overrides at run time (making its record if
@@ -450,6 +533,10 @@ impl<J: Send + Sync + 'static> Destinations<J> {
         let waits = dests.iter().map(|d| d.shutdown(grace));
         let returned = futures_util::future::join_all(waits).await;
         let returned = returned.into_iter().flatten().collect();
+        #[cfg(feature = "journal")]
+        if let Some(j) = &self.inner.journal {
+            j.journal.flush().await; // the members' ends, written and fsynced
+        }
         (self.all_stats(), returned)
     }
 }

@@ -13,6 +13,7 @@ pub(crate) struct Totals {
     pub(crate) dead_lettered: u64,
     pub(crate) expired: u64,
     pub(crate) evicted: u64,
+    pub(crate) kept: u64,
 }
 
 impl Totals {
@@ -23,6 +24,7 @@ impl Totals {
         self.dead_lettered += s.outcome(Outcome::DeadLettered);
         self.expired += s.outcome(Outcome::Expired);
         self.evicted += s.outcome(Outcome::Evicted);
+        self.kept += s.outcome(Outcome::Kept);
     }
 }
 
@@ -136,6 +138,11 @@ impl DestinationStats {
     /// Jobs evicted by head-drop.
     pub fn evicted(&self) -> u64 {
         self.totals.evicted
+    }
+
+    /// Jobs left in the set's journal at shutdown for the next start.
+    pub fn kept(&self) -> u64 {
+        self.totals.kept
     }
 
     /// The breaker's state.

@@ -77,6 +77,19 @@ impl Tally {
         }
     }
 
+    /// Counts `n` jobs recovered from the journal, whatever the bound says:
+    /// they were admitted before the restart.
+    #[cfg(feature = "journal")]
+    pub(crate) fn hold_recovered(&self, n: usize) {
+        if n == 0 {
+            return;
+        }
+        if self.held.fetch_add(n, Ordering::SeqCst) == 0 {
+            self.set.busy.fetch_add(1, Ordering::SeqCst);
+        }
+        self.set.held.fetch_add(n, Ordering::SeqCst);
+    }
+
     /// A held job ended (or was not admitted after all).
     pub(crate) fn finished(&self) {
         if self.held.fetch_sub(1, Ordering::SeqCst) == 1 {

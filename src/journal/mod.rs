@@ -51,6 +51,7 @@ mod error;
 pub(crate) mod frame;
 mod options;
 mod segments;
+pub(crate) mod tag;
 mod writer;
 
 use std::path::{Path, PathBuf};

@@ -1,0 +1,158 @@
+//! One journal for the whole set (feature `journal`): every destination's
+//! throttle records its jobs in it, each record naming its destination
+//! ([`tag`](crate::journal::tag)), and at build the jobs an earlier run left
+//! unfinished go back to their destinations, with their ids, ahead of new
+//! ones.
+
+use std::collections::HashMap;
+
+use crate::journal::{DecodeError, JobCodec, Journal};
+
+use super::{Destinations, DestinationsBuilder};
+
+/// The set's journal and how its jobs are encoded.
+pub(crate) struct SetJournal<J> {
+    pub(crate) journal: Journal,
+    pub(crate) encode: fn(&J, &mut Vec<u8>),
+}
+
+/// The set's journal, with what it found at open, until the set is built.
+pub(crate) struct Recovery<J> {
+    set: SetJournal<J>,
+    decode: fn(&[u8]) -> Result<J, DecodeError>,
+    records: Vec<(u64, Vec<u8>)>,
+}
+
+/// Jobs recovered for one destination, with their ids.
+pub(crate) type Recovered<J> = Vec<(u64, J)>;
+
+impl<J> Recovery<J> {
+    /// Splits the records by destination. A record without a destination
+    /// (written by a single throttle on the same directory) goes to `sole`,
+    /// the only destination named in the configuration; with none or
+    /// several it stays in the journal. A job that no longer decodes is
+    /// logged and dropped from the journal, as a single throttle does.
+    pub(crate) fn sort(self, sole: Option<&str>) -> (SetJournal<J>, Vec<(String, Recovered<J>)>) {
+        let mut by_dest: HashMap<String, Recovered<J>> = HashMap::new();
+        let mut untagged = 0usize;
+        for (id, record) in &self.records {
+            let (dest, bytes) = match (crate::journal::tag::split(record), sole) {
+                (Some((dest, bytes)), _) => (dest, bytes),
+                (None, Some(dest)) => (dest, &record[..]),
+                (None, None) => {
+                    untagged += 1;
+                    continue;
+                }
+            };
+            match (self.decode)(bytes) {
+                Ok(job) => by_dest.entry(dest.to_owned()).or_default().push((*id, job)),
+                Err(e) => {
+                    tracing::error!(id, destination = dest, error = %e, "journal: a recovered job does not decode; dropped");
+                    self.set.journal.end(*id);
+                }
+            }
+        }
+        if untagged > 0 {
+            tracing::warn!(
+                jobs = untagged,
+                "journal: recovered jobs name no destination and the configuration names more or fewer than one; they stay in the journal"
+            );
+        }
+        let mut groups: Vec<_> = by_dest.into_iter().collect();
+        for (_, jobs) in &mut groups {
+            jobs.sort_by_key(|(id, _)| *id); // admission order
+        }
+        groups.sort_by(|a, b| a.0.cmp(&b.0));
+        (self.set, groups)
+    }
+}
+
+impl<J: JobCodec + Send + Sync + 'static> DestinationsBuilder<J> {
+    /// Records every destination's jobs in one `journal`, each record
+    /// naming its destination, and at build gives what an earlier run left
+    /// unfinished back to its destination (made if the configuration no
+    /// longer names it), with the ids the jobs had, ahead of new ones.
+    ///
+    /// Admission ([`try_submit`](Destinations::try_submit)) sends the
+    /// record without waiting for it, like a throttle's `try_submit`;
+    /// [`shutdown`](Destinations::shutdown) leaves unfinished jobs in the
+    /// journal (counted [`kept`](super::DestinationStats::kept)) and
+    /// flushes it. A template with a journal of its own is refused at build
+    /// ([`DestinationError::JournalOnTemplate`](super::DestinationError::JournalOnTemplate)). Records written by a single
+    /// throttle (they name no destination) go to the only destination named
+    /// in the configuration, or stay in the journal.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// use dripfeed::destinations::Destinations;
+    /// use dripfeed::journal::Journal;
+    /// use dripfeed::{Attempt, Delivery, RetryPolicy, Throttle};
+    /// use std::sync::{Arc, Mutex};
+    /// use std::time::Duration;
+    /// let dir = std::env::temp_dir().join(format!("dripfeed-doc-set-journal-{}", std::process::id()));
+    /// # let _ = std::fs::remove_dir_all(&dir);
+    /// let failing = Throttle::builder().drain_rate(10.0).retries(RetryPolicy::new(5));
+    /// let set = Destinations::builder(failing)
+    ///     .journal(Journal::open(&dir)?)
+    ///     .build(|_: &str| |_: &String, _| async { Delivery::Retry { after: None } })?;
+    /// let a = set.try_submit("a", "to a".to_string())?;
+    /// set.try_submit("b", "to b".to_string())?;
+    /// let (stats, returned) = set.shutdown(Duration::ZERO).await;
+    /// assert_eq!(stats.iter().map(|s| s.kept()).sum::<u64>(), 2);
+    /// assert!(returned.is_empty(), "kept in the journal, not handed back");
+    /// drop(set);
+    ///
+    /// let seen = Arc::new(Mutex::new(Vec::new()));
+    /// let log = seen.clone();
+    /// let set = Destinations::builder(Throttle::builder().drain_rate(10.0))
+    ///     .journal(Journal::open(&dir)?)
+    ///     .build(move |name: &str| {
+    ///         let (log, name) = (log.clone(), name.to_string());
+    ///         move |job: &String, at: Attempt| {
+    ///             log.lock().unwrap().push((name.clone(), job.clone(), at.id()));
+    ///             async { Delivery::Done }
+    ///         }
+    ///     })?;
+    /// set.shutdown(Duration::from_secs(5)).await; // delivers what was recovered
+    /// let mut seen = seen.lock().unwrap().clone();
+    /// seen.sort();
+    /// assert_eq!(seen[0], ("a".to_string(), "to a".to_string(), a.id()));
+    /// assert_eq!(seen[1].0, "b");
+    /// # drop(set);
+    /// # std::fs::remove_dir_all(&dir)?;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn journal(mut self, journal: Journal) -> Self {
+        let records = journal.take_recovered();
+        self.journal = Some(Recovery {
+            set: SetJournal {
+                journal,
+                encode: |job, out| job.encode(out),
+            },
+            decode: J::decode,
+            records,
+        });
+        self
+    }
+}
+
+impl<J> Destinations<J> {
+    /// The journal the set records its jobs in, if it has one.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// use dripfeed::destinations::Destinations;
+    /// use dripfeed::{Delivery, Throttle};
+    /// let set = Destinations::builder(Throttle::builder().drain_rate(10.0))
+    ///     .build(|_: &str| |_: &Vec<u8>, _| async { Delivery::Done })?;
+    /// assert!(set.journal().is_none());
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn journal(&self) -> Option<&Journal> {
+        self.inner.journal.as_ref().map(|j| &j.journal)
+    }
+}
