@@ -20,8 +20,8 @@
 //! (ring, drain task, metrics handles) exists only while it has work: when
 //! its drain finds nothing queued, waiting or in flight it hands the
 //! throttle back and the task ends; no timer runs for it. The record keeps
-//! its overrides, its breaker, its learned rate and its counts (a few hundred
-//! bytes). At [`max_destinations`](DestinationsBuilder::max_destinations) a
+//! its overrides, its breaker, its learned rate and its counts (about 560
+//! bytes of heap with its map entry, measured by `tests/idle_cost.rs`). At [`max_destinations`](DestinationsBuilder::max_destinations) a
 //! new destination retires the record idle longest that was not named in
 //! the configuration and whose breaker is closed; if there is none, it is
 //! refused.
