@@ -30,6 +30,9 @@ pub(crate) struct Settings {
     pub(crate) max_rate: Option<f64>,
     /// Floor and ceiling when adaptive.
     pub(crate) adaptive: Option<(f64, f64)>,
+    /// The latency budget when the bound follows the rate (`None` for a
+    /// fixed capacity).
+    pub(crate) budget: Option<Duration>,
 }
 
 /// The largest ring, in bytes, the builder agrees to allocate.
@@ -428,6 +431,10 @@ impl<J: Send + Sync + 'static> ThrottleBuilder<J> {
                 .adaptive
                 .as_ref()
                 .map(|a| (a.config().floor(), a.config().ceiling())),
+            budget: match self.capacity {
+                Some(_) => None,
+                None => Some(self.budget.unwrap_or(Duration::from_secs(1))),
+            },
         }
     }
 

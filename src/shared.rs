@@ -77,6 +77,12 @@ pub(crate) struct Shared<J> {
     /// A set's destination: its breaker, asked before each emission.
     pub(crate) gate: Option<Arc<Gate>>,
     rate_bits: AtomicU64,
+    /// The highest rate now (at most `cfg.max_rate`): a set lowers it for a
+    /// destination whose ceiling was lowered.
+    limit_bits: AtomicU64,
+    /// The latency budget now in ns (`u64::MAX` for a fixed capacity): a
+    /// set changes it for a destination within what its ring holds.
+    budget_ns: AtomicU64,
     paused: AtomicBool,
     /// Serialises rate changes against close.
     control: Mutex<()>,
@@ -129,8 +135,10 @@ impl<J> Shared<J> {
             #[cfg(feature = "journal")]
             journal: parts.journal,
             gate: parts.gate,
-            cfg: parts.cfg,
             rate_bits: AtomicU64::new(parts.rate.to_bits()),
+            limit_bits: AtomicU64::new(parts.cfg.max_rate.to_bits()),
+            budget_ns: AtomicU64::new(parts.cfg.budget.map_or(u64::MAX, nanos)),
+            cfg: parts.cfg,
             paused: AtomicBool::new(false),
             control: Mutex::new(()),
             closing_ns: AtomicU64::new(u64::MAX),
@@ -144,9 +152,22 @@ impl<J> Shared<J> {
         f64::from_bits(self.rate_bits.load(Ordering::Relaxed))
     }
 
+    /// The highest rate now.
+    pub(crate) fn limit(&self) -> f64 {
+        f64::from_bits(self.limit_bits.load(Ordering::Relaxed))
+    }
+
+    /// The latency budget now, when the bound follows the rate.
+    pub(crate) fn budget(&self) -> Option<Duration> {
+        match self.budget_ns.load(Ordering::Relaxed) {
+            u64::MAX => None,
+            ns => Some(Duration::from_nanos(ns)),
+        }
+    }
+
     /// The admission bound the configuration gives at `rate`.
     pub(crate) fn capacity_at(&self, rate: f64) -> usize {
-        match self.cfg.budget {
+        match self.budget() {
             Some(budget) => usize::try_from(bound_for(budget, rate))
                 .unwrap_or(usize::MAX)
                 .min(self.admission.ring_capacity()),
@@ -158,13 +179,11 @@ impl<J> Shared<J> {
         if !(rate.is_finite() && rate > 0.0) {
             return Err(RateError::Invalid(rate));
         }
-        if rate > self.cfg.max_rate {
-            return Err(RateError::AboveMax {
-                rate,
-                max_rate: self.cfg.max_rate,
-            });
-        }
         let _guard = self.control.lock().unwrap_or_else(|p| p.into_inner());
+        let max_rate = self.limit();
+        if rate > max_rate {
+            return Err(RateError::AboveMax { rate, max_rate });
+        }
         if self.admission.is_closed() {
             return Err(RateError::Closed);
         }
@@ -173,6 +192,42 @@ impl<J> Shared<J> {
         self.admission.wake_drain();
         tracing::info!(throttle = %self.cfg.name, old, new = rate, "drain rate changed");
         Ok(old)
+    }
+
+    /// A set's destination changed its ceiling or budget while active:
+    /// applies them with `rate` (at most `ceiling`) when the ring holds a
+    /// full `budget` at `ceiling`, else refuses with the highest ceiling it
+    /// holds (`AboveMax`; nothing changes).
+    pub(crate) fn set_limits(
+        &self,
+        ceiling: f64,
+        budget: Option<Duration>,
+        rate: f64,
+    ) -> Result<(), RateError> {
+        let _guard = self.control.lock().unwrap_or_else(|p| p.into_inner());
+        if self.admission.is_closed() {
+            return Err(RateError::Closed);
+        }
+        let budget = budget.filter(|_| self.budget().is_some());
+        let ring = self.admission.ring_capacity() as u64;
+        let holds = |c: f64| budget.is_none_or(|b| bound_for(b, c) <= ring);
+        if ceiling > self.cfg.max_rate || !holds(ceiling) {
+            let by_ring = budget.map_or(f64::INFINITY, |b| ring as f64 / b.as_secs_f64());
+            return Err(RateError::AboveMax {
+                rate: ceiling,
+                max_rate: self.cfg.max_rate.min(by_ring),
+            });
+        }
+        let rate = rate.min(ceiling);
+        self.limit_bits.store(ceiling.to_bits(), Ordering::Relaxed);
+        if let Some(b) = budget {
+            self.budget_ns.store(nanos(b), Ordering::Relaxed);
+        }
+        let old = f64::from_bits(self.rate_bits.swap(rate.to_bits(), Ordering::Relaxed));
+        self.admission.set_bound(self.capacity_at(rate));
+        self.admission.wake_drain();
+        tracing::info!(throttle = %self.cfg.name, old, new = rate, ceiling, ?budget, "limits changed");
+        Ok(())
     }
 
     pub(crate) fn is_paused(&self) -> bool {

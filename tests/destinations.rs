@@ -293,3 +293,93 @@ async fn named_destinations_have_their_own_series_and_the_rest_are_summed() {
         "idle throttles took their gauges out: {depth:?}"
     );
 }
+
+#[tokio::test(start_paused = true)]
+async fn an_active_destination_takes_new_limits_at_once_within_its_ring() {
+    let (down, tries) = flags();
+    let set = Destinations::builder(
+        Throttle::builder()
+            .drain_rate(10.0)
+            .max_rate(100.0)
+            .latency_budget(Duration::from_secs(1)),
+    )
+    .destination(
+        "dead",
+        DestinationConfig::default().rate(10.0).ceiling(20.0),
+    )
+    .build(receivers(&down, &tries))
+    .unwrap();
+    set.try_submit("dead", 1).unwrap(); // never answered: it stays active
+    let capacity = || set.stats("dead").unwrap().capacity();
+    assert_eq!(capacity(), 10, "1 s × 10/s (its ring holds 1 s × 20/s)");
+
+    let cfg = DestinationConfig::default().rate(10.0).ceiling(20.0);
+    set.configure("dead", cfg.budget(Duration::from_millis(500)))
+        .unwrap();
+    assert_eq!(capacity(), 5, "a shorter budget lowers the bound at once");
+
+    let too_long = set.configure("dead", cfg.budget(Duration::from_secs(3)));
+    assert!(
+        matches!(too_long, Err(DestinationError::BeyondRing { rate, ring_rate })
+            if rate == 20.0 && (ring_rate - 20.0 / 3.0).abs() < 1e-9),
+        "{too_long:?}"
+    );
+    assert_eq!(capacity(), 5, "refused: nothing changed");
+
+    let slower = DestinationConfig::default().rate(5.0).ceiling(10.0);
+    set.configure("dead", slower.budget(Duration::from_secs(2)))
+        .unwrap();
+    let s = set.stats("dead").unwrap();
+    assert_eq!(
+        (s.drain_rate(), s.capacity()),
+        (5.0, 10),
+        "2 s × 10/s fits its ring"
+    );
+
+    let higher = set.configure("dead", DestinationConfig::default().ceiling(30.0));
+    assert!(
+        matches!(higher, Err(DestinationError::BeyondRing { ring_rate, .. }) if ring_rate == 20.0),
+        "{higher:?}"
+    );
+    assert_eq!(set.stats("dead").unwrap().drain_rate(), 5.0);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_lowered_ceiling_caps_an_active_destinations_aimd() {
+    let (down, tries) = flags();
+    let aimd = dripfeed::rate::AimdConfig::default()
+        .with_floor(10.0)
+        .with_ceiling(100.0)
+        .build()
+        .unwrap();
+    let set = Destinations::builder(Throttle::builder().adaptive(aimd).drain_rate(50.0))
+        .build(receivers(&down, &tries))
+        .unwrap();
+    let mut highest_after = 0.0f64;
+    let mut highest_before = 0.0f64;
+    for tick in 0..200 {
+        for job in 0..10 {
+            let _ = set.try_submit("a", job); // 200/s offered, healthy receiver
+        }
+        if tick == 40 {
+            set.configure("a", DestinationConfig::default().ceiling(20.0))
+                .unwrap();
+        }
+        let rate = set.stats("a").unwrap().drain_rate();
+        if tick < 40 {
+            highest_before = highest_before.max(rate);
+        } else {
+            highest_after = highest_after.max(rate);
+        }
+        sleep(Duration::from_millis(50)).await;
+    }
+    assert!(
+        highest_before > 20.0,
+        "AIMD ran above 20/s first: {highest_before}"
+    );
+    assert!(
+        highest_after <= 20.0,
+        "and never again once capped: {highest_after}"
+    );
+    assert!(set.stats("a").unwrap().is_active());
+}

@@ -111,12 +111,14 @@ pub enum DestinationError {
         /// The most allowed.
         max: f64,
     },
-    /// The destination is active and its ring was sized for a lower
-    /// ceiling: the rate can apply only once its queue has drained.
+    /// The destination is active and its ring was sized for less: a full
+    /// latency budget at this ceiling does not fit. Nothing changed;
+    /// configure it once the destination is idle (its next ring is sized
+    /// for it), or ask for at most `ring_rate`.
     BeyondRing {
-        /// The rate asked for.
+        /// The ceiling asked for (the set's most when none is given).
         rate: f64,
-        /// The highest rate its ring holds a full budget for.
+        /// The highest ceiling its ring holds a full budget for.
         ring_rate: f64,
     },
     /// A zero latency budget.
@@ -158,8 +160,8 @@ impl fmt::Display for DestinationError {
             }
             DestinationError::BeyondRing { rate, ring_rate } => write!(
                 f,
-                "rate {rate}/s is beyond what the active destination's ring holds ({ring_rate}/s); \
-                 raise it once its queue has drained"
+                "a ceiling of {rate}/s is beyond what the active destination's ring holds a full budget for \
+                 ({ring_rate}/s); configure it once the destination is idle"
             ),
             DestinationError::ZeroBudget => f.write_str("destination latency budget must be > 0"),
             DestinationError::Breaker(why) => f.write_str(why),

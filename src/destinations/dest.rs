@@ -28,8 +28,6 @@ enum Settled<J> {
 struct Live<J> {
     throttle: Throttle<J>,
     drain: Drain<J>,
-    /// The highest rate its ring holds a full budget for.
-    ring_rate: f64,
 }
 
 pub(crate) struct Dest<J> {
@@ -119,7 +117,7 @@ impl<J: Send + Sync + 'static> Dest<J> {
         self: &Arc<Self>,
         inner: &Inner<J>,
         recovered: Vec<(u64, J)>,
-    ) -> Result<(ThrottleBuilder<J>, f64), DestinationError> {
+    ) -> Result<ThrottleBuilder<J>, DestinationError> {
         let cfg = *lock(&self.cfg);
         let ceiling = cfg.ceiling_override().unwrap_or(inner.max_rate);
         let mut b = inner.template.template().max_rate(ceiling);
@@ -155,7 +153,7 @@ impl<J: Send + Sync + 'static> Dest<J> {
         }
         #[cfg(not(feature = "journal"))]
         drop(recovered);
-        Ok((b.member(member), ceiling))
+        Ok(b.member(member))
     }
 
     /// Its throttle, made if it has none.
@@ -177,13 +175,12 @@ impl<J: Send + Sync + 'static> Dest<J> {
         live: &mut Option<Live<J>>,
         recovered: Vec<(u64, J)>,
     ) -> Result<Throttle<J>, DestinationError> {
-        let (b, ring_rate) = self.builder(inner, recovered)?;
+        let b = self.builder(inner, recovered)?;
         let (throttle, drain) = b.build_spawned((inner.factory)(&self.name))?;
         self.active.increment(1.0);
         *live = Some(Live {
             throttle: throttle.clone(),
             drain,
-            ring_rate,
         });
         Ok(throttle)
     }
@@ -334,31 +331,36 @@ impl<J: Send + Sync + 'static> Dest<J> {
             .map_or(Duration::ZERO, |l| l.throttle.retry_after())
     }
 
-    pub(crate) fn configure(&self, cfg: DestinationConfig) -> Result<(), DestinationError> {
+    /// New overrides. An active destination applies them at once (its
+    /// rate, ceiling and budget) when its ring holds a full budget at the
+    /// ceiling, else refuses them with `BeyondRing`; an idle one takes
+    /// them at its next activation (its ring is sized then).
+    pub(crate) fn configure(
+        &self,
+        inner: &Inner<J>,
+        cfg: DestinationConfig,
+    ) -> Result<(), DestinationError> {
         let live = lock(&self.live);
         if let Some(l) = &*live {
-            let now = l.throttle.drain_rate();
-            let ceiling = cfg.ceiling_override().unwrap_or(f64::INFINITY);
-            let rate = cfg.rate_override().unwrap_or(now).min(ceiling);
-            if rate > l.ring_rate {
-                return Err(DestinationError::BeyondRing {
-                    rate,
-                    ring_rate: l.ring_rate,
-                });
-            }
-            if rate != now {
-                l.throttle.set_drain_rate(rate).map_err(|e| match e {
+            let ceiling = cfg.ceiling_override().unwrap_or(inner.max_rate);
+            let budget = cfg.budget_override().or(inner.settings.budget);
+            let rate = cfg
+                .rate_override()
+                .unwrap_or_else(|| l.throttle.drain_rate());
+            l.throttle
+                .shared
+                .set_limits(ceiling, budget, rate)
+                .map_err(|e| match e {
                     RateError::AboveMax { rate, max_rate } => DestinationError::BeyondRing {
                         rate,
                         ring_rate: max_rate,
                     },
                     RateError::Closed => DestinationError::Closed,
                     _ => DestinationError::InvalidRate {
-                        what: "rate",
-                        value: rate,
+                        what: "ceiling",
+                        value: ceiling,
                     },
                 })?;
-            }
         }
         *lock(&self.cfg) = cfg;
         *lock(&self.learned) = None;

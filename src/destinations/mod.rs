@@ -428,11 +428,13 @@ impl<J: Send + Sync + 'static> Destinations<J> {
     }
 
     /// Changes a destination's overrides at run time (making its record if
-    /// new). The rate applies at once; a lower ceiling lowers the rate at
-    /// once; a higher ceiling, a budget and an adaptive ceiling apply from
-    /// the next time the destination becomes active (its ring is sized
-    /// then). A rate beyond what an active destination's ring holds is
-    /// refused with [`DestinationError::BeyondRing`], not clamped.
+    /// new). An active destination applies its rate, ceiling and budget at
+    /// once (a lower ceiling also caps its AIMD) when its ring holds a full
+    /// budget at the new ceiling; if not, nothing changes and the answer is
+    /// [`DestinationError::BeyondRing`], with the highest ceiling its ring
+    /// holds: not clamped. An idle destination takes them when it next
+    /// becomes active (its ring is sized for them then). Each call replaces
+    /// every override: one left out goes back to the template's value.
     ///
     /// ```
     /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
@@ -456,7 +458,7 @@ impl<J: Send + Sync + 'static> Destinations<J> {
     ) -> Result<(), DestinationError> {
         cfg.validate(self.inner.max_rate)?;
         let d = self.dest(destination)?;
-        d.configure(cfg)
+        d.configure(&self.inner, cfg)
     }
 
     /// One destination's state and counts, if the set knows it.

@@ -202,6 +202,9 @@ impl<J: Send + Sync + 'static> DrainTask<J> {
         let Some((rate, pause)) = a.decide(at, s.rate()) else {
             return;
         };
+        // A set may have lowered this destination's ceiling below the
+        // controller's own.
+        let rate = rate.min(s.limit());
         // Closed or out of range: keep the rate; the controller clamps.
         if s.set_rate(rate).is_ok() {
             self.follow_rate(rate);
