@@ -467,8 +467,11 @@ fn fanout_config(flags: &Flags) -> Result<Option<fanout::FanoutConfig>, String> 
     if endpoints.is_empty() {
         return Ok(None);
     }
-    if flags.tenant_rate.is_some() || flags.fleet.redis.is_some() || flags.postgres.is_some() {
-        return Err("destinations do not take tenants or fleet limits yet".into());
+    if flags.fleet.redis.is_some() {
+        return Err(
+            "destinations do not take a fleet limit (--redis) yet; tenant quotas work (--tenant-rate, with --postgres to share them)"
+                .into(),
+        );
     }
     if flags.max_in_flight_per_destination == 0 {
         return Err("--max-in-flight-per-destination must be at least 1".into());

@@ -756,6 +756,28 @@ impl<J: Send + Sync + 'static> ThrottleBuilder<J> {
     }
 }
 
+impl<J> ThrottleBuilder<J> {
+    /// A setting a set's template cannot pass on to each destination: the
+    /// setting's name and what to use instead.
+    pub(crate) fn unshareable(&self) -> Option<(&'static str, &'static str)> {
+        if self.per_key.is_some() {
+            return Some((
+                "per_key",
+                "each destination's throttle would have its own table, emptied when it goes idle; \
+                 give the template key_store(Arc::new(KeyedBuckets::<String>::new(..))) so every \
+                 destination charges one table",
+            ));
+        }
+        if self.permits.is_some() {
+            return Some((
+                "permits",
+                "one permit source would pace every destination as one; not supported with a set",
+            ));
+        }
+        None
+    }
+}
+
 fn positive(what: &'static str, value: f64) -> Result<(), BuildError> {
     if value.is_finite() && value > 0.0 {
         Ok(())

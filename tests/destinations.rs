@@ -383,3 +383,35 @@ async fn a_lowered_ceiling_caps_an_active_destinations_aimd() {
     );
     assert!(set.stats("a").unwrap().is_active());
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_template_setting_a_set_cannot_share_is_refused_with_what_to_use() {
+    use dripfeed::keyed::{BucketStore, KeyedBuckets, Quota};
+    let quota = Quota::new(2.0, 1.0).unwrap();
+    let (down, tries) = flags();
+    let local = Destinations::builder(Throttle::builder().drain_rate(10.0).per_key(100, quota))
+        .build(receivers(&down, &tries));
+    let Err(e) = local else {
+        panic!("a per-key table per destination was accepted");
+    };
+    assert!(matches!(
+        e,
+        DestinationError::Template {
+            what: "per_key",
+            ..
+        }
+    ));
+    assert!(e.to_string().contains("key_store"), "{e}");
+
+    // The shared store is the way: one quota whichever destination.
+    let store: Arc<dyn BucketStore> = Arc::new(KeyedBuckets::<String>::new(100, quota).unwrap());
+    let set = Destinations::builder(Throttle::builder().drain_rate(10.0).key_store(store))
+        .build(receivers(&down, &tries))
+        .unwrap();
+    assert!(set.submit_keyed("a", "acme", 1.0, 1).await.is_ok());
+    assert!(set.submit_keyed("b", "acme", 1.0, 2).await.is_ok());
+    let over = set.submit_keyed("b", "acme", 1.0, 3).await.unwrap_err();
+    assert_eq!(over.reason(), Reason::OverQuota);
+    let b = set.stats("b").unwrap();
+    assert_eq!((b.accepted(), b.refused()), (1, 1));
+}

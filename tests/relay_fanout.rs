@@ -322,3 +322,45 @@ async fn deliveries_are_signed_and_requests_name_only_configured_destinations() 
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A tenant's quota holds across destinations: one store charged whichever
+/// receiver its webhooks go to (429 past it), other tenants unaffected.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tenants_quota_holds_across_destinations() {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let at = listener.local_addr().unwrap();
+    let app = axum::Router::new().fallback(axum::routing::post(|| async { "ok" }));
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    let dir = temp_dir("tenants");
+    let url = format!("http://{at}/hooks");
+    let mut cfg = config(
+        &dir,
+        vec![
+            endpoint("a", &url, 100.0, None),
+            endpoint("b", &url, 100.0, None),
+        ],
+    );
+    // A burst of 3, then one every 100 s: the test never sees a refill.
+    cfg.tenant_quota = Some(dripfeed::keyed::Quota::new(3.0, 0.01).unwrap());
+    let relay = Relay::start(cfg).await.unwrap();
+    let addr = serve(&relay).await;
+    let client = reqwest::Client::new();
+    let post = |dest: &str, tenant: &str| {
+        client
+            .post(format!("http://{addr}/v1/webhooks/deliver"))
+            .header("X-Destination", dest)
+            .header("x-tenant", tenant)
+            .body("{}")
+            .send()
+    };
+    let mut statuses = Vec::new();
+    for dest in ["a", "b", "a", "b"] {
+        statuses.push(post(dest, "acme").await.unwrap().status().as_u16());
+    }
+    assert_eq!(
+        statuses,
+        [202, 202, 202, 429],
+        "3 in all, not 3 per destination"
+    );
+    assert_eq!(post("b", "globex").await.unwrap().status(), 202);
+}

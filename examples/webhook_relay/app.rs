@@ -191,8 +191,9 @@ pub struct Relay {
 /// The settings the single throttle and every destination's throttle share:
 /// rate, budget, overflow, timeout, dead letters, AIMD and retries, with
 /// `max_in_flight` deliveries (the per-destination cap when fanning out).
-/// Tenants and fleet permits are added for the single throttle only (not
-/// used with fan-out yet); the journal goes to whichever runs.
+/// Tenants are added by each caller (the destinations share one store);
+/// fleet permits are for the single throttle only; the journal goes to
+/// whichever runs.
 fn template(
     cfg: &RelayConfig,
     sink: &Arc<FileSink>,
@@ -359,14 +360,20 @@ impl Relay {
         // journal, each record naming its destination), else to the throttle.
         let (fanout, journal) = match &cfg.fanout {
             Some(f) => {
-                let set = crate::fanout::Fanout::start(
-                    f,
-                    template(&cfg, &sink, f.max_in_flight_per_destination),
-                    journal,
-                    client,
-                    latencies.clone(),
-                )
-                .map_err(std::io::Error::other)?;
+                // Tenants: one store for every destination (a table per
+                // destination would forget a tenant whenever it went idle).
+                let mut t = template(&cfg, &sink, f.max_in_flight_per_destination);
+                match (&tenants, cfg.tenant_quota) {
+                    (Some(store), _) => t = t.key_store(store.clone()),
+                    (None, Some(quota)) => {
+                        let table = dripfeed::keyed::KeyedBuckets::<String>::new(100_000, quota)
+                            .map_err(std::io::Error::other)?;
+                        t = t.key_store(Arc::new(table));
+                    }
+                    (None, None) => {}
+                }
+                let set = crate::fanout::Fanout::start(f, t, journal, client, latencies.clone())
+                    .map_err(std::io::Error::other)?;
                 (Some(set), None)
             }
             None => (None, journal),
@@ -606,15 +613,15 @@ fn job_from(
 
 /// The tenant's quota (429), then the queue (503).
 async fn admit(relay: &Relay, job: Job) -> Result<Admitted, Box<Response>> {
-    if let (Some(fanout), Some(name)) = (&relay.fanout, job.destination.clone()) {
-        // With a journal it answers once the webhook is durable.
-        return fanout
-            .set
-            .try_submit_durable(&name, job)
-            .await
-            .map_err(|r| Box::new(refused(relay, r)));
-    }
     let keyed = relay.tenants.is_some() || relay.cfg.tenant_quota.is_some();
+    if let (Some(fanout), Some(name)) = (&relay.fanout, job.destination.clone()) {
+        // With a journal both answer once the webhook is durable.
+        let submitted = match job.tenant.clone() {
+            Some(tenant) if keyed => fanout.set.submit_keyed(&name, &tenant, 1.0, job).await,
+            _ => fanout.set.try_submit_durable(&name, job).await,
+        };
+        return submitted.map_err(|r| Box::new(refused(relay, r)));
+    }
     let submitted = match job.tenant.clone() {
         // One path whatever the store: the throttle charges the tenant and
         // refunds the charge if the queue refuses.

@@ -135,9 +135,14 @@ pub enum DestinationError {
         /// The set's `max_destinations`.
         max: usize,
     },
-    /// The template was given a journal: a set has one journal for all its
-    /// destinations, given with `DestinationsBuilder::journal`.
-    JournalOnTemplate,
+    /// The template has a setting a set cannot give each destination's
+    /// throttle; `instead` says what to use.
+    Template {
+        /// The setting: `journal`, `per_key` or `permits`.
+        what: &'static str,
+        /// What to use instead.
+        instead: &'static str,
+    },
     /// The set was shut down.
     Closed,
 }
@@ -169,9 +174,9 @@ impl fmt::Display for DestinationError {
             DestinationError::Full { max } => {
                 write!(f, "the set holds its {max} destinations and none is idle")
             }
-            DestinationError::JournalOnTemplate => f.write_str(
-                "the template has a journal; give the journal to the set (DestinationsBuilder::journal)",
-            ),
+            DestinationError::Template { what, instead } => {
+                write!(f, "a set's template cannot have {what}: {instead}")
+            }
             DestinationError::Closed => f.write_str("the destination set was shut down"),
         }
     }

@@ -240,17 +240,23 @@ impl<J: Send + Sync + 'static> Dest<J> {
         Err(self.raced(job))
     }
 
-    /// Like [`try_submit`](Self::try_submit); with the set's journal it
-    /// answers once the job's record is durable.
-    pub(crate) async fn try_submit_durable(
+    /// Like [`try_submit`](Self::try_submit), through `push` (a throttle's
+    /// awaited admission: durable, keyed): the job goes to the next
+    /// throttle if the one it found was retiring.
+    pub(crate) async fn admit_with<F, Fut>(
         self: &Arc<Self>,
         inner: &Arc<Inner<J>>,
         job: J,
-    ) -> Result<Admitted, Rejected<J>> {
+        push: F,
+    ) -> Result<Admitted, Rejected<J>>
+    where
+        F: Fn(Throttle<J>, J) -> Fut,
+        Fut: std::future::Future<Output = Result<Admitted, Rejected<J>>>,
+    {
         let mut job = self.hold(inner, job)?;
         for _ in 0..RACES {
             let (throttle, j) = self.throttle_for(inner, job)?;
-            match self.settle(inner, throttle.try_submit_durable(j).await) {
+            match self.settle(inner, push(throttle, j).await) {
                 Settled::Done(result) => return result,
                 Settled::Again(j) => job = j,
             }

@@ -73,14 +73,17 @@ impl<J: JobCodec + Send + Sync + 'static> DestinationsBuilder<J> {
     /// unfinished back to its destination (made if the configuration no
     /// longer names it), with the ids the jobs had, ahead of new ones.
     ///
-    /// Admission ([`try_submit`](Destinations::try_submit)) sends the
-    /// record without waiting for it, like a throttle's `try_submit`;
-    /// [`shutdown`](Destinations::shutdown) leaves unfinished jobs in the
-    /// journal (counted [`kept`](super::DestinationStats::kept)) and
-    /// flushes it. A template with a journal of its own is refused at build
-    /// ([`DestinationError::JournalOnTemplate`](super::DestinationError::JournalOnTemplate)). Records written by a single
-    /// throttle (they name no destination) go to the only destination named
-    /// in the configuration, or stay in the journal.
+    /// [`try_submit_durable`](Destinations::try_submit_durable) and
+    /// [`submit_keyed`](Destinations::submit_keyed) answer once the job's
+    /// record is durable; [`try_submit`](Destinations::try_submit) sends
+    /// it without waiting. [`shutdown`](Destinations::shutdown) leaves
+    /// unfinished jobs in the journal (counted
+    /// [`kept`](super::DestinationStats::kept)) and flushes it. A template
+    /// with a journal of its own is refused at build
+    /// ([`DestinationError::Template`](super::DestinationError::Template)).
+    /// Records written by a single throttle (they name no destination) go
+    /// to the only destination named in the configuration, or stay in the
+    /// journal.
     ///
     /// ```
     /// # #[tokio::main(flavor = "current_thread")]

@@ -208,7 +208,13 @@ impl<J: Send + Sync + 'static> DestinationsBuilder<J> {
         self.template.validate()?;
         #[cfg(feature = "journal")]
         if self.template.has_journal() {
-            return Err(DestinationError::JournalOnTemplate);
+            return Err(DestinationError::Template {
+                what: "journal",
+                instead: "give the journal to the set (DestinationsBuilder::journal)",
+            });
+        }
+        if let Some((what, instead)) = self.template.unshareable() {
+            return Err(DestinationError::Template { what, instead });
         }
         for (what, n) in [
             ("max_in_flight", self.max_in_flight),
@@ -421,10 +427,51 @@ impl<J: Send + Sync + 'static> Destinations<J> {
         destination: &str,
         job: J,
     ) -> Result<Admitted, Rejected<J>> {
-        match self.dest_for(destination, job) {
-            Ok((d, job)) => d.try_submit_durable(&self.inner, job).await,
-            Err(r) => Err(r),
-        }
+        let (d, job) = self.dest_for(destination, job)?;
+        d.admit_with(&self.inner, job, |t, j| async move {
+            t.try_submit_durable(j).await
+        })
+        .await
+    }
+
+    /// Admits `job` for `destination`, charging `key` (a tenant, say)
+    /// `cost` in the template's [`key_store`](ThrottleBuilder::key_store)
+    /// first, as [`Throttle::submit_keyed`](crate::Throttle::submit_keyed)
+    /// does: one store for every destination, so a tenant's quota holds
+    /// whichever receivers its webhooks go to. 429 (`OverQuota`) when the
+    /// key is over its quota; a queue that refuses gives the charge back.
+    /// With the set's journal it answers once the job is durable.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// use dripfeed::destinations::Destinations;
+    /// use dripfeed::keyed::{BucketStore, KeyedBuckets, Quota};
+    /// use dripfeed::{Delivery, Reason, Throttle};
+    /// use std::sync::Arc;
+    /// let tenants: Arc<dyn BucketStore> = Arc::new(KeyedBuckets::<String>::new(1000, Quota::new(2.0, 1.0)?)?);
+    /// let set = Destinations::builder(Throttle::builder().drain_rate(100.0).key_store(tenants))
+    ///     .build(|_: &str| |_: &u32, _| async { Delivery::Done })?;
+    /// set.submit_keyed("a", "acme", 1.0, 1).await?;
+    /// set.submit_keyed("b", "acme", 1.0, 2).await?;
+    /// let refused = set.submit_keyed("c", "acme", 1.0, 3).await.unwrap_err();
+    /// assert_eq!(refused.reason(), Reason::OverQuota, "one quota across destinations");
+    /// assert!(set.submit_keyed("c", "globex", 1.0, 4).await.is_ok());
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn submit_keyed(
+        &self,
+        destination: &str,
+        key: &str,
+        cost: f64,
+        job: J,
+    ) -> Result<Admitted, Rejected<J>> {
+        let (d, job) = self.dest_for(destination, job)?;
+        d.admit_with(&self.inner, job, |t, j| async move {
+            t.submit_keyed(key, cost, j).await
+        })
+        .await
     }
 
     /// Changes a destination's overrides at run time (making its record if
