@@ -264,3 +264,64 @@ async fn waiting_submits_all_get_in() {
     assert_eq!(seen.ids(), admitted);
     assert_eq!(seen.twice(), 0);
 }
+
+/// Producers on 4 threads against destinations going idle and retiring
+/// their throttles: a job that meets a retiring throttle goes to the next
+/// one, and every accepted job is delivered exactly once, by one drain.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn destinations_going_idle_against_producers() {
+    use dripfeed::destinations::Destinations;
+    let seen = Seen::default();
+    let log = seen.clone();
+    let set = Destinations::builder(Throttle::builder().drain_rate(1_000_000.0).capacity(64))
+        .max_in_flight(64)
+        .build(move |_: &str| {
+            let log = log.clone();
+            move |_: &u64, a: Attempt| {
+                log.add(a.id());
+                async { Delivery::Done }
+            }
+        })
+        .unwrap();
+    let accepted = Arc::new(AtomicU64::new(0));
+    let mut producers = Vec::new();
+    for p in 0..4u64 {
+        let (set, accepted) = (set.clone(), accepted.clone());
+        let runtime = tokio::runtime::Handle::current();
+        producers.push(std::thread::spawn(move || {
+            let _guard = runtime.enter();
+            for i in 0..5_000u64 {
+                // Few jobs per destination at a time: each one idles often.
+                let dest = format!("d{}", (i + p) % 8);
+                if set.try_submit(&dest, i).is_ok() {
+                    accepted.fetch_add(1, Ordering::Relaxed);
+                }
+                if i % 16 == 0 {
+                    std::thread::yield_now();
+                }
+            }
+        }));
+    }
+    for p in producers {
+        p.join().unwrap();
+    }
+    let accepted = accepted.load(Ordering::Relaxed);
+    let (stats, returned) = timeout(
+        Duration::from_secs(30),
+        set.shutdown(Duration::from_secs(10)),
+    )
+    .await
+    .expect("shutdown in 30 s");
+    assert!(returned.is_empty());
+    let delivered: u64 = stats.iter().map(|s| s.delivered()).sum();
+    let refused: u64 = stats.iter().map(|s| s.refused()).sum();
+    assert_eq!(delivered, accepted, "every accepted job delivered");
+    assert_eq!(accepted + refused, 20_000, "every job ended in one place");
+    assert_eq!(seen.ids().len() as u64, accepted);
+    assert_eq!(seen.twice(), 0, "no job delivered by two drains");
+    assert_eq!(set.held(), 0);
+    assert!(accepted >= 1_000, "enough got in to race: {accepted}");
+    let activations: u64 = stats.iter().map(|s| s.activations()).sum();
+    eprintln!("accepted {accepted}, throttles made for 8 destinations {activations}");
+    assert!(activations > 8, "destinations went idle and came back");
+}

@@ -42,6 +42,8 @@ pub(crate) struct Dest<J> {
     totals: Mutex<Totals>,
     accepted: AtomicU64,
     refused: AtomicU64,
+    /// Throttles made for it (one per spell of work).
+    activations: AtomicU64,
     /// When it was last named by a submission, ns since the process's first.
     last_active: AtomicU64,
     /// The set's count of active destinations.
@@ -72,6 +74,7 @@ impl<J: Send + Sync + 'static> Dest<J> {
             totals: Mutex::new(Totals::default()),
             accepted: AtomicU64::new(0),
             refused: AtomicU64::new(0),
+            activations: AtomicU64::new(0),
             last_active: AtomicU64::new(0),
             active: inner.active.clone(),
         }
@@ -178,6 +181,7 @@ impl<J: Send + Sync + 'static> Dest<J> {
         let b = self.builder(inner, recovered)?;
         let (throttle, drain) = b.build_spawned((inner.factory)(&self.name))?;
         self.active.increment(1.0);
+        self.activations.fetch_add(1, Ordering::Relaxed);
         *live = Some(Live {
             throttle: throttle.clone(),
             drain,
@@ -395,6 +399,7 @@ impl<J: Send + Sync + 'static> Dest<J> {
             capacity,
             accepted: self.accepted.load(Ordering::Relaxed),
             refused: self.refused.load(Ordering::Relaxed),
+            activations: self.activations.load(Ordering::Relaxed),
             totals,
             breaker: self.gate.state(),
             opened: self.gate.opened(),

@@ -44,6 +44,7 @@ impl Totals {
 /// assert_eq!((a.accepted(), a.delivered(), a.depth()), (1, 1, 0));
 /// assert_eq!(a.breaker(), BreakerState::Closed);
 /// assert!(!a.is_active(), "idle: it holds no throttle");
+/// assert_eq!(a.activations(), 1);
 /// # Ok(())
 /// # }
 /// ```
@@ -59,6 +60,7 @@ pub struct DestinationStats {
     pub(crate) capacity: u64,
     pub(crate) accepted: u64,
     pub(crate) refused: u64,
+    pub(crate) activations: u64,
     pub(crate) totals: Totals,
     pub(crate) breaker: BreakerState,
     pub(crate) opened: u64,
@@ -138,6 +140,12 @@ impl DestinationStats {
     /// Jobs evicted by head-drop.
     pub fn evicted(&self) -> u64 {
         self.totals.evicted
+    }
+
+    /// Throttles made for it so far: one each time it became active after
+    /// being idle (its ring, task and metrics handles are made then).
+    pub fn activations(&self) -> u64 {
+        self.activations
     }
 
     /// Jobs left in the set's journal at shutdown for the next start.
