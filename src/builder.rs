@@ -104,8 +104,10 @@ pub(crate) struct Member {
     pub(crate) gate: Arc<Gate>,
     /// The set's in-flight budget; `max_in_flight` is the cap inside it.
     pub(crate) in_flight: InFlight,
-    /// Called by the drain when nothing is queued, waiting or in flight.
+    /// Called by the drain when nothing has been queued, waiting or in
+    /// flight for `idle_after`.
     pub(crate) on_idle: Arc<dyn Fn() + Send + Sync>,
+    pub(crate) idle_after: Duration,
 }
 
 impl<J: Send + Sync + 'static> Throttle<J> {
@@ -656,6 +658,10 @@ impl<J: Send + Sync + 'static> ThrottleBuilder<J> {
                 permits: self.permits,
                 report_deliveries: self.withdrawal.is_none(),
                 dispatch: self.dispatch,
+                idle_after: self
+                    .member
+                    .as_ref()
+                    .map_or(Duration::ZERO, |m| m.idle_after),
                 on_idle: self.member.map(|m| m.on_idle),
             },
         );

@@ -156,14 +156,25 @@ async fn idle_destinations_hold_no_throttle_and_a_full_set_retires_the_idlest() 
     set.try_submit("a", 0).unwrap();
     assert_eq!(set.active(), 2);
     sleep(Duration::from_millis(10)).await;
+    assert_eq!(set.stats("a").unwrap().delivered(), 1);
+    assert_eq!(set.active(), 2, "delivered, and lingering for idle_after");
+    set.try_submit("a", 1).unwrap();
+    sleep(Duration::from_millis(10)).await;
+    let a = set.stats("a").unwrap();
+    assert_eq!(
+        (a.delivered(), a.activations()),
+        (2, 1),
+        "a job while it lingers finds the same throttle"
+    );
+    sleep(Duration::from_millis(1100)).await;
     assert_eq!(
         set.active(),
         0,
-        "delivered: both throttles were handed back"
+        "idle for idle_after: both throttles were handed back"
     );
     set.try_submit("b", 0).unwrap();
     assert_eq!(set.active(), 1);
-    sleep(Duration::from_millis(100)).await;
+    sleep(Duration::from_millis(1100)).await;
     assert_eq!(set.active(), 0);
     assert_eq!((set.len(), set.held()), (3, 0));
 
@@ -210,7 +221,7 @@ async fn an_adaptive_destination_keeps_its_learned_rate_while_idle() {
         set.configure("a", DestinationConfig::default().rate(45.0)),
         Err(DestinationError::BeyondRing { ring_rate, .. }) if ring_rate == 40.0
     ));
-    sleep(Duration::from_secs(1)).await;
+    sleep(Duration::from_secs(2)).await;
     let idle = set.stats("a").unwrap();
     assert!(!idle.is_active());
     assert!((10.0..=40.0).contains(&idle.drain_rate()));
@@ -414,4 +425,23 @@ async fn a_template_setting_a_set_cannot_share_is_refused_with_what_to_use() {
     assert_eq!(over.reason(), Reason::OverQuota);
     let b = set.stats("b").unwrap();
     assert_eq!((b.accepted(), b.refused()), (1, 1));
+}
+
+/// Lingering destinations give their delivery places back: with a shared
+/// budget of 4 places and 200 destinations each given one job at once,
+/// every job is delivered and every destination goes idle.
+#[tokio::test(start_paused = true)]
+async fn lingering_destinations_hold_no_delivery_place() {
+    let (down, tries) = flags();
+    let set = Destinations::builder(Throttle::builder().drain_rate(100.0).max_in_flight(1))
+        .max_in_flight(4)
+        .build(receivers(&down, &tries))
+        .unwrap();
+    for d in 0..200 {
+        set.try_submit(&format!("d{d}"), d).unwrap();
+    }
+    sleep(Duration::from_secs(3)).await;
+    let delivered: u64 = set.all_stats().iter().map(|s| s.delivered()).sum();
+    assert_eq!(delivered, 200);
+    assert_eq!((set.active(), set.held()), (0, 0));
 }

@@ -275,6 +275,7 @@ async fn destinations_going_idle_against_producers() {
     let log = seen.clone();
     let set = Destinations::builder(Throttle::builder().drain_rate(1_000_000.0).capacity(64))
         .max_in_flight(64)
+        .idle_after(Duration::ZERO) // hand throttles back at once: the race
         .build(move |_: &str| {
             let log = log.clone();
             move |_: &u64, a: Attempt| {

@@ -147,6 +147,7 @@ impl<J: Send + Sync + 'static> Dest<J> {
                     d.go_idle();
                 }
             }),
+            idle_after: inner.idle_after,
         };
         #[cfg(feature = "journal")]
         if let Some(j) = &inner.journal {

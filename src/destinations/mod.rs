@@ -17,8 +17,9 @@
 //!   stays for the others.
 //!
 //! **Idle destinations cost nothing but a record.** A destination's throttle
-//! (ring, drain task, metrics handles) exists only while it has work: when
-//! its drain finds nothing queued, waiting or in flight it hands the
+//! (ring, drain task, metrics handles) exists only while it has work: once
+//! its drain has found nothing queued, waiting or in flight for
+//! [`idle_after`](DestinationsBuilder::idle_after) (1 s) it hands the
 //! throttle back and the task ends; no timer runs for it. The record keeps
 //! its overrides, its breaker, its learned rate and its counts (about 560
 //! bytes of heap with its map entry, measured by `tests/idle_cost.rs`). At [`max_destinations`](DestinationsBuilder::max_destinations) a
@@ -106,6 +107,7 @@ pub struct DestinationsBuilder<J> {
     max_destinations: usize,
     breaker: Option<BreakerConfig>,
     named: Vec<(String, DestinationConfig)>,
+    idle_after: Duration,
     #[cfg(feature = "journal")]
     journal: Option<journaled::Recovery<J>>,
 }
@@ -135,6 +137,7 @@ pub(crate) struct Inner<J> {
     pub(crate) max_jobs: usize,
     max_destinations: usize,
     pub(crate) breaker: Option<BreakerConfig>,
+    pub(crate) idle_after: Duration,
     table: Mutex<HashMap<Arc<str>, Arc<Dest<J>>>>,
     closed: AtomicBool,
     known: Gauge,
@@ -154,6 +157,7 @@ impl<J: Send + Sync + 'static> Destinations<J> {
             max_destinations: 10_000,
             breaker: Some(BreakerConfig::default()),
             named: Vec::new(),
+            idle_after: Duration::from_secs(1),
             #[cfg(feature = "journal")]
             journal: None,
         }
@@ -182,6 +186,17 @@ impl<J: Send + Sync + 'static> DestinationsBuilder<J> {
     /// The circuit breaker every destination has (default: [`BreakerConfig::default`]).
     pub fn breaker(mut self, cfg: BreakerConfig) -> Self {
         self.breaker = Some(cfg);
+        self
+    }
+
+    /// How long a destination with nothing queued, waiting or in flight
+    /// keeps its throttle before handing it back (default 1 s). A job in
+    /// that time finds the throttle as it was, so a destination with
+    /// steady sparse traffic is not rebuilt for every job and its AIMD
+    /// keeps its latency window; after it, the destination holds no
+    /// throttle, task or timer. `Duration::ZERO` hands it back at once.
+    pub fn idle_after(mut self, linger: Duration) -> Self {
+        self.idle_after = linger;
         self
     }
 
@@ -269,6 +284,7 @@ impl<J: Send + Sync + 'static> DestinationsBuilder<J> {
             max_jobs: self.max_jobs,
             max_destinations: self.max_destinations.max(self.named.len()),
             breaker: self.breaker,
+            idle_after: self.idle_after,
             table: Mutex::new(HashMap::new()),
             closed: AtomicBool::new(false),
             #[cfg(feature = "journal")]

@@ -39,7 +39,7 @@ impl Totals {
 /// let set = Destinations::builder(Throttle::builder().drain_rate(10.0))
 ///     .build(|_name: &str| |_: &u32, _| async { Delivery::Done })?;
 /// set.try_submit("a", 1)?;
-/// tokio::time::sleep(Duration::from_secs(1)).await;
+/// tokio::time::sleep(Duration::from_secs(2)).await; // delivered, then idle for 1 s
 /// let a = set.stats("a").unwrap();
 /// assert_eq!((a.accepted(), a.delivered(), a.depth()), (1, 1, 0));
 /// assert_eq!(a.breaker(), BreakerState::Closed);

@@ -81,8 +81,20 @@ pub(crate) struct DrainParts {
     /// their callers' calls instead).
     pub(crate) report_deliveries: bool,
     pub(crate) dispatch: Dispatch,
-    /// A set's destination: told when the drain has nothing left to do.
+    /// A set's destination: told when the drain has had nothing to do for
+    /// `idle_after`.
     pub(crate) on_idle: Option<Arc<dyn Fn() + Send + Sync>>,
+    pub(crate) idle_after: Duration,
+}
+
+/// What a set's destination does with nothing to do.
+enum Linger {
+    /// It has work (or is no member).
+    No,
+    /// Waits until then for work.
+    Until(u64),
+    /// Tells its set now.
+    Tell,
 }
 
 pub(crate) struct DrainTask<J> {
@@ -103,6 +115,11 @@ pub(crate) struct DrainTask<J> {
     /// When the gauges were last published, ns.
     published_ns: u64,
     on_idle: Option<Arc<dyn Fn() + Send + Sync>>,
+    /// How long a set's destination lingers with nothing to do before it
+    /// tells its set, ns.
+    idle_after_ns: u64,
+    /// Since when it has had nothing queued, waiting or in flight, ns.
+    idle_since: Option<u64>,
 }
 
 impl<J: Send + Sync + 'static> DrainTask<J> {
@@ -129,6 +146,8 @@ impl<J: Send + Sync + 'static> DrainTask<J> {
             blocked: false,
             published_ns: 0,
             on_idle: parts.on_idle,
+            idle_after_ns: nanos(parts.idle_after),
+            idle_since: None,
         }
     }
 
@@ -142,10 +161,19 @@ impl<J: Send + Sync + 'static> DrainTask<J> {
             if closing.is_some_and(|deadline| self.may_stop(now, deadline)) {
                 break;
             }
-            let wait = self.plan(now);
+            let mut wait = self.plan(now);
             self.note(wait);
-            if wait == Wait::Idle && closing.is_none() && self.tell_idle() {
-                continue;
+            if closing.is_none() {
+                match self.linger(wait, now) {
+                    Linger::Tell if self.tell_idle() => continue,
+                    Linger::Until(due) => {
+                        // A place kept for a job that did not come goes
+                        // back to the set's budget while this one lingers.
+                        self.spare = None;
+                        wait = Wait::Timer(due);
+                    }
+                    _ => {}
+                }
             }
             // About to sleep for longer than a publish interval: publish first.
             let long = match wait {
@@ -265,18 +293,40 @@ impl<J: Send + Sync + 'static> DrainTask<J> {
         self.blocked = matches!(wait, Wait::Permit | Wait::Global);
     }
 
-    /// A set's destination with nothing queued, waiting or in flight tells
-    /// its set, which may retire the throttle (it closes it). Whether it did.
-    fn tell_idle(&self) -> bool {
+    /// A set's destination with nothing queued, waiting or in flight
+    /// lingers for `idle_after` (a job arriving meanwhile finds its
+    /// throttle, and AIMD keeps its window across sparse traffic), then
+    /// tells its set.
+    fn linger(&mut self, wait: Wait, now: u64) -> Linger {
         let s = &*self.shared;
+        let empty = wait == Wait::Idle
+            && self.on_idle.is_some()
+            && s.ledger.in_flight() == 0
+            && s.retries.as_ref().is_none_or(|r| r.len() == 0);
+        if !empty {
+            self.idle_since = None;
+            return Linger::No;
+        }
+        let due = self
+            .idle_since
+            .get_or_insert(now)
+            .saturating_add(self.idle_after_ns);
+        if now >= due {
+            self.idle_since = None;
+            Linger::Tell
+        } else {
+            Linger::Until(due)
+        }
+    }
+
+    /// Tells the set its destination has nothing to do; it may retire the
+    /// throttle (it closes it). Whether it did.
+    fn tell_idle(&self) -> bool {
         let Some(hook) = &self.on_idle else {
             return false;
         };
-        if s.ledger.in_flight() > 0 || s.retries.as_ref().is_some_and(|r| r.len() > 0) {
-            return false;
-        }
         hook();
-        s.closing_deadline().is_some()
+        self.shared.closing_deadline().is_some()
     }
 
     /// Asks the destination's breaker, when a job waits: `Err` is what to
