@@ -419,6 +419,15 @@ impl<J: Send + Sync + 'static> ThrottleBuilder<J> {
         }
     }
 
+    /// The latency budget the bound follows: `None` with a fixed
+    /// capacity, else the one given (1 s by default).
+    fn bound_budget(&self) -> Option<Duration> {
+        match self.capacity {
+            Some(_) => None,
+            None => Some(self.budget.unwrap_or(Duration::from_secs(1))),
+        }
+    }
+
     /// The name it was given.
     pub(crate) fn template_name(&self) -> String {
         self.name.clone()
@@ -433,10 +442,7 @@ impl<J: Send + Sync + 'static> ThrottleBuilder<J> {
                 .adaptive
                 .as_ref()
                 .map(|a| (a.config().floor(), a.config().ceiling())),
-            budget: match self.capacity {
-                Some(_) => None,
-                None => Some(self.budget.unwrap_or(Duration::from_secs(1))),
-            },
+            budget: self.bound_budget(),
         }
     }
 
@@ -583,6 +589,7 @@ impl<J: Send + Sync + 'static> ThrottleBuilder<J> {
         downstream: Arc<dyn Downstream<J>>,
     ) -> Result<(Throttle<J>, DrainFuture<J>), BuildError> {
         let (rate, max_rate, bound, ring) = self.check()?;
+        let budget = self.bound_budget();
         // Withdrawn waiters keep their entry in the ring (not their place)
         // until they are skipped or purged: give them as much room again.
         let ring = match self.withdrawal {
@@ -607,10 +614,7 @@ impl<J: Send + Sync + 'static> ThrottleBuilder<J> {
             }
         };
         let cfg = Config {
-            budget: match self.capacity {
-                Some(_) => None,
-                None => Some(self.budget.unwrap_or(Duration::from_secs(1))),
-            },
+            budget,
             fixed_capacity: bound,
             max_rate,
             overflow: self.overflow,
@@ -726,13 +730,8 @@ impl<J: crate::journal::JobCodec + Send + Sync + 'static> ThrottleBuilder<J> {
         self.recovered = journal
             .take_recovered()
             .into_iter()
-            .filter_map(|(id, bytes)| match J::decode(&bytes) {
-                Ok(job) => Some((id, job)),
-                Err(e) => {
-                    tracing::error!(id, len = bytes.len(), error = %e, "journal: a recovered job does not decode; dropped");
-                    journal.end(id);
-                    None
-                }
+            .filter_map(|(id, bytes)| {
+                crate::journaled::decode_or_end(&journal, id, &bytes, J::decode).map(|j| (id, j))
             })
             .collect();
         self.journal = Some(crate::journaled::Journaling::new(journal, |job, out| {
@@ -755,17 +754,19 @@ impl<J: Send + Sync + 'static> ThrottleBuilder<J> {
         self.recovered = recovered;
         self
     }
-
-    /// Whether a journal was given to this builder.
-    pub(crate) fn has_journal(&self) -> bool {
-        self.journal.is_some()
-    }
 }
 
 impl<J> ThrottleBuilder<J> {
     /// A setting a set's template cannot pass on to each destination: the
     /// setting's name and what to use instead.
     pub(crate) fn unshareable(&self) -> Option<(&'static str, &'static str)> {
+        #[cfg(feature = "journal")]
+        if self.journal.is_some() {
+            return Some((
+                "journal",
+                "give the journal to the set (DestinationsBuilder::journal)",
+            ));
+        }
         if self.per_key.is_some() {
             return Some((
                 "per_key",

@@ -9,7 +9,7 @@ use crate::shared::Shared;
 use crate::throttle::{Admitted, Throttle};
 
 #[cfg(feature = "journal")]
-pub(crate) use with_journal::{Journaling, requeue};
+pub(crate) use with_journal::{Journaling, decode_or_end, requeue};
 
 impl<J: 'static> Throttle<J> {
     /// Like [`try_submit`](Self::try_submit): never waits for room, and at
@@ -191,6 +191,24 @@ mod with_journal {
         metrics::counter!(crate::metrics::RECOVERED, "throttle" => shared.cfg.name.clone())
             .increment(n as u64);
         tracing::info!(throttle = %shared.cfg.name, jobs = n, "recovered unfinished jobs from the journal");
+    }
+
+    /// A recovered job decoded, or, when it no longer decodes, logged and
+    /// ended in the journal (dropped).
+    pub(crate) fn decode_or_end<J>(
+        journal: &Journal,
+        id: u64,
+        bytes: &[u8],
+        decode: fn(&[u8]) -> Result<J, crate::journal::DecodeError>,
+    ) -> Option<J> {
+        match decode(bytes) {
+            Ok(job) => Some(job),
+            Err(e) => {
+                tracing::error!(id, len = bytes.len(), error = %e, "journal: a recovered job does not decode; dropped");
+                journal.end(id);
+                None
+            }
+        }
     }
 
     /// The wait suggested when the journal is full or failing.

@@ -187,11 +187,18 @@ impl<J> Shared<J> {
         if self.admission.is_closed() {
             return Err(RateError::Closed);
         }
+        let old = self.apply_rate(rate);
+        tracing::info!(throttle = %self.cfg.name, old, new = rate, "drain rate changed");
+        Ok(old)
+    }
+
+    /// Under the control lock: the new rate, the bound it gives, and the
+    /// drain told. Returns the old rate.
+    fn apply_rate(&self, rate: f64) -> f64 {
         let old = f64::from_bits(self.rate_bits.swap(rate.to_bits(), Ordering::Relaxed));
         self.admission.set_bound(self.capacity_at(rate));
         self.admission.wake_drain();
-        tracing::info!(throttle = %self.cfg.name, old, new = rate, "drain rate changed");
-        Ok(old)
+        old
     }
 
     /// A set's destination changed its ceiling or budget while active:
@@ -223,9 +230,7 @@ impl<J> Shared<J> {
         if let Some(b) = budget {
             self.budget_ns.store(nanos(b), Ordering::Relaxed);
         }
-        let old = f64::from_bits(self.rate_bits.swap(rate.to_bits(), Ordering::Relaxed));
-        self.admission.set_bound(self.capacity_at(rate));
-        self.admission.wake_drain();
+        let old = self.apply_rate(rate);
         tracing::info!(throttle = %self.cfg.name, old, new = rate, ceiling, ?budget, "limits changed");
         Ok(())
     }

@@ -199,17 +199,22 @@ async fn idle_destinations_hold_no_throttle_and_a_full_set_retires_the_idlest() 
     ));
 }
 
-#[tokio::test(start_paused = true)]
-async fn an_adaptive_destination_keeps_its_learned_rate_while_idle() {
+/// Destinations that start at 50/s and adapt between 10/s and 100/s.
+fn adaptive_set() -> Destinations<u32> {
     let (down, tries) = flags();
     let aimd = dripfeed::rate::AimdConfig::default()
         .with_floor(10.0)
         .with_ceiling(100.0)
         .build()
         .unwrap();
-    let set = Destinations::builder(Throttle::builder().adaptive(aimd).drain_rate(50.0))
+    Destinations::builder(Throttle::builder().adaptive(aimd).drain_rate(50.0))
         .build(receivers(&down, &tries))
-        .unwrap();
+        .unwrap()
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_adaptive_destination_keeps_its_learned_rate_while_idle() {
+    let set = adaptive_set();
     set.configure("a", DestinationConfig::default().rate(30.0).ceiling(40.0))
         .unwrap();
     assert_eq!(set.stats("a").unwrap().drain_rate(), 30.0);
@@ -357,15 +362,7 @@ async fn an_active_destination_takes_new_limits_at_once_within_its_ring() {
 
 #[tokio::test(start_paused = true)]
 async fn a_lowered_ceiling_caps_an_active_destinations_aimd() {
-    let (down, tries) = flags();
-    let aimd = dripfeed::rate::AimdConfig::default()
-        .with_floor(10.0)
-        .with_ceiling(100.0)
-        .build()
-        .unwrap();
-    let set = Destinations::builder(Throttle::builder().adaptive(aimd).drain_rate(50.0))
-        .build(receivers(&down, &tries))
-        .unwrap();
+    let set = adaptive_set();
     let mut highest_after = 0.0f64;
     let mut highest_before = 0.0f64;
     for tick in 0..200 {

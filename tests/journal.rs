@@ -434,20 +434,28 @@ async fn a_sets_journal_gives_each_job_back_to_its_destination_with_its_id() {
     );
 }
 
+/// A single throttle on `dir` admits `job` and shuts down with it still
+/// queued: it stays in the journal (no destination named). Returns its id.
+async fn left_by_a_single_throttle(dir: &Path, job: &str) -> u64 {
+    let (throttle, drain) = Throttle::builder()
+        .drain_rate(1000.0)
+        .journal(Journal::open(dir).unwrap())
+        .build(|_: &String, _| async { Delivery::Done })
+        .unwrap();
+    throttle.pause();
+    let id = throttle.submit(job.to_owned()).await.unwrap().id();
+    let report = throttle.shutdown(Duration::ZERO).await;
+    assert_eq!(report.stats.outcome(Outcome::Kept), 1);
+    drop(throttle);
+    drain.join().await;
+    id
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_single_throttles_journal_goes_to_the_only_named_destination() {
     use dripfeed::destinations::{DestinationConfig, Destinations};
     let dir = fresh_dir("single-to-set");
-    let (throttle, drain) = Throttle::builder()
-        .drain_rate(1000.0)
-        .journal(Journal::open(&dir).unwrap())
-        .build(|_: &String, _| async { Delivery::Done })
-        .unwrap();
-    throttle.pause();
-    let id = throttle.submit("old".into()).await.unwrap().id();
-    throttle.shutdown(Duration::ZERO).await;
-    drop(throttle);
-    drain.join().await;
+    let id = left_by_a_single_throttle(&dir, "old").await;
 
     let (seen, factory) = set_recorder();
     let set = Destinations::builder(Throttle::builder().drain_rate(1000.0))
@@ -461,16 +469,7 @@ async fn a_single_throttles_journal_goes_to_the_only_named_destination() {
     drop(set);
 
     // With two named destinations an untagged record has no home: it stays.
-    let (throttle, drain) = Throttle::builder()
-        .drain_rate(1000.0)
-        .journal(Journal::open(&dir).unwrap())
-        .build(|_: &String, _| async { Delivery::Done })
-        .unwrap();
-    throttle.pause();
-    throttle.submit("orphan".into()).await.unwrap();
-    throttle.shutdown(Duration::ZERO).await;
-    drop(throttle);
-    drain.join().await;
+    left_by_a_single_throttle(&dir, "orphan").await;
     let set = Destinations::builder(Throttle::builder().drain_rate(1000.0))
         .destination("x", DestinationConfig::default())
         .destination("y", DestinationConfig::default())

@@ -196,13 +196,8 @@ impl<J: Send + Sync + 'static> Dest<J> {
     pub(crate) fn recover(self: &Arc<Self>, inner: &Arc<Inner<J>>, jobs: Vec<(u64, J)>) {
         let n = jobs.len();
         self.tally.hold_recovered(n);
+        // At build, once per destination: it has no throttle yet.
         let mut live = lock(&self.live);
-        if live.is_some() {
-            // Never at build: each destination's records come in one group.
-            tracing::error!(destination = %self.name, jobs = n, "recovered jobs for an active destination; they stay in the journal");
-            (0..n).for_each(|_| self.tally.finished());
-            return;
-        }
         if let Err(e) = self.start(inner, &mut live, jobs) {
             tracing::error!(destination = %self.name, jobs = n, error = %e, "cannot start a destination for its recovered jobs; they stay in the journal");
             (0..n).for_each(|_| self.tally.finished());

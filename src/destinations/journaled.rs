@@ -7,6 +7,7 @@
 use std::collections::HashMap;
 
 use crate::journal::{DecodeError, JobCodec, Journal};
+use crate::journaled::decode_or_end;
 
 use super::{Destinations, DestinationsBuilder};
 
@@ -44,12 +45,8 @@ impl<J> Recovery<J> {
                     continue;
                 }
             };
-            match (self.decode)(bytes) {
-                Ok(job) => by_dest.entry(dest.to_owned()).or_default().push((*id, job)),
-                Err(e) => {
-                    tracing::error!(id, destination = dest, error = %e, "journal: a recovered job does not decode; dropped");
-                    self.set.journal.end(*id);
-                }
+            if let Some(job) = decode_or_end(&self.set.journal, *id, bytes, self.decode) {
+                by_dest.entry(dest.to_owned()).or_default().push((*id, job));
             }
         }
         if untagged > 0 {

@@ -221,13 +221,6 @@ impl<J: Send + Sync + 'static> DestinationsBuilder<J> {
         downstream: impl Fn(&str) -> D + Send + Sync + 'static,
     ) -> Result<Destinations<J>, DestinationError> {
         self.template.validate()?;
-        #[cfg(feature = "journal")]
-        if self.template.has_journal() {
-            return Err(DestinationError::Template {
-                what: "journal",
-                instead: "give the journal to the set (DestinationsBuilder::journal)",
-            });
-        }
         if let Some((what, instead)) = self.template.unshareable() {
             return Err(DestinationError::Template { what, instead });
         }
