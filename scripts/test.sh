@@ -30,4 +30,4 @@ if ! command -v initdb >/dev/null 2>&1 && ! ls /usr/lib/postgresql/*/bin/initdb 
     echo "initdb missing: install the Debian package postgresql (PostgreSQL tests fail under CI=true, skip elsewhere)" >&2
   fi
 fi
-cargo test --all-features "$@"
+cargo test --workspace --all-features "$@"

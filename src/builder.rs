@@ -775,12 +775,6 @@ impl<J> ThrottleBuilder<J> {
                  destination charges one table",
             ));
         }
-        if self.permits.is_some() {
-            return Some((
-                "permits",
-                "one permit source would pace every destination as one; not supported with a set",
-            ));
-        }
         None
     }
 }

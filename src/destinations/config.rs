@@ -138,7 +138,7 @@ pub enum DestinationError {
     /// The template has a setting a set cannot give each destination's
     /// throttle; `instead` says what to use.
     Template {
-        /// The setting: `journal`, `per_key` or `permits`.
+        /// The setting: `journal` or `per_key`.
         what: &'static str,
         /// What to use instead.
         instead: &'static str,

@@ -7,7 +7,25 @@
 //! Real time and real processes (a loopback integration test): bounded in
 //! time and count, asserting counts only.
 
-mod support;
+mod support {
+    /// Waits until `done` holds, re-checking whenever `changed` is notified, for at most `limit`.
+    pub async fn until(
+        changed: &tokio::sync::Notify,
+        limit: std::time::Duration,
+        done: impl Fn() -> bool,
+    ) -> bool {
+        let wait = async {
+            loop {
+                let more = changed.notified();
+                if done() {
+                    return;
+                }
+                more.await;
+            }
+        };
+        tokio::time::timeout(limit, wait).await.is_ok()
+    }
+}
 
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -55,28 +73,15 @@ async fn receiver(seen: Arc<Seen>) -> std::net::SocketAddr {
     addr
 }
 
-/// The relay example's binary, brought up to date with cargo (a no-op when
-/// `cargo test --all-features` just built it).
+/// The relay's binary, built by cargo for this test.
 fn relay_binary() -> PathBuf {
-    static BUILT: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
-    BUILT
-        .get_or_init(|| {
-            let exe = std::env::current_exe().unwrap();
-            // target/<profile>/deps/<test> → target/<profile>/examples/webhook_relay
-            let profile_dir = exe.parent().and_then(|d| d.parent()).unwrap().to_path_buf();
-            let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-            let mut cmd = std::process::Command::new(cargo);
-            cmd.args(["build", "--all-features", "--example", "webhook_relay"]);
-            if profile_dir.ends_with("release") {
-                cmd.arg("--release");
-            }
-            let status = cmd.status().expect("running cargo to build the relay");
-            assert!(status.success(), "building the relay example failed");
-            let bin = profile_dir.join("examples").join("webhook_relay");
-            assert!(bin.exists(), "no relay binary at {}", bin.display());
-            bin
-        })
-        .clone()
+    PathBuf::from(env!("CARGO_BIN_EXE_dripfeed-relay"))
+}
+
+/// A plain HTTP client (reqwest is built with rustls, which wants its provider first).
+fn http() -> reqwest::Client {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    reqwest::Client::new()
 }
 
 const MAX_IN_FLIGHT: usize = 16;
@@ -172,7 +177,7 @@ async fn crash_and_restart(name: &str, target: &[String], dests: &[&str], seen: 
     let accepted = Arc::new(Mutex::new(Vec::<(String, String)>::new()));
     let flooding = Arc::new(AtomicBool::new(true));
     let got = Arc::new(tokio::sync::Notify::new());
-    let client = reqwest::Client::new();
+    let client = http();
     let mut senders = Vec::new();
     for s in 0..32 {
         let (client, accepted, flooding) = (client.clone(), accepted.clone(), flooding.clone());
@@ -261,7 +266,7 @@ async fn crash_and_restart(name: &str, target: &[String], dests: &[&str], seen: 
 }
 
 async fn post_keyed(addr: &str, key: &str, body: &str) -> (u16, serde_json::Value) {
-    let resp = reqwest::Client::new()
+    let resp = http()
         .post(format!("http://{addr}/v1/webhooks/deliver"))
         .header("idempotency-key", key)
         .body(body.to_owned())

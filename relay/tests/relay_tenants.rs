@@ -7,31 +7,31 @@
 //! stopped (fail-closed) nobody gets a 429. Real time on loopback, bounded in
 //! count and time; counts and generous bounds only.
 
-#[path = "../examples/webhook_relay/app.rs"]
+#[path = "../src/app.rs"]
 #[allow(dead_code)]
 mod app;
-#[path = "../examples/webhook_relay/budget.rs"]
+#[path = "../src/budget.rs"]
 #[allow(dead_code)]
 mod budget;
-#[path = "../examples/webhook_relay/dead_letter.rs"]
+#[path = "../src/dead_letter.rs"]
 #[allow(dead_code)]
 mod dead_letter;
-#[path = "../examples/webhook_relay/fanout.rs"]
+#[path = "../src/fanout.rs"]
 #[allow(dead_code)]
 mod fanout;
-#[path = "../examples/webhook_relay/idempotency.rs"]
+#[path = "../src/idempotency.rs"]
 mod idempotency;
-#[path = "../examples/webhook_relay/latency.rs"]
+#[path = "../src/latency.rs"]
 #[allow(dead_code)]
 mod latency;
-#[path = "../examples/webhook_relay/receiver.rs"]
+#[path = "../src/receiver.rs"]
 #[allow(dead_code)]
 mod receiver;
-#[path = "support/postgres.rs"]
+#[path = "../../tests/support/postgres.rs"]
 mod support_postgres;
-#[path = "support/redis.rs"]
+#[path = "../../tests/support/redis.rs"]
 mod support_redis;
-#[path = "../examples/webhook_relay/tenants.rs"]
+#[path = "../src/tenants.rs"]
 #[allow(dead_code)]
 mod tenants;
 

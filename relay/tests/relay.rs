@@ -1,31 +1,31 @@
 //! The webhook relay on loopback: a burst ten times the drain rate, real time,
 //! bounded in count and time; asserts counts and generous bounds only.
 
-#[path = "../examples/webhook_relay/app.rs"]
+#[path = "../src/app.rs"]
 #[allow(dead_code)]
 mod app;
-#[path = "../examples/webhook_relay/budget.rs"]
+#[path = "../src/budget.rs"]
 #[allow(dead_code)]
 mod budget;
-#[path = "../examples/webhook_relay/dead_letter.rs"]
+#[path = "../src/dead_letter.rs"]
 #[allow(dead_code)]
 mod dead_letter;
-#[path = "../examples/webhook_relay/demo.rs"]
+#[path = "../src/demo.rs"]
 #[allow(dead_code)]
 mod demo;
-#[path = "../examples/webhook_relay/fanout.rs"]
+#[path = "../src/fanout.rs"]
 #[allow(dead_code)]
 mod fanout;
-#[path = "../examples/webhook_relay/idempotency.rs"]
+#[path = "../src/idempotency.rs"]
 mod idempotency;
-#[path = "../examples/webhook_relay/latency.rs"]
+#[path = "../src/latency.rs"]
 mod latency;
-#[path = "../examples/webhook_relay/receiver.rs"]
+#[path = "../src/receiver.rs"]
 #[allow(dead_code)]
 mod receiver;
-#[path = "../examples/webhook_relay/redrive.rs"]
+#[path = "../src/redrive.rs"]
 mod redrive;
-#[path = "../examples/webhook_relay/tenants.rs"]
+#[path = "../src/tenants.rs"]
 #[allow(dead_code)]
 mod tenants;
 

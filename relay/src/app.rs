@@ -326,6 +326,9 @@ impl Relay {
         let sink =
             Arc::new(FileSink::open(cfg.dead_letter_file.clone(), cfg.downstream.clone()).await?);
         let latencies = Arc::new(Latencies::new());
+        // TLS to https:// receivers: rustls with ring (installed once per
+        // process; a second call finds it installed), the system's roots.
+        let _ = rustls::crypto::ring::default_provider().install_default();
         let client = reqwest::Client::builder()
             .timeout(cfg.deliver_timeout)
             .pool_max_idle_per_host(cfg.max_in_flight)

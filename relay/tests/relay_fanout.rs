@@ -4,28 +4,28 @@
 //! deliveries checked against the Standard Webhooks scheme written here
 //! from the spec (HMAC-SHA256 built from SHA-256, not the relay's signer).
 
-#[path = "../examples/webhook_relay/app.rs"]
+#[path = "../src/app.rs"]
 #[allow(dead_code)]
 mod app;
-#[path = "../examples/webhook_relay/budget.rs"]
+#[path = "../src/budget.rs"]
 #[allow(dead_code)]
 mod budget;
-#[path = "../examples/webhook_relay/dead_letter.rs"]
+#[path = "../src/dead_letter.rs"]
 #[allow(dead_code)]
 mod dead_letter;
-#[path = "../examples/webhook_relay/fanout.rs"]
+#[path = "../src/fanout.rs"]
 #[allow(dead_code)]
 mod fanout;
-#[path = "../examples/webhook_relay/fanout_demo.rs"]
+#[path = "../src/fanout_demo.rs"]
 #[allow(dead_code)]
 mod fanout_demo;
-#[path = "../examples/webhook_relay/idempotency.rs"]
+#[path = "../src/idempotency.rs"]
 #[allow(dead_code)]
 mod idempotency;
-#[path = "../examples/webhook_relay/latency.rs"]
+#[path = "../src/latency.rs"]
 #[allow(dead_code)]
 mod latency;
-#[path = "../examples/webhook_relay/receiver.rs"]
+#[path = "../src/receiver.rs"]
 #[allow(dead_code)]
 mod receiver;
 

@@ -16,29 +16,28 @@
 //!     --tenant-rate 20 --tenant-burst 20 --postgres postgres://user@127.0.0.1:5432/db
 //! ```
 
-#[path = "webhook_relay/app.rs"]
 mod app;
-#[path = "webhook_relay/budget.rs"]
+
 mod budget;
-#[path = "webhook_relay/dead_letter.rs"]
+
 mod dead_letter;
-#[path = "webhook_relay/demo.rs"]
+
 mod demo;
-#[path = "webhook_relay/fanout.rs"]
+
 mod fanout;
-#[path = "webhook_relay/fanout_demo.rs"]
+
 mod fanout_demo;
-#[path = "webhook_relay/fleet.rs"]
+
 mod fleet;
-#[path = "webhook_relay/idempotency.rs"]
+
 mod idempotency;
-#[path = "webhook_relay/latency.rs"]
+
 mod latency;
-#[path = "webhook_relay/receiver.rs"]
+
 mod receiver;
-#[path = "webhook_relay/redrive.rs"]
+
 mod redrive;
-#[path = "webhook_relay/tenants.rs"]
+
 mod tenants;
 
 use std::io::{IsTerminal, Write};
