@@ -4,36 +4,24 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::admission::{Admission, Entry, MAX_CAPACITY, Withdrawal};
-use crate::destinations::gate::Gate;
-use crate::destinations::tally::Tally;
 use crate::downstream::Downstream;
 use crate::drain::dispatch::Dispatch;
+use crate::drain::hook::DrainHook;
 use crate::drain::task::{DrainParts, DrainTask};
 use crate::drain::{Drain, DrainFuture};
 use crate::endings::{Endings, Hook};
 use crate::error::BuildError;
 use crate::feedback::Feedback;
-use crate::inflight::InFlight;
+use crate::inflight::{InFlight, InFlightBudget};
 use crate::keyed::{BucketStore, KeyedBuckets, Quota};
 use crate::overflow::{DeadLetterSink, Overflow};
 use crate::permits::PermitSource;
 use crate::rate::Aimd;
 use crate::retries::Retries;
 use crate::retry::RetryPolicy;
+use crate::settings::Settings;
 use crate::shared::{Config, Parts, Shared, bound_for};
 use crate::throttle::Throttle;
-
-/// A template's settings, as a set reads them.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct Settings {
-    pub(crate) rate: Option<f64>,
-    pub(crate) max_rate: Option<f64>,
-    /// Floor and ceiling when adaptive.
-    pub(crate) adaptive: Option<(f64, f64)>,
-    /// The latency budget when the bound follows the rate (`None` for a
-    /// fixed capacity).
-    pub(crate) budget: Option<Duration>,
-}
 
 /// The largest ring, in bytes, the builder agrees to allocate.
 const MAX_RING_BYTES: u64 = 4 << 30;
@@ -88,26 +76,14 @@ pub struct ThrottleBuilder<J> {
     withdrawal: Option<Withdrawal<J>>,
     retry: Option<RetryPolicy>,
     dispatch: Dispatch,
-    /// Set when a [`Destinations`](crate::destinations::Destinations) set builds it.
-    member: Option<Member>,
+    hook: Option<Arc<dyn DrainHook>>,
+    shared_in_flight: Option<InFlightBudget>,
+    labels: Vec<(String, String)>,
+    summed: bool,
     #[cfg(feature = "journal")]
-    journal: Option<crate::journaled::Journaling<J>>,
+    journal: Option<crate::journal::journaling::Journaling<J>>,
     #[cfg(feature = "journal")]
     recovered: Vec<(u64, J)>,
-}
-
-/// What a destination's throttle takes from its set.
-pub(crate) struct Member {
-    /// The `destination` label of its metrics.
-    pub(crate) label: String,
-    pub(crate) tally: Arc<Tally>,
-    pub(crate) gate: Arc<Gate>,
-    /// The set's in-flight budget; `max_in_flight` is the cap inside it.
-    pub(crate) in_flight: InFlight,
-    /// Called by the drain when nothing has been queued, waiting or in
-    /// flight for `idle_after`.
-    pub(crate) on_idle: Arc<dyn Fn() + Send + Sync>,
-    pub(crate) idle_after: Duration,
 }
 
 impl<J: Send + Sync + 'static> Throttle<J> {
@@ -150,7 +126,10 @@ impl<J: Send + Sync + 'static> ThrottleBuilder<J> {
             withdrawal: None,
             retry: None,
             dispatch: Dispatch::Inline,
-            member: None,
+            hook: None,
+            shared_in_flight: None,
+            labels: Vec::new(),
+            summed: false,
             #[cfg(feature = "journal")]
             journal: None,
             #[cfg(feature = "journal")]
@@ -386,9 +365,82 @@ impl<J: Send + Sync + 'static> ThrottleBuilder<J> {
         self
     }
 
-    /// A copy of the settings, for a set's destinations: everything but a
-    /// journal, recovered jobs and set membership.
-    pub(crate) fn template(&self) -> Self {
+    /// Asks `hook` before each emission and tells it of each ended
+    /// attempt, each job's end and the drain's idleness (see
+    /// [`DrainHook`]). One hook per throttle; the later call wins.
+    pub fn drain_hook(mut self, hook: impl DrainHook) -> Self {
+        self.hook = Some(Arc::new(hook));
+        self
+    }
+
+    /// Every delivery also takes a place in `budget`, which other throttles
+    /// share; [`max_in_flight`](Self::max_in_flight) stays this throttle's
+    /// own cap inside it (see [`InFlightBudget`]).
+    pub fn shared_in_flight(mut self, budget: &InFlightBudget) -> Self {
+        self.shared_in_flight = Some(budget.clone());
+        self
+    }
+
+    /// Adds a label to every metric series of this throttle, beside
+    /// `throttle` (the name). Keep the values few: one per series.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() {
+    /// use dripfeed::{Delivery, Throttle};
+    /// let b = Throttle::builder().drain_rate(10.0).metric_label("region", "eu");
+    /// assert_eq!(b.settings().labels, vec![("region".to_string(), "eu".to_string())]);
+    /// let (_throttle, _drain) = b.build(|_: &u32, _| async { Delivery::Done }).unwrap();
+    /// # }
+    /// ```
+    pub fn metric_label(mut self, key: impl Into<String>, value: impl Into<String>) -> Self {
+        self.labels.push((key.into(), value.into()));
+        self
+    }
+
+    /// Lets several throttles publish into the same metric series (the
+    /// same name and labels) at once, or one after another: each publishes
+    /// its increments, and takes its gauges (depth, capacity, rate, in
+    /// flight, retry wait) back out when it ends, so a series is the sum of
+    /// the throttles behind it. Without it, two live throttles with the same
+    /// series overwrite each other's gauges.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() {
+    /// use dripfeed::{Delivery, Throttle};
+    /// let worker = Throttle::builder().name("workers").drain_rate(10.0).summed_series();
+    /// let (a, _da) = worker.template().build(|_: &u32, _| async { Delivery::Done }).unwrap();
+    /// let (b, _db) = worker.template().build(|_: &u32, _| async { Delivery::Done }).unwrap();
+    /// a.pause();
+    /// b.pause();
+    /// a.try_submit(1).unwrap();
+    /// b.try_submit(2).unwrap();
+    /// // leaky_bucket_queue_depth{throttle="workers"} now reads 2
+    /// assert_eq!(a.depth() + b.depth(), 2);
+    /// # }
+    /// ```
+    pub fn summed_series(mut self) -> Self {
+        self.summed = true;
+        self
+    }
+
+    /// A copy of every setting but the journal (a journal belongs to one
+    /// throttle; see [`shared_journal`](Self::shared_journal) for throttles
+    /// that share one), to build several throttles alike.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() {
+    /// use dripfeed::{Delivery, Throttle};
+    /// let template = Throttle::builder().drain_rate(50.0).capacity(10);
+    /// let (a, _da) = template.template().name("a").build(|_: &u32, _| async { Delivery::Done }).unwrap();
+    /// let (b, _db) = template.template().name("b").build(|_: &u32, _| async { Delivery::Done }).unwrap();
+    /// assert_eq!((a.capacity(), b.capacity()), (10, 10));
+    /// assert_eq!((a.name(), b.name()), ("a", "b"));
+    /// # }
+    /// ```
+    pub fn template(&self) -> Self {
         ThrottleBuilder {
             name: self.name.clone(),
             rate: self.rate,
@@ -411,7 +463,10 @@ impl<J: Send + Sync + 'static> ThrottleBuilder<J> {
             withdrawal: self.withdrawal,
             retry: self.retry,
             dispatch: self.dispatch,
-            member: None,
+            hook: self.hook.clone(),
+            shared_in_flight: self.shared_in_flight.clone(),
+            labels: self.labels.clone(),
+            summed: self.summed,
             #[cfg(feature = "journal")]
             journal: None,
             #[cfg(feature = "journal")]
@@ -428,46 +483,34 @@ impl<J: Send + Sync + 'static> ThrottleBuilder<J> {
         }
     }
 
-    /// The name it was given.
-    pub(crate) fn template_name(&self) -> String {
-        self.name.clone()
-    }
-
-    /// The settings a set reads from its template.
-    pub(crate) fn settings(&self) -> Settings {
+    /// What this builder was told, read back.
+    ///
+    /// ```
+    /// use dripfeed::Throttle;
+    /// use std::time::Duration;
+    /// let b = Throttle::<u32>::builder().drain_rate(20.0).latency_budget(Duration::from_secs(2));
+    /// let s = b.settings();
+    /// assert_eq!((s.drain_rate, s.latency_budget), (Some(20.0), Some(Duration::from_secs(2))));
+    /// assert_eq!(Throttle::<u32>::builder().capacity(5).settings().latency_budget, None);
+    /// ```
+    pub fn settings(&self) -> Settings {
         Settings {
-            rate: self.rate,
+            name: self.name.clone(),
+            drain_rate: self.rate,
             max_rate: self.max_rate,
-            adaptive: self
-                .adaptive
-                .as_ref()
-                .map(|a| (a.config().floor(), a.config().ceiling())),
-            budget: self.bound_budget(),
+            adaptive: self.adaptive.as_ref().map(|a| a.config().clone()),
+            latency_budget: self.bound_budget(),
+            capacity: self.capacity,
+            max_in_flight: self.max_in_flight,
+            per_key: self.per_key.is_some(),
+            key_store: self.key_store.is_some(),
+            permits: self.permits.is_some(),
+            #[cfg(feature = "journal")]
+            journal: self.journal.is_some(),
+            #[cfg(not(feature = "journal"))]
+            journal: false,
+            labels: self.labels.clone(),
         }
-    }
-
-    /// Makes it a member of a set.
-    pub(crate) fn member(mut self, member: Member) -> Self {
-        self.member = Some(member);
-        self
-    }
-
-    /// Narrows the adaptive ceiling (a destination's override).
-    pub(crate) fn adaptive_ceiling(mut self, ceiling: f64) -> Result<Self, BuildError> {
-        if let Some(aimd) = self.adaptive.take() {
-            let cfg = aimd.config().clone().with_ceiling(ceiling);
-            let floor = cfg.floor();
-            let cfg = if floor > ceiling {
-                cfg.with_floor(ceiling)
-            } else {
-                cfg
-            };
-            self.adaptive = Some(cfg.build().map_err(|_| BuildError::InvalidRate {
-                what: "ceiling",
-                value: ceiling,
-            })?);
-        }
-        Ok(self)
     }
 
     /// Checks the configuration without building anything.
@@ -572,18 +615,6 @@ impl<J: Send + Sync + 'static> ThrottleBuilder<J> {
         self.build_shared(Arc::new(downstream))
     }
 
-    /// Builds and spawns with a downstream already shared (a set's destinations).
-    pub(crate) fn build_spawned(
-        self,
-        downstream: Arc<dyn Downstream<J>>,
-    ) -> Result<(Throttle<J>, Drain<J>), BuildError> {
-        let runtime = tokio::runtime::Handle::try_current().map_err(|_| BuildError::NoRuntime)?;
-        let (throttle, future) = self.build_shared(downstream)?;
-        let shared = throttle.shared.clone();
-        let handle = runtime.spawn(future.into_inner());
-        Ok((throttle, Drain::new(handle, shared)))
-    }
-
     fn build_shared(
         self,
         downstream: Arc<dyn Downstream<J>>,
@@ -637,15 +668,13 @@ impl<J: Send + Sync + 'static> ThrottleBuilder<J> {
             },
             keyed,
             store: self.key_store,
-            in_flight: match &self.member {
-                Some(m) => InFlight::within(self.max_in_flight as u32, &m.in_flight),
+            in_flight: match &self.shared_in_flight {
+                Some(budget) => InFlight::within(self.max_in_flight as u32, budget),
                 None => InFlight::new(self.max_in_flight as u32),
             },
-            series: self
-                .member
-                .as_ref()
-                .map(|m| (m.label.clone(), m.tally.clone())),
-            gate: self.member.as_ref().map(|m| m.gate.clone()),
+            labels: self.labels,
+            summed: self.summed,
+            hook: self.hook,
             feedback: self.adaptive.as_ref().map(|_| Feedback::new()),
             retries,
             #[cfg(feature = "journal")]
@@ -662,11 +691,6 @@ impl<J: Send + Sync + 'static> ThrottleBuilder<J> {
                 permits: self.permits,
                 report_deliveries: self.withdrawal.is_none(),
                 dispatch: self.dispatch,
-                idle_after: self
-                    .member
-                    .as_ref()
-                    .map_or(Duration::ZERO, |m| m.idle_after),
-                on_idle: self.member.map(|m| m.on_idle),
             },
         );
         let future = DrainFuture::new(Box::pin(task.run()), shared.clone());
@@ -727,55 +751,86 @@ impl<J: crate::journal::JobCodec + Send + Sync + 'static> ThrottleBuilder<J> {
     /// # }
     /// ```
     pub fn journal(mut self, journal: crate::journal::Journal) -> Self {
+        // Every unfinished job is this throttle's, tagged or not (a
+        // shared journal's records, opened by a single throttle, keep
+        // their jobs).
         self.recovered = journal
             .take_recovered()
             .into_iter()
-            .filter_map(|(id, bytes)| {
-                crate::journaled::decode_or_end(&journal, id, &bytes, J::decode).map(|j| (id, j))
+            .filter_map(|r| {
+                crate::journal::journaling::decode_or_end(&journal, r.id, &r.job).map(|j| (r.id, j))
             })
             .collect();
-        self.journal = Some(crate::journaled::Journaling::new(journal, |job, out| {
-            job.encode(out)
-        }));
+        self.journal = Some(crate::journal::journaling::Journaling::new(journal, None));
         self
     }
-}
 
-#[cfg(feature = "journal")]
-impl<J: Send + Sync + 'static> ThrottleBuilder<J> {
-    /// A set member's journal (the set's, its records tagged with the
-    /// destination) and the jobs recovered for it.
-    pub(crate) fn journaled(
+    /// Records every admitted job in `journal`, which other throttles
+    /// share, each record naming `tag` ahead of the job, and queues
+    /// `recovered` (jobs of an earlier run with this tag, found with
+    /// [`Journal::take_recovered`](crate::journal::Journal::take_recovered)
+    /// and decoded) ahead of new ones, with their ids. Otherwise as
+    /// [`journal`](Self::journal), except that this throttle's shutdown does
+    /// not flush the journal: whoever shares it flushes it once
+    /// ([`Journal::flush`](crate::journal::Journal::flush)) after every
+    /// throttle on it has shut down.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// use dripfeed::journal::{JobCodec, Journal};
+    /// use dripfeed::{Attempt, Delivery, Throttle};
+    /// use std::time::Duration;
+    /// let dir = std::env::temp_dir().join(format!("dripfeed-doc-shared-{}", std::process::id()));
+    /// # let _ = std::fs::remove_dir_all(&dir);
+    /// let journal = Journal::open(&dir)?;
+    /// let (eu, d1) = Throttle::builder().drain_rate(10.0)
+    ///     .shared_journal(journal.clone(), "eu", Vec::new())
+    ///     .build(|_: &String, _| async { Delivery::Done })?;
+    /// let (us, d2) = Throttle::builder().drain_rate(10.0)
+    ///     .shared_journal(journal.clone(), "us", Vec::new())
+    ///     .build(|_: &String, _| async { Delivery::Done })?;
+    /// eu.pause();
+    /// us.pause();
+    /// let kept = eu.submit("to eu".to_string()).await?;
+    /// us.submit("to us".to_string()).await?;
+    /// eu.shutdown(Duration::ZERO).await;
+    /// us.shutdown(Duration::ZERO).await;
+    /// journal.flush().await;
+    /// drop((eu, us, d1, d2, journal));
+    ///
+    /// // The next start gives each throttle the jobs of its tag.
+    /// let journal = Journal::open(&dir)?;
+    /// let mut for_eu = Vec::new();
+    /// for r in journal.take_recovered() {
+    ///     if r.tag.as_deref() == Some("eu") {
+    ///         for_eu.push((r.id, String::decode(&r.job)?));
+    ///     }
+    /// }
+    /// let (eu, _d) = Throttle::builder().drain_rate(10.0)
+    ///     .shared_journal(journal.clone(), "eu", for_eu)
+    ///     .build(move |job: &String, at: Attempt| {
+    ///         assert_eq!((job.as_str(), at.id()), ("to eu", kept.id()));
+    ///         async { Delivery::Done }
+    ///     })?;
+    /// assert_eq!(eu.shutdown(Duration::from_secs(5)).await.stats.delivered(), 1);
+    /// # drop(eu);
+    /// # std::fs::remove_dir_all(&dir)?;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn shared_journal(
         mut self,
-        journaling: crate::journaled::Journaling<J>,
+        journal: crate::journal::Journal,
+        tag: &str,
         recovered: Vec<(u64, J)>,
     ) -> Self {
-        self.journal = Some(journaling);
         self.recovered = recovered;
+        self.journal = Some(crate::journal::journaling::Journaling::new(
+            journal,
+            Some(tag.into()),
+        ));
         self
-    }
-}
-
-impl<J> ThrottleBuilder<J> {
-    /// A setting a set's template cannot pass on to each destination: the
-    /// setting's name and what to use instead.
-    pub(crate) fn unshareable(&self) -> Option<(&'static str, &'static str)> {
-        #[cfg(feature = "journal")]
-        if self.journal.is_some() {
-            return Some((
-                "journal",
-                "give the journal to the set (DestinationsBuilder::journal)",
-            ));
-        }
-        if self.per_key.is_some() {
-            return Some((
-                "per_key",
-                "each destination's throttle would have its own table, emptied when it goes idle; \
-                 give the template key_store(Arc::new(KeyedBuckets::<String>::new(..))) so every \
-                 destination charges one table",
-            ));
-        }
-        None
     }
 }
 

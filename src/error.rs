@@ -252,7 +252,18 @@ enum Hint {
 }
 
 impl<J> Rejected<J> {
-    pub(crate) fn new(
+    /// A refusal made by code of yours (an admission layer in front of a
+    /// throttle, say): the job back, why, how long to wait, and the limit's
+    /// state for the `RateLimit` fields.
+    ///
+    /// ```
+    /// use dripfeed::{Reason, Rejected};
+    /// use std::time::Duration;
+    /// let r = Rejected::new("job", Reason::Overloaded, Some(Duration::from_secs(2)), None);
+    /// assert_eq!((r.status(), r.retry_after()), (503, Some(Duration::from_secs(2))));
+    /// assert_eq!(r.into_job(), "job");
+    /// ```
+    pub fn new(
         job: J,
         reason: Reason,
         retry_after: Option<Duration>,

@@ -13,9 +13,15 @@ use crate::downstream::Delivery;
 /// only needs a statistically useful share, and dropping one loses no job).
 const SAMPLE_QUEUE: usize = 8192;
 
-/// How one attempt ended.
+/// How one delivery attempt ended, as a [`DrainHook`](crate::DrainHook) is told.
+///
+/// ```
+/// use dripfeed::{AttemptEnd, Delivery};
+/// assert!(AttemptEnd::Answered(Delivery::Done).is_done());
+/// assert!(!AttemptEnd::TimedOut.is_done());
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Ended {
+pub enum AttemptEnd {
     /// The downstream answered.
     Answered(Delivery),
     /// It ran past `deliver_timeout`.
@@ -24,10 +30,10 @@ pub(crate) enum Ended {
     Panicked,
 }
 
-impl Ended {
+impl AttemptEnd {
     /// Whether the job was delivered.
-    pub(crate) fn is_done(self) -> bool {
-        self == Ended::Answered(Delivery::Done)
+    pub fn is_done(self) -> bool {
+        self == AttemptEnd::Answered(Delivery::Done)
     }
 }
 
@@ -36,7 +42,7 @@ impl Ended {
 pub(crate) struct Sample {
     pub(crate) at: Instant,
     pub(crate) latency: Duration,
-    pub(crate) ended: Ended,
+    pub(crate) ended: AttemptEnd,
 }
 
 /// The queue of samples from deliveries (or granted slots) to the drain.
@@ -52,7 +58,7 @@ impl Feedback {
     }
 
     /// Reports an attempt that took `latency` and ended now.
-    pub(crate) fn report(&self, latency: Duration, ended: Ended) {
+    pub(crate) fn report(&self, latency: Duration, ended: AttemptEnd) {
         // Full: the window has plenty; dropping a sample loses no job.
         let _ = self.samples.push(Sample {
             at: Instant::now(),
@@ -74,11 +80,14 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn reports_latency_and_when() {
         let fb = Feedback::new();
-        fb.report(Duration::from_millis(30), Ended::TimedOut);
+        fb.report(Duration::from_millis(30), AttemptEnd::TimedOut);
         let s = fb.pop().map(|s| (s.latency, s.ended, s.at));
         let at = Instant::now();
-        assert_eq!(s, Some((Duration::from_millis(30), Ended::TimedOut, at)));
+        assert_eq!(
+            s,
+            Some((Duration::from_millis(30), AttemptEnd::TimedOut, at))
+        );
         assert!(fb.pop().is_none());
-        assert!(Ended::Answered(Delivery::Done).is_done());
+        assert!(AttemptEnd::Answered(Delivery::Done).is_done());
     }
 }

@@ -1,6 +1,6 @@
 //! The in-flight bound: how many deliveries may run at once, as a budget of
-//! guards. A budget may be shared by several throttles (one bound across
-//! destinations): clones share it. Each delivery holds an
+//! guards. A throttle's own budget may sit inside an [`InFlightBudget`]
+//! shared by several throttles (one bound across destinations). Each delivery holds an
 //! [`InFlightPermit`] until it is accounted; dropping the permit frees the
 //! place.
 
@@ -15,6 +15,62 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 pub(crate) struct InFlight {
     sem: Arc<Semaphore>,
     parent: Option<Arc<Semaphore>>,
+}
+
+/// A budget of deliveries running at once that several throttles share:
+/// give it to each with
+/// [`ThrottleBuilder::shared_in_flight`](crate::ThrottleBuilder::shared_in_flight).
+/// Every delivery then takes a place in its throttle's own
+/// `max_in_flight` *and* in this budget, or waits; so a throttle whose
+/// receiver hangs holds at most its own cap, and the rest stays for the
+/// others. Clones share the budget.
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+/// # async fn main() {
+/// use dripfeed::{Delivery, InFlightBudget, Throttle};
+/// use std::time::Duration;
+/// let budget = InFlightBudget::new(3);
+/// let hangs = |_: &u32, _| std::future::pending::<Delivery>();
+/// let (dead, _d) = Throttle::builder()
+///     .drain_rate(100.0)
+///     .max_in_flight(2)
+///     .shared_in_flight(&budget)
+///     .build(hangs)
+///     .unwrap();
+/// for job in 0..5 {
+///     dead.try_submit(job).unwrap();
+/// }
+/// tokio::time::sleep(Duration::from_millis(100)).await;
+/// assert_eq!(dead.stats().in_flight(), 2, "its own cap");
+/// assert_eq!(budget.available(), 1, "one place left for the others");
+/// # }
+/// ```
+#[derive(Clone)]
+pub struct InFlightBudget {
+    sem: Arc<Semaphore>,
+}
+
+impl InFlightBudget {
+    /// A budget of `max` deliveries at once (at least 1).
+    pub fn new(max: usize) -> Self {
+        InFlightBudget {
+            sem: Arc::new(Semaphore::new(max.clamp(1, Semaphore::MAX_PERMITS))),
+        }
+    }
+
+    /// Places free now.
+    pub fn available(&self) -> usize {
+        self.sem.available_permits()
+    }
+}
+
+impl std::fmt::Debug for InFlightBudget {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("InFlightBudget")
+            .field("available", &self.available())
+            .finish()
+    }
 }
 
 /// One delivery's place in the budget (and in the shared one), freed on drop.
@@ -32,8 +88,8 @@ impl InFlight {
         }
     }
 
-    /// A budget of `max` of its own inside `shared`'s (a clone's) places.
-    pub(crate) fn within(max: u32, shared: &InFlight) -> Self {
+    /// A budget of `max` of its own inside `shared`'s places.
+    pub(crate) fn within(max: u32, shared: &InFlightBudget) -> Self {
         InFlight {
             sem: Arc::new(Semaphore::new(max.max(1) as usize)),
             parent: Some(shared.sem.clone()),
@@ -100,7 +156,7 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn a_cap_inside_a_shared_budget() {
-        let shared = InFlight::new(3);
+        let shared = InFlightBudget::new(3);
         let dead = InFlight::within(2, &shared);
         let live = InFlight::within(2, &shared);
         let d1 = dead.try_acquire();

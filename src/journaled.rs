@@ -9,7 +9,7 @@ use crate::shared::Shared;
 use crate::throttle::{Admitted, Throttle};
 
 #[cfg(feature = "journal")]
-pub(crate) use with_journal::{Journaling, decode_or_end, requeue};
+pub(crate) use with_journal::requeue;
 
 impl<J: 'static> Throttle<J> {
     /// Like [`try_submit`](Self::try_submit): never waits for room, and at
@@ -153,14 +153,11 @@ impl<J: 'static> Shared<J> {
 
 #[cfg(feature = "journal")]
 mod with_journal {
-    use std::sync::atomic::{AtomicBool, Ordering};
-    use std::sync::{Arc, Mutex};
     use std::time::Duration;
 
-    use crate::catch::CatchUnwind;
     use crate::error::{Cause, Reason, Rejected};
+    use crate::journal::journaling::Journaling;
     use crate::journal::{Journal, JournalError, Written};
-    use crate::overflow::DeadLetterSink;
     use crate::throttle::{Admitted, Throttle};
 
     /// Queues the jobs an earlier run left unfinished, with their ids, in
@@ -193,133 +190,8 @@ mod with_journal {
         tracing::info!(throttle = %shared.cfg.name, jobs = n, "recovered unfinished jobs from the journal");
     }
 
-    /// A recovered job decoded, or, when it no longer decodes, logged and
-    /// ended in the journal (dropped).
-    pub(crate) fn decode_or_end<J>(
-        journal: &Journal,
-        id: u64,
-        bytes: &[u8],
-        decode: fn(&[u8]) -> Result<J, crate::journal::DecodeError>,
-    ) -> Option<J> {
-        match decode(bytes) {
-            Ok(job) => Some(job),
-            Err(e) => {
-                tracing::error!(id, len = bytes.len(), error = %e, "journal: a recovered job does not decode; dropped");
-                journal.end(id);
-                None
-            }
-        }
-    }
-
     /// The wait suggested when the journal is full or failing.
     const JOURNAL_WAIT: Duration = Duration::from_secs(1);
-
-    /// A throttle's journal and how its jobs are encoded.
-    pub(crate) struct Journaling<J> {
-        pub(crate) journal: Journal,
-        pub(crate) encode: fn(&J, &mut Vec<u8>),
-        /// The destination each record names, for a set's member (whose
-        /// journal is the set's: its shutdown does not flush it either).
-        tag: Option<Arc<str>>,
-        dead: Arc<DeadEnds>,
-    }
-
-    /// Dead-lettered jobs whose ends wait for the sink's flush.
-    #[derive(Default)]
-    struct DeadEnds {
-        ids: Mutex<Vec<u64>>,
-        flushing: AtomicBool,
-    }
-
-    impl DeadEnds {
-        fn take(&self) -> Vec<u64> {
-            std::mem::take(&mut *self.ids.lock().unwrap_or_else(|p| p.into_inner()))
-        }
-    }
-
-    impl<J: 'static> Journaling<J> {
-        pub(crate) fn new(journal: Journal, encode: fn(&J, &mut Vec<u8>)) -> Self {
-            Journaling {
-                journal,
-                encode,
-                tag: None,
-                dead: Arc::default(),
-            }
-        }
-
-        /// Each record names `destination` ahead of the job.
-        pub(crate) fn tagged(mut self, destination: Arc<str>) -> Self {
-            self.tag = Some(destination);
-            self
-        }
-
-        /// A job's record: its destination's tag (if any), then the job.
-        fn encode_record(&self, job: &J, out: &mut Vec<u8>) {
-            if let Some(tag) = &self.tag {
-                crate::journal::tag::write(tag, out);
-            }
-            (self.encode)(job, out);
-        }
-
-        pub(crate) fn dead_lettered(&self, id: u64, sink: Option<&Arc<dyn DeadLetterSink<J>>>) {
-            let Some(sink) = sink else {
-                self.journal.end(id);
-                return;
-            };
-            self.dead
-                .ids
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .push(id);
-            if self.dead.flushing.swap(true, Ordering::AcqRel) {
-                return; // the running flush takes it
-            }
-            let Ok(runtime) = tokio::runtime::Handle::try_current() else {
-                // Outside a runtime: shutdown's close records it.
-                self.dead.flushing.store(false, Ordering::Release);
-                return;
-            };
-            let (sink, dead, journal) = (sink.clone(), self.dead.clone(), self.journal.clone());
-            runtime.spawn(async move {
-                loop {
-                    let ids = dead.take();
-                    if ids.is_empty() {
-                        dead.flushing.store(false, Ordering::Release);
-                        // One pushed between the take and the store would wait
-                        // for the next: take it now if no one else does.
-                        if dead
-                            .ids
-                            .lock()
-                            .unwrap_or_else(|p| p.into_inner())
-                            .is_empty()
-                            || dead.flushing.swap(true, Ordering::AcqRel)
-                        {
-                            return;
-                        }
-                        continue;
-                    }
-                    if CatchUnwind(Box::pin(sink.flush())).await.is_err() {
-                        tracing::error!("the dead-letter sink's flush panicked");
-                    }
-                    for id in ids {
-                        journal.end(id);
-                    }
-                }
-            });
-        }
-
-        /// The ends still waiting (the sink was flushed by shutdown), then a
-        /// flush, except for a set's member going idle: the set flushes its
-        /// journal once at its own shutdown.
-        pub(crate) async fn close(&self) {
-            for id in self.dead.take() {
-                self.journal.end(id);
-            }
-            if self.tag.is_none() {
-                self.journal.flush().await;
-            }
-        }
-    }
 
     impl<J: 'static> Throttle<J> {
         /// The journal this throttle records its jobs in, if it has one.

@@ -5,11 +5,9 @@
 //! gauges and the derived counters (admitted, refused) are published by the
 //! drain on its wakes, when `stats()` is read, and after close.
 
+use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
-
-use crate::destinations::tally::Tally;
 
 use crate::error::Reason;
 use crate::metrics::Metrics;
@@ -75,13 +73,16 @@ pub(crate) struct Ledger {
     /// Inside an overflow episode (for its start and end events).
     overflowing: AtomicBool,
     metrics: Metrics,
-    /// A destination of a set: its series is shared (by a later throttle of
-    /// the same destination, or by every unnamed one), so it is published
-    /// as increments from what this throttle published last.
+    /// A summed series (other throttles may publish into it, at once or
+    /// after this one): published as increments from what this throttle
+    /// published last.
     shared_series: Option<Mutex<Published>>,
-    /// A destination's count of jobs held, for the set's bound.
-    tally: Option<Arc<Tally>>,
+    /// Told of each terminal outcome (the drain hook's `job_ended`).
+    on_end: Option<OnEnd>,
 }
+
+/// What the ledger tells of each terminal outcome.
+pub(crate) type OnEnd = Box<dyn Fn(Outcome) + Send + Sync>;
 
 /// What a throttle with a shared series published last.
 #[derive(Default)]
@@ -122,13 +123,15 @@ fn load(a: &AtomicU64) -> u64 {
 }
 
 impl Ledger {
-    /// A ledger whose metrics carry `destination` and are published as
-    /// increments, counting held jobs in `tally`.
-    pub(crate) fn with_series(
+    /// A ledger whose metrics carry `labels` beside `throttle = name`,
+    /// published as increments when `summed`, telling `on_end` of each
+    /// terminal outcome.
+    pub(crate) fn new(
         name: &str,
         policy: Overflow,
-        destination: Option<&str>,
-        tally: Option<Arc<Tally>>,
+        labels: &[(String, String)],
+        summed: bool,
+        on_end: Option<OnEnd>,
     ) -> Self {
         Ledger {
             name: name.to_owned(),
@@ -142,9 +145,9 @@ impl Ledger {
             refusals: Refusals::new(),
             unpublished: AtomicBool::new(false),
             overflowing: AtomicBool::new(false),
-            metrics: Metrics::register(name, destination),
-            shared_series: destination.map(|_| Mutex::new(Published::default())),
-            tally,
+            metrics: Metrics::register(name, labels),
+            shared_series: summed.then(|| Mutex::new(Published::default())),
+            on_end,
         }
     }
 
@@ -156,8 +159,8 @@ impl Ledger {
             Event::Finished(outcome) => {
                 bump(&self.outcomes[outcome.index()]);
                 m.jobs[outcome.index()].increment(1);
-                if let Some(tally) = &self.tally {
-                    tally.finished();
+                if let Some(on_end) = &self.on_end {
+                    on_end(outcome);
                 }
             }
             Event::Emitted { waited } => {

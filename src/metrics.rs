@@ -180,14 +180,11 @@ pub(crate) struct Metrics {
 }
 
 impl Metrics {
-    /// Handles labelled `throttle = name`, and `destination` for a member of a
-    /// [`Destinations`](crate::destinations::Destinations) set.
-    pub(crate) fn register(name: &str, destination: Option<&str>) -> Self {
+    /// Handles labelled `throttle = name` and the builder's `labels`.
+    pub(crate) fn register(name: &str, labels: &[(String, String)]) -> Self {
         describe();
         let mut base = vec![Label::new("throttle", name.to_owned())];
-        if let Some(d) = destination {
-            base.push(Label::new("destination", d.to_owned()));
-        }
+        base.extend(labels.iter().map(|(k, v)| Label::new(k.clone(), v.clone())));
         let with = |key: &'static str, value: &'static str| {
             let mut labels = base.clone();
             labels.push(Label::new(key, value));

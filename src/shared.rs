@@ -12,8 +12,7 @@ use tokio::sync::watch;
 
 use crate::admission::{Admission, Entry};
 use crate::clock::Clock;
-use crate::destinations::gate::Gate;
-use crate::destinations::tally::Tally;
+use crate::drain::hook::DrainHook;
 use crate::endings::Endings;
 use crate::error::{RateError, Reason, Rejected};
 use crate::feedback::Feedback;
@@ -73,15 +72,15 @@ pub(crate) struct Shared<J> {
     pub(crate) retries: Option<Retries<J>>,
     /// The journal jobs are recorded in (only with one).
     #[cfg(feature = "journal")]
-    pub(crate) journal: Option<crate::journaled::Journaling<J>>,
-    /// A set's destination: its breaker, asked before each emission.
-    pub(crate) gate: Option<Arc<Gate>>,
+    pub(crate) journal: Option<crate::journal::journaling::Journaling<J>>,
+    /// The user's drain hook, asked before each emission and told of ends.
+    pub(crate) hook: Option<Arc<dyn DrainHook>>,
     rate_bits: AtomicU64,
-    /// The highest rate now (at most `cfg.max_rate`): a set lowers it for a
-    /// destination whose ceiling was lowered.
+    /// The highest rate now (at most `cfg.max_rate`; lowered by
+    /// [`set_limits`](Self::set_limits)).
     limit_bits: AtomicU64,
-    /// The latency budget now in ns (`u64::MAX` for a fixed capacity): a
-    /// set changes it for a destination within what its ring holds.
+    /// The latency budget now in ns (`u64::MAX` for a fixed capacity;
+    /// changed by [`set_limits`](Self::set_limits) within what the ring holds).
     budget_ns: AtomicU64,
     paused: AtomicBool,
     /// Serialises rate changes against close.
@@ -104,21 +103,27 @@ pub(crate) struct Parts<J> {
     pub(crate) feedback: Option<Feedback>,
     pub(crate) retries: Option<Retries<J>>,
     #[cfg(feature = "journal")]
-    pub(crate) journal: Option<crate::journaled::Journaling<J>>,
-    /// A set's destination: its metrics label and held-jobs tally.
-    pub(crate) series: Option<(String, Arc<Tally>)>,
-    pub(crate) gate: Option<Arc<Gate>>,
+    pub(crate) journal: Option<crate::journal::journaling::Journaling<J>>,
+    /// Labels on every metric beside `throttle`.
+    pub(crate) labels: Vec<(String, String)>,
+    /// Whether the metric series may be shared (published as increments).
+    pub(crate) summed: bool,
+    pub(crate) hook: Option<Arc<dyn DrainHook>>,
     pub(crate) rate: f64,
 }
 
 impl<J> Shared<J> {
     pub(crate) fn new(parts: Parts<J>) -> Self {
-        let (label, tally) = match parts.series {
-            Some((label, tally)) => (Some(label), Some(tally)),
-            None => (None, None),
-        };
-        let ledger =
-            Ledger::with_series(&parts.cfg.name, parts.cfg.overflow, label.as_deref(), tally);
+        let on_end = parts.hook.clone().map(|hook| {
+            Box::new(move |outcome| hook.job_ended(outcome)) as Box<dyn Fn(_) + Send + Sync>
+        });
+        let ledger = Ledger::new(
+            &parts.cfg.name,
+            parts.cfg.overflow,
+            &parts.labels,
+            parts.summed,
+            on_end,
+        );
         Shared {
             admission: parts.admission,
             clock: Clock::new(),
@@ -134,7 +139,7 @@ impl<J> Shared<J> {
             retries: parts.retries,
             #[cfg(feature = "journal")]
             journal: parts.journal,
-            gate: parts.gate,
+            hook: parts.hook,
             rate_bits: AtomicU64::new(parts.rate.to_bits()),
             limit_bits: AtomicU64::new(parts.cfg.max_rate.to_bits()),
             budget_ns: AtomicU64::new(parts.cfg.budget.map_or(u64::MAX, nanos)),
@@ -201,10 +206,10 @@ impl<J> Shared<J> {
         old
     }
 
-    /// A set's destination changed its ceiling or budget while active:
-    /// applies them with `rate` (at most `ceiling`) when the ring holds a
-    /// full `budget` at `ceiling`, else refuses with the highest ceiling it
-    /// holds (`AboveMax`; nothing changes).
+    /// A new ceiling and budget on a running throttle: applies them with
+    /// `rate` (at most `ceiling`) when the ring holds a full `budget` at
+    /// `ceiling`, else refuses with the highest ceiling it holds
+    /// (`AboveMax`; nothing changes).
     pub(crate) fn set_limits(
         &self,
         ceiling: f64,

@@ -28,7 +28,7 @@ use crate::builder::ThrottleBuilder;
 use crate::downstream::{Attempt, Delivery, Downstream};
 use crate::drain::Drain;
 use crate::error::{BuildError, RateError, Reason, Rejected};
-use crate::feedback::Ended;
+use crate::feedback::AttemptEnd;
 use crate::ledger::Event;
 use crate::outcome::{Outcome, Stats};
 use crate::throttle::{Admitted, Throttle};
@@ -139,7 +139,7 @@ impl Slot {
     /// adaptive drain this does nothing.
     pub fn report(self, outcome: Delivery) {
         if let Some(feedback) = &self.throttle.shared.feedback {
-            feedback.report(self.granted.elapsed(), Ended::Answered(outcome));
+            feedback.report(self.granted.elapsed(), AttemptEnd::Answered(outcome));
         }
     }
 }

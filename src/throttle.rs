@@ -413,6 +413,78 @@ impl<J: 'static> Throttle<J> {
         self.shared.set_rate(rate)
     }
 
+    /// Changes the limits of a running throttle at once: the highest rate
+    /// (`set_drain_rate` and AIMD stay at or below it), the latency budget
+    /// the admission bound follows (ignored with a fixed capacity; `None`
+    /// keeps the current one) and the drain rate (capped at the new
+    /// highest). The ring was allocated at build for the builder's
+    /// `max_rate`: limits whose full budget at `max_rate` it cannot hold are
+    /// refused with [`RateError::AboveMax`] naming the highest rate it
+    /// holds, and nothing changes.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() {
+    /// use dripfeed::{Delivery, RateError, Throttle};
+    /// use std::time::Duration;
+    /// let (throttle, _drain) = Throttle::builder()
+    ///     .drain_rate(100.0)
+    ///     .max_rate(200.0)
+    ///     .latency_budget(Duration::from_secs(1))
+    ///     .build(|_: &u32, _| async { Delivery::Done })
+    ///     .unwrap();
+    /// throttle.set_limits(50.0, Some(Duration::from_secs(2)), 100.0).unwrap();
+    /// assert_eq!(throttle.drain_rate(), 50.0, "capped at the new highest");
+    /// assert_eq!(throttle.capacity(), 100, "2 s × 50/s");
+    /// assert!(throttle.set_drain_rate(60.0).is_err());
+    /// // 3 s at 200/s would need a ring of 600; it holds 200 (1 s × 200/s).
+    /// let err = throttle.set_limits(200.0, Some(Duration::from_secs(3)), 100.0).unwrap_err();
+    /// assert!(matches!(err, RateError::AboveMax { .. }));
+    /// # }
+    /// ```
+    pub fn set_limits(
+        &self,
+        max_rate: f64,
+        latency_budget: Option<Duration>,
+        rate: f64,
+    ) -> Result<(), RateError> {
+        if !(max_rate.is_finite() && max_rate > 0.0) {
+            return Err(RateError::Invalid(max_rate));
+        }
+        if !(rate.is_finite() && rate > 0.0) {
+            return Err(RateError::Invalid(rate));
+        }
+        if latency_budget.is_some_and(|b| b.is_zero()) {
+            return Err(RateError::Invalid(0.0));
+        }
+        self.shared.set_limits(max_rate, latency_budget, rate)
+    }
+
+    /// Starts a shutdown without waiting for it: as
+    /// [`shutdown`](Self::shutdown) (admission stops, the queue drains for
+    /// up to `grace`, then what remains goes to the sink or the journal, or
+    /// back through [`Drain::join`](crate::Drain::join)). Safe to call from
+    /// a [`DrainHook`](crate::DrainHook).
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() {
+    /// use dripfeed::{Delivery, Reason, Throttle};
+    /// use std::time::Duration;
+    /// let (throttle, drain) = Throttle::builder()
+    ///     .drain_rate(10.0)
+    ///     .build(|_: &u32, _| async { Delivery::Done })
+    ///     .unwrap();
+    /// throttle.try_submit(1).unwrap();
+    /// throttle.begin_shutdown(Duration::from_secs(1));
+    /// assert_eq!(throttle.try_submit(2).unwrap_err().reason(), Reason::Closed);
+    /// assert_eq!(drain.join().await.stats.delivered(), 1);
+    /// # }
+    /// ```
+    pub fn begin_shutdown(&self, grace: Duration) {
+        self.shared.begin_close(grace);
+    }
+
     /// Stops emission; admission goes on until the queue is full.
     pub fn pause(&self) {
         self.shared.set_paused(true);

@@ -19,7 +19,7 @@
 
 use std::time::Duration;
 
-use crate::num::nanos;
+use super::nanos;
 
 /// When a destination's breaker opens and how long it stays open.
 ///

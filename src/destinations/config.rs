@@ -3,7 +3,7 @@
 use std::fmt;
 use std::time::Duration;
 
-use crate::error::BuildError;
+use crate::BuildError;
 
 /// What one destination changes from its set's template: its drain rate,
 /// its ceiling (the highest rate it may reach, adaptive or set by hand; its

@@ -2,18 +2,17 @@
 //! has work, its throttle.
 
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, OnceLock, Weak};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 use std::time::{Duration, Instant};
 
 use super::config::{DestinationConfig, DestinationError};
 use super::gate::Gate;
+use super::member::Member;
 use super::stats::{DestinationStats, Totals};
 use super::tally::Tally;
 use super::{Inner, OTHER};
-use crate::builder::{Member, ThrottleBuilder};
-use crate::drain::Drain;
-use crate::error::{RateError, Reason, Rejected};
-use crate::throttle::{Admitted, Throttle};
+use crate::rate::AimdConfig;
+use crate::{Admitted, BuildError, Drain, RateError, Reason, Rejected, Throttle, ThrottleBuilder};
 
 /// Tries at making a throttle for a job racing retiring ones.
 const RACES: usize = 3;
@@ -48,6 +47,21 @@ pub(crate) struct Dest<J> {
     last_active: AtomicU64,
     /// The set's count of active destinations.
     active: metrics::Gauge,
+}
+
+/// The template's AIMD settings with the destination's ceiling (and the
+/// floor no higher).
+fn narrowed(aimd: &AimdConfig, ceiling: f64) -> Result<crate::rate::Aimd, BuildError> {
+    let cfg = aimd.clone().with_ceiling(ceiling);
+    let cfg = if cfg.floor() > ceiling {
+        cfg.with_floor(ceiling)
+    } else {
+        cfg
+    };
+    cfg.build().map_err(|_| BuildError::InvalidRate {
+        what: "ceiling",
+        value: ceiling,
+    })
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -104,13 +118,14 @@ impl<J: Send + Sync + 'static> Dest<J> {
     fn start_rate(&self, inner: &Inner<J>, cfg: &DestinationConfig) -> f64 {
         let s = &inner.settings;
         let ceiling = cfg.ceiling_override().unwrap_or(inner.max_rate);
+        let floor = s.adaptive.as_ref().map(|a| a.floor());
         let base = (*lock(&self.learned))
             .or(cfg.rate_override())
-            .or(s.rate)
-            .or(s.adaptive.map(|(floor, _)| floor))
+            .or(s.drain_rate)
+            .or(floor)
             .unwrap_or(ceiling);
-        match s.adaptive {
-            Some((floor, _)) => base.clamp(floor.min(ceiling), ceiling),
+        match floor {
+            Some(floor) => base.clamp(floor.min(ceiling), ceiling),
             None => base.min(ceiling),
         }
     }
@@ -124,40 +139,32 @@ impl<J: Send + Sync + 'static> Dest<J> {
         let cfg = *lock(&self.cfg);
         let ceiling = cfg.ceiling_override().unwrap_or(inner.max_rate);
         let mut b = inner.template.template().max_rate(ceiling);
-        if inner.settings.adaptive.is_some() {
-            b = b.adaptive_ceiling(ceiling)?;
+        if let Some(aimd) = &inner.settings.adaptive {
+            b = b.adaptive(narrowed(aimd, ceiling)?);
         }
         b = b.drain_rate(self.start_rate(inner, &cfg));
         if let Some(budget) = cfg.budget_override() {
             b = b.latency_budget(budget);
         }
-        let weak: Weak<Self> = Arc::downgrade(self);
-        let label = if self.named {
-            self.name.to_string()
-        } else {
-            OTHER.to_owned()
-        };
+        let label = if self.named { &*self.name } else { OTHER };
         let member = Member {
-            label,
-            tally: self.tally.clone(),
             gate: self.gate.clone(),
-            in_flight: inner.in_flight.clone(),
-            on_idle: Arc::new(move || {
-                if let Some(d) = weak.upgrade() {
-                    d.go_idle();
-                }
-            }),
+            tally: self.tally.clone(),
+            dest: Arc::downgrade(self),
             idle_after: inner.idle_after,
         };
+        b = b
+            .metric_label("destination", label)
+            .summed_series()
+            .shared_in_flight(&inner.in_flight)
+            .drain_hook(member);
         #[cfg(feature = "journal")]
         if let Some(j) = &inner.journal {
-            let journaling = crate::journaled::Journaling::new(j.journal.clone(), j.encode)
-                .tagged(self.name.clone());
-            b = b.journaled(journaling, recovered);
+            b = (j.attach)(b, &self.name, recovered);
         }
         #[cfg(not(feature = "journal"))]
         drop(recovered);
-        Ok(b.member(member))
+        Ok(b)
     }
 
     /// Its throttle, made if it has none.
@@ -180,7 +187,7 @@ impl<J: Send + Sync + 'static> Dest<J> {
         recovered: Vec<(u64, J)>,
     ) -> Result<Throttle<J>, DestinationError> {
         let b = self.builder(inner, recovered)?;
-        let (throttle, drain) = b.build_spawned((inner.factory)(&self.name))?;
+        let (throttle, drain) = (inner.factory)(b, &self.name)?;
         self.active.increment(1.0);
         self.activations.fetch_add(1, Ordering::Relaxed);
         *live = Some(Live {
@@ -207,7 +214,7 @@ impl<J: Send + Sync + 'static> Dest<J> {
     /// Called by its drain when nothing is queued, waiting or in flight:
     /// keeps the counts and the learned rate, closes the throttle (its task
     /// ends) and holds none until the next job.
-    fn go_idle(&self) {
+    pub(crate) fn go_idle(&self) {
         let mut live = lock(&self.live);
         if self.tally.held() > 0 {
             return; // a job is on its way in
@@ -218,7 +225,7 @@ impl<J: Send + Sync + 'static> Dest<J> {
         let stats = l.throttle.stats();
         lock(&self.totals).absorb(&stats);
         *lock(&self.learned) = Some(stats.drain_rate());
-        l.throttle.shared.begin_close(Duration::from_secs(30));
+        l.throttle.begin_shutdown(Duration::from_secs(30));
         drop(live);
         self.active.decrement(1.0);
     }
@@ -349,12 +356,11 @@ impl<J: Send + Sync + 'static> Dest<J> {
         let live = lock(&self.live);
         if let Some(l) = &*live {
             let ceiling = cfg.ceiling_override().unwrap_or(inner.max_rate);
-            let budget = cfg.budget_override().or(inner.settings.budget);
+            let budget = cfg.budget_override().or(inner.settings.latency_budget);
             let rate = cfg
                 .rate_override()
                 .unwrap_or_else(|| l.throttle.drain_rate());
             l.throttle
-                .shared
                 .set_limits(ceiling, budget, rate)
                 .map_err(|e| match e {
                     RateError::AboveMax { rate, max_rate } => DestinationError::BeyondRing {

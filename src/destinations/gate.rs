@@ -10,10 +10,9 @@ use metrics::{Counter, Gauge, Label, counter, gauge};
 use tokio::time::Instant;
 
 use super::breaker::{Breaker, BreakerConfig, BreakerState, Change, Pass};
-use crate::downstream::Delivery;
-use crate::feedback::Ended;
+use super::nanos;
 use crate::metrics::{BREAKER_OPEN, BREAKER_OPENED};
-use crate::num::nanos;
+use crate::{AttemptEnd, Delivery};
 
 pub(crate) struct Gate {
     epoch: Instant,
@@ -24,10 +23,10 @@ pub(crate) struct Gate {
 
 /// Whether an attempt's end counts against the breaker: `None` for a live
 /// receiver asking to slow down (a retry with a hint).
-fn failed(ended: Ended) -> Option<bool> {
+fn failed(ended: AttemptEnd) -> Option<bool> {
     match ended {
-        Ended::Answered(Delivery::Done) => Some(false),
-        Ended::Answered(Delivery::Retry { after: Some(_) }) => None,
+        AttemptEnd::Answered(Delivery::Done) => Some(false),
+        AttemptEnd::Answered(Delivery::Retry { after: Some(_) }) => None,
         _ => Some(true),
     }
 }
@@ -73,7 +72,7 @@ impl Gate {
     }
 
     /// An attempt ended; whether the breaker changed state.
-    pub(crate) fn record(&self, ended: Ended) -> bool {
+    pub(crate) fn record(&self, ended: AttemptEnd) -> bool {
         let Some(failed) = failed(ended) else {
             return false;
         };

@@ -1,31 +1,37 @@
 //! One journal for the whole set (feature `journal`): every destination's
-//! throttle records its jobs in it, each record naming its destination
-//! ([`tag`](crate::journal::tag)), and at build the jobs an earlier run left
-//! unfinished go back to their destinations, with their ids, ahead of new
-//! ones.
+//! throttle records its jobs in it
+//! ([`ThrottleBuilder::shared_journal`](crate::ThrottleBuilder::shared_journal)),
+//! each record tagged with its destination's name, and at build the jobs an
+//! earlier run left unfinished go back to their destinations, with their
+//! ids, ahead of new ones.
 
 use std::collections::HashMap;
 
-use crate::journal::{DecodeError, JobCodec, Journal};
-use crate::journaled::decode_or_end;
+use crate::ThrottleBuilder;
+use crate::journal::{DecodeError, JobCodec, Journal, Recovered};
 
 use super::{Destinations, DestinationsBuilder};
 
-/// The set's journal and how its jobs are encoded.
+/// Gives a destination's builder the set's journal, tagged with its name,
+/// and the jobs recovered for it.
+type Attach<J> =
+    dyn Fn(ThrottleBuilder<J>, &str, Vec<(u64, J)>) -> ThrottleBuilder<J> + Send + Sync;
+
+/// The set's journal.
 pub(crate) struct SetJournal<J> {
     pub(crate) journal: Journal,
-    pub(crate) encode: fn(&J, &mut Vec<u8>),
+    pub(crate) attach: Box<Attach<J>>,
 }
 
 /// The set's journal, with what it found at open, until the set is built.
 pub(crate) struct Recovery<J> {
     set: SetJournal<J>,
     decode: fn(&[u8]) -> Result<J, DecodeError>,
-    records: Vec<(u64, Vec<u8>)>,
+    records: Vec<Recovered>,
 }
 
 /// Jobs recovered for one destination, with their ids.
-pub(crate) type Recovered<J> = Vec<(u64, J)>;
+pub(crate) type Jobs<J> = Vec<(u64, J)>;
 
 impl<J> Recovery<J> {
     /// Splits the records by destination. A record without a destination
@@ -33,20 +39,24 @@ impl<J> Recovery<J> {
     /// the only destination named in the configuration; with none or
     /// several it stays in the journal. A job that no longer decodes is
     /// logged and dropped from the journal, as a single throttle does.
-    pub(crate) fn sort(self, sole: Option<&str>) -> (SetJournal<J>, Vec<(String, Recovered<J>)>) {
-        let mut by_dest: HashMap<String, Recovered<J>> = HashMap::new();
+    pub(crate) fn sort(self, sole: Option<&str>) -> (SetJournal<J>, Vec<(String, Jobs<J>)>) {
+        let mut by_dest: HashMap<String, Jobs<J>> = HashMap::new();
         let mut untagged = 0usize;
-        for (id, record) in &self.records {
-            let (dest, bytes) = match (crate::journal::tag::split(record), sole) {
-                (Some((dest, bytes)), _) => (dest, bytes),
-                (None, Some(dest)) => (dest, &record[..]),
+        for r in self.records {
+            let dest = match (r.tag, sole) {
+                (Some(tag), _) => tag,
+                (None, Some(dest)) => dest.to_owned(),
                 (None, None) => {
                     untagged += 1;
                     continue;
                 }
             };
-            if let Some(job) = decode_or_end(&self.set.journal, *id, bytes, self.decode) {
-                by_dest.entry(dest.to_owned()).or_default().push((*id, job));
+            match (self.decode)(&r.job) {
+                Ok(job) => by_dest.entry(dest).or_default().push((r.id, job)),
+                Err(e) => {
+                    tracing::error!(id = r.id, len = r.job.len(), error = %e, "journal: a recovered job does not decode; dropped");
+                    self.set.journal.discard(r.id);
+                }
             }
         }
         if untagged > 0 {
@@ -126,10 +136,13 @@ impl<J: JobCodec + Send + Sync + 'static> DestinationsBuilder<J> {
     /// ```
     pub fn journal(mut self, journal: Journal) -> Self {
         let records = journal.take_recovered();
+        let shared = journal.clone();
         self.journal = Some(Recovery {
             set: SetJournal {
                 journal,
-                encode: |job, out| job.encode(out),
+                attach: Box::new(move |b, tag, recovered| {
+                    b.shared_journal(shared.clone(), tag, recovered)
+                }),
             },
             decode: J::decode,
             records,

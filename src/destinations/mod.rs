@@ -64,14 +64,15 @@
 //! # }
 //! ```
 
-pub(crate) mod breaker;
+mod breaker;
 mod config;
 mod dest;
-pub(crate) mod gate;
+mod gate;
 #[cfg(feature = "journal")]
 mod journaled;
+mod member;
 mod stats;
-pub(crate) mod tally;
+mod tally;
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -84,17 +85,23 @@ pub use breaker::{BreakerConfig, BreakerState};
 pub use config::{DestinationConfig, DestinationError};
 pub use stats::DestinationStats;
 
-use crate::builder::{Settings, ThrottleBuilder};
-use crate::downstream::Downstream;
-use crate::error::{Reason, Rejected};
-use crate::inflight::InFlight;
 use crate::metrics::DESTINATIONS;
-use crate::throttle::Admitted;
+use crate::{
+    Admitted, BuildError, Downstream, Drain, InFlightBudget, Reason, Rejected, Settings, Throttle,
+    ThrottleBuilder,
+};
 use dest::Dest;
 use tally::SetTally;
 
-/// Makes a destination's downstream from its name.
-type Factory<J> = dyn Fn(&str) -> Arc<dyn Downstream<J>> + Send + Sync;
+/// Builds and spawns a destination's throttle from its builder, with the
+/// downstream made for its name.
+type Factory<J> =
+    dyn Fn(ThrottleBuilder<J>, &str) -> Result<(Throttle<J>, Drain<J>), BuildError> + Send + Sync;
+
+/// Nanoseconds in `d`, saturating.
+pub(crate) fn nanos(d: Duration) -> u64 {
+    u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
+}
 
 /// The label of every destination not named in the configuration.
 pub const OTHER: &str = "_other";
@@ -132,7 +139,7 @@ pub(crate) struct Inner<J> {
     /// The highest rate any destination may have.
     pub(crate) max_rate: f64,
     pub(crate) factory: Box<Factory<J>>,
-    pub(crate) in_flight: InFlight,
+    pub(crate) in_flight: InFlightBudget,
     pub(crate) tally: Arc<SetTally>,
     pub(crate) max_jobs: usize,
     max_destinations: usize,
@@ -221,7 +228,8 @@ impl<J: Send + Sync + 'static> DestinationsBuilder<J> {
         downstream: impl Fn(&str) -> D + Send + Sync + 'static,
     ) -> Result<Destinations<J>, DestinationError> {
         self.template.validate()?;
-        if let Some((what, instead)) = self.template.unshareable() {
+        let settings = self.template.settings();
+        if let Some((what, instead)) = unshareable(&settings) {
             return Err(DestinationError::Template { what, instead });
         }
         for (what, n) in [
@@ -242,14 +250,13 @@ impl<J: Send + Sync + 'static> DestinationsBuilder<J> {
             b.validate().map_err(DestinationError::Breaker)?;
         }
         tokio::runtime::Handle::try_current()
-            .map_err(|_| DestinationError::Build(crate::BuildError::NoRuntime))?;
-        let settings = self.template.settings();
+            .map_err(|_| DestinationError::Build(BuildError::NoRuntime))?;
         let max_rate = settings
             .max_rate
-            .or(settings.adaptive.map(|(_, ceiling)| ceiling))
-            .or(settings.rate)
+            .or(settings.adaptive.as_ref().map(|a| a.ceiling()))
+            .or(settings.drain_rate)
             .unwrap_or(1.0);
-        let name = self.template.template_name();
+        let name = settings.name.clone();
         #[cfg(feature = "journal")]
         let (journal, recovered) = match self.journal {
             Some(r) => {
@@ -269,10 +276,8 @@ impl<J: Send + Sync + 'static> DestinationsBuilder<J> {
             template: self.template,
             settings,
             max_rate,
-            factory: Box::new(move |name: &str| {
-                Arc::new(downstream(name)) as Arc<dyn Downstream<J>>
-            }),
-            in_flight: InFlight::new(self.max_in_flight as u32),
+            factory: Box::new(move |b: ThrottleBuilder<J>, name: &str| b.build(downstream(name))),
+            in_flight: InFlightBudget::new(self.max_in_flight),
             tally: Arc::new(SetTally::default()),
             max_jobs: self.max_jobs,
             max_destinations: self.max_destinations.max(self.named.len()),
@@ -318,6 +323,26 @@ impl<J: Send + Sync + 'static> DestinationsBuilder<J> {
         }
         Ok(Destinations { inner })
     }
+}
+
+/// A template setting the set cannot pass on to each destination: the
+/// setting's name and what to use instead.
+fn unshareable(s: &Settings) -> Option<(&'static str, &'static str)> {
+    if s.journal {
+        return Some((
+            "journal",
+            "give the journal to the set (DestinationsBuilder::journal)",
+        ));
+    }
+    if s.per_key {
+        return Some((
+            "per_key",
+            "each destination's throttle would have its own table, emptied when it goes idle; \
+             give the template key_store(Arc::new(KeyedBuckets::<String>::new(..))) so every \
+             destination charges one table",
+        ));
+    }
+    None
 }
 
 impl<J> Inner<J> {

@@ -1,6 +1,6 @@
 //! What a set reports for each destination.
 
-use crate::outcome::{Outcome, Stats};
+use crate::{Outcome, Stats};
 
 use super::breaker::BreakerState;
 

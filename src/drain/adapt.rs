@@ -8,7 +8,7 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use crate::downstream::Delivery;
-use crate::feedback::{Ended, Feedback};
+use crate::feedback::{AttemptEnd, Feedback};
 use crate::rate::{Aimd, LatencyWindow};
 
 /// The sliding window's span and sub-windows.
@@ -49,12 +49,12 @@ impl Adapt {
     pub(crate) fn absorb(&mut self, feedback: &Feedback) {
         while let Some(s) = feedback.pop() {
             match s.ended {
-                Ended::Answered(Delivery::Done) => self.window.record(s.at, s.latency),
-                Ended::Answered(Delivery::Retry { after: Some(hint) }) => {
+                AttemptEnd::Answered(Delivery::Done) => self.window.record(s.at, s.latency),
+                AttemptEnd::Answered(Delivery::Retry { after: Some(hint) }) => {
                     self.window.record_congestion(s.at, Some(hint));
                 }
-                Ended::Answered(_) | Ended::Panicked => self.window.record_failure(s.at),
-                Ended::TimedOut => self.window.record_timeout(s.at),
+                AttemptEnd::Answered(_) | AttemptEnd::Panicked => self.window.record_failure(s.at),
+                AttemptEnd::TimedOut => self.window.record_timeout(s.at),
             }
         }
     }

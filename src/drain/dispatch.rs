@@ -24,7 +24,7 @@ use crate::admission::Entry;
 use crate::catch::CatchUnwind;
 use crate::clock::Clock;
 use crate::downstream::{Attempt, Delivery, Downstream};
-use crate::feedback::Ended;
+use crate::feedback::AttemptEnd;
 use crate::inflight::InFlightPermit;
 use crate::ledger::Event;
 use crate::num::nanos;
@@ -39,12 +39,12 @@ pub(crate) async fn attempt<J: Sync + 'static>(
     job: &J,
     attempt: Attempt,
     deadline: Instant,
-) -> Ended {
+) -> AttemptEnd {
     let call = async { tokio::time::timeout_at(deadline, downstream.deliver(job, attempt)).await };
     match CatchUnwind(Box::pin(call)).await {
-        Ok(Ok(delivery)) => Ended::Answered(delivery),
-        Ok(Err(_elapsed)) => Ended::TimedOut,
-        Err(()) => Ended::Panicked,
+        Ok(Ok(delivery)) => AttemptEnd::Answered(delivery),
+        Ok(Err(_elapsed)) => AttemptEnd::TimedOut,
+        Err(()) => AttemptEnd::Panicked,
     }
 }
 
@@ -192,14 +192,14 @@ async fn deliver<J: Send + Sync + 'static>(
     if report && let Some(feedback) = &s.feedback {
         feedback.report(latency, ended);
     }
-    if let Some(gate) = &s.gate {
-        gate.record(ended);
+    if let Some(hook) = &s.hook {
+        hook.attempt_ended(ended);
     }
     if ended.is_done() {
         s.ledger.record(Event::Finished(Outcome::Delivered));
         s.ended(entry.id);
     } else {
-        if ended == Ended::Panicked {
+        if ended == AttemptEnd::Panicked {
             tracing::error!(throttle = %s.cfg.name, id = entry.id, "delivery panicked");
         }
         if let Err(entry) = retry(s, ended, entry, number) {
@@ -212,9 +212,9 @@ async fn deliver<J: Send + Sync + 'static>(
     }
     s.ledger.record(Event::Landed);
     drop(permit);
-    if s.closing_deadline().is_some() || s.gate.is_some() {
-        // A closing drain waits for the deliveries still running; a set's
-        // destination learns it is idle, or that its breaker changed.
+    if s.closing_deadline().is_some() || s.hook.is_some() {
+        // A closing drain waits for the deliveries still running; a drain
+        // with a hook learns it is idle, or that the hook's answer changed.
         s.admission.wake_drain();
     }
 }
@@ -222,13 +222,18 @@ async fn deliver<J: Send + Sync + 'static>(
 /// Schedules another attempt when the failure is worth retrying and
 /// attempts remain; hands the entry back otherwise (or when the delay
 /// structure is full).
-fn retry<J>(s: &Shared<J>, ended: Ended, entry: Entry<J>, number: u32) -> Result<(), Entry<J>> {
+fn retry<J>(
+    s: &Shared<J>,
+    ended: AttemptEnd,
+    entry: Entry<J>,
+    number: u32,
+) -> Result<(), Entry<J>> {
     let Some(retries) = &s.retries else {
         return Err(entry);
     };
     let hint = match ended {
-        Ended::Answered(Delivery::Failed) => return Err(entry), // not worth retrying
-        Ended::Answered(Delivery::Retry { after }) => after,
+        AttemptEnd::Answered(Delivery::Failed) => return Err(entry), // not worth retrying
+        AttemptEnd::Answered(Delivery::Retry { after }) => after,
         _ => None,
     };
     if number >= retries.policy.max_attempts() {
@@ -251,21 +256,21 @@ mod tests {
         let panicking = |_: &u8, _: Attempt| -> std::future::Ready<Delivery> { panic!("boom") };
         let soon = || Instant::now() + Duration::from_secs(1);
         let ended = attempt(&panicking, &1, Attempt::new(0, 1), soon()).await;
-        assert_eq!(ended, Ended::Panicked);
+        assert_eq!(ended, AttemptEnd::Panicked);
 
         let panics_later = |_: &u8, _: Attempt| async {
             tokio::task::yield_now().await;
             panic!("later")
         };
         let ended = attempt(&panics_later, &1, Attempt::new(0, 1), soon()).await;
-        assert_eq!(ended, Ended::Panicked);
+        assert_eq!(ended, AttemptEnd::Panicked);
 
         let hangs = |_: &u8, _: Attempt| std::future::pending::<Delivery>();
         let ended = attempt(&hangs, &1, Attempt::new(0, 1), soon()).await;
-        assert_eq!(ended, Ended::TimedOut);
+        assert_eq!(ended, AttemptEnd::TimedOut);
 
         let fine = |_: &u8, _: Attempt| async { Delivery::Done };
         let ended = attempt(&fine, &1, Attempt::new(0, 1), soon()).await;
-        assert_eq!(ended, Ended::Answered(Delivery::Done));
+        assert_eq!(ended, AttemptEnd::Answered(Delivery::Done));
     }
 }

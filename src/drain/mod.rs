@@ -3,6 +3,7 @@
 
 pub(crate) mod adapt;
 pub(crate) mod dispatch;
+pub(crate) mod hook;
 pub(crate) mod pacer;
 pub(crate) mod task;
 

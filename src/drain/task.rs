@@ -29,8 +29,8 @@ use crate::shared::Shared;
 
 use super::adapt::Adapt;
 use super::dispatch::{Dispatch, Dispatcher, Job};
+use super::hook::Emit;
 use super::pacer::{Pacer, TICK_NS, TIMER_SLACK_NS};
-use crate::destinations::breaker::Pass;
 
 /// The shortest time between two publishes of the gauges, ns.
 const PUBLISH_EVERY_NS: u64 = 1_000_000;
@@ -53,8 +53,8 @@ enum Wait {
     Yield,
     /// Jobs are due but the shared permit source has none.
     Global,
-    /// The destination's breaker probe is out: wait for it to land.
-    Probe,
+    /// The drain hook holds emission until a delivery lands.
+    Landing,
 }
 
 /// What ended a wait.
@@ -81,19 +81,16 @@ pub(crate) struct DrainParts {
     /// their callers' calls instead).
     pub(crate) report_deliveries: bool,
     pub(crate) dispatch: Dispatch,
-    /// A set's destination: told when the drain has had nothing to do for
-    /// `idle_after`.
-    pub(crate) on_idle: Option<Arc<dyn Fn() + Send + Sync>>,
-    pub(crate) idle_after: Duration,
 }
 
-/// What a set's destination does with nothing to do.
+/// What a drain with a hook that wants to hear of idleness does with
+/// nothing to do.
 enum Linger {
-    /// It has work (or is no member).
+    /// It has work (or no hook asks).
     No,
     /// Waits until then for work.
     Until(u64),
-    /// Tells its set now.
+    /// Tells the hook now.
     Tell,
 }
 
@@ -114,10 +111,9 @@ pub(crate) struct DrainTask<J> {
     blocked: bool,
     /// When the gauges were last published, ns.
     published_ns: u64,
-    on_idle: Option<Arc<dyn Fn() + Send + Sync>>,
-    /// How long a set's destination lingers with nothing to do before it
-    /// tells its set, ns.
-    idle_after_ns: u64,
+    /// How long the drain lingers with nothing to do before it tells its
+    /// hook, ns (`None`: the hook does not ask).
+    idle_after_ns: Option<u64>,
     /// Since when it has had nothing queued, waiting or in flight, ns.
     idle_since: Option<u64>,
 }
@@ -133,7 +129,6 @@ impl<J: Send + Sync + 'static> DrainTask<J> {
             source.set_local_rate(rate);
         }
         DrainTask {
-            shared,
             downstream,
             permits: parts.permits,
             report_deliveries: parts.report_deliveries,
@@ -145,9 +140,9 @@ impl<J: Send + Sync + 'static> DrainTask<J> {
             idle: true,
             blocked: false,
             published_ns: 0,
-            on_idle: parts.on_idle,
-            idle_after_ns: nanos(parts.idle_after),
+            idle_after_ns: shared.hook.as_ref().and_then(|h| h.idle_after()).map(nanos),
             idle_since: None,
+            shared,
         }
     }
 
@@ -178,7 +173,7 @@ impl<J: Send + Sync + 'static> DrainTask<J> {
             // About to sleep for longer than a publish interval: publish first.
             let long = match wait {
                 Wait::Timer(due) => due > now.saturating_add(PUBLISH_EVERY_NS),
-                Wait::Idle | Wait::Paused(_) | Wait::Probe => true,
+                Wait::Idle | Wait::Paused(_) | Wait::Landing => true,
                 Wait::Permit | Wait::Yield | Wait::Global => false,
             };
             if long && self.published_ns != now {
@@ -230,8 +225,7 @@ impl<J: Send + Sync + 'static> DrainTask<J> {
         let Some((rate, pause)) = a.decide(at, s.rate()) else {
             return;
         };
-        // A set may have lowered this destination's ceiling below the
-        // controller's own.
+        // `set_limits` may have lowered the ceiling below the controller's own.
         let rate = rate.min(s.limit());
         // Closed or out of range: keep the rate; the controller clamps.
         if s.set_rate(rate).is_ok() {
@@ -285,7 +279,7 @@ impl<J: Send + Sync + 'static> DrainTask<J> {
     fn note(&mut self, wait: Wait) {
         if let Some(a) = self.adapt.as_mut() {
             match wait {
-                Wait::Idle | Wait::Paused(_) | Wait::Probe => a.went_idle(),
+                Wait::Idle | Wait::Paused(_) | Wait::Landing => a.went_idle(),
                 Wait::Permit => a.saturated(),
                 Wait::Timer(_) | Wait::Yield | Wait::Global => {}
             }
@@ -293,24 +287,23 @@ impl<J: Send + Sync + 'static> DrainTask<J> {
         self.blocked = matches!(wait, Wait::Permit | Wait::Global);
     }
 
-    /// A set's destination with nothing queued, waiting or in flight
-    /// lingers for `idle_after` (a job arriving meanwhile finds its
-    /// throttle, and AIMD keeps its window across sparse traffic), then
-    /// tells its set.
+    /// With nothing queued, waiting or in flight, a drain whose hook asks
+    /// to hear of idleness lingers for the hook's `idle_after` (a job
+    /// arriving meanwhile finds the drain as it was, and AIMD keeps its
+    /// window across sparse traffic), then tells the hook.
     fn linger(&mut self, wait: Wait, now: u64) -> Linger {
         let s = &*self.shared;
+        let Some(after) = self.idle_after_ns else {
+            return Linger::No;
+        };
         let empty = wait == Wait::Idle
-            && self.on_idle.is_some()
             && s.ledger.in_flight() == 0
             && s.retries.as_ref().is_none_or(|r| r.len() == 0);
         if !empty {
             self.idle_since = None;
             return Linger::No;
         }
-        let due = self
-            .idle_since
-            .get_or_insert(now)
-            .saturating_add(self.idle_after_ns);
+        let due = self.idle_since.get_or_insert(now).saturating_add(after);
         if now >= due {
             self.idle_since = None;
             Linger::Tell
@@ -319,38 +312,38 @@ impl<J: Send + Sync + 'static> DrainTask<J> {
         }
     }
 
-    /// Tells the set its destination has nothing to do; it may retire the
-    /// throttle (it closes it). Whether it did.
+    /// Tells the hook the drain has nothing to do; it may shut the
+    /// throttle down. Whether it did.
     fn tell_idle(&self) -> bool {
-        let Some(hook) = &self.on_idle else {
+        let Some(hook) = &self.shared.hook else {
             return false;
         };
-        hook();
+        hook.idle();
         self.shared.closing_deadline().is_some()
     }
 
-    /// Asks the destination's breaker, when a job waits: `Err` is what to
-    /// wait for instead of sending; `Ok(true)` sends the probe.
-    fn ask_gate(&mut self, now: u64) -> Result<bool, Wait> {
+    /// Asks the hook, when a job waits: `Err` is what to wait for instead
+    /// of sending; `Ok(true)` sends a probe.
+    fn ask_hook(&mut self, now: u64) -> Result<bool, Wait> {
         let s = &*self.shared;
-        let Some(gate) = &s.gate else {
+        let Some(hook) = &s.hook else {
             return Ok(false);
         };
         let waiting = s.admission.depth() > 0 || s.retries.as_ref().is_some_and(|r| r.is_due(now));
         if !waiting {
             return Ok(false);
         }
-        match gate.pass(s.clock.instant(now)) {
-            Ok(Pass::Send) => Ok(false),
-            Ok(Pass::Probe) => Ok(true),
-            Ok(Pass::Probing | Pass::Until(_)) => {
+        match hook.before_emit(s.clock.instant(now)) {
+            Emit::Send => Ok(false),
+            Emit::Probe => Ok(true),
+            Emit::AfterLanding => {
                 self.idle = true;
-                Err(Wait::Probe)
+                Err(Wait::Landing)
             }
-            Err(until) => {
-                // Sent nothing while open: the schedule restarts after.
+            Emit::Until(until) => {
+                // Sent nothing meanwhile: the schedule restarts after.
                 self.idle = true;
-                Err(Wait::Timer(s.clock.ns(until)))
+                Err(Wait::Timer(s.clock.ns(until).max(now)))
             }
         }
     }
@@ -359,7 +352,7 @@ impl<J: Send + Sync + 'static> DrainTask<J> {
     fn emit_due(&mut self, now: u64) -> Wait {
         let source = self.permits.clone();
         while self.pacer.is_due(now) {
-            let probe = match self.ask_gate(now) {
+            let probe = match self.ask_hook(now) {
                 Ok(probe) => probe,
                 Err(wait) => return wait,
             };
@@ -400,8 +393,8 @@ impl<J: Send + Sync + 'static> DrainTask<J> {
             }
             self.shared.ledger.record(Event::Emitted { waited });
             self.pacer.emitted(now);
-            if probe && let Some(gate) = &self.shared.gate {
-                gate.probing();
+            if probe && let Some(hook) = &self.shared.hook {
+                hook.probe_sent();
             }
             self.dispatcher.start(
                 self.shared.clone(),
@@ -512,8 +505,8 @@ impl<J: Send + Sync + 'static> DrainTask<J> {
                 }
                 Woke::Landed
                     if closing.is_some()
-                        || matches!(wait, Wait::Permit | Wait::Probe)
-                        || (wait == Wait::Idle && self.on_idle.is_some()) =>
+                        || matches!(wait, Wait::Permit | Wait::Landing)
+                        || (wait == Wait::Idle && self.idle_after_ns.is_some()) =>
                 {
                     return;
                 }

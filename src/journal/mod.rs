@@ -49,9 +49,10 @@
 mod codec;
 mod error;
 pub(crate) mod frame;
+pub(crate) mod journaling;
 mod options;
 mod segments;
-pub(crate) mod tag;
+mod tag;
 mod writer;
 
 use std::path::{Path, PathBuf};
@@ -289,8 +290,81 @@ impl Journal {
         let _ = self.send(Cmd::End { id });
     }
 
-    /// Takes the unfinished jobs found at open (once).
-    pub(crate) fn take_recovered(&self) -> Vec<(u64, Vec<u8>)> {
-        std::mem::take(&mut *self.inner.jobs.lock().unwrap_or_else(|p| p.into_inner()))
+    /// Takes the unfinished jobs found at open (once), each with its id and
+    /// the tag its record names, if any. A throttle given the journal with
+    /// [`ThrottleBuilder::journal`](crate::ThrottleBuilder::journal) takes
+    /// them itself; code that shares one journal between throttles
+    /// ([`ThrottleBuilder::shared_journal`](crate::ThrottleBuilder::shared_journal))
+    /// takes them here, decodes each ([`JobCodec::decode`]) and hands every
+    /// throttle the jobs of its tag.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// use dripfeed::journal::Journal;
+    /// use dripfeed::{Delivery, Throttle};
+    /// use std::time::Duration;
+    /// let dir = std::env::temp_dir().join(format!("dripfeed-doc-tagged-{}", std::process::id()));
+    /// # let _ = std::fs::remove_dir_all(&dir);
+    /// let journal = Journal::open(&dir)?;
+    /// let (a, da) = Throttle::builder()
+    ///     .drain_rate(10.0)
+    ///     .shared_journal(journal.clone(), "a", Vec::new())
+    ///     .build(|_: &String, _| async { Delivery::Done })?;
+    /// a.pause();
+    /// let first = a.submit("for a".to_string()).await?;
+    /// a.shutdown(Duration::ZERO).await; // kept in the journal
+    /// journal.flush().await; // a shared journal is flushed by its owner
+    /// drop((a, da, journal));
+    ///
+    /// let journal = Journal::open(&dir)?;
+    /// let found = journal.take_recovered();
+    /// assert_eq!(found.len(), 1);
+    /// assert_eq!((found[0].id, found[0].tag.as_deref()), (first.id(), Some("a")));
+    /// assert_eq!(found[0].job, b"for a");
+    /// # drop(journal);
+    /// # std::fs::remove_dir_all(&dir)?;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn take_recovered(&self) -> Vec<Recovered> {
+        let records =
+            std::mem::take(&mut *self.inner.jobs.lock().unwrap_or_else(|p| p.into_inner()));
+        records
+            .into_iter()
+            .map(|(id, record)| match tag::split(&record) {
+                Some((tag, job)) => Recovered {
+                    id,
+                    tag: Some(tag.to_owned()),
+                    job: job.to_vec(),
+                },
+                None => Recovered {
+                    id,
+                    tag: None,
+                    job: record,
+                },
+            })
+            .collect()
     }
+
+    /// Ends a recovered job that will not be delivered (it no longer
+    /// decodes, say): its record is dropped at the next compaction. Only
+    /// for ids from [`take_recovered`](Self::take_recovered); a throttle
+    /// ends its own jobs.
+    pub fn discard(&self, id: u64) {
+        self.end(id);
+    }
+}
+
+/// A job an earlier run left unfinished, from [`Journal::take_recovered`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Recovered {
+    /// The id it was admitted under (its [`Attempt::id`](crate::Attempt::id)).
+    pub id: u64,
+    /// The tag its record names, when the journal is shared
+    /// ([`ThrottleBuilder::shared_journal`](crate::ThrottleBuilder::shared_journal)).
+    pub tag: Option<String>,
+    /// The job's encoding ([`JobCodec::encode`]).
+    pub job: Vec<u8>,
 }

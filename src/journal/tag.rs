@@ -1,24 +1,24 @@
-//! A record's destination: the throttles of a
-//! [`Destinations`](crate::destinations::Destinations) set share one
-//! journal, and each record starts with the name of the destination its job
-//! belongs to, so recovery can give the job back to it.
+//! A record's tag: throttles that share one journal
+//! ([`ThrottleBuilder::shared_journal`](crate::ThrottleBuilder::shared_journal))
+//! start each record with their tag (a destination's name, say), so
+//! recovery can give the job back to the throttle it belongs to.
 //!
 //! The layout, ahead of the job's own encoding: four marker bytes
-//! (`0xFF` `D` `S` `T`), the name's length as a little-endian `u32`, the
-//! name in UTF-8.
+//! (`0xFF` `D` `S` `T`), the tag's length as a little-endian `u32`, the
+//! tag in UTF-8.
 
 /// Marks a record that names its destination.
 const MARKER: [u8; 4] = [0xFF, b'D', b'S', b'T'];
 
-/// Writes the tag for `destination` into `out`.
-pub(crate) fn write(destination: &str, out: &mut Vec<u8>) {
+/// Writes `tag` into `out`.
+pub(crate) fn write(tag: &str, out: &mut Vec<u8>) {
     out.extend_from_slice(&MARKER);
-    let len = u32::try_from(destination.len()).unwrap_or(u32::MAX);
+    let len = u32::try_from(tag.len()).unwrap_or(u32::MAX);
     out.extend_from_slice(&len.to_le_bytes());
-    out.extend_from_slice(&destination.as_bytes()[..len as usize]);
+    out.extend_from_slice(&tag.as_bytes()[..len as usize]);
 }
 
-/// The destination a record names and the job's encoding after it; `None`
+/// The tag a record names and the job's encoding after it; `None`
 /// for a record without a tag (written by a single throttle).
 pub(crate) fn split(record: &[u8]) -> Option<(&str, &[u8])> {
     let rest = record.strip_prefix(&MARKER)?;

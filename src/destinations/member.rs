@@ -1,0 +1,59 @@
+//! A destination's hook into its throttle's drain (a [`DrainHook`]): the
+//! breaker is asked before each emission and told of each attempt, the
+//! set's bound hears of each job's end, and the destination hands its
+//! throttle back once the drain has been idle for the set's `idle_after`.
+
+use std::sync::{Arc, Weak};
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use super::breaker::Pass;
+use super::dest::Dest;
+use super::gate::Gate;
+use super::tally::Tally;
+use crate::{AttemptEnd, DrainHook, Emit, Outcome};
+
+/// What a destination's throttle takes from its set.
+pub(crate) struct Member<J> {
+    pub(crate) gate: Arc<Gate>,
+    pub(crate) tally: Arc<Tally>,
+    /// Told when the drain has been idle (weak: the destination holds the
+    /// throttle that holds this).
+    pub(crate) dest: Weak<Dest<J>>,
+    pub(crate) idle_after: Duration,
+}
+
+impl<J: Send + Sync + 'static> DrainHook for Member<J> {
+    fn before_emit(&self, now: Instant) -> Emit {
+        match self.gate.pass(now) {
+            Ok(Pass::Send) => Emit::Send,
+            Ok(Pass::Probe) => Emit::Probe,
+            // The probe is out: wait for it to land.
+            Ok(Pass::Probing | Pass::Until(_)) => Emit::AfterLanding,
+            Err(until) => Emit::Until(until),
+        }
+    }
+
+    fn probe_sent(&self) {
+        self.gate.probing();
+    }
+
+    fn attempt_ended(&self, end: AttemptEnd) {
+        self.gate.record(end);
+    }
+
+    fn job_ended(&self, _outcome: Outcome) {
+        self.tally.finished();
+    }
+
+    fn idle_after(&self) -> Option<Duration> {
+        Some(self.idle_after)
+    }
+
+    fn idle(&self) {
+        if let Some(d) = self.dest.upgrade() {
+            d.go_idle();
+        }
+    }
+}
