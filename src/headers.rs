@@ -6,8 +6,8 @@
 
 use std::time::Duration;
 
-use crate::error::Rejected;
-pub use crate::rate_limit::RateLimit;
+pub use crate::admission::rate_limit::RateLimit;
+use crate::admission::rejected::Rejected;
 
 /// Whole seconds for a header: rounded up, at least 1.
 ///
@@ -20,7 +20,7 @@ pub use crate::rate_limit::RateLimit;
 /// assert_eq!(whole_seconds(Duration::MAX), u64::MAX); // saturates
 /// ```
 pub fn whole_seconds(d: Duration) -> u64 {
-    crate::num::whole_seconds(d)
+    crate::util::num::whole_seconds(d)
 }
 
 /// The `Retry-After` field value for a wait: whole seconds, rounded up, at least 1.
@@ -44,7 +44,7 @@ pub fn retry_after(wait: Duration) -> String {
 /// assert!(wait >= Duration::from_secs(10) && wait <= Duration::from_secs(12));
 /// ```
 pub fn jittered(wait: Duration) -> Duration {
-    crate::num::jittered(wait)
+    crate::util::num::jittered(wait)
 }
 
 /// Every header field a refusal should carry: `Retry-After` when waiting

@@ -57,56 +57,47 @@
     warn(clippy::unwrap_used, clippy::expect_used, clippy::panic)
 )]
 
+// The flow, in the order a job meets it: the handle and its builder
+// (`handle`), admission to a place in the ring (`admission`), the drain that
+// emits at the drain rate (`drain`), and the accounting of every job's end
+// (`accounting`); beside them the limits on how many may go (`limits`,
+// `keyed`, `rate`, `global`), the durable journal, the response headers,
+// the outbound-client wrappers (`client`) and, built on the public surface
+// only, the destinations set.
+mod accounting;
 mod admission;
-mod builder;
-mod catch;
-mod clock;
+mod client;
 pub mod destinations;
-mod downstream;
 mod drain;
-mod endings;
 mod error;
-mod feedback;
 pub mod global;
+mod handle;
 pub mod headers;
-mod ids;
-mod inflight;
 #[cfg(feature = "journal")]
 pub mod journal;
-mod journaled;
 pub mod keyed;
-mod ledger;
-pub mod metrics;
-mod num;
-mod outcome;
-mod overflow;
-mod per_key;
-mod permits;
+mod limits;
 pub mod rate;
-mod rate_limit;
-mod refusals;
-mod reservations;
-mod retries;
-mod retry;
-mod settings;
-mod shared;
-mod slots;
-mod throttle;
-#[cfg(feature = "tower")]
-pub mod tower;
+mod util;
 
-pub use builder::ThrottleBuilder;
-pub use downstream::{Attempt, Delivery, Downstream};
+pub use accounting::dead_letter::{ChannelSink, DeadLetter, DeadLetterReason, DeadLetterSink};
+pub use accounting::metrics;
+pub use accounting::outcome::{Outcome, Stats};
+pub use admission::overflow::Overflow;
+pub use admission::reason::{Cause, Reason};
+pub use admission::rejected::Rejected;
+pub use client::slots::{Slot, Slots, Waiter};
+#[cfg(feature = "tower")]
+pub use client::tower;
 pub use drain::dispatch::Dispatch;
+pub use drain::downstream::{Attempt, Delivery, Downstream};
+pub use drain::feedback::AttemptEnd;
 pub use drain::hook::{DrainHook, Emit};
+pub use drain::retry_policy::RetryPolicy;
 pub use drain::{Drain, DrainFuture, ShutdownReport};
-pub use error::{BuildError, Cause, RateError, Reason, Rejected};
-pub use feedback::AttemptEnd;
-pub use inflight::InFlightBudget;
-pub use outcome::{Outcome, Stats};
-pub use overflow::{ChannelSink, DeadLetter, DeadLetterReason, DeadLetterSink, Overflow};
-pub use permits::{Permit, PermitSource};
-pub use retry::RetryPolicy;
-pub use settings::Settings;
-pub use slots::{Slot, Slots, Waiter};
-pub use throttle::{Admitted, Throttle};
+pub use error::{BuildError, RateError};
+pub use handle::builder::ThrottleBuilder;
+pub use handle::settings::Settings;
+pub use handle::throttle::{Admitted, Throttle};
+pub use limits::in_flight::InFlightBudget;
+pub use limits::permits::{Permit, PermitSource};

@@ -147,10 +147,16 @@ impl<J: Send + Sync + 'static> Dest<J> {
             b = b.latency_budget(budget);
         }
         let label = if self.named { &*self.name } else { OTHER };
+        // Weak: the destination holds the throttle that holds the hook.
+        let weak = Arc::downgrade(self);
         let member = Member {
             gate: self.gate.clone(),
             tally: self.tally.clone(),
-            dest: Arc::downgrade(self),
+            on_idle: Box::new(move || {
+                if let Some(d) = weak.upgrade() {
+                    d.go_idle();
+                }
+            }),
             idle_after: inner.idle_after,
         };
         b = b
@@ -214,7 +220,7 @@ impl<J: Send + Sync + 'static> Dest<J> {
     /// Called by its drain when nothing is queued, waiting or in flight:
     /// keeps the counts and the learned rate, closes the throttle (its task
     /// ends) and holds none until the next job.
-    pub(crate) fn go_idle(&self) {
+    fn go_idle(&self) {
         let mut live = lock(&self.live);
         if self.tally.held() > 0 {
             return; // a job is on its way in

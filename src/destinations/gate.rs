@@ -11,7 +11,7 @@ use tokio::time::Instant;
 
 use super::breaker::{Breaker, BreakerConfig, BreakerState, Change, Pass};
 use super::nanos;
-use crate::metrics::{BREAKER_OPEN, BREAKER_OPENED};
+use crate::accounting::metrics::{BREAKER_OPEN, BREAKER_OPENED};
 use crate::{AttemptEnd, Delivery};
 
 pub(crate) struct Gate {

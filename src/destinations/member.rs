@@ -3,28 +3,27 @@
 //! set's bound hears of each job's end, and the destination hands its
 //! throttle back once the drain has been idle for the set's `idle_after`.
 
-use std::sync::{Arc, Weak};
+use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::time::Instant;
 
 use super::breaker::Pass;
-use super::dest::Dest;
 use super::gate::Gate;
 use super::tally::Tally;
 use crate::{AttemptEnd, DrainHook, Emit, Outcome};
 
 /// What a destination's throttle takes from its set.
-pub(crate) struct Member<J> {
+pub(crate) struct Member {
     pub(crate) gate: Arc<Gate>,
     pub(crate) tally: Arc<Tally>,
-    /// Told when the drain has been idle (weak: the destination holds the
-    /// throttle that holds this).
-    pub(crate) dest: Weak<Dest<J>>,
+    /// Called when the drain has been idle for `idle_after`: the
+    /// destination hands its throttle back.
+    pub(crate) on_idle: Box<dyn Fn() + Send + Sync>,
     pub(crate) idle_after: Duration,
 }
 
-impl<J: Send + Sync + 'static> DrainHook for Member<J> {
+impl DrainHook for Member {
     fn before_emit(&self, now: Instant) -> Emit {
         match self.gate.pass(now) {
             Ok(Pass::Send) => Emit::Send,
@@ -52,8 +51,6 @@ impl<J: Send + Sync + 'static> DrainHook for Member<J> {
     }
 
     fn idle(&self) {
-        if let Some(d) = self.dest.upgrade() {
-            d.go_idle();
-        }
+        (self.on_idle)();
     }
 }

@@ -85,7 +85,7 @@ pub use breaker::{BreakerConfig, BreakerState};
 pub use config::{DestinationConfig, DestinationError};
 pub use stats::DestinationStats;
 
-use crate::metrics::DESTINATIONS;
+use crate::accounting::metrics::DESTINATIONS;
 use crate::{
     Admitted, BuildError, Downstream, Drain, InFlightBudget, Reason, Rejected, Settings, Throttle,
     ThrottleBuilder,

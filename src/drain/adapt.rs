@@ -7,8 +7,8 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use crate::downstream::Delivery;
-use crate::feedback::{AttemptEnd, Feedback};
+use crate::drain::downstream::Delivery;
+use crate::drain::feedback::{AttemptEnd, Feedback};
 use crate::rate::{Aimd, LatencyWindow};
 
 /// The sliding window's span and sub-windows.

@@ -20,17 +20,17 @@ use futures_util::StreamExt;
 use futures_util::stream::FuturesUnordered;
 use tokio::time::Instant;
 
+use crate::accounting::dead_letter::DeadLetterReason;
+use crate::accounting::ledger::Event;
+use crate::accounting::outcome::Outcome;
 use crate::admission::Entry;
-use crate::catch::CatchUnwind;
-use crate::clock::Clock;
-use crate::downstream::{Attempt, Delivery, Downstream};
-use crate::feedback::AttemptEnd;
-use crate::inflight::InFlightPermit;
-use crate::ledger::Event;
-use crate::num::nanos;
-use crate::outcome::Outcome;
-use crate::overflow::DeadLetterReason;
-use crate::shared::Shared;
+use crate::drain::downstream::{Attempt, Delivery, Downstream};
+use crate::drain::feedback::AttemptEnd;
+use crate::handle::state::Shared;
+use crate::limits::in_flight::InFlightPermit;
+use crate::util::catch::CatchUnwind;
+use crate::util::clock::Clock;
+use crate::util::num::nanos;
 
 /// Runs one attempt: the downstream borrows the job; bounded by `deadline`;
 /// a panic (even one raised while creating the future) is caught.

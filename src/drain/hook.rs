@@ -12,8 +12,8 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use crate::feedback::AttemptEnd;
-use crate::outcome::Outcome;
+use crate::accounting::outcome::Outcome;
+use crate::drain::feedback::AttemptEnd;
 
 /// What a [`DrainHook`] lets the drain do with the job that is due.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

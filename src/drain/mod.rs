@@ -1,10 +1,20 @@
 //! The drain: one task per throttle that pops jobs and emits them at the
 //! drain rate (the loop is [`task::DrainTask`]), and the handles to it.
+//! Beside the loop: the [`pacer`] (when the next job is due), [`dispatch`]
+//! (deliveries under the in-flight bound), the
+//! [`downstream`] it delivers to and the [`feedback`] each attempt sends
+//! back to the adaptive rate ([`adapt`]), retries ([`retry_policy`] and the
+//! [`retry_queue`] of jobs waiting for another attempt), and the user's
+//! [`hook`].
 
 pub(crate) mod adapt;
 pub(crate) mod dispatch;
+pub(crate) mod downstream;
+pub(crate) mod feedback;
 pub(crate) mod hook;
 pub(crate) mod pacer;
+pub(crate) mod retry_policy;
+pub(crate) mod retry_queue;
 pub(crate) mod task;
 
 use std::future::Future;
@@ -14,8 +24,8 @@ use std::task::{Context, Poll};
 
 use tokio::task::JoinHandle;
 
-use crate::outcome::Stats;
-use crate::shared::Shared;
+use crate::accounting::outcome::Stats;
+use crate::handle::state::Shared;
 
 /// What a shutdown hands back.
 ///

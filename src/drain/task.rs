@@ -15,17 +15,17 @@ use std::time::Duration;
 
 use tokio::time::{Instant, Sleep};
 
-use crate::clock::COARSE_REFRESH;
-use crate::downstream::Downstream;
-use crate::endings::Offer;
-use crate::inflight::InFlightPermit;
-use crate::ledger::Event;
-use crate::num::nanos;
-use crate::outcome::Outcome;
-use crate::overflow::DeadLetterReason;
-use crate::permits::PermitSource;
+use crate::accounting::dead_letter::DeadLetterReason;
+use crate::accounting::endings::Offer;
+use crate::accounting::ledger::Event;
+use crate::accounting::outcome::Outcome;
+use crate::drain::downstream::Downstream;
+use crate::handle::state::Shared;
+use crate::limits::in_flight::InFlightPermit;
+use crate::limits::permits::PermitSource;
 use crate::rate::Aimd;
-use crate::shared::Shared;
+use crate::util::clock::COARSE_REFRESH;
+use crate::util::num::nanos;
 
 use super::adapt::Adapt;
 use super::dispatch::{Dispatch, Dispatcher, Job};

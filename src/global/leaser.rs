@@ -65,11 +65,9 @@ struct Lease {
 
 impl Inner {
     pub(crate) fn new(cfg: Config, conn: RedisConnection) -> Self {
-        crate::metrics::describe();
-        let errors_metric =
-            metrics::counter!(crate::metrics::GLOBAL_ERRORS, "throttle" => cfg.name.clone());
-        let fallback_metric =
-            metrics::gauge!(crate::metrics::GLOBAL_FALLBACK, "throttle" => cfg.name.clone());
+        crate::accounting::metrics::describe();
+        let errors_metric = metrics::counter!(crate::accounting::metrics::GLOBAL_ERRORS, "throttle" => cfg.name.clone());
+        let fallback_metric = metrics::gauge!(crate::accounting::metrics::GLOBAL_FALLBACK, "throttle" => cfg.name.clone());
         fallback_metric.set(0.0);
         Self {
             cfg,

@@ -10,7 +10,7 @@ use async_trait::async_trait;
 use super::Failure;
 use super::conn::RedisConnection;
 use super::leaser::{self, Config, Inner};
-use crate::permits::{Permit, PermitSource};
+use crate::limits::permits::{Permit, PermitSource};
 
 /// A [`PermitSource`] backed by one shared leaky bucket in Redis: every
 /// throttle of the fleet built with it emits, together, at most the global
@@ -30,8 +30,8 @@ use crate::permits::{Permit, PermitSource};
 /// When Redis fails, the [`Failure`] mode applies until it answers again:
 /// fail-open mints permits locally at `global rate × local_share`,
 /// fail-closed hands out none. Each switch is a tracing event; the metrics
-/// [`GLOBAL_ERRORS`](crate::metrics::GLOBAL_ERRORS) and
-/// [`GLOBAL_FALLBACK`](crate::metrics::GLOBAL_FALLBACK) follow it.
+/// [`GLOBAL_ERRORS`](crate::accounting::metrics::GLOBAL_ERRORS) and
+/// [`GLOBAL_FALLBACK`](crate::accounting::metrics::GLOBAL_FALLBACK) follow it.
 ///
 /// ```no_run
 /// # #[tokio::main]

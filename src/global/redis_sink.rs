@@ -12,9 +12,9 @@ use redis::streams::StreamRangeReply;
 use tokio::sync::{Notify, mpsc};
 
 use super::conn::{RedisConnection, RedisError, bounded};
+use crate::accounting::dead_letter::{DeadLetterReason, DeadLetterSink};
 use crate::error::BuildError;
-use crate::overflow::{DeadLetterReason, DeadLetterSink};
-use crate::throttle::Throttle;
+use crate::handle::throttle::Throttle;
 
 /// Letters written per `XADD` pipeline.
 const BATCH: usize = 256;

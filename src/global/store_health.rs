@@ -1,6 +1,6 @@
 //! Health of a fleet's shared store as one handle sees it: failed calls
-//! counted in [`GLOBAL_ERRORS`](crate::metrics::GLOBAL_ERRORS), the
-//! fallback published in [`GLOBAL_FALLBACK`](crate::metrics::GLOBAL_FALLBACK),
+//! counted in [`GLOBAL_ERRORS`](crate::accounting::metrics::GLOBAL_ERRORS), the
+//! fallback published in [`GLOBAL_FALLBACK`](crate::accounting::metrics::GLOBAL_FALLBACK),
 //! and a pause between probes so a hanging store does not cost every call
 //! its full timeout.
 
@@ -25,11 +25,9 @@ pub(crate) struct StoreHealth {
 impl StoreHealth {
     /// Healthy; metrics labelled `throttle = name`.
     pub(crate) fn new(name: &str, probe_interval: Duration) -> Self {
-        crate::metrics::describe();
-        let errors =
-            metrics::counter!(crate::metrics::GLOBAL_ERRORS, "throttle" => name.to_owned());
-        let fallback =
-            metrics::gauge!(crate::metrics::GLOBAL_FALLBACK, "throttle" => name.to_owned());
+        crate::accounting::metrics::describe();
+        let errors = metrics::counter!(crate::accounting::metrics::GLOBAL_ERRORS, "throttle" => name.to_owned());
+        let fallback = metrics::gauge!(crate::accounting::metrics::GLOBAL_FALLBACK, "throttle" => name.to_owned());
         fallback.set(0.0);
         Self {
             errors,

@@ -6,8 +6,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 use super::{JobCodec, Journal};
-use crate::catch::CatchUnwind;
-use crate::overflow::DeadLetterSink;
+use crate::accounting::dead_letter::DeadLetterSink;
+use crate::util::catch::CatchUnwind;
 
 /// A recovered job decoded, or, when it no longer decodes, logged and
 /// ended in the journal (dropped).

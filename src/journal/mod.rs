@@ -162,7 +162,7 @@ impl Journal {
             active,
             active_seq,
             gauges: gauges.clone(),
-            bytes_gauge: metrics::gauge!(crate::metrics::JOURNAL_BYTES),
+            bytes_gauge: metrics::gauge!(crate::accounting::metrics::JOURNAL_BYTES),
         };
         let (tx, rx) = mpsc::unbounded_channel();
         // The first batch publishes the gauges and reclaims what recovery freed.

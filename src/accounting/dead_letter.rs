@@ -1,11 +1,9 @@
-//! Overflow policies and dead-letter sinks.
-//!
-//! When the admission bound is reached, the [`Overflow`] policy decides who
-//! loses. A [`DeadLetterSink`] takes jobs that must not be lost: overflow
-//! under [`Overflow::DeadLetter`], expired jobs, failed deliveries and
-//! shutdown leftovers. Its offer is synchronous and never blocks, so
-//! admission never awaits; a sink that writes to a store buffers in memory up
-//! to its own bound and flushes from a task of its own.
+//! Dead-letter sinks: a [`DeadLetterSink`] takes jobs that must not be
+//! lost: overflow under [`Overflow::DeadLetter`](crate::Overflow::DeadLetter)(crate::Overflow::DeadLetter),
+//! expired jobs, failed deliveries and shutdown leftovers. Its offer is
+//! synchronous and never blocks, so admission never awaits; a sink that
+//! writes to a store buffers in memory up to its own bound and flushes from
+//! a task of its own.
 
 use std::fmt;
 
@@ -13,44 +11,6 @@ use async_trait::async_trait;
 use tokio::sync::mpsc;
 
 use crate::error::BuildError;
-
-/// What happens to an arriving job when the queue is at its bound.
-///
-/// ```
-/// use dripfeed::Overflow;
-/// assert_eq!(Overflow::default(), Overflow::TailDrop);
-/// assert_eq!(Overflow::HeadDrop.as_str(), "head_drop");
-/// ```
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
-#[non_exhaustive]
-pub enum Overflow {
-    /// Refuse the arriving job (`Err(Rejected)`, 503); queued jobs keep their place.
-    #[default]
-    TailDrop,
-    /// Evict the oldest queued job to the `on_evicted` hook and queue the newcomer.
-    HeadDrop,
-    /// Offer the arriving job to the dead-letter sink (`Ok(Deferred)`, 202);
-    /// if the sink refuses, the job comes back as `Err(Rejected)`.
-    DeadLetter,
-}
-
-impl Overflow {
-    /// Every policy, in a fixed order (the metrics' label order).
-    pub const ALL: [Overflow; 3] = [Overflow::TailDrop, Overflow::HeadDrop, Overflow::DeadLetter];
-
-    /// The `policy` label of `leaky_bucket_overflow_total`.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Overflow::TailDrop => "tail_drop",
-            Overflow::HeadDrop => "head_drop",
-            Overflow::DeadLetter => "dead_letter",
-        }
-    }
-
-    pub(crate) fn index(self) -> usize {
-        self as usize
-    }
-}
 
 /// Why a job went to the dead-letter sink.
 ///
@@ -61,7 +21,7 @@ impl Overflow {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum DeadLetterReason {
-    /// The queue was full under [`Overflow::DeadLetter`].
+    /// The queue was full under [`Overflow::DeadLetter`](crate::Overflow::DeadLetter).
     Overflow,
     /// The job was past its deadline when drained.
     Expired,

@@ -9,10 +9,10 @@
 
 use std::sync::Arc;
 
-use crate::catch::{CatchUnwind, guarded};
-use crate::ledger::{Event, Ledger};
-use crate::outcome::Outcome;
-use crate::overflow::{DeadLetterReason, DeadLetterSink};
+use crate::accounting::dead_letter::{DeadLetterReason, DeadLetterSink};
+use crate::accounting::ledger::{Event, Ledger};
+use crate::accounting::outcome::Outcome;
+use crate::util::catch::{CatchUnwind, guarded};
 
 /// A hook that takes a job the throttle gives up on.
 pub(crate) type Hook<J> = Arc<dyn Fn(J) + Send + Sync>;

@@ -7,7 +7,7 @@ use std::time::Duration;
 use crossbeam_queue::ArrayQueue;
 use tokio::time::Instant;
 
-use crate::downstream::Delivery;
+use crate::drain::downstream::Delivery;
 
 /// Samples waiting for the drain; beyond this they are dropped (the window
 /// only needs a statistically useful share, and dropping one loses no job).

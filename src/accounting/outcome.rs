@@ -5,8 +5,8 @@
 //! exactly one outcome, or is still queued, in flight (or waiting for a
 //! retry). [`Stats::submitted`] adds them all up.
 
-use crate::error::Reason;
-use crate::overflow::Overflow;
+use crate::admission::overflow::Overflow;
+use crate::admission::reason::Reason;
 
 /// A job's terminal outcome.
 ///

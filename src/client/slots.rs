@@ -23,15 +23,17 @@ use async_trait::async_trait;
 use tokio::sync::oneshot;
 use tokio::time::Instant;
 
+use crate::accounting::ledger::Event;
+use crate::accounting::outcome::{Outcome, Stats};
 use crate::admission::Withdrawal;
-use crate::builder::ThrottleBuilder;
-use crate::downstream::{Attempt, Delivery, Downstream};
+use crate::admission::reason::Reason;
+use crate::admission::rejected::Rejected;
 use crate::drain::Drain;
-use crate::error::{BuildError, RateError, Reason, Rejected};
-use crate::feedback::AttemptEnd;
-use crate::ledger::Event;
-use crate::outcome::{Outcome, Stats};
-use crate::throttle::{Admitted, Throttle};
+use crate::drain::downstream::{Attempt, Delivery, Downstream};
+use crate::drain::feedback::AttemptEnd;
+use crate::error::{BuildError, RateError};
+use crate::handle::builder::ThrottleBuilder;
+use crate::handle::throttle::{Admitted, Throttle};
 
 const WAITING: u8 = 0;
 const CLAIMED: u8 = 1;
@@ -196,7 +198,7 @@ impl Slots {
         match tokio::time::timeout(deadline, self.acquire()).await {
             Ok(granted) => granted,
             Err(_) => {
-                let wait = crate::num::jittered(self.throttle.shared.queue_wait());
+                let wait = crate::util::num::jittered(self.throttle.shared.queue_wait());
                 let limit = self.throttle.shared.queue_limit();
                 Err(Rejected::new(
                     (),

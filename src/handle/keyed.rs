@@ -22,15 +22,16 @@
 use std::hash::{BuildHasher, Hash};
 use std::time::Duration;
 
-use crate::error::{Cause, Reason, Rejected};
+use crate::admission::overflow::Overflow;
+use crate::admission::rate_limit::RateLimit;
+use crate::admission::reason::{Cause, Reason};
+use crate::admission::rejected::Rejected;
+use crate::handle::throttle::{Admitted, Throttle};
 use crate::keyed::{
     AdmitError, BucketError, BucketStore, InvalidCost, KeyedBuckets, OverQuota, Quota,
     TooManyOverrides,
 };
-use crate::num::jittered;
-use crate::overflow::Overflow;
-use crate::rate_limit::RateLimit;
-use crate::throttle::{Admitted, Throttle};
+use crate::util::num::jittered;
 
 impl<J: 'static> Throttle<J> {
     /// Admits `job` for `key` at `cost` (a batch of 1,000 rows might cost
@@ -142,7 +143,7 @@ impl<J: 'static> Throttle<J> {
         // The journal first (the job is durable before anything is charged
         // for it), then the key (a 429 or a store failure ends here); no
         // place is held across an await.
-        let id = crate::ids::next();
+        let id = crate::util::ids::next();
         let job = self.journal_first(id, job).await?;
         if let Err(e) = store.try_admit(key, cost).await {
             s.ended(id);

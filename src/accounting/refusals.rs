@@ -11,8 +11,8 @@ use std::cell::Cell;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Mutex, OnceLock};
 
-use crate::error::{Cause, Reason};
-use crate::overflow::Overflow;
+use crate::admission::overflow::Overflow;
+use crate::admission::reason::{Cause, Reason};
 
 /// The fixed reasons, in their counting order.
 const FIXED: [Reason; 4] = [

@@ -9,11 +9,11 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
-use crate::error::Reason;
-use crate::metrics::Metrics;
-use crate::outcome::{Outcome, Stats};
-use crate::overflow::Overflow;
-use crate::refusals::Refusals;
+use crate::accounting::metrics::Metrics;
+use crate::accounting::outcome::{Outcome, Stats};
+use crate::accounting::refusals::Refusals;
+use crate::admission::overflow::Overflow;
+use crate::admission::reason::Reason;
 
 /// Something that happened to a job.
 #[derive(Debug, Clone, Copy, PartialEq)]

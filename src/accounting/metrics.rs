@@ -17,9 +17,9 @@ use metrics::{
     describe_histogram, gauge, histogram,
 };
 
-use crate::error::Reason;
-use crate::outcome::Outcome;
-use crate::overflow::Overflow;
+use crate::accounting::outcome::Outcome;
+use crate::admission::overflow::Overflow;
+use crate::admission::reason::Reason;
 
 /// Jobs waiting in the ring (gauge).
 pub const QUEUE_DEPTH: &str = "leaky_bucket_queue_depth";

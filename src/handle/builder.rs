@@ -3,25 +3,26 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::accounting::dead_letter::DeadLetterSink;
+use crate::accounting::endings::{Endings, Hook};
+use crate::admission::overflow::Overflow;
 use crate::admission::{Admission, Entry, MAX_CAPACITY, Withdrawal};
-use crate::downstream::Downstream;
 use crate::drain::dispatch::Dispatch;
+use crate::drain::downstream::Downstream;
+use crate::drain::feedback::Feedback;
 use crate::drain::hook::DrainHook;
+use crate::drain::retry_policy::RetryPolicy;
+use crate::drain::retry_queue::Retries;
 use crate::drain::task::{DrainParts, DrainTask};
 use crate::drain::{Drain, DrainFuture};
-use crate::endings::{Endings, Hook};
 use crate::error::BuildError;
-use crate::feedback::Feedback;
-use crate::inflight::{InFlight, InFlightBudget};
+use crate::handle::settings::Settings;
+use crate::handle::state::{Config, Parts, Shared, bound_for};
+use crate::handle::throttle::Throttle;
 use crate::keyed::{BucketStore, KeyedBuckets, Quota};
-use crate::overflow::{DeadLetterSink, Overflow};
-use crate::permits::PermitSource;
+use crate::limits::in_flight::{InFlight, InFlightBudget};
+use crate::limits::permits::PermitSource;
 use crate::rate::Aimd;
-use crate::retries::Retries;
-use crate::retry::RetryPolicy;
-use crate::settings::Settings;
-use crate::shared::{Config, Parts, Shared, bound_for};
-use crate::throttle::Throttle;
 
 /// The largest ring, in bytes, the builder agrees to allocate.
 const MAX_RING_BYTES: u64 = 4 << 30;
@@ -682,7 +683,7 @@ impl<J: Send + Sync + 'static> ThrottleBuilder<J> {
             rate,
         }));
         #[cfg(feature = "journal")]
-        crate::journaled::requeue(&shared, recovered);
+        crate::handle::durable::requeue(&shared, recovered);
         let task = DrainTask::new(
             shared.clone(),
             downstream,

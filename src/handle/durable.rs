@@ -4,9 +4,9 @@
 //!
 //! Without the `journal` feature these are no-ops the compiler removes.
 
-use crate::error::Rejected;
-use crate::shared::Shared;
-use crate::throttle::{Admitted, Throttle};
+use crate::admission::rejected::Rejected;
+use crate::handle::state::Shared;
+use crate::handle::throttle::{Admitted, Throttle};
 
 #[cfg(feature = "journal")]
 pub(crate) use with_journal::requeue;
@@ -36,7 +36,7 @@ impl<J: 'static> Throttle<J> {
     /// # }
     /// ```
     pub async fn try_submit_durable(&self, job: J) -> Result<Admitted, Rejected<J>> {
-        self.admit_durably(crate::ids::next(), job).await
+        self.admit_durably(crate::util::ids::next(), job).await
     }
 
     /// Admits again, under its original `id`, a job that was admitted
@@ -155,14 +155,15 @@ impl<J: 'static> Shared<J> {
 mod with_journal {
     use std::time::Duration;
 
-    use crate::error::{Cause, Reason, Rejected};
+    use crate::admission::reason::{Cause, Reason};
+    use crate::admission::rejected::Rejected;
+    use crate::handle::throttle::{Admitted, Throttle};
     use crate::journal::journaling::Journaling;
     use crate::journal::{Journal, JournalError, Written};
-    use crate::throttle::{Admitted, Throttle};
 
     /// Queues the jobs an earlier run left unfinished, with their ids, in
     /// the retry structure: due now, ahead of new jobs, outside the bound.
-    pub(crate) fn requeue<J>(shared: &crate::shared::Shared<J>, jobs: Vec<(u64, J)>) {
+    pub(crate) fn requeue<J>(shared: &crate::handle::state::Shared<J>, jobs: Vec<(u64, J)>) {
         let (Some(retries), n) = (&shared.retries, jobs.len()) else {
             return;
         };
@@ -185,7 +186,7 @@ mod with_journal {
                 );
             }
         }
-        metrics::counter!(crate::metrics::RECOVERED, "throttle" => shared.cfg.name.clone())
+        metrics::counter!(crate::accounting::metrics::RECOVERED, "throttle" => shared.cfg.name.clone())
             .increment(n as u64);
         tracing::info!(throttle = %shared.cfg.name, jobs = n, "recovered unfinished jobs from the journal");
     }
@@ -261,7 +262,7 @@ mod with_journal {
             job: J,
             until: Option<u64>,
         ) -> Result<Admitted, Rejected<J>> {
-            let id = crate::ids::next();
+            let id = crate::util::ids::next();
             let (_, job) = self.send_record(j, id, job)?;
             let admitted = self.admit_as(id, job, until);
             self.shared.after_journaled(id, &admitted);
@@ -274,7 +275,7 @@ mod with_journal {
             j: &Journaling<J>,
             job: J,
         ) -> Result<Admitted, Rejected<J>> {
-            let id = crate::ids::next();
+            let id = crate::util::ids::next();
             let job = self.record(j, id, job).await?;
             let admitted = self.submit_as(id, job).await;
             self.shared.after_journaled(id, &admitted);
@@ -295,7 +296,7 @@ mod with_journal {
         s.refuse_with(
             job,
             Reason::Unavailable { cause },
-            Some(crate::num::jittered(JOURNAL_WAIT)),
+            Some(crate::util::num::jittered(JOURNAL_WAIT)),
             None,
         )
     }

@@ -11,7 +11,7 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
 use crate::admission::Entry;
-use crate::retry::RetryPolicy;
+use crate::drain::retry_policy::RetryPolicy;
 
 /// A job waiting for its next attempt.
 pub(crate) struct Pending<J> {

@@ -16,9 +16,9 @@ use std::task::{Context, Poll};
 
 use ::tower::{Layer, Service};
 
-use crate::downstream::Delivery;
-use crate::error::Rejected;
-use crate::slots::Slots;
+use crate::admission::rejected::Rejected;
+use crate::client::slots::Slots;
+use crate::drain::downstream::Delivery;
 
 /// Wraps services so each request waits for a slot from shared [`Slots`].
 ///

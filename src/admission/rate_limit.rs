@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use crate::num::{secs, whole_seconds};
+use crate::util::num::{secs, whole_seconds};
 
 /// A limit's state, as the `RateLimit` fields describe it.
 ///

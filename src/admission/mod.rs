@@ -1,5 +1,7 @@
 //! Admission: the one path every job takes into the ring, and the place
-//! guard it hands out.
+//! guard it hands out; beside it the [`places`] counter that makes the
+//! bound exact under concurrency, the [`overflow`] policies, and what a
+//! refusal hands back ([`rejected`], [`reason`], [`rate_limit`]).
 //!
 //! # The order of admission
 //!
@@ -32,8 +34,14 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use crossbeam_queue::ArrayQueue;
 use tokio::sync::Notify;
 
-pub(crate) use crate::reservations::Full;
-use crate::reservations::Reservations;
+pub(crate) mod overflow;
+pub(crate) mod places;
+pub(crate) mod rate_limit;
+pub(crate) mod reason;
+pub(crate) mod rejected;
+
+pub(crate) use places::Full;
+use places::Reservations;
 
 /// The largest ring the builder accepts, in jobs.
 pub(crate) const MAX_CAPACITY: usize = 1 << 28;

@@ -10,20 +10,22 @@ use std::time::Duration;
 
 use tokio::sync::watch;
 
+use crate::accounting::endings::Endings;
+use crate::accounting::ledger::{Gauges, Ledger};
+use crate::accounting::outcome::Stats;
+use crate::admission::overflow::Overflow;
+use crate::admission::rate_limit::RateLimit;
+use crate::admission::reason::Reason;
+use crate::admission::rejected::Rejected;
 use crate::admission::{Admission, Entry};
-use crate::clock::Clock;
+use crate::drain::feedback::Feedback;
 use crate::drain::hook::DrainHook;
-use crate::endings::Endings;
-use crate::error::{RateError, Reason, Rejected};
-use crate::feedback::Feedback;
-use crate::inflight::InFlight;
+use crate::drain::retry_queue::Retries;
+use crate::error::RateError;
 use crate::keyed::{BucketStore, KeyedBuckets};
-use crate::ledger::{Gauges, Ledger};
-use crate::num::{nanos, secs};
-use crate::outcome::Stats;
-use crate::overflow::Overflow;
-use crate::rate_limit::RateLimit;
-use crate::retries::Retries;
+use crate::limits::in_flight::InFlight;
+use crate::util::clock::Clock;
+use crate::util::num::{nanos, secs};
 
 /// The validated configuration the handles and the drain read.
 pub(crate) struct Config {

@@ -4,13 +4,16 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
+use crate::accounting::dead_letter::DeadLetterReason;
+use crate::accounting::ledger::Event;
+use crate::accounting::outcome::{Outcome, Stats};
+use crate::admission::overflow::Overflow;
+use crate::admission::reason::Reason;
+use crate::admission::rejected::Rejected;
 use crate::admission::{Full, Place};
 use crate::drain::ShutdownReport;
-use crate::error::{RateError, Reason, Rejected};
-use crate::ledger::Event;
-use crate::outcome::{Outcome, Stats};
-use crate::overflow::{DeadLetterReason, Overflow};
-use crate::shared::Shared;
+use crate::error::RateError;
+use crate::handle::state::Shared;
 
 /// An admitted job: its id, and whether it was queued or deferred to the
 /// dead-letter sink.
@@ -213,7 +216,7 @@ impl<J: 'static> Throttle<J> {
         if let Some(j) = &self.shared.journal {
             return self.admit_journaled(j, job, until);
         }
-        self.admit_as(crate::ids::next(), job, until)
+        self.admit_as(crate::util::ids::next(), job, until)
     }
 
     /// Admission of a job whose id is given.
@@ -261,7 +264,7 @@ impl<J: 'static> Throttle<J> {
         if let Some(j) = &self.shared.journal {
             return self.submit_journaled(j, job).await;
         }
-        self.submit_as(crate::ids::next(), job).await
+        self.submit_as(crate::util::ids::next(), job).await
     }
 
     /// [`submit`](Self::submit) of a job whose id is given.
@@ -376,7 +379,7 @@ impl<J: 'static> Throttle<J> {
     /// # }
     /// ```
     pub fn retry_after(&self) -> std::time::Duration {
-        crate::num::jittered(self.shared.queue_wait())
+        crate::util::num::jittered(self.shared.queue_wait())
     }
 
     /// The current admission bound: `ceil(latency_budget × drain_rate)`, or
