@@ -1,0 +1,377 @@
+#!/usr/bin/env bash
+# The relay against nginx on the same machine: how many webhooks per second
+# dripfeed-relay accepts (answers 202), next to what nginx proxies (204) with
+# the same load, and at what p99.
+#
+# Starts, on free loopback ports in a temporary directory:
+#   - nginx (worker_processes auto; access_log off): a receiver answering
+#     `return 204` and a proxy in front of it (proxy_pass to an upstream with
+#     keepalive 64, proxy_http_version 1.1);
+#   - the relay (RELAY_BIN), delivering to that same receiver, with a drain
+#     rate (1,000,000/s) far above the offered load so that the relay itself,
+#     not its throttle, is what is measured.
+# Then, for ROUNDS rounds, `hey -z DURATION -c CONC` POSTs the same small JSON
+# body to nginx's proxy and to the relay's POST /v1/webhooks/deliver in turn.
+# Only 202s count for the relay (204s for nginx); after each relay run the
+# script waits until the relay's /metrics show every 202 so far delivered.
+# Prints a markdown table per round (accepted/s, the accepted responses' p99,
+# the ratio relay/nginx, whether every 202 was delivered) and the min–max of
+# each column. Exits non-zero if the relay lost a webhook it answered 202.
+#
+#   RELAY_BIN=target/release/dripfeed-relay bash scripts/vs_nginx.sh
+# Without RELAY_BIN it builds the relay (cargo build --release -p dripfeed-relay).
+# Knobs (environment):
+#   ROUNDS=3 DURATION=10s CONC=64
+#   JOURNAL=off|on      off: --no-journal; on: --journal-dir in the temp dir
+#   RELAY_ARGS="..."    extra flags for the relay(s), split on whitespace
+#   RELAY_BIN_B=path    a second relay binary (e.g. the build before a change),
+#                       run in the same rounds: nginx, relay A, relay B
+#   DELIVER_WAIT=30     seconds to wait for the 202s to be delivered
+#   TMPDIR              where the temporary directory (and the journals) go
+# Loopback only and bounded in time: ROUNDS × (2 or 3) × DURATION, plus waits.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+for tool in hey nginx curl; do
+  if ! command -v "$tool" >/dev/null 2>&1; then
+    if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+      apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq hey nginx curl >/dev/null
+    else
+      echo "$tool is missing: install the Debian packages hey, nginx and curl" >&2
+      exit 1
+    fi
+  fi
+done
+
+rounds=${ROUNDS:-3}
+duration=${DURATION:-10s}
+conc=${CONC:-64}
+deliver_wait=${DELIVER_WAIT:-30}
+journal_mode=${JOURNAL:-off}
+case "$journal_mode" in on | off) ;; *) echo "JOURNAL must be on or off, not '$journal_mode'" >&2; exit 2 ;; esac
+body='{"event":"order.created","id":12345,"amount":99.5}'
+
+bin_a=${RELAY_BIN:-}
+if [ -z "$bin_a" ]; then
+  cargo build --release -p dripfeed-relay -q
+  bin_a=target/release/dripfeed-relay
+fi
+bin_b=${RELAY_BIN_B:-}
+for bin in "$bin_a" ${bin_b:+"$bin_b"}; do
+  [ -x "$bin" ] || { echo "relay binary not found or not executable: $bin" >&2; exit 2; }
+done
+extra_args=()
+if [ -n "${RELAY_ARGS:-}" ]; then read -r -a extra_args <<<"$RELAY_ARGS"; fi
+
+work=$(mktemp -d -t dripfeed-vs-nginx-XXXX)
+# nginx's workers run as nobody when started as root: they need to reach
+# their temp directories under the prefix.
+chmod 755 "$work"
+nginx_pid=""
+relay_pids=()
+hey_pid=""
+cleanup() {
+  local pid
+  if [ -n "$hey_pid" ]; then
+    kill -TERM "$hey_pid" 2>/dev/null || true
+    wait "$hey_pid" 2>/dev/null || true
+  fi
+  for pid in "${relay_pids[@]}"; do
+    kill -INT "$pid" 2>/dev/null || true
+  done
+  for pid in "${relay_pids[@]}"; do
+    # shutdown drains an (empty) queue; don't hang on it
+    for _ in $(seq 1 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+    kill -KILL "$pid" 2>/dev/null || true
+    wait "$pid" 2>/dev/null || true
+  done
+  if [ -n "$nginx_pid" ]; then
+    kill -QUIT "$nginx_pid" 2>/dev/null || true
+    for _ in $(seq 1 50); do kill -0 "$nginx_pid" 2>/dev/null || break; sleep 0.1; done
+    kill -KILL "$nginx_pid" 2>/dev/null || true
+    wait "$nginx_pid" 2>/dev/null || true
+  fi
+  rm -rf "$work"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+# N free loopback ports, held open together while chosen so they differ.
+free_ports() {
+  if command -v python3 >/dev/null 2>&1; then
+    python3 - "$1" <<'PY'
+import socket, sys
+socks = []
+for _ in range(int(sys.argv[1])):
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    socks.append(s)
+print(" ".join(str(s.getsockname()[1]) for s in socks))
+PY
+  else # pick from a high range, skipping ports something answers on
+    local ports=() p
+    while [ "${#ports[@]}" -lt "$1" ]; do
+      p=$((20000 + RANDOM % 40000))
+      case " ${ports[*]} " in *" $p "*) continue ;; esac
+      if ! (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; then ports+=("$p"); fi
+    done
+    echo "${ports[*]}"
+  fi
+}
+read -r recv_port proxy_port port_a port_b <<<"$(free_ports 4)"
+
+# --- nginx: the 204 receiver and the keepalive proxy in front of it ---------
+# keepalive_requests is raised from its default of 1000 so that no side closes
+# a connection mid-run (the relay does not either): hey's 64 connections and
+# the pools towards the receiver stay open for the whole run.
+cat >"$work/nginx.conf" <<CONF
+worker_processes auto;
+worker_rlimit_nofile 16384;
+pid $work/nginx.pid;
+error_log $work/nginx-error.log;
+events { worker_connections 8192; }
+http {
+  access_log off;
+  keepalive_requests 1000000;
+  client_body_temp_path $work/client_body_temp;
+  proxy_temp_path $work/proxy_temp;
+  fastcgi_temp_path $work/fastcgi_temp;
+  uwsgi_temp_path $work/uwsgi_temp;
+  scgi_temp_path $work/scgi_temp;
+  upstream receiver_upstream {
+    server 127.0.0.1:$recv_port;
+    keepalive 64;
+    keepalive_requests 1000000;
+  }
+  # the receiver: every webhook (from the proxy or from the relay) gets a 204
+  server {
+    listen 127.0.0.1:$recv_port;
+    location / { return 204; }
+  }
+  # the proxy hey loads: forwards to the receiver over kept-alive connections
+  server {
+    listen 127.0.0.1:$proxy_port;
+    location / {
+      proxy_pass http://receiver_upstream;
+      proxy_http_version 1.1;
+      proxy_set_header Connection "";
+    }
+  }
+}
+CONF
+nginx -t -q -p "$work" -e "$work/nginx-error.log" -c "$work/nginx.conf"
+nginx -p "$work" -e "$work/nginx-error.log" -c "$work/nginx.conf" -g 'daemon off;' \
+  >"$work/nginx.out" 2>&1 &
+nginx_pid=$!
+recv_url="http://127.0.0.1:$recv_port/hooks"
+proxy_url="http://127.0.0.1:$proxy_port/hooks"
+nginx_ok=""
+for _ in $(seq 1 100); do
+  if [ "$(curl -s -o /dev/null -w '%{http_code}' -X POST -d "$body" "$proxy_url")" = 204 ]; then
+    nginx_ok=1
+    break
+  fi
+  sleep 0.1
+done
+if [ -z "$nginx_ok" ]; then
+  echo "nginx did not answer 204 through its proxy within 10 s:" >&2
+  cat "$work/nginx.out" "$work/nginx-error.log" >&2 2>/dev/null || true
+  exit 1
+fi
+
+# --- the relay(s) -----------------------------------------------------------
+# start_relay NAME BINARY PORT
+start_relay() {
+  local name=$1 bin=$2 port=$3 journal=(--no-journal) pid
+  if [ "$journal_mode" = on ]; then journal=(--journal-dir "$work/journal-$name"); fi
+  "$bin" --listen "127.0.0.1:$port" --downstream "$recv_url" \
+    --drain-rate 1000000 --latency-budget 1s --max-in-flight 256 \
+    --dead-letter-file "$work/dead-letter-$name.jsonl" "${journal[@]}" "${extra_args[@]}" \
+    >"$work/relay-$name.log" 2>&1 &
+  pid=$!
+  relay_pids+=("$pid")
+  for _ in $(seq 1 300); do
+    if curl -sf "http://127.0.0.1:$port/healthz" >/dev/null 2>&1; then return 0; fi
+    if ! kill -0 "$pid" 2>/dev/null; then
+      echo "relay $name ($bin) exited before answering /healthz; its log:" >&2
+      cat "$work/relay-$name.log" >&2
+      exit 1
+    fi
+    sleep 0.1
+  done
+  echo "relay $name ($bin) did not answer /healthz within 30 s; its log:" >&2
+  cat "$work/relay-$name.log" >&2
+  exit 1
+}
+
+# jobs the relay on PORT has delivered: every leaky_bucket_jobs_total series
+# with outcome="delivered" (one per destination if it labels them)
+delivered() {
+  { curl -sf "http://127.0.0.1:$1/metrics" || true; } \
+    | awk '/^leaky_bucket_jobs_total[{]/ && /outcome="delivered"/ { s += $NF } END { printf "%.0f\n", s }'
+}
+# where the undelivered ones are, for a diagnosis: the jobs' other outcomes
+# and what is still queued, in flight or waiting for a retry
+outcomes() {
+  { curl -sf "http://127.0.0.1:$1/metrics" || echo "(no /metrics answer)"; } \
+    | awk '
+      /^leaky_bucket_jobs_total[{]/ && /outcome="/ {
+        match($0, /outcome="[^"]*"/); s[substr($0, RSTART + 9, RLENGTH - 10)] += $NF }
+      /^leaky_bucket_(queue_depth|in_flight|retry_wait|delivery_failures_total)[{ ]/ {
+        name = $1; sub(/[{].*/, "", name); sub(/^leaky_bucket_/, "", name); s[name] += $NF }
+      /^[(]/ { printf "%s  ", $0 }
+      END { for (o in s) if (s[o] != 0) printf "%s %.0f  ", o, s[o]; print "" }'
+}
+
+names=(a)
+bins=("$bin_a")
+ports=("$port_a")
+if [ -n "$bin_b" ]; then
+  names+=(b)
+  bins+=("$bin_b")
+  ports+=("$port_b")
+fi
+for i in "${!names[@]}"; do start_relay "${names[$i]}" "${bins[$i]}" "${ports[$i]}"; done
+
+# --- measuring ----------------------------------------------------------------
+# load OUT URL: hey's per-request CSV (status and latency of each response)
+# into OUT. CSV rather than hey's summary because the summary's percentiles mix
+# every status code, and the p99 wanted is the accepted responses' own.
+# hey runs in the background and is waited for so that an interrupt reaches
+# the script's trap at once (bash defers traps while a foreground child runs,
+# and drops the interrupt if that child, like hey, handles it and exits 0).
+load() {
+  hey -z "$duration" -c "$conc" -o csv -m POST -T application/json -d "$body" "$2" >"$1" &
+  hey_pid=$!
+  wait "$hey_pid"
+  hey_pid=""
+}
+# stats CSV CODE: "count seconds per_second p99_ms others" where count is the
+# responses with status CODE, seconds the run's length (the last response's
+# end), p99 theirs (nearest rank, at hey's 0.1 ms resolution) and others the
+# other status codes seen ("-" if none).
+stats() {
+  awk -F, -v code="$2" '
+    NR == 1 { next }
+    NF >= 8 {
+      end = $8 + $1; if (end > last) last = end
+      if ($7 == code) { n++; b[int($1 * 10000 + 0.5)]++ } else { other[$7]++ }
+    }
+    END {
+      p99 = 0
+      if (n > 0) {
+        want = int(n * 0.99); if (want < n * 0.99) want++
+        for (k = 0; seen < want; k++) seen += b[k]
+        p99 = (k - 1) / 10
+      }
+      o = ""; for (c in other) o = o (o == "" ? "" : ",") c "×" other[c]
+      if (o == "") o = "-"
+      printf "%d %.3f %.0f %.1f %s\n", n, last, (last > 0 ? n / last : 0), p99, o
+    }' "$1"
+}
+
+echo "nginx $(nginx -v 2>&1 | sed 's/.*nginx\///'), $(nproc) cores; hey -z $duration -c $conc; $rounds round(s); journal $journal_mode"
+for i in "${!names[@]}"; do
+  echo "relay ${names[$i]^^}: ${bins[$i]} on :${ports[$i]}${RELAY_ARGS:+ (extra flags: $RELAY_ARGS)}"
+done
+echo "receiver $recv_url, nginx proxy $proxy_url"
+if [ "$journal_mode" = on ]; then
+  # a journal on tmpfs makes its fsyncs free: set TMPDIR to a real disk then
+  echo "journals under $work ($(stat -f -c %T "$work" 2>/dev/null || echo "unknown") filesystem; TMPDIR moves them)"
+fi
+echo
+
+declare -A expected=() # 202s answered so far, per relay
+for name in "${names[@]}"; do expected[$name]=0; done
+rows=()
+lost=0
+capped=0
+for round in $(seq 1 "$rounds"); do
+  load "$work/hey-nginx.csv" "$proxy_url"
+  read -r n_count n_secs n_rate n_p99 n_other <<<"$(stats "$work/hey-nginx.csv" 204)"
+  echo "round $round nginx: $n_count 204s in $n_secs s = $n_rate/s, p99 $n_p99 ms; other statuses: $n_other"
+  if [ "$n_count" -ge 1000000 ]; then capped=1; fi
+  row="| $round | $n_rate | $n_p99 |"
+  for i in "${!names[@]}"; do
+    name=${names[$i]}
+    port=${ports[$i]}
+    load "$work/hey-$name.csv" "http://127.0.0.1:$port/v1/webhooks/deliver"
+    read -r r_count r_secs r_rate r_p99 r_other <<<"$(stats "$work/hey-$name.csv" 202)"
+    if [ "$r_count" -ge 1000000 ]; then capped=1; fi
+    expected[$name]=$((expected[$name] + r_count))
+    want=${expected[$name]}
+    got=$(delivered "$port")
+    for _ in $(seq 1 $((deliver_wait * 5))); do
+      [ "$got" -ge "$want" ] && break
+      if ! kill -0 "${relay_pids[$i]}" 2>/dev/null; then
+        echo "relay ${name^^} has exited; its log:" >&2
+        tail -n 20 "$work/relay-$name.log" >&2
+        break
+      fi
+      sleep 0.2
+      got=$(delivered "$port")
+    done
+    if [ "$got" -eq "$want" ]; then
+      ok=yes
+    elif [ "$got" -gt "$want" ]; then
+      # accepted, yet hey saw no 202 (a client-side error or timeout)
+      ok="yes (+$((got - want)))"
+    else
+      ok="NO ($((want - got)) lost)"
+      lost=1
+    fi
+    ratio=$(awk -v r="$r_rate" -v n="$n_rate" 'BEGIN { printf "%.2f", (n > 0 ? r / n : 0) }')
+    echo "round $round relay ${name^^}: $r_count 202s in $r_secs s = $r_rate/s, p99 $r_p99 ms; other statuses: $r_other;" \
+      "delivered $got of $want 202s so far: $ok"
+    if [ "$ok" != yes ]; then echo "  relay ${name^^} outcomes: $(outcomes "$port")"; fi
+    row+=" $r_rate | $r_p99 | $ratio | $ok |"
+  done
+  rows+=("$row")
+done
+
+echo
+header="| round | nginx accepted/s | nginx p99 ms |"
+rule="|---|---|---|"
+for name in "${names[@]}"; do
+  N=${name^^}
+  header+=" relay $N accepted/s | relay $N p99 ms | $N/nginx | $N 202s delivered |"
+  rule+="---|---|---|---|"
+done
+echo "$header"
+echo "$rule"
+printf '%s\n' "${rows[@]}"
+# min–max of each column over the rounds; the delivered columns say "all" if
+# every round delivered every 202. Columns: 3-4 nginx, then 4 per relay.
+printf '%s\n' "${rows[@]}" | awk -F'|' '
+  {
+    for (c = 3; c < NF; c++) {
+      v = $c; gsub(/^ +| +$/, "", v)
+      if (c >= 5 && (c - 5) % 4 == 3) { if (v != "yes") bad[c] = 1; continue }
+      if (!(c in lo) || v + 0 < lo[c]) lo[c] = v + 0
+      if (!(c in hi) || v + 0 > hi[c]) hi[c] = v + 0
+    }
+    nf = NF
+  }
+  END {
+    line = "| min–max |"
+    for (c = 3; c < nf; c++) {
+      k = (c < 5) ? c - 3 : (c - 5) % 4  # 0 accepted/s, 1 p99, 2 ratio, 3 delivered
+      if (k == 3) line = line (c in bad ? " not all |" : " all |")
+      else if (k == 0) line = line sprintf(" %.0f–%.0f |", lo[c], hi[c])
+      else if (k == 1) line = line sprintf(" %.1f–%.1f |", lo[c], hi[c])
+      else line = line sprintf(" %.2f–%.2f |", lo[c], hi[c])
+    }
+    print line
+  }'
+echo
+if [ "$capped" = 1 ]; then
+  echo "warning: a run reached hey's 1,000,000-result cap: counts past it are lost (shorten DURATION)" >&2
+fi
+if [ "$lost" = 1 ]; then
+  echo "FAIL: the relay answered 202 to webhooks it did not deliver (logs: relay-*.log in the temp dir, removed on exit)" >&2
+  for name in "${names[@]}"; do
+    echo "--- relay ${name^^} log (tail)" >&2
+    tail -n 5 "$work/relay-$name.log" >&2
+  done
+  exit 1
+fi
