@@ -1,5 +1,7 @@
-//! The fleet limit through a real Redis: 3 throttles on separate runtimes
-//! share 300 jobs/s; Redis dies and comes back. Real time, bounded.
+//! The fleet limit through a real Redis: 3 nodes on separate runtimes, each
+//! a destinations set with two destinations whose template takes the
+//! fleet's permits (as the relay runs), share 300 jobs/s; Redis dies and
+//! comes back. Real time, bounded.
 
 mod support;
 

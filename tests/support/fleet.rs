@@ -1,5 +1,8 @@
-//! A fleet of throttles, each on its own tokio runtime in its own thread,
-//! sharing one `RedisRate`; each flooded by its own producer. Real time.
+//! A fleet of nodes, each on its own tokio runtime in its own thread,
+//! sharing one `RedisRate`; each flooded by its own producer. A node is a
+//! destinations set (as the relay runs) whose template takes the fleet's
+//! permits, with two destinations: the fleet's rate caps their sum. Real
+//! time.
 #![allow(dead_code)]
 
 use std::sync::Arc;
@@ -8,8 +11,9 @@ use std::sync::mpsc;
 use std::thread::JoinHandle;
 use std::time::Duration;
 
+use dripfeed::destinations::{DestinationConfig, Destinations};
 use dripfeed::global::{Failure, RedisConnection, RedisRate};
-use dripfeed::{Delivery, Outcome, Throttle};
+use dripfeed::{Delivery, Throttle};
 
 /// Where the shared bucket lives.
 #[derive(Clone)]
@@ -103,31 +107,39 @@ async fn run_node(
         .unwrap();
     tx.send(rate.clone()).unwrap();
     let seen = delivered.clone();
-    let (throttle, _drain) = Throttle::builder()
+    let template = Throttle::builder()
         .name(name)
         .drain_rate(cfg.local_rate)
-        .capacity(200)
-        .permits(rate.clone())
-        .build(move |_: &u64, _| {
-            seen.fetch_add(1, Ordering::Relaxed);
-            async { Delivery::Done }
+        .capacity(100)
+        .permits(rate.clone());
+    let set = Destinations::builder(template)
+        .destination("a", DestinationConfig::default())
+        .destination("b", DestinationConfig::default())
+        .build(move |_: &str| {
+            let seen = seen.clone();
+            move |_: &u64, _| {
+                seen.fetch_add(1, Ordering::Relaxed);
+                async { Delivery::Done }
+            }
         })
         .unwrap();
     let mut accepted = 0u64;
     let mut n = 0u64;
     while !stop.load(Ordering::Relaxed) {
-        while throttle.try_submit(n).is_ok() {
-            accepted += 1;
-            n += 1;
+        for dest in ["a", "b"] {
+            while set.try_submit(dest, n).is_ok() {
+                accepted += 1;
+                n += 1;
+            }
         }
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
-    let report = throttle.shutdown(Duration::ZERO).await;
+    let (stats, returned) = set.shutdown(Duration::ZERO).await;
     Report {
         accepted,
-        delivered: report.stats.delivered(),
-        returned: report.stats.outcome(Outcome::Returned),
-        dead_lettered: report.stats.outcome(Outcome::DeadLettered),
+        delivered: stats.iter().map(|s| s.delivered()).sum(),
+        returned: returned.len() as u64,
+        dead_lettered: stats.iter().map(|s| s.dead_lettered()).sum(),
         downstream_saw: delivered.load(Ordering::Relaxed),
         round_trips: rate.round_trips(),
         errors: rate.errors(),
