@@ -47,8 +47,29 @@ pub fn jittered(wait: Duration) -> Duration {
     crate::util::num::jittered(wait)
 }
 
+/// A wait rendered for a header so that callers told it together spread
+/// out: the wait rounded up (at least 1), plus a random share of a
+/// whole-second spread (1 s for waits up to 5 s, else 20 %), drawn from a
+/// generator this process seeded from the operating system. Use it for a
+/// `Retry-After` you compute yourself; a refusal's own is
+/// [`Rejected::retry_after_secs`].
+///
+/// ```
+/// use dripfeed::headers::spread_seconds;
+/// use std::time::Duration;
+/// let told: Vec<u64> = (0..1000).map(|_| spread_seconds(Duration::from_millis(1100))).collect();
+/// assert!(told.iter().all(|&s| s == 2 || s == 3), "never below the wait");
+/// assert!(told.iter().filter(|&&s| s == 2).count() > 300);
+/// assert!(told.iter().filter(|&&s| s == 3).count() > 300);
+/// ```
+pub fn spread_seconds(wait: Duration) -> u64 {
+    crate::util::num::spread_seconds(wait, fastrand::f64())
+}
+
 /// Every header field a refusal should carry: `Retry-After` when waiting
-/// helps, and the `RateLimit` pair when the refusing limit is known.
+/// helps (whole seconds, spread: see [`Rejected::retry_after_secs`]), and
+/// the `RateLimit` pair when the refusing limit is known, its `t` the same
+/// number as `Retry-After`.
 ///
 /// ```
 /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
@@ -64,17 +85,24 @@ pub fn jittered(wait: Duration) -> Duration {
 /// throttle.try_submit(2).unwrap();
 /// let refused = throttle.try_submit(3).unwrap_err();
 /// let fields = headers::for_rejected(&refused);
-/// assert_eq!(fields[0], ("retry-after", "2".to_string())); // 2 queued / 2 per s = 1 s + jitter
+/// let secs = refused.retry_after_secs().unwrap(); // 2 queued / 2 per s = 1 s: told 1 or 2
+/// assert!(secs == 1 || secs == 2);
+/// assert_eq!(fields[0], ("retry-after", secs.to_string()));
 /// assert_eq!(fields[1], ("ratelimit-policy", r#""queue";q=2;w=1"#.to_string()));
-/// assert_eq!(fields[2].0, "ratelimit");
+/// assert_eq!(fields[2], ("ratelimit", format!(r#""queue";r=0;t={secs}"#)));
 /// # }
 /// ```
 pub fn for_rejected<J>(rejected: &Rejected<J>) -> Vec<(&'static str, String)> {
     let mut fields = Vec::with_capacity(3);
-    if let Some(wait) = rejected.retry_after() {
-        fields.push(("retry-after", retry_after(wait)));
+    let secs = rejected.retry_after_secs();
+    if let Some(secs) = secs {
+        fields.push(("retry-after", secs.to_string()));
     }
     if let Some(limit) = rejected.rate_limit() {
+        let limit = match secs {
+            Some(secs) => limit.with_reset_secs(secs),
+            None => limit,
+        };
         fields.push(("ratelimit-policy", limit.policy_header()));
         fields.push(("ratelimit", limit.header()));
     }

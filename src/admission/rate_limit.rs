@@ -61,6 +61,15 @@ impl RateLimit {
         )
     }
 
+    /// The same state with the reset time `secs`, as a refusal's
+    /// `Retry-After` says it (the two fields agree).
+    pub(crate) fn with_reset_secs(self, secs: u64) -> Self {
+        RateLimit {
+            reset_s: secs,
+            ..self
+        }
+    }
+
     /// The policy's name (`"queue"` or `"key"`).
     pub fn policy(&self) -> &'static str {
         self.policy

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use super::rate_limit::RateLimit;
 use super::reason::Reason;
-use crate::util::num::{secs, with_jitter};
+use crate::util::num::{self, secs, with_jitter};
 
 /// A refused job, handed back to its caller with the reason and a wait hint.
 ///
@@ -132,6 +132,50 @@ impl<J> Rejected<J> {
         }
     }
 
+    /// The wait for a `Retry-After` header, in whole seconds: the wait
+    /// rounded up (never earlier than the queue or the key allows), plus a
+    /// share of a whole-second spread drawn for this refusal (1 s for waits
+    /// up to 5 s, else 20 %), so that callers refused together, told "1.0
+    /// to 1.2 s", come back at 1 or 2 s rather than all at 2. The
+    /// `RateLimit` field's `t` ([`headers::for_rejected`](crate::headers::for_rejected))
+    /// says the same. `None` when waiting would not help.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() {
+    /// use dripfeed::{Delivery, Throttle};
+    /// let (throttle, _drain) = Throttle::builder()
+    ///     .drain_rate(100.0)
+    ///     .capacity(100)
+    ///     .build(|_: &u32, _| async { Delivery::Done })
+    ///     .unwrap();
+    /// throttle.pause();
+    /// for job in 0..100 {
+    ///     throttle.try_submit(job).unwrap();
+    /// }
+    /// // 100 queued at 100/s: 1 s to drain. The header says 1 or 2.
+    /// let mut told = [0; 3];
+    /// for job in 0..1000 {
+    ///     let secs = throttle.try_submit(job).unwrap_err().retry_after_secs().unwrap();
+    ///     told[secs as usize] += 1;
+    /// }
+    /// assert_eq!(told[0], 0);
+    /// assert!(told[1] > 300 && told[2] > 300, "{told:?}");
+    /// # }
+    /// ```
+    pub fn retry_after_secs(&self) -> Option<u64> {
+        match self.hint {
+            Hint::None => None,
+            Hint::Queue {
+                depth, rate, seed, ..
+            } => Some(num::spread_seconds(secs(depth as f64 / rate), unit(seed))),
+            Hint::Known { wait_ns, .. } => Some(num::spread_seconds(
+                Duration::from_nanos(wait_ns),
+                unit(wait_ns.rotate_left(17)),
+            )),
+        }
+    }
+
     /// The HTTP status for this refusal (503, 429 or 400).
     pub fn status(&self) -> u16 {
         self.reason.status()
@@ -174,14 +218,11 @@ impl<J> Rejected<J> {
     }
 }
 
-/// A number in [0, 1) spread evenly from `seed` (splitmix64's finaliser):
-/// consecutive seeds give unrelated values.
+/// This refusal's share of the jitter, in [0, 1): from its `seed` (a
+/// number unique among its throttle's refusals) mixed with a key this
+/// process drew from the operating system.
 fn unit(seed: u64) -> f64 {
-    let mut z = seed.wrapping_add(0x9E37_79B9_7F4A_7C15);
-    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    z ^= z >> 31;
-    (z >> 11) as f64 / (1u64 << 53) as f64
+    num::unit(seed ^ num::process_key())
 }
 
 impl<J> fmt::Debug for Rejected<J> {

@@ -41,6 +41,37 @@ pub(crate) fn whole_seconds(d: Duration) -> u64 {
     secs.max(1)
 }
 
+/// A wait rendered in whole seconds that still spreads the callers told it
+/// together: `wait` rounded up (at least 1, so never earlier than the wait),
+/// plus `u`'s share (`u` in [0, 1)) of a spread of whole seconds: 1 s up to
+/// a 5 s wait, then 20 % of it. Callers told "1.0 to 1.2 s" come back at 1
+/// or at 2 s, half each, instead of all at 2.
+pub(crate) fn spread_seconds(wait: Duration, u: f64) -> u64 {
+    let base = whole_seconds(wait);
+    let spread = ((base as f64 * JITTER).round() as u64).max(1);
+    let extra = (u.clamp(0.0, 1.0) * (spread + 1) as f64) as u64;
+    base.saturating_add(extra.min(spread))
+}
+
+/// A number unique to this process, from the operating system's randomness
+/// (std's `RandomState` keys): mixed into every refusal's jitter, so that
+/// processes started alike do not jitter in lockstep.
+pub(crate) fn process_key() -> u64 {
+    use std::hash::BuildHasher;
+    static KEY: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
+    *KEY.get_or_init(|| std::collections::hash_map::RandomState::new().hash_one(0x5EED_u64))
+}
+
+/// A number in [0, 1) spread evenly from `seed` (splitmix64's finaliser):
+/// consecutive seeds give unrelated values.
+pub(crate) fn unit(seed: u64) -> f64 {
+    let mut z = seed.wrapping_add(0x9E37_79B9_7F4A_7C15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^= z >> 31;
+    (z >> 11) as f64 / (1u64 << 53) as f64
+}
+
 /// Nanoseconds in `d`, saturating.
 pub(crate) fn nanos(d: Duration) -> u64 {
     u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
@@ -48,6 +79,27 @@ pub(crate) fn nanos(d: Duration) -> u64 {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn whole_seconds_spread_over_two_values_at_least() {
+        use super::spread_seconds;
+        let s = |ms: u64, u: f64| spread_seconds(Duration::from_millis(ms), u);
+        assert_eq!(
+            (s(1000, 0.0), s(1000, 0.49), s(1000, 0.5), s(1000, 0.999)),
+            (1, 1, 2, 2)
+        );
+        assert_eq!(
+            (s(1100, 0.0), s(1100, 0.99)),
+            (2, 3),
+            "never below the wait"
+        );
+        assert_eq!(
+            (s(10_000, 0.0), s(10_000, 0.5), s(10_000, 0.99)),
+            (10, 11, 12)
+        );
+        assert_eq!(s(0, 0.0), 1);
+        assert_eq!(spread_seconds(Duration::MAX, 0.99), u64::MAX, "saturates");
+    }
+
     use super::*;
 
     #[test]
