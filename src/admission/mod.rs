@@ -34,12 +34,14 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use crossbeam_queue::ArrayQueue;
 use tokio::sync::Notify;
 
+pub(crate) mod holders;
 pub(crate) mod overflow;
 pub(crate) mod places;
 pub(crate) mod rate_limit;
 pub(crate) mod reason;
 pub(crate) mod rejected;
 
+use holders::{Holders, NO_KEY};
 pub(crate) use places::Full;
 use places::Reservations;
 
@@ -55,6 +57,9 @@ pub(crate) struct Entry<J> {
     pub(crate) admitted_ns: u64,
     /// Deadline, ns since the epoch; `u64::MAX` when the job has none.
     pub(crate) deadline_ns: u64,
+    /// The hash of the key it was admitted for ([`NO_KEY`] for none), whose
+    /// share of the queue it counts against until it leaves the ring.
+    pub(crate) key: u64,
 }
 
 /// For queues whose entries can be withdrawn while queued ([`Slots`](crate::Slots)).
@@ -84,14 +89,19 @@ pub(crate) struct Admission<J> {
     room_waiters: AtomicUsize,
     /// Serialises purges of withdrawn entries.
     purge: Mutex<()>,
+    /// Queued jobs per key, when jobs are admitted for keys.
+    holders: Option<Holders>,
 }
 
 impl<J> Admission<J> {
-    /// A ring of `ring_capacity` entries admitting up to `bound` at once.
+    /// A ring of `ring_capacity` entries admitting up to `bound` at once;
+    /// `keyed`: jobs are admitted for keys, which share the last places
+    /// fairly.
     pub(crate) fn new(
         ring_capacity: usize,
         bound: usize,
         withdrawal: Option<Withdrawal<J>>,
+        keyed: bool,
     ) -> Self {
         let ring_capacity = ring_capacity.max(1);
         Admission {
@@ -103,6 +113,7 @@ impl<J> Admission<J> {
             room: Notify::new(),
             room_waiters: AtomicUsize::new(0),
             purge: Mutex::new(()),
+            holders: keyed.then(Holders::new),
         }
     }
 
@@ -112,15 +123,63 @@ impl<J> Admission<J> {
         self.places.try_reserve().map(|first| Place {
             adm: Some(self),
             first,
+            key: NO_KEY,
         })
+    }
+
+    /// Takes a place for a job of `key` (a hash from
+    /// [`holders::key_of`]): past three quarters of the bound, only while
+    /// the key holds less than its share ([`Full::Share`] otherwise).
+    #[inline]
+    pub(crate) fn try_reserve_for(&self, key: u64) -> Result<Place<'_, J>, Full> {
+        let Some(holders) = self.holders.as_ref().filter(|_| key != NO_KEY) else {
+            return self.try_reserve();
+        };
+        if self.is_closed() {
+            return Err(Full::Closed);
+        }
+        if !holders.try_hold(key, self.depth(), self.bound()) {
+            return Err(if self.depth() >= self.bound() {
+                Full::Bound
+            } else {
+                Full::Share
+            });
+        }
+        match self.try_reserve() {
+            Ok(mut place) => {
+                place.key = key;
+                Ok(place)
+            }
+            Err(full) => {
+                holders.release(key);
+                Err(full)
+            }
+        }
+    }
+
+    /// A job of `key` left the ring (or its place went unused).
+    #[inline]
+    fn release_key(&self, key: u64) {
+        if key != NO_KEY
+            && let Some(holders) = &self.holders
+        {
+            holders.release(key);
+        }
     }
 
     /// Takes a place, waiting for room while the queue is at its bound.
     /// Cancel-safe: a dropped wait holds no place. Fails only when closed.
     pub(crate) async fn reserve(&self) -> Result<Place<'_, J>, Full> {
+        self.reserve_for(NO_KEY).await
+    }
+
+    /// [`reserve`](Self::reserve) for a job of `key`: also waits while the
+    /// key is above its share near the bound.
+    pub(crate) async fn reserve_for(&self, key: u64) -> Result<Place<'_, J>, Full> {
+        let try_now = || self.try_reserve_for(key);
         loop {
-            match self.try_reserve() {
-                Err(Full::Bound) => {}
+            match try_now() {
+                Err(Full::Bound | Full::Share) => {}
                 done => return done,
             }
             let _waiting = RoomWaiter::new(&self.room_waiters);
@@ -128,8 +187,8 @@ impl<J> Admission<J> {
             tokio::pin!(notified);
             notified.as_mut().enable();
             // Room may have freed between the failed reservation and enabling.
-            match self.try_reserve() {
-                Err(Full::Bound) => notified.await,
+            match try_now() {
+                Err(Full::Bound | Full::Share) => notified.await,
                 done => return done,
             }
         }
@@ -141,12 +200,14 @@ impl<J> Admission<J> {
         loop {
             let entry = self.ring.pop()?;
             self.left.fetch_add(1, Ordering::Relaxed);
+            self.release_key(entry.key);
             if self.withdrawal.is_some_and(|w| !(w.claim)(&entry.job)) {
                 continue;
             }
             let place = Place {
                 adm: Some(self),
                 first: false,
+                key: NO_KEY,
             };
             return Some((entry, place));
         }
@@ -193,6 +254,7 @@ impl<J> Admission<J> {
             match self.ring.pop() {
                 Some(e) if (w.withdrawn)(&e.job) => {
                     self.left.fetch_add(1, Ordering::Relaxed);
+                    self.release_key(e.key);
                 }
                 Some(e) => live.push_back(e),
                 None => break,
@@ -205,6 +267,7 @@ impl<J> Admission<J> {
                 match self.ring.pop() {
                     Some(x) if (w.withdrawn)(&x.job) => {
                         self.left.fetch_add(1, Ordering::Relaxed);
+                        self.release_key(x.key);
                     }
                     Some(x) => live.push_back(x),
                     None => std::thread::yield_now(),
@@ -272,6 +335,8 @@ pub(crate) struct Place<'a, J> {
     /// Taken on the empty edge: the drain may be asleep, and it is this
     /// place's duty to wake it.
     first: bool,
+    /// The key it was taken for (its entry carries it), or [`NO_KEY`].
+    key: u64,
 }
 
 impl<J> Place<'_, J> {
@@ -283,10 +348,11 @@ impl<J> Place<'_, J> {
     /// Queues `entry` in this place. Hands the entry back (and the place)
     /// only if the ring has no room, which the bound rules out.
     #[inline]
-    pub(crate) fn push(mut self, entry: Entry<J>) -> Result<(), Entry<J>> {
+    pub(crate) fn push(mut self, mut entry: Entry<J>) -> Result<(), Entry<J>> {
         let Some(adm) = self.adm else {
             return Err(entry);
         };
+        entry.key = self.key;
         adm.push_entry(entry)?;
         self.adm = None;
         if self.first {
@@ -300,6 +366,7 @@ impl<J> Drop for Place<'_, J> {
     #[inline]
     fn drop(&mut self) {
         if let Some(adm) = self.adm.take() {
+            adm.release_key(self.key);
             adm.give_back(self.first);
         }
     }
@@ -331,12 +398,13 @@ mod tests {
             id: u64::from(job),
             admitted_ns: 0,
             deadline_ns: u64::MAX,
+            key: NO_KEY,
         }
     }
 
     #[test]
     fn a_dropped_place_goes_back_and_a_pushed_one_stays() {
-        let adm = Admission::new(4, 2, None);
+        let adm = Admission::new(4, 2, None, false);
         let a = adm.try_reserve();
         assert!(a.as_ref().is_ok_and(|p| p.is_first()));
         drop(a);
@@ -363,7 +431,7 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn a_dropped_place_wakes_a_waiting_reserve() {
-        let adm = std::sync::Arc::new(Admission::<u32>::new(1, 1, None));
+        let adm = std::sync::Arc::new(Admission::<u32>::new(1, 1, None, false));
         let held = adm.try_reserve().map_err(|_| ()).map(|p| (p.is_first(), p));
         let (first, place) = match held {
             Ok(x) => x,
@@ -392,12 +460,13 @@ mod tests {
         use std::sync::Arc;
         use std::sync::atomic::AtomicBool;
         // Bound 2, ring 2: every withdrawn entry crowds the ring.
-        let adm = Admission::new(2, 2, Some(withdrawable()));
+        let adm = Admission::new(2, 2, Some(withdrawable()), false);
         let mk = |id| Entry {
             job: Arc::new(AtomicBool::new(false)),
             id,
             admitted_ns: 0,
             deadline_ns: u64::MAX,
+            key: NO_KEY,
         };
         let mut flags = Vec::new();
         for id in 0..10 {

@@ -25,6 +25,9 @@ const CLOSED: usize = 1 << (usize::BITS - 1);
 pub(crate) enum Full {
     /// The admission bound is reached.
     Bound,
+    /// The queue is near its bound and the key asking holds its share of it
+    /// (see [`holders`](super::holders)).
+    Share,
     /// The queue is closed.
     Closed,
 }

@@ -293,6 +293,7 @@ impl<J: Send + Sync + 'static> DestinationsBuilder<J> {
             let mut table = inner.lock();
             for (name, cfg) in self.named {
                 cfg.validate(max_rate)?;
+                fits_template(&inner.settings, &cfg)?;
                 let dest = Dest::new(&inner, &name, true, cfg);
                 table.insert(dest.name.clone(), Arc::new(dest));
             }
@@ -343,6 +344,18 @@ fn unshareable(s: &Settings) -> Option<(&'static str, &'static str)> {
         ));
     }
     None
+}
+
+/// A budget override on a template with a fixed capacity would give the
+/// destination's throttle both: refused, as the builder refuses them.
+fn fits_template(s: &Settings, cfg: &DestinationConfig) -> Result<(), DestinationError> {
+    match (s.capacity, cfg.budget_override()) {
+        (Some(_), Some(_)) => Err(DestinationError::Build(BuildError::Conflict {
+            first: "capacity",
+            second: "latency_budget",
+        })),
+        _ => Ok(()),
+    }
 }
 
 impl<J> Inner<J> {
@@ -483,7 +496,7 @@ impl<J: Send + Sync + 'static> Destinations<J> {
     /// use dripfeed::keyed::{BucketStore, KeyedBuckets, Quota};
     /// use dripfeed::{Delivery, Reason, Throttle};
     /// use std::sync::Arc;
-    /// let tenants: Arc<dyn BucketStore> = Arc::new(KeyedBuckets::<String>::new(1000, Quota::new(2.0, 1.0)?)?);
+    /// let tenants: Arc<dyn BucketStore> = Arc::new(KeyedBuckets::<String>::new(1000, Quota::per_second(1.0).burst(2.0)?)?);
     /// let set = Destinations::builder(Throttle::builder().drain_rate(100.0).key_store(tenants))
     ///     .build(|_: &str| |_: &u32, _| async { Delivery::Done })?;
     /// set.submit_keyed("a", "acme", 1.0, 1).await?;
@@ -538,6 +551,7 @@ impl<J: Send + Sync + 'static> Destinations<J> {
         cfg: DestinationConfig,
     ) -> Result<(), DestinationError> {
         cfg.validate(self.inner.max_rate)?;
+        fits_template(&self.inner.settings, &cfg)?;
         let d = self.dest(destination)?;
         d.configure(&self.inner, cfg)
     }

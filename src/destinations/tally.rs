@@ -2,16 +2,16 @@
 //! admission to their end (queued, waiting for a retry or in flight), and
 //! the set counts them all.
 //!
-//! The rule at the bound: a set holding `max` jobs refuses every new one.
-//! From three quarters of `max` on, a destination is refused unless it holds
-//! less than an equal share counting one destination more than hold jobs,
-//! `max / (busy + 1)`: the destinations with the largest queues get the
-//! 503s, and the last quarter is kept for those below their share and for
-//! newcomers, so one flooded destination cannot take the room the quiet
-//! ones need.
+//! The rule at the bound is [`fair_share`]: a set holding `max` jobs
+//! refuses every new one; from three quarters of `max` on, a destination is
+//! refused unless it holds less than an equal share counting one
+//! destination more than hold jobs, `max / (busy + 1)`, so one flooded
+//! destination cannot take the room the quiet ones need.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
+
+use crate::keyed::fair_share;
 
 /// The set-wide counts.
 #[derive(Debug, Default)]
@@ -32,19 +32,6 @@ impl SetTally {
 pub(crate) struct Tally {
     held: AtomicUsize,
     set: Arc<SetTally>,
-}
-
-/// Whether a destination holding `own` jobs may take one more when the
-/// set holds `total` (the new one not included) of `max`, with `busy`
-/// destinations holding jobs (this one included).
-pub(crate) fn may_hold(total: usize, own: usize, busy: usize, max: usize) -> bool {
-    if total >= max {
-        return false;
-    }
-    if total < max - max / 4 {
-        return true;
-    }
-    own < max / (busy + 1)
 }
 
 impl Tally {
@@ -69,7 +56,7 @@ impl Tally {
         }
         let total = self.set.held.fetch_add(1, Ordering::SeqCst);
         let busy = self.set.busy.load(Ordering::SeqCst);
-        if may_hold(total, own, busy, max) {
+        if fair_share(total, own, busy, max) {
             true
         } else {
             self.finished();
@@ -102,20 +89,6 @@ impl Tally {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn the_last_quarter_is_kept_for_destinations_below_their_share() {
-        assert!(may_hold(0, 0, 0, 100));
-        assert!(may_hold(74, 74, 1, 100));
-        assert!(
-            !may_hold(75, 74, 1, 100),
-            "alone, it leaves room for one more"
-        );
-        assert!(may_hold(75, 49, 1, 100));
-        assert!(!may_hold(75, 70, 2, 100), "70 of 100 is above a half share");
-        assert!(may_hold(75, 5, 2, 100), "5 is below it");
-        assert!(!may_hold(100, 0, 2, 100), "the bound is hard");
-    }
 
     #[test]
     fn counts_follow_holds_and_ends() {

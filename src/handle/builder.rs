@@ -158,17 +158,29 @@ impl<J: Send + Sync + 'static> ThrottleBuilder<J> {
     }
 
     /// The worst queueing delay accepted: the admission bound is
-    /// `ceil(budget × current rate)`, at least 1. Replaces a `capacity`.
+    /// `ceil(budget × current rate)`, at least 1. Give this or a
+    /// [`capacity`](Self::capacity), not both (that is
+    /// [`BuildError::Conflict`]).
     pub fn latency_budget(mut self, budget: Duration) -> Self {
         self.budget = Some(budget);
-        self.capacity = None;
         self
     }
 
-    /// A fixed admission bound, whatever the rate. Replaces a `latency_budget`.
+    /// A fixed admission bound, whatever the rate. Give this or a
+    /// [`latency_budget`](Self::latency_budget), not both.
+    ///
+    /// ```
+    /// use dripfeed::{BuildError, Throttle};
+    /// use std::time::Duration;
+    /// let both = Throttle::<u32>::builder()
+    ///     .drain_rate(10.0)
+    ///     .capacity(60)
+    ///     .latency_budget(Duration::from_secs(1));
+    /// let err = both.validate().unwrap_err();
+    /// assert_eq!(err, BuildError::Conflict { first: "capacity", second: "latency_budget" });
+    /// ```
     pub fn capacity(mut self, jobs: usize) -> Self {
         self.capacity = Some(jobs);
-        self.budget = None;
         self
     }
 
@@ -290,12 +302,12 @@ impl<J: Send + Sync + 'static> ThrottleBuilder<J> {
     /// use dripfeed::keyed::{BucketStore, KeyedBuckets, Quota};
     /// use std::sync::Arc;
     /// let tenants: Arc<dyn BucketStore> =
-    ///     Arc::new(KeyedBuckets::<String>::new(1_000, Quota::new(1.0, 1.0)?)?);
+    ///     Arc::new(KeyedBuckets::<String>::new(1_000, Quota::per_second(1.0).burst(1.0)?)?);
     /// let (throttle, _drain) = Throttle::builder()
     ///     .drain_rate(10.0)
     ///     .key_store(tenants.clone())
     ///     .build(|_: &u32, _| async { Delivery::Done })?;
-    /// tenants.set_quota("vip", Quota::new(2.0, 1.0)?).await?;
+    /// tenants.set_quota("vip", Quota::per_second(1.0).burst(2.0)?).await?;
     /// throttle.submit_keyed("vip", 1.0, 1).await?;
     /// throttle.submit_keyed("vip", 1.0, 2).await?;
     /// assert!(throttle.submit_keyed("guest", 1.0, 3).await.is_ok());
@@ -553,6 +565,12 @@ impl<J: Send + Sync + 'static> ThrottleBuilder<J> {
             }
         }
         let (bound, ring) = match (self.capacity, self.budget) {
+            (Some(_), Some(_)) => {
+                return Err(BuildError::Conflict {
+                    first: "capacity",
+                    second: "latency_budget",
+                });
+            }
             (Some(0), _) => return Err(BuildError::ZeroCapacity { what: "capacity" }),
             (Some(c), _) => (c as u64, c as u64),
             (None, budget) => {
@@ -634,6 +652,7 @@ impl<J: Send + Sync + 'static> ThrottleBuilder<J> {
             }
             None => None,
         };
+        warn_burst_above_queue(&self.name, &self.per_key, &self.key_store, bound);
         let retries = self.retry.map(|p| Retries::new(p, ring));
         // Recovered jobs wait with the retries, due at once, ahead of new
         // ones; they never count against the admission bound.
@@ -659,7 +678,12 @@ impl<J: Send + Sync + 'static> ThrottleBuilder<J> {
         };
         let shared = Arc::new(Shared::new(Parts {
             cfg,
-            admission: Admission::new(ring, bound, self.withdrawal),
+            admission: Admission::new(
+                ring,
+                bound,
+                self.withdrawal,
+                self.per_key.is_some() || self.key_store.is_some(),
+            ),
             endings: Endings {
                 name: self.name,
                 sink: self.sink,
@@ -832,6 +856,31 @@ impl<J: crate::journal::JobCodec + Send + Sync + 'static> ThrottleBuilder<J> {
             Some(tag.into()),
         ));
         self
+    }
+}
+
+/// A key's burst larger than the queue: the queue, not the quota, limits
+/// that key's bursts, and a flooding key fills the queue to the point where
+/// the fair-share rule refuses it. Legal, so a warning, not an error.
+fn warn_burst_above_queue(
+    name: &str,
+    per_key: &Option<(usize, Quota)>,
+    store: &Option<Arc<dyn BucketStore>>,
+    capacity: usize,
+) {
+    let burst = match (per_key, store) {
+        (Some((_, quota)), _) => quota.size(),
+        (None, Some(store)) => store.default_quota().size(),
+        (None, None) => return,
+    };
+    if burst > capacity as f64 {
+        tracing::warn!(
+            throttle = name,
+            burst,
+            capacity,
+            "a key's burst is above the queue's capacity: a flooding key is held to its share of \
+             the queue's last quarter, not to its quota"
+        );
     }
 }
 

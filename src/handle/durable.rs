@@ -73,7 +73,7 @@ impl<J: 'static> Throttle<J> {
     /// The journal first, then a place without waiting for room.
     async fn admit_durably(&self, id: u64, job: J) -> Result<Admitted, Rejected<J>> {
         let job = self.journal_first(id, job).await?;
-        let admitted = self.admit_as(id, job, None);
+        let admitted = self.admit_as(id, crate::admission::holders::NO_KEY, job, None);
         self.shared.after_journaled(id, &admitted);
         admitted
     }
@@ -177,6 +177,7 @@ mod with_journal {
                 id,
                 admitted_ns: now,
                 deadline_ns: u64::MAX,
+                key: crate::admission::holders::NO_KEY,
             };
             if retries.push(entry, 1, 0).is_err() {
                 // Room was made for every one of them at build.
@@ -259,12 +260,13 @@ mod with_journal {
         pub(crate) fn admit_journaled(
             &self,
             j: &Journaling<J>,
+            key: u64,
             job: J,
             until: Option<u64>,
         ) -> Result<Admitted, Rejected<J>> {
             let id = crate::util::ids::next();
             let (_, job) = self.send_record(j, id, job)?;
-            let admitted = self.admit_as(id, job, until);
+            let admitted = self.admit_as(id, key, job, until);
             self.shared.after_journaled(id, &admitted);
             admitted
         }

@@ -22,6 +22,7 @@
 use std::hash::{BuildHasher, Hash};
 use std::time::Duration;
 
+use crate::admission::holders::key_of;
 use crate::admission::overflow::Overflow;
 use crate::admission::rate_limit::RateLimit;
 use crate::admission::reason::{Cause, Reason};
@@ -51,7 +52,7 @@ impl<J: 'static> Throttle<J> {
     /// use std::time::Duration;
     /// let (throttle, _drain) = Throttle::builder()
     ///     .drain_rate(100.0)
-    ///     .per_key(10_000, Quota::new(5.0, 1.0).unwrap()) // burst 5, then 1 per second
+    ///     .per_key(10_000, Quota::per_second(1.0).burst(5.0).unwrap()) // burst 5, then 1 per second
     ///     .build(|_: &u32, _| async { Delivery::Done })
     ///     .unwrap();
     /// for job in 0..5 {
@@ -83,11 +84,52 @@ impl<J: 'static> Throttle<J> {
         if let Err(e) = keyed.table.try_admit(&k, cost) {
             return Err(refuse_key(self, job, e));
         }
-        let admitted = self.admit(job, None);
+        let admitted = self.admit_for(key_of(k), job, None);
         if admitted.is_err() {
             let _ = keyed.table.settle(&k, cost, 0.0);
         }
         admitted
+    }
+
+    /// [`try_submit_keyed`](Self::try_submit_keyed) that waits for room (and
+    /// for the key's share of a queue near its bound) instead of refusing:
+    /// the key is charged first (over its quota: refused at once), then a
+    /// place is awaited; a wait dropped or ended by close gives the charge
+    /// back. For [`Slots::acquire_keyed`](crate::Slots::acquire_keyed).
+    pub(crate) async fn submit_keyed_waiting(
+        &self,
+        key: impl Hash,
+        cost: f64,
+        job: J,
+    ) -> Result<Admitted, Rejected<J>> {
+        let s = &*self.shared;
+        let Some(keyed) = &s.keyed else {
+            return Err(s.refuse(job, Reason::Invalid));
+        };
+        let k = keyed.hasher.hash_one(key);
+        if let Err(e) = keyed.table.try_admit(&k, cost) {
+            return Err(refuse_key(self, job, e));
+        }
+        /// Gives the key its charge back unless disarmed.
+        struct Refund<'a>(Option<(&'a KeyedBuckets<u64>, u64, f64)>);
+        impl Drop for Refund<'_> {
+            fn drop(&mut self) {
+                if let Some((table, k, cost)) = self.0.take() {
+                    let _ = table.settle(&k, cost, 0.0);
+                }
+            }
+        }
+        let mut refund = Refund(Some((&keyed.table, k, cost)));
+        match s.admission.reserve_for(key_of(k)).await {
+            Ok(place) => {
+                let queued = self.queue(place, crate::util::ids::next(), job, None);
+                if queued.is_ok() {
+                    refund.0 = None;
+                }
+                queued
+            }
+            Err(_) => Err(s.refuse(job, Reason::Closed)),
+        }
     }
 
     /// Admits `job` for `key` at `cost` through whichever store the
@@ -114,7 +156,7 @@ impl<J: 'static> Throttle<J> {
     /// use dripfeed::keyed::{BucketStore, KeyedBuckets, Quota};
     /// use std::sync::Arc;
     ///
-    /// let quota = Quota::new(2.0, 1.0)?;
+    /// let quota = Quota::per_second(1.0).burst(2.0)?;
     /// let tenants: Arc<dyn BucketStore> = Arc::new(KeyedBuckets::<String>::new(10_000, quota)?);
     /// // or RedisBuckets::new(conn, "tenants", quota), or PgBuckets::new(pool, "tenants", quota)?
     /// let (throttle, _drain) = Throttle::builder()
@@ -149,7 +191,7 @@ impl<J: 'static> Throttle<J> {
             s.ended(id);
             return Err(refuse_stored(self, job, e));
         }
-        let admitted = self.admit_as(id, job, None);
+        let admitted = self.admit_as(id, key_of(s.key_hasher.hash_one(key)), job, None);
         s.after_journaled(id, &admitted);
         if admitted.is_err()
             && let Err(e) = store.refund(key, cost).await
@@ -169,7 +211,7 @@ impl<J: 'static> Throttle<J> {
     /// # use dripfeed::{Delivery, Throttle};
     /// # use dripfeed::keyed::{KeyedBuckets, Quota};
     /// # use std::sync::Arc;
-    /// # let store = Arc::new(KeyedBuckets::<String>::new(10, Quota::new(1.0, 1.0)?)?);
+    /// # let store = Arc::new(KeyedBuckets::<String>::new(10, Quota::per_second(1.0).burst(1.0)?)?);
     /// let (throttle, _drain) = Throttle::builder()
     ///     .drain_rate(10.0)
     ///     .key_store(store)
@@ -192,7 +234,7 @@ impl<J: 'static> Throttle<J> {
     /// use dripfeed::keyed::Quota;
     /// let (throttle, _drain) = Throttle::builder()
     ///     .drain_rate(10.0)
-    ///     .per_key(100, Quota::new(2.0, 1.0).unwrap())
+    ///     .per_key(100, Quota::per_second(1.0).burst(2.0).unwrap())
     ///     .build(|_: &u32, _| async { Delivery::Done })
     ///     .unwrap();
     /// assert_eq!(throttle.can_admit("k", 2.0), Ok(()));
@@ -229,7 +271,7 @@ impl<J: 'static> Throttle<J> {
     /// use dripfeed::keyed::Quota;
     /// let (throttle, _drain) = Throttle::builder()
     ///     .drain_rate(10.0)
-    ///     .per_key(100, Quota::new(100.0, 10.0).unwrap())
+    ///     .per_key(100, Quota::per_second(10.0).burst(100.0).unwrap())
     ///     .build(|_: &u32, _| async { Delivery::Done })
     ///     .unwrap();
     /// throttle.try_submit_keyed("report", 50.0, 1).unwrap(); // estimated 50

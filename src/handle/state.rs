@@ -67,6 +67,8 @@ pub(crate) struct Shared<J> {
     pub(crate) keyed: Option<Keyed>,
     /// Per-key buckets in a store that is awaited (Redis, PostgreSQL, …).
     pub(crate) store: Option<Arc<dyn BucketStore>>,
+    /// Hashes a store's keys for their share of the queue.
+    pub(crate) key_hasher: RandomState,
     pub(crate) in_flight: InFlight,
     /// Finished attempts for the adaptive drain (only when adaptive).
     pub(crate) feedback: Option<Feedback>,
@@ -136,6 +138,7 @@ impl<J> Shared<J> {
                 hasher: RandomState::new(),
             }),
             store: parts.store,
+            key_hasher: RandomState::new(),
             in_flight: parts.in_flight,
             feedback: parts.feedback,
             retries: parts.retries,
@@ -289,6 +292,7 @@ impl<J> Shared<J> {
             id,
             admitted_ns,
             deadline_ns: by_wait.min(until.unwrap_or(u64::MAX)),
+            key: crate::admission::holders::NO_KEY,
         }
     }
 

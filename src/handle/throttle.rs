@@ -7,6 +7,7 @@ use std::time::Duration;
 use crate::accounting::dead_letter::DeadLetterReason;
 use crate::accounting::ledger::Event;
 use crate::accounting::outcome::{Outcome, Stats};
+use crate::admission::holders::NO_KEY;
 use crate::admission::overflow::Overflow;
 use crate::admission::reason::Reason;
 use crate::admission::rejected::Rejected;
@@ -212,26 +213,41 @@ impl<J: 'static> Throttle<J> {
     /// Out of line: its result is built straight into the caller's slot.
     #[inline(never)]
     pub(crate) fn admit(&self, job: J, until: Option<u64>) -> Result<Admitted, Rejected<J>> {
-        #[cfg(feature = "journal")]
-        if let Some(j) = &self.shared.journal {
-            return self.admit_journaled(j, job, until);
-        }
-        self.admit_as(crate::util::ids::next(), job, until)
+        self.admit_for(NO_KEY, job, until)
     }
 
-    /// Admission of a job whose id is given.
+    /// Admission of a job of `key` (a hash from `key_of`, or [`NO_KEY`]).
+    #[inline]
+    pub(crate) fn admit_for(
+        &self,
+        key: u64,
+        job: J,
+        until: Option<u64>,
+    ) -> Result<Admitted, Rejected<J>> {
+        #[cfg(feature = "journal")]
+        if let Some(j) = &self.shared.journal {
+            return self.admit_journaled(j, key, job, until);
+        }
+        self.admit_as(crate::util::ids::next(), key, job, until)
+    }
+
+    /// Admission of a job whose id is given. A key above its share of a
+    /// queue near its bound is refused as the full queue would refuse it
+    /// (503), whatever the overflow policy: it evicts no one.
     #[inline]
     pub(crate) fn admit_as(
         &self,
         id: u64,
+        key: u64,
         job: J,
         until: Option<u64>,
     ) -> Result<Admitted, Rejected<J>> {
         let s = &*self.shared;
-        match s.admission.try_reserve() {
+        match s.admission.try_reserve_for(key) {
             Ok(place) => self.queue(place, id, job, until),
             Err(Full::Closed) => Err(s.refuse(job, Reason::Closed)),
             Err(Full::Bound) => self.overflow(id, job, until),
+            Err(Full::Share) => Err(s.refuse(job, Reason::Overloaded)),
         }
     }
 
@@ -318,7 +334,7 @@ impl<J: 'static> Throttle<J> {
             match s.admission.try_reserve() {
                 Ok(place) => return self.queue(place, id, job, until),
                 Err(Full::Closed) => return Err(s.refuse(job, Reason::Closed)),
-                Err(Full::Bound) => {}
+                Err(Full::Bound | Full::Share) => {}
             }
             if let Some((oldest, place)) = s.admission.pop() {
                 let queued = self.queue(place, id, job, until);

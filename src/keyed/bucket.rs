@@ -12,14 +12,15 @@ use tokio::time::Instant;
 
 const NANOS_PER_SEC: f64 = 1e9;
 
-/// A bucket's size (the most debt an admission may leave) and drain rate
-/// (debt units per second).
+/// A bucket's drain rate (debt units per second: the sustained rate) and
+/// size (the burst: the most debt an admission may leave), built with
+/// named steps: `Quota::per_second(rate).burst(size)`.
 ///
 /// ```
 /// use dripfeed::keyed::Quota;
-/// let q = Quota::new(10.0, 2.0)?;
-/// assert_eq!((q.size(), q.rate()), (10.0, 2.0));
-/// assert!(Quota::new(f64::NAN, 1.0).is_err());
+/// let q = Quota::per_second(2.0).burst(10.0)?; // 2/s sustained, bursts of 10
+/// assert_eq!((q.rate(), q.size()), (2.0, 10.0));
+/// assert!(Quota::per_second(f64::NAN).burst(1.0).is_err());
 /// # Ok::<(), dripfeed::keyed::QuotaError>(())
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -28,16 +29,71 @@ pub struct Quota {
     rate: f64,
 }
 
-impl Quota {
-    /// A quota of `size` debt units draining at `rate` units per second;
-    /// both must be finite and positive.
+/// A quota's rate, waiting for its burst: from [`Quota::per_second`] or
+/// [`Quota::per_minute`]; finish with [`burst`](Self::burst).
+#[derive(Debug, Clone, Copy, PartialEq)]
+#[must_use = "give the quota its burst: Quota::per_second(rate).burst(size)"]
+pub struct QuotaBuilder {
+    rate: f64,
+}
+
+impl QuotaBuilder {
+    /// The burst: the most cost admitted at once from an empty bucket (the
+    /// bucket's size). It must be finite, positive, and at least every cost
+    /// you admit.
     ///
     /// ```
     /// use dripfeed::keyed::{Quota, QuotaError};
-    /// assert_eq!(Quota::new(0.0, 1.0), Err(QuotaError::InvalidSize(0.0)));
-    /// assert_eq!(Quota::new(1.0, f64::INFINITY), Err(QuotaError::InvalidRate(f64::INFINITY)));
+    /// assert_eq!(Quota::per_second(1.0).burst(0.0), Err(QuotaError::InvalidSize(0.0)));
     /// ```
+    pub fn burst(self, size: f64) -> Result<Quota, QuotaError> {
+        Quota::checked(size, self.rate)
+    }
+}
+
+impl Quota {
+    /// A quota sustaining `rate` units per second; give its burst next.
+    ///
+    /// ```
+    /// use dripfeed::keyed::{Quota, QuotaError};
+    /// let q = Quota::per_second(20.0).burst(50.0)?;
+    /// assert_eq!(q.drain_time(), std::time::Duration::from_millis(2500));
+    /// assert_eq!(Quota::per_second(-1.0).burst(1.0), Err(QuotaError::InvalidRate(-1.0)));
+    /// # Ok::<(), QuotaError>(())
+    /// ```
+    pub fn per_second(rate: f64) -> QuotaBuilder {
+        QuotaBuilder { rate }
+    }
+
+    /// A quota sustaining `units` per minute; give its burst next.
+    ///
+    /// ```
+    /// use dripfeed::keyed::Quota;
+    /// let q = Quota::per_minute(120.0).burst(10.0)?;
+    /// assert_eq!(q.rate(), 2.0);
+    /// # Ok::<(), dripfeed::keyed::QuotaError>(())
+    /// ```
+    pub fn per_minute(units: f64) -> QuotaBuilder {
+        QuotaBuilder { rate: units / 60.0 }
+    }
+
+    /// A quota of `size` debt units draining at `rate` units per second.
+    /// Two numbers of one type in a row are easy to swap: use
+    /// [`Quota::per_second`]`(rate).burst(size)`.
+    ///
+    /// ```
+    /// # #![allow(deprecated)]
+    /// use dripfeed::keyed::Quota;
+    /// assert_eq!(Quota::new(10.0, 2.0)?, Quota::per_second(2.0).burst(10.0)?);
+    /// # Ok::<(), dripfeed::keyed::QuotaError>(())
+    /// ```
+    #[deprecated(since = "0.2.0", note = "use Quota::per_second(rate).burst(size)")]
     pub fn new(size: f64, rate: f64) -> Result<Self, QuotaError> {
+        Self::checked(size, rate)
+    }
+
+    /// Both finite and positive, else the error naming which.
+    fn checked(size: f64, rate: f64) -> Result<Self, QuotaError> {
         if !(size.is_finite() && size > 0.0) {
             return Err(QuotaError::InvalidSize(size));
         }
@@ -51,7 +107,7 @@ impl Quota {
     ///
     /// ```
     /// # use dripfeed::keyed::Quota;
-    /// assert_eq!(Quota::new(5.0, 1.0)?.size(), 5.0);
+    /// assert_eq!(Quota::per_second(1.0).burst(5.0)?.size(), 5.0);
     /// # Ok::<(), dripfeed::keyed::QuotaError>(())
     /// ```
     pub fn size(&self) -> f64 {
@@ -62,7 +118,7 @@ impl Quota {
     ///
     /// ```
     /// # use dripfeed::keyed::Quota;
-    /// assert_eq!(Quota::new(5.0, 0.5)?.rate(), 0.5);
+    /// assert_eq!(Quota::per_second(0.5).burst(5.0)?.rate(), 0.5);
     /// # Ok::<(), dripfeed::keyed::QuotaError>(())
     /// ```
     pub fn rate(&self) -> f64 {
@@ -75,8 +131,8 @@ impl Quota {
     /// ```
     /// # use dripfeed::keyed::Quota;
     /// # use std::time::Duration;
-    /// assert_eq!(Quota::new(10.0, 4.0)?.drain_time(), Duration::from_millis(2500));
-    /// assert_eq!(Quota::new(f64::MAX, f64::MIN_POSITIVE)?.drain_time(), Duration::MAX);
+    /// assert_eq!(Quota::per_second(4.0).burst(10.0)?.drain_time(), Duration::from_millis(2500));
+    /// assert_eq!(Quota::per_second(f64::MIN_POSITIVE).burst(f64::MAX)?.drain_time(), Duration::MAX);
     /// # Ok::<(), dripfeed::keyed::QuotaError>(())
     /// ```
     pub fn drain_time(&self) -> Duration {
@@ -88,7 +144,7 @@ impl Quota {
 ///
 /// ```
 /// use dripfeed::keyed::{Quota, QuotaError};
-/// let err = Quota::new(-1.0, 1.0).unwrap_err();
+/// let err = Quota::per_second(1.0).burst(-1.0).unwrap_err();
 /// assert_eq!(err, QuotaError::InvalidSize(-1.0));
 /// assert_eq!(err.to_string(), "quota size must be finite and positive, got -1");
 /// ```
@@ -118,7 +174,7 @@ impl std::error::Error for QuotaError {}
 /// use dripfeed::keyed::{Bucket, Quota};
 /// use tokio::time::Instant;
 /// let now = Instant::now();
-/// let ok = Bucket::new(now).try_admit_at(&Quota::new(10.0, 1.0)?, 3.0, now)?;
+/// let ok = Bucket::new(now).try_admit_at(&Quota::per_second(1.0).burst(10.0)?, 3.0, now)?;
 /// assert_eq!((ok.debt(), ok.remaining(), ok.size()), (3.0, 7.0, 10.0));
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
@@ -135,7 +191,7 @@ impl Admit {
     /// ```
     /// # use dripfeed::keyed::{Bucket, Quota};
     /// # let now = tokio::time::Instant::now();
-    /// let ok = Bucket::new(now).try_admit_at(&Quota::new(4.0, 1.0)?, 1.5, now)?;
+    /// let ok = Bucket::new(now).try_admit_at(&Quota::per_second(1.0).burst(4.0)?, 1.5, now)?;
     /// assert_eq!(ok.debt(), 1.5);
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
@@ -148,7 +204,7 @@ impl Admit {
     /// ```
     /// # use dripfeed::keyed::{Bucket, Quota};
     /// # let now = tokio::time::Instant::now();
-    /// let ok = Bucket::new(now).try_admit_at(&Quota::new(4.0, 1.0)?, 4.0, now)?;
+    /// let ok = Bucket::new(now).try_admit_at(&Quota::per_second(1.0).burst(4.0)?, 4.0, now)?;
     /// assert_eq!(ok.remaining(), 0.0);
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
@@ -162,7 +218,7 @@ impl Admit {
     /// ```
     /// # use dripfeed::keyed::{Bucket, Quota};
     /// # let now = tokio::time::Instant::now();
-    /// let ok = Bucket::new(now).try_admit_at(&Quota::new(4.0, 1.0)?, 1.0, now)?;
+    /// let ok = Bucket::new(now).try_admit_at(&Quota::per_second(1.0).burst(4.0)?, 1.0, now)?;
     /// assert_eq!(ok.size(), 4.0);
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
@@ -176,7 +232,7 @@ impl Admit {
     /// # use dripfeed::keyed::{Bucket, Quota};
     /// # use std::time::Duration;
     /// # let now = tokio::time::Instant::now();
-    /// let ok = Bucket::new(now).try_admit_at(&Quota::new(4.0, 2.0)?, 3.0, now)?;
+    /// let ok = Bucket::new(now).try_admit_at(&Quota::per_second(2.0).burst(4.0)?, 3.0, now)?;
     /// assert_eq!(ok.empty_after(), Duration::from_millis(1500));
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
@@ -191,7 +247,7 @@ impl Admit {
 /// use dripfeed::keyed::{AdmitError, Bucket, Quota};
 /// use std::time::Duration;
 /// let now = tokio::time::Instant::now();
-/// let q = Quota::new(2.0, 4.0)?;
+/// let q = Quota::per_second(4.0).burst(2.0)?;
 /// let mut b = Bucket::new(now);
 /// b.try_admit_at(&q, 2.0, now)?;
 /// let Err(AdmitError::OverQuota(over)) = b.try_admit_at(&q, 1.0, now) else { panic!() };
@@ -216,7 +272,7 @@ impl OverQuota {
     /// # use dripfeed::keyed::{AdmitError, Bucket, Quota};
     /// # use std::time::Duration;
     /// # let now = tokio::time::Instant::now();
-    /// let q = Quota::new(1.0, 1.0)?;
+    /// let q = Quota::per_second(1.0).burst(1.0)?;
     /// let mut b = Bucket::new(now);
     /// b.try_admit_at(&q, 1.0, now)?;
     /// let Err(AdmitError::OverQuota(o)) = b.try_admit_at(&q, 0.5, now) else { panic!() };
@@ -232,7 +288,7 @@ impl OverQuota {
     /// ```
     /// # use dripfeed::keyed::{AdmitError, Bucket, Quota};
     /// # let now = tokio::time::Instant::now();
-    /// let q = Quota::new(1.0, 1.0)?;
+    /// let q = Quota::per_second(1.0).burst(1.0)?;
     /// let mut b = Bucket::new(now);
     /// b.try_admit_at(&q, 1.0, now)?;
     /// let Err(AdmitError::OverQuota(o)) = b.try_admit_at(&q, 1.0, now) else { panic!() };
@@ -249,7 +305,7 @@ impl OverQuota {
     /// ```
     /// # use dripfeed::keyed::{AdmitError, Bucket, Quota};
     /// # let now = tokio::time::Instant::now();
-    /// let q = Quota::new(4.0, 2.0)?;
+    /// let q = Quota::per_second(2.0).burst(4.0)?;
     /// let mut b = Bucket::new(now);
     /// b.try_admit_at(&q, 4.0, now)?;
     /// let Err(AdmitError::OverQuota(o)) = b.try_admit_at(&q, 1.0, now) else { panic!() };
@@ -268,7 +324,7 @@ impl OverQuota {
     /// # use dripfeed::keyed::{AdmitError, Bucket, Quota};
     /// # use std::time::Duration;
     /// # let now = tokio::time::Instant::now();
-    /// let q = Quota::new(4.0, 2.0)?;
+    /// let q = Quota::per_second(2.0).burst(4.0)?;
     /// let mut b = Bucket::new(now);
     /// b.try_admit_at(&q, 4.0, now)?;
     /// let Err(AdmitError::OverQuota(o)) = b.try_admit_at(&q, 1.0, now) else { panic!() };
@@ -284,7 +340,7 @@ impl OverQuota {
     /// ```
     /// # use dripfeed::keyed::{AdmitError, Bucket, Quota};
     /// # let now = tokio::time::Instant::now();
-    /// let q = Quota::new(1.0, 1.0)?;
+    /// let q = Quota::per_second(1.0).burst(1.0)?;
     /// let mut b = Bucket::new(now);
     /// b.try_admit_at(&q, 0.75, now)?;
     /// let Err(AdmitError::OverQuota(o)) = b.try_admit_at(&q, 0.5, now) else { panic!() };
@@ -309,7 +365,7 @@ impl std::error::Error for OverQuota {}
 /// ```
 /// use dripfeed::keyed::{Bucket, InvalidCost, Quota};
 /// let now = tokio::time::Instant::now();
-/// let err = Bucket::new(now).settle_at(&Quota::new(1.0, 1.0)?, 1.0, -2.0, now).unwrap_err();
+/// let err = Bucket::new(now).settle_at(&Quota::per_second(1.0).burst(1.0)?, 1.0, -2.0, now).unwrap_err();
 /// assert_eq!(err.cost(), -2.0);
 /// assert_eq!(err.to_string(), "invalid cost -2");
 /// # Ok::<(), Box<dyn std::error::Error>>(())
@@ -325,7 +381,7 @@ impl InvalidCost {
     /// ```
     /// # use dripfeed::keyed::{AdmitError, Bucket, Quota};
     /// # let now = tokio::time::Instant::now();
-    /// let e = Bucket::new(now).try_admit_at(&Quota::new(1.0, 1.0)?, 0.0, now).unwrap_err();
+    /// let e = Bucket::new(now).try_admit_at(&Quota::per_second(1.0).burst(1.0)?, 0.0, now).unwrap_err();
     /// let AdmitError::InvalidCost(bad) = e else { panic!() };
     /// assert_eq!(bad.cost(), 0.0);
     /// # Ok::<(), Box<dyn std::error::Error>>(())
@@ -348,7 +404,7 @@ impl std::error::Error for InvalidCost {}
 /// ```
 /// use dripfeed::keyed::{AdmitError, Bucket, Quota};
 /// let now = tokio::time::Instant::now();
-/// let err = Bucket::new(now).try_admit_at(&Quota::new(5.0, 1.0)?, 6.0, now).unwrap_err();
+/// let err = Bucket::new(now).try_admit_at(&Quota::per_second(1.0).burst(5.0)?, 6.0, now).unwrap_err();
 /// assert_eq!(err, AdmitError::CostExceedsSize { cost: 6.0, size: 5.0 });
 /// assert_eq!(err.to_string(), "cost 6 exceeds bucket size 5");
 /// # Ok::<(), Box<dyn std::error::Error>>(())
@@ -401,7 +457,7 @@ impl From<InvalidCost> for AdmitError {
 /// use dripfeed::keyed::{Bucket, Quota};
 /// use std::time::Duration;
 /// let t0 = tokio::time::Instant::now();
-/// let q = Quota::new(10.0, 2.0)?;
+/// let q = Quota::per_second(2.0).burst(10.0)?;
 /// let mut b = Bucket::new(t0);
 /// b.try_admit_at(&q, 10.0, t0)?;
 /// assert!(b.can_admit_at(&q, 1.0, t0).is_err());
@@ -421,7 +477,7 @@ impl Bucket {
     /// ```
     /// # use dripfeed::keyed::{Bucket, Quota};
     /// let now = tokio::time::Instant::now();
-    /// assert_eq!(Bucket::new(now).debt_at(&Quota::new(1.0, 1.0)?, now), 0.0);
+    /// assert_eq!(Bucket::new(now).debt_at(&Quota::per_second(1.0).burst(1.0)?, now), 0.0);
     /// # Ok::<(), dripfeed::keyed::QuotaError>(())
     /// ```
     pub fn new(now: Instant) -> Self {
@@ -447,7 +503,7 @@ impl Bucket {
     /// # use dripfeed::keyed::{Bucket, Quota};
     /// # use std::time::Duration;
     /// let t0 = tokio::time::Instant::now();
-    /// let q = Quota::new(4.0, 1.0)?;
+    /// let q = Quota::per_second(1.0).burst(4.0)?;
     /// let mut b = Bucket::new(t0);
     /// b.try_admit_at(&q, 3.0, t0)?;
     /// assert_eq!(b.debt_at(&q, t0 + Duration::from_secs(1)), 2.0);
@@ -465,7 +521,7 @@ impl Bucket {
     /// # use dripfeed::keyed::{Bucket, Quota};
     /// # use std::time::Duration;
     /// let t0 = tokio::time::Instant::now();
-    /// let q = Quota::new(4.0, 2.0)?;
+    /// let q = Quota::per_second(2.0).burst(4.0)?;
     /// let mut b = Bucket::new(t0);
     /// b.try_admit_at(&q, 3.0, t0)?;
     /// assert_eq!(b.empty_at(&q), Some(t0 + Duration::from_millis(1500)));
@@ -481,7 +537,7 @@ impl Bucket {
     /// ```
     /// # use dripfeed::keyed::{Bucket, Quota};
     /// let now = tokio::time::Instant::now();
-    /// let q = Quota::new(2.0, 1.0)?;
+    /// let q = Quota::per_second(1.0).burst(2.0)?;
     /// let b = Bucket::new(now);
     /// assert!(b.can_admit_at(&q, 2.0, now).is_ok());
     /// assert_eq!(b, Bucket::new(now));
@@ -499,7 +555,7 @@ impl Bucket {
     /// ```
     /// # use dripfeed::keyed::{AdmitError, Bucket, Quota};
     /// let now = tokio::time::Instant::now();
-    /// let q = Quota::new(2.0, 1.0)?;
+    /// let q = Quota::per_second(1.0).burst(2.0)?;
     /// let mut b = Bucket::new(now);
     /// assert_eq!(b.try_admit_at(&q, 1.5, now)?.debt(), 1.5);
     /// assert!(matches!(b.try_admit_at(&q, 1.0, now), Err(AdmitError::OverQuota(_))));
@@ -526,7 +582,7 @@ impl Bucket {
     /// ```
     /// # use dripfeed::keyed::{Bucket, Quota};
     /// let now = tokio::time::Instant::now();
-    /// let q = Quota::new(2.0, 1.0)?;
+    /// let q = Quota::per_second(1.0).burst(2.0)?;
     /// let mut b = Bucket::new(now);
     /// b.try_admit_at(&q, 2.0, now)?;
     /// assert_eq!(b.settle_at(&q, 2.0, 5.0, now)?, 5.0);
@@ -680,8 +736,10 @@ mod tests {
     #[test]
     fn hostile_inputs_give_values_or_errors() {
         let now = Instant::now();
-        let tiny = Quota::new(f64::MIN_POSITIVE, f64::MIN_POSITIVE).unwrap();
-        let huge = Quota::new(f64::MAX, f64::MAX).unwrap();
+        let tiny = Quota::per_second(f64::MIN_POSITIVE)
+            .burst(f64::MIN_POSITIVE)
+            .unwrap();
+        let huge = Quota::per_second(f64::MAX).burst(f64::MAX).unwrap();
         for q in [tiny, huge] {
             let mut b = Bucket::new(now);
             for cost in [f64::NAN, f64::INFINITY, -0.0, 5e-324, 1e-300, f64::MAX] {
@@ -694,7 +752,7 @@ mod tests {
         }
         let far = now + Duration::from_secs(u64::MAX / 4);
         let mut b = Bucket::new(far);
-        let slow = Quota::new(1.0, f64::MIN_POSITIVE).unwrap();
+        let slow = Quota::per_second(f64::MIN_POSITIVE).burst(1.0).unwrap();
         assert!(b.try_admit_at(&slow, 1.0, far).is_ok());
         assert_eq!(b.empty_at(&slow), None);
         assert_eq!(slow.drain_time(), Duration::MAX);
@@ -703,7 +761,7 @@ mod tests {
     #[test]
     fn refusal_and_wait_are_exact() {
         let t0 = Instant::now();
-        let q = Quota::new(8.0, 2.0).unwrap();
+        let q = Quota::per_second(2.0).burst(8.0).unwrap();
         let mut b = Bucket::new(t0);
         b.try_admit_at(&q, 8.0, t0).unwrap();
         let Err(AdmitError::OverQuota(o)) = b.try_admit_at(&q, 3.0, t0) else {

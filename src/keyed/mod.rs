@@ -19,7 +19,7 @@
 //! use std::time::Duration;
 //!
 //! // 10 units of burst per tenant, refilling 2 units a second.
-//! let table = KeyedBuckets::new(100_000, Quota::new(10.0, 2.0)?)?;
+//! let table = KeyedBuckets::new(100_000, Quota::per_second(2.0).burst(10.0)?)?;
 //! let now = tokio::time::Instant::now();
 //! assert!(table.try_admit_at(&"acme", 8.0, now).is_ok());
 //! match table.try_admit_at(&"acme", 4.0, now) {
@@ -32,11 +32,15 @@
 
 pub(crate) mod bucket;
 mod shard;
+mod share;
 mod store;
 mod store_error;
 mod table;
 
-pub use bucket::{Admit, AdmitError, Bucket, InvalidCost, OverQuota, Quota, QuotaError};
+pub use bucket::{
+    Admit, AdmitError, Bucket, InvalidCost, OverQuota, Quota, QuotaBuilder, QuotaError,
+};
+pub use share::fair_share;
 pub use store::BucketStore;
 pub use store_error::{BucketError, StoreFailure};
 pub use table::{KeyedBuckets, KeyedBucketsBuilder, TableError, TooManyOverrides};

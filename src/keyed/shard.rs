@@ -517,7 +517,7 @@ mod tests {
         #[test]
         fn index_heap_and_victims_stay_exact(ops in proptest::collection::vec(op(), 1..200)) {
             let hasher = RandomState::new();
-            let default = Quota::new(5.0, 1.0).unwrap();
+            let default = Quota::per_second(1.0).burst(5.0).unwrap();
             let ctx = Ctx { default: &default, hasher: &hasher };
             let mut shard = Shard::<u8>::new(5).unwrap();
             let mut now = 0u64;
@@ -526,7 +526,7 @@ mod tests {
                     Op::Admit(k, c) => { let _ = shard.admit(hasher.hash_one(k), &k, c, now, &ctx); }
                     Op::Settle(k, e, a) => { let _ = shard.settle(hasher.hash_one(k), &k, (e, a), now, &ctx); }
                     Op::SetRate(k, r) => {
-                        let q = r.map(|r| Quota::new(5.0, r).unwrap());
+                        let q = r.map(|r| Quota::per_second(r).burst(5.0).unwrap());
                         shard.set_quota(hasher.hash_one(k), k, q, now, &default);
                     }
                     Op::Advance(d) => now += d,

@@ -35,7 +35,7 @@ use super::{Admit, AdmitError, BucketError, KeyedBuckets, Quota};
 /// use std::sync::Arc;
 /// use std::time::Duration;
 ///
-/// let store: Arc<dyn BucketStore> = Arc::new(KeyedBuckets::<String>::new(1_000, Quota::new(3.0, 1.0)?)?);
+/// let store: Arc<dyn BucketStore> = Arc::new(KeyedBuckets::<String>::new(1_000, Quota::per_second(1.0).burst(3.0)?)?);
 /// assert_eq!(store.try_admit("acme", 2.0).await?.remaining(), 1.0);
 /// let refused = store.try_admit("acme", 2.0).await.unwrap_err();
 /// let Some(AdmitError::OverQuota(over)) = refused.as_admit() else { panic!() };
@@ -51,7 +51,7 @@ pub trait BucketStore: Send + Sync + fmt::Debug {
     ///
     /// ```
     /// # use dripfeed::keyed::{BucketStore, KeyedBuckets, Quota};
-    /// let q = Quota::new(5.0, 1.0)?;
+    /// let q = Quota::per_second(1.0).burst(5.0)?;
     /// let store = KeyedBuckets::<String>::new(10, q)?;
     /// assert_eq!(BucketStore::default_quota(&store), q);
     /// # Ok::<(), Box<dyn std::error::Error>>(())
@@ -65,7 +65,7 @@ pub trait BucketStore: Send + Sync + fmt::Debug {
     /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
     /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
     /// # use dripfeed::keyed::{BucketStore, KeyedBuckets, Quota};
-    /// let store = KeyedBuckets::<String>::new(10, Quota::new(3.0, 1.0)?)?;
+    /// let store = KeyedBuckets::<String>::new(10, Quota::per_second(1.0).burst(3.0)?)?;
     /// assert_eq!(BucketStore::try_admit(&store, "k", 2.0).await?.debt(), 2.0);
     /// # Ok(())
     /// # }
@@ -79,7 +79,7 @@ pub trait BucketStore: Send + Sync + fmt::Debug {
     /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
     /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
     /// # use dripfeed::keyed::{BucketStore, KeyedBuckets, Quota};
-    /// let store = KeyedBuckets::<String>::new(10, Quota::new(3.0, 1.0)?)?;
+    /// let store = KeyedBuckets::<String>::new(10, Quota::per_second(1.0).burst(3.0)?)?;
     /// assert!(BucketStore::can_admit(&store, "k", 3.0).await.is_ok());
     /// assert!(BucketStore::can_admit(&store, "k", 4.0).await.is_err(), "above the size");
     /// # Ok(())
@@ -93,7 +93,7 @@ pub trait BucketStore: Send + Sync + fmt::Debug {
     /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
     /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
     /// # use dripfeed::keyed::{BucketStore, KeyedBuckets, Quota};
-    /// let store = KeyedBuckets::<String>::new(10, Quota::new(3.0, 1.0)?)?;
+    /// let store = KeyedBuckets::<String>::new(10, Quota::per_second(1.0).burst(3.0)?)?;
     /// assert_eq!(BucketStore::debt(&store, "nobody").await?, 0.0);
     /// # Ok(())
     /// # }
@@ -108,7 +108,7 @@ pub trait BucketStore: Send + Sync + fmt::Debug {
     /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
     /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
     /// # use dripfeed::keyed::{BucketStore, KeyedBuckets, Quota};
-    /// let store = KeyedBuckets::<String>::new(10, Quota::new(10.0, 1.0)?)?;
+    /// let store = KeyedBuckets::<String>::new(10, Quota::per_second(1.0).burst(10.0)?)?;
     /// BucketStore::try_admit(&store, "report", 8.0).await?;
     /// assert_eq!(BucketStore::settle(&store, "report", 8.0, 3.0).await?, 3.0);
     /// assert_eq!(BucketStore::settle(&store, "report", 0.0, 9.0).await?, 12.0, "above the size");
@@ -124,7 +124,7 @@ pub trait BucketStore: Send + Sync + fmt::Debug {
     /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
     /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
     /// # use dripfeed::keyed::{BucketStore, KeyedBuckets, Quota};
-    /// let store = KeyedBuckets::<String>::new(10, Quota::new(4.0, 1.0)?)?;
+    /// let store = KeyedBuckets::<String>::new(10, Quota::per_second(1.0).burst(4.0)?)?;
     /// BucketStore::try_admit(&store, "k", 4.0).await?;
     /// assert_eq!(store.refund("k", 4.0).await?, 0.0);
     /// # Ok(())
@@ -141,8 +141,8 @@ pub trait BucketStore: Send + Sync + fmt::Debug {
     /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
     /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
     /// # use dripfeed::keyed::{BucketStore, KeyedBuckets, Quota};
-    /// let store = KeyedBuckets::<String>::new(10, Quota::new(1.0, 1.0)?)?;
-    /// BucketStore::set_quota(&store, "vip", Quota::new(100.0, 10.0)?).await?;
+    /// let store = KeyedBuckets::<String>::new(10, Quota::per_second(1.0).burst(1.0)?)?;
+    /// BucketStore::set_quota(&store, "vip", Quota::per_second(10.0).burst(100.0)?).await?;
     /// assert_eq!(BucketStore::quota(&store, "vip").await?.size(), 100.0);
     /// # Ok(())
     /// # }
@@ -155,7 +155,7 @@ pub trait BucketStore: Send + Sync + fmt::Debug {
     /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
     /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
     /// # use dripfeed::keyed::{BucketStore, KeyedBuckets, Quota};
-    /// let store = KeyedBuckets::<String>::new(10, Quota::new(1.0, 1.0)?)?;
+    /// let store = KeyedBuckets::<String>::new(10, Quota::per_second(1.0).burst(1.0)?)?;
     /// assert!(!BucketStore::clear_quota(&store, "nobody").await?);
     /// # Ok(())
     /// # }
@@ -168,7 +168,7 @@ pub trait BucketStore: Send + Sync + fmt::Debug {
     /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
     /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
     /// # use dripfeed::keyed::{BucketStore, KeyedBuckets, Quota};
-    /// let q = Quota::new(2.0, 1.0)?;
+    /// let q = Quota::per_second(1.0).burst(2.0)?;
     /// let store = KeyedBuckets::<String>::new(10, q)?;
     /// assert_eq!(BucketStore::quota(&store, "anyone").await?, q);
     /// # Ok(())

@@ -28,7 +28,7 @@ const MAX_SHARD_KEYS: usize = 1 << 31;
 ///
 /// ```
 /// use dripfeed::keyed::{AdmitError, KeyedBuckets, Quota};
-/// let table = KeyedBuckets::new(1000, Quota::new(2.0, 1.0)?)?;
+/// let table = KeyedBuckets::new(1000, Quota::per_second(1.0).burst(2.0)?)?;
 /// assert!(table.try_admit(&"tenant-a", 2.0).is_ok());
 /// assert!(matches!(table.try_admit(&"tenant-a", 1.0), Err(AdmitError::OverQuota(_))));
 /// assert!(table.try_admit(&"tenant-b", 1.0).is_ok());
@@ -57,7 +57,7 @@ struct Padded<T>(T);
 ///
 /// ```
 /// use dripfeed::keyed::{KeyedBuckets, Quota};
-/// let table = KeyedBuckets::<u64>::builder(100, Quota::new(1.0, 1.0)?).shards(4).max_overrides(10).build()?;
+/// let table = KeyedBuckets::<u64>::builder(100, Quota::per_second(1.0).burst(1.0)?).shards(4).max_overrides(10).build()?;
 /// assert_eq!((table.shards(), table.max_keys()), (4, 100));
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
@@ -87,7 +87,7 @@ impl<K: Hash + Eq + Clone> KeyedBucketsBuilder<K> {
     ///
     /// ```
     /// # use dripfeed::keyed::{KeyedBuckets, Quota};
-    /// let t = KeyedBuckets::<u64>::builder(2, Quota::new(1.0, 1.0)?).shards(5).build()?;
+    /// let t = KeyedBuckets::<u64>::builder(2, Quota::per_second(1.0).burst(1.0)?).shards(5).build()?;
     /// assert_eq!(t.shards(), 2);
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
@@ -100,7 +100,7 @@ impl<K: Hash + Eq + Clone> KeyedBucketsBuilder<K> {
     ///
     /// ```
     /// # use dripfeed::keyed::{KeyedBuckets, Quota};
-    /// let q = Quota::new(1.0, 1.0)?;
+    /// let q = Quota::per_second(1.0).burst(1.0)?;
     /// let t = KeyedBuckets::builder(10, q).max_overrides(1).build()?;
     /// assert!(t.set_quota(1u8, q).is_ok());
     /// assert!(t.set_quota(2u8, q).is_err());
@@ -115,7 +115,7 @@ impl<K: Hash + Eq + Clone> KeyedBucketsBuilder<K> {
     ///
     /// ```
     /// # use dripfeed::keyed::{KeyedBuckets, Quota, TableError};
-    /// let err = KeyedBuckets::<u64>::builder(0, Quota::new(1.0, 1.0)?).build().err();
+    /// let err = KeyedBuckets::<u64>::builder(0, Quota::per_second(1.0).burst(1.0)?).build().err();
     /// assert_eq!(err, Some(TableError::ZeroKeys));
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
@@ -203,7 +203,7 @@ impl std::error::Error for TableError {}
 ///
 /// ```
 /// use dripfeed::keyed::{KeyedBuckets, Quota};
-/// let q = Quota::new(1.0, 1.0)?;
+/// let q = Quota::per_second(1.0).burst(1.0)?;
 /// let t = KeyedBuckets::builder(10, q).max_overrides(0).build()?;
 /// let err = t.set_quota("k", q).unwrap_err();
 /// assert_eq!((err.max(), err.to_string().as_str()), (0, "too many quota overrides (max 0)"));
@@ -219,7 +219,7 @@ impl TooManyOverrides {
     ///
     /// ```
     /// # use dripfeed::keyed::{KeyedBuckets, Quota};
-    /// # let q = Quota::new(1.0, 1.0)?;
+    /// # let q = Quota::per_second(1.0).burst(1.0)?;
     /// let t = KeyedBuckets::builder(10, q).max_overrides(0).build()?;
     /// assert_eq!(t.set_quota(7u32, q).unwrap_err().max(), 0);
     /// # Ok::<(), Box<dyn std::error::Error>>(())
@@ -243,7 +243,7 @@ impl<K: Hash + Eq + Clone> KeyedBuckets<K> {
     ///
     /// ```
     /// # use dripfeed::keyed::{KeyedBuckets, Quota};
-    /// let t = KeyedBuckets::<String>::new(10, Quota::new(1.0, 1.0)?)?;
+    /// let t = KeyedBuckets::<String>::new(10, Quota::per_second(1.0).burst(1.0)?)?;
     /// assert_eq!((t.len(), t.max_keys()), (0, 10));
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
@@ -255,7 +255,7 @@ impl<K: Hash + Eq + Clone> KeyedBuckets<K> {
     ///
     /// ```
     /// # use dripfeed::keyed::{KeyedBuckets, Quota};
-    /// let t = KeyedBuckets::<u32>::builder(8, Quota::new(1.0, 1.0)?).shards(1).build()?;
+    /// let t = KeyedBuckets::<u32>::builder(8, Quota::per_second(1.0).burst(1.0)?).shards(1).build()?;
     /// assert_eq!(t.shards(), 1);
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
@@ -301,7 +301,7 @@ impl<K: Hash + Eq + Clone> KeyedBuckets<K> {
     ///
     /// ```
     /// # use dripfeed::keyed::{KeyedBuckets, Quota};
-    /// let t = KeyedBuckets::new(10, Quota::new(3.0, 1.0)?)?;
+    /// let t = KeyedBuckets::new(10, Quota::per_second(1.0).burst(3.0)?)?;
     /// assert_eq!(t.try_admit(&1, 2.0)?.remaining(), 1.0);
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
@@ -317,7 +317,7 @@ impl<K: Hash + Eq + Clone> KeyedBuckets<K> {
     /// ```
     /// # use dripfeed::keyed::{AdmitError, KeyedBuckets, Quota};
     /// # use std::time::Duration;
-    /// let t = KeyedBuckets::new(10, Quota::new(2.0, 1.0)?)?;
+    /// let t = KeyedBuckets::new(10, Quota::per_second(1.0).burst(2.0)?)?;
     /// let now = tokio::time::Instant::now();
     /// t.try_admit_at(&"k", 2.0, now)?;
     /// let Err(AdmitError::OverQuota(o)) = t.try_admit_at(&"k", 1.0, now) else { panic!() };
@@ -342,7 +342,7 @@ impl<K: Hash + Eq + Clone> KeyedBuckets<K> {
     ///
     /// ```
     /// # use dripfeed::keyed::{KeyedBuckets, Quota};
-    /// let t = KeyedBuckets::new(10, Quota::new(2.0, 1.0)?)?;
+    /// let t = KeyedBuckets::new(10, Quota::per_second(1.0).burst(2.0)?)?;
     /// assert!(t.can_admit(&'x', 2.0).is_ok());
     /// assert_eq!(t.len(), 0);
     /// # Ok::<(), Box<dyn std::error::Error>>(())
@@ -356,7 +356,7 @@ impl<K: Hash + Eq + Clone> KeyedBuckets<K> {
     ///
     /// ```
     /// # use dripfeed::keyed::{KeyedBuckets, Quota};
-    /// let t = KeyedBuckets::new(10, Quota::new(2.0, 1.0)?)?;
+    /// let t = KeyedBuckets::new(10, Quota::per_second(1.0).burst(2.0)?)?;
     /// let now = tokio::time::Instant::now();
     /// t.try_admit_at(&'x', 1.5, now)?;
     /// assert!(t.can_admit_at(&'x', 1.0, now).is_err());
@@ -375,7 +375,7 @@ impl<K: Hash + Eq + Clone> KeyedBuckets<K> {
     ///
     /// ```
     /// # use dripfeed::keyed::{KeyedBuckets, Quota};
-    /// let t = KeyedBuckets::new(10, Quota::new(2.0, 1e-9)?)?;
+    /// let t = KeyedBuckets::new(10, Quota::per_second(1e-9).burst(2.0)?)?;
     /// t.try_admit(&5, 2.0)?;
     /// assert!(t.debt(&5) > 1.99);
     /// # Ok::<(), Box<dyn std::error::Error>>(())
@@ -389,7 +389,7 @@ impl<K: Hash + Eq + Clone> KeyedBuckets<K> {
     /// ```
     /// # use dripfeed::keyed::{KeyedBuckets, Quota};
     /// # use std::time::Duration;
-    /// let t = KeyedBuckets::new(10, Quota::new(4.0, 2.0)?)?;
+    /// let t = KeyedBuckets::new(10, Quota::per_second(2.0).burst(4.0)?)?;
     /// let now = tokio::time::Instant::now();
     /// t.try_admit_at(&5, 3.0, now)?;
     /// assert_eq!(t.debt_at(&5, now + Duration::from_millis(500)), 2.0);
@@ -406,7 +406,7 @@ impl<K: Hash + Eq + Clone> KeyedBuckets<K> {
     ///
     /// ```
     /// # use dripfeed::keyed::{KeyedBuckets, Quota};
-    /// let t = KeyedBuckets::new(10, Quota::new(4.0, 1e-9)?)?;
+    /// let t = KeyedBuckets::new(10, Quota::per_second(1e-9).burst(4.0)?)?;
     /// t.try_admit(&"job", 4.0)?;
     /// assert!(t.settle(&"job", 4.0, 1.0)? < 3.01);
     /// # Ok::<(), Box<dyn std::error::Error>>(())
@@ -422,7 +422,7 @@ impl<K: Hash + Eq + Clone> KeyedBuckets<K> {
     ///
     /// ```
     /// # use dripfeed::keyed::{KeyedBuckets, Quota};
-    /// let t = KeyedBuckets::new(10, Quota::new(4.0, 1.0)?)?;
+    /// let t = KeyedBuckets::new(10, Quota::per_second(1.0).burst(4.0)?)?;
     /// let now = tokio::time::Instant::now();
     /// t.try_admit_at(&"job", 2.0, now)?;
     /// assert_eq!(t.settle_at(&"job", 2.0, 7.0, now)?, 7.0);
@@ -452,8 +452,8 @@ impl<K: Hash + Eq + Clone> KeyedBuckets<K> {
     ///
     /// ```
     /// # use dripfeed::keyed::{KeyedBuckets, Quota};
-    /// let t = KeyedBuckets::new(10, Quota::new(1.0, 1.0)?)?;
-    /// t.set_quota("vip", Quota::new(100.0, 10.0)?)?;
+    /// let t = KeyedBuckets::new(10, Quota::per_second(1.0).burst(1.0)?)?;
+    /// t.set_quota("vip", Quota::per_second(10.0).burst(100.0)?)?;
     /// assert_eq!(t.quota(&"vip").size(), 100.0);
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
@@ -467,9 +467,9 @@ impl<K: Hash + Eq + Clone> KeyedBuckets<K> {
     ///
     /// ```
     /// # use dripfeed::keyed::{KeyedBuckets, Quota};
-    /// let t = KeyedBuckets::new(10, Quota::new(1.0, 1.0)?)?;
+    /// let t = KeyedBuckets::new(10, Quota::per_second(1.0).burst(1.0)?)?;
     /// let now = tokio::time::Instant::now();
-    /// t.set_quota_at("vip", Quota::new(5.0, 1.0)?, now)?;
+    /// t.set_quota_at("vip", Quota::per_second(1.0).burst(5.0)?, now)?;
     /// assert!(t.try_admit_at(&"vip", 5.0, now).is_ok());
     /// assert_eq!(t.overrides(), 1);
     /// # Ok::<(), Box<dyn std::error::Error>>(())
@@ -494,8 +494,8 @@ impl<K: Hash + Eq + Clone> KeyedBuckets<K> {
     ///
     /// ```
     /// # use dripfeed::keyed::{KeyedBuckets, Quota};
-    /// let t = KeyedBuckets::new(10, Quota::new(1.0, 1.0)?)?;
-    /// t.set_quota(3, Quota::new(9.0, 1.0)?)?;
+    /// let t = KeyedBuckets::new(10, Quota::per_second(1.0).burst(1.0)?)?;
+    /// t.set_quota(3, Quota::per_second(1.0).burst(9.0)?)?;
     /// assert!(t.clear_quota(&3));
     /// assert_eq!(t.quota(&3), t.default_quota());
     /// # Ok::<(), Box<dyn std::error::Error>>(())
@@ -509,7 +509,7 @@ impl<K: Hash + Eq + Clone> KeyedBuckets<K> {
     ///
     /// ```
     /// # use dripfeed::keyed::{KeyedBuckets, Quota};
-    /// let t = KeyedBuckets::<u8>::new(10, Quota::new(1.0, 1.0)?)?;
+    /// let t = KeyedBuckets::<u8>::new(10, Quota::per_second(1.0).burst(1.0)?)?;
     /// assert!(!t.clear_quota_at(&3, tokio::time::Instant::now()));
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
@@ -528,7 +528,7 @@ impl<K: Hash + Eq + Clone> KeyedBuckets<K> {
     ///
     /// ```
     /// # use dripfeed::keyed::{KeyedBuckets, Quota};
-    /// let d = Quota::new(1.0, 1.0)?;
+    /// let d = Quota::per_second(1.0).burst(1.0)?;
     /// let t = KeyedBuckets::new(10, d)?;
     /// assert_eq!(t.quota(&"anyone"), d);
     /// # Ok::<(), Box<dyn std::error::Error>>(())
@@ -544,7 +544,7 @@ impl<K> KeyedBuckets<K> {
     ///
     /// ```
     /// # use dripfeed::keyed::{KeyedBuckets, Quota};
-    /// let d = Quota::new(3.0, 1.0)?;
+    /// let d = Quota::per_second(1.0).burst(3.0)?;
     /// assert_eq!(KeyedBuckets::<u8>::new(1, d)?.default_quota(), d);
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
@@ -557,7 +557,7 @@ impl<K> KeyedBuckets<K> {
     ///
     /// ```
     /// # use dripfeed::keyed::{KeyedBuckets, Quota};
-    /// let t = KeyedBuckets::new(2, Quota::new(1.0, 1.0)?)?;
+    /// let t = KeyedBuckets::new(2, Quota::per_second(1.0).burst(1.0)?)?;
     /// for k in 0..10 { t.try_admit(&k, 1.0)?; }
     /// assert_eq!(t.len(), 2);
     /// # Ok::<(), Box<dyn std::error::Error>>(())
@@ -570,7 +570,7 @@ impl<K> KeyedBuckets<K> {
     ///
     /// ```
     /// # use dripfeed::keyed::{KeyedBuckets, Quota};
-    /// assert!(KeyedBuckets::<u8>::new(2, Quota::new(1.0, 1.0)?)?.is_empty());
+    /// assert!(KeyedBuckets::<u8>::new(2, Quota::per_second(1.0).burst(1.0)?)?.is_empty());
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn is_empty(&self) -> bool {
@@ -581,7 +581,7 @@ impl<K> KeyedBuckets<K> {
     ///
     /// ```
     /// # use dripfeed::keyed::{KeyedBuckets, Quota};
-    /// assert_eq!(KeyedBuckets::<u8>::new(7, Quota::new(1.0, 1.0)?)?.max_keys(), 7);
+    /// assert_eq!(KeyedBuckets::<u8>::new(7, Quota::per_second(1.0).burst(1.0)?)?.max_keys(), 7);
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn max_keys(&self) -> usize {
@@ -593,7 +593,7 @@ impl<K> KeyedBuckets<K> {
     ///
     /// ```
     /// # use dripfeed::keyed::{KeyedBuckets, Quota};
-    /// let t = KeyedBuckets::new(1, Quota::new(1.0, 1.0)?)?;
+    /// let t = KeyedBuckets::new(1, Quota::per_second(1.0).burst(1.0)?)?;
     /// t.try_admit(&1, 1.0)?;
     /// t.try_admit(&2, 1.0)?;
     /// assert_eq!(t.evictions(), 1);
@@ -607,7 +607,7 @@ impl<K> KeyedBuckets<K> {
     ///
     /// ```
     /// # use dripfeed::keyed::{KeyedBuckets, Quota};
-    /// assert_eq!(KeyedBuckets::<u8>::new(1, Quota::new(1.0, 1.0)?)?.overrides(), 0);
+    /// assert_eq!(KeyedBuckets::<u8>::new(1, Quota::per_second(1.0).burst(1.0)?)?.overrides(), 0);
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn overrides(&self) -> usize {
@@ -618,7 +618,7 @@ impl<K> KeyedBuckets<K> {
     ///
     /// ```
     /// # use dripfeed::keyed::{KeyedBuckets, Quota};
-    /// assert!(KeyedBuckets::<u8>::new(64, Quota::new(1.0, 1.0)?)?.shards().is_power_of_two());
+    /// assert!(KeyedBuckets::<u8>::new(64, Quota::per_second(1.0).burst(1.0)?)?.shards().is_power_of_two());
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn shards(&self) -> usize {
@@ -631,7 +631,7 @@ impl<K> KeyedBuckets<K> {
     ///
     /// ```
     /// # use dripfeed::keyed::{KeyedBuckets, Quota};
-    /// let t = KeyedBuckets::<u64>::new(1 << 20, Quota::new(1.0, 1.0)?)?;
+    /// let t = KeyedBuckets::<u64>::new(1 << 20, Quota::per_second(1.0).burst(1.0)?)?;
     /// assert!(t.reserved_bytes() <= (1 << 20) * (8 + 64));
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
