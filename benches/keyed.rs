@@ -27,7 +27,7 @@ const TABLE: usize = 1 << 20;
 
 fn ours(max_keys: usize) -> KeyedBuckets<u64> {
     // Drains far faster than the bench admits: every call is an admission.
-    KeyedBuckets::new(max_keys, Quota::new(1e6, 1e9).expect("quota")).expect("table")
+    KeyedBuckets::new(max_keys, Quota::per_second(1e9).burst(1e6).expect("quota")).expect("table")
 }
 
 fn theirs() -> DefaultKeyedRateLimiter<u64> {

@@ -27,7 +27,7 @@ const RUN: Duration = Duration::from_secs(3);
 const KEYS: u64 = 10_000;
 
 async fn measure(url: &str, table: &str, pool_size: usize, tasks: usize) -> f64 {
-    let quota = Quota::new(1e12, 1e9).expect("quota");
+    let quota = Quota::per_second(1e9).burst(1e12).expect("quota");
     let pool = PgBuckets::pool(url, pool_size).expect("pool");
     let buckets = Arc::new(PgBuckets::new(pool, table, quota).expect("table"));
     buckets.migrate().await.expect("migrate");
@@ -129,7 +129,7 @@ async fn redis_reference() {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     let conn = RedisConnection::open(&format!("redis://127.0.0.1:{port}/")).expect("redis url");
-    let quota = Quota::new(1e12, 1e9).expect("quota");
+    let quota = Quota::per_second(1e9).burst(1e12).expect("quota");
     let buckets = Arc::new(RedisBuckets::new(conn, "bench", quota));
     for tasks in [1, 32] {
         let b = buckets.clone();

@@ -20,7 +20,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     const KEYS: u64 = 10_000_000;
     const MAX: usize = 100_000;
     println!("rss at start: {:.1} MiB", rss_mib());
-    let table = KeyedBuckets::new(MAX, Quota::new(10.0, 1.0)?)?;
+    let table = KeyedBuckets::new(MAX, Quota::per_second(1.0).burst(10.0)?)?;
     println!(
         "rss after build: {:.1} MiB (reserved {} B)",
         rss_mib(),

@@ -66,6 +66,15 @@ pub enum BuildError {
     Keyed(crate::keyed::TableError),
     /// `build` was called outside a tokio runtime.
     NoRuntime,
+    /// Two settings that each decide the same thing were both given (a
+    /// fixed `capacity` and a `latency_budget` both size the queue): give
+    /// one.
+    Conflict {
+        /// The one set first in the builder's terms.
+        first: &'static str,
+        /// The other.
+        second: &'static str,
+    },
 }
 
 impl fmt::Display for BuildError {
@@ -98,6 +107,12 @@ impl fmt::Display for BuildError {
                 write!(f, "max in flight must be in 1..=4294967295, got {n}")
             }
             BuildError::MissingSink => write!(f, "dead-letter overflow needs a dead-letter sink"),
+            BuildError::Conflict { first, second } => {
+                write!(
+                    f,
+                    "{first} and {second} both given: they size the same thing, give one"
+                )
+            }
             BuildError::InvalidRetry(why) => write!(f, "retry policy: {why}"),
             BuildError::Keyed(e) => write!(f, "per-key table: {e}"),
             BuildError::NoRuntime => write!(f, "build must be called inside a tokio runtime"),

@@ -143,7 +143,9 @@ impl Backend for Postgres {
 
     fn idle_gone<'a>(&'a self, name: &'a str) -> BoxFuture<'a, Result<(), String>> {
         Box::pin(async move {
-            let b = self.buckets(name, Quota::new(1.0, 1.0).unwrap()).await;
+            let b = self
+                .buckets(name, Quota::per_second(1.0).burst(1.0).unwrap())
+                .await;
             let pruned = b.prune(1000).await.map_err(|e| e.to_string())?;
             match b.rows().await.map_err(|e| e.to_string())? {
                 0 => Ok(()),

@@ -26,7 +26,7 @@ async fn a_per_key_refusal_never_strands_a_waiting_submit() {
     let (throttle, _drain) = Throttle::builder()
         .drain_rate(20_000.0)
         .capacity(1)
-        .per_key(16, Quota::new(1.0, 1.0).unwrap())
+        .per_key(16, Quota::per_second(1.0).burst(1.0).unwrap())
         .build(|_: &u32, _| async { Delivery::Done })
         .unwrap();
     let stop = Arc::new(AtomicBool::new(false));
@@ -264,7 +264,7 @@ async fn published_counters_equal_stats() {
             .drain_rate(50.0)
             .capacity(5)
             .overflow(Overflow::HeadDrop)
-            .per_key(8, Quota::new(3.0, 1.0).unwrap())
+            .per_key(8, Quota::per_second(1.0).burst(3.0).unwrap())
             .build(|_: &u32, _| async { Delivery::Done })
             .unwrap()
     });

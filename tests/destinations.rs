@@ -395,7 +395,7 @@ async fn a_lowered_ceiling_caps_an_active_destinations_aimd() {
 #[tokio::test(start_paused = true)]
 async fn a_template_setting_a_set_cannot_share_is_refused_with_what_to_use() {
     use dripfeed::keyed::{BucketStore, KeyedBuckets, Quota};
-    let quota = Quota::new(2.0, 1.0).unwrap();
+    let quota = Quota::per_second(1.0).burst(2.0).unwrap();
     let (down, tries) = flags();
     let local = Destinations::builder(Throttle::builder().drain_rate(10.0).per_key(100, quota))
         .build(receivers(&down, &tries));

@@ -62,7 +62,7 @@ proptest! {
         rate in hostile(),
         ops in prop::collection::vec((hostile(), hostile(), any::<u32>(), 0u8..4), 1..40),
     ) {
-        let Ok(quota) = Quota::new(size, rate) else { return Ok(()); };
+        let Ok(quota) = Quota::per_second(rate).burst(size) else { return Ok(()); };
         let Ok(table) = KeyedBuckets::new(4, quota) else { return Ok(()); };
         let mut now = Instant::now();
         for (cost, actual, dt_us, op) in ops {
@@ -90,7 +90,7 @@ proptest! {
         drain in hostile(),
         costs in prop::collection::vec(hostile(), 1..20),
     ) {
-        let Ok(quota) = Quota::new(size, rate) else { return Ok(()); };
+        let Ok(quota) = Quota::per_second(rate).burst(size) else { return Ok(()); };
         let built = Throttle::<u8>::builder()
             .drain_rate(drain)
             .capacity(2)

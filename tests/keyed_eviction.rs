@@ -12,7 +12,7 @@ fn secs(s: f64) -> Duration {
 
 /// One shard of three slots under quota (10, 1/s), so order is exact.
 fn table3() -> KeyedBuckets<&'static str> {
-    KeyedBuckets::builder(3, Quota::new(10.0, 1.0).unwrap())
+    KeyedBuckets::builder(3, Quota::per_second(1.0).burst(10.0).unwrap())
         .shards(1)
         .build()
         .unwrap()
@@ -54,7 +54,7 @@ fn soonest_empty_goes_when_none_is_drained() {
 #[test]
 fn soonest_empty_accounts_for_per_key_rates() {
     let (t, t0) = (table3(), Instant::now());
-    t.set_quota_at("a", Quota::new(10.0, 10.0).unwrap(), t0)
+    t.set_quota_at("a", Quota::per_second(10.0).burst(10.0).unwrap(), t0)
         .unwrap();
     fill(&t, t0, [("a", 9.0), ("b", 1.0), ("c", 3.0)]); // a empties at 0.9 s, b at 1 s
     t.try_admit_at(&"d", 1.0, t0).unwrap();
@@ -88,7 +88,7 @@ fn refunds_and_faster_rates_bring_eviction_forward() {
 
     let (t, t0) = (table3(), Instant::now());
     fill(&t, t0, [("a", 6.0), ("b", 3.0), ("c", 4.0)]);
-    t.set_quota_at("a", Quota::new(10.0, 6.0).unwrap(), t0)
+    t.set_quota_at("a", Quota::per_second(6.0).burst(10.0).unwrap(), t0)
         .unwrap(); // a empties at 1 s
     t.try_admit_at(&"d", 1.0, t0).unwrap();
     assert_eq!((t.debt_at(&"a", t0), t.debt_at(&"b", t0)), (0.0, 3.0));
@@ -111,7 +111,7 @@ fn settle_can_exceed_size_and_then_the_key_waits() {
 
 #[test]
 fn errors_are_typed() {
-    let q = Quota::new(2.0, 1.0).unwrap();
+    let q = Quota::per_second(1.0).burst(2.0).unwrap();
     let t = KeyedBuckets::builder(4, q)
         .max_overrides(1)
         .build()
@@ -132,7 +132,8 @@ fn errors_are_typed() {
         Err(AdmitError::InvalidCost(_))
     ));
     assert!(t.settle(&1, f64::INFINITY, 1.0).is_err());
-    t.set_quota(1, Quota::new(8.0, 1.0).unwrap()).unwrap();
+    t.set_quota(1, Quota::per_second(1.0).burst(8.0).unwrap())
+        .unwrap();
     assert!(t.try_admit(&1, 3.0).is_ok(), "override size applies");
     assert!(t.set_quota(2, q).is_err(), "override map is bounded");
     assert!(
@@ -152,7 +153,7 @@ fn errors_are_typed() {
 
 #[tokio::test(start_paused = true)]
 async fn plain_calls_follow_tokio_time() {
-    let t = KeyedBuckets::new(10, Quota::new(2.0, 4.0).unwrap()).unwrap();
+    let t = KeyedBuckets::new(10, Quota::per_second(4.0).burst(2.0).unwrap()).unwrap();
     t.try_admit(&"k", 2.0).unwrap();
     let Err(AdmitError::OverQuota(o)) = t.try_admit(&"k", 1.0) else {
         panic!()
@@ -167,7 +168,8 @@ async fn plain_calls_follow_tokio_time() {
 #[test]
 fn concurrent_admissions_never_overshoot() {
     // Rate ~0: each key admits exactly `size` unit costs in total.
-    let t = Arc::new(KeyedBuckets::new(64, Quota::new(1000.0, 1e-12).unwrap()).unwrap());
+    let t =
+        Arc::new(KeyedBuckets::new(64, Quota::per_second(1e-12).burst(1000.0).unwrap()).unwrap());
     let now = Instant::now();
     let admitted: usize = std::thread::scope(|s| {
         let workers: Vec<_> = (0..4)
@@ -188,7 +190,7 @@ fn concurrent_admissions_never_overshoot() {
 
 #[test]
 fn concurrent_churn_respects_the_bound() {
-    let t = KeyedBuckets::new(1000, Quota::new(1.0, 1.0).unwrap()).unwrap();
+    let t = KeyedBuckets::new(1000, Quota::per_second(1.0).burst(1.0).unwrap()).unwrap();
     let t0 = Instant::now();
     std::thread::scope(|s| {
         for w in 0..4u64 {
@@ -216,7 +218,7 @@ fn rss_bytes() -> Option<u64> {
 /// 10,000,000-key run is `examples/keyed_flood.rs`).
 #[test]
 fn key_rotation_flood_keeps_memory_flat() {
-    let t = KeyedBuckets::new(100_000, Quota::new(10.0, 1.0).unwrap()).unwrap();
+    let t = KeyedBuckets::new(100_000, Quota::per_second(1.0).burst(10.0).unwrap()).unwrap();
     let t0 = Instant::now();
     let mut full_rss = None;
     for i in 0..1_000_000u64 {

@@ -92,7 +92,7 @@ proptest! {
     #[test]
     fn table_matches_model(size in 1.0f64..20.0, rate in 0.1f64..10.0, ops in proptest::collection::vec(op(), 1..120)) {
         // 8 shards of 8 slots for 6 keys: never evicts, so the model is exact.
-        let table = KeyedBuckets::<u8>::builder(64, Quota::new(size, rate).unwrap()).shards(8).build().unwrap();
+        let table = KeyedBuckets::<u8>::builder(64, Quota::per_second(rate).burst(size).unwrap()).shards(8).build().unwrap();
         let t0 = Instant::now();
         let at = |n: u64| t0 + Duration::from_nanos(n);
         let mut model = Model { default: (size, rate), quotas: HashMap::new(), buckets: HashMap::new() };
@@ -127,7 +127,7 @@ proptest! {
                     }
                     match q {
                         Some((s, r)) => {
-                            table.set_quota_at(k, Quota::new(s, r).unwrap(), at(now)).unwrap();
+                            table.set_quota_at(k, Quota::per_second(r).burst(s).unwrap(), at(now)).unwrap();
                             model.quotas.insert(k, (s, r));
                         }
                         None => {
@@ -152,7 +152,7 @@ proptest! {
         history in proptest::collection::vec((0.1f64..5.0, 0.0f64..8.0), 1..10),
         probe in proptest::collection::vec((cost(), 0u64..2_000_000_000), 1..30),
     ) {
-        let q = Quota::new(5.0, 1.5).unwrap();
+        let q = Quota::per_second(1.5).burst(5.0).unwrap();
         let table = KeyedBuckets::<&str>::builder(8, q).shards(1).build().unwrap();
         let t0 = Instant::now();
         for (c, actual) in history {

@@ -93,7 +93,7 @@ fn throttle(store: Arc<Switchable>, capacity: usize) -> Throttle<u32> {
 
 #[tokio::test(start_paused = true)]
 async fn a_store_failure_is_a_503_never_a_429() {
-    let store = Switchable::new(Quota::new(2.0, 1.0).unwrap());
+    let store = Switchable::new(Quota::per_second(1.0).burst(2.0).unwrap());
     let throttle = throttle(store.clone(), 100);
     throttle.submit_keyed("a", 1.0, 1).await.unwrap();
     store.down.store(true, Ordering::Relaxed);
@@ -121,7 +121,7 @@ async fn a_store_failure_is_a_503_never_a_429() {
 
 #[tokio::test(start_paused = true)]
 async fn a_queue_refusal_refunds_the_key_in_the_store() {
-    let store = Switchable::new(Quota::new(10.0, 1.0).unwrap());
+    let store = Switchable::new(Quota::per_second(1.0).burst(10.0).unwrap());
     let throttle = throttle(store.clone(), 2);
     throttle.pause();
     throttle.submit_keyed("a", 3.0, 1).await.unwrap();
@@ -141,7 +141,7 @@ async fn a_queue_refusal_refunds_the_key_in_the_store() {
 
 #[tokio::test(start_paused = true)]
 async fn over_quota_through_a_store_is_exact_and_carries_the_key_limit() {
-    let store = Switchable::new(Quota::new(10.0, 2.0).unwrap());
+    let store = Switchable::new(Quota::per_second(2.0).burst(10.0).unwrap());
     let throttle = throttle(store.clone(), 100);
     throttle.submit_keyed("k", 9.0, 1).await.unwrap();
     sleep(Duration::from_millis(500)).await; // debt 9 - 0.5 × 2 = 8
@@ -156,7 +156,7 @@ async fn over_quota_through_a_store_is_exact_and_carries_the_key_limit() {
     assert_eq!((r.reason(), r.status()), (Reason::Invalid, 400));
     // An override in the store applies at once.
     store
-        .set_quota("k", Quota::new(20.0, 2.0).unwrap())
+        .set_quota("k", Quota::per_second(2.0).burst(20.0).unwrap())
         .await
         .unwrap();
     throttle.submit_keyed("k", 11.0, 4).await.unwrap();
@@ -164,7 +164,7 @@ async fn over_quota_through_a_store_is_exact_and_carries_the_key_limit() {
 
 #[tokio::test(start_paused = true)]
 async fn the_sync_path_needs_the_throttles_own_table_and_the_later_setting_wins() {
-    let store = Switchable::new(Quota::new(1.0, 1.0).unwrap());
+    let store = Switchable::new(Quota::per_second(1.0).burst(1.0).unwrap());
     let throttle = throttle(store.clone(), 100);
     let r = throttle.try_submit_keyed("k", 1.0, 1).unwrap_err();
     assert_eq!(
@@ -177,7 +177,7 @@ async fn the_sync_path_needs_the_throttles_own_table_and_the_later_setting_wins(
     let (local, _drain) = Throttle::builder()
         .drain_rate(100.0)
         .key_store(store)
-        .per_key(100, Quota::new(1.0, 1.0).unwrap())
+        .per_key(100, Quota::per_second(1.0).burst(1.0).unwrap())
         .build(Recorder::<u32>::new())
         .unwrap();
     assert!(local.key_store().is_none() && local.keyed().is_some());

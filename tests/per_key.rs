@@ -16,7 +16,7 @@ async fn a_hot_tenant_is_refused_and_the_polite_ones_never_are() {
     let (throttle, _drain) = Throttle::builder()
         .drain_rate(200.0)
         .latency_budget(Duration::from_secs(2))
-        .per_key(1_000, Quota::new(20.0, 10.0).unwrap())
+        .per_key(1_000, Quota::per_second(10.0).burst(20.0).unwrap())
         .build(Recorder::<u32>::new())
         .unwrap();
     let (mut hot_ok, mut hot_429, mut polite_refused, mut polite_ok) = (0, 0, 0, 0);
@@ -62,7 +62,7 @@ async fn a_job_the_queue_refuses_leaves_no_debt_on_its_key() {
     let (throttle, _drain) = Throttle::builder()
         .drain_rate(10.0)
         .capacity(2)
-        .per_key(100, Quota::new(10.0, 1.0).unwrap())
+        .per_key(100, Quota::per_second(1.0).burst(10.0).unwrap())
         .build(Recorder::<u32>::new())
         .unwrap();
     throttle.pause();
@@ -84,7 +84,7 @@ async fn a_job_the_queue_refuses_leaves_no_debt_on_its_key() {
 async fn over_quota_waits_are_exact_and_carry_the_key_limit() {
     let (throttle, _drain) = Throttle::builder()
         .drain_rate(100.0)
-        .per_key(100, Quota::new(10.0, 2.0).unwrap())
+        .per_key(100, Quota::per_second(2.0).burst(10.0).unwrap())
         .build(Recorder::<u32>::new())
         .unwrap();
     throttle.try_submit_keyed(7u64, 9.0, 1).unwrap();
@@ -114,7 +114,7 @@ async fn deferred_jobs_owe_their_cost_and_refused_ones_get_it_back() {
         .capacity(1)
         .overflow(Overflow::DeadLetter)
         .dead_letter(sink)
-        .per_key(100, Quota::new(10.0, 1.0).unwrap())
+        .per_key(100, Quota::per_second(1.0).burst(10.0).unwrap())
         .build(Recorder::<u32>::new())
         .unwrap();
     throttle.pause();
@@ -143,7 +143,7 @@ async fn invalid_costs_and_unkeyed_throttles_are_typed_refusals() {
     );
     let (keyed, _d) = Throttle::builder()
         .drain_rate(10.0)
-        .per_key(10, Quota::new(5.0, 1.0).unwrap())
+        .per_key(10, Quota::per_second(1.0).burst(5.0).unwrap())
         .build(Recorder::<u32>::new())
         .unwrap();
     for bad in [0.0, -1.0, f64::NAN, f64::INFINITY, 5.5] {
@@ -163,7 +163,7 @@ async fn a_flood_of_keys_stays_within_the_table() {
     let (throttle, _drain) = Throttle::builder()
         .drain_rate(1_000_000.0)
         .capacity(1_000_000)
-        .per_key(1_000, Quota::new(5.0, 1.0).unwrap())
+        .per_key(1_000, Quota::per_second(1.0).burst(5.0).unwrap())
         .build(Recorder::<u32>::new())
         .unwrap();
     for i in 0..50_000u32 {

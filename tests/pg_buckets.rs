@@ -38,12 +38,12 @@ async fn drained_rows_are_pruned_by_admissions() {
         return;
     }
     let pg = PgServer::start();
-    let remote = buckets(&pg, "model", Quota::new(8.0, 40.0).unwrap(), 2).await;
+    let remote = buckets(&pg, "model", Quota::per_second(40.0).burst(8.0).unwrap(), 2).await;
     // Drained rows go: 40 idle keys, then admissions on one key prune them.
     // They are written through a second handle whose quota drains a unit in
     // 0.5 s, so no prune can take one before they are counted (at 40/s they
     // would drain in 25 ms, faster than a loaded machine writes 40 rows).
-    let filler = buckets(&pg, "model", Quota::new(8.0, 2.0).unwrap(), 1).await;
+    let filler = buckets(&pg, "model", Quota::per_second(2.0).burst(8.0).unwrap(), 1).await;
     for i in 0..40 {
         filler.try_admit(&format!("idle-{i}"), 1.0).await.unwrap();
     }
@@ -71,7 +71,7 @@ fn three_runtimes_never_exceed_a_shared_quota() {
     }
     let pg = PgServer::start();
     let url = pg.url();
-    let quota = Quota::new(20.0, 100.0).unwrap();
+    let quota = Quota::per_second(100.0).burst(20.0).unwrap();
     let run = Duration::from_millis(1500);
     let setup = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -156,7 +156,7 @@ fn fail_closed_then_open_then_recover() {
     let mut pg = PgServer::start();
     metrics::with_local_recorder(&recorder, || {
         rt.block_on(async {
-            let quota = Quota::new(5.0, 1.0).unwrap();
+            let quota = Quota::per_second(1.0).burst(5.0).unwrap();
             let closed = buckets(&pg, "fail", quota, 2)
                 .await
                 .call_timeout(Duration::from_millis(300))

@@ -148,7 +148,8 @@ async fn head_drop_against_the_drains_pop() {
 }
 
 /// `Slots` callers give up at random instants while the drain claims them:
-/// each waiter is granted or withdrawn, never both, never lost.
+/// each waiter is granted or withdrawn, never both, never lost (callers
+/// refused at once when the queue is full, so each is submitted).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn slot_withdrawals_against_the_drains_claim() {
     let (slots, _drain) = Slots::builder()
@@ -161,7 +162,7 @@ async fn slot_withdrawals_against_the_drains_claim() {
             let slots = slots.clone();
             tokio::spawn(async move {
                 let patience = Duration::from_micros(fastrand::u64(0..400) + i % 3);
-                match timeout(patience, slots.acquire()).await {
+                match timeout(patience, slots.try_acquire()).await {
                     Ok(Ok(slot)) => {
                         slot.report(Delivery::Done);
                         1
@@ -195,7 +196,7 @@ async fn keyed_refusals_hold_no_place() {
     let (throttle, _drain) = Throttle::builder()
         .drain_rate(10.0)
         .capacity(100)
-        .per_key(16, Quota::new(1.0, 1.0).unwrap())
+        .per_key(16, Quota::per_second(1.0).burst(1.0).unwrap())
         .build(|_: &u32, _| async { Delivery::Done })
         .unwrap();
     throttle.pause();

@@ -33,7 +33,7 @@ fn fail_closed_then_open_then_recover() {
     let mut redis = RedisServer::start();
     metrics::with_local_recorder(&recorder, || {
         rt.block_on(async {
-            let quota = Quota::new(5.0, 1.0).unwrap();
+            let quota = Quota::per_second(1.0).burst(5.0).unwrap();
             let conn = RedisConnection::open(&redis.url()).unwrap();
             let closed = RedisBuckets::new(conn.clone(), "fail", quota)
                 .call_timeout(Duration::from_millis(300))
@@ -43,7 +43,7 @@ fn fail_closed_then_open_then_recover() {
                 .probe_interval(Duration::from_millis(100))
                 .on_failure(Failure::FailOpen { local_share: 0.5 })
                 .unwrap();
-            let vip = Quota::new(8.0, 1.0).unwrap();
+            let vip = Quota::per_second(1.0).burst(8.0).unwrap();
             open.set_quota("vip", vip).await.unwrap();
             assert!(closed.try_admit("k", 5.0).await.is_ok());
             assert!(open.try_admit("vip", 1.0).await.is_ok());

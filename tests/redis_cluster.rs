@@ -37,7 +37,8 @@ fn per_key_buckets_spread_across_the_masters() {
         let urls: Vec<&str> = urls.iter().map(String::as_str).collect();
         let conn = RedisConnection::cluster(&urls).await.unwrap();
         // Slow drain: the keys live for minutes.
-        let buckets = RedisBuckets::new(conn, "tenant", Quota::new(2.0, 0.01).unwrap());
+        let buckets =
+            RedisBuckets::new(conn, "tenant", Quota::per_second(0.01).burst(2.0).unwrap());
         for i in 0..60 {
             let key = format!("t{i}");
             assert!(buckets.try_admit(&key, 2.0).await.is_ok());
@@ -71,7 +72,7 @@ fn every_master_stops_then_returns() {
     let urls = cluster.urls();
     let urls: Vec<&str> = urls.iter().map(String::as_str).collect();
     let conn = rt.block_on(RedisConnection::cluster(&urls)).unwrap();
-    let quota = Quota::new(3.0, 0.01).unwrap();
+    let quota = Quota::per_second(0.01).burst(3.0).unwrap();
     let closed = RedisBuckets::new(conn.clone(), "closed", quota)
         .call_timeout(Duration::from_millis(300))
         .probe_interval(Duration::from_millis(200));

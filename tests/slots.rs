@@ -95,7 +95,7 @@ async fn dropping_half_the_waiters_loses_no_slot_and_stalls_nothing() {
 }
 
 #[tokio::test(start_paused = true)]
-async fn a_full_queue_answers_at_once_with_a_wait_hint() {
+async fn try_acquire_answers_a_full_queue_at_once_with_a_wait_hint() {
     let (slots, _drain) = Slots::builder()
         .drain_rate(5.0)
         .capacity(10)
@@ -105,7 +105,7 @@ async fn a_full_queue_answers_at_once_with_a_wait_hint() {
     let log = Arc::new(Mutex::new(Vec::new()));
     let _tasks = callers(&slots, 10, &log).await;
     let start = Instant::now();
-    let refused = slots.acquire().await.unwrap_err();
+    let refused = slots.try_acquire().await.unwrap_err();
     assert_eq!(start.elapsed(), Duration::ZERO, "no wait");
     assert_eq!(refused.reason(), Reason::Overloaded);
     let wait = refused.retry_after().unwrap();
@@ -113,6 +113,38 @@ async fn a_full_queue_answers_at_once_with_a_wait_hint() {
         wait >= Duration::from_secs(2) && wait <= Duration::from_millis(2400),
         "10 / 5 per s: {wait:?}"
     );
+}
+
+/// Beyond the queue's room, `acquire` waits in line: first in, first out,
+/// nobody refused, and a caller that gives up in line takes nobody's turn.
+#[tokio::test(start_paused = true)]
+async fn acquire_waits_for_room_in_line() {
+    let (slots, _drain) = Slots::builder()
+        .drain_rate(10.0)
+        .capacity(2)
+        .build_slots()
+        .unwrap();
+    let order = Arc::new(Mutex::new(Vec::new()));
+    let mut tasks = Vec::new();
+    for i in 0..8u32 {
+        let (slots, order) = (slots.clone(), order.clone());
+        tasks.push(tokio::spawn(async move {
+            let slot = slots.acquire().await.map_err(|r| r.reason())?;
+            order.lock().unwrap().push(i);
+            slot.report(Delivery::Done);
+            Ok::<_, Reason>(())
+        }));
+        settle().await; // arrive in order
+    }
+    // One in line gives up: the others keep their turns.
+    tasks[5].abort();
+    let mut results = Vec::new();
+    for t in tasks {
+        results.push(t.await.ok());
+    }
+    assert_eq!(results.iter().filter(|r| **r == Some(Ok(()))).count(), 7);
+    assert_eq!(*order.lock().unwrap(), vec![0, 1, 2, 3, 4, 6, 7]);
+    assert_eq!(slots.stats().outcome(Outcome::Refused), 0);
 }
 
 #[tokio::test(start_paused = true)]

@@ -117,7 +117,7 @@ fn soak(seed: u64) -> Report {
             .deliver_timeout(Duration::from_millis(500))
             .max_queue_wait(Duration::from_millis(500 + rng.u64(0..3_000)))
             .retries(RetryPolicy::new(2 + rng.u32(0..4)).capacity(rng.usize(1..200)))
-            .per_key(50, Quota::new(20.0, 10.0).unwrap())
+            .per_key(50, Quota::per_second(10.0).burst(20.0).unwrap())
             .on_evicted(move |j| e1.lock().unwrap().evicted.push(j))
             .on_expired(move |j| e2.lock().unwrap().expired.push(j))
             .on_failed(move |j| e3.lock().unwrap().failed.push(j));

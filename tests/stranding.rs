@@ -23,7 +23,7 @@ async fn every_admitted_job_is_emitted_across_idle_edges() {
     let (throttle, _drain) = Throttle::builder()
         .drain_rate(1_000_000.0)
         .capacity(64)
-        .per_key(16, Quota::new(2.0, 1e6).unwrap())
+        .per_key(16, Quota::per_second(1e6).burst(2.0).unwrap())
         .build(move |_: &u64, attempt: Attempt| {
             let mut seen = d.lock().unwrap();
             if !seen.0.insert(attempt.id()) {

@@ -60,7 +60,9 @@ async fn poll_ready_reserves_nothing_and_refusals_are_typed() {
         .unwrap();
     slots.throttle().pause();
     let inner = tower::service_fn(|_: ()| async { Ok::<_, Infallible>(()) });
-    let mut svc = ThrottleLayer::new(slots.clone()).layer(inner);
+    let mut svc = ThrottleLayer::new(slots.clone())
+        .refuse_when_full()
+        .layer(inner);
     // ready, many times, holds no place
     for _ in 0..10 {
         let waker = futures_waker();
@@ -111,4 +113,51 @@ async fn a_queued_request_holds_no_inner_capacity() {
     drop(other);
     slots.throttle().resume();
     assert!(queued.await.unwrap().is_ok());
+}
+
+/// The first hour's client: 50 callers at once through the layer with the
+/// default settings (a queue of 1 s × 20/s = 20) make 200 calls: all
+/// complete, none is refused, and no second sees more than ⌈1.01 R⌉ + 1.
+#[tokio::test(start_paused = true)]
+async fn fifty_callers_through_the_default_layer_all_wait_their_turn() {
+    let (slots, _drain) = Slots::builder().drain_rate(20.0).build_slots().unwrap();
+    assert_eq!(slots.capacity(), 20);
+    let start = Instant::now();
+    let at = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let seen = at.clone();
+    let inner = tower::service_fn(move |_: u32| {
+        seen.lock().unwrap().push(start.elapsed());
+        async { Ok::<_, Infallible>(()) }
+    });
+    let svc = ThrottleLayer::new(slots.clone()).layer(inner);
+    let callers: Vec<_> = (0..50u32)
+        .map(|c| {
+            let svc = svc.clone();
+            tokio::spawn(async move {
+                let mut refused = 0;
+                for i in 0..4 {
+                    if svc.clone().oneshot(c * 10 + i).await.is_err() {
+                        refused += 1;
+                    }
+                }
+                refused
+            })
+        })
+        .collect();
+    let mut refused = 0;
+    for c in callers {
+        refused += c.await.unwrap();
+    }
+    let at = at.lock().unwrap().clone();
+    assert_eq!((at.len(), refused), (200, 0), "all complete, none refused");
+    let most = (0..at.len())
+        .map(|i| {
+            at[i..]
+                .iter()
+                .take_while(|t| **t < at[i] + Duration::from_secs(1))
+                .count()
+        })
+        .max()
+        .unwrap_or(0);
+    assert!(most <= 22, "{most} calls in one second at 20/s");
 }

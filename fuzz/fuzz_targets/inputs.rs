@@ -38,7 +38,7 @@ fuzz_target!(|data: &[u8]| {
         assert!(throttle.capacity() >= 1);
     }
     let _ = headers::retry_after(Duration::from_nanos(f64_at(data, 6).to_bits()));
-    if let Ok(quota) = Quota::new(size, kr) {
+    if let Ok(quota) = Quota::per_second(kr).burst(size) {
         if let Ok(table) = KeyedBuckets::new(2, quota) {
             let mut now = Instant::now();
             for i in 7..data.len() / 8 {

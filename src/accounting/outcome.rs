@@ -95,9 +95,11 @@ impl Outcome {
 /// let stats = throttle.stats();
 /// assert_eq!(stats.outcome(Outcome::Delivered), 10);
 /// assert_eq!(stats.submitted(), 10);
+/// // Debug names every count
+/// assert!(format!("{stats:?}").contains("outcomes: {delivered: 10, refused: 0,"));
 /// # }
 /// ```
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Clone, PartialEq)]
 pub struct Stats {
     pub(crate) depth: u64,
     pub(crate) capacity: u64,
@@ -221,5 +223,59 @@ impl Stats {
     /// Every job ever passed to a submit call: finished, queued, in flight or waiting for a retry.
     pub fn submitted(&self) -> u64 {
         self.finished() + self.depth + self.in_flight + self.retry_wait
+    }
+}
+
+/// Counts with their names, for `Debug`.
+struct Named<'a>(Vec<(&'a str, u64)>);
+
+impl std::fmt::Debug for Named<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let mut map = f.debug_map();
+        for (name, n) in &self.0 {
+            map.key(&format_args!("{name}")).value(n);
+        }
+        map.finish()
+    }
+}
+
+impl std::fmt::Debug for Stats {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let outcomes = Named(
+            Outcome::ALL
+                .iter()
+                .map(|o| (o.as_str(), self.outcome(*o)))
+                .collect(),
+        );
+        let rejected = Named(
+            self.rejected
+                .iter()
+                .map(|(r, n)| (r.as_str(), *n))
+                .collect(),
+        );
+        let overflow = Named(
+            Overflow::ALL
+                .iter()
+                .map(|p| (p.as_str(), self.overflow(*p)))
+                .collect(),
+        );
+        f.debug_struct("Stats")
+            .field("depth", &self.depth)
+            .field("capacity", &self.capacity)
+            .field("ring_capacity", &self.ring_capacity)
+            .field("drain_rate", &self.drain_rate)
+            .field("in_flight", &self.in_flight)
+            .field("retry_wait", &self.retry_wait)
+            .field("admitted", &self.admitted)
+            .field("emitted", &self.emitted)
+            .field("retried", &self.retried)
+            .field("outcomes", &outcomes)
+            .field("rejected", &rejected)
+            .field("overflow", &overflow)
+            .field("expired", &self.expired)
+            .field("delivery_failures", &self.delivery_failures)
+            .field("paused", &self.paused)
+            .field("closed", &self.closed)
+            .finish()
     }
 }

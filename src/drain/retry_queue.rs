@@ -148,6 +148,7 @@ mod tests {
             id: admitted_ns,
             admitted_ns,
             deadline_ns: u64::MAX,
+            key: crate::admission::holders::NO_KEY,
         }
     }
 

@@ -135,5 +135,5 @@ impl Fallback {
 
 /// `quota` draining at `share` of its rate.
 fn scaled(quota: Quota, share: f64) -> Result<Quota, QuotaError> {
-    Quota::new(quota.size(), quota.rate() * share)
+    Quota::per_second(quota.rate() * share).burst(quota.size())
 }

@@ -51,7 +51,7 @@ use crate::keyed::{Admit, AdmitError, BucketError, BucketStore, Quota, QuotaErro
 /// use dripfeed::keyed::{AdmitError, BucketStore, Quota};
 ///
 /// let pool = PgBuckets::pool("postgres://app@127.0.0.1/app", 8)?;
-/// let tenants = PgBuckets::new(pool, "dripfeed_tenants", Quota::new(10.0, 2.0)?)?;
+/// let tenants = PgBuckets::new(pool, "dripfeed_tenants", Quota::per_second(2.0).burst(10.0)?)?;
 /// tenants.migrate().await?;
 /// assert!(tenants.try_admit("acme", 8.0).await.is_ok());
 /// match tenants.try_admit("acme", 4.0).await {
@@ -113,9 +113,9 @@ impl PgBuckets {
     /// use dripfeed::global::PgBuckets;
     /// use dripfeed::keyed::Quota;
     /// let pool = PgBuckets::pool("postgres://app@127.0.0.1/app", 1)?;
-    /// let b = PgBuckets::new(pool.clone(), "ip_buckets", Quota::new(5.0, 1.0)?)?;
+    /// let b = PgBuckets::new(pool.clone(), "ip_buckets", Quota::per_second(1.0).burst(5.0)?)?;
     /// assert_eq!(b.table(), "ip_buckets");
-    /// assert!(PgBuckets::new(pool, "bad name; --", Quota::new(5.0, 1.0)?).is_err());
+    /// assert!(PgBuckets::new(pool, "bad name; --", Quota::per_second(1.0).burst(5.0)?).is_err());
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn new(pool: Pool, table: &str, default_quota: Quota) -> Result<Self, PgError> {
@@ -144,7 +144,7 @@ impl PgBuckets {
     /// # use dripfeed::global::PgBuckets;
     /// # use dripfeed::keyed::Quota;
     /// # use std::time::Duration;
-    /// let b = PgBuckets::new(PgBuckets::pool("postgres://a@127.0.0.1/a", 1)?, "t", Quota::new(1.0, 1.0)?)?
+    /// let b = PgBuckets::new(PgBuckets::pool("postgres://a@127.0.0.1/a", 1)?, "t", Quota::per_second(1.0).burst(1.0)?)?
     ///     .call_timeout(Duration::from_millis(100));
     /// assert_eq!(b.table(), "t");
     /// # Ok::<(), Box<dyn std::error::Error>>(())
@@ -162,7 +162,7 @@ impl PgBuckets {
     /// ```
     /// # use dripfeed::global::{Failure, PgBuckets};
     /// # use dripfeed::keyed::Quota;
-    /// let b = PgBuckets::new(PgBuckets::pool("postgres://a@127.0.0.1/a", 1)?, "t", Quota::new(1.0, 1.0)?)?;
+    /// let b = PgBuckets::new(PgBuckets::pool("postgres://a@127.0.0.1/a", 1)?, "t", Quota::per_second(1.0).burst(1.0)?)?;
     /// let b = b.on_failure(Failure::FailOpen { local_share: 0.5 })?;
     /// assert!(!b.in_fallback());
     /// # Ok::<(), Box<dyn std::error::Error>>(())
@@ -179,7 +179,7 @@ impl PgBuckets {
     /// # use dripfeed::global::PgBuckets;
     /// # use dripfeed::keyed::Quota;
     /// # use std::time::Duration;
-    /// let b = PgBuckets::new(PgBuckets::pool("postgres://a@127.0.0.1/a", 1)?, "t", Quota::new(1.0, 1.0)?)?
+    /// let b = PgBuckets::new(PgBuckets::pool("postgres://a@127.0.0.1/a", 1)?, "t", Quota::per_second(1.0).burst(1.0)?)?
     ///     .probe_interval(Duration::from_millis(200));
     /// assert!(!b.in_fallback());
     /// # Ok::<(), Box<dyn std::error::Error>>(())
@@ -197,7 +197,7 @@ impl PgBuckets {
     /// ```
     /// # use dripfeed::global::PgBuckets;
     /// # use dripfeed::keyed::Quota;
-    /// let b = PgBuckets::new(PgBuckets::pool("postgres://a@127.0.0.1/a", 1)?, "t", Quota::new(1.0, 1.0)?)?
+    /// let b = PgBuckets::new(PgBuckets::pool("postgres://a@127.0.0.1/a", 1)?, "t", Quota::per_second(1.0).burst(1.0)?)?
     ///     .prune_every(16, 50);
     /// assert_eq!(b.pruned(), 0);
     /// # Ok::<(), Box<dyn std::error::Error>>(())
@@ -214,7 +214,7 @@ impl PgBuckets {
     /// ```
     /// # use dripfeed::global::PgBuckets;
     /// # use dripfeed::keyed::Quota;
-    /// let b = PgBuckets::new(PgBuckets::pool("postgres://a@127.0.0.1/a", 1)?, "app.t", Quota::new(1.0, 1.0)?)?;
+    /// let b = PgBuckets::new(PgBuckets::pool("postgres://a@127.0.0.1/a", 1)?, "app.t", Quota::per_second(1.0).burst(1.0)?)?;
     /// assert_eq!(b.table(), "app.t");
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
@@ -230,7 +230,7 @@ impl PgBuckets {
     /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
     /// # use dripfeed::global::PgBuckets;
     /// # use dripfeed::keyed::Quota;
-    /// let b = PgBuckets::new(PgBuckets::pool("postgres://a@127.0.0.1/a", 1)?, "t", Quota::new(1.0, 1.0)?)?;
+    /// let b = PgBuckets::new(PgBuckets::pool("postgres://a@127.0.0.1/a", 1)?, "t", Quota::per_second(1.0).burst(1.0)?)?;
     /// b.migrate().await?;
     /// assert_eq!(b.rows().await?, 0);
     /// # Ok(())
@@ -255,7 +255,7 @@ impl PgBuckets {
     /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
     /// # use dripfeed::global::PgBuckets;
     /// # use dripfeed::keyed::Quota;
-    /// let b = PgBuckets::new(PgBuckets::pool("postgres://a@127.0.0.1/a", 1)?, "t", Quota::new(1.0, 1.0)?)?;
+    /// let b = PgBuckets::new(PgBuckets::pool("postgres://a@127.0.0.1/a", 1)?, "t", Quota::per_second(1.0).burst(1.0)?)?;
     /// assert!(b.prune(1000).await? <= 1000);
     /// # Ok(())
     /// # }
@@ -275,7 +275,7 @@ impl PgBuckets {
     /// ```
     /// # use dripfeed::global::PgBuckets;
     /// # use dripfeed::keyed::Quota;
-    /// let b = PgBuckets::new(PgBuckets::pool("postgres://a@127.0.0.1/a", 1)?, "t", Quota::new(1.0, 1.0)?)?;
+    /// let b = PgBuckets::new(PgBuckets::pool("postgres://a@127.0.0.1/a", 1)?, "t", Quota::per_second(1.0).burst(1.0)?)?;
     /// assert_eq!(b.pruned(), 0);
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
@@ -290,7 +290,7 @@ impl PgBuckets {
     /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
     /// # use dripfeed::global::PgBuckets;
     /// # use dripfeed::keyed::{BucketStore, Quota};
-    /// let b = PgBuckets::new(PgBuckets::pool("postgres://a@127.0.0.1/a", 1)?, "t", Quota::new(1.0, 1.0)?)?;
+    /// let b = PgBuckets::new(PgBuckets::pool("postgres://a@127.0.0.1/a", 1)?, "t", Quota::per_second(1.0).burst(1.0)?)?;
     /// b.try_admit("k", 1.0).await?;
     /// assert!(b.rows().await? >= 1);
     /// # Ok(())
@@ -311,7 +311,7 @@ impl PgBuckets {
     /// ```
     /// # use dripfeed::global::PgBuckets;
     /// # use dripfeed::keyed::Quota;
-    /// let b = PgBuckets::new(PgBuckets::pool("postgres://a@127.0.0.1/a", 1)?, "t", Quota::new(1.0, 1.0)?)?;
+    /// let b = PgBuckets::new(PgBuckets::pool("postgres://a@127.0.0.1/a", 1)?, "t", Quota::per_second(1.0).burst(1.0)?)?;
     /// assert!(!b.in_fallback());
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
@@ -358,7 +358,9 @@ impl PgBuckets {
         let rate: f64 = row
             .try_get(at + 1)
             .map_err(|e| unexpected(&e.to_string()))?;
-        let quota = Quota::new(size, rate).map_err(|_| unexpected("bad quota"))?;
+        let quota = Quota::per_second(rate)
+            .burst(size)
+            .map_err(|_| unexpected("bad quota"))?;
         self.fallback.learn(key, quota);
         Ok((row, quota))
     }

@@ -43,7 +43,7 @@ use crate::keyed::{Admit, AdmitError, BucketError, BucketStore, Quota, QuotaErro
 /// use dripfeed::keyed::{AdmitError, BucketStore, Quota};
 ///
 /// let conn = RedisConnection::open("redis://127.0.0.1:6379/")?;
-/// let tenants = RedisBuckets::new(conn, "tenants", Quota::new(10.0, 2.0)?);
+/// let tenants = RedisBuckets::new(conn, "tenants", Quota::per_second(2.0).burst(10.0)?);
 /// assert!(tenants.try_admit("acme", 8.0).await.is_ok());
 /// match tenants.try_admit("acme", 4.0).await {
 ///     Err(e) => assert!(matches!(e.as_admit(), Some(AdmitError::OverQuota(_)))),
@@ -81,7 +81,7 @@ impl RedisBuckets {
     /// use dripfeed::global::{RedisBuckets, RedisConnection};
     /// use dripfeed::keyed::Quota;
     /// let conn = RedisConnection::open("redis://127.0.0.1:1/")?;
-    /// let b = RedisBuckets::new(conn, "ip", Quota::new(5.0, 1.0)?);
+    /// let b = RedisBuckets::new(conn, "ip", Quota::per_second(1.0).burst(5.0)?);
     /// assert_eq!(b.redis_key("10.0.0.1"), "{ip:10.0.0.1}");
     /// # Ok(())
     /// # }
@@ -106,7 +106,7 @@ impl RedisBuckets {
     /// # use dripfeed::global::{RedisBuckets, RedisConnection};
     /// # use dripfeed::keyed::Quota;
     /// # use std::time::Duration;
-    /// let b = RedisBuckets::new(RedisConnection::open("redis://127.0.0.1:1/")?, "k", Quota::new(1.0, 1.0)?)
+    /// let b = RedisBuckets::new(RedisConnection::open("redis://127.0.0.1:1/")?, "k", Quota::per_second(1.0).burst(1.0)?)
     ///     .call_timeout(Duration::from_millis(100));
     /// assert!(!b.in_fallback());
     /// # Ok(())
@@ -128,7 +128,7 @@ impl RedisBuckets {
     /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
     /// # use dripfeed::global::{Failure, RedisBuckets, RedisConnection};
     /// # use dripfeed::keyed::Quota;
-    /// let b = RedisBuckets::new(RedisConnection::open("redis://127.0.0.1:1/")?, "k", Quota::new(1.0, 1.0)?)
+    /// let b = RedisBuckets::new(RedisConnection::open("redis://127.0.0.1:1/")?, "k", Quota::per_second(1.0).burst(1.0)?)
     ///     .on_failure(Failure::FailOpen { local_share: 0.5 })?;
     /// assert!(!b.in_fallback());
     /// # Ok(())
@@ -148,7 +148,7 @@ impl RedisBuckets {
     /// # use dripfeed::global::{RedisBuckets, RedisConnection};
     /// # use dripfeed::keyed::Quota;
     /// # use std::time::Duration;
-    /// let b = RedisBuckets::new(RedisConnection::open("redis://127.0.0.1:1/")?, "k", Quota::new(1.0, 1.0)?)
+    /// let b = RedisBuckets::new(RedisConnection::open("redis://127.0.0.1:1/")?, "k", Quota::per_second(1.0).burst(1.0)?)
     ///     .probe_interval(Duration::from_millis(200));
     /// assert!(!b.in_fallback());
     /// # Ok(())
@@ -167,7 +167,7 @@ impl RedisBuckets {
     /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
     /// # use dripfeed::global::{RedisBuckets, RedisConnection};
     /// # use dripfeed::keyed::Quota;
-    /// let b = RedisBuckets::new(RedisConnection::open("redis://127.0.0.1:1/")?, "k", Quota::new(1.0, 1.0)?);
+    /// let b = RedisBuckets::new(RedisConnection::open("redis://127.0.0.1:1/")?, "k", Quota::per_second(1.0).burst(1.0)?);
     /// assert!(!b.in_fallback());
     /// # Ok(())
     /// # }
@@ -183,7 +183,7 @@ impl RedisBuckets {
     /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
     /// # use dripfeed::global::{RedisBuckets, RedisConnection};
     /// # use dripfeed::keyed::Quota;
-    /// let b = RedisBuckets::new(RedisConnection::open("redis://127.0.0.1:1/")?, "t", Quota::new(1.0, 1.0)?);
+    /// let b = RedisBuckets::new(RedisConnection::open("redis://127.0.0.1:1/")?, "t", Quota::per_second(1.0).burst(1.0)?);
     /// assert_eq!(b.redis_key("acme"), "{t:acme}");
     /// # Ok(())
     /// # }
@@ -244,7 +244,8 @@ fn answer_of(answer: redis::Value) -> Result<Answer, RedisError> {
     let written = number(&items[0], "written")? > 0.0;
     let debt_now = number(&items[1], "debt")?;
     let after = number(&items[2], "debt after")?;
-    let quota = Quota::new(number(&items[3], "size")?, number(&items[4], "rate")?)
+    let quota = Quota::per_second(number(&items[4], "rate")?)
+        .burst(number(&items[3], "size")?)
         .map_err(|_| RedisError::unexpected("bad quota"))?;
     if !(debt_now >= 0.0 && after >= 0.0) {
         return Err(RedisError::unexpected("negative debt"));

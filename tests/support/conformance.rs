@@ -51,7 +51,7 @@ pub async fn run(backend: &dyn Backend) {
 
 /// Admit, refuse with the exact wait and the quota, check without writing.
 pub async fn exact_wait(backend: &dyn Backend) {
-    let quota = Quota::new(10.0, 10.0).unwrap(); // 1 unit = 100 ms
+    let quota = Quota::per_second(10.0).burst(10.0).unwrap(); // 1 unit = 100 ms
     let store = backend.store("wait", quota).await;
     assert_eq!(store.default_quota(), quota);
     let a = store.try_admit("k", 6.0).await.unwrap();
@@ -87,7 +87,9 @@ pub async fn exact_wait(backend: &dyn Backend) {
 
 /// Invalid costs and costs above the size are typed errors, never 429s.
 pub async fn costs(backend: &dyn Backend) {
-    let store = backend.store("costs", Quota::new(10.0, 1.0).unwrap()).await;
+    let store = backend
+        .store("costs", Quota::per_second(1.0).burst(10.0).unwrap())
+        .await;
     let e = store.try_admit("k", 11.0).await.unwrap_err();
     assert_eq!(
         e.as_admit(),
@@ -113,7 +115,7 @@ pub async fn costs(backend: &dyn Backend) {
 /// A refund, extra debt above the size, and the refund of a refused job.
 pub async fn settle_both_ways(backend: &dyn Backend) {
     let store = backend
-        .store("settle", Quota::new(10.0, 1e-3).unwrap())
+        .store("settle", Quota::per_second(1e-3).burst(10.0).unwrap())
         .await;
     store.try_admit("k", 8.0).await.unwrap();
     let d = store.settle("k", 8.0, 2.0).await.unwrap();
@@ -133,9 +135,9 @@ pub async fn settle_both_ways(backend: &dyn Backend) {
 /// Overrides live in the store: another handle on it sees them, they
 /// outlive the bucket's drain, and clearing puts the default back.
 pub async fn overrides(backend: &dyn Backend) {
-    let default = Quota::new(1.0, 1000.0).unwrap(); // drains in 1 ms
+    let default = Quota::per_second(1000.0).burst(1.0).unwrap(); // drains in 1 ms
     let store = backend.store("quotas", default).await;
-    let vip = Quota::new(100.0, 1000.0).unwrap();
+    let vip = Quota::per_second(1000.0).burst(100.0).unwrap();
     store.set_quota("vip", vip).await.unwrap();
     assert_eq!(store.quota("vip").await.unwrap(), vip);
     assert_eq!(store.quota("other").await.unwrap(), default);
@@ -163,7 +165,9 @@ pub async fn overrides(backend: &dyn Backend) {
 /// Idle keys cost nothing once drained: their debt reads 0, a full-size
 /// cost fits, and the store drops them (expiry, pruning or eviction).
 pub async fn idle_keys(backend: &dyn Backend) {
-    let store = backend.store("idle", Quota::new(2.0, 40.0).unwrap()).await;
+    let store = backend
+        .store("idle", Quota::per_second(40.0).burst(2.0).unwrap())
+        .await;
     for i in 0..40 {
         store.try_admit(&format!("idle-{i}"), 2.0).await.unwrap();
     }
@@ -178,7 +182,7 @@ pub async fn idle_keys(backend: &dyn Backend) {
 /// Random admissions, checks, refunds and settlements agree with the
 /// in-memory model, but for decisions within the clock slack of a boundary.
 pub async fn agrees_with_the_model(backend: &dyn Backend) {
-    let quota = Quota::new(8.0, 40.0).unwrap();
+    let quota = Quota::per_second(40.0).burst(8.0).unwrap();
     let store = backend.store("model", quota).await;
     let model = KeyedBuckets::new(1000, quota).unwrap();
     let mut rng = fastrand::Rng::with_seed(7);
