@@ -2,16 +2,19 @@
 //! outbound client of a partner API with a quota.
 //!
 //! [`Slots`] is a throttle whose jobs are waiters. [`Slots::acquire`] queues
-//! a waiter and resolves when the drain emits it, at the drain rate, FIFO;
-//! when the queue is full it fails at once with a wait hint. The caller then
-//! makes its call and [reports](Slot::report) how it went, so an adaptive
-//! drain follows the partner's p99 and honours its "slow down" answers.
+//! a waiter and resolves when the drain emits it, at the drain rate, first
+//! in, first out; when the queue is full the caller waits for room, in line
+//! behind the callers already waiting (bound the wait with
+//! [`acquire_within`](Slots::acquire_within), or refuse at once with
+//! [`try_acquire`](Slots::try_acquire)). The caller then makes its call and
+//! [reports](Slot::report) how it went, so an adaptive drain follows the
+//! partner's p99 and honours its "slow down" answers.
 //!
-//! Cancel-safe: dropping a waiting `acquire` gives its place back at once
-//! (depth and Retry-After count live waiters only) and the drain skips the
-//! withdrawn waiter without spending a pacing slot on it. Withdrawn waiters
-//! that crowd the ring (many cancelled while the drain is paused) are purged
-//! when a new waiter needs their room.
+//! Cancel-safe: dropping a waiting `acquire` gives its place (or its turn in
+//! line) back at once (depth and Retry-After count live waiters only) and
+//! the drain skips the withdrawn waiter without spending a pacing slot on
+//! it. Withdrawn waiters that crowd the ring (many cancelled while the
+//! drain is paused) are purged when a new waiter needs their room.
 
 use std::future::Future;
 use std::hash::Hash;
@@ -96,7 +99,7 @@ impl Drop for Withdraw<'_> {
 }
 
 /// Drain slots shared by every clone: each [`acquire`](Self::acquire) waits
-/// for its turn at the drain rate.
+/// for its turn at the drain rate. Cheap to clone: clones share the slots.
 ///
 /// ```
 /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
@@ -117,6 +120,10 @@ impl Drop for Withdraw<'_> {
 #[derive(Clone)]
 pub struct Slots {
     throttle: Throttle<Waiter>,
+    /// Callers waiting for room take it in turn (tokio's mutex is fair:
+    /// first come, first served), so a caller never overtakes one that
+    /// waited longer.
+    line: Arc<tokio::sync::Mutex<()>>,
 }
 
 /// A granted slot: make the call, then [`report`](Self::report) how it went.
@@ -146,14 +153,35 @@ impl Slot {
     }
 }
 
+/// A waiter's far end: its status and its grant.
+struct Pending {
+    status: Arc<AtomicU8>,
+    grant: oneshot::Receiver<()>,
+}
+
+/// A new waiter and what its caller waits on.
+fn pending() -> (Waiter, Pending) {
+    let (tx, rx) = oneshot::channel();
+    let status = Arc::new(AtomicU8::new(WAITING));
+    let waiter = Waiter {
+        status: status.clone(),
+        grant: Mutex::new(Some(tx)),
+    };
+    (waiter, Pending { status, grant: rx })
+}
+
 impl ThrottleBuilder<Waiter> {
     /// Builds [`Slots`] and spawns their drain. The overflow policy is always
-    /// tail-drop (a full queue refuses at once); hooks and sinks do not apply.
+    /// tail-drop (a full queue makes [`acquire`](Slots::acquire) wait and
+    /// [`try_acquire`](Slots::try_acquire) refuse); hooks and sinks do not
+    /// apply. The capacity is the queue of callers let in ahead of the
+    /// rest: with the default 1 s budget, a second's worth.
     pub fn build_slots(self) -> Result<(Slots, Drain<Waiter>), BuildError> {
         let (throttle, drain) = self
             .for_slots(Withdrawal { claim, withdrawn })
             .build(Grant)?;
-        Ok((Slots { throttle }, drain))
+        let line = Arc::new(tokio::sync::Mutex::new(()));
+        Ok((Slots { throttle, line }, drain))
     }
 }
 
@@ -164,19 +192,75 @@ impl Slots {
         ThrottleBuilder::new()
     }
 
-    /// Waits for a slot: resolves when the drain emits this waiter, or fails
-    /// at once when the queue is full (`Overloaded`, with `retry_after`) or
-    /// closed. Cancel-safe.
+    /// Waits for a slot: resolves when the drain emits this waiter. When the
+    /// queue is full it waits for room, behind the callers already waiting
+    /// (first in, first out). Fails only when the slots shut down
+    /// (`Closed`). Cancel-safe: dropped, it gives back its place or its
+    /// turn.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() {
+    /// use dripfeed::Slots;
+    /// // A queue of 2 places at 10/s: the 3rd to 5th callers wait for room.
+    /// let (slots, _drain) = Slots::builder().drain_rate(10.0).capacity(2).build_slots().unwrap();
+    /// let callers: Vec<_> = (0..5)
+    ///     .map(|_| {
+    ///         let slots = slots.clone();
+    ///         tokio::spawn(async move { slots.acquire().await.is_ok() })
+    ///     })
+    ///     .collect();
+    /// for caller in callers {
+    ///     assert!(caller.await.unwrap(), "none refused");
+    /// }
+    /// # }
+    /// ```
     pub async fn acquire(&self) -> Result<Slot, Rejected<()>> {
-        self.enqueue(|waiter| self.throttle.try_submit(waiter))
-            .await
+        let (waiter, pending) = pending();
+        let admitted = {
+            let _turn = self.line.lock().await;
+            self.throttle.submit(waiter).await
+        };
+        self.granted(admitted, pending).await
+    }
+
+    /// Like [`acquire`](Self::acquire), but when the queue is full it fails
+    /// at once (`Overloaded`, with `retry_after`) instead of waiting.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() {
+    /// use dripfeed::{Reason, Slots};
+    /// let (slots, _drain) = Slots::builder().drain_rate(1.0).capacity(1).build_slots().unwrap();
+    /// slots.throttle().pause();
+    /// let first = tokio::spawn({
+    ///     let slots = slots.clone();
+    ///     async move { slots.try_acquire().await.is_ok() }
+    /// });
+    /// tokio::task::yield_now().await;
+    /// let refused = slots.try_acquire().await.unwrap_err();
+    /// assert_eq!(refused.reason(), Reason::Overloaded);
+    /// assert!(refused.retry_after().is_some());
+    /// slots.throttle().resume();
+    /// assert!(first.await.unwrap());
+    /// # }
+    /// ```
+    pub async fn try_acquire(&self) -> Result<Slot, Rejected<()>> {
+        let (waiter, pending) = pending();
+        let admitted = self.throttle.try_submit(waiter);
+        self.granted(admitted, pending).await
     }
 
     /// Like [`acquire`](Self::acquire), counted against `key`'s own quota
-    /// (see [`ThrottleBuilder::per_key`]).
+    /// (see [`ThrottleBuilder::per_key`]): a key over its quota is refused
+    /// at once (`OverQuota`, 429); a full queue is waited for.
     pub async fn acquire_keyed(&self, key: impl Hash, cost: f64) -> Result<Slot, Rejected<()>> {
-        self.enqueue(|waiter| self.throttle.try_submit_keyed(key, cost, waiter))
-            .await
+        let (waiter, pending) = pending();
+        let admitted = {
+            let _turn = self.line.lock().await;
+            self.throttle.submit_keyed_waiting(key, cost, waiter).await
+        };
+        self.granted(admitted, pending).await
     }
 
     /// Like [`acquire`](Self::acquire), giving up after `deadline`: the place
@@ -210,22 +294,18 @@ impl Slots {
         }
     }
 
-    async fn enqueue(
+    /// Waits for an admitted waiter's grant.
+    async fn granted(
         &self,
-        submit: impl FnOnce(Waiter) -> Result<Admitted, Rejected<Waiter>>,
+        admitted: Result<Admitted, Rejected<Waiter>>,
+        pending: Pending,
     ) -> Result<Slot, Rejected<()>> {
-        let (tx, rx) = oneshot::channel();
-        let status = Arc::new(AtomicU8::new(WAITING));
-        let waiter = Waiter {
-            status: status.clone(),
-            grant: Mutex::new(Some(tx)),
-        };
-        submit(waiter).map_err(|r| r.map(|_| ()))?;
+        admitted.map_err(|r| r.map(|_| ()))?;
         let withdraw = Withdraw {
-            status: &status,
+            status: &pending.status,
             throttle: &self.throttle,
         };
-        let granted = rx.await;
+        let granted = pending.grant.await;
         drop(withdraw);
         match granted {
             Ok(()) => Ok(Slot {

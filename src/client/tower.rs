@@ -3,16 +3,24 @@
 //!
 //! Unlike tower's `RateLimit`, whose state lives in each clone (so N clones
 //! silently allow N times the limit), every clone of a [`ThrottleService`]
-//! shares one [`Slots`]. `poll_ready` only asks the inner service: the slot
-//! is awaited inside the response future, so a caller that polls ready and
-//! never calls holds nothing. Errors stay typed: [`ThrottleError::Rejected`]
-//! (the queue is full or closed, with a wait hint) or
-//! [`ThrottleError::Inner`].
+//! shares one [`Slots`]. `poll_ready` is always ready: the slot is awaited
+//! inside the response future, and only then is the inner service made
+//! ready and called, so a caller that polls ready and never calls holds
+//! nothing, and capacity the inner service reserves (a connection, a
+//! concurrency permit) is never held while a request queues.
+//!
+//! By default a request waits for its slot however long the queue is, first
+//! in, first out, as with tower's `RateLimit` + `Buffer` or governor's
+//! `until_ready`; [`ThrottleLayer::max_wait`] bounds the wait and
+//! [`ThrottleLayer::refuse_when_full`] refuses at once when the queue is
+//! full. Errors stay typed: [`ThrottleError::Rejected`] (no slot in time,
+//! queue full or closed, with a wait hint) or [`ThrottleError::Inner`].
 
 use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
 use std::task::{Context, Poll};
+use std::time::Duration;
 
 use ::tower::{Layer, Service};
 
@@ -43,12 +51,62 @@ use crate::drain::downstream::Delivery;
 #[derive(Clone, Debug)]
 pub struct ThrottleLayer {
     slots: Slots,
+    wait: Wait,
+}
+
+/// How a request waits for its slot.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Wait {
+    /// However long it takes.
+    Forever,
+    /// At most this long.
+    AtMost(Duration),
+    /// Not at all when the queue is full.
+    Never,
 }
 
 impl ThrottleLayer {
-    /// A layer whose services all draw from `slots`.
+    /// A layer whose services all draw from `slots`; requests wait for
+    /// their slot however long it takes, first in, first out.
     pub fn new(slots: Slots) -> Self {
-        ThrottleLayer { slots }
+        ThrottleLayer {
+            slots,
+            wait: Wait::Forever,
+        }
+    }
+
+    /// A request waits at most `deadline` for its slot, then fails with
+    /// [`ThrottleError::Rejected`] (`Overloaded`, with a wait hint).
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() {
+    /// use dripfeed::{Reason, Slots};
+    /// use dripfeed::tower::{ThrottleError, ThrottleLayer};
+    /// use std::time::Duration;
+    /// use tower::{Layer, ServiceExt};
+    /// let (slots, _drain) = Slots::builder().drain_rate(1.0).build_slots().unwrap();
+    /// let svc = ThrottleLayer::new(slots)
+    ///     .max_wait(Duration::from_millis(500))
+    ///     .layer(tower::service_fn(|_: ()| async { Ok::<_, std::convert::Infallible>(()) }));
+    /// assert!(svc.clone().oneshot(()).await.is_ok()); // at once
+    /// match svc.oneshot(()).await {
+    ///     Err(ThrottleError::Rejected(r)) => assert_eq!(r.reason(), Reason::Overloaded),
+    ///     _ => panic!("the next slot is 1 s away"),
+    /// }
+    /// # }
+    /// ```
+    pub fn max_wait(mut self, deadline: Duration) -> Self {
+        self.wait = Wait::AtMost(deadline);
+        self
+    }
+
+    /// A request finding the queue full fails at once with
+    /// [`ThrottleError::Rejected`] (`Overloaded`, with a wait hint) instead
+    /// of waiting for room.
+    pub fn refuse_when_full(mut self) -> Self {
+        self.wait = Wait::Never;
+        self
     }
 }
 
@@ -59,6 +117,7 @@ impl<S> Layer<S> for ThrottleLayer {
         ThrottleService {
             inner,
             slots: self.slots.clone(),
+            wait: self.wait,
         }
     }
 }
@@ -68,6 +127,7 @@ impl<S> Layer<S> for ThrottleLayer {
 pub struct ThrottleService<S> {
     inner: S,
     slots: Slots,
+    wait: Wait,
 }
 
 /// A [`ThrottleService`] error: refused by the throttle, or the inner error.
@@ -134,8 +194,14 @@ where
     fn call(&mut self, req: Req) -> Self::Future {
         let mut inner = self.inner.clone();
         let slots = self.slots.clone();
+        let wait = self.wait;
         Box::pin(async move {
-            let slot = slots.acquire().await.map_err(ThrottleError::Rejected)?;
+            let slot = match wait {
+                Wait::Forever => slots.acquire().await,
+                Wait::AtMost(deadline) => slots.acquire_within(deadline).await,
+                Wait::Never => slots.try_acquire().await,
+            };
+            let slot = slot.map_err(ThrottleError::Rejected)?;
             if let Err(e) = std::future::poll_fn(|cx| inner.poll_ready(cx)).await {
                 slot.report(Delivery::Failed);
                 return Err(ThrottleError::Inner(e));
