@@ -90,9 +90,10 @@ const HEAD_DROP_TRIES: usize = 64;
 /// A cloneable handle to a throttle: a bounded queue drained at a constant
 /// rate by one task.
 ///
-/// Clones share one queue and one rate. When the last handle is dropped, the
-/// throttle shuts down as [`shutdown`](Self::shutdown) does, with the
-/// builder's `shutdown_grace`.
+/// Cheap to clone (one reference count): give each task, request handler
+/// or connection its own clone. Clones share one queue and one rate. When
+/// the last handle is dropped, the throttle shuts down as
+/// [`shutdown`](Self::shutdown) does, with the builder's `shutdown_grace`.
 ///
 /// ```
 /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
