@@ -151,6 +151,7 @@ mod tests {
             ("DRIPFEED_DRAIN_RAT", "50"),
             ("DRIPFEED_CONFIG", "x.toml"),
             ("DRIPFEED_LATENCY_BUDGET", "soon"),
+            ("DRIPFEED_DESTINATION_HEADER", "X-To"),
             ("HOME", "/root"),
         ]
         .into_iter()
@@ -159,6 +160,10 @@ mod tests {
         let mut errors = Vec::new();
         let layer = env(&vars, &mut errors);
         assert_eq!(layer.drain_rate.map(|d| d.0), Some(50.0));
+        assert_eq!(
+            layer.destination_header.map(|d| d.0).as_deref(),
+            Some("X-To")
+        );
         let shown: Vec<String> = errors.iter().map(|e| e.to_string()).collect();
         assert_eq!(shown.len(), 3, "{shown:?}");
         assert_eq!(

@@ -100,8 +100,10 @@ async fn a_flaky_receiver_gets_every_webhook_through_retries() {
     // About three in four failed once and were retried.
     let retried = m.get("leaky_bucket_retries_total", &[DEFAULT]);
     assert!((150.0..=300.0).contains(&retried), "retried {retried}");
-    // Retries go through the same pacer: at most the drain rate (and the
-    // pacing contract's ⌈1.01 R⌉ + 1, plus network jitter) in any second.
+    // Retries go through the same pacer: the relay emits at most
+    // ⌈1.01 R⌉ + 1 in any second. Arrivals at the receiver, another process
+    // on a busy 2-core machine, bunch by scheduling jitter; retries that
+    // bypassed the pacer would add about 75/s on top (175 in a second).
     let arrivals: Vec<_> = hits.iter().map(|h| h.at).collect();
     let worst = arrivals
         .iter()
@@ -114,7 +116,7 @@ async fn a_flaky_receiver_gets_every_webhook_through_retries() {
         .max()
         .unwrap_or(0);
     assert!(
-        worst as f64 <= RATE * 1.1,
+        worst as f64 <= RATE * 1.25,
         "{worst} requests in one second at {RATE}/s"
     );
 }
