@@ -6,6 +6,11 @@
 //! the byte budget → admission into the destinations set (the tenant's
 //! quota, the destination's queue and the set's bound, the journal) → 202
 //! with the webhook's id. Each refusal is an RFC 9457 problem.
+//!
+//! The tenant's quota is charged inside admission, not before the
+//! idempotency key: the set charges the tenant and takes the queue place in
+//! one call (giving the charge back when the queue refuses), so a repeated
+//! key, answered before admission, never charges its tenant twice.
 
 mod answers;
 pub mod budget;
