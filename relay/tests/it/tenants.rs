@@ -1,92 +1,34 @@
-//! Tenant quotas in the webhook relay (`--tenant-rate 20 --tenant-burst 20`)
-//! in its three variants: local, shared through Redis, shared through
-//! PostgreSQL (the stores the relay's own flags open). A tenant flooding at
-//! 200/s gets 429 with Retry-After, five polite tenants at 5/s are never
-//! refused; with two relays on one store the flooding tenant's admissions
-//! across both stay within burst + rate × T (+ 2 %); while the store is
-//! stopped (fail-closed) nobody gets a 429. Real time on loopback, bounded in
-//! count and time; counts and generous bounds only.
-
-#[path = "../src/app.rs"]
-#[allow(dead_code)]
-mod app;
-#[path = "../src/budget.rs"]
-#[allow(dead_code)]
-mod budget;
-#[path = "../src/dead_letter.rs"]
-#[allow(dead_code)]
-mod dead_letter;
-#[path = "../src/fanout.rs"]
-#[allow(dead_code)]
-mod fanout;
-#[path = "../src/idempotency.rs"]
-mod idempotency;
-#[path = "../src/latency.rs"]
-#[allow(dead_code)]
-mod latency;
-#[path = "../src/receiver.rs"]
-#[allow(dead_code)]
-mod receiver;
-#[path = "../../tests/support/postgres.rs"]
-mod support_postgres;
-#[path = "../../tests/support/redis.rs"]
-mod support_redis;
-#[path = "../src/tenants.rs"]
-#[allow(dead_code)]
-mod tenants;
+//! Tenant quotas (`--tenant-rate 20 --tenant-burst 20`) in their three
+//! stores: local, shared through Redis, shared through PostgreSQL. A tenant
+//! flooding at 200/s gets 429 with Retry-After, five polite tenants at 5/s
+//! are never refused; with two relays on one store the flooding tenant's
+//! admissions across both stay within burst + rate × T (+ 2 %); while the
+//! store is stopped (fail-closed) nobody gets a 429. Real time on loopback,
+//! bounded in count and time; counts and generous bounds only.
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use app::{Relay, RelayConfig};
-use dripfeed::Overflow;
-use dripfeed::global::Failure;
-use dripfeed::keyed::{BucketStore, Quota};
+use crate::harness::{Relay, TempDir, argv, eventually, http, owned};
+use crate::receivers::{self, Log};
+use crate::{support_postgres, support_redis};
 
 const BURST: f64 = 20.0;
 const RATE: f64 = 20.0;
 const RUN: Duration = Duration::from_secs(3);
 
-/// One relay on a free port, tenant quota 20/20, its quotas in `store`
-/// (shared) or local; returns its address and a stopper.
-async fn relay(
-    downstream: SocketAddr,
-    store: Option<Arc<dyn BucketStore>>,
-) -> (SocketAddr, Arc<tokio::sync::Notify>) {
-    let dl = std::env::temp_dir().join(format!(
-        "dripfeed-relay-tenants-{}-{}.jsonl",
-        std::process::id(),
-        fastrand::u64(..)
+/// One relay delivering to `rx`, tenant quota 20/20, with `store` flags.
+async fn relay(rx: SocketAddr, dir: &TempDir, store: &[&str]) -> Relay {
+    let mut args = argv(&format!(
+        "--drain-rate 1000 --latency-budget 1s --max-in-flight 64 --retries 0 \
+         --no-journal --tenant-rate 20 --tenant-burst 20 --tenant-header x-tenant \
+         --downstream http://{rx}/hooks --dead-letter-file {}",
+        dir.arg(&format!("dl-{}.jsonl", fastrand::u32(..)))
     ));
-    let cfg = RelayConfig {
-        drain_rate: 1000.0,
-        latency_budget: Duration::from_secs(1),
-        overflow: Overflow::TailDrop,
-        dead_letter_file: dl,
-        max_in_flight: 64,
-        max_queue_bytes: 64 << 20,
-        downstream: format!("http://{downstream}/hooks"),
-        tenant_header: "x-tenant".into(),
-        deliver_timeout: Duration::from_secs(5),
-        adaptive: None,
-        tenant_quota: Some(Quota::new(BURST, RATE).unwrap()),
-        retry: None,
-        journal: None,
-        fanout: None,
-    };
-    let relay = Relay::start_with(cfg, None, store).await.unwrap();
-    let stop = Arc::new(tokio::sync::Notify::new());
-    let s2 = stop.clone();
-    let (addr, _server) = app::serve(
-        "127.0.0.1:0".parse().unwrap(),
-        app::router(relay, None),
-        async move { s2.notified().await },
-    )
-    .await
-    .unwrap();
-    (addr, stop)
+    args.extend(owned(store));
+    Relay::start_with(&args, &[]).await
 }
 
 /// Statuses per tenant, and whether every 429 and 503 said when to retry.
@@ -117,10 +59,7 @@ impl Seen {
 /// over `relays` in turn. Returns what they saw and the seconds from the
 /// first request sent to the last answer.
 async fn traffic(relays: &[SocketAddr], run: Duration) -> (Seen, f64) {
-    let client = reqwest::Client::builder()
-        .pool_max_idle_per_host(256)
-        .build()
-        .unwrap();
+    let client = http();
     let mut tick = tokio::time::interval(Duration::from_millis(10));
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Burst);
     let started = Instant::now();
@@ -205,71 +144,47 @@ fn check_store_down(variant: &str, seen: &Seen) {
     assert_eq!(seen.without_retry_after, 0);
 }
 
-/// After the store comes back, a polite tenant is admitted again.
+/// After the store comes back, a tenant is admitted again.
 async fn recovers(variant: &str, relays: &[SocketAddr]) {
-    let client = reqwest::Client::new();
-    let start = Instant::now();
-    loop {
-        let ok = client
-            .post(format!("http://{}/v1/webhooks/deliver", relays[0]))
+    let client = http();
+    let url = format!("http://{}/v1/webhooks/deliver", relays[0]);
+    let back = eventually(Duration::from_secs(10), || async {
+        let resp = client
+            .post(&url)
             .header("x-tenant", "after")
             .body("{}")
             .send()
-            .await
-            .is_ok_and(|r| r.status().as_u16() == 202);
-        if ok {
-            return;
-        }
-        assert!(
-            start.elapsed() < Duration::from_secs(10),
-            "{variant}: recovered"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-}
-
-async fn receiver() -> SocketAddr {
-    let rx = receiver::Receiver::new(100_000.0);
-    receiver::serve("127.0.0.1:0".parse().unwrap(), rx)
-        .await
-        .unwrap()
+            .await;
+        resp.is_ok_and(|r| r.status().as_u16() == 202)
+    })
+    .await;
+    assert!(back, "{variant}: admitted again once the store is back");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn local_tenant_quotas() {
-    let rx = receiver().await;
-    let (addr, stop) = relay(rx, None).await;
-    let (seen, secs) = traffic(&[addr], RUN).await;
+    let rx = receivers::ok(Arc::new(Log::default()), Duration::ZERO).await;
+    let dir = TempDir::new("tenants-local");
+    let relay = relay(rx, &dir, &[]).await;
+    let (seen, secs) = traffic(&[relay.addr], RUN).await;
     check_quota("local", &seen, secs);
-    stop.notify_one();
 }
 
-/// Two relays whose tenant quotas live in one store (`stores`: a handle
-/// each): the quota holds across both; with the store stopped
-/// (`store_down(true)`) nobody gets a 429; restarted (`store_down(false)`),
-/// the relays admit again.
-async fn two_relays_sharing(
-    variant: &str,
-    rx: SocketAddr,
-    stores: [Arc<dyn BucketStore>; 2],
-    mut store_down: impl FnMut(bool),
-) {
-    let mut relays = Vec::new();
-    for store in stores {
-        relays.push(relay(rx, Some(store)).await);
-    }
-    let addrs: Vec<SocketAddr> = relays.iter().map(|r| r.0).collect();
+/// Two relays whose tenant quotas live in one store (`store`: their
+/// flags): the quota holds across both; with the store stopped
+/// (`store_down(true)`) nobody gets a 429; restarted, the relays admit again.
+async fn two_relays_sharing(variant: &str, store: &[&str], mut store_down: impl FnMut(bool)) {
+    let rx = receivers::ok(Arc::new(Log::default()), Duration::ZERO).await;
+    let dir = TempDir::new(&format!("tenants-{variant}"));
+    let relays = [relay(rx, &dir, store).await, relay(rx, &dir, store).await];
+    let addrs: Vec<SocketAddr> = relays.iter().map(|r| r.addr).collect();
     let (seen, secs) = traffic(&addrs, RUN).await;
     check_quota(variant, &seen, secs);
-
     store_down(true);
     let (seen, _) = traffic(&addrs, Duration::from_secs(1)).await;
     check_store_down(variant, &seen);
     store_down(false);
     recovers(variant, &addrs).await;
-    for (_, stop) in relays {
-        stop.notify_one();
-    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -278,10 +193,9 @@ async fn two_relays_share_tenant_quotas_through_redis() {
         return;
     }
     let mut redis = support_redis::RedisServer::start();
-    let quota = Quota::new(BURST, RATE).unwrap();
     let url = redis.url();
-    let store = || tenants::open_redis(&url, quota, Failure::FailClosed).unwrap();
-    two_relays_sharing("redis", receiver().await, [store(), store()], |down| {
+    let store = ["--redis", url.as_str(), "--redis-failure", "closed"];
+    two_relays_sharing("redis", &store, |down| {
         if down { redis.kill() } else { redis.restart() }
     })
     .await;
@@ -293,11 +207,9 @@ async fn two_relays_share_tenant_quotas_through_postgres() {
         return;
     }
     let mut pg = support_postgres::PgServer::start();
-    let quota = Quota::new(BURST, RATE).unwrap();
     let url = pg.url();
-    let store = || tenants::open_postgres(&url, quota, Failure::FailClosed);
-    let stores = [store().await.unwrap(), store().await.unwrap()];
-    two_relays_sharing("postgres", receiver().await, stores, |down| {
+    let store = ["--postgres", url.as_str(), "--postgres-failure", "closed"];
+    two_relays_sharing("postgres", &store, |down| {
         if down { pg.stop() } else { pg.restart() }
     })
     .await;

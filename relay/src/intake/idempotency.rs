@@ -18,6 +18,11 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
+/// How long an `Idempotency-Key` is remembered.
+pub const WINDOW: Duration = Duration::from_secs(24 * 3600);
+/// The most keys remembered.
+pub const MAX_KEYS: usize = 1_000_000;
+
 /// What a request's key says.
 #[derive(Debug, PartialEq, Eq)]
 pub enum Begin {
@@ -37,6 +42,7 @@ enum State {
     Accepted(u64),
 }
 
+/// One accepted key in `idempotency.jsonl`.
 #[derive(Serialize, Deserialize)]
 struct Line {
     key: String,
@@ -45,6 +51,7 @@ struct Line {
     at_ms: u64,
 }
 
+/// The keys, oldest first.
 struct Keys {
     /// key → state, body hash, accepted at (ms), sequence number.
     map: HashMap<String, (State, u64, u64, u64)>,
@@ -62,6 +69,7 @@ impl Keys {
     }
 }
 
+/// The accepted keys, in memory and (with a journal) on disk.
 pub struct Idempotency {
     keys: Mutex<Keys>,
     file: Option<(PathBuf, Arc<Mutex<std::fs::File>>)>,

@@ -7,10 +7,19 @@ use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::time::Duration;
 
+use dripfeed::destinations::Destinations;
 use tokio::time::{MissedTickBehavior, interval};
 
-use crate::app::Relay;
-use crate::receiver;
+use super::receiver;
+use crate::intake::job::Job;
+
+/// The demo's destinations: name, rate and ceiling (the dead one's queue
+/// of 100, 2 s at 50/s, is full in 2.5 s).
+pub const DESTINATIONS: [(&str, f64, f64); 3] = [
+    ("healthy", 100.0, 100.0),
+    ("slow", 18.0, 20.0),
+    ("dead", 50.0, 50.0),
+];
 
 /// A receiver that accepts connections and never answers; returns its address.
 pub async fn serve_dead() -> std::io::Result<SocketAddr> {
@@ -27,9 +36,11 @@ pub async fn serve_dead() -> std::io::Result<SocketAddr> {
 
 /// The three receivers: healthy, slow (20/s), dead.
 pub struct Receivers {
+    /// Name and URL of each.
     pub urls: [(String, String); 3],
 }
 
+/// Starts the three receivers on ports the system picks.
 pub async fn start_receivers() -> std::io::Result<Receivers> {
     let any: SocketAddr = ([127, 0, 0, 1], 0).into();
     let healthy = receiver::Receiver::new(5_000.0);
@@ -49,11 +60,15 @@ pub async fn start_receivers() -> std::io::Result<Receivers> {
 /// What one destination's senders saw.
 #[derive(Default, Debug, Clone)]
 pub struct Sent {
+    /// Requests sent.
     pub sent: u64,
+    /// Answered 202.
     pub accepted: u64,
+    /// Answered 503.
     pub refused_503: u64,
     /// 503s that carried a `Retry-After`.
     pub with_retry_after: u64,
+    /// Any other answer.
     pub other: u64,
 }
 
@@ -118,21 +133,18 @@ pub async fn flood(
 /// to drain, prints the table.
 pub async fn run(
     addr: SocketAddr,
-    relay: &Relay,
+    set: &Destinations<Job>,
     header: &str,
+    cap: usize,
     seconds: u32,
 ) -> Result<(), String> {
-    let fanout = relay
-        .fanout
-        .as_ref()
-        .ok_or("the fan-out demo needs destinations")?;
     println!("flooding healthy, slow (20/s) and dead at 40/s each for {seconds} s …");
     let sent = flood(addr, header, &["healthy", "slow", "dead"], 40, seconds).await;
     // The slow queue drains at its rate; the dead one waits on its breaker.
     for _ in 0..200 {
         let busy = ["healthy", "slow"]
             .iter()
-            .filter_map(|n| fanout.set.stats(n))
+            .filter_map(|n| set.stats(n))
             .any(|s| s.depth() > 0 || s.in_flight() > 0);
         if !busy {
             break;
@@ -145,7 +157,7 @@ pub async fn run(
     );
     for name in ["healthy", "slow", "dead"] {
         let s = sent.get(name).cloned().unwrap_or_default();
-        let Some(d) = fanout.set.stats(name) else {
+        let Some(d) = set.stats(name) else {
             continue;
         };
         println!(
@@ -161,12 +173,7 @@ pub async fn run(
         );
     }
     println!(
-        "\nthe dead receiver held at most its cap of {} deliveries; 503s for it carried Retry-After ({} of {})",
-        relay
-            .cfg
-            .fanout
-            .as_ref()
-            .map_or(0, |f| f.max_in_flight_per_destination),
+        "\nthe dead receiver held at most its cap of {cap} deliveries; 503s for it carried Retry-After ({} of {})",
         sent.get("dead").map_or(0, |s| s.with_retry_after),
         sent.get("dead").map_or(0, |s| s.refused_503),
     );

@@ -1,5 +1,5 @@
 //! The relay's byte budget: bodies held (queued, in flight or waiting to be
-//! written to the dead-letter file) never exceed `--max-queue-bytes`.
+//! written to the dead-letter file) never exceed `max_queue_bytes`.
 //!
 //! A [`Ticket`] rides with each job and gives its bytes back when the job is
 //! dropped, wherever that happens, so the count cannot leak.
@@ -10,18 +10,21 @@ use std::sync::atomic::{AtomicU64, Ordering};
 /// Bookkeeping charged per job on top of its body.
 const OVERHEAD: u64 = 256;
 
+/// Bytes held by queued webhooks, against a maximum.
 #[derive(Clone)]
 pub struct ByteBudget {
     held: Arc<AtomicU64>,
     max: u64,
 }
 
+/// A webhook's bytes, held until it is dropped.
 pub struct Ticket {
     held: Arc<AtomicU64>,
     bytes: u64,
 }
 
 impl ByteBudget {
+    /// A budget of `max` bytes.
     pub fn new(max: u64) -> Self {
         ByteBudget {
             held: Arc::new(AtomicU64::new(0)),
@@ -43,6 +46,7 @@ impl ByteBudget {
             })
     }
 
+    /// Bytes held now.
     pub fn held(&self) -> u64 {
         self.held.load(Ordering::Relaxed)
     }

@@ -23,13 +23,18 @@ const BASE_LATENCY: Duration = Duration::from_millis(2);
 /// Backlog (seconds of work) past which requests start to fail.
 const FAIL_AFTER: f64 = 0.25;
 
+/// What the receiver saw.
 #[derive(Default, Serialize, Clone, Copy, Debug)]
 pub struct ReceiverStats {
+    /// Requests received.
     pub received: u64,
+    /// Answered 204.
     pub ok: u64,
+    /// Answered 503 (over capacity).
     pub failed_503: u64,
 }
 
+/// The receiver's backlog, as a queue model.
 struct Model {
     capacity: f64,
     /// Seconds of work queued, as of `last`.
@@ -38,6 +43,7 @@ struct Model {
     rng: fastrand::Rng,
 }
 
+/// A receiver of `capacity` requests/s that degrades past it.
 pub struct Receiver {
     model: Mutex<Model>,
     /// The `idempotency-key` of each webhook answered 2xx (the first million).
@@ -48,6 +54,7 @@ pub struct Receiver {
 }
 
 impl Receiver {
+    /// A receiver taking `capacity` requests/s.
     pub fn new(capacity: f64) -> Arc<Self> {
         Arc::new(Receiver {
             model: Mutex::new(Model {
@@ -63,6 +70,7 @@ impl Receiver {
         })
     }
 
+    /// What it saw so far.
     pub fn stats(&self) -> ReceiverStats {
         ReceiverStats {
             received: self.received.load(Ordering::Relaxed),

@@ -1,31 +1,40 @@
-//! `--demo`: the classic burst. 1,000 requests/s for 5 s against the relay,
-//! then wait for the drain and print what happened.
+//! The demos: `--demo` fires the classic burst (1,000 requests/s for 5 s)
+//! at the relay, waits for the drain and prints what happened;
+//! `--demo-fanout` (in `fanout`) floods three receivers of its own. The
+//! built-in fragile receiver (`receiver`) starts only for these, on a port
+//! the system picks.
+
+pub mod fanout;
+pub mod receiver;
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use dripfeed::Outcome;
+use dripfeed::destinations::Destinations;
 use tokio::time::{Instant, MissedTickBehavior, interval};
 
-use crate::app::Relay;
-use crate::receiver::Receiver;
+use crate::dead_letter::FileSink;
+use crate::intake::job::Job;
+use receiver::Receiver;
 
 /// What the burst saw from the outside.
 #[derive(Default, Debug)]
 pub struct BurstResult {
+    /// Answers by status.
     pub statuses: BTreeMap<u16, u64>,
     /// (status, Retry-After seconds) of each answer that carried one.
     pub retry_after: Vec<(u16, u64)>,
-    pub peak_depth: usize,
+    /// The deepest the destination's queue was seen, and its capacity then.
+    pub peak_depth: (u64, u64),
+    /// Requests that got no answer.
     pub errors: u64,
     /// The ids named in the 202 answers.
     pub accepted_ids: Vec<String>,
 }
 
 impl BurstResult {
+    /// Answers with `status`.
     pub fn count(&self, status: u16) -> u64 {
         self.statuses.get(&status).copied().unwrap_or(0)
     }
@@ -49,10 +58,20 @@ impl BurstResult {
     }
 }
 
-/// Sends `per_second` POSTs a second for `seconds` to `addr`, with `tenant` if given.
+/// The deepest of `a` and the destination's depth now (with its capacity).
+fn deeper(set: &Destinations<Job>, name: &str, a: (u64, u64)) -> (u64, u64) {
+    match set.stats(name) {
+        Some(s) if s.depth() > a.0 => (s.depth(), s.capacity()),
+        Some(s) if s.is_active() => (a.0, a.1.max(s.capacity())),
+        _ => a,
+    }
+}
+
+/// Sends `per_second` POSTs a second for `seconds` to `addr`, with `tenant`
+/// if given, watching the destination `name`'s depth.
 pub async fn burst(
     addr: SocketAddr,
-    relay: &Relay,
+    (set, name): (&Destinations<Job>, &str),
     per_second: u32,
     seconds: u32,
     tenant: impl Fn(u64) -> Option<String>,
@@ -62,7 +81,7 @@ pub async fn burst(
         .build()
         .unwrap_or_default();
     let url = format!("http://{addr}/v1/webhooks/deliver");
-    let peak = Arc::new(AtomicUsize::new(0));
+    let mut peak = (0, 0);
     let mut tick = interval(Duration::from_millis(10));
     tick.set_missed_tick_behavior(MissedTickBehavior::Burst);
     let per_tick = (per_second / 100).max(1);
@@ -70,7 +89,7 @@ pub async fn burst(
     let mut n = 0u64;
     for _ in 0..seconds * 100 {
         tick.tick().await;
-        peak.fetch_max(relay.throttle.depth(), Ordering::Relaxed);
+        peak = deeper(set, name, peak);
         for _ in 0..per_tick {
             let mut req = client
                 .post(&url)
@@ -111,21 +130,43 @@ pub async fn burst(
             None => out.errors += 1,
         }
     }
-    out.peak_depth = peak.load(Ordering::Relaxed).max(relay.throttle.depth());
+    out.peak_depth = deeper(set, name, peak);
     out
 }
 
-pub async fn run(
-    addr: SocketAddr,
-    relay: &Relay,
-    tenants: bool,
-    receiver: Option<&Receiver>,
-    grace: Duration,
-) -> Result<(), String> {
+/// What `--demo` needs of the running relay.
+pub struct Demo<'a> {
+    /// The relay's address.
+    pub addr: SocketAddr,
+    /// The destinations set, and the one the burst goes to.
+    pub set: &'a Destinations<Job>,
+    /// The destination's name.
+    pub name: &'a str,
+    /// The dead-letter file.
+    pub sink: &'a FileSink,
+    /// Whether tenants have quotas (half the burst is one hot tenant).
+    pub tenants: bool,
+    /// The built-in receiver, when the burst goes to it.
+    pub receiver: Option<&'a Receiver>,
+    /// How long shutdown may drain.
+    pub grace: Duration,
+}
+
+/// The burst, the drain, and the table.
+pub async fn run(demo: Demo<'_>) -> Result<(), String> {
+    let Demo {
+        addr,
+        set,
+        name,
+        sink,
+        tenants,
+        receiver,
+        grace,
+    } = demo;
     println!("demo: 1,000 requests/s for 5 s …");
     let start = Instant::now();
     // with tenant quotas, half the traffic comes from one hot tenant
-    let b = burst(addr, relay, 1000, 5, |n| {
+    let b = burst(addr, (set, name), 1000, 5, |n| {
         tenants.then(|| {
             if n % 2 == 0 {
                 "hot".to_owned()
@@ -136,18 +177,21 @@ pub async fn run(
     })
     .await;
     let sent = start.elapsed();
-    relay.drained(Duration::from_secs(60)).await;
-    let report = relay.throttle.shutdown(grace).await;
-    for job in report.returned {
-        let _ = relay.sink.offer(job, "shutdown");
+    let until = Instant::now() + Duration::from_secs(60);
+    while set.held() > 0 && Instant::now() < until {
+        tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    let file_lines = relay.sink.written().await;
-    let s = &report.stats;
+    let (stats, returned) = set.shutdown(grace).await;
+    let returned_n = returned.len() as u64;
+    for (_, job) in returned {
+        let _ = sink.offer(job, "shutdown");
+    }
+    let file_lines = sink.written().await;
+    let sum =
+        |f: fn(&dripfeed::destinations::DestinationStats) -> u64| stats.iter().map(f).sum::<u64>();
+    let delivered = sum(|s| s.delivered());
     let accepted = b.count(202);
-    let kept = s.delivered()
-        + s.outcome(Outcome::DeadLettered)
-        + s.outcome(Outcome::Evicted)
-        + s.outcome(Outcome::Returned);
+    let kept = delivered + sum(|s| s.dead_lettered()) + sum(|s| s.evicted()) + returned_n;
     let lost = accepted.saturating_sub(kept);
     println!(
         "burst sent in {:.2} s; drained after {:.2} s",
@@ -160,14 +204,13 @@ pub async fn run(
     );
     println!("|---|---|---|---|---|---|---|---|---|");
     println!(
-        "| {accepted} | {} | {} | {} | {} | {} / {} | {} | {file_lines} | {lost} |",
+        "| {accepted} | {} | {} | {} | {} | {} / {} | {delivered} | {file_lines} | {lost} |",
         b.count(503),
         b.range(503),
         b.count(429),
         b.range(429),
-        b.peak_depth,
-        relay.throttle.capacity(),
-        s.delivered(),
+        b.peak_depth.0,
+        b.peak_depth.1,
     );
     if let Some(rx) = receiver {
         let r = rx.stats();

@@ -8,9 +8,10 @@
 //! Offers never block: jobs go through an unbounded channel, whose memory is
 //! bounded by the byte budget (each job still holds its ticket until written).
 
+pub mod redrive;
+
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
 
 use base64::Engine;
 use dripfeed::{DeadLetterReason, DeadLetterSink};
@@ -18,13 +19,15 @@ use serde::Serialize;
 use tokio::io::AsyncWriteExt;
 use tokio::sync::{mpsc, oneshot};
 
-use crate::app::Job;
+use crate::intake::job::Job;
 
+/// The dead-letter file's writer.
 pub struct FileSink {
     letters: mpsc::UnboundedSender<(Job, &'static str)>,
     flushes: mpsc::UnboundedSender<oneshot::Sender<u64>>,
 }
 
+/// One dead-letter line.
 #[derive(Serialize)]
 struct Line<'a> {
     reason: &'a str,
@@ -44,7 +47,9 @@ struct Line<'a> {
 }
 
 impl FileSink {
-    /// Opens (appends to) `path` and starts the writer task.
+    /// Opens (appends to) `path` and starts the writer task; `destination`
+    /// names the destination of a webhook that never learnt one (recovered
+    /// from the journal and never tried).
     pub async fn open(path: PathBuf, destination: String) -> std::io::Result<Self> {
         let destination: Arc<str> = destination.into();
         let mut file = tokio::fs::OpenOptions::new()
@@ -104,20 +109,16 @@ impl FileSink {
 /// Appends one JSON line for `job` to `buf`; 1 if it was encoded.
 fn encode(buf: &mut Vec<u8>, job: &Job, reason: &str, destination: &str) -> u64 {
     let text = std::str::from_utf8(&job.body).ok();
-    let attempts = job.trail.attempts.load(Ordering::Relaxed);
+    let attempts = job.trail.attempts();
     let line = Line {
         reason,
-        id: match job.trail.id.load(Ordering::Relaxed) {
+        id: match job.trail.id() {
             0 => None,
             id => Some(id.to_string()),
         },
-        destination: job
-            .destination
-            .as_deref()
-            .or(job.trail.destination.get().map(|d| &**d))
-            .unwrap_or(destination),
+        destination: job.destination_name().unwrap_or(destination),
         attempts,
-        last_status: (attempts > 0).then(|| job.trail.last_status.load(Ordering::Relaxed)),
+        last_status: (attempts > 0).then(|| job.trail.last_status()),
         tenant: job.tenant.as_deref(),
         content_type: job.content_type.as_deref(),
         received_unix_ms: job.received_unix_ms,
@@ -140,7 +141,7 @@ async fn write_out(file: &mut tokio::fs::File, buf: &mut Vec<u8>, path: &std::pa
         return;
     }
     if let Err(e) = file.write_all(buf).await {
-        eprintln!("dead-letter file {}: {e}", path.display());
+        tracing::error!(file = %path.display(), error = %e, "dead-letter file: lines lost");
     }
     buf.clear();
 }

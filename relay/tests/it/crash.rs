@@ -7,29 +7,7 @@
 //! Real time and real processes (a loopback integration test): bounded in
 //! time and count, asserting counts only.
 
-mod support {
-    /// Waits until `done` holds, re-checking whenever `changed` is notified, for at most `limit`.
-    pub async fn until(
-        changed: &tokio::sync::Notify,
-        limit: std::time::Duration,
-        done: impl Fn() -> bool,
-    ) -> bool {
-        let wait = async {
-            loop {
-                let more = changed.notified();
-                if done() {
-                    return;
-                }
-                more.await;
-            }
-        };
-        tokio::time::timeout(limit, wait).await.is_ok()
-    }
-}
-
 use std::collections::HashMap;
-use std::path::PathBuf;
-use std::process::Stdio;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -37,8 +15,22 @@ use std::time::Duration;
 use axum::Router;
 use axum::http::HeaderMap;
 use axum::routing::post;
-use tokio::io::{AsyncBufReadExt, BufReader};
-use tokio::process::{Child, Command};
+
+use crate::harness::{Relay, argv, http};
+
+/// Waits until `done` holds, re-checking whenever `changed` is notified, for at most `limit`.
+async fn until(changed: &tokio::sync::Notify, limit: Duration, done: impl Fn() -> bool) -> bool {
+    let wait = async {
+        loop {
+            let more = changed.notified();
+            if done() {
+                return;
+            }
+            more.await;
+        }
+    };
+    tokio::time::timeout(limit, wait).await.is_ok()
+}
 
 /// Deliveries the receiver saw, by idempotency key, and the query of the
 /// URL each key was delivered to (which destination sent it).
@@ -73,67 +65,25 @@ async fn receiver(seen: Arc<Seen>) -> std::net::SocketAddr {
     addr
 }
 
-/// The relay's binary, built by cargo for this test.
-fn relay_binary() -> PathBuf {
-    PathBuf::from(env!("CARGO_BIN_EXE_dripfeed-relay"))
-}
-
-/// A plain HTTP client (reqwest is built with rustls, which wants its provider first).
-fn http() -> reqwest::Client {
-    let _ = rustls::crypto::ring::default_provider().install_default();
-    reqwest::Client::new()
-}
-
 const MAX_IN_FLIGHT: usize = 16;
 
-/// Starts the relay on the journal `dir` delivering to `downstream`;
-/// returns it and its address.
-async fn start_relay(dir: &std::path::Path, downstream: std::net::SocketAddr) -> (Child, String) {
+/// Starts the relay on the journal `dir` delivering to `downstream`.
+async fn start_relay(dir: &std::path::Path, downstream: std::net::SocketAddr) -> Relay {
     let url = format!("http://{downstream}/hooks");
     start_relay_with(dir, &["--downstream".into(), url]).await
 }
 
-/// Starts the relay on the journal `dir` with `target` (its receivers'
-/// flags); returns it and its address.
-async fn start_relay_with(dir: &std::path::Path, target: &[String]) -> (Child, String) {
+/// Starts the relay on the journal `dir` with `target` (its receivers' flags).
+async fn start_relay_with(dir: &std::path::Path, target: &[String]) -> Relay {
     let dead_letter = dir.with_extension("dead-letter.jsonl");
-    let mut child = Command::new(relay_binary())
-        .args([
-            "--listen",
-            "127.0.0.1:0",
-            "--drain-rate",
-            "400",
-            "--latency-budget",
-            "10s",
-        ])
-        .args(["--max-in-flight", &MAX_IN_FLIGHT.to_string()])
-        .args(["--retries", "3", "--retry-min", "50ms", "--retry-max", "1s"])
-        .args(target)
-        .arg("--journal-dir")
-        .arg(dir)
-        .arg("--dead-letter-file")
-        .arg(&dead_letter)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .kill_on_drop(true)
-        .spawn()
-        .expect("starting the relay");
-    let stdout = child.stdout.take().unwrap();
-    let mut lines = BufReader::new(stdout).lines();
-    let find = async {
-        while let Ok(Some(line)) = lines.next_line().await {
-            if let Some(rest) = line.strip_prefix("webhook relay on http://") {
-                return rest.split(':').take(2).collect::<Vec<_>>().join(":");
-            }
-        }
-        panic!("the relay exited before it listened");
-    };
-    let addr = tokio::time::timeout(Duration::from_secs(60), find)
-        .await
-        .expect("the relay did not start in 60 s");
-    // Keep reading its output so it never blocks on a full pipe.
-    tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
-    (child, addr)
+    let mut args = argv(&format!(
+        "--drain-rate 400 --latency-budget 10s --max-in-flight {MAX_IN_FLIGHT} \
+         --retries 3 --retry-min 50ms --retry-max 1s --journal-dir {} --dead-letter-file {}",
+        dir.display(),
+        dead_letter.display()
+    ));
+    args.extend_from_slice(target);
+    Relay::start_with(&args, &[]).await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -171,7 +121,8 @@ async fn with_destinations_every_202_survives_a_sigkill_and_keeps_its_destinatio
 async fn crash_and_restart(name: &str, target: &[String], dests: &[&str], seen: &Arc<Seen>) {
     let dir = std::env::temp_dir().join(format!("dripfeed-relay-{name}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
-    let (mut relay, addr) = start_relay_with(&dir, target).await;
+    let mut relay = start_relay_with(&dir, target).await;
+    let addr = relay.addr;
 
     // 32 senders flood it; each 202 names the webhook's id.
     let accepted = Arc::new(Mutex::new(Vec::<(String, String)>::new()));
@@ -211,11 +162,10 @@ async fn crash_and_restart(name: &str, target: &[String], dests: &[&str], seen: 
     // Kill it mid-burst: some delivered, some queued, some in flight.
     let burst = || accepted.lock().unwrap().len() >= 1500;
     assert!(
-        support::until(&got, Duration::from_secs(60), burst).await,
+        until(&got, Duration::from_secs(60), burst).await,
         "the relay accepted too little in 60 s"
     );
-    relay.start_kill().unwrap(); // SIGKILL
-    let _ = relay.wait().await;
+    relay.kill().await; // SIGKILL
     flooding.store(false, Ordering::Relaxed);
     for s in senders {
         let _ = s.await;
@@ -229,12 +179,12 @@ async fn crash_and_restart(name: &str, target: &[String], dests: &[&str], seen: 
     );
 
     // The same directory again: what was unfinished is delivered.
-    let (_relay, _) = start_relay_with(&dir, target).await;
+    let _relay = start_relay_with(&dir, target).await;
     let all = || {
         let keys = seen.keys.lock().unwrap();
         accepted.iter().all(|(id, _)| keys.contains_key(id))
     };
-    if !support::until(&seen.more, Duration::from_secs(60), all).await {
+    if !until(&seen.more, Duration::from_secs(60), all).await {
         let keys = seen.keys.lock().unwrap();
         let missing = accepted
             .iter()
@@ -263,6 +213,7 @@ async fn crash_and_restart(name: &str, target: &[String], dests: &[&str], seen: 
     );
     drop((keys, routes));
     let _ = std::fs::remove_dir_all(&dir);
+    let _ = std::fs::remove_file(dir.with_extension("dead-letter.jsonl"));
 }
 
 async fn post_keyed(addr: &str, key: &str, body: &str) -> (u16, serde_json::Value) {
@@ -287,7 +238,8 @@ async fn a_repeated_idempotency_key_is_one_webhook_across_a_restart() {
     let _ = std::fs::remove_dir_all(&dir);
     let seen = Arc::new(Seen::default());
     let downstream = receiver(seen.clone()).await;
-    let (relay, addr) = start_relay(&dir, downstream).await;
+    let mut relay = start_relay(&dir, downstream).await;
+    let addr = relay.addr.to_string();
 
     let (status, first) = post_keyed(&addr, "order-17", "{\"paid\":true}").await;
     assert_eq!(status, 202, "{first}");
@@ -298,24 +250,21 @@ async fn a_repeated_idempotency_key_is_one_webhook_across_a_restart() {
     assert_eq!(status, 422, "{other}");
 
     // A graceful restart (SIGTERM): the key outlives the process.
-    let pid = relay.id().unwrap().to_string();
-    let term = std::process::Command::new("kill")
-        .args(["-TERM", &pid])
-        .status();
-    assert!(term.is_ok_and(|s| s.success()));
-    let mut relay = relay;
-    let _ = tokio::time::timeout(Duration::from_secs(30), relay.wait()).await;
-    let (_relay, addr) = start_relay(&dir, downstream).await;
+    relay.signal("TERM");
+    assert!(relay.exit(Duration::from_secs(30)).await.success());
+    let relay = start_relay(&dir, downstream).await;
+    let addr = relay.addr.to_string();
     let (status, after) = post_keyed(&addr, "order-17", "{\"paid\":true}").await;
     assert_eq!((status, after["id"].as_str()), (202, Some(id.as_str())));
 
     let delivered = || seen.keys.lock().unwrap().contains_key(&id);
     assert!(
-        support::until(&seen.more, Duration::from_secs(30), delivered).await,
+        until(&seen.more, Duration::from_secs(30), delivered).await,
         "the webhook was not delivered in 30 s"
     );
     let keys = seen.keys.lock().unwrap().clone();
     assert_eq!(keys.len(), 1, "one webhook in all: {keys:?}");
     assert_eq!(keys[&id], 1, "delivered once");
     let _ = std::fs::remove_dir_all(&dir);
+    let _ = std::fs::remove_file(dir.with_extension("dead-letter.jsonl"));
 }

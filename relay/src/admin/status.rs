@@ -1,0 +1,101 @@
+//! The status line, once a second: depth, rate, p99, deliveries and every
+//! kind of refusal. With one destination it is one line (redrawn in place
+//! on a terminal); with several, a line per destination follows.
+
+use std::io::{IsTerminal, Write};
+use std::sync::Arc;
+use std::time::Duration;
+
+use dripfeed::destinations::DestinationStats;
+
+use crate::deliver::latency::Latencies;
+use crate::intake::{Answers, Intake};
+
+/// Across every destination: depth, capacity, summed rate of the active
+/// ones, delivered, dead-lettered (with evicted).
+fn totals(all: &[DestinationStats]) -> (u64, u64, f64, u64, u64) {
+    all.iter().fold((0, 0, 0.0, 0, 0), |t, s| {
+        (
+            t.0 + s.depth(),
+            t.1 + s.capacity(),
+            t.2 + if s.is_active() { s.drain_rate() } else { 0.0 },
+            t.3 + s.delivered(),
+            t.4 + s.dead_lettered() + s.evicted(),
+        )
+    })
+}
+
+/// The summary line.
+pub fn line(intake: &Intake, latencies: &Latencies) -> String {
+    let all = intake.set.all_stats();
+    let (depth, capacity, rate, delivered, dead) = totals(&all);
+    let a = &intake.answers;
+    let p99 = latencies.take_p99();
+    format!(
+        "depth {:>5}/{:<5} ({:>6} KiB) rate {:>6.1}/s p99 {:>7} delivered {:>7} | 503 full {} bytes {} store {} journal {} | 429 {} | 413 {} | dead-lettered {}",
+        depth,
+        capacity,
+        intake.budget.held() / 1024,
+        rate,
+        p99.map_or("-".into(), |p| format!("{:.1}ms", p.as_secs_f64() * 1000.0)),
+        delivered,
+        Answers::get(&a.full_503),
+        Answers::get(&a.bytes_503),
+        Answers::get(&a.store_503),
+        Answers::get(&a.journal_503),
+        Answers::get(&a.quota_429),
+        Answers::get(&a.too_large_413),
+        dead,
+    )
+}
+
+/// One line per configured destination.
+pub fn destination_lines(intake: &Intake) -> Vec<String> {
+    intake
+        .set
+        .all_stats()
+        .into_iter()
+        .filter(|s| s.is_named())
+        .map(|s| {
+            format!(
+                "  {:<12} depth {:>5}/{:<5} rate {:>6.1}/s in flight {:>3} accepted {:>7} delivered {:>7} refused {:>6} dead-lettered {:>5} breaker {}",
+                s.name(),
+                s.depth(),
+                s.capacity(),
+                s.drain_rate(),
+                s.in_flight(),
+                s.accepted(),
+                s.delivered(),
+                s.refused(),
+                s.dead_lettered() + s.evicted(),
+                s.breaker().as_str(),
+            )
+        })
+        .collect()
+}
+
+/// Prints the status each second until the task is dropped.
+pub fn spawn(intake: Arc<Intake>, latencies: Arc<Latencies>) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        let tty = std::io::stdout().is_terminal();
+        let mut tick = tokio::time::interval(Duration::from_secs(1));
+        tick.tick().await;
+        loop {
+            tick.tick().await;
+            let summary = line(&intake, &latencies);
+            let mut out = std::io::stdout().lock();
+            if intake.names.len() > 1 {
+                // A line per destination: no redraw in place.
+                let _ = writeln!(out, "{summary}");
+                for l in destination_lines(&intake) {
+                    let _ = writeln!(out, "{l}");
+                }
+            } else if tty {
+                let _ = write!(out, "\r\x1b[2K{summary}");
+                let _ = out.flush();
+            } else {
+                let _ = writeln!(out, "{summary}");
+            }
+        }
+    })
+}

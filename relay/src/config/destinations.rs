@@ -1,0 +1,471 @@
+//! Destinations: the receivers the relay delivers to, and the only ones.
+//!
+//! They come from `[[destinations]]` in the `--config` file, a
+//! `--destinations FILE` (JSON or TOML), `--destination NAME=URL` flags and
+//! the `downstream` setting (the destination `default`); all of them add up.
+//! A request names one with the destination header; the relay never
+//! delivers to a URL a request supplies.
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use base64::Engine;
+use serde::Deserialize;
+use toml::de::{DeTable, DeValue};
+
+use super::error::{ConfigError, Origin};
+use super::value::{HttpUrl, Value, quoted};
+
+/// The name `downstream` gives its destination.
+pub const DEFAULT_NAME: &str = "default";
+
+/// The keys a destination table may have.
+const FIELDS: [&str; 6] = ["name", "url", "rate", "ceiling", "budget", "secret"];
+
+/// One configured receiver.
+#[derive(Clone, Debug)]
+pub struct Destination {
+    /// 1 to 64 of `A-Z a-z 0-9 . _ -`.
+    pub name: String,
+    /// Where its webhooks are POSTed.
+    pub url: HttpUrl,
+    /// Its drain rate, if not `drain_rate`.
+    pub rate: Option<f64>,
+    /// Its highest rate (the AIMD ceiling), if not the set's.
+    pub ceiling: Option<f64>,
+    /// Its latency budget, if not `latency_budget`.
+    pub budget: Option<Duration>,
+    /// A Standard Webhooks signing secret: deliveries are signed.
+    pub secret: Option<Secret>,
+    /// Where it was configured.
+    pub origin: Origin,
+}
+
+/// A Standard Webhooks secret (`whsec_` + base64 of the key); never shown.
+#[derive(Clone)]
+pub struct Secret {
+    key: Arc<[u8]>,
+}
+
+impl Secret {
+    /// Reads `whsec_<base64>` (the prefix is optional).
+    pub fn parse(text: &str) -> Result<Secret, String> {
+        let b64 = text.strip_prefix("whsec_").unwrap_or(text);
+        let key = base64::engine::general_purpose::STANDARD
+            .decode(b64)
+            .map_err(|e| format!("secret is not base64 after whsec_: {e}"))?;
+        if key.is_empty() {
+            return Err("secret is empty".into());
+        }
+        Ok(Secret { key: key.into() })
+    }
+
+    /// The signing key's bytes.
+    pub fn key(&self) -> Arc<[u8]> {
+        self.key.clone()
+    }
+}
+
+impl std::fmt::Debug for Secret {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Secret(redacted)")
+    }
+}
+
+/// A destination name: 1 to 64 of `A-Z a-z 0-9 . _ -`.
+pub fn valid_name(name: &str) -> bool {
+    (1..=64).contains(&name.len())
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'))
+}
+
+/// The fields of one destination before they are checked.
+#[derive(Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Fields {
+    name: Option<String>,
+    url: Option<String>,
+    rate: Option<f64>,
+    ceiling: Option<f64>,
+    budget: Option<String>,
+    secret: Option<String>,
+}
+
+impl Fields {
+    /// The destination, or what is wrong with each field (keys `at.field`).
+    fn check(
+        self,
+        at: &str,
+        origin: &Origin,
+        errors: &mut Vec<ConfigError>,
+    ) -> Option<Destination> {
+        let before = errors.len();
+        let mut fail = |field: &str, msg: String| {
+            errors.push(ConfigError::new(
+                format!("{at}.{field}"),
+                Some(origin.clone()),
+                msg,
+            ));
+        };
+        let name = match self.name {
+            Some(n) if valid_name(&n) => Some(n),
+            Some(n) => {
+                fail("name", format!("{n:?}: 1 to 64 of A-Z a-z 0-9 . _ -"));
+                None
+            }
+            None => {
+                fail("name", "missing".into());
+                None
+            }
+        };
+        let url = match self.url.as_deref().map(HttpUrl::from_text) {
+            Some(Ok(u)) => Some(u),
+            Some(Err(e)) => {
+                fail("url", e);
+                None
+            }
+            None => {
+                fail("url", "missing".into());
+                None
+            }
+        };
+        for (field, rate) in [("rate", self.rate), ("ceiling", self.ceiling)] {
+            if rate.is_some_and(|r| !(r.is_finite() && r > 0.0)) {
+                fail(field, "must be a number above 0".into());
+            }
+        }
+        let budget = match self.budget.as_deref().map(Duration::from_text) {
+            Some(Ok(b)) if b.is_zero() => {
+                fail("budget", "must be above 0".into());
+                None
+            }
+            Some(Ok(b)) => Some(b),
+            Some(Err(e)) => {
+                fail("budget", e);
+                None
+            }
+            None => None,
+        };
+        let secret = match self.secret.as_deref().map(Secret::parse) {
+            Some(Ok(s)) => Some(s),
+            Some(Err(e)) => {
+                fail("secret", e);
+                None
+            }
+            None => None,
+        };
+        if errors.len() > before {
+            return None;
+        }
+        Some(Destination {
+            name: name?,
+            url: url?,
+            rate: self.rate,
+            ceiling: self.ceiling,
+            budget,
+            secret,
+            origin: origin.clone(),
+        })
+    }
+}
+
+/// `[[destinations]]` of a TOML document (the `--config` file or a
+/// `--destinations` file): each table checked, errors with their line.
+pub fn from_toml(
+    value: &toml::Spanned<DeValue<'_>>,
+    path: &Path,
+    text: &str,
+    errors: &mut Vec<ConfigError>,
+) -> Vec<Destination> {
+    let Some(items) = value.get_ref().as_array() else {
+        let at = Origin::at(path, text, value.span().start);
+        let found = value.get_ref().type_str();
+        errors.push(ConfigError::new(
+            "destinations",
+            Some(at),
+            format!("expected an array of tables ([[destinations]]), found {found}"),
+        ));
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    for (i, item) in items.into_iter().enumerate() {
+        let at = format!("destinations[{i}]");
+        let origin = Origin::at(path, text, item.span().start);
+        let Some(table) = item.get_ref().as_table() else {
+            errors.push(ConfigError::new(at, Some(origin), "expected a table"));
+            continue;
+        };
+        let fields = fields_of(table, &at, path, text, errors);
+        out.extend(fields.and_then(|f| f.check(&at, &origin, errors)));
+    }
+    out
+}
+
+/// A TOML table's fields, each read with its line on error.
+fn fields_of(
+    table: &DeTable<'_>,
+    at: &str,
+    path: &Path,
+    text: &str,
+    errors: &mut Vec<ConfigError>,
+) -> Option<Fields> {
+    let before = errors.len();
+    let mut f = Fields::default();
+    for (key, value) in table.iter() {
+        let origin = Origin::at(path, text, key.span().start);
+        let key = key.get_ref().as_ref();
+        let v = value.get_ref();
+        let read = match key {
+            "name" => String::from_toml(v).map(|s| f.name = Some(s)),
+            "url" => String::from_toml(v).map(|s| f.url = Some(s)),
+            "rate" => f64::from_toml(v).map(|r| f.rate = Some(r)),
+            "ceiling" => f64::from_toml(v).map(|r| f.ceiling = Some(r)),
+            "budget" => String::from_toml(v).map(|s| f.budget = Some(s)),
+            "secret" => String::from_toml(v).map(|s| f.secret = Some(s)),
+            other => Err(format!(
+                "unknown key {other:?} (a destination has {})",
+                FIELDS.join(", ")
+            )),
+        };
+        if let Err(e) = read {
+            errors.push(ConfigError::new(format!("{at}.{key}"), Some(origin), e));
+        }
+    }
+    (errors.len() == before).then_some(f)
+}
+
+/// A `--destinations FILE`: TOML (`[[destinations]]`, for a `.toml` file or
+/// text that is not JSON) or JSON (an array of objects, or
+/// `{"destinations": [...]}`).
+pub fn from_file(path: &Path, text: &str, errors: &mut Vec<ConfigError>) -> Vec<Destination> {
+    let toml_named = path
+        .extension()
+        .is_some_and(|e| e.eq_ignore_ascii_case("toml"));
+    if !toml_named {
+        match serde_json::from_str::<serde_json::Value>(text) {
+            Ok(_) => return from_json(path, text, errors),
+            Err(e) if path.extension().is_some_and(|e| e == "json") => {
+                let at = Origin::File {
+                    path: path.to_owned(),
+                    line: Some(e.line()),
+                };
+                errors.push(ConfigError::new("destinations", Some(at), e.to_string()));
+                return Vec::new();
+            }
+            Err(_) => {} // not JSON: read as TOML
+        }
+    }
+    let (doc, parse_errors) = DeTable::parse_recoverable(text);
+    for e in parse_errors {
+        let at = Origin::at(path, text, e.span().map_or(0, |s| s.start));
+        errors.push(ConfigError::new(
+            "destinations",
+            Some(at),
+            e.message().to_owned(),
+        ));
+    }
+    let mut out = Vec::new();
+    for (key, value) in doc.get_ref().iter() {
+        match key.get_ref().as_ref() {
+            "destinations" => out.extend(from_toml(value, path, text, errors)),
+            other => errors.push(ConfigError::new(
+                other,
+                Some(Origin::at(path, text, key.span().start)),
+                "unknown key: a destinations file holds only [[destinations]] tables",
+            )),
+        }
+    }
+    out
+}
+
+/// The JSON form of a destinations file.
+fn from_json(path: &Path, text: &str, errors: &mut Vec<ConfigError>) -> Vec<Destination> {
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum File {
+        List(Vec<Fields>),
+        Object { destinations: Vec<Fields> },
+    }
+    let origin = Origin::File {
+        path: path.to_owned(),
+        line: None,
+    };
+    let list = match serde_json::from_str::<File>(text) {
+        Ok(File::List(l)) | Ok(File::Object { destinations: l }) => l,
+        Err(_) => {
+            // Say which entry is wrong: read them one by one.
+            let entries: Vec<serde_json::Value> =
+                match serde_json::from_str::<serde_json::Value>(text) {
+                    Ok(serde_json::Value::Array(a)) => a,
+                    Ok(serde_json::Value::Object(mut o)) => match o.remove("destinations") {
+                        Some(serde_json::Value::Array(a)) => a,
+                        _ => Vec::new(),
+                    },
+                    _ => Vec::new(),
+                };
+            let mut reported = false;
+            for (i, entry) in entries.into_iter().enumerate() {
+                if let Err(e) = serde_json::from_value::<Fields>(entry) {
+                    errors.push(ConfigError::new(
+                        format!("destinations[{i}]"),
+                        Some(origin.clone()),
+                        e.to_string(),
+                    ));
+                    reported = true;
+                }
+            }
+            if !reported {
+                errors.push(ConfigError::new(
+                    "destinations",
+                    Some(origin),
+                    "expected [{\"name\", \"url\", ...}] or {\"destinations\": [...]}",
+                ));
+            }
+            return Vec::new();
+        }
+    };
+    list.into_iter()
+        .enumerate()
+        .filter_map(|(i, f)| f.check(&format!("destinations[{i}]"), &origin, errors))
+        .collect()
+}
+
+/// `--destination NAME=URL`.
+pub fn from_flag(text: &str, errors: &mut Vec<ConfigError>) -> Option<Destination> {
+    let origin = Origin::Flag("--destination".into());
+    let Some((name, url)) = text.split_once('=') else {
+        errors.push(ConfigError::new(
+            "destination",
+            Some(origin),
+            format!("{text:?}: expected NAME=URL"),
+        ));
+        return None;
+    };
+    let fields = Fields {
+        name: Some(name.trim().to_owned()),
+        url: Some(url.trim().to_owned()),
+        ..Fields::default()
+    };
+    fields.check("destination", &origin, errors)
+}
+
+/// The destination `downstream` makes.
+pub fn from_downstream(url: &HttpUrl, origin: Origin) -> Destination {
+    Destination {
+        name: DEFAULT_NAME.to_owned(),
+        url: url.clone(),
+        rate: None,
+        ceiling: None,
+        budget: None,
+        secret: None,
+        origin,
+    }
+}
+
+/// Names configured twice.
+pub fn check_unique(all: &[Destination], errors: &mut Vec<ConfigError>) {
+    for (i, d) in all.iter().enumerate() {
+        if let Some(first) = all[..i].iter().find(|e| e.name == d.name) {
+            let why = match d.name.as_str() {
+                DEFAULT_NAME => " (downstream is the destination \"default\")".to_owned(),
+                _ => String::new(),
+            };
+            errors.push(ConfigError::new(
+                format!("destinations.{}", d.name),
+                Some(d.origin.clone()),
+                format!("configured twice, first at {}{why}", first.origin),
+            ));
+        }
+    }
+}
+
+impl Destination {
+    /// The destination as a `[[destinations]]` table, its secret redacted.
+    pub fn shown(&self) -> Vec<(&'static str, String)> {
+        let mut out = vec![("name", quoted(&self.name)), ("url", self.url.show())];
+        out.extend(self.rate.map(|r| ("rate", r.show())));
+        out.extend(self.ceiling.map(|c| ("ceiling", c.show())));
+        out.extend(self.budget.map(|b| ("budget", b.show())));
+        out.extend(
+            self.secret
+                .as_ref()
+                .map(|_| ("secret", quoted("(redacted)"))),
+        );
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn json_and_toml_files_read_alike() {
+        let json = r#"[{"name": "a", "url": "http://127.0.0.1:1/x", "rate": 5, "budget": "1s"}]"#;
+        let toml = "[[destinations]]\nname = \"a\"\nurl = \"http://127.0.0.1:1/x\"\nrate = 5\nbudget = \"1s\"\n";
+        let mut errors = Vec::new();
+        let j = from_file(Path::new("d.json"), json, &mut errors);
+        let t = from_file(Path::new("d.toml"), toml, &mut errors);
+        assert!(errors.is_empty(), "{errors:?}");
+        assert_eq!(j[0].shown(), t[0].shown());
+        assert_eq!(t[0].budget, Some(Duration::from_secs(1)));
+        // Without an extension: JSON when it is JSON, else TOML.
+        assert_eq!(from_file(Path::new("d"), toml, &mut errors).len(), 1);
+        assert!(errors.is_empty(), "{errors:?}");
+    }
+
+    #[test]
+    fn every_bad_field_is_named_with_its_line() {
+        let toml = "[[destinations]]\nname = \"ok\"\nurl = \"http://x/\"\n\n[[destinations]]\nname = \"b c\"\nurl = \"ftp://x\"\nrate = -1\ncolour = \"red\"\nsecret = \"whsec_!!\"\n";
+        let mut errors = Vec::new();
+        let got = from_file(Path::new("d.toml"), toml, &mut errors);
+        assert_eq!(got.len(), 1);
+        let shown: Vec<String> = errors.iter().map(|e| e.to_string()).collect();
+        assert_eq!(shown.len(), 1, "{shown:?}"); // the unknown key stops that table first
+        assert!(
+            shown[0].starts_with("d.toml:9: destinations[1].colour: unknown key"),
+            "{shown:?}"
+        );
+        let toml = toml.replace("colour = \"red\"\n", "");
+        let mut errors = Vec::new();
+        from_file(Path::new("d.toml"), &toml, &mut errors);
+        let keys: Vec<&str> = errors.iter().map(|e| e.key.as_str()).collect();
+        assert_eq!(
+            keys,
+            [
+                "destinations[1].name",
+                "destinations[1].url",
+                "destinations[1].rate",
+                "destinations[1].secret"
+            ]
+        );
+        assert!(
+            errors[0].to_string().starts_with("d.toml:5: "),
+            "{}",
+            errors[0]
+        );
+    }
+
+    #[test]
+    fn flags_and_duplicates() {
+        let mut errors = Vec::new();
+        let a = from_flag("a=http://127.0.0.1:9/", &mut errors).unwrap();
+        assert!(from_flag("nourl", &mut errors).is_none());
+        assert_eq!(errors.len(), 1);
+        let url = HttpUrl::from_text("http://127.0.0.1:9/").unwrap();
+        let all = vec![
+            from_downstream(&url, Origin::Default),
+            a.clone(),
+            Destination {
+                name: "default".into(),
+                ..a
+            },
+        ];
+        let mut errors = Vec::new();
+        check_unique(&all, &mut errors);
+        assert_eq!(errors.len(), 1);
+        assert!(errors[0].message.contains("downstream"), "{}", errors[0]);
+    }
+}

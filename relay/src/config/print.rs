@@ -1,0 +1,32 @@
+//! `print-config`: the settings in force as a TOML file, each line followed
+//! by its source, secrets and passwords redacted. The output reads back as
+//! a `--config` file.
+
+use std::fmt::Write;
+
+use super::Config;
+use super::error::Origin;
+
+/// Where `origin` is, for a comment after the value.
+fn source(origin: Option<&Origin>) -> String {
+    origin.map_or_else(|| "default".to_owned(), Origin::to_string)
+}
+
+/// The configuration in force, with each value's source.
+pub fn render(cfg: &Config) -> String {
+    let mut out = String::from("# dripfeed-relay: the settings in force, each with its source\n");
+    for (key, value) in cfg.settings.shown() {
+        let from = source(cfg.origin(key));
+        let _ = match value {
+            Some(v) => writeln!(out, "{key} = {v}  # {from}"),
+            None => writeln!(out, "# {key} is not set  # {from}"),
+        };
+    }
+    for d in &cfg.destinations {
+        let _ = writeln!(out, "\n[[destinations]]  # {}", d.origin);
+        for (field, value) in d.shown() {
+            let _ = writeln!(out, "{field} = {value}");
+        }
+    }
+    out
+}

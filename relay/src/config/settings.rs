@@ -1,0 +1,103 @@
+//! The one table of settings: each line is a file key, a flag
+//! (`--key-with-dashes`) and an environment variable (`DRIPFEED_KEY`), with
+//! its type and default. The doc comment is the flag's `--help`.
+//! `relay/relay.example.toml` lists every key with its default (a test
+//! holds it to this table).
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use super::declare::declare_settings;
+use super::value::{FailureMode, HttpUrl, LogFormat, OverflowPolicy, StoreUrl};
+
+declare_settings! {
+    /// Address the relay listens on; port 0 takes any free port (the relay
+    /// prints the address it got).
+    listen: SocketAddr = "127.0.0.1:8080";
+    /// A single receiver: the destination named `default`. Requests without
+    /// the destination header go to it when it is the only destination.
+    downstream: HttpUrl;
+    /// The request header that names a destination.
+    destination_header: String = "X-Destination";
+    /// The request header that names the tenant.
+    tenant_header: String = "X-Tenant";
+    /// Each tenant's sustained rate, webhooks/s; over it, 429. Unset: tenants
+    /// are not limited.
+    tenant_rate: f64;
+    /// Each tenant's burst, webhooks (with tenant_rate).
+    tenant_burst: f64 = "50";
+    /// Bytes of bodies the relay may hold (queued, in flight, or on their way
+    /// to the dead-letter file); over it, 503.
+    max_queue_bytes: u64 = "67108864";
+    /// Drain rate, webhooks per second (each destination's unless it says
+    /// otherwise).
+    drain_rate: f64 = "200";
+    /// Worst queueing delay accepted: a destination holds budget × rate
+    /// webhooks, e.g. 2s or 500ms.
+    latency_budget: Duration = "2s";
+    /// What happens when a destination's queue is full: tail-drop (503),
+    /// head-drop or dead-letter.
+    overflow: OverflowPolicy = "tail-drop";
+    /// Let each destination's drain rate follow its receiver's p99 (AIMD
+    /// between floor and ceiling).
+    adaptive: bool = "false";
+    /// Lowest adaptive rate, per second.
+    floor: f64 = "20";
+    /// Highest adaptive rate, per second.
+    ceiling: f64 = "400";
+    /// The receiver p99 the adaptive drain aims under, e.g. 150ms.
+    target_p99: Duration = "150ms";
+    /// Deliveries running at once, shared by every destination.
+    max_in_flight: usize = "64";
+    /// The most deliveries one destination may have running (its cap in
+    /// max_in_flight): a dead receiver holds no more. Unset: 8, or
+    /// max_in_flight when there is one destination.
+    max_in_flight_per_destination: usize;
+    /// How long a delivery may take before it counts as failed, e.g. 10s.
+    deliver_timeout: Duration = "10s";
+    /// A PEM file of CA certificates trusted for https:// receivers besides
+    /// the system's roots.
+    ca_file: PathBuf;
+    /// Retries after the first attempt: a webhook the receiver answers 408,
+    /// 429 or 5xx (or never answers) is tried again after exponential
+    /// backoff with full jitter, or after its Retry-After; 0 = no retries.
+    /// Other 4xx are final.
+    retries: u32 = "8";
+    /// The first retry's backoff ceiling (it doubles per retry), e.g. 1s.
+    retry_min: Duration = "1s";
+    /// The longest backoff, and the cap on a receiver's Retry-After, e.g. 10m.
+    retry_max: Duration = "10m";
+    /// Where undeliverable webhooks are written, one JSON line each.
+    dead_letter_file: PathBuf = "dead-letter.jsonl";
+    /// Where accepted webhooks are journaled: a 202 is answered once the
+    /// webhook is on disk there, and a restart delivers what was unfinished.
+    journal_dir: PathBuf = "relay-journal";
+    /// Keep webhooks in memory only: a crash loses what was accepted.
+    no_journal: bool = "false";
+    /// How long shutdown keeps draining before leaving the rest in the
+    /// journal (or the dead-letter file without one).
+    shutdown_grace: Duration = "10s";
+    /// Redis URL holding the fleet-wide delivery limit shared by every relay
+    /// (and the tenant quotas, without postgres).
+    redis: StoreUrl;
+    /// The fleet-wide limit over every destination, deliveries/s (with
+    /// redis). Unset: drain_rate.
+    global_rate: f64;
+    /// Relays in the fleet: while Redis is down and failing open, each
+    /// delivers global rate / fleet size.
+    fleet_size: u32 = "1";
+    /// What to do while Redis is unreachable: open (a local share) or
+    /// closed (pause deliveries; tenants get 503).
+    redis_failure: FailureMode = "open";
+    /// PostgreSQL URL holding the tenant quotas shared by every relay (with
+    /// tenant_rate), e.g. postgres://user@127.0.0.1:5432/db.
+    postgres: StoreUrl;
+    /// What to do while PostgreSQL is unreachable: open (local buckets) or
+    /// closed (503).
+    postgres_failure: FailureMode = "closed";
+    /// Log lines on stderr: text or json (RUST_LOG filters them; default info).
+    log_format: LogFormat = "text";
+    /// Capacity of the demo's built-in receiver, requests per second.
+    receiver_capacity: f64 = "200";
+}

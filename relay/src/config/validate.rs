@@ -1,0 +1,135 @@
+//! Rules over the merged settings: ranges, settings that go together, what
+//! this build can do. Each error names the key and where its value came
+//! from; every rule runs, so all errors are reported at once.
+
+use super::error::{ConfigError, Origin};
+use super::{Config, Settings};
+
+/// Every rule broken by `cfg`.
+pub(super) fn check(cfg: &Config, errors: &mut Vec<ConfigError>) {
+    let s = &cfg.settings;
+    let mut bad = |key: &'static str, message: String| {
+        errors.push(ConfigError::new(key, cfg.origin(key).cloned(), message));
+    };
+    for (key, value) in [
+        ("drain_rate", Some(s.drain_rate)),
+        ("floor", Some(s.floor)),
+        ("ceiling", Some(s.ceiling)),
+        ("tenant_rate", s.tenant_rate),
+        ("tenant_burst", Some(s.tenant_burst)),
+        ("global_rate", s.global_rate),
+        ("receiver_capacity", Some(s.receiver_capacity)),
+    ] {
+        if value.is_some_and(|v| !(v.is_finite() && v > 0.0)) {
+            bad(key, "must be a number above 0".into());
+        }
+    }
+    for (key, value) in [
+        ("latency_budget", s.latency_budget),
+        ("deliver_timeout", s.deliver_timeout),
+        ("target_p99", s.target_p99),
+    ] {
+        if value.is_zero() {
+            bad(key, "must be above 0".into());
+        }
+    }
+    for (key, value) in [
+        ("max_in_flight", Some(s.max_in_flight)),
+        (
+            "max_in_flight_per_destination",
+            s.max_in_flight_per_destination,
+        ),
+    ] {
+        match value {
+            Some(0) => bad(key, "must be at least 1".into()),
+            Some(n) if u32::try_from(n).is_err() => bad(key, "must be at most 4294967295".into()),
+            _ => {}
+        }
+    }
+    if s.max_queue_bytes == 0 {
+        bad("max_queue_bytes", "must be at least 1".into());
+    }
+    if s.fleet_size == 0 {
+        bad("fleet_size", "must be at least 1".into());
+    }
+    if s.floor > s.ceiling {
+        bad(
+            "floor",
+            format!("{} is above ceiling {}", s.floor, s.ceiling),
+        );
+    }
+    if s.retries > 0 && s.retry_min > s.retry_max {
+        bad("retry_min", "is above retry_max".into());
+    }
+    if s.global_rate.is_some() && s.redis.is_none() {
+        bad(
+            "global_rate",
+            "a fleet-wide limit needs redis (its URL)".into(),
+        );
+    }
+    if s.postgres.is_some() && s.tenant_rate.is_none() {
+        bad(
+            "postgres",
+            "holds tenant quotas: give tenant_rate too".into(),
+        );
+    }
+    if s.redis.is_some() && !cfg!(feature = "redis") {
+        bad(
+            "redis",
+            "this build has no Redis: build with --features redis".into(),
+        );
+    }
+    if s.postgres.is_some() && !cfg!(feature = "postgres") {
+        bad(
+            "postgres",
+            "this build has no PostgreSQL: build with --features postgres".into(),
+        );
+    }
+    if let Some(path) = &s.ca_file {
+        match std::fs::read(path) {
+            Err(e) => bad("ca_file", format!("{}: {e}", path.display())),
+            Ok(pem) => match reqwest::Certificate::from_pem_bundle(&pem) {
+                Ok(certs) if !certs.is_empty() => {}
+                Ok(_) => bad(
+                    "ca_file",
+                    format!("{}: no PEM certificate in it", path.display()),
+                ),
+                Err(e) => bad("ca_file", format!("{}: {e}", path.display())),
+            },
+        }
+    }
+}
+
+/// A relay that serves needs somewhere to deliver.
+pub fn require_destination(cfg: &Config) -> Result<(), ConfigError> {
+    if !cfg.destinations.is_empty() {
+        return Ok(());
+    }
+    Err(ConfigError::new(
+        "destinations",
+        None,
+        "no destination: give one with --downstream URL, --destination NAME=URL (repeatable), \
+         --destinations FILE, [[destinations]] in --config FILE (or DRIPFEED_DOWNSTREAM), \
+         or try --demo",
+    ))
+}
+
+impl Config {
+    /// Where `key`'s value came from.
+    pub fn origin(&self, key: &str) -> Option<&Origin> {
+        self.origins.iter().find(|(k, _)| *k == key).map(|(_, o)| o)
+    }
+}
+
+impl Settings {
+    /// The deliveries one destination may run: the setting, else 8, else
+    /// with a single destination the whole budget (a cap protects the
+    /// others, and there are none).
+    pub fn per_destination_cap(&self, destinations: usize) -> usize {
+        match (self.max_in_flight_per_destination, destinations) {
+            (Some(n), _) => n.min(self.max_in_flight),
+            (None, 0 | 1) => self.max_in_flight,
+            (None, _) => 8.min(self.max_in_flight),
+        }
+    }
+}

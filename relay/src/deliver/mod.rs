@@ -1,0 +1,97 @@
+//! Delivery: each destination's downstream POSTs a webhook to its URL with
+//! the same body and content type, the webhook's id as `idempotency-key`,
+//! and a Standard Webhooks signature when the destination has a secret; the
+//! receiver's answer becomes the library's `Delivery` (2xx done; 408, 429,
+//! 5xx and no answer retried, after the receiver's `Retry-After` if it sent
+//! one; other statuses final).
+
+pub mod client;
+pub mod latency;
+pub mod signing;
+
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use axum::http::{HeaderMap, header};
+use dripfeed::{Attempt, Delivery, Downstream};
+
+use crate::intake::job::{Job, unix_ms};
+use latency::Latencies;
+
+/// One destination's deliveries.
+pub struct HttpDownstream {
+    /// The shared client.
+    pub client: reqwest::Client,
+    /// The destination's name.
+    pub name: Arc<str>,
+    /// Its URL; `None` for a destination the journal remembers but the
+    /// configuration no longer names (its webhooks are dead-lettered).
+    pub url: Option<String>,
+    /// Its signing key (the bytes of its `whsec_` secret).
+    pub secret: Option<Arc<[u8]>>,
+    /// Where delivery latencies go (the status line's p99).
+    pub latencies: Arc<Latencies>,
+}
+
+#[async_trait::async_trait]
+impl Downstream<Job> for HttpDownstream {
+    async fn deliver(&self, job: &Job, attempt: Attempt) -> Delivery {
+        let trail = &job.trail;
+        trail.tried_by(&self.name);
+        let Some(url) = &self.url else {
+            return Delivery::Failed;
+        };
+        // The id the 202 named (or, redriven, the id it had before).
+        let id = trail.name(attempt.id()).to_string();
+        let mut req = self
+            .client
+            .post(url)
+            .header("idempotency-key", &id)
+            .body(job.body.clone());
+        if let Some(ct) = &job.content_type {
+            req = req.header(header::CONTENT_TYPE, ct);
+        }
+        if let Some(key) = &self.secret {
+            // Signed again on every attempt, with the time of the attempt.
+            let ts = unix_ms() / 1000;
+            req = req
+                .header("webhook-id", &id)
+                .header("webhook-timestamp", ts.to_string())
+                .header("webhook-signature", signing::sign(key, &id, ts, &job.body));
+        }
+        let started = std::time::Instant::now();
+        let answer = req.send().await;
+        self.latencies.record(started.elapsed());
+        let status = answer.as_ref().map_or(0, |r| r.status().as_u16());
+        trail.attempted(attempt.number(), status);
+        match answer {
+            Ok(resp) if resp.status().is_success() => Delivery::Done,
+            Ok(resp) => match status {
+                // The throttle caps a hint at the retry policy's longest backoff.
+                408 | 429 | 500..=599 => Delivery::Retry {
+                    after: retry_after(resp.headers()),
+                },
+                _ => Delivery::Failed, // other statuses are final
+            },
+            Err(e) => {
+                tracing::debug!(destination = %self.name, error = %e, "delivery failed");
+                Delivery::Retry { after: None }
+            }
+        }
+    }
+}
+
+/// A receiver's `Retry-After`: seconds, or an HTTP date (the wait until it).
+fn retry_after(headers: &HeaderMap) -> Option<Duration> {
+    let v = headers.get(header::RETRY_AFTER)?.to_str().ok()?.trim();
+    match v.parse::<u64>() {
+        Ok(secs) => Some(Duration::from_secs(secs)),
+        Err(_) => {
+            let at = httpdate::parse_http_date(v).ok()?;
+            Some(
+                at.duration_since(SystemTime::now())
+                    .unwrap_or(Duration::ZERO),
+            )
+        }
+    }
+}

@@ -1,0 +1,256 @@
+//! A queued webhook, and its encoding in the journal.
+
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use axum::body::Bytes;
+use dripfeed::journal::{DecodeError, JobCodec};
+
+use super::budget::Ticket;
+
+/// A queued webhook. Its ticket holds its bytes against the byte budget
+/// until dropped; a webhook recovered from the journal has none (the
+/// journal's own bound holds it).
+pub struct Job {
+    /// The body, delivered as it came.
+    pub body: Bytes,
+    /// Its `Content-Type`, delivered with it.
+    pub content_type: Option<String>,
+    /// The tenant that sent it, if tenants are named.
+    pub tenant: Option<String>,
+    /// When the relay received it, ms since the Unix epoch.
+    pub received_unix_ms: u64,
+    /// The destination a request named (set at intake).
+    pub destination: Option<Arc<str>>,
+    /// The id a redriven webhook had before (its receiver may have
+    /// deduplicated on it): its deliveries carry it instead of the new one.
+    pub redrive_id: Option<u64>,
+    /// What its deliveries did, shared with intake (which learns its id).
+    pub trail: Arc<Trail>,
+    _ticket: Option<Ticket>,
+}
+
+/// A webhook's attempts so far: its public id (0 before it is known), how
+/// many attempts, the receiver's last status (0: no answer), and the
+/// destination that tried it (a recovered webhook learns it here).
+#[derive(Default)]
+pub struct Trail {
+    id: AtomicU64,
+    attempts: AtomicU32,
+    last_status: AtomicU32,
+    destination: OnceLock<Arc<str>>,
+}
+
+impl Trail {
+    /// The id its receiver sees; 0 before admission names it.
+    pub fn id(&self) -> u64 {
+        self.id.load(Ordering::Relaxed)
+    }
+
+    /// Names it `id` unless it already has an id; returns the id it has.
+    pub fn name(&self, id: u64) -> u64 {
+        match self
+            .id
+            .compare_exchange(0, id, Ordering::Relaxed, Ordering::Relaxed)
+        {
+            Ok(_) => id,
+            Err(had) => had,
+        }
+    }
+
+    /// Attempts made.
+    pub fn attempts(&self) -> u32 {
+        self.attempts.load(Ordering::Relaxed)
+    }
+
+    /// The receiver's last status (0: no answer).
+    pub fn last_status(&self) -> u32 {
+        self.last_status.load(Ordering::Relaxed)
+    }
+
+    /// Records an attempt's number and the receiver's answer.
+    pub fn attempted(&self, number: u32, status: u16) {
+        self.attempts.store(number, Ordering::Relaxed);
+        self.last_status.store(u32::from(status), Ordering::Relaxed);
+    }
+
+    /// The destination that tried it, if any did.
+    pub fn destination(&self) -> Option<&Arc<str>> {
+        self.destination.get()
+    }
+
+    /// Notes the destination trying it.
+    pub fn tried_by(&self, name: &Arc<str>) {
+        let _ = self.destination.set(name.clone());
+    }
+}
+
+/// Now, in ms since the Unix epoch.
+pub fn unix_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+}
+
+impl Job {
+    /// A webhook just received, holding `ticket` against the byte budget.
+    pub fn new(
+        body: Bytes,
+        content_type: Option<String>,
+        tenant: Option<String>,
+        destination: Arc<str>,
+        ticket: Ticket,
+    ) -> Job {
+        Job {
+            body,
+            content_type,
+            tenant,
+            received_unix_ms: unix_ms(),
+            destination: Some(destination),
+            redrive_id: None,
+            trail: Arc::default(),
+            _ticket: Some(ticket),
+        }
+    }
+
+    /// A webhook re-admitted from a dead-letter line (`--redrive`) under
+    /// the id it had, holding its bytes against the budget like a new one.
+    pub fn redriven(
+        body: Bytes,
+        content_type: Option<String>,
+        tenant: Option<String>,
+        received_unix_ms: u64,
+        id: Option<u64>,
+        ticket: Ticket,
+    ) -> Job {
+        let trail = Trail::default();
+        if let Some(id) = id {
+            trail.name(id);
+        }
+        Job {
+            body,
+            content_type,
+            tenant,
+            received_unix_ms,
+            destination: None,
+            redrive_id: id,
+            trail: Arc::new(trail),
+            _ticket: Some(ticket),
+        }
+    }
+
+    /// The destination it names, or the one that tried it.
+    pub fn destination_name(&self) -> Option<&str> {
+        self.destination
+            .as_deref()
+            .or(self.trail.destination().map(|d| &**d))
+    }
+}
+
+/// Marks a record that carries a redriven webhook's earlier id (a
+/// receive time can never be `u64::MAX`).
+const WITH_ID: u64 = u64::MAX;
+
+/// The journal's encoding: the receive time, the content type and tenant
+/// (length-prefixed, absent = `u32::MAX`), then the body. A redriven
+/// webhook's record starts with `u64::MAX` and its earlier id; records
+/// without them read as before.
+impl JobCodec for Job {
+    fn encode(&self, out: &mut Vec<u8>) {
+        if let Some(id) = self.redrive_id {
+            out.extend_from_slice(&WITH_ID.to_le_bytes());
+            out.extend_from_slice(&id.to_le_bytes());
+        }
+        out.extend_from_slice(&self.received_unix_ms.to_le_bytes());
+        for field in [&self.content_type, &self.tenant] {
+            match field {
+                Some(s) => {
+                    let len = u32::try_from(s.len()).unwrap_or(u32::MAX - 1);
+                    out.extend_from_slice(&len.to_le_bytes());
+                    out.extend_from_slice(&s.as_bytes()[..len as usize]);
+                }
+                None => out.extend_from_slice(&u32::MAX.to_le_bytes()),
+            }
+        }
+        out.extend_from_slice(&self.body);
+    }
+
+    fn decode(bytes: &[u8]) -> Result<Self, DecodeError> {
+        let short = || DecodeError::new("a webhook record cut short");
+        let (mut first, mut rest) = bytes.split_first_chunk::<8>().ok_or_else(short)?;
+        let mut redrive_id = None;
+        if u64::from_le_bytes(*first) == WITH_ID {
+            let (id, after) = rest.split_first_chunk::<8>().ok_or_else(short)?;
+            redrive_id = Some(u64::from_le_bytes(*id));
+            (first, rest) = after.split_first_chunk::<8>().ok_or_else(short)?;
+        }
+        let mut text = || -> Result<Option<String>, DecodeError> {
+            let (len, after) = rest.split_first_chunk::<4>().ok_or_else(short)?;
+            let len = u32::from_le_bytes(*len);
+            if len == u32::MAX {
+                rest = after;
+                return Ok(None);
+            }
+            let (s, after) = after.split_at_checked(len as usize).ok_or_else(short)?;
+            rest = after;
+            String::from_utf8(s.to_vec())
+                .map(Some)
+                .map_err(|_| DecodeError::new("a header that is not UTF-8"))
+        };
+        let content_type = text()?;
+        let tenant = text()?;
+        let trail = Trail::default();
+        if let Some(id) = redrive_id {
+            trail.name(id);
+        }
+        Ok(Job {
+            body: Bytes::copy_from_slice(rest),
+            content_type,
+            tenant,
+            received_unix_ms: u64::from_le_bytes(*first),
+            destination: None,
+            redrive_id,
+            trail: Arc::new(trail),
+            _ticket: None,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::intake::budget::ByteBudget;
+
+    #[test]
+    fn records_read_back_with_and_without_an_earlier_id() {
+        let budget = ByteBudget::new(1 << 20);
+        let plain = Job::new(
+            Bytes::from_static(b"{}"),
+            Some("application/json".into()),
+            None,
+            Arc::from("a"),
+            budget.try_take(2).unwrap(),
+        );
+        let redriven = Job::redriven(
+            Bytes::from_static(b"x"),
+            None,
+            Some("acme".into()),
+            7,
+            Some(42),
+            budget.try_take(1).unwrap(),
+        );
+        for job in [plain, redriven] {
+            let mut out = Vec::new();
+            job.encode(&mut out);
+            let back = Job::decode(&out).unwrap();
+            assert_eq!(back.body, job.body);
+            assert_eq!(back.content_type, job.content_type);
+            assert_eq!(back.tenant, job.tenant);
+            assert_eq!(back.received_unix_ms, job.received_unix_ms);
+            assert_eq!(back.redrive_id, job.redrive_id);
+            assert_eq!(back.trail.id(), job.redrive_id.unwrap_or(0));
+            assert!(Job::decode(&out[..5]).is_err(), "a record cut short");
+        }
+    }
+}

@@ -1,0 +1,323 @@
+//! Running the relay: from a checked configuration to a listening server,
+//! in order — the demo's receivers (only for a demo), the library's own
+//! checks, the metrics recorder, the dead-letter file, the HTTP client, the
+//! tenant store and fleet permits, the destinations set and its journal,
+//! then the listener (its address printed in a stable line), an optional
+//! redrive, and the mode: serve until a signal, or a demo.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::config::value::{HttpUrl, Value};
+use crate::config::{self, Config, ConfigError, ConfigErrors, DEFAULT_NAME, Destination, Origin};
+use crate::dead_letter::FileSink;
+use crate::dead_letter::redrive;
+use crate::deliver::latency::Latencies;
+use crate::intake::budget::ByteBudget;
+use crate::intake::idempotency::{self, Idempotency};
+use crate::intake::{self, Answers, Intake};
+use crate::{admin, deliver, demo, queue, shutdown, telemetry};
+
+/// What the relay does once it listens.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Mode {
+    /// Serve until a signal.
+    Serve,
+    /// `--demo`: the burst against one destination (the built-in receiver
+    /// when none is configured).
+    Demo,
+    /// `--demo-fanout`: three built-in receivers, flooded.
+    DemoFanout,
+}
+
+/// Why the relay stopped short.
+#[derive(Debug)]
+pub enum Failure {
+    /// The configuration is refused (exit code 2).
+    Config(ConfigErrors),
+    /// Something failed while starting or running (exit code 1).
+    Run(String),
+}
+
+impl From<String> for Failure {
+    fn from(e: String) -> Self {
+        Failure::Run(e)
+    }
+}
+
+fn refused(key: &str, origin: Option<Origin>, message: impl Into<String>) -> Failure {
+    Failure::Config(ConfigErrors(vec![ConfigError::new(key, origin, message)]))
+}
+
+/// A destination the demo adds, at a built-in receiver's `url`.
+fn demo_destination(
+    name: &str,
+    url: &str,
+    rate: Option<(f64, f64)>,
+) -> Result<Destination, String> {
+    Ok(Destination {
+        name: name.to_owned(),
+        url: HttpUrl::from_text(url)?,
+        rate: rate.map(|r| r.0),
+        ceiling: rate.map(|r| r.1),
+        budget: None,
+        secret: None,
+        origin: Origin::Flag(format!("--demo ({name})")),
+    })
+}
+
+/// Starts what a demo needs beside the relay and adds its destinations:
+/// the built-in receiver for `--demo` without a destination, the three
+/// receivers for `--demo-fanout`. Never beside a configured destination.
+async fn prepare_demo(
+    cfg: &mut Config,
+    mode: Mode,
+) -> Result<Option<Arc<demo::receiver::Receiver>>, Failure> {
+    match mode {
+        Mode::Serve => {
+            config::require_destination(cfg).map_err(|e| Failure::Config(ConfigErrors(vec![e])))?;
+            Ok(None)
+        }
+        Mode::Demo if cfg.destinations.len() > 1 => Err(refused(
+            "demo",
+            Some(Origin::Flag("--demo".into())),
+            "the burst goes to one destination: configure one, or none for the built-in receiver",
+        )),
+        Mode::Demo if cfg.destinations.len() == 1 => Ok(None),
+        Mode::Demo => {
+            let rx = demo::receiver::Receiver::new(cfg.settings.receiver_capacity);
+            let any: SocketAddr = ([127, 0, 0, 1], 0).into();
+            let addr = demo::receiver::serve(any, rx.clone())
+                .await
+                .map_err(|e| format!("starting the built-in receiver: {e}"))?;
+            let url = format!("http://{addr}/hooks");
+            cfg.destinations
+                .push(demo_destination(DEFAULT_NAME, &url, None)?);
+            Ok(Some(rx))
+        }
+        Mode::DemoFanout => {
+            if let Some(d) = cfg.destinations.first() {
+                let why = format!(
+                    "--demo-fanout brings its own receivers: remove the destinations ({} from {})",
+                    d.name, d.origin
+                );
+                return Err(refused(
+                    "demo_fanout",
+                    Some(Origin::Flag("--demo-fanout".into())),
+                    why,
+                ));
+            }
+            let rx = demo::fanout::start_receivers()
+                .await
+                .map_err(|e| format!("starting the demo's receivers: {e}"))?;
+            for ((name, url), (_, rate, ceiling)) in rx.urls.iter().zip(demo::fanout::DESTINATIONS)
+            {
+                cfg.destinations
+                    .push(demo_destination(name, url, Some((rate, ceiling)))?);
+            }
+            let s = &mut cfg.settings;
+            s.deliver_timeout = s.deliver_timeout.min(Duration::from_secs(2));
+            s.no_journal = true;
+            Ok(None)
+        }
+    }
+}
+
+/// Runs the relay with `cfg` in `mode`, first re-admitting `redrive`'s
+/// dead letters if given.
+pub async fn run(
+    mut cfg: Config,
+    mode: Mode,
+    redrive_file: Option<PathBuf>,
+) -> Result<(), Failure> {
+    let receiver = prepare_demo(&mut cfg, mode).await?;
+    let errors = queue::check(&cfg);
+    if !errors.is_empty() {
+        return Err(Failure::Config(ConfigErrors(errors)));
+    }
+    let s = &cfg.settings;
+    if let Some(path) = &redrive_file {
+        redrive::check_source(path, &s.dead_letter_file)
+            .map_err(|e| refused("redrive", Some(Origin::Flag("--redrive".into())), e))?;
+    }
+    let journal_dir = match (s.no_journal, mode) {
+        (true, _) => None,
+        // One demo never replays into the next.
+        (false, Mode::Demo) => Some(std::env::temp_dir().join(format!(
+            "dripfeed-relay-demo-journal-{}",
+            std::process::id()
+        ))),
+        (false, _) => Some(s.journal_dir.clone()),
+    };
+    let prometheus = telemetry::install_prometheus()?;
+    let fallback = match &cfg.destinations[..] {
+        [only] => only.name.clone(),
+        _ => "unknown".to_owned(),
+    };
+    let sink = Arc::new(
+        FileSink::open(s.dead_letter_file.clone(), fallback)
+            .await
+            .map_err(|e| format!("dead_letter_file {}: {e}", s.dead_letter_file.display()))?,
+    );
+    let latencies = Arc::new(Latencies::default());
+    let parts = queue::Parts {
+        sink: sink.clone(),
+        client: deliver::client::client(s, s.max_in_flight)?,
+        latencies: latencies.clone(),
+        tenants: intake::tenants::open(s).await?,
+        permits: queue::fleet::permits(s)?,
+    };
+    let keyed = parts.tenants.is_some();
+    let queue = queue::build(&cfg, journal_dir.as_deref(), parts)?;
+    let idempotency = match &journal_dir {
+        Some(dir) => Idempotency::open(dir, idempotency::WINDOW, idempotency::MAX_KEYS)
+            .map_err(|e| format!("idempotency keys in {}: {e}", dir.display()))?,
+        None => Idempotency::in_memory(idempotency::WINDOW, idempotency::MAX_KEYS),
+    };
+    match &journal_dir {
+        Some(dir) => println!(
+            "journal {}: recovered {} unfinished webhooks, delivering them first",
+            dir.display(),
+            queue.recovered
+        ),
+        None => println!("no journal: accepted webhooks live in memory only"),
+    }
+    let intake = Arc::new(Intake {
+        set: queue.set.clone(),
+        names: queue.names.clone(),
+        destination_header: s.destination_header.clone(),
+        tenant_header: s.tenant_header.clone(),
+        keyed,
+        budget: ByteBudget::new(s.max_queue_bytes),
+        idempotency,
+        answers: Answers::default(),
+    });
+    let app = intake::router(intake.clone()).merge(admin::router(prometheus));
+    let listener = tokio::net::TcpListener::bind(s.listen)
+        .await
+        .map_err(|e| format!("listening on {}: {e}", s.listen))?;
+    let addr = listener
+        .local_addr()
+        .map_err(|e| format!("listening on {}: {e}", s.listen))?;
+    let stop = Arc::new(tokio::sync::Notify::new());
+    let stopped = stop.clone();
+    let server = tokio::spawn(async move {
+        let serve = axum::serve(listener, app)
+            .with_graceful_shutdown(async move { stopped.notified().await });
+        if let Err(e) = serve.await {
+            tracing::error!(error = %e, "the listener failed");
+        }
+    });
+    tracing::info!(%addr, destinations = cfg.destinations.len(), "listening");
+    announce(&cfg, addr);
+    if let Some(path) = &redrive_file {
+        let targets: Vec<(Arc<str>, String)> = cfg
+            .destinations
+            .iter()
+            .map(|d| (Arc::from(d.name.as_str()), d.url.as_str().to_owned()))
+            .collect();
+        let done = redrive::redrive(path, &queue.set, &targets, &intake.budget).await?;
+        println!(
+            "redrive {}: {} re-admitted, {} refused, {} unreadable lines",
+            path.display(),
+            done.readmitted,
+            done.refused,
+            done.unreadable
+        );
+    }
+    let outcome = match mode {
+        Mode::Demo => {
+            let name = cfg
+                .destinations
+                .first()
+                .map_or(DEFAULT_NAME, |d| d.name.as_str());
+            demo::run(demo::Demo {
+                addr,
+                set: &queue.set,
+                name,
+                sink: &sink,
+                tenants: keyed,
+                receiver: receiver.as_deref(),
+                grace: s.shutdown_grace,
+            })
+            .await
+        }
+        Mode::DemoFanout => {
+            let cap = s.per_destination_cap(cfg.destinations.len());
+            demo::fanout::run(addr, &queue.set, &s.destination_header, cap, 10).await
+        }
+        Mode::Serve => {
+            serve_until_stopped(addr, &intake, &latencies, &sink, &cfg).await;
+            Ok(())
+        }
+    };
+    stop.notify_one();
+    let _ = server.await;
+    if mode == Mode::Demo
+        && let Some(dir) = &journal_dir
+    {
+        drop((queue, intake));
+        let _ = std::fs::remove_dir_all(dir);
+    }
+    outcome.map_err(Failure::Run)
+}
+
+/// The stable lines a starting relay prints: where it listens (tests and
+/// scripts read `webhook relay on http://ADDR:`), and where it delivers.
+fn announce(cfg: &Config, addr: SocketAddr) {
+    let s = &cfg.settings;
+    match &cfg.destinations[..] {
+        [d] => println!(
+            "webhook relay on http://{addr}: POST /v1/webhooks/deliver, GET /metrics, GET /healthz\n\
+             delivering to {} at {}/s, capacity {} ({:?} budget), overflow {:?}",
+            d.url,
+            d.rate.unwrap_or(s.drain_rate),
+            queue::capacity(cfg, &d.name),
+            d.budget.unwrap_or(s.latency_budget),
+            s.overflow,
+        ),
+        all => println!(
+            "webhook relay on http://{addr}: POST /v1/webhooks/deliver with {}: NAME, GET /metrics, GET /healthz\n\
+             {} destinations ({}), each at {}/s unless configured, {:?} budget, {} in flight each of {} shared",
+            s.destination_header,
+            all.len(),
+            all.iter()
+                .map(|d| d.name.as_str())
+                .collect::<Vec<_>>()
+                .join(", "),
+            s.drain_rate,
+            s.latency_budget,
+            s.per_destination_cap(all.len()),
+            s.max_in_flight,
+        ),
+    }
+}
+
+/// Serves until Ctrl-C or SIGTERM, then drains (see `shutdown`).
+async fn serve_until_stopped(
+    addr: SocketAddr,
+    intake: &Arc<Intake>,
+    latencies: &Arc<Latencies>,
+    sink: &FileSink,
+    cfg: &Config,
+) {
+    println!(
+        "try: curl -X POST -d '{{\"hello\":1}}' -H 'content-type: application/json' http://{addr}/v1/webhooks/deliver"
+    );
+    println!("or run with --demo; Ctrl-C drains the queue and exits");
+    let status = admin::status::spawn(intake.clone(), latencies.clone());
+    shutdown::signal().await;
+    let grace = cfg.settings.shutdown_grace;
+    println!("\nshutting down: refusing new webhooks, draining for up to {grace:?}");
+    let done = shutdown::drain_or_quit(&intake.set, sink, grace).await;
+    status.abort();
+    println!(
+        "delivered {}, kept in the journal for the next start {}, dead-letter file {} ({} lines this run)",
+        done.delivered,
+        done.kept,
+        cfg.settings.dead_letter_file.display(),
+        done.dead_letter_lines,
+    );
+}

@@ -1,0 +1,53 @@
+//! Logs and metrics: a `tracing` subscriber on stderr (`RUST_LOG` filters
+//! it, `info` by default; `log_format` text or json), so the library's
+//! warnings about the journal, stores and breakers reach the operator; and
+//! the Prometheus recorder every throttle publishes into, installed before
+//! any is built.
+
+use std::time::Duration;
+
+use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
+use tracing_subscriber::EnvFilter;
+
+use crate::config::value::LogFormat;
+
+/// The filter without `RUST_LOG`: `info`, except the library's overflow
+/// episodes, which start and end with every place a full queue frees (about
+/// 90 a second in the demo); the 503s are counted in `/metrics`
+/// (`leaky_bucket_overflow_total`) and the status line. `RUST_LOG=info`
+/// shows them.
+pub const DEFAULT_FILTER: &str = "info,dripfeed::ledger=error";
+
+/// Installs the log subscriber (once; a second call changes nothing).
+pub fn init_logs(format: LogFormat) {
+    let filter =
+        EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(DEFAULT_FILTER));
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
+    let _ = match format {
+        LogFormat::Text => builder.try_init(),
+        LogFormat::Json => builder.json().try_init(),
+    };
+}
+
+/// Installs the Prometheus recorder (histograms in seconds get fixed
+/// buckets) and keeps it tidy every 5 s. Call inside the runtime.
+pub fn install_prometheus() -> Result<PrometheusHandle, String> {
+    let seconds = [
+        0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0,
+    ];
+    let handle = PrometheusBuilder::new()
+        .set_buckets_for_metric(Matcher::Suffix("_seconds".into()), &seconds)
+        .and_then(|b| b.install_recorder())
+        .map_err(|e| format!("metrics recorder: {e}"))?;
+    let upkeep = handle.clone();
+    tokio::spawn(async move {
+        let mut tick = tokio::time::interval(Duration::from_secs(5));
+        loop {
+            tick.tick().await;
+            upkeep.run_upkeep();
+        }
+    });
+    Ok(handle)
+}

@@ -1,0 +1,349 @@
+//! The real binary over loopback: started with `--listen 127.0.0.1:0`, its
+//! address read from the line it prints (`webhook relay on http://ADDR:`),
+//! its environment set on the child only, killed when dropped. Every wait
+//! has a deadline.
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::{ExitStatus, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use tokio::io::{AsyncBufReadExt, AsyncRead, BufReader};
+use tokio::process::{Child, Command};
+use tokio::sync::Notify;
+use tokio::time::Instant;
+
+/// The binary cargo built for these tests.
+pub const BIN: &str = env!("CARGO_BIN_EXE_dripfeed-relay");
+
+/// How long a relay may take to start listening.
+const START: Duration = Duration::from_secs(60);
+
+/// An HTTP client (reqwest on rustls, whose provider goes first).
+pub fn http() -> reqwest::Client {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    reqwest::Client::builder()
+        .pool_max_idle_per_host(256)
+        .timeout(Duration::from_secs(30))
+        .build()
+        .expect("a client")
+}
+
+/// A command for the binary, with no `DRIPFEED_*` variable of this
+/// process leaking into it and `env` set on it.
+fn command(args: &[String], env: &[(&str, &str)]) -> Command {
+    let mut cmd = Command::new(BIN);
+    for (var, _) in std::env::vars_os() {
+        if var.to_string_lossy().starts_with("DRIPFEED_") {
+            cmd.env_remove(var);
+        }
+    }
+    cmd.args(args).envs(env.iter().copied()).kill_on_drop(true);
+    cmd
+}
+
+/// A command line split on whitespace (the tests' paths have no spaces).
+pub fn argv(line: &str) -> Vec<String> {
+    line.split_whitespace().map(str::to_owned).collect()
+}
+
+/// `["--a", "b"]` from `&["--a", "b"]`.
+pub fn owned(args: &[&str]) -> Vec<String> {
+    args.iter().map(|s| s.to_string()).collect()
+}
+
+/// Lines a child printed, and a wake-up for each new one.
+#[derive(Default)]
+pub struct Lines {
+    lines: Mutex<Vec<String>>,
+    more: Notify,
+}
+
+impl Lines {
+    fn follow(self: &Arc<Self>, from: impl AsyncRead + Unpin + Send + 'static) {
+        let me = self.clone();
+        tokio::spawn(async move {
+            let mut lines = BufReader::new(from).lines();
+            while let Ok(Some(line)) = lines.next_line().await {
+                me.lines.lock().unwrap().push(line);
+                me.more.notify_waiters();
+            }
+            me.more.notify_waiters();
+        });
+    }
+
+    /// Everything printed so far.
+    pub fn all(&self) -> Vec<String> {
+        self.lines.lock().unwrap().clone()
+    }
+
+    /// The first line matching `want`, waiting up to `limit` for it.
+    pub async fn find(&self, limit: Duration, want: impl Fn(&str) -> bool) -> Option<String> {
+        let wait = async {
+            loop {
+                let more = self.more.notified();
+                if let Some(l) = self.lines.lock().unwrap().iter().find(|l| want(l)) {
+                    return l.clone();
+                }
+                more.await;
+            }
+        };
+        tokio::time::timeout(limit, wait).await.ok()
+    }
+}
+
+/// A running relay.
+pub struct Relay {
+    child: Child,
+    /// Where it listens.
+    pub addr: SocketAddr,
+    /// Its stdout.
+    pub out: Arc<Lines>,
+    /// Its stderr.
+    pub err: Arc<Lines>,
+}
+
+impl Relay {
+    /// Starts the binary with the command line `args` (split on
+    /// whitespace, after `--listen 127.0.0.1:0`).
+    pub async fn start(args: &str) -> Relay {
+        Relay::start_with(&argv(args), &[]).await
+    }
+
+    /// Starts the binary with `args` and `env`; panics, showing its output,
+    /// if it does not listen within a minute.
+    pub async fn start_with(args: &[String], env: &[(&str, &str)]) -> Relay {
+        let mut all = owned(&["--listen", "127.0.0.1:0"]);
+        all.extend_from_slice(args);
+        Relay::spawn(&all, env).await
+    }
+
+    /// Starts the binary with exactly `args` and `env`.
+    pub async fn spawn(args: &[String], env: &[(&str, &str)]) -> Relay {
+        let mut child = command(args, env)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("starting the relay");
+        let (out, err) = (Arc::new(Lines::default()), Arc::new(Lines::default()));
+        out.follow(child.stdout.take().unwrap());
+        err.follow(child.stderr.take().unwrap());
+        let line = out
+            .find(START, |l| l.starts_with("webhook relay on http://"))
+            .await;
+        let Some(line) = line else {
+            let _ = child.start_kill();
+            panic!(
+                "the relay did not listen ({args:?}):\nstdout:\n{}\nstderr:\n{}",
+                out.all().join("\n"),
+                err.all().join("\n")
+            );
+        };
+        let addr = line["webhook relay on http://".len()..]
+            .split(": ")
+            .next()
+            .and_then(|a| a.parse().ok())
+            .unwrap_or_else(|| panic!("no address in {line:?}"));
+        Relay {
+            child,
+            addr,
+            out,
+            err,
+        }
+    }
+
+    /// `http://ADDR{path}`.
+    pub fn url(&self, path: &str) -> String {
+        format!("http://{}{path}", self.addr)
+    }
+
+    /// The child's process id.
+    pub fn pid(&self) -> u32 {
+        self.child.id().expect("the relay is running")
+    }
+
+    /// Sends `signal` (`TERM`, `INT`) with kill(1).
+    pub fn signal(&self, signal: &str) {
+        let sent = std::process::Command::new("kill")
+            .args([format!("-{signal}"), self.pid().to_string()])
+            .status();
+        assert!(sent.is_ok_and(|s| s.success()), "kill -{signal}");
+    }
+
+    /// SIGKILL, and the exit.
+    pub async fn kill(&mut self) {
+        self.child.start_kill().expect("SIGKILL");
+        let _ = self.child.wait().await;
+    }
+
+    /// Waits for the relay to exit, at most `limit`.
+    pub async fn exit(&mut self, limit: Duration) -> ExitStatus {
+        match tokio::time::timeout(limit, self.child.wait()).await {
+            Ok(status) => status.expect("waiting for the relay"),
+            Err(_) => panic!(
+                "the relay did not exit within {limit:?}:\nstdout:\n{}\nstderr:\n{}",
+                self.out.all().join("\n"),
+                self.err.all().join("\n")
+            ),
+        }
+    }
+
+    /// Its resident memory, KiB.
+    pub fn rss_kib(&self) -> u64 {
+        std::fs::read_to_string(format!("/proc/{}/statm", self.pid()))
+            .ok()
+            .and_then(|s| s.split_whitespace().nth(1)?.parse::<u64>().ok())
+            .map_or(0, |pages| pages * 4)
+    }
+
+    /// `GET /metrics`, parsed.
+    pub async fn metrics(&self) -> Metrics {
+        Metrics::parse(&self.metrics_page().await)
+    }
+
+    /// `GET /metrics` as text.
+    pub async fn metrics_page(&self) -> String {
+        let resp = http()
+            .get(self.url("/metrics"))
+            .send()
+            .await
+            .expect("GET /metrics");
+        resp.text().await.expect("the metrics page")
+    }
+
+    /// POSTs `body` to `/v1/webhooks/deliver` with `headers`; status and body.
+    pub async fn post(&self, headers: &[(&str, &str)], body: &str) -> (u16, serde_json::Value) {
+        let mut req = http()
+            .post(self.url("/v1/webhooks/deliver"))
+            .body(body.to_owned());
+        for (k, v) in headers {
+            req = req.header(*k, *v);
+        }
+        let resp = req.send().await.expect("the relay answers");
+        let status = resp.status().as_u16();
+        let text = resp.text().await.unwrap_or_default();
+        (status, serde_json::from_str(&text).unwrap_or_default())
+    }
+}
+
+/// Runs the binary with `args` and `env` to its end: exit code, stdout, stderr.
+pub async fn run(args: &[&str], env: &[(&str, &str)]) -> (i32, String, String) {
+    let out = command(&owned(args), env).output();
+    let out = tokio::time::timeout(START, out)
+        .await
+        .expect("the relay ended in time")
+        .expect("running the relay");
+    let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
+    (
+        out.status.code().unwrap_or(-1),
+        text(&out.stdout),
+        text(&out.stderr),
+    )
+}
+
+/// A Prometheus text page.
+pub struct Metrics(Vec<(String, HashMap<String, String>, f64)>);
+
+impl Metrics {
+    /// Reads `name{labels} value` lines.
+    pub fn parse(page: &str) -> Metrics {
+        let mut out = Vec::new();
+        for line in page
+            .lines()
+            .filter(|l| !l.starts_with('#') && !l.is_empty())
+        {
+            let Some((series, value)) = line.rsplit_once(' ') else {
+                continue;
+            };
+            let Ok(value) = value.parse::<f64>() else {
+                continue;
+            };
+            let (name, labels) = match series.split_once('{') {
+                Some((n, rest)) => (n, rest.trim_end_matches('}')),
+                None => (series, ""),
+            };
+            let labels = labels
+                .split("\",")
+                .filter_map(|kv| kv.split_once('='))
+                .map(|(k, v)| (k.trim().to_owned(), v.trim_matches('"').to_owned()))
+                .collect();
+            out.push((name.to_owned(), labels, value));
+        }
+        Metrics(out)
+    }
+
+    /// The sum over the series of `name` carrying every label of `labels`
+    /// (`None` when there is none).
+    pub fn find(&self, name: &str, labels: &[(&str, &str)]) -> Option<f64> {
+        let matching: Vec<f64> = self
+            .0
+            .iter()
+            .filter(|(n, l, _)| {
+                n == name
+                    && labels
+                        .iter()
+                        .all(|(k, v)| l.get(*k).is_some_and(|x| x == v))
+            })
+            .map(|(_, _, v)| *v)
+            .collect();
+        (!matching.is_empty()).then(|| matching.iter().sum())
+    }
+
+    /// [`find`](Self::find), 0 when there is no such series.
+    pub fn get(&self, name: &str, labels: &[(&str, &str)]) -> f64 {
+        self.find(name, labels).unwrap_or(0.0)
+    }
+}
+
+/// Polls `check` every 20 ms until it holds, at most `limit`; whether it held.
+pub async fn eventually<F, Fut>(limit: Duration, mut check: F) -> bool
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    let until = Instant::now() + limit;
+    loop {
+        if check().await {
+            return true;
+        }
+        if Instant::now() >= until {
+            return false;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// A directory of its own, removed when dropped.
+pub struct TempDir(pub PathBuf);
+
+impl TempDir {
+    /// A fresh directory for `tag`.
+    pub fn new(tag: &str) -> TempDir {
+        let dir = std::env::temp_dir().join(format!(
+            "dripfeed-relay-it-{tag}-{}-{}",
+            std::process::id(),
+            fastrand::u32(..)
+        ));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).expect("a temporary directory");
+        TempDir(dir)
+    }
+
+    /// A path inside it.
+    pub fn join(&self, name: &str) -> PathBuf {
+        self.0.join(name)
+    }
+
+    /// A path inside it, as text for a flag.
+    pub fn arg(&self, name: &str) -> String {
+        self.join(name).to_string_lossy().into_owned()
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}

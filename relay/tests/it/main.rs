@@ -1,0 +1,24 @@
+//! The relay's integration tests: one test binary, each test starting the
+//! real `dripfeed-relay` over loopback (port 0, the address read from the
+//! line it prints, its environment set on the child, killed on drop).
+//! Real time, bounded in time and count; they assert counts and generous
+//! bounds. Tests needing Redis or PostgreSQL start their own servers, and
+//! under `CI=true` fail rather than skip without them.
+
+mod burst;
+mod config;
+mod crash;
+mod fanout;
+mod fleet;
+mod harness;
+mod https;
+mod load;
+mod receivers;
+mod retries;
+mod tenants;
+
+// The library's test support: throwaway servers on free ports.
+#[path = "../../../tests/support/postgres.rs"]
+mod support_postgres;
+#[path = "../../../tests/support/redis.rs"]
+mod support_redis;
