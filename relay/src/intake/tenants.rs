@@ -21,7 +21,9 @@ pub async fn open(s: &Settings) -> Result<Option<Arc<dyn BucketStore>>, String> 
     let Some(rate) = s.tenant_rate else {
         return Ok(None);
     };
-    let quota = Quota::new(s.tenant_burst, rate).map_err(|e| format!("tenant quota: {e}"))?;
+    let quota = Quota::per_second(rate)
+        .burst(s.tenant_burst)
+        .map_err(|e| format!("tenant quota: {e}"))?;
     let store = match (&s.postgres, &s.redis) {
         (Some(url), _) => {
             let failure = s.postgres_failure.failure(s.fleet_size);

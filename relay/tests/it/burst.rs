@@ -75,10 +75,27 @@ async fn a_burst_ten_times_the_drain_rate_loses_nothing_and_says_when_to_retry()
         let (ok, full, quota) = (b.count(202), b.count(503), b.count(429));
         assert_eq!(ok + full + quota, 2000, "round {round}: {:?}", b.statuses);
         assert!((150..=500).contains(&ok), "round {round}: {:?}", b.statuses);
+        // The hot tenant (every even request) gets no more than its quota
+        // (a burst of 40, then 20/s for 2 s), refused with 429 when over it
+        // and with 503 when the queue is near its bound and it holds more
+        // than its share; the polite tenants get the rest of the queue.
+        let hot_ok = b
+            .answers
+            .iter()
+            .filter(|(n, s)| n % 2 == 0 && *s == 202)
+            .count();
+        let polite_ok = b
+            .answers
+            .iter()
+            .filter(|(n, s)| n % 2 == 1 && *s == 202)
+            .count();
         assert!(
-            quota >= 600,
-            "round {round}: the hot tenant is held to its quota: {:?}",
-            b.statuses
+            hot_ok <= 40 + 2 * 20 + 5,
+            "round {round}: hot admitted {hot_ok}"
+        );
+        assert!(
+            polite_ok > hot_ok,
+            "round {round}: the polite tenants are not crowded out: {polite_ok} vs {hot_ok}"
         );
         assert_eq!(
             b.waits(503).len() as u64,
@@ -90,7 +107,7 @@ async fn a_burst_ten_times_the_drain_rate_loses_nothing_and_says_when_to_retry()
             quota,
             "every 429 carries Retry-After"
         );
-        let (lo, hi) = ((bound - 2.0) / RATE, 1.2 * bound / RATE + 1.0);
+        let (lo, hi) = ((bound - 2.0) / RATE, 1.2 * bound / RATE + 2.0);
         for secs in b.waits(503) {
             let secs = secs as f64;
             assert!(
@@ -99,9 +116,9 @@ async fn a_burst_ten_times_the_drain_rate_loses_nothing_and_says_when_to_retry()
             );
         }
         // the hot tenant's exact wait for one more webhook is at most 1/20 s,
-        // so the header (whole seconds, rounded up) says 1
+        // so the header (whole seconds, rounded up, spread by 1 s) says 1 or 2
         for secs in b.waits(429) {
-            assert_eq!(secs, 1, "429 Retry-After {secs}");
+            assert!(secs == 1 || secs == 2, "429 Retry-After {secs}");
         }
         accepted += ok;
         assert_eq!(

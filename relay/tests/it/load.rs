@@ -20,6 +20,8 @@ pub struct Burst {
     pub errors: u64,
     /// The ids the 202s named.
     pub accepted_ids: Vec<String>,
+    /// Each answered request's number and status, in sending order.
+    pub answers: Vec<(u64, u16)>,
 }
 
 impl Burst {
@@ -65,6 +67,7 @@ pub async fn burst(
                 req = req.header(k, v);
             }
             n += 1;
+            let nth = n - 1;
             tasks.push(tokio::spawn(async move {
                 let resp = req.send().await.ok()?;
                 let after = resp
@@ -77,14 +80,15 @@ pub async fn burst(
                 let id = serde_json::from_str::<serde_json::Value>(&body)
                     .ok()
                     .and_then(|v| v["id"].as_str().map(str::to_owned));
-                Some((status, after, id))
+                Some((nth, status, after, id))
             }));
         }
     }
     let mut out = Burst::default();
     for t in tasks {
         match t.await.ok().flatten() {
-            Some((status, after, id)) => {
+            Some((nth, status, after, id)) => {
+                out.answers.push((nth, status));
                 *out.statuses.entry(status).or_default() += 1;
                 out.retry_after.extend(after.map(|a| (status, a)));
                 out.accepted_ids.extend(id.filter(|_| status == 202));
