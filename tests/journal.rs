@@ -1,6 +1,7 @@
 //! The journal from outside: recovery with the same ids, torn tails cut,
 //! the size bound, the directory lock, space given back, and dead-letter
-//! ends recorded only after the sink's flush.
+//! ends recorded only after the sink's flush. Faults have their own files:
+//! a dead-letter sink that cannot store (`journal/dead_letter_flush.rs`).
 //!
 //! A crash is simulated by copying the journal's files while the process
 //! runs (after a flush): what a killed process would leave on disk. The
@@ -11,6 +12,9 @@
 //! wait for events (a count of deliveries, a shutdown), never for a time.
 
 mod support;
+
+#[path = "journal/dead_letter_flush.rs"]
+mod dead_letter_flush;
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
