@@ -80,7 +80,9 @@ mod limits;
 pub mod rate;
 mod util;
 
-pub use accounting::dead_letter::{ChannelSink, DeadLetter, DeadLetterReason, DeadLetterSink};
+pub use accounting::dead_letter::{
+    ChannelSink, DeadLetter, DeadLetterReason, DeadLetterSink, FlushError,
+};
 pub use accounting::metrics;
 pub use accounting::outcome::{Outcome, Stats};
 pub use admission::overflow::Overflow;

@@ -1,6 +1,9 @@
 //! The journal from outside: recovery with the same ids, torn tails cut,
 //! the size bound, the directory lock, space given back, and dead-letter
-//! ends recorded only after the sink's flush.
+//! ends recorded only after the sink's flush. Faults have their own files:
+//! damaged segments and the first format (`journal/damage.rs`), the
+//! directory deleted while running (`journal/lost_dir.rs`), a dead-letter
+//! sink that cannot store (`journal/dead_letter_flush.rs`).
 //!
 //! A crash is simulated by copying the journal's files while the process
 //! runs (after a flush): what a killed process would leave on disk. The
@@ -11,6 +14,13 @@
 //! wait for events (a count of deliveries, a shutdown), never for a time.
 
 mod support;
+
+#[path = "journal/damage.rs"]
+mod damage;
+#[path = "journal/dead_letter_flush.rs"]
+mod dead_letter_flush;
+#[path = "journal/lost_dir.rs"]
+mod lost_dir;
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
@@ -166,8 +176,8 @@ async fn a_torn_tail_is_cut_at_every_offset_and_the_rest_recovered() {
     let whole = snapshot(&dir, "torn-whole");
     let seg = segments(&whole).pop().unwrap();
     let bytes = std::fs::read(&seg).unwrap();
-    // The last record: "job-4" is 5 bytes, plus 17 of framing.
-    let last = bytes.len() - 22;
+    // The last record: "job-4" is 5 bytes, plus 21 of framing.
+    let last = bytes.len() - 26;
     for cut in last..bytes.len() {
         let torn = snapshot(&whole, "torn-cut");
         let seg = segments(&torn).pop().unwrap();

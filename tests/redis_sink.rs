@@ -42,7 +42,7 @@ async fn overflow_goes_to_the_stream_and_redrive_takes_only_what_fits() {
         }
     }
     assert_eq!(deferred, 15);
-    sink.flush().await;
+    sink.flush().await.expect("stored in redis");
     assert_eq!(sink.pending(), 0);
     assert_eq!(redis.cli(&["XLEN", "dead"]).trim(), "15");
     assert!(
@@ -120,8 +120,11 @@ async fn a_full_buffer_hands_the_job_back_and_a_dead_redis_loses_nothing() {
     assert!(taken <= 4, "{taken}");
     tokio::time::sleep(Duration::from_millis(200)).await;
     assert!(sink.errors() > 0);
+    // Still down: a flush says the letters are not stored (after its 5 s).
+    let e = sink.flush().await.expect_err("redis is down");
+    assert!(e.to_string().contains("not yet written"), "{e}");
     redis.restart();
-    sink.flush().await;
+    sink.flush().await.expect("stored once redis is back");
     assert_eq!(sink.pending(), 0);
     assert_eq!(redis.cli(&["XLEN", "dead"]).trim(), taken.to_string());
 }

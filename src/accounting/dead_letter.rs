@@ -55,8 +55,16 @@ impl fmt::Display for DeadLetterReason {
 /// Where jobs that must not be lost go for later replay.
 ///
 /// `try_offer` is called on the admission path and in the drain task, so it
-/// must not block: take the job or hand it back at once. `flush` is awaited
-/// once at the end of shutdown.
+/// must not block: take the job or hand it back at once. `flush` waits until
+/// what was offered is stored durably and says whether it was: it is
+/// awaited at the end of shutdown and, with a journal, before a
+/// dead-lettered job's record is ended.
+///
+/// **Changed:** `flush` returns `Result<(), FlushError>` (it returned `()`).
+/// This breaks implementations that override it: return `Ok(())` after what
+/// yours did, or an error when the jobs could not be stored. A failed flush
+/// leaves the dead-lettered jobs in the journal (they are recovered at the
+/// next start) and is retried.
 ///
 /// ```
 /// use dripfeed::{DeadLetterReason, DeadLetterSink};
@@ -84,9 +92,72 @@ pub trait DeadLetterSink<J>: Send + Sync + 'static {
     /// Takes `job`, or hands it back when full or closed. Never blocks.
     fn try_offer(&self, job: J, why: DeadLetterReason) -> Result<(), J>;
 
-    /// Waits until what was offered is stored. Called once at shutdown.
-    async fn flush(&self) {}
+    /// Waits until what was offered is stored durably; an error says it
+    /// could not be (a full disk, a store that is down). Called at
+    /// shutdown, and with a journal after jobs were offered: only after an
+    /// `Ok` are their journal records ended, so on an error they stay there
+    /// and the flush is tried again (after a backoff, at the next offer,
+    /// and at shutdown).
+    async fn flush(&self) -> Result<(), FlushError> {
+        Ok(())
+    }
 }
+
+/// A dead-letter sink could not store what it was offered, from
+/// [`DeadLetterSink::flush`].
+///
+/// ```
+/// use dripfeed::FlushError;
+/// use std::io;
+/// let e = FlushError::new("dead-letter file full");
+/// assert_eq!(e.to_string(), "dead-letter flush failed: dead-letter file full");
+/// assert_eq!(e.kind(), None);
+/// let e = FlushError::from(io::Error::new(io::ErrorKind::StorageFull, "no space left"));
+/// assert_eq!(e.kind(), Some(io::ErrorKind::StorageFull));
+/// assert_eq!(e.message(), "no space left");
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FlushError {
+    message: String,
+    kind: Option<std::io::ErrorKind>,
+}
+
+impl FlushError {
+    /// A failure described by `message`.
+    pub fn new(message: impl Into<String>) -> Self {
+        FlushError {
+            message: message.into(),
+            kind: None,
+        }
+    }
+
+    /// What went wrong.
+    pub fn message(&self) -> &str {
+        &self.message
+    }
+
+    /// The I/O error's kind, when the failure was one.
+    pub fn kind(&self) -> Option<std::io::ErrorKind> {
+        self.kind
+    }
+}
+
+impl From<std::io::Error> for FlushError {
+    fn from(e: std::io::Error) -> Self {
+        FlushError {
+            message: e.to_string(),
+            kind: Some(e.kind()),
+        }
+    }
+}
+
+impl fmt::Display for FlushError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "dead-letter flush failed: {}", self.message)
+    }
+}
+
+impl std::error::Error for FlushError {}
 
 /// A job in the dead-letter channel, with the reason it is there.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -90,12 +90,23 @@ impl<J: 'static> Endings<J> {
         }
     }
 
-    /// Waits until the sink has stored what it took (shutdown).
-    pub(crate) async fn flush(&self) {
-        if let Some(sink) = &self.sink
-            && CatchUnwind(Box::pin(sink.flush())).await.is_err()
-        {
-            tracing::error!(throttle = %self.name, "the dead-letter sink's flush panicked");
+    /// Waits until the sink has stored what it took (shutdown); `false`
+    /// when it says it could not (or panicked): the journal then keeps the
+    /// dead-lettered jobs it has not ended.
+    pub(crate) async fn flush(&self) -> bool {
+        let Some(sink) = &self.sink else {
+            return true;
+        };
+        match CatchUnwind(Box::pin(sink.flush())).await {
+            Ok(Ok(())) => true,
+            Ok(Err(e)) => {
+                tracing::error!(throttle = %self.name, error = %e, "the dead-letter sink could not store its jobs at shutdown");
+                false
+            }
+            Err(_) => {
+                tracing::error!(throttle = %self.name, "the dead-letter sink's flush panicked");
+                false
+            }
         }
     }
 }

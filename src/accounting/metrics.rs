@@ -67,6 +67,10 @@ pub const RECOVERED: &str = "leaky_bucket_recovered_total";
 /// Bytes in the journal's segment files (gauge, unlabelled: one per journal
 /// directory, and a process has one).
 pub const JOURNAL_BYTES: &str = "leaky_bucket_journal_bytes";
+/// Records lost in damaged regions of journal segments found at open: the
+/// records after each region are kept and the damaged segment is set aside
+/// (counter, unlabelled like the journal's bytes).
+pub const JOURNAL_SKIPPED: &str = "leaky_bucket_journal_skipped_records_total";
 
 /// Destinations whose circuit breaker is not closed (open or probing),
 /// label `destination` (gauge; unnamed destinations are summed under
@@ -152,6 +156,11 @@ pub fn describe() {
         JOURNAL_BYTES,
         Unit::Bytes,
         "Bytes in the journal's segment files."
+    );
+    describe_counter!(
+        JOURNAL_SKIPPED,
+        Unit::Count,
+        "Journal records lost in damaged segment regions at open."
     );
 }
 

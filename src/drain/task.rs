@@ -550,8 +550,8 @@ impl<J: Send + Sync + 'static> DrainTask<J> {
                 self.hand_back(p.entry.id, p.entry.job, &mut returned);
             }
         }
-        s.endings.flush().await;
-        s.close_journal().await;
+        let flushed = s.endings.flush().await;
+        s.close_journal(flushed).await;
         let stats = s.stats();
         tracing::info!(
             throttle = %s.cfg.name,

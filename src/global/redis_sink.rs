@@ -12,7 +12,7 @@ use redis::streams::StreamRangeReply;
 use tokio::sync::{Notify, mpsc};
 
 use super::conn::{RedisConnection, RedisError, bounded};
-use crate::accounting::dead_letter::{DeadLetterReason, DeadLetterSink};
+use crate::accounting::dead_letter::{DeadLetterReason, DeadLetterSink, FlushError};
 use crate::error::BuildError;
 use crate::handle::throttle::Throttle;
 
@@ -278,8 +278,9 @@ impl<J: Send + 'static> DeadLetterSink<J> for RedisStreamSink<J> {
         Ok(())
     }
 
-    /// Waits until every offered letter is in Redis, at most 5 s.
-    async fn flush(&self) {
+    /// Waits until every offered letter is in Redis, at most 5 s; an error
+    /// when some are still only in memory then (Redis down or slow).
+    async fn flush(&self) -> Result<(), FlushError> {
         let all_written = async {
             loop {
                 let written = self.inner.written.notified();
@@ -295,12 +296,18 @@ impl<J: Send + 'static> DeadLetterSink<J> for RedisStreamSink<J> {
             .await
             .is_err()
         {
+            let pending = self.pending();
             tracing::warn!(
                 stream = %self.inner.stream,
-                pending = self.pending(),
+                pending,
                 "dead letters not yet written to redis at flush"
             );
+            return Err(FlushError::new(format!(
+                "{pending} dead letters not yet written to redis stream {}",
+                self.inner.stream
+            )));
         }
+        Ok(())
     }
 }
 

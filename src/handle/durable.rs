@@ -141,12 +141,13 @@ impl<J: 'static> Shared<J> {
         false
     }
 
-    /// Shutdown's last step: the dead-lettered jobs' ends (the sink was
-    /// flushed), then everything written and `fsync`ed.
-    pub(crate) async fn close_journal(&self) {
+    /// Shutdown's last step: the dead-lettered jobs' ends if the sink's
+    /// flush (`flushed`) stored them, else they stay in the journal; then
+    /// everything written and `fsync`ed.
+    pub(crate) async fn close_journal(&self, _flushed: bool) {
         #[cfg(feature = "journal")]
         if let Some(j) = &self.journal {
-            j.close().await;
+            j.close(_flushed).await;
         }
     }
 }

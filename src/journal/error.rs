@@ -46,6 +46,13 @@ pub enum JournalError {
         /// The largest allowed.
         max: usize,
     },
+    /// The journal's directory, its lock file or its active segment was
+    /// deleted or replaced: jobs are refused until the journal has
+    /// re-created it and journaled its unfinished jobs there again.
+    DirectoryGone {
+        /// The journal directory.
+        dir: PathBuf,
+    },
     /// The journal's writer has stopped.
     Closed,
 }
@@ -74,6 +81,11 @@ impl std::fmt::Display for JournalError {
                     "a job of {len} bytes is above the journal's record limit of {max}"
                 )
             }
+            JournalError::DirectoryGone { dir } => write!(
+                f,
+                "the journal directory {} is gone; jobs are refused until it is back",
+                dir.display()
+            ),
             JournalError::Closed => write!(f, "the journal's writer has stopped"),
         }
     }

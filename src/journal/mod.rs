@@ -15,9 +15,28 @@
 //!
 //! Durability costs a batch, not a flush per job: one writer thread takes
 //! every record waiting, writes them at once and `fsync`s once (group
-//! commit). Records carry a checksum; a torn tail (a crash mid-write) is
-//! cut at open and everything before it recovered. The directory is locked
-//! while open: a second process on it is refused.
+//! commit). The directory is locked while open: a second process on it is
+//! refused.
+//!
+//! What a damaged disk or a careless operator can do, and what the journal
+//! does about it:
+//!
+//! - **a torn tail** (a crash mid-write): cut at open, logged, everything
+//!   before it recovered ([`JournalStats::cut`]);
+//! - **a garbled byte** in the middle of a segment: each record starts with
+//!   a sync word and carries a checksum over its length and body, so
+//!   recovery skips the bad record and keeps every good one after it. The
+//!   damaged file is set aside as `NNN.seg.damaged` (never deleted) and
+//!   replaced by one holding its good records; what was skipped is logged
+//!   and counted ([`JournalStats::skipped`],
+//!   `leaky_bucket_journal_skipped_records_total`);
+//! - **the directory deleted** (or its lock or active segment): noticed
+//!   within half a second, or at the next segment roll. Until it is back
+//!   every admission is refused (503, `journal_failed`) and
+//!   [`Journal::is_healthy`] is `false`; the journal re-creates it, takes
+//!   its lock and journals every unfinished job again, `fsync`ed, before it
+//!   takes a new one. It keeps the segments that hold unfinished jobs open
+//!   for that (at most `max_bytes / segment_bytes` files).
 //!
 //! ```
 //! # #[tokio::main(flavor = "current_thread")]
@@ -49,17 +68,21 @@
 mod codec;
 mod error;
 pub(crate) mod frame;
+mod home;
 pub(crate) mod journaling;
+mod live;
 mod options;
+mod repair;
+mod scan;
 mod segments;
 mod tag;
 mod writer;
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, mpsc};
 
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::oneshot;
 
 pub use codec::{DecodeError, JobCodec};
 pub use error::JournalError;
@@ -81,13 +104,14 @@ pub struct Journal {
 struct Inner {
     dir: PathBuf,
     opts: JournalOptions,
-    tx: Option<mpsc::UnboundedSender<Cmd>>,
+    tx: Option<mpsc::Sender<Cmd>>,
     thread: Option<std::thread::JoinHandle<()>>,
     gauges: Arc<Gauges>,
     recovered: usize,
     cut: u64,
+    skipped: u64,
+    skipped_bytes: u64,
     jobs: Mutex<Vec<(u64, Vec<u8>)>>,
-    _lock: std::fs::File,
 }
 
 impl Drop for Inner {
@@ -119,6 +143,15 @@ pub struct JournalStats {
     pub recovered: usize,
     /// Bytes cut from torn tails at open.
     pub cut: u64,
+    /// Records lost in damaged regions of segments at open (at least: a
+    /// region whose records cannot be told apart counts as one). Each
+    /// damaged segment was set aside as `NNN.seg.damaged`.
+    pub skipped: u64,
+    /// The bytes of those damaged regions.
+    pub skipped_bytes: u64,
+    /// Whether the directory is in place: `false` while it is gone and
+    /// every admission is refused (see [`Journal::is_healthy`]).
+    pub healthy: bool,
 }
 
 impl std::fmt::Debug for Journal {
@@ -146,25 +179,29 @@ impl Journal {
         // Space comes back a segment at a time: keep several under the bound.
         opts.segment_bytes = opts.segment_bytes.min(opts.max_bytes / 4).max(4096);
         let lock = segments::lock(dir)?;
-        let mut found = segments::recover(dir, opts.max_record_bytes)?;
+        let found = segments::recover(dir, opts.max_record_bytes)?;
         let active_seq = found.next_seq;
         let active = segments::create(dir, active_seq)?;
-        found.live.started(active_seq);
+        let mut live = found.live;
+        live.started(active_seq);
         let gauges = Arc::new(Gauges::default());
         let recovered = found.jobs.len();
-        if recovered > 0 || found.cut > 0 {
-            tracing::info!(dir = %dir.display(), recovered, cut = found.cut, "journal: recovered unfinished jobs");
+        if recovered > 0 || found.cut > 0 || found.skipped > 0 {
+            tracing::info!(dir = %dir.display(), recovered, cut = found.cut, skipped = found.skipped, "journal: recovered unfinished jobs");
         }
+        metrics::counter!(crate::accounting::metrics::JOURNAL_SKIPPED).increment(found.skipped);
         let writer = Writer {
             dir: dir.to_path_buf(),
             opts,
-            live: found.live,
+            live,
+            home: home::Home::new(dir, lock, &active),
             active,
             active_seq,
+            files: found.files,
             gauges: gauges.clone(),
             bytes_gauge: metrics::gauge!(crate::accounting::metrics::JOURNAL_BYTES),
         };
-        let (tx, rx) = mpsc::unbounded_channel();
+        let (tx, rx) = mpsc::channel();
         // The first batch publishes the gauges and reclaims what recovery freed.
         let _ = tx.send(Cmd::Flush {
             ack: oneshot::channel().0,
@@ -182,8 +219,9 @@ impl Journal {
                 gauges,
                 recovered,
                 cut: found.cut,
+                skipped: found.skipped,
+                skipped_bytes: found.skipped_bytes,
                 jobs: Mutex::new(found.jobs),
-                _lock: lock,
             }),
         })
     }
@@ -210,10 +248,38 @@ impl Journal {
             batches: g.batches.load(Ordering::Relaxed),
             recovered: self.inner.recovered,
             cut: self.inner.cut,
+            skipped: self.inner.skipped,
+            skipped_bytes: self.inner.skipped_bytes,
+            healthy: self.is_healthy(),
         }
     }
 
-    /// Waits until everything recorded so far is written and `fsync`ed.
+    /// Whether the journal can keep its promise now: `false` while its
+    /// directory (or its lock file, or its active segment) is gone, when
+    /// every admission is refused with
+    /// [`Cause::JournalFailed`](crate::Cause::JournalFailed). It turns
+    /// `true` again once the directory is back and every unfinished job
+    /// is journaled in it again. Report it in a readiness check.
+    ///
+    /// ```
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// use dripfeed::journal::Journal;
+    /// let dir = std::env::temp_dir().join(format!("dripfeed-doc-healthy-{}", std::process::id()));
+    /// # let _ = std::fs::remove_dir_all(&dir);
+    /// let journal = Journal::open(&dir)?;
+    /// assert!(journal.is_healthy());
+    /// assert!(journal.stats().healthy);
+    /// # drop(journal);
+    /// # std::fs::remove_dir_all(&dir)?;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn is_healthy(&self) -> bool {
+        self.inner.gauges.healthy.load(Ordering::Acquire)
+    }
+
+    /// Waits until everything recorded so far is written and `fsync`ed
+    /// (at once while the directory is gone: nothing can be).
     pub async fn flush(&self) {
         let (ack, done) = oneshot::channel();
         if self.send(Cmd::Flush { ack }).is_ok() {
@@ -242,6 +308,9 @@ impl Journal {
         let payload = len - frame::OVERHEAD;
         if payload > max {
             return Err(JournalError::TooLarge { len: payload, max });
+        }
+        if !self.is_healthy() {
+            return Err(self.gone());
         }
         let len = len as u64;
         let g = &self.inner.gauges;
@@ -279,9 +348,16 @@ impl Journal {
             None => Ok(()),
             Some(done) => match done.await {
                 Ok(Ok(())) => Ok(()),
+                Ok(Err(_)) if !self.is_healthy() => Err(self.gone()),
                 Ok(Err(e)) => Err(JournalError::io("write", &self.inner.dir, e)),
                 Err(_) => Err(JournalError::Closed),
             },
+        }
+    }
+
+    fn gone(&self) -> JournalError {
+        JournalError::DirectoryGone {
+            dir: self.inner.dir.clone(),
         }
     }
 

@@ -70,7 +70,11 @@ impl JournalOptions {
     }
 
     /// A segment is closed and a new one started past this size (default
-    /// 16 MiB, at least 4 KiB). Space comes back a segment at a time.
+    /// 16 MiB, at least 4 KiB). Space comes back a segment at a time. The
+    /// journal keeps each segment open until it is given back, so about
+    /// `max_bytes / segment_bytes` files are open (64 by default): what
+    /// lets it journal its unfinished jobs again if the directory is
+    /// deleted.
     pub fn segment_bytes(mut self, bytes: u64) -> Self {
         self.segment_bytes = bytes.max(4096);
         self

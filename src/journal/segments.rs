@@ -3,103 +3,39 @@
 //! Segments are named by a sequence number (`0000000000000001.seg`, …) and
 //! only ever appended to; the oldest goes first when every job it admitted
 //! has ended, so an `End` record is never deleted before the `Admit` it
-//! answers. Recovery reads them in order, cuts a torn tail, and keeps the
-//! jobs admitted and not ended.
+//! answers. Recovery reads them in order, cuts a torn tail, sets a damaged
+//! segment aside with its good records kept ([`repair`](super::repair)),
+//! and keeps the jobs admitted and not ended.
+//!
+//! The journal keeps each segment open while it holds unfinished jobs, so
+//! their records can be read back even if the files are unlinked (the
+//! directory deleted): see the writer's `rejournal`.
 
 use std::collections::{BTreeMap, HashMap};
 use std::fs::{self, File, OpenOptions};
-use std::io::Write;
+use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 
 use super::JournalError;
-use super::frame::{self, Kind, MAGIC};
-
-/// What the journal knows about one segment.
-#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct Seg {
-    /// Bytes in the file.
-    pub(crate) len: u64,
-    /// Jobs admitted here and not ended.
-    pub(crate) live: u64,
-    /// Their records' bytes.
-    pub(crate) live_bytes: u64,
-}
-
-impl Seg {
-    /// A segment just created: its magic and nothing else.
-    pub(crate) const EMPTY: Seg = Seg {
-        len: MAGIC.len() as u64,
-        live: 0,
-        live_bytes: 0,
-    };
-}
-
-/// Where a live job's `Admit` record is.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct Live {
-    pub(crate) seg: u64,
-    pub(crate) len: u32,
-}
-
-/// The live set: jobs admitted and not ended, and the segments' counts.
-#[derive(Debug, Default)]
-pub(crate) struct LiveSet {
-    pub(crate) segs: BTreeMap<u64, Seg>,
-    pub(crate) jobs: HashMap<u64, Live>,
-}
-
-impl LiveSet {
-    /// A job's `Admit` record was written in `seg` (a copy replaces the old one).
-    pub(crate) fn admit(&mut self, id: u64, seg: u64, len: usize) {
-        let len = u32::try_from(len).unwrap_or(u32::MAX);
-        if let Some(old) = self.jobs.insert(id, Live { seg, len }) {
-            self.forget(old);
-        }
-        let s = self.segs.entry(seg).or_default();
-        s.live += 1;
-        s.live_bytes += u64::from(len);
-    }
-
-    /// A job ended; `false` if it was not live.
-    pub(crate) fn end(&mut self, id: u64) -> bool {
-        match self.jobs.remove(&id) {
-            Some(old) => {
-                self.forget(old);
-                true
-            }
-            None => false,
-        }
-    }
-
-    fn forget(&mut self, old: Live) {
-        if let Some(s) = self.segs.get_mut(&old.seg) {
-            s.live = s.live.saturating_sub(1);
-            s.live_bytes = s.live_bytes.saturating_sub(u64::from(old.len));
-        }
-    }
-
-    /// Segment `seq` was just created (see [`create`]).
-    pub(crate) fn started(&mut self, seq: u64) {
-        self.segs.insert(seq, Seg::EMPTY);
-    }
-
-    /// Bytes in every segment.
-    pub(crate) fn disk_bytes(&self) -> u64 {
-        self.segs.values().map(|s| s.len).sum()
-    }
-}
+use super::frame::{Kind, MAGIC, MAGIC_V1, Record};
+use super::live::{LiveSet, Seg};
+use super::repair;
+use super::scan::scan;
 
 /// The file of segment `seq`.
 pub(crate) fn path(dir: &Path, seq: u64) -> PathBuf {
     dir.join(format!("{seq:016x}.seg"))
 }
 
+/// The lock file's name in a journal directory.
+pub(crate) const LOCK: &str = "LOCK";
+
 /// Takes the directory's lock file, creating the directory if need be.
 /// Held for as long as the returned file is open; the OS drops it when the
 /// process dies, so a killed process never leaves it stale.
 pub(crate) fn lock(dir: &Path) -> Result<File, JournalError> {
     fs::create_dir_all(dir).map_err(|e| JournalError::io("create", dir, e))?;
-    let path = dir.join("LOCK");
+    let path = dir.join(LOCK);
     let file = OpenOptions::new()
         .create(true)
         .truncate(false)
@@ -120,6 +56,7 @@ pub(crate) fn create(dir: &Path, seq: u64) -> Result<File, JournalError> {
     let path = path(dir, seq);
     let mut file = OpenOptions::new()
         .create_new(true)
+        .read(true)
         .append(true)
         .open(&path)
         .map_err(|e| JournalError::io("create", &path, e))?;
@@ -137,8 +74,30 @@ pub(crate) fn sync_dir(dir: &Path) {
     }
 }
 
+/// The first `len` bytes of an open segment, read by position (the
+/// file's cursor is not moved, and an unlinked file still reads).
+pub(crate) fn read(file: &File, len: u64) -> std::io::Result<Vec<u8>> {
+    let len = usize::try_from(len).map_err(|_| std::io::ErrorKind::OutOfMemory)?;
+    let mut bytes = vec![0; len];
+    read_exact_at(file, &mut bytes)?;
+    Ok(bytes)
+}
+
+#[cfg(unix)]
+fn read_exact_at(file: &File, buf: &mut [u8]) -> std::io::Result<()> {
+    std::os::unix::fs::FileExt::read_exact_at(file, buf, 0)
+}
+
+#[cfg(not(unix))]
+fn read_exact_at(file: &File, buf: &mut [u8]) -> std::io::Result<()> {
+    use std::io::{Seek, SeekFrom};
+    let mut f = file.try_clone()?;
+    f.seek(SeekFrom::Start(0))?;
+    f.read_exact(buf)
+}
+
 /// The segments in `dir`, oldest first.
-fn list(dir: &Path) -> Result<Vec<(u64, PathBuf)>, JournalError> {
+pub(crate) fn list(dir: &Path) -> Result<Vec<(u64, PathBuf)>, JournalError> {
     let mut out = Vec::new();
     let entries = fs::read_dir(dir).map_err(|e| JournalError::io("list", dir, e))?;
     for entry in entries {
@@ -161,97 +120,124 @@ fn list(dir: &Path) -> Result<Vec<(u64, PathBuf)>, JournalError> {
 #[derive(Debug, Default)]
 pub(crate) struct Recovered {
     pub(crate) live: LiveSet,
+    /// Each segment kept, open for reading.
+    pub(crate) files: BTreeMap<u64, File>,
     /// Unfinished jobs, `(id, encoding)`, in the order they were admitted.
     pub(crate) jobs: Vec<(u64, Vec<u8>)>,
     /// The next segment's number.
     pub(crate) next_seq: u64,
     /// Bytes cut from torn tails.
     pub(crate) cut: u64,
+    /// Records lost in damaged regions (at least), and those regions' bytes.
+    pub(crate) skipped: u64,
+    pub(crate) skipped_bytes: u64,
 }
 
-/// Reads every segment: torn tails are cut (logged), empty leftovers of a
-/// crash at creation removed, foreign files refused.
-pub(crate) fn recover(dir: &Path, max_record: usize) -> Result<Recovered, JournalError> {
-    let mut out = Recovered {
-        next_seq: 1,
-        ..Recovered::default()
-    };
-    let mut payloads: HashMap<u64, (usize, Vec<u8>)> = HashMap::new();
-    let mut order = 0;
-    for (seq, path) in list(dir)? {
-        out.next_seq = seq + 1;
-        let bytes = fs::read(&path).map_err(|e| JournalError::io("read", &path, e))?;
-        let (records, good) = frame::parse(&bytes, max_record);
-        if good == 0 {
-            if bytes.len() <= MAGIC.len() && MAGIC.starts_with(&bytes) {
-                // Created, never written: a crash right at a roll.
-                fs::remove_file(&path).map_err(|e| JournalError::io("remove", &path, e))?;
-                continue;
-            }
-            return Err(JournalError::Foreign { path });
-        }
-        if good < bytes.len() {
-            let cut = (bytes.len() - good) as u64;
-            tracing::warn!(segment = %path.display(), at = good, bytes = cut, "journal: cutting a torn or corrupt tail");
-            let file = OpenOptions::new()
-                .write(true)
-                .open(&path)
-                .map_err(|e| JournalError::io("open", &path, e))?;
-            file.set_len(good as u64)
-                .and_then(|()| file.sync_all())
-                .map_err(|e| JournalError::io("truncate", &path, e))?;
-            out.cut += cut;
-        }
-        out.live.segs.insert(
-            seq,
-            Seg {
-                len: good as u64,
-                ..Seg::default()
-            },
-        );
+/// What recovery has read so far.
+#[derive(Default)]
+struct Replay {
+    /// Unfinished jobs' payloads with the order they were admitted in.
+    payloads: HashMap<u64, (usize, Vec<u8>)>,
+    order: usize,
+}
+
+impl Replay {
+    fn apply(&mut self, live: &mut LiveSet, seq: u64, records: &[Record<'_>]) {
         for r in records {
             match r.kind {
                 Kind::Admit => {
-                    out.live.admit(r.id, seq, r.len);
-                    payloads.entry(r.id).or_insert_with(|| {
-                        order += 1;
-                        (order, r.payload.to_vec())
+                    live.admit(r.id, seq, r.len);
+                    let order = &mut self.order;
+                    self.payloads.entry(r.id).or_insert_with(|| {
+                        *order += 1;
+                        (*order, r.payload.to_vec())
                     });
                 }
                 Kind::End => {
-                    out.live.end(r.id);
-                    payloads.remove(&r.id);
+                    live.end(r.id);
+                    self.payloads.remove(&r.id);
                 }
             }
         }
     }
-    let mut jobs: Vec<_> = payloads.into_iter().collect();
+}
+
+/// Reads every segment: torn tails are cut and damaged segments set aside
+/// (both logged), empty leftovers of a crash at creation removed, foreign
+/// files refused.
+pub(crate) fn recover(dir: &Path, max_record: usize) -> Result<Recovered, JournalError> {
+    repair::finish_interrupted(dir)?;
+    let mut out = Recovered {
+        next_seq: 1,
+        ..Recovered::default()
+    };
+    let mut replay = Replay::default();
+    for (seq, path) in list(dir)? {
+        out.next_seq = seq + 1;
+        let mut file = File::open(&path).map_err(|e| JournalError::io("open", &path, e))?;
+        let mut bytes = Vec::new();
+        file.read_to_end(&mut bytes)
+            .map_err(|e| JournalError::io("read", &path, e))?;
+        let Some(found) = scan(&bytes, max_record) else {
+            let short = bytes.len() < MAGIC.len();
+            if short && (MAGIC.starts_with(&bytes) || MAGIC_V1.starts_with(&bytes)) {
+                // Created, never written: a crash right at a roll.
+                drop(file);
+                fs::remove_file(&path).map_err(|e| JournalError::io("remove", &path, e))?;
+                continue;
+            }
+            return Err(JournalError::Foreign { path });
+        };
+        let torn = (bytes.len() - found.end) as u64;
+        let len = if found.skipped.is_empty() {
+            if torn > 0 {
+                tracing::warn!(segment = %path.display(), at = found.end, bytes = torn, "journal: cutting a torn tail");
+                cut(&path, found.end as u64)?;
+            }
+            replay.apply(&mut out.live, seq, &found.records);
+            found.end as u64
+        } else {
+            for s in &found.skipped {
+                tracing::error!(segment = %path.display(), at = s.at, bytes = s.bytes, records = s.records, "journal: skipped a damaged region; the records after it are kept");
+            }
+            let cleaned = repair::rewrite(&found.records);
+            let aside = repair::replace(dir, seq, &cleaned)?;
+            tracing::warn!(segment = %path.display(), aside = %aside.display(), kept = found.records.len(), torn, "journal: damaged segment set aside and rewritten with its good records");
+            out.skipped += found.skipped_records();
+            out.skipped_bytes += found.skipped_bytes();
+            file = File::open(&path).map_err(|e| JournalError::io("open", &path, e))?;
+            if let Some(again) = scan(&cleaned, max_record) {
+                replay.apply(&mut out.live, seq, &again.records);
+            }
+            cleaned.len() as u64
+        };
+        out.cut += torn;
+        if let Some(s) = out.live.segs.get_mut(&seq) {
+            s.len = len;
+        } else {
+            out.live.segs.insert(
+                seq,
+                Seg {
+                    len,
+                    ..Seg::default()
+                },
+            );
+        }
+        out.files.insert(seq, file);
+    }
+    let mut jobs: Vec<_> = replay.payloads.into_iter().collect();
     jobs.sort_by_key(|(_, (order, _))| *order);
     out.jobs = jobs.into_iter().map(|(id, (_, p))| (id, p)).collect();
     Ok(out)
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_live_set_follows_copies_and_ends() {
-        let mut live = LiveSet::default();
-        live.admit(1, 1, 30);
-        live.admit(2, 1, 40);
-        live.admit(1, 2, 30); // compacted into segment 2
-        assert_eq!(
-            live.segs[&1],
-            Seg {
-                len: 0,
-                live: 1,
-                live_bytes: 40
-            }
-        );
-        assert_eq!(live.segs[&2].live, 1);
-        assert!(live.end(1));
-        assert!(!live.end(1), "ended twice");
-        assert_eq!((live.segs[&2].live, live.segs[&2].live_bytes), (0, 0));
-    }
+/// Cuts a segment back to `len` bytes, durably.
+fn cut(path: &Path, len: u64) -> Result<(), JournalError> {
+    let file = OpenOptions::new()
+        .write(true)
+        .open(path)
+        .map_err(|e| JournalError::io("open", path, e))?;
+    file.set_len(len)
+        .and_then(|()| file.sync_all())
+        .map_err(|e| JournalError::io("truncate", path, e))
 }

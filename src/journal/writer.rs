@@ -7,17 +7,27 @@
 //! of its jobs is live, and one whose live records are a small share of it
 //! has them copied forward first, so a long-lived job cannot pin the
 //! segments behind it.
+//!
+//! It also watches the directory ([`home`](super::home)): between batches,
+//! at most every [`CHECK_EVERY`](super::home::CHECK_EVERY), and before each
+//! roll.
 
+use std::collections::BTreeMap;
 use std::fs::File;
 use std::io::Write;
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::mpsc;
+use std::time::Instant;
 
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::oneshot;
 
 use super::frame::{self, Kind};
-use super::segments::{self, LiveSet, Seg};
+use super::home::Home;
+use super::live::{LiveSet, Seg};
+use super::scan::scan;
+use super::segments;
 use super::{Durability, JournalOptions};
 
 /// What a producer's wait ends with.
@@ -39,8 +49,10 @@ pub(crate) enum Cmd {
 }
 
 /// What the writer publishes for the handles to read.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub(crate) struct Gauges {
+    /// `false` while the directory is gone: admissions are refused.
+    pub(crate) healthy: AtomicBool,
     pub(crate) disk_bytes: AtomicU64,
     /// Framed bytes sent and not yet written.
     pub(crate) pending_bytes: AtomicU64,
@@ -48,6 +60,20 @@ pub(crate) struct Gauges {
     pub(crate) segments: AtomicU64,
     pub(crate) fsyncs: AtomicU64,
     pub(crate) batches: AtomicU64,
+}
+
+impl Default for Gauges {
+    fn default() -> Self {
+        Gauges {
+            healthy: AtomicBool::new(true),
+            disk_bytes: AtomicU64::new(0),
+            pending_bytes: AtomicU64::new(0),
+            live: AtomicU64::new(0),
+            segments: AtomicU64::new(0),
+            fsyncs: AtomicU64::new(0),
+            batches: AtomicU64::new(0),
+        }
+    }
 }
 
 /// Most commands taken into one batch.
@@ -59,6 +85,12 @@ pub(crate) struct Writer {
     pub(crate) live: LiveSet,
     pub(crate) active: File,
     pub(crate) active_seq: u64,
+    /// The other segments, open until reclaimed (at most about
+    /// `max_bytes / segment_bytes`): their live records can be read back
+    /// even once unlinked, and coming back can tell which files are ours.
+    pub(crate) files: BTreeMap<u64, File>,
+    /// The directory: its lock, its identity, whether it is gone.
+    pub(crate) home: Home,
     pub(crate) gauges: Arc<Gauges>,
     /// `leaky_bucket_journal_bytes`, registered once.
     pub(crate) bytes_gauge: metrics::Gauge,
@@ -97,23 +129,43 @@ enum Op {
 
 impl Writer {
     /// Runs until every sender is gone, then makes the tail durable.
-    pub(crate) fn run(mut self, mut rx: mpsc::UnboundedReceiver<Cmd>) {
+    pub(crate) fn run(mut self, rx: mpsc::Receiver<Cmd>) {
         let mut cmds = Vec::new();
         let mut buf = Vec::new();
-        while let Some(first) = rx.blocking_recv() {
-            cmds.push(first);
+        loop {
+            let wait = self
+                .home
+                .next_check
+                .saturating_duration_since(Instant::now());
+            match rx.recv_timeout(wait) {
+                Ok(first) => cmds.push(first),
+                Err(mpsc::RecvTimeoutError::Timeout) => {
+                    self.watch();
+                    continue;
+                }
+                Err(mpsc::RecvTimeoutError::Disconnected) => break,
+            }
             while cmds.len() < BATCH {
                 match rx.try_recv() {
                     Ok(cmd) => cmds.push(cmd),
                     Err(_) => break,
                 }
             }
-            let answers = self.commit(&mut cmds, &mut buf);
-            self.reclaim();
-            self.publish();
-            answers.send(&self.dir);
+            if self.home.is_gone() {
+                self.refuse(&mut cmds);
+                self.publish();
+            } else {
+                let answers = self.commit(&mut cmds, &mut buf);
+                self.reclaim();
+                self.publish();
+                answers.send(&self.dir);
+            }
+            if Instant::now() >= self.home.next_check {
+                self.watch();
+            }
         }
         let _ = self.active.sync_data();
+        self.closing();
     }
 
     fn active_len(&self) -> u64 {
@@ -193,13 +245,21 @@ impl Writer {
         }
     }
 
-    /// Closes the active segment and starts the next.
+    /// Closes the active segment and starts the next, unless the
+    /// directory is gone.
     fn roll(&mut self) {
         let _ = self.active.sync_data();
+        if !self.home.intact(&self.dir, self.active_seq) {
+            self.lost();
+            self.home.next_check = Instant::now(); // come back after this batch
+            return;
+        }
         let next = self.active_seq + 1;
         match segments::create(&self.dir, next) {
             Ok(file) => {
-                self.active = file;
+                self.home.started(&file);
+                let old = std::mem::replace(&mut self.active, file);
+                self.files.insert(self.active_seq, old);
                 self.active_seq = next;
                 self.live.started(next);
             }
@@ -236,25 +296,48 @@ impl Writer {
                 return;
             }
             self.live.segs.remove(&seq);
+            self.files.remove(&seq);
         }
+    }
+
+    /// The open file of segment `seq`.
+    pub(crate) fn file(&self, seq: u64) -> Option<&File> {
+        if seq == self.active_seq {
+            Some(&self.active)
+        } else {
+            self.files.get(&seq)
+        }
+    }
+
+    /// Segment `seq`'s live `Admit` records, framed afresh (a segment of
+    /// the first format is read too), appended to `out`, each with its id
+    /// and framed length.
+    pub(crate) fn live_records(
+        &self,
+        seq: u64,
+        out: &mut Vec<u8>,
+    ) -> std::io::Result<Vec<(u64, usize)>> {
+        let (Some(file), Some(seg)) = (self.file(seq), self.live.segs.get(&seq)) else {
+            return Err(std::io::ErrorKind::NotFound.into());
+        };
+        let bytes = segments::read(file, seg.len)?;
+        let mut moved = Vec::new();
+        let found = scan(&bytes, self.opts.max_record_bytes);
+        for r in found.iter().flat_map(|f| &f.records) {
+            if r.kind == Kind::Admit && self.live.jobs.get(&r.id).is_some_and(|l| l.seg == seq) {
+                moved.push((r.id, frame::encode(out, Kind::Admit, r.id, r.payload)));
+            }
+        }
+        Ok(moved)
     }
 
     /// Copies segment `seq`'s live records into the active segment and makes
     /// them durable; `false` if that failed (the segment stays).
     fn copy_forward(&mut self, seq: u64) -> bool {
-        let path = segments::path(&self.dir, seq);
-        let Ok(bytes) = std::fs::read(&path) else {
+        let mut out = Vec::new();
+        let Ok(moved) = self.live_records(seq, &mut out) else {
             return false;
         };
-        let (records, _) = frame::parse(&bytes, self.opts.max_record_bytes);
-        let mut out = Vec::new();
-        let mut moved = Vec::new();
-        for r in records {
-            if r.kind == Kind::Admit && self.live.jobs.get(&r.id).is_some_and(|l| l.seg == seq) {
-                out.extend_from_slice(&bytes[r.at..r.at + r.len]);
-                moved.push((r.id, r.len));
-            }
-        }
         if self
             .active
             .write_all(&out)
@@ -274,7 +357,7 @@ impl Writer {
         true
     }
 
-    fn publish(&self) {
+    pub(crate) fn publish(&self) {
         let g = &self.gauges;
         let disk_bytes = self.live.disk_bytes();
         g.disk_bytes.store(disk_bytes, Ordering::Relaxed);

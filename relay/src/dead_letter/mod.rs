@@ -152,7 +152,8 @@ impl DeadLetterSink<Job> for std::sync::Arc<FileSink> {
         self.offer(job, why.as_str())
     }
 
-    async fn flush(&self) {
+    async fn flush(&self) -> Result<(), dripfeed::FlushError> {
         self.written().await;
+        Ok(())
     }
 }

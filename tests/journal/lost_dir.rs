@@ -1,0 +1,213 @@
+//! The journal's directory deleted while running: admissions are refused
+//! (503, `journal_failed`) until it is back, the unfinished jobs are
+//! journaled again before the first new admission, and a restart on the
+//! directory recovers every job ever answered `Ok`.
+//!
+//! Real time, bounded waits polling a condition; counts only.
+
+use std::collections::BTreeSet;
+use std::time::{Duration, Instant};
+
+use dripfeed::journal::Journal;
+use dripfeed::{Cause, Delivery, Outcome, Reason, Throttle};
+
+use super::fresh_dir;
+
+/// Polls `probe` every 10 ms until it returns `Some`, at most 10 s.
+async fn poll<T>(mut probe: impl AsyncFnMut() -> Option<T>) -> Option<T> {
+    let start = Instant::now();
+    while start.elapsed() < Duration::from_secs(10) {
+        if let Some(out) = probe().await {
+            return Some(out);
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    None
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_deleted_directory_refuses_until_it_is_back_and_loses_nothing() {
+    let base = fresh_dir("lost");
+    let dir = base.join("journal");
+    let (throttle, drain) = Throttle::builder()
+        .drain_rate(100.0)
+        .capacity(10_000)
+        .journal(Journal::open(&dir).unwrap())
+        .build(|_: &String, _| async { Delivery::Done })
+        .unwrap();
+    throttle.pause(); // every job stays unfinished
+    let journal = throttle.journal().unwrap().clone();
+    let mut accepted = BTreeSet::new();
+    for i in 0..40 {
+        accepted.insert(throttle.submit(format!("before-{i}")).await.unwrap().id());
+    }
+
+    // Deleted, and a file where it was: the journal cannot re-create it.
+    std::fs::remove_dir_all(&base).unwrap();
+    std::fs::write(&base, b"in the way").unwrap();
+    let deleted = Instant::now();
+    let mut n = 0;
+    let refused = poll(async || {
+        n += 1;
+        match throttle.submit(format!("during-{n}")).await {
+            Ok(a) => {
+                // Written before the loss was noticed: kept all the same.
+                accepted.insert(a.id());
+                None
+            }
+            Err(r) => Some(r),
+        }
+    })
+    .await
+    .expect("refused within 10 s of the deletion");
+    let noticed = deleted.elapsed();
+    assert_eq!(
+        refused.reason(),
+        Reason::Unavailable {
+            cause: Cause::JournalFailed
+        }
+    );
+    assert_eq!(refused.status(), 503);
+    assert!(refused.retry_after().is_some());
+    assert!(!journal.is_healthy() && !journal.stats().healthy);
+    // Still refused while it cannot come back (several checks pass).
+    let mut still = 0;
+    while still < 60 {
+        let r = throttle.try_submit_durable("blocked".into()).await;
+        let cause = r.map(|_| ()).map_err(|r| r.reason());
+        assert_eq!(
+            cause,
+            Err(Reason::Unavailable {
+                cause: Cause::JournalFailed
+            })
+        );
+        still += 1;
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+
+    // The operator clears the way and re-creates it.
+    std::fs::remove_file(&base).unwrap();
+    std::fs::create_dir_all(&dir).unwrap();
+    let back = Instant::now();
+    let first = poll(async || throttle.submit("after-0".into()).await.ok())
+        .await
+        .expect("accepted again within 10 s");
+    let resumed = back.elapsed();
+    assert!(journal.is_healthy());
+    accepted.insert(first.id());
+    for i in 1..10 {
+        accepted.insert(throttle.submit(format!("after-{i}")).await.unwrap().id());
+    }
+    eprintln!(
+        "journal directory deleted: refused after {noticed:?}, {} accepted meanwhile; back {resumed:?} after re-creation",
+        n - 1
+    );
+
+    let report = throttle.shutdown(Duration::ZERO).await;
+    assert_eq!(report.stats.outcome(Outcome::Kept), accepted.len() as u64);
+    drop((throttle, journal));
+    drain.join().await;
+    let journal = Journal::open(&dir).unwrap();
+    let recovered: BTreeSet<u64> = journal.take_recovered().iter().map(|r| r.id).collect();
+    assert_eq!(recovered.len(), accepted.len());
+    assert_eq!(recovered, accepted, "every job answered Ok, none other");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_deleted_lock_file_is_taken_again() {
+    // Only the lock goes: another process could take the directory, so
+    // the journal takes a lock there again (at once: it can re-create it)
+    // and replaces its old segments by one holding the unfinished jobs.
+    let dir = fresh_dir("lost-lock");
+    let (throttle, drain) = Throttle::builder()
+        .drain_rate(100.0)
+        .capacity(1000)
+        .journal(Journal::open(&dir).unwrap())
+        .build(|_: &String, _| async { Delivery::Done })
+        .unwrap();
+    throttle.pause();
+    let journal = throttle.journal().unwrap().clone();
+    let mut accepted = BTreeSet::new();
+    for i in 0..10 {
+        accepted.insert(throttle.submit(format!("job-{i}")).await.unwrap().id());
+    }
+    std::fs::remove_file(dir.join("LOCK")).unwrap();
+    // Back once its old segment is replaced by the new one.
+    let first = dir.join("0000000000000001.seg");
+    let back = poll(async || (!first.exists() && journal.is_healthy()).then_some(())).await;
+    assert!(back.is_some(), "journaled again within 10 s");
+    assert!(
+        matches!(
+            Journal::open(&dir),
+            Err(dripfeed::journal::JournalError::Locked { .. })
+        ),
+        "the lock is held again"
+    );
+    let again = poll(async || throttle.submit("again".into()).await.ok()).await;
+    accepted.insert(again.expect("accepted again").id());
+    throttle.shutdown(Duration::ZERO).await;
+    drop((throttle, journal));
+    drain.join().await;
+    let journal = Journal::open(&dir).unwrap();
+    let recovered: BTreeSet<u64> = journal.take_recovered().iter().map(|r| r.id).collect();
+    assert_eq!(recovered, accepted);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn coming_back_leaves_no_old_segment_behind() {
+    // Segment 1 full of unfinished jobs pins the segments after it, whose
+    // jobs all ended (their ends partly in later segments). When only the
+    // lock goes, every old segment still in the directory must go with
+    // the move to the new one: one left behind would bring finished jobs
+    // back at the next start.
+    let dir = fresh_dir("lost-pinned");
+    let journal = Journal::options().segment_bytes(4096).open(&dir).unwrap();
+    let (kept, kept_drain) = Throttle::builder()
+        .drain_rate(100.0)
+        .capacity(1000)
+        .shared_journal(journal.clone(), "kept", Vec::new())
+        .build(|_: &String, _| async { Delivery::Done })
+        .unwrap();
+    kept.pause();
+    let (done, done_drain) = Throttle::builder()
+        .drain_rate(100_000.0)
+        .capacity(1000)
+        .shared_journal(journal.clone(), "done", Vec::new())
+        .build(|_: &String, _| async { Delivery::Done })
+        .unwrap();
+    let mut accepted = BTreeSet::new();
+    for i in 0..150 {
+        accepted.insert(kept.submit(format!("kept-{i:03}")).await.unwrap().id());
+    }
+    for i in 0..300 {
+        done.submit(format!("done-{i:03}")).await.unwrap();
+    }
+    let delivered = poll(async || {
+        journal.flush().await;
+        (journal.stats().live == 150).then_some(())
+    })
+    .await;
+    assert!(delivered.is_some(), "the done jobs are delivered and ended");
+    assert!(
+        super::segments(&dir).len() >= 3,
+        "segments pinned behind the first"
+    );
+
+    std::fs::remove_file(dir.join("LOCK")).unwrap();
+    let first = dir.join("0000000000000001.seg");
+    let back = poll(async || (!first.exists() && journal.is_healthy()).then_some(())).await;
+    assert!(back.is_some(), "journaled again within 10 s");
+    assert_eq!(super::segments(&dir).len(), 1, "only the new segment");
+    kept.shutdown(Duration::ZERO).await;
+    done.shutdown(Duration::ZERO).await;
+    journal.flush().await;
+    drop((kept, done, journal));
+    kept_drain.join().await;
+    done_drain.join().await;
+    let journal = Journal::open(&dir).unwrap();
+    let recovered: BTreeSet<u64> = journal.take_recovered().iter().map(|r| r.id).collect();
+    assert_eq!(
+        recovered, accepted,
+        "the unfinished jobs, and none that ended"
+    );
+}
