@@ -11,12 +11,11 @@ use tracing_subscriber::EnvFilter;
 
 use crate::config::value::LogFormat;
 
-/// The filter without `RUST_LOG`: `info`, except the library's overflow
-/// episodes, which start and end with every place a full queue frees (about
-/// 90 a second in the demo); the 503s are counted in `/metrics`
-/// (`leaky_bucket_overflow_total`) and the status line. `RUST_LOG=info`
-/// shows them.
-pub const DEFAULT_FILTER: &str = "info,dripfeed::ledger=error";
+/// The filter without `RUST_LOG`: `info` (an overflow episode logs once
+/// when it starts and once when the queue has drained to three quarters
+/// of its bound; the 503s themselves are counted in `/metrics`,
+/// `leaky_bucket_overflow_total`, and on the status line).
+pub const DEFAULT_FILTER: &str = "info";
 
 /// Installs the log subscriber (once; a second call changes nothing).
 pub fn init_logs(format: LogFormat) {

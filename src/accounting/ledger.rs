@@ -231,7 +231,8 @@ impl Ledger {
         }
     }
 
-    /// Ends an overflow episode once there is room again (called by the drain).
+    /// Ends an overflow episode once the queue has room again (called by
+    /// the drain when it is down to three quarters of its bound).
     pub(crate) fn room_again(&self) {
         if self.overflowing.load(Ordering::Relaxed)
             && self.overflowing.swap(false, Ordering::Relaxed)

@@ -196,7 +196,11 @@ impl<J: Send + Sync + 'static> DrainTask<J> {
         if now >= self.published_ns.saturating_add(PUBLISH_EVERY_NS) || self.idle {
             self.publish(now);
         }
-        if s.admission.depth() < s.admission.bound() {
+        // An overflow episode ends once the queue has drained to three
+        // quarters of its bound, not with every place a full queue frees
+        // (which would log a start and an end per emission).
+        let bound = s.admission.bound();
+        if s.admission.depth() <= bound - bound / 4 {
             s.ledger.room_again();
         }
         self.adapt(at, now);
