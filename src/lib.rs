@@ -80,6 +80,12 @@ mod limits;
 pub mod rate;
 mod util;
 
+/// The README's examples, compiled and run as the crate's doctests: each is
+/// a whole program that must work as pasted.
+#[cfg(all(doctest, feature = "tower"))]
+#[doc = include_str!("../README.md")]
+struct ReadmeExamples;
+
 pub use accounting::dead_letter::{
     ChannelSink, DeadLetter, DeadLetterReason, DeadLetterSink, FlushError,
 };

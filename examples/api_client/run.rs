@@ -75,6 +75,9 @@ type Wait = Arc<
 >;
 
 pub async fn run(plan: &Plan) -> Summary {
+    // Built in one workspace with the relay, reqwest has rustls without a
+    // crypto provider: give it ring (a second call finds it installed).
+    let _ = rustls::crypto::ring::default_provider().install_default();
     let client = reqwest::Client::builder()
         .pool_max_idle_per_host(plan.concurrency)
         .build()
