@@ -491,3 +491,55 @@ async fn a_single_throttles_journal_goes_to_the_only_named_destination() {
     assert_eq!(set.held(), 0);
     assert_eq!(journal.stats().live, 1, "left in the journal, not lost");
 }
+
+/// A destination removed for good hands what it still holds to the
+/// dead-letter sink, even with the set's journal, and the journal forgets
+/// those jobs once the sink has them: nothing comes back at the next start.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_removed_destination_dead_letters_what_it_holds_and_the_journal_forgets_it() {
+    use dripfeed::destinations::{DestinationConfig, Destinations};
+    let dir = fresh_dir("removed-destination");
+    let (sink, mut letters) = ChannelSink::new(16).unwrap();
+    let set = Destinations::builder(
+        Throttle::builder()
+            .drain_rate(1.0)
+            .capacity(10)
+            .dead_letter(sink),
+    )
+    .destination("old", DestinationConfig::default())
+    .journal(Journal::open(&dir).unwrap())
+    .build(|_: &str| |_: &String, _| async { Delivery::Done })
+    .unwrap();
+    for n in 0..3 {
+        set.try_submit_durable("old", format!("job {n}"))
+            .await
+            .unwrap();
+    }
+    let (stats, returned) = set.remove("old", Duration::ZERO).await.unwrap();
+    assert!(returned.is_empty(), "the sink took them");
+    let mut dead = 0;
+    while let Ok(Some(_)) = tokio::time::timeout(Duration::from_secs(5), letters.recv()).await {
+        dead += 1;
+        if dead + stats.delivered() == 3 {
+            break;
+        }
+    }
+    assert_eq!(
+        dead + stats.delivered(),
+        3,
+        "delivered or dead-lettered: {stats:?}"
+    );
+    let journal = set.journal().unwrap().clone();
+    let ended = support::until_true(Duration::from_secs(10), || journal.stats().live == 0).await;
+    assert!(
+        ended,
+        "the dead-lettered jobs' records ended: {:?}",
+        journal.stats()
+    );
+    let (_, _) = set.shutdown(Duration::ZERO).await;
+    drop((set, journal));
+    let reopened = Journal::open(&dir).unwrap();
+    assert_eq!(reopened.recovered(), 0, "nothing left for the next start");
+    drop(reopened);
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -416,10 +416,20 @@ impl<J: Send + Sync + 'static> Dest<J> {
 
     /// Shuts its throttle down (if it has one) and returns what it handed back.
     pub(crate) async fn shutdown(&self, grace: Duration) -> Vec<(String, J)> {
+        self.close(grace, false).await
+    }
+
+    /// Shuts its throttle down (if it has one); `retire`: for good, what
+    /// remains goes to the dead-letter sink even with the set's journal.
+    /// Returns what it handed back.
+    pub(crate) async fn close(&self, grace: Duration, retire: bool) -> Vec<(String, J)> {
         let Some(l) = lock(&self.live).take() else {
             return Vec::new();
         };
         self.active.decrement(1.0);
+        if retire {
+            l.throttle.retire(grace);
+        }
         let report = l.throttle.shutdown(grace).await;
         lock(&self.totals).absorb(&report.stats);
         // The task's end lets go of what it holds (the set's journal among them).

@@ -220,13 +220,22 @@ impl<J: Send + Sync + 'static> DestinationsBuilder<J> {
         self
     }
 
-    /// Builds the set; `downstream` makes a destination's downstream from
-    /// its name each time the destination becomes active. Needs a tokio
-    /// runtime (drain tasks are spawned on it).
-    pub fn build<D: Downstream<J>>(
-        self,
-        downstream: impl Fn(&str) -> D + Send + Sync + 'static,
-    ) -> Result<Destinations<J>, DestinationError> {
+    /// Checks the template, the limits and every named destination's
+    /// overrides as [`build`](Self::build) does, without building anything
+    /// (no runtime needed: a configuration check can call it). Returns the
+    /// highest rate any destination may have.
+    ///
+    /// ```
+    /// use dripfeed::destinations::{DestinationConfig, DestinationError, Destinations};
+    /// use dripfeed::Throttle;
+    /// let ok = Destinations::<u32>::builder(Throttle::builder().drain_rate(10.0).max_rate(50.0))
+    ///     .destination("a", DestinationConfig::default().ceiling(20.0));
+    /// assert_eq!(ok.validate(), Ok(50.0));
+    /// let too_fast = Destinations::<u32>::builder(Throttle::builder().drain_rate(10.0))
+    ///     .destination("a", DestinationConfig::default().rate(99.0));
+    /// assert!(matches!(too_fast.validate(), Err(DestinationError::AboveMax { .. })));
+    /// ```
+    pub fn validate(&self) -> Result<f64, DestinationError> {
         self.template.validate()?;
         let settings = self.template.settings();
         if let Some((what, instead)) = unshareable(&settings) {
@@ -249,13 +258,29 @@ impl<J: Send + Sync + 'static> DestinationsBuilder<J> {
         if let Some(b) = &self.breaker {
             b.validate().map_err(DestinationError::Breaker)?;
         }
-        tokio::runtime::Handle::try_current()
-            .map_err(|_| DestinationError::Build(BuildError::NoRuntime))?;
         let max_rate = settings
             .max_rate
             .or(settings.adaptive.as_ref().map(|a| a.ceiling()))
             .or(settings.drain_rate)
             .unwrap_or(1.0);
+        for (_, cfg) in &self.named {
+            cfg.validate(max_rate)?;
+            fits_template(&settings, cfg)?;
+        }
+        Ok(max_rate)
+    }
+
+    /// Builds the set; `downstream` makes a destination's downstream from
+    /// its name each time the destination becomes active. Needs a tokio
+    /// runtime (drain tasks are spawned on it).
+    pub fn build<D: Downstream<J>>(
+        self,
+        downstream: impl Fn(&str) -> D + Send + Sync + 'static,
+    ) -> Result<Destinations<J>, DestinationError> {
+        let max_rate = self.validate()?;
+        tokio::runtime::Handle::try_current()
+            .map_err(|_| DestinationError::Build(BuildError::NoRuntime))?;
+        let settings = self.template.settings();
         let name = settings.name.clone();
         #[cfg(feature = "journal")]
         let (journal, recovered) = match self.journal {
@@ -292,8 +317,6 @@ impl<J: Send + Sync + 'static> DestinationsBuilder<J> {
         {
             let mut table = inner.lock();
             for (name, cfg) in self.named {
-                cfg.validate(max_rate)?;
-                fits_template(&inner.settings, &cfg)?;
                 let dest = Dest::new(&inner, &name, true, cfg);
                 table.insert(dest.name.clone(), Arc::new(dest));
             }
@@ -519,6 +542,114 @@ impl<J: Send + Sync + 'static> Destinations<J> {
             t.submit_keyed(key, cost, j).await
         })
         .await
+    }
+
+    /// Admits again, under its original `id`, a job admitted before and
+    /// handed off (a dead-letter line, say), for `destination`: as
+    /// [`try_submit_durable`](Self::try_submit_durable), so its receiver
+    /// sees the id it may already have deduplicated on (see
+    /// [`Throttle::resubmit`](crate::Throttle::resubmit)).
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// use dripfeed::destinations::Destinations;
+    /// use dripfeed::{Delivery, Throttle};
+    /// let set = Destinations::builder(Throttle::builder().drain_rate(10.0))
+    ///     .build(|_: &str| |_: &u32, _| async { Delivery::Done })?;
+    /// assert_eq!(set.resubmit("partner", 42, 7).await?.id(), 42);
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn resubmit(
+        &self,
+        destination: &str,
+        id: u64,
+        job: J,
+    ) -> Result<Admitted, Rejected<J>> {
+        let (d, job) = self.dest_for(destination, job)?;
+        d.admit_with(
+            &self.inner,
+            job,
+            |t, j| async move { t.resubmit(id, j).await },
+        )
+        .await
+    }
+
+    /// How long the jobs queued across the set take to drain at their
+    /// destinations' current rates (a wait hint for a refusal made outside
+    /// the set, such as a byte budget's 503); zero when nothing is queued.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// use dripfeed::destinations::Destinations;
+    /// use dripfeed::{Delivery, Throttle};
+    /// use std::time::Duration;
+    /// let set = Destinations::builder(Throttle::builder().drain_rate(10.0).capacity(100))
+    ///     .build(|_: &str| |_: &u32, _| async { Delivery::Done })?;
+    /// for job in 0..20 {
+    ///     set.try_submit("a", job)?;
+    /// }
+    /// let wait = set.retry_after(); // about 20 queued at 10/s, less what already went
+    /// assert!(wait > Duration::from_secs(1) && wait <= Duration::from_secs(2));
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn retry_after(&self) -> Duration {
+        let (depth, rate) = self
+            .all_stats()
+            .iter()
+            .filter(|s| s.is_active())
+            .fold((0u64, 0.0f64), |(d, r), s| {
+                (d + s.depth(), r + s.drain_rate())
+            });
+        if depth == 0 || rate <= 0.0 {
+            return Duration::ZERO;
+        }
+        Duration::try_from_secs_f64(depth as f64 / rate).unwrap_or(Duration::MAX)
+    }
+
+    /// Takes `destination` out of the set for good: its throttle keeps
+    /// delivering for up to `grace`, then what it still holds goes to the
+    /// template's dead-letter sink (even with the set's journal; without a
+    /// sink the journal keeps it, or it comes back here). Returns its final
+    /// state and the jobs handed back, or `None` when the set did not know
+    /// it. A job submitted for the name afterwards makes a new, unnamed
+    /// destination: stop sending to it first.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// use dripfeed::destinations::{DestinationConfig, Destinations};
+    /// use dripfeed::{Delivery, Throttle};
+    /// use std::time::Duration;
+    /// let set = Destinations::builder(Throttle::builder().drain_rate(1.0).capacity(10))
+    ///     .destination("old", DestinationConfig::default())
+    ///     .build(|_: &str| |_: &u32, _| async { Delivery::Done })?;
+    /// for job in 0..3 {
+    ///     set.try_submit("old", job)?;
+    /// }
+    /// let (stats, returned) = set.remove("old", Duration::from_millis(1500)).await.unwrap();
+    /// assert_eq!((stats.delivered(), returned), (2, vec![2]));
+    /// assert!(!set.contains("old"));
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn remove(
+        &self,
+        destination: &str,
+        grace: Duration,
+    ) -> Option<(DestinationStats, Vec<J>)> {
+        let d = {
+            let mut table = self.inner.lock();
+            let d = table.remove(destination)?;
+            self.inner.known.set(table.len() as f64);
+            d
+        };
+        let returned = d.close(grace, true).await;
+        let stats = d.stats(&self.inner);
+        Some((stats, returned.into_iter().map(|(_, j)| j).collect()))
     }
 
     /// Changes a destination's overrides at run time (making its record if

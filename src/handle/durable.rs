@@ -136,7 +136,10 @@ impl<J: 'static> Shared<J> {
     pub(crate) fn keeps_leftovers(&self) -> bool {
         #[cfg(feature = "journal")]
         if self.journal.is_some() {
-            return true;
+            // Retired for good with a sink: the sink takes them (their
+            // records end once it has stored them).
+            let retiring = self.retiring.load(std::sync::atomic::Ordering::Acquire);
+            return !(retiring && self.endings.sink.is_some());
         }
         false
     }

@@ -91,6 +91,8 @@ pub(crate) struct Shared<J> {
     control: Mutex<()>,
     /// When closing: the drain's deadline in clock ns; `u64::MAX` while open.
     closing_ns: AtomicU64,
+    /// Closing for good: leftovers go to the sink even with a journal.
+    pub(crate) retiring: AtomicBool,
     pub(crate) handles: AtomicUsize,
     done: watch::Sender<bool>,
     leftovers: Mutex<Vec<J>>,
@@ -152,6 +154,7 @@ impl<J> Shared<J> {
             paused: AtomicBool::new(false),
             control: Mutex::new(()),
             closing_ns: AtomicU64::new(u64::MAX),
+            retiring: AtomicBool::new(false),
             handles: AtomicUsize::new(1),
             done: watch::Sender::new(false),
             leftovers: Mutex::new(Vec::new()),

@@ -505,6 +505,38 @@ impl<J: 'static> Throttle<J> {
         self.shared.begin_close(grace);
     }
 
+    /// Starts a shutdown for good: as [`begin_shutdown`](Self::begin_shutdown),
+    /// but what remains at the deadline goes to the dead-letter sink even
+    /// with a journal (which otherwise keeps it for the next start); with
+    /// no sink, a journal still keeps it. For a throttle that will not be
+    /// built again (a receiver removed from a configuration, say).
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() {
+    /// use dripfeed::{ChannelSink, Delivery, Outcome, Throttle};
+    /// use std::time::Duration;
+    /// let (sink, mut letters) = ChannelSink::new(10).unwrap();
+    /// let (throttle, drain) = Throttle::builder()
+    ///     .drain_rate(1.0)
+    ///     .dead_letter(sink)
+    ///     .build(|_: &u32, _| async { Delivery::Done })
+    ///     .unwrap();
+    /// throttle.pause();
+    /// throttle.try_submit(7).unwrap();
+    /// throttle.retire(Duration::ZERO);
+    /// let report = drain.join().await;
+    /// assert_eq!(report.stats.outcome(Outcome::DeadLettered), 1);
+    /// assert_eq!(letters.recv().await.unwrap().job, 7);
+    /// # }
+    /// ```
+    pub fn retire(&self, grace: Duration) {
+        self.shared
+            .retiring
+            .store(true, std::sync::atomic::Ordering::Release);
+        self.shared.begin_close(grace);
+    }
+
     /// Stops emission; admission goes on until the queue is full.
     pub fn pause(&self) {
         self.shared.set_paused(true);

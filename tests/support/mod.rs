@@ -125,6 +125,18 @@ pub async fn until(
     tokio::time::timeout(limit, wait).await.is_ok()
 }
 
+/// Polls `done` every 10 ms, in real time, for at most `limit`; whether it
+/// came to hold. For state kept by a thread the test cannot await (the
+/// journal's writer).
+pub async fn until_true(limit: std::time::Duration, done: impl Fn() -> bool) -> bool {
+    let wait = async {
+        while !done() {
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        }
+    };
+    tokio::time::timeout(limit, wait).await.is_ok()
+}
+
 /// Lets spawned tasks run without moving paused time.
 pub async fn settle() {
     for _ in 0..20 {
