@@ -1,34 +1,65 @@
 //! The journal's record format, as pure functions over bytes.
 //!
 //! A segment file starts with an 8-byte magic that names its format, then
-//! records back to back. Segments are written in the second format:
+//! records back to back. Segments are written in the keyed format:
 //!
 //! ```text
-//! magic "dripjnl\x02"
+//! magic "dripjnl\x03" | key copies (40 bytes, see below)
 //! sync: FE D7 1F 5A | crc: u32 LE | len: u32 LE | kind: u8 | id: u64 LE | payload: len - 9 bytes
 //! ```
 //!
 //! `len` counts the body (kind, id, payload) and `crc` is the CRC-32 (IEEE)
-//! of `len` and the body, so a record cut short by a crash, a garbled
+//! of the directory's 16-byte secret key, `len` and the body:
+//! `CRC-32(key ‖ len ‖ body)`. A record cut short by a crash, a garbled
 //! length or garbled bytes all fail the check. The sync word starts every
 //! record, so a reader that meets a bad record can look for the next one
 //! ([`scan`](super::scan)) instead of giving up on the rest of the file.
+//! The key is in the segment's header, twice, each copy with its own
+//! CRC-32 ([`key`](super::key)); every segment of a directory has the same.
+//!
+//! # Why the checksum is keyed
+//!
+//! Payloads come from clients (the webhook relay journals request bodies
+//! verbatim), and the search for the next record after damage looks at
+//! every sync word, payloads included. With a public checksum a client
+//! could put a whole valid record in its body (an `End` for another
+//! client's job, which would then be lost although it was answered, or an
+//! `Admit` with an id of its choosing) and wait for damage before it to
+//! make recovery take it. Records are only ever read where a record is
+//! expected, so this needs damage; but once damaged, the forgery would be
+//! trusted.
+//!
+//! With the key mixed in, a client that cannot read the journal's files
+//! cannot compute a record's checksum. CRC-32 is linear, so the keyed
+//! checksum is the public CRC of the record XOR a 32-bit mask that depends
+//! on the key and the record's length only: a forgery is a guess of that
+//! mask, right once in 2^32 tries, and nothing the journal answers tells
+//! a client whether a guess was right (checksums never leave the files).
+//! Someone who can read the files has the key too; against them no
+//! checksum helps. The write path costs what it did: one CRC over the
+//! record, started from the key's precomputed state.
 //!
 //! The first format (magic `dripjnl\x01`, written by dripfeed before the
-//! sync word) is still read:
+//! sync word) is still read, with its unkeyed checksum:
 //!
 //! ```text
 //! len: u32 LE | crc: u32 LE | kind: u8 | id: u64 LE | payload: len - 9 bytes
 //! ```
 //!
-//! where `crc` covers the body only.
+//! where `crc` covers the body only. Its records are copied forward into
+//! keyed segments as the journal runs; until then a damaged segment of the
+//! first format is searched as before, without the key's protection. The
+//! magic `dripjnl\x02` (the sync word with an unkeyed checksum) was never
+//! released and is not read: such a file is foreign.
 
-/// The first bytes of every segment written now.
-pub(crate) const MAGIC: &[u8; 8] = b"dripjnl\x02";
+use super::key::Key;
+
+/// The first bytes of every segment written now (the key follows).
+pub(crate) const MAGIC: &[u8; 8] = b"dripjnl\x03";
 /// The first bytes of a segment in the first format (read, never written).
 pub(crate) const MAGIC_V1: &[u8; 8] = b"dripjnl\x01";
-/// The word every record of the second format starts with. `0xFE` never
-/// occurs in UTF-8, so text payloads cannot hold it.
+/// The word every keyed record starts with. `0xFE` never occurs in UTF-8,
+/// so text payloads cannot hold it.
 pub(crate) const SYNC: [u8; 4] = [0xFE, 0xD7, 0x1F, 0x5A];
 /// Bytes before a record's body: sync, crc and len.
 pub(crate) const HEADER: usize = 12;
@@ -39,24 +70,14 @@ pub(crate) const OVERHEAD: usize = HEADER + FIXED;
 /// The first format's bytes before a body: len and crc.
 const HEADER_V1: usize = 8;
 
-/// A segment's format, named by its magic.
+/// How a segment's records are read.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Format {
+pub(crate) enum Format<'k> {
     /// `dripjnl\x01`: no sync word, the checksum covers the body.
     V1,
-    /// `dripjnl\x02`: sync word, the checksum covers length and body.
-    V2,
-}
-
-impl Format {
-    /// The format a segment's first bytes name, if any.
-    pub(crate) fn of(bytes: &[u8]) -> Option<Format> {
-        match bytes.get(..MAGIC.len())? {
-            m if m == MAGIC => Some(Format::V2),
-            m if m == MAGIC_V1 => Some(Format::V1),
-            _ => None,
-        }
-    }
+    /// `dripjnl\x03`: sync word, the checksum covers this key, the length
+    /// and the body.
+    Keyed(&'k Key),
 }
 
 /// What a record says.
@@ -89,16 +110,18 @@ pub(crate) struct Record<'a> {
     pub(crate) len: usize,
 }
 
-/// Appends one record to `out`; returns its length with header.
-pub(crate) fn encode(out: &mut Vec<u8>, kind: Kind, id: u64, payload: &[u8]) -> usize {
+/// Appends one record checksummed with `key` to `out`; returns its length
+/// with header.
+pub(crate) fn encode(out: &mut Vec<u8>, key: &Key, kind: Kind, id: u64, payload: &[u8]) -> usize {
     out.reserve(OVERHEAD + payload.len());
-    encode_with(out, kind, id, |out| out.extend_from_slice(payload))
+    encode_with(out, key, kind, id, |out| out.extend_from_slice(payload))
 }
 
-/// Appends one record whose payload `write` appends in place (no copy);
-/// returns its length with header.
+/// Appends one record checksummed with `key` whose payload `write` appends
+/// in place (no copy); returns its length with header.
 pub(crate) fn encode_with(
     out: &mut Vec<u8>,
+    key: &Key,
     kind: Kind,
     id: u64,
     write: impl FnOnce(&mut Vec<u8>),
@@ -112,19 +135,20 @@ pub(crate) fn encode_with(
     let body = out.len() - start - HEADER;
     let len = u32::try_from(body).unwrap_or(u32::MAX);
     out[start + 8..start + HEADER].copy_from_slice(&len.to_le_bytes());
-    let crc = crc32(&out[start + 8..]);
-    out[start + 4..start + 8].copy_from_slice(&crc.to_le_bytes());
+    let mut sum = key.hasher();
+    sum.update(&out[start + 8..]);
+    out[start + 4..start + 8].copy_from_slice(&sum.finalize().to_le_bytes());
     HEADER + body
 }
 
 /// The record of `format` starting at `at`, if a whole and valid one does
 /// (length within `max_body` of payload, known kind, checksum right).
-pub(crate) fn read_at(
-    bytes: &[u8],
+pub(crate) fn read_at<'a>(
+    bytes: &'a [u8],
     at: usize,
     max_body: usize,
-    format: Format,
-) -> Option<Record<'_>> {
+    format: Format<'_>,
+) -> Option<Record<'a>> {
     let mut unlimited = usize::MAX;
     read_charged(bytes, at, max_body, format, &mut unlimited)
 }
@@ -137,11 +161,11 @@ pub(crate) fn read_charged<'a>(
     bytes: &'a [u8],
     at: usize,
     max_body: usize,
-    format: Format,
+    format: Format<'_>,
     budget: &mut usize,
 ) -> Option<Record<'a>> {
     let (header, body_len, crc, body_at) = match format {
-        Format::V2 => {
+        Format::Keyed(_) => {
             let h = bytes.get(at..at.checked_add(HEADER)?)?;
             if h[..4] != SYNC {
                 return None;
@@ -165,8 +189,13 @@ pub(crate) fn read_charged<'a>(
     };
     *budget = left;
     let sum = match format {
-        Format::V2 => crc32_of(&[&header[8..12], body]),
-        Format::V1 => crc32(body),
+        Format::Keyed(key) => {
+            let mut h = key.hasher();
+            h.update(&header[8..12]);
+            h.update(body);
+            h.finalize()
+        }
+        Format::V1 => crc32fast::hash(body),
     };
     if sum != crc {
         return None;
@@ -188,29 +217,41 @@ fn le32(b: &[u8]) -> u32 {
     u32::from_le_bytes(w)
 }
 
-fn crc32(bytes: &[u8]) -> u32 {
-    crc32_of(&[bytes])
-}
-
-fn crc32_of(parts: &[&[u8]]) -> u32 {
-    let mut h = crc32fast::Hasher::new();
-    for p in parts {
-        h.update(p);
-    }
-    h.finalize()
-}
-
 /// Test helpers: a segment's bytes in either format.
 #[cfg(test)]
 pub(crate) mod build {
     use super::*;
+    use crate::journal::key::{self, KEY_LEN};
 
-    /// A second-format segment holding `records`.
+    /// The key the test segments are written with.
+    pub(crate) fn test_key() -> Key {
+        Key::new(*b"sixteen byte key")
+    }
+
+    /// A keyed segment holding `records`, under [`test_key`].
     pub(crate) fn segment(records: &[(Kind, u64, &[u8])]) -> Vec<u8> {
-        let mut out = MAGIC.to_vec();
+        segment_with(&test_key(), records)
+    }
+
+    /// A keyed segment holding `records`, under `key`.
+    pub(crate) fn segment_with(key: &Key, records: &[(Kind, u64, &[u8])]) -> Vec<u8> {
+        let mut out = key::head(key).to_vec();
         for (kind, id, payload) in records {
-            encode(&mut out, *kind, *id, payload);
+            encode(&mut out, key, *kind, *id, payload);
         }
+        out
+    }
+
+    /// A record as a client that knows the layout but not the key would
+    /// forge it: the checksum is plain CRC-32 of length and body.
+    pub(crate) fn forged(kind: Kind, id: u64) -> Vec<u8> {
+        let mut body = vec![kind as u8];
+        body.extend_from_slice(&id.to_le_bytes());
+        let len = (body.len() as u32).to_le_bytes();
+        let mut out = SYNC.to_vec();
+        out.extend_from_slice(&crc32fast::hash(&[&len[..], &body].concat()).to_le_bytes());
+        out.extend_from_slice(&len);
+        out.extend_from_slice(&body);
         out
     }
 
@@ -223,67 +264,80 @@ pub(crate) mod build {
             body.extend_from_slice(&id.to_le_bytes());
             body.extend_from_slice(payload);
             out.extend_from_slice(&(body.len() as u32).to_le_bytes());
-            out.extend_from_slice(&crc32(&body).to_le_bytes());
+            out.extend_from_slice(&crc32fast::hash(&body).to_le_bytes());
             out.extend_from_slice(&body);
         }
         out
+    }
+
+    /// A key other than [`test_key`].
+    pub(crate) fn other_key() -> Key {
+        Key::new([0x5A; KEY_LEN])
     }
 }
 
 #[cfg(test)]
 mod tests {
-    use super::build::{segment, segment_v1};
+    use super::build::{forged, other_key, segment, segment_v1, segment_with, test_key};
     use super::*;
+    use crate::journal::key::HEAD;
 
     #[test]
     fn a_record_reads_back_as_written_in_both_formats() {
-        for (bytes, format) in [
-            (segment(&[(Kind::Admit, 7, b"hello")]), Format::V2),
-            (segment_v1(&[(Kind::Admit, 7, b"hello")]), Format::V1),
+        let key = test_key();
+        for (bytes, format, at) in [
+            (
+                segment(&[(Kind::Admit, 7, b"hello")]),
+                Format::Keyed(&key),
+                HEAD,
+            ),
+            (segment_v1(&[(Kind::Admit, 7, b"hello")]), Format::V1, 8),
         ] {
-            assert_eq!(Format::of(&bytes), Some(format));
-            let r = read_at(&bytes, MAGIC.len(), 1 << 20, format).expect("a record");
+            let r = read_at(&bytes, at, 1 << 20, format).expect("a record");
             assert_eq!((r.kind, r.id, r.payload), (Kind::Admit, 7, &b"hello"[..]));
             assert_eq!(r.at + r.len, bytes.len());
         }
         let bytes = segment(&[(Kind::End, 9, b"")]);
-        assert_eq!(
-            bytes.len(),
-            MAGIC.len() + OVERHEAD,
-            "the sync word adds 4 bytes"
-        );
+        assert_eq!(bytes.len(), HEAD + OVERHEAD, "the sync word adds 4 bytes");
+    }
+
+    #[test]
+    fn the_checksum_covers_the_key() {
+        let (key, other) = (test_key(), other_key());
+        let bytes = segment(&[(Kind::End, 3, b"")]);
+        assert!(read_at(&bytes, HEAD, 1 << 20, Format::Keyed(&key)).is_some());
+        assert_eq!(read_at(&bytes, HEAD, 1 << 20, Format::Keyed(&other)), None);
+        // The same record with the public checksum, no key: not a record.
+        let mut public = bytes[..HEAD].to_vec();
+        public.extend_from_slice(&forged(Kind::End, 3));
+        assert_eq!(public.len(), bytes.len());
+        assert_eq!(read_at(&public, HEAD, 1 << 20, Format::Keyed(&key)), None);
+        let theirs = segment_with(&other, &[(Kind::End, 3, b"")]);
+        assert_eq!(read_at(&theirs, HEAD, 1 << 20, Format::Keyed(&key)), None);
     }
 
     #[test]
     fn the_checksum_covers_the_length() {
         // A length garbled so it still fits inside the file is caught.
+        let key = test_key();
         let mut bytes = segment(&[(Kind::Admit, 1, b"abcdef"), (Kind::End, 1, b"")]);
-        let at = MAGIC.len();
-        bytes[at + 8] -= 2; // body two bytes shorter
-        assert_eq!(read_at(&bytes, at, 1 << 20, Format::V2), None);
+        bytes[HEAD + 8] -= 2; // body two bytes shorter
+        assert_eq!(read_at(&bytes, HEAD, 1 << 20, Format::Keyed(&key)), None);
     }
 
     #[test]
     fn sync_kind_and_bounds_are_checked_before_the_checksum() {
+        let key = test_key();
+        let f = Format::Keyed(&key);
         let bytes = segment(&[(Kind::Admit, 1, &[7; 100])]);
-        let at = MAGIC.len();
-        assert!(read_at(&bytes, at, 100, Format::V2).is_some());
-        assert_eq!(read_at(&bytes, at, 50, Format::V2), None, "above the cap");
-        assert_eq!(
-            read_at(&bytes, at + 1, 1 << 20, Format::V2),
-            None,
-            "no sync"
-        );
+        let at = HEAD;
+        assert!(read_at(&bytes, at, 100, f).is_some());
+        assert_eq!(read_at(&bytes, at, 50, f), None, "above the cap");
+        assert_eq!(read_at(&bytes, at + 1, 1 << 20, f), None, "no sync");
         let mut kind = bytes.clone();
         kind[at + HEADER] = 3;
-        assert_eq!(
-            read_at(&kind, at, 1 << 20, Format::V2),
-            None,
-            "unknown kind"
-        );
-        assert_eq!(read_at(&bytes, bytes.len(), 1 << 20, Format::V2), None);
-        assert_eq!(read_at(&bytes, usize::MAX, 1 << 20, Format::V2), None);
-        assert_eq!(Format::of(b"not a journal"), None);
-        assert_eq!(Format::of(b"dripjnl"), None);
+        assert_eq!(read_at(&kind, at, 1 << 20, f), None, "unknown kind");
+        assert_eq!(read_at(&bytes, bytes.len(), 1 << 20, f), None);
+        assert_eq!(read_at(&bytes, usize::MAX, 1 << 20, f), None);
     }
 }

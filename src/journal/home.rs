@@ -195,7 +195,8 @@ impl Writer {
         let lock = segments::lock(&self.dir)?;
         let newest = segments::list(&self.dir)?.last().map_or(0, |(seq, _)| *seq);
         let seq = self.active_seq.max(newest) + 1;
-        let mut active = segments::create(&self.dir, seq)?;
+        // The key stays: records framed before the loss are written as they are.
+        let mut active = segments::create(&self.dir, seq, &self.key)?;
         let path = segments::path(&self.dir, seq);
         let (moved, len) = match self.write_live(&mut active) {
             Ok(done) => done,

@@ -4,7 +4,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-use super::frame::MAGIC;
+use super::key::HEAD;
 
 /// What the journal knows about one segment.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
@@ -18,9 +18,9 @@ pub(crate) struct Seg {
 }
 
 impl Seg {
-    /// A segment just created: its magic and nothing else.
+    /// A segment just created: its header and nothing else.
     pub(crate) const EMPTY: Seg = Seg {
-        len: MAGIC.len() as u64,
+        len: HEAD as u64,
         live: 0,
         live_bytes: 0,
     };

@@ -25,11 +25,18 @@
 //!   before it recovered ([`JournalStats::cut`]);
 //! - **a garbled byte** in the middle of a segment: each record starts with
 //!   a sync word and carries a checksum over its length and body, so
-//!   recovery skips the bad record and keeps every good one after it. The
-//!   damaged file is set aside as `NNN.seg.damaged` (never deleted) and
-//!   replaced by one holding its good records; what was skipped is logged
-//!   and counted ([`JournalStats::skipped`],
+//!   recovery skips the bad record and keeps every good one after it (a
+//!   garbled byte in a segment's header costs nothing: it holds its key
+//!   twice). The damaged file is set aside as `NNN.seg.damaged` (never
+//!   deleted) and replaced by one holding its good records; what was
+//!   skipped is logged and counted ([`JournalStats::skipped`],
 //!   `leaky_bucket_journal_skipped_records_total`);
+//! - **a record forged inside a job**: a client that sends bytes shaped
+//!   like a record (an `End` for someone else's job, say) cannot have it
+//!   taken for one when recovery searches past damage, because every
+//!   checksum mixes in a 16-byte key the journal draws from the OS for its
+//!   directory and keeps in each segment's header. Keep the directory
+//!   readable by the service only: whoever reads the files has the key;
 //! - **the directory deleted** (or its lock or active segment): noticed
 //!   within half a second, or at the next segment roll. Until it is back
 //!   every admission is refused (503, `journal_failed`) and
@@ -70,6 +77,7 @@ mod error;
 pub(crate) mod frame;
 mod home;
 pub(crate) mod journaling;
+mod key;
 mod live;
 mod options;
 mod repair;
@@ -103,6 +111,8 @@ pub struct Journal {
 
 struct Inner {
     dir: PathBuf,
+    /// The directory's key, to frame admissions with (see [`frame`]).
+    key: key::Key,
     opts: JournalOptions,
     tx: Option<mpsc::Sender<Cmd>>,
     thread: Option<std::thread::JoinHandle<()>>,
@@ -181,7 +191,8 @@ impl Journal {
         let lock = segments::lock(dir)?;
         let found = segments::recover(dir, opts.max_record_bytes)?;
         let active_seq = found.next_seq;
-        let active = segments::create(dir, active_seq)?;
+        let key = found.key;
+        let active = segments::create(dir, active_seq, &key)?;
         let mut live = found.live;
         live.started(active_seq);
         let gauges = Arc::new(Gauges::default());
@@ -192,6 +203,7 @@ impl Journal {
         metrics::counter!(crate::accounting::metrics::JOURNAL_SKIPPED).increment(found.skipped);
         let writer = Writer {
             dir: dir.to_path_buf(),
+            key: key.clone(),
             opts,
             live,
             home: home::Home::new(dir, lock, &active),
@@ -213,6 +225,7 @@ impl Journal {
         Ok(Journal {
             inner: Arc::new(Inner {
                 dir: dir.to_path_buf(),
+                key,
                 opts,
                 tx: Some(tx),
                 thread: Some(thread),
@@ -303,7 +316,7 @@ impl Journal {
         encode: impl FnOnce(&mut Vec<u8>),
     ) -> Result<Option<Written>, JournalError> {
         let mut framed = Vec::new();
-        let len = frame::encode_with(&mut framed, frame::Kind::Admit, id, encode);
+        let len = frame::encode_with(&mut framed, &self.inner.key, frame::Kind::Admit, id, encode);
         let max = self.inner.opts.max_record_bytes;
         let payload = len - frame::OVERHEAD;
         if payload > max {

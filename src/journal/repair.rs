@@ -19,7 +19,8 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use super::JournalError;
-use super::frame::{self, MAGIC, Record};
+use super::frame::{self, Record};
+use super::key::{self, HEAD, Key};
 use super::segments::{self, sync_dir};
 
 /// Where segment `seq`'s cleaned copy is written before it replaces it.
@@ -73,16 +74,17 @@ pub(crate) fn finish_interrupted(dir: &Path) -> Result<(), JournalError> {
     Ok(())
 }
 
-/// The bytes of a second-format segment holding `records`.
-pub(crate) fn rewrite(records: &[Record<'_>]) -> Vec<u8> {
+/// The bytes of a keyed segment holding `records`, under `key` (the
+/// directory's).
+pub(crate) fn rewrite(records: &[Record<'_>], key: &Key) -> Vec<u8> {
     let len = records
         .iter()
         .map(|r| r.payload.len() + frame::OVERHEAD)
         .sum::<usize>();
-    let mut out = Vec::with_capacity(MAGIC.len() + len);
-    out.extend_from_slice(MAGIC);
+    let mut out = Vec::with_capacity(HEAD + len);
+    out.extend_from_slice(&key::head(key));
     for r in records {
-        frame::encode(&mut out, r.kind, r.id, r.payload);
+        frame::encode(&mut out, key, r.kind, r.id, r.payload);
     }
     out
 }
@@ -115,7 +117,7 @@ pub(crate) fn replace(dir: &Path, seq: u64, cleaned: &[u8]) -> Result<PathBuf, J
 mod tests {
     use super::*;
     use crate::journal::frame::Kind;
-    use crate::journal::frame::build::segment;
+    use crate::journal::frame::build::{segment, test_key};
     use crate::journal::scan::scan;
 
     fn dir(name: &str) -> PathBuf {
@@ -133,18 +135,19 @@ mod tests {
             (Kind::Admit, 2, b"b"),
             (Kind::Admit, 3, b"c"),
         ]);
-        let second = scan(&bytes, 64).expect("segment").records[1];
+        let key = test_key();
+        let second = scan(&bytes, 64, &key).expect("segment").records[1];
         let last = second.at + second.len - 1;
         bytes[last] ^= 1;
         let seg = segments::path(&d, 5);
         fs::write(&seg, &bytes).expect("write");
-        let found = scan(&bytes, 64).expect("segment");
-        let cleaned = rewrite(&found.records);
+        let found = scan(&bytes, 64, &key).expect("segment");
+        let cleaned = rewrite(&found.records, &key);
         let aside = replace(&d, 5, &cleaned).expect("replace");
         assert!(aside.ends_with("0000000000000005.seg.damaged"));
         assert_eq!(fs::read(&aside).expect("aside"), bytes, "kept as it was");
         let now = fs::read(&seg).expect("segment");
-        let ids: Vec<_> = scan(&now, 64)
+        let ids: Vec<_> = scan(&now, 64, &key)
             .expect("segment")
             .records
             .iter()

@@ -17,7 +17,8 @@ use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 
 use super::JournalError;
-use super::frame::{Kind, MAGIC, MAGIC_V1, Record};
+use super::frame::{Kind, Record};
+use super::key::{self, HEAD, Key};
 use super::live::{LiveSet, Seg};
 use super::repair;
 use super::scan::scan;
@@ -51,8 +52,9 @@ pub(crate) fn lock(dir: &Path) -> Result<File, JournalError> {
     }
 }
 
-/// Creates segment `seq` with its magic, durable along with its name.
-pub(crate) fn create(dir: &Path, seq: u64) -> Result<File, JournalError> {
+/// Creates segment `seq` with its header (magic and `key`), durable along
+/// with its name.
+pub(crate) fn create(dir: &Path, seq: u64, key: &Key) -> Result<File, JournalError> {
     let path = path(dir, seq);
     let mut file = OpenOptions::new()
         .create_new(true)
@@ -60,7 +62,7 @@ pub(crate) fn create(dir: &Path, seq: u64) -> Result<File, JournalError> {
         .append(true)
         .open(&path)
         .map_err(|e| JournalError::io("create", &path, e))?;
-    file.write_all(MAGIC)
+    file.write_all(&key::head(key))
         .and_then(|()| file.sync_data())
         .map_err(|e| JournalError::io("write", &path, e))?;
     sync_dir(dir);
@@ -117,8 +119,10 @@ pub(crate) fn list(dir: &Path) -> Result<Vec<(u64, PathBuf)>, JournalError> {
 }
 
 /// What an earlier run left.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub(crate) struct Recovered {
+    /// The directory's key: the newest segment's, or a fresh one.
+    pub(crate) key: Key,
     pub(crate) live: LiveSet,
     /// Each segment kept, open for reading.
     pub(crate) files: BTreeMap<u64, File>,
@@ -167,20 +171,26 @@ impl Replay {
 /// files refused.
 pub(crate) fn recover(dir: &Path, max_record: usize) -> Result<Recovered, JournalError> {
     repair::finish_interrupted(dir)?;
+    let segments = list(dir)?;
     let mut out = Recovered {
+        key: dir_key(&segments)?,
+        live: LiveSet::default(),
+        files: BTreeMap::new(),
+        jobs: Vec::new(),
         next_seq: 1,
-        ..Recovered::default()
+        cut: 0,
+        skipped: 0,
+        skipped_bytes: 0,
     };
     let mut replay = Replay::default();
-    for (seq, path) in list(dir)? {
+    for (seq, path) in segments {
         out.next_seq = seq + 1;
         let mut file = File::open(&path).map_err(|e| JournalError::io("open", &path, e))?;
         let mut bytes = Vec::new();
         file.read_to_end(&mut bytes)
             .map_err(|e| JournalError::io("read", &path, e))?;
-        let Some(found) = scan(&bytes, max_record) else {
-            let short = bytes.len() < MAGIC.len();
-            if short && (MAGIC.starts_with(&bytes) || MAGIC_V1.starts_with(&bytes)) {
+        let Some(found) = scan(&bytes, max_record, &out.key) else {
+            if key::unwritten(&bytes) {
                 // Created, never written: a crash right at a roll.
                 drop(file);
                 fs::remove_file(&path).map_err(|e| JournalError::io("remove", &path, e))?;
@@ -200,13 +210,13 @@ pub(crate) fn recover(dir: &Path, max_record: usize) -> Result<Recovered, Journa
             for s in &found.skipped {
                 tracing::error!(segment = %path.display(), at = s.at, bytes = s.bytes, records = s.records, "journal: skipped a damaged region; the records after it are kept");
             }
-            let cleaned = repair::rewrite(&found.records);
+            let cleaned = repair::rewrite(&found.records, &out.key);
             let aside = repair::replace(dir, seq, &cleaned)?;
             tracing::warn!(segment = %path.display(), aside = %aside.display(), kept = found.records.len(), torn, "journal: damaged segment set aside and rewritten with its good records");
             out.skipped += found.skipped_records();
             out.skipped_bytes += found.skipped_bytes();
             file = File::open(&path).map_err(|e| JournalError::io("open", &path, e))?;
-            if let Some(again) = scan(&cleaned, max_record) {
+            if let Some(again) = scan(&cleaned, max_record, &out.key) {
                 replay.apply(&mut out.live, seq, &again.records);
             }
             cleaned.len() as u64
@@ -229,6 +239,22 @@ pub(crate) fn recover(dir: &Path, max_record: usize) -> Result<Recovered, Journa
     jobs.sort_by_key(|(_, (order, _))| *order);
     out.jobs = jobs.into_iter().map(|(id, (_, p))| (id, p)).collect();
     Ok(out)
+}
+
+/// The key in the newest segment whose header holds one (every keyed
+/// segment of a directory has the same), or a fresh one for a directory
+/// that has none yet.
+fn dir_key(segments: &[(u64, PathBuf)]) -> Result<Key, JournalError> {
+    for (_, path) in segments.iter().rev() {
+        let mut head = Vec::with_capacity(HEAD);
+        File::open(path)
+            .and_then(|f| f.take(HEAD as u64).read_to_end(&mut head))
+            .map_err(|e| JournalError::io("read", path, e))?;
+        if let Some(key::Head::Keyed { key: Some(key), .. }) = key::read_head(&head) {
+            return Ok(key);
+        }
+    }
+    Ok(Key::generate())
 }
 
 /// Cuts a segment back to `len` bytes, durably.

@@ -25,6 +25,7 @@ use tokio::sync::oneshot;
 
 use super::frame::{self, Kind};
 use super::home::Home;
+use super::key::Key;
 use super::live::{LiveSet, Seg};
 use super::scan::scan;
 use super::segments;
@@ -81,6 +82,8 @@ const BATCH: usize = 8192;
 
 pub(crate) struct Writer {
     pub(crate) dir: PathBuf,
+    /// The directory's key: every record and new segment is written with it.
+    pub(crate) key: Key,
     pub(crate) opts: JournalOptions,
     pub(crate) live: LiveSet,
     pub(crate) active: File,
@@ -190,7 +193,7 @@ impl Writer {
                     acks.extend(ack);
                 }
                 Cmd::End { id } => {
-                    frame::encode(buf, Kind::End, id, &[]);
+                    frame::encode(buf, &self.key, Kind::End, id, &[]);
                     ops.push(Op::End { id });
                 }
                 Cmd::Flush { ack } => flushes.push(ack),
@@ -255,7 +258,7 @@ impl Writer {
             return;
         }
         let next = self.active_seq + 1;
-        match segments::create(&self.dir, next) {
+        match segments::create(&self.dir, next, &self.key) {
             Ok(file) => {
                 self.home.started(&file);
                 let old = std::mem::replace(&mut self.active, file);
@@ -322,10 +325,11 @@ impl Writer {
         };
         let bytes = segments::read(file, seg.len)?;
         let mut moved = Vec::new();
-        let found = scan(&bytes, self.opts.max_record_bytes);
+        let found = scan(&bytes, self.opts.max_record_bytes, &self.key);
         for r in found.iter().flat_map(|f| &f.records) {
             if r.kind == Kind::Admit && self.live.jobs.get(&r.id).is_some_and(|l| l.seg == seq) {
-                moved.push((r.id, frame::encode(out, Kind::Admit, r.id, r.payload)));
+                let len = frame::encode(out, &self.key, Kind::Admit, r.id, r.payload);
+                moved.push((r.id, len));
             }
         }
         Ok(moved)

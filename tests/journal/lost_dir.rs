@@ -193,11 +193,21 @@ async fn coming_back_leaves_no_old_segment_behind() {
         "segments pinned behind the first"
     );
 
+    // Every segment carries the directory's key after its magic.
+    let keys = || -> BTreeSet<Vec<u8>> {
+        let segs = super::segments(&dir).into_iter();
+        segs.map(|s| std::fs::read(s).unwrap()[8..48].to_vec())
+            .collect()
+    };
+    let key = keys();
+    assert_eq!(key.len(), 1, "one key for the directory");
+
     std::fs::remove_file(dir.join("LOCK")).unwrap();
     let first = dir.join("0000000000000001.seg");
     let back = poll(async || (!first.exists() && journal.is_healthy()).then_some(())).await;
     assert!(back.is_some(), "journaled again within 10 s");
     assert_eq!(super::segments(&dir).len(), 1, "only the new segment");
+    assert_eq!(keys(), key, "the new segment keeps the key");
     kept.shutdown(Duration::ZERO).await;
     done.shutdown(Duration::ZERO).await;
     journal.flush().await;
