@@ -94,10 +94,7 @@ pub(crate) fn rewrite(records: &[Record<'_>], key: &Key) -> Vec<u8> {
 pub(crate) fn replace(dir: &Path, seq: u64, cleaned: &[u8]) -> Result<PathBuf, JournalError> {
     let seg = segments::path(dir, seq);
     let tmp = tmp_path(dir, seq);
-    let mut file = OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(true)
+    let mut file = segments::private(OpenOptions::new().write(true).create(true).truncate(true))
         .open(&tmp)
         .map_err(|e| JournalError::io("create", &tmp, e))?;
     file.write_all(cleaned)

@@ -28,6 +28,24 @@ pub(crate) fn path(dir: &Path, seq: u64) -> PathBuf {
     dir.join(format!("{seq:016x}.seg"))
 }
 
+/// Options that create a file only its owner may read: segments hold the
+/// jobs (request bodies, say) and the key that signs their records.
+pub(crate) fn private(opts: &mut OpenOptions) -> &mut OpenOptions {
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::mode(opts, 0o600);
+    opts
+}
+
+/// Creates `dir` (and its parents) if missing, the last one readable by its
+/// owner only.
+fn private_dir(dir: &Path) -> std::io::Result<()> {
+    let mut builder = fs::DirBuilder::new();
+    builder.recursive(true);
+    #[cfg(unix)]
+    std::os::unix::fs::DirBuilderExt::mode(&mut builder, 0o700);
+    builder.create(dir)
+}
+
 /// The lock file's name in a journal directory.
 pub(crate) const LOCK: &str = "LOCK";
 
@@ -35,7 +53,7 @@ pub(crate) const LOCK: &str = "LOCK";
 /// Held for as long as the returned file is open; the OS drops it when the
 /// process dies, so a killed process never leaves it stale.
 pub(crate) fn lock(dir: &Path) -> Result<File, JournalError> {
-    fs::create_dir_all(dir).map_err(|e| JournalError::io("create", dir, e))?;
+    private_dir(dir).map_err(|e| JournalError::io("create", dir, e))?;
     let path = dir.join(LOCK);
     let file = OpenOptions::new()
         .create(true)
@@ -56,10 +74,7 @@ pub(crate) fn lock(dir: &Path) -> Result<File, JournalError> {
 /// with its name.
 pub(crate) fn create(dir: &Path, seq: u64, key: &Key) -> Result<File, JournalError> {
     let path = path(dir, seq);
-    let mut file = OpenOptions::new()
-        .create_new(true)
-        .read(true)
-        .append(true)
+    let mut file = private(OpenOptions::new().create_new(true).read(true).append(true))
         .open(&path)
         .map_err(|e| JournalError::io("create", &path, e))?;
     file.write_all(&key::head(key))
@@ -266,4 +281,24 @@ fn cut(path: &Path, len: u64) -> Result<(), JournalError> {
     file.set_len(len)
         .and_then(|()| file.sync_all())
         .map_err(|e| JournalError::io("truncate", path, e))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[cfg(unix)]
+    #[test]
+    fn the_directory_and_its_segments_are_its_owners_alone() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = std::env::temp_dir().join(format!("dripfeed-private-{}", std::process::id()));
+        let _ = fs::remove_dir_all(&dir);
+        let _lock = lock(&dir).unwrap();
+        let key = Key::generate();
+        create(&dir, 1, &key).unwrap();
+        let mode = |p: &Path| fs::metadata(p).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode(&dir), 0o700);
+        assert_eq!(mode(&path(&dir, 1)), 0o600);
+        let _ = fs::remove_dir_all(&dir);
+    }
 }
