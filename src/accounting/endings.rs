@@ -38,7 +38,13 @@ pub(crate) struct Endings<J> {
 impl<J: 'static> Endings<J> {
     /// Offers `job` to the sink, catching a panic in it; a taken job is
     /// counted as dead-lettered.
-    pub(crate) fn offer(&self, ledger: &Ledger, job: J, why: DeadLetterReason) -> Offer<J> {
+    pub(crate) fn offer(
+        &self,
+        ledger: &Ledger,
+        id: u64,
+        job: J,
+        why: DeadLetterReason,
+    ) -> Offer<J> {
         let Some(sink) = &self.sink else {
             return Offer::Refused(job);
         };
@@ -46,7 +52,7 @@ impl<J: 'static> Endings<J> {
             sink.try_offer(job, why)
         }) {
             Some(Ok(())) => {
-                ledger.record(Event::Finished(Outcome::DeadLettered));
+                ledger.record(Event::Finished(id, Outcome::DeadLettered));
                 Offer::Taken
             }
             Some(Err(job)) => Offer::Refused(job),
@@ -59,15 +65,16 @@ impl<J: 'static> Endings<J> {
     pub(crate) fn give_up(
         &self,
         ledger: &Ledger,
+        id: u64,
         job: J,
         why: DeadLetterReason,
         outcome: Outcome,
     ) -> bool {
-        match self.offer(ledger, job, why) {
+        match self.offer(ledger, id, job, why) {
             Offer::Taken => return true,
-            Offer::Lost => ledger.record(Event::Finished(outcome)),
+            Offer::Lost => ledger.record(Event::Finished(id, outcome)),
             Offer::Refused(job) => {
-                ledger.record(Event::Finished(outcome));
+                ledger.record(Event::Finished(id, outcome));
                 let hook = match outcome {
                     Outcome::Evicted => &self.on_evicted,
                     Outcome::Expired => &self.on_expired,
@@ -83,8 +90,8 @@ impl<J: 'static> Endings<J> {
 
     /// Hands an evicted job to `on_evicted` (never to the sink: eviction is
     /// head-drop's promise).
-    pub(crate) fn evict(&self, ledger: &Ledger, job: J) {
-        ledger.record(Event::Finished(Outcome::Evicted));
+    pub(crate) fn evict(&self, ledger: &Ledger, id: u64, job: J) {
+        ledger.record(Event::Finished(id, Outcome::Evicted));
         if let Some(hook) = &self.on_evicted {
             guarded(&self.name, "a job hook", || hook(job));
         }

@@ -18,8 +18,8 @@ use crate::admission::reason::Reason;
 /// Something that happened to a job.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub(crate) enum Event {
-    /// It reached its terminal outcome.
-    Finished(Outcome),
+    /// Job `id` reached its terminal outcome.
+    Finished(u64, Outcome),
     /// It was handed to the downstream; a first attempt carries its time in the queue.
     Emitted { waited: Option<Duration> },
     /// One attempt ended after `latency`.
@@ -82,7 +82,7 @@ pub(crate) struct Ledger {
 }
 
 /// What the ledger tells of each terminal outcome.
-pub(crate) type OnEnd = Box<dyn Fn(Outcome) + Send + Sync>;
+pub(crate) type OnEnd = Box<dyn Fn(u64, Outcome) + Send + Sync>;
 
 /// What a throttle with a shared series published last.
 #[derive(Default)]
@@ -155,12 +155,12 @@ impl Ledger {
     pub(crate) fn record(&self, event: Event) {
         let m = &self.metrics;
         match event {
-            Event::Finished(Outcome::Refused) => {} // counted by reason, see `refused`
-            Event::Finished(outcome) => {
+            Event::Finished(_, Outcome::Refused) => {} // counted by reason, see `refused`
+            Event::Finished(id, outcome) => {
                 bump(&self.outcomes[outcome.index()]);
                 m.jobs[outcome.index()].increment(1);
                 if let Some(on_end) = &self.on_end {
-                    on_end(outcome);
+                    on_end(id, outcome);
                 }
             }
             Event::Emitted { waited } => {

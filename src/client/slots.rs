@@ -82,6 +82,8 @@ impl Downstream<Waiter> for Grant {
 struct Withdraw<'a> {
     status: &'a AtomicU8,
     throttle: &'a Throttle<Waiter>,
+    /// The waiter's id (from its admission).
+    id: u64,
 }
 
 impl Drop for Withdraw<'_> {
@@ -93,7 +95,9 @@ impl Drop for Withdraw<'_> {
         {
             let shared = &self.throttle.shared;
             shared.admission.withdrawn();
-            shared.ledger.record(Event::Finished(Outcome::Cancelled));
+            shared
+                .ledger
+                .record(Event::Finished(self.id, Outcome::Cancelled));
         }
     }
 }
@@ -300,10 +304,11 @@ impl Slots {
         admitted: Result<Admitted, Rejected<Waiter>>,
         pending: Pending,
     ) -> Result<Slot, Rejected<()>> {
-        admitted.map_err(|r| r.map(|_| ()))?;
+        let admitted = admitted.map_err(|r| r.map(|_| ()))?;
         let withdraw = Withdraw {
             status: &pending.status,
             throttle: &self.throttle,
+            id: admitted.id(),
         };
         let granted = pending.grant.await;
         drop(withdraw);

@@ -158,6 +158,7 @@ impl<J: Send + Sync + 'static> Dest<J> {
                 }
             }),
             idle_after: inner.idle_after,
+            outer: inner.hook.clone(),
         };
         b = b
             .metric_label("destination", label)

@@ -11,7 +11,7 @@ use tokio::time::Instant;
 use super::breaker::Pass;
 use super::gate::Gate;
 use super::tally::Tally;
-use crate::{AttemptEnd, DrainHook, Emit, Outcome};
+use crate::{Attempt, AttemptEnd, DrainHook, Emit, Outcome};
 
 /// What a destination's throttle takes from its set.
 pub(crate) struct Member {
@@ -21,16 +21,23 @@ pub(crate) struct Member {
     /// destination hands its throttle back.
     pub(crate) on_idle: Box<dyn Fn() + Send + Sync>,
     pub(crate) idle_after: Duration,
+    /// The set's own user hook ([`DestinationsBuilder::drain_hook`](super::DestinationsBuilder::drain_hook)),
+    /// told of every event after the destination's own bookkeeping.
+    pub(crate) outer: Option<Arc<dyn DrainHook>>,
 }
 
 impl DrainHook for Member {
     fn before_emit(&self, now: Instant) -> Emit {
-        match self.gate.pass(now) {
+        let own = match self.gate.pass(now) {
             Ok(Pass::Send) => Emit::Send,
             Ok(Pass::Probe) => Emit::Probe,
             // The probe is out: wait for it to land.
             Ok(Pass::Probing | Pass::Until(_)) => Emit::AfterLanding,
             Err(until) => Emit::Until(until),
+        };
+        match (own, &self.outer) {
+            (Emit::Send, Some(outer)) => outer.before_emit(now),
+            _ => own,
         }
     }
 
@@ -38,12 +45,24 @@ impl DrainHook for Member {
         self.gate.probing();
     }
 
-    fn attempt_ended(&self, end: AttemptEnd) {
+    fn attempt_ended(&self, attempt: Attempt, end: AttemptEnd) {
         self.gate.record(end);
+        if let Some(outer) = &self.outer {
+            outer.attempt_ended(attempt, end);
+        }
     }
 
-    fn job_ended(&self, _outcome: Outcome) {
+    fn retry_scheduled(&self, next: Attempt, after: Duration) {
+        if let Some(outer) = &self.outer {
+            outer.retry_scheduled(next, after);
+        }
+    }
+
+    fn job_ended(&self, id: u64, outcome: Outcome) {
         self.tally.finished();
+        if let Some(outer) = &self.outer {
+            outer.job_ended(id, outcome);
+        }
     }
 
     fn idle_after(&self) -> Option<Duration> {

@@ -87,8 +87,8 @@ pub use stats::DestinationStats;
 
 use crate::accounting::metrics::DESTINATIONS;
 use crate::{
-    Admitted, BuildError, Downstream, Drain, InFlightBudget, Reason, Rejected, Settings, Throttle,
-    ThrottleBuilder,
+    Admitted, BuildError, Downstream, Drain, DrainHook, InFlightBudget, Reason, Rejected, Settings,
+    Throttle, ThrottleBuilder,
 };
 use dest::Dest;
 use tally::SetTally;
@@ -115,6 +115,7 @@ pub struct DestinationsBuilder<J> {
     breaker: Option<BreakerConfig>,
     named: Vec<(String, DestinationConfig)>,
     idle_after: Duration,
+    hook: Option<Arc<dyn DrainHook>>,
     #[cfg(feature = "journal")]
     journal: Option<journaled::Recovery<J>>,
 }
@@ -145,6 +146,8 @@ pub(crate) struct Inner<J> {
     max_destinations: usize,
     pub(crate) breaker: Option<BreakerConfig>,
     pub(crate) idle_after: Duration,
+    /// The user's hook, told of every destination's events.
+    pub(crate) hook: Option<Arc<dyn DrainHook>>,
     table: Mutex<HashMap<Arc<str>, Arc<Dest<J>>>>,
     closed: AtomicBool,
     known: Gauge,
@@ -165,6 +168,7 @@ impl<J: Send + Sync + 'static> Destinations<J> {
             breaker: Some(BreakerConfig::default()),
             named: Vec::new(),
             idle_after: Duration::from_secs(1),
+            hook: None,
             #[cfg(feature = "journal")]
             journal: None,
         }
@@ -204,6 +208,40 @@ impl<J: Send + Sync + 'static> DestinationsBuilder<J> {
     /// throttle, task or timer. `Duration::ZERO` hands it back at once.
     pub fn idle_after(mut self, linger: Duration) -> Self {
         self.idle_after = linger;
+        self
+    }
+
+    /// A hook told of every destination's attempts, retries and job ends
+    /// (with the job's id), and asked before each emission once the
+    /// destination's breaker lets it go (see [`DrainHook`]); idleness is
+    /// the set's own business. A template's own `drain_hook` is replaced by
+    /// the set's for each destination: give it here.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// use dripfeed::destinations::Destinations;
+    /// use dripfeed::{Delivery, DrainHook, Outcome, Throttle};
+    /// use std::sync::{Arc, Mutex};
+    /// #[derive(Default)]
+    /// struct Ends(Mutex<Vec<(u64, Outcome)>>);
+    /// impl DrainHook for Ends {
+    ///     fn job_ended(&self, id: u64, outcome: Outcome) {
+    ///         self.0.lock().unwrap().push((id, outcome));
+    ///     }
+    /// }
+    /// let ends = Arc::new(Ends::default());
+    /// let set = Destinations::builder(Throttle::builder().drain_rate(10.0))
+    ///     .drain_hook(ends.clone())
+    ///     .build(|_: &str| |_: &u32, _| async { Delivery::Done })?;
+    /// let id = set.try_submit("a", 1)?.id();
+    /// tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+    /// assert_eq!(*ends.0.lock().unwrap(), vec![(id, Outcome::Delivered)]);
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn drain_hook(mut self, hook: impl DrainHook) -> Self {
+        self.hook = Some(Arc::new(hook));
         self
     }
 
@@ -308,6 +346,7 @@ impl<J: Send + Sync + 'static> DestinationsBuilder<J> {
             max_destinations: self.max_destinations.max(self.named.len()),
             breaker: self.breaker,
             idle_after: self.idle_after,
+            hook: self.hook,
             table: Mutex::new(HashMap::new()),
             closed: AtomicBool::new(false),
             #[cfg(feature = "journal")]

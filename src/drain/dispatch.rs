@@ -193,10 +193,11 @@ async fn deliver<J: Send + Sync + 'static>(
         feedback.report(latency, ended);
     }
     if let Some(hook) = &s.hook {
-        hook.attempt_ended(ended);
+        hook.attempt_ended(Attempt::new(entry.id, number), ended);
     }
     if ended.is_done() {
-        s.ledger.record(Event::Finished(Outcome::Delivered));
+        s.ledger
+            .record(Event::Finished(entry.id, Outcome::Delivered));
         s.ended(entry.id);
     } else {
         if ended == AttemptEnd::Panicked {
@@ -206,7 +207,7 @@ async fn deliver<J: Send + Sync + 'static>(
             let why = DeadLetterReason::Failed { attempts: number };
             let taken = s
                 .endings
-                .give_up(&s.ledger, entry.job, why, Outcome::Failed);
+                .give_up(&s.ledger, entry.id, entry.job, why, Outcome::Failed);
             s.gone(entry.id, taken);
         }
     }
@@ -241,8 +242,12 @@ fn retry<J>(
     }
     let delay = retries.policy.delay(number + 1, hint, fastrand::f64());
     let due = s.clock.ns(Instant::now()).saturating_add(nanos(delay));
+    let id = entry.id;
     retries.push(entry, number + 1, due)?;
     s.ledger.record(Event::Retried);
+    if let Some(hook) = &s.hook {
+        hook.retry_scheduled(Attempt::new(id, number + 1), delay);
+    }
     s.admission.wake_drain(); // the drain may be asleep with nothing else due
     Ok(())
 }

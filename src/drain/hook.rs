@@ -13,6 +13,7 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use crate::accounting::outcome::Outcome;
+use crate::drain::downstream::Attempt;
 use crate::drain::feedback::AttemptEnd;
 
 /// What a [`DrainHook`] lets the drain do with the job that is due.
@@ -38,7 +39,7 @@ pub enum Emit {
 /// ```
 /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
 /// # async fn main() {
-/// use dripfeed::{AttemptEnd, Delivery, DrainHook, Emit, Outcome, Throttle};
+/// use dripfeed::{Attempt, AttemptEnd, Delivery, DrainHook, Emit, Outcome, Throttle};
 /// use std::sync::Mutex;
 /// use std::sync::atomic::{AtomicU64, Ordering};
 /// use std::time::Duration;
@@ -55,10 +56,10 @@ pub enum Emit {
 ///     fn before_emit(&self, now: Instant) -> Emit {
 ///         if now < self.until { Emit::Until(self.until) } else { Emit::Send }
 ///     }
-///     fn attempt_ended(&self, end: AttemptEnd) {
+///     fn attempt_ended(&self, _attempt: Attempt, _end: AttemptEnd) {
 ///         self.attempts.fetch_add(1, Ordering::Relaxed);
 ///     }
-///     fn job_ended(&self, outcome: Outcome) {
+///     fn job_ended(&self, _id: u64, outcome: Outcome) {
 ///         if outcome == Outcome::Delivered {
 ///             self.delivered.fetch_add(1, Ordering::Relaxed);
 ///         }
@@ -93,13 +94,18 @@ pub trait DrainHook: Send + Sync + 'static {
     /// The probe that [`before_emit`](Self::before_emit) allowed went out.
     fn probe_sent(&self) {}
 
-    /// One delivery attempt ended (delivered, failed, timed out,
-    /// panicked), before the job's retry or end is recorded.
-    fn attempt_ended(&self, _end: AttemptEnd) {}
+    /// Delivery `attempt` (the job's id and the attempt's number) ended
+    /// (delivered, failed, timed out, panicked), before the job's retry or
+    /// end is recorded.
+    fn attempt_ended(&self, _attempt: Attempt, _end: AttemptEnd) {}
 
-    /// A job reached its terminal [`Outcome`] (every job the throttle
+    /// The job will be tried again, as `next` (its id and the next
+    /// attempt's number), in `after`.
+    fn retry_scheduled(&self, _next: Attempt, _after: Duration) {}
+
+    /// Job `id` reached its terminal [`Outcome`] (every job the throttle
     /// admitted, once; a refused job is handed back to its caller instead).
-    fn job_ended(&self, _outcome: Outcome) {}
+    fn job_ended(&self, _id: u64, _outcome: Outcome) {}
 
     /// How long the drain waits with nothing queued, waiting for a retry or
     /// in flight before it calls [`idle`](Self::idle); `None` (the
@@ -123,11 +129,14 @@ impl<H: DrainHook + ?Sized> DrainHook for std::sync::Arc<H> {
     fn probe_sent(&self) {
         (**self).probe_sent()
     }
-    fn attempt_ended(&self, end: AttemptEnd) {
-        (**self).attempt_ended(end)
+    fn attempt_ended(&self, attempt: Attempt, end: AttemptEnd) {
+        (**self).attempt_ended(attempt, end)
     }
-    fn job_ended(&self, outcome: Outcome) {
-        (**self).job_ended(outcome)
+    fn retry_scheduled(&self, next: Attempt, after: Duration) {
+        (**self).retry_scheduled(next, after)
+    }
+    fn job_ended(&self, id: u64, outcome: Outcome) {
+        (**self).job_ended(id, outcome)
     }
     fn idle_after(&self) -> Option<Duration> {
         (**self).idle_after()

@@ -442,6 +442,7 @@ impl<J: Send + Sync + 'static> DrainTask<J> {
         s.ledger.record(Event::Expired);
         let taken = s.endings.give_up(
             &s.ledger,
+            job.entry.id,
             job.entry.job,
             DeadLetterReason::Expired,
             Outcome::Expired,
@@ -572,14 +573,17 @@ impl<J: Send + Sync + 'static> DrainTask<J> {
     fn hand_back(&self, id: u64, job: J, returned: &mut Vec<J>) {
         let s = &*self.shared;
         if s.keeps_leftovers() {
-            s.ledger.record(Event::Finished(Outcome::Kept));
+            s.ledger.record(Event::Finished(id, Outcome::Kept));
             return;
         }
-        match s.endings.offer(&s.ledger, job, DeadLetterReason::Shutdown) {
+        match s
+            .endings
+            .offer(&s.ledger, id, job, DeadLetterReason::Shutdown)
+        {
             Offer::Taken => s.dead_lettered(id),
-            Offer::Lost => s.ledger.record(Event::Finished(Outcome::Returned)),
+            Offer::Lost => s.ledger.record(Event::Finished(id, Outcome::Returned)),
             Offer::Refused(job) => {
-                s.ledger.record(Event::Finished(Outcome::Returned));
+                s.ledger.record(Event::Finished(id, Outcome::Returned));
                 returned.push(job);
             }
         }

@@ -121,7 +121,8 @@ pub(crate) struct Parts<J> {
 impl<J> Shared<J> {
     pub(crate) fn new(parts: Parts<J>) -> Self {
         let on_end = parts.hook.clone().map(|hook| {
-            Box::new(move |outcome| hook.job_ended(outcome)) as Box<dyn Fn(_) + Send + Sync>
+            Box::new(move |id, outcome| hook.job_ended(id, outcome))
+                as Box<dyn Fn(u64, _) + Send + Sync>
         });
         let ledger = Ledger::new(
             &parts.cfg.name,

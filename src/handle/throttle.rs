@@ -340,7 +340,7 @@ impl<J: 'static> Throttle<J> {
             if let Some((oldest, place)) = s.admission.pop() {
                 let queued = self.queue(place, id, job, until);
                 s.ended(oldest.id);
-                s.endings.evict(&s.ledger, oldest.job);
+                s.endings.evict(&s.ledger, oldest.id, oldest.job);
                 return queued;
             }
             // The ring is momentarily empty (the drain popped, or a push is
@@ -361,7 +361,7 @@ impl<J: 'static> Throttle<J> {
         };
         match sink.try_offer(job, DeadLetterReason::Overflow) {
             Ok(()) => {
-                s.ledger.record(Event::Finished(Outcome::DeadLettered));
+                s.ledger.record(Event::Finished(id, Outcome::DeadLettered));
                 Ok(Admitted::deferred(id))
             }
             Err(job) => Err(s.refuse(job, Reason::Overloaded)),
