@@ -11,7 +11,7 @@
 //! work the oldest accepted keys are forgotten first.
 //!
 //! With a journal the keys live beside it in `idempotency.jsonl` (see
-//! [`file`]), opened only once the journal holds the directory's lock.
+//! [`mod@file`]), opened only once the journal holds the directory's lock.
 
 mod file;
 
