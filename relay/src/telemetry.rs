@@ -17,6 +17,11 @@ pub const HELD_BYTES: &str = "dripfeed_relay_held_bytes";
 /// Gauge: idempotency keys remembered.
 pub const IDEMPOTENCY_KEYS: &str = "dripfeed_relay_idempotency_keys";
 
+/// Gauge: connections the intake listener serves now.
+pub const CONNECTIONS: &str = "dripfeed_relay_connections";
+/// Counter: connections answered 503 and closed past `max_connections`.
+pub const CONNECTIONS_REFUSED: &str = "dripfeed_relay_connections_refused_total";
+
 /// The filter without `RUST_LOG`: `info` (an overflow episode logs once
 /// when it starts and once when the queue has drained to three quarters
 /// of its bound; the 503s themselves are counted in `/metrics`,
@@ -52,6 +57,11 @@ pub fn install_prometheus() -> Result<PrometheusHandle, String> {
         "bytes held for clients: bodies, idempotency keys and tenant names"
     );
     metrics::describe_gauge!(IDEMPOTENCY_KEYS, "idempotency keys remembered");
+    metrics::describe_gauge!(CONNECTIONS, "connections the intake listener serves");
+    metrics::describe_counter!(
+        CONNECTIONS_REFUSED,
+        "connections answered 503 and closed past max_connections"
+    );
     let upkeep = handle.clone();
     tokio::spawn(async move {
         let mut tick = tokio::time::interval(Duration::from_secs(5));

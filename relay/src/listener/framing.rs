@@ -6,7 +6,9 @@
 //! each request head is scanned for the two names, a `Content-Length`
 //! body is skipped to find the next head, and after a head with
 //! `Transfer-Encoding` the scan stops — intake closes the connection after
-//! answering such a request, so no later head needs finding.
+//! answering such a request, so no later head needs finding. Only the
+//! first bytes of each header line are kept: a few dozen bytes per
+//! connection.
 
 use std::io;
 use std::pin::Pin;
@@ -31,10 +33,26 @@ impl Framing {
     }
 }
 
+/// The bytes of a header line kept: enough for either name and a length.
+const KEEP: usize = 48;
+
+/// A head being read, a line at a time, keeping only each line's start.
+#[derive(Default)]
+struct Head {
+    /// The current line's first [`KEEP`] bytes.
+    line: Vec<u8>,
+    /// Bytes of the head so far.
+    len: usize,
+    /// The request line has been read.
+    started: bool,
+    te: bool,
+    cl: Option<u64>,
+}
+
 /// Where the scan is in the connection's bytes.
 enum Scan {
-    /// Gathering a head (bytes so far).
-    Head(Vec<u8>),
+    /// Reading a head.
+    Head(Head),
     /// Skipping this many body bytes.
     Body(u64),
     /// No more heads to scan.
@@ -53,7 +71,7 @@ impl<S> Scanned<S> {
     pub fn new(inner: S, framing: Framing) -> Self {
         Scanned {
             inner,
-            scan: Scan::Head(Vec::new()),
+            scan: Scan::Head(Head::default()),
             framing,
         }
     }
@@ -68,73 +86,75 @@ impl<S> Scanned<S> {
                     *left -= n;
                     bytes = &bytes[n as usize..];
                     if *left == 0 {
-                        self.scan = Scan::Head(Vec::new());
+                        self.scan = Scan::Head(Head::default());
                     }
                 }
                 Scan::Head(head) => {
-                    // Blank lines between messages are allowed; skip them.
-                    let start = head.len().saturating_sub(3);
-                    head.extend_from_slice(bytes);
-                    let Some(end) = find(&head[start..], b"\r\n\r\n").map(|i| start + i + 4) else {
-                        if head.len() > MAX_HEAD {
-                            self.scan = Scan::Done;
-                        }
+                    let Some((&b, rest)) = bytes.split_first() else {
                         return;
                     };
-                    let rest = head.len() - end;
-                    let (te, cl) = framing_headers(&head[..end]);
-                    bytes = &bytes[bytes.len() - rest..];
-                    self.scan = match (te, cl) {
-                        (true, Some(_)) => {
-                            self.framing.0.store(true, Ordering::Relaxed);
-                            Scan::Done
+                    bytes = rest;
+                    head.len += 1;
+                    if head.len > MAX_HEAD {
+                        self.scan = Scan::Done;
+                    } else if b != b'\n' {
+                        if head.line.len() < KEEP {
+                            head.line.push(b);
                         }
-                        (true, None) => Scan::Done,
-                        (false, Some(0) | None) => Scan::Head(Vec::new()),
-                        (false, Some(n)) => Scan::Body(n),
-                    };
+                    } else if let Some(next) = head.end_line() {
+                        if next.0 && next.1.is_some() {
+                            self.framing.0.store(true, Ordering::Relaxed);
+                        }
+                        self.scan = match next {
+                            (true, _) => Scan::Done,
+                            (false, Some(0) | None) => Scan::Head(Head::default()),
+                            (false, Some(n)) => Scan::Body(n),
+                        };
+                    }
                 }
             }
         }
     }
 }
 
-fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
-    hay.windows(needle.len()).position(|w| w == needle)
-}
-
-/// Whether `head` has `Transfer-Encoding`, and its `Content-Length` (an
-/// unreadable one counts as present: hyper refuses it).
-fn framing_headers(head: &[u8]) -> (bool, Option<u64>) {
-    let (mut te, mut cl) = (false, None);
-    for line in head.split(|&b| b == b'\n').skip(1) {
-        let Some(colon) = line.iter().position(|&b| b == b':') else {
-            continue;
-        };
+impl Head {
+    /// Ends the current line; at the blank line ending the head, whether
+    /// it had `Transfer-Encoding`, and its `Content-Length` (an unreadable
+    /// one counts as present: hyper refuses it).
+    fn end_line(&mut self) -> Option<(bool, Option<u64>)> {
+        let line = std::mem::take(&mut self.line);
+        let line = line.strip_suffix(b"\r").unwrap_or(&line);
+        if line.is_empty() {
+            // Blank lines before a request line are allowed and skipped.
+            return self.started.then_some((self.te, self.cl));
+        }
+        if !self.started {
+            self.started = true;
+            return None;
+        }
+        let colon = line.iter().position(|&b| b == b':')?;
         let (name, value) = (&line[..colon], &line[colon + 1..]);
         if name.eq_ignore_ascii_case(b"transfer-encoding") {
-            te = true;
+            self.te = true;
         } else if name.eq_ignore_ascii_case(b"content-length") {
             let text = std::str::from_utf8(value).unwrap_or("").trim();
-            cl = Some(text.parse().unwrap_or(u64::MAX));
+            self.cl = Some(text.parse().unwrap_or(u64::MAX));
         }
+        None
     }
-    (te, cl)
 }
 
 impl<S: AsyncRead + Unpin> AsyncRead for Scanned<S> {
     fn poll_read(
-        mut self: Pin<&mut Self>,
+        self: Pin<&mut Self>,
         cx: &mut Context<'_>,
         buf: &mut ReadBuf<'_>,
     ) -> Poll<io::Result<()>> {
+        let this = self.get_mut();
         let before = buf.filled().len();
-        let polled = Pin::new(&mut self.inner).poll_read(cx, buf);
-        if let Poll::Ready(Ok(())) = polled
-            && !matches!(self.scan, Scan::Done)
-        {
-            let fresh = buf.filled()[before..].to_vec();
-            self.feed(&fresh);
+        let polled = Pin::new(&mut this.inner).poll_read(cx, buf);
+        if let Poll::Ready(Ok(())) = polled {
+            this.feed(&buf.filled()[before..]);
         }
         polled
     }
@@ -195,5 +215,13 @@ mod tests {
         let tricky =
             b"POST / HTTP/1.1\r\ncontent-length: 32\r\n\r\ntransfer-encoding: x\r\n\r\n12345678";
         assert_eq!(scan(&[tricky, &both[..20], &both[20..]]), (true, true));
+        // A blank line before a request line, a header line far longer
+        // than what is kept, a byte at a time.
+        let long = format!(
+            "\r\nPOST / HTTP/1.1\r\nx-long: {}\r\ntransfer-encoding: chunked\r\ncontent-length: 1\r\n\r\n",
+            "a".repeat(10_000)
+        );
+        let bytes: Vec<&[u8]> = long.as_bytes().chunks(1).collect();
+        assert_eq!(scan(&bytes), (true, true));
     }
 }

@@ -30,6 +30,8 @@ use tower::ServiceExt;
 
 use framing::{Framing, Scanned};
 
+use crate::telemetry;
+
 /// The largest request head read, bytes (hyper's buffer per connection).
 pub const MAX_HEAD: usize = 64 * 1024;
 /// How long shutdown lets connections finish their answers before
@@ -138,9 +140,12 @@ async fn accept_loop(
             }
         };
         let Ok(slot) = slots.clone().try_acquire_owned() else {
+            metrics::counter!(telemetry::CONNECTIONS_REFUSED).increment(1);
             refuse(stream, &refusers);
             continue;
         };
+        let open = metrics::gauge!(telemetry::CONNECTIONS);
+        open.increment(1.0);
         let framing = Framing::default();
         let scanned = Scanned::new(stream, framing.clone());
         let app = app.clone();
@@ -152,6 +157,7 @@ async fn accept_loop(
         let mut phase = phase.clone();
         tokio::spawn(async move {
             let _slot = slot;
+            let _open = Open(open);
             let mut conn = std::pin::pin!(conn);
             loop {
                 tokio::select! {
@@ -167,6 +173,16 @@ async fn accept_loop(
                 }
             }
         });
+    }
+}
+
+/// Counts a connection out of the open gauge when its task ends, however
+/// it ends.
+struct Open(metrics::Gauge);
+
+impl Drop for Open {
+    fn drop(&mut self) {
+        self.0.decrement(1.0);
     }
 }
 

@@ -114,6 +114,9 @@ async fn connections_past_the_limit_are_refused_without_stalling() {
     })
     .await;
     assert!(through, "a normal client gets through");
+    let m = relay.metrics().await;
+    let refused = m.get("dripfeed_relay_connections_refused_total", &[]);
+    assert!(refused >= 1.0, "refusals are counted: {refused}");
 }
 
 /// SIGTERM with a stalled head, a stalled body and an idle keep-alive
