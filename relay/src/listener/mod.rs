@@ -72,8 +72,24 @@ pub struct Listener {
     accept: tokio::task::JoinHandle<()>,
 }
 
+/// The process's limit on open files, where the system says (Linux).
+fn open_file_limit() -> Option<u64> {
+    let limits = std::fs::read_to_string("/proc/self/limits").ok()?;
+    let line = limits.lines().find(|l| l.starts_with("Max open files"))?;
+    line.split_whitespace().nth(3)?.parse().ok()
+}
+
 /// Starts serving `app` on `listener` within `limits`.
 pub fn spawn(listener: TcpListener, app: Router, limits: Limits) -> Listener {
+    if let Some(files) = open_file_limit()
+        && limits.max_connections as u64 + 64 > files
+    {
+        tracing::warn!(
+            max_connections = limits.max_connections,
+            open_files = files,
+            "max_connections is near or above the open-file limit: connections past it fail to be accepted (raise the limit, or lower max_connections)"
+        );
+    }
     let max =
         u32::try_from(limits.max_connections.clamp(1, Semaphore::MAX_PERMITS)).unwrap_or(u32::MAX);
     let slots = Arc::new(Semaphore::new(max as usize));
