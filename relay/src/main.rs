@@ -25,6 +25,7 @@ mod dead_letter;
 mod deliver;
 mod demo;
 mod intake;
+mod listener;
 mod queue;
 mod serve;
 mod shutdown;

@@ -18,7 +18,7 @@ use crate::deliver::latency::Latencies;
 use crate::intake::budget::ByteBudget;
 use crate::intake::idempotency::{self, Idempotency};
 use crate::intake::{self, Answers, Intake};
-use crate::{admin, deliver, demo, queue, shutdown, telemetry};
+use crate::{admin, deliver, demo, listener, queue, shutdown, telemetry};
 
 /// What the relay does once it listens.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -171,10 +171,31 @@ pub async fn run(
     };
     let keyed = parts.tenants.is_some();
     let queue = queue::build(&cfg, journal_dir.as_deref(), parts)?;
-    let idempotency = match &journal_dir {
-        Some(dir) => Idempotency::open(dir, idempotency::WINDOW, idempotency::MAX_KEYS)
-            .map_err(|e| format!("idempotency keys in {}: {e}", dir.display()))?,
-        None => Idempotency::in_memory(idempotency::WINDOW, idempotency::MAX_KEYS),
+    let budget = ByteBudget::new(s.max_queue_bytes);
+    // The relay's own tenant table holds names too: its bound is reserved.
+    let _tenant_table = match intake::tenants::local(s) {
+        true => Some(
+            budget
+                .try_hold(intake::tenants::LOCAL_TABLE_BYTES)
+                .ok_or_else(|| {
+                    refused(
+                        "max_queue_bytes",
+                        cfg.origin("max_queue_bytes").cloned(),
+                        format!(
+                            "with tenant quotas in this relay's memory it must be above {} (its tenant table's bound)",
+                            intake::tenants::LOCAL_TABLE_BYTES
+                        ),
+                    )
+                })?,
+        ),
+        false => None,
+    };
+    let window = s.idempotency_window;
+    // Opened only once the journal holds its directory's lock.
+    let idempotency = match &queue.journal {
+        Some(journal) => Idempotency::open(journal, budget.clone(), window, idempotency::MAX_KEYS)
+            .map_err(|e| format!("idempotency keys in {}: {e}", journal.dir().display()))?,
+        None => Idempotency::in_memory(budget.clone(), window, idempotency::MAX_KEYS),
     };
     match &journal_dir {
         Some(dir) => println!(
@@ -190,26 +211,29 @@ pub async fn run(
         destination_header: s.destination_header.clone(),
         tenant_header: s.tenant_header.clone(),
         keyed,
-        budget: ByteBudget::new(s.max_queue_bytes),
+        budget,
         idempotency,
         answers: Answers::default(),
+        max_body_bytes: s.max_body_bytes,
+        body_read_timeout: s.body_read_timeout,
     });
-    let app = intake::router(intake.clone()).merge(admin::router(prometheus));
-    let listener = tokio::net::TcpListener::bind(s.listen)
+    let gauges = intake.clone();
+    let publish = move || {
+        metrics::gauge!(telemetry::HELD_BYTES).set(gauges.budget.held() as f64);
+        metrics::gauge!(telemetry::IDEMPOTENCY_KEYS).set(gauges.idempotency.count() as f64);
+    };
+    let app = intake::router(intake.clone()).merge(admin::router(prometheus, publish));
+    let tcp = tokio::net::TcpListener::bind(s.listen)
         .await
         .map_err(|e| format!("listening on {}: {e}", s.listen))?;
-    let addr = listener
+    let addr = tcp
         .local_addr()
         .map_err(|e| format!("listening on {}: {e}", s.listen))?;
-    let stop = Arc::new(tokio::sync::Notify::new());
-    let stopped = stop.clone();
-    let server = tokio::spawn(async move {
-        let serve = axum::serve(listener, app)
-            .with_graceful_shutdown(async move { stopped.notified().await });
-        if let Err(e) = serve.await {
-            tracing::error!(error = %e, "the listener failed");
-        }
-    });
+    let limits = listener::Limits {
+        max_connections: s.max_connections,
+        header_read_timeout: s.header_read_timeout,
+    };
+    let server = listener::spawn(tcp, app, limits);
     tracing::info!(%addr, destinations = cfg.destinations.len(), "listening");
     announce(&cfg, addr);
     if let Some(path) = &redrive_file {
@@ -253,8 +277,8 @@ pub async fn run(
             Ok(())
         }
     };
-    stop.notify_one();
-    let _ = server.await;
+    // Idle and stalled connections are closed too, within a second.
+    server.shutdown().await;
     if mode == Mode::Demo
         && let Some(dir) = &journal_dir
     {

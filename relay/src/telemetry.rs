@@ -11,6 +11,17 @@ use tracing_subscriber::EnvFilter;
 
 use crate::config::value::LogFormat;
 
+/// Gauge: bytes the relay holds for its clients (bodies, idempotency keys,
+/// tenant names), against `max_queue_bytes`.
+pub const HELD_BYTES: &str = "dripfeed_relay_held_bytes";
+/// Gauge: idempotency keys remembered.
+pub const IDEMPOTENCY_KEYS: &str = "dripfeed_relay_idempotency_keys";
+
+/// Gauge: connections the intake listener serves now.
+pub const CONNECTIONS: &str = "dripfeed_relay_connections";
+/// Counter: connections answered 503 and closed past `max_connections`.
+pub const CONNECTIONS_REFUSED: &str = "dripfeed_relay_connections_refused_total";
+
 /// The filter without `RUST_LOG`: `info` (an overflow episode logs once
 /// when it starts and once when the queue has drained to three quarters
 /// of its bound; the 503s themselves are counted in `/metrics`,
@@ -40,6 +51,17 @@ pub fn install_prometheus() -> Result<PrometheusHandle, String> {
         .set_buckets_for_metric(Matcher::Suffix("_seconds".into()), &seconds)
         .and_then(|b| b.install_recorder())
         .map_err(|e| format!("metrics recorder: {e}"))?;
+    metrics::describe_gauge!(
+        HELD_BYTES,
+        metrics::Unit::Bytes,
+        "bytes held for clients: bodies, idempotency keys and tenant names"
+    );
+    metrics::describe_gauge!(IDEMPOTENCY_KEYS, "idempotency keys remembered");
+    metrics::describe_gauge!(CONNECTIONS, "connections the intake listener serves");
+    metrics::describe_counter!(
+        CONNECTIONS_REFUSED,
+        "connections answered 503 and closed past max_connections"
+    );
     let upkeep = handle.clone();
     tokio::spawn(async move {
         let mut tick = tokio::time::interval(Duration::from_secs(5));

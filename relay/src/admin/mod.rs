@@ -11,11 +11,15 @@ use axum::response::IntoResponse;
 use axum::routing::get;
 use metrics_exporter_prometheus::PrometheusHandle;
 
-/// `GET /metrics`.
-pub fn router(prometheus: PrometheusHandle) -> Router {
+/// `GET /metrics`; `publish` sets the relay's own gauges first.
+pub fn router(
+    prometheus: PrometheusHandle,
+    publish: impl Fn() + Clone + Send + Sync + 'static,
+) -> Router {
     Router::new().route(
         "/metrics",
         get(move || {
+            publish();
             let page = prometheus.render();
             async move { ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], page).into_response() }
         }),

@@ -27,9 +27,25 @@ declare_settings! {
     tenant_rate: f64;
     /// Each tenant's burst, webhooks (with tenant_rate).
     tenant_burst: f64 = "50";
-    /// Bytes of bodies the relay may hold (queued, in flight, or on their way
-    /// to the dead-letter file); over it, 503.
+    /// Bytes the relay may hold for its clients: bodies (queued, in flight,
+    /// or on their way to the dead-letter file), Idempotency-Keys and tenant
+    /// names; over it, 503.
     max_queue_bytes: u64 = "67108864";
+    /// The largest body taken, bytes; over it, 413 (at once when the
+    /// request's Content-Length says so, before its body is read).
+    max_body_bytes: u64 = "1048576";
+    /// How long an accepted Idempotency-Key is remembered, e.g. 24h (or
+    /// until max_queue_bytes needs its room, oldest first).
+    idempotency_window: Duration = "1day";
+    /// Connections served at once; past it a new connection is answered
+    /// 503 and closed.
+    max_connections: usize = "1024";
+    /// How long a client may take to send a request's head, e.g. 10s;
+    /// then the connection is closed.
+    header_read_timeout: Duration = "10s";
+    /// How long a client may take to send a request's body, e.g. 30s;
+    /// then 408 and the connection is closed.
+    body_read_timeout: Duration = "30s";
     /// Drain rate, webhooks per second (each destination's unless it says
     /// otherwise).
     drain_rate: f64 = "200";

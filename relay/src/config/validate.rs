@@ -28,6 +28,9 @@ pub(super) fn check(cfg: &Config, errors: &mut Vec<ConfigError>) {
         ("latency_budget", s.latency_budget),
         ("deliver_timeout", s.deliver_timeout),
         ("target_p99", s.target_p99),
+        ("idempotency_window", s.idempotency_window),
+        ("header_read_timeout", s.header_read_timeout),
+        ("body_read_timeout", s.body_read_timeout),
     ] {
         if value.is_zero() {
             bad(key, "must be above 0".into());
@@ -48,6 +51,20 @@ pub(super) fn check(cfg: &Config, errors: &mut Vec<ConfigError>) {
     }
     if s.max_queue_bytes == 0 {
         bad("max_queue_bytes", "must be at least 1".into());
+    }
+    if s.max_body_bytes == 0 {
+        bad("max_body_bytes", "must be at least 1".into());
+    } else if s.max_body_bytes > s.max_queue_bytes {
+        bad(
+            "max_body_bytes",
+            format!(
+                "{} is above max_queue_bytes {}: such a body could never be held",
+                s.max_body_bytes, s.max_queue_bytes
+            ),
+        );
+    }
+    if s.max_connections == 0 {
+        bad("max_connections", "must be at least 1".into());
     }
     if s.fleet_size == 0 {
         bad("fleet_size", "must be at least 1".into());

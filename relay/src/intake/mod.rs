@@ -1,21 +1,41 @@
 //! Intake: `POST /v1/webhooks/deliver` and `GET /healthz`.
 //!
 //! A webhook goes through one path, in one order (DESIGN, "the relay's
-//! request path"): the body's size → the destination the request names
-//! (only configured ones; never a URL it gives) → its `Idempotency-Key` →
-//! the byte budget → admission into the destinations set (the tenant's
-//! quota, the destination's queue and the set's bound, the journal) → 202
-//! with the webhook's id. Each refusal is an RFC 9457 problem.
+//! request path"), all of it in [`take`]:
+//!
+//! 1. size limits and header checks, before a byte of the body is read:
+//!    framing (`Transfer-Encoding` other than `chunked`, or with a
+//!    `Content-Length`: 400), the announced length (over `max_body_bytes`:
+//!    413), the `Idempotency-Key` (blank, unreadable or over 256 bytes:
+//!    400) and the tenant (over 256 bytes: 400; absent or unreadable: the
+//!    `default` tenant);
+//! 2. the destination the request names (only configured ones; never a
+//!    URL it gives);
+//! 3. the body, its bytes held against the byte budget while read (503 when
+//!    the budget has no room, 413 past the limit, 408 past
+//!    `body_read_timeout`);
+//! 4. the idempotency key, scoped by the tenant (a repeat answers here;
+//!    the key's bytes are held too);
+//! 5. admission into the destinations set: the tenant's quota, the
+//!    destination's queue and the set's bound, the journal;
+//! 6. 202 with the webhook's id.
+//!
+//! Each refusal is an RFC 9457 problem naming nothing the caller does not
+//! own. A refused request's key and bytes are given back at once.
 //!
 //! The tenant's quota is charged inside admission, not before the
 //! idempotency key: the set charges the tenant and takes the queue place in
 //! one call (giving the charge back when the queue refuses), so a repeated
-//! key, answered before admission, never charges its tenant twice.
+//! key, answered before admission, never charges its tenant twice. With
+//! quotas on, every request is charged: one without a readable tenant to
+//! the `default` tenant.
 
 mod answers;
+pub mod body;
 pub mod budget;
 pub mod idempotency;
 pub mod job;
+pub mod names;
 pub mod problem;
 pub mod tenants;
 
@@ -24,8 +44,7 @@ use std::time::Duration;
 
 use axum::Router;
 use axum::body::Bytes;
-use axum::extract::rejection::BytesRejection;
-use axum::extract::{DefaultBodyLimit, State};
+use axum::extract::{DefaultBodyLimit, Request, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
@@ -34,13 +53,14 @@ use dripfeed::{Admitted, headers};
 use serde_json::json;
 
 pub use answers::Answers;
-use budget::ByteBudget;
+use body::BodyError;
+use budget::{ByteBudget, JOB_OVERHEAD, Ticket};
 use idempotency::{Begin, Idempotency, body_hash};
 use job::Job;
+use names::{BadName, Tenant};
 use problem::{problem, refused};
 
-/// Bodies above this are refused with 413.
-pub const MAX_BODY: usize = 1 << 20;
+use crate::listener::framing::Framing;
 
 /// What intake needs to take a webhook in.
 pub struct Intake {
@@ -54,12 +74,16 @@ pub struct Intake {
     pub tenant_header: String,
     /// Tenants have quotas (the set's template has a key store).
     pub keyed: bool,
-    /// Bytes of bodies held.
+    /// Bytes held for clients: bodies, keys, tenant names.
     pub budget: ByteBudget,
     /// Accepted `Idempotency-Key`s.
     pub idempotency: Idempotency,
     /// What was answered.
     pub answers: Answers,
+    /// The largest body taken.
+    pub max_body_bytes: u64,
+    /// How long a body may take to arrive.
+    pub body_read_timeout: Duration,
 }
 
 /// The intake routes.
@@ -67,97 +91,117 @@ pub fn router(intake: Arc<Intake>) -> Router {
     Router::new()
         .route("/v1/webhooks/deliver", post(deliver))
         .route("/healthz", get(|| async { "ok\n" }))
-        .layer(DefaultBodyLimit::max(MAX_BODY))
+        // Intake reads bodies itself, within max_body_bytes.
+        .layer(DefaultBodyLimit::disable())
         .with_state(intake)
 }
 
-async fn deliver(
-    State(intake): State<Arc<Intake>>,
-    headers_in: HeaderMap,
-    body: Result<Bytes, BytesRejection>,
-) -> Response {
-    match take(&intake, &headers_in, body).await {
+async fn deliver(State(intake): State<Arc<Intake>>, request: Request) -> Response {
+    let chunked = request.headers().contains_key(header::TRANSFER_ENCODING);
+    let mut resp = match take(&intake, request).await {
         Ok(resp) => resp,
         Err(refusal) => *refusal,
+    };
+    if chunked {
+        // The listener stops scanning heads after one with
+        // Transfer-Encoding (see `listener::framing`).
+        body::close(&mut resp);
     }
+    resp
 }
 
 /// A step's refusal: the answer to send instead of a 202.
 type Refusal = Box<Response>;
 
 /// The request path, each step's refusal as the error.
-async fn take(
-    intake: &Intake,
-    headers_in: &HeaderMap,
-    body: Result<Bytes, BytesRejection>,
-) -> Result<Response, Refusal> {
-    let body = intake.body(body)?;
+async fn take(intake: &Intake, request: Request) -> Result<Response, Refusal> {
+    let (parts, body) = request.into_parts();
+    let headers_in = &parts.headers;
+    // 1. Size limits and header checks.
+    let both_lengths = parts
+        .extensions
+        .get::<Framing>()
+        .is_some_and(Framing::both_lengths);
+    let announced = body::check_framing(headers_in, both_lengths, intake.max_body_bytes)
+        .map_err(|e| intake.body_refused(&e))?;
+    let key = names::idempotency_key(headers_in).map_err(|e| bad_name("Idempotency-Key", e))?;
+    let tenant =
+        names::tenant(headers_in, &intake.tenant_header).map_err(|e| bad_name("tenant", e))?;
+    // 2. The destination.
     let destination = intake.pick(headers_in)?;
+    // 3. The body, held against the budget as it is read.
+    let tenant_bytes = tenant.named.as_ref().map_or(0, String::len);
+    let (body, ticket) = intake.read_body(body, announced, tenant_bytes).await?;
+    // 4. The idempotency key, scoped by the tenant.
+    if let Some(key) = &key
+        && let Some(answer) = repeat(intake, &tenant, key, &body)
+    {
+        return Ok(answer);
+    }
+    let refuse = |refusal: Response| {
+        if let Some(key) = &key {
+            intake.idempotency.refused(tenant.scope(), key);
+        }
+        Box::new(refusal)
+    };
+    // 5. Admission (the tenant's quota inside it).
     let text = |name: &str| {
         headers_in
             .get(name)
             .and_then(|v| v.to_str().ok())
             .map(str::to_owned)
     };
-    let key = text("idempotency-key");
-    if let Some(key) = &key
-        && let Some(answer) = repeat(intake, key, &body)
-    {
-        return Ok(answer);
-    }
-    let refuse = |refusal: Response| {
-        if let Some(key) = &key {
-            intake.idempotency.refused(key);
-        }
-        Box::new(refusal)
-    };
-    let ticket = intake.budget.try_take(body.len()).ok_or_else(|| {
-        Answers::bump(&intake.answers.bytes_503);
-        // Answered like a full queue: the wait until the set has drained.
-        let fields = vec![("retry-after", headers::retry_after(queue_wait(&intake.set)))];
-        let detail = "the relay holds its byte budget of queued bodies; retry later";
-        refuse(problem(
-            StatusCode::SERVICE_UNAVAILABLE,
-            "overloaded",
-            detail.into(),
-            fields,
-        ))
-    })?;
-    let tenant = text(&intake.tenant_header);
     let job = Job::new(
         body,
         text(header::CONTENT_TYPE.as_str()),
-        tenant.clone(),
+        tenant.named.clone(),
         destination.clone(),
         ticket,
     );
     let trail = job.trail.clone();
     // With a journal both answer once the webhook is durable.
-    let admitted = match tenant {
-        Some(tenant) if intake.keyed => {
+    let admitted = match intake.keyed {
+        true => {
             intake
                 .set
-                .submit_keyed(&destination, &tenant, 1.0, job)
+                .submit_keyed(&destination, tenant.scope(), 1.0, job)
                 .await
         }
-        _ => intake.set.try_submit_durable(&destination, job).await,
+        false => intake.set.try_submit_durable(&destination, job).await,
     };
     let admitted = admitted.map_err(|r| refuse(refused(&intake.answers, r)))?;
     trail.name(admitted.id());
     if let Some(key) = &key
-        && let Err(e) = intake.idempotency.accepted(key, admitted.id()).await
+        && let Err(e) = intake
+            .idempotency
+            .accepted(tenant.scope(), key, admitted.id())
+            .await
     {
         // The webhook itself is durable; only a repeat after a restart
         // could be taken as new.
         tracing::warn!(error = %e, "idempotency key not stored");
     }
+    // 6. 202.
     Ok(accepted(&intake.answers, admitted))
+}
+
+/// A header naming a key or tenant that cannot be taken: 400.
+fn bad_name(what: &str, why: BadName) -> Refusal {
+    let detail = format!("the {what} {why}: give 1 to 256 visible ASCII characters");
+    let kind = match what {
+        "tenant" => "bad-tenant",
+        _ => "bad-idempotency-key",
+    };
+    refusal(StatusCode::BAD_REQUEST, kind, detail)
 }
 
 /// The answer to a repeated `Idempotency-Key`, or `None` for a new one
 /// (now marked as being admitted).
-fn repeat(intake: &Intake, key: &str, body: &[u8]) -> Option<Response> {
-    match intake.idempotency.begin(key, body_hash(body)) {
+fn repeat(intake: &Intake, tenant: &Tenant, key: &str, body: &[u8]) -> Option<Response> {
+    match intake
+        .idempotency
+        .begin(tenant.scope(), key, body_hash(body))
+    {
         Begin::New => None,
         Begin::Repeat(id) => {
             let body = json!({"status": "duplicate", "id": id.to_string()});
@@ -181,6 +225,7 @@ fn repeat(intake: &Intake, key: &str, body: &[u8]) -> Option<Response> {
                 Vec::new(),
             ))
         }
+        Begin::NoRoom => Some(*intake.no_room()),
     }
 }
 
@@ -220,17 +265,58 @@ fn refusal(status: StatusCode, kind: &str, detail: String) -> Refusal {
 }
 
 impl Intake {
-    /// The body, or 413 / 400.
-    fn body(&self, body: Result<Bytes, BytesRejection>) -> Result<Bytes, Refusal> {
-        match body {
-            Ok(b) => Ok(b),
-            Err(e) if e.status() == StatusCode::PAYLOAD_TOO_LARGE => {
-                Answers::bump(&self.answers.too_large_413);
-                let detail = format!("bodies are limited to {MAX_BODY} bytes");
-                Err(refusal(StatusCode::PAYLOAD_TOO_LARGE, "too-large", detail))
-            }
-            Err(e) => Err(refusal(e.status(), "bad-body", e.body_text())),
+    /// Bytes for a job (`bytes` of body and tenant name, and its
+    /// bookkeeping), forgetting the oldest idempotency keys if that makes
+    /// room.
+    fn hold(&self, bytes: u64) -> Option<Ticket> {
+        let bytes = usize::try_from(bytes).unwrap_or(usize::MAX);
+        self.budget.try_take(bytes).or_else(|| {
+            self.idempotency
+                .make_room((bytes as u64).saturating_add(JOB_OVERHEAD));
+            self.budget.try_take(bytes)
+        })
+    }
+
+    /// 503: the byte budget has no room.
+    fn no_room(&self) -> Refusal {
+        Answers::bump(&self.answers.bytes_503);
+        // Answered like a full queue: the wait until the set has drained.
+        let fields = vec![("retry-after", headers::retry_after(queue_wait(&self.set)))];
+        let detail = "the relay holds its byte budget of webhooks and keys; retry later";
+        Box::new(problem(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "overloaded",
+            detail.into(),
+            fields,
+        ))
+    }
+
+    /// A body refused, counted.
+    fn body_refused(&self, e: &BodyError) -> Refusal {
+        if matches!(e, BodyError::TooLarge(_)) {
+            Answers::bump(&self.answers.too_large_413);
         }
+        Box::new(e.answer())
+    }
+
+    /// Reads the body, holding its bytes (and the tenant name's) against
+    /// the budget from before the first byte: the announced length, or the
+    /// limit for a chunked body, given back down to what came.
+    async fn read_body(
+        &self,
+        body: axum::body::Body,
+        announced: Option<u64>,
+        tenant_bytes: usize,
+    ) -> Result<(Bytes, Ticket), Refusal> {
+        let expect = announced.unwrap_or(self.max_body_bytes);
+        let mut ticket = self
+            .hold(expect.saturating_add(tenant_bytes as u64))
+            .ok_or_else(|| self.no_room())?;
+        let bytes = body::read(body, self.max_body_bytes, self.body_read_timeout)
+            .await
+            .map_err(|e| self.body_refused(&e))?;
+        ticket.shrink_to((bytes.len() + tenant_bytes) as u64 + JOB_OVERHEAD);
+        Ok((bytes, ticket))
     }
 
     /// The destination a request names: 404 for a name not configured, 400

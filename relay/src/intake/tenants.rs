@@ -14,7 +14,18 @@ use dripfeed::keyed::{BucketStore, KeyedBuckets, Quota};
 use crate::config::Settings;
 
 /// Tenants a relay's own table holds at once (the idlest go first).
-const LOCAL_TENANTS: usize = 100_000;
+pub const LOCAL_TENANTS: usize = 10_000;
+
+/// Bytes the relay's own table may hold, names included: reserved in the
+/// byte budget at start (its buckets come and go with traffic, but never
+/// past this).
+pub const LOCAL_TABLE_BYTES: u64 =
+    LOCAL_TENANTS as u64 * (super::names::MAX_NAME_BYTES as u64 + 128);
+
+/// Whether the settings keep tenant quotas in this relay's memory.
+pub fn local(s: &Settings) -> bool {
+    s.tenant_rate.is_some() && s.postgres.is_none() && s.redis.is_none()
+}
 
 /// The tenant quota store the settings ask for; `None` without `tenant_rate`.
 pub async fn open(s: &Settings) -> Result<Option<Arc<dyn BucketStore>>, String> {

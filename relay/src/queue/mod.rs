@@ -47,6 +47,8 @@ pub struct Queue {
     pub names: Vec<Arc<str>>,
     /// Webhooks found unfinished in the journal at start.
     pub recovered: usize,
+    /// The journal, holding its directory's lock (`None`: memory only).
+    pub journal: Option<Journal>,
 }
 
 /// What the set is built with besides the configuration.
@@ -192,11 +194,16 @@ pub fn build(cfg: &Config, journal: Option<&Path>, parts: Parts) -> Result<Queue
         names.push(Arc::from(d.name.as_str()));
     }
     let mut recovered = 0;
-    if let Some(dir) = journal {
-        let journal = Journal::open(dir).map_err(|e| format!("journal {}: {e}", dir.display()))?;
-        recovered = journal.recovered();
-        builder = builder.journal(journal);
-    }
+    let journal = match journal {
+        Some(dir) => {
+            let journal =
+                Journal::open(dir).map_err(|e| format!("journal {}: {e}", dir.display()))?;
+            recovered = journal.recovered();
+            builder = builder.journal(journal.clone());
+            Some(journal)
+        }
+        None => None,
+    };
     let (client, latencies) = (parts.client, parts.latencies);
     let set = builder
         .build(move |name: &str| {
@@ -219,6 +226,7 @@ pub fn build(cfg: &Config, journal: Option<&Path>, parts: Parts) -> Result<Queue
         set,
         names,
         recovered,
+        journal,
     })
 }
 

@@ -214,3 +214,39 @@ async fn two_relays_share_tenant_quotas_through_postgres() {
     })
     .await;
 }
+
+/// With tenant quotas on, requests without a tenant, and with one that is
+/// not readable, are one `default` tenant with the same quota (20/20): of
+/// 60 sent at once of each kind, most are refused 429, never all admitted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn requests_without_a_readable_tenant_share_the_default_quota() {
+    let rx = receivers::ok(Arc::new(Log::default()), Duration::ZERO).await;
+    let dir = TempDir::new("tenants-default");
+    let relay = relay(rx, &dir, &[]).await;
+    let client = http();
+    let unreadable = reqwest::header::HeaderValue::from_bytes(b"caf\xe9").expect("obs-text");
+    for variant in ["no tenant", "unreadable tenant"] {
+        let mut tasks = Vec::new();
+        for _ in 0..60 {
+            let mut req = client.post(relay.url("/v1/webhooks/deliver")).body("{}");
+            if variant == "unreadable tenant" {
+                req = req.header("x-tenant", unreadable.clone());
+            }
+            tasks.push(tokio::spawn(async move {
+                req.send().await.map_or(0, |r| r.status().as_u16())
+            }));
+        }
+        let mut statuses: HashMap<u16, u32> = HashMap::new();
+        for t in tasks {
+            *statuses.entry(t.await.unwrap_or(0)).or_default() += 1;
+        }
+        eprintln!("{variant}: {statuses:?}");
+        let admitted = statuses.get(&202).copied().unwrap_or(0);
+        let limited = statuses.get(&429).copied().unwrap_or(0);
+        assert!(
+            limited >= 20,
+            "{variant}: refused past the default tenant's quota: {statuses:?}"
+        );
+        assert!(admitted <= 40, "{variant}: {statuses:?}");
+    }
+}

@@ -1,0 +1,212 @@
+//! `idempotency.jsonl`: one line per accepted key, appended and `fsync`ed
+//! before the 202. Read at start a line at a time (a line longer than
+//! [`MAX_LINE`] is skipped, never held whole), so memory stays bounded
+//! whatever the file's size; rewritten with only the live keys at start and
+//! whenever it holds more than twice their lines (and over
+//! [`COMPACT_FLOOR`]), so it stays bounded while the relay runs.
+
+use std::fs::{File, OpenOptions};
+use std::io::{BufRead, BufReader, BufWriter, Read, Write};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+use serde::{Deserialize, Serialize};
+
+/// The longest line read; a longer one is skipped.
+pub const MAX_LINE: u64 = 4096;
+/// Below this size the file is never rewritten while running.
+pub const COMPACT_FLOOR: u64 = 64 * 1024;
+
+/// One accepted key.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq)]
+pub struct Line {
+    /// The tenant whose key it is; absent in files written before keys
+    /// were scoped (read as the default tenant).
+    #[serde(default)]
+    pub tenant: Option<String>,
+    /// The `Idempotency-Key`.
+    pub key: String,
+    /// The webhook's id.
+    pub id: u64,
+    /// Its body's hash.
+    pub hash: u64,
+    /// Accepted at, ms since the Unix epoch.
+    pub at_ms: u64,
+}
+
+impl Line {
+    /// The line as written, newline included.
+    pub fn encode(&self) -> Vec<u8> {
+        let mut bytes = serde_json::to_vec(self).unwrap_or_default();
+        bytes.push(b'\n');
+        bytes
+    }
+}
+
+/// Reads `path` a line at a time, handing each line that parses to
+/// `each`; a missing file is empty. Torn or garbled lines (a crash
+/// mid-write) are skipped.
+pub fn read(path: &Path, mut each: impl FnMut(Line)) -> std::io::Result<()> {
+    let file = match File::open(path) {
+        Ok(f) => f,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Err(e) => return Err(e),
+    };
+    let mut reader = BufReader::new(file);
+    let mut buf = Vec::with_capacity(256);
+    loop {
+        buf.clear();
+        let n = (&mut reader).take(MAX_LINE).read_until(b'\n', &mut buf)?;
+        if n == 0 {
+            return Ok(());
+        }
+        if buf.last() != Some(&b'\n') && n as u64 == MAX_LINE {
+            // Too long to be a key's line: skip the rest of it.
+            reader.skip_until(b'\n')?;
+            continue;
+        }
+        if let Ok(line) = serde_json::from_slice::<Line>(&buf) {
+            each(line);
+        }
+    }
+}
+
+/// The file, open for appending, and its size.
+struct Appender {
+    file: File,
+    bytes: u64,
+    /// No rewrite is tried below this size (raised after one fails).
+    next_try: u64,
+}
+
+/// `idempotency.jsonl`, shared by every request appending to it.
+#[derive(Clone)]
+pub struct KeysFile {
+    path: PathBuf,
+    appender: Arc<Mutex<Appender>>,
+}
+
+/// Writes `lines` to `path` through a temporary file, `fsync`ed and
+/// renamed over it; the bytes written.
+fn rewrite(path: &Path, lines: impl IntoIterator<Item = Line>) -> std::io::Result<u64> {
+    let tmp = path.with_extension("jsonl.tmp");
+    let mut out = BufWriter::new(File::create(&tmp)?);
+    let mut bytes = 0u64;
+    for line in lines {
+        let encoded = line.encode();
+        out.write_all(&encoded)?;
+        bytes += encoded.len() as u64;
+    }
+    let file = out.into_inner().map_err(|e| e.into_error())?;
+    file.sync_all()?;
+    std::fs::rename(&tmp, path)?;
+    if let Some(dir) = path.parent()
+        && let Ok(d) = File::open(dir)
+    {
+        let _ = d.sync_all();
+    }
+    Ok(bytes)
+}
+
+impl KeysFile {
+    /// Rewrites `path` with `lines` and opens it for appending.
+    pub fn create(path: PathBuf, lines: impl IntoIterator<Item = Line>) -> std::io::Result<Self> {
+        let bytes = rewrite(&path, lines)?;
+        let file = OpenOptions::new().append(true).open(&path)?;
+        Ok(KeysFile {
+            path,
+            appender: Arc::new(Mutex::new(Appender {
+                file,
+                bytes,
+                next_try: COMPACT_FLOOR,
+            })),
+        })
+    }
+
+    /// The file's path.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Appends `line` and syncs it (blocking). Then, when the file holds
+    /// more than twice `live()` bytes of lines (and is over the floor),
+    /// rewrites it with `snapshot()`: the accepted keys, read while the
+    /// file is held, so no append falls between the two.
+    pub fn append(
+        &self,
+        line: &[u8],
+        live: impl FnOnce() -> u64,
+        snapshot: impl FnOnce() -> Vec<Line>,
+    ) -> std::io::Result<()> {
+        let mut a = self.appender.lock().unwrap_or_else(|p| p.into_inner());
+        a.file.write_all(line)?;
+        a.file.sync_data()?;
+        a.bytes += line.len() as u64;
+        if a.bytes <= a.next_try || a.bytes <= 2 * live() {
+            return Ok(());
+        }
+        let before = a.bytes;
+        let compacted = rewrite(&self.path, snapshot()).and_then(|bytes| {
+            let file = OpenOptions::new().append(true).open(&self.path)?;
+            Ok((file, bytes))
+        });
+        match compacted {
+            Ok((file, bytes)) => {
+                a.file = file;
+                a.bytes = bytes;
+                a.next_try = COMPACT_FLOOR;
+                tracing::debug!(before, after = bytes, "idempotency keys file compacted");
+            }
+            Err(e) => {
+                // Keep appending to the file as it is; try again once it
+                // has doubled.
+                a.next_try = before.saturating_mul(2);
+                tracing::warn!(error = %e, path = %self.path.display(), "idempotency keys file not compacted");
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn line(i: u64) -> Line {
+        Line {
+            tenant: Some("t".into()),
+            key: format!("k{i}"),
+            id: i,
+            hash: 7,
+            at_ms: 1000 + i,
+        }
+    }
+
+    #[test]
+    fn reads_back_skipping_long_and_torn_lines_and_compacts() {
+        let dir = std::env::temp_dir().join(format!("relay-keys-file-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("idempotency.jsonl");
+        let mut text = line(1).encode();
+        text.extend(vec![b'x'; 10_000]);
+        text.push(b'\n');
+        text.extend(b"{\"key\":\"old\",\"id\":2,\"hash\":3,\"at_ms\":4}\n");
+        text.extend(&line(3).encode()[..10]);
+        std::fs::write(&path, &text).unwrap();
+        let mut got = Vec::new();
+        read(&path, |l| got.push(l)).unwrap();
+        assert_eq!(got.len(), 2, "{got:?}");
+        assert_eq!(got[0], line(1));
+        assert_eq!((got[1].tenant.as_deref(), got[1].id), (None, 2));
+
+        let file = KeysFile::create(path.clone(), vec![line(1)]).unwrap();
+        for i in 0..2000 {
+            file.append(&line(i).encode(), || 100, || vec![line(i)])
+                .unwrap();
+        }
+        let size = std::fs::metadata(&path).unwrap().len();
+        assert!(size <= COMPACT_FLOOR + 100, "compacted: {size}");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}

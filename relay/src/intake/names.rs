@@ -1,0 +1,139 @@
+//! What a request names in its headers, read before anything is held: its
+//! `Idempotency-Key` and its tenant. Both are at most [`MAX_NAME_BYTES`];
+//! a key must be readable (visible ASCII and spaces, not blank), or the
+//! request is refused, never taken as keyless. A tenant that is absent or
+//! unreadable is the one [`DEFAULT_TENANT`], charged like any other.
+
+use axum::http::HeaderMap;
+
+/// The longest `Idempotency-Key` or tenant name taken, bytes.
+pub const MAX_NAME_BYTES: usize = 256;
+
+/// The tenant of a request that names none readable.
+pub const DEFAULT_TENANT: &str = "default";
+
+/// Why a name is refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BadName {
+    /// Empty or only spaces.
+    Blank,
+    /// Bytes other than visible ASCII and spaces.
+    Unreadable,
+    /// Over [`MAX_NAME_BYTES`].
+    TooLong,
+}
+
+impl std::fmt::Display for BadName {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            BadName::Blank => "is empty",
+            BadName::Unreadable => "is not visible ASCII",
+            BadName::TooLong => "is longer than 256 bytes",
+        })
+    }
+}
+
+/// A request's tenant as intake resolves it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Tenant {
+    /// The name it gave, if readable.
+    pub named: Option<String>,
+}
+
+impl Tenant {
+    /// The name its quota and its keys go by: its own, or [`DEFAULT_TENANT`].
+    pub fn scope(&self) -> &str {
+        self.named.as_deref().unwrap_or(DEFAULT_TENANT)
+    }
+}
+
+/// Visible ASCII and spaces, not blank, at most [`MAX_NAME_BYTES`].
+fn readable(bytes: &[u8]) -> Result<&str, BadName> {
+    if bytes.len() > MAX_NAME_BYTES {
+        return Err(BadName::TooLong);
+    }
+    if !bytes.iter().all(|b| (0x20..=0x7e).contains(b)) {
+        return Err(BadName::Unreadable);
+    }
+    let text = std::str::from_utf8(bytes).map_err(|_| BadName::Unreadable)?;
+    match text.trim_matches(' ') {
+        "" => Err(BadName::Blank),
+        t => Ok(t),
+    }
+}
+
+/// The `Idempotency-Key`: `None` without the header, an error for one that
+/// is blank, unreadable or too long (or given twice).
+pub fn idempotency_key(headers: &HeaderMap) -> Result<Option<String>, BadName> {
+    let mut all = headers.get_all("idempotency-key").iter();
+    let Some(first) = all.next() else {
+        return Ok(None);
+    };
+    if all.next().is_some() {
+        return Err(BadName::Unreadable);
+    }
+    readable(first.as_bytes()).map(|k| Some(k.to_owned()))
+}
+
+/// The tenant named by `header`: a name over [`MAX_NAME_BYTES`] is an
+/// error; absent, blank or unreadable is the default tenant.
+pub fn tenant(headers: &HeaderMap, header: &str) -> Result<Tenant, BadName> {
+    let named = match headers.get(header).map(|v| readable(v.as_bytes())) {
+        None | Some(Err(BadName::Blank | BadName::Unreadable)) => None,
+        Some(Err(BadName::TooLong)) => return Err(BadName::TooLong),
+        Some(Ok(name)) => Some(name.to_owned()),
+    };
+    Ok(Tenant { named })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use axum::http::HeaderValue;
+
+    fn with(name: &'static str, value: &[u8]) -> HeaderMap {
+        let mut h = HeaderMap::new();
+        h.insert(name, HeaderValue::from_bytes(value).unwrap());
+        h
+    }
+
+    #[test]
+    fn keys_are_readable_or_refused() {
+        assert_eq!(idempotency_key(&HeaderMap::new()), Ok(None));
+        assert_eq!(
+            idempotency_key(&with("idempotency-key", b" order 17 ")),
+            Ok(Some("order 17".into()))
+        );
+        assert_eq!(
+            idempotency_key(&with("idempotency-key", b"")),
+            Err(BadName::Blank)
+        );
+        assert_eq!(
+            idempotency_key(&with("idempotency-key", b"   ")),
+            Err(BadName::Blank)
+        );
+        for bad in [&b"a\tb"[..], b"caf\xc3\xa9", b"\xff"] {
+            assert_eq!(
+                idempotency_key(&with("idempotency-key", bad)),
+                Err(BadName::Unreadable)
+            );
+        }
+        let long = vec![b'k'; 257];
+        assert_eq!(
+            idempotency_key(&with("idempotency-key", &long)),
+            Err(BadName::TooLong)
+        );
+        assert!(idempotency_key(&with("idempotency-key", &long[..256])).is_ok());
+    }
+
+    #[test]
+    fn tenants_default_unless_named_readably() {
+        let t = |v: &[u8]| tenant(&with("x-tenant", v), "x-tenant");
+        assert_eq!(t(b"acme").unwrap().scope(), "acme");
+        assert_eq!(t(b"caf\xe9").unwrap().scope(), DEFAULT_TENANT);
+        assert_eq!(t(b"").unwrap().named, None);
+        assert_eq!(t(&[b't'; 300]), Err(BadName::TooLong));
+        let none = tenant(&HeaderMap::new(), "x-tenant").unwrap();
+        assert_eq!(none.scope(), DEFAULT_TENANT);
+    }
+}

@@ -1,0 +1,227 @@
+//! A request naming both `Content-Length` and `Transfer-Encoding` is
+//! refused with 400 (RFC 9112 §6.1 allows it; such a message is how
+//! requests are smuggled past a proxy that reads the other header). hyper
+//! keeps the `Transfer-Encoding` and drops the `Content-Length` before a
+//! handler sees the request, so the connection's bytes are watched here:
+//! each request head is scanned for the two names, a `Content-Length`
+//! body is skipped to find the next head, and after a head with
+//! `Transfer-Encoding` the scan stops — intake closes the connection after
+//! answering such a request, so no later head needs finding. Only the
+//! first bytes of each header line are kept: a few dozen bytes per
+//! connection.
+
+use std::io;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::task::{Context, Poll};
+
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+
+/// A head longer than this is hyper's to refuse (431); the scan stops.
+const MAX_HEAD: usize = 64 * 1024;
+
+/// Set once a head on the connection had `Transfer-Encoding` with
+/// `Content-Length`; read by intake from the request's extensions.
+#[derive(Clone, Default, Debug)]
+pub struct Framing(Arc<AtomicBool>);
+
+impl Framing {
+    /// Whether a head had both framing headers.
+    pub fn both_lengths(&self) -> bool {
+        self.0.load(Ordering::Relaxed)
+    }
+}
+
+/// The bytes of a header line kept: enough for either name and a length.
+const KEEP: usize = 48;
+
+/// A head being read, a line at a time, keeping only each line's start.
+#[derive(Default)]
+struct Head {
+    /// The current line's first [`KEEP`] bytes.
+    line: Vec<u8>,
+    /// Bytes of the head so far.
+    len: usize,
+    /// The request line has been read.
+    started: bool,
+    te: bool,
+    cl: Option<u64>,
+}
+
+/// Where the scan is in the connection's bytes.
+enum Scan {
+    /// Reading a head.
+    Head(Head),
+    /// Skipping this many body bytes.
+    Body(u64),
+    /// No more heads to scan.
+    Done,
+}
+
+/// A stream whose request heads are scanned as they are read.
+pub struct Scanned<S> {
+    inner: S,
+    scan: Scan,
+    framing: Framing,
+}
+
+impl<S> Scanned<S> {
+    /// Wraps `inner`, reporting into `framing`.
+    pub fn new(inner: S, framing: Framing) -> Self {
+        Scanned {
+            inner,
+            scan: Scan::Head(Head::default()),
+            framing,
+        }
+    }
+
+    /// Feeds bytes just read.
+    fn feed(&mut self, mut bytes: &[u8]) {
+        while !bytes.is_empty() {
+            match &mut self.scan {
+                Scan::Done => return,
+                Scan::Body(left) => {
+                    let n = (*left).min(bytes.len() as u64);
+                    *left -= n;
+                    bytes = &bytes[n as usize..];
+                    if *left == 0 {
+                        self.scan = Scan::Head(Head::default());
+                    }
+                }
+                Scan::Head(head) => {
+                    let Some((&b, rest)) = bytes.split_first() else {
+                        return;
+                    };
+                    bytes = rest;
+                    head.len += 1;
+                    if head.len > MAX_HEAD {
+                        self.scan = Scan::Done;
+                    } else if b != b'\n' {
+                        if head.line.len() < KEEP {
+                            head.line.push(b);
+                        }
+                    } else if let Some(next) = head.end_line() {
+                        if next.0 && next.1.is_some() {
+                            self.framing.0.store(true, Ordering::Relaxed);
+                        }
+                        self.scan = match next {
+                            (true, _) => Scan::Done,
+                            (false, Some(0) | None) => Scan::Head(Head::default()),
+                            (false, Some(n)) => Scan::Body(n),
+                        };
+                    }
+                }
+            }
+        }
+    }
+}
+
+impl Head {
+    /// Ends the current line; at the blank line ending the head, whether
+    /// it had `Transfer-Encoding`, and its `Content-Length` (an unreadable
+    /// one counts as present: hyper refuses it).
+    fn end_line(&mut self) -> Option<(bool, Option<u64>)> {
+        let line = std::mem::take(&mut self.line);
+        let line = line.strip_suffix(b"\r").unwrap_or(&line);
+        if line.is_empty() {
+            // Blank lines before a request line are allowed and skipped.
+            return self.started.then_some((self.te, self.cl));
+        }
+        if !self.started {
+            self.started = true;
+            return None;
+        }
+        let colon = line.iter().position(|&b| b == b':')?;
+        let (name, value) = (&line[..colon], &line[colon + 1..]);
+        if name.eq_ignore_ascii_case(b"transfer-encoding") {
+            self.te = true;
+        } else if name.eq_ignore_ascii_case(b"content-length") {
+            let text = std::str::from_utf8(value).unwrap_or("").trim();
+            self.cl = Some(text.parse().unwrap_or(u64::MAX));
+        }
+        None
+    }
+}
+
+impl<S: AsyncRead + Unpin> AsyncRead for Scanned<S> {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        let this = self.get_mut();
+        let before = buf.filled().len();
+        let polled = Pin::new(&mut this.inner).poll_read(cx, buf);
+        if let Poll::Ready(Ok(())) = polled {
+            this.feed(&buf.filled()[before..]);
+        }
+        polled
+    }
+}
+
+impl<S: AsyncWrite + Unpin> AsyncWrite for Scanned<S> {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.inner).poll_write(cx, buf)
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.inner).poll_flush(cx)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.inner).poll_shutdown(cx)
+    }
+
+    fn poll_write_vectored(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.inner).poll_write_vectored(cx, bufs)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.inner.is_write_vectored()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn scan(chunks: &[&[u8]]) -> (bool, bool) {
+        let framing = Framing::default();
+        let mut s = Scanned::new((), framing.clone());
+        for c in chunks {
+            s.feed(c);
+        }
+        (framing.both_lengths(), matches!(s.scan, Scan::Done))
+    }
+
+    #[test]
+    fn finds_both_framing_headers_in_any_head() {
+        let cl = b"POST / HTTP/1.1\r\ncontent-length: 2\r\n\r\n{}";
+        let te = b"POST / HTTP/1.1\r\ntransfer-encoding: chunked\r\n\r\n2\r\n{}\r\n0\r\n\r\n";
+        let both = b"POST / HTTP/1.1\r\nContent-Length: 11\r\nTransfer-Encoding: chunked\r\n\r\n";
+        assert_eq!(scan(&[cl, cl]), (false, false));
+        assert_eq!(scan(&[te]), (false, true));
+        assert_eq!(scan(&[both]), (true, true));
+        // The second message, split mid-head, after a body that looks like a head.
+        let tricky =
+            b"POST / HTTP/1.1\r\ncontent-length: 32\r\n\r\ntransfer-encoding: x\r\n\r\n12345678";
+        assert_eq!(scan(&[tricky, &both[..20], &both[20..]]), (true, true));
+        // A blank line before a request line, a header line far longer
+        // than what is kept, a byte at a time.
+        let long = format!(
+            "\r\nPOST / HTTP/1.1\r\nx-long: {}\r\ntransfer-encoding: chunked\r\ncontent-length: 1\r\n\r\n",
+            "a".repeat(10_000)
+        );
+        let bytes: Vec<&[u8]> = long.as_bytes().chunks(1).collect();
+        assert_eq!(scan(&bytes), (true, true));
+    }
+}
