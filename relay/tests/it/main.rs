@@ -14,6 +14,7 @@ mod harness;
 mod https;
 mod load;
 mod receivers;
+mod redirects;
 mod retries;
 mod tenants;
 
