@@ -12,8 +12,7 @@ use std::time::Duration;
 
 use crate::config::value::{HttpUrl, Value};
 use crate::config::{self, Config, ConfigError, ConfigErrors, DEFAULT_NAME, Destination, Origin};
-use crate::dead_letter::FileSink;
-use crate::dead_letter::redrive;
+use crate::dead_letter::{self, FileSink, redrive};
 use crate::deliver::latency::Latencies;
 use crate::intake::budget::ByteBudget;
 use crate::intake::idempotency::{self, Idempotency};
@@ -157,9 +156,13 @@ pub async fn run(
         _ => "unknown".to_owned(),
     };
     let sink = Arc::new(
-        FileSink::open(s.dead_letter_file.clone(), fallback)
-            .await
-            .map_err(|e| format!("dead_letter_file {}: {e}", s.dead_letter_file.display()))?,
+        FileSink::open(dead_letter::Options {
+            path: s.dead_letter_file.clone(),
+            fallback,
+            max_bytes: s.dead_letter_max_bytes,
+            keep: s.dead_letter_keep,
+        })
+        .map_err(|e| format!("dead_letter_file {e}"))?,
     );
     let latencies = Arc::new(Latencies::default());
     let parts = queue::Parts {
@@ -193,6 +196,7 @@ pub async fn run(
         budget: ByteBudget::new(s.max_queue_bytes),
         idempotency,
         answers: Answers::default(),
+        dead_letter: sink.health(),
     });
     let app = intake::router(intake.clone()).merge(admin::router(prometheus));
     let listener = tokio::net::TcpListener::bind(s.listen)
@@ -320,4 +324,14 @@ async fn serve_until_stopped(
         cfg.settings.dead_letter_file.display(),
         done.dead_letter_lines,
     );
+    if done.dead_letter_held > 0 {
+        let rest = match cfg.settings.no_journal {
+            true => "lost: there is no journal",
+            false => "their webhooks stay in the journal for the next start",
+        };
+        println!(
+            "{} dead-letter lines could not be written ({rest})",
+            done.dead_letter_held
+        );
+    }
 }

@@ -33,6 +33,7 @@ use dripfeed::destinations::Destinations;
 use dripfeed::{Admitted, headers};
 use serde_json::json;
 
+use crate::dead_letter::Health;
 pub use answers::Answers;
 use budget::ByteBudget;
 use idempotency::{Begin, Idempotency, body_hash};
@@ -60,6 +61,9 @@ pub struct Intake {
     pub idempotency: Idempotency,
     /// What was answered.
     pub answers: Answers,
+    /// Whether the dead-letter file takes lines: while it does not, every
+    /// webhook is refused (503), since one that fails could not be kept.
+    pub dead_letter: Arc<Health>,
 }
 
 /// The intake routes.
@@ -111,6 +115,20 @@ async fn take(
         }
         Box::new(refusal)
     };
+    if let Some(down) = intake.dead_letter.unavailable() {
+        Answers::bump(&intake.answers.dead_letter_503);
+        let fields = vec![(
+            "retry-after",
+            headers::retry_after(headers::jittered(down.wait)),
+        )];
+        let status = StatusCode::SERVICE_UNAVAILABLE;
+        return Err(refuse(problem(
+            status,
+            down.kind,
+            down.detail.into(),
+            fields,
+        )));
+    }
     let ticket = intake.budget.try_take(body.len()).ok_or_else(|| {
         Answers::bump(&intake.answers.bytes_503);
         // Answered like a full queue: the wait until the set has drained.

@@ -8,15 +8,21 @@
 mod burst;
 mod config;
 mod crash;
+mod dead_letter_disk;
+mod dead_letter_file;
+mod dead_letter_rotation;
 mod fanout;
 mod fleet;
+mod full_disk;
 mod harness;
 mod https;
+mod letters;
 mod load;
 mod receivers;
 mod redirects;
 mod retries;
 mod tenants;
+mod unprivileged;
 
 // The library's test support: throwaway servers on free ports.
 #[path = "../../../tests/support/postgres.rs"]
