@@ -224,11 +224,13 @@ pub async fn run(
             .collect();
         let done = redrive::redrive(path, &queue.set, &targets, &intake.budget).await?;
         println!(
-            "redrive {}: {} re-admitted, {} refused, {} unreadable lines",
+            "redrive {}: {} re-admitted, {} refused, {} unreadable lines, {} kept in {}",
             path.display(),
             done.readmitted,
             done.refused,
-            done.unreadable
+            done.unreadable,
+            done.kept,
+            redrive::rest_of(path).display()
         );
     }
     let outcome = match mode {

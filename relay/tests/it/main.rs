@@ -20,6 +20,7 @@ mod letters;
 mod load;
 mod receivers;
 mod redirects;
+mod redrive_rest;
 mod retries;
 mod tenants;
 mod unprivileged;
