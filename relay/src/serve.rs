@@ -175,8 +175,14 @@ pub async fn run(
     let keyed = parts.tenants.is_some();
     let queue = queue::build(&cfg, journal_dir.as_deref(), parts)?;
     let idempotency = match &journal_dir {
-        Some(dir) => Idempotency::open(dir, idempotency::WINDOW, idempotency::MAX_KEYS)
-            .map_err(|e| format!("idempotency keys in {}: {e}", dir.display()))?,
+        Some(dir) => {
+            Idempotency::open(dir, idempotency::WINDOW, idempotency::MAX_KEYS).map_err(|e| {
+                // Name the file: in a shared (sticky) directory the journal
+                // may open while another user's keys file cannot be replaced.
+                let file = dir.join("idempotency.jsonl");
+                format!("idempotency keys {}: {e}", file.display())
+            })?
+        }
         None => Idempotency::in_memory(idempotency::WINDOW, idempotency::MAX_KEYS),
     };
     match &journal_dir {

@@ -245,7 +245,20 @@ impl Relay {
 
 /// Runs the binary with `args` and `env` to its end: exit code, stdout, stderr.
 pub async fn run(args: &[&str], env: &[(&str, &str)]) -> (i32, String, String) {
-    let out = command(&owned(args), env).output();
+    finish(command(&owned(args), env)).await
+}
+
+/// Runs the binary with `args` as `user` (uid, gid) to its end: exit
+/// code, stdout, stderr.
+pub async fn run_as(args: &[&str], user: (u32, u32)) -> (i32, String, String) {
+    let mut cmd = command(&owned(args), &[]);
+    cmd.uid(user.0).gid(user.1);
+    finish(cmd).await
+}
+
+/// Runs `cmd` to its end: exit code, stdout, stderr.
+async fn finish(mut cmd: Command) -> (i32, String, String) {
+    let out = cmd.output();
     let out = tokio::time::timeout(START, out)
         .await
         .expect("the relay ended in time")

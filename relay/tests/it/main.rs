@@ -24,6 +24,7 @@ mod redrive_rest;
 mod retries;
 mod tenants;
 mod unprivileged;
+mod unwritable_start;
 
 // The library's test support: throwaway servers on free ports.
 #[path = "../../../tests/support/postgres.rs"]
