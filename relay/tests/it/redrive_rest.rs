@@ -9,7 +9,7 @@ use std::io::Write;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::harness::{Relay, TempDir};
+use crate::harness::{Relay, TempDir, run};
 use crate::receivers::{self, Log};
 
 /// Readable lines, half for each destination.
@@ -111,6 +111,24 @@ async fn a_redrive_keeps_what_it_refused_in_a_rest_file_and_the_rest_redrives_la
     assert!(all, "delivered {} of {readmitted}", delivered());
     relay.signal("TERM");
     assert!(relay.exit(Duration::from_secs(30)).await.success());
+
+    // Redriving the file again would overwrite its .rest: refused.
+    let again = format!(
+        "{destinations} --no-journal --dead-letter-file {} --redrive {}",
+        dir.arg("own-x.jsonl"),
+        file.display()
+    );
+    let (code, _, err) = run(
+        &crate::harness::argv(&again)
+            .iter()
+            .map(String::as_str)
+            .collect::<Vec<_>>(),
+        &[],
+    )
+    .await;
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains(".rest holds the lines"), "{err}");
+    assert_eq!(count_lines(&rest), in_rest, "untouched");
 
     // Later, with room: the rest is re-admitted; what can never be stays
     // in .rest.rest.
