@@ -83,6 +83,14 @@ pub struct Writer {
 impl Writer {
     /// A writer over `files`, reporting to `health`.
     pub fn new(files: Files, health: Arc<Health>, fallback: Arc<str>) -> Writer {
+        metrics::describe_gauge!(
+            DEAD_LETTER_LINES,
+            "Lines in the dead-letter files the relay keeps (the live file and its rotated ones)."
+        );
+        metrics::describe_counter!(
+            DEAD_LETTER_WRITE_FAILURES,
+            "Attempts to write dead-letter lines that failed (io: the disk refused; full: every file is full)."
+        );
         for reason in ["io", "full"] {
             metrics::counter!(DEAD_LETTER_WRITE_FAILURES, "reason" => reason).increment(0);
         }
