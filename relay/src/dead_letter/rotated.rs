@@ -29,9 +29,13 @@ pub fn dir_of(live: &Path) -> &Path {
 }
 
 /// Newlines in the file at `path`, and whether it ends with one (or is
-/// empty). Read in blocks: a large file costs time, not memory.
+/// empty; anything but a regular file counts as empty). Read in blocks: a
+/// large file costs time, not memory.
 pub fn count_lines(path: &Path) -> std::io::Result<(u64, bool)> {
     let mut file = std::fs::File::open(path)?;
+    if !file.metadata()?.is_file() {
+        return Ok((0, true));
+    }
     let mut buf = vec![0u8; 64 * 1024];
     let (mut lines, mut whole) = (0u64, true);
     loop {

@@ -111,6 +111,10 @@ async fn arrived(log: &Log, id: &str) {
 /// The lines of a dead-letter file (none if it is missing): the ids of
 /// those that parse, and how many do not.
 pub fn lines(path: &Path) -> (Vec<String>, usize) {
+    // Only a regular file: a path linked to /dev/full reads zeros forever.
+    if !std::fs::metadata(path).is_ok_and(|m| m.is_file()) {
+        return (Vec::new(), 0);
+    }
     let text = std::fs::read_to_string(path).unwrap_or_default();
     let mut ids = Vec::new();
     let mut bad = 0;
