@@ -12,8 +12,7 @@ use std::time::Duration;
 
 use crate::config::value::{HttpUrl, Value};
 use crate::config::{self, Config, ConfigError, ConfigErrors, DEFAULT_NAME, Destination, Origin};
-use crate::dead_letter::FileSink;
-use crate::dead_letter::redrive;
+use crate::dead_letter::{self, FileSink, redrive};
 use crate::deliver::latency::Latencies;
 use crate::intake::budget::ByteBudget;
 use crate::intake::idempotency::{self, Idempotency};
@@ -157,9 +156,13 @@ pub async fn run(
         _ => "unknown".to_owned(),
     };
     let sink = Arc::new(
-        FileSink::open(s.dead_letter_file.clone(), fallback)
-            .await
-            .map_err(|e| format!("dead_letter_file {}: {e}", s.dead_letter_file.display()))?,
+        FileSink::open(dead_letter::Options {
+            path: s.dead_letter_file.clone(),
+            fallback,
+            max_bytes: s.dead_letter_max_bytes,
+            keep: s.dead_letter_keep,
+        })
+        .map_err(|e| format!("dead_letter_file {e}"))?,
     );
     let latencies = Arc::new(Latencies::default());
     let parts = queue::Parts {
@@ -194,7 +197,12 @@ pub async fn run(
     // Opened only once the journal holds its directory's lock.
     let idempotency = match &queue.journal {
         Some(journal) => Idempotency::open(journal, budget.clone(), window, idempotency::MAX_KEYS)
-            .map_err(|e| format!("idempotency keys in {}: {e}", journal.dir().display()))?,
+            .map_err(|e| {
+                // Name the file: in a shared (sticky) directory the journal
+                // may open while another user's keys file cannot be replaced.
+                let file = journal.dir().join("idempotency.jsonl");
+                format!("idempotency keys {}: {e}", file.display())
+            })?,
         None => Idempotency::in_memory(budget.clone(), window, idempotency::MAX_KEYS),
     };
     match &journal_dir {
@@ -216,6 +224,7 @@ pub async fn run(
         answers: Answers::default(),
         max_body_bytes: s.max_body_bytes,
         body_read_timeout: s.body_read_timeout,
+        dead_letter: sink.health(),
     });
     let gauges = intake.clone();
     let publish = move || {
@@ -244,11 +253,13 @@ pub async fn run(
             .collect();
         let done = redrive::redrive(path, &queue.set, &targets, &intake.budget).await?;
         println!(
-            "redrive {}: {} re-admitted, {} refused, {} unreadable lines",
+            "redrive {}: {} re-admitted, {} refused, {} unreadable lines, {} kept in {}",
             path.display(),
             done.readmitted,
             done.refused,
-            done.unreadable
+            done.unreadable,
+            done.kept,
+            redrive::rest_of(path).display()
         );
     }
     let outcome = match mode {
@@ -344,4 +355,14 @@ async fn serve_until_stopped(
         cfg.settings.dead_letter_file.display(),
         done.dead_letter_lines,
     );
+    if done.dead_letter_held > 0 {
+        let rest = match cfg.settings.no_journal {
+            true => "lost: there is no journal",
+            false => "their webhooks stay in the journal for the next start",
+        };
+        println!(
+            "{} dead-letter lines could not be written ({rest})",
+            done.dead_letter_held
+        );
+    }
 }

@@ -42,6 +42,8 @@ pub struct Drained {
     pub kept: u64,
     /// Dead-letter lines written in this run.
     pub dead_letter_lines: u64,
+    /// Dead-letter lines that could not be written (a full disk, …).
+    pub dead_letter_held: usize,
 }
 
 /// Closes admission, drains for `grace`, hands what is left to the
@@ -56,10 +58,12 @@ pub async fn drain(set: &Destinations<Job>, sink: &FileSink, grace: Duration) ->
             );
         }
     }
+    let flushed = sink.flushed().await;
     Drained {
         delivered: stats.iter().map(|s| s.delivered()).sum(),
         kept: stats.iter().map(|s| s.kept()).sum(),
-        dead_letter_lines: sink.written().await,
+        dead_letter_lines: flushed.written,
+        dead_letter_held: flushed.held,
     }
 }
 

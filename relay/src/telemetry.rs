@@ -72,3 +72,12 @@ pub fn install_prometheus() -> Result<PrometheusHandle, String> {
     });
     Ok(handle)
 }
+
+/// Gauge: lines in the dead-letter files the relay keeps (the live file and
+/// its rotated ones), as of its last write or check.
+pub const DEAD_LETTER_LINES: &str = "dripfeed_relay_dead_letter_lines";
+
+/// Counter, label `reason` (`io`: the disk refused a write or a sync, or
+/// the file could not be made again; `full`: every file of the set is
+/// full): attempts to write dead-letter lines that failed.
+pub const DEAD_LETTER_WRITE_FAILURES: &str = "dripfeed_relay_dead_letter_write_failures_total";

@@ -116,4 +116,13 @@ declare_settings! {
     log_format: LogFormat = "text";
     /// Capacity of the demo's built-in receiver, requests per second.
     receiver_capacity: f64 = "200";
+    /// The most bytes one dead-letter file holds: a line that would pass it
+    /// goes to a new file, the full one renamed FILE.1, FILE.2, … (oldest
+    /// first; a line longer than this still fills an empty file).
+    dead_letter_max_bytes: u64 = "1073741824";
+    /// Dead-letter files kept: the live one and up to this many minus one
+    /// rotated ones. When all are full, intake answers 503
+    /// (dead-letter-full) and nothing is written: the relay never deletes
+    /// a dead-letter file (move rotated ones away once redriven).
+    dead_letter_keep: u32 = "8";
 }

@@ -66,6 +66,12 @@ pub(super) fn check(cfg: &Config, errors: &mut Vec<ConfigError>) {
     if s.max_connections == 0 {
         bad("max_connections", "must be at least 1".into());
     }
+    if s.dead_letter_max_bytes == 0 {
+        bad("dead_letter_max_bytes", "must be at least 1".into());
+    }
+    if s.dead_letter_keep == 0 {
+        bad("dead_letter_keep", "must be at least 1".into());
+    }
     if s.fleet_size == 0 {
         bad("fleet_size", "must be at least 1".into());
     }

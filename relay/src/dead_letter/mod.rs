@@ -1,159 +1,130 @@
-//! The dead-letter file: one JSON line per job that could not be delivered
-//! (overflow under `--overflow dead-letter`, evicted by head-drop, failed,
-//! expired, or left at shutdown), written by a background task. Each line
-//! names the webhook's id (absent if it was never tried), its destination,
-//! its attempts and the receiver's last status, and `--redrive` reads the
-//! lines back.
+//! The dead-letter file: one JSON line per webhook that could not be
+//! delivered (overflow under `--overflow dead-letter`, evicted by
+//! head-drop, failed, expired, or left at shutdown), written by a thread of
+//! its own. Each line names the webhook's id (absent if it was never
+//! tried), its destination, its attempts and the receiver's last status,
+//! and `--redrive` reads the lines back.
 //!
-//! Offers never block: jobs go through an unbounded channel, whose memory is
-//! bounded by the byte budget (each job still holds its ticket until written).
+//! A line counts as written once it is synced to disk; only then does the
+//! sink's flush say `Ok`, and only then does the journal end the webhook's
+//! record. A line that cannot be written (a full disk, a permission, a
+//! file that cannot be made again, every rotated file full) stays held and
+//! is written later; meanwhile intake answers 503 ([`Health`]). The parts:
+//! `line` (the JSON), `files` (the live file at its path, rotation),
+//! `rotated` (the rotated files' names), `writer` (the thread), `health`
+//! (what intake reads), `error`, and `redrive`.
+//!
+//! Offers never block: dead letters go through an unbounded channel, whose
+//! memory is bounded by the byte budget (each job holds its bytes until its
+//! line is written).
 
+pub mod error;
+mod files;
+pub mod health;
+mod line;
 pub mod redrive;
+mod rotated;
+mod writer;
 
 use std::path::PathBuf;
 use std::sync::Arc;
+use std::sync::mpsc;
 
-use base64::Engine;
-use dripfeed::{DeadLetterReason, DeadLetterSink};
-use serde::Serialize;
-use tokio::io::AsyncWriteExt;
-use tokio::sync::{mpsc, oneshot};
+use dripfeed::{DeadLetterReason, DeadLetterSink, FlushError};
+use tokio::sync::oneshot;
 
 use crate::intake::job::Job;
+pub use error::WriteError;
+use files::Files;
+pub use health::Health;
+pub use writer::Flushed;
+use writer::{Msg, Writer};
 
 /// The dead-letter file's writer.
 pub struct FileSink {
-    letters: mpsc::UnboundedSender<(Job, &'static str)>,
-    flushes: mpsc::UnboundedSender<oneshot::Sender<u64>>,
+    tx: mpsc::Sender<Msg>,
+    health: Arc<Health>,
 }
 
-/// One dead-letter line.
-#[derive(Serialize)]
-struct Line<'a> {
-    reason: &'a str,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    id: Option<String>,
-    destination: &'a str,
-    attempts: u32,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    last_status: Option<u32>,
-    tenant: Option<&'a str>,
-    content_type: Option<&'a str>,
-    received_unix_ms: u64,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    body: Option<&'a str>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    body_base64: Option<String>,
+/// Where dead letters go, and how much each file holds.
+pub struct Options {
+    /// The live file.
+    pub path: PathBuf,
+    /// The destination named for a webhook that never learnt one
+    /// (recovered from the journal and never tried).
+    pub fallback: String,
+    /// The most bytes one file holds.
+    pub max_bytes: u64,
+    /// Files kept: the live one and the rotated ones.
+    pub keep: u32,
 }
 
 impl FileSink {
-    /// Opens (appends to) `path` and starts the writer task; `destination`
-    /// names the destination of a webhook that never learnt one (recovered
-    /// from the journal and never tried).
-    pub async fn open(path: PathBuf, destination: String) -> std::io::Result<Self> {
-        let destination: Arc<str> = destination.into();
-        let mut file = tokio::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(&path)
-            .await?;
-        let (letters, mut letters_rx) = mpsc::unbounded_channel::<(Job, &'static str)>();
-        let (flushes, mut flushes_rx) = mpsc::unbounded_channel::<oneshot::Sender<u64>>();
-        tokio::spawn(async move {
-            let mut written = 0u64;
-            let mut buf = Vec::with_capacity(64 * 1024);
-            loop {
-                let letter = tokio::select! {
-                    biased;
-                    letter = letters_rx.recv() => letter,
-                    flush = flushes_rx.recv() => {
-                        let Some(done) = flush else { break };
-                        // Everything offered before the flush is already in the channel.
-                        while let Ok((job, reason)) = letters_rx.try_recv() {
-                            written += encode(&mut buf, &job, reason, &destination);
-                        }
-                        write_out(&mut file, &mut buf, &path).await;
-                        let _ = file.sync_data().await;
-                        let _ = done.send(written);
-                        continue;
-                    }
-                };
-                let Some((job, reason)) = letter else { break };
-                written += encode(&mut buf, &job, reason, &destination);
-                if buf.len() > 48 * 1024 || letters_rx.is_empty() {
-                    write_out(&mut file, &mut buf, &path).await;
-                }
-            }
-            write_out(&mut file, &mut buf, &path).await;
-        });
-        Ok(FileSink { letters, flushes })
+    /// Opens (appends to) the live file and starts the writer.
+    pub fn open(options: Options) -> Result<Self, WriteError> {
+        let files = Files::open(options.path.clone(), options.max_bytes, options.keep)?;
+        let health = Arc::new(Health::default());
+        let writer = Writer::new(files, health.clone(), options.fallback.into());
+        let (tx, rx) = mpsc::channel();
+        std::thread::Builder::new()
+            .name("dead-letter".into())
+            .spawn(move || writer.run(rx))
+            .map_err(|e| WriteError::io(&options.path, e))?;
+        Ok(FileSink { tx, health })
+    }
+
+    /// Whether the file takes lines (intake reads it).
+    pub fn health(&self) -> Arc<Health> {
+        self.health.clone()
     }
 
     /// Queues `job` for the file with a free-form reason (e.g. "evicted").
     // The job comes back whole (it is refused only when the writer is gone).
     #[allow(clippy::result_large_err)]
     pub fn offer(&self, job: Job, reason: &'static str) -> Result<(), Job> {
-        self.letters.send((job, reason)).map_err(|e| e.0.0)
+        match self.tx.send(Msg::Letter(job, reason)) {
+            Ok(()) => Ok(()),
+            Err(mpsc::SendError(Msg::Letter(job, _))) => Err(job),
+            // What was sent comes back: a letter, never a flush.
+            Err(mpsc::SendError(Msg::Flush(_))) => Ok(()),
+        }
     }
 
-    /// Waits until everything offered is written; returns the lines written so far.
-    pub async fn written(&self) -> u64 {
+    /// Waits until everything offered is written, or cannot be for now.
+    pub async fn flushed(&self) -> Flushed {
         let (done, wait) = oneshot::channel();
-        if self.flushes.send(done).is_err() {
-            return 0;
+        if self.tx.send(Msg::Flush(done)).is_err() {
+            return Flushed {
+                error: Some("the dead-letter writer is gone".into()),
+                ..Flushed::default()
+            };
         }
-        wait.await.unwrap_or(0)
+        wait.await.unwrap_or_else(|_| Flushed {
+            error: Some("the dead-letter writer is gone".into()),
+            ..Flushed::default()
+        })
     }
-}
 
-/// Appends one JSON line for `job` to `buf`; 1 if it was encoded.
-fn encode(buf: &mut Vec<u8>, job: &Job, reason: &str, destination: &str) -> u64 {
-    let text = std::str::from_utf8(&job.body).ok();
-    let attempts = job.trail.attempts();
-    let line = Line {
-        reason,
-        id: match job.trail.id() {
-            0 => None,
-            id => Some(id.to_string()),
-        },
-        destination: job.destination_name().unwrap_or(destination),
-        attempts,
-        last_status: (attempts > 0).then(|| job.trail.last_status()),
-        tenant: job.tenant.as_deref(),
-        content_type: job.content_type.as_deref(),
-        received_unix_ms: job.received_unix_ms,
-        body: text,
-        body_base64: text
-            .is_none()
-            .then(|| base64::engine::general_purpose::STANDARD.encode(&job.body)),
-    };
-    match serde_json::to_writer(&mut *buf, &line) {
-        Ok(()) => {
-            buf.push(b'\n');
-            1
-        }
-        Err(_) => 0,
+    /// Waits as [`flushed`](Self::flushed) does; the lines written so far.
+    pub async fn written(&self) -> u64 {
+        self.flushed().await.written
     }
-}
-
-async fn write_out(file: &mut tokio::fs::File, buf: &mut Vec<u8>, path: &std::path::Path) {
-    if buf.is_empty() {
-        return;
-    }
-    if let Err(e) = file.write_all(buf).await {
-        tracing::error!(file = %path.display(), error = %e, "dead-letter file: lines lost");
-    }
-    buf.clear();
 }
 
 #[async_trait::async_trait]
-impl DeadLetterSink<Job> for std::sync::Arc<FileSink> {
+impl DeadLetterSink<Job> for Arc<FileSink> {
     fn try_offer(&self, job: Job, why: DeadLetterReason) -> Result<(), Job> {
         self.offer(job, why.as_str())
     }
 
-    async fn flush(&self) -> Result<(), dripfeed::FlushError> {
-        self.written().await;
-        Ok(())
+    async fn flush(&self) -> Result<(), FlushError> {
+        let done = self.flushed().await;
+        match (done.held, done.error) {
+            (0, None) => Ok(()),
+            (held, error) => Err(FlushError::new(format!(
+                "{held} dead-letter lines not written: {}",
+                error.unwrap_or_else(|| "unknown error".into())
+            ))),
+        }
     }
 }

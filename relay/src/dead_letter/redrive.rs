@@ -5,8 +5,16 @@
 //! (by name, or by URL for lines an older relay wrote); with one
 //! destination, there. The file is only read: the relay refuses to redrive
 //! the file it writes its own dead letters to.
+//!
+//! Every line that is not re-admitted (refused by a full queue or the byte
+//! budget, naming a destination no longer configured, or unreadable) is
+//! written verbatim to `FILE.rest`, synced, so nothing is lost: redrive
+//! that file later for the rest. A `FILE.rest` left by an earlier redrive
+//! must be redriven or moved away first (the relay refuses to start).
 
-use std::path::Path;
+use std::fs::File;
+use std::io::{BufWriter, Write};
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use axum::body::Bytes;
@@ -34,13 +42,24 @@ struct Letter {
 pub struct Redriven {
     /// Admitted again.
     pub readmitted: u64,
-    /// Refused: a full queue, or a destination no longer configured.
+    /// Refused: a full queue or byte budget, or a destination no longer
+    /// configured.
     pub refused: u64,
-    /// Lines that do not parse, or bodies over the byte budget.
+    /// Lines that do not parse.
     pub unreadable: u64,
+    /// Lines written to [`rest_of`] the file: every refused and unreadable one.
+    pub kept: u64,
 }
 
-/// Refuses to redrive `path` if it is the relay's own dead-letter file `own`.
+/// Where a redrive of `path` keeps the lines it did not re-admit: `FILE.rest`.
+pub fn rest_of(path: &Path) -> PathBuf {
+    let mut name = path.as_os_str().to_owned();
+    name.push(".rest");
+    PathBuf::from(name)
+}
+
+/// Refuses to redrive `path` if it is the relay's own dead-letter file
+/// `own`, or if an earlier redrive's `FILE.rest` holds lines.
 pub fn check_source(path: &Path, own: &Path) -> Result<(), String> {
     let from = std::fs::canonicalize(path).map_err(|e| format!("{}: {e}", path.display()))?;
     if std::fs::canonicalize(own).is_ok_and(|own| own == from) {
@@ -50,11 +69,61 @@ pub fn check_source(path: &Path, own: &Path) -> Result<(), String> {
             path.display()
         ));
     }
+    let rest = rest_of(path);
+    if std::fs::metadata(&rest).is_ok_and(|m| m.len() > 0) {
+        return Err(format!(
+            "{} holds the lines an earlier redrive could not re-admit: redrive it (or move it \
+             aside) first",
+            rest.display()
+        ));
+    }
     Ok(())
 }
 
+/// The lines a redrive keeps, in `FILE.rest` (made at the first one).
+struct Rest {
+    path: PathBuf,
+    out: Option<BufWriter<File>>,
+    lines: u64,
+}
+
+impl Rest {
+    fn keep(&mut self, line: &str) -> Result<(), String> {
+        let err = |e: std::io::Error| format!("{}: {e}", self.path.display());
+        let out = match &mut self.out {
+            Some(out) => out,
+            None => self
+                .out
+                .insert(BufWriter::new(File::create(&self.path).map_err(err)?)),
+        };
+        let written = out
+            .write_all(line.as_bytes())
+            .and_then(|()| out.write_all(b"\n"));
+        written.map_err(|e| format!("{}: {e}", self.path.display()))?;
+        self.lines += 1;
+        Ok(())
+    }
+
+    /// Writes out and syncs what was kept.
+    fn close(self) -> Result<u64, String> {
+        let err = |e: std::io::Error| format!("{}: {e}", self.path.display());
+        if let Some(out) = self.out {
+            let file = out.into_inner().map_err(|e| err(e.into_error()))?;
+            file.sync_all().map_err(err)?;
+            let dir = match self.path.parent() {
+                Some(p) if !p.as_os_str().is_empty() => p,
+                _ => Path::new("."),
+            };
+            File::open(dir).and_then(|d| d.sync_all()).map_err(err)?;
+        }
+        Ok(self.lines)
+    }
+}
+
 /// Re-admits every line of `path` into `set`; `targets` are the
-/// configured destinations, name and URL.
+/// configured destinations, name and URL. The lines not re-admitted go to
+/// [`rest_of`] `path`; an error there (the source file is untouched) ends
+/// the redrive.
 pub async fn redrive(
     path: &Path,
     set: &Destinations<Job>,
@@ -63,20 +132,33 @@ pub async fn redrive(
 ) -> Result<Redriven, String> {
     let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
     let mut done = Redriven::default();
+    let mut rest = Rest {
+        path: rest_of(path),
+        out: None,
+        lines: 0,
+    };
     for line in text.lines().filter(|l| !l.trim().is_empty()) {
-        let Some((destination, job)) = job_of(line, budget) else {
+        let Some(letter) = parse(line) else {
             done.unreadable += 1;
+            rest.keep(line)?;
             continue;
         };
-        let Some(name) = route(destination.as_deref(), targets) else {
+        let name = route(letter.destination.as_deref(), targets);
+        let job = name.and_then(|_| job_of(letter, budget));
+        let (Some(name), Some(job)) = (name, job) else {
             done.refused += 1;
+            rest.keep(line)?;
             continue;
         };
         match set.try_submit_durable(name, job).await {
             Ok(_) => done.readmitted += 1,
-            Err(_) => done.refused += 1,
+            Err(_) => {
+                done.refused += 1;
+                rest.keep(line)?;
+            }
         }
     }
+    done.kept = rest.close()?;
     Ok(done)
 }
 
@@ -91,10 +173,19 @@ fn route<'a>(named: Option<&str>, targets: &'a [(Arc<str>, String)]) -> Option<&
     }
 }
 
-/// The job a line describes, holding its bytes against the budget; `None`
-/// for a line that does not parse or a body over the budget.
-fn job_of(line: &str, budget: &ByteBudget) -> Option<(Option<String>, Job)> {
+/// A line as the relay writes it, `None` if it does not parse (or its
+/// base64 body does not decode).
+fn parse(line: &str) -> Option<Letter> {
     let letter: Letter = serde_json::from_str(line).ok()?;
+    if let (None, Some(b64)) = (&letter.body, &letter.body_base64) {
+        base64::engine::general_purpose::STANDARD.decode(b64).ok()?;
+    }
+    Some(letter)
+}
+
+/// The job a line describes, holding its bytes against the budget; `None`
+/// when the budget has no room for its body.
+fn job_of(letter: Letter, budget: &ByteBudget) -> Option<Job> {
     let body = match (letter.body, letter.body_base64) {
         (Some(text), _) => Bytes::from(text),
         (None, Some(b64)) => {
@@ -104,15 +195,14 @@ fn job_of(line: &str, budget: &ByteBudget) -> Option<(Option<String>, Job)> {
     };
     let ticket = budget.try_take(body.len())?;
     let id = letter.id.and_then(|id| id.parse::<u64>().ok());
-    let job = Job::redriven(
+    Some(Job::redriven(
         body,
         letter.content_type,
         letter.tenant,
         letter.received_unix_ms.unwrap_or(0),
         id,
         ticket,
-    );
-    Some((letter.destination, job))
+    ))
 }
 
 #[cfg(test)]

@@ -23,6 +23,8 @@ pub struct Answers {
     pub journal_503: AtomicU64,
     /// 413: a body over the limit.
     pub too_large_413: AtomicU64,
+    /// 503: the dead-letter file takes no lines (failing or full).
+    pub dead_letter_503: AtomicU64,
 }
 
 impl Answers {

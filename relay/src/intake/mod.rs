@@ -52,6 +52,7 @@ use dripfeed::destinations::Destinations;
 use dripfeed::{Admitted, headers};
 use serde_json::json;
 
+use crate::dead_letter::Health;
 pub use answers::Answers;
 use body::BodyError;
 use budget::{ByteBudget, JOB_OVERHEAD, Ticket};
@@ -84,6 +85,9 @@ pub struct Intake {
     pub max_body_bytes: u64,
     /// How long a body may take to arrive.
     pub body_read_timeout: Duration,
+    /// Whether the dead-letter file takes lines: while it does not, every
+    /// webhook is refused (503), since one that fails could not be kept.
+    pub dead_letter: Arc<Health>,
 }
 
 /// The intake routes.
@@ -144,7 +148,19 @@ async fn take(intake: &Intake, request: Request) -> Result<Response, Refusal> {
         }
         Box::new(refusal)
     };
-    // 5. Admission (the tenant's quota inside it).
+    // 5. While the dead-letter file takes no lines, a webhook that failed
+    // could not be kept: refuse rather than promise.
+    if let Some(down) = intake.dead_letter.unavailable() {
+        Answers::bump(&intake.answers.dead_letter_503);
+        let wait = headers::retry_after(headers::jittered(down.wait));
+        return Err(refuse(problem(
+            StatusCode::SERVICE_UNAVAILABLE,
+            down.kind,
+            down.detail.into(),
+            vec![("retry-after", wait)],
+        )));
+    }
+    // 6. Admission (the tenant's quota inside it).
     let text = |name: &str| {
         headers_in
             .get(name)
@@ -181,7 +197,7 @@ async fn take(intake: &Intake, request: Request) -> Result<Response, Refusal> {
         // could be taken as new.
         tracing::warn!(error = %e, "idempotency key not stored");
     }
-    // 6. 202.
+    // 7. 202.
     Ok(accepted(&intake.answers, admitted))
 }
 

@@ -122,7 +122,22 @@ impl Relay {
 
     /// Starts the binary with exactly `args` and `env`.
     pub async fn spawn(args: &[String], env: &[(&str, &str)]) -> Relay {
-        let mut child = command(args, env)
+        Relay::launch(command(args, env), args).await
+    }
+
+    /// Starts the binary as [`start`](Self::start) does, as `user` (uid,
+    /// gid): root ignores file permissions, an unprivileged user does not.
+    pub async fn start_as(args: &str, user: (u32, u32)) -> Relay {
+        let mut all = owned(&["--listen", "127.0.0.1:0"]);
+        all.extend(argv(args));
+        let mut cmd = command(&all, &[]);
+        cmd.uid(user.0).gid(user.1);
+        Relay::launch(cmd, &all).await
+    }
+
+    /// Starts `cmd` (the binary with `args`) and waits for its address.
+    async fn launch(mut cmd: Command, args: &[String]) -> Relay {
+        let mut child = cmd
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .spawn()
@@ -230,7 +245,20 @@ impl Relay {
 
 /// Runs the binary with `args` and `env` to its end: exit code, stdout, stderr.
 pub async fn run(args: &[&str], env: &[(&str, &str)]) -> (i32, String, String) {
-    let out = command(&owned(args), env).output();
+    finish(command(&owned(args), env)).await
+}
+
+/// Runs the binary with `args` as `user` (uid, gid) to its end: exit
+/// code, stdout, stderr.
+pub async fn run_as(args: &[&str], user: (u32, u32)) -> (i32, String, String) {
+    let mut cmd = command(&owned(args), &[]);
+    cmd.uid(user.0).gid(user.1);
+    finish(cmd).await
+}
+
+/// Runs `cmd` to its end: exit code, stdout, stderr.
+async fn finish(mut cmd: Command) -> (i32, String, String) {
+    let out = cmd.output();
     let out = tokio::time::timeout(START, out)
         .await
         .expect("the relay ended in time")

@@ -8,18 +8,27 @@
 mod burst;
 mod config;
 mod crash;
+mod dead_letter_disk;
+mod dead_letter_file;
+mod dead_letter_rotation;
 mod fanout;
 mod fleet;
+mod full_disk;
 mod harness;
 mod https;
 mod intake_bytes;
 mod intake_clients;
 mod intake_keys;
+mod letters;
 mod load;
 mod raw;
 mod receivers;
+mod redirects;
+mod redrive_rest;
 mod retries;
 mod tenants;
+mod unprivileged;
+mod unwritable_start;
 
 // The library's test support: throwaway servers on free ports.
 #[path = "../../../tests/support/postgres.rs"]

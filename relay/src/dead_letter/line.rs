@@ -1,0 +1,54 @@
+//! One dead-letter line: a JSON object naming the webhook's id (absent if
+//! it was never tried), its destination, its attempts and the receiver's
+//! last status, with its body (as text, or base64 when it is not UTF-8).
+
+use base64::Engine;
+use serde::Serialize;
+
+use crate::intake::job::Job;
+
+/// One dead-letter line, as written.
+#[derive(Serialize)]
+struct Line<'a> {
+    reason: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    id: Option<String>,
+    destination: &'a str,
+    attempts: u32,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    last_status: Option<u32>,
+    tenant: Option<&'a str>,
+    content_type: Option<&'a str>,
+    received_unix_ms: u64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    body: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    body_base64: Option<String>,
+}
+
+/// `job`'s line, ending in a newline; `destination` names the destination
+/// of a webhook that never learnt one (recovered and never tried).
+pub fn encode(job: &Job, reason: &str, destination: &str) -> Result<Vec<u8>, serde_json::Error> {
+    let text = std::str::from_utf8(&job.body).ok();
+    let attempts = job.trail.attempts();
+    let line = Line {
+        reason,
+        id: match job.trail.id() {
+            0 => None,
+            id => Some(id.to_string()),
+        },
+        destination: job.destination_name().unwrap_or(destination),
+        attempts,
+        last_status: (attempts > 0).then(|| job.trail.last_status()),
+        tenant: job.tenant.as_deref(),
+        content_type: job.content_type.as_deref(),
+        received_unix_ms: job.received_unix_ms,
+        body: text,
+        body_base64: text
+            .is_none()
+            .then(|| base64::engine::general_purpose::STANDARD.encode(&job.body)),
+    };
+    let mut out = serde_json::to_vec(&line)?;
+    out.push(b'\n');
+    Ok(out)
+}
