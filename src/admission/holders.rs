@@ -17,9 +17,10 @@ use crate::keyed::fair_share;
 /// The key of an unkeyed job.
 pub(crate) const NO_KEY: u64 = 0;
 
-/// A key's hash as the ring stores it (never [`NO_KEY`]).
+/// A key's hash as the ring stores it: never [`NO_KEY`], bit 0 clear (a
+/// place keeps its empty-edge flag there).
 pub(crate) fn key_of(hash: u64) -> u64 {
-    hash.max(1)
+    (hash & !1).max(2)
 }
 
 const SHARDS: usize = 16;
@@ -40,7 +41,7 @@ impl Holders {
     }
 
     fn shard(&self, key: u64) -> std::sync::MutexGuard<'_, HashMap<u64, u32>> {
-        let i = (key ^ (key >> 32)) as usize % SHARDS;
+        let i = ((key ^ (key >> 32)) >> 1) as usize % SHARDS; // bit 0 is always clear
         self.shards[i].lock().unwrap_or_else(|p| p.into_inner())
     }
 
@@ -86,7 +87,7 @@ mod tests {
     #[test]
     fn a_flooding_key_leaves_the_last_quarter_to_the_others() {
         let h = Holders::new();
-        let (flood, polite) = (key_of(1), key_of(2));
+        let (flood, polite) = (key_of(2), key_of(4));
         let mut taken = 0;
         while h.try_hold(flood, taken, 100) {
             taken += 1;
@@ -103,6 +104,7 @@ mod tests {
         }
         assert_eq!(h.held(flood), 0);
         assert_eq!(h.holders.load(Ordering::Relaxed), 1);
-        assert_eq!(key_of(0), 1, "no key hashes to the unkeyed mark");
+        assert_eq!(key_of(0), 2, "no key hashes to the unkeyed mark");
+        assert_eq!(key_of(u64::MAX) & 1, 0, "bit 0 is left to the place");
     }
 }

@@ -122,8 +122,7 @@ impl<J> Admission<J> {
     pub(crate) fn try_reserve(&self) -> Result<Place<'_, J>, Full> {
         self.places.try_reserve().map(|first| Place {
             adm: Some(self),
-            first,
-            key: NO_KEY,
+            word: u64::from(first),
         })
     }
 
@@ -147,7 +146,7 @@ impl<J> Admission<J> {
         }
         match self.try_reserve() {
             Ok(mut place) => {
-                place.key = key;
+                place.word |= key;
                 Ok(place)
             }
             Err(full) => {
@@ -206,8 +205,7 @@ impl<J> Admission<J> {
             }
             let place = Place {
                 adm: Some(self),
-                first: false,
-                key: NO_KEY,
+                word: NO_KEY,
             };
             return Some((entry, place));
         }
@@ -334,15 +332,24 @@ pub(crate) struct Place<'a, J> {
     adm: Option<&'a Admission<J>>,
     /// Taken on the empty edge: the drain may be asleep, and it is this
     /// place's duty to wake it.
-    first: bool,
-    /// The key it was taken for (its entry carries it), or [`NO_KEY`].
-    key: u64,
+    /// The key it was taken for (its entry carries it), or [`NO_KEY`],
+    /// with bit 0 set when it was taken on the empty edge (its duty to wake
+    /// the drain): keys have bit 0 clear ([`holders::key_of`]). One word,
+    /// so a place is two words, moved in registers (a third word made
+    /// admission twice as slow: the place went through the stack and its
+    /// loads stalled on store forwarding).
+    word: u64,
 }
 
 impl<J> Place<'_, J> {
     /// Whether the queue was empty when this place was taken.
     pub(crate) fn is_first(&self) -> bool {
-        self.first
+        self.word & 1 == 1
+    }
+
+    /// The key it was taken for, or [`NO_KEY`].
+    fn key(&self) -> u64 {
+        self.word & !1
     }
 
     /// Queues `entry` in this place. Hands the entry back (and the place)
@@ -352,10 +359,10 @@ impl<J> Place<'_, J> {
         let Some(adm) = self.adm else {
             return Err(entry);
         };
-        entry.key = self.key;
+        entry.key = self.key();
         adm.push_entry(entry)?;
         self.adm = None;
-        if self.first {
+        if self.is_first() {
             adm.drain.notify_one();
         }
         Ok(())
@@ -366,8 +373,8 @@ impl<J> Drop for Place<'_, J> {
     #[inline]
     fn drop(&mut self) {
         if let Some(adm) = self.adm.take() {
-            adm.release_key(self.key);
-            adm.give_back(self.first);
+            adm.release_key(self.key());
+            adm.give_back(self.is_first());
         }
     }
 }

@@ -294,7 +294,7 @@ impl<J: 'static> Throttle<J> {
     }
 
     /// Queues `job` in `place`.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn queue(
         &self,
         place: Place<'_, J>,
