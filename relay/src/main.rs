@@ -19,6 +19,8 @@
 //! `shutdown` (signals, drain order), `demo`, and `serve`, which wires them.
 //! Exit codes: 0 done, 1 failed while running, 2 configuration refused.
 
+#![forbid(unsafe_code)]
+
 mod admin;
 mod config;
 mod dead_letter;
