@@ -5,8 +5,9 @@
 //! `write` and `fsync` succeed on them, while nothing is left to recover
 //! after a crash and the lock went with the directory. So the writer
 //! checks that the directory, its lock file and the active segment are
-//! still the files it opened (device and inode), before each roll and at
-//! most every [`CHECK_EVERY`] between batches. While they are not:
+//! still the files it opened (device and inode), before each roll, before
+//! it answers a batch's admissions, and at most every [`CHECK_EVERY`]
+//! between batches. While they are not:
 //!
 //! - every admission is refused (`JournalError::DirectoryGone`, a 503 with
 //!   `journal_failed`), and [`Journal::is_healthy`](super::Journal::is_healthy)

@@ -38,7 +38,9 @@
 //!   directory and keeps in each segment's header. Keep the directory
 //!   readable by the service only: whoever reads the files has the key;
 //! - **the directory deleted** (or its lock or active segment): noticed
-//!   within half a second, or at the next segment roll. Until it is back
+//!   at the next admission (checked before it is answered: none is
+//!   answered for a record only an unlinked file holds), within half a
+//!   second when idle, or at the next segment roll. Until it is back
 //!   every admission is refused (503, `journal_failed`) and
 //!   [`Journal::is_healthy`] is `false`; the journal re-creates it, takes
 //!   its lock and journals every unfinished job again, `fsync`ed, before it

@@ -158,7 +158,8 @@ impl Writer {
                 self.refuse(&mut cmds);
                 self.publish();
             } else {
-                let answers = self.commit(&mut cmds, &mut buf);
+                let mut answers = self.commit(&mut cmds, &mut buf);
+                self.check_before_answering(&mut answers);
                 self.reclaim();
                 self.publish();
                 answers.send(&self.dir);
@@ -169,6 +170,28 @@ impl Writer {
         }
         let _ = self.active.sync_data();
         self.closing();
+    }
+
+    /// A record `fsync`ed into a deleted directory is not durable (nothing
+    /// is left to recover after a crash): before a batch's admissions are
+    /// answered, the directory is checked (a few `stat`s, next to the
+    /// `fsync`). Gone: they are refused, and the writer tries to come back
+    /// at once (journaling every unfinished job again), before it answers,
+    /// instead of at the next timed check: no caller hears "admitted" for
+    /// a record that only an unlinked file holds.
+    fn check_before_answering(&mut self, answers: &mut Answers) {
+        if answers.acks.is_empty() || answers.written.is_some() {
+            return;
+        }
+        if self.home.intact(&self.dir, self.active_seq) {
+            return;
+        }
+        self.lost();
+        answers.written = Some(std::io::Error::new(
+            std::io::ErrorKind::NotFound,
+            "the journal directory is gone",
+        ));
+        self.watch();
     }
 
     fn active_len(&self) -> u64 {

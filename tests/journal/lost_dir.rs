@@ -221,3 +221,52 @@ async fn coming_back_leaves_no_old_segment_behind() {
         "the unfinished jobs, and none that ended"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_first_admission_after_a_deletion_is_refused_and_a_kill_then_loses_nothing() {
+    // The relay's fault suite found this: admissions answered within half a
+    // second of the deletion (before the timed check) were fsynced into
+    // unlinked files only, and a SIGKILL then lost them and every job
+    // before them (40 of 40). Now the directory is checked before a batch
+    // is answered: the first admission after the deletion is refused, and
+    // by then the unfinished jobs are journaled in the re-created directory.
+    let base = fresh_dir("lost-at-once");
+    let dir = base.join("journal");
+    let (throttle, drain) = Throttle::builder()
+        .drain_rate(100.0)
+        .capacity(1000)
+        .journal(Journal::open(&dir).unwrap())
+        .build(|_: &String, _| async { Delivery::Done })
+        .unwrap();
+    throttle.pause();
+    let mut accepted = BTreeSet::new();
+    for i in 0..10 {
+        accepted.insert(throttle.submit(format!("job-{i}")).await.unwrap().id());
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+    let after = throttle.submit("after".into()).await;
+    assert!(
+        after.is_err(),
+        "an admission answered Ok with its record in a deleted directory"
+    );
+    // What a SIGKILL now would leave.
+    let left = super::snapshot(&dir, "lost-at-once-left");
+    let journal = Journal::open(&left).unwrap();
+    let recovered: BTreeSet<u64> = journal.take_recovered().iter().map(|r| r.id).collect();
+    let missing = accepted.difference(&recovered).count();
+    eprintln!(
+        "deleted journal directory, then a kill: {missing} of {} lost",
+        accepted.len()
+    );
+    assert_eq!(missing, 0, "every job answered Ok is in the directory");
+    assert!(
+        recovered.len() <= accepted.len() + 1,
+        "and none other but the refused one"
+    );
+    drop(journal);
+    throttle.shutdown(Duration::ZERO).await;
+    drop(throttle);
+    drain.join().await;
+    let _ = std::fs::remove_dir_all(&base);
+    let _ = std::fs::remove_dir_all(&left);
+}

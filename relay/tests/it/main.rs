@@ -12,6 +12,7 @@ mod dead_letter_disk;
 mod dead_letter_file;
 mod dead_letter_rotation;
 mod fanout;
+mod faults;
 mod fleet;
 mod full_disk;
 mod harness;
