@@ -5,6 +5,8 @@
 //! bounds. Tests needing Redis or PostgreSQL start their own servers, and
 //! under `CI=true` fail rather than skip without them.
 
+mod admin;
+mod auth;
 mod burst;
 mod config;
 mod crash;
@@ -21,6 +23,7 @@ mod intake_clients;
 mod intake_keys;
 mod letters;
 mod load;
+mod private_addresses;
 mod raw;
 mod receivers;
 mod redirects;
