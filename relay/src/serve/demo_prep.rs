@@ -30,11 +30,23 @@ fn demo_destination(
 
 /// Starts what a demo needs beside the relay and adds its destinations:
 /// the built-in receiver for `--demo` without a destination, the three
-/// receivers for `--demo-fanout`. Never beside a configured destination.
+/// receivers for `--demo-fanout`. Never beside a configured destination,
+/// nor with `[[tenants]]` (the demos post without keys).
 pub(super) async fn prepare(
     cfg: &mut Config,
     mode: Mode,
 ) -> Result<Option<Arc<demo::receiver::Receiver>>, Failure> {
+    if mode != Mode::Serve && !cfg.tenants.is_empty() {
+        let flag = match mode {
+            Mode::Demo => "--demo",
+            _ => "--demo-fanout",
+        };
+        return Err(refused(
+            "tenants",
+            cfg.tenants.first().map(|t| t.origin.clone()),
+            format!("{flag} posts without API keys: run it without [[tenants]]"),
+        ));
+    }
     match mode {
         Mode::Serve => {
             config::require_destination(cfg).map_err(|e| Failure::Config(ConfigErrors(vec![e])))?;

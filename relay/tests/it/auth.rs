@@ -292,6 +292,11 @@ async fn an_open_relay_serves_only_on_loopback_unless_allowed() {
     std::fs::write(&file, tenant).unwrap();
     let mut args: Vec<&str> = open.to_vec();
     args.extend([dl.as_str(), "--config", file.to_str().unwrap()]);
+    // The demos post without keys: not with tenants.
+    let demo = ["--demo", "--config", file.to_str().unwrap(), "--no-journal"];
+    let (code, _, err) = run(&demo, &[]).await;
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("--demo posts without API keys"), "{err}");
     let relay = Relay::spawn(&owned(&args), &[]).await;
     let port = relay.addr.port();
     let url = format!("http://127.0.0.1:{port}/v1/webhooks/deliver");
