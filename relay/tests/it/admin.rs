@@ -3,7 +3,8 @@
 //! token whose SHA-256 is `--admin-token-sha256` (401 otherwise) and shows
 //! each destination without its secret; intake no longer serves
 //! `/metrics`. `/readyz` turns 503, naming `dead-letter`, once the
-//! dead-letter files are full.
+//! dead-letter files are full, and 200 again once the full file is moved
+//! away.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -119,4 +120,14 @@ async fn the_admin_listener_serves_probes_metrics_and_destinations() {
         .post(&[("x-destination", "shipping")], "{\"n\":2}")
         .await;
     assert_eq!(status, 503);
+
+    // The operator moves the full file away: the held line is written to a
+    // new one and /readyz is 200 again.
+    let dl = dir.join("dl.jsonl");
+    std::fs::rename(&dl, dir.join("dl.jsonl.moved")).unwrap();
+    let ready = eventually(Duration::from_secs(20), || async {
+        get(&relay.admin_url("/readyz"), None).await.0 == 200
+    })
+    .await;
+    assert!(ready, "{:?}", get(&relay.admin_url("/readyz"), None).await);
 }
