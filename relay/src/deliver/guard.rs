@@ -230,7 +230,7 @@ pub async fn check_destinations(cfg: &Config, guard: &AddressGuard) -> Vec<Confi
                 format!("destinations.{}", d.name),
                 Some(d.origin.clone()),
                 format!(
-                    "{} reaches {refused}: allow it with --allow-destination-cidr {} \
+                    "{}: {refused}: allow it with --allow-destination-cidr {} \
                      (allow_destination_cidrs), or deliver to a public address",
                     d.url, refused.net
                 ),

@@ -268,6 +268,19 @@ async fn an_open_relay_serves_only_on_loopback_unless_allowed() {
     ] {
         assert!(err.contains(says), "{says:?} not in {err}");
     }
+    // An admin listener off loopback needs the admin token.
+    let admin = [
+        "--admin-listen",
+        "0.0.0.0:0",
+        "--downstream",
+        "http://127.0.0.1:9/hooks",
+        "--allow-destination-cidr",
+        "127.0.0.0/8",
+        "--no-journal",
+    ];
+    let (code, _, err) = run(&admin, &[]).await;
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("no admin_token_sha256 is configured"), "{err}");
     // check-config says the same.
     let (code, _, err) = run(&[&["check-config", "/dev/null"], &args[..]].concat(), &[]).await;
     assert_eq!(code, 2, "{err}");
