@@ -15,6 +15,7 @@
 pub mod destinations;
 pub mod probes;
 pub mod status;
+pub mod stores;
 pub mod token;
 
 use std::sync::Arc;
@@ -42,6 +43,8 @@ pub struct Admin {
     /// The destinations as configured: what `/v1/destinations` shows
     /// beside their live state.
     pub configured: Vec<destinations::Configured>,
+    /// The shared stores `/readyz` asks (the tenant quota store).
+    pub stores: Vec<stores::StoreCheck>,
 }
 
 /// The admin routes.

@@ -1,8 +1,9 @@
 //! The probes. `GET /healthz`: the process lives and serves (200). `GET
 //! /readyz`: whether a webhook taken now can be kept — 200 while the
-//! journal's directory is present and writable and the dead-letter file
-//! takes lines; otherwise 503 with a problem body naming each thing down
-//! (`down`: `journal`, `dead-letter`). Neither needs a token.
+//! journal's directory is present and writable, the dead-letter file
+//! takes lines and the shared tenant store answers ([`super::stores`]);
+//! otherwise 503 with a problem body naming each thing down (`down`:
+//! `journal`, `dead-letter`, `redis`, `postgres`). Neither needs a token.
 
 use std::sync::Arc;
 
@@ -20,7 +21,7 @@ pub async fn healthz() -> &'static str {
 }
 
 /// What is down, each with why.
-pub fn down(admin: &Admin) -> Vec<(&'static str, String)> {
+pub async fn down(admin: &Admin) -> Vec<(&'static str, String)> {
     let mut out = Vec::new();
     if admin.intake.set.journal().is_some_and(|j| !j.is_healthy()) {
         out.push((
@@ -32,12 +33,17 @@ pub fn down(admin: &Admin) -> Vec<(&'static str, String)> {
     if let Some(why) = admin.intake.dead_letter.unavailable() {
         out.push(("dead-letter", format!("{}: {}", why.kind, why.detail)));
     }
+    for store in &admin.stores {
+        if let Some(why) = store.down().await {
+            out.push((store.name, why));
+        }
+    }
     out
 }
 
 /// `GET /readyz`.
 pub async fn readyz(State(admin): State<Arc<Admin>>) -> Response {
-    let down = down(&admin);
+    let down = down(&admin).await;
     if down.is_empty() {
         return Json(json!({"status": "ready"})).into_response();
     }

@@ -16,6 +16,7 @@ use std::sync::Arc;
 use dripfeed::global::Failure;
 use dripfeed::keyed::{BucketStore, KeyedBuckets, Quota};
 
+use crate::admin::stores::StoreCheck;
 use crate::config::{Config, Settings, Tenant};
 
 /// Tenants a relay's own table holds at once (the idlest go first).
@@ -48,9 +49,12 @@ fn own_quota(t: &Tenant, s: &Settings) -> Result<Option<Quota>, String> {
         .map_err(|e| format!("tenant {}: {e}", t.name))
 }
 
-/// The tenant quota store the configuration asks for; `None` when no
-/// tenant has a quota (no `tenant_rate`, no tenant's own rate).
-pub async fn open(cfg: &Config) -> Result<Option<Arc<dyn BucketStore>>, String> {
+/// The tenant quota store the configuration asks for, with the check
+/// `/readyz` makes of it when it is shared (Redis, PostgreSQL); `None` when
+/// no tenant has a quota (no `tenant_rate`, no tenant's own rate).
+pub async fn open(
+    cfg: &Config,
+) -> Result<Option<(Arc<dyn BucketStore>, Option<StoreCheck>)>, String> {
     let s = &cfg.settings;
     let quota = match s.tenant_rate {
         Some(rate) => Quota::per_second(rate)
@@ -74,7 +78,7 @@ pub async fn open(cfg: &Config) -> Result<Option<Arc<dyn BucketStore>>, String> 
         (None, None) => {
             let table = KeyedBuckets::<String>::new(LOCAL_TENANTS, quota)
                 .map_err(|e| format!("tenant quota: {e}"))?;
-            Arc::new(table)
+            (Arc::new(table) as Arc<dyn BucketStore>, None)
         }
     };
     Ok(Some(store))
@@ -99,7 +103,7 @@ async fn open_postgres(
     url: &str,
     quota: Quota,
     failure: Failure,
-) -> Result<Arc<dyn BucketStore>, String> {
+) -> Result<(Arc<dyn BucketStore>, Option<StoreCheck>), String> {
     #[cfg(feature = "postgres")]
     {
         use dripfeed::global::PgBuckets;
@@ -112,7 +116,10 @@ async fn open_postgres(
             .migrate()
             .await
             .map_err(|e| format!("postgres: {e}"))?;
-        Ok(Arc::new(buckets))
+        let buckets = Arc::new(buckets);
+        let probe = buckets.clone();
+        let check = StoreCheck::new("postgres", buckets.clone(), move || probe.in_fallback());
+        Ok((buckets, Some(check)))
     }
     #[cfg(not(feature = "postgres"))]
     {
@@ -122,7 +129,11 @@ async fn open_postgres(
 }
 
 /// Tenant quotas in Redis, keys `{webhook_relay_tenants:…}`.
-fn open_redis(url: &str, quota: Quota, failure: Failure) -> Result<Arc<dyn BucketStore>, String> {
+fn open_redis(
+    url: &str,
+    quota: Quota,
+    failure: Failure,
+) -> Result<(Arc<dyn BucketStore>, Option<StoreCheck>), String> {
     #[cfg(feature = "redis")]
     {
         use dripfeed::global::{RedisBuckets, RedisConnection};
@@ -130,7 +141,10 @@ fn open_redis(url: &str, quota: Quota, failure: Failure) -> Result<Arc<dyn Bucke
         let buckets = RedisBuckets::new(conn, "webhook_relay_tenants", quota)
             .on_failure(failure)
             .map_err(|e| format!("redis: {e}"))?;
-        Ok(Arc::new(buckets))
+        let buckets = Arc::new(buckets);
+        let probe = buckets.clone();
+        let check = StoreCheck::new("redis", buckets.clone(), move || probe.in_fallback());
+        Ok((buckets, Some(check)))
     }
     #[cfg(not(feature = "redis"))]
     {

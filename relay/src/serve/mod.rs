@@ -103,12 +103,14 @@ pub async fn run(
         .map_err(|e| format!("dead_letter_file {e}"))?,
     );
     let latencies = Arc::new(Latencies::default());
+    let tenant_store = intake::tenants::open(&cfg).await?;
+    let stores: Vec<_> = tenant_store.iter().filter_map(|(_, c)| c.clone()).collect();
     let parts = queue::Parts {
         sink: sink.clone(),
         client: deliver::client::client(s, s.max_in_flight, guard.clone())?,
         guard,
         latencies: latencies.clone(),
-        tenants: intake::tenants::open(&cfg).await?,
+        tenants: tenant_store.as_ref().map(|(store, _)| store.clone()),
         permits: queue::fleet::permits(s)?,
     };
     let keyed = parts.tenants.is_some();
@@ -179,6 +181,7 @@ pub async fn run(
         prometheus,
         token: s.admin_token_sha256,
         configured: admin::destinations::Configured::all(&cfg),
+        stores,
     });
     let (admin_tcp, admin_addr) = bind(s.admin_listen, "admin_listen").await?;
     let (tcp, addr) = bind(s.listen, "listen").await?;

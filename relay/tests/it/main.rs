@@ -25,6 +25,7 @@ mod letters;
 mod load;
 mod private_addresses;
 mod raw;
+mod readyz_store;
 mod receivers;
 mod redirects;
 mod redrive_rest;
