@@ -10,6 +10,7 @@
 //! dripfeed-relay --config relay.toml                     # flags > DRIPFEED_* > file > defaults
 //! dripfeed-relay check-config relay.toml                 # exit 0, or 2 with every error
 //! dripfeed-relay print-config --config relay.toml        # the settings in force, with sources
+//! echo "$KEY" | dripfeed-relay hash-key                # an API key's digest, for [[tenants.keys]]
 //! ```
 //!
 //! The modules follow a webhook: `config` (settings and their sources) →
@@ -22,6 +23,7 @@
 #![forbid(unsafe_code)]
 
 mod admin;
+mod auth;
 mod config;
 mod dead_letter;
 mod deliver;
@@ -85,6 +87,11 @@ enum Command {
         #[command(flatten)]
         sources: SourceFlags,
     },
+    /// Read an API key (or the admin token) from standard input and print
+    /// its hex SHA-256, for `sha256` in [[tenants.keys]] or
+    /// `admin_token_sha256`: the configuration never holds a key in clear.
+    /// Whitespace around the key (the newline of `echo`) is not part of it.
+    HashKey,
 }
 
 /// The command line, with each setting's help naming its default and variable.
@@ -94,7 +101,35 @@ fn parse() -> Cli {
         cmd = cmd.mut_subcommand(sub, config::describe_flags);
     }
     let matches = cmd.get_matches();
-    Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit())
+    let mut cli = Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
+    // List flags given several times: every item, not only the first.
+    cli.sources.settings.gather(&matches);
+    match (&mut cli.command, matches.subcommand()) {
+        (Some(Command::CheckConfig { sources, .. }), Some((_, sub)))
+        | (Some(Command::PrintConfig { sources }), Some((_, sub))) => sources.settings.gather(sub),
+        _ => {}
+    }
+    cli
+}
+
+/// `hash-key`: the digest of the key on standard input; exit 2 when there
+/// is none.
+fn hash_key() -> ExitCode {
+    use std::io::Read as _;
+    let mut key = Vec::new();
+    if let Err(e) = std::io::stdin().lock().read_to_end(&mut key) {
+        eprintln!("dripfeed-relay hash-key: reading standard input: {e}");
+        return ExitCode::from(2);
+    }
+    let key = key.trim_ascii();
+    if key.is_empty() {
+        eprintln!(
+            "dripfeed-relay hash-key: no key on standard input (try: head -c 32 /dev/urandom | base64 | tee key.txt | dripfeed-relay hash-key)"
+        );
+        return ExitCode::from(2);
+    }
+    println!("{}", auth::digest::KeyDigest::of(key).hex());
+    ExitCode::SUCCESS
 }
 
 /// Prints every configuration error; exit code 2.
@@ -110,6 +145,7 @@ fn refuse(errors: &ConfigErrors) -> ExitCode {
 async fn main() -> ExitCode {
     let cli = parse();
     match cli.command {
+        Some(Command::HashKey) => hash_key(),
         Some(Command::CheckConfig { file, mut sources }) => {
             if sources.config.replace(file).is_some() {
                 eprintln!("dripfeed-relay: check-config takes its file as FILE, not --config");
@@ -119,7 +155,8 @@ async fn main() -> ExitCode {
                 Ok(cfg) => cfg,
                 Err(e) => return refuse(&e),
             };
-            let errors = queue::check(&cfg);
+            let mut errors = queue::check(&cfg);
+            errors.extend(deliver::guard::check_config(&cfg).await);
             if !errors.is_empty() {
                 return refuse(&ConfigErrors(errors));
             }

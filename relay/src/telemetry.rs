@@ -17,9 +17,11 @@ pub const HELD_BYTES: &str = "dripfeed_relay_held_bytes";
 /// Gauge: idempotency keys remembered.
 pub const IDEMPOTENCY_KEYS: &str = "dripfeed_relay_idempotency_keys";
 
-/// Gauge: connections the intake listener serves now.
+/// Gauge: connections a listener serves now (label `listener`: `intake`
+/// or `admin`).
 pub const CONNECTIONS: &str = "dripfeed_relay_connections";
-/// Counter: connections answered 503 and closed past `max_connections`.
+/// Counter: connections answered 503 and closed past `max_connections`
+/// (label `listener`).
 pub const CONNECTIONS_REFUSED: &str = "dripfeed_relay_connections_refused_total";
 
 /// The filter without `RUST_LOG`: `info` (an overflow episode logs once

@@ -1,27 +1,74 @@
-//! What the operator reads: `GET /metrics` (Prometheus text, passing
-//! `promtool check metrics`) and the status line on stdout. For now
-//! `/metrics` is served on the intake listener, as before; a separate
-//! admin listener comes later.
+//! The admin listener (`admin_listen`, `127.0.0.1:8090` by default), apart
+//! from intake: what the operator and the platform read.
+//!
+//! - `GET /healthz`, `GET /readyz` ([`probes`]) and `GET /metrics`
+//!   (Prometheus text, passing `promtool check metrics`) answer without a
+//!   token, so probes and Prometheus need no secret;
+//! - `GET /v1/destinations` and `GET /v1/destinations/{name}`
+//!   ([`destinations`]) need `Authorization: Bearer ADMIN_TOKEN` when
+//!   `admin_token_sha256` is set ([`token`]); without it the admin listener
+//!   may only be on loopback (the configuration refuses anything else
+//!   unless `allow_unauthenticated`), where they answer anyone.
+//!
+//! The status line on stdout is [`status`].
 
+pub mod destinations;
+pub mod probes;
 pub mod status;
+pub mod stores;
+pub mod token;
+
+use std::sync::Arc;
 
 use axum::Router;
+use axum::extract::State;
 use axum::http::header;
-use axum::response::IntoResponse;
+use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use metrics_exporter_prometheus::PrometheusHandle;
 
-/// `GET /metrics`; `publish` sets the relay's own gauges first.
-pub fn router(
-    prometheus: PrometheusHandle,
-    publish: impl Fn() + Clone + Send + Sync + 'static,
-) -> Router {
-    Router::new().route(
-        "/metrics",
-        get(move || {
-            publish();
-            let page = prometheus.render();
-            async move { ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], page).into_response() }
-        }),
-    )
+use crate::auth::digest::KeyDigest;
+use crate::intake::Intake;
+use crate::telemetry;
+
+/// What the admin routes read.
+pub struct Admin {
+    /// Intake: the destinations set (with its journal), the dead-letter
+    /// file's health, the byte budget and the idempotency keys.
+    pub intake: Arc<Intake>,
+    /// The Prometheus recorder's page.
+    pub prometheus: PrometheusHandle,
+    /// The admin token's digest; `None`: the routes are open (loopback).
+    pub token: Option<KeyDigest>,
+    /// The destinations as configured: what `/v1/destinations` shows
+    /// beside their live state.
+    pub configured: Vec<destinations::Configured>,
+    /// The shared stores `/readyz` asks (the tenant quota store).
+    pub stores: Vec<stores::StoreCheck>,
+}
+
+/// The admin routes.
+pub fn router(admin: Arc<Admin>) -> Router {
+    let guarded = Router::new()
+        .route("/v1/destinations", get(destinations::list))
+        .route("/v1/destinations/{name}", get(destinations::one))
+        .route_layer(axum::middleware::from_fn_with_state(
+            admin.clone(),
+            token::require,
+        ));
+    Router::new()
+        .route("/metrics", get(metrics))
+        .route("/healthz", get(probes::healthz))
+        .route("/readyz", get(probes::readyz))
+        .merge(guarded)
+        .with_state(admin)
+}
+
+/// `GET /metrics`: the relay's own gauges set, then the page.
+async fn metrics(State(admin): State<Arc<Admin>>) -> Response {
+    let intake = &admin.intake;
+    metrics::gauge!(telemetry::HELD_BYTES).set(intake.budget.held() as f64);
+    metrics::gauge!(telemetry::IDEMPOTENCY_KEYS).set(intake.idempotency.count() as f64);
+    let page = admin.prometheus.render();
+    ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], page).into_response()
 }

@@ -32,7 +32,7 @@ pub fn line(intake: &Intake, latencies: &Latencies) -> String {
     let a = &intake.answers;
     let p99 = latencies.take_p99();
     format!(
-        "depth {:>5}/{:<5} ({:>6} KiB) rate {:>6.1}/s p99 {:>7} delivered {:>7} | 503 full {} bytes {} store {} journal {} dead-letter {} | 429 {} | 413 {} | dead-lettered {}",
+        "depth {:>5}/{:<5} ({:>6} KiB) rate {:>6.1}/s p99 {:>7} delivered {:>7} | 503 full {} bytes {} store {} journal {} dead-letter {} | 429 {} | 413 {} | 401 {} | 403 {} | dead-lettered {}",
         depth,
         capacity,
         intake.budget.held() / 1024,
@@ -46,6 +46,8 @@ pub fn line(intake: &Intake, latencies: &Latencies) -> String {
         Answers::get(&a.dead_letter_503),
         Answers::get(&a.quota_429),
         Answers::get(&a.too_large_413),
+        Answers::get(&a.unauthorized_401),
+        Answers::get(&a.forbidden_403),
         dead,
     )
 }

@@ -1,8 +1,10 @@
 //! The generator behind the one table of settings (`settings.rs`).
 //!
 //! Each setting is declared once, as `/// doc` `name: Type = "default";`
-//! (or without a default: then it is optional). From that line the macro
-//! makes everything a setting needs, so no key is written twice:
+//! (or without a default: then it is optional; a list may add
+//! `, repeat "flag-name"`: its flag is then that name, given once per item).
+//! From that line the macro makes everything a setting needs, so no key is
+//! written twice:
 //!
 //! - a field of [`Settings`](super::Settings), the values in force
 //!   (`Option<Type>` for a setting without a default);
@@ -24,12 +26,24 @@ pub struct Key {
     pub default: Option<&'static str>,
     /// `--name` alone means `true`.
     pub switch: bool,
+    /// A list whose flag is this name, given once per item
+    /// (`--allow-destination-cidr A --allow-destination-cidr B`).
+    pub repeat: Option<&'static str>,
 }
 
 impl Key {
     /// The environment variable: `DRIPFEED_` and the key in upper case.
     pub fn env(&self) -> String {
         format!("DRIPFEED_{}", self.name.to_ascii_uppercase())
+    }
+}
+
+/// The flag as written for the setting `name` (`--drain-rate`), or its
+/// `repeat` name for a list.
+pub fn flag_of(name: &str, repeat: Option<&str>) -> String {
+    match repeat {
+        Some(flag) => format!("--{flag}"),
+        None => format!("--{}", name.replace('_', "-")),
     }
 }
 
@@ -71,7 +85,7 @@ macro_rules! default_text {
         Some($default)
     };
     () => {
-        None
+        None::<&'static str>
     };
 }
 pub(super) use default_text;
@@ -89,7 +103,7 @@ pub(super) use show;
 
 /// See the [module](self) docs.
 macro_rules! declare_settings {
-    ($( $(#[doc = $doc:literal])+ $name:ident : $ty:ty $(= $default:literal)? ; )+) => {
+    ($( $(#[doc = $doc:literal])+ $name:ident : $ty:ty $(= $default:literal)? $(, repeat $flag:literal)? ; )+) => {
         /// Every setting in force, each from the highest source that gave it
         /// (flag, environment, file, default).
         #[derive(Clone, Debug)]
@@ -114,8 +128,21 @@ macro_rules! declare_settings {
                 name: stringify!($name),
                 default: $crate::config::declare::default_text!($($default)?),
                 switch: <$ty as $crate::config::value::Value>::SWITCH,
+                repeat: $crate::config::declare::default_text!($($flag)?),
             }, )+
         ];
+
+        impl SettingFlags {
+            /// Reads every item of a list flag given several times: clap's
+            /// derive keeps only the first value of an `Option` field.
+            pub fn gather(&mut self, matches: &clap::ArgMatches) {
+                $( if $crate::config::declare::default_text!($($flag)?).is_some()
+                    && let Ok(Some(all)) = matches.try_get_many::<$ty>(stringify!($name))
+                {
+                    self.$name = all.cloned().reduce(<$ty as $crate::config::value::Value>::join_repeated);
+                } )+
+            }
+        }
 
         /// What one source said, each value with where it was said.
         #[derive(Clone, Debug, Default)]
@@ -128,7 +155,11 @@ macro_rules! declare_settings {
             pub(super) fn from_flags(flags: SettingFlags) -> Layer {
                 Layer {
                     $( $name: flags.$name.map(|v| {
-                        (v, $crate::config::Origin::Flag(format!("--{}", stringify!($name).replace('_', "-"))))
+                        let flag = $crate::config::declare::flag_of(
+                            stringify!($name),
+                            $crate::config::declare::default_text!($($flag)?),
+                        );
+                        (v, $crate::config::Origin::Flag(flag))
                     }), )+
                 }
             }

@@ -22,12 +22,14 @@
 //! one error without a line; `clap`'s own `env` would read the process
 //! environment, which tests must not change.
 
+pub mod cidrs;
 mod declare;
 mod destinations;
 mod error;
 mod print;
 mod settings;
 mod sources;
+pub mod tenants;
 mod validate;
 pub mod value;
 
@@ -38,6 +40,7 @@ pub use destinations::{DEFAULT_NAME, Destination};
 pub use error::{ConfigError, ConfigErrors, Origin};
 pub use print::render;
 pub use settings::{KEYS, SettingFlags, Settings};
+pub use tenants::Tenant;
 pub use validate::require_destination;
 
 use settings::Layer;
@@ -51,6 +54,8 @@ pub struct Config {
     pub origins: Vec<(&'static str, Origin)>,
     /// Every destination, `default` (from `downstream`) first.
     pub destinations: Vec<Destination>,
+    /// The tenants and their keys (`[[tenants]]`); none: the relay is open.
+    pub tenants: Vec<Tenant>,
 }
 
 /// The flags that choose and give settings, shared by every command.
@@ -91,9 +96,13 @@ pub struct Sources<'a> {
 /// The configuration the sources give, or every error found in them.
 pub fn load(src: Sources<'_>) -> Result<Config, ConfigErrors> {
     let mut errors = Vec::new();
-    let (file, mut found) = match src.file {
+    let sources::FileParts {
+        layer: file,
+        destinations: mut found,
+        tenants,
+    } = match src.file {
         Some((path, text)) => sources::file(path, text, &mut errors),
-        None => (Layer::default(), Vec::new()),
+        None => sources::FileParts::default(),
     };
     let env = sources::env(src.env, &mut errors);
     let flags = Layer::from_flags(src.flags);
@@ -109,6 +118,7 @@ pub fn load(src: Sources<'_>) -> Result<Config, ConfigErrors> {
         settings,
         origins,
         destinations: Vec::new(),
+        tenants,
     };
     if let Some(url) = &cfg.settings.downstream {
         let origin = cfg.origin("downstream").cloned().unwrap_or(Origin::Default);
@@ -117,6 +127,8 @@ pub fn load(src: Sources<'_>) -> Result<Config, ConfigErrors> {
     }
     cfg.destinations.extend(found);
     destinations::check_unique(&cfg.destinations, &mut errors);
+    let tenant_rate = cfg.settings.tenant_rate;
+    tenants::check(&cfg.tenants, &cfg.destinations, tenant_rate, &mut errors);
     validate::check(&cfg, &mut errors);
     match errors.is_empty() {
         true => Ok(cfg),
@@ -179,8 +191,9 @@ pub fn from_process(flags: SourceFlags) -> Result<Config, ConfigErrors> {
 }
 
 /// `cmd` with each setting flag's help ending in its default and its
-/// variable, and switches (`--adaptive`) taking no value unless given one
-/// with `=`.
+/// variable, switches (`--adaptive`) taking no value unless given one
+/// with `=`, and list flags given once per item (read them back with
+/// [`SettingFlags::gather`]).
 pub fn describe_flags(mut cmd: clap::Command) -> clap::Command {
     for key in KEYS {
         cmd = cmd.mut_arg(key.name, |arg| {
@@ -188,7 +201,13 @@ pub fn describe_flags(mut cmd: clap::Command) -> clap::Command {
             let default = key
                 .default
                 .map_or(String::new(), |d| format!(" [default: {d}]"));
-            let arg = arg.help(format!("{help}{default} [env: {}]", key.env()));
+            let mut arg = arg.help(format!("{help}{default} [env: {}]", key.env()));
+            if let Some(flag) = key.repeat {
+                arg = arg
+                    .long(flag)
+                    .action(clap::ArgAction::Append)
+                    .value_name("CIDR");
+            }
             match key.switch {
                 true => arg
                     .num_args(0..=1)

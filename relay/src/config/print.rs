@@ -28,5 +28,11 @@ pub fn render(cfg: &Config) -> String {
             let _ = writeln!(out, "{field} = {value}");
         }
     }
+    for t in &cfg.tenants {
+        let _ = writeln!(out, "\n[[tenants]]  # {}", t.origin);
+        for line in t.shown() {
+            let _ = writeln!(out, "{line}");
+        }
+    }
     out
 }

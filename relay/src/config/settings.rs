@@ -8,8 +8,10 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
+use super::cidrs::CidrList;
 use super::declare::declare_settings;
 use super::value::{FailureMode, HttpUrl, LogFormat, OverflowPolicy, StoreUrl};
+use crate::auth::digest::KeyDigest;
 
 declare_settings! {
     /// Address the relay listens on; port 0 takes any free port (the relay
@@ -125,4 +127,24 @@ declare_settings! {
     /// (dead-letter-full) and nothing is written: the relay never deletes
     /// a dead-letter file (move rotated ones away once redriven).
     dead_letter_keep: u32 = "8";
+    /// Address of the admin listener: GET /metrics, /healthz, /readyz and
+    /// the admin API (/v1/destinations); port 0 takes any free port. Without
+    /// admin_token_sha256 it must be a loopback address.
+    admin_listen: SocketAddr = "127.0.0.1:8090";
+    /// Serve without [[tenants]] (no API keys) on a listen address that is
+    /// not loopback, or without admin_token_sha256 on an admin_listen
+    /// address that is not: anyone who can reach it can post (or manage).
+    /// Without it such a relay refuses to start.
+    allow_unauthenticated: bool = "false";
+    /// The hex SHA-256 of the admin token (dripfeed-relay hash-key prints
+    /// it): the bearer token of the admin API.
+    admin_token_sha256: KeyDigest;
+    /// An address range deliveries may connect to although it is
+    /// loopback, private, link-local, CGNAT or unspecified, e.g.
+    /// 10.0.0.0/8 (repeatable; the variable takes a comma-separated list).
+    allow_destination_cidrs: CidrList, repeat "allow-destination-cidr";
+    /// At start, resolve each destination's host name and refuse one that
+    /// resolves to a refused address; false leaves names to the check made
+    /// at every connection (for names that resolve differently later).
+    resolve_destinations_at_start: bool = "true";
 }

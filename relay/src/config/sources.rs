@@ -11,6 +11,7 @@ use toml::de::DeTable;
 use super::destinations::{self, Destination};
 use super::error::{ConfigError, Origin, closest};
 use super::settings::{KEYS, Layer};
+use super::tenants::{self, Tenant};
 
 /// The variables' prefix.
 pub const PREFIX: &str = "DRIPFEED_";
@@ -20,20 +21,29 @@ const ACTIONS: [&str; 4] = ["config", "demo", "demo_fanout", "redrive"];
 
 /// "unknown key "x"", with the nearest known key when there is one.
 fn unknown(what: &str, key: &str, shown: impl Fn(&str) -> String) -> String {
-    match closest(key, KEYS.iter().map(|k| k.name).chain(["destinations"])) {
+    let tables = ["destinations", "tenants"];
+    match closest(key, KEYS.iter().map(|k| k.name).chain(tables)) {
         Some(near) => format!("unknown {what} (did you mean {}?)", shown(near)),
         None => format!("unknown {what}"),
     }
 }
 
-/// The `--config` file: its settings and its `[[destinations]]`.
-pub(super) fn file(
-    path: &Path,
-    text: &str,
-    errors: &mut Vec<ConfigError>,
-) -> (Layer, Vec<Destination>) {
+/// What the `--config` file gives: settings, destinations and tenants.
+#[derive(Default)]
+pub(super) struct FileParts {
+    /// Its settings.
+    pub layer: Layer,
+    /// Its `[[destinations]]`.
+    pub destinations: Vec<Destination>,
+    /// Its `[[tenants]]`.
+    pub tenants: Vec<Tenant>,
+}
+
+/// The `--config` file: its settings, `[[destinations]]` and `[[tenants]]`.
+pub(super) fn file(path: &Path, text: &str, errors: &mut Vec<ConfigError>) -> FileParts {
     let mut layer = Layer::default();
     let mut found = Vec::new();
+    let mut tenants_found = Vec::new();
     let mut errs = Vec::new();
     let errors_out = errors;
     let errors = &mut errs;
@@ -47,6 +57,10 @@ pub(super) fn file(
         let at = Origin::at(path, text, key.span().start);
         if name == "destinations" {
             found.extend(destinations::from_toml(value, path, text, errors));
+            continue;
+        }
+        if name == "tenants" {
+            tenants_found.extend(tenants::from_toml(value, path, text, errors));
             continue;
         }
         let message = if ACTIONS.contains(&name) {
@@ -69,7 +83,11 @@ pub(super) fn file(
         _ => None,
     });
     errors_out.append(&mut errs);
-    (layer, found)
+    FileParts {
+        layer,
+        destinations: found,
+        tenants: tenants_found,
+    }
 }
 
 /// The `DRIPFEED_*` variables among `vars`.
@@ -90,6 +108,9 @@ pub(super) fn env(vars: &BTreeMap<String, String>, errors: &mut Vec<ConfigError>
         } else if key.starts_with("destination") && key != "destination_header" {
             let why = "destinations come from --destination, --destinations FILE or \
                        [[destinations]] in --config; a single receiver can be DRIPFEED_DOWNSTREAM";
+            (var.clone(), why.to_owned())
+        } else if key.starts_with("tenants") {
+            let why = "tenants and their keys come from [[tenants]] in --config only";
             (var.clone(), why.to_owned())
         } else {
             match layer.set_text(&key, text, origin.clone()) {
@@ -114,7 +135,7 @@ mod tests {
     fn a_file_reports_every_bad_key_with_its_line() {
         let text = "drain_rate = \"fast\"\nlisten = \"127.0.0.1:9\"\ndrain_rae = 5\ndemo = true\n[server]\nport = 1\n";
         let mut errors = Vec::new();
-        let (layer, _) = file(Path::new("relay.toml"), text, &mut errors);
+        let layer = file(Path::new("relay.toml"), text, &mut errors).layer;
         let shown: Vec<String> = errors.iter().map(|e| e.to_string()).collect();
         assert_eq!(
             shown,

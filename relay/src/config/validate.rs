@@ -90,10 +90,43 @@ pub(super) fn check(cfg: &Config, errors: &mut Vec<ConfigError>) {
             "a fleet-wide limit needs redis (its URL)".into(),
         );
     }
-    if s.postgres.is_some() && s.tenant_rate.is_none() {
+    if s.postgres.is_some() && !cfg.tenant_quotas() {
         bad(
             "postgres",
-            "holds tenant quotas: give tenant_rate too".into(),
+            "holds tenant quotas: give tenant_rate (or a tenant its own rate) too".into(),
+        );
+    }
+    if !s.allow_unauthenticated {
+        for (key, addr, locked) in cfg.listeners() {
+            if locked || addr.ip().to_canonical().is_loopback() {
+                continue;
+            }
+            let why = match key {
+                "listen" => {
+                    "no [[tenants]] are configured: anyone who can reach it could post webhooks \
+                     to every destination. Configure [[tenants]] with API keys in --config"
+                }
+                _ => {
+                    "no admin_token_sha256 is configured: anyone who can reach it could read \
+                     the metrics and the destinations. Set admin_token_sha256 (hash-key prints it)"
+                }
+            };
+            bad(
+                key,
+                format!(
+                    "{addr} is not a loopback address and {why}, or pass \
+                     --allow-unauthenticated (allow_unauthenticated = true) to serve it open"
+                ),
+            );
+        }
+    }
+    if s.admin_listen == s.listen && s.listen.port() != 0 {
+        bad(
+            "admin_listen",
+            format!(
+                "{} is the intake listener's address too: give it another port",
+                s.admin_listen
+            ),
         );
     }
     if s.redis.is_some() && !cfg!(feature = "redis") {
@@ -141,6 +174,27 @@ impl Config {
     /// Where `key`'s value came from.
     pub fn origin(&self, key: &str) -> Option<&Origin> {
         self.origins.iter().find(|(k, _)| *k == key).map(|(_, o)| o)
+    }
+
+    /// Every address the relay listens on, with its setting and whether it
+    /// is locked (intake by tenants' keys, admin by the admin token): an
+    /// unlocked listener is on loopback only, unless allowed.
+    pub fn listeners(&self) -> Vec<(&'static str, std::net::SocketAddr, bool)> {
+        let s = &self.settings;
+        vec![
+            ("listen", s.listen, !self.tenants.is_empty()),
+            (
+                "admin_listen",
+                s.admin_listen,
+                s.admin_token_sha256.is_some(),
+            ),
+        ]
+    }
+
+    /// Whether some tenant has a quota: `tenant_rate` for all, or a
+    /// tenant's own rate.
+    pub fn tenant_quotas(&self) -> bool {
+        self.settings.tenant_rate.is_some() || self.tenants.iter().any(|t| t.rate.is_some())
     }
 }
 

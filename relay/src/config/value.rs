@@ -29,6 +29,11 @@ pub trait Value: Sized + Clone + Send + Sync + 'static {
     }
     /// The value as a TOML literal, secrets and passwords redacted.
     fn show(&self) -> String;
+    /// A list flag given again (`repeat` in the settings table): the items
+    /// of both; any other setting keeps the later value.
+    fn join_repeated(self, more: Self) -> Self {
+        more
+    }
 }
 
 /// "expected a number, found a string".

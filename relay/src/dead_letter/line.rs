@@ -1,6 +1,7 @@
 //! One dead-letter line: a JSON object naming the webhook's id (absent if
 //! it was never tried), its destination, its attempts and the receiver's
-//! last status, with its body (as text, or base64 when it is not UTF-8).
+//! last status (or, for a delivery the address guard refused, the
+//! refusal as `error`), with its body (as text, or base64 when it is not UTF-8).
 
 use base64::Engine;
 use serde::Serialize;
@@ -17,6 +18,9 @@ struct Line<'a> {
     attempts: u32,
     #[serde(skip_serializing_if = "Option::is_none")]
     last_status: Option<u32>,
+    /// Why no request was sent: the address guard's refusal.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    error: Option<&'a str>,
     tenant: Option<&'a str>,
     content_type: Option<&'a str>,
     received_unix_ms: u64,
@@ -40,6 +44,7 @@ pub fn encode(job: &Job, reason: &str, destination: &str) -> Result<Vec<u8>, ser
         destination: job.destination_name().unwrap_or(destination),
         attempts,
         last_status: (attempts > 0).then(|| job.trail.last_status()),
+        error: job.trail.refused(),
         tenant: job.tenant.as_deref(),
         content_type: job.content_type.as_deref(),
         received_unix_ms: job.received_unix_ms,

@@ -3,10 +3,13 @@
 //! and a Standard Webhooks signature when the destination has a secret; the
 //! receiver's answer becomes the library's `Delivery` (2xx done; 408, 429,
 //! 5xx and no answer retried, after the receiver's `Retry-After` if it sent
-//! one; other statuses final).
+//! one; other statuses final). A delivery the address guard refuses (a
+//! private address not allowed) is final too, with no status.
 
 pub mod client;
+pub mod guard;
 pub mod latency;
+pub mod resolver;
 pub mod signing;
 
 use std::sync::Arc;
@@ -31,6 +34,9 @@ pub struct HttpDownstream {
     pub secret: Option<Arc<[u8]>>,
     /// Where delivery latencies go (the status line's p99).
     pub latencies: Arc<Latencies>,
+    /// Where deliveries may connect (checked here for an IP literal; the
+    /// client's resolver checks names).
+    pub guard: Arc<guard::AddressGuard>,
 }
 
 #[async_trait::async_trait]
@@ -59,6 +65,9 @@ impl Downstream<Job> for HttpDownstream {
                 .header("webhook-timestamp", ts.to_string())
                 .header("webhook-signature", signing::sign(key, &id, ts, &job.body));
         }
+        if let Err(refused) = self.guard.check_url(url) {
+            return self.refused(job, &attempt, refused);
+        }
         let started = std::time::Instant::now();
         let answer = req.send().await;
         self.latencies.record(started.elapsed());
@@ -73,11 +82,28 @@ impl Downstream<Job> for HttpDownstream {
                 },
                 _ => Delivery::Failed, // other statuses are final
             },
-            Err(e) => {
-                tracing::debug!(destination = %self.name, error = %e, "delivery failed");
-                Delivery::Retry { after: None }
-            }
+            Err(e) => match guard::refusal(&e) {
+                Some(refused) => self.refused(job, &attempt, refused),
+                None => {
+                    tracing::debug!(destination = %self.name, error = %e, "delivery failed");
+                    Delivery::Retry { after: None }
+                }
+            },
         }
+    }
+}
+
+impl HttpDownstream {
+    /// A delivery the guard refused: final, no status, logged with why.
+    fn refused(&self, job: &Job, attempt: &Attempt, refused: guard::Refused) -> Delivery {
+        job.trail.attempted(attempt.number(), 0);
+        job.trail.refuse(&format!("refused: {refused}"));
+        tracing::warn!(
+            destination = %self.name,
+            reason = %refused,
+            "delivery refused: the destination's address is not allowed (allow_destination_cidrs)"
+        );
+        Delivery::Failed
     }
 }
 

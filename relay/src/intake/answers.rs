@@ -23,6 +23,10 @@ pub struct Answers {
     pub journal_503: AtomicU64,
     /// 413: a body over the limit.
     pub too_large_413: AtomicU64,
+    /// 401: no key, or one not known or expired.
+    pub unauthorized_401: AtomicU64,
+    /// 403: a tenant naming a destination it may not post to.
+    pub forbidden_403: AtomicU64,
     /// 503: the dead-letter file takes no lines (failing or full).
     pub dead_letter_503: AtomicU64,
 }

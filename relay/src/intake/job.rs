@@ -40,6 +40,7 @@ pub struct Trail {
     attempts: AtomicU32,
     last_status: AtomicU32,
     destination: OnceLock<Arc<str>>,
+    refused: OnceLock<Arc<str>>,
 }
 
 impl Trail {
@@ -78,6 +79,17 @@ impl Trail {
     /// The destination that tried it, if any did.
     pub fn destination(&self) -> Option<&Arc<str>> {
         self.destination.get()
+    }
+
+    /// Why a delivery was not even attempted (the address guard's
+    /// refusal), if one was not: the dead-letter line's `error`.
+    pub fn refused(&self) -> Option<&str> {
+        self.refused.get().map(|s| &**s)
+    }
+
+    /// Notes that the address guard refused its delivery, and why.
+    pub fn refuse(&self, why: &str) {
+        let _ = self.refused.set(Arc::from(why));
     }
 
     /// Notes the destination trying it.

@@ -3,14 +3,17 @@
 //! A webhook goes through one path, in one order (DESIGN, "the relay's
 //! request path"), all of it in [`take`]:
 //!
-//! 1. size limits and header checks, before a byte of the body is read:
+//! 1. who is calling: with `[[tenants]]`, the tenant whose key
+//!    `Authorization: Bearer KEY` presents (401 with `WWW-Authenticate:
+//!    Bearer` otherwise; the tenant header is not read); on an open relay
+//!    the tenant header's, or `default`;
+//!    then size limits and header checks, before a byte of the body is read:
 //!    framing (`Transfer-Encoding` other than `chunked`, or with a
 //!    `Content-Length`: 400), the announced length (over `max_body_bytes`:
 //!    413), the `Idempotency-Key` (blank, unreadable or over 256 bytes:
-//!    400) and the tenant (over 256 bytes: 400; absent or unreadable: the
-//!    `default` tenant);
+//!    400) and, open, the tenant (over 256 bytes: 400);
 //! 2. the destination the request names (only configured ones; never a
-//!    URL it gives);
+//!    URL it gives; 403 for one the tenant may not use);
 //! 3. the body, its bytes held against the byte budget while read (503 when
 //!    the budget has no room, 413 past the limit, 408 past
 //!    `body_read_timeout`);
@@ -33,10 +36,12 @@
 mod answers;
 pub mod body;
 pub mod budget;
+mod caller;
 pub mod idempotency;
 pub mod job;
 pub mod names;
 pub mod problem;
+mod route;
 pub mod tenants;
 
 use std::sync::Arc;
@@ -45,13 +50,14 @@ use std::time::Duration;
 use axum::Router;
 use axum::body::Bytes;
 use axum::extract::{DefaultBodyLimit, Request, State};
-use axum::http::{HeaderMap, StatusCode, header};
+use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use dripfeed::destinations::Destinations;
 use dripfeed::{Admitted, headers};
 use serde_json::json;
 
+use crate::auth::tenants::Tenants;
 use crate::dead_letter::Health;
 pub use answers::Answers;
 use body::BodyError;
@@ -71,8 +77,11 @@ pub struct Intake {
     pub names: Vec<Arc<str>>,
     /// The header that names a destination.
     pub destination_header: String,
-    /// The header that names the tenant.
+    /// The header that names the tenant (read only on an open relay).
     pub tenant_header: String,
+    /// The tenants and their keys; `None`: the relay is open (loopback,
+    /// or `allow_unauthenticated`).
+    pub tenants: Option<Tenants>,
     /// Tenants have quotas (the set's template has a key store).
     pub keyed: bool,
     /// Bytes held for clients: bodies, keys, tenant names.
@@ -121,7 +130,11 @@ type Refusal = Box<Response>;
 async fn take(intake: &Intake, request: Request) -> Result<Response, Refusal> {
     let (parts, body) = request.into_parts();
     let headers_in = &parts.headers;
-    // 1. Size limits and header checks.
+    // 1. Who is calling: the key's tenant (401 without a good key), or on
+    // an open relay the tenant header's.
+    let caller = intake.caller(headers_in)?;
+    let tenant = &caller.tenant;
+    // Size limits and header checks.
     let both_lengths = parts
         .extensions
         .get::<Framing>()
@@ -129,16 +142,14 @@ async fn take(intake: &Intake, request: Request) -> Result<Response, Refusal> {
     let announced = body::check_framing(headers_in, both_lengths, intake.max_body_bytes)
         .map_err(|e| intake.body_refused(&e))?;
     let key = names::idempotency_key(headers_in).map_err(|e| bad_name("Idempotency-Key", e))?;
-    let tenant =
-        names::tenant(headers_in, &intake.tenant_header).map_err(|e| bad_name("tenant", e))?;
-    // 2. The destination.
-    let destination = intake.pick(headers_in)?;
+    // 2. The destination, if the caller may post there.
+    let destination = intake.pick(headers_in, &caller)?;
     // 3. The body, held against the budget as it is read.
     let tenant_bytes = tenant.named.as_ref().map_or(0, String::len);
     let (body, ticket) = intake.read_body(body, announced, tenant_bytes).await?;
     // 4. The idempotency key, scoped by the tenant.
     if let Some(key) = &key
-        && let Some(answer) = repeat(intake, &tenant, key, &body)
+        && let Some(answer) = repeat(intake, tenant, key, &body)
     {
         return Ok(answer);
     }
@@ -176,7 +187,7 @@ async fn take(intake: &Intake, request: Request) -> Result<Response, Refusal> {
     );
     let trail = job.trail.clone();
     // With a journal both answer once the webhook is durable.
-    let admitted = match intake.keyed {
+    let admitted = match caller.charged {
         true => {
             intake
                 .set
@@ -333,40 +344,5 @@ impl Intake {
             .map_err(|e| self.body_refused(&e))?;
         ticket.shrink_to((bytes.len() + tenant_bytes) as u64 + JOB_OVERHEAD);
         Ok((bytes, ticket))
-    }
-
-    /// The destination a request names: 404 for a name not configured, 400
-    /// without the header when more than one destination is configured.
-    fn pick(&self, headers: &HeaderMap) -> Result<Arc<str>, Refusal> {
-        let header = &self.destination_header;
-        match headers.get(header.as_str()).map(|v| v.to_str()) {
-            Some(Ok(name)) => {
-                let name = name.trim();
-                let found = self.names.iter().find(|n| &***n == name).cloned();
-                found.ok_or_else(|| {
-                    let detail = format!("no destination {name:?} is configured");
-                    refusal(StatusCode::NOT_FOUND, "unknown-destination", detail)
-                })
-            }
-            Some(Err(_)) => {
-                let detail = format!("the {header} header is not text");
-                Err(refusal(StatusCode::BAD_REQUEST, "bad-destination", detail))
-            }
-            None => match &self.names[..] {
-                [only] => Ok(only.clone()),
-                names => {
-                    let names: Vec<&str> = names.iter().map(|n| &**n).collect();
-                    let detail = format!(
-                        "name the destination with the {header} header (one of: {})",
-                        names.join(", ")
-                    );
-                    Err(refusal(
-                        StatusCode::BAD_REQUEST,
-                        "missing-destination",
-                        detail,
-                    ))
-                }
-            },
-        }
     }
 }

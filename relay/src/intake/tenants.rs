@@ -5,13 +5,19 @@
 //! table per destination would forget a tenant whenever it went idle): the
 //! set charges the tenant, gives the charge back when the queue refuses,
 //! and answers 503 (never 429) while a store is down and failing closed.
+//!
+//! With `[[tenants]]`, a tenant's own `rate` / `burst` override the global
+//! ones: set in the store at start ([`set_overrides`]). Without
+//! `tenant_rate`, a tenant without a rate of its own is not limited (intake
+//! does not charge it), so the store exists only when some tenant has a rate.
 
 use std::sync::Arc;
 
 use dripfeed::global::Failure;
 use dripfeed::keyed::{BucketStore, KeyedBuckets, Quota};
 
-use crate::config::Settings;
+use crate::admin::stores::StoreCheck;
+use crate::config::{Config, Settings, Tenant};
 
 /// Tenants a relay's own table holds at once (the idlest go first).
 pub const LOCAL_TENANTS: usize = 10_000;
@@ -22,19 +28,45 @@ pub const LOCAL_TENANTS: usize = 10_000;
 pub const LOCAL_TABLE_BYTES: u64 =
     LOCAL_TENANTS as u64 * (super::names::MAX_NAME_BYTES as u64 + 128);
 
-/// Whether the settings keep tenant quotas in this relay's memory.
-pub fn local(s: &Settings) -> bool {
-    s.tenant_rate.is_some() && s.postgres.is_none() && s.redis.is_none()
+/// Whether the configuration keeps tenant quotas in this relay's memory.
+pub fn local(cfg: &Config) -> bool {
+    let s = &cfg.settings;
+    cfg.tenant_quotas() && s.postgres.is_none() && s.redis.is_none()
 }
 
-/// The tenant quota store the settings ask for; `None` without `tenant_rate`.
-pub async fn open(s: &Settings) -> Result<Option<Arc<dyn BucketStore>>, String> {
-    let Some(rate) = s.tenant_rate else {
+/// A tenant's own quota, if it has a rate or burst of its own: its rate
+/// (else `tenant_rate`) and its burst (else `tenant_burst`).
+fn own_quota(t: &Tenant, s: &Settings) -> Result<Option<Quota>, String> {
+    if t.rate.is_none() && t.burst.is_none() {
         return Ok(None);
+    }
+    let Some(rate) = t.rate.or(s.tenant_rate) else {
+        return Ok(None); // refused by the configuration's checks
     };
-    let quota = Quota::per_second(rate)
-        .burst(s.tenant_burst)
-        .map_err(|e| format!("tenant quota: {e}"))?;
+    Quota::per_second(rate)
+        .burst(t.burst.unwrap_or(s.tenant_burst))
+        .map(Some)
+        .map_err(|e| format!("tenant {}: {e}", t.name))
+}
+
+/// The tenant quota store the configuration asks for, with the check
+/// `/readyz` makes of it when it is shared (Redis, PostgreSQL); `None` when
+/// no tenant has a quota (no `tenant_rate`, no tenant's own rate).
+pub async fn open(
+    cfg: &Config,
+) -> Result<Option<(Arc<dyn BucketStore>, Option<StoreCheck>)>, String> {
+    let s = &cfg.settings;
+    let quota = match s.tenant_rate {
+        Some(rate) => Quota::per_second(rate)
+            .burst(s.tenant_burst)
+            .map_err(|e| format!("tenant quota: {e}"))?,
+        // Only tenants with their own rate are charged: each has an
+        // override, so the default is never used; it is the first of them.
+        None => match cfg.tenants.iter().find(|t| t.rate.is_some()) {
+            Some(t) => own_quota(t, s)?.ok_or("tenant quota: no rate")?,
+            None => return Ok(None),
+        },
+    };
     let store = match (&s.postgres, &s.redis) {
         (Some(url), _) => {
             let failure = s.postgres_failure.failure(s.fleet_size);
@@ -46,10 +78,24 @@ pub async fn open(s: &Settings) -> Result<Option<Arc<dyn BucketStore>>, String> 
         (None, None) => {
             let table = KeyedBuckets::<String>::new(LOCAL_TENANTS, quota)
                 .map_err(|e| format!("tenant quota: {e}"))?;
-            Arc::new(table)
+            (Arc::new(table) as Arc<dyn BucketStore>, None)
         }
     };
     Ok(Some(store))
+}
+
+/// Sets each configured tenant's own quota in `store`, and puts every
+/// other tenant back on the default (a shared store may remember an
+/// override an earlier configuration set).
+pub async fn set_overrides(store: &dyn BucketStore, cfg: &Config) -> Result<(), String> {
+    for t in &cfg.tenants {
+        let done = match own_quota(t, &cfg.settings)? {
+            Some(q) => store.set_quota(&t.name, q).await,
+            None => store.clear_quota(&t.name).await.map(|_| ()),
+        };
+        done.map_err(|e| format!("tenant {}'s quota: {e}", t.name))?;
+    }
+    Ok(())
 }
 
 /// Tenant quotas in PostgreSQL, table `dripfeed_tenants`.
@@ -57,7 +103,7 @@ async fn open_postgres(
     url: &str,
     quota: Quota,
     failure: Failure,
-) -> Result<Arc<dyn BucketStore>, String> {
+) -> Result<(Arc<dyn BucketStore>, Option<StoreCheck>), String> {
     #[cfg(feature = "postgres")]
     {
         use dripfeed::global::PgBuckets;
@@ -70,7 +116,10 @@ async fn open_postgres(
             .migrate()
             .await
             .map_err(|e| format!("postgres: {e}"))?;
-        Ok(Arc::new(buckets))
+        let buckets = Arc::new(buckets);
+        let probe = buckets.clone();
+        let check = StoreCheck::new("postgres", buckets.clone(), move || probe.in_fallback());
+        Ok((buckets, Some(check)))
     }
     #[cfg(not(feature = "postgres"))]
     {
@@ -80,7 +129,11 @@ async fn open_postgres(
 }
 
 /// Tenant quotas in Redis, keys `{webhook_relay_tenants:…}`.
-fn open_redis(url: &str, quota: Quota, failure: Failure) -> Result<Arc<dyn BucketStore>, String> {
+fn open_redis(
+    url: &str,
+    quota: Quota,
+    failure: Failure,
+) -> Result<(Arc<dyn BucketStore>, Option<StoreCheck>), String> {
     #[cfg(feature = "redis")]
     {
         use dripfeed::global::{RedisBuckets, RedisConnection};
@@ -88,7 +141,10 @@ fn open_redis(url: &str, quota: Quota, failure: Failure) -> Result<Arc<dyn Bucke
         let buckets = RedisBuckets::new(conn, "webhook_relay_tenants", quota)
             .on_failure(failure)
             .map_err(|e| format!("redis: {e}"))?;
-        Ok(Arc::new(buckets))
+        let buckets = Arc::new(buckets);
+        let probe = buckets.clone();
+        let check = StoreCheck::new("redis", buckets.clone(), move || probe.in_fallback());
+        Ok((buckets, Some(check)))
     }
     #[cfg(not(feature = "redis"))]
     {

@@ -54,6 +54,8 @@ pub struct Limits {
     pub max_connections: usize,
     /// How long a request head may take to arrive.
     pub header_read_timeout: Duration,
+    /// The `listener` label of its connection metrics: `intake` or `admin`.
+    pub label: &'static str,
 }
 
 /// Where the connections are in shutdown.
@@ -156,11 +158,12 @@ async fn accept_loop(
             }
         };
         let Ok(slot) = slots.clone().try_acquire_owned() else {
-            metrics::counter!(telemetry::CONNECTIONS_REFUSED).increment(1);
+            metrics::counter!(telemetry::CONNECTIONS_REFUSED, "listener" => limits.label)
+                .increment(1);
             refuse(stream, &refusers);
             continue;
         };
-        let open = metrics::gauge!(telemetry::CONNECTIONS);
+        let open = metrics::gauge!(telemetry::CONNECTIONS, "listener" => limits.label);
         open.increment(1.0);
         let framing = Framing::default();
         let scanned = Scanned::new(stream, framing.clone());

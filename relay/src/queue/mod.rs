@@ -27,6 +27,7 @@ use crate::config::value::OverflowPolicy;
 use crate::config::{Config, ConfigError, Settings};
 use crate::dead_letter::FileSink;
 use crate::deliver::HttpDownstream;
+use crate::deliver::guard::AddressGuard;
 use crate::deliver::latency::Latencies;
 use crate::intake::job::Job;
 
@@ -57,6 +58,8 @@ pub struct Parts {
     pub sink: Arc<FileSink>,
     /// The HTTP client.
     pub client: reqwest::Client,
+    /// Where deliveries may connect (the client's resolver has it too).
+    pub guard: Arc<AddressGuard>,
     /// Where deliveries record their latency.
     pub latencies: Arc<Latencies>,
     /// The tenant quota store, if tenants have quotas.
@@ -204,7 +207,7 @@ pub fn build(cfg: &Config, journal: Option<&Path>, parts: Parts) -> Result<Queue
         }
         None => None,
     };
-    let (client, latencies) = (parts.client, parts.latencies);
+    let (client, latencies, guard) = (parts.client, parts.latencies, parts.guard);
     let set = builder
         .build(move |name: &str| {
             // Configured names, and those the journal recovered: a name no
@@ -219,6 +222,7 @@ pub fn build(cfg: &Config, journal: Option<&Path>, parts: Parts) -> Result<Queue
                 url,
                 secret,
                 latencies: latencies.clone(),
+                guard: guard.clone(),
             }
         })
         .map_err(|e| format!("destinations: {e}"))?;

@@ -7,7 +7,7 @@
 
 use std::time::Duration;
 
-use crate::harness::{Relay, TempDir, eventually, owned, run};
+use crate::harness::{LOOPBACK, Relay, TempDir, eventually, owned, run};
 use crate::receivers;
 
 /// `print-config` without the sources: the values alone.
@@ -27,12 +27,13 @@ async fn startup(relay: &Relay) -> Vec<String> {
         .await;
     assert!(serving.is_some(), "the relay says how to try it");
     let addr = relay.addr.to_string();
+    let admin = relay.admin.map(|a| a.to_string()).unwrap_or_default();
     relay
         .out
         .all()
         .iter()
         .take_while(|l| !l.starts_with("try:"))
-        .map(|l| l.replace(&addr, "ADDR"))
+        .map(|l| l.replace(&addr, "ADDR").replace(&admin, "ADMIN"))
         .collect()
 }
 
@@ -96,7 +97,7 @@ async fn the_same_settings_as_flags_variables_or_a_file_make_the_same_relay() {
         .collect();
     std::fs::write(&file, toml).unwrap();
     let file = file.to_string_lossy().into_owned();
-    let listen = owned(&["--listen", "127.0.0.1:0"]);
+    let listen = owned(LOOPBACK);
     let as_flags: Vec<String> = listen
         .iter()
         .cloned()

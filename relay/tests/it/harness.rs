@@ -1,4 +1,5 @@
-//! The real binary over loopback: started with `--listen 127.0.0.1:0`, its
+//! The real binary over loopback: started with `--listen 127.0.0.1:0` (and
+//! `--allow-destination-cidr 127.0.0.0/8`, for the receivers), its
 //! address read from the line it prints (`webhook relay on http://ADDR:`),
 //! its environment set on the child only, killed when dropped. Every wait
 //! has a deadline.
@@ -17,6 +18,18 @@ use tokio::time::Instant;
 
 /// The binary cargo built for these tests.
 pub const BIN: &str = env!("CARGO_BIN_EXE_dripfeed-relay");
+
+/// What every relay [`Relay::start`] starts is given first: free
+/// loopback ports for intake and the admin listener, and deliveries allowed to the tests' receivers on
+/// 127.0.0.1 (the address guard refuses loopback otherwise).
+pub const LOOPBACK: &[&str] = &[
+    "--listen",
+    "127.0.0.1:0",
+    "--admin-listen",
+    "127.0.0.1:0",
+    "--allow-destination-cidr",
+    "127.0.0.0/8",
+];
 
 /// How long a relay may take to start listening.
 const START: Duration = Duration::from_secs(60);
@@ -99,6 +112,9 @@ pub struct Relay {
     child: Child,
     /// Where it listens.
     pub addr: SocketAddr,
+    /// Where its admin listener listens (`/metrics`, `/readyz`, the admin
+    /// API), from the line `admin on http://ADDR:` it prints before.
+    pub admin: Option<SocketAddr>,
     /// Its stdout.
     pub out: Arc<Lines>,
     /// Its stderr.
@@ -115,7 +131,7 @@ impl Relay {
     /// Starts the binary with `args` and `env`; panics, showing its output,
     /// if it does not listen within a minute.
     pub async fn start_with(args: &[String], env: &[(&str, &str)]) -> Relay {
-        let mut all = owned(&["--listen", "127.0.0.1:0"]);
+        let mut all = owned(LOOPBACK);
         all.extend_from_slice(args);
         Relay::spawn(&all, env).await
     }
@@ -128,7 +144,7 @@ impl Relay {
     /// Starts the binary as [`start`](Self::start) does, as `user` (uid,
     /// gid): root ignores file permissions, an unprivileged user does not.
     pub async fn start_as(args: &str, user: (u32, u32)) -> Relay {
-        let mut all = owned(&["--listen", "127.0.0.1:0"]);
+        let mut all = owned(LOOPBACK);
         all.extend(argv(args));
         let mut cmd = command(&all, &[]);
         cmd.uid(user.0).gid(user.1);
@@ -161,9 +177,15 @@ impl Relay {
             .next()
             .and_then(|a| a.parse().ok())
             .unwrap_or_else(|| panic!("no address in {line:?}"));
+        let admin = out
+            .all()
+            .iter()
+            .find_map(|l| l.strip_prefix("admin on http://"))
+            .and_then(|rest| rest.split(": ").next()?.parse().ok());
         Relay {
             child,
             addr,
+            admin,
             out,
             err,
         }
@@ -218,10 +240,16 @@ impl Relay {
         Metrics::parse(&self.metrics_page().await)
     }
 
-    /// `GET /metrics` as text.
+    /// `http://ADMIN{path}`: the admin listener.
+    pub fn admin_url(&self, path: &str) -> String {
+        let addr = self.admin.expect("the relay printed its admin address");
+        format!("http://{addr}{path}")
+    }
+
+    /// `GET /metrics` (on the admin listener) as text.
     pub async fn metrics_page(&self) -> String {
         let resp = http()
-            .get(self.url("/metrics"))
+            .get(self.admin_url("/metrics"))
             .send()
             .await
             .expect("GET /metrics");

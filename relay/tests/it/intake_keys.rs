@@ -75,6 +75,10 @@ async fn a_second_relay_on_the_journal_directory_leaves_the_first_keys_alone() {
         &[
             "--listen",
             "127.0.0.1:0",
+            "--admin-listen",
+            "127.0.0.1:0",
+            "--allow-destination-cidr",
+            "127.0.0.0/8",
             "--downstream",
             &format!("http://{rx}/hooks"),
             "--journal-dir",

@@ -5,6 +5,8 @@
 //! bounds. Tests needing Redis or PostgreSQL start their own servers, and
 //! under `CI=true` fail rather than skip without them.
 
+mod admin;
+mod auth;
 mod burst;
 mod config;
 mod crash;
@@ -22,7 +24,9 @@ mod intake_clients;
 mod intake_keys;
 mod letters;
 mod load;
+mod private_addresses;
 mod raw;
+mod readyz_store;
 mod receivers;
 mod redirects;
 mod redrive_rest;

@@ -114,7 +114,8 @@ async fn a_redrive_keeps_what_it_refused_in_a_rest_file_and_the_rest_redrives_la
 
     // Redriving the file again would overwrite its .rest: refused.
     let again = format!(
-        "{destinations} --no-journal --dead-letter-file {} --redrive {}",
+        "{destinations} --allow-destination-cidr 127.0.0.0/8 --no-journal \
+         --dead-letter-file {} --redrive {}",
         dir.arg("own-x.jsonl"),
         file.display()
     );

@@ -182,6 +182,8 @@ async fn dead_letters_name_their_webhook_and_redrive_delivers_them_under_their_i
     // A relay may not redrive the file it writes its own dead letters to.
     let (code, _, err) = run(
         &[
+            "--allow-destination-cidr",
+            "127.0.0.0/8",
             "--downstream",
             &downstream,
             "--redrive",

@@ -5,17 +5,13 @@
 
 use std::path::Path;
 
-use crate::harness::{TempDir, run_as};
+use crate::harness::{LOOPBACK, TempDir, run_as};
 use crate::unprivileged;
 
 /// Runs the relay as `user` with `args` after a destination; exit code and stderr.
 async fn start(user: (u32, u32), args: &[&str]) -> (i32, String) {
-    let mut all = vec![
-        "--listen",
-        "127.0.0.1:0",
-        "--downstream",
-        "http://127.0.0.1:9/hooks",
-    ];
+    let mut all = LOOPBACK.to_vec();
+    all.extend(["--downstream", "http://127.0.0.1:9/hooks"]);
     all.extend_from_slice(args);
     let (code, _, err) = run_as(&all, user).await;
     (code, err)

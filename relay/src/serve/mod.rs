@@ -8,16 +8,17 @@
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::time::Duration;
 
-use crate::config::value::{HttpUrl, Value};
-use crate::config::{self, Config, ConfigError, ConfigErrors, DEFAULT_NAME, Destination, Origin};
+use crate::auth::tenants::Tenants;
+use crate::config::{Config, ConfigError, ConfigErrors, DEFAULT_NAME, Origin};
 use crate::dead_letter::{self, FileSink, redrive};
 use crate::deliver::latency::Latencies;
 use crate::intake::budget::ByteBudget;
 use crate::intake::idempotency::{self, Idempotency};
 use crate::intake::{self, Answers, Intake};
 use crate::{admin, deliver, demo, listener, queue, shutdown, telemetry};
+
+mod demo_prep;
 
 /// What the relay does once it listens.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -46,82 +47,8 @@ impl From<String> for Failure {
     }
 }
 
-fn refused(key: &str, origin: Option<Origin>, message: impl Into<String>) -> Failure {
+pub(crate) fn refused(key: &str, origin: Option<Origin>, message: impl Into<String>) -> Failure {
     Failure::Config(ConfigErrors(vec![ConfigError::new(key, origin, message)]))
-}
-
-/// A destination the demo adds, at a built-in receiver's `url`.
-fn demo_destination(
-    name: &str,
-    url: &str,
-    rate: Option<(f64, f64)>,
-) -> Result<Destination, String> {
-    Ok(Destination {
-        name: name.to_owned(),
-        url: HttpUrl::from_text(url)?,
-        rate: rate.map(|r| r.0),
-        ceiling: rate.map(|r| r.1),
-        budget: None,
-        secret: None,
-        origin: Origin::Flag(format!("--demo ({name})")),
-    })
-}
-
-/// Starts what a demo needs beside the relay and adds its destinations:
-/// the built-in receiver for `--demo` without a destination, the three
-/// receivers for `--demo-fanout`. Never beside a configured destination.
-async fn prepare_demo(
-    cfg: &mut Config,
-    mode: Mode,
-) -> Result<Option<Arc<demo::receiver::Receiver>>, Failure> {
-    match mode {
-        Mode::Serve => {
-            config::require_destination(cfg).map_err(|e| Failure::Config(ConfigErrors(vec![e])))?;
-            Ok(None)
-        }
-        Mode::Demo if cfg.destinations.len() > 1 => Err(refused(
-            "demo",
-            Some(Origin::Flag("--demo".into())),
-            "the burst goes to one destination: configure one, or none for the built-in receiver",
-        )),
-        Mode::Demo if cfg.destinations.len() == 1 => Ok(None),
-        Mode::Demo => {
-            let rx = demo::receiver::Receiver::new(cfg.settings.receiver_capacity);
-            let any: SocketAddr = ([127, 0, 0, 1], 0).into();
-            let addr = demo::receiver::serve(any, rx.clone())
-                .await
-                .map_err(|e| format!("starting the built-in receiver: {e}"))?;
-            let url = format!("http://{addr}/hooks");
-            cfg.destinations
-                .push(demo_destination(DEFAULT_NAME, &url, None)?);
-            Ok(Some(rx))
-        }
-        Mode::DemoFanout => {
-            if let Some(d) = cfg.destinations.first() {
-                let why = format!(
-                    "--demo-fanout brings its own receivers: remove the destinations ({} from {})",
-                    d.name, d.origin
-                );
-                return Err(refused(
-                    "demo_fanout",
-                    Some(Origin::Flag("--demo-fanout".into())),
-                    why,
-                ));
-            }
-            let rx = demo::fanout::start_receivers()
-                .await
-                .map_err(|e| format!("starting the demo's receivers: {e}"))?;
-            for ((name, url), (_, rate, ceiling)) in rx.urls.iter().zip(demo::fanout::DESTINATIONS)
-            {
-                cfg.destinations
-                    .push(demo_destination(name, url, Some((rate, ceiling)))?);
-            }
-            let s = &mut cfg.settings;
-            s.deliver_timeout = s.deliver_timeout.min(Duration::from_secs(2));
-            s.no_journal = true;
-            Ok(None)
-        }
-    }
 }
 
 /// Runs the relay with `cfg` in `mode`, first re-admitting `redrive`'s
@@ -131,12 +58,23 @@ pub async fn run(
     mode: Mode,
     redrive_file: Option<PathBuf>,
 ) -> Result<(), Failure> {
-    let receiver = prepare_demo(&mut cfg, mode).await?;
-    let errors = queue::check(&cfg);
+    let receiver = demo_prep::prepare(&mut cfg, mode).await?;
+    let guard = Arc::new(deliver::guard::AddressGuard::from_config(&cfg));
+    let mut errors = queue::check(&cfg);
+    errors.extend(deliver::guard::check_destinations(&cfg, &guard).await);
     if !errors.is_empty() {
         return Err(Failure::Config(ConfigErrors(errors)));
     }
     let s = &cfg.settings;
+    for (key, addr, locked) in cfg.listeners() {
+        if !locked && s.allow_unauthenticated && !addr.ip().to_canonical().is_loopback() {
+            tracing::warn!(
+                %addr,
+                listener = key,
+                "serving without API keys (allow_unauthenticated): anyone who can reach it is let in"
+            );
+        }
+    }
     if let Some(path) = &redrive_file {
         redrive::check_source(path, &s.dead_letter_file)
             .map_err(|e| refused("redrive", Some(Origin::Flag("--redrive".into())), e))?;
@@ -165,18 +103,24 @@ pub async fn run(
         .map_err(|e| format!("dead_letter_file {e}"))?,
     );
     let latencies = Arc::new(Latencies::default());
+    let tenant_store = intake::tenants::open(&cfg).await?;
+    let stores: Vec<_> = tenant_store.iter().filter_map(|(_, c)| c.clone()).collect();
     let parts = queue::Parts {
         sink: sink.clone(),
-        client: deliver::client::client(s, s.max_in_flight)?,
+        client: deliver::client::client(s, s.max_in_flight, guard.clone())?,
+        guard,
         latencies: latencies.clone(),
-        tenants: intake::tenants::open(s).await?,
+        tenants: tenant_store.as_ref().map(|(store, _)| store.clone()),
         permits: queue::fleet::permits(s)?,
     };
     let keyed = parts.tenants.is_some();
+    if let Some(store) = &parts.tenants {
+        intake::tenants::set_overrides(store.as_ref(), &cfg).await?;
+    }
     let queue = queue::build(&cfg, journal_dir.as_deref(), parts)?;
     let budget = ByteBudget::new(s.max_queue_bytes);
     // The relay's own tenant table holds names too: its bound is reserved.
-    let _tenant_table = match intake::tenants::local(s) {
+    let _tenant_table = match intake::tenants::local(&cfg) {
         true => Some(
             budget
                 .try_hold(intake::tenants::LOCAL_TABLE_BYTES)
@@ -218,6 +162,7 @@ pub async fn run(
         names: queue.names.clone(),
         destination_header: s.destination_header.clone(),
         tenant_header: s.tenant_header.clone(),
+        tenants: Tenants::new(&cfg),
         keyed,
         budget,
         idempotency,
@@ -226,24 +171,34 @@ pub async fn run(
         body_read_timeout: s.body_read_timeout,
         dead_letter: sink.health(),
     });
-    let gauges = intake.clone();
-    let publish = move || {
-        metrics::gauge!(telemetry::HELD_BYTES).set(gauges.budget.held() as f64);
-        metrics::gauge!(telemetry::IDEMPOTENCY_KEYS).set(gauges.idempotency.count() as f64);
-    };
-    let app = intake::router(intake.clone()).merge(admin::router(prometheus, publish));
-    let tcp = tokio::net::TcpListener::bind(s.listen)
-        .await
-        .map_err(|e| format!("listening on {}: {e}", s.listen))?;
-    let addr = tcp
-        .local_addr()
-        .map_err(|e| format!("listening on {}: {e}", s.listen))?;
     let limits = listener::Limits {
         max_connections: s.max_connections,
         header_read_timeout: s.header_read_timeout,
+        label: "intake",
     };
-    let server = listener::spawn(tcp, app, limits);
-    tracing::info!(%addr, destinations = cfg.destinations.len(), "listening");
+    let admin = Arc::new(admin::Admin {
+        intake: intake.clone(),
+        prometheus,
+        token: s.admin_token_sha256,
+        configured: admin::destinations::Configured::all(&cfg),
+        stores,
+    });
+    let (admin_tcp, admin_addr) = bind(s.admin_listen, "admin_listen").await?;
+    let (tcp, addr) = bind(s.listen, "listen").await?;
+    let admin_limits = listener::Limits {
+        label: "admin",
+        ..limits
+    };
+    let admin_server = listener::spawn(admin_tcp, admin::router(admin), admin_limits);
+    let server = listener::spawn(tcp, intake::router(intake.clone()), limits);
+    tracing::info!(%addr, %admin_addr, destinations = cfg.destinations.len(), "listening");
+    println!(
+        "admin on http://{admin_addr}: GET /metrics, /healthz, /readyz, /v1/destinations{}",
+        match s.admin_token_sha256 {
+            Some(_) => " (the last with the admin token)",
+            None => " (no admin token: loopback only)",
+        }
+    );
     announce(&cfg, addr);
     if let Some(path) = &redrive_file {
         let targets: Vec<(Arc<str>, String)> = cfg
@@ -290,6 +245,7 @@ pub async fn run(
     };
     // Idle and stalled connections are closed too, within a second.
     server.shutdown().await;
+    admin_server.shutdown().await;
     if mode == Mode::Demo
         && let Some(dir) = &journal_dir
     {
@@ -299,13 +255,25 @@ pub async fn run(
     outcome.map_err(Failure::Run)
 }
 
+/// A listener on `addr` (the setting `key`), and the address it got.
+async fn bind(
+    addr: SocketAddr,
+    key: &str,
+) -> Result<(tokio::net::TcpListener, SocketAddr), String> {
+    let tcp = tokio::net::TcpListener::bind(addr)
+        .await
+        .map_err(|e| format!("{key} {addr}: {e}"))?;
+    let got = tcp.local_addr().map_err(|e| format!("{key} {addr}: {e}"))?;
+    Ok((tcp, got))
+}
+
 /// The stable lines a starting relay prints: where it listens (tests and
 /// scripts read `webhook relay on http://ADDR:`), and where it delivers.
 fn announce(cfg: &Config, addr: SocketAddr) {
     let s = &cfg.settings;
     match &cfg.destinations[..] {
         [d] => println!(
-            "webhook relay on http://{addr}: POST /v1/webhooks/deliver, GET /metrics, GET /healthz\n\
+            "webhook relay on http://{addr}: POST /v1/webhooks/deliver, GET /healthz\n\
              delivering to {} at {}/s, capacity {} ({:?} budget), overflow {:?}",
             d.url,
             d.rate.unwrap_or(s.drain_rate),
@@ -314,7 +282,7 @@ fn announce(cfg: &Config, addr: SocketAddr) {
             s.overflow,
         ),
         all => println!(
-            "webhook relay on http://{addr}: POST /v1/webhooks/deliver with {}: NAME, GET /metrics, GET /healthz\n\
+            "webhook relay on http://{addr}: POST /v1/webhooks/deliver with {}: NAME, GET /healthz\n\
              {} destinations ({}), each at {}/s unless configured, {:?} budget, {} in flight each of {} shared",
             s.destination_header,
             all.len(),

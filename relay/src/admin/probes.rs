@@ -1,0 +1,68 @@
+//! The probes. `GET /healthz`: the process lives and serves (200). `GET
+//! /readyz`: whether a webhook taken now can be kept — 200 while the
+//! journal's directory is present and writable, the dead-letter file
+//! takes lines and the shared tenant store answers ([`super::stores`]);
+//! otherwise 503 with a problem body naming each thing down (`down`:
+//! `journal`, `dead-letter`, `redis`, `postgres`). Neither needs a token.
+
+use std::sync::Arc;
+
+use axum::Json;
+use axum::extract::State;
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use serde_json::json;
+
+use super::Admin;
+
+/// `GET /healthz`.
+pub async fn healthz() -> &'static str {
+    "ok\n"
+}
+
+/// What is down, each with why.
+pub async fn down(admin: &Admin) -> Vec<(&'static str, String)> {
+    let mut out = Vec::new();
+    if admin.intake.set.journal().is_some_and(|j| !j.is_healthy()) {
+        out.push((
+            "journal",
+            "the journal's directory is gone or not writable: every webhook is refused (503)"
+                .to_owned(),
+        ));
+    }
+    if let Some(why) = admin.intake.dead_letter.unavailable() {
+        out.push(("dead-letter", format!("{}: {}", why.kind, why.detail)));
+    }
+    for store in &admin.stores {
+        if let Some(why) = store.down().await {
+            out.push((store.name, why));
+        }
+    }
+    out
+}
+
+/// `GET /readyz`.
+pub async fn readyz(State(admin): State<Arc<Admin>>) -> Response {
+    let down = down(&admin).await;
+    if down.is_empty() {
+        return Json(json!({"status": "ready"})).into_response();
+    }
+    let names: Vec<&str> = down.iter().map(|(n, _)| *n).collect();
+    let reasons: Vec<_> = down
+        .iter()
+        .map(|(n, why)| json!({"name": n, "detail": why}))
+        .collect();
+    let body = json!({
+        "type": "urn:dripfeed:problem:not-ready",
+        "title": "Service Unavailable",
+        "status": 503,
+        "detail": format!("not ready: {} down", names.join(", ")),
+        "down": reasons,
+    });
+    let mut resp = (StatusCode::SERVICE_UNAVAILABLE, body.to_string()).into_response();
+    resp.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/problem+json"),
+    );
+    resp
+}

@@ -1,0 +1,67 @@
+//! Step 3 of the request path: the destination a request names with the
+//! destination header (only configured ones; never a URL it gives), and
+//! whether its tenant may post there.
+//!
+//! A refusal names nothing the caller does not own: not the destinations
+//! configured, not the one it asked for. A tenant limited to some
+//! destinations gets 403 for any other name, configured or not, so it
+//! cannot learn which exist; a tenant that may use every destination gets
+//! 404 for a name not configured. Without the header, the destination is
+//! the only one the caller may use, if there is one; else 400.
+
+use std::sync::Arc;
+
+use axum::http::{HeaderMap, StatusCode};
+
+use super::answers::Answers;
+use super::caller::Caller;
+use super::{Intake, Refusal, refusal};
+
+impl Intake {
+    /// The destination a request names, if its caller may post to it.
+    pub(super) fn pick(&self, headers: &HeaderMap, caller: &Caller) -> Result<Arc<str>, Refusal> {
+        let header = &self.destination_header;
+        let name = match headers.get(header.as_str()).map(|v| v.to_str()) {
+            Some(Ok(name)) => name.trim(),
+            Some(Err(_)) => {
+                let detail = format!("the {header} header is not text");
+                return Err(refusal(StatusCode::BAD_REQUEST, "bad-destination", detail));
+            }
+            None => return self.only_one(caller),
+        };
+        if !caller.may_use(name) {
+            Answers::bump(&self.answers.forbidden_403);
+            let detail = "this tenant may not post to that destination".to_owned();
+            return Err(refusal(
+                StatusCode::FORBIDDEN,
+                "forbidden-destination",
+                detail,
+            ));
+        }
+        let found = self.names.iter().find(|n| &***n == name).cloned();
+        found.ok_or_else(|| {
+            let detail = "no destination of that name is configured".to_owned();
+            refusal(StatusCode::NOT_FOUND, "unknown-destination", detail)
+        })
+    }
+
+    /// The destination of a request without the header: the only one its
+    /// caller may use.
+    fn only_one(&self, caller: &Caller) -> Result<Arc<str>, Refusal> {
+        let mut usable = self.names.iter().filter(|n| caller.may_use(n));
+        match (usable.next(), usable.next()) {
+            (Some(only), None) => Ok(only.clone()),
+            _ => {
+                let detail = format!(
+                    "name the destination with the {} header",
+                    self.destination_header
+                );
+                Err(refusal(
+                    StatusCode::BAD_REQUEST,
+                    "missing-destination",
+                    detail,
+                ))
+            }
+        }
+    }
+}
