@@ -118,7 +118,7 @@ PY
     echo "${ports[*]}"
   fi
 }
-read -r recv_port proxy_port port_a port_b <<<"$(free_ports 4)"
+read -r recv_port proxy_port port_a port_b admin_a admin_b <<<"$(free_ports 6)"
 
 # --- nginx: the 204 receiver and the keepalive proxy in front of it ---------
 # keepalive_requests is raised from its default of 1000 so that no side closes
@@ -180,18 +180,26 @@ if [ -z "$nginx_ok" ]; then
 fi
 
 # --- the relay(s) -----------------------------------------------------------
-# start_relay NAME BINARY PORT
+# start_relay NAME BINARY PORT ADMIN_PORT: a relay with an admin listener
+# (round three on) serves /healthz and /metrics there, and delivers to the
+# loopback receiver only when allowed; an older one serves them on PORT.
 start_relay() {
-  local name=$1 bin=$2 port=$3 journal=(--no-journal) pid
+  local name=$1 bin=$2 port=$3 admin=$4 journal=(--no-journal) newer=() pid
   if [ "$journal_mode" = on ]; then journal=(--journal-dir "$work/journal-$name"); fi
+  if "$bin" --help 2>/dev/null | grep -q -- --admin-listen; then
+    newer=(--admin-listen "127.0.0.1:$admin" --allow-destination-cidr 127.0.0.0/8)
+  else
+    admin=$port
+  fi
+  metrics_ports+=("$admin")
   "$bin" --listen "127.0.0.1:$port" --downstream "$recv_url" \
     --drain-rate 1000000 --latency-budget 1s --max-in-flight 256 \
-    --dead-letter-file "$work/dead-letter-$name.jsonl" "${journal[@]}" "${extra_args[@]}" \
+    --dead-letter-file "$work/dead-letter-$name.jsonl" "${journal[@]}" "${newer[@]}" "${extra_args[@]}" \
     >"$work/relay-$name.log" 2>&1 &
   pid=$!
   relay_pids+=("$pid")
   for _ in $(seq 1 300); do
-    if curl -sf "http://127.0.0.1:$port/healthz" >/dev/null 2>&1; then return 0; fi
+    if curl -sf "http://127.0.0.1:$admin/healthz" >/dev/null 2>&1; then return 0; fi
     if ! kill -0 "$pid" 2>/dev/null; then
       echo "relay $name ($bin) exited before answering /healthz; its log:" >&2
       cat "$work/relay-$name.log" >&2
@@ -226,12 +234,15 @@ outcomes() {
 names=(a)
 bins=("$bin_a")
 ports=("$port_a")
+admins=("$admin_a")
+metrics_ports=()
 if [ -n "$bin_b" ]; then
   names+=(b)
   bins+=("$bin_b")
   ports+=("$port_b")
+  admins+=("$admin_b")
 fi
-for i in "${!names[@]}"; do start_relay "${names[$i]}" "${bins[$i]}" "${ports[$i]}"; done
+for i in "${!names[@]}"; do start_relay "${names[$i]}" "${bins[$i]}" "${ports[$i]}" "${admins[$i]}"; done
 
 # --- measuring ----------------------------------------------------------------
 # load OUT URL: hey's per-request CSV (status and latency of each response)
@@ -300,7 +311,7 @@ for round in $(seq 1 "$rounds"); do
     if [ "$r_count" -ge 1000000 ]; then capped=1; fi
     expected[$name]=$((expected[$name] + r_count))
     want=${expected[$name]}
-    got=$(delivered "$port")
+    got=$(delivered "${metrics_ports[$i]}")
     for _ in $(seq 1 $((deliver_wait * 5))); do
       [ "$got" -ge "$want" ] && break
       if ! kill -0 "${relay_pids[$i]}" 2>/dev/null; then
@@ -309,7 +320,7 @@ for round in $(seq 1 "$rounds"); do
         break
       fi
       sleep 0.2
-      got=$(delivered "$port")
+      got=$(delivered "${metrics_ports[$i]}")
     done
     if [ "$got" -eq "$want" ]; then
       ok=yes
@@ -323,7 +334,7 @@ for round in $(seq 1 "$rounds"); do
     ratio=$(awk -v r="$r_rate" -v n="$n_rate" 'BEGIN { printf "%.2f", (n > 0 ? r / n : 0) }')
     echo "round $round relay ${name^^}: $r_count 202s in $r_secs s = $r_rate/s, p99 $r_p99 ms; other statuses: $r_other;" \
       "delivered $got of $want 202s so far: $ok"
-    if [ "$ok" != yes ]; then echo "  relay ${name^^} outcomes: $(outcomes "$port")"; fi
+    if [ "$ok" != yes ]; then echo "  relay ${name^^} outcomes: $(outcomes "${metrics_ports[$i]}")"; fi
     row+=" $r_rate | $r_p99 | $ratio | $ok |"
   done
   rows+=("$row")
