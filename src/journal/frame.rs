@@ -54,10 +54,6 @@
 
 use super::key::Key;
 
-/// The first bytes of every segment written now (the key follows).
-pub(crate) const MAGIC: &[u8; 8] = b"dripjnl\x03";
-/// The first bytes of a segment in the first format (read, never written).
-pub(crate) const MAGIC_V1: &[u8; 8] = b"dripjnl\x01";
 /// The word every keyed record starts with. `0xFE` never occurs in UTF-8,
 /// so text payloads cannot hold it.
 pub(crate) const SYNC: [u8; 4] = [0xFE, 0xD7, 0x1F, 0x5A];
@@ -258,7 +254,7 @@ pub(crate) mod build {
     /// A first-format segment holding `records`, as dripfeed wrote them
     /// before the sync word.
     pub(crate) fn segment_v1(records: &[(Kind, u64, &[u8])]) -> Vec<u8> {
-        let mut out = MAGIC_V1.to_vec();
+        let mut out = key::MAGIC_V1.to_vec();
         for (kind, id, payload) in records {
             let mut body = vec![*kind as u8];
             body.extend_from_slice(&id.to_le_bytes());

@@ -21,7 +21,10 @@
 use std::hash::{BuildHasher, RandomState};
 use std::io::Read;
 
-use super::frame::{MAGIC, MAGIC_V1};
+/// The first bytes of every segment written now (the key follows).
+pub(crate) const MAGIC: &[u8; 8] = b"dripjnl\x03";
+/// The first bytes of a segment in the first format (read, never written).
+pub(crate) const MAGIC_V1: &[u8; 8] = b"dripjnl\x01";
 
 /// A key's length in bytes.
 pub(crate) const KEY_LEN: usize = 16;

@@ -75,6 +75,7 @@
 //! ```
 
 mod codec;
+mod comeback;
 mod error;
 pub(crate) mod frame;
 mod home;
@@ -82,6 +83,7 @@ pub(crate) mod journaling;
 mod key;
 mod live;
 mod options;
+mod recovery;
 mod repair;
 mod scan;
 mod segments;
@@ -191,7 +193,7 @@ impl Journal {
         // Space comes back a segment at a time: keep several under the bound.
         opts.segment_bytes = opts.segment_bytes.min(opts.max_bytes / 4).max(4096);
         let lock = segments::lock(dir)?;
-        let found = segments::recover(dir, opts.max_record_bytes)?;
+        let found = recovery::recover(dir, opts.max_record_bytes)?;
         let active_seq = found.next_seq;
         let key = found.key;
         let active = segments::create(dir, active_seq, &key)?;
