@@ -74,19 +74,15 @@ impl<J: 'static> Throttle<J> {
         cost: f64,
         job: J,
     ) -> Result<Admitted, Rejected<J>> {
-        let s = &*self.shared;
-        let Some(keyed) = &s.keyed else {
-            return Err(s.refuse(job, Reason::Invalid));
-        };
-        let k = keyed.hasher.hash_one(key);
         // The key first (a 429 ends here), then a place; a queue that
         // refuses gives the key its cost back.
-        if let Err(e) = keyed.table.try_admit(&k, cost) {
-            return Err(refuse_key(self, job, e));
-        }
+        let (table, k) = match self.charge_key(key, cost) {
+            Ok(charged) => charged,
+            Err(e) => return Err(self.refuse_charge(job, e)),
+        };
         let admitted = self.admit_for(key_of(k), job, None);
         if admitted.is_err() {
-            let _ = keyed.table.settle(&k, cost, 0.0);
+            let _ = table.settle(&k, cost, 0.0);
         }
         admitted
     }
@@ -103,13 +99,10 @@ impl<J: 'static> Throttle<J> {
         job: J,
     ) -> Result<Admitted, Rejected<J>> {
         let s = &*self.shared;
-        let Some(keyed) = &s.keyed else {
-            return Err(s.refuse(job, Reason::Invalid));
+        let (table, k) = match self.charge_key(key, cost) {
+            Ok(charged) => charged,
+            Err(e) => return Err(self.refuse_charge(job, e)),
         };
-        let k = keyed.hasher.hash_one(key);
-        if let Err(e) = keyed.table.try_admit(&k, cost) {
-            return Err(refuse_key(self, job, e));
-        }
         /// Gives the key its charge back unless disarmed.
         struct Refund<'a>(Option<(&'a KeyedBuckets<u64>, u64, f64)>);
         impl Drop for Refund<'_> {
@@ -119,7 +112,7 @@ impl<J: 'static> Throttle<J> {
                 }
             }
         }
-        let mut refund = Refund(Some((&keyed.table, k, cost)));
+        let mut refund = Refund(Some((table, k, cost)));
         match s.admission.reserve_for(key_of(k)).await {
             Ok(place) => {
                 let queued = self.queue(place, crate::util::ids::next(), job, None);
@@ -307,6 +300,29 @@ impl<J: 'static> Throttle<J> {
     /// The per-key table (live buckets, evictions), if configured.
     pub fn keyed(&self) -> Option<&KeyedBuckets<u64>> {
         self.shared.keyed.as_ref().map(|k| &k.table)
+    }
+}
+
+impl<J: 'static> Throttle<J> {
+    /// Charges `key` its `cost` in the throttle's own table: the table and
+    /// the key's hash, or why not (`None`: the throttle has no table).
+    fn charge_key(
+        &self,
+        key: impl Hash,
+        cost: f64,
+    ) -> Result<(&KeyedBuckets<u64>, u64), Option<AdmitError>> {
+        let keyed = self.shared.keyed.as_ref().ok_or(None)?;
+        let k = keyed.hasher.hash_one(key);
+        keyed.table.try_admit(&k, cost).map_err(Some)?;
+        Ok((&keyed.table, k))
+    }
+
+    /// The refusal of a charge that failed.
+    fn refuse_charge(&self, job: J, err: Option<AdmitError>) -> Rejected<J> {
+        match err {
+            Some(e) => refuse_key(self, job, e),
+            None => self.shared.refuse(job, Reason::Invalid),
+        }
     }
 }
 
