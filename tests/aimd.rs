@@ -416,3 +416,24 @@ fn random_evidence_keeps_every_invariant() {
         }
     }
 }
+
+#[test]
+fn extreme_intervals_and_growth_do_not_panic() {
+    let t0 = Instant::now();
+    let mut a = match AimdConfig::default()
+        .with_interval(Duration::from_secs(u64::MAX / 4))
+        .build()
+    {
+        Ok(a) => a,
+        Err(e) => panic!("{e}"),
+    };
+    a.decide(t0, 100.0, &window(10), true);
+    // Any later decision is too soon; nothing overflows.
+    let d = a.decide(t0 + S, 100.0, &window(50_000), true);
+    assert_eq!(d.action, hold(HoldReason::TooSoon));
+    // A huge rise in one ordinary interval: the deepest cut, no panic.
+    let mut b = aimd();
+    b.decide(t0, 100.0, &window(1), true);
+    let d = b.decide(t0 + S, 110.0, &window(59_000), true);
+    assert_eq!((d.action, d.rate), (cut(Signal::Latency), 110.0 * 0.75));
+}

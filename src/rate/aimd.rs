@@ -578,9 +578,9 @@ impl Aimd {
         let growth = rise.as_secs_f64() / since.as_secs_f64();
         // p99 one interval ahead, if it keeps rising as it did since the
         // previous decision.
-        let projected = window
-            .p99
-            .saturating_add(self.cfg.interval.mul_f64(growth.min(1e6)));
+        let ahead = Duration::try_from_secs_f64(self.cfg.interval.as_secs_f64() * growth)
+            .unwrap_or(Duration::MAX);
+        let projected = window.p99.saturating_add(ahead);
         let cooling = self
             .last_cut
             .filter(|cut| now.saturating_duration_since(cut.at) < self.cfg.cooldown);
