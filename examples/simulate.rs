@@ -60,6 +60,15 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             t.left_waiting
         );
     }
+    if let Some((_, t)) = traces.last() {
+        let (mean, min, max) = per_second(t, 30, 60);
+        println!(
+            "\nAIMD, deliveries per second (by completion) over 30-60 s: mean {:.3} C, min {:.3} C, max {:.3} C",
+            mean / capacity,
+            min / capacity,
+            max / capacity
+        );
+    }
     plot(&out, capacity, &traces)?;
     println!("\nplot written to {out}");
     Ok(())
@@ -72,6 +81,23 @@ type Panel = (
     f64,
     Box<dyn Fn(&Trace) -> Vec<(f64, f64)>>,
 );
+
+/// Mean, min and max of the deliveries completed in each whole second of
+/// `[from, to)`: the measure the real-receiver run (`aimd_real`) reports.
+fn per_second(t: &Trace, from: usize, to: usize) -> (f64, f64, f64) {
+    let mut counts = vec![0u32; to.saturating_sub(from)];
+    for (sent, latency) in &t.latencies {
+        let done = (sent + latency).floor();
+        if done >= from as f64 && done < to as f64 {
+            counts[done as usize - from] += 1;
+        }
+    }
+    let n = counts.len().max(1) as f64;
+    let mean = counts.iter().map(|c| f64::from(*c)).sum::<f64>() / n;
+    let min = counts.iter().copied().min().map_or(0.0, f64::from);
+    let max = counts.iter().copied().max().map_or(0.0, f64::from);
+    (mean, min, max)
+}
 
 /// p99 of each second's deliveries.
 fn p99_series(t: &Trace) -> Vec<(f64, f64)> {

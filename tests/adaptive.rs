@@ -29,10 +29,13 @@ async fn converges_below_capacity_with_p99_near_target() {
             p99 * 1000.0,
             t.first_at_or_above(0.0, 0.8 * capacity)
         );
+        // The cut lands just under the capacity the p99's growth implies:
+        // the rate averages about 0.99 C and its troughs stay near 0.97 C.
         assert!(
-            mean >= 0.8 * capacity && mean <= capacity,
+            mean >= 0.95 * capacity && mean <= capacity,
             "C={capacity}: mean {mean}"
         );
+        assert!(lo >= 0.95 * capacity, "C={capacity}: trough {lo}");
         assert!(hi <= 1.15 * capacity, "C={capacity}: peaked at {hi}");
         assert!(p99 <= 1.2 * TARGET, "C={capacity}: p99 {p99}");
         assert!(

@@ -162,17 +162,28 @@ fn idle_never_rises_whatever_the_window() {
 }
 
 #[test]
-fn latency_cut_scales_with_overshoot() {
+fn latency_cut_follows_queue_growth_and_overshoot() {
     let t0 = Instant::now();
-    // Just above target: the gentle 10 % cut.
+    // Just above target, not rising: the gentle 3 % cut, less the 10 ms
+    // overshoot drained over 2 s (0.5 %).
     let d = aimd().decide(t0, 100.0, &window(160), true);
-    assert_eq!((d.action, d.rate), (cut(Signal::Latency), 90.0));
-    // 1.2 x target: target / p99.
+    assert_eq!(d.action, cut(Signal::Latency));
+    assert!((d.rate - 96.5).abs() < 1e-9, "{}", d.rate);
+    // 1.2 x target: 0.97 - 0.03 / 2.
     let d = aimd().decide(t0, 100.0, &window(180), true);
-    assert!((d.rate - 100.0 * 150.0 / 180.0).abs() < 1e-9, "{}", d.rate);
-    // Far above: the full x0.75.
+    assert!((d.rate - 95.5).abs() < 1e-9, "{}", d.rate);
+    // Far above: at most the full x0.75.
     let d = aimd().decide(t0, 100.0, &window(2000), true);
     assert_eq!(d.rate, 75.0);
+    // p99 grew 40 ms in 1 s: the queue grows by 4 % a second, so the
+    // capacity is rate / 1.04; the cut lands 3 % under it.
+    let mut a = aimd();
+    assert_eq!(a.decide(t0, 100.0, &window(100), true).rate, 110.0);
+    let d = a.decide(t0 + S, 110.0, &window(140), true);
+    assert_eq!(d.action, cut(Signal::Latency));
+    assert!((d.rate - 110.0 * 0.97 / 1.04).abs() < 1e-9, "{}", d.rate);
+    let reference = a.reference_rate().unwrap_or_default();
+    assert!((reference - 110.0 / 1.04).abs() < 1e-9, "{reference}");
 }
 
 #[test]
@@ -225,11 +236,11 @@ fn floor_holds_and_never_cuts_below() {
 fn one_slow_window_is_punished_once() {
     let mut a = aimd();
     let t0 = Instant::now();
-    assert_eq!(a.decide(t0, 100.0, &window(160), true).rate, 90.0);
+    assert_eq!(a.decide(t0, 100.0, &window(160), true).rate, 96.5);
     // The same evidence stays in the window for the whole cooldown.
     for i in 1..6u32 {
-        let d = a.decide(t0 + S * i, 90.0, &window(160), true);
-        assert_eq!((d.rate, d.action), (90.0, hold(HoldReason::Cooldown)));
+        let d = a.decide(t0 + S * i, 96.5, &window(160), true);
+        assert_eq!((d.rate, d.action), (96.5, hold(HoldReason::Cooldown)));
     }
     // Good windows during the cooldown do not increase either.
     let mut b = aimd();
@@ -244,9 +255,10 @@ fn one_slow_window_is_punished_once() {
 fn worse_evidence_escalates_during_cooldown() {
     let mut a = aimd();
     let t0 = Instant::now();
-    assert_eq!(a.decide(t0, 100.0, &window(160), true).rate, 90.0);
-    let d = a.decide(t0 + S, 90.0, &window(400), true);
-    assert_eq!((d.action, d.rate), (cut(Signal::Latency), 67.5));
+    assert_eq!(a.decide(t0, 100.0, &window(160), true).rate, 96.5);
+    // p99 grew 240 ms in a second: far past the deepest cut.
+    let d = a.decide(t0 + S, 96.5, &window(400), true);
+    assert_eq!((d.action, d.rate), (cut(Signal::Latency), 96.5 * 0.75));
     assert_eq!(a.reference_rate(), Some(100.0), "escalation keeps the knee");
     // An outage: the failure share climbs, each climb cuts again.
     let mut b = aimd();
@@ -278,7 +290,26 @@ fn persistent_slowness_cuts_again_after_cooldown() {
         rate = d.rate;
     }
     assert_eq!(cuts, 3, "at 0 s, 6 s and 12 s");
-    assert!((rate - 100.0 * 0.9_f64.powi(3)).abs() < 1e-9);
+    assert!((rate - 100.0 * 0.965_f64.powi(3)).abs() < 1e-9);
+}
+
+#[test]
+fn falling_latency_above_target_holds() {
+    let mut a = aimd();
+    let t0 = Instant::now();
+    let d = a.decide(t0, 100.0, &window(200), true);
+    assert!((d.rate - 94.5).abs() < 1e-9, "{}", d.rate);
+    for i in 1..6u32 {
+        let d = a.decide(t0 + S * i, 94.5, &window(200), true);
+        assert_eq!(d.action, hold(HoldReason::Cooldown));
+    }
+    // After the cooldown p99 is still above the target but fell 30 ms: the
+    // downstream's queue is draining, no need to cut.
+    let d = a.decide(t0 + S * 6, 94.5, &window(170), true);
+    assert_eq!((d.rate, d.action), (94.5, hold(HoldReason::LatencyFalling)));
+    // It stopped falling: the evidence stands, cut again.
+    let d = a.decide(t0 + S * 7, 94.5, &window(168), true);
+    assert_eq!(d.action, cut(Signal::Latency));
 }
 
 #[test]
@@ -291,10 +322,11 @@ fn rising_latency_holds_then_projection_cuts_before_target() {
     );
     let d = a.decide(t0 + S, 110.0, &window(70), true);
     assert_eq!(d.action, hold(HoldReason::LatencyRising));
-    // 120 ms, rising 50 ms/s: 170 ms projected at the next decision.
+    // 120 ms, rising 50 ms/s: 170 ms projected at the next decision, a
+    // queue growing 5 % a second: capacity 110 / 1.05, cut 3 % under it.
     let d = a.decide(t0 + S * 2, 110.0, &window(120), true);
     assert_eq!(d.action, cut(Signal::Latency));
-    assert!((d.rate - 110.0 * 150.0 / 170.0).abs() < 1e-9, "{}", d.rate);
+    assert!((d.rate - 110.0 * 0.97 / 1.05).abs() < 1e-9, "{}", d.rate);
 }
 
 #[test]
@@ -383,4 +415,25 @@ fn random_evidence_keeps_every_invariant() {
             rate = d.rate;
         }
     }
+}
+
+#[test]
+fn extreme_intervals_and_growth_do_not_panic() {
+    let t0 = Instant::now();
+    let mut a = match AimdConfig::default()
+        .with_interval(Duration::from_secs(u64::MAX / 4))
+        .build()
+    {
+        Ok(a) => a,
+        Err(e) => panic!("{e}"),
+    };
+    a.decide(t0, 100.0, &window(10), true);
+    // Any later decision is too soon; nothing overflows.
+    let d = a.decide(t0 + S, 100.0, &window(50_000), true);
+    assert_eq!(d.action, hold(HoldReason::TooSoon));
+    // A huge rise in one ordinary interval: the deepest cut, no panic.
+    let mut b = aimd();
+    b.decide(t0, 100.0, &window(1), true);
+    let d = b.decide(t0 + S, 110.0, &window(59_000), true);
+    assert_eq!((d.action, d.rate), (cut(Signal::Latency), 110.0 * 0.75));
 }

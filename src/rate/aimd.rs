@@ -22,8 +22,12 @@ const APPROACH: f64 = 0.5;
 const MIN_STEP: f64 = 0.10;
 /// Probe step above the reference rate, as a share of it.
 const PROBE_STEP: f64 = 0.01;
-/// A p99 rise above this share of the target counts as a building queue.
+/// A p99 rise (or fall) above this share of the target per interval counts
+/// as a building (or draining) queue.
 const RISE: f64 = 0.10;
+/// A latency cut also removes the p99 above the target within about this
+/// many seconds.
+const DRAIN_SECS: f64 = 2.0;
 /// Within a cooldown, a signal this much worse than at the cut cuts again.
 const ESCALATION: f64 = 1.25;
 
@@ -90,7 +94,7 @@ impl Error for AimdError {}
 /// checked by [`AimdConfig::build`].
 ///
 /// Defaults: floor 20/s, ceiling 200/s, target p99 150 ms, decrease ×0.75,
-/// gentle decrease ×0.9, increase +10/s, interval 1 s, failure threshold
+/// gentle decrease ×0.97, increase +10/s, interval 1 s, failure threshold
 /// 5 %, at least 20 samples, cooldown 6 s.
 ///
 /// ```
@@ -123,7 +127,7 @@ impl Default for AimdConfig {
             ceiling: 200.0,
             target_p99: Duration::from_millis(150),
             decrease: 0.75,
-            gentle_decrease: 0.9,
+            gentle_decrease: 0.97,
             increase: 10.0,
             interval: Duration::from_secs(1),
             failure_threshold: 0.05,
@@ -172,7 +176,8 @@ accessors! {
     target_p99 / with_target_p99: Duration;
     /// Deepest cut factor, used for failures and congestion (default 0.75).
     decrease / with_decrease: f64;
-    /// Shallowest cut factor, for p99 just above target (default 0.9).
+    /// Shallowest cut factor: a latency cut lands this share under the
+    /// capacity the p99's growth implies (default 0.97).
     gentle_decrease / with_gentle_decrease: f64;
     /// Largest additive step, jobs per second (default 10).
     increase / with_increase: f64;
@@ -281,6 +286,9 @@ pub enum HoldReason {
     TooFewSamples,
     /// p99 is rising: a queue is building downstream.
     LatencyRising,
+    /// p99 is above the target but falling: the downstream's queue is
+    /// already draining, so no cut is needed.
+    LatencyFalling,
 }
 
 /// The direction of a [`Decision`] and why.
@@ -370,19 +378,30 @@ struct Cut {
 ///   projected one interval ahead at the rise seen since the previous
 ///   decision, so a growing downstream queue is cut near the target instead
 ///   of one interval past it. Failures and congestion cut by `decrease`
-///   (×0.75). A latency cut is proportional to the overshoot: the factor is
-///   `target / projected p99`, kept within `[decrease, gentle_decrease]`, so
-///   a small overshoot cuts by 10 % and 1.33 × target or worse by 25 %.
+///   (×0.75).
+/// * **A latency cut lands just under the capacity.** When the rate `R`
+///   overruns a downstream of capacity `C`, its queue (and so the p99)
+///   grows by `g = (R − C) / C` seconds of wait per second. The controller
+///   reads `g` from the p99's rise since the previous decision, so the
+///   capacity it implies is `R / (1 + g)`, and cuts to
+///   `R × (gentle_decrease / (1 + g) − (p99 − target) / 2 s)`: 3 % under
+///   the implied capacity (`gentle_decrease` ×0.97), less enough to drain
+///   the p99 above the target within about 2 s; never deeper than
+///   `decrease` (×0.75). A p99 just over the target and not rising cuts by
+///   3 %; a rise of 240 ms in a second cuts by 25 %.
 /// * **Cooldown.** For `cooldown` after a cut (default 6 s: one 5 s window
 ///   plus one interval) the window still holds the samples that caused it, so
 ///   the controller neither cuts again for the same evidence nor increases.
 ///   It cuts again within the cooldown only if the signal got clearly worse
 ///   (p99, failure share or congestion count 25 % above their values at the
-///   cut), which walks the rate down quickly during an outage.
-/// * **Memory of the knee.** A latency or congestion cut outside a cooldown
-///   remembers the rate it cut from: the *reference rate*, where the
-///   downstream last ran out of capacity. Failure cuts leave it alone (an
-///   outage says nothing about capacity).
+///   cut), which walks the rate down quickly during an outage. After the
+///   cooldown, a p99 still above the target but falling (by more than 10 %
+///   of the target since the previous decision) holds: the downstream's
+///   queue is already draining.
+/// * **Memory of the knee.** A latency cut outside a cooldown remembers the
+///   capacity it implied, a congestion cut the rate it cut from: the
+///   *reference rate*, where the downstream last ran out of capacity.
+///   Failure cuts leave it alone (an outage says nothing about capacity).
 /// * **Increase** (additive) only when the drain was busy and the window had
 ///   at least `min_samples` successes. Below the reference rate a step covers
 ///   half the distance to it (at least 10 % of `increase`, at most
@@ -397,12 +416,16 @@ struct Cut {
 ///   since the previous decision, a queue is building downstream: the rate
 ///   holds instead of rising into it.
 ///
-/// Together these keep the troughs high: the controller spends its time just
-/// under the reference rate, crosses it slowly (so latency grows slowly and
-/// the projection catches it near the target), and then cuts by about 10 %
-/// rather than 25 %. In the closed-loop simulation (`sim`) against a
+/// Together these keep the troughs high: the controller spends its time
+/// just under the capacity, crosses it slowly (so latency grows slowly and
+/// the projection catches it near the target), and then cuts to about
+/// 0.97 C. While the queue built above the capacity drains, the downstream
+/// still delivers at C. In the closed-loop simulation (`sim`) against a
 /// downstream of capacity C, the rate then oscillates within about
-/// [0.9 C, 1.03 C] and averages about 0.96 C, with p99 just under the target.
+/// [0.97 C, 1.03 C] and averages about 0.99 C, with p99 near the target;
+/// deliveries per second stay within [0.96 C, C]. Against a real thread-pool
+/// receiver (`examples/aimd_real.rs`, 6 workers × 50 ms) deliveries per
+/// second average about 0.99 C.
 /// Rates are always clamped to `[floor, ceiling]`, and a bad window at the
 /// floor holds rather than cutting further.
 ///
@@ -423,10 +446,16 @@ struct Cut {
 /// let mut aimd = AimdConfig::default().build()?;
 /// let t0 = Instant::now();
 /// let slow = WindowSummary { samples: 500, p99: Duration::from_millis(400), ..Default::default() };
+/// // Not rising (no previous decision): 3 % under the rate, less 250 ms
+/// // above the target drained over 2 s (12.5 %).
 /// let d = aimd.decide(t0, 100.0, &slow, true);
 /// assert_eq!(d.action, Action::Decrease { reason: Signal::Latency });
-/// assert_eq!(d.rate, 75.0);
+/// assert!((d.rate - 84.5).abs() < 1e-9);
 /// assert_eq!(aimd.reference_rate(), Some(100.0));
+/// // Within the cooldown p99 rose 200 ms in a second: the deepest cut, ×0.75.
+/// let worse = WindowSummary { p99: Duration::from_millis(600), ..slow };
+/// let d = aimd.decide(t0 + Duration::from_secs(1), 84.5, &worse, true);
+/// assert!((d.rate - 84.5 * 0.75).abs() < 1e-9);
 /// # Ok::<(), dripfeed::rate::AimdError>(())
 /// ```
 #[derive(Debug, Clone)]
@@ -529,13 +558,29 @@ impl Aimd {
         if !self.due(now) {
             return hold(HoldReason::TooSoon);
         }
+        let since = self
+            .last_decision
+            .map_or(self.cfg.interval, |last| {
+                now.saturating_duration_since(last)
+            })
+            .max(self.cfg.interval);
         self.last_decision = Some(now);
         let judged = window.samples >= self.cfg.min_samples;
         let prev_p99 = std::mem::replace(&mut self.prev_p99, judged.then_some(window.p99));
+        let (rise, fall) = prev_p99.map_or((Duration::ZERO, Duration::ZERO), |prev| {
+            (
+                window.p99.saturating_sub(prev),
+                prev.saturating_sub(window.p99),
+            )
+        });
+        // How fast the downstream's queue grows: seconds of wait per second,
+        // which is (rate - capacity) / capacity when the rate overruns it.
+        let growth = rise.as_secs_f64() / since.as_secs_f64();
         // p99 one interval ahead, if it keeps rising as it did since the
         // previous decision.
-        let rise = prev_p99.map_or(Duration::ZERO, |prev| window.p99.saturating_sub(prev));
-        let projected = window.p99.saturating_add(rise);
+        let ahead = Duration::try_from_secs_f64(self.cfg.interval.as_secs_f64() * growth)
+            .unwrap_or(Duration::MAX);
+        let projected = window.p99.saturating_add(ahead);
         let cooling = self
             .last_cut
             .filter(|cut| now.saturating_duration_since(cut.at) < self.cfg.cooldown);
@@ -546,10 +591,16 @@ impl Aimd {
             {
                 return hold(HoldReason::Cooldown);
             }
+            if signal == Signal::Latency
+                && cooling.is_none()
+                && fall > self.cfg.target_p99.mul_f64(RISE)
+            {
+                return hold(HoldReason::LatencyFalling);
+            }
             if rate <= self.cfg.floor {
                 return hold(HoldReason::AtFloor);
             }
-            return self.cut(now, rate, signal, window, projected, cooling.is_some());
+            return self.cut(now, rate, signal, window, growth, cooling.is_some());
         }
 
         if !busy {
@@ -594,18 +645,25 @@ impl Aimd {
         rate: f64,
         signal: Signal,
         w: &WindowSummary,
-        projected: Duration,
+        growth: f64,
         escalation: bool,
     ) -> Decision {
+        // The capacity the queue's growth implies: rate / (1 + growth).
+        let implied = rate / (1.0 + growth);
         let factor = match signal {
             Signal::Latency => {
-                let ratio = self.cfg.target_p99.as_secs_f64() / projected.as_secs_f64().max(1e-9);
-                ratio.clamp(self.cfg.decrease, self.cfg.gentle_decrease)
+                let excess = w.p99.saturating_sub(self.cfg.target_p99).as_secs_f64();
+                let f = self.cfg.gentle_decrease / (1.0 + growth) - excess / DRAIN_SECS;
+                f.clamp(self.cfg.decrease, self.cfg.gentle_decrease)
             }
             Signal::Failures | Signal::Congestion => self.cfg.decrease,
         };
-        if !escalation && signal != Signal::Failures {
-            self.reference = Some(rate);
+        if !escalation {
+            match signal {
+                Signal::Latency => self.reference = Some(implied),
+                Signal::Congestion => self.reference = Some(rate),
+                Signal::Failures => {}
+            }
         }
         self.last_cut = Some(Cut {
             at: now,
