@@ -4,7 +4,7 @@
 //! A key over its quota is refused with `OverQuota` (429) and the exact wait
 //! until this job's cost would fit; a full queue is refused with `Overloaded`
 //! (503). The key is charged first, then a place is taken (see
-//! `src/admission.rs` for the order); a job the queue refuses
+//! `src/admission/mod.rs` for the order); a job the queue refuses
 //! gives its key the cost back, so it leaves no debt.
 //!
 //! Two kinds of store. The throttle's own table

@@ -14,7 +14,9 @@
 //!    400) and, open, the tenant (over 256 bytes: 400);
 //! 2. the destination the request names (only configured ones; never a
 //!    URL it gives; 403 for one the tenant may not use);
-//! 3. the body, its bytes held against the byte budget while read (503 when
+//! 3. the body (not read at all while the dead-letter file takes no
+//!    lines: 503 `dead-letter-unavailable` or `dead-letter-full`), its
+//!    bytes held against the byte budget while read (503 when
 //!    the budget has no room, 413 past the limit, 408 past
 //!    `body_read_timeout`);
 //! 4. the idempotency key, scoped by the tenant (a repeat answers here;
@@ -22,6 +24,9 @@
 //! 5. admission into the destinations set: the tenant's quota, the
 //!    destination's queue and the set's bound, the journal;
 //! 6. 202 with the webhook's id.
+//!
+//! The path runs as a task of its own ([`deliver`]), so a client that hangs
+//! up cannot cancel an admission half way.
 //!
 //! Each refusal is an RFC 9457 problem naming nothing the caller does not
 //! own. A refused request's key and bytes are given back at once.
@@ -111,9 +116,28 @@ pub fn router(intake: Arc<Intake>) -> Router {
 
 async fn deliver(State(intake): State<Arc<Intake>>, request: Request) -> Response {
     let chunked = request.headers().contains_key(header::TRANSFER_ENCODING);
-    let mut resp = match take(&intake, request).await {
+    // The request path runs as a task of its own: a client that hangs up
+    // drops this handler, and an admission dropped half way (the journal's
+    // fsync or a shared quota store awaited) would keep a place of the set,
+    // a live journal record and an idempotency key in "admitting" with no
+    // webhook behind them. The task ends what it began.
+    let task = tokio::spawn(async move {
+        match take(&intake, request).await {
+            Ok(resp) => resp,
+            Err(refusal) => *refusal,
+        }
+    });
+    let mut resp = match task.await {
         Ok(resp) => resp,
-        Err(refusal) => *refusal,
+        Err(e) => {
+            tracing::error!(error = %e, "the intake task failed");
+            problem(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "internal",
+                "the relay could not take this webhook; retry".into(),
+                Vec::new(),
+            )
+        }
     };
     if chunked {
         // The listener stops scanning heads after one with
@@ -144,6 +168,19 @@ async fn take(intake: &Intake, request: Request) -> Result<Response, Refusal> {
     let key = names::idempotency_key(headers_in).map_err(|e| bad_name("Idempotency-Key", e))?;
     // 2. The destination, if the caller may post there.
     let destination = intake.pick(headers_in, &caller)?;
+    // While the dead-letter file takes no lines, a webhook that failed
+    // could not be kept: refuse rather than promise, before the body is
+    // read and held.
+    if let Some(down) = intake.dead_letter.unavailable() {
+        Answers::bump(&intake.answers.dead_letter_503);
+        let wait = headers::retry_after(headers::jittered(down.wait));
+        return Err(Box::new(problem(
+            StatusCode::SERVICE_UNAVAILABLE,
+            down.kind,
+            down.detail.into(),
+            vec![("retry-after", wait)],
+        )));
+    }
     // 3. The body, held against the budget as it is read.
     let tenant_bytes = tenant.named.as_ref().map_or(0, String::len);
     let (body, ticket) = intake.read_body(body, announced, tenant_bytes).await?;
@@ -159,19 +196,7 @@ async fn take(intake: &Intake, request: Request) -> Result<Response, Refusal> {
         }
         Box::new(refusal)
     };
-    // 5. While the dead-letter file takes no lines, a webhook that failed
-    // could not be kept: refuse rather than promise.
-    if let Some(down) = intake.dead_letter.unavailable() {
-        Answers::bump(&intake.answers.dead_letter_503);
-        let wait = headers::retry_after(headers::jittered(down.wait));
-        return Err(refuse(problem(
-            StatusCode::SERVICE_UNAVAILABLE,
-            down.kind,
-            down.detail.into(),
-            vec![("retry-after", wait)],
-        )));
-    }
-    // 6. Admission (the tenant's quota inside it).
+    // 5. Admission (the tenant's quota inside it).
     let text = |name: &str| {
         headers_in
             .get(name)
@@ -208,7 +233,7 @@ async fn take(intake: &Intake, request: Request) -> Result<Response, Refusal> {
         // could be taken as new.
         tracing::warn!(error = %e, "idempotency key not stored");
     }
-    // 7. 202.
+    // 6. 202.
     Ok(accepted(&intake.answers, admitted))
 }
 
