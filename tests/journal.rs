@@ -15,6 +15,8 @@
 
 mod support;
 
+#[path = "journal/cancelled.rs"]
+mod cancelled;
 #[path = "journal/damage.rs"]
 mod damage;
 #[path = "journal/dead_letter_flush.rs"]

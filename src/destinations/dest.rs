@@ -270,7 +270,12 @@ impl<J: Send + Sync + 'static> Dest<J> {
         let mut job = self.hold(inner, job)?;
         for _ in 0..RACES {
             let (throttle, j) = self.throttle_for(inner, job)?;
-            match self.settle(inner, push(throttle, j).await) {
+            // Dropped while `push` awaits (its caller gone), the job was not
+            // queued: the place it held in the set is given back.
+            let held = Unheld(Some(&self.tally));
+            let answer = push(throttle, j).await;
+            held.disarm();
+            match self.settle(inner, answer) {
                 Settled::Done(result) => return result,
                 Settled::Again(j) => job = j,
             }
@@ -442,5 +447,23 @@ impl<J: Send + Sync + 'static> Dest<J> {
             .into_iter()
             .map(|j| (name.clone(), j))
             .collect()
+    }
+}
+
+/// Gives a held place of the set back if dropped before [`disarm`](Self::disarm).
+struct Unheld<'a>(Option<&'a Tally>);
+
+impl Unheld<'_> {
+    /// The admission ran to its end: [`settle`](Dest::settle) accounts for it.
+    fn disarm(mut self) {
+        self.0 = None;
+    }
+}
+
+impl Drop for Unheld<'_> {
+    fn drop(&mut self) {
+        if let Some(tally) = self.0.take() {
+            tally.finished();
+        }
     }
 }

@@ -72,7 +72,10 @@ impl<J: 'static> Throttle<J> {
 
     /// The journal first, then a place without waiting for room.
     async fn admit_durably(&self, id: u64, job: J) -> Result<Admitted, Rejected<J>> {
-        let job = self.journal_first(id, job).await?;
+        let guard = self.shared.unended(id);
+        let job = self.journal_first(id, job).await;
+        guard.disarm();
+        let job = job?;
         let admitted = self.admit_as(id, crate::admission::holders::NO_KEY, job, None);
         self.shared.after_journaled(id, &admitted);
         admitted
@@ -90,8 +93,42 @@ impl<J: 'static> Throttle<J> {
     }
 }
 
+/// Ends job `id`'s journal record if dropped before [`disarm`](Self::disarm):
+/// an admission that awaits its record (or a place, or a key store) and is
+/// dropped half way, its caller gone, leaves no live record with no job
+/// behind it. Without a journal it does nothing.
+pub(crate) struct Unended<'a, J: 'static> {
+    shared: &'a Shared<J>,
+    id: u64,
+    armed: bool,
+}
+
+impl<J: 'static> Unended<'_, J> {
+    /// The admission ran to its end: what it did with the record stands.
+    pub(crate) fn disarm(mut self) {
+        self.armed = false;
+    }
+}
+
+impl<J: 'static> Drop for Unended<'_, J> {
+    fn drop(&mut self) {
+        if self.armed {
+            self.shared.ended(self.id);
+        }
+    }
+}
+
 impl<J: 'static> Shared<J> {
     /// Job `id` ended for good (not into the dead-letter sink).
+    /// A guard that ends `id`'s record unless the admission completes.
+    pub(crate) fn unended(&self, id: u64) -> Unended<'_, J> {
+        Unended {
+            shared: self,
+            id,
+            armed: true,
+        }
+    }
+
     #[inline]
     pub(crate) fn ended(&self, _id: u64) {
         #[cfg(feature = "journal")]
@@ -282,8 +319,16 @@ mod with_journal {
             job: J,
         ) -> Result<Admitted, Rejected<J>> {
             let id = crate::util::ids::next();
-            let job = self.record(j, id, job).await?;
+            let guard = self.shared.unended(id);
+            let job = match self.record(j, id, job).await {
+                Ok(job) => job,
+                Err(refused) => {
+                    guard.disarm();
+                    return Err(refused);
+                }
+            };
             let admitted = self.submit_as(id, job).await;
+            guard.disarm();
             self.shared.after_journaled(id, &admitted);
             admitted
         }

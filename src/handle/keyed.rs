@@ -179,8 +179,17 @@ impl<J: 'static> Throttle<J> {
         // for it), then the key (a 429 or a store failure ends here); no
         // place is held across an await.
         let id = crate::util::ids::next();
-        let job = self.journal_first(id, job).await?;
-        if let Err(e) = store.try_admit(key, cost).await {
+        let guard = s.unended(id);
+        let job = match self.journal_first(id, job).await {
+            Ok(job) => job,
+            Err(refused) => {
+                guard.disarm();
+                return Err(refused);
+            }
+        };
+        let charged = store.try_admit(key, cost).await;
+        guard.disarm();
+        if let Err(e) = charged {
             s.ended(id);
             return Err(refuse_stored(self, job, e));
         }
