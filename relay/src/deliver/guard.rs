@@ -1,7 +1,9 @@
 //! The address guard: deliveries never connect to a loopback, private,
-//! link-local, CGNAT or unspecified address (nor the IPv4-mapped IPv6 form
-//! of one) unless `allow_destination_cidrs` covers it. The cloud metadata
-//! address, 169.254.169.254, is link-local.
+//! link-local, CGNAT, unspecified, multicast or reserved address (nor an
+//! IPv6 form that carries one: IPv4-mapped `::ffff:a.b.c.d`, NAT64
+//! `64:ff9b::a.b.c.d`, IPv4-compatible `::a.b.c.d`, 6to4 `2002:AABB:CCDD::`)
+//! unless `allow_destination_cidrs` covers it. The cloud metadata address,
+//! 169.254.169.254, is link-local.
 //!
 //! The check is made on the address actually connected to, at every
 //! connection: the HTTP client's resolver ([`super::resolver`]) drops
@@ -38,6 +40,9 @@ pub enum Range {
     Cgnat,
     /// 0.0.0.0/8 ("this network"; 0.0.0.0 reaches the host itself), ::.
     Unspecified,
+    /// Multicast and reserved: 224.0.0.0/4, 240.0.0.0/4 (the broadcast
+    /// address among them), 192.0.0.0/24, 198.18.0.0/15, ff00::/8.
+    Reserved,
 }
 
 impl Range {
@@ -49,6 +54,7 @@ impl Range {
             Range::LinkLocal => "link-local",
             Range::Cgnat => "CGNAT",
             Range::Unspecified => "unspecified",
+            Range::Reserved => "multicast or reserved",
         }
     }
 }
@@ -62,7 +68,7 @@ const fn v6(first: u16, len: u8) -> Ipv6Net {
 }
 
 /// The refused IPv4 ranges.
-const REFUSED_V4: [(Ipv4Net, Range); 7] = [
+const REFUSED_V4: [(Ipv4Net, Range); 11] = [
     (v4(127, 0, 0, 0, 8), Range::Loopback),
     (v4(10, 0, 0, 0, 8), Range::Private),
     (v4(172, 16, 0, 0, 12), Range::Private),
@@ -70,16 +76,21 @@ const REFUSED_V4: [(Ipv4Net, Range); 7] = [
     (v4(169, 254, 0, 0, 16), Range::LinkLocal),
     (v4(100, 64, 0, 0, 10), Range::Cgnat),
     (v4(0, 0, 0, 0, 8), Range::Unspecified),
+    (v4(224, 0, 0, 0, 4), Range::Reserved),
+    (v4(240, 0, 0, 0, 4), Range::Reserved),
+    (v4(192, 0, 0, 0, 24), Range::Reserved),
+    (v4(198, 18, 0, 0, 15), Range::Reserved),
 ];
 
 /// The refused IPv6 ranges (IPv4-mapped addresses are checked as IPv4).
-const REFUSED_V6: [(Ipv6Net, Range); 4] = [
+const REFUSED_V6: [(Ipv6Net, Range); 5] = [
     (
         Ipv6Net::new_assert(Ipv6Addr::LOCALHOST, 128),
         Range::Loopback,
     ),
     (v6(0xfc00, 7), Range::Private),
     (v6(0xfe80, 10), Range::LinkLocal),
+    (v6(0xff00, 8), Range::Reserved),
     (
         Ipv6Net::new_assert(Ipv6Addr::UNSPECIFIED, 128),
         Range::Unspecified,
@@ -87,18 +98,40 @@ const REFUSED_V6: [(Ipv6Net, Range); 4] = [
 ];
 
 /// The refused range `ip` is in, with the range as a CIDR; `None` for an
-/// address deliveries may go to. An IPv4-mapped IPv6 address
-/// (`::ffff:10.0.0.1`) is classified as the IPv4 address it maps.
+/// address deliveries may go to. An IPv6 address that carries an IPv4 one
+/// (mapped, NAT64, compatible, 6to4) is classified as that IPv4 address.
 pub fn classify(ip: IpAddr) -> Option<(Range, IpNet)> {
-    match ip.to_canonical() {
-        IpAddr::V4(a) => REFUSED_V4
+    let v4 = |a: Ipv4Addr| {
+        REFUSED_V4
             .iter()
             .find(|(net, _)| net.contains(&a))
-            .map(|(net, r)| (*r, IpNet::V4(*net))),
+            .map(|(net, r)| (*r, IpNet::V4(*net)))
+    };
+    match ip.to_canonical() {
+        IpAddr::V4(a) => v4(a),
         IpAddr::V6(a) => REFUSED_V6
             .iter()
             .find(|(net, _)| net.contains(&a))
-            .map(|(net, r)| (*r, IpNet::V6(*net))),
+            .map(|(net, r)| (*r, IpNet::V6(*net)))
+            .or_else(|| carried_v4(a).and_then(v4)),
+    }
+}
+
+/// The IPv4 address an IPv6 one carries: NAT64's well-known prefix
+/// `64:ff9b::/96` and the IPv4-compatible `::/96` in their last 32 bits,
+/// 6to4 `2002::/16` in bits 16 to 48.
+fn carried_v4(a: Ipv6Addr) -> Option<Ipv4Addr> {
+    let s = a.segments();
+    let last = Ipv4Addr::new((s[6] >> 8) as u8, s[6] as u8, (s[7] >> 8) as u8, s[7] as u8);
+    match s {
+        [0x64, 0xff9b, 0, 0, 0, 0, _, _] | [0, 0, 0, 0, 0, 0, _, _] => Some(last),
+        [0x2002, hi, lo, ..] => Some(Ipv4Addr::new(
+            (hi >> 8) as u8,
+            hi as u8,
+            (lo >> 8) as u8,
+            lo as u8,
+        )),
+        _ => None,
     }
 }
 
@@ -290,6 +323,19 @@ mod tests {
             ("::ffff:169.254.169.254", Some(Range::LinkLocal)),
             ("::ffff:100.64.1.1", Some(Range::Cgnat)),
             ("::ffff:0.0.0.0", Some(Range::Unspecified)),
+            // NAT64, IPv4-compatible and 6to4 forms carry their IPv4 address.
+            ("64:ff9b::a00:1", Some(Range::Private)),
+            ("64:ff9b::a9fe:a9fe", Some(Range::LinkLocal)),
+            ("::7f00:1", Some(Range::Loopback)),
+            ("2002:c0a8:101::1", Some(Range::Private)),
+            ("64:ff9b::808:808", None),
+            ("2002:808:808::1", None),
+            // Multicast and reserved.
+            ("224.0.0.1", Some(Range::Reserved)),
+            ("255.255.255.255", Some(Range::Reserved)),
+            ("192.0.0.170", Some(Range::Reserved)),
+            ("198.19.0.1", Some(Range::Reserved)),
+            ("ff02::1", Some(Range::Reserved)),
             // Public addresses and the edges just outside each range.
             ("8.8.8.8", None),
             ("172.32.0.1", None),
