@@ -39,8 +39,11 @@ const KEEP: usize = 48;
 /// A head being read, a line at a time, keeping only each line's start.
 #[derive(Default)]
 struct Head {
-    /// The current line's first [`KEEP`] bytes.
+    /// The current line's first [`KEEP`] bytes (a value's padding left
+    /// out: see [`keep`](Head::keep)).
     line: Vec<u8>,
+    /// Where the current line's colon is, once kept.
+    colon: Option<usize>,
     /// Bytes of the head so far.
     len: usize,
     /// The request line has been read.
@@ -98,9 +101,7 @@ impl<S> Scanned<S> {
                     if head.len > MAX_HEAD {
                         self.scan = Scan::Done;
                     } else if b != b'\n' {
-                        if head.line.len() < KEEP {
-                            head.line.push(b);
-                        }
+                        head.keep(b);
                     } else if let Some(next) = head.end_line() {
                         if next.0 && next.1.is_some() {
                             self.framing.0.store(true, Ordering::Relaxed);
@@ -118,11 +119,37 @@ impl<S> Scanned<S> {
 }
 
 impl Head {
+    /// Keeps byte `b` of the current line, within [`KEEP`]. A value's
+    /// leading blanks and leading zeros are not kept, so a `Content-Length`
+    /// padded past the kept bytes (`Content-Length:` and forty spaces, or
+    /// forty zeros, then `5`) is still read as the length hyper reads:
+    /// misread, the scan would skip the rest of the connection as body and
+    /// miss a later head with both lengths.
+    fn keep(&mut self, b: u8) {
+        if let Some(colon) = self.colon {
+            let value = &self.line[colon + 1..];
+            let blank = b == b' ' || b == b'\t';
+            if value.is_empty() && blank {
+                return;
+            }
+            if value == b"0" && b.is_ascii_digit() {
+                // "0" then a digit: the zero was padding.
+                self.line.pop();
+            }
+        } else if b == b':' {
+            self.colon = Some(self.line.len());
+        }
+        if self.line.len() < KEEP {
+            self.line.push(b);
+        }
+    }
+
     /// Ends the current line; at the blank line ending the head, whether
     /// it had `Transfer-Encoding`, and its `Content-Length` (an unreadable
     /// one counts as present: hyper refuses it).
     fn end_line(&mut self) -> Option<(bool, Option<u64>)> {
         let line = std::mem::take(&mut self.line);
+        self.colon = None;
         let line = line.strip_suffix(b"\r").unwrap_or(&line);
         if line.is_empty() {
             // Blank lines before a request line are allowed and skipped.
@@ -223,5 +250,24 @@ mod tests {
         );
         let bytes: Vec<&[u8]> = long.as_bytes().chunks(1).collect();
         assert_eq!(scan(&bytes), (true, true));
+    }
+
+    #[test]
+    fn a_padded_content_length_is_read_as_hyper_reads_it() {
+        // Padded past the kept bytes, then a body that is not a head, then
+        // a second head with both lengths: found.
+        for pad in [
+            " ".repeat(60),
+            "0".repeat(60),
+            format!("\t{}", "0".repeat(60)),
+        ] {
+            let first = format!("POST / HTTP/1.1\r\nContent-Length:{pad}5\r\n\r\nhello");
+            let second =
+                b"POST / HTTP/1.1\r\nContent-Length: 3\r\nTransfer-Encoding: chunked\r\n\r\n";
+            assert_eq!(scan(&[first.as_bytes(), second]), (true, true), "{pad:?}");
+        }
+        // A zero length stays zero; a plain one is unchanged.
+        let zero = b"POST / HTTP/1.1\r\ncontent-length: 0\r\n\r\nPOST / HTTP/1.1\r\ncontent-length: 00\r\ntransfer-encoding: chunked\r\n\r\n";
+        assert_eq!(scan(&[zero]), (true, true));
     }
 }
