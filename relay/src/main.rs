@@ -33,6 +33,7 @@ mod listener;
 mod queue;
 mod serve;
 mod shutdown;
+mod status;
 mod telemetry;
 
 use std::path::PathBuf;

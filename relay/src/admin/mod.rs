@@ -8,7 +8,9 @@
 //!   ([`destinations`]) need `Authorization: Bearer ADMIN_TOKEN` when
 //!   `admin_token_sha256` is set ([`token`]); without it the admin listener
 //!   may only be on loopback (the configuration refuses anything else
-//!   unless `allow_unauthenticated`), where they answer anyone.
+//!   unless `allow_unauthenticated`), where they answer anyone;
+//! - `GET /v1/webhooks/{id}` ([`webhooks`]): any webhook's status, under
+//!   the same token.
 //!
 //! The status line on stdout is [`status`].
 
@@ -17,6 +19,7 @@ pub mod probes;
 pub mod status;
 pub mod stores;
 pub mod token;
+pub mod webhooks;
 
 use std::sync::Arc;
 
@@ -52,6 +55,7 @@ pub fn router(admin: Arc<Admin>) -> Router {
     let guarded = Router::new()
         .route("/v1/destinations", get(destinations::list))
         .route("/v1/destinations/{name}", get(destinations::one))
+        .route("/v1/webhooks/{id}", get(webhooks::webhook))
         .route_layer(axum::middleware::from_fn_with_state(
             admin.clone(),
             token::require,
@@ -69,6 +73,10 @@ async fn metrics(State(admin): State<Arc<Admin>>) -> Response {
     let intake = &admin.intake;
     metrics::gauge!(telemetry::HELD_BYTES).set(intake.budget.held() as f64);
     metrics::gauge!(telemetry::IDEMPOTENCY_KEYS).set(intake.idempotency.count() as f64);
+    let (held, ended, bytes) = intake.status.counts();
+    metrics::gauge!(telemetry::WEBHOOK_STATUSES, "kind" => "held").set(held as f64);
+    metrics::gauge!(telemetry::WEBHOOK_STATUSES, "kind" => "ended").set(ended as f64);
+    metrics::gauge!(telemetry::WEBHOOK_STATUS_BYTES).set(bytes as f64);
     let page = admin.prometheus.render();
     ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], page).into_response()
 }

@@ -39,6 +39,7 @@ pub mod budget;
 mod caller;
 pub mod idempotency;
 pub mod job;
+mod lookup;
 pub mod names;
 pub mod problem;
 mod route;
@@ -59,6 +60,7 @@ use serde_json::json;
 
 use crate::auth::tenants::Tenants;
 use crate::dead_letter::Health;
+use crate::status::Registry;
 pub use answers::Answers;
 use body::BodyError;
 use budget::{ByteBudget, JOB_OVERHEAD, Ticket};
@@ -97,12 +99,15 @@ pub struct Intake {
     /// Whether the dead-letter file takes lines: while it does not, every
     /// webhook is refused (503), since one that fails could not be kept.
     pub dead_letter: Arc<Health>,
+    /// Every webhook's status, by id.
+    pub status: Arc<Registry>,
 }
 
 /// The intake routes.
 pub fn router(intake: Arc<Intake>) -> Router {
     Router::new()
         .route("/v1/webhooks/deliver", post(deliver))
+        .route("/v1/webhooks/{id}", get(lookup::webhook))
         .route("/healthz", get(|| async { "ok\n" }))
         // Intake reads bodies itself, within max_body_bytes.
         .layer(DefaultBodyLimit::disable())
@@ -197,7 +202,13 @@ async fn take(intake: &Intake, request: Request) -> Result<Response, Refusal> {
         false => intake.set.try_submit_durable(&destination, job).await,
     };
     let admitted = admitted.map_err(|r| refuse(refused(&intake.answers, r)))?;
-    trail.name(admitted.id());
+    let public = trail.name(admitted.id());
+    intake.status.queued(
+        public,
+        tenant.named.as_deref(),
+        &destination,
+        crate::intake::job::unix_ms(),
+    );
     if let Some(key) = &key
         && let Err(e) = intake
             .idempotency

@@ -34,6 +34,7 @@ mod retries;
 mod tenants;
 mod unprivileged;
 mod unwritable_start;
+mod webhook_status;
 
 // The library's test support: throwaway servers on free ports.
 #[path = "../../../tests/support/postgres.rs"]
