@@ -27,11 +27,13 @@ use axum::Router;
 use axum::extract::State;
 use axum::http::header;
 use axum::response::{IntoResponse, Response};
-use axum::routing::get;
 use metrics_exporter_prometheus::PrometheusHandle;
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
 
 use crate::auth::digest::KeyDigest;
 use crate::intake::Intake;
+use crate::openapi::{self, schemas::Problem};
 use crate::telemetry;
 
 /// What the admin routes read.
@@ -50,25 +52,42 @@ pub struct Admin {
     pub stores: Vec<stores::StoreCheck>,
 }
 
-/// The admin routes.
+/// The routes that need the admin token.
+fn guarded() -> OpenApiRouter<Arc<Admin>> {
+    OpenApiRouter::new()
+        .routes(routes!(destinations::list))
+        .routes(routes!(destinations::one))
+        .routes(routes!(webhooks::webhook))
+}
+
+/// The routes open to anyone who reaches the listener.
+fn open() -> OpenApiRouter<Arc<Admin>> {
+    OpenApiRouter::new()
+        .routes(routes!(metrics))
+        .routes(routes!(probes::healthz))
+        .routes(routes!(probes::readyz))
+}
+
+/// Every admin route, each with its OpenAPI description.
+pub fn routes() -> OpenApiRouter<Arc<Admin>> {
+    open().merge(guarded())
+}
+
+/// The admin router, serving its document at `/openapi.json`.
 pub fn router(admin: Arc<Admin>) -> Router {
-    let guarded = Router::new()
-        .route("/v1/destinations", get(destinations::list))
-        .route("/v1/destinations/{name}", get(destinations::one))
-        .route("/v1/webhooks/{id}", get(webhooks::webhook))
-        .route_layer(axum::middleware::from_fn_with_state(
-            admin.clone(),
-            token::require,
-        ));
-    Router::new()
-        .route("/metrics", get(metrics))
-        .route("/healthz", get(probes::healthz))
-        .route("/readyz", get(probes::readyz))
-        .merge(guarded)
-        .with_state(admin)
+    let guarded = guarded().route_layer(axum::middleware::from_fn_with_state(
+        admin.clone(),
+        token::require,
+    ));
+    openapi::finish(open().merge(guarded), openapi::Listener::Admin, admin)
 }
 
 /// `GET /metrics`: the relay's own gauges set, then the page.
+#[utoipa::path(get, path = "/metrics", tag = "probes",
+    responses(
+        (status = 200, description = "Prometheus text (passes promtool check metrics).", body = String, content_type = "text/plain"),
+        (status = 503, description = "The listener serves its most connections.", body = Problem, content_type = "application/problem+json"),
+    ))]
 async fn metrics(State(admin): State<Arc<Admin>>) -> Response {
     let intake = &admin.intake;
     metrics::gauge!(telemetry::HELD_BYTES).set(intake.budget.held() as f64);

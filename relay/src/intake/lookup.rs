@@ -11,9 +11,20 @@ use axum::http::HeaderMap;
 use axum::response::Response;
 
 use super::Intake;
-use crate::status::view;
+use crate::openapi::schemas::Problem;
+use crate::status::view::{self, WebhookStatus};
 
-/// The handler.
+/// `GET /v1/webhooks/{id}`.
+#[utoipa::path(get, path = "/v1/webhooks/{id}", tag = "intake",
+    security(("tenant_key" = [])),
+    params(("id" = String, Path, description = "The id the 202 named.")),
+    responses(
+        (status = 200, description = "The webhook's status.", body = WebhookStatus),
+        (status = 401, description = "No key, an unknown one or an expired one (with [[tenants]]).", body = Problem, content_type = "application/problem+json",
+            headers(("WWW-Authenticate" = String, description = "`Bearer realm=\"dripfeed-relay\"`"))),
+        (status = 404, description = "Unknown, forgotten after status_retention, or another tenant's: the same answer.", body = Problem, content_type = "application/problem+json"),
+        (status = 503, description = "The listener serves its most connections.", body = Problem, content_type = "application/problem+json"),
+    ))]
 pub async fn webhook(
     State(intake): State<Arc<Intake>>,
     Path(id): Path<String>,

@@ -29,8 +29,10 @@ use dripfeed::{Attempt, AttemptEnd, DrainHook, Outcome};
 use crate::intake::job::unix_ms;
 use ended::{ENTRY_BYTES, EndedSet};
 
-/// Where a webhook is.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+/// Where a webhook is: `queued`, `in_flight`, `retry_waiting` (see
+/// `next_attempt_at`), `delivered` or `dead_lettered`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, utoipa::ToSchema)]
+#[serde(rename_all = "snake_case")]
 pub enum State {
     /// Admitted, waiting for its first attempt.
     #[default]
@@ -43,19 +45,6 @@ pub enum State {
     Delivered,
     /// Written to the dead-letter file (failed for good, evicted, expired).
     DeadLettered,
-}
-
-impl State {
-    /// Its name in the API.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            State::Queued => "queued",
-            State::InFlight => "in_flight",
-            State::RetryWaiting => "retry_waiting",
-            State::Delivered => "delivered",
-            State::DeadLettered => "dead_lettered",
-        }
-    }
 }
 
 /// What is known of one webhook.

@@ -9,18 +9,19 @@ use axum::Json;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use serde::Serialize;
+use utoipa::ToSchema;
 
-use super::{Found, Registry};
+use super::{Found, Registry, State};
 use crate::intake::job::unix_ms;
 use crate::intake::problem::problem;
 
-/// The answer's body.
-#[derive(Serialize, Debug)]
+/// A webhook's status.
+#[derive(Serialize, Debug, ToSchema)]
 pub struct WebhookStatus {
     /// The webhook's id, as its 202 named it.
     pub id: String,
-    /// `queued`, `in_flight`, `retry_waiting`, `delivered` or `dead_lettered`.
-    pub state: &'static str,
+    /// Where it is.
+    pub state: State,
     /// The destination it goes to.
     pub destination: Option<String>,
     /// Delivery attempts made so far.
@@ -47,7 +48,7 @@ impl WebhookStatus {
         let s = f.status;
         WebhookStatus {
             id: id.to_string(),
-            state: s.state.as_str(),
+            state: s.state,
             destination: s.destination.map(|d| d.to_string()),
             attempts: s.attempts,
             last_status: s.last_status,

@@ -24,6 +24,7 @@ mod intake_clients;
 mod intake_keys;
 mod letters;
 mod load;
+mod openapi;
 mod private_addresses;
 mod raw;
 mod readyz_store;
