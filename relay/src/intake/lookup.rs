@@ -15,7 +15,7 @@ use crate::openapi::schemas::Problem;
 use crate::status::view::{self, WebhookStatus};
 
 /// `GET /v1/webhooks/{id}`.
-#[utoipa::path(get, path = "/v1/webhooks/{id}", tag = "intake",
+#[utoipa::path(get, path = "/v1/webhooks/{id}", tag = "intake", operation_id = "get_webhook",
     security(("tenant_key" = [])),
     params(("id" = String, Path, description = "The id the 202 named.")),
     responses(

@@ -16,7 +16,7 @@
 //!    URL it gives; 403 for one the tenant may not use);
 //! 3. the body, its bytes held against the byte budget while read (503 when
 //!    the budget has no room, 413 past the limit, 408 past
-//!    `body_read_timeout`);
+//!    `body_read_timeout`); a body labelled JSON must be JSON (400);
 //! 4. the idempotency key, scoped by the tenant (a repeat answers here;
 //!    the key's bytes are held too);
 //! 5. admission into the destinations set: the tenant's quota, the
@@ -39,6 +39,7 @@ pub mod budget;
 mod caller;
 pub mod idempotency;
 pub mod job;
+mod json;
 mod lookup;
 pub mod names;
 pub mod problem;
@@ -134,19 +135,20 @@ async fn healthz() -> &'static str {
 }
 
 /// `POST /v1/webhooks/deliver`: take a webhook in (see the module docs).
-#[utoipa::path(post, path = "/v1/webhooks/deliver", tag = "intake",
+#[utoipa::path(post, path = "/v1/webhooks/deliver", tag = "intake", operation_id = "deliver_webhook",
     security(("tenant_key" = [])),
     request_body(content = Object, content_type = "application/json",
-        description = "The webhook's body, delivered as it came with its Content-Type (any content type is taken; at most max_body_bytes)."),
+        description = "The webhook's body, delivered as it came with its Content-Type, at most max_body_bytes. Any content type is taken; one labelled JSON (application/json, or +json) must be JSON."),
     params(
-        ("X-Destination" = Option<String>, Header, description = "The destination to deliver to (destination_header). Without it: the only destination the caller may use.", nullable = false),
+        ("X-Destination" = String, Header, example = "billing", description = "The destination to deliver to (destination_header). Described as required, as it is on a relay with several destinations: where the caller may use only one, it may be left out (that one is meant)."),
         ("Idempotency-Key" = Option<String>, Header, description = "A key making a retried POST safe: a repeat within idempotency_window answers the first id. 1 to 256 visible ASCII characters.",
             nullable = false, max_length = 256, pattern = "^[ -~]*[!-~][ -~]*$"),
-        ("X-Tenant" = Option<String>, Header, description = "The tenant (tenant_header), read only on an open relay (no [[tenants]]); with tenants the key decides.", nullable = false, max_length = 256),
+        ("X-Tenant" = Option<String>, Header, description = "The tenant (tenant_header), read only on an open relay (no [[tenants]]: over 256 bytes is a 400 there); with tenants the key decides and it is not read.", nullable = false),
     ),
     responses(
-        (status = 202, description = "Accepted: queued (durable with the journal), deferred, or a duplicate of an Idempotency-Key accepted before.", body = Accepted),
-        (status = 400, description = "Bad framing (Transfer-Encoding other than chunked, or with Content-Length), a blank or unreadable Idempotency-Key or tenant, no destination named when the caller may use several, or a destination header that is not text.", body = Problem, content_type = "application/problem+json"),
+        (status = 202, description = "Accepted: queued (durable with the journal), deferred, or a duplicate of an Idempotency-Key accepted before.", body = Accepted,
+            links(("status" = (operation_id = "get_webhook", parameters(("id" = "$response.body#/id")), description = "The webhook's status.")))),
+        (status = 400, description = "A body labelled JSON that is not JSON, bad framing (Transfer-Encoding other than chunked, or with Content-Length), a blank or unreadable Idempotency-Key or tenant, no destination named when the caller may use several, or a destination header that is not text.", body = Problem, content_type = "application/problem+json"),
         (status = 401, description = "No key, an unknown one or an expired one (with [[tenants]]).", body = Problem, content_type = "application/problem+json",
             headers(("WWW-Authenticate" = String, description = "`Bearer realm=\"dripfeed-relay\"`, with `error=\"invalid_token\"` when a key was sent"))),
         (status = 403, description = "The caller's tenant may not post to that destination (configured or not).", body = Problem, content_type = "application/problem+json"),
@@ -206,6 +208,7 @@ async fn take(intake: &Intake, request: Request) -> Result<Response, Refusal> {
     // 3. The body, held against the budget as it is read.
     let tenant_bytes = tenant.named.as_ref().map_or(0, String::len);
     let (body, ticket) = intake.read_body(body, announced, tenant_bytes).await?;
+    json::check(headers_in, &body)?;
     // 4. The idempotency key, scoped by the tenant.
     if let Some(key) = &key
         && let Some(answer) = repeat(intake, tenant, key, &body)

@@ -140,12 +140,47 @@ fn describe(api: &mut OpenApi, listener: Listener) {
 
 /// The document as pretty JSON, ending in a newline.
 fn render(api: &OpenApi) -> String {
-    let mut text = api.to_pretty_json().unwrap_or_else(|e| {
-        // Serializing a document of strings and maps does not fail.
-        format!("{{\"error\":\"{e}\"}}")
-    });
+    let mut text = serde_json::to_value(api)
+        .map(|mut doc| {
+            link_names(&mut doc);
+            doc
+        })
+        .and_then(|doc| serde_json::to_string_pretty(&doc))
+        .unwrap_or_else(|e| {
+            // Serializing a document of strings and maps does not fail.
+            format!("{{\"error\":\"{e}\"}}")
+        });
     text.push('\n');
     text
+}
+
+/// utoipa 5 writes a Link Object's fields in snake case (`operation_id`);
+/// OpenAPI names them `operationId` and `requestBody`.
+fn link_names(doc: &mut serde_json::Value) {
+    let Some(paths) = doc.get_mut("paths").and_then(|p| p.as_object_mut()) else {
+        return;
+    };
+    let responses = paths
+        .values_mut()
+        .filter_map(|item| item.as_object_mut())
+        .flat_map(|item| item.values_mut())
+        .filter_map(|op| op.get_mut("responses").and_then(|r| r.as_object_mut()))
+        .flat_map(|r| r.values_mut());
+    for response in responses {
+        let Some(links) = response.get_mut("links").and_then(|l| l.as_object_mut()) else {
+            continue;
+        };
+        for link in links.values_mut().filter_map(|l| l.as_object_mut()) {
+            for (snake, camel) in [
+                ("operation_id", "operationId"),
+                ("request_body", "requestBody"),
+            ] {
+                if let Some(v) = link.remove(snake) {
+                    link.insert(camel.to_owned(), v);
+                }
+            }
+        }
+    }
 }
 
 #[cfg(test)]

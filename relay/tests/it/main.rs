@@ -22,6 +22,7 @@ mod https;
 mod intake_bytes;
 mod intake_clients;
 mod intake_keys;
+mod json_bodies;
 mod letters;
 mod load;
 mod openapi;
