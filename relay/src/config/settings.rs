@@ -131,7 +131,7 @@ declare_settings! {
     /// the admin API (/v1/destinations); port 0 takes any free port. Without
     /// admin_token_sha256 it must be a loopback address.
     admin_listen: SocketAddr = "127.0.0.1:8090";
-    /// Serve without [[tenants]] (no API keys) on a listen address that is
+    /// Serve without `[[tenants]]` (no API keys) on a listen address that is
     /// not loopback, or without admin_token_sha256 on an admin_listen
     /// address that is not: anyone who can reach it can post (or manage).
     /// Without it such a relay refuses to start.
