@@ -10,10 +10,13 @@
 //!   may only be on loopback (the configuration refuses anything else
 //!   unless `allow_unauthenticated`), where they answer anyone;
 //! - `GET /v1/webhooks/{id}` ([`webhooks`]): any webhook's status, under
-//!   the same token.
+//!   the same token;
+//! - `GET /v1/dead-letters` ([`dead_letters`]): a page of the dead-letter
+//!   lines, oldest first, under the same token.
 //!
 //! The status line on stdout is [`status`].
 
+pub mod dead_letters;
 pub mod destinations;
 pub mod probes;
 pub mod status;
@@ -50,6 +53,8 @@ pub struct Admin {
     pub configured: Vec<destinations::Configured>,
     /// The shared stores `/readyz` asks (the tenant quota store).
     pub stores: Vec<stores::StoreCheck>,
+    /// The live dead-letter file (its rotated ones beside it).
+    pub dead_letter_file: std::path::PathBuf,
 }
 
 /// The routes that need the admin token.
@@ -58,6 +63,7 @@ fn guarded() -> OpenApiRouter<Arc<Admin>> {
         .routes(routes!(destinations::list))
         .routes(routes!(destinations::one))
         .routes(routes!(webhooks::webhook))
+        .routes(routes!(dead_letters::list))
 }
 
 /// The routes open to anyone who reaches the listener.

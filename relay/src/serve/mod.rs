@@ -190,6 +190,7 @@ pub async fn run(
         token: s.admin_token_sha256,
         configured: admin::destinations::Configured::all(&cfg),
         stores,
+        dead_letter_file: s.dead_letter_file.clone(),
     });
     let (admin_tcp, admin_addr) = bind(s.admin_listen, "admin_listen").await?;
     let (tcp, addr) = bind(s.listen, "listen").await?;

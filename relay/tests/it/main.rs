@@ -13,6 +13,7 @@ mod crash;
 mod dead_letter_disk;
 mod dead_letter_file;
 mod dead_letter_rotation;
+mod dead_letters_api;
 mod fanout;
 mod faults;
 mod fleet;
