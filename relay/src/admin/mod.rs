@@ -12,13 +12,15 @@
 //! - `GET /v1/webhooks/{id}` ([`webhooks`]): any webhook's status, under
 //!   the same token;
 //! - `GET /v1/dead-letters` ([`dead_letters`]): a page of the dead-letter
-//!   lines, oldest first, under the same token.
+//!   lines, oldest first, and `POST /v1/dead-letters/redrive`
+//!   ([`redrive`]), under the same token.
 //!
 //! The status line on stdout is [`status`].
 
 pub mod dead_letters;
 pub mod destinations;
 pub mod probes;
+pub mod redrive;
 pub mod status;
 pub mod stores;
 pub mod token;
@@ -55,6 +57,10 @@ pub struct Admin {
     pub stores: Vec<stores::StoreCheck>,
     /// The live dead-letter file (its rotated ones beside it).
     pub dead_letter_file: std::path::PathBuf,
+    /// The configured destinations, name and URL (where redriven lines go).
+    pub targets: Vec<(Arc<str>, String)>,
+    /// Held by the redrive running.
+    pub redriving: tokio::sync::Mutex<()>,
 }
 
 /// The routes that need the admin token.
@@ -64,6 +70,7 @@ fn guarded() -> OpenApiRouter<Arc<Admin>> {
         .routes(routes!(destinations::one))
         .routes(routes!(webhooks::webhook))
         .routes(routes!(dead_letters::list))
+        .routes(routes!(redrive::redrive))
 }
 
 /// The routes open to anyone who reaches the listener.

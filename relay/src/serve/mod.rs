@@ -191,6 +191,12 @@ pub async fn run(
         configured: admin::destinations::Configured::all(&cfg),
         stores,
         dead_letter_file: s.dead_letter_file.clone(),
+        targets: cfg
+            .destinations
+            .iter()
+            .map(|d| (Arc::from(d.name.as_str()), d.url.as_str().to_owned()))
+            .collect(),
+        redriving: tokio::sync::Mutex::new(()),
     });
     let (admin_tcp, admin_addr) = bind(s.admin_listen, "admin_listen").await?;
     let (tcp, addr) = bind(s.listen, "listen").await?;

@@ -6,6 +6,7 @@
 
 use std::collections::HashSet;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use axum::http::StatusCode;
@@ -48,10 +49,16 @@ async fn post(relay: &Relay, destination: &str, n: u32) -> String {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn dead_letters_are_paged_oldest_first_across_rotated_files() {
     let log = Arc::new(Log::default());
+    // Refuses (400) until healed.
+    let healed = Arc::new(AtomicBool::new(false));
+    let healthy = healed.clone();
     let rx = receivers::recording(
-        log,
+        log.clone(),
         Duration::ZERO,
-        Arc::new(|_: &Hit, _| StatusCode::BAD_REQUEST.into_response()),
+        Arc::new(move |_: &Hit, _| match healthy.load(Ordering::Relaxed) {
+            true => StatusCode::NO_CONTENT.into_response(),
+            false => StatusCode::BAD_REQUEST.into_response(),
+        }),
     )
     .await;
     let dir = TempDir::new("dead-letters-api");
@@ -124,4 +131,67 @@ async fn dead_letters_are_paged_oldest_first_across_rotated_files() {
         assert_eq!(status, want, "{bad}: {body}");
     }
     assert_eq!(get(&url(""), None).await.0, 401);
+
+    // Redrive two by id, then shipping's: each line once, under its id.
+    healed.store(true, Ordering::Relaxed);
+    let billing: Vec<String> = seen
+        .iter()
+        .filter(|id| !shipping_ids(&shipping).contains(*id))
+        .take(2)
+        .cloned()
+        .collect();
+    let by_ids = serde_json::json!({ "ids": billing });
+    let redrive = |body: String| {
+        http()
+            .post(relay.admin_url("/v1/dead-letters/redrive"))
+            .bearer_auth(TOKEN)
+            .header("content-type", "application/json")
+            .body(body)
+            .send()
+    };
+    let answer = |r: reqwest::Response| async move {
+        let status = r.status().as_u16();
+        let text = r.text().await.unwrap_or_default();
+        (
+            status,
+            serde_json::from_str::<Value>(&text).unwrap_or(Value::Null),
+        )
+    };
+    let (status, done) = answer(redrive(by_ids.to_string()).await.unwrap()).await;
+    assert_eq!(
+        (status, done["readmitted"].as_u64()),
+        (200, Some(2)),
+        "{done}"
+    );
+    let (_, again) = answer(redrive(by_ids.to_string()).await.unwrap()).await;
+    assert_eq!(again["readmitted"], 0, "never twice: {again}");
+    let body = "{\"destination\":\"shipping\"}".to_owned();
+    let (_, ship) = answer(redrive(body).await.unwrap()).await;
+    assert_eq!(ship["readmitted"], 2, "{ship}");
+    for (bad, want) in [("{}", 422), ("{\"ids\":[]}", 422), ("nope", 400)] {
+        let (status, body) = answer(redrive(bad.to_owned()).await.unwrap()).await;
+        assert_eq!(status, want, "{bad}: {body}");
+    }
+    // The four arrive, each under the id it had.
+    let mut want: HashSet<String> = billing.into_iter().collect();
+    want.extend(shipping_ids(&shipping));
+    let arrived = log
+        .until(Duration::from_secs(20), |hits| {
+            want.iter()
+                .all(|id| hits.iter().filter(|h| &h.key == id).count() == 2)
+        })
+        .await;
+    assert!(arrived, "{want:?}");
+}
+
+/// The ids in a page.
+fn shipping_ids(page: &Value) -> HashSet<String> {
+    page["dead_letters"]
+        .as_array()
+        .map(|all| {
+            all.iter()
+                .filter_map(|l| l["id"].as_str().map(str::to_owned))
+                .collect()
+        })
+        .unwrap_or_default()
 }
