@@ -30,9 +30,11 @@ mod deliver;
 mod demo;
 mod intake;
 mod listener;
+mod openapi;
 mod queue;
 mod serve;
 mod shutdown;
+mod status;
 mod telemetry;
 
 use std::path::PathBuf;
@@ -92,6 +94,14 @@ enum Command {
     /// `admin_token_sha256`: the configuration never holds a key in clear.
     /// Whitespace around the key (the newline of `echo`) is not part of it.
     HashKey,
+    /// Print a listener's OpenAPI 3.1 document (`intake`, the default, or
+    /// `admin`): what it serves at GET /openapi.json, and what
+    /// relay/openapi.json and relay/openapi-admin.json hold.
+    Openapi {
+        /// `intake` or `admin`.
+        #[arg(default_value = "intake")]
+        listener: String,
+    },
 }
 
 /// The command line, with each setting's help naming its default and variable.
@@ -146,6 +156,16 @@ async fn main() -> ExitCode {
     let cli = parse();
     match cli.command {
         Some(Command::HashKey) => hash_key(),
+        Some(Command::Openapi { listener }) => match openapi::Listener::parse(&listener) {
+            Some(l) => {
+                print!("{}", openapi::generate(l));
+                ExitCode::SUCCESS
+            }
+            None => {
+                eprintln!("dripfeed-relay openapi: give intake or admin, not {listener:?}");
+                ExitCode::from(2)
+            }
+        },
         Some(Command::CheckConfig { file, mut sources }) => {
             if sources.config.replace(file).is_some() {
                 eprintln!("dripfeed-relay: check-config takes its file as FILE, not --config");

@@ -17,6 +17,13 @@ pub const HELD_BYTES: &str = "dripfeed_relay_held_bytes";
 /// Gauge: idempotency keys remembered.
 pub const IDEMPOTENCY_KEYS: &str = "dripfeed_relay_idempotency_keys";
 
+/// Gauge: webhooks whose status `GET /v1/webhooks/{id}` knows (label
+/// `kind`: `held`, still in the relay; `ended`, remembered after their end,
+/// at most `status_max`).
+pub const WEBHOOK_STATUSES: &str = "dripfeed_relay_webhook_statuses";
+/// Gauge: the bytes those statuses take, roughly.
+pub const WEBHOOK_STATUS_BYTES: &str = "dripfeed_relay_webhook_status_bytes";
+
 /// Gauge: connections a listener serves now (label `listener`: `intake`
 /// or `admin`).
 pub const CONNECTIONS: &str = "dripfeed_relay_connections";
@@ -59,6 +66,15 @@ pub fn install_prometheus() -> Result<PrometheusHandle, String> {
         "bytes held for clients: bodies, idempotency keys and tenant names"
     );
     metrics::describe_gauge!(IDEMPOTENCY_KEYS, "idempotency keys remembered");
+    metrics::describe_gauge!(
+        WEBHOOK_STATUSES,
+        "webhooks whose status GET /v1/webhooks/{id} knows, held or ended"
+    );
+    metrics::describe_gauge!(
+        WEBHOOK_STATUS_BYTES,
+        metrics::Unit::Bytes,
+        "bytes the webhook statuses take, roughly"
+    );
     metrics::describe_gauge!(CONNECTIONS, "connections the intake listener serves");
     metrics::describe_counter!(
         CONNECTIONS_REFUSED,

@@ -11,11 +11,13 @@ use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use dripfeed::destinations::DestinationStats;
-use serde_json::{Value, json};
+use serde::Serialize;
+use utoipa::ToSchema;
 
 use super::Admin;
 use crate::config::{Config, Destination};
 use crate::intake::problem::problem;
+use crate::openapi::schemas::Problem;
 
 /// A destination as configured, secrets left out.
 #[derive(Clone, Debug)]
@@ -45,36 +47,83 @@ impl Configured {
         cfg.destinations.iter().map(one).collect()
     }
 
-    /// Its JSON, with `live` state if the set has it.
-    fn json(&self, live: Option<&DestinationStats>) -> Value {
-        let mut v = json!({
-            "name": self.name,
-            "url": self.url,
-            "rate": self.rate,
-            "ceiling": self.ceiling,
-            "budget_ms": u64::try_from(self.budget.as_millis()).unwrap_or(u64::MAX),
-            "secret_set": self.secret_set,
-            "origin": self.origin,
-        });
-        if let (Some(s), Some(obj)) = (live, v.as_object_mut()) {
-            obj.insert(
-                "live".into(),
-                json!({
-                    "active": s.is_active(),
-                    "rate_now": s.drain_rate(),
-                    "depth": s.depth(),
-                    "capacity": s.capacity(),
-                    "in_flight": s.in_flight(),
-                    "breaker": s.breaker().as_str(),
-                    "accepted": s.accepted(),
-                    "refused": s.refused(),
-                    "delivered": s.delivered(),
-                    "dead_lettered": s.dead_lettered() + s.evicted(),
-                }),
-            );
+    /// Its view, with `live` state if the set has it.
+    fn view(&self, live: Option<&DestinationStats>) -> DestinationView {
+        DestinationView {
+            name: self.name.clone(),
+            url: self.url.clone(),
+            rate: self.rate,
+            ceiling: self.ceiling,
+            budget_ms: u64::try_from(self.budget.as_millis()).unwrap_or(u64::MAX),
+            secret_set: self.secret_set,
+            origin: self.origin.clone(),
+            live: live.map(|s| Live {
+                active: s.is_active(),
+                rate_now: s.drain_rate(),
+                depth: s.depth(),
+                capacity: s.capacity(),
+                in_flight: s.in_flight(),
+                breaker: s.breaker().as_str().to_owned(),
+                accepted: s.accepted(),
+                refused: s.refused(),
+                delivered: s.delivered(),
+                dead_lettered: s.dead_lettered() + s.evicted(),
+            }),
         }
-        v
     }
+}
+
+/// A destination as `GET /v1/destinations` shows it (never its secret).
+#[derive(Serialize, ToSchema)]
+pub struct DestinationView {
+    /// Its name (the destination header's value).
+    name: String,
+    /// Where its webhooks are delivered.
+    url: String,
+    /// Its drain rate, webhooks/s, as configured.
+    rate: f64,
+    /// Its adaptive ceiling, webhooks/s, if adaptive.
+    ceiling: Option<f64>,
+    /// Its latency budget, ms.
+    budget_ms: u64,
+    /// Whether a signing secret is set (the secret is never shown).
+    secret_set: bool,
+    /// Where it was configured (a file and line, a flag, a variable).
+    origin: String,
+    /// Its live state, while its throttle exists.
+    live: Option<Live>,
+}
+
+/// A destination's live state.
+#[derive(Serialize, ToSchema)]
+pub struct Live {
+    /// Whether its throttle runs now.
+    active: bool,
+    /// Its drain rate now, webhooks/s.
+    rate_now: f64,
+    /// Webhooks queued.
+    depth: u64,
+    /// Webhooks it may queue.
+    capacity: u64,
+    /// Deliveries running.
+    in_flight: u64,
+    /// `closed`, `open` or `half-open`.
+    breaker: String,
+    /// Webhooks admitted.
+    accepted: u64,
+    /// Webhooks refused.
+    refused: u64,
+    /// Webhooks delivered.
+    delivered: u64,
+    /// Webhooks dead-lettered (evicted ones among them).
+    dead_lettered: u64,
+}
+
+/// `GET /v1/destinations`.
+#[derive(Serialize, ToSchema)]
+pub struct DestinationList {
+    /// Every configured destination, in configuration order.
+    destinations: Vec<DestinationView>,
 }
 
 /// The live state of every destination, by name.
@@ -83,17 +132,35 @@ fn live(admin: &Admin) -> Vec<DestinationStats> {
 }
 
 /// `GET /v1/destinations`.
-pub async fn list(State(admin): State<Arc<Admin>>) -> Response {
+#[utoipa::path(get, path = "/v1/destinations", tag = "admin",
+    security(("admin_token" = [])),
+    responses(
+        (status = 200, description = "Every destination, without secrets.", body = DestinationList),
+        (status = 401, description = "No admin token, or not the admin token.", body = Problem, content_type = "application/problem+json",
+            headers(("WWW-Authenticate" = String, description = "`Bearer realm=\"dripfeed-relay\"`"))),
+        (status = 503, description = "The listener serves its most connections.", body = Problem, content_type = "application/problem+json"),
+    ))]
+pub async fn list(State(admin): State<Arc<Admin>>) -> Json<DestinationList> {
     let stats = live(&admin);
-    let all: Vec<Value> = admin
+    let destinations = admin
         .configured
         .iter()
-        .map(|c| c.json(stats.iter().find(|s| s.name() == c.name)))
+        .map(|c| c.view(stats.iter().find(|s| s.name() == c.name)))
         .collect();
-    Json(json!({ "destinations": all })).into_response()
+    Json(DestinationList { destinations })
 }
 
 /// `GET /v1/destinations/{name}`.
+#[utoipa::path(get, path = "/v1/destinations/{name}", tag = "admin",
+    security(("admin_token" = [])),
+    params(("name" = String, Path, description = "The destination's name.")),
+    responses(
+        (status = 200, description = "The destination, without its secret.", body = DestinationView),
+        (status = 401, description = "No admin token, or not the admin token.", body = Problem, content_type = "application/problem+json",
+            headers(("WWW-Authenticate" = String, description = "`Bearer realm=\"dripfeed-relay\"`"))),
+        (status = 404, description = "No destination of that name is configured.", body = Problem, content_type = "application/problem+json"),
+        (status = 503, description = "The listener serves its most connections.", body = Problem, content_type = "application/problem+json"),
+    ))]
 pub async fn one(State(admin): State<Arc<Admin>>, Path(name): Path<String>) -> Response {
     let Some(c) = admin.configured.iter().find(|c| c.name == name) else {
         let detail = "no destination of that name is configured".to_owned();
@@ -105,5 +172,5 @@ pub async fn one(State(admin): State<Arc<Admin>>, Path(name): Path<String>) -> R
         );
     };
     let stats = live(&admin);
-    Json(c.json(stats.iter().find(|s| s.name() == c.name))).into_response()
+    Json(c.view(stats.iter().find(|s| s.name() == c.name))).into_response()
 }

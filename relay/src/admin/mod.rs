@@ -8,15 +8,23 @@
 //!   ([`destinations`]) need `Authorization: Bearer ADMIN_TOKEN` when
 //!   `admin_token_sha256` is set ([`token`]); without it the admin listener
 //!   may only be on loopback (the configuration refuses anything else
-//!   unless `allow_unauthenticated`), where they answer anyone.
+//!   unless `allow_unauthenticated`), where they answer anyone;
+//! - `GET /v1/webhooks/{id}` ([`webhooks`]): any webhook's status, under
+//!   the same token;
+//! - `GET /v1/dead-letters` ([`dead_letters`]): a page of the dead-letter
+//!   lines, oldest first, and `POST /v1/dead-letters/redrive`
+//!   ([`redrive`]), under the same token.
 //!
 //! The status line on stdout is [`status`].
 
+pub mod dead_letters;
 pub mod destinations;
 pub mod probes;
+pub mod redrive;
 pub mod status;
 pub mod stores;
 pub mod token;
+pub mod webhooks;
 
 use std::sync::Arc;
 
@@ -24,11 +32,13 @@ use axum::Router;
 use axum::extract::State;
 use axum::http::header;
 use axum::response::{IntoResponse, Response};
-use axum::routing::get;
 use metrics_exporter_prometheus::PrometheusHandle;
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
 
 use crate::auth::digest::KeyDigest;
 use crate::intake::Intake;
+use crate::openapi::{self, schemas::Problem};
 use crate::telemetry;
 
 /// What the admin routes read.
@@ -45,30 +55,60 @@ pub struct Admin {
     pub configured: Vec<destinations::Configured>,
     /// The shared stores `/readyz` asks (the tenant quota store).
     pub stores: Vec<stores::StoreCheck>,
+    /// The live dead-letter file (its rotated ones beside it).
+    pub dead_letter_file: std::path::PathBuf,
+    /// The configured destinations, name and URL (where redriven lines go).
+    pub targets: Vec<(Arc<str>, String)>,
+    /// Held by the redrive running.
+    pub redriving: tokio::sync::Mutex<()>,
 }
 
-/// The admin routes.
+/// The routes that need the admin token.
+fn guarded() -> OpenApiRouter<Arc<Admin>> {
+    OpenApiRouter::new()
+        .routes(routes!(destinations::list))
+        .routes(routes!(destinations::one))
+        .routes(routes!(webhooks::webhook))
+        .routes(routes!(dead_letters::list))
+        .routes(routes!(redrive::redrive))
+}
+
+/// The routes open to anyone who reaches the listener.
+fn open() -> OpenApiRouter<Arc<Admin>> {
+    OpenApiRouter::new()
+        .routes(routes!(metrics))
+        .routes(routes!(probes::healthz))
+        .routes(routes!(probes::readyz))
+}
+
+/// Every admin route, each with its OpenAPI description.
+pub fn routes() -> OpenApiRouter<Arc<Admin>> {
+    open().merge(guarded())
+}
+
+/// The admin router, serving its document at `/openapi.json`.
 pub fn router(admin: Arc<Admin>) -> Router {
-    let guarded = Router::new()
-        .route("/v1/destinations", get(destinations::list))
-        .route("/v1/destinations/{name}", get(destinations::one))
-        .route_layer(axum::middleware::from_fn_with_state(
-            admin.clone(),
-            token::require,
-        ));
-    Router::new()
-        .route("/metrics", get(metrics))
-        .route("/healthz", get(probes::healthz))
-        .route("/readyz", get(probes::readyz))
-        .merge(guarded)
-        .with_state(admin)
+    let guarded = guarded().route_layer(axum::middleware::from_fn_with_state(
+        admin.clone(),
+        token::require,
+    ));
+    openapi::finish(open().merge(guarded), openapi::Listener::Admin, admin)
 }
 
 /// `GET /metrics`: the relay's own gauges set, then the page.
+#[utoipa::path(get, path = "/metrics", tag = "probes",
+    responses(
+        (status = 200, description = "Prometheus text (passes promtool check metrics).", body = String, content_type = "text/plain"),
+        (status = 503, description = "The listener serves its most connections.", body = Problem, content_type = "application/problem+json"),
+    ))]
 async fn metrics(State(admin): State<Arc<Admin>>) -> Response {
     let intake = &admin.intake;
     metrics::gauge!(telemetry::HELD_BYTES).set(intake.budget.held() as f64);
     metrics::gauge!(telemetry::IDEMPOTENCY_KEYS).set(intake.idempotency.count() as f64);
+    let (held, ended, bytes) = intake.status.counts();
+    metrics::gauge!(telemetry::WEBHOOK_STATUSES, "kind" => "held").set(held as f64);
+    metrics::gauge!(telemetry::WEBHOOK_STATUSES, "kind" => "ended").set(ended as f64);
+    metrics::gauge!(telemetry::WEBHOOK_STATUS_BYTES).set(bytes as f64);
     let page = admin.prometheus.render();
     ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], page).into_response()
 }

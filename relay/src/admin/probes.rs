@@ -14,8 +14,14 @@ use axum::response::{IntoResponse, Response};
 use serde_json::json;
 
 use super::Admin;
+use crate::openapi::schemas::{NotReady, Problem, Ready};
 
 /// `GET /healthz`.
+#[utoipa::path(get, path = "/healthz", tag = "probes",
+    responses(
+        (status = 200, description = "The relay serves.", body = String, content_type = "text/plain", example = "ok\n"),
+        (status = 503, description = "The listener serves its most connections.", body = Problem, content_type = "application/problem+json"),
+    ))]
 pub async fn healthz() -> &'static str {
     "ok\n"
 }
@@ -42,6 +48,11 @@ pub async fn down(admin: &Admin) -> Vec<(&'static str, String)> {
 }
 
 /// `GET /readyz`.
+#[utoipa::path(get, path = "/readyz", tag = "probes",
+    responses(
+        (status = 200, description = "Ready: a webhook taken now can be kept.", body = Ready),
+        (status = 503, description = "Not ready, naming what is down (or the listener serves its most connections).", body = NotReady, content_type = "application/problem+json"),
+    ))]
 pub async fn readyz(State(admin): State<Arc<Admin>>) -> Response {
     let down = down(&admin).await;
     if down.is_empty() {

@@ -147,4 +147,10 @@ declare_settings! {
     /// resolves to a refused address; false leaves names to the check made
     /// at every connection (for names that resolve differently later).
     resolve_destinations_at_start: bool = "true";
+    /// How long GET /v1/webhooks/{id} remembers a delivered or
+    /// dead-lettered webhook, e.g. 24h (in memory: a restart forgets).
+    status_retention: Duration = "1day";
+    /// The most ended webhooks GET /v1/webhooks/{id} remembers; past it the
+    /// oldest are forgotten first (0: only held webhooks are known).
+    status_max: usize = "1000000";
 }

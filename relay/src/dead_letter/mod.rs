@@ -22,6 +22,8 @@ pub mod error;
 mod files;
 pub mod health;
 mod line;
+pub mod marks;
+pub mod page;
 pub mod redrive;
 mod rotated;
 mod writer;

@@ -162,6 +162,19 @@ pub async fn redrive(
     Ok(done)
 }
 
+/// The destination and job of one dead-letter line: `None` when it does
+/// not parse, names no configured destination, or the byte budget has no
+/// room for its body.
+pub fn job_of_line<'a>(
+    line: &str,
+    targets: &'a [(Arc<str>, String)],
+    budget: &ByteBudget,
+) -> Option<(&'a str, Job)> {
+    let letter = parse(line)?;
+    let name = route(letter.destination.as_deref(), targets)?;
+    Some((name, job_of(letter, budget)?))
+}
+
 /// The configured destination a line names, by name or URL; the only one
 /// when there is one.
 fn route<'a>(named: Option<&str>, targets: &'a [(Arc<str>, String)]) -> Option<&'a str> {

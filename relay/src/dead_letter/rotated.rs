@@ -48,29 +48,38 @@ pub fn count_lines(path: &Path) -> std::io::Result<(u64, bool)> {
     }
 }
 
+/// The numbers of the rotated files of `live` there are now, lowest
+/// (oldest) first.
+pub fn numbers(live: &Path) -> std::io::Result<Vec<u64>> {
+    let Some(name) = live.file_name().map(|n| n.to_string_lossy().into_owned()) else {
+        return Ok(Vec::new());
+    };
+    let prefix = format!("{name}.");
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir(dir_of(live))? {
+        let file_name = entry?.file_name();
+        if let Some(n) = file_name
+            .to_str()
+            .and_then(|f| f.strip_prefix(&prefix))
+            .filter(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
+            .and_then(|n| n.parse::<u64>().ok())
+        {
+            found.push(n);
+        }
+    }
+    found.sort_unstable();
+    Ok(found)
+}
+
 impl Rotated {
     /// Finds the rotated files of `live` as they are now: those moved away
     /// are forgotten, new ones counted.
     pub fn scan(&mut self, live: &Path) -> std::io::Result<()> {
-        let Some(name) = live.file_name().map(|n| n.to_string_lossy().into_owned()) else {
-            return Ok(());
-        };
-        let prefix = format!("{name}.");
         let mut found = BTreeMap::new();
-        for entry in std::fs::read_dir(dir_of(live))? {
-            let entry = entry?;
-            let file_name = entry.file_name();
-            let Some(n) = file_name
-                .to_str()
-                .and_then(|f| f.strip_prefix(&prefix))
-                .filter(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
-                .and_then(|n| n.parse::<u64>().ok())
-            else {
-                continue;
-            };
+        for n in numbers(live)? {
             let lines = match self.files.get(&n) {
                 Some(&known) => known,
-                None => count_lines(&entry.path())?.0,
+                None => count_lines(&path_of(live, n))?.0,
             };
             found.insert(n, lines);
         }

@@ -19,6 +19,7 @@ use axum::http::{HeaderMap, header};
 use dripfeed::{Attempt, Delivery, Downstream};
 
 use crate::intake::job::{Job, unix_ms};
+use crate::status::Registry;
 use latency::Latencies;
 
 /// One destination's deliveries.
@@ -37,6 +38,8 @@ pub struct HttpDownstream {
     /// Where deliveries may connect (checked here for an IP literal; the
     /// client's resolver checks names).
     pub guard: Arc<guard::AddressGuard>,
+    /// Where each attempt's start and answer are recorded.
+    pub status: Arc<Registry>,
 }
 
 #[async_trait::async_trait]
@@ -48,7 +51,15 @@ impl Downstream<Job> for HttpDownstream {
             return Delivery::Failed;
         };
         // The id the 202 named (or, redriven, the id it had before).
-        let id = trail.name(attempt.id()).to_string();
+        let public = trail.name(attempt.id());
+        self.status.started(
+            attempt,
+            public,
+            job.tenant.as_deref(),
+            &self.name,
+            job.received_unix_ms,
+        );
+        let id = public.to_string();
         let mut req = self
             .client
             .post(url)
@@ -73,6 +84,9 @@ impl Downstream<Job> for HttpDownstream {
         self.latencies.record(started.elapsed());
         let status = answer.as_ref().map_or(0, |r| r.status().as_u16());
         trail.attempted(attempt.number(), status);
+        if status != 0 {
+            self.status.answered(attempt.id(), status);
+        }
         match answer {
             Ok(resp) if resp.status().is_success() => Delivery::Done,
             Ok(resp) => match status {

@@ -18,7 +18,7 @@
 //!    lines: 503 `dead-letter-unavailable` or `dead-letter-full`), its
 //!    bytes held against the byte budget while read (503 when
 //!    the budget has no room, 413 past the limit, 408 past
-//!    `body_read_timeout`);
+//!    `body_read_timeout`); a body labelled JSON must be JSON (400);
 //! 4. the idempotency key, scoped by the tenant (a repeat answers here;
 //!    the key's bytes are held too);
 //! 5. admission into the destinations set: the tenant's quota, the
@@ -44,6 +44,8 @@ pub mod budget;
 mod caller;
 pub mod idempotency;
 pub mod job;
+mod json;
+mod lookup;
 pub mod names;
 pub mod problem;
 mod route;
@@ -57,13 +59,19 @@ use axum::body::Bytes;
 use axum::extract::{DefaultBodyLimit, Request, State};
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use axum::routing::{get, post};
 use dripfeed::destinations::Destinations;
 use dripfeed::{Admitted, headers};
 use serde_json::json;
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
 
 use crate::auth::tenants::Tenants;
 use crate::dead_letter::Health;
+use crate::openapi::{
+    self,
+    schemas::{Accepted, Problem},
+};
+use crate::status::Registry;
 pub use answers::Answers;
 use body::BodyError;
 use budget::{ByteBudget, JOB_OVERHEAD, Ticket};
@@ -102,18 +110,71 @@ pub struct Intake {
     /// Whether the dead-letter file takes lines: while it does not, every
     /// webhook is refused (503), since one that fails could not be kept.
     pub dead_letter: Arc<Health>,
+    /// Every webhook's status, by id.
+    pub status: Arc<Registry>,
 }
 
-/// The intake routes.
-pub fn router(intake: Arc<Intake>) -> Router {
-    Router::new()
-        .route("/v1/webhooks/deliver", post(deliver))
-        .route("/healthz", get(|| async { "ok\n" }))
+/// The intake routes, each with its OpenAPI description.
+pub fn routes() -> OpenApiRouter<Arc<Intake>> {
+    OpenApiRouter::new()
+        .routes(routes!(deliver))
+        .routes(routes!(lookup::webhook))
+        .routes(routes!(healthz))
         // Intake reads bodies itself, within max_body_bytes.
         .layer(DefaultBodyLimit::disable())
-        .with_state(intake)
 }
 
+/// The intake router, serving its document at `/openapi.json`.
+pub fn router(intake: Arc<Intake>) -> Router {
+    openapi::finish(routes(), openapi::Listener::Intake, intake)
+}
+
+/// `GET /healthz`: the process serves.
+#[utoipa::path(get, path = "/healthz", tag = "probes",
+    responses(
+        (status = 200, description = "The relay serves.", body = String, content_type = "text/plain", example = "ok\n"),
+        (status = 503, description = "The listener serves its most connections.", body = Problem, content_type = "application/problem+json"),
+    ))]
+async fn healthz() -> &'static str {
+    "ok\n"
+}
+
+/// `POST /v1/webhooks/deliver`: take a webhook in (see the module docs).
+#[utoipa::path(post, path = "/v1/webhooks/deliver", tag = "intake", operation_id = "deliver_webhook",
+    security(("tenant_key" = [])),
+    request_body(content = Object, content_type = "application/json",
+        description = "The webhook's body, delivered as it came with its Content-Type, at most max_body_bytes. Any content type is taken; one labelled JSON (application/json, or +json) must be JSON."),
+    params(
+        ("X-Destination" = String, Header, example = "billing", description = "The destination to deliver to (destination_header). Described as required, as it is on a relay with several destinations: where the caller may use only one, it may be left out (that one is meant)."),
+        ("Idempotency-Key" = Option<String>, Header, description = "A key making a retried POST safe: a repeat within idempotency_window answers the first id. 1 to 256 visible ASCII characters.",
+            nullable = false, max_length = 256, pattern = "^[ -~]*[!-~][ -~]*$"),
+        ("X-Tenant" = Option<String>, Header, description = "The tenant (tenant_header), read only on an open relay (no [[tenants]]: over 256 bytes is a 400 there); with tenants the key decides and it is not read.", nullable = false),
+    ),
+    responses(
+        (status = 202, description = "Accepted: queued (durable with the journal), deferred, or a duplicate of an Idempotency-Key accepted before.", body = Accepted,
+            links(("status" = (operation_id = "get_webhook", parameters(("id" = "$response.body#/id")), description = "The webhook's status.")))),
+        (status = 400, description = "A body labelled JSON that is not JSON, bad framing (Transfer-Encoding other than chunked, or with Content-Length), a blank or unreadable Idempotency-Key or tenant, no destination named when the caller may use several, or a destination header that is not text.", body = Problem, content_type = "application/problem+json"),
+        (status = 401, description = "No key, an unknown one or an expired one (with [[tenants]]).", body = Problem, content_type = "application/problem+json",
+            headers(("WWW-Authenticate" = String, description = "`Bearer realm=\"dripfeed-relay\"`, with `error=\"invalid_token\"` when a key was sent"))),
+        (status = 403, description = "The caller's tenant may not post to that destination (configured or not).", body = Problem, content_type = "application/problem+json"),
+        (status = 404, description = "No destination of that name is configured (for a tenant that may use every one).", body = Problem, content_type = "application/problem+json"),
+        (status = 408, description = "The body did not arrive within body_read_timeout.", body = Problem, content_type = "application/problem+json"),
+        (status = 409, description = "A request with this Idempotency-Key is still being admitted.", body = Problem, content_type = "application/problem+json"),
+        (status = 413, description = "The body is over max_body_bytes.", body = Problem, content_type = "application/problem+json"),
+        (status = 422, description = "This Idempotency-Key was used with another body.", body = Problem, content_type = "application/problem+json"),
+        (status = 429, description = "The tenant is over its quota.", body = Problem, content_type = "application/problem+json",
+            headers(
+                ("Retry-After" = u64, description = "Seconds until the quota has room."),
+                ("RateLimit" = String, description = "The refusing limit's state (draft-ietf-httpapi-ratelimit-headers)."),
+                ("RateLimit-Policy" = String, description = "The refusing limit's policy."),
+            )),
+        (status = 503, description = "Overloaded (the destination's queue or the byte budget is full), the journal or dead-letter file cannot take it, the quota store is unavailable, the relay is shutting down, or the listener serves its most connections.", body = Problem, content_type = "application/problem+json",
+            headers(
+                ("Retry-After" = u64, description = "Seconds until a retry may be taken."),
+                ("RateLimit" = String, description = "The full queue's state, when a queue refused."),
+                ("RateLimit-Policy" = String, description = "The full queue's policy, when a queue refused."),
+            )),
+    ))]
 async fn deliver(State(intake): State<Arc<Intake>>, request: Request) -> Response {
     let chunked = request.headers().contains_key(header::TRANSFER_ENCODING);
     // The request path runs as a task of its own: a client that hangs up
@@ -184,6 +245,7 @@ async fn take(intake: &Intake, request: Request) -> Result<Response, Refusal> {
     // 3. The body, held against the budget as it is read.
     let tenant_bytes = tenant.named.as_ref().map_or(0, String::len);
     let (body, ticket) = intake.read_body(body, announced, tenant_bytes).await?;
+    json::check(headers_in, &body)?;
     // 4. The idempotency key, scoped by the tenant.
     if let Some(key) = &key
         && let Some(answer) = repeat(intake, tenant, key, &body)
@@ -222,7 +284,13 @@ async fn take(intake: &Intake, request: Request) -> Result<Response, Refusal> {
         false => intake.set.try_submit_durable(&destination, job).await,
     };
     let admitted = admitted.map_err(|r| refuse(refused(&intake.answers, r)))?;
-    trail.name(admitted.id());
+    let public = trail.name(admitted.id());
+    intake.status.queued(
+        public,
+        tenant.named.as_deref(),
+        &destination,
+        crate::intake::job::unix_ms(),
+    );
     if let Some(key) = &key
         && let Err(e) = intake
             .idempotency

@@ -30,6 +30,7 @@ use crate::deliver::HttpDownstream;
 use crate::deliver::guard::AddressGuard;
 use crate::deliver::latency::Latencies;
 use crate::intake::job::Job;
+use crate::status::Registry;
 
 /// The metrics' `throttle` label.
 pub const NAME: &str = "webhook_relay";
@@ -66,6 +67,8 @@ pub struct Parts {
     pub tenants: Option<Arc<dyn BucketStore>>,
     /// The fleet's permits, if the fleet shares a limit.
     pub permits: Option<Arc<dyn PermitSource>>,
+    /// Every webhook's status: told of each attempt, retry and end.
+    pub status: Arc<Registry>,
 }
 
 /// The highest rate a destination may have: the adaptive ceiling, else
@@ -187,7 +190,8 @@ pub fn build(cfg: &Config, journal: Option<&Path>, parts: Parts) -> Result<Queue
         .max_in_flight(s.max_in_flight)
         .max_jobs(MAX_JOBS)
         .max_destinations(cfg.destinations.len().max(1))
-        .breaker(BreakerConfig::default());
+        .breaker(BreakerConfig::default())
+        .drain_hook(parts.status.clone());
     let mut targets: HashMap<String, Target> = HashMap::new();
     let mut names = Vec::new();
     for d in &cfg.destinations {
@@ -207,7 +211,8 @@ pub fn build(cfg: &Config, journal: Option<&Path>, parts: Parts) -> Result<Queue
         }
         None => None,
     };
-    let (client, latencies, guard) = (parts.client, parts.latencies, parts.guard);
+    let (client, latencies, guard, status) =
+        (parts.client, parts.latencies, parts.guard, parts.status);
     let set = builder
         .build(move |name: &str| {
             // Configured names, and those the journal recovered: a name no
@@ -223,6 +228,7 @@ pub fn build(cfg: &Config, journal: Option<&Path>, parts: Parts) -> Result<Queue
                 secret,
                 latencies: latencies.clone(),
                 guard: guard.clone(),
+                status: status.clone(),
             }
         })
         .map_err(|e| format!("destinations: {e}"))?;

@@ -16,6 +16,7 @@ use crate::deliver::latency::Latencies;
 use crate::intake::budget::ByteBudget;
 use crate::intake::idempotency::{self, Idempotency};
 use crate::intake::{self, Answers, Intake};
+use crate::status::Registry;
 use crate::{admin, deliver, demo, listener, queue, shutdown, telemetry};
 
 mod demo_prep;
@@ -105,6 +106,11 @@ pub async fn run(
     let latencies = Arc::new(Latencies::default());
     let tenant_store = intake::tenants::open(&cfg).await?;
     let stores: Vec<_> = tenant_store.iter().filter_map(|(_, c)| c.clone()).collect();
+    let status = Arc::new(Registry::new(
+        s.status_retention,
+        s.status_max,
+        cfg.tenants.iter().map(|t| t.name.as_str()),
+    ));
     let parts = queue::Parts {
         sink: sink.clone(),
         client: deliver::client::client(s, s.max_in_flight, guard.clone())?,
@@ -112,6 +118,7 @@ pub async fn run(
         latencies: latencies.clone(),
         tenants: tenant_store.as_ref().map(|(store, _)| store.clone()),
         permits: queue::fleet::permits(s)?,
+        status: status.clone(),
     };
     let keyed = parts.tenants.is_some();
     if let Some(store) = &parts.tenants {
@@ -170,6 +177,7 @@ pub async fn run(
         max_body_bytes: s.max_body_bytes,
         body_read_timeout: s.body_read_timeout,
         dead_letter: sink.health(),
+        status,
     });
     let limits = listener::Limits {
         max_connections: s.max_connections,
@@ -182,6 +190,13 @@ pub async fn run(
         token: s.admin_token_sha256,
         configured: admin::destinations::Configured::all(&cfg),
         stores,
+        dead_letter_file: s.dead_letter_file.clone(),
+        targets: cfg
+            .destinations
+            .iter()
+            .map(|d| (Arc::from(d.name.as_str()), d.url.as_str().to_owned()))
+            .collect(),
+        redriving: tokio::sync::Mutex::new(()),
     });
     let (admin_tcp, admin_addr) = bind(s.admin_listen, "admin_listen").await?;
     let (tcp, addr) = bind(s.listen, "listen").await?;

@@ -13,6 +13,7 @@ mod crash;
 mod dead_letter_disk;
 mod dead_letter_file;
 mod dead_letter_rotation;
+mod dead_letters_api;
 mod fanout;
 mod faults;
 mod fleet;
@@ -22,8 +23,10 @@ mod https;
 mod intake_bytes;
 mod intake_clients;
 mod intake_keys;
+mod json_bodies;
 mod letters;
 mod load;
+mod openapi;
 mod private_addresses;
 mod raw;
 mod readyz_store;
@@ -34,6 +37,7 @@ mod retries;
 mod tenants;
 mod unprivileged;
 mod unwritable_start;
+mod webhook_status;
 
 // The library's test support: throwaway servers on free ports.
 #[path = "../../../tests/support/postgres.rs"]

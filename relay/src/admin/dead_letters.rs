@@ -1,0 +1,160 @@
+//! `GET /v1/dead-letters?destination=&limit=&cursor=`: a page of the
+//! dead-letter lines, oldest first, with an opaque cursor for the next
+//! page (see [`crate::dead_letter::page`]). Read off the async runtime.
+
+use std::sync::Arc;
+
+use axum::Json;
+use axum::extract::{RawQuery, State};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use serde::Serialize;
+use utoipa::ToSchema;
+
+use super::Admin;
+use crate::dead_letter::page::{self, Cursor, DeadLetter};
+use crate::intake::problem::problem;
+use crate::openapi::schemas::Problem;
+
+/// Lines a page holds unless `limit` says.
+const DEFAULT_LIMIT: usize = 100;
+/// The most lines a page holds.
+const MAX_LIMIT: usize = 1000;
+
+/// A page of dead letters.
+#[derive(Serialize, ToSchema)]
+pub struct DeadLetterPage {
+    /// The lines, oldest first.
+    dead_letters: Vec<DeadLetter>,
+    /// Where the next page starts: pass it as `cursor` (also once this page
+    /// reached the end: later lines follow from there). `null` while there
+    /// is no dead-letter file.
+    next_cursor: Option<String>,
+    /// Whether the page stopped at its limit, so more lines follow now.
+    more: bool,
+}
+
+/// What the query asks for.
+struct Query {
+    destination: Option<String>,
+    limit: usize,
+    cursor: Option<Cursor>,
+}
+
+/// A 400 naming the parameter.
+fn bad(what: &str) -> Box<Response> {
+    Box::new(problem(
+        StatusCode::BAD_REQUEST,
+        "bad-query",
+        format!("the {what}"),
+        Vec::new(),
+    ))
+}
+
+/// Reads the query; a parameter given twice or unreadable is a 400.
+fn parse(raw: Option<&str>) -> Result<Query, Box<Response>> {
+    let mut q = Query {
+        destination: None,
+        limit: DEFAULT_LIMIT,
+        cursor: None,
+    };
+    let mut seen = Vec::new();
+    for (key, value) in form_urlencoded::parse(raw.unwrap_or("").as_bytes()) {
+        if seen.contains(&key) {
+            return Err(bad(&format!("parameter {key} is given twice")));
+        }
+        match &*key {
+            "destination" => q.destination = Some(value.to_string()),
+            "limit" => {
+                q.limit = value
+                    .parse()
+                    .ok()
+                    .filter(|n| (1..=MAX_LIMIT).contains(n))
+                    .ok_or_else(|| bad(&format!("limit must be 1 to {MAX_LIMIT}")))?;
+            }
+            "cursor" => {
+                // Well formed for the document, but not a cursor: 422.
+                q.cursor = Some(Cursor::parse(&value).map_err(|_| {
+                    Box::new(problem(
+                        StatusCode::UNPROCESSABLE_ENTITY,
+                        "bad-cursor",
+                        "the cursor is not one this relay gave".to_owned(),
+                        Vec::new(),
+                    ))
+                })?);
+            }
+            _ => {}
+        }
+        seen.push(key);
+    }
+    Ok(q)
+}
+
+/// `GET /v1/dead-letters`.
+#[utoipa::path(get, path = "/v1/dead-letters", tag = "admin",
+    security(("admin_token" = [])),
+    params(
+        ("destination" = Option<String>, Query, description = "Only this destination's lines."),
+        ("limit" = Option<u32>, Query, description = "Lines in the page (default 100); a page also stops past 4 MiB of lines.", minimum = 1, maximum = 1000),
+        ("cursor" = Option<String>, Query, description = "Where to start: a next_cursor an earlier page gave. Absent: the oldest line. A cursor whose file was moved away starts again at the oldest file."),
+    ),
+    responses(
+        (status = 200, description = "A page of dead-letter lines, oldest first.", body = DeadLetterPage),
+        (status = 400, description = "A limit that is not a number from 1 to 1000, or a parameter given twice.", body = Problem, content_type = "application/problem+json"),
+        (status = 401, description = "No admin token, or not the admin token.", body = Problem, content_type = "application/problem+json",
+            headers(("WWW-Authenticate" = String, description = "`Bearer realm=\"dripfeed-relay\"`"))),
+        (status = 422, description = "A cursor this relay did not give.", body = Problem, content_type = "application/problem+json"),
+        (status = 503, description = "The dead-letter files cannot be read, or the listener serves its most connections.", body = Problem, content_type = "application/problem+json"),
+    ))]
+pub async fn list(State(admin): State<Arc<Admin>>, RawQuery(raw): RawQuery) -> Response {
+    let q = match parse(raw.as_deref()) {
+        Ok(q) => q,
+        Err(resp) => return *resp,
+    };
+    let live = admin.dead_letter_file.clone();
+    let read = tokio::task::spawn_blocking(move || {
+        page::read(&live, q.cursor, q.destination.as_deref(), q.limit)
+    })
+    .await;
+    match read {
+        Ok(Ok(p)) => Json(DeadLetterPage {
+            dead_letters: p.lines,
+            next_cursor: p.next.map(Cursor::text),
+            more: p.more,
+        })
+        .into_response(),
+        Ok(Err(e)) => problem(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "dead-letter-unreadable",
+            format!("the dead-letter files cannot be read: {e}"),
+            Vec::new(),
+        ),
+        Err(_) => problem(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "dead-letter-unreadable",
+            "reading the dead-letter files failed".to_owned(),
+            Vec::new(),
+        ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_query_is_read_strictly() {
+        let q = parse(Some("destination=billing&limit=5")).ok().unwrap();
+        assert_eq!((q.destination.as_deref(), q.limit), (Some("billing"), 5));
+        for bad in [
+            "limit=0",
+            "limit=1001",
+            "limit=x",
+            "cursor=%%",
+            "limit=1&limit=2",
+        ] {
+            assert!(parse(Some(bad)).is_err(), "{bad}");
+        }
+        assert_eq!(parse(None).ok().unwrap().limit, DEFAULT_LIMIT);
+    }
+}

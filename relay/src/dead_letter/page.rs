@@ -1,0 +1,206 @@
+//! A page of dead-letter lines, oldest first: the rotated files (`FILE.1`,
+//! `FILE.2`, … lowest first) then the live one, from a cursor. The cursor
+//! names a file by its inode (a rotation renames the live file, keeping its
+//! inode, so a cursor stays good across one) and a byte offset in it, so a
+//! reader that comes back later goes on where it stopped; a cursor whose
+//! file was moved away starts again at the oldest file there is. A line
+//! not yet ended with its newline (being written) is left for the next
+//! page.
+
+use std::io::{BufRead, BufReader, Seek, SeekFrom};
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+
+use base64::Engine;
+use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
+
+use super::rotated::{dir_of, numbers, path_of};
+
+/// The most bytes of lines one page holds (at least one line).
+const PAGE_BYTES: usize = 4 << 20;
+
+/// One dead-letter line as the admin API shows it.
+#[derive(Serialize, Deserialize, ToSchema, Debug)]
+pub struct DeadLetter {
+    /// Why it was dead-lettered: `failed`, `expired`, `evicted`, `overflow`, `shutdown`, ….
+    pub reason: String,
+    /// The webhook's id (absent if it was never tried).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub id: Option<String>,
+    /// Its destination.
+    pub destination: String,
+    /// Attempts made.
+    pub attempts: u32,
+    /// The receiver's last status.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_status: Option<u32>,
+    /// Why no request was sent (the address guard's refusal).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    /// The tenant that sent it.
+    #[serde(default)]
+    pub tenant: Option<String>,
+    /// Its content type.
+    #[serde(default)]
+    pub content_type: Option<String>,
+    /// When the relay received it, ms since the Unix epoch.
+    pub received_unix_ms: u64,
+    /// Its body, when it is UTF-8.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub body: Option<String>,
+    /// Its body in base64, when it is not UTF-8.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub body_base64: Option<String>,
+}
+
+/// A place in the dead-letter files.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Cursor {
+    inode: u64,
+    offset: u64,
+}
+
+/// A cursor that does not read.
+#[derive(Debug, PartialEq, Eq)]
+pub struct BadCursor;
+
+impl Cursor {
+    /// Its opaque text.
+    pub fn text(self) -> String {
+        let raw = format!("{}:{}", self.inode, self.offset);
+        base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(raw)
+    }
+
+    /// Reads [`text`](Self::text)'s output back.
+    pub fn parse(text: &str) -> Result<Cursor, BadCursor> {
+        let raw = base64::engine::general_purpose::URL_SAFE_NO_PAD
+            .decode(text)
+            .map_err(|_| BadCursor)?;
+        let raw = std::str::from_utf8(&raw).map_err(|_| BadCursor)?;
+        let (inode, offset) = raw.split_once(':').ok_or(BadCursor)?;
+        Ok(Cursor {
+            inode: inode.parse().map_err(|_| BadCursor)?,
+            offset: offset.parse().map_err(|_| BadCursor)?,
+        })
+    }
+}
+
+/// A page.
+pub struct Page {
+    /// The lines, oldest first.
+    pub lines: Vec<DeadLetter>,
+    /// Where the next page starts (`None`: no file yet).
+    pub next: Option<Cursor>,
+    /// Whether the page stopped at its limit (more may follow at once).
+    pub more: bool,
+}
+
+/// The dead-letter files of `live`, oldest first, that exist now.
+fn files(live: &Path) -> std::io::Result<Vec<PathBuf>> {
+    let numbers = match dir_of(live).exists() {
+        true => numbers(live)?,
+        false => Vec::new(),
+    };
+    let mut all: Vec<PathBuf> = numbers.into_iter().map(|n| path_of(live, n)).collect();
+    all.push(live.to_path_buf());
+    Ok(all.into_iter().filter(|p| p.is_file()).collect())
+}
+
+/// Up to `limit` lines of `destination` (all when `None`) after `from`.
+pub fn read(
+    live: &Path,
+    from: Option<Cursor>,
+    destination: Option<&str>,
+    limit: usize,
+) -> std::io::Result<Page> {
+    let mut found: Vec<(PathBuf, u64)> = Vec::new();
+    for path in files(live)? {
+        // A file moved away since the listing is skipped.
+        if let Ok(meta) = std::fs::metadata(&path) {
+            found.push((path, meta.ino()));
+        }
+    }
+    // Start at the cursor's file and offset, or at the oldest file.
+    let (start, mut offset) = match from {
+        Some(c) => match found.iter().position(|(_, ino)| *ino == c.inode) {
+            Some(i) => (i, c.offset),
+            None => (0, 0),
+        },
+        None => (0, 0),
+    };
+    let mut page = Page {
+        lines: Vec::new(),
+        next: None,
+        more: false,
+    };
+    let mut bytes = 0usize;
+    for (path, inode) in found.iter().skip(start) {
+        let file = match std::fs::File::open(path) {
+            Ok(file) => file,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
+            Err(e) => return Err(e),
+        };
+        let mut reader = BufReader::new(file);
+        reader.seek(SeekFrom::Start(offset))?;
+        let mut line = Vec::new();
+        loop {
+            page.next = Some(Cursor {
+                inode: *inode,
+                offset,
+            });
+            if page.lines.len() >= limit || (bytes >= PAGE_BYTES && !page.lines.is_empty()) {
+                page.more = true;
+                return Ok(page);
+            }
+            line.clear();
+            let n = reader.read_until(b'\n', &mut line)?;
+            if n == 0 || line.last() != Some(&b'\n') {
+                break; // the end, or a line still being written
+            }
+            offset += n as u64;
+            let Ok(letter) = serde_json::from_slice::<DeadLetter>(&line) else {
+                continue; // not a dead-letter line: skipped, as redrive does
+            };
+            if destination.is_none_or(|d| d == letter.destination) {
+                bytes += n;
+                page.lines.push(letter);
+            }
+        }
+        offset = 0;
+    }
+    Ok(page)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn line(n: u32, dest: &str) -> String {
+        format!(
+            "{{\"reason\":\"failed\",\"id\":\"{n}\",\"destination\":\"{dest}\",\"attempts\":1,\"tenant\":null,\"content_type\":null,\"received_unix_ms\":1,\"body\":\"x\"}}\n"
+        )
+    }
+
+    #[test]
+    fn pages_go_through_the_rotated_files_then_the_live_one() {
+        let dir = std::env::temp_dir().join(format!("dripfeed-page-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let live = dir.join("dl.jsonl");
+        std::fs::write(path_of(&live, 1), line(1, "a") + &line(2, "b")).unwrap();
+        std::fs::write(&live, line(3, "a") + &line(4, "a") + "{\"partial\":").unwrap();
+        let first = read(&live, None, None, 3).unwrap();
+        let ids: Vec<_> = first.lines.iter().map(|l| l.id.clone().unwrap()).collect();
+        assert_eq!(ids, ["1", "2", "3"]);
+        assert!(first.more);
+        let next = Cursor::parse(&first.next.unwrap().text()).unwrap();
+        let second = read(&live, Some(next), None, 3).unwrap();
+        assert_eq!(second.lines.len(), 1);
+        assert!(!second.more, "the partial line waits");
+        let only_a = read(&live, None, Some("a"), 10).unwrap();
+        assert_eq!(only_a.lines.len(), 3);
+        assert!(Cursor::parse("not a cursor").is_err());
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}

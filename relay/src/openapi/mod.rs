@@ -1,0 +1,233 @@
+//! The OpenAPI 3.1 documents, one per listener, generated from the
+//! handlers' `#[utoipa::path]` annotations as the routers register them
+//! (`utoipa_axum`'s `routes!`), so a route cannot be served without being
+//! described. Each listener serves its own at `GET /openapi.json`; they
+//! are checked in at `relay/openapi.json` (intake) and
+//! `relay/openapi-admin.json` (admin), and a test fails when either
+//! differs from what the code generates (`dripfeed-relay openapi intake >
+//! relay/openapi.json` and `dripfeed-relay openapi admin >
+//! relay/openapi-admin.json` write them again, as does the test itself
+//! under `UPDATE_OPENAPI=1`).
+//!
+//! The documents name the headers by their defaults (`X-Destination`,
+//! `X-Tenant`); `destination_header` and `tenant_header` rename them.
+
+pub mod schemas;
+
+use std::sync::Arc;
+
+use axum::extract::Extension;
+use axum::http::header;
+use axum::response::{IntoResponse, Response};
+use utoipa::openapi::OpenApi;
+use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
+
+use schemas::Problem;
+
+/// Which listener a document describes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Listener {
+    /// Intake (`listen`).
+    Intake,
+    /// The admin listener (`admin_listen`).
+    Admin,
+}
+
+impl Listener {
+    /// Its name on the command line.
+    pub fn parse(name: &str) -> Option<Listener> {
+        match name {
+            "intake" => Some(Listener::Intake),
+            "admin" => Some(Listener::Admin),
+            _ => None,
+        }
+    }
+
+    /// Where its document is checked in, under `relay/`.
+    #[cfg(test)]
+    pub fn file(self) -> &'static str {
+        match self {
+            Listener::Intake => "openapi.json",
+            Listener::Admin => "openapi-admin.json",
+        }
+    }
+}
+
+/// A listener's document as served.
+struct Document(Arc<str>);
+
+/// `GET /openapi.json`.
+#[utoipa::path(get, path = "/openapi.json", tag = "meta",
+    responses(
+        (status = 200, description = "This listener's OpenAPI 3.1 document.", body = Object, content_type = "application/json"),
+        (status = 503, description = "The listener serves its most connections.", body = Problem, content_type = "application/problem+json"),
+    ))]
+async fn document(Extension(doc): Extension<Arc<Document>>) -> Response {
+    (
+        [(header::CONTENT_TYPE, "application/json")],
+        doc.0.to_string(),
+    )
+        .into_response()
+}
+
+/// The routes of `listener` made into a router, with `GET /openapi.json`
+/// serving their document.
+pub fn finish<S>(routes: OpenApiRouter<S>, listener: Listener, state: S) -> axum::Router
+where
+    S: Clone + Send + Sync + 'static,
+{
+    let (router, mut api) = routes.routes(routes!(document)).split_for_parts();
+    describe(&mut api, listener);
+    let doc = Arc::new(Document(Arc::from(render(&api))));
+    router.with_state(state).layer(Extension(doc))
+}
+
+/// The document of `routes` (as [`finish`] serves it).
+pub fn of<S>(routes: OpenApiRouter<S>, listener: Listener) -> String
+where
+    S: Clone + Send + Sync + 'static,
+{
+    let mut api = routes.routes(routes!(document)).into_openapi();
+    describe(&mut api, listener);
+    render(&api)
+}
+
+/// The document of `listener`, as text.
+pub fn generate(listener: Listener) -> String {
+    match listener {
+        Listener::Intake => of(crate::intake::routes(), listener),
+        Listener::Admin => of(crate::admin::routes(), listener),
+    }
+}
+
+/// Title, version, description and the security scheme.
+fn describe(api: &mut OpenApi, listener: Listener) {
+    let (title, about, scheme, what) = match listener {
+        Listener::Intake => (
+            "dripfeed-relay intake",
+            "The intake listener (`listen`, 127.0.0.1:8080 by default): senders post \
+             webhooks and look them up. With [[tenants]] every request but /healthz and \
+             /openapi.json needs `Authorization: Bearer API_KEY`; an open relay (loopback \
+             only) needs none. Every refusal is an RFC 9457 problem.",
+            "tenant_key",
+            "A tenant's API key (its SHA-256 is in [[tenants.keys]]).",
+        ),
+        Listener::Admin => (
+            "dripfeed-relay admin",
+            "The admin listener (`admin_listen`, 127.0.0.1:8090 by default): probes, \
+             metrics and the admin API. /healthz, /readyz, /metrics and /openapi.json need \
+             no token; the rest need `Authorization: Bearer ADMIN_TOKEN` when \
+             admin_token_sha256 is set. Every refusal is an RFC 9457 problem.",
+            "admin_token",
+            "The admin token (its SHA-256 is admin_token_sha256).",
+        ),
+    };
+    api.info.title = title.to_owned();
+    api.info.version = env!("CARGO_PKG_VERSION").to_owned();
+    api.info.description = Some(about.to_owned());
+    api.info.license = None;
+    api.info.contact = None;
+    let bearer = HttpBuilder::new()
+        .scheme(HttpAuthScheme::Bearer)
+        .description(Some(what))
+        .build();
+    api.components
+        .get_or_insert_with(Default::default)
+        .add_security_scheme(scheme, SecurityScheme::Http(bearer));
+}
+
+/// The document as pretty JSON, ending in a newline.
+fn render(api: &OpenApi) -> String {
+    let mut text = serde_json::to_value(api)
+        .map(|mut doc| {
+            link_names(&mut doc);
+            doc
+        })
+        .and_then(|doc| serde_json::to_string_pretty(&doc))
+        .unwrap_or_else(|e| {
+            // Serializing a document of strings and maps does not fail.
+            format!("{{\"error\":\"{e}\"}}")
+        });
+    text.push('\n');
+    text
+}
+
+/// utoipa 5 writes a Link Object's fields in snake case (`operation_id`);
+/// OpenAPI names them `operationId` and `requestBody`.
+fn link_names(doc: &mut serde_json::Value) {
+    let Some(paths) = doc.get_mut("paths").and_then(|p| p.as_object_mut()) else {
+        return;
+    };
+    let responses = paths
+        .values_mut()
+        .filter_map(|item| item.as_object_mut())
+        .flat_map(|item| item.values_mut())
+        .filter_map(|op| op.get_mut("responses").and_then(|r| r.as_object_mut()))
+        .flat_map(|r| r.values_mut());
+    for response in responses {
+        let Some(links) = response.get_mut("links").and_then(|l| l.as_object_mut()) else {
+            continue;
+        };
+        for link in links.values_mut().filter_map(|l| l.as_object_mut()) {
+            for (snake, camel) in [
+                ("operation_id", "operationId"),
+                ("request_body", "requestBody"),
+            ] {
+                if let Some(v) = link.remove(snake) {
+                    link.insert(camel.to_owned(), v);
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Each checked-in document is what the code generates.
+    #[test]
+    fn the_checked_in_documents_are_current() {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+        let update = std::env::var_os("UPDATE_OPENAPI").is_some_and(|v| v == "1");
+        for listener in [Listener::Intake, Listener::Admin] {
+            let path = dir.join(listener.file());
+            let now = generate(listener);
+            if update {
+                std::fs::write(&path, &now).unwrap();
+                continue;
+            }
+            let had = std::fs::read_to_string(&path).unwrap_or_default();
+            assert!(
+                had == now,
+                "relay/{} differs from the document the code generates: run \
+                 `UPDATE_OPENAPI=1 cargo test -p dripfeed-relay openapi` (or \
+                 `dripfeed-relay openapi {} > relay/{}`) and commit it",
+                listener.file(),
+                match listener {
+                    Listener::Intake => "intake",
+                    Listener::Admin => "admin",
+                },
+                listener.file(),
+            );
+        }
+    }
+
+    /// Every status the issue names is in the documents where it applies.
+    #[test]
+    fn deliver_documents_every_refusal() {
+        let doc: serde_json::Value = serde_json::from_str(&generate(Listener::Intake)).unwrap();
+        assert_eq!(doc["openapi"], "3.1.0");
+        let deliver = &doc["paths"]["/v1/webhooks/deliver"]["post"]["responses"];
+        for status in [
+            "202", "400", "401", "403", "404", "408", "409", "413", "422", "429", "503",
+        ] {
+            assert!(deliver.get(status).is_some(), "{status} missing");
+        }
+        for header in ["Retry-After", "RateLimit", "RateLimit-Policy"] {
+            assert!(deliver["429"]["headers"].get(header).is_some(), "{header}");
+        }
+    }
+}

@@ -1,0 +1,154 @@
+//! Webhooks that ended (delivered or dead-lettered), remembered for
+//! `status_retention` within `status_max` of them, oldest forgotten first.
+//! Both bounds are enforced on every insert, and the retention on every
+//! read, so what is held never outgrows `status_max` entries.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::Status;
+
+/// An ended webhook.
+#[derive(Clone, Debug)]
+pub struct Ended {
+    /// Its status when it ended.
+    pub status: Status,
+    /// When it ended, ms since the Unix epoch.
+    pub ended_unix_ms: u64,
+}
+
+/// The ended webhooks, by public id, in the order they ended.
+pub struct EndedSet {
+    by_id: HashMap<u64, Ended>,
+    order: VecDeque<(u64, u64)>,
+    retention: Duration,
+    max: usize,
+}
+
+/// The bytes one remembered webhook takes, roughly: its entry in the map
+/// and in the order (the tenant and destination names are shared).
+pub const ENTRY_BYTES: usize =
+    std::mem::size_of::<(u64, Ended)>() + std::mem::size_of::<(u64, u64)>() + 16;
+
+impl EndedSet {
+    /// Remembers webhooks for `retention`, at most `max` of them.
+    pub fn new(retention: Duration, max: usize) -> EndedSet {
+        EndedSet {
+            by_id: HashMap::new(),
+            order: VecDeque::new(),
+            retention,
+            max,
+        }
+    }
+
+    /// Webhooks remembered.
+    pub fn len(&self) -> usize {
+        self.by_id.len()
+    }
+
+    /// Remembers `status` as ended at `now` (ms since the epoch), forgetting
+    /// the oldest past the bounds.
+    pub fn insert(&mut self, id: u64, status: Status, now: u64) {
+        if self.max == 0 {
+            return;
+        }
+        self.forget_expired(now);
+        while self.by_id.len() >= self.max {
+            if !self.pop_oldest() {
+                break;
+            }
+        }
+        let ended = Ended {
+            status,
+            ended_unix_ms: now,
+        };
+        self.by_id.insert(id, ended);
+        self.order.push_back((id, now));
+    }
+
+    /// The webhook `id` if it is still remembered at `now`.
+    pub fn get(&mut self, id: u64, now: u64) -> Option<&Ended> {
+        self.forget_expired(now);
+        self.by_id.get(&id)
+    }
+
+    /// Sets the owner of a webhook that ended before intake named it.
+    pub fn own(&mut self, id: u64, tenant: Option<Arc<str>>, destination: Arc<str>) {
+        if let Some(e) = self.by_id.get_mut(&id) {
+            e.status.tenant = e.status.tenant.take().or(tenant);
+            e.status.destination.get_or_insert(destination);
+        }
+    }
+
+    /// Whether `id` is remembered (ended).
+    pub fn contains(&self, id: u64) -> bool {
+        self.by_id.contains_key(&id)
+    }
+
+    /// Forgets what ended longer than the retention before `now`.
+    fn forget_expired(&mut self, now: u64) {
+        let keep = u64::try_from(self.retention.as_millis()).unwrap_or(u64::MAX);
+        while let Some(&(_, at)) = self.order.front() {
+            if at.saturating_add(keep) > now {
+                break;
+            }
+            self.pop_oldest();
+        }
+    }
+
+    /// Forgets the oldest; `false` when nothing is left.
+    fn pop_oldest(&mut self) -> bool {
+        let Some((id, at)) = self.order.pop_front() else {
+            return false;
+        };
+        // A webhook that ended twice (redriven under its id) is forgotten
+        // by its last end only.
+        if self.by_id.get(&id).is_some_and(|e| e.ended_unix_ms == at) {
+            self.by_id.remove(&id);
+        }
+        true
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::status::State;
+
+    fn done() -> Status {
+        Status {
+            state: State::Delivered,
+            ..Status::default()
+        }
+    }
+
+    #[test]
+    fn the_oldest_is_forgotten_past_the_count() {
+        let mut set = EndedSet::new(Duration::from_secs(60), 2);
+        for id in 1..=3 {
+            set.insert(id, done(), 1000 + id);
+        }
+        assert_eq!(set.len(), 2);
+        assert!(set.get(1, 1004).is_none());
+        assert!(set.get(3, 1004).is_some());
+    }
+
+    #[test]
+    fn what_ended_before_the_retention_is_forgotten() {
+        let mut set = EndedSet::new(Duration::from_secs(1), 10);
+        set.insert(1, done(), 0);
+        set.insert(2, done(), 500);
+        assert!(set.get(1, 999).is_some());
+        assert!(set.get(1, 1000).is_none());
+        assert!(set.get(2, 1000).is_some());
+        assert_eq!(set.len(), 1);
+    }
+
+    #[test]
+    fn a_zero_bound_remembers_nothing() {
+        let mut set = EndedSet::new(Duration::from_secs(1), 0);
+        set.insert(1, done(), 0);
+        assert_eq!(set.len(), 0);
+    }
+}

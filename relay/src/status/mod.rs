@@ -1,0 +1,296 @@
+//! Webhook status by id: what `GET /v1/webhooks/{id}` answers.
+//!
+//! The [`Registry`] follows every webhook the set holds, by the events it
+//! is told: intake's admission (queued), a delivery starting (in flight,
+//! from the destination's downstream, which also reports the receiver's
+//! status), and the drain's own [`DrainHook`] events through the set's
+//! `drain_hook` (attempt ended, retry scheduled with its delay, job ended
+//! with its outcome). Held webhooks are always known (bounded by the
+//! set's own bound on jobs); ended ones are remembered for
+//! `status_retention` within `status_max` of them ([`ended`]).
+//!
+//! Ended statuses live in memory only: a restart forgets them (the
+//! webhooks still unfinished are recovered from the journal and become
+//! known again at their first delivery attempt).
+//!
+//! A webhook is known by its public id (the one its 202 named and its
+//! receiver sees); a redriven webhook keeps its earlier public id while the
+//! set gives it a new one, so the registry maps one to the other.
+
+pub mod ended;
+pub mod view;
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use dripfeed::{Attempt, AttemptEnd, DrainHook, Outcome};
+
+use crate::intake::job::unix_ms;
+use ended::{ENTRY_BYTES, EndedSet};
+
+/// Where a webhook is: `queued`, `in_flight`, `retry_waiting` (see
+/// `next_attempt_at`), `delivered` or `dead_lettered`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, utoipa::ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum State {
+    /// Admitted, waiting for its first attempt.
+    #[default]
+    Queued,
+    /// An attempt is running.
+    InFlight,
+    /// An attempt failed; the next one is scheduled.
+    RetryWaiting,
+    /// A receiver took it (2xx).
+    Delivered,
+    /// Written to the dead-letter file (failed for good, evicted, expired).
+    DeadLettered,
+}
+
+/// What is known of one webhook.
+#[derive(Clone, Debug, Default)]
+pub struct Status {
+    /// Its state.
+    pub state: State,
+    /// The tenant that sent it (`None` on an open relay, or when its tenant
+    /// is no longer configured: then only the admin token sees it).
+    pub tenant: Option<Arc<str>>,
+    /// The destination it goes to.
+    pub destination: Option<Arc<str>>,
+    /// Attempts made so far.
+    pub attempts: u32,
+    /// The receiver's last HTTP status (`None`: no answer yet, or none).
+    pub last_status: Option<u16>,
+    /// When the next attempt is due, ms since the Unix epoch.
+    pub next_attempt_unix_ms: Option<u64>,
+    /// When the relay received it, ms since the Unix epoch.
+    pub received_unix_ms: Option<u64>,
+    /// Its public id, when the set's id differs (a redriven webhook).
+    public: Option<u64>,
+}
+
+/// What the registry holds.
+struct Books {
+    /// Held webhooks, by the set's job id.
+    held: HashMap<u64, Status>,
+    /// Public id → the set's id, for held webhooks whose ids differ.
+    aliases: HashMap<u64, u64>,
+    /// Ended webhooks, by public id.
+    ended: EndedSet,
+}
+
+/// See the [module](self) docs.
+pub struct Registry {
+    books: Mutex<Books>,
+    /// The configured tenants' names, shared by every status; empty on an
+    /// open relay (statuses then carry no owner).
+    tenants: HashMap<String, Arc<str>>,
+}
+
+/// A status found by id, and when it ended (if it did).
+pub struct Found {
+    /// What is known.
+    pub status: Status,
+    /// When it ended, ms since the Unix epoch.
+    pub ended_unix_ms: Option<u64>,
+}
+
+impl Registry {
+    /// A registry remembering ended webhooks for `retention`, at most
+    /// `max`; `tenants` are the configured tenants' names.
+    pub fn new<'a>(
+        retention: Duration,
+        max: usize,
+        tenants: impl IntoIterator<Item = &'a str>,
+    ) -> Registry {
+        Registry {
+            books: Mutex::new(Books {
+                held: HashMap::new(),
+                aliases: HashMap::new(),
+                ended: EndedSet::new(retention, max),
+            }),
+            tenants: tenants
+                .into_iter()
+                .map(|t| (t.to_owned(), Arc::from(t)))
+                .collect(),
+        }
+    }
+
+    fn books(&self) -> MutexGuard<'_, Books> {
+        self.books.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The shared name of a configured tenant.
+    fn tenant(&self, name: Option<&str>) -> Option<Arc<str>> {
+        name.and_then(|n| self.tenants.get(n)).cloned()
+    }
+
+    /// Intake admitted webhook `id` for `tenant`, to `destination`.
+    pub fn queued(&self, id: u64, tenant: Option<&str>, destination: &Arc<str>, received: u64) {
+        let tenant = self.tenant(tenant);
+        let mut books = self.books();
+        if books.ended.contains(id) {
+            // It ended before intake got here: name its owner there.
+            books.ended.own(id, tenant, destination.clone());
+            return;
+        }
+        let s = books.held.entry(id).or_default();
+        s.tenant = s.tenant.take().or(tenant);
+        s.destination.get_or_insert_with(|| destination.clone());
+        s.received_unix_ms.get_or_insert(received);
+    }
+
+    /// Attempt `attempt` of the set's job (public id `public`) starts,
+    /// to `destination`.
+    pub fn started(
+        &self,
+        attempt: Attempt,
+        public: u64,
+        tenant: Option<&str>,
+        destination: &Arc<str>,
+        received: u64,
+    ) {
+        let tenant = self.tenant(tenant);
+        let id = attempt.id();
+        let mut books = self.books();
+        if public != id {
+            books.aliases.insert(public, id);
+        }
+        let s = books.held.entry(id).or_default();
+        s.state = State::InFlight;
+        s.next_attempt_unix_ms = None;
+        s.tenant = s.tenant.take().or(tenant);
+        s.destination.get_or_insert_with(|| destination.clone());
+        s.received_unix_ms.get_or_insert(received);
+        if public != id {
+            s.public = Some(public);
+        }
+    }
+
+    /// The receiver answered the running attempt of job `id` with `status`.
+    pub fn answered(&self, id: u64, status: u16) {
+        if let Some(s) = self.books().held.get_mut(&id) {
+            s.last_status = Some(status);
+        }
+    }
+
+    /// The status of webhook `public` (a public id) at `now`.
+    pub fn find(&self, public: u64, now: u64) -> Option<Found> {
+        let mut books = self.books();
+        let id = books.aliases.get(&public).copied().unwrap_or(public);
+        if let Some(s) = books.held.get(&id)
+            && s.public.unwrap_or(id) == public
+        {
+            return Some(Found {
+                status: s.clone(),
+                ended_unix_ms: None,
+            });
+        }
+        books.ended.get(public, now).map(|e| Found {
+            status: e.status.clone(),
+            ended_unix_ms: Some(e.ended_unix_ms),
+        })
+    }
+
+    /// Webhooks followed (held, ended) and the bytes they take, roughly.
+    pub fn counts(&self) -> (usize, usize, usize) {
+        let books = self.books();
+        let (held, ended) = (books.held.len(), books.ended.len());
+        let held_bytes = std::mem::size_of::<(u64, Status)>() + 16;
+        (held, ended, held * held_bytes + ended * ENTRY_BYTES)
+    }
+}
+
+impl DrainHook for Registry {
+    fn attempt_ended(&self, attempt: Attempt, _end: AttemptEnd) {
+        if let Some(s) = self.books().held.get_mut(&attempt.id()) {
+            s.attempts = s.attempts.max(attempt.number());
+        }
+    }
+
+    fn retry_scheduled(&self, next: Attempt, after: Duration) {
+        let at = unix_ms().saturating_add(u64::try_from(after.as_millis()).unwrap_or(u64::MAX));
+        let s = &mut self.books();
+        let s = s.held.entry(next.id()).or_default();
+        s.state = State::RetryWaiting;
+        s.next_attempt_unix_ms = Some(at);
+    }
+
+    fn job_ended(&self, id: u64, outcome: Outcome) {
+        let mut books = self.books();
+        let mut status = books.held.remove(&id).unwrap_or_default();
+        let public = status.public.take().unwrap_or(id);
+        if public != id {
+            books.aliases.remove(&public);
+        }
+        status.next_attempt_unix_ms = None;
+        status.state = match outcome {
+            Outcome::Delivered => State::Delivered,
+            // Unfinished at shutdown: the next start delivers it.
+            Outcome::Kept | Outcome::Returned | Outcome::Refused => return,
+            _ => State::DeadLettered,
+        };
+        books.ended.insert(public, status, unix_ms());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn registry() -> Registry {
+        Registry::new(Duration::from_secs(60), 10, ["acme"])
+    }
+
+    #[test]
+    fn a_webhook_is_followed_to_its_end() {
+        let r = registry();
+        let dest: Arc<str> = Arc::from("billing");
+        r.queued(7, Some("acme"), &dest, 1);
+        let s = r.find(7, 2).unwrap().status;
+        assert_eq!(
+            (s.state, s.tenant.as_deref()),
+            (State::Queued, Some("acme"))
+        );
+        r.started(Attempt::new(7, 1), 7, Some("acme"), &dest, 1);
+        r.answered(7, 500);
+        r.attempt_ended(Attempt::new(7, 1), AttemptEnd::TimedOut);
+        r.retry_scheduled(Attempt::new(7, 2), Duration::from_secs(5));
+        let s = r.find(7, 2).unwrap().status;
+        assert_eq!(s.state, State::RetryWaiting);
+        assert_eq!((s.attempts, s.last_status), (1, Some(500)));
+        assert!(s.next_attempt_unix_ms.is_some());
+        r.job_ended(7, Outcome::DeadLettered);
+        let f = r.find(7, unix_ms()).unwrap();
+        assert_eq!(f.status.state, State::DeadLettered);
+        assert!(f.ended_unix_ms.is_some());
+        assert_eq!(r.counts().0, 0);
+    }
+
+    #[test]
+    fn an_end_before_intake_names_it_still_gets_its_owner() {
+        let r = registry();
+        r.job_ended(9, Outcome::Delivered);
+        r.queued(9, Some("acme"), &Arc::from("billing"), 1);
+        let s = r.find(9, unix_ms()).unwrap().status;
+        assert_eq!(s.tenant.as_deref(), Some("acme"));
+        assert_eq!(r.counts().0, 0, "no held entry left behind");
+    }
+
+    #[test]
+    fn a_redriven_webhook_is_found_by_its_earlier_id() {
+        let r = registry();
+        r.started(Attempt::new(100, 1), 5, None, &Arc::from("b"), 1);
+        assert!(r.find(5, 2).is_some());
+        assert!(r.find(100, 2).is_none());
+        r.job_ended(100, Outcome::Delivered);
+        assert_eq!(r.find(5, unix_ms()).unwrap().status.state, State::Delivered);
+    }
+
+    #[test]
+    fn an_unknown_tenant_name_is_no_owner() {
+        let r = registry();
+        r.queued(1, Some("someone"), &Arc::from("b"), 1);
+        assert!(r.find(1, 2).unwrap().status.tenant.is_none());
+    }
+}
