@@ -25,7 +25,8 @@ pub struct StoreCheck {
 
 impl StoreCheck {
     /// The check of `store`, named `name`; `in_fallback` says whether it
-    /// answers from its local fallback now.
+    /// answers from its local fallback now. (Only the backends make one.)
+    #[cfg(any(feature = "redis", feature = "postgres"))]
     pub fn new(
         name: &'static str,
         store: Arc<dyn BucketStore>,
