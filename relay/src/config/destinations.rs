@@ -21,7 +21,15 @@ use super::value::{HttpUrl, Value, quoted};
 pub const DEFAULT_NAME: &str = "default";
 
 /// The keys a destination table may have.
-const FIELDS: [&str; 6] = ["name", "url", "rate", "ceiling", "budget", "secret"];
+const FIELDS: [&str; 7] = [
+    "name",
+    "url",
+    "rate",
+    "ceiling",
+    "budget",
+    "secret",
+    "previous_secret",
+];
 
 /// One configured receiver.
 #[derive(Clone, Debug)]
@@ -38,6 +46,9 @@ pub struct Destination {
     pub budget: Option<Duration>,
     /// A Standard Webhooks signing secret: deliveries are signed.
     pub secret: Option<Secret>,
+    /// The secret being replaced, while receivers move to `secret`: each
+    /// delivery is signed with both (`webhook-signature: v1,NEW v1,OLD`).
+    pub previous_secret: Option<Secret>,
     /// Where it was configured.
     pub origin: Origin,
 }
@@ -91,6 +102,7 @@ struct Fields {
     ceiling: Option<f64>,
     budget: Option<String>,
     secret: Option<String>,
+    previous_secret: Option<String>,
 }
 
 impl Fields {
@@ -148,14 +160,23 @@ impl Fields {
             }
             None => None,
         };
-        let secret = match self.secret.as_deref().map(Secret::parse) {
+        let mut secret_of = |field: &str, text: Option<&str>| match text.map(Secret::parse) {
             Some(Ok(s)) => Some(s),
             Some(Err(e)) => {
-                fail("secret", e);
+                fail(field, e);
                 None
             }
             None => None,
         };
+        let secret = secret_of("secret", self.secret.as_deref());
+        let previous_secret = secret_of("previous_secret", self.previous_secret.as_deref());
+        if self.previous_secret.is_some() && self.secret.is_none() {
+            fail(
+                "previous_secret",
+                "needs secret beside it (the new one; previous_secret is the one being replaced)"
+                    .into(),
+            );
+        }
         if errors.len() > before {
             return None;
         }
@@ -166,6 +187,7 @@ impl Fields {
             ceiling: self.ceiling,
             budget,
             secret,
+            previous_secret,
             origin: origin.clone(),
         })
     }
@@ -224,6 +246,7 @@ fn fields_of(
             "ceiling" => f64::from_toml(v).map(|r| f.ceiling = Some(r)),
             "budget" => String::from_toml(v).map(|s| f.budget = Some(s)),
             "secret" => String::from_toml(v).map(|s| f.secret = Some(s)),
+            "previous_secret" => String::from_toml(v).map(|s| f.previous_secret = Some(s)),
             other => Err(format!(
                 "unknown key {other:?} (a destination has {})",
                 FIELDS.join(", ")
@@ -360,6 +383,7 @@ pub fn from_downstream(url: &HttpUrl, origin: Origin) -> Destination {
         ceiling: None,
         budget: None,
         secret: None,
+        previous_secret: None,
         origin,
     }
 }
@@ -392,6 +416,11 @@ impl Destination {
             self.secret
                 .as_ref()
                 .map(|_| ("secret", quoted("(redacted)"))),
+        );
+        out.extend(
+            self.previous_secret
+                .as_ref()
+                .map(|_| ("previous_secret", quoted("(redacted)"))),
         );
         out
     }

@@ -31,8 +31,9 @@ pub struct HttpDownstream {
     /// Its URL; `None` for a destination the journal remembers but the
     /// configuration no longer names (its webhooks are dead-lettered).
     pub url: Option<String>,
-    /// Its signing key (the bytes of its `whsec_` secret).
-    pub secret: Option<Arc<[u8]>>,
+    /// Its signing keys (the bytes of its `whsec_` secrets: the secret,
+    /// then the previous one while it is being replaced); none: unsigned.
+    pub secrets: Vec<Arc<[u8]>>,
     /// Where delivery latencies go (the status line's p99).
     pub latencies: Arc<Latencies>,
     /// Where deliveries may connect (checked here for an IP literal; the
@@ -68,13 +69,19 @@ impl Downstream<Job> for HttpDownstream {
         if let Some(ct) = &job.content_type {
             req = req.header(header::CONTENT_TYPE, ct);
         }
-        if let Some(key) = &self.secret {
-            // Signed again on every attempt, with the time of the attempt.
+        if !self.secrets.is_empty() {
+            // Signed again on every attempt, with the time of the attempt;
+            // with every key, space-separated, while a secret is replaced.
             let ts = unix_ms() / 1000;
+            let signatures: Vec<String> = self
+                .secrets
+                .iter()
+                .map(|key| signing::sign(key, &id, ts, &job.body))
+                .collect();
             req = req
                 .header("webhook-id", &id)
                 .header("webhook-timestamp", ts.to_string())
-                .header("webhook-signature", signing::sign(key, &id, ts, &job.body));
+                .header("webhook-signature", signatures.join(" "));
         }
         if let Err(refused) = self.guard.check_url(url) {
             return self.refused(job, &attempt, refused);

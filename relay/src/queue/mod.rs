@@ -38,8 +38,9 @@ pub const NAME: &str = "webhook_relay";
 /// Webhooks the set holds at once, across destinations.
 const MAX_JOBS: usize = 1_000_000;
 
-/// Where a destination's deliveries go, and its signing key.
-type Target = (String, Option<Arc<[u8]>>);
+/// Where a destination's deliveries go, and its signing keys (the
+/// secret's, then the previous secret's while it is being replaced).
+type Target = (String, Vec<Arc<[u8]>>);
 
 /// The running set.
 pub struct Queue {
@@ -195,8 +196,12 @@ pub fn build(cfg: &Config, journal: Option<&Path>, parts: Parts) -> Result<Queue
     let mut targets: HashMap<String, Target> = HashMap::new();
     let mut names = Vec::new();
     for d in &cfg.destinations {
-        let key = d.secret.as_ref().map(|s| s.key());
-        targets.insert(d.name.clone(), (d.url.as_str().to_owned(), key));
+        let keys = [&d.secret, &d.previous_secret]
+            .into_iter()
+            .flatten()
+            .map(|s| s.key())
+            .collect();
+        targets.insert(d.name.clone(), (d.url.as_str().to_owned(), keys));
         builder = builder.destination(d.name.clone(), overrides(d));
         names.push(Arc::from(d.name.as_str()));
     }
@@ -217,15 +222,15 @@ pub fn build(cfg: &Config, journal: Option<&Path>, parts: Parts) -> Result<Queue
         .build(move |name: &str| {
             // Configured names, and those the journal recovered: a name no
             // longer configured gets no URL and its webhooks are dead-lettered.
-            let (url, secret) = match targets.get(name) {
-                Some((url, key)) => (Some(url.clone()), key.clone()),
-                None => (None, None),
+            let (url, secrets) = match targets.get(name) {
+                Some((url, keys)) => (Some(url.clone()), keys.clone()),
+                None => (None, Vec::new()),
             };
             HttpDownstream {
                 client: client.clone(),
                 name: Arc::from(name),
                 url,
-                secret,
+                secrets,
                 latencies: latencies.clone(),
                 guard: guard.clone(),
                 status: status.clone(),

@@ -24,6 +24,7 @@ fn demo_destination(
         ceiling: rate.map(|r| r.1),
         budget: None,
         secret: None,
+        previous_secret: None,
         origin: Origin::Flag(format!("--demo ({name})")),
     })
 }

@@ -305,3 +305,71 @@ async fn a_tenants_quota_holds_across_destinations() {
         202
     );
 }
+
+/// A secret being replaced: every delivery carries both signatures, so a
+/// receiver still on the old secret and one already on the new verify it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_secret_being_replaced_signs_with_both() {
+    let log = Arc::new(Log::default());
+    let answer = |_: &Hit, _: usize| StatusCode::NO_CONTENT.into_response();
+    let at = receivers::recording(log.clone(), Duration::ZERO, Arc::new(answer)).await;
+    let new = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
+    let old = "whsec_c2VjcmV0LWJlaW5nLXJlcGxhY2VkLW5vdw==";
+    let dir = TempDir::new("rotating");
+    let config = dir.join("relay.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "no_journal = true\n\n[[destinations]]\nname = \"rotating\"\nurl = \"http://{at}/hooks\"\n\
+             secret = \"{new}\"\nprevious_secret = \"{old}\"\n"
+        ),
+    )
+    .unwrap();
+    let relay = Relay::start(&format!(
+        "--config {} --dead-letter-file {}",
+        config.to_string_lossy(),
+        dir.arg("dl.jsonl")
+    ))
+    .await;
+    let body = r#"{"event":"key.rotated"}"#;
+    for _ in 0..3 {
+        assert_eq!(relay.post(&[], body).await.0, 202);
+    }
+    assert!(
+        log.until(Duration::from_secs(10), |hits| hits.len() >= 3)
+            .await,
+        "delivered"
+    );
+    for hit in &log.hits() {
+        let h = |n: &str| hit.headers.get(n).unwrap().to_str().unwrap().to_owned();
+        let (id, ts, sigs) = (
+            h("webhook-id"),
+            h("webhook-timestamp"),
+            h("webhook-signature"),
+        );
+        assert_eq!(sigs.split(' ').count(), 2, "two signatures: {sigs}");
+        assert!(verify(new, &id, &ts, &hit.body, &sigs), "the new secret's");
+        assert!(verify(old, &id, &ts, &hit.body, &sigs), "the old secret's");
+        let stranger = "whsec_c29tZW9uZS1lbHNlcy1rZXk=";
+        assert!(!verify(stranger, &id, &ts, &hit.body, &sigs));
+    }
+    // The previous secret alone is refused at start: it needs the new one.
+    let bad = dir.join("bad.toml");
+    std::fs::write(
+        &bad,
+        format!(
+            "[[destinations]]\nname = \"x\"\nurl = \"http://{at}/hooks\"\nprevious_secret = \"{old}\"\n"
+        ),
+    )
+    .unwrap();
+    let out = std::process::Command::new(crate::harness::BIN)
+        .args(["check-config", &bad.to_string_lossy()])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("previous_secret"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
