@@ -24,6 +24,7 @@
 
 mod admin;
 mod auth;
+mod catalog;
 mod config;
 mod dead_letter;
 mod deliver;

@@ -145,6 +145,11 @@ pub enum DestinationError {
     },
     /// The set was shut down.
     Closed,
+    /// [`Destinations::define`](super::Destinations::define) found an
+    /// unnamed destination of that name still holding jobs (a submission's,
+    /// or the journal's from a name no longer configured): name it once
+    /// they have drained.
+    Unnamed,
 }
 
 impl fmt::Display for DestinationError {
@@ -178,6 +183,9 @@ impl fmt::Display for DestinationError {
                 write!(f, "a set's template cannot have {what}: {instead}")
             }
             DestinationError::Closed => f.write_str("the destination set was shut down"),
+            DestinationError::Unnamed => f.write_str(
+                "an unnamed destination of that name still holds jobs; name it once they have drained",
+            ),
         }
     }
 }

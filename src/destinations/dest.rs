@@ -106,6 +106,14 @@ impl<J: Send + Sync + 'static> Dest<J> {
         lock(&self.live).is_some()
     }
 
+    /// Whether it was named (by the builder or [`Destinations::define`]):
+    /// its own metric labels, never retired for another.
+    ///
+    /// [`Destinations::define`]: super::Destinations::define
+    pub(crate) fn is_named(&self) -> bool {
+        self.named
+    }
+
     /// Whether a full set may drop this record for a new destination.
     pub(crate) fn retirable(&self) -> bool {
         !self.named

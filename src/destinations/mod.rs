@@ -65,6 +65,7 @@
 //! ```
 
 mod breaker;
+mod change;
 mod config;
 mod dest;
 mod gate;
@@ -143,14 +144,14 @@ pub(crate) struct Inner<J> {
     pub(crate) in_flight: InFlightBudget,
     pub(crate) tally: Arc<SetTally>,
     pub(crate) max_jobs: usize,
-    max_destinations: usize,
+    pub(crate) max_destinations: usize,
     pub(crate) breaker: Option<BreakerConfig>,
     pub(crate) idle_after: Duration,
     /// The user's hook, told of every destination's events.
     pub(crate) hook: Option<Arc<dyn DrainHook>>,
     table: Mutex<HashMap<Arc<str>, Arc<Dest<J>>>>,
     closed: AtomicBool,
-    known: Gauge,
+    pub(crate) known: Gauge,
     pub(crate) active: Gauge,
     #[cfg(feature = "journal")]
     pub(crate) journal: Option<journaled::SetJournal<J>>,
@@ -421,7 +422,7 @@ fn fits_template(s: &Settings, cfg: &DestinationConfig) -> Result<(), Destinatio
 }
 
 impl<J> Inner<J> {
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<Arc<str>, Arc<Dest<J>>>> {
+    pub(crate) fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<Arc<str>, Arc<Dest<J>>>> {
         self.table.lock().unwrap_or_else(|p| p.into_inner())
     }
 
@@ -431,42 +432,6 @@ impl<J> Inner<J> {
 }
 
 impl<J: Send + Sync + 'static> Destinations<J> {
-    /// The record for `name`, made (unnamed, from the template) if new;
-    /// `Full` when the set holds its most and none can be retired.
-    fn dest(&self, name: &str) -> Result<Arc<Dest<J>>, DestinationError> {
-        let inner = &self.inner;
-        let mut table = inner.lock();
-        if let Some(d) = table.get(name) {
-            d.touch();
-            return Ok(d.clone());
-        }
-        if inner.is_closed() {
-            return Err(DestinationError::Closed);
-        }
-        if table.len() >= inner.max_destinations {
-            let idlest = table
-                .values()
-                .filter(|d| d.retirable())
-                .min_by_key(|d| d.last_active())
-                .map(|d| d.name.clone());
-            match idlest {
-                Some(gone) => {
-                    table.remove(&gone);
-                }
-                None => {
-                    return Err(DestinationError::Full {
-                        max: inner.max_destinations,
-                    });
-                }
-            }
-        }
-        let d = Arc::new(Dest::new(inner, name, false, DestinationConfig::default()));
-        d.touch();
-        table.insert(d.name.clone(), d.clone());
-        inner.known.set(table.len() as f64);
-        Ok(d)
-    }
-
     /// Queues `job` for `destination` now, or hands it back: 503
     /// (`Overloaded`) when the destination's queue or the set's bound is
     /// full, or the set holds its most destinations; `Closed` after shutdown.
@@ -647,83 +612,6 @@ impl<J: Send + Sync + 'static> Destinations<J> {
             return Duration::ZERO;
         }
         Duration::try_from_secs_f64(depth as f64 / rate).unwrap_or(Duration::MAX)
-    }
-
-    /// Takes `destination` out of the set for good: its throttle keeps
-    /// delivering for up to `grace`, then what it still holds goes to the
-    /// template's dead-letter sink (even with the set's journal; without a
-    /// sink the journal keeps it, or it comes back here). Returns its final
-    /// state and the jobs handed back, or `None` when the set did not know
-    /// it. A job submitted for the name afterwards makes a new, unnamed
-    /// destination: stop sending to it first.
-    ///
-    /// ```
-    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
-    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
-    /// use dripfeed::destinations::{DestinationConfig, Destinations};
-    /// use dripfeed::{Delivery, Throttle};
-    /// use std::time::Duration;
-    /// let set = Destinations::builder(Throttle::builder().drain_rate(1.0).capacity(10))
-    ///     .destination("old", DestinationConfig::default())
-    ///     .build(|_: &str| |_: &u32, _| async { Delivery::Done })?;
-    /// for job in 0..3 {
-    ///     set.try_submit("old", job)?;
-    /// }
-    /// let (stats, returned) = set.remove("old", Duration::from_millis(1500)).await.unwrap();
-    /// assert_eq!((stats.delivered(), returned), (2, vec![2]));
-    /// assert!(!set.contains("old"));
-    /// # Ok(())
-    /// # }
-    /// ```
-    pub async fn remove(
-        &self,
-        destination: &str,
-        grace: Duration,
-    ) -> Option<(DestinationStats, Vec<J>)> {
-        let d = {
-            let mut table = self.inner.lock();
-            let d = table.remove(destination)?;
-            self.inner.known.set(table.len() as f64);
-            d
-        };
-        let returned = d.close(grace, true).await;
-        let stats = d.stats(&self.inner);
-        Some((stats, returned.into_iter().map(|(_, j)| j).collect()))
-    }
-
-    /// Changes a destination's overrides at run time (making its record if
-    /// new). An active destination applies its rate, ceiling and budget at
-    /// once (a lower ceiling also caps its AIMD) when its ring holds a full
-    /// budget at the new ceiling; if not, nothing changes and the answer is
-    /// [`DestinationError::BeyondRing`], with the highest ceiling its ring
-    /// holds: not clamped. An idle destination takes them when it next
-    /// becomes active (its ring is sized for them then). Each call replaces
-    /// every override: one left out goes back to the template's value.
-    ///
-    /// ```
-    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
-    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
-    /// use dripfeed::destinations::{DestinationConfig, DestinationError, Destinations};
-    /// use dripfeed::{Delivery, Throttle};
-    /// let set = Destinations::builder(Throttle::builder().drain_rate(10.0).max_rate(100.0))
-    ///     .destination("partner", DestinationConfig::default().ceiling(20.0))
-    ///     .build(|_: &str| |_: &u32, _| async { Delivery::Done })?;
-    /// set.configure("partner", DestinationConfig::default().rate(15.0).ceiling(20.0))?;
-    /// assert_eq!(set.stats("partner").unwrap().drain_rate(), 15.0);
-    /// let err = set.configure("partner", DestinationConfig::default().rate(500.0)).unwrap_err();
-    /// assert!(matches!(err, DestinationError::AboveMax { .. }));
-    /// # Ok(())
-    /// # }
-    /// ```
-    pub fn configure(
-        &self,
-        destination: &str,
-        cfg: DestinationConfig,
-    ) -> Result<(), DestinationError> {
-        cfg.validate(self.inner.max_rate)?;
-        fits_template(&self.inner.settings, &cfg)?;
-        let d = self.dest(destination)?;
-        d.configure(&self.inner, cfg)
     }
 
     /// One destination's state and counts, if the set knows it.

@@ -1,7 +1,8 @@
 //! `GET /v1/destinations` and `GET /v1/destinations/{name}`: each
-//! destination as configured (url, rate, ceiling, budget, whether a secret
-//! is set — never the secret — and where each came from) beside its live
-//! state (rate now, depth, capacity, in flight, breaker, counts).
+//! destination in force (url, rate, ceiling, budget, whether a secret is
+//! set — never the secret — and where each came from: a file, a flag, the
+//! admin API) beside its live state (rate now, depth, capacity, in flight,
+//! breaker, counts). `PUT` and `DELETE` are in [`super::change`].
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -15,54 +16,55 @@ use serde::Serialize;
 use utoipa::ToSchema;
 
 use super::Admin;
-use crate::config::{Config, Destination};
+use crate::catalog::Listed;
+use crate::config::Config;
 use crate::intake::problem::problem;
 use crate::openapi::schemas::Problem;
 
-/// A destination as configured, secrets left out.
-#[derive(Clone, Debug)]
-pub struct Configured {
-    name: String,
-    url: String,
-    rate: f64,
-    ceiling: Option<f64>,
-    budget: Duration,
-    secret_set: bool,
-    origin: String,
+/// What a destination leaves to the settings: the drain rate, the adaptive
+/// ceiling (when adaptive) and the latency budget.
+#[derive(Clone, Copy, Debug)]
+pub struct Defaults {
+    /// `drain_rate`.
+    pub rate: f64,
+    /// `ceiling`, when `adaptive`.
+    pub ceiling: Option<f64>,
+    /// `latency_budget`.
+    pub budget: Duration,
 }
 
-impl Configured {
-    /// Every destination of `cfg`, its rate and budget as in force.
-    pub fn all(cfg: &Config) -> Vec<Configured> {
+impl Defaults {
+    /// The defaults of `cfg`.
+    pub fn of(cfg: &Config) -> Defaults {
         let s = &cfg.settings;
-        let one = |d: &Destination| Configured {
-            name: d.name.clone(),
-            url: d.url.as_str().to_owned(),
-            rate: d.rate.unwrap_or(s.drain_rate),
-            ceiling: d.ceiling.or(s.adaptive.then_some(s.ceiling)),
-            budget: d.budget.unwrap_or(s.latency_budget),
-            secret_set: d.secret.is_some(),
-            origin: d.origin.to_string(),
-        };
-        cfg.destinations.iter().map(one).collect()
+        Defaults {
+            rate: s.drain_rate,
+            ceiling: s.adaptive.then_some(s.ceiling),
+            budget: s.latency_budget,
+        }
     }
 
-    /// Its view, with `live` state if the set has it.
-    fn view(&self, live: Option<&DestinationStats>) -> DestinationView {
+    /// `listed` as the admin API shows it, with `live` state if the set has it.
+    pub fn view(&self, listed: &Listed, live: Option<&DestinationStats>) -> DestinationView {
+        let d = &listed.dest;
         DestinationView {
-            name: self.name.clone(),
-            url: self.url.clone(),
-            rate: self.rate,
-            ceiling: self.ceiling,
-            budget_ms: u64::try_from(self.budget.as_millis()).unwrap_or(u64::MAX),
-            secret_set: self.secret_set,
-            origin: self.origin.clone(),
+            name: d.name.clone(),
+            url: d.url.as_str().to_owned(),
+            rate: d.rate.unwrap_or(self.rate),
+            ceiling: d.ceiling.or(self.ceiling),
+            budget_ms: u64::try_from(d.budget.unwrap_or(self.budget).as_millis())
+                .unwrap_or(u64::MAX),
+            secret_set: d.secret.is_some(),
+            previous_secret_set: d.previous_secret.is_some(),
+            origin: d.origin.to_string(),
+            deleting: !listed.open,
             live: live.map(|s| Live {
                 active: s.is_active(),
                 rate_now: s.drain_rate(),
                 depth: s.depth(),
                 capacity: s.capacity(),
                 in_flight: s.in_flight(),
+                held: s.held(),
                 breaker: s.breaker().as_str().to_owned(),
                 accepted: s.accepted(),
                 refused: s.refused(),
@@ -88,8 +90,14 @@ pub struct DestinationView {
     budget_ms: u64,
     /// Whether a signing secret is set (the secret is never shown).
     secret_set: bool,
-    /// Where it was configured (a file and line, a flag, a variable).
+    /// Whether a previous secret is set: deliveries are signed with both.
+    previous_secret_set: bool,
+    /// Where it was configured (a file and line, a flag, a variable, or
+    /// the admin API and its state file).
     origin: String,
+    /// Whether it is being deleted: new webhooks get 404, what it holds
+    /// is still delivered within the shutdown grace, then dead-lettered.
+    deleting: bool,
     /// Its live state, while its throttle exists.
     live: Option<Live>,
 }
@@ -107,6 +115,8 @@ pub struct Live {
     capacity: u64,
     /// Deliveries running.
     in_flight: u64,
+    /// Webhooks held: queued, waiting for a retry or in flight.
+    held: u64,
     /// `closed`, `open` or `half-open`.
     breaker: String,
     /// Webhooks admitted.
@@ -122,7 +132,8 @@ pub struct Live {
 /// `GET /v1/destinations`.
 #[derive(Serialize, ToSchema)]
 pub struct DestinationList {
-    /// Every configured destination, in configuration order.
+    /// Every destination, in configuration order, then those made
+    /// through the admin API in the order they were made.
     destinations: Vec<DestinationView>,
 }
 
@@ -143,9 +154,14 @@ fn live(admin: &Admin) -> Vec<DestinationStats> {
 pub async fn list(State(admin): State<Arc<Admin>>) -> Json<DestinationList> {
     let stats = live(&admin);
     let destinations = admin
-        .configured
+        .catalog
+        .list()
         .iter()
-        .map(|c| c.view(stats.iter().find(|s| s.name() == c.name)))
+        .map(|l| {
+            admin
+                .defaults
+                .view(l, stats.iter().find(|s| s.name() == l.dest.name))
+        })
         .collect();
     Json(DestinationList { destinations })
 }
@@ -162,7 +178,7 @@ pub async fn list(State(admin): State<Arc<Admin>>) -> Json<DestinationList> {
         (status = 503, description = "The listener serves its most connections.", body = Problem, content_type = "application/problem+json"),
     ))]
 pub async fn one(State(admin): State<Arc<Admin>>, Path(name): Path<String>) -> Response {
-    let Some(c) = admin.configured.iter().find(|c| c.name == name) else {
+    let Some(listed) = admin.catalog.get(&name) else {
         let detail = "no destination of that name is configured".to_owned();
         return problem(
             StatusCode::NOT_FOUND,
@@ -171,6 +187,6 @@ pub async fn one(State(admin): State<Arc<Admin>>, Path(name): Path<String>) -> R
             Vec::new(),
         );
     };
-    let stats = live(&admin);
-    Json(c.view(stats.iter().find(|s| s.name() == c.name))).into_response()
+    let stats = admin.intake.set.stats(&name);
+    Json(admin.defaults.view(&listed, stats.as_ref())).into_response()
 }

@@ -4,8 +4,9 @@
 //! - `GET /healthz`, `GET /readyz` ([`probes`]) and `GET /metrics`
 //!   (Prometheus text, passing `promtool check metrics`) answer without a
 //!   token, so probes and Prometheus need no secret;
-//! - `GET /v1/destinations` and `GET /v1/destinations/{name}`
-//!   ([`destinations`]) need `Authorization: Bearer ADMIN_TOKEN` when
+//! - `GET /v1/destinations`, `GET /v1/destinations/{name}`
+//!   ([`destinations`]), `PUT` and `DELETE /v1/destinations/{name}`
+//!   ([`change`]) need `Authorization: Bearer ADMIN_TOKEN` when
 //!   `admin_token_sha256` is set ([`token`]); without it the admin listener
 //!   may only be on loopback (the configuration refuses anything else
 //!   unless `allow_unauthenticated`), where they answer anyone;
@@ -17,6 +18,7 @@
 //!
 //! The status line on stdout is [`status`].
 
+pub mod change;
 pub mod dead_letters;
 pub mod destinations;
 pub mod probes;
@@ -37,6 +39,10 @@ use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
 use crate::auth::digest::KeyDigest;
+use crate::catalog::Catalog;
+use crate::catalog::state::StateFile;
+use crate::dead_letter::FileSink;
+use crate::deliver::guard::AddressGuard;
 use crate::intake::Intake;
 use crate::openapi::{self, schemas::Problem};
 use crate::telemetry;
@@ -50,15 +56,29 @@ pub struct Admin {
     pub prometheus: PrometheusHandle,
     /// The admin token's digest; `None`: the routes are open (loopback).
     pub token: Option<KeyDigest>,
-    /// The destinations as configured: what `/v1/destinations` shows
-    /// beside their live state.
-    pub configured: Vec<destinations::Configured>,
+    /// The destinations in force: what `/v1/destinations` shows beside
+    /// their live state, and what `PUT` and `DELETE` change.
+    pub catalog: Arc<Catalog>,
+    /// What a destination leaves to the settings.
+    pub defaults: destinations::Defaults,
+    /// The state file the admin API's changes go to (`None`: no state
+    /// directory, changes refused); held by the change running.
+    pub state: tokio::sync::Mutex<Option<StateFile>>,
+    /// Where deliveries may connect: a `PUT` URL is checked against it.
+    pub guard: Arc<AddressGuard>,
+    /// Whether a `PUT` URL's host name is resolved and checked too
+    /// (`resolve_destinations_at_start`).
+    pub resolve: bool,
+    /// `max_destinations`.
+    pub max_destinations: usize,
+    /// How long a deleted destination may still deliver (`shutdown_grace`).
+    pub grace: std::time::Duration,
+    /// The dead-letter file (what a deleted destination hands back).
+    pub sink: Arc<FileSink>,
     /// The shared stores `/readyz` asks (the tenant quota store).
     pub stores: Vec<stores::StoreCheck>,
     /// The live dead-letter file (its rotated ones beside it).
     pub dead_letter_file: std::path::PathBuf,
-    /// The configured destinations, name and URL (where redriven lines go).
-    pub targets: Vec<(Arc<str>, String)>,
     /// Held by the redrive running.
     pub redriving: tokio::sync::Mutex<()>,
 }
@@ -67,7 +87,7 @@ pub struct Admin {
 fn guarded() -> OpenApiRouter<Arc<Admin>> {
     OpenApiRouter::new()
         .routes(routes!(destinations::list))
-        .routes(routes!(destinations::one))
+        .routes(routes!(destinations::one, change::put, change::delete))
         .routes(routes!(webhooks::webhook))
         .routes(routes!(dead_letters::list))
         .routes(routes!(redrive::redrive))

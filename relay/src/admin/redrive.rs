@@ -121,9 +121,10 @@ pub async fn redrive(State(admin): State<Arc<Admin>>, body: Bytes) -> Response {
         Err(e) => return unavailable(e),
     };
     let intake = &admin.intake;
+    let targets = admin.catalog.targets();
     let (mut readmitted, mut refused) = (Vec::new(), 0u64);
     for (place, line) in lines {
-        let Some((name, job)) = redrive::job_of_line(&line, &admin.targets, &intake.budget) else {
+        let Some((name, job)) = redrive::job_of_line(&line, &targets, &intake.budget) else {
             refused += 1;
             continue;
         };

@@ -87,7 +87,7 @@ pub fn spawn(intake: Arc<Intake>, latencies: Arc<Latencies>) -> tokio::task::Joi
             tick.tick().await;
             let summary = line(&intake, &latencies);
             let mut out = std::io::stdout().lock();
-            if intake.names.len() > 1 {
+            if intake.catalog.held() > 1 {
                 // A line per destination: no redraw in place.
                 let _ = writeln!(out, "{summary}");
                 for l in destination_lines(&intake) {

@@ -11,7 +11,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use base64::Engine;
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use toml::de::{DeTable, DeValue};
 
 use super::error::{ConfigError, Origin};
@@ -92,22 +92,36 @@ pub fn valid_name(name: &str) -> bool {
             .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'))
 }
 
-/// The fields of one destination before they are checked.
-#[derive(Default, Deserialize)]
+/// The fields of one destination before they are checked, as a file, the
+/// admin API's `PUT` body and its state file give them.
+#[derive(Clone, Default, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
-struct Fields {
-    name: Option<String>,
-    url: Option<String>,
-    rate: Option<f64>,
-    ceiling: Option<f64>,
-    budget: Option<String>,
-    secret: Option<String>,
-    previous_secret: Option<String>,
+pub struct Fields {
+    /// 1 to 64 of `A-Z a-z 0-9 . _ -` (the API takes it from the path).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    /// `http://` or `https://`.
+    pub url: Option<String>,
+    /// Webhooks/s.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rate: Option<f64>,
+    /// Webhooks/s.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ceiling: Option<f64>,
+    /// A duration, e.g. `"2s"`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub budget: Option<String>,
+    /// `whsec_` + base64.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub secret: Option<String>,
+    /// `whsec_` + base64.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub previous_secret: Option<String>,
 }
 
 impl Fields {
     /// The destination, or what is wrong with each field (keys `at.field`).
-    fn check(
+    pub fn check(
         self,
         at: &str,
         origin: &Origin,

@@ -20,6 +20,9 @@ pub enum Origin {
     Env(String),
     /// The command line: the flag as written.
     Flag(String),
+    /// The admin API (`PUT /v1/destinations/{name}`), kept in this state
+    /// file.
+    Api(PathBuf),
 }
 
 impl Origin {
@@ -46,6 +49,7 @@ impl fmt::Display for Origin {
             Origin::File { path, line: None } => write!(f, "file {}", path.display()),
             Origin::Env(var) => write!(f, "environment {var}"),
             Origin::Flag(flag) => write!(f, "flag {flag}"),
+            Origin::Api(path) => write!(f, "admin API (state file {})", path.display()),
         }
     }
 }
@@ -97,6 +101,15 @@ impl fmt::Display for ConfigError {
                 write!(f, "environment {var}: {}: {}", self.key, self.message)
             }
             Some(Origin::Flag(flag)) => write!(f, "{flag}: {}", self.message),
+            Some(Origin::Api(path)) => {
+                write!(
+                    f,
+                    "{} (admin API): {}: {}",
+                    path.display(),
+                    self.key,
+                    self.message
+                )
+            }
             Some(Origin::Default) | None => write!(f, "{}: {}", self.key, self.message),
         }
     }

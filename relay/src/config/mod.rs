@@ -36,7 +36,7 @@ pub mod value;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-pub use destinations::{DEFAULT_NAME, Destination};
+pub use destinations::{DEFAULT_NAME, Destination, Fields, valid_name};
 pub use error::{ConfigError, ConfigErrors, Origin};
 pub use print::render;
 pub use settings::{KEYS, SettingFlags, Settings};

@@ -93,6 +93,14 @@ declare_settings! {
     journal_dir: PathBuf = "relay-journal";
     /// Keep webhooks in memory only: a crash loses what was accepted.
     no_journal: bool = "false";
+    /// Where the admin API's changes to destinations are kept
+    /// (state.json, mode 0600: it holds their secrets), applied over the
+    /// configured destinations at start. Unset: the journal directory; with
+    /// no_journal and no state_dir the admin API cannot change destinations.
+    state_dir: PathBuf;
+    /// The most destinations, configured and made through the admin API
+    /// together (each has its own metric labels).
+    max_destinations: usize = "100";
     /// How long shutdown keeps draining before leaving the rest in the
     /// journal (or the dead-letter file without one).
     shutdown_grace: Duration = "10s";

@@ -18,6 +18,7 @@ use std::time::{Duration, SystemTime};
 use axum::http::{HeaderMap, header};
 use dripfeed::{Attempt, Delivery, Downstream};
 
+use crate::catalog::Catalog;
 use crate::intake::job::{Job, unix_ms};
 use crate::status::Registry;
 use latency::Latencies;
@@ -28,12 +29,11 @@ pub struct HttpDownstream {
     pub client: reqwest::Client,
     /// The destination's name.
     pub name: Arc<str>,
-    /// Its URL; `None` for a destination the journal remembers but the
-    /// configuration no longer names (its webhooks are dead-lettered).
-    pub url: Option<String>,
-    /// Its signing keys (the bytes of its `whsec_` secrets: the secret,
-    /// then the previous one while it is being replaced); none: unsigned.
-    pub secrets: Vec<Arc<[u8]>>,
+    /// The destinations in force: its URL and signing keys are read there
+    /// at each attempt (an admin API change applies to the next one); a
+    /// destination the journal remembers but the catalog no longer holds
+    /// has none, and its webhooks are dead-lettered.
+    pub catalog: Arc<Catalog>,
     /// Where delivery latencies go (the status line's p99).
     pub latencies: Arc<Latencies>,
     /// Where deliveries may connect (checked here for an IP literal; the
@@ -48,9 +48,10 @@ impl Downstream<Job> for HttpDownstream {
     async fn deliver(&self, job: &Job, attempt: Attempt) -> Delivery {
         let trail = &job.trail;
         trail.tried_by(&self.name);
-        let Some(url) = &self.url else {
+        let Some(target) = self.catalog.target(&self.name) else {
             return Delivery::Failed;
         };
+        let url = &target.url;
         // The id the 202 named (or, redriven, the id it had before).
         let public = trail.name(attempt.id());
         self.status.started(
@@ -69,11 +70,11 @@ impl Downstream<Job> for HttpDownstream {
         if let Some(ct) = &job.content_type {
             req = req.header(header::CONTENT_TYPE, ct);
         }
-        if !self.secrets.is_empty() {
+        if !target.secrets.is_empty() {
             // Signed again on every attempt, with the time of the attempt;
             // with every key, space-separated, while a secret is replaced.
             let ts = unix_ms() / 1000;
-            let signatures: Vec<String> = self
+            let signatures: Vec<String> = target
                 .secrets
                 .iter()
                 .map(|key| signing::sign(key, &id, ts, &job.body))

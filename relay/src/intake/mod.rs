@@ -86,8 +86,9 @@ use crate::listener::framing::Framing;
 pub struct Intake {
     /// The destinations: the only receivers a webhook can go to.
     pub set: Destinations<Job>,
-    /// Their names, in configuration order.
-    pub names: Vec<Arc<str>>,
+    /// The destinations in force (configured, and changed through the
+    /// admin API): the names a request may use.
+    pub catalog: Arc<crate::catalog::Catalog>,
     /// The header that names a destination.
     pub destination_header: String,
     /// The header that names the tenant (read only on an open relay).

@@ -38,8 +38,7 @@ impl Intake {
                 detail,
             ));
         }
-        let found = self.names.iter().find(|n| &***n == name).cloned();
-        found.ok_or_else(|| {
+        self.catalog.open(name).ok_or_else(|| {
             let detail = "no destination of that name is configured".to_owned();
             refusal(StatusCode::NOT_FOUND, "unknown-destination", detail)
         })
@@ -48,10 +47,9 @@ impl Intake {
     /// The destination of a request without the header: the only one its
     /// caller may use.
     fn only_one(&self, caller: &Caller) -> Result<Arc<str>, Refusal> {
-        let mut usable = self.names.iter().filter(|n| caller.may_use(n));
-        match (usable.next(), usable.next()) {
-            (Some(only), None) => Ok(only.clone()),
-            _ => {
+        match self.catalog.only(|n| caller.may_use(n)) {
+            Some(only) => Ok(only),
+            None => {
                 let detail = format!(
                     "name the destination with the {} header",
                     self.destination_header

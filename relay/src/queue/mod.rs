@@ -12,7 +12,6 @@
 
 pub mod fleet;
 
-use std::collections::HashMap;
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
@@ -23,6 +22,7 @@ use dripfeed::keyed::BucketStore;
 use dripfeed::rate::AimdConfig;
 use dripfeed::{Overflow, PermitSource, RetryPolicy, Throttle, ThrottleBuilder};
 
+use crate::catalog::Catalog;
 use crate::config::value::OverflowPolicy;
 use crate::config::{Config, ConfigError, Settings};
 use crate::dead_letter::FileSink;
@@ -38,16 +38,10 @@ pub const NAME: &str = "webhook_relay";
 /// Webhooks the set holds at once, across destinations.
 const MAX_JOBS: usize = 1_000_000;
 
-/// Where a destination's deliveries go, and its signing keys (the
-/// secret's, then the previous secret's while it is being replaced).
-type Target = (String, Vec<Arc<[u8]>>);
-
 /// The running set.
 pub struct Queue {
     /// The destinations.
     pub set: Destinations<Job>,
-    /// Their names, in configuration order.
-    pub names: Vec<Arc<str>>,
     /// Webhooks found unfinished in the journal at start.
     pub recovered: usize,
     /// The journal, holding its directory's lock (`None`: memory only).
@@ -70,6 +64,8 @@ pub struct Parts {
     pub permits: Option<Arc<dyn PermitSource>>,
     /// Every webhook's status: told of each attempt, retry and end.
     pub status: Arc<Registry>,
+    /// The destinations in force: each delivery reads its URL and keys.
+    pub catalog: Arc<Catalog>,
 }
 
 /// The highest rate a destination may have: the adaptive ceiling, else
@@ -118,7 +114,7 @@ fn template(cfg: &Config) -> Result<ThrottleBuilder<Job>, String> {
 }
 
 /// A destination's overrides.
-fn overrides(d: &crate::config::Destination) -> DestinationConfig {
+pub fn overrides(d: &crate::config::Destination) -> DestinationConfig {
     let mut c = DestinationConfig::default();
     if let Some(r) = d.rate {
         c = c.rate(r);
@@ -190,20 +186,11 @@ pub fn build(cfg: &Config, journal: Option<&Path>, parts: Parts) -> Result<Queue
     let mut builder = Destinations::builder(t)
         .max_in_flight(s.max_in_flight)
         .max_jobs(MAX_JOBS)
-        .max_destinations(cfg.destinations.len().max(1))
+        .max_destinations(s.max_destinations.max(cfg.destinations.len()).max(1))
         .breaker(BreakerConfig::default())
         .drain_hook(parts.status.clone());
-    let mut targets: HashMap<String, Target> = HashMap::new();
-    let mut names = Vec::new();
     for d in &cfg.destinations {
-        let keys = [&d.secret, &d.previous_secret]
-            .into_iter()
-            .flatten()
-            .map(|s| s.key())
-            .collect();
-        targets.insert(d.name.clone(), (d.url.as_str().to_owned(), keys));
         builder = builder.destination(d.name.clone(), overrides(d));
-        names.push(Arc::from(d.name.as_str()));
     }
     let mut recovered = 0;
     let journal = match journal {
@@ -216,21 +203,22 @@ pub fn build(cfg: &Config, journal: Option<&Path>, parts: Parts) -> Result<Queue
         }
         None => None,
     };
-    let (client, latencies, guard, status) =
-        (parts.client, parts.latencies, parts.guard, parts.status);
+    let (client, latencies, guard, status, catalog) = (
+        parts.client,
+        parts.latencies,
+        parts.guard,
+        parts.status,
+        parts.catalog,
+    );
     let set = builder
         .build(move |name: &str| {
             // Configured names, and those the journal recovered: a name no
-            // longer configured gets no URL and its webhooks are dead-lettered.
-            let (url, secrets) = match targets.get(name) {
-                Some((url, keys)) => (Some(url.clone()), keys.clone()),
-                None => (None, Vec::new()),
-            };
+            // longer in the catalog has no URL and its webhooks are
+            // dead-lettered.
             HttpDownstream {
                 client: client.clone(),
                 name: Arc::from(name),
-                url,
-                secrets,
+                catalog: catalog.clone(),
                 latencies: latencies.clone(),
                 guard: guard.clone(),
                 status: status.clone(),
@@ -239,7 +227,6 @@ pub fn build(cfg: &Config, journal: Option<&Path>, parts: Parts) -> Result<Queue
         .map_err(|e| format!("destinations: {e}"))?;
     Ok(Queue {
         set,
-        names,
         recovered,
         journal,
     })

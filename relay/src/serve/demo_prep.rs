@@ -32,10 +32,13 @@ fn demo_destination(
 /// Starts what a demo needs beside the relay and adds its destinations:
 /// the built-in receiver for `--demo` without a destination, the three
 /// receivers for `--demo-fanout`. Never beside a configured destination,
-/// nor with `[[tenants]]` (the demos post without keys).
+/// nor with `[[tenants]]` (the demos post without keys). A relay that
+/// serves needs a destination unless the admin API has changed them
+/// (`api_changed`: it may have deleted them all, and can make more).
 pub(super) async fn prepare(
     cfg: &mut Config,
     mode: Mode,
+    api_changed: bool,
 ) -> Result<Option<Arc<demo::receiver::Receiver>>, Failure> {
     if mode != Mode::Serve && !cfg.tenants.is_empty() {
         let flag = match mode {
@@ -49,6 +52,7 @@ pub(super) async fn prepare(
         ));
     }
     match mode {
+        Mode::Serve if api_changed => Ok(None),
         Mode::Serve => {
             config::require_destination(cfg).map_err(|e| Failure::Config(ConfigErrors(vec![e])))?;
             Ok(None)

@@ -10,6 +10,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use crate::auth::tenants::Tenants;
+use crate::catalog::{self, Catalog};
 use crate::config::{Config, ConfigError, ConfigErrors, DEFAULT_NAME, Origin};
 use crate::dead_letter::{self, FileSink, redrive};
 use crate::deliver::latency::Latencies;
@@ -59,7 +60,20 @@ pub async fn run(
     mode: Mode,
     redrive_file: Option<PathBuf>,
 ) -> Result<(), Failure> {
-    let receiver = demo_prep::prepare(&mut cfg, mode).await?;
+    // The admin API's changes, over the configured destinations (a demo
+    // keeps none).
+    let state = match (mode, catalog::state::dir_of(&cfg)) {
+        (Mode::Serve, Some(dir)) => Some(catalog::state::StateFile::open(&dir)?),
+        _ => None,
+    };
+    if let Some(file) = &state {
+        let errors = file.apply(&mut cfg);
+        if !errors.is_empty() {
+            return Err(Failure::Config(ConfigErrors(errors)));
+        }
+    }
+    let changed = state.as_ref().is_some_and(|f| !f.is_empty());
+    let receiver = demo_prep::prepare(&mut cfg, mode, changed).await?;
     let guard = Arc::new(deliver::guard::AddressGuard::from_config(&cfg));
     let mut errors = queue::check(&cfg);
     errors.extend(deliver::guard::check_destinations(&cfg, &guard).await);
@@ -106,6 +120,7 @@ pub async fn run(
     let latencies = Arc::new(Latencies::default());
     let tenant_store = intake::tenants::open(&cfg).await?;
     let stores: Vec<_> = tenant_store.iter().filter_map(|(_, c)| c.clone()).collect();
+    let catalog = Arc::new(Catalog::new(&cfg.destinations));
     let status = Arc::new(Registry::new(
         s.status_retention,
         s.status_max,
@@ -114,11 +129,12 @@ pub async fn run(
     let parts = queue::Parts {
         sink: sink.clone(),
         client: deliver::client::client(s, s.max_in_flight, guard.clone())?,
-        guard,
+        guard: guard.clone(),
         latencies: latencies.clone(),
         tenants: tenant_store.as_ref().map(|(store, _)| store.clone()),
         permits: queue::fleet::permits(s)?,
         status: status.clone(),
+        catalog: catalog.clone(),
     };
     let keyed = parts.tenants.is_some();
     if let Some(store) = &parts.tenants {
@@ -166,7 +182,7 @@ pub async fn run(
     }
     let intake = Arc::new(Intake {
         set: queue.set.clone(),
-        names: queue.names.clone(),
+        catalog: catalog.clone(),
         destination_header: s.destination_header.clone(),
         tenant_header: s.tenant_header.clone(),
         tenants: Tenants::new(&cfg),
@@ -188,14 +204,16 @@ pub async fn run(
         intake: intake.clone(),
         prometheus,
         token: s.admin_token_sha256,
-        configured: admin::destinations::Configured::all(&cfg),
+        catalog: catalog.clone(),
+        defaults: admin::destinations::Defaults::of(&cfg),
+        state: tokio::sync::Mutex::new(state),
+        guard: guard.clone(),
+        resolve: s.resolve_destinations_at_start,
+        max_destinations: s.max_destinations.max(cfg.destinations.len()),
+        grace: s.shutdown_grace,
+        sink: sink.clone(),
         stores,
         dead_letter_file: s.dead_letter_file.clone(),
-        targets: cfg
-            .destinations
-            .iter()
-            .map(|d| (Arc::from(d.name.as_str()), d.url.as_str().to_owned()))
-            .collect(),
         redriving: tokio::sync::Mutex::new(()),
     });
     let (admin_tcp, admin_addr) = bind(s.admin_listen, "admin_listen").await?;
@@ -216,11 +234,7 @@ pub async fn run(
     );
     announce(&cfg, addr);
     if let Some(path) = &redrive_file {
-        let targets: Vec<(Arc<str>, String)> = cfg
-            .destinations
-            .iter()
-            .map(|d| (Arc::from(d.name.as_str()), d.url.as_str().to_owned()))
-            .collect();
+        let targets = catalog.targets();
         let done = redrive::redrive(path, &queue.set, &targets, &intake.budget).await?;
         println!(
             "redrive {}: {} re-admitted, {} refused, {} unreadable lines, {} kept in {}",

@@ -6,6 +6,7 @@
 //! under `CI=true` fail rather than skip without them.
 
 mod admin;
+mod admin_changes;
 mod auth;
 mod burst;
 mod config;

@@ -1,0 +1,202 @@
+//! Changing the set at run time: a destination named, configured or taken
+//! out while the others run.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::dest::Dest;
+use super::{
+    DestinationConfig, DestinationError, DestinationStats, Destinations, Inner, fits_template,
+};
+
+/// The table.
+type Table<J> = HashMap<Arc<str>, Arc<Dest<J>>>;
+
+/// A place for one more record: at `max_destinations`, the record idle
+/// longest that may be retired goes; `Full` when none may.
+fn make_room<J: Send + Sync + 'static>(
+    inner: &Inner<J>,
+    table: &mut Table<J>,
+) -> Result<(), DestinationError> {
+    if table.len() < inner.max_destinations {
+        return Ok(());
+    }
+    let idlest = table
+        .values()
+        .filter(|d| d.retirable())
+        .min_by_key(|d| d.last_active())
+        .map(|d| d.name.clone());
+    match idlest {
+        Some(gone) => {
+            table.remove(&gone);
+            Ok(())
+        }
+        None => Err(DestinationError::Full {
+            max: inner.max_destinations,
+        }),
+    }
+}
+
+impl<J: Send + Sync + 'static> Destinations<J> {
+    /// The record for `name`, made (unnamed, from the template) if new;
+    /// `Full` when the set holds its most and none can be retired.
+    pub(super) fn dest(&self, name: &str) -> Result<Arc<Dest<J>>, DestinationError> {
+        let inner = &self.inner;
+        let mut table = inner.lock();
+        if let Some(d) = table.get(name) {
+            d.touch();
+            return Ok(d.clone());
+        }
+        if inner.is_closed() {
+            return Err(DestinationError::Closed);
+        }
+        make_room(inner, &mut table)?;
+        let d = Arc::new(Dest::new(inner, name, false, DestinationConfig::default()));
+        d.touch();
+        table.insert(d.name.clone(), d.clone());
+        inner.known.set(table.len() as f64);
+        Ok(d)
+    }
+
+    /// Takes `destination` out of the set for good: its throttle keeps
+    /// delivering for up to `grace`, then what it still holds goes to the
+    /// template's dead-letter sink (even with the set's journal; without a
+    /// sink the journal keeps it, or it comes back here). Returns its final
+    /// state and the jobs handed back, or `None` when the set did not know
+    /// it. A job submitted for the name afterwards makes a new, unnamed
+    /// destination: stop sending to it first.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// use dripfeed::destinations::{DestinationConfig, Destinations};
+    /// use dripfeed::{Delivery, Throttle};
+    /// use std::time::Duration;
+    /// let set = Destinations::builder(Throttle::builder().drain_rate(1.0).capacity(10))
+    ///     .destination("old", DestinationConfig::default())
+    ///     .build(|_: &str| |_: &u32, _| async { Delivery::Done })?;
+    /// for job in 0..3 {
+    ///     set.try_submit("old", job)?;
+    /// }
+    /// let (stats, returned) = set.remove("old", Duration::from_millis(1500)).await.unwrap();
+    /// assert_eq!((stats.delivered(), returned), (2, vec![2]));
+    /// assert!(!set.contains("old"));
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn remove(
+        &self,
+        destination: &str,
+        grace: Duration,
+    ) -> Option<(DestinationStats, Vec<J>)> {
+        let d = {
+            let mut table = self.inner.lock();
+            let d = table.remove(destination)?;
+            self.inner.known.set(table.len() as f64);
+            d
+        };
+        let returned = d.close(grace, true).await;
+        let stats = d.stats(&self.inner);
+        Some((stats, returned.into_iter().map(|(_, j)| j).collect()))
+    }
+
+    /// Changes a destination's overrides at run time (making its record if
+    /// new). An active destination applies its rate, ceiling and budget at
+    /// once (a lower ceiling also caps its AIMD) when its ring holds a full
+    /// budget at the new ceiling; if not, nothing changes and the answer is
+    /// [`DestinationError::BeyondRing`], with the highest ceiling its ring
+    /// holds: not clamped. An idle destination takes them when it next
+    /// becomes active (its ring is sized for them then). Each call replaces
+    /// every override: one left out goes back to the template's value.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// use dripfeed::destinations::{DestinationConfig, DestinationError, Destinations};
+    /// use dripfeed::{Delivery, Throttle};
+    /// let set = Destinations::builder(Throttle::builder().drain_rate(10.0).max_rate(100.0))
+    ///     .destination("partner", DestinationConfig::default().ceiling(20.0))
+    ///     .build(|_: &str| |_: &u32, _| async { Delivery::Done })?;
+    /// set.configure("partner", DestinationConfig::default().rate(15.0).ceiling(20.0))?;
+    /// assert_eq!(set.stats("partner").unwrap().drain_rate(), 15.0);
+    /// let err = set.configure("partner", DestinationConfig::default().rate(500.0)).unwrap_err();
+    /// assert!(matches!(err, DestinationError::AboveMax { .. }));
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn configure(
+        &self,
+        destination: &str,
+        cfg: DestinationConfig,
+    ) -> Result<(), DestinationError> {
+        cfg.validate(self.inner.max_rate)?;
+        fits_template(&self.inner.settings, &cfg)?;
+        let d = self.dest(destination)?;
+        d.configure(&self.inner, cfg)
+    }
+
+    /// Names `destination` at run time, as the builder's
+    /// [`destination`](super::DestinationsBuilder::destination) does before
+    /// it: a new named destination (its own metric labels, never retired
+    /// for another) with the overrides `cfg`, counted in
+    /// `max_destinations`. A destination the set already names is
+    /// [`configure`](Self::configure)d instead. Returns whether it is new.
+    ///
+    /// An unnamed record of that name (made by a submission, or by the
+    /// journal for a name no longer configured) is replaced when it holds
+    /// nothing; while it holds jobs the answer is
+    /// [`DestinationError::Unnamed`] and nothing changes.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// use dripfeed::destinations::{DestinationConfig, DestinationError, Destinations};
+    /// use dripfeed::{Delivery, Throttle};
+    /// let set = Destinations::builder(Throttle::builder().drain_rate(10.0).max_rate(100.0))
+    ///     .max_destinations(2)
+    ///     .destination("billing", DestinationConfig::default())
+    ///     .build(|_: &str| |_: &u32, _| async { Delivery::Done })?;
+    /// assert!(set.define("crm", DestinationConfig::default().rate(20.0))?);
+    /// assert!(set.stats("crm").unwrap().is_named());
+    /// assert!(!set.define("crm", DestinationConfig::default().rate(30.0))?, "changed, not new");
+    /// assert_eq!(set.stats("crm").unwrap().drain_rate(), 30.0);
+    /// let full = set.define("third", DestinationConfig::default()).unwrap_err();
+    /// assert_eq!(full, DestinationError::Full { max: 2 });
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn define(
+        &self,
+        destination: &str,
+        cfg: DestinationConfig,
+    ) -> Result<bool, DestinationError> {
+        let inner = &self.inner;
+        cfg.validate(inner.max_rate)?;
+        fits_template(&inner.settings, &cfg)?;
+        let existing = {
+            let mut table = inner.lock();
+            if inner.is_closed() {
+                return Err(DestinationError::Closed);
+            }
+            match table.get(destination) {
+                Some(d) if d.is_named() => Some(d.clone()),
+                Some(d) if !d.retirable() => return Err(DestinationError::Unnamed),
+                found => {
+                    if found.is_some() {
+                        table.remove(destination);
+                    }
+                    make_room(inner, &mut table)?;
+                    let d = Arc::new(Dest::new(inner, destination, true, cfg));
+                    table.insert(d.name.clone(), d);
+                    inner.known.set(table.len() as f64);
+                    None
+                }
+            }
+        };
+        match existing {
+            Some(d) => d.configure(inner, cfg).map(|()| false),
+            None => Ok(true),
+        }
+    }
+}
