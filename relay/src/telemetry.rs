@@ -31,6 +31,11 @@ pub const CONNECTIONS: &str = "dripfeed_relay_connections";
 /// (label `listener`).
 pub const CONNECTIONS_REFUSED: &str = "dripfeed_relay_connections_refused_total";
 
+/// Counter: intake requests refused for their credentials (label
+/// `status`: `401`, no key or one unknown or expired; `403`, a tenant
+/// naming a destination it may not post to).
+pub const AUTH_REFUSED: &str = "dripfeed_relay_auth_refused_total";
+
 /// The filter without `RUST_LOG`: `info` (an overflow episode logs once
 /// when it starts and once when the queue has drained to three quarters
 /// of its bound; the 503s themselves are counted in `/metrics`,
@@ -79,6 +84,10 @@ pub fn install_prometheus() -> Result<PrometheusHandle, String> {
     metrics::describe_counter!(
         CONNECTIONS_REFUSED,
         "connections answered 503 and closed past max_connections"
+    );
+    metrics::describe_counter!(
+        AUTH_REFUSED,
+        "intake requests refused for their credentials: 401 (no key, unknown or expired), 403 (a destination the tenant may not use)"
     );
     let upkeep = handle.clone();
     tokio::spawn(async move {

@@ -112,7 +112,7 @@ pub fn router(admin: Arc<Admin>) -> Router {
         admin.clone(),
         token::require,
     ));
-    openapi::finish(open().merge(guarded), openapi::Listener::Admin, admin)
+    openapi::finish(open().merge(guarded), openapi::Listener::Admin, admin, &[])
 }
 
 /// `GET /metrics`: the relay's own gauges set, then the page.
@@ -129,6 +129,14 @@ async fn metrics(State(admin): State<Arc<Admin>>) -> Response {
     metrics::gauge!(telemetry::WEBHOOK_STATUSES, "kind" => "held").set(held as f64);
     metrics::gauge!(telemetry::WEBHOOK_STATUSES, "kind" => "ended").set(ended as f64);
     metrics::gauge!(telemetry::WEBHOOK_STATUS_BYTES).set(bytes as f64);
+    let answers = &intake.answers;
+    for (status, count) in [
+        ("401", &answers.unauthorized_401),
+        ("403", &answers.forbidden_403),
+    ] {
+        metrics::counter!(telemetry::AUTH_REFUSED, "status" => status)
+            .absolute(crate::intake::Answers::get(count));
+    }
     let page = admin.prometheus.render();
     ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], page).into_response()
 }

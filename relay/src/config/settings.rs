@@ -156,7 +156,8 @@ declare_settings! {
     /// at every connection (for names that resolve differently later).
     resolve_destinations_at_start: bool = "true";
     /// How long GET /v1/webhooks/{id} remembers a delivered or
-    /// dead-lettered webhook, e.g. 24h (in memory: a restart forgets).
+    /// dead-lettered webhook, e.g. 24h (kept beside the journal, so a
+    /// restart remembers; without a journal, in memory only).
     status_retention: Duration = "1day";
     /// The most ended webhooks GET /v1/webhooks/{id} remembers; past it the
     /// oldest are forgotten first (0: only held webhooks are known).

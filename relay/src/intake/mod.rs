@@ -127,7 +127,15 @@ pub fn routes() -> OpenApiRouter<Arc<Intake>> {
 
 /// The intake router, serving its document at `/openapi.json`.
 pub fn router(intake: Arc<Intake>) -> Router {
-    openapi::finish(routes(), openapi::Listener::Intake, intake)
+    let (destination, tenant) = (
+        intake.destination_header.clone(),
+        intake.tenant_header.clone(),
+    );
+    let headers = [
+        ("X-Destination", destination.as_str()),
+        ("X-Tenant", tenant.as_str()),
+    ];
+    openapi::finish(routes(), openapi::Listener::Intake, intake, &headers)
 }
 
 /// `GET /healthz`: the process serves.

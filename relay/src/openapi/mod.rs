@@ -9,8 +9,9 @@
 //! relay/openapi-admin.json` write them again, as does the test itself
 //! under `UPDATE_OPENAPI=1`).
 //!
-//! The documents name the headers by their defaults (`X-Destination`,
-//! `X-Tenant`); `destination_header` and `tenant_header` rename them.
+//! The checked-in documents name the headers by their defaults
+//! (`X-Destination`, `X-Tenant`); a relay whose `destination_header` or
+//! `tenant_header` renames them serves its document with its own names.
 
 pub mod schemas;
 
@@ -73,15 +74,63 @@ async fn document(Extension(doc): Extension<Arc<Document>>) -> Response {
 }
 
 /// The routes of `listener` made into a router, with `GET /openapi.json`
-/// serving their document.
-pub fn finish<S>(routes: OpenApiRouter<S>, listener: Listener, state: S) -> axum::Router
+/// serving their document, its header parameters renamed as `headers`
+/// says (default name, configured name): the document served names the
+/// headers this relay reads.
+pub fn finish<S>(
+    routes: OpenApiRouter<S>,
+    listener: Listener,
+    state: S,
+    headers: &[(&str, &str)],
+) -> axum::Router
 where
     S: Clone + Send + Sync + 'static,
 {
     let (router, mut api) = routes.routes(routes!(document)).split_for_parts();
     describe(&mut api, listener);
-    let doc = Arc::new(Document(Arc::from(render(&api))));
+    let mut text = render(&api);
+    if headers
+        .iter()
+        .any(|(from, to)| !from.eq_ignore_ascii_case(to))
+    {
+        text = renamed(&text, headers);
+    }
+    let doc = Arc::new(Document(Arc::from(text)));
     router.with_state(state).layer(Extension(doc))
+}
+
+/// `text` (a rendered document) with each header parameter named `from`
+/// (any case) named `to`.
+fn renamed(text: &str, headers: &[(&str, &str)]) -> String {
+    let Ok(mut doc) = serde_json::from_str::<serde_json::Value>(text) else {
+        return text.to_owned();
+    };
+    let params = doc
+        .get_mut("paths")
+        .and_then(|p| p.as_object_mut())
+        .into_iter()
+        .flat_map(|paths| paths.values_mut())
+        .filter_map(|item| item.as_object_mut())
+        .flat_map(|item| item.values_mut())
+        .filter_map(|op| op.get_mut("parameters").and_then(|p| p.as_array_mut()))
+        .flat_map(|p| p.iter_mut());
+    for param in params {
+        if param["in"] != "header" {
+            continue;
+        }
+        let Some(name) = param["name"].as_str() else {
+            continue;
+        };
+        if let Some((_, to)) = headers
+            .iter()
+            .find(|(from, _)| from.eq_ignore_ascii_case(name))
+        {
+            param["name"] = serde_json::Value::from(*to);
+        }
+    }
+    let mut out = serde_json::to_string_pretty(&doc).unwrap_or_else(|_| text.to_owned());
+    out.push('\n');
+    out
 }
 
 /// The document of `routes` (as [`finish`] serves it).
@@ -186,6 +235,22 @@ fn link_names(doc: &mut serde_json::Value) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_renamed_header_is_renamed_in_the_document() {
+        let doc = generate(Listener::Intake);
+        let text = renamed(
+            &doc,
+            &[("X-Destination", "X-Hook-Target"), ("X-Tenant", "X-Org")],
+        );
+        assert!(text.contains("\"name\": \"X-Hook-Target\""), "{text}");
+        assert!(text.contains("\"name\": \"X-Org\""));
+        assert!(!text.contains("\"name\": \"X-Destination\""));
+        assert!(
+            text.contains("\"name\": \"Idempotency-Key\""),
+            "others stay"
+        );
+    }
 
     /// Each checked-in document is what the code generates.
     #[test]

@@ -172,6 +172,18 @@ pub async fn run(
             })?,
         None => Idempotency::in_memory(budget.clone(), window, idempotency::MAX_KEYS),
     };
+    if let Some(journal) = &queue.journal {
+        let dir = journal.dir();
+        match status.attach(dir, s.status_max) {
+            Ok((remembered, bad)) => tracing::info!(
+                remembered,
+                unreadable_lines = bad,
+                "webhook statuses read back from {}",
+                dir.display()
+            ),
+            Err(e) => return Err(format!("webhook statuses in {}: {e}", dir.display()).into()),
+        }
+    }
     match &journal_dir {
         Some(dir) => println!(
             "journal {}: recovered {} unfinished webhooks, delivering them first",

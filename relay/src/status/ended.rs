@@ -87,7 +87,7 @@ impl EndedSet {
     }
 
     /// Forgets what ended longer than the retention before `now`.
-    fn forget_expired(&mut self, now: u64) {
+    pub fn forget_expired(&mut self, now: u64) {
         let keep = u64::try_from(self.retention.as_millis()).unwrap_or(u64::MAX);
         while let Some(&(_, at)) = self.order.front() {
             if at.saturating_add(keep) > now {

@@ -9,19 +9,22 @@
 //! set's own bound on jobs); ended ones are remembered for
 //! `status_retention` within `status_max` of them ([`ended`]).
 //!
-//! Ended statuses live in memory only: a restart forgets them (the
-//! webhooks still unfinished are recovered from the journal and become
-//! known again at their first delivery attempt).
+//! With a journal, ended statuses are also written beside it ([`file`])
+//! and read back at start, so a restart remembers them. Webhooks still
+//! unfinished are recovered from the journal and become known again at
+//! their first delivery attempt.
 //!
 //! A webhook is known by its public id (the one its 202 named and its
 //! receiver sees); a redriven webhook keeps its earlier public id while the
 //! set gives it a new one, so the registry maps one to the other.
 
 pub mod ended;
+pub mod file;
 pub mod view;
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::mpsc::Sender;
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 use std::time::Duration;
 
 use dripfeed::{Attempt, AttemptEnd, DrainHook, Outcome};
@@ -31,7 +34,17 @@ use ended::{ENTRY_BYTES, EndedSet};
 
 /// Where a webhook is: `queued`, `in_flight`, `retry_waiting` (see
 /// `next_attempt_at`), `delivered` or `dead_lettered`.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, utoipa::ToSchema)]
+#[derive(
+    Clone,
+    Copy,
+    Debug,
+    Default,
+    PartialEq,
+    Eq,
+    serde::Serialize,
+    serde::Deserialize,
+    utoipa::ToSchema,
+)]
 #[serde(rename_all = "snake_case")]
 pub enum State {
     /// Admitted, waiting for its first attempt.
@@ -85,6 +98,8 @@ pub struct Registry {
     /// The configured tenants' names, shared by every status; empty on an
     /// open relay (statuses then carry no owner).
     tenants: HashMap<String, Arc<str>>,
+    /// Where ended statuses are written, once [`attach`](Self::attach)ed.
+    persist: OnceLock<Sender<file::Line>>,
 }
 
 /// A status found by id, and when it ended (if it did).
@@ -113,6 +128,34 @@ impl Registry {
                 .into_iter()
                 .map(|t| (t.to_owned(), Arc::from(t)))
                 .collect(),
+            persist: OnceLock::new(),
+        }
+    }
+
+    /// Reads the ended statuses kept in `dir` (the journal directory) and
+    /// writes every later end there: how many were read back, and how many
+    /// lines did not read.
+    pub fn attach(&self, dir: &std::path::Path, max: usize) -> std::io::Result<(usize, usize)> {
+        if max == 0 {
+            return Ok((0, 0)); // nothing ended is remembered
+        }
+        let (restored, bad) = file::load(dir, |t| self.tenants.get(t).cloned());
+        {
+            let mut books = self.books();
+            for (id, status, ended) in restored {
+                books.ended.insert(id, status, ended);
+            }
+            books.ended.forget_expired(unix_ms());
+        }
+        let (tx, _thread) = file::writer(dir, max)?;
+        let _ = self.persist.set(tx);
+        Ok((self.books().ended.len(), bad))
+    }
+
+    /// Writes an end, when attached.
+    fn persist(&self, id: u64, status: &Status, ended: u64) {
+        if let Some(tx) = self.persist.get() {
+            let _ = tx.send(file::Line::of(id, status, ended));
         }
     }
 
@@ -132,6 +175,9 @@ impl Registry {
         if books.ended.contains(id) {
             // It ended before intake got here: name its owner there.
             books.ended.own(id, tenant, destination.clone());
+            if let Some(e) = books.ended.get(id, unix_ms()) {
+                self.persist(id, &e.status, e.ended_unix_ms);
+            }
             return;
         }
         let s = books.held.entry(id).or_default();
@@ -230,7 +276,9 @@ impl DrainHook for Registry {
             Outcome::Kept | Outcome::Returned | Outcome::Refused => return,
             _ => State::DeadLettered,
         };
-        books.ended.insert(public, status, unix_ms());
+        let now = unix_ms();
+        self.persist(public, &status, now);
+        books.ended.insert(public, status, now);
     }
 }
 

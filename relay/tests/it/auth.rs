@@ -239,6 +239,10 @@ async fn a_key_is_needed_and_decides_the_tenant_and_its_destinations() {
     })
     .await;
     assert!(counted, "{:?}", relay.out.all());
+    // And /metrics: dripfeed_relay_auth_refused_total by status.
+    let m = relay.metrics().await;
+    let refused = |status| m.get("dripfeed_relay_auth_refused_total", &[("status", status)]);
+    assert_eq!((refused("401"), refused("403")), (5.0, 2.0));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -4,6 +4,7 @@
 //! `bad` answers 503 with `Retry-After: 1` once (retry waiting, with when)
 //! and then 400 (dead-lettered). Another tenant's key gets the same 404 as
 //! an unknown id; the admin token sees every webhook on the admin listener.
+//! A restart remembers the ended ones (written beside the journal).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -101,12 +102,13 @@ async fn a_webhook_is_followed_to_delivered_and_to_dead_lettered() {
         other = digest(OTHER),
     );
     std::fs::write(&file, text).unwrap();
-    let relay = Relay::start(&format!(
-        "--config {} --no-journal --retry-min 1s --dead-letter-file {}",
+    let args = format!(
+        "--config {} --journal-dir {} --retry-min 1s --dead-letter-file {}",
         file.display(),
+        dir.arg("journal"),
         dir.arg("dl.jsonl")
-    ))
-    .await;
+    );
+    let relay = Relay::start(&args).await;
 
     // The first of each goes at once; the second waits a second, queued.
     let _first_ok = post(&relay, "ok").await;
@@ -172,4 +174,26 @@ async fn a_webhook_is_followed_to_delivered_and_to_dead_lettered() {
     let m = relay.metrics().await;
     assert!(m.get("dripfeed_relay_webhook_statuses", &[("kind", "ended")]) >= 3.0);
     assert_eq!(ok_log.len(), 2);
+
+    // A restart remembers what ended (kept beside the journal), with its
+    // owner: acme still sees both, the other tenant still does not.
+    relay.signal("TERM");
+    let mut relay = relay;
+    assert!(relay.exit(Duration::from_secs(30)).await.success());
+    let relay = Relay::start(&args).await;
+    for (id, state, last) in [
+        (&delivered, "delivered", 204),
+        (&dead, "dead_lettered", 400),
+    ] {
+        let url = relay.url(&format!("/v1/webhooks/{id}"));
+        let (status, body) = get(&url, Some(ACME)).await;
+        assert_eq!(status, 200, "{id} after a restart: {body}");
+        assert_eq!(
+            (body["state"].as_str(), body["last_status"].as_u64()),
+            (Some(state), Some(last)),
+            "{body}"
+        );
+        assert!(body["ended_at"].is_string(), "{body}");
+        assert_eq!(get(&url, Some(OTHER)).await.0, 404);
+    }
 }

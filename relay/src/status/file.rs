@@ -1,0 +1,236 @@
+//! Ended statuses beside the journal, so a restart remembers them:
+//! `statuses.jsonl` in the journal directory, one JSON line per webhook
+//! that ended (delivered or dead-lettered), appended by a writer thread of
+//! its own (the drain never waits for the disk), flushed after each batch
+//! of lines it finds waiting. Not fsynced: a crash can forget the last
+//! moments' ends (those webhooks were delivered or dead-lettered all the
+//! same; only their status is forgotten).
+//!
+//! Bounded on disk: once the file holds `max(status_max, 1024)` lines it is
+//! renamed `statuses.1.jsonl` (replacing the one before) and a new one
+//! begins, so the two files together always hold at least the `status_max`
+//! latest ends and never more than twice as many. At start both are read,
+//! older first, into the registry's bounded set (retention and count
+//! applied as for any end); a line that does not read (torn by a crash) is
+//! skipped.
+
+use std::collections::HashMap;
+use std::io::{BufRead, Write};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::mpsc::{Receiver, Sender};
+
+use serde::{Deserialize, Serialize};
+
+use super::{State, Status};
+
+/// The live file's name.
+pub const FILE: &str = "statuses.jsonl";
+/// The previous file's name.
+pub const OLD: &str = "statuses.1.jsonl";
+
+/// One ended webhook, as a line.
+#[derive(Serialize, Deserialize)]
+pub struct Line {
+    /// Its public id.
+    id: u64,
+    /// `delivered` or `dead_lettered`.
+    state: State,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    tenant: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    destination: Option<String>,
+    #[serde(default)]
+    attempts: u32,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    last_status: Option<u16>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    received_unix_ms: Option<u64>,
+    /// When it ended, ms since the Unix epoch.
+    ended_unix_ms: u64,
+}
+
+impl Line {
+    /// The line for webhook `id`, ended at `ended` with `status`.
+    pub fn of(id: u64, status: &Status, ended: u64) -> Line {
+        Line {
+            id,
+            state: status.state,
+            tenant: status.tenant.as_deref().map(str::to_owned),
+            destination: status.destination.as_deref().map(str::to_owned),
+            attempts: status.attempts,
+            last_status: status.last_status,
+            received_unix_ms: status.received_unix_ms,
+            ended_unix_ms: ended,
+        }
+    }
+}
+
+/// An end read back: public id, status, when it ended.
+pub type Restored = (u64, Status, u64);
+
+/// Reads both files of `dir`, older first: the ends they hold (names
+/// shared through `tenant`, which gives a configured tenant's shared name)
+/// and how many lines did not read.
+pub fn load(dir: &Path, tenant: impl Fn(&str) -> Option<Arc<str>>) -> (Vec<Restored>, usize) {
+    let mut names: HashMap<String, Arc<str>> = HashMap::new();
+    let (mut out, mut bad) = (Vec::new(), 0);
+    for name in [OLD, FILE] {
+        let Ok(file) = std::fs::File::open(dir.join(name)) else {
+            continue;
+        };
+        for text in std::io::BufReader::new(file).lines() {
+            let Ok(line) = text
+                .map_err(|_| ())
+                .and_then(|t| serde_json::from_str::<Line>(&t).map_err(|_| ()))
+            else {
+                bad += 1;
+                continue;
+            };
+            let destination = line.destination.map(|d| {
+                names
+                    .entry(d)
+                    .or_insert_with_key(|d| Arc::from(d.as_str()))
+                    .clone()
+            });
+            let status = Status {
+                state: line.state,
+                tenant: line.tenant.as_deref().and_then(&tenant),
+                destination,
+                attempts: line.attempts,
+                last_status: line.last_status,
+                next_attempt_unix_ms: None,
+                received_unix_ms: line.received_unix_ms,
+                public: None,
+            };
+            out.push((line.id, status, line.ended_unix_ms));
+        }
+    }
+    (out, bad)
+}
+
+/// Starts the writer thread appending to `dir`'s file, rotating at
+/// `rotate_at` lines: the sender its lines go through, and the thread,
+/// which ends once every sender is dropped and its lines are written.
+pub fn writer(
+    dir: &Path,
+    rotate_at: usize,
+) -> std::io::Result<(Sender<Line>, std::thread::JoinHandle<()>)> {
+    let path = dir.join(FILE);
+    let lines = match std::fs::File::open(&path) {
+        Ok(f) => std::io::BufReader::new(f).lines().count(),
+        Err(_) => 0,
+    };
+    let file = append(&path)?;
+    let (tx, rx) = std::sync::mpsc::channel();
+    let w = Writer {
+        path,
+        old: dir.join(OLD),
+        file: std::io::BufWriter::new(file),
+        lines,
+        rotate_at: rotate_at.max(1024),
+    };
+    let thread = std::thread::Builder::new()
+        .name("status-writer".into())
+        .spawn(move || w.run(rx))?;
+    Ok((tx, thread))
+}
+
+fn append(path: &Path) -> std::io::Result<std::fs::File> {
+    std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)
+}
+
+struct Writer {
+    path: PathBuf,
+    old: PathBuf,
+    file: std::io::BufWriter<std::fs::File>,
+    lines: usize,
+    rotate_at: usize,
+}
+
+impl Writer {
+    fn run(mut self, rx: Receiver<Line>) {
+        let mut failed = false;
+        while let Ok(first) = rx.recv() {
+            let batch = std::iter::once(first).chain(rx.try_iter());
+            let wrote = batch
+                .map(|line| self.write(&line))
+                .collect::<std::io::Result<Vec<()>>>()
+                .and_then(|_| self.file.flush());
+            match wrote {
+                Err(e) if !failed => {
+                    failed = true;
+                    tracing::warn!(file = %self.path.display(), error = %e, "webhook statuses cannot be written: a restart will forget some ended ones");
+                }
+                Err(_) => {}
+                Ok(()) => failed = false,
+            }
+        }
+    }
+
+    fn write(&mut self, line: &Line) -> std::io::Result<()> {
+        if self.lines >= self.rotate_at {
+            self.file.flush()?;
+            std::fs::rename(&self.path, &self.old)?;
+            self.file = std::io::BufWriter::new(append(&self.path)?);
+            self.lines = 0;
+        }
+        let mut text = serde_json::to_vec(line).map_err(std::io::Error::other)?;
+        text.push(b'\n');
+        self.file.write_all(&text)?;
+        self.lines += 1;
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ends_are_read_back_across_a_rotation_and_torn_lines_skipped() {
+        let dir = std::env::temp_dir().join(format!("dripfeed-statuses-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let (tx, thread) = writer(&dir, 0).unwrap(); // rotates at 1024
+        let acme: Arc<str> = Arc::from("acme");
+        for id in 0..1500u64 {
+            let status = Status {
+                state: State::Delivered,
+                tenant: Some(acme.clone()),
+                destination: Some(Arc::from("billing")),
+                attempts: 1,
+                last_status: Some(204),
+                ..Status::default()
+            };
+            tx.send(Line::of(id, &status, 1000 + id)).unwrap();
+        }
+        drop(tx);
+        thread.join().unwrap();
+        let lines = |name: &str| {
+            std::fs::read_to_string(dir.join(name))
+                .unwrap()
+                .lines()
+                .count()
+        };
+        assert_eq!((lines(OLD), lines(FILE)), (1024, 476));
+        let mut live = std::fs::OpenOptions::new()
+            .append(true)
+            .open(dir.join(FILE))
+            .unwrap();
+        live.write_all(b"{\"id\":9,\"sta").unwrap();
+        let (back, bad) = load(&dir, |t| (t == "acme").then(|| acme.clone()));
+        assert_eq!((back.len(), bad), (1500, 1));
+        let (id, status, ended) = &back[1499];
+        assert_eq!((*id, *ended), (1499, 2499));
+        assert_eq!(status.tenant.as_deref(), Some("acme"));
+        assert_eq!(
+            (status.state, status.last_status),
+            (State::Delivered, Some(204))
+        );
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}
