@@ -33,6 +33,9 @@ pub(crate) struct Recovery<J> {
 /// Jobs recovered for one destination, with their ids.
 pub(crate) type Jobs<J> = Vec<(u64, J)>;
 
+/// Told of each job recovered from the journal: its destination, id, job.
+pub(crate) type OnRecovered<J> = dyn Fn(&str, u64, &J) + Send + Sync;
+
 impl<J> Recovery<J> {
     /// Splits the records by destination. A record without a destination
     /// (written by a single throttle on the same directory) goes to `sole`,
@@ -147,6 +150,51 @@ impl<J: JobCodec + Send + Sync + 'static> DestinationsBuilder<J> {
             decode: J::decode,
             records,
         });
+        self
+    }
+
+    /// Tells `seen` of each job recovered from the journal as [`build`]
+    /// gives it back to its destination: the destination, the job's id and
+    /// the job (before any of them is delivered), so a status table, say,
+    /// knows every job the set holds from the start.
+    ///
+    /// [`build`]: DestinationsBuilder::build
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// use dripfeed::destinations::Destinations;
+    /// use dripfeed::journal::Journal;
+    /// use dripfeed::{Delivery, RetryPolicy, Throttle};
+    /// use std::sync::{Arc, Mutex};
+    /// use std::time::Duration;
+    /// # let dir = std::env::temp_dir().join(format!("dripfeed-doc-on-recovered-{}", std::process::id()));
+    /// # let _ = std::fs::remove_dir_all(&dir);
+    /// let failing = Throttle::builder().drain_rate(10.0).retries(RetryPolicy::new(5));
+    /// let set = Destinations::builder(failing)
+    ///     .journal(Journal::open(&dir)?)
+    ///     .build(|_: &str| |_: &String, _| async { Delivery::Retry { after: None } })?;
+    /// let id = set.try_submit("a", "to a".to_string())?.id();
+    /// set.shutdown(Duration::ZERO).await; // left in the journal
+    /// drop(set);
+    ///
+    /// let seen = Arc::new(Mutex::new(Vec::new()));
+    /// let log = seen.clone();
+    /// let set = Destinations::builder(Throttle::builder().drain_rate(10.0))
+    ///     .journal(Journal::open(&dir)?)
+    ///     .on_recovered(move |dest: &str, id: u64, job: &String| {
+    ///         log.lock().unwrap().push((dest.to_string(), id, job.clone()));
+    ///     })
+    ///     .build(|_: &str| |_: &String, _| async { Delivery::Done })?;
+    /// assert_eq!(*seen.lock().unwrap(), vec![("a".to_string(), id, "to a".to_string())]);
+    /// set.shutdown(Duration::from_secs(5)).await;
+    /// # drop(set);
+    /// # std::fs::remove_dir_all(&dir)?;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn on_recovered(mut self, seen: impl Fn(&str, u64, &J) + Send + Sync + 'static) -> Self {
+        self.on_recovered = Some(Box::new(seen));
         self
     }
 }

@@ -119,6 +119,8 @@ pub struct DestinationsBuilder<J> {
     hook: Option<Arc<dyn DrainHook>>,
     #[cfg(feature = "journal")]
     journal: Option<journaled::Recovery<J>>,
+    #[cfg(feature = "journal")]
+    on_recovered: Option<Box<journaled::OnRecovered<J>>>,
 }
 
 /// A set of throttles keyed by destination (see the [module](self) docs).
@@ -172,6 +174,8 @@ impl<J: Send + Sync + 'static> Destinations<J> {
             hook: None,
             #[cfg(feature = "journal")]
             journal: None,
+            #[cfg(feature = "journal")]
+            on_recovered: None,
         }
     }
 }
@@ -322,6 +326,8 @@ impl<J: Send + Sync + 'static> DestinationsBuilder<J> {
         let settings = self.template.settings();
         let name = settings.name.clone();
         #[cfg(feature = "journal")]
+        let on_recovered = self.on_recovered;
+        #[cfg(feature = "journal")]
         let (journal, recovered) = match self.journal {
             Some(r) => {
                 let sole = match &self.named[..] {
@@ -383,6 +389,11 @@ impl<J: Send + Sync + 'static> DestinationsBuilder<J> {
                 d
             };
             dest.touch();
+            if let Some(seen) = &on_recovered {
+                for (id, job) in &jobs {
+                    seen(&name, *id, job);
+                }
+            }
             dest.recover(&inner, jobs);
         }
         Ok(Destinations { inner })

@@ -198,7 +198,14 @@ pub fn build(cfg: &Config, journal: Option<&Path>, parts: Parts) -> Result<Queue
             let journal =
                 Journal::open(dir).map_err(|e| format!("journal {}: {e}", dir.display()))?;
             recovered = journal.recovered();
-            builder = builder.journal(journal.clone());
+            let status = parts.status.clone();
+            builder = builder.journal(journal.clone()).on_recovered(
+                move |dest: &str, id: u64, job: &Job| {
+                    let public = job.trail.name(id);
+                    let tenant = job.tenant.as_deref();
+                    status.recovered(id, public, tenant, dest, job.received_unix_ms);
+                },
+            );
             Some(journal)
         }
         None => None,

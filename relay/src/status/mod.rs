@@ -11,8 +11,8 @@
 //!
 //! With a journal, ended statuses are also written beside it ([`file`])
 //! and read back at start, so a restart remembers them. Webhooks still
-//! unfinished are recovered from the journal and become known again at
-//! their first delivery attempt.
+//! unfinished are recovered from the journal and known again from the
+//! start, before their first attempt (through the set's `on_recovered`).
 //!
 //! A webhook is known by its public id (the one its 202 named and its
 //! receiver sees); a redriven webhook keeps its earlier public id while the
@@ -184,6 +184,30 @@ impl Registry {
         s.tenant = s.tenant.take().or(tenant);
         s.destination.get_or_insert_with(|| destination.clone());
         s.received_unix_ms.get_or_insert(received);
+    }
+
+    /// The set's job `id` (public id `public`) was recovered from the
+    /// journal for `destination`: known, queued, before its first attempt.
+    pub fn recovered(
+        &self,
+        id: u64,
+        public: u64,
+        tenant: Option<&str>,
+        destination: &str,
+        received: u64,
+    ) {
+        let tenant = self.tenant(tenant);
+        let mut books = self.books();
+        if public != id {
+            books.aliases.insert(public, id);
+        }
+        let s = books.held.entry(id).or_default();
+        s.tenant = s.tenant.take().or(tenant);
+        s.destination.get_or_insert_with(|| Arc::from(destination));
+        s.received_unix_ms.get_or_insert(received);
+        if public != id {
+            s.public = Some(public);
+        }
     }
 
     /// Attempt `attempt` of the set's job (public id `public`) starts,

@@ -175,12 +175,26 @@ async fn a_webhook_is_followed_to_delivered_and_to_dead_lettered() {
     assert!(m.get("dripfeed_relay_webhook_statuses", &[("kind", "ended")]) >= 3.0);
     assert_eq!(ok_log.len(), 2);
 
-    // A restart remembers what ended (kept beside the journal), with its
-    // owner: acme still sees both, the other tenant still does not.
-    relay.signal("TERM");
+    // A crash with three webhooks still held (ok drains one a second), and
+    // a restart: what ended is remembered (kept beside the journal), with
+    // its owner: acme still sees both, the other tenant still does not.
+    // The three held ones are known from the start, before any attempt.
+    let held = [
+        post(&relay, "ok").await,
+        post(&relay, "ok").await,
+        post(&relay, "ok").await,
+    ];
     let mut relay = relay;
-    assert!(relay.exit(Duration::from_secs(30)).await.success());
+    relay.kill().await;
     let relay = Relay::start(&args).await;
+    for id in &held {
+        let (status, body) = get(&relay.url(&format!("/v1/webhooks/{id}")), Some(ACME)).await;
+        assert_eq!(status, 200, "{id}, recovered: {body}");
+        assert_eq!(body["destination"], "ok", "{body}");
+    }
+    let last = &held[2];
+    let (_, body) = follow(&relay, last, "delivered").await;
+    assert_eq!(body["last_status"], 204, "{body}");
     for (id, state, last) in [
         (&delivered, "delivered", 204),
         (&dead, "dead_lettered", 400),
