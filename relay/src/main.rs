@@ -172,10 +172,13 @@ async fn main() -> ExitCode {
                 eprintln!("dripfeed-relay: check-config takes its file as FILE, not --config");
                 return ExitCode::from(2);
             }
-            let cfg = match config::from_process(sources) {
+            let mut cfg = match config::from_process(sources) {
                 Ok(cfg) => cfg,
                 Err(e) => return refuse(&e),
             };
+            if let Err(e) = kept_changes(&mut cfg) {
+                return refuse(&e);
+            }
             let mut errors = queue::check(&cfg);
             errors.extend(deliver::guard::check_config(&cfg).await);
             if !errors.is_empty() {
@@ -192,7 +195,10 @@ async fn main() -> ExitCode {
             ExitCode::SUCCESS
         }
         Some(Command::PrintConfig { sources }) => match config::from_process(sources) {
-            Ok(cfg) => {
+            Ok(mut cfg) => {
+                if let Err(e) = kept_changes(&mut cfg) {
+                    return refuse(&e);
+                }
                 print!("{}", config::render(&cfg));
                 ExitCode::SUCCESS
             }
@@ -218,5 +224,24 @@ async fn main() -> ExitCode {
                 }
             }
         }
+    }
+}
+
+/// The admin API's changes kept in the state file, applied over `cfg` as a
+/// start would apply them (for `check-config` and `print-config`).
+fn kept_changes(cfg: &mut config::Config) -> Result<(), ConfigErrors> {
+    let Some(dir) = catalog::state::dir_of(cfg) else {
+        return Ok(());
+    };
+    match catalog::state::apply_kept(&dir, cfg) {
+        Ok(true) => {
+            eprintln!(
+                "note: with the admin API's changes kept in {}",
+                dir.join(catalog::state::FILE).display()
+            );
+            Ok(())
+        }
+        Ok(false) => Ok(()),
+        Err(errors) => Err(ConfigErrors(errors)),
     }
 }

@@ -64,8 +64,10 @@ impl<J: Send + Sync + 'static> Destinations<J> {
     /// template's dead-letter sink (even with the set's journal; without a
     /// sink the journal keeps it, or it comes back here). Returns its final
     /// state and the jobs handed back, or `None` when the set did not know
-    /// it. A job submitted for the name afterwards makes a new, unnamed
-    /// destination: stop sending to it first.
+    /// it. An admission that found the destination before it was removed
+    /// and had not reached its throttle yet is refused (`Closed`); a job
+    /// submitted for the name afterwards makes a new, unnamed destination:
+    /// stop sending to it first.
     ///
     /// ```
     /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
@@ -93,6 +95,9 @@ impl<J: Send + Sync + 'static> Destinations<J> {
         let d = {
             let mut table = self.inner.lock();
             let d = table.remove(destination)?;
+            // Under the table's lock: an admission that found it before
+            // is refused (`Closed`) instead of making it a new throttle.
+            d.retire();
             self.inner.known.set(table.len() as f64);
             d
         };
@@ -145,7 +150,8 @@ impl<J: Send + Sync + 'static> Destinations<J> {
     ///
     /// An unnamed record of that name (made by a submission, or by the
     /// journal for a name no longer configured) is replaced when it holds
-    /// nothing; while it holds jobs the answer is
+    /// nothing and has no throttle (an open breaker left by its last jobs
+    /// goes with it); while it holds jobs the answer is
     /// [`DestinationError::Unnamed`] and nothing changes.
     ///
     /// ```
@@ -181,7 +187,7 @@ impl<J: Send + Sync + 'static> Destinations<J> {
             }
             match table.get(destination) {
                 Some(d) if d.is_named() => Some(d.clone()),
-                Some(d) if !d.retirable() => return Err(DestinationError::Unnamed),
+                Some(d) if !d.is_empty_idle() => return Err(DestinationError::Unnamed),
                 found => {
                     if found.is_some() {
                         table.remove(destination);
@@ -198,5 +204,46 @@ impl<J: Send + Sync + 'static> Destinations<J> {
             Some(d) => d.configure(inner, cfg).map(|()| false),
             None => Ok(true),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{Delivery, Reason, Throttle};
+
+    #[tokio::test(start_paused = true)]
+    async fn an_admission_racing_a_removal_is_refused_not_orphaned() {
+        let set = Destinations::builder(Throttle::builder().drain_rate(1.0).capacity(10))
+            .build(|_: &str| |_: &u32, _| async { Delivery::Done })
+            .unwrap();
+        set.try_submit("a", 1).unwrap();
+        // An admission that found the record before the removal took it.
+        let found = set.dest("a").unwrap();
+        let (stats, returned) = set.remove("a", Duration::from_secs(5)).await.unwrap();
+        assert_eq!((stats.delivered(), returned.len()), (1, 0));
+        let refused = found.try_submit(&set.inner, 2).unwrap_err();
+        assert_eq!(refused.reason(), Reason::Closed);
+        assert!(!found.is_active(), "no throttle made for a removed record");
+        assert_eq!(set.held(), 0, "the refused job holds no place");
+        assert!(!set.contains("a"));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn define_replaces_an_emptied_unnamed_record_whatever_its_breaker() {
+        use crate::destinations::BreakerConfig;
+        let breaker = BreakerConfig::default().trip_after(1);
+        let set = Destinations::builder(Throttle::builder().drain_rate(100.0))
+            .breaker(breaker)
+            .idle_after(Duration::from_millis(100))
+            .build(|_: &str| |_: &u32, _| async { Delivery::Failed })
+            .unwrap();
+        set.try_submit("old", 1).unwrap();
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        let before = set.stats("old").unwrap();
+        assert_eq!(before.failed() + before.dead_lettered(), 1);
+        assert_ne!(before.breaker(), crate::destinations::BreakerState::Closed);
+        assert!(set.define("old", DestinationConfig::default()).unwrap());
+        assert!(set.stats("old").unwrap().is_named());
     }
 }

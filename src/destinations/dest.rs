@@ -1,7 +1,7 @@
 //! One destination's record: its overrides, breaker, counts and, while it
 //! has work, its throttle.
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 use std::time::{Duration, Instant};
 
@@ -32,6 +32,12 @@ struct Live<J> {
 pub(crate) struct Dest<J> {
     pub(crate) name: Arc<str>,
     named: bool,
+    /// Taken out of the set ([`Destinations::remove`]): it makes no
+    /// throttle again, so an admission racing the removal is refused
+    /// rather than left in a throttle nobody owns.
+    ///
+    /// [`Destinations::remove`]: super::Destinations::remove
+    retired: AtomicBool,
     cfg: Mutex<DestinationConfig>,
     live: Mutex<Option<Live<J>>>,
     tally: Arc<Tally>,
@@ -80,6 +86,7 @@ impl<J: Send + Sync + 'static> Dest<J> {
         Dest {
             name: Arc::from(name),
             named,
+            retired: AtomicBool::new(false),
             cfg: Mutex::new(cfg),
             live: Mutex::new(None),
             tally: Arc::new(Tally::new(inner.tally.clone())),
@@ -112,6 +119,20 @@ impl<J: Send + Sync + 'static> Dest<J> {
     /// [`Destinations::define`]: super::Destinations::define
     pub(crate) fn is_named(&self) -> bool {
         self.named
+    }
+
+    /// Marks it taken out of the set: from now on it makes no throttle.
+    pub(crate) fn retire(&self) {
+        self.retired.store(true, Ordering::Release);
+    }
+
+    fn is_retired(&self) -> bool {
+        self.retired.load(Ordering::Acquire)
+    }
+
+    /// Whether it holds nothing and has no throttle (its breaker aside).
+    pub(crate) fn is_empty_idle(&self) -> bool {
+        self.tally.held() == 0 && !self.is_active()
     }
 
     /// Whether a full set may drop this record for a new destination.
@@ -188,7 +209,7 @@ impl<J: Send + Sync + 'static> Dest<J> {
         if let Some(l) = &*live {
             return Ok(l.throttle.clone());
         }
-        if inner.is_closed() {
+        if inner.is_closed() || self.is_retired() {
             return Err(DestinationError::Closed);
         }
         self.start(inner, &mut live, Vec::new())
@@ -327,7 +348,7 @@ impl<J: Send + Sync + 'static> Dest<J> {
                 self.accepted.fetch_add(1, Ordering::Relaxed);
                 Settled::Done(Ok(admitted))
             }
-            Err(r) if r.reason() == Reason::Closed && !inner.is_closed() => {
+            Err(r) if r.reason() == Reason::Closed && !inner.is_closed() && !self.is_retired() => {
                 Settled::Again(r.into_job())
             }
             Err(r) => Settled::Done(Err(self.unheld(self.breaker_hint(r)))),

@@ -14,8 +14,10 @@
 //!   rest: never lost. It answers 202 with what it still held.
 //!
 //! Both are written to the state file ([`crate::catalog::state`]) before
-//! the answer, so a restart keeps them; one change runs at a time. Without a
-//! state file (`no_journal` without `state_dir`) both answer 409.
+//! the answer, so a restart keeps them; one change runs at a time (a `PUT`
+//! is written first and taken back if the set then refuses it). Without a
+//! state file (`no_journal` without `state_dir`) both answer 409; once
+//! shutdown has begun, 503.
 
 use std::sync::Arc;
 
@@ -81,6 +83,15 @@ fn conflict(kind: &str, detail: &str) -> Response {
 const NO_STATE: &str = "this relay has no state file (no_journal without state_dir): \
                         a change would not survive a restart; give state_dir";
 
+fn closing() -> Response {
+    problem(
+        StatusCode::SERVICE_UNAVAILABLE,
+        "closed",
+        "the relay is shutting down".to_owned(),
+        Vec::new(),
+    )
+}
+
 fn unwritable(e: std::io::Error) -> Response {
     problem(
         StatusCode::SERVICE_UNAVAILABLE,
@@ -98,12 +109,7 @@ fn refused(e: DestinationError) -> Response {
             "webhooks from before (of a destination of that name no longer configured) \
              are still being dead-lettered; retry shortly",
         ),
-        DestinationError::Closed => problem(
-            StatusCode::SERVICE_UNAVAILABLE,
-            "closed",
-            "the relay is shutting down".to_owned(),
-            Vec::new(),
-        ),
+        DestinationError::Closed => closing(),
         e => unprocessable("bad-destination", e.to_string()),
     }
 }
@@ -153,12 +159,11 @@ pub async fn put(
         secret: given.secret,
         previous_secret: given.previous_secret,
     };
-    let mut state = admin.state.lock().await;
-    let Some(file) = state.as_mut() else {
-        return conflict("no-state-file", NO_STATE);
-    };
+    if admin.catalog.is_closing() {
+        return closing();
+    }
     let mut errors = Vec::new();
-    let origin = Origin::Api(file.path().to_owned());
+    let origin = Origin::Api(admin.state_path.clone());
     let Some(dest) = fields.clone().check("destination", &origin, &mut errors) else {
         let detail = errors
             .iter()
@@ -173,6 +178,7 @@ pub async fn put(
             .join("; ");
         return unprocessable("bad-destination", detail);
     };
+    // Before the lock: a name's lookup may take seconds.
     if let Err(refused) = admin
         .guard
         .check_destination(&dest.url, admin.resolve)
@@ -184,6 +190,10 @@ pub async fn put(
         );
         return unprocessable("private-destination", detail);
     }
+    let mut state = admin.state.lock().await;
+    let Some(file) = state.as_mut() else {
+        return conflict("no-state-file", NO_STATE);
+    };
     let before = admin.catalog.get(&name);
     match &before {
         Some(l) if !l.open => {
@@ -199,35 +209,30 @@ pub async fn put(
         }
         _ => {}
     }
-    let set = &admin.intake.set;
-    let created = match set.define(&name, queue::overrides(&dest)) {
-        Ok(created) => created,
-        Err(e) => return refused(e),
-    };
+    // The file first: if it cannot be written, nothing has changed; if the
+    // set then refuses the change, the file is put back.
+    let undo = file.undo_point();
     if let Err(e) = file.put(&name, &fields) {
-        // Undo: the set as it was.
-        match &before {
-            Some(l) => {
-                let _ = set.define(&name, queue::overrides(&l.dest));
-            }
-            None if created => {
-                let _ = set.remove(&name, std::time::Duration::ZERO).await;
-            }
-            None => {}
-        }
         return unwritable(e);
     }
-    tracing::info!(destination = %name, url = %dest.url, created, "destination changed through the admin API");
+    let set = &admin.intake.set;
+    if let Err(e) = set.define(&name, queue::overrides(&dest)) {
+        if let Err(undo_error) = file.restore(undo) {
+            tracing::error!(destination = %name, error = %undo_error, "the state file keeps a change the relay refused: it applies at the next start");
+        }
+        return refused(e);
+    }
+    tracing::info!(destination = %name, created = before.is_none(), "destination changed through the admin API");
     let listed = crate::catalog::Listed {
         dest: dest.clone(),
         open: true,
     };
     admin.catalog.put(dest);
+    drop(state);
     let view = admin.defaults.view(&listed, set.stats(&name).as_ref());
-    let status = if created && before.is_none() {
-        StatusCode::CREATED
-    } else {
-        StatusCode::OK
+    let status = match before {
+        None => StatusCode::CREATED,
+        Some(_) => StatusCode::OK,
     };
     (status, Json(view)).into_response()
 }
@@ -245,11 +250,14 @@ pub async fn put(
         (status = 503, description = "The state file cannot be written (nothing changed), or the listener serves its most connections.", body = Problem, content_type = "application/problem+json"),
     ))]
 pub async fn delete(State(admin): State<Arc<Admin>>, Path(name): Path<String>) -> Response {
+    if admin.catalog.is_closing() {
+        return closing();
+    }
     let mut state = admin.state.lock().await;
     let Some(file) = state.as_mut() else {
         return conflict("no-state-file", NO_STATE);
     };
-    if admin.catalog.open(&name).is_none() {
+    if !admin.catalog.is_open(&name) {
         let detail = "no destination of that name is configured".to_owned();
         return problem(
             StatusCode::NOT_FOUND,
@@ -261,13 +269,17 @@ pub async fn delete(State(admin): State<Arc<Admin>>, Path(name): Path<String>) -
     if let Err(e) = file.delete(&name) {
         return unwritable(e);
     }
+    // From here intake gives no pass for it: new webhooks get 404.
     admin.catalog.close(&name);
     drop(state);
     let set = admin.intake.set.clone();
     let held = set.stats(&name).map_or(0, |s| s.held());
     let grace = admin.grace;
     let (catalog, sink, gone) = (admin.catalog.clone(), admin.sink.clone(), name.clone());
-    tokio::spawn(async move {
+    let task = tokio::spawn(async move {
+        // Admissions that picked it before it closed end first (each
+        // admitted or refused), so none lands in a destination taken out.
+        catalog.admissions_done(&gone).await;
         // The throttle delivers within the grace, then dead-letters the
         // rest itself; anything handed back goes to the file too.
         if let Some((_, returned)) = set.remove(&gone, grace).await {
@@ -280,6 +292,7 @@ pub async fn delete(State(admin): State<Arc<Admin>>, Path(name): Path<String>) -
         catalog.forget(&gone);
         tracing::info!(destination = %gone, "deleted destination drained");
     });
+    admin.catalog.removing(task);
     tracing::info!(destination = %name, held, "destination deleted through the admin API");
     let body = Deleting {
         name,

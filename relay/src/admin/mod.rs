@@ -64,6 +64,9 @@ pub struct Admin {
     /// The state file the admin API's changes go to (`None`: no state
     /// directory, changes refused); held by the change running.
     pub state: tokio::sync::Mutex<Option<StateFile>>,
+    /// The state file's path (what a destination made here names as its
+    /// origin).
+    pub state_path: std::path::PathBuf,
     /// Where deliveries may connect: a `PUT` URL is checked against it.
     pub guard: Arc<AddressGuard>,
     /// Whether a `PUT` URL's host name is resolved and checked too

@@ -6,11 +6,20 @@
 //! A destination being deleted stays here, closed, while its throttle
 //! drains: intake answers 404 for it at once, and what it still holds is
 //! delivered to its URL until it is forgotten.
+//!
+//! Intake holds a [`Pass`] from the moment it picks a destination to the
+//! end of the admission; a deletion waits for the passes given before it
+//! closed the destination before taking it out of the set, so no webhook
+//! answered 202 ever lands in a destination already taken out.
 
 pub mod state;
 
 use std::collections::HashMap;
-use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, RwLock, RwLockReadGuard, RwLockWriteGuard};
+
+use tokio::sync::Notify;
+use tokio::task::JoinHandle;
 
 use crate::config::Destination;
 
@@ -37,10 +46,40 @@ impl Target {
     }
 }
 
+/// Admissions under way for one destination.
+#[derive(Default)]
+struct Admitting {
+    count: AtomicUsize,
+    none: Notify,
+}
+
+/// One admission's hold on the destination it picked: while any lives, a
+/// deletion of that destination waits before taking it out of the set.
+pub struct Pass {
+    name: Arc<str>,
+    gate: Arc<Admitting>,
+}
+
+impl Pass {
+    /// The destination's name.
+    pub fn name(&self) -> &Arc<str> {
+        &self.name
+    }
+}
+
+impl Drop for Pass {
+    fn drop(&mut self) {
+        if self.gate.count.fetch_sub(1, Ordering::AcqRel) == 1 {
+            self.gate.none.notify_waiters();
+        }
+    }
+}
+
 /// One destination in force.
 struct Entry {
     dest: Destination,
     target: Arc<Target>,
+    admitting: Arc<Admitting>,
     /// False while it is being deleted (intake no longer takes webhooks
     /// for it).
     open: bool,
@@ -61,6 +100,18 @@ pub struct Listed {
 #[derive(Default)]
 pub struct Catalog {
     table: RwLock<HashMap<Arc<str>, Entry>>,
+    /// Deletions draining.
+    removals: Mutex<Vec<JoinHandle<()>>>,
+    /// Set once shutdown begins: no more changes.
+    closing: AtomicBool,
+}
+
+fn pass(name: &Arc<str>, e: &Entry) -> Pass {
+    e.admitting.count.fetch_add(1, Ordering::AcqRel);
+    Pass {
+        name: name.clone(),
+        gate: e.admitting.clone(),
+    }
 }
 
 impl Catalog {
@@ -81,22 +132,25 @@ impl Catalog {
         self.table.write().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// The name of an open destination called `name`.
-    pub fn open(&self, name: &str) -> Option<Arc<str>> {
+    /// A pass for the open destination called `name`.
+    pub fn open(&self, name: &str) -> Option<Pass> {
         let table = self.read();
         let (key, e) = table.get_key_value(name)?;
-        e.open.then(|| key.clone())
+        e.open.then(|| pass(key, e))
     }
 
-    /// The only open destination `usable` lets through, if exactly one is.
-    pub fn only(&self, usable: impl Fn(&str) -> bool) -> Option<Arc<str>> {
+    /// Whether `name` is open.
+    pub fn is_open(&self, name: &str) -> bool {
+        self.read().get(name).is_some_and(|e| e.open)
+    }
+
+    /// A pass for the only open destination `usable` lets through, if
+    /// exactly one is.
+    pub fn only(&self, usable: impl Fn(&str) -> bool) -> Option<Pass> {
         let table = self.read();
-        let mut found = table
-            .iter()
-            .filter(|(name, e)| e.open && usable(name))
-            .map(|(name, _)| name);
+        let mut found = table.iter().filter(|(name, e)| e.open && usable(name));
         match (found.next(), found.next()) {
-            (Some(only), None) => Some(only.clone()),
+            (Some((name, e)), None) => Some(pass(name, e)),
             _ => None,
         }
     }
@@ -151,6 +205,7 @@ impl Catalog {
         };
         let entry = Entry {
             target: Arc::new(Target::of(&d)),
+            admitting: Arc::default(),
             dest: d,
             open: true,
             seq,
@@ -167,6 +222,47 @@ impl Catalog {
                 true
             }
             _ => false,
+        }
+    }
+
+    /// Waits until no admission holds a pass for `name` (none can be given
+    /// once it is closed).
+    pub async fn admissions_done(&self, name: &str) {
+        let Some(gate) = self.read().get(name).map(|e| e.admitting.clone()) else {
+            return;
+        };
+        loop {
+            let none = gate.none.notified();
+            tokio::pin!(none);
+            none.as_mut().enable();
+            if gate.count.load(Ordering::Acquire) == 0 {
+                return;
+            }
+            none.await;
+        }
+    }
+
+    /// Keeps a deletion's draining task, for [`finish`](Self::finish).
+    pub fn removing(&self, task: JoinHandle<()>) {
+        let mut all = self.removals.lock().unwrap_or_else(|p| p.into_inner());
+        all.retain(|t| !t.is_finished());
+        all.push(task);
+    }
+
+    /// Whether shutdown has begun.
+    pub fn is_closing(&self) -> bool {
+        self.closing.load(Ordering::Acquire)
+    }
+
+    /// At shutdown: no more changes, and the deletions draining end (each
+    /// within its grace) before the set is drained and the dead-letter
+    /// file flushed.
+    pub async fn finish(&self) {
+        self.closing.store(true, Ordering::Release);
+        let tasks: Vec<_> =
+            std::mem::take(&mut *self.removals.lock().unwrap_or_else(|p| p.into_inner()));
+        for task in tasks {
+            let _ = task.await;
         }
     }
 
@@ -197,13 +293,19 @@ mod tests {
     #[test]
     fn a_closed_destination_still_delivers_but_takes_nothing() {
         let c = Catalog::new(&[dest("a", "http://a.example/"), dest("b", "http://b/")]);
-        assert_eq!(c.only(|n| n == "a").as_deref(), Some("a"));
-        assert_eq!(c.only(|_| true), None, "two are usable");
+        assert_eq!(
+            c.only(|n| n == "a").map(|p| p.name().clone()).as_deref(),
+            Some("a")
+        );
+        assert!(c.only(|_| true).is_none(), "two are usable");
         assert!(c.close("a"));
         assert!(!c.close("a"), "closed once");
-        assert_eq!(c.open("a"), None);
+        assert!(c.open("a").is_none());
         assert_eq!(c.target("a").unwrap().url, "http://a.example/");
-        assert_eq!(c.only(|_| true).as_deref(), Some("b"));
+        assert_eq!(
+            c.only(|_| true).map(|p| p.name().clone()).as_deref(),
+            Some("b")
+        );
         assert_eq!(c.targets().len(), 1);
         c.forget("a");
         assert!(c.target("a").is_none());
@@ -223,5 +325,27 @@ mod tests {
         c.put(dest("m", "http://m2/"));
         c.forget("m");
         assert!(c.open("m").is_some(), "made again before it was forgotten");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_deletion_waits_for_the_admissions_under_way() {
+        let c = Arc::new(Catalog::new(&[dest("a", "http://a/")]));
+        let first = c.open("a").unwrap();
+        let second = c.only(|_| true).unwrap();
+        c.close("a");
+        assert!(c.open("a").is_none(), "no pass once closed");
+        let waiting = tokio::spawn({
+            let c = c.clone();
+            async move { c.admissions_done("a").await }
+        });
+        tokio::task::yield_now().await;
+        drop(first);
+        tokio::task::yield_now().await;
+        assert!(!waiting.is_finished(), "one admission is still under way");
+        drop(second);
+        tokio::time::timeout(std::time::Duration::from_secs(1), waiting)
+            .await
+            .expect("done once the last pass is dropped")
+            .unwrap();
     }
 }

@@ -6,11 +6,14 @@
 //! destinations: a name it holds replaces the configured one, a name it
 //! deleted is gone even if the configuration still names it.
 //!
-//! Every change is written whole to `state.json.tmp` (mode 0600), fsynced,
-//! renamed over `state.json`, and the directory fsynced, before the API
-//! answers: a crash leaves the old file or the new one, never a mix.
+//! Every change is written whole to a new temporary file (mode 0600, made
+//! afresh: never through a link someone left there), fsynced, renamed over
+//! `state.json`, and the directory fsynced, before the API answers: a crash
+//! leaves the old file or the new one, never a mix. The relay holds
+//! `state.lock` in the directory for as long as it runs: two relays never
+//! share a state file.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
@@ -27,27 +30,38 @@ pub const FILE: &str = "state.json";
 struct Saved {
     /// The format, 1.
     version: u32,
-    /// Destinations made or changed through the API, by name.
+    /// Destinations made or changed through the API, each with its name,
+    /// in the order they were made.
     #[serde(default)]
-    destinations: BTreeMap<String, Fields>,
+    destinations: Vec<Fields>,
     /// Names deleted through the API.
     #[serde(default)]
     deleted: BTreeSet<String>,
 }
 
+impl Saved {
+    fn find(&self, name: &str) -> Option<usize> {
+        self.destinations
+            .iter()
+            .position(|f| f.name.as_deref() == Some(name))
+    }
+}
+
+/// What the file held before a change, to put back if the change is
+/// refused after all.
+pub struct Undo(Saved);
+
 /// The state file of one relay.
 pub struct StateFile {
     path: PathBuf,
     saved: Saved,
+    /// `state.lock`, held while the relay runs.
+    _lock: std::fs::File,
 }
 
-impl StateFile {
-    /// Reads `dir/state.json` (none yet: nothing changed), making `dir` if
-    /// it is missing.
-    pub fn open(dir: &Path) -> Result<StateFile, String> {
-        let path = dir.join(FILE);
-        std::fs::create_dir_all(dir).map_err(|e| format!("state_dir {}: {e}", dir.display()))?;
-        let saved = match std::fs::read(&path) {
+/// Reads `path` (absent: nothing changed yet).
+fn read(path: &Path) -> Result<Saved, String> {
+    let saved = match std::fs::read(path) {
             Ok(bytes) => serde_json::from_slice::<Saved>(&bytes).map_err(|e| {
                 format!(
                     "state file {}: {e} (it holds the admin API's changes: fix it, or remove it to start from the configuration alone)",
@@ -60,14 +74,82 @@ impl StateFile {
             },
             Err(e) => return Err(format!("state file {}: {e}", path.display())),
         };
-        if saved.version != 1 {
-            return Err(format!(
-                "state file {}: version {} is not one this relay reads (1)",
-                path.display(),
-                saved.version
-            ));
+    if saved.version != 1 {
+        return Err(format!(
+            "state file {}: version {} is not one this relay reads (1)",
+            path.display(),
+            saved.version
+        ));
+    }
+    Ok(saved)
+}
+
+/// For `check-config` and `print-config`: the changes kept in `dir` (if
+/// any) applied over `cfg`, without taking the lock; `Ok(false)` when
+/// there is no state file.
+pub fn apply_kept(dir: &Path, cfg: &mut Config) -> Result<bool, Vec<ConfigError>> {
+    let path = dir.join(FILE);
+    if !path.exists() {
+        return Ok(false);
+    }
+    let saved = read(&path).map_err(|e| vec![ConfigError::new("state_dir", None, e)])?;
+    let errors = apply(&saved, &path, cfg);
+    match errors.is_empty() {
+        true => Ok(true),
+        false => Err(errors),
+    }
+}
+
+/// `saved` (read from `path`) over `cfg`'s destinations.
+fn apply(saved: &Saved, path: &Path, cfg: &mut Config) -> Vec<ConfigError> {
+    let origin = Origin::Api(path.to_owned());
+    let mut errors = Vec::new();
+    cfg.destinations
+        .retain(|d| !saved.deleted.contains(&d.name) && saved.find(&d.name).is_none());
+    for fields in &saved.destinations {
+        let name = fields.name.clone().unwrap_or_default();
+        let at = format!("destinations.{name}");
+        cfg.destinations
+            .extend(fields.clone().check(&at, &origin, &mut errors));
+    }
+    errors
+}
+
+impl StateFile {
+    /// Takes `dir`'s lock and reads `dir/state.json` (none yet: nothing
+    /// changed), making `dir` (mode 0700) if it is missing.
+    pub fn open(dir: &Path) -> Result<StateFile, String> {
+        let path = dir.join(FILE);
+        let mut builder = std::fs::DirBuilder::new();
+        builder.recursive(true);
+        #[cfg(unix)]
+        std::os::unix::fs::DirBuilderExt::mode(&mut builder, 0o700);
+        builder
+            .create(dir)
+            .map_err(|e| format!("state_dir {}: {e}", dir.display()))?;
+        let lock_path = dir.join("state.lock");
+        let lock = std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(&lock_path)
+            .map_err(|e| format!("state_dir {}: {e}", lock_path.display()))?;
+        match fs4::fs_std::FileExt::try_lock_exclusive(&lock) {
+            Ok(true) => {}
+            Ok(false) => {
+                return Err(format!(
+                    "state_dir {}: another relay holds it (state.lock); give each relay its own",
+                    dir.display()
+                ));
+            }
+            Err(e) => return Err(format!("state_dir {}: {e}", lock_path.display())),
         }
-        Ok(StateFile { path, saved })
+        let saved = read(&path)?;
+        Ok(StateFile {
+            path,
+            saved,
+            _lock: lock,
+        })
     }
 
     /// Its path.
@@ -81,24 +163,20 @@ impl StateFile {
     }
 
     /// Applies the saved changes over `cfg`'s destinations; what the file
-    /// holds that no longer checks (a changed allow list is checked later,
-    /// as for any destination) is an error naming the file.
+    /// holds that no longer checks is an error naming the file.
     pub fn apply(&self, cfg: &mut Config) -> Vec<ConfigError> {
-        let origin = Origin::Api(self.path.clone());
-        let mut errors = Vec::new();
-        cfg.destinations.retain(|d| {
-            !self.saved.deleted.contains(&d.name) && !self.saved.destinations.contains_key(&d.name)
-        });
-        for (name, fields) in &self.saved.destinations {
-            let fields = Fields {
-                name: Some(name.clone()),
-                ..fields.clone()
-            };
-            let at = format!("destinations.{name}");
-            cfg.destinations
-                .extend(fields.check(&at, &origin, &mut errors));
-        }
-        errors
+        apply(&self.saved, &self.path, cfg)
+    }
+
+    /// What the file holds now, to [`restore`](Self::restore) if the change
+    /// about to be made is refused after all.
+    pub fn undo_point(&self) -> Undo {
+        Undo(self.saved.clone())
+    }
+
+    /// Puts back what the file held at `undo`.
+    pub fn restore(&mut self, undo: Undo) -> std::io::Result<()> {
+        self.replace(undo.0)
     }
 
     /// Keeps `fields` for `name` (written and fsynced before it returns);
@@ -106,10 +184,13 @@ impl StateFile {
     pub fn put(&mut self, name: &str, fields: &Fields) -> std::io::Result<()> {
         let mut next = self.saved.clone();
         let fields = Fields {
-            name: None,
+            name: Some(name.to_owned()),
             ..fields.clone()
         };
-        next.destinations.insert(name.to_owned(), fields);
+        match next.find(name) {
+            Some(i) => next.destinations[i] = fields,
+            None => next.destinations.push(fields),
+        }
         next.deleted.remove(name);
         self.replace(next)
     }
@@ -118,7 +199,9 @@ impl StateFile {
     /// error nothing changed.
     pub fn delete(&mut self, name: &str) -> std::io::Result<()> {
         let mut next = self.saved.clone();
-        next.destinations.remove(name);
+        if let Some(i) = next.find(name) {
+            next.destinations.remove(i);
+        }
         next.deleted.insert(name.to_owned());
         self.replace(next)
     }
@@ -131,23 +214,31 @@ impl StateFile {
     }
 }
 
-/// `bytes` at `path`, through a fsynced temporary file (mode 0600) renamed
-/// over it, then the directory fsynced.
+/// `bytes` at `path`, through a temporary file made afresh (mode 0600),
+/// fsynced and renamed over it; then the directory is fsynced. Once the
+/// rename is done the change is made (a failing directory fsync is logged:
+/// the file is in place).
 fn write_atomically(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    let tmp = path.with_extension("json.tmp");
-    let mut options = std::fs::OpenOptions::new();
-    options.write(true).create(true).truncate(true);
-    #[cfg(unix)]
-    std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
-    let mut file = options.open(&tmp)?;
-    #[cfg(unix)]
-    file.set_permissions(std::os::unix::fs::PermissionsExt::from_mode(0o600))?;
-    file.write_all(bytes)?;
-    file.sync_all()?;
-    drop(file);
-    std::fs::rename(&tmp, path)?;
-    if let Some(dir) = path.parent() {
-        std::fs::File::open(dir)?.sync_all()?;
+    let tmp = path.with_extension(format!("json.{}.tmp", std::process::id()));
+    let _ = std::fs::remove_file(&tmp); // a crashed run's, never followed
+    let written = (|| {
+        let mut options = std::fs::OpenOptions::new();
+        options.write(true).create_new(true);
+        #[cfg(unix)]
+        std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
+        let mut file = options.open(&tmp)?;
+        file.write_all(bytes)?;
+        file.sync_all()?;
+        std::fs::rename(&tmp, path)
+    })();
+    if let Err(e) = written {
+        let _ = std::fs::remove_file(&tmp);
+        return Err(e);
+    }
+    if let Some(dir) = path.parent()
+        && let Err(e) = std::fs::File::open(dir).and_then(|d| d.sync_all())
+    {
+        tracing::warn!(file = %path.display(), error = %e, "state file written but its directory could not be fsynced");
     }
     Ok(())
 }
@@ -187,18 +278,34 @@ mod tests {
         let dir = scratch("reopen");
         let mut s = StateFile::open(&dir).unwrap();
         assert!(s.is_empty());
+        s.put("zeta", &fields("http://zeta.example/hook")).unwrap();
         s.put("crm", &fields("http://crm.example/hook")).unwrap();
         s.put("gone", &fields("http://gone.example/")).unwrap();
         s.delete("gone").unwrap();
         s.delete("billing").unwrap();
-        let again = StateFile::open(&dir).unwrap();
+        let undo = s.undo_point();
+        s.put("refused", &fields("http://refused.example/"))
+            .unwrap();
+        s.restore(undo).unwrap();
+        let err = StateFile::open(&dir).err().unwrap();
+        assert!(err.contains("another relay holds it"), "{err}");
         let text = |s: &StateFile| serde_json::to_string(&s.saved).unwrap();
-        assert_eq!(text(&again), text(&s));
+        let before = text(&s);
+        drop(s);
+        let again = StateFile::open(&dir).unwrap();
+        assert_eq!(text(&again), before);
+        let names: Vec<_> = again
+            .saved
+            .destinations
+            .iter()
+            .map(|f| f.name.clone().unwrap())
+            .collect();
+        assert_eq!(names, ["zeta", "crm"], "in the order they were made");
         assert_eq!(
             again.saved.deleted.iter().collect::<Vec<_>>(),
             ["billing", "gone"]
         );
-        assert!(again.saved.destinations.contains_key("crm"));
+
         #[cfg(unix)]
         {
             use std::os::unix::fs::PermissionsExt;
@@ -208,7 +315,12 @@ mod tests {
                 .mode();
             assert_eq!(mode & 0o777, 0o600);
         }
-        assert!(!dir.join("state.json.tmp").exists());
+        let left: Vec<_> = std::fs::read_dir(&dir)
+            .unwrap()
+            .filter_map(|e| e.ok()?.file_name().into_string().ok())
+            .filter(|n| n.ends_with(".tmp"))
+            .collect();
+        assert!(left.is_empty(), "{left:?}");
         std::fs::remove_dir_all(&dir).unwrap();
     }
 

@@ -60,7 +60,7 @@ use axum::extract::{DefaultBodyLimit, Request, State};
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use dripfeed::destinations::Destinations;
-use dripfeed::{Admitted, headers};
+use dripfeed::{Admitted, Reason, headers};
 use serde_json::json;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
@@ -237,7 +237,8 @@ async fn take(intake: &Intake, request: Request) -> Result<Response, Refusal> {
         .map_err(|e| intake.body_refused(&e))?;
     let key = names::idempotency_key(headers_in).map_err(|e| bad_name("Idempotency-Key", e))?;
     // 2. The destination, if the caller may post there.
-    let destination = intake.pick(headers_in, &caller)?;
+    let pass = intake.pick(headers_in, &caller)?;
+    let destination = pass.name().clone();
     // While the dead-letter file takes no lines, a webhook that failed
     // could not be kept: refuse rather than promise, before the body is
     // read and held.
@@ -292,7 +293,14 @@ async fn take(intake: &Intake, request: Request) -> Result<Response, Refusal> {
         }
         false => intake.set.try_submit_durable(&destination, job).await,
     };
-    let admitted = admitted.map_err(|r| refuse(refused(&intake.answers, r)))?;
+    drop(pass);
+    let admitted = admitted.map_err(|r| {
+        // Deleted while this one was on its way in: as if it never existed.
+        if r.reason() == Reason::Closed && !intake.catalog.is_open(&destination) {
+            return refuse(*route::unknown());
+        }
+        refuse(refused(&intake.answers, r))
+    })?;
     let public = trail.name(admitted.id());
     intake.status.queued(
         public,

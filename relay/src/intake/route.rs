@@ -9,17 +9,23 @@
 //! 404 for a name not configured. Without the header, the destination is
 //! the only one the caller may use, if there is one; else 400.
 
-use std::sync::Arc;
-
 use axum::http::{HeaderMap, StatusCode};
 
 use super::answers::Answers;
 use super::caller::Caller;
 use super::{Intake, Refusal, refusal};
+use crate::catalog::Pass;
+
+/// The 404 for a destination not configured (or being deleted).
+pub(super) fn unknown() -> Refusal {
+    let detail = "no destination of that name is configured".to_owned();
+    refusal(StatusCode::NOT_FOUND, "unknown-destination", detail)
+}
 
 impl Intake {
     /// The destination a request names, if its caller may post to it.
-    pub(super) fn pick(&self, headers: &HeaderMap, caller: &Caller) -> Result<Arc<str>, Refusal> {
+    /// The pass is held until the admission ends (a deletion waits for it).
+    pub(super) fn pick(&self, headers: &HeaderMap, caller: &Caller) -> Result<Pass, Refusal> {
         let header = &self.destination_header;
         let name = match headers.get(header.as_str()).map(|v| v.to_str()) {
             Some(Ok(name)) => name.trim(),
@@ -38,15 +44,12 @@ impl Intake {
                 detail,
             ));
         }
-        self.catalog.open(name).ok_or_else(|| {
-            let detail = "no destination of that name is configured".to_owned();
-            refusal(StatusCode::NOT_FOUND, "unknown-destination", detail)
-        })
+        self.catalog.open(name).ok_or_else(unknown)
     }
 
     /// The destination of a request without the header: the only one its
     /// caller may use.
-    fn only_one(&self, caller: &Caller) -> Result<Arc<str>, Refusal> {
+    fn only_one(&self, caller: &Caller) -> Result<Pass, Refusal> {
         match self.catalog.only(|n| caller.may_use(n)) {
             Some(only) => Ok(only),
             None => {

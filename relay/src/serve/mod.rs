@@ -141,6 +141,27 @@ pub async fn run(
         intake::tenants::set_overrides(store.as_ref(), &cfg).await?;
     }
     let queue = queue::build(&cfg, journal_dir.as_deref(), parts)?;
+    // Webhooks the journal kept for destinations no longer configured (or
+    // deleted through the admin API) have nowhere to go: dead-lettered now,
+    // not one attempt at a time behind a breaker.
+    let orphans: Vec<String> = queue
+        .set
+        .all_stats()
+        .iter()
+        .filter(|st| catalog.target(st.name()).is_none())
+        .map(|st| st.name().to_owned())
+        .collect();
+    for name in orphans {
+        if let Some((stats, returned)) = queue.set.remove(&name, std::time::Duration::ZERO).await {
+            for job in returned {
+                let _ = sink.offer(job, "destination-unknown");
+            }
+            println!(
+                "journal: {} webhooks for {name:?}, no longer a destination, dead-lettered",
+                stats.dead_lettered() + stats.evicted()
+            );
+        }
+    }
     let budget = ByteBudget::new(s.max_queue_bytes);
     // The relay's own tenant table holds names too: its bound is reserved.
     let _tenant_table = match intake::tenants::local(&cfg) {
@@ -218,6 +239,9 @@ pub async fn run(
         token: s.admin_token_sha256,
         catalog: catalog.clone(),
         defaults: admin::destinations::Defaults::of(&cfg),
+        state_path: state
+            .as_ref()
+            .map_or_else(Default::default, |f| f.path().to_owned()),
         state: tokio::sync::Mutex::new(state),
         guard: guard.clone(),
         resolve: s.resolve_destinations_at_start,
@@ -355,6 +379,9 @@ async fn serve_until_stopped(
     shutdown::signal().await;
     let grace = cfg.settings.shutdown_grace;
     println!("\nshutting down: refusing new webhooks, draining for up to {grace:?}");
+    // Deletions still draining end first (each within the grace), so what
+    // they dead-letter is in the file before it is flushed.
+    intake.catalog.finish().await;
     let done = shutdown::drain_or_quit(&intake.set, sink, grace).await;
     status.abort();
     println!(

@@ -15,7 +15,6 @@ use std::time::Duration;
 use sha2::{Digest, Sha256};
 
 use crate::harness::{Relay, TempDir, eventually, http};
-use crate::letters::lines;
 use crate::receivers::{Hit, Log, ok};
 
 const TOKEN: &str = "admin-token-for-changes";
@@ -88,6 +87,16 @@ async fn post(relay: &Relay, destination: &str, n: u64) -> (u16, Option<String>)
         .await;
     let id = body["id"].as_str().map(str::to_owned);
     (status, id.filter(|_| status == 202))
+}
+
+/// The ids of `destination`'s lines in the dead-letter file at `path`.
+fn dead_for(path: &std::path::Path, destination: &str) -> Vec<String> {
+    let text = std::fs::read_to_string(path).unwrap_or_default();
+    text.lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .filter(|v| v["destination"] == destination)
+        .map(|v| v["id"].as_str().unwrap_or_default().to_owned())
+        .collect()
 }
 
 /// The keys among `hits` sent to the URL whose query is `query`.
@@ -241,7 +250,7 @@ async fn destinations_change_under_load_and_a_restart_keeps_the_changes() {
 
     // max_destinations (4): billing, crm, slow, extra; a fifth is refused.
     let slow =
-        format!("{{\"url\": \"http://{rx}/hooks?d=slow\", \"rate\": 2, \"budget\": \"10s\"}}");
+        format!("{{\"url\": \"http://{rx}/hooks?d=slow\", \"rate\": 2, \"budget\": \"30s\"}}");
     assert_eq!(put(&relay, "slow", &slow).await.0, 201);
     let extra = format!("{{\"url\": \"http://{rx}/hooks?d=extra\"}}");
     assert_eq!(put(&relay, "extra", &extra).await.0, 201);
@@ -253,18 +262,27 @@ async fn destinations_change_under_load_and_a_restart_keeps_the_changes() {
     let names: Vec<String> = listed(&relay).await.into_iter().map(|(n, _)| n).collect();
     assert_eq!(names, ["billing", "crm", "slow", "extra"]);
 
-    // Deleted while it holds webhooks: 404 at once for new ones; what it
-    // held is delivered within the grace (2 s at 2/s), the rest
-    // dead-lettered.
+    // slow holds 24 webhooks at 2/s: a new rate applies to its running
+    // throttle at once.
     let mut slow_ids = Vec::new();
-    for n in 0..12 {
+    for n in 0..24 {
         let (status, id) = post(&relay, "slow", n).await;
         assert_eq!(status, 202, "slow {n}");
         slow_ids.extend(id);
     }
+    let faster =
+        format!("{{\"url\": \"http://{rx}/hooks?d=slow\", \"rate\": 3, \"budget\": \"30s\"}}");
+    let (status, v) = put(&relay, "slow", &faster).await;
+    assert_eq!(status, 200, "{v}");
+    assert_eq!(v["live"]["active"], true, "{v}");
+    assert_eq!(v["live"]["rate_now"], 3.0, "applied at once: {v}");
+
+    // Deleted while it holds webhooks: 404 at once for new ones; what it
+    // held is delivered within the grace (2 s at 3/s), the rest
+    // dead-lettered, each once.
     let (status, v) = delete(&relay, "slow").await;
     assert_eq!(status, 202, "{v}");
-    assert!(v["held"].as_u64().unwrap_or(0) > 0, "{v}");
+    assert!(v["held"].as_u64().unwrap_or(0) > 6, "{v}");
     let (status, _) = post(&relay, "slow", 99).await;
     assert_eq!(status, 404, "a deleted destination takes nothing");
     assert_eq!(delete(&relay, "slow").await.0, 404, "deleted once");
@@ -276,11 +294,10 @@ async fn destinations_change_under_load_and_a_restart_keeps_the_changes() {
     assert_eq!(delete(&relay, "extra").await.0, 202);
     let dl = dir.join("dl.jsonl");
     let slow_ended = eventually(Duration::from_secs(30), || async {
-        let ended = got(&log.hits(), "d=slow").len() + lines(&dl).0.len();
-        ended == slow_ids.len()
+        got(&log.hits(), "d=slow").len() + dead_for(&dl, "slow").len() >= slow_ids.len()
     })
     .await;
-    let (delivered, dead) = (got(&log.hits(), "d=slow"), lines(&dl).0);
+    let (delivered, dead) = (got(&log.hits(), "d=slow"), dead_for(&dl, "slow"));
     assert!(
         slow_ended,
         "{} delivered + {} dead-lettered of {}",
@@ -292,12 +309,9 @@ async fn destinations_change_under_load_and_a_restart_keeps_the_changes() {
         !delivered.is_empty() && !dead.is_empty(),
         "some delivered in the grace, the rest dead-lettered"
     );
+    assert_eq!(delivered.len() + dead.len(), slow_ids.len(), "each once");
     let ended: HashSet<String> = delivered.into_iter().chain(dead).collect();
-    assert_eq!(
-        ended,
-        slow_ids.iter().cloned().collect(),
-        "every 202 ended once"
-    );
+    assert_eq!(ended, slow_ids.iter().cloned().collect(), "every 202 ended");
     let gone = eventually(Duration::from_secs(10), || async {
         listed(&relay)
             .await
@@ -347,6 +361,17 @@ async fn destinations_change_under_load_and_a_restart_keeps_the_changes() {
         assert_eq!(mode & 0o777, 0o600, "{}", state.display());
     }
     let relay = Relay::start(&args).await;
+    // print-config shows what a start applies: the kept changes.
+    let argv: Vec<String> = crate::harness::argv(&args);
+    let mut printed: Vec<&str> = vec!["print-config"];
+    printed.extend(argv.iter().map(String::as_str));
+    let (code, out, err) = crate::harness::run(&printed, &[]).await;
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        out.contains("\"crm\"") && out.contains("admin API"),
+        "{out}"
+    );
+    assert!(!out.contains("\"billing\""), "{out}");
     let after = listed(&relay).await;
     let names: Vec<&str> = after.iter().map(|(n, _)| n.as_str()).collect();
     assert_eq!(names, ["crm"]);
@@ -378,7 +403,12 @@ async fn destinations_change_under_load_and_a_restart_keeps_the_changes() {
 async fn without_a_state_file_changes_are_refused() {
     let log = Arc::new(Log::default());
     let rx = ok(log, Duration::ZERO).await;
-    let relay = Relay::start(&format!("--no-journal --downstream http://{rx}/hooks")).await;
+    let dir = TempDir::new("admin-no-state");
+    let relay = Relay::start(&format!(
+        "--no-journal --downstream http://{rx}/hooks --dead-letter-file {}",
+        dir.arg("dl.jsonl")
+    ))
+    .await;
     let body = format!("{{\"url\": \"http://{rx}/other\"}}");
     let path = "/v1/destinations/crm";
     let (status, v) = call(&relay, reqwest::Method::PUT, path, None, Some(&body)).await;
