@@ -22,6 +22,19 @@
 
 #![forbid(unsafe_code)]
 
+/// With `heap-count`: every allocation counted, for `dripfeed_relay_heap_bytes`.
+#[cfg(feature = "heap-count")]
+#[global_allocator]
+static HEAP: cap::Cap<std::alloc::System> = cap::Cap::new(std::alloc::System, usize::MAX);
+
+/// The bytes the process holds on the heap, when counted (`heap-count`).
+pub fn heap_bytes() -> Option<usize> {
+    #[cfg(feature = "heap-count")]
+    return Some(HEAP.allocated());
+    #[cfg(not(feature = "heap-count"))]
+    None
+}
+
 mod admin;
 mod auth;
 mod catalog;

@@ -36,6 +36,10 @@ pub const CONNECTIONS_REFUSED: &str = "dripfeed_relay_connections_refused_total"
 /// naming a destination it may not post to).
 pub const AUTH_REFUSED: &str = "dripfeed_relay_auth_refused_total";
 
+/// Gauge, with the `heap-count` feature only: the bytes the process holds
+/// on the heap, as its allocator counts them (what the memory test reads).
+pub const HEAP_BYTES: &str = "dripfeed_relay_heap_bytes";
+
 /// The filter without `RUST_LOG`: `info` (an overflow episode logs once
 /// when it starts and once when the queue has drained to three quarters
 /// of its bound; the 503s themselves are counted in `/metrics`,

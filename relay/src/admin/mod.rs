@@ -128,7 +128,8 @@ async fn metrics(State(admin): State<Arc<Admin>>) -> Response {
     let intake = &admin.intake;
     metrics::gauge!(telemetry::HELD_BYTES).set(intake.budget.held() as f64);
     metrics::gauge!(telemetry::IDEMPOTENCY_KEYS).set(intake.idempotency.count() as f64);
-    let (held, ended, bytes) = intake.status.counts();
+    let (held, ended) = intake.status.counts();
+    let bytes = intake.status.bytes();
     metrics::gauge!(telemetry::WEBHOOK_STATUSES, "kind" => "held").set(held as f64);
     metrics::gauge!(telemetry::WEBHOOK_STATUSES, "kind" => "ended").set(ended as f64);
     metrics::gauge!(telemetry::WEBHOOK_STATUS_BYTES).set(bytes as f64);
@@ -139,6 +140,9 @@ async fn metrics(State(admin): State<Arc<Admin>>) -> Response {
     ] {
         metrics::counter!(telemetry::AUTH_REFUSED, "status" => status)
             .absolute(crate::intake::Answers::get(count));
+    }
+    if let Some(bytes) = crate::heap_bytes() {
+        metrics::gauge!(telemetry::HEAP_BYTES).set(bytes as f64);
     }
     let page = admin.prometheus.render();
     ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], page).into_response()

@@ -4,16 +4,15 @@
 //! read, so what is held never outgrows `status_max` entries.
 
 use std::collections::{HashMap, VecDeque};
-use std::sync::Arc;
 use std::time::Duration;
 
-use super::Status;
+use super::record::Rec;
 
 /// An ended webhook.
 #[derive(Clone, Debug)]
 pub struct Ended {
     /// Its status when it ended.
-    pub status: Status,
+    pub rec: Rec,
     /// When it ended, ms since the Unix epoch.
     pub ended_unix_ms: u64,
 }
@@ -27,7 +26,7 @@ pub struct EndedSet {
 }
 
 /// The bytes one remembered webhook takes, roughly: its entry in the map
-/// and in the order (the tenant and destination names are shared).
+/// and in the order (names are indexes into shared tables).
 pub const ENTRY_BYTES: usize =
     std::mem::size_of::<(u64, Ended)>() + std::mem::size_of::<(u64, u64)>() + 16;
 
@@ -49,7 +48,7 @@ impl EndedSet {
 
     /// Remembers `status` as ended at `now` (ms since the epoch), forgetting
     /// the oldest past the bounds.
-    pub fn insert(&mut self, id: u64, status: Status, now: u64) {
+    pub fn insert(&mut self, id: u64, rec: Rec, now: u64) {
         if self.max == 0 {
             return;
         }
@@ -60,7 +59,7 @@ impl EndedSet {
             }
         }
         let ended = Ended {
-            status,
+            rec,
             ended_unix_ms: now,
         };
         self.by_id.insert(id, ended);
@@ -74,10 +73,14 @@ impl EndedSet {
     }
 
     /// Sets the owner of a webhook that ended before intake named it.
-    pub fn own(&mut self, id: u64, tenant: Option<Arc<str>>, destination: Arc<str>) {
+    pub fn own(&mut self, id: u64, tenant: u16, destination: u32) {
         if let Some(e) = self.by_id.get_mut(&id) {
-            e.status.tenant = e.status.tenant.take().or(tenant);
-            e.status.destination.get_or_insert(destination);
+            if e.rec.tenant == 0 {
+                e.rec.tenant = tenant;
+            }
+            if e.rec.destination == 0 {
+                e.rec.destination = destination;
+            }
         }
     }
 
@@ -116,10 +119,10 @@ mod tests {
     use super::*;
     use crate::status::State;
 
-    fn done() -> Status {
-        Status {
+    fn done() -> Rec {
+        Rec {
             state: State::Delivered,
-            ..Status::default()
+            ..Rec::default()
         }
     }
 

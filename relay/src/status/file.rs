@@ -69,10 +69,9 @@ impl Line {
 /// An end read back: public id, status, when it ended.
 pub type Restored = (u64, Status, u64);
 
-/// Reads both files of `dir`, older first: the ends they hold (names
-/// shared through `tenant`, which gives a configured tenant's shared name)
-/// and how many lines did not read.
-pub fn load(dir: &Path, tenant: impl Fn(&str) -> Option<Arc<str>>) -> (Vec<Restored>, usize) {
+/// Reads both files of `dir`, older first: the ends they hold and how
+/// many lines did not read.
+pub fn load(dir: &Path) -> (Vec<Restored>, usize) {
     let mut names: HashMap<String, Arc<str>> = HashMap::new();
     let (mut out, mut bad) = (Vec::new(), 0);
     for name in [OLD, FILE] {
@@ -95,13 +94,12 @@ pub fn load(dir: &Path, tenant: impl Fn(&str) -> Option<Arc<str>>) -> (Vec<Resto
             });
             let status = Status {
                 state: line.state,
-                tenant: line.tenant.as_deref().and_then(&tenant),
+                tenant: line.tenant.as_deref().map(Arc::from),
                 destination,
                 attempts: line.attempts,
                 last_status: line.last_status,
                 next_attempt_unix_ms: None,
                 received_unix_ms: line.received_unix_ms,
-                public: None,
             };
             out.push((line.id, status, line.ended_unix_ms));
         }
@@ -222,7 +220,7 @@ mod tests {
             .open(dir.join(FILE))
             .unwrap();
         live.write_all(b"{\"id\":9,\"sta").unwrap();
-        let (back, bad) = load(&dir, |t| (t == "acme").then(|| acme.clone()));
+        let (back, bad) = load(&dir);
         assert_eq!((back.len(), bad), (1500, 1));
         let (id, status, ended) = &back[1499];
         assert_eq!((*id, *ended), (1499, 2499));

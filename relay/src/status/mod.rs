@@ -20,6 +20,7 @@
 
 pub mod ended;
 pub mod file;
+pub mod record;
 pub mod view;
 
 use std::collections::HashMap;
@@ -31,6 +32,7 @@ use dripfeed::{Attempt, AttemptEnd, DrainHook, Outcome};
 
 use crate::intake::job::unix_ms;
 use ended::{ENTRY_BYTES, EndedSet};
+use record::{Names, Rec};
 
 /// Where a webhook is: `queued`, `in_flight`, `retry_waiting` (see
 /// `next_attempt_at`), `delivered` or `dead_lettered`.
@@ -60,7 +62,7 @@ pub enum State {
     DeadLettered,
 }
 
-/// What is known of one webhook.
+/// What is known of one webhook, as the routes show it.
 #[derive(Clone, Debug, Default)]
 pub struct Status {
     /// Its state.
@@ -78,26 +80,23 @@ pub struct Status {
     pub next_attempt_unix_ms: Option<u64>,
     /// When the relay received it, ms since the Unix epoch.
     pub received_unix_ms: Option<u64>,
-    /// Its public id, when the set's id differs (a redriven webhook).
-    public: Option<u64>,
 }
 
 /// What the registry holds.
 struct Books {
     /// Held webhooks, by the set's job id.
-    held: HashMap<u64, Status>,
+    held: HashMap<u64, Rec>,
     /// Public id → the set's id, for held webhooks whose ids differ.
     aliases: HashMap<u64, u64>,
     /// Ended webhooks, by public id.
     ended: EndedSet,
+    /// The names records point at.
+    names: Names,
 }
 
 /// See the [module](self) docs.
 pub struct Registry {
     books: Mutex<Books>,
-    /// The configured tenants' names, shared by every status; empty on an
-    /// open relay (statuses then carry no owner).
-    tenants: HashMap<String, Arc<str>>,
     /// Where ended statuses are written, once [`attach`](Self::attach)ed.
     persist: OnceLock<Sender<file::Line>>,
 }
@@ -123,11 +122,8 @@ impl Registry {
                 held: HashMap::new(),
                 aliases: HashMap::new(),
                 ended: EndedSet::new(retention, max),
+                names: Names::new(tenants),
             }),
-            tenants: tenants
-                .into_iter()
-                .map(|t| (t.to_owned(), Arc::from(t)))
-                .collect(),
             persist: OnceLock::new(),
         }
     }
@@ -139,11 +135,13 @@ impl Registry {
         if max == 0 {
             return Ok((0, 0)); // nothing ended is remembered
         }
-        let (restored, bad) = file::load(dir, |t| self.tenants.get(t).cloned());
+        let (restored, bad) = file::load(dir);
         {
-            let mut books = self.books();
+            let mut guard = self.books();
+            let books = &mut *guard;
             for (id, status, ended) in restored {
-                books.ended.insert(id, status, ended);
+                let rec = books.names.record(&status);
+                books.ended.insert(id, rec, ended);
             }
             books.ended.forget_expired(unix_ms());
         }
@@ -153,9 +151,9 @@ impl Registry {
     }
 
     /// Writes an end, when attached.
-    fn persist(&self, id: u64, status: &Status, ended: u64) {
+    fn persist(&self, names: &Names, id: u64, rec: &Rec, ended: u64) {
         if let Some(tx) = self.persist.get() {
-            let _ = tx.send(file::Line::of(id, status, ended));
+            let _ = tx.send(file::Line::of(id, &names.status(rec), ended));
         }
     }
 
@@ -163,27 +161,22 @@ impl Registry {
         self.books.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// The shared name of a configured tenant.
-    fn tenant(&self, name: Option<&str>) -> Option<Arc<str>> {
-        name.and_then(|n| self.tenants.get(n)).cloned()
-    }
-
     /// Intake admitted webhook `id` for `tenant`, to `destination`.
     pub fn queued(&self, id: u64, tenant: Option<&str>, destination: &Arc<str>, received: u64) {
-        let tenant = self.tenant(tenant);
-        let mut books = self.books();
+        let mut guard = self.books();
+        let books = &mut *guard;
+        let tenant = books.names.tenant(tenant);
+        let destination = books.names.destination(destination);
         if books.ended.contains(id) {
             // It ended before intake got here: name its owner there.
-            books.ended.own(id, tenant, destination.clone());
+            books.ended.own(id, tenant, destination);
             if let Some(e) = books.ended.get(id, unix_ms()) {
-                self.persist(id, &e.status, e.ended_unix_ms);
+                self.persist(&books.names, id, &e.rec, e.ended_unix_ms);
             }
             return;
         }
-        let s = books.held.entry(id).or_default();
-        s.tenant = s.tenant.take().or(tenant);
-        s.destination.get_or_insert_with(|| destination.clone());
-        s.received_unix_ms.get_or_insert(received);
+        let r = books.held.entry(id).or_default();
+        own(r, tenant, destination, received);
     }
 
     /// The set's job `id` (public id `public`) was recovered from the
@@ -196,17 +189,17 @@ impl Registry {
         destination: &str,
         received: u64,
     ) {
-        let tenant = self.tenant(tenant);
-        let mut books = self.books();
+        let mut guard = self.books();
+        let books = &mut *guard;
+        let tenant = books.names.tenant(tenant);
+        let destination = books.names.destination(destination);
         if public != id {
             books.aliases.insert(public, id);
         }
-        let s = books.held.entry(id).or_default();
-        s.tenant = s.tenant.take().or(tenant);
-        s.destination.get_or_insert_with(|| Arc::from(destination));
-        s.received_unix_ms.get_or_insert(received);
+        let r = books.held.entry(id).or_default();
+        own(r, tenant, destination, received);
         if public != id {
-            s.public = Some(public);
+            r.public = public;
         }
     }
 
@@ -220,89 +213,116 @@ impl Registry {
         destination: &Arc<str>,
         received: u64,
     ) {
-        let tenant = self.tenant(tenant);
         let id = attempt.id();
-        let mut books = self.books();
+        let mut guard = self.books();
+        let books = &mut *guard;
+        let tenant = books.names.tenant(tenant);
+        let destination = books.names.destination(destination);
         if public != id {
             books.aliases.insert(public, id);
         }
-        let s = books.held.entry(id).or_default();
-        s.state = State::InFlight;
-        s.next_attempt_unix_ms = None;
-        s.tenant = s.tenant.take().or(tenant);
-        s.destination.get_or_insert_with(|| destination.clone());
-        s.received_unix_ms.get_or_insert(received);
+        let r = books.held.entry(id).or_default();
+        r.state = State::InFlight;
+        r.next_attempt_ms = 0;
+        own(r, tenant, destination, received);
         if public != id {
-            s.public = Some(public);
+            r.public = public;
         }
     }
 
     /// The receiver answered the running attempt of job `id` with `status`.
     pub fn answered(&self, id: u64, status: u16) {
-        if let Some(s) = self.books().held.get_mut(&id) {
-            s.last_status = Some(status);
+        if let Some(r) = self.books().held.get_mut(&id) {
+            r.last_status = status;
         }
     }
 
     /// The status of webhook `public` (a public id) at `now`.
     pub fn find(&self, public: u64, now: u64) -> Option<Found> {
-        let mut books = self.books();
+        let mut guard = self.books();
+        let books = &mut *guard;
         let id = books.aliases.get(&public).copied().unwrap_or(public);
-        if let Some(s) = books.held.get(&id)
-            && s.public.unwrap_or(id) == public
-        {
-            return Some(Found {
-                status: s.clone(),
-                ended_unix_ms: None,
-            });
+        if let Some(r) = books.held.get(&id) {
+            let its = if r.public == 0 { id } else { r.public };
+            if its == public {
+                return Some(Found {
+                    status: books.names.status(r),
+                    ended_unix_ms: None,
+                });
+            }
         }
-        books.ended.get(public, now).map(|e| Found {
-            status: e.status.clone(),
+        let e = books.ended.get(public, now)?;
+        Some(Found {
+            status: books.names.status(&e.rec),
             ended_unix_ms: Some(e.ended_unix_ms),
         })
     }
 
-    /// Webhooks followed (held, ended) and the bytes they take, roughly.
-    pub fn counts(&self) -> (usize, usize, usize) {
+    /// Webhooks followed (held, ended) and the bytes their tables take.
+    pub fn counts(&self) -> (usize, usize) {
         let books = self.books();
-        let (held, ended) = (books.held.len(), books.ended.len());
-        let held_bytes = std::mem::size_of::<(u64, Status)>() + 16;
-        (held, ended, held * held_bytes + ended * ENTRY_BYTES)
+        (books.held.len(), books.ended.len())
+    }
+
+    /// The bytes the statuses' tables take (entries allocated, whether
+    /// full or not), roughly.
+    pub fn bytes(&self) -> usize {
+        let books = self.books();
+        let held = books.held.capacity() * (std::mem::size_of::<(u64, Rec)>() + 1);
+        held + books.ended.len() * ENTRY_BYTES
+    }
+}
+
+/// Fills what a record does not know yet.
+fn own(r: &mut Rec, tenant: u16, destination: u32, received: u64) {
+    if r.tenant == 0 {
+        r.tenant = tenant;
+    }
+    if r.destination == 0 {
+        r.destination = destination;
+    }
+    if r.received_ms == 0 {
+        r.received_ms = received;
     }
 }
 
 impl DrainHook for Registry {
     fn attempt_ended(&self, attempt: Attempt, _end: AttemptEnd) {
-        if let Some(s) = self.books().held.get_mut(&attempt.id()) {
-            s.attempts = s.attempts.max(attempt.number());
+        if let Some(r) = self.books().held.get_mut(&attempt.id()) {
+            r.attempts = r.attempts.max(attempt.number());
         }
     }
 
     fn retry_scheduled(&self, next: Attempt, after: Duration) {
         let at = unix_ms().saturating_add(u64::try_from(after.as_millis()).unwrap_or(u64::MAX));
-        let s = &mut self.books();
-        let s = s.held.entry(next.id()).or_default();
-        s.state = State::RetryWaiting;
-        s.next_attempt_unix_ms = Some(at);
+        let mut books = self.books();
+        let r = books.held.entry(next.id()).or_default();
+        r.state = State::RetryWaiting;
+        r.next_attempt_ms = at.max(1);
     }
 
     fn job_ended(&self, id: u64, outcome: Outcome) {
-        let mut books = self.books();
-        let mut status = books.held.remove(&id).unwrap_or_default();
-        let public = status.public.take().unwrap_or(id);
+        let mut guard = self.books();
+        let books = &mut *guard;
+        let mut rec = books.held.remove(&id).unwrap_or_default();
+        let public = match rec.public {
+            0 => id,
+            p => p,
+        };
         if public != id {
             books.aliases.remove(&public);
         }
-        status.next_attempt_unix_ms = None;
-        status.state = match outcome {
+        rec.public = 0;
+        rec.next_attempt_ms = 0;
+        rec.state = match outcome {
             Outcome::Delivered => State::Delivered,
             // Unfinished at shutdown: the next start delivers it.
             Outcome::Kept | Outcome::Returned | Outcome::Refused => return,
             _ => State::DeadLettered,
         };
         let now = unix_ms();
-        self.persist(public, &status, now);
-        books.ended.insert(public, status, now);
+        self.persist(&books.names, public, &rec, now);
+        books.ended.insert(public, rec, now);
     }
 }
 
@@ -337,6 +357,21 @@ mod tests {
         assert_eq!(f.status.state, State::DeadLettered);
         assert!(f.ended_unix_ms.is_some());
         assert_eq!(r.counts().0, 0);
+    }
+
+    #[test]
+    fn held_statuses_cost_their_table_and_little_else() {
+        let r = registry();
+        let dest: Arc<str> = Arc::from("billing");
+        for id in 1..=1000 {
+            r.queued(id, Some("acme"), &dest, 1);
+        }
+        // 48-byte entries in a table at most twice as large as needed.
+        assert!(r.bytes() <= 2 * 1000 * 49 + 2048, "{}", r.bytes());
+        assert_eq!(
+            r.find(500, 2).unwrap().status.tenant.as_deref(),
+            Some("acme")
+        );
     }
 
     #[test]

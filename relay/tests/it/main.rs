@@ -27,6 +27,7 @@ mod intake_keys;
 mod json_bodies;
 mod letters;
 mod load;
+mod memory;
 mod openapi;
 mod private_addresses;
 mod raw;
