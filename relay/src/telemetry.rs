@@ -89,6 +89,10 @@ pub fn install_prometheus() -> Result<PrometheusHandle, String> {
         CONNECTIONS_REFUSED,
         "connections answered 503 and closed past max_connections"
     );
+    metrics::describe_gauge!(
+        HEAP_BYTES,
+        "bytes the process holds on the heap, as its allocator counts them (heap-count builds only)"
+    );
     metrics::describe_counter!(
         AUTH_REFUSED,
         "intake requests refused for their credentials: 401 (no key, unknown or expired), 403 (a destination the tenant may not use)"

@@ -29,7 +29,9 @@ fn make_room<J: Send + Sync + 'static>(
         .map(|d| d.name.clone());
     match idlest {
         Some(gone) => {
-            table.remove(&gone);
+            if let Some(d) = table.remove(&gone) {
+                d.retire(); // a submission that found it makes no throttle in it
+            }
             Ok(())
         }
         None => Err(DestinationError::Full {
@@ -189,8 +191,11 @@ impl<J: Send + Sync + 'static> Destinations<J> {
                 Some(d) if d.is_named() => Some(d.clone()),
                 Some(d) if !d.is_empty_idle() => return Err(DestinationError::Unnamed),
                 found => {
-                    if found.is_some() {
-                        table.remove(destination);
+                    // A submission that found the old record makes no throttle in it.
+                    if found.is_some()
+                        && let Some(old) = table.remove(destination)
+                    {
+                        old.retire();
                     }
                     make_room(inner, &mut table)?;
                     let d = Arc::new(Dest::new(inner, destination, true, cfg));

@@ -257,6 +257,9 @@ pub async fn delete(State(admin): State<Arc<Admin>>, Path(name): Path<String>) -
     let Some(file) = state.as_mut() else {
         return conflict("no-state-file", NO_STATE);
     };
+    if admin.catalog.is_closing() {
+        return closing(); // shutdown began while this waited for the lock
+    }
     if !admin.catalog.is_open(&name) {
         let detail = "no destination of that name is configured".to_owned();
         return problem(

@@ -199,13 +199,18 @@ impl Catalog {
     /// Makes or replaces (and opens) `d`; returns what it replaced.
     pub fn put(&self, d: Destination) -> Option<Destination> {
         let mut table = self.write();
-        let seq = match table.get(d.name.as_str()) {
-            Some(e) => e.seq,
-            None => table.values().map(|e| e.seq + 1).max().unwrap_or(0),
+        // A change keeps the admissions under way counted where a later
+        // deletion will wait for them.
+        let (seq, admitting) = match table.get(d.name.as_str()) {
+            Some(e) => (e.seq, e.admitting.clone()),
+            None => (
+                table.values().map(|e| e.seq + 1).max().unwrap_or(0),
+                Arc::default(),
+            ),
         };
         let entry = Entry {
             target: Arc::new(Target::of(&d)),
-            admitting: Arc::default(),
+            admitting,
             dest: d,
             open: true,
             seq,
@@ -259,13 +264,19 @@ impl Catalog {
     /// file flushed.
     pub async fn finish(&self) {
         self.closing.store(true, Ordering::Release);
-        let tasks: Vec<_> =
-            std::mem::take(&mut *self.removals.lock().unwrap_or_else(|p| p.into_inner()));
-        for task in tasks {
-            let _ = task.await;
+        // Until none is left: a deletion that passed its check just before
+        // shutdown began registers its task a moment later.
+        loop {
+            let tasks: Vec<_> =
+                std::mem::take(&mut *self.removals.lock().unwrap_or_else(|p| p.into_inner()));
+            if tasks.is_empty() {
+                return;
+            }
+            for task in tasks {
+                let _ = task.await;
+            }
         }
     }
-
     /// Forgets `name` once it has drained (if it was not made again).
     pub fn forget(&self, name: &str) {
         let mut table = self.write();
@@ -325,6 +336,17 @@ mod tests {
         c.put(dest("m", "http://m2/"));
         c.forget("m");
         assert!(c.open("m").is_some(), "made again before it was forgotten");
+    }
+
+    #[test]
+    fn a_change_keeps_the_admissions_under_way_counted() {
+        let c = Catalog::new(&[dest("a", "http://a/")]);
+        let before = c.open("a").unwrap();
+        c.put(dest("a", "http://a2/"));
+        let gate = c.read().get("a").map(|e| e.admitting.clone()).unwrap();
+        assert_eq!(gate.count.load(Ordering::Acquire), 1);
+        drop(before);
+        assert_eq!(gate.count.load(Ordering::Acquire), 0);
     }
 
     #[tokio::test(start_paused = true)]

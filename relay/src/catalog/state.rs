@@ -138,7 +138,7 @@ impl StateFile {
             Ok(true) => {}
             Ok(false) => {
                 return Err(format!(
-                    "state_dir {}: another relay holds it (state.lock); give each relay its own",
+                    "state_dir {}: in use by another process (state.lock): give each relay its own",
                     dir.display()
                 ));
             }
@@ -176,7 +176,11 @@ impl StateFile {
 
     /// Puts back what the file held at `undo`.
     pub fn restore(&mut self, undo: Undo) -> std::io::Result<()> {
-        self.replace(undo.0)
+        let written = self.replace(undo.0.clone());
+        // Even unwritten, what it holds in memory is what stands: the next
+        // change writes that, not the refused one.
+        self.saved = undo.0;
+        written
     }
 
     /// Keeps `fields` for `name` (written and fsynced before it returns);
@@ -288,7 +292,7 @@ mod tests {
             .unwrap();
         s.restore(undo).unwrap();
         let err = StateFile::open(&dir).err().unwrap();
-        assert!(err.contains("another relay holds it"), "{err}");
+        assert!(err.contains("in use by another process"), "{err}");
         let text = |s: &StateFile| serde_json::to_string(&s.saved).unwrap();
         let before = text(&s);
         drop(s);

@@ -140,6 +140,23 @@ pub async fn run(
     if let Some(store) = &parts.tenants {
         intake::tenants::set_overrides(store.as_ref(), &cfg).await?;
     }
+    // Ended statuses kept beside the journal, read back before recovery
+    // starts delivering (so the ends it makes are written after them).
+    if let Some(dir) = &journal_dir {
+        private_dir(dir).map_err(|e| format!("journal_dir {}: {e}", dir.display()))?;
+        match status.attach(dir, s.status_max) {
+            Ok((remembered, bad)) => tracing::info!(
+                remembered,
+                unreadable_lines = bad,
+                "webhook statuses read back from {}",
+                dir.display()
+            ),
+            Err(e) => {
+                let file = dir.join(crate::status::file::FILE);
+                return Err(format!("webhook statuses {}: {e}", file.display()).into());
+            }
+        }
+    }
     let queue = queue::build(&cfg, journal_dir.as_deref(), parts)?;
     // Webhooks the journal kept for destinations no longer configured (or
     // deleted through the admin API) have nowhere to go: dead-lettered now,
@@ -154,7 +171,9 @@ pub async fn run(
     for name in orphans {
         if let Some((stats, returned)) = queue.set.remove(&name, std::time::Duration::ZERO).await {
             for job in returned {
-                let _ = sink.offer(job, "destination-unknown");
+                if sink.offer(job, "destination-unknown").is_err() {
+                    tracing::error!(destination = %name, "the dead-letter writer is gone: a webhook for a destination no longer known was dropped");
+                }
             }
             println!(
                 "journal: {} webhooks for {name:?}, no longer a destination, dead-lettered",
@@ -193,18 +212,6 @@ pub async fn run(
             })?,
         None => Idempotency::in_memory(budget.clone(), window, idempotency::MAX_KEYS),
     };
-    if let Some(journal) = &queue.journal {
-        let dir = journal.dir();
-        match status.attach(dir, s.status_max) {
-            Ok((remembered, bad)) => tracing::info!(
-                remembered,
-                unreadable_lines = bad,
-                "webhook statuses read back from {}",
-                dir.display()
-            ),
-            Err(e) => return Err(format!("webhook statuses in {}: {e}", dir.display()).into()),
-        }
-    }
     match &journal_dir {
         Some(dir) => println!(
             "journal {}: recovered {} unfinished webhooks, delivering them first",
@@ -320,6 +327,15 @@ pub async fn run(
     outcome.map_err(Failure::Run)
 }
 
+/// `dir` made if missing, private (0700) as the journal makes it.
+fn private_dir(dir: &std::path::Path) -> std::io::Result<()> {
+    let mut builder = std::fs::DirBuilder::new();
+    builder.recursive(true);
+    #[cfg(unix)]
+    std::os::unix::fs::DirBuilderExt::mode(&mut builder, 0o700);
+    builder.create(dir)
+}
+
 /// A listener on `addr` (the setting `key`), and the address it got.
 async fn bind(
     addr: SocketAddr,
@@ -381,9 +397,21 @@ async fn serve_until_stopped(
     println!("\nshutting down: refusing new webhooks, draining for up to {grace:?}");
     // Deletions still draining end first (each within the grace), so what
     // they dead-letter is in the file before it is flushed.
-    intake.catalog.finish().await;
+    if tokio::time::timeout(grace, intake.catalog.finish())
+        .await
+        .is_err()
+    {
+        tracing::warn!(
+            "a deleted destination was still draining at the end of the grace; the journal keeps what it held"
+        );
+    }
     let done = shutdown::drain_or_quit(&intake.set, sink, grace).await;
     status.abort();
+    // Every end of the drain written beside the journal before exiting.
+    let unwritten = intake.status.finish().await;
+    if unwritten > 0 {
+        println!("{unwritten} webhook statuses were not written (their file fell behind)");
+    }
     println!(
         "delivered {}, kept in the journal for the next start {}, dead-letter file {} ({} lines this run)",
         done.delivered,

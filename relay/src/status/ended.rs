@@ -53,6 +53,17 @@ impl EndedSet {
             return;
         }
         self.forget_expired(now);
+        if let Some(e) = self.by_id.get_mut(&id) {
+            // Known already (its owner named late, or redriven and ended
+            // again): one entry, forgotten by its last end.
+            let again = e.ended_unix_ms != now;
+            e.rec = rec;
+            e.ended_unix_ms = now;
+            if again {
+                self.order.push_back((id, now));
+            }
+            return;
+        }
         while self.by_id.len() >= self.max {
             if !self.pop_oldest() {
                 break;
@@ -146,6 +157,16 @@ mod tests {
         assert!(set.get(1, 1000).is_none());
         assert!(set.get(2, 1000).is_some());
         assert_eq!(set.len(), 1);
+    }
+
+    #[test]
+    fn the_same_end_twice_is_one_entry() {
+        let mut set = EndedSet::new(Duration::from_secs(60), 2);
+        set.insert(1, done(), 10);
+        set.insert(1, done(), 10);
+        set.insert(2, done(), 11);
+        assert_eq!((set.len(), set.order.len()), (2, 2));
+        assert!(set.get(1, 12).is_some(), "not evicted by its own repeat");
     }
 
     #[test]

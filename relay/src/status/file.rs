@@ -15,10 +15,10 @@
 //! skipped.
 
 use std::collections::HashMap;
-use std::io::{BufRead, Write};
+use std::io::{BufRead, Read, Seek, Write};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::sync::mpsc::{Receiver, Sender};
+use std::sync::mpsc::{Receiver, SyncSender, TrySendError};
 
 use serde::{Deserialize, Serialize};
 
@@ -28,6 +28,23 @@ use super::{State, Status};
 pub const FILE: &str = "statuses.jsonl";
 /// The previous file's name.
 pub const OLD: &str = "statuses.1.jsonl";
+
+/// Lines waiting for the writer at most: past it an end is not written
+/// (counted), rather than the drain waiting for the disk.
+pub const BACKLOG: usize = 65_536;
+
+/// What the writer is sent.
+pub enum Msg {
+    /// A line to append.
+    Line(Line),
+    /// Flush and end (at shutdown).
+    Close,
+}
+
+/// Sends `msg` without waiting; `false` when the backlog is full.
+pub fn offer(tx: &SyncSender<Msg>, msg: Msg) -> bool {
+    !matches!(tx.try_send(msg), Err(TrySendError::Full(_)))
+}
 
 /// One ended webhook, as a line.
 #[derive(Serialize, Deserialize)]
@@ -69,42 +86,44 @@ impl Line {
 /// An end read back: public id, status, when it ended.
 pub type Restored = (u64, Status, u64);
 
-/// Reads both files of `dir`, older first: the ends they hold and how
-/// many lines did not read.
-pub fn load(dir: &Path) -> (Vec<Restored>, usize) {
+/// Reads both files of `dir`, older first, giving each end to `each`;
+/// returns how many lines did not read (a line torn by a crash).
+pub fn load(dir: &Path, mut each: impl FnMut(Restored)) -> usize {
     let mut names: HashMap<String, Arc<str>> = HashMap::new();
-    let (mut out, mut bad) = (Vec::new(), 0);
+    let mut shared = |name: String| {
+        names
+            .entry(name)
+            .or_insert_with_key(|n| Arc::from(n.as_str()))
+            .clone()
+    };
+    let mut bad = 0;
     for name in [OLD, FILE] {
         let Ok(file) = std::fs::File::open(dir.join(name)) else {
             continue;
         };
-        for text in std::io::BufReader::new(file).lines() {
-            let Ok(line) = text
-                .map_err(|_| ())
-                .and_then(|t| serde_json::from_str::<Line>(&t).map_err(|_| ()))
-            else {
+        // By bytes: a torn or garbled line is skipped, and a read error
+        // ends the file rather than repeating.
+        for raw in std::io::BufReader::new(file)
+            .split(b'\n')
+            .map_while(Result::ok)
+        {
+            let Ok(line) = serde_json::from_slice::<Line>(&raw) else {
                 bad += 1;
                 continue;
             };
-            let destination = line.destination.map(|d| {
-                names
-                    .entry(d)
-                    .or_insert_with_key(|d| Arc::from(d.as_str()))
-                    .clone()
-            });
             let status = Status {
                 state: line.state,
-                tenant: line.tenant.as_deref().map(Arc::from),
-                destination,
+                tenant: line.tenant.map(&mut shared),
+                destination: line.destination.map(&mut shared),
                 attempts: line.attempts,
                 last_status: line.last_status,
                 next_attempt_unix_ms: None,
                 received_unix_ms: line.received_unix_ms,
             };
-            out.push((line.id, status, line.ended_unix_ms));
+            each((line.id, status, line.ended_unix_ms));
         }
     }
-    (out, bad)
+    bad
 }
 
 /// Starts the writer thread appending to `dir`'s file, rotating at
@@ -113,14 +132,15 @@ pub fn load(dir: &Path) -> (Vec<Restored>, usize) {
 pub fn writer(
     dir: &Path,
     rotate_at: usize,
-) -> std::io::Result<(Sender<Line>, std::thread::JoinHandle<()>)> {
+) -> std::io::Result<(SyncSender<Msg>, std::thread::JoinHandle<()>)> {
     let path = dir.join(FILE);
     let lines = match std::fs::File::open(&path) {
-        Ok(f) => std::io::BufReader::new(f).lines().count(),
+        Ok(f) => std::io::BufReader::new(f).split(b'\n').count(),
         Err(_) => 0,
     };
-    let file = append(&path)?;
-    let (tx, rx) = std::sync::mpsc::channel();
+    let mut file = append(&path)?;
+    end_torn_line(&mut file)?;
+    let (tx, rx) = std::sync::mpsc::sync_channel(BACKLOG);
     let w = Writer {
         path,
         old: dir.join(OLD),
@@ -138,7 +158,24 @@ fn append(path: &Path) -> std::io::Result<std::fs::File> {
     std::fs::OpenOptions::new()
         .create(true)
         .append(true)
+        .read(true)
         .open(path)
+}
+
+/// A file a crash left without its last newline gets one, so the next
+/// line is not glued to the torn one.
+fn end_torn_line(file: &mut std::fs::File) -> std::io::Result<()> {
+    let len = file.metadata()?.len();
+    if len == 0 {
+        return Ok(());
+    }
+    let mut last = [0u8; 1];
+    file.seek(std::io::SeekFrom::Start(len - 1))?;
+    file.read_exact(&mut last)?;
+    if last[0] != b'\n' {
+        file.write_all(b"\n")?; // append mode: at the end whatever the seek
+    }
+    Ok(())
 }
 
 struct Writer {
@@ -150,14 +187,18 @@ struct Writer {
 }
 
 impl Writer {
-    fn run(mut self, rx: Receiver<Line>) {
+    fn run(mut self, rx: Receiver<Msg>) {
         let mut failed = false;
+        let mut closing = false;
         while let Ok(first) = rx.recv() {
-            let batch = std::iter::once(first).chain(rx.try_iter());
-            let wrote = batch
-                .map(|line| self.write(&line))
-                .collect::<std::io::Result<Vec<()>>>()
-                .and_then(|_| self.file.flush());
+            let mut wrote = Ok(());
+            for msg in std::iter::once(first).chain(rx.try_iter()) {
+                match msg {
+                    Msg::Line(line) => wrote = wrote.and_then(|()| self.write(&line)),
+                    Msg::Close => closing = true,
+                }
+            }
+            let wrote = wrote.and_then(|()| self.file.flush());
             match wrote {
                 Err(e) if !failed => {
                     failed = true;
@@ -165,6 +206,9 @@ impl Writer {
                 }
                 Err(_) => {}
                 Ok(()) => failed = false,
+            }
+            if closing {
+                return;
             }
         }
     }
@@ -204,7 +248,8 @@ mod tests {
                 last_status: Some(204),
                 ..Status::default()
             };
-            tx.send(Line::of(id, &status, 1000 + id)).unwrap();
+            tx.send(Msg::Line(Line::of(id, &status, 1000 + id)))
+                .unwrap();
         }
         drop(tx);
         thread.join().unwrap();
@@ -220,14 +265,28 @@ mod tests {
             .open(dir.join(FILE))
             .unwrap();
         live.write_all(b"{\"id\":9,\"sta").unwrap();
-        let (back, bad) = load(&dir);
-        assert_eq!((back.len(), bad), (1500, 1));
+        // A run after the crash: its first line is not glued to the torn one.
+        let (tx, thread) = writer(&dir, 0).unwrap();
+        let dead = Status {
+            state: State::DeadLettered,
+            ..Status::default()
+        };
+        tx.send(Msg::Line(Line::of(7777, &dead, 5000))).unwrap();
+        tx.send(Msg::Close).unwrap();
+        thread.join().unwrap();
+        let mut back = Vec::new();
+        let bad = load(&dir, |r| back.push(r));
+        assert_eq!((back.len(), bad), (1501, 1));
         let (id, status, ended) = &back[1499];
         assert_eq!((*id, *ended), (1499, 2499));
         assert_eq!(status.tenant.as_deref(), Some("acme"));
         assert_eq!(
             (status.state, status.last_status),
             (State::Delivered, Some(204))
+        );
+        assert_eq!(
+            (back[1500].0, back[1500].1.state),
+            (7777, State::DeadLettered)
         );
         std::fs::remove_dir_all(&dir).unwrap();
     }

@@ -24,7 +24,8 @@ pub mod record;
 pub mod view;
 
 use std::collections::HashMap;
-use std::sync::mpsc::Sender;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::mpsc::SyncSender;
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 use std::time::Duration;
 
@@ -98,7 +99,11 @@ struct Books {
 pub struct Registry {
     books: Mutex<Books>,
     /// Where ended statuses are written, once [`attach`](Self::attach)ed.
-    persist: OnceLock<Sender<file::Line>>,
+    persist: OnceLock<SyncSender<file::Msg>>,
+    /// The writer thread, joined by [`finish`](Self::finish).
+    writer: Mutex<Option<std::thread::JoinHandle<()>>>,
+    /// Ends not written: the writer's backlog was full.
+    unwritten: AtomicU64,
 }
 
 /// A status found by id, and when it ended (if it did).
@@ -125,6 +130,8 @@ impl Registry {
                 names: Names::new(tenants),
             }),
             persist: OnceLock::new(),
+            writer: Mutex::new(None),
+            unwritten: AtomicU64::new(0),
         }
     }
 
@@ -135,25 +142,48 @@ impl Registry {
         if max == 0 {
             return Ok((0, 0)); // nothing ended is remembered
         }
-        let (restored, bad) = file::load(dir);
-        {
+        let bad = {
             let mut guard = self.books();
             let books = &mut *guard;
-            for (id, status, ended) in restored {
+            let bad = file::load(dir, |(id, status, ended)| {
                 let rec = books.names.record(&status);
                 books.ended.insert(id, rec, ended);
-            }
+            });
             books.ended.forget_expired(unix_ms());
-        }
-        let (tx, _thread) = file::writer(dir, max)?;
+            bad
+        };
+        let (tx, thread) = file::writer(dir, max)?;
         let _ = self.persist.set(tx);
+        *self.writer.lock().unwrap_or_else(|e| e.into_inner()) = Some(thread);
         Ok((self.books().ended.len(), bad))
+    }
+
+    /// At shutdown, once the set has drained: every end written, the
+    /// writer ended. Returns how many ends could not be written (its
+    /// backlog was full).
+    pub async fn finish(&self) -> u64 {
+        let thread = self.writer.lock().unwrap_or_else(|e| e.into_inner()).take();
+        if let (Some(tx), Some(thread)) = (self.persist.get().cloned(), thread) {
+            let _ = tokio::task::spawn_blocking(move || {
+                let _ = tx.send(file::Msg::Close); // waits for room: the end
+                thread.join()
+            })
+            .await;
+        }
+        self.unwritten.load(Ordering::Relaxed)
     }
 
     /// Writes an end, when attached.
     fn persist(&self, names: &Names, id: u64, rec: &Rec, ended: u64) {
         if let Some(tx) = self.persist.get() {
-            let _ = tx.send(file::Line::of(id, &names.status(rec), ended));
+            let line = file::Line::of(id, &names.status(rec), ended);
+            if !file::offer(tx, file::Msg::Line(line))
+                && self.unwritten.fetch_add(1, Ordering::Relaxed) == 0
+            {
+                tracing::warn!(
+                    "webhook statuses are ending faster than their file takes them: some will be forgotten at the next start"
+                );
+            }
         }
     }
 
