@@ -11,8 +11,10 @@
 //! Behind the `redis` feature: [`RedisRate`] (one emission rate for the
 //! fleet), [`RedisBuckets`] (per-key reverse buckets shared by the fleet, a
 //! [`BucketStore`](crate::keyed::BucketStore)) and
-//! [`RedisStreamSink`] (a dead-letter stream with redrive), all over one
-//! [`RedisConnection`] to a server or a cluster.
+//! [`RedisStreamSink`] (a dead-letter stream with redrive) and
+//! [`RedisQueue`] (a destination's queue in a stream shared by the fleet:
+//! admission bounded fleet-wide, claims, retries and a dead node's work
+//! reclaimed), all over one [`RedisConnection`] to a server or a cluster.
 //!
 //! Behind the `postgres` feature: [`PgBuckets`], the same per-key buckets
 //! (the same [`BucketStore`](crate::keyed::BucketStore)) held in one
@@ -35,6 +37,8 @@ mod pg_sql;
 #[cfg(feature = "redis")]
 mod redis_buckets;
 #[cfg(feature = "redis")]
+mod redis_queue;
+#[cfg(feature = "redis")]
 mod redis_rate;
 #[cfg(feature = "redis")]
 mod redis_sink;
@@ -52,6 +56,8 @@ pub use pg_buckets::PgBuckets;
 pub use pg_error::PgError;
 #[cfg(feature = "redis")]
 pub use redis_buckets::RedisBuckets;
+#[cfg(feature = "redis")]
+pub use redis_queue::{Admission, Claimed, RedisQueue};
 #[cfg(feature = "redis")]
 pub use redis_rate::{RedisRate, RedisRateBuilder, RedisRateError};
 #[cfg(feature = "redis")]

@@ -1,0 +1,385 @@
+//! [`RedisQueue`]: one destination's leaky-bucket queue kept in Redis
+//! Streams and shared by a fleet, so a node that dies loses nothing: the
+//! others deliver what it had taken.
+//!
+//! Everything one destination needs sits under one hash tag
+//! (`dripfeed:q:{DEST}:…`), so each operation touches one Redis Cluster
+//! slot: the stream of queued jobs, the sorted set of retries by due time,
+//! and the tenant-scoped idempotency keys. Each node is a consumer of the
+//! stream's one group.
+//!
+//! - [`admit`](RedisQueue::admit): one script checks the idempotency key,
+//!   checks the outstanding count (stream + retries) against the bound
+//!   (latency budget × the destination's fleet rate) and adds the entry:
+//!   the queue is bounded fleet-wide, and a full queue refuses (tail-drop)
+//!   with the depth, for an honest `Retry-After`. Never `MAXLEN`, which
+//!   would trim unacknowledged work.
+//! - [`claim`](RedisQueue::claim): `XREADGROUP`, as many as the node's
+//!   pacing is about to emit, never the whole stream. A group lost with a
+//!   Redis restart without persistence (`NOGROUP`) is made again.
+//! - [`ack`](RedisQueue::ack): acknowledged and deleted, a batch in one
+//!   round trip; [`retry`](RedisQueue::retry): moved to the retries with
+//!   its due time, atomically and only if still pending for the group;
+//!   [`promote_due`](RedisQueue::promote_due): due retries back into the
+//!   stream, atomically, by whichever node runs it first (never twice).
+//! - [`reclaim`](RedisQueue::reclaim): `XAUTOCLAIM` of entries pending
+//!   longer than `idle`, from a consumer that died. Give it at least the
+//!   local buffer's worth of time at the current rate plus the deliver
+//!   timeout plus a margin: sooner, and a live node's slow delivery is made
+//!   twice.
+//!
+//! Every call is one round trip ([`RedisConnection::round_trips`]).
+
+use std::time::Duration;
+
+use redis::{Script, Value};
+
+use super::conn::{RedisConnection, RedisError, array, bounded};
+
+/// How long one call may take.
+const CALL: Duration = Duration::from_secs(2);
+
+/// What [`RedisQueue::admit`] did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Admission {
+    /// Queued under `id` (its stream id, the job's id from now on);
+    /// `depth` entries are outstanding with it.
+    Added {
+        /// The job's id.
+        id: String,
+        /// Outstanding entries, this one included.
+        depth: u64,
+    },
+    /// The idempotency key was seen: the job admitted then has `id`.
+    Repeat {
+        /// The first job's id.
+        id: String,
+    },
+    /// The queue holds its bound: refused, nothing written.
+    Full {
+        /// Outstanding entries.
+        depth: u64,
+    },
+}
+
+/// A job a consumer holds until it [`ack`](RedisQueue::ack)s or
+/// [`retry`](RedisQueue::retry)s it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Claimed {
+    /// Its entry in the stream now.
+    pub stream_id: String,
+    /// Its id for good: the stream id it was admitted under (kept across
+    /// retries, which add it again).
+    pub id: String,
+    /// Attempts made before this claim.
+    pub attempts: u32,
+    /// The job's bytes.
+    pub job: Vec<u8>,
+}
+
+/// One destination's shared queue (see the [module](self) docs).
+///
+/// ```no_run
+/// # #[tokio::main]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// use dripfeed::global::{Admission, RedisConnection, RedisQueue};
+/// use std::time::Duration;
+/// let conn = RedisConnection::open("redis://127.0.0.1:6379/")?;
+/// let queue = RedisQueue::new(conn, "billing", "node-1");
+/// let day = Duration::from_secs(86_400);
+/// let id = match queue.admit(b"{\"order\":1}", Some("acme:order-1"), 1_000, day).await? {
+///     Admission::Added { id, .. } | Admission::Repeat { id } => id,
+///     Admission::Full { depth } => panic!("{depth} outstanding: 503"),
+/// };
+/// for job in queue.claim(16).await? {
+///     // deliver job.job, then:
+///     queue.ack(&[job.stream_id]).await?;
+/// }
+/// # let _ = id;
+/// # Ok(())
+/// # }
+/// ```
+#[derive(Clone)]
+pub struct RedisQueue {
+    conn: RedisConnection,
+    stream: String,
+    retries: String,
+    prefix: String,
+    group: String,
+    consumer: String,
+    admit: Script,
+    settle: Script,
+    due: Script,
+}
+
+impl std::fmt::Debug for RedisQueue {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RedisQueue")
+            .field("stream", &self.stream)
+            .field("consumer", &self.consumer)
+            .finish()
+    }
+}
+
+/// A stream entry's fields: `id`, `n` (attempts), `job`.
+fn claimed(entry: Value) -> Option<Claimed> {
+    let Value::Array(mut parts) = entry else {
+        return None;
+    };
+    if parts.len() < 2 {
+        return None;
+    }
+    let fields = parts.pop()?;
+    let stream_id = text(&parts[0])?;
+    let Value::Array(fields) = fields else {
+        return None; // deleted while pending (XAUTOCLAIM lists it as nil)
+    };
+    let (mut id, mut attempts, mut job) = (None, 0u32, None);
+    for pair in fields.chunks(2) {
+        let [k, v] = pair else { continue };
+        match text(k)?.as_str() {
+            "id" => id = text(v),
+            "n" => attempts = text(v)?.parse().ok()?,
+            "job" => job = bytes(v),
+            _ => {}
+        }
+    }
+    Some(Claimed {
+        id: id.unwrap_or_else(|| stream_id.clone()),
+        stream_id,
+        attempts,
+        job: job?,
+    })
+}
+
+fn bytes(v: &Value) -> Option<Vec<u8>> {
+    match v {
+        Value::BulkString(b) => Some(b.clone()),
+        Value::SimpleString(s) => Some(s.clone().into_bytes()),
+        _ => None,
+    }
+}
+
+fn text(v: &Value) -> Option<String> {
+    String::from_utf8(bytes(v)?).ok()
+}
+
+fn count(v: &Value) -> Result<u64, RedisError> {
+    match v {
+        Value::Int(i) => u64::try_from(*i).map_err(|_| RedisError::unexpected("negative count")),
+        other => text(other)
+            .and_then(|t| t.parse().ok())
+            .ok_or_else(|| RedisError::unexpected("a count")),
+    }
+}
+
+impl RedisQueue {
+    /// The queue of `destination` (its keys hash-tagged by it), read as
+    /// `consumer` (this node's name: unique in the fleet, stable across
+    /// its restarts so it takes its own pending entries back first).
+    pub fn new(conn: RedisConnection, destination: &str, consumer: &str) -> RedisQueue {
+        let prefix = format!("dripfeed:q:{{{destination}}}");
+        RedisQueue {
+            conn,
+            stream: format!("{prefix}:s"),
+            retries: format!("{prefix}:r"),
+            prefix,
+            group: "dripfeed".to_owned(),
+            consumer: consumer.to_owned(),
+            admit: Script::new(include_str!("scripts/queue_admit.lua")),
+            settle: Script::new(include_str!("scripts/queue_settle.lua")),
+            due: Script::new(include_str!("scripts/queue_due.lua")),
+        }
+    }
+
+    /// The stream's key.
+    pub fn stream_key(&self) -> &str {
+        &self.stream
+    }
+
+    /// Queues `job` unless the outstanding entries (queued, being
+    /// delivered, waiting for a retry) reach `bound`; with `idempotency`
+    /// (already scoped by tenant, e.g. `"acme:order-17"`) a key seen within
+    /// `remember` answers the first job's id instead. One round trip.
+    pub async fn admit(
+        &self,
+        job: &[u8],
+        idempotency: Option<&str>,
+        bound: u64,
+        remember: Duration,
+    ) -> Result<Admission, RedisError> {
+        let key = format!("{}:i:{}", self.prefix, idempotency.unwrap_or(""));
+        let mut conn = self.conn.clone();
+        let mut call = self.admit.prepare_invoke();
+        call.key(&self.stream)
+            .key(&self.retries)
+            .key(key)
+            .arg(bound)
+            .arg(job)
+            .arg(
+                u64::try_from(remember.as_millis())
+                    .unwrap_or(u64::MAX)
+                    .max(1),
+            )
+            .arg(if idempotency.is_some() { "1" } else { "0" });
+        let answer: Value = bounded(call.invoke_async(&mut conn), CALL).await?;
+        let items = array(answer, 3, "queue admit")?;
+        let id = text(&items[1]).unwrap_or_default();
+        match text(&items[0]).as_deref() {
+            Some("added") => Ok(Admission::Added {
+                id,
+                depth: count(&items[2])?,
+            }),
+            Some("repeat") => Ok(Admission::Repeat { id }),
+            Some("full") => Ok(Admission::Full {
+                depth: count(&items[2])?,
+            }),
+            _ => Err(RedisError::unexpected("queue admit")),
+        }
+    }
+
+    /// Makes the group if Redis lost it (a restart without persistence).
+    async fn ensure_group(&self) -> Result<(), RedisError> {
+        let mut conn = self.conn.clone();
+        let mut make = redis::cmd("XGROUP");
+        make.arg("CREATE")
+            .arg(&self.stream)
+            .arg(&self.group)
+            .arg("0")
+            .arg("MKSTREAM");
+        match tokio::time::timeout(CALL, make.query_async::<()>(&mut conn)).await {
+            Ok(Ok(())) => Ok(()),
+            Ok(Err(e)) if e.code() == Some("BUSYGROUP") => Ok(()),
+            Ok(Err(e)) => Err(e.into()),
+            Err(_) => Err(RedisError::unexpected("XGROUP CREATE timed out")),
+        }
+    }
+
+    /// Runs `cmd`, making the group again and retrying once if Redis says
+    /// it has none.
+    async fn grouped(&self, cmd: &redis::Cmd) -> Result<Value, RedisError> {
+        for _ in 0..2 {
+            let mut conn = self.conn.clone();
+            match tokio::time::timeout(CALL, cmd.query_async::<Value>(&mut conn)).await {
+                Ok(Ok(v)) => return Ok(v),
+                Ok(Err(e)) if e.code() == Some("NOGROUP") => self.ensure_group().await?,
+                Ok(Err(e)) => return Err(e.into()),
+                Err(_) => return Err(RedisError::unexpected("a queue read timed out")),
+            }
+        }
+        Err(RedisError::unexpected("the group could not be made"))
+    }
+
+    /// Takes up to `max` new entries for this consumer (`XREADGROUP`,
+    /// without blocking): they stay pending for it until acknowledged or
+    /// retried, or reclaimed by another consumer once it has been gone long
+    /// enough.
+    pub async fn claim(&self, max: usize) -> Result<Vec<Claimed>, RedisError> {
+        let mut read = redis::cmd("XREADGROUP");
+        read.arg("GROUP")
+            .arg(&self.group)
+            .arg(&self.consumer)
+            .arg("COUNT")
+            .arg(max.max(1))
+            .arg("STREAMS")
+            .arg(&self.stream)
+            .arg(">");
+        let reply = self.grouped(&read).await?;
+        // [[stream, [entry, …]]], or nil when there is nothing new.
+        let Value::Array(streams) = reply else {
+            return Ok(Vec::new());
+        };
+        let mut out = Vec::new();
+        for s in streams {
+            let Value::Array(mut pair) = s else { continue };
+            if let Some(Value::Array(entries)) = pair.pop() {
+                out.extend(entries.into_iter().filter_map(claimed));
+            }
+        }
+        Ok(out)
+    }
+
+    /// Takes over up to `max` entries pending for longer than `idle` with
+    /// any consumer (`XAUTOCLAIM`), a dead node's among them.
+    pub async fn reclaim(&self, idle: Duration, max: usize) -> Result<Vec<Claimed>, RedisError> {
+        let mut auto = redis::cmd("XAUTOCLAIM");
+        auto.arg(&self.stream)
+            .arg(&self.group)
+            .arg(&self.consumer)
+            .arg(u64::try_from(idle.as_millis()).unwrap_or(u64::MAX))
+            .arg("0-0")
+            .arg("COUNT")
+            .arg(max.max(1));
+        let reply = self.grouped(&auto).await?;
+        // [next cursor, [entry, …], [deleted id, …]]
+        let mut parts = array(reply, 2, "XAUTOCLAIM")?;
+        let Value::Array(entries) = parts.swap_remove(1) else {
+            return Err(RedisError::unexpected("XAUTOCLAIM entries"));
+        };
+        Ok(entries.into_iter().filter_map(claimed).collect())
+    }
+
+    /// Acknowledges and deletes entries this consumer holds (delivered, or
+    /// ended for good), in one round trip; returns how many were still
+    /// pending for the group.
+    pub async fn ack(&self, stream_ids: &[String]) -> Result<u64, RedisError> {
+        if stream_ids.is_empty() {
+            return Ok(0);
+        }
+        let mut conn = self.conn.clone();
+        let mut call = self.settle.prepare_invoke();
+        call.key(&self.stream)
+            .key(&self.retries)
+            .arg(&self.group)
+            .arg("ack");
+        for id in stream_ids {
+            call.arg(id);
+        }
+        let v: Value = bounded(call.invoke_async(&mut conn), CALL).await?;
+        count(&v)
+    }
+
+    /// Moves `job` to the retries, due `after` from now (the server's
+    /// clock), with one more attempt counted; `false` when the group no
+    /// longer had it pending (another consumer took it over and ended it):
+    /// then nothing is retried.
+    pub async fn retry(&self, job: &Claimed, after: Duration) -> Result<bool, RedisError> {
+        let mut member = Vec::with_capacity(job.id.len() + job.job.len() + 12);
+        member.extend_from_slice(job.id.as_bytes());
+        member.push(b'\n');
+        member.extend_from_slice((job.attempts + 1).to_string().as_bytes());
+        member.push(b'\n');
+        member.extend_from_slice(&job.job);
+        let mut conn = self.conn.clone();
+        let mut call = self.settle.prepare_invoke();
+        call.key(&self.stream)
+            .key(&self.retries)
+            .arg(&self.group)
+            .arg("retry")
+            .arg(&job.stream_id)
+            .arg(u64::try_from(after.as_millis()).unwrap_or(u64::MAX))
+            .arg(member);
+        let v: Value = bounded(call.invoke_async(&mut conn), CALL).await?;
+        Ok(count(&v)? == 1)
+    }
+
+    /// Moves up to `max` retries whose time has come back into the
+    /// stream; returns how many.
+    pub async fn promote_due(&self, max: usize) -> Result<u64, RedisError> {
+        let mut conn = self.conn.clone();
+        let mut call = self.due.prepare_invoke();
+        call.key(&self.stream).key(&self.retries).arg(max.max(1));
+        let v: Value = bounded(call.invoke_async(&mut conn), CALL).await?;
+        count(&v)
+    }
+
+    /// Entries outstanding: queued, being delivered, waiting for a retry.
+    pub async fn depth(&self) -> Result<u64, RedisError> {
+        let mut conn = self.conn.clone();
+        let mut pipe = redis::pipe();
+        pipe.cmd("XLEN").arg(&self.stream);
+        pipe.cmd("ZCARD").arg(&self.retries);
+        let (queued, waiting): (u64, u64) = bounded(pipe.query_async(&mut conn), CALL).await?;
+        Ok(queued + waiting)
+    }
+}

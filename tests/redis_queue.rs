@@ -1,0 +1,178 @@
+//! The shared queue on Redis Streams (`RedisQueue`) against a real server:
+//! admission bounded fleet-wide with idempotency, claims that never hand
+//! one entry to two consumers, acknowledgements and retries in one round
+//! trip each, a retry made once only, a dead consumer's entries reclaimed,
+//! and a Redis restart without persistence recovered from without help.
+//! Loopback, real time, bounded; no sleeps.
+
+mod support;
+
+use std::collections::HashSet;
+use std::time::Duration;
+
+use dripfeed::global::{Admission, RedisConnection, RedisQueue};
+use support::redis::{RedisServer, available};
+
+const DAY: Duration = Duration::from_secs(86_400);
+
+fn added(a: Admission) -> String {
+    match a {
+        Admission::Added { id, .. } => id,
+        other => panic!("not added: {other:?}"),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn admission_is_bounded_fleet_wide_and_a_repeat_answers_the_first_id() {
+    if !available("admission_is_bounded_fleet_wide_and_a_repeat_answers_the_first_id") {
+        return;
+    }
+    let redis = RedisServer::start();
+    // Two nodes, one queue.
+    let a = RedisQueue::new(RedisConnection::open(&redis.url()).unwrap(), "billing", "a");
+    let b = RedisQueue::new(RedisConnection::open(&redis.url()).unwrap(), "billing", "b");
+    let first = added(a.admit(b"one", Some("acme:k1"), 3, DAY).await.unwrap());
+    assert_eq!(
+        b.admit(b"one again", Some("acme:k1"), 3, DAY)
+            .await
+            .unwrap(),
+        Admission::Repeat { id: first.clone() },
+        "the key is the fleet's, not the node's"
+    );
+    assert!(matches!(
+        b.admit(b"other tenant", Some("globex:k1"), 3, DAY)
+            .await
+            .unwrap(),
+        Admission::Added { depth: 2, .. }
+    ));
+    added(a.admit(b"three", None, 3, DAY).await.unwrap());
+    assert_eq!(
+        b.admit(b"four", None, 3, DAY).await.unwrap(),
+        Admission::Full { depth: 3 }
+    );
+    assert_eq!(a.depth().await.unwrap(), 3);
+    // A repeat is answered even when full; nothing was written for it.
+    assert!(matches!(
+        a.admit(b"x", Some("acme:k1"), 3, DAY).await.unwrap(),
+        Admission::Repeat { .. }
+    ));
+    // Acknowledged entries leave the bound.
+    let claimed = a.claim(10).await.unwrap();
+    assert_eq!(claimed.len(), 3);
+    assert_eq!(claimed[0].id, first);
+    assert_eq!(claimed[0].job, b"one");
+    let ids: Vec<String> = claimed.iter().map(|c| c.stream_id.clone()).collect();
+    assert_eq!(a.ack(&ids).await.unwrap(), 3);
+    assert_eq!(a.depth().await.unwrap(), 0);
+    added(b.admit(b"room again", None, 3, DAY).await.unwrap());
+    // Each admission one round trip; a claim one; a batch of acks one.
+    let conn = RedisConnection::open(&redis.url()).unwrap();
+    let c = RedisQueue::new(conn.clone(), "billing", "c");
+    c.depth().await.unwrap(); // connects
+    let before = conn.round_trips();
+    for n in 0..10 {
+        c.admit(format!("job {n}").as_bytes(), None, 1000, DAY)
+            .await
+            .unwrap();
+    }
+    let got = c.claim(16).await.unwrap();
+    let ids: Vec<String> = got.iter().map(|g| g.stream_id.clone()).collect();
+    c.ack(&ids).await.unwrap();
+    assert_eq!(got.len(), 11);
+    assert_eq!(
+        conn.round_trips() - before,
+        12,
+        "10 admissions, 1 claim, 1 ack of 11"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn claims_split_retries_happen_once_and_a_dead_consumers_work_is_reclaimed() {
+    if !available("claims_split_retries_happen_once_and_a_dead_consumers_work_is_reclaimed") {
+        return;
+    }
+    let redis = RedisServer::start();
+    let node =
+        |name: &str| RedisQueue::new(RedisConnection::open(&redis.url()).unwrap(), "crm", name);
+    let (a, b) = (node("a"), node("b"));
+    for n in 0..6 {
+        a.admit(format!("{n}").as_bytes(), None, 100, DAY)
+            .await
+            .unwrap();
+    }
+    let by_a = a.claim(2).await.unwrap();
+    let by_b = b.claim(10).await.unwrap();
+    assert_eq!((by_a.len(), by_b.len()), (2, 4));
+    let all: HashSet<&str> = by_a.iter().chain(&by_b).map(|c| c.id.as_str()).collect();
+    assert_eq!(all.len(), 6, "no entry handed to both");
+
+    // A retry: out of the stream into the retries, due at once here; moved
+    // back by whichever node sees it first, once, with its id and one more
+    // attempt counted.
+    let failed = by_b[0].clone();
+    assert!(b.retry(&failed, Duration::ZERO).await.unwrap());
+    assert!(
+        !b.retry(&failed, Duration::ZERO).await.unwrap(),
+        "retried once"
+    );
+    assert_eq!(b.depth().await.unwrap(), 6, "still outstanding");
+    let (moved_a, moved_b) = tokio::join!(a.promote_due(10), b.promote_due(10));
+    assert_eq!(moved_a.unwrap() + moved_b.unwrap(), 1, "moved back once");
+    let again = a.claim(10).await.unwrap();
+    assert_eq!(again.len(), 1);
+    assert_eq!(
+        (again[0].id.as_str(), again[0].attempts),
+        (failed.id.as_str(), 1)
+    );
+    assert_ne!(again[0].stream_id, failed.stream_id);
+    assert_eq!(again[0].job, failed.job);
+    // A retry not yet due stays put.
+    assert!(a.retry(&again[0], Duration::from_secs(3600)).await.unwrap());
+    assert_eq!(a.promote_due(10).await.unwrap(), 0);
+
+    // b dies holding three entries; a takes them over once they have been
+    // pending long enough (here: at once), and only those.
+    let fresh = a.reclaim(Duration::from_secs(3600), 10).await.unwrap();
+    assert!(fresh.is_empty(), "nothing has been pending an hour");
+    let taken = a.reclaim(Duration::ZERO, 10).await.unwrap();
+    let taken_ids: HashSet<&str> = taken.iter().map(|c| c.id.as_str()).collect();
+    let of_b: HashSet<&str> = by_b[1..].iter().map(|c| c.id.as_str()).collect();
+    assert!(of_b.is_subset(&taken_ids), "{taken_ids:?} ⊇ {of_b:?}");
+    // b comes back and acknowledges late: the entries a ended are not
+    // ended twice, and a retry of one a took over is refused.
+    let ids: Vec<String> = taken.iter().map(|c| c.stream_id.clone()).collect();
+    assert_eq!(a.ack(&ids).await.unwrap(), ids.len() as u64);
+    assert!(!b.retry(&by_b[1], Duration::ZERO).await.unwrap());
+    assert_eq!(b.ack(&[by_b[2].stream_id.clone()]).await.unwrap(), 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_redis_restart_without_persistence_needs_no_operator() {
+    if !available("a_redis_restart_without_persistence_needs_no_operator") {
+        return;
+    }
+    let mut redis = RedisServer::start();
+    let q = RedisQueue::new(RedisConnection::open(&redis.url()).unwrap(), "ship", "a");
+    q.admit(b"before", None, 10, DAY).await.unwrap();
+    assert_eq!(q.claim(10).await.unwrap().len(), 1);
+    redis.restart(); // no persistence: the stream and its group are gone
+    // Unreachable while it restarts, then each call works again: a claim
+    // finds no group (NOGROUP), makes it, and reads what is new.
+    let mut after = None;
+    for _ in 0..50 {
+        match q.admit(b"after", None, 10, DAY).await {
+            Ok(a) => {
+                after = Some(a);
+                break;
+            }
+            Err(_) => tokio::task::yield_now().await,
+        }
+    }
+    assert!(
+        matches!(after, Some(Admission::Added { depth: 1, .. })),
+        "{after:?}"
+    );
+    let got = q.claim(10).await.unwrap();
+    assert_eq!(got.len(), 1, "the group was made again");
+    assert_eq!(got[0].job, b"after");
+}
