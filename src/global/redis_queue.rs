@@ -2,33 +2,7 @@
 //! Streams and shared by a fleet, so a node that dies loses nothing: the
 //! others deliver what it had taken.
 //!
-//! Everything one destination needs sits under one hash tag
-//! (`dripfeed:q:{DEST}:…`), so each operation touches one Redis Cluster
-//! slot: the stream of queued jobs, the sorted set of retries by due time,
-//! and the tenant-scoped idempotency keys. Each node is a consumer of the
-//! stream's one group.
-//!
-//! - [`admit`](RedisQueue::admit): one script checks the idempotency key,
-//!   checks the outstanding count (stream + retries) against the bound
-//!   (latency budget × the destination's fleet rate) and adds the entry:
-//!   the queue is bounded fleet-wide, and a full queue refuses (tail-drop)
-//!   with the depth, for an honest `Retry-After`. Never `MAXLEN`, which
-//!   would trim unacknowledged work.
-//! - [`claim`](RedisQueue::claim): `XREADGROUP`, as many as the node's
-//!   pacing is about to emit, never the whole stream. A group lost with a
-//!   Redis restart without persistence (`NOGROUP`) is made again.
-//! - [`ack`](RedisQueue::ack): acknowledged and deleted, a batch in one
-//!   round trip; [`retry`](RedisQueue::retry): moved to the retries with
-//!   its due time, atomically and only if still pending for the group;
-//!   [`promote_due`](RedisQueue::promote_due): due retries back into the
-//!   stream, atomically, by whichever node runs it first (never twice).
-//! - [`reclaim`](RedisQueue::reclaim): `XAUTOCLAIM` of entries pending
-//!   longer than `idle`, from a consumer that died. Give it at least the
-//!   local buffer's worth of time at the current rate plus the deliver
-//!   timeout plus a margin: sooner, and a live node's slow delivery is made
-//!   twice.
-//!
-//! Every call is one round trip ([`RedisConnection::round_trips`]).
+//! The details are on [`RedisQueue`].
 
 use std::time::Duration;
 
@@ -77,7 +51,36 @@ pub struct Claimed {
     pub job: Vec<u8>,
 }
 
-/// One destination's shared queue (see the [module](self) docs).
+/// One destination's shared queue.
+///
+/// Everything one destination needs sits under one hash tag
+/// (`dripfeed:q:{DEST}:…`), so each operation touches one Redis Cluster
+/// slot: the stream of queued jobs, the sorted set of retries by due time,
+/// and the tenant-scoped idempotency keys. Each node is a consumer of the
+/// stream's one group.
+///
+/// - [`admit`](RedisQueue::admit): one script checks the idempotency key,
+///   checks the outstanding count (stream + retries) against the bound
+///   (latency budget × the destination's fleet rate) and adds the entry:
+///   the queue is bounded fleet-wide, and a full queue refuses (tail-drop)
+///   with the depth, for an honest `Retry-After`. Never `MAXLEN`, which
+///   would trim unacknowledged work.
+/// - [`claim`](RedisQueue::claim): `XREADGROUP`, as many as the node's
+///   pacing is about to emit, never the whole stream. A group lost with a
+///   Redis restart without persistence (`NOGROUP`) is made again.
+/// - [`ack`](RedisQueue::ack): acknowledged and deleted, a batch in one
+///   round trip; [`retry`](RedisQueue::retry): moved to the retries with
+///   its due time, atomically and only if still pending for the group;
+///   [`promote_due`](RedisQueue::promote_due): due retries back into the
+///   stream, atomically, by whichever node runs it first (never twice).
+/// - [`reclaim`](RedisQueue::reclaim): `XAUTOCLAIM` of entries pending
+///   longer than `idle`, from a consumer that died. Give it at least the
+///   local buffer's worth of time at the current rate plus the deliver
+///   timeout plus a margin: sooner, and a live node's slow delivery is made
+///   twice.
+///
+/// Every call is one round trip ([`RedisConnection::round_trips`]).
+///
 ///
 /// ```no_run
 /// # #[tokio::main]

@@ -9,7 +9,7 @@
 //! set's own bound on jobs); ended ones are remembered for
 //! `status_retention` within `status_max` of them ([`ended`]).
 //!
-//! With a journal, ended statuses are also written beside it ([`file`])
+//! With a journal, ended statuses are also written beside it ([`file`](mod@file))
 //! and read back at start, so a restart remembers them. Webhooks still
 //! unfinished are recovered from the journal and known again from the
 //! start, before their first attempt (through the set's `on_recovered`).
