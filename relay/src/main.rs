@@ -172,7 +172,7 @@ async fn main() -> ExitCode {
         Some(Command::HashKey) => hash_key(),
         Some(Command::Openapi { listener }) => match openapi::Listener::parse(&listener) {
             Some(l) => {
-                print!("{}", openapi::generate(l));
+                print!("{}", openapi::documents::generate(l));
                 ExitCode::SUCCESS
             }
             None => {

@@ -13,6 +13,7 @@
 //! (`X-Destination`, `X-Tenant`); a relay whose `destination_header` or
 //! `tenant_header` renames them serves its document with its own names.
 
+pub mod documents;
 pub mod schemas;
 
 use std::sync::Arc;
@@ -101,7 +102,7 @@ where
 
 /// `text` (a rendered document) with each header parameter named `from`
 /// (any case) named `to`.
-fn renamed(text: &str, headers: &[(&str, &str)]) -> String {
+pub(crate) fn renamed(text: &str, headers: &[(&str, &str)]) -> String {
     let Ok(mut doc) = serde_json::from_str::<serde_json::Value>(text) else {
         return text.to_owned();
     };
@@ -141,14 +142,6 @@ where
     let mut api = routes.routes(routes!(document)).into_openapi();
     describe(&mut api, listener);
     render(&api)
-}
-
-/// The document of `listener`, as text.
-pub fn generate(listener: Listener) -> String {
-    match listener {
-        Listener::Intake => of(crate::intake::routes(), listener),
-        Listener::Admin => of(crate::admin::routes(), listener),
-    }
 }
 
 /// Title, version, description and the security scheme.
@@ -228,71 +221,6 @@ fn link_names(doc: &mut serde_json::Value) {
                     link.insert(camel.to_owned(), v);
                 }
             }
-        }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_renamed_header_is_renamed_in_the_document() {
-        let doc = generate(Listener::Intake);
-        let text = renamed(
-            &doc,
-            &[("X-Destination", "X-Hook-Target"), ("X-Tenant", "X-Org")],
-        );
-        assert!(text.contains("\"name\": \"X-Hook-Target\""), "{text}");
-        assert!(text.contains("\"name\": \"X-Org\""));
-        assert!(!text.contains("\"name\": \"X-Destination\""));
-        assert!(
-            text.contains("\"name\": \"Idempotency-Key\""),
-            "others stay"
-        );
-    }
-
-    /// Each checked-in document is what the code generates.
-    #[test]
-    fn the_checked_in_documents_are_current() {
-        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
-        let update = std::env::var_os("UPDATE_OPENAPI").is_some_and(|v| v == "1");
-        for listener in [Listener::Intake, Listener::Admin] {
-            let path = dir.join(listener.file());
-            let now = generate(listener);
-            if update {
-                std::fs::write(&path, &now).unwrap();
-                continue;
-            }
-            let had = std::fs::read_to_string(&path).unwrap_or_default();
-            assert!(
-                had == now,
-                "relay/{} differs from the document the code generates: run \
-                 `UPDATE_OPENAPI=1 cargo test -p dripfeed-relay openapi` (or \
-                 `dripfeed-relay openapi {} > relay/{}`) and commit it",
-                listener.file(),
-                match listener {
-                    Listener::Intake => "intake",
-                    Listener::Admin => "admin",
-                },
-                listener.file(),
-            );
-        }
-    }
-
-    /// Every status the issue names is in the documents where it applies.
-    #[test]
-    fn deliver_documents_every_refusal() {
-        let doc: serde_json::Value = serde_json::from_str(&generate(Listener::Intake)).unwrap();
-        assert_eq!(doc["openapi"], "3.1.0");
-        let deliver = &doc["paths"]["/v1/webhooks/deliver"]["post"]["responses"];
-        for status in [
-            "202", "400", "401", "403", "404", "408", "409", "413", "422", "429", "503",
-        ] {
-            assert!(deliver.get(status).is_some(), "{status} missing");
-        }
-        for header in ["Retry-After", "RateLimit", "RateLimit-Policy"] {
-            assert!(deliver["429"]["headers"].get(header).is_some(), "{header}");
         }
     }
 }
