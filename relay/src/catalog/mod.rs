@@ -23,11 +23,17 @@ use tokio::task::JoinHandle;
 
 use crate::config::Destination;
 
-/// Where a destination's deliveries go, and its signing keys.
+/// Where a destination's deliveries go, and its signing keys: parsed once
+/// when it is configured, not at every delivery.
 #[derive(Debug)]
 pub struct Target {
     /// Its URL.
     pub url: String,
+    /// The same, parsed (what the client is given).
+    pub parsed: Option<reqwest::Url>,
+    /// Its host when that is an IP literal (checked by the address guard
+    /// before each delivery; a name is checked by the resolver).
+    pub literal: Option<std::net::IpAddr>,
     /// The bytes of its `whsec_` secrets: the secret, then the previous one
     /// while it is being replaced; none: unsigned.
     pub secrets: Vec<Arc<[u8]>>,
@@ -37,6 +43,8 @@ impl Target {
     fn of(d: &Destination) -> Target {
         Target {
             url: d.url.as_str().to_owned(),
+            parsed: reqwest::Url::parse(d.url.as_str()).ok(),
+            literal: crate::deliver::guard::ip_literal(d.url.as_str()),
             secrets: [&d.secret, &d.previous_secret]
                 .into_iter()
                 .flatten()

@@ -51,7 +51,9 @@ impl Downstream<Job> for HttpDownstream {
         let Some(target) = self.catalog.target(&self.name) else {
             return Delivery::Failed;
         };
-        let url = &target.url;
+        let Some(url) = target.parsed.clone() else {
+            return Delivery::Failed; // checked at configuration: unreachable
+        };
         // The id the 202 named (or, redriven, the id it had before).
         let public = trail.name(attempt.id());
         self.status.started(
@@ -84,7 +86,9 @@ impl Downstream<Job> for HttpDownstream {
                 .header("webhook-timestamp", ts.to_string())
                 .header("webhook-signature", signatures.join(" "));
         }
-        if let Err(refused) = self.guard.check_url(url) {
+        if let Some(ip) = target.literal
+            && let Err(refused) = self.guard.check(ip)
+        {
             return self.refused(job, &attempt, refused);
         }
         let started = std::time::Instant::now();
