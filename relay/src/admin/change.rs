@@ -83,6 +83,20 @@ fn conflict(kind: &str, detail: &str) -> Response {
 const NO_STATE: &str = "this relay has no state file (no_journal without state_dir): \
                         a change would not survive a restart; give state_dir";
 
+const SHARED: &str = "with queue = redis, destinations are changed in the configuration of \
+                      every relay for now (the admin API does not reach the fleet yet)";
+
+/// Whether the relay runs the shared queue (queue = redis).
+fn shared_queue(admin: &Admin) -> bool {
+    #[cfg(feature = "redis")]
+    return admin.intake.shared.is_some();
+    #[cfg(not(feature = "redis"))]
+    {
+        let _ = admin;
+        false
+    }
+}
+
 fn closing() -> Response {
     problem(
         StatusCode::SERVICE_UNAVAILABLE,
@@ -125,7 +139,7 @@ fn refused(e: DestinationError) -> Response {
         (status = 400, description = "The body is not JSON.", body = Problem, content_type = "application/problem+json"),
         (status = 401, description = "No admin token, or not the admin token.", body = Problem, content_type = "application/problem+json",
             headers(("WWW-Authenticate" = String, description = "`Bearer realm=\"dripfeed-relay\"`"))),
-        (status = 409, description = "It is being deleted, an older destination of that name is still draining, or the relay has no state file.", body = Problem, content_type = "application/problem+json"),
+        (status = 409, description = "It is being deleted, an older destination of that name is still draining, the relay has no state file, or it runs the shared queue (queue = redis).", body = Problem, content_type = "application/problem+json"),
         (status = 422, description = "A bad name, field or address, a rate its ring cannot hold, or max_destinations reached.", body = Problem, content_type = "application/problem+json"),
         (status = 503, description = "The state file cannot be written (nothing changed), the relay is shutting down, or the listener serves its most connections.", body = Problem, content_type = "application/problem+json"),
     ))]
@@ -161,6 +175,9 @@ pub async fn put(
     };
     if admin.catalog.is_closing() {
         return closing();
+    }
+    if shared_queue(&admin) {
+        return conflict("shared-queue", SHARED);
     }
     let mut errors = Vec::new();
     let origin = Origin::Api(admin.state_path.clone());
@@ -246,12 +263,15 @@ pub async fn put(
         (status = 401, description = "No admin token, or not the admin token.", body = Problem, content_type = "application/problem+json",
             headers(("WWW-Authenticate" = String, description = "`Bearer realm=\"dripfeed-relay\"`"))),
         (status = 404, description = "No destination of that name (or it is already being deleted).", body = Problem, content_type = "application/problem+json"),
-        (status = 409, description = "The relay has no state file.", body = Problem, content_type = "application/problem+json"),
+        (status = 409, description = "The relay has no state file, or it runs the shared queue (queue = redis).", body = Problem, content_type = "application/problem+json"),
         (status = 503, description = "The state file cannot be written (nothing changed), or the listener serves its most connections.", body = Problem, content_type = "application/problem+json"),
     ))]
 pub async fn delete(State(admin): State<Arc<Admin>>, Path(name): Path<String>) -> Response {
     if admin.catalog.is_closing() {
         return closing();
+    }
+    if shared_queue(&admin) {
+        return conflict("shared-queue", SHARED);
     }
     let mut state = admin.state.lock().await;
     let Some(file) = state.as_mut() else {

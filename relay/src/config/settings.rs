@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use super::cidrs::CidrList;
 use super::declare::declare_settings;
-use super::value::{FailureMode, HttpUrl, LogFormat, OverflowPolicy, StoreUrl};
+use super::value::{FailureMode, HttpUrl, LogFormat, OverflowPolicy, QueueKind, StoreUrl};
 use crate::auth::digest::KeyDigest;
 
 declare_settings! {
@@ -107,6 +107,14 @@ declare_settings! {
     /// Redis URL holding the fleet-wide delivery limit shared by every relay
     /// (and the tenant quotas, without postgres).
     redis: StoreUrl;
+    /// Where accepted webhooks wait: local (this relay, journaled on its
+    /// disk) or redis (Redis Streams shared by every relay with the same
+    /// redis: a node that dies loses nothing).
+    queue: QueueKind = "local";
+    /// This relay's name in the shared queue (queue = redis): unique in the
+    /// fleet and the same across its restarts. Unset: host name and the
+    /// listen port.
+    node_name: String;
     /// The fleet-wide limit over every destination, deliveries/s (with
     /// redis). Unset: drain_rate.
     global_rate: f64;

@@ -3,6 +3,7 @@
 //! from; every rule runs, so all errors are reported at once.
 
 use super::error::{ConfigError, Origin};
+use super::value::{FailureMode, OverflowPolicy, QueueKind};
 use super::{Config, Settings};
 
 /// Every rule broken by `cfg`.
@@ -128,6 +129,48 @@ pub(super) fn check(cfg: &Config, errors: &mut Vec<ConfigError>) {
                 s.admin_listen
             ),
         );
+    }
+    if s.queue == QueueKind::Redis {
+        if s.redis.is_none() {
+            bad("queue", "queue = redis needs redis (its URL)".into());
+        }
+        if s.overflow != OverflowPolicy::TailDrop {
+            bad(
+                "overflow",
+                "with queue = redis a full queue refuses the arriving webhook (tail-drop): \
+                 head-drop and dead-letter are not available there"
+                    .into(),
+            );
+        }
+        if s.redis_failure == FailureMode::Open {
+            let open = cfg
+                .origin("redis_failure")
+                .is_some_and(|o| *o != Origin::Default);
+            if open {
+                bad(
+                    "redis_failure",
+                    "open cannot be kept with queue = redis: while Redis is down there is \
+                     no queue to take webhooks into (intake answers 503)"
+                        .into(),
+                );
+            }
+        }
+        if cfg.tenant_quotas() {
+            bad(
+                "tenant_rate",
+                "tenant quotas are not taken with queue = redis yet: run without tenant_rate \
+                 (and without a tenant's own rate)"
+                    .into(),
+            );
+        }
+        if s.adaptive {
+            bad(
+                "adaptive",
+                "an adaptive rate is not shared by the fleet yet: with queue = redis each \
+                 destination drains at its configured rate"
+                    .into(),
+            );
+        }
     }
     if s.redis.is_some() && !cfg!(feature = "redis") {
         bad(

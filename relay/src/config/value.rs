@@ -203,6 +203,17 @@ named_enum!(
 );
 
 named_enum!(
+    /// Where accepted webhooks wait for delivery.
+    QueueKind {
+        /// In this relay, journaled on its disk.
+        Local = "local",
+        /// In Redis Streams, shared by every relay with the same `redis`:
+        /// a node that dies loses nothing, the others deliver its webhooks.
+        Redis = "redis",
+    }
+);
+
+named_enum!(
     /// What a shared store's outage does.
     FailureMode {
         /// Keep going on a local share.

@@ -49,6 +49,7 @@ mod lookup;
 pub mod names;
 pub mod problem;
 mod route;
+mod shared;
 pub mod tenants;
 
 use std::sync::Arc;
@@ -89,6 +90,10 @@ pub struct Intake {
     /// The destinations in force (configured, and changed through the
     /// admin API): the names a request may use.
     pub catalog: Arc<crate::catalog::Catalog>,
+    /// With `queue = redis`, the fleet's queues: webhooks go there instead
+    /// of into `set`.
+    #[cfg(feature = "redis")]
+    pub shared: Option<Arc<crate::queue::shared::Shared>>,
     /// The header that names a destination.
     pub destination_header: String,
     /// The header that names the tenant (read only on an open relay).
@@ -256,6 +261,27 @@ async fn take(intake: &Intake, request: Request) -> Result<Response, Refusal> {
     let tenant_bytes = tenant.named.as_ref().map_or(0, String::len);
     let (body, ticket) = intake.read_body(body, announced, tenant_bytes).await?;
     json::check(headers_in, &body)?;
+    // With queue = redis, the fleet's queue keeps the key and the webhook.
+    #[cfg(feature = "redis")]
+    if let Some(shared) = &intake.shared {
+        let text = |name: &str| {
+            headers_in
+                .get(name)
+                .and_then(|v| v.to_str().ok())
+                .map(str::to_owned)
+        };
+        let content_type = text(header::CONTENT_TYPE.as_str());
+        let job = Job::new(
+            body,
+            content_type,
+            tenant.named.clone(),
+            destination.clone(),
+            ticket,
+        );
+        let answer = shared::take(intake, shared, tenant, key.as_deref(), &destination, job).await;
+        drop(pass);
+        return answer;
+    }
     // 4. The idempotency key, scoped by the tenant.
     if let Some(key) = &key
         && let Some(answer) = repeat(intake, tenant, key, &body)

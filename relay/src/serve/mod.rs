@@ -21,6 +21,7 @@ use crate::status::Registry;
 use crate::{admin, deliver, demo, listener, queue, shutdown, telemetry};
 
 mod demo_prep;
+mod shared_prep;
 
 /// What the relay does once it listens.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -132,7 +133,11 @@ pub async fn run(
         guard: guard.clone(),
         latencies: latencies.clone(),
         tenants: tenant_store.as_ref().map(|(store, _)| store.clone()),
-        permits: queue::fleet::permits(s)?,
+        // With queue = redis the drains have their own fleet permits.
+        permits: match s.queue {
+            crate::config::value::QueueKind::Redis => None,
+            crate::config::value::QueueKind::Local => queue::fleet::permits(s)?,
+        },
         status: status.clone(),
         catalog: catalog.clone(),
     };
@@ -220,9 +225,14 @@ pub async fn run(
         ),
         None => println!("no journal: accepted webhooks live in memory only"),
     }
+    #[cfg(feature = "redis")]
+    let (shared, stop_drains) =
+        shared_prep::open(&cfg, &catalog, &sink, &latencies, &status, &guard)?;
     let intake = Arc::new(Intake {
         set: queue.set.clone(),
         catalog: catalog.clone(),
+        #[cfg(feature = "redis")]
+        shared,
         destination_header: s.destination_header.clone(),
         tenant_header: s.tenant_header.clone(),
         tenants: Tenants::new(&cfg),
@@ -315,6 +325,12 @@ pub async fn run(
             Ok(())
         }
     };
+    #[cfg(feature = "redis")]
+    if let Some(stop) = &stop_drains {
+        // What they claimed and did not end stays pending in Redis: taken
+        // over by the fleet (or by this relay when it is back).
+        let _ = stop.send(true);
+    }
     // Idle and stalled connections are closed too, within a second.
     server.shutdown().await;
     admin_server.shutdown().await;

@@ -1,0 +1,67 @@
+//! Step 5 with `queue = redis`: the webhook goes into the fleet's queue in
+//! Redis ([`crate::queue::shared`]), its idempotency key checked there (so
+//! a sender's retry that lands on another relay is the same webhook).
+
+#![cfg(feature = "redis")]
+
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use dripfeed::headers;
+use serde_json::json;
+
+use super::answers::Answers;
+use super::job::Job;
+use super::names::Tenant;
+use super::problem::problem;
+use super::{Intake, Refusal};
+use crate::queue::shared::{Admit, Shared};
+
+/// The 202 (or the refusal) for `job`, queued in `shared` for `destination`.
+pub(super) async fn take(
+    intake: &Intake,
+    shared: &Shared,
+    tenant: &Tenant,
+    key: Option<&str>,
+    destination: &str,
+    job: Job,
+) -> Result<Response, Refusal> {
+    let scoped = key.map(|k| format!("{}:{k}", tenant.scope()));
+    let received = job.received_unix_ms;
+    match shared.admit(destination, &job, scoped.as_deref()).await {
+        Ok(Admit::Queued(id)) => {
+            Answers::bump(&intake.answers.queued);
+            intake.status.queued(
+                id,
+                tenant.named.as_deref(),
+                &std::sync::Arc::from(destination),
+                received,
+            );
+            let body = json!({"status": "queued", "id": id.to_string()});
+            Ok((StatusCode::ACCEPTED, axum::Json(body)).into_response())
+        }
+        Ok(Admit::Repeat(id)) => {
+            let body = json!({"status": "duplicate", "id": id.to_string()});
+            Ok((StatusCode::ACCEPTED, axum::Json(body)).into_response())
+        }
+        Ok(Admit::Full(wait)) => {
+            Answers::bump(&intake.answers.full_503);
+            let retry = headers::retry_after(headers::jittered(wait));
+            Err(Box::new(problem(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "overloaded",
+                "the fleet's delivery queue for this destination is full; retry later".into(),
+                vec![("retry-after", retry)],
+            )))
+        }
+        Err(e) => {
+            Answers::bump(&intake.answers.store_503);
+            tracing::warn!(error = %e, "shared queue: a webhook could not be queued");
+            Err(Box::new(problem(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "unavailable",
+                "the shared queue (Redis) cannot take webhooks now; retry later".into(),
+                vec![("retry-after", "1".to_owned())],
+            )))
+        }
+    }
+}

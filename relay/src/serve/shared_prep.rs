@@ -1,0 +1,81 @@
+//! With `queue = redis`: the fleet's queues opened and this relay's drains
+//! started ([`crate::queue::shared`]); otherwise nothing.
+
+#![cfg(feature = "redis")]
+
+use std::sync::Arc;
+
+use tokio::sync::watch;
+
+use super::Failure;
+use crate::catalog::Catalog;
+use crate::config::Config;
+use crate::config::value::QueueKind;
+use crate::dead_letter::FileSink;
+use crate::deliver::guard::AddressGuard;
+use crate::deliver::latency::Latencies;
+use crate::deliver::{self, HttpDownstream};
+use crate::queue::shared::{Drains, Shared};
+use crate::status::Registry;
+
+/// This relay's name in the shared queue: `node_name`, else the host's name
+/// and the listen port.
+fn node_name(cfg: &Config) -> String {
+    let s = &cfg.settings;
+    if let Some(name) = &s.node_name {
+        return name.clone();
+    }
+    let host = std::env::var("HOSTNAME")
+        .ok()
+        .or_else(|| std::fs::read_to_string("/etc/hostname").ok())
+        .map(|h| h.trim().to_owned())
+        .filter(|h| !h.is_empty())
+        .unwrap_or_else(|| "relay".to_owned());
+    format!("{host}:{}", s.listen.port())
+}
+
+/// The shared queues, and the sender that stops their drains.
+type Opened = (Option<Arc<Shared>>, Option<watch::Sender<bool>>);
+
+/// The shared queues and the sender that stops their drains, or none.
+pub(super) fn open(
+    cfg: &Config,
+    catalog: &Arc<Catalog>,
+    sink: &Arc<FileSink>,
+    latencies: &Arc<Latencies>,
+    status: &Arc<Registry>,
+    guard: &Arc<AddressGuard>,
+) -> Result<Opened, Failure> {
+    let s = &cfg.settings;
+    if s.queue != QueueKind::Redis {
+        return Ok((None, None));
+    }
+    let node = node_name(cfg);
+    let shared = Shared::open(cfg, &node)?;
+    let client = deliver::client::client(s, s.max_in_flight, guard.clone())?;
+    let (catalog, latencies, status, guard) = (
+        catalog.clone(),
+        latencies.clone(),
+        status.clone(),
+        guard.clone(),
+    );
+    let downstream = Arc::new(move |name: &str| HttpDownstream {
+        client: client.clone(),
+        name: Arc::from(name),
+        catalog: catalog.clone(),
+        latencies: latencies.clone(),
+        guard: guard.clone(),
+        status: status.clone(),
+    });
+    let (stop, stopped) = watch::channel(false);
+    shared.spawn(
+        cfg,
+        Drains {
+            downstream,
+            sink: sink.clone(),
+        },
+        &stopped,
+    )?;
+    println!("shared queue in Redis as node {node}: webhooks wait in the fleet's streams");
+    Ok((Some(Arc::new(shared)), Some(stop)))
+}
