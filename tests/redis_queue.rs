@@ -15,6 +15,13 @@ use support::redis::{RedisServer, available};
 
 const DAY: Duration = Duration::from_secs(86_400);
 
+/// An id unique in the test run.
+fn fresh() -> String {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static NEXT: AtomicU64 = AtomicU64::new(1);
+    NEXT.fetch_add(1, Ordering::Relaxed).to_string()
+}
+
 fn added(a: Admission) -> String {
     match a {
         Admission::Added { id, .. } => id,
@@ -31,29 +38,35 @@ async fn admission_is_bounded_fleet_wide_and_a_repeat_answers_the_first_id() {
     // Two nodes, one queue.
     let a = RedisQueue::new(RedisConnection::open(&redis.url()).unwrap(), "billing", "a");
     let b = RedisQueue::new(RedisConnection::open(&redis.url()).unwrap(), "billing", "b");
-    let first = added(a.admit(b"one", Some("acme:k1"), 3, DAY).await.unwrap());
+    let first = added(
+        a.admit(&fresh(), b"one", Some("acme:k1"), 3, DAY)
+            .await
+            .unwrap(),
+    );
     assert_eq!(
-        b.admit(b"one again", Some("acme:k1"), 3, DAY)
+        b.admit(&fresh(), b"one again", Some("acme:k1"), 3, DAY)
             .await
             .unwrap(),
         Admission::Repeat { id: first.clone() },
         "the key is the fleet's, not the node's"
     );
     assert!(matches!(
-        b.admit(b"other tenant", Some("globex:k1"), 3, DAY)
+        b.admit(&fresh(), b"other tenant", Some("globex:k1"), 3, DAY)
             .await
             .unwrap(),
         Admission::Added { depth: 2, .. }
     ));
-    added(a.admit(b"three", None, 3, DAY).await.unwrap());
+    added(a.admit(&fresh(), b"three", None, 3, DAY).await.unwrap());
     assert_eq!(
-        b.admit(b"four", None, 3, DAY).await.unwrap(),
+        b.admit(&fresh(), b"four", None, 3, DAY).await.unwrap(),
         Admission::Full { depth: 3 }
     );
     assert_eq!(a.depth().await.unwrap(), 3);
     // A repeat is answered even when full; nothing was written for it.
     assert!(matches!(
-        a.admit(b"x", Some("acme:k1"), 3, DAY).await.unwrap(),
+        a.admit(&fresh(), b"x", Some("acme:k1"), 3, DAY)
+            .await
+            .unwrap(),
         Admission::Repeat { .. }
     ));
     // Acknowledged entries leave the bound.
@@ -64,14 +77,18 @@ async fn admission_is_bounded_fleet_wide_and_a_repeat_answers_the_first_id() {
     let ids: Vec<String> = claimed.iter().map(|c| c.stream_id.clone()).collect();
     assert_eq!(a.ack(&ids).await.unwrap(), 3);
     assert_eq!(a.depth().await.unwrap(), 0);
-    added(b.admit(b"room again", None, 3, DAY).await.unwrap());
+    added(
+        b.admit(&fresh(), b"room again", None, 3, DAY)
+            .await
+            .unwrap(),
+    );
     // Each admission one round trip; a claim one; a batch of acks one.
     let conn = RedisConnection::open(&redis.url()).unwrap();
     let c = RedisQueue::new(conn.clone(), "billing", "c");
     c.depth().await.unwrap(); // connects
     let before = conn.round_trips();
     for n in 0..10 {
-        c.admit(format!("job {n}").as_bytes(), None, 1000, DAY)
+        c.admit(&fresh(), format!("job {n}").as_bytes(), None, 1000, DAY)
             .await
             .unwrap();
     }
@@ -96,7 +113,7 @@ async fn claims_split_retries_happen_once_and_a_dead_consumers_work_is_reclaimed
         |name: &str| RedisQueue::new(RedisConnection::open(&redis.url()).unwrap(), "crm", name);
     let (a, b) = (node("a"), node("b"));
     for n in 0..6 {
-        a.admit(format!("{n}").as_bytes(), None, 100, DAY)
+        a.admit(&fresh(), format!("{n}").as_bytes(), None, 100, DAY)
             .await
             .unwrap();
     }
@@ -153,14 +170,14 @@ async fn a_redis_restart_without_persistence_needs_no_operator() {
     }
     let mut redis = RedisServer::start();
     let q = RedisQueue::new(RedisConnection::open(&redis.url()).unwrap(), "ship", "a");
-    q.admit(b"before", None, 10, DAY).await.unwrap();
+    q.admit(&fresh(), b"before", None, 10, DAY).await.unwrap();
     assert_eq!(q.claim(10).await.unwrap().len(), 1);
     redis.restart(); // no persistence: the stream and its group are gone
     // Unreachable while it restarts, then each call works again: a claim
     // finds no group (NOGROUP), makes it, and reads what is new.
     let mut after = None;
     for _ in 0..50 {
-        match q.admit(b"after", None, 10, DAY).await {
+        match q.admit(&fresh(), b"after", None, 10, DAY).await {
             Ok(a) => {
                 after = Some(a);
                 break;

@@ -16,8 +16,8 @@ const CALL: Duration = Duration::from_secs(2);
 /// What [`RedisQueue::admit`] did.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Admission {
-    /// Queued under `id` (its stream id, the job's id from now on);
-    /// `depth` entries are outstanding with it.
+    /// Queued under `id` (the id the caller gave); `depth` entries are
+    /// outstanding with it.
     Added {
         /// The job's id.
         id: String,
@@ -42,8 +42,8 @@ pub enum Admission {
 pub struct Claimed {
     /// Its entry in the stream now.
     pub stream_id: String,
-    /// Its id for good: the stream id it was admitted under (kept across
-    /// retries, which add it again).
+    /// Its id for good, as given at admission (kept across retries, which
+    /// add it again; an entry without one is known by its stream id).
     pub id: String,
     /// Attempts made before this claim.
     pub attempts: u32,
@@ -90,7 +90,7 @@ pub struct Claimed {
 /// let conn = RedisConnection::open("redis://127.0.0.1:6379/")?;
 /// let queue = RedisQueue::new(conn, "billing", "node-1");
 /// let day = Duration::from_secs(86_400);
-/// let id = match queue.admit(b"{\"order\":1}", Some("acme:order-1"), 1_000, day).await? {
+/// let id = match queue.admit("17", b"{\"order\":1}", Some("acme:order-1"), 1_000, day).await? {
 ///     Admission::Added { id, .. } | Admission::Repeat { id } => id,
 ///     Admission::Full { depth } => panic!("{depth} outstanding: 503"),
 /// };
@@ -200,12 +200,14 @@ impl RedisQueue {
         &self.stream
     }
 
-    /// Queues `job` unless the outstanding entries (queued, being
+    /// Queues `job` as `id` (unique in the fleet: a stream id is unique
+    /// only in its stream) unless the outstanding entries (queued, being
     /// delivered, waiting for a retry) reach `bound`; with `idempotency`
     /// (already scoped by tenant, e.g. `"acme:order-17"`) a key seen within
     /// `remember` answers the first job's id instead. One round trip.
     pub async fn admit(
         &self,
+        id: &str,
         job: &[u8],
         idempotency: Option<&str>,
         bound: u64,
@@ -224,7 +226,8 @@ impl RedisQueue {
                     .unwrap_or(u64::MAX)
                     .max(1),
             )
-            .arg(if idempotency.is_some() { "1" } else { "0" });
+            .arg(if idempotency.is_some() { "1" } else { "0" })
+            .arg(id);
         let answer: Value = bounded(call.invoke_async(&mut conn), CALL).await?;
         let items = array(answer, 3, "queue admit")?;
         let id = text(&items[1]).unwrap_or_default();
@@ -343,9 +346,8 @@ impl RedisQueue {
     }
 
     /// Moves `job` to the retries, due `after` from now (the server's
-    /// clock), with one more attempt counted; `false` when the group no
-    /// longer had it pending (another consumer took it over and ended it):
-    /// then nothing is retried.
+    /// clock), with one more attempt counted; `false` when this consumer no
+    /// longer holds it (another took it over): then nothing is retried.
     pub async fn retry(&self, job: &Claimed, after: Duration) -> Result<bool, RedisError> {
         let mut member = Vec::with_capacity(job.id.len() + job.job.len() + 12);
         member.extend_from_slice(job.id.as_bytes());
@@ -361,7 +363,8 @@ impl RedisQueue {
             .arg("retry")
             .arg(&job.stream_id)
             .arg(u64::try_from(after.as_millis()).unwrap_or(u64::MAX))
-            .arg(member);
+            .arg(member)
+            .arg(&self.consumer);
         let v: Value = bounded(call.invoke_async(&mut conn), CALL).await?;
         Ok(count(&v)? == 1)
     }

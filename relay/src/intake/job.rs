@@ -126,6 +126,21 @@ impl Job {
         }
     }
 
+    /// A webhook whose record could not be read: its bytes kept as the
+    /// body, to be dead-lettered as they are.
+    pub fn raw(bytes: Bytes) -> Job {
+        Job {
+            body: bytes,
+            content_type: None,
+            tenant: None,
+            received_unix_ms: unix_ms(),
+            destination: None,
+            redrive_id: None,
+            trail: Arc::default(),
+            _ticket: None,
+        }
+    }
+
     /// A webhook re-admitted from a dead-letter line (`--redrive`) under
     /// the id it had, holding its bytes against the budget like a new one.
     pub fn redriven(

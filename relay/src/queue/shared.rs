@@ -10,20 +10,22 @@
 //!   has it. A full queue answers 503 with a `Retry-After` from the fleet's
 //!   depth and rate; Redis unreachable answers 503 too (never a 202 it
 //!   cannot keep).
-//! - **Delivery**: each relay's drain for a destination claims a few
-//!   entries at a time, only as its pacing is about to emit them, emits at
-//!   the destination's rate (with `global_rate`, through the fleet's shared
-//!   permits), and acknowledges in batches. A retry waits in Redis by its
+//! - **Delivery**: each relay's drain for a destination takes a delivery
+//!   place, waits for its pacing and a permit of the destination's bucket
+//!   in Redis (at the destination's rate: the fleet together delivers at
+//!   most that), and only then claims one entry, so an entry is in a
+//!   relay's hands only while it is delivered. Acknowledgements go in
+//!   batches, retried until Redis takes them. A retry waits in Redis by its
 //!   due time and comes back through whichever relay moves it first; a
 //!   webhook past its retries or refused for good goes to this relay's
-//!   dead-letter file.
+//!   dead-letter file, and is acknowledged once its line is on disk.
 //! - **A dead node**: its pending entries are reclaimed (`XAUTOCLAIM`) once
-//!   idle for the buffer's worth of time at the rate, plus the deliver
-//!   timeout, plus two seconds: never sooner, which is how duplicates
-//!   happen.
+//!   idle for the deliver timeout plus five seconds: never sooner, which is
+//!   how duplicates happen; a holder that was too slow cannot retry an
+//!   entry taken over from it.
 //!
-//! The webhook's id is its stream id (`MS-SEQ`) as one number:
-//! `MS × 2^20 + SEQ`.
+//! A webhook's id is a random 64-bit number given at admission and kept in
+//! its entry (stream ids are per destination, so not unique in the fleet).
 
 #![cfg(feature = "redis")]
 
@@ -42,14 +44,19 @@ use crate::dead_letter::FileSink;
 use crate::deliver::HttpDownstream;
 use crate::intake::job::Job;
 
-/// Entries a drain claims at once: its local buffer.
-const BUFFER: usize = 4;
 /// Acknowledgements sent together at most.
 const ACK_BATCH: usize = 256;
+/// How long an idle drain waits before it asks for work again.
+const IDLE_POLL: Duration = Duration::from_millis(50);
 
-/// A stream id (`MS-SEQ`) as the webhook's number.
-pub fn number_of(stream_id: &str) -> u64 {
-    let (ms, seq) = stream_id.split_once('-').unwrap_or((stream_id, "0"));
+/// An entry's id as the webhook's number (ids are given as numbers; an
+/// entry written otherwise is known by its stream id `MS-SEQ`, as
+/// `MS × 2^20 + SEQ`).
+pub fn number_of(id: &str) -> u64 {
+    if let Ok(n) = id.parse() {
+        return n;
+    }
+    let (ms, seq) = id.split_once('-').unwrap_or((id, "0"));
     let ms: u64 = ms.parse().unwrap_or(0);
     let seq: u64 = seq.parse().unwrap_or(0);
     (ms << 20) | (seq & 0xF_FFFF)
@@ -78,6 +85,9 @@ pub struct Shared {
     lanes: HashMap<String, Lane>,
     remember: Duration,
     conn: RedisConnection,
+    /// The drains, stopped by [`finish`](Self::finish).
+    drains: std::sync::Mutex<Vec<tokio::task::JoinHandle<()>>>,
+    stop: tokio::sync::watch::Sender<bool>,
 }
 
 /// What the drains need from the relay.
@@ -113,6 +123,8 @@ impl Shared {
             lanes,
             remember: s.idempotency_window,
             conn,
+            drains: std::sync::Mutex::new(Vec::new()),
+            stop: tokio::sync::watch::channel(false).0,
         })
     }
 
@@ -130,9 +142,10 @@ impl Shared {
             .ok_or("not a destination of the shared queue")?;
         let mut bytes = Vec::with_capacity(job.body.len() + 64);
         job.encode(&mut bytes);
+        let id = fastrand::u64(1..).to_string();
         let answer = lane
             .queue
-            .admit(&bytes, key, lane.bound, self.remember)
+            .admit(&id, &bytes, key, lane.bound, self.remember)
             .await
             .map_err(|e| e.to_string())?;
         Ok(match answer {
@@ -146,14 +159,8 @@ impl Shared {
 
     /// Starts one drain per destination, each emitting through the fleet's
     /// permits for that destination (a bucket in Redis at its rate: the
-    /// fleet together delivers at the rate, not each relay); they end once
-    /// `stop` says so.
-    pub fn spawn(
-        &self,
-        cfg: &Config,
-        drains: Drains,
-        stop: &tokio::sync::watch::Receiver<bool>,
-    ) -> Result<(), String> {
+    /// fleet together delivers at most the rate, not each relay).
+    pub fn spawn(&self, cfg: &Config, drains: Drains) -> Result<(), String> {
         let s = &cfg.settings;
         for (name, lane) in &self.lanes {
             let permits = RedisRate::builder(
@@ -178,9 +185,31 @@ impl Shared {
                     s.per_destination_cap(cfg.destinations.len()),
                 )),
             };
-            tokio::spawn(d.run(stop.clone()));
+            let task = tokio::spawn(d.run(self.stop.subscribe()));
+            self.drains
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .push(task);
         }
         Ok(())
+    }
+
+    /// At shutdown, before the dead-letter file is flushed: the drains
+    /// claim nothing more and end the deliveries they hold (within
+    /// `grace`), their acknowledgements sent.
+    pub async fn finish(&self, grace: Duration) {
+        let _ = self.stop.send(true);
+        let tasks = std::mem::take(&mut *self.drains.lock().unwrap_or_else(|p| p.into_inner()));
+        let all = async {
+            for task in tasks {
+                let _ = task.await;
+            }
+        };
+        if tokio::time::timeout(grace, all).await.is_err() {
+            tracing::warn!(
+                "shared queue: deliveries still running at the end of the grace are taken over by the fleet"
+            );
+        }
     }
 }
 
@@ -198,60 +227,36 @@ struct Drain {
 }
 
 impl Drain {
+    /// Until stopped: a place, the pacing, a permit, then one entry (a due
+    /// retry moved back and a dead relay's entries taken over once a
+    /// second), delivered in a task of its own. Once stopped, waits for its
+    /// deliveries and their acknowledgements.
     async fn run(self, mut stop: tokio::sync::watch::Receiver<bool>) {
         let this = Arc::new(self);
         let (acks, ack_rx) = mpsc::unbounded_channel();
-        tokio::spawn(acknowledge(this.lane.queue.clone(), ack_rx));
+        let acker = tokio::spawn(acknowledge(this.lane.queue.clone(), ack_rx));
         let interval = Duration::from_secs_f64(1.0 / this.lane.rate.max(0.001));
-        let idle = Duration::from_secs_f64(BUFFER as f64 / this.lane.rate.max(0.001))
-            + this.timeout
-            + Duration::from_secs(2);
-        let mut buffer: std::collections::VecDeque<Claimed> = Default::default();
+        let idle = this.timeout + Duration::from_secs(5);
         let mut upkeep = Instant::now();
         let mut next = Instant::now();
-        loop {
+        let cap = u32::try_from(this.in_flight.available_permits()).unwrap_or(u32::MAX);
+        'run: loop {
             if *stop.borrow() {
-                return;
+                break;
             }
-            if upkeep <= Instant::now() {
-                upkeep = Instant::now() + Duration::from_secs(1);
-                let q = &this.lane.queue;
-                if let Err(e) = q.promote_due(256).await {
-                    tracing::debug!(error = %e, "shared queue: retries not moved");
-                }
-                match q.reclaim(idle, BUFFER).await {
-                    Ok(taken) if !taken.is_empty() => {
-                        tracing::info!(
-                            entries = taken.len(),
-                            "shared queue: took over webhooks a relay left pending"
-                        );
-                        buffer.extend(taken);
-                    }
-                    Ok(_) => {}
-                    Err(e) => tracing::debug!(error = %e, "shared queue: nothing reclaimed"),
-                }
-            }
-            if buffer.is_empty() {
-                match this.lane.queue.claim(BUFFER).await {
-                    Ok(got) if !got.is_empty() => buffer.extend(got),
-                    Ok(_) => {
-                        let wait = Duration::from_millis(20).min(upkeep - Instant::now());
-                        tokio::select! {
-                            _ = tokio::time::sleep(wait) => {}
-                            _ = stop.changed() => return,
-                        }
-                        continue;
-                    }
-                    Err(e) => {
-                        tracing::warn!(error = %e, "shared queue: cannot claim webhooks; retrying");
-                        tokio::time::sleep(Duration::from_millis(500)).await;
-                        continue;
-                    }
-                }
-            }
+            let place = tokio::select! {
+                p = this.in_flight.clone().acquire_owned() => match p {
+                    Ok(p) => p,
+                    Err(_) => break,
+                },
+                _ = stop.changed() => break,
+            };
             // Paced: one emission per interval, never a burst for time lost.
-            tokio::time::sleep_until(next).await;
-            next = (next + interval).max(Instant::now() - interval);
+            tokio::select! {
+                _ = tokio::time::sleep_until(next) => {}
+                _ = stop.changed() => break,
+            }
+            next = next.max(Instant::now()) + interval;
             loop {
                 if let Some(permit) = this.permits.try_take() {
                     permit.spend();
@@ -259,13 +264,43 @@ impl Drain {
                 }
                 tokio::select! {
                     _ = this.permits.ready() => {}
-                    _ = stop.changed() => return,
+                    _ = stop.changed() => break 'run,
                 }
             }
-            let Ok(place) = this.in_flight.clone().acquire_owned().await else {
-                return;
-            };
-            let Some(entry) = buffer.pop_front() else {
+            let q = &this.lane.queue;
+            let mut entry = None;
+            if upkeep <= Instant::now() {
+                upkeep = Instant::now() + Duration::from_secs(1);
+                if let Err(e) = q.promote_due(256).await {
+                    tracing::debug!(error = %e, "shared queue: retries not moved");
+                }
+                match q.reclaim(idle, 1).await {
+                    Ok(mut taken) => {
+                        if let Some(e) = taken.pop() {
+                            tracing::info!(id = %e.id, "shared queue: took over a webhook a relay left pending");
+                            upkeep = Instant::now(); // more may be waiting
+                            entry = Some(e);
+                        }
+                    }
+                    Err(e) => tracing::debug!(error = %e, "shared queue: nothing reclaimed"),
+                }
+            }
+            if entry.is_none() {
+                match q.claim(1).await {
+                    Ok(mut got) => entry = got.pop(),
+                    Err(e) => {
+                        tracing::warn!(error = %e, "shared queue: cannot claim webhooks; retrying");
+                        tokio::time::sleep(Duration::from_millis(500)).await;
+                        continue;
+                    }
+                }
+            }
+            let Some(entry) = entry else {
+                drop(place);
+                tokio::select! {
+                    _ = tokio::time::sleep(IDLE_POLL) => {}
+                    _ = stop.changed() => break,
+                }
                 continue;
             };
             let (this, acks) = (this.clone(), acks.clone());
@@ -274,14 +309,25 @@ impl Drain {
                 drop(place);
             });
         }
+        // Every place back: the deliveries under way have ended.
+        let _ = this.in_flight.acquire_many(cap).await;
+        drop(acks);
+        let _ = acker.await;
     }
 
     /// One attempt, and what follows from its answer.
     async fn deliver(&self, entry: Claimed, acks: &mpsc::UnboundedSender<String>) {
-        let Ok(job) = Job::decode(&entry.job) else {
-            tracing::error!(id = %entry.id, "shared queue: an entry does not decode; dropped");
-            let _ = acks.send(entry.stream_id);
-            return;
+        let job = match Job::decode(&entry.job) {
+            Ok(job) => job,
+            Err(e) => {
+                // Another version's encoding, or damage: kept as it is, in
+                // the dead-letter file, not dropped.
+                tracing::error!(id = %entry.id, error = %e, "shared queue: an entry does not decode; dead-lettered as it is");
+                let raw = Job::raw(entry.job.clone().into());
+                self.dead_letter(raw, "undecodable", entry.stream_id, acks)
+                    .await;
+                return;
+            }
         };
         let public = number_of(&entry.id);
         job.trail.name(public);
@@ -303,33 +349,57 @@ impl Drain {
                     .min(self.retry_max);
                 let jittered = wait.mul_f64(0.5 + fastrand::f64() / 2.0);
                 if let Err(e) = self.lane.queue.retry(&entry, jittered).await {
-                    // Left pending: reclaimed and tried again later.
+                    // Left pending: taken over and tried again later.
                     tracing::warn!(error = %e, "shared queue: a retry could not be scheduled");
                 }
             }
-            _ => {
-                let reason = match answer {
-                    Delivery::Retry { .. } => "retries_exhausted",
-                    _ => "failed",
-                };
-                if self.sink.offer(job, reason).is_err() {
-                    tracing::error!("the dead-letter writer is gone: a webhook was dropped");
-                }
-                let _ = acks.send(entry.stream_id);
+            Delivery::Retry { .. } => {
+                self.dead_letter(job, "retries_exhausted", entry.stream_id, acks)
+                    .await
             }
+            Delivery::Failed => self.dead_letter(job, "failed", entry.stream_id, acks).await,
+        }
+    }
+
+    /// Dead-letters `job` and acknowledges its entry once the line is on
+    /// disk; held (a full or failing file), the entry stays pending and is
+    /// taken over and tried again later rather than lost.
+    async fn dead_letter(
+        &self,
+        job: Job,
+        reason: &'static str,
+        stream_id: String,
+        acks: &mpsc::UnboundedSender<String>,
+    ) {
+        if self.sink.offer(job, reason).is_err() {
+            tracing::error!(
+                "the dead-letter writer is gone: the webhook stays in the shared queue"
+            );
+            return;
+        }
+        let flushed = self.sink.flushed().await;
+        if flushed.held == 0 && flushed.error.is_none() {
+            let _ = acks.send(stream_id);
         }
     }
 }
 
-/// Acknowledges what the drain ended, in batches: less than one round trip
-/// per webhook.
+/// Acknowledges what the drain ended, in batches (one round trip for all
+/// that ended meanwhile), retrying a batch until Redis takes it: an
+/// acknowledgement lost would have the webhook delivered again.
 async fn acknowledge(queue: RedisQueue, mut rx: mpsc::UnboundedReceiver<String>) {
     let mut batch = Vec::with_capacity(ACK_BATCH);
     while rx.recv_many(&mut batch, ACK_BATCH).await > 0 {
-        // Unacknowledged after an error: reclaimed later and delivered again
-        // (the receiver sees the same idempotency key).
-        if let Err(e) = queue.ack(&batch).await {
-            tracing::warn!(error = %e, entries = batch.len(), "shared queue: acknowledgements lost");
+        let mut wait = Duration::from_millis(50);
+        for _ in 0..40 {
+            match queue.ack(&batch).await {
+                Ok(_) => break,
+                Err(e) => {
+                    tracing::warn!(error = %e, entries = batch.len(), "shared queue: acknowledgements not taken; trying again");
+                    tokio::time::sleep(wait).await;
+                    wait = (wait * 2).min(Duration::from_secs(2));
+                }
+            }
         }
         batch.clear();
     }
@@ -340,7 +410,11 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_stream_id_is_one_number() {
+    fn an_id_is_its_number_or_its_stream_ids() {
+        assert_eq!(
+            number_of("12345678901234567890"),
+            12_345_678_901_234_567_890
+        );
         assert_eq!(number_of("1700000000000-0"), 1_700_000_000_000 << 20);
         assert_eq!(number_of("1700000000000-5"), (1_700_000_000_000 << 20) | 5);
         assert!(number_of("1700000000001-0") > number_of("1700000000000-9"));

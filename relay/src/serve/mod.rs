@@ -94,6 +94,13 @@ pub async fn run(
     if let Some(path) = &redrive_file {
         redrive::check_source(path, &s.dead_letter_file)
             .map_err(|e| refused("redrive", Some(Origin::Flag("--redrive".into())), e))?;
+        if s.queue == crate::config::value::QueueKind::Redis {
+            return Err(refused(
+                "redrive",
+                Some(Origin::Flag("--redrive".into())),
+                "with queue = redis a redrive would go into this relay's own queue, not the fleet's: not there yet",
+            ));
+        }
     }
     let journal_dir = match (s.no_journal, mode) {
         (true, _) => None,
@@ -226,8 +233,7 @@ pub async fn run(
         None => println!("no journal: accepted webhooks live in memory only"),
     }
     #[cfg(feature = "redis")]
-    let (shared, stop_drains) =
-        shared_prep::open(&cfg, &catalog, &sink, &latencies, &status, &guard)?;
+    let shared = shared_prep::open(&cfg, &catalog, &sink, &latencies, &status, &guard)?;
     let intake = Arc::new(Intake {
         set: queue.set.clone(),
         catalog: catalog.clone(),
@@ -325,12 +331,6 @@ pub async fn run(
             Ok(())
         }
     };
-    #[cfg(feature = "redis")]
-    if let Some(stop) = &stop_drains {
-        // What they claimed and did not end stays pending in Redis: taken
-        // over by the fleet (or by this relay when it is back).
-        let _ = stop.send(true);
-    }
     // Idle and stalled connections are closed too, within a second.
     server.shutdown().await;
     admin_server.shutdown().await;
@@ -411,6 +411,12 @@ async fn serve_until_stopped(
     shutdown::signal().await;
     let grace = cfg.settings.shutdown_grace;
     println!("\nshutting down: refusing new webhooks, draining for up to {grace:?}");
+    // The shared queue's drains stop and end what they hold first, so what
+    // they dead-letter is in the file before it is flushed.
+    #[cfg(feature = "redis")]
+    if let Some(shared) = &intake.shared {
+        shared.finish(grace).await;
+    }
     // Deletions still draining end first (each within the grace), so what
     // they dead-letter is in the file before it is flushed.
     if tokio::time::timeout(grace, intake.catalog.finish())

@@ -5,8 +5,6 @@
 
 use std::sync::Arc;
 
-use tokio::sync::watch;
-
 use super::Failure;
 use crate::catalog::Catalog;
 use crate::config::Config;
@@ -34,10 +32,7 @@ fn node_name(cfg: &Config) -> String {
     format!("{host}:{}", s.listen.port())
 }
 
-/// The shared queues, and the sender that stops their drains.
-type Opened = (Option<Arc<Shared>>, Option<watch::Sender<bool>>);
-
-/// The shared queues and the sender that stops their drains, or none.
+/// The shared queues, their drains started, or none.
 pub(super) fn open(
     cfg: &Config,
     catalog: &Arc<Catalog>,
@@ -45,10 +40,10 @@ pub(super) fn open(
     latencies: &Arc<Latencies>,
     status: &Arc<Registry>,
     guard: &Arc<AddressGuard>,
-) -> Result<Opened, Failure> {
+) -> Result<Option<Arc<Shared>>, Failure> {
     let s = &cfg.settings;
     if s.queue != QueueKind::Redis {
-        return Ok((None, None));
+        return Ok(None);
     }
     let node = node_name(cfg);
     let shared = Shared::open(cfg, &node)?;
@@ -67,15 +62,13 @@ pub(super) fn open(
         guard: guard.clone(),
         status: status.clone(),
     });
-    let (stop, stopped) = watch::channel(false);
     shared.spawn(
         cfg,
         Drains {
             downstream,
             sink: sink.clone(),
         },
-        &stopped,
     )?;
     println!("shared queue in Redis as node {node}: webhooks wait in the fleet's streams");
-    Ok((Some(Arc::new(shared)), Some(stop)))
+    Ok(Some(Arc::new(shared)))
 }

@@ -6,12 +6,12 @@
 //! Retry-After, and an idempotency key is the fleet's: a retry sent to the
 //! other relay is the same webhook.
 
-use std::collections::HashSet;
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use crate::harness::{Relay, TempDir, argv};
-use crate::receivers::{self, Log};
+use crate::harness::{Relay, TempDir, argv, eventually};
+use crate::receivers;
 use crate::support_redis;
 
 /// Posts a webhook to `relay` (with an idempotency key, if given): status
@@ -25,21 +25,48 @@ async fn post(relay: &Relay, n: u64, key: Option<&str>) -> (u16, Option<String>)
     (status, body["id"].as_str().map(str::to_owned))
 }
 
+/// A receiver that never answers the first try of a webhook (the relay
+/// holding it times out, or dies holding it) and answers 204 to every
+/// later try: `answered` counts, per idempotency key, the tries it took.
+async fn first_try_hangs(answered: Arc<Mutex<HashMap<String, u32>>>) -> std::net::SocketAddr {
+    let tries: Arc<Mutex<HashMap<String, u32>>> = Arc::default();
+    let app = axum::Router::new().fallback(move |headers: axum::http::HeaderMap| {
+        let (tries, answered) = (tries.clone(), answered.clone());
+        async move {
+            let key = headers
+                .get("idempotency-key")
+                .and_then(|v| v.to_str().ok())
+                .unwrap_or_default()
+                .to_owned();
+            let n = {
+                let mut t = tries.lock().unwrap();
+                let n = t.entry(key.clone()).or_default();
+                *n += 1;
+                *n
+            };
+            if n == 1 {
+                tokio::time::sleep(Duration::from_secs(60)).await;
+            }
+            *answered.lock().unwrap().entry(key).or_default() += 1;
+            axum::http::StatusCode::NO_CONTENT
+        }
+    });
+    receivers::serve(app).await
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_relay_killed_with_webhooks_in_hand_loses_none_of_them() {
     if !support_redis::available("a_relay_killed_with_webhooks_in_hand_loses_none_of_them") {
         return;
     }
     let redis = support_redis::RedisServer::start();
-    let log = Arc::new(Log::default());
-    // Each delivery takes 1.5 s: a relay killed now holds what it claimed,
-    // unanswered.
-    let rx = receivers::ok(log.clone(), Duration::from_millis(1500)).await;
+    let answered: Arc<Mutex<HashMap<String, u32>>> = Arc::default();
+    let rx = first_try_hangs(answered.clone()).await;
     let dir = TempDir::new("shared-queue");
     let node = |name: &str| {
         argv(&format!(
             "--queue redis --redis {} --node-name {name} --destination billing=http://{rx}/hooks \
-             --drain-rate 20 --latency-budget 1s --deliver-timeout 2s --retries 2 \
+             --drain-rate 20 --latency-budget 1s --deliver-timeout 2s --retries 2 --retry-min 500ms \
              --journal-dir {} --dead-letter-file {}",
             redis.url(),
             dir.arg(&format!("journal-{name}")),
@@ -47,7 +74,8 @@ async fn a_relay_killed_with_webhooks_in_hand_loses_none_of_them() {
         ))
     };
     let mut a = Relay::start_with(&node("a"), &[]).await;
-    // The fleet's bound is budget × rate = 20: the 21st webhook is refused.
+    // The fleet's bound is budget × rate = 20; nothing is acknowledged yet
+    // (first tries hang), so the 21st webhook is refused.
     let mut ids = Vec::new();
     for n in 0..20 {
         let (status, id) = post(&a, n, None).await;
@@ -57,14 +85,22 @@ async fn a_relay_killed_with_webhooks_in_hand_loses_none_of_them() {
     let (status, body) = a.post(&[("content-type", "application/json")], "{}").await;
     assert_eq!(status, 503, "{body}");
     assert_eq!(body["type"], "urn:dripfeed:problem:overloaded");
-    // a has claimed and started some (its deliveries hang at the receiver
-    // for 1.5 s): killed now, they are in nobody's hands.
-    tokio::time::sleep(Duration::from_millis(400)).await;
+    // a has claimed some and is delivering them (their first tries hang):
+    // killed now, they are pending in Redis in a dead relay's name.
+    let claimed = eventually(Duration::from_secs(10), || async {
+        let pending = redis.cli(&["XPENDING", "dripfeed:q:{billing}:s", "dripfeed"]);
+        pending
+            .lines()
+            .next()
+            .is_some_and(|n| n.trim().parse::<u32>().is_ok_and(|n| n > 0))
+    })
+    .await;
+    assert!(claimed, "a claimed webhooks");
     a.kill().await;
     let b = Relay::start_with(&node("b"), &[]).await;
-    // An idempotency key is the fleet's (once b has made room).
+    // An idempotency key is the fleet's (once there is room again).
     let mut first = None;
-    for _ in 0..100 {
+    for _ in 0..150 {
         match post(&b, 100, Some("order-100")).await {
             (202, id) => {
                 first = id;
@@ -82,26 +118,28 @@ async fn a_relay_killed_with_webhooks_in_hand_loses_none_of_them() {
         "a repeat names the first id"
     );
     ids.extend(first);
-    // b delivers everything: what was queued and what a had in hand.
-    let all = log
-        .until(Duration::from_secs(60), |hits| {
-            let got: HashSet<&str> = hits.iter().map(|h| h.key.as_str()).collect();
-            ids.iter().all(|id| got.contains(id.as_str()))
-        })
-        .await;
-    let got: HashSet<String> = log.hits().into_iter().map(|h| h.key).collect();
-    let missing: Vec<&String> = ids.iter().filter(|id| !got.contains(*id)).collect();
+    // Every 202 is answered by the receiver, exactly once: b delivered what
+    // was queued and what a had in hand.
+    let all = eventually(Duration::from_secs(60), || async {
+        let done = answered.lock().unwrap();
+        ids.iter().all(|id| done.contains_key(id))
+    })
+    .await;
+    let done = answered.lock().unwrap().clone();
+    let missing: Vec<&String> = ids.iter().filter(|id| !done.contains_key(*id)).collect();
     assert!(
         all,
-        "{} of {} 202s never arrived: {missing:?}",
+        "{} of {} 202s never answered: {missing:?}",
         missing.len(),
         ids.len()
     );
+    let twice: Vec<_> = done.iter().filter(|(_, n)| **n > 1).collect();
+    assert!(twice.is_empty(), "answered more than once: {twice:?}");
     let reclaimed = b
         .err
         .all()
         .iter()
-        .any(|l| l.contains("took over webhooks a relay left pending"));
+        .any(|l| l.contains("took over a webhook a relay left pending"));
     assert!(reclaimed, "b took over a's webhooks: {:?}", b.err.all());
     let dead = std::fs::read_to_string(dir.join("dl-b.jsonl")).unwrap_or_default();
     assert_eq!(dead.lines().count(), 0, "nothing dead-lettered: {dead}");
@@ -122,6 +160,7 @@ async fn what_the_shared_queue_cannot_keep_is_refused_at_start() {
     assert!(err.contains("queue = redis needs redis"), "{err}");
     let redis = "--redis redis://127.0.0.1:1/";
     for (flags, says) in [
+        ("--global-rate 10", "one limit over all of them"),
         ("--overflow head-drop", "tail-drop"),
         ("--redis-failure open", "open cannot be kept"),
         ("--adaptive", "not shared by the fleet yet"),

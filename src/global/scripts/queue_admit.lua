@@ -6,11 +6,13 @@
 -- ARGV[2]  the job's bytes
 -- ARGV[3]  how long the idempotency key is remembered, ms
 -- ARGV[4]  "1" with an idempotency key, "0" without
+-- ARGV[5]  the job's id for good (unique in the fleet, chosen by the caller)
 --
 -- Outstanding is XLEN + ZCARD: entries are deleted once acknowledged, so
 -- the stream holds only what is queued or being delivered (never trimmed
--- with MAXLEN, which would drop unacknowledged work). Returns
--- {"added", id, outstanding after}, {"repeat", the first id, 0} or
+-- with MAXLEN, which would drop unacknowledged work). The entry carries its
+-- id as a field (a stream id is per stream, so not unique in the fleet).
+-- Returns {"added", id, outstanding after}, {"repeat", the first id, 0} or
 -- {"full", "", outstanding}.
 local keyed = ARGV[4] == '1'
 if keyed then
@@ -27,8 +29,8 @@ local outstanding = redis.call('XLEN', KEYS[1]) + redis.call('ZCARD', KEYS[2])
 if outstanding >= bound then
   return {'full', '', outstanding}
 end
-local id = redis.call('XADD', KEYS[1], '*', 'n', '0', 'job', ARGV[2])
+redis.call('XADD', KEYS[1], '*', 'id', ARGV[5], 'n', '0', 'job', ARGV[2])
 if keyed then
-  redis.call('SET', KEYS[3], id, 'PX', ARGV[3])
+  redis.call('SET', KEYS[3], ARGV[5], 'PX', ARGV[3])
 end
-return {'added', id, outstanding + 1}
+return {'added', ARGV[5], outstanding + 1}

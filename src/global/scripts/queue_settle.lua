@@ -4,7 +4,8 @@
 -- ARGV[1]  the group
 -- ARGV[2]  "ack": ARGV[3..] are stream ids to acknowledge and delete
 --          "retry": ARGV[3] stream id, ARGV[4] delay ms, ARGV[5] the
---          member to keep (public id, "\n", attempts, "\n", job)
+--          member to keep (public id, "\n", attempts, "\n", job), ARGV[6]
+--          the consumer asking: only the entry's holder may retry it
 --
 -- An entry is acted on only if this group still had it pending (XACK
 -- answered 1): one claimed again by another consumer and already ended
@@ -21,6 +22,12 @@ if op == 'ack' then
   end
   return done
 elseif op == 'retry' then
+  -- A consumer whose entry was taken over (it was too slow) does not
+  -- retry it behind the new holder's back.
+  local held = redis.call('XPENDING', KEYS[1], ARGV[1], ARGV[3], ARGV[3], 1)
+  if #held == 0 or held[1][2] ~= ARGV[6] then
+    return 0
+  end
   if redis.call('XACK', KEYS[1], ARGV[1], ARGV[3]) == 0 then
     return 0
   end
