@@ -306,14 +306,22 @@ impl RedisQueue {
     }
 
     /// Takes over up to `max` entries pending for longer than `idle` with
-    /// any consumer (`XAUTOCLAIM`), a dead node's among them.
-    pub async fn reclaim(&self, idle: Duration, max: usize) -> Result<Vec<Claimed>, RedisError> {
+    /// any consumer (`XAUTOCLAIM`), a dead node's among them, scanning from
+    /// `cursor` (`"0-0"` to start); returns the cursor to go on from (Redis
+    /// scans at most ten times `max` pending entries a call, so a caller
+    /// taking few at a time keeps it to reach the whole list).
+    pub async fn reclaim_from(
+        &self,
+        cursor: &str,
+        idle: Duration,
+        max: usize,
+    ) -> Result<(String, Vec<Claimed>), RedisError> {
         let mut auto = redis::cmd("XAUTOCLAIM");
         auto.arg(&self.stream)
             .arg(&self.group)
             .arg(&self.consumer)
             .arg(u64::try_from(idle.as_millis()).unwrap_or(u64::MAX))
-            .arg("0-0")
+            .arg(cursor)
             .arg("COUNT")
             .arg(max.max(1));
         let reply = self.grouped(&auto).await?;
@@ -322,7 +330,13 @@ impl RedisQueue {
         let Value::Array(entries) = parts.swap_remove(1) else {
             return Err(RedisError::unexpected("XAUTOCLAIM entries"));
         };
-        Ok(entries.into_iter().filter_map(claimed).collect())
+        let next = text(&parts[0]).unwrap_or_else(|| "0-0".to_owned());
+        Ok((next, entries.into_iter().filter_map(claimed).collect()))
+    }
+
+    /// [`reclaim_from`](Self::reclaim_from) the start of the pending list.
+    pub async fn reclaim(&self, idle: Duration, max: usize) -> Result<Vec<Claimed>, RedisError> {
+        Ok(self.reclaim_from("0-0", idle, max).await?.1)
     }
 
     /// Acknowledges and deletes entries this consumer holds (delivered, or

@@ -18,7 +18,9 @@
 //!   batches, retried until Redis takes them. A retry waits in Redis by its
 //!   due time and comes back through whichever relay moves it first; a
 //!   webhook past its retries or refused for good goes to this relay's
-//!   dead-letter file, and is acknowledged once its line is on disk.
+//!   dead-letter file, and is acknowledged once its line is on disk (while
+//!   the file fails, it stays pending and is tried again once taken over:
+//!   a second delivery rather than a loss).
 //! - **A dead node**: its pending entries are reclaimed (`XAUTOCLAIM`) once
 //!   idle for the deliver timeout plus five seconds: never sooner, which is
 //!   how duplicates happen; a holder that was too slow cannot retry an
@@ -239,6 +241,8 @@ impl Drain {
         let idle = this.timeout + Duration::from_secs(5);
         let mut upkeep = Instant::now();
         let mut next = Instant::now();
+        // Where the take-over scan of the pending list goes on from.
+        let mut cursor = "0-0".to_owned();
         let cap = u32::try_from(this.in_flight.available_permits()).unwrap_or(u32::MAX);
         'run: loop {
             if *stop.borrow() {
@@ -257,16 +261,15 @@ impl Drain {
                 _ = stop.changed() => break,
             }
             next = next.max(Instant::now()) + interval;
-            loop {
+            let permit = loop {
                 if let Some(permit) = this.permits.try_take() {
-                    permit.spend();
-                    break;
+                    break permit;
                 }
                 tokio::select! {
                     _ = this.permits.ready() => {}
                     _ = stop.changed() => break 'run,
                 }
-            }
+            };
             let q = &this.lane.queue;
             let mut entry = None;
             if upkeep <= Instant::now() {
@@ -274,8 +277,9 @@ impl Drain {
                 if let Err(e) = q.promote_due(256).await {
                     tracing::debug!(error = %e, "shared queue: retries not moved");
                 }
-                match q.reclaim(idle, 1).await {
-                    Ok(mut taken) => {
+                match q.reclaim_from(&cursor, idle, 1).await {
+                    Ok((next, mut taken)) => {
+                        cursor = next;
                         if let Some(e) = taken.pop() {
                             tracing::info!(id = %e.id, "shared queue: took over a webhook a relay left pending");
                             upkeep = Instant::now(); // more may be waiting
@@ -296,6 +300,7 @@ impl Drain {
                 }
             }
             let Some(entry) = entry else {
+                drop(permit); // unspent: back to the fleet's bucket
                 drop(place);
                 tokio::select! {
                     _ = tokio::time::sleep(IDLE_POLL) => {}
@@ -303,6 +308,7 @@ impl Drain {
                 }
                 continue;
             };
+            permit.spend();
             let (this, acks) = (this.clone(), acks.clone());
             tokio::spawn(async move {
                 this.deliver(entry, &acks).await;
@@ -324,6 +330,8 @@ impl Drain {
                 // the dead-letter file, not dropped.
                 tracing::error!(id = %entry.id, error = %e, "shared queue: an entry does not decode; dead-lettered as it is");
                 let raw = Job::raw(entry.job.clone().into());
+                raw.trail.name(number_of(&entry.id));
+                raw.trail.tried_by(&self.downstream.name);
                 self.dead_letter(raw, "undecodable", entry.stream_id, acks)
                     .await;
                 return;
@@ -385,8 +393,9 @@ impl Drain {
 }
 
 /// Acknowledges what the drain ended, in batches (one round trip for all
-/// that ended meanwhile), retrying a batch until Redis takes it: an
-/// acknowledgement lost would have the webhook delivered again.
+/// that ended meanwhile), retrying a batch for about two minutes: an
+/// acknowledgement given up (or later than the take-over time) has the
+/// webhook delivered again, with the same idempotency key.
 async fn acknowledge(queue: RedisQueue, mut rx: mpsc::UnboundedReceiver<String>) {
     let mut batch = Vec::with_capacity(ACK_BATCH);
     while rx.recv_many(&mut batch, ACK_BATCH).await > 0 {
