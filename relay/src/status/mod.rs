@@ -219,18 +219,7 @@ impl Registry {
         destination: &str,
         received: u64,
     ) {
-        let mut guard = self.books();
-        let books = &mut *guard;
-        let tenant = books.names.tenant(tenant);
-        let destination = books.names.destination(destination);
-        if public != id {
-            books.aliases.insert(public, id);
-        }
-        let r = books.held.entry(id).or_default();
-        own(r, tenant, destination, received);
-        if public != id {
-            r.public = public;
-        }
+        self.books().hold(id, public, tenant, destination, received);
     }
 
     /// Attempt `attempt` of the set's job (public id `public`) starts,
@@ -243,21 +232,10 @@ impl Registry {
         destination: &Arc<str>,
         received: u64,
     ) {
-        let id = attempt.id();
-        let mut guard = self.books();
-        let books = &mut *guard;
-        let tenant = books.names.tenant(tenant);
-        let destination = books.names.destination(destination);
-        if public != id {
-            books.aliases.insert(public, id);
-        }
-        let r = books.held.entry(id).or_default();
+        let mut books = self.books();
+        let r = books.hold(attempt.id(), public, tenant, destination, received);
         r.state = State::InFlight;
         r.next_attempt_ms = 0;
-        own(r, tenant, destination, received);
-        if public != id {
-            r.public = public;
-        }
     }
 
     /// The receiver answered the running attempt of job `id` with `status`.
@@ -300,6 +278,31 @@ impl Registry {
         let books = self.books();
         let held = books.held.capacity() * (std::mem::size_of::<(u64, Rec)>() + 1);
         held + books.ended.len() * ENTRY_BYTES
+    }
+}
+
+impl Books {
+    /// The held record of the set's job `id` (public id `public`), made if
+    /// new, with what it did not know yet filled in.
+    fn hold(
+        &mut self,
+        id: u64,
+        public: u64,
+        tenant: Option<&str>,
+        destination: &str,
+        received: u64,
+    ) -> &mut Rec {
+        let tenant = self.names.tenant(tenant);
+        let destination = self.names.destination(destination);
+        if public != id {
+            self.aliases.insert(public, id);
+        }
+        let r = self.held.entry(id).or_default();
+        own(r, tenant, destination, received);
+        if public != id {
+            r.public = public;
+        }
+        r
     }
 }
 
