@@ -1,7 +1,10 @@
 //! The shared stores `/readyz` asks: the tenant quota store in Redis or
-//! PostgreSQL. A store is down when a quota read does not answer within a
-//! second, answers an error (failing closed), or answers from the store's
-//! local fallback (failing open: the fleet no longer shares its quotas).
+//! PostgreSQL, and with `queue = redis` the shared queue's Redis. A quota
+//! store is down when a quota read does not answer within a second,
+//! answers an error (failing closed), or answers from the store's local
+//! fallback (failing open: the fleet no longer shares its quotas); the
+//! shared queue's Redis is down when it does not answer a depth read within
+//! a second.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -19,8 +22,22 @@ const PROBE_KEY: &str = "dripfeed-relay-readyz";
 pub struct StoreCheck {
     /// `redis` or `postgres`.
     pub name: &'static str,
-    store: Arc<dyn BucketStore>,
-    in_fallback: Arc<dyn Fn() -> bool + Send + Sync>,
+    probe: Probe,
+}
+
+/// How a store is asked.
+#[derive(Clone)]
+// Without a backend no store is made: the relay then has nothing to ask.
+#[cfg_attr(not(any(feature = "redis", feature = "postgres")), allow(dead_code))]
+enum Probe {
+    /// A quota read, and whether the answer came from the fallback.
+    Quotas {
+        store: Arc<dyn BucketStore>,
+        in_fallback: Arc<dyn Fn() -> bool + Send + Sync>,
+    },
+    /// The shared queue's Redis.
+    #[cfg(feature = "redis")]
+    Queue(Arc<crate::queue::shared::Shared>),
 }
 
 impl StoreCheck {
@@ -34,21 +51,44 @@ impl StoreCheck {
     ) -> StoreCheck {
         StoreCheck {
             name,
-            store,
-            in_fallback: Arc::new(in_fallback),
+            probe: Probe::Quotas {
+                store,
+                in_fallback: Arc::new(in_fallback),
+            },
+        }
+    }
+
+    /// The check of the shared queue's Redis (`queue = redis`).
+    #[cfg(feature = "redis")]
+    pub fn queue(shared: Arc<crate::queue::shared::Shared>) -> StoreCheck {
+        StoreCheck {
+            name: "redis",
+            probe: Probe::Queue(shared),
         }
     }
 
     /// Why the store is down, or `None` while it answers.
     pub async fn down(&self) -> Option<String> {
         let name = self.name;
-        match tokio::time::timeout(PROBE, self.store.quota(PROBE_KEY)).await {
-            Err(_) => Some(format!("{name} did not answer within {PROBE:?}")),
-            Ok(Err(e)) => Some(format!("{name}: {e}")),
-            Ok(Ok(_)) if (self.in_fallback)() => Some(format!(
-                "{name} is unreachable: tenant quotas come from this relay's fallback"
-            )),
-            Ok(Ok(_)) => None,
+        match &self.probe {
+            Probe::Quotas { store, in_fallback } => {
+                match tokio::time::timeout(PROBE, store.quota(PROBE_KEY)).await {
+                    Err(_) => Some(format!("{name} did not answer within {PROBE:?}")),
+                    Ok(Err(e)) => Some(format!("{name}: {e}")),
+                    Ok(Ok(_)) if in_fallback() => Some(format!(
+                        "{name} is unreachable: tenant quotas come from this relay's fallback"
+                    )),
+                    Ok(Ok(_)) => None,
+                }
+            }
+            #[cfg(feature = "redis")]
+            Probe::Queue(shared) => match tokio::time::timeout(PROBE, shared.ping()).await {
+                Err(_) => Some(format!(
+                    "{name} (the shared queue) did not answer within {PROBE:?}"
+                )),
+                Ok(Err(e)) => Some(format!("{name} (the shared queue): {e}")),
+                Ok(Ok(())) => None,
+            },
         }
     }
 }

@@ -130,6 +130,19 @@ impl Shared {
         })
     }
 
+    /// Whether Redis answers (`/readyz`): one destination's depth read.
+    pub async fn ping(&self) -> Result<(), String> {
+        match self.lanes.values().next() {
+            Some(lane) => lane
+                .queue
+                .depth()
+                .await
+                .map(|_| ())
+                .map_err(|e| e.to_string()),
+            None => Ok(()),
+        }
+    }
+
     /// Queues `job` for `destination` (the idempotency key already scoped
     /// by tenant); `Err` says why Redis could not take it.
     pub async fn admit(

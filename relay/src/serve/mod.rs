@@ -127,7 +127,8 @@ pub async fn run(
     );
     let latencies = Arc::new(Latencies::default());
     let tenant_store = intake::tenants::open(&cfg).await?;
-    let stores: Vec<_> = tenant_store.iter().filter_map(|(_, c)| c.clone()).collect();
+    #[allow(unused_mut)] // the shared queue's check comes with redis only
+    let mut stores: Vec<_> = tenant_store.iter().filter_map(|(_, c)| c.clone()).collect();
     let catalog = Arc::new(Catalog::new(&cfg.destinations));
     let status = Arc::new(Registry::new(
         s.status_retention,
@@ -234,6 +235,8 @@ pub async fn run(
     }
     #[cfg(feature = "redis")]
     let shared = shared_prep::open(&cfg, &catalog, &sink, &latencies, &status, &guard)?;
+    #[cfg(feature = "redis")]
+    stores.extend(shared.clone().map(admin::stores::StoreCheck::queue));
     let intake = Arc::new(Intake {
         set: queue.set.clone(),
         catalog: catalog.clone(),

@@ -176,3 +176,52 @@ async fn what_the_shared_queue_cannot_keep_is_refused_at_start() {
     let (code, out, err) = run(redis.to_owned()).await;
     assert_eq!(code, 0, "{out}{err}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn readyz_asks_the_shared_queues_redis() {
+    if !support_redis::available("readyz_asks_the_shared_queues_redis") {
+        return;
+    }
+    let mut redis = support_redis::RedisServer::start();
+    let dir = TempDir::new("shared-readyz");
+    let relay = Relay::start_with(
+        &argv(&format!(
+            "--queue redis --redis {} --node-name r --destination billing=http://127.0.0.1:9/hooks \
+             --journal-dir {} --dead-letter-file {}",
+            redis.url(),
+            dir.arg("journal"),
+            dir.arg("dl.jsonl"),
+        )),
+        &[],
+    )
+    .await;
+    let readyz = || async {
+        let resp = crate::harness::http()
+            .get(relay.admin_url("/readyz"))
+            .send()
+            .await
+            .expect("the admin listener answers");
+        let status = resp.status().as_u16();
+        (status, resp.text().await.unwrap_or_default())
+    };
+    assert_eq!(readyz().await.0, 200);
+    redis.kill();
+    let down = eventually(Duration::from_secs(20), || async {
+        readyz().await.0 == 503
+    })
+    .await;
+    let (status, body) = readyz().await;
+    assert!(down, "{status} {body}");
+    assert!(body.contains("shared queue"), "{body}");
+    // Intake refuses rather than promise: 503, never a 202 it cannot keep.
+    let (status, _) = relay
+        .post(&[("content-type", "application/json")], "{}")
+        .await;
+    assert_eq!(status, 503);
+    redis.restart();
+    let up = eventually(Duration::from_secs(20), || async {
+        readyz().await.0 == 200
+    })
+    .await;
+    assert!(up, "{:?}", readyz().await);
+}
