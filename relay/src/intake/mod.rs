@@ -261,30 +261,27 @@ async fn take(intake: &Intake, request: Request) -> Result<Response, Refusal> {
     let tenant_bytes = tenant.named.as_ref().map_or(0, String::len);
     let (body, ticket) = intake.read_body(body, announced, tenant_bytes).await?;
     json::check(headers_in, &body)?;
+    let content_type = headers_in
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_owned);
+    let job = Job::new(
+        body,
+        content_type,
+        tenant.named.clone(),
+        destination.clone(),
+        ticket,
+    );
     // With queue = redis, the fleet's queue keeps the key and the webhook.
     #[cfg(feature = "redis")]
     if let Some(shared) = &intake.shared {
-        let text = |name: &str| {
-            headers_in
-                .get(name)
-                .and_then(|v| v.to_str().ok())
-                .map(str::to_owned)
-        };
-        let content_type = text(header::CONTENT_TYPE.as_str());
-        let job = Job::new(
-            body,
-            content_type,
-            tenant.named.clone(),
-            destination.clone(),
-            ticket,
-        );
         let answer = shared::take(intake, shared, tenant, key.as_deref(), &destination, job).await;
         drop(pass);
         return answer;
     }
     // 4. The idempotency key, scoped by the tenant.
     if let Some(key) = &key
-        && let Some(answer) = repeat(intake, tenant, key, &body)
+        && let Some(answer) = repeat(intake, tenant, key, &job.body)
     {
         return Ok(answer);
     }
@@ -295,19 +292,6 @@ async fn take(intake: &Intake, request: Request) -> Result<Response, Refusal> {
         Box::new(refusal)
     };
     // 5. Admission (the tenant's quota inside it).
-    let text = |name: &str| {
-        headers_in
-            .get(name)
-            .and_then(|v| v.to_str().ok())
-            .map(str::to_owned)
-    };
-    let job = Job::new(
-        body,
-        text(header::CONTENT_TYPE.as_str()),
-        tenant.named.clone(),
-        destination.clone(),
-        ticket,
-    );
     let trail = job.trail.clone();
     // With a journal both answer once the webhook is durable.
     let admitted = match caller.charged {
