@@ -38,6 +38,8 @@ const CONNECT_TIMEOUT: Duration = Duration::from_millis(250);
 pub struct RedisConnection {
     link: Link,
     trips: Arc<AtomicU64>,
+    /// `dripfeed_redis_round_trips_total{purpose}`, when counted by purpose.
+    purpose: Option<metrics::Counter>,
 }
 
 #[derive(Clone)]
@@ -103,6 +105,41 @@ impl RedisConnection {
         Self {
             link,
             trips: Arc::new(AtomicU64::new(0)),
+            purpose: None,
+        }
+    }
+
+    /// A clone (sharing [`round_trips`](Self::round_trips)) whose round
+    /// trips are also counted in the counter
+    /// `dripfeed_redis_round_trips_total{purpose}`, so an operator sees what
+    /// each webhook costs in Redis by what it was for (admission, claims,
+    /// acknowledgements, permits, quotas…). Call it once the metrics
+    /// recorder is installed.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() {
+    /// use dripfeed::global::RedisConnection;
+    /// let conn = RedisConnection::open("redis://127.0.0.1:1/").unwrap();
+    /// let admit = conn.counted_as("queue_admit");
+    /// assert_eq!(admit.round_trips(), conn.round_trips());
+    /// # }
+    /// ```
+    pub fn counted_as(&self, purpose: &'static str) -> Self {
+        Self {
+            link: self.link.clone(),
+            trips: self.trips.clone(),
+            purpose: Some(metrics::counter!(
+                "dripfeed_redis_round_trips_total",
+                "purpose" => purpose
+            )),
+        }
+    }
+
+    fn count_trip(&self) {
+        self.trips.fetch_add(1, Ordering::Relaxed);
+        if let Some(c) = &self.purpose {
+            c.increment(1);
         }
     }
 
@@ -123,7 +160,10 @@ impl RedisConnection {
 
     /// A clone with its own round-trip count, starting at zero.
     pub(crate) fn with_own_count(&self) -> Self {
-        Self::from_link(self.link.clone())
+        Self {
+            trips: Arc::new(AtomicU64::new(0)),
+            ..self.clone()
+        }
     }
 
     /// Whether this handle talks to a cluster.
@@ -151,7 +191,7 @@ impl fmt::Debug for RedisConnection {
 
 impl ConnectionLike for RedisConnection {
     fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
-        self.trips.fetch_add(1, Ordering::Relaxed);
+        self.count_trip();
         match &mut self.link {
             Link::Single(c) => c.req_packed_command(cmd),
             Link::Cluster(c) => c.req_packed_command(cmd),
@@ -164,7 +204,7 @@ impl ConnectionLike for RedisConnection {
         offset: usize,
         count: usize,
     ) -> RedisFuture<'a, Vec<Value>> {
-        self.trips.fetch_add(1, Ordering::Relaxed);
+        self.count_trip();
         match &mut self.link {
             Link::Single(c) => c.req_packed_commands(pipeline, offset, count),
             Link::Cluster(c) => c.req_packed_commands(pipeline, offset, count),

@@ -182,6 +182,10 @@ impl Inner {
         self.errors.fetch_add(1, Ordering::Relaxed);
         self.errors_metric.increment(1);
         if !self.fallback.swap(true, Ordering::AcqRel) {
+            // Leased permits are not carried through an outage: the bucket
+            // drained meanwhile, so spending them once Redis is back would
+            // be a burst on top of its size.
+            self.pool.store(0, Ordering::Release);
             self.fallback_metric.set(1.0);
             tracing::warn!(
                 throttle = %self.cfg.name,

@@ -89,7 +89,7 @@ impl RedisBuckets {
     pub fn new(conn: RedisConnection, prefix: impl Into<String>, default_quota: Quota) -> Self {
         let prefix = prefix.into();
         Self {
-            conn,
+            conn: conn.counted_as("quota"),
             script: Script::new(include_str!("scripts/bucket.lua")),
             fallback: Fallback::new("redis", &prefix, default_quota),
             prefix,

@@ -29,6 +29,16 @@ pub enum Admission {
         /// The first job's id.
         id: String,
     },
+    /// Queued under `id`, but fewer replicas than
+    /// [`with_replicas`](RedisQueue::with_replicas) asked for confirmed it
+    /// in time: it may be lost with the primary, and it may still be
+    /// delivered (a sender's retry with the same idempotency key is safe).
+    Unconfirmed {
+        /// The job's id.
+        id: String,
+        /// Replicas that confirmed it.
+        replicas: u64,
+    },
     /// The queue holds its bound: refused, nothing written.
     Full {
         /// Outstanding entries.
@@ -104,7 +114,7 @@ pub struct Claimed {
 /// ```
 #[derive(Clone)]
 pub struct RedisQueue {
-    conn: RedisConnection,
+    conn: Purposes,
     stream: String,
     retries: String,
     prefix: String,
@@ -113,6 +123,9 @@ pub struct RedisQueue {
     admit: Script,
     settle: Script,
     due: Script,
+    /// Replicas that must confirm an admission (`WAIT`), and for how long
+    /// to wait for them.
+    replicas: (u32, Duration),
 }
 
 impl std::fmt::Debug for RedisQueue {
@@ -121,6 +134,31 @@ impl std::fmt::Debug for RedisQueue {
             .field("stream", &self.stream)
             .field("consumer", &self.consumer)
             .finish()
+    }
+}
+
+/// The connection, once per purpose its round trips are counted under
+/// (`dripfeed_redis_round_trips_total{purpose}`).
+#[derive(Clone)]
+struct Purposes {
+    admit: RedisConnection,
+    claim: RedisConnection,
+    ack: RedisConnection,
+    retry: RedisConnection,
+    upkeep: RedisConnection,
+    wait: RedisConnection,
+}
+
+impl Purposes {
+    fn new(conn: &RedisConnection) -> Self {
+        Purposes {
+            admit: conn.counted_as("queue_admit"),
+            claim: conn.counted_as("queue_claim"),
+            ack: conn.counted_as("queue_ack"),
+            retry: conn.counted_as("queue_retry"),
+            upkeep: conn.counted_as("queue_upkeep"),
+            wait: conn.counted_as("queue_wait"),
+        }
     }
 }
 
@@ -183,7 +221,7 @@ impl RedisQueue {
     pub fn new(conn: RedisConnection, destination: &str, consumer: &str) -> RedisQueue {
         let prefix = format!("dripfeed:q:{{{destination}}}");
         RedisQueue {
-            conn,
+            conn: Purposes::new(&conn),
             stream: format!("{prefix}:s"),
             retries: format!("{prefix}:r"),
             prefix,
@@ -192,7 +230,30 @@ impl RedisQueue {
             admit: Script::new(include_str!("scripts/queue_admit.lua")),
             settle: Script::new(include_str!("scripts/queue_settle.lua")),
             due: Script::new(include_str!("scripts/queue_due.lua")),
+            replicas: (0, Duration::ZERO),
         }
+    }
+
+    /// This queue with every admission confirmed by `replicas` replicas of
+    /// the primary (`WAIT`, one more round trip, counted as `queue_wait`)
+    /// within `timeout` (at most 200 ms, under the connection's command
+    /// timeout); fewer answer [`Admission::Unconfirmed`].
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// use std::time::Duration;
+    /// use dripfeed::global::{RedisConnection, RedisQueue};
+    /// let conn = RedisConnection::open("redis://127.0.0.1:1/")?;
+    /// let queue = RedisQueue::new(conn, "billing", "node-a")
+    ///     .with_replicas(1, Duration::from_millis(100));
+    /// assert_eq!(queue.stream_key(), "dripfeed:q:{billing}:s");
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn with_replicas(mut self, replicas: u32, timeout: Duration) -> Self {
+        self.replicas = (replicas, timeout.min(Duration::from_millis(200)));
+        self
     }
 
     /// The stream's key.
@@ -214,7 +275,7 @@ impl RedisQueue {
         remember: Duration,
     ) -> Result<Admission, RedisError> {
         let key = format!("{}:i:{}", self.prefix, idempotency.unwrap_or(""));
-        let mut conn = self.conn.clone();
+        let mut conn = self.conn.admit.clone();
         let mut call = self.admit.prepare_invoke();
         call.key(&self.stream)
             .key(&self.retries)
@@ -232,6 +293,24 @@ impl RedisQueue {
         let items = array(answer, 3, "queue admit")?;
         let id = text(&items[1]).unwrap_or_default();
         match text(&items[0]).as_deref() {
+            Some("added") if self.replicas.0 > 0 => {
+                let mut wait = redis::cmd("WAIT");
+                wait.arg(self.replicas.0).arg(
+                    u64::try_from(self.replicas.1.as_millis())
+                        .unwrap_or(200)
+                        .max(1),
+                );
+                let mut conn = self.conn.wait.clone();
+                let replicas: u64 = bounded(wait.query_async(&mut conn), CALL).await?;
+                if replicas >= u64::from(self.replicas.0) {
+                    Ok(Admission::Added {
+                        id,
+                        depth: count(&items[2])?,
+                    })
+                } else {
+                    Ok(Admission::Unconfirmed { id, replicas })
+                }
+            }
             Some("added") => Ok(Admission::Added {
                 id,
                 depth: count(&items[2])?,
@@ -245,8 +324,8 @@ impl RedisQueue {
     }
 
     /// Makes the group if Redis lost it (a restart without persistence).
-    async fn ensure_group(&self) -> Result<(), RedisError> {
-        let mut conn = self.conn.clone();
+    async fn ensure_group(&self, conn: &RedisConnection) -> Result<(), RedisError> {
+        let mut conn = conn.clone();
         let mut make = redis::cmd("XGROUP");
         make.arg("CREATE")
             .arg(&self.stream)
@@ -263,12 +342,12 @@ impl RedisQueue {
 
     /// Runs `cmd`, making the group again and retrying once if Redis says
     /// it has none.
-    async fn grouped(&self, cmd: &redis::Cmd) -> Result<Value, RedisError> {
+    async fn grouped(&self, conn: &RedisConnection, cmd: &redis::Cmd) -> Result<Value, RedisError> {
         for _ in 0..2 {
-            let mut conn = self.conn.clone();
+            let mut conn = conn.clone();
             match tokio::time::timeout(CALL, cmd.query_async::<Value>(&mut conn)).await {
                 Ok(Ok(v)) => return Ok(v),
-                Ok(Err(e)) if e.code() == Some("NOGROUP") => self.ensure_group().await?,
+                Ok(Err(e)) if e.code() == Some("NOGROUP") => self.ensure_group(&conn).await?,
                 Ok(Err(e)) => return Err(e.into()),
                 Err(_) => return Err(RedisError::unexpected("a queue read timed out")),
             }
@@ -290,7 +369,7 @@ impl RedisQueue {
             .arg("STREAMS")
             .arg(&self.stream)
             .arg(">");
-        let reply = self.grouped(&read).await?;
+        let reply = self.grouped(&self.conn.claim, &read).await?;
         // [[stream, [entry, …]]], or nil when there is nothing new.
         let Value::Array(streams) = reply else {
             return Ok(Vec::new());
@@ -324,7 +403,7 @@ impl RedisQueue {
             .arg(cursor)
             .arg("COUNT")
             .arg(max.max(1));
-        let reply = self.grouped(&auto).await?;
+        let reply = self.grouped(&self.conn.upkeep, &auto).await?;
         // [next cursor, [entry, …], [deleted id, …]]
         let mut parts = array(reply, 2, "XAUTOCLAIM")?;
         let Value::Array(entries) = parts.swap_remove(1) else {
@@ -346,7 +425,7 @@ impl RedisQueue {
         if stream_ids.is_empty() {
             return Ok(0);
         }
-        let mut conn = self.conn.clone();
+        let mut conn = self.conn.ack.clone();
         let mut call = self.settle.prepare_invoke();
         call.key(&self.stream)
             .key(&self.retries)
@@ -369,7 +448,7 @@ impl RedisQueue {
         member.extend_from_slice((job.attempts + 1).to_string().as_bytes());
         member.push(b'\n');
         member.extend_from_slice(&job.job);
-        let mut conn = self.conn.clone();
+        let mut conn = self.conn.retry.clone();
         let mut call = self.settle.prepare_invoke();
         call.key(&self.stream)
             .key(&self.retries)
@@ -386,7 +465,7 @@ impl RedisQueue {
     /// Moves up to `max` retries whose time has come back into the
     /// stream; returns how many.
     pub async fn promote_due(&self, max: usize) -> Result<u64, RedisError> {
-        let mut conn = self.conn.clone();
+        let mut conn = self.conn.upkeep.clone();
         let mut call = self.due.prepare_invoke();
         call.key(&self.stream).key(&self.retries).arg(max.max(1));
         let v: Value = bounded(call.invoke_async(&mut conn), CALL).await?;
@@ -395,7 +474,7 @@ impl RedisQueue {
 
     /// Entries outstanding: queued, being delivered, waiting for a retry.
     pub async fn depth(&self) -> Result<u64, RedisError> {
-        let mut conn = self.conn.clone();
+        let mut conn = self.conn.upkeep.clone();
         let mut pipe = redis::pipe();
         pipe.cmd("XLEN").arg(&self.stream);
         pipe.cmd("ZCARD").arg(&self.retries);

@@ -27,7 +27,9 @@ use crate::limits::permits::{Permit, PermitSource};
 /// Redis, so a node holds at most one and a half leases the fleet could
 /// use.
 ///
-/// When Redis fails, the [`Failure`] mode applies until it answers again:
+/// When Redis fails, the permits in the pool are dropped (the bucket drains
+/// while it cannot be reached: spent afterwards they would be a burst), and
+/// the [`Failure`] mode applies until it answers again:
 /// fail-open mints permits locally at `global rate × local_share`,
 /// fail-closed hands out none. Each switch is a tracing event; the metrics
 /// [`GLOBAL_ERRORS`](crate::accounting::metrics::GLOBAL_ERRORS) and
@@ -314,7 +316,10 @@ impl RedisRateBuilder {
         }
         let runtime =
             tokio::runtime::Handle::try_current().map_err(|_| RedisRateError::NoRuntime)?;
-        let inner = Arc::new(Inner::new(cfg, self.conn.with_own_count()));
+        let inner = Arc::new(Inner::new(
+            cfg,
+            self.conn.with_own_count().counted_as("permits"),
+        ));
         runtime.spawn(leaser::run(Arc::downgrade(&inner)));
         Ok(RedisRate { inner })
     }

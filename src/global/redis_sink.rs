@@ -137,7 +137,7 @@ impl<J: Send + 'static> RedisStreamSink<J> {
         let inner = Arc::new(SinkInner {
             tx,
             encode: Box::new(encode),
-            conn,
+            conn: conn.counted_as("dead_letters"),
             stream: stream.into(),
             pending: Arc::new(AtomicU64::new(0)),
             written: Arc::new(Notify::new()),

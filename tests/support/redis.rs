@@ -76,6 +76,20 @@ impl RedisServer {
         Self::start_with(free_port(), Vec::new(), "single")
     }
 
+    /// Starts a server that fsyncs every write to its append-only file
+    /// (`appendfsync always`) before it answers, so a [`restart`](Self::restart)
+    /// after a [`kill`](Self::kill) comes back with every write it confirmed.
+    pub fn start_durable() -> Self {
+        let aof = ["--appendonly", "yes", "--appendfsync", "always"];
+        Self::start_with(free_port(), aof.map(String::from).to_vec(), "aof")
+    }
+
+    /// Starts a replica of `primary` (it syncs in the background).
+    pub fn start_replica_of(primary: &RedisServer) -> Self {
+        let of = ["--replicaof", "127.0.0.1", &primary.port.to_string()].map(String::from);
+        Self::start_with(free_port(), of.to_vec(), "replica")
+    }
+
     fn start_with(port: u16, extra: Vec<String>, tag: &str) -> Self {
         let mut s = RedisServer {
             port,

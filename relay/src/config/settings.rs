@@ -105,7 +105,8 @@ declare_settings! {
     /// journal (or the dead-letter file without one).
     shutdown_grace: Duration = "10s";
     /// Redis URL holding the fleet-wide delivery limit shared by every relay
-    /// (and the tenant quotas, without postgres).
+    /// (and the tenant quotas, without postgres); several URLs separated by
+    /// commas name nodes of a Redis Cluster.
     redis: StoreUrl;
     /// Where accepted webhooks wait: local (this relay, journaled on its
     /// disk) or redis (Redis Streams shared by every relay with the same
@@ -115,6 +116,10 @@ declare_settings! {
     /// fleet and the same across its restarts. Unset: host name and the
     /// listen port.
     node_name: String;
+    /// Replicas of the Redis primary that must confirm each webhook before
+    /// its 202 (queue = redis, `WAIT` within 200 ms); fewer answer 503
+    /// unreplicated. 0: the primary's word is enough.
+    redis_wait_replicas: u32 = "0";
     /// The fleet-wide limit over every destination, deliveries/s (with
     /// redis). Unset: drain_rate.
     global_rate: f64;

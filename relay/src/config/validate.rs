@@ -180,6 +180,12 @@ pub(super) fn check(cfg: &Config, errors: &mut Vec<ConfigError>) {
             );
         }
     }
+    if s.redis_wait_replicas > 0 && s.queue != QueueKind::Redis {
+        bad(
+            "redis_wait_replicas",
+            "replicas confirm the shared queue's webhooks: it needs queue = redis".into(),
+        );
+    }
     if s.redis.is_some() && !cfg!(feature = "redis") {
         bad(
             "redis",

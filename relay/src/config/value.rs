@@ -317,6 +317,10 @@ impl Value for StoreUrl {
 /// `url` with any password replaced by `***`: in a URL's user info, or a
 /// `password=` pair of a PostgreSQL key/value string.
 pub fn redact_url(url: &str) -> String {
+    if url.contains(',') && url.matches("://").count() > 1 {
+        // A cluster's nodes.
+        return url.split(',').map(redact_url).collect::<Vec<_>>().join(",");
+    }
     if let Ok(mut parsed) = reqwest::Url::parse(url) {
         if parsed.password().is_some() && parsed.set_password(Some("***")).is_ok() {
             return parsed.to_string();
@@ -374,6 +378,10 @@ mod tests {
         assert_eq!(
             redact_url("redis://:hunter2@127.0.0.1:6379/"),
             "redis://:***@127.0.0.1:6379/"
+        );
+        assert_eq!(
+            redact_url("redis://:a@127.0.0.1:7000/,redis://:a@127.0.0.1:7001/"),
+            "redis://:***@127.0.0.1:7000/,redis://:***@127.0.0.1:7001/"
         );
         assert_eq!(
             redact_url("postgres://app:pw@db/app"),

@@ -53,6 +53,23 @@ pub(super) async fn take(
                 vec![("retry-after", retry)],
             )))
         }
+        Ok(Admit::Unconfirmed(replicas)) => {
+            Answers::bump(&intake.answers.store_503);
+            tracing::warn!(
+                replicas,
+                "shared queue: a webhook was not confirmed by enough replicas"
+            );
+            Err(Box::new(problem(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "unreplicated",
+                format!(
+                    "only {replicas} Redis replica(s) confirmed the webhook in time: it may be \
+                     lost with the primary, and it may still be delivered; retry with the same \
+                     Idempotency-Key"
+                ),
+                vec![("retry-after", "1".to_owned())],
+            )))
+        }
         Err(e) => {
             Answers::bump(&intake.answers.store_503);
             tracing::warn!(error = %e, "shared queue: a webhook could not be queued");

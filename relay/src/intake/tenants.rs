@@ -73,7 +73,7 @@ pub async fn open(
             open_postgres(url.as_str(), quota, failure).await?
         }
         (None, Some(url)) => {
-            open_redis(url.as_str(), quota, s.redis_failure.failure(s.fleet_size))?
+            open_redis(url.as_str(), quota, s.redis_failure.failure(s.fleet_size)).await?
         }
         (None, None) => {
             let table = KeyedBuckets::<String>::new(LOCAL_TENANTS, quota)
@@ -129,15 +129,15 @@ async fn open_postgres(
 }
 
 /// Tenant quotas in Redis, keys `{webhook_relay_tenants:…}`.
-fn open_redis(
+async fn open_redis(
     url: &str,
     quota: Quota,
     failure: Failure,
 ) -> Result<(Arc<dyn BucketStore>, Option<StoreCheck>), String> {
     #[cfg(feature = "redis")]
     {
-        use dripfeed::global::{RedisBuckets, RedisConnection};
-        let conn = RedisConnection::open(url).map_err(|e| format!("redis: {e}"))?;
+        use dripfeed::global::RedisBuckets;
+        let conn = crate::queue::redis_link::connect(url).await?;
         let buckets = RedisBuckets::new(conn, "webhook_relay_tenants", quota)
             .on_failure(failure)
             .map_err(|e| format!("redis: {e}"))?;

@@ -10,18 +10,22 @@ use dripfeed::PermitSource;
 use crate::config::Settings;
 
 /// The shared permit source, if `redis` is set.
-pub fn permits(s: &Settings) -> Result<Option<Arc<dyn PermitSource>>, String> {
+pub async fn permits(s: &Settings) -> Result<Option<Arc<dyn PermitSource>>, String> {
     let Some(url) = &s.redis else {
         return Ok(None);
     };
     let rate = s.global_rate.unwrap_or(s.drain_rate);
-    shared(url.as_str(), rate, s)
+    shared(url.as_str(), rate, s).await
 }
 
 #[cfg(feature = "redis")]
-fn shared(url: &str, rate: f64, s: &Settings) -> Result<Option<Arc<dyn PermitSource>>, String> {
-    use dripfeed::global::{RedisConnection, RedisRate};
-    let conn = RedisConnection::open(url).map_err(|e| format!("redis: {e}"))?;
+async fn shared(
+    url: &str,
+    rate: f64,
+    s: &Settings,
+) -> Result<Option<Arc<dyn PermitSource>>, String> {
+    use dripfeed::global::RedisRate;
+    let conn = super::redis_link::connect(url).await?;
     let fleet = RedisRate::builder(conn, "webhook_relay", rate)
         .name("webhook_relay")
         .on_failure(s.redis_failure.failure(s.fleet_size))
@@ -31,6 +35,6 @@ fn shared(url: &str, rate: f64, s: &Settings) -> Result<Option<Arc<dyn PermitSou
 }
 
 #[cfg(not(feature = "redis"))]
-fn shared(_: &str, _: f64, _: &Settings) -> Result<Option<Arc<dyn PermitSource>>, String> {
+async fn shared(_: &str, _: f64, _: &Settings) -> Result<Option<Arc<dyn PermitSource>>, String> {
     Err("redis: this build has no Redis (feature redis)".into())
 }

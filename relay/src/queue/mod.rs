@@ -11,6 +11,7 @@
 //! for every destination, each record naming its destination).
 
 pub mod fleet;
+pub mod redis_link;
 pub mod shared;
 
 use std::path::Path;

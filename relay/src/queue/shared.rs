@@ -80,6 +80,8 @@ pub enum Admit {
     Repeat(u64),
     /// The fleet's queue for it is full: retry after this.
     Full(Duration),
+    /// Queued, but fewer replicas than asked confirmed it: how many did.
+    Unconfirmed(u64),
 }
 
 /// The fleet's queues, one per configured destination.
@@ -102,10 +104,10 @@ pub struct Drains {
 
 impl Shared {
     /// The queues of `cfg`'s destinations, read as `node`.
-    pub fn open(cfg: &Config, node: &str) -> Result<Shared, String> {
+    pub async fn open(cfg: &Config, node: &str) -> Result<Shared, String> {
         let s = &cfg.settings;
         let url = s.redis.as_ref().ok_or("queue = redis needs redis")?;
-        let conn = RedisConnection::open(url.as_str()).map_err(|e| format!("redis: {e}"))?;
+        let conn = super::redis_link::connect(url.as_str()).await?;
         let lanes = cfg
             .destinations
             .iter()
@@ -114,7 +116,8 @@ impl Shared {
                 let budget = d.budget.unwrap_or(s.latency_budget);
                 let bound = (budget.as_secs_f64() * rate).ceil().max(1.0) as u64;
                 let lane = Lane {
-                    queue: RedisQueue::new(conn.clone(), &d.name, node),
+                    queue: RedisQueue::new(conn.clone(), &d.name, node)
+                        .with_replicas(s.redis_wait_replicas, Duration::from_millis(200)),
                     rate,
                     bound,
                 };
@@ -166,6 +169,7 @@ impl Shared {
         Ok(match answer {
             Admission::Added { id, .. } => Admit::Queued(number_of(&id)),
             Admission::Repeat { id } => Admit::Repeat(number_of(&id)),
+            Admission::Unconfirmed { replicas, .. } => Admit::Unconfirmed(replicas),
             Admission::Full { depth } => Admit::Full(Duration::from_secs_f64(
                 (depth as f64 / lane.rate).min(3600.0),
             )),
@@ -246,6 +250,12 @@ impl Drain {
     /// retry moved back and a dead relay's entries taken over once a
     /// second), delivered in a task of its own. Once stopped, waits for its
     /// deliveries and their acknowledgements.
+    ///
+    /// An idle drain (its last claim found nothing) claims before it takes
+    /// a permit, and takes none while nothing comes: the fleet's permits it
+    /// leased go back to Redis unused, rather than idle relays each keeping
+    /// a few for the next burst (three relays would deliver the bucket's
+    /// burst plus their pools at once).
     async fn run(self, mut stop: tokio::sync::watch::Receiver<bool>) {
         let this = Arc::new(self);
         let (acks, ack_rx) = mpsc::unbounded_channel();
@@ -256,6 +266,7 @@ impl Drain {
         let mut next = Instant::now();
         // Where the take-over scan of the pending list goes on from.
         let mut cursor = "0-0".to_owned();
+        let mut quiet = true;
         let cap = u32::try_from(this.in_flight.available_permits()).unwrap_or(u32::MAX);
         'run: loop {
             if *stop.borrow() {
@@ -274,15 +285,13 @@ impl Drain {
                 _ = stop.changed() => break,
             }
             next = next.max(Instant::now()) + interval;
-            let permit = loop {
-                if let Some(permit) = this.permits.try_take() {
-                    break permit;
+            let mut permit = None;
+            if !quiet {
+                match this.permit(&mut stop).await {
+                    Some(p) => permit = Some(p),
+                    None => break 'run,
                 }
-                tokio::select! {
-                    _ = this.permits.ready() => {}
-                    _ = stop.changed() => break 'run,
-                }
-            };
+            }
             let q = &this.lane.queue;
             let mut entry = None;
             if upkeep <= Instant::now() {
@@ -306,6 +315,11 @@ impl Drain {
                 match q.claim(1).await {
                     Ok(mut got) => entry = got.pop(),
                     Err(e) => {
+                        // Not given back: a permit is not carried through
+                        // a Redis failure (the bucket drains meanwhile).
+                        if let Some(p) = permit {
+                            p.spend();
+                        }
                         tracing::warn!(error = %e, "shared queue: cannot claim webhooks; retrying");
                         tokio::time::sleep(Duration::from_millis(500)).await;
                         continue;
@@ -313,13 +327,29 @@ impl Drain {
                 }
             }
             let Some(entry) = entry else {
-                drop(permit); // unspent: back to the fleet's bucket
+                // Unspent: back to the pool, and to Redis once the drain
+                // has stayed quiet for the lease's lifetime.
+                drop(permit);
                 drop(place);
+                quiet = true;
                 tokio::select! {
                     _ = tokio::time::sleep(IDLE_POLL) => {}
                     _ = stop.changed() => break,
                 }
                 continue;
+            };
+            quiet = false;
+            let permit = match permit {
+                Some(p) => p,
+                // Waking up: the entry is held while the permit comes (a
+                // lease away, far within the take-over time).
+                None => match this.permit(&mut stop).await {
+                    Some(p) => p,
+                    None => {
+                        // Stopping: left pending, taken over by the fleet.
+                        break 'run;
+                    }
+                },
             };
             permit.spend();
             let (this, acks) = (this.clone(), acks.clone());
@@ -332,6 +362,22 @@ impl Drain {
         let _ = this.in_flight.acquire_many(cap).await;
         drop(acks);
         let _ = acker.await;
+    }
+
+    /// A permit of the fleet's bucket, or `None` once stopped.
+    async fn permit(
+        &self,
+        stop: &mut tokio::sync::watch::Receiver<bool>,
+    ) -> Option<dripfeed::Permit<'_>> {
+        loop {
+            if let Some(permit) = self.permits.try_take() {
+                return Some(permit);
+            }
+            tokio::select! {
+                _ = self.permits.ready() => {}
+                _ = stop.changed() => return None,
+            }
+        }
     }
 
     /// One attempt, and what follows from its answer.

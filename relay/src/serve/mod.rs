@@ -144,7 +144,7 @@ pub async fn run(
         // With queue = redis the drains have their own fleet permits.
         permits: match s.queue {
             crate::config::value::QueueKind::Redis => None,
-            crate::config::value::QueueKind::Local => queue::fleet::permits(s)?,
+            crate::config::value::QueueKind::Local => queue::fleet::permits(s).await?,
         },
         status: status.clone(),
         catalog: catalog.clone(),
@@ -234,7 +234,7 @@ pub async fn run(
         None => println!("no journal: accepted webhooks live in memory only"),
     }
     #[cfg(feature = "redis")]
-    let shared = shared_prep::open(&cfg, &catalog, &sink, &latencies, &status, &guard)?;
+    let shared = shared_prep::open(&cfg, &catalog, &sink, &latencies, &status, &guard).await?;
     #[cfg(feature = "redis")]
     stores.extend(shared.clone().map(admin::stores::StoreCheck::queue));
     let intake = Arc::new(Intake {

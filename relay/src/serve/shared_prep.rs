@@ -33,7 +33,7 @@ fn node_name(cfg: &Config) -> String {
 }
 
 /// The shared queues, their drains started, or none.
-pub(super) fn open(
+pub(super) async fn open(
     cfg: &Config,
     catalog: &Arc<Catalog>,
     sink: &Arc<FileSink>,
@@ -46,7 +46,7 @@ pub(super) fn open(
         return Ok(None);
     }
     let node = node_name(cfg);
-    let shared = Shared::open(cfg, &node)?;
+    let shared = Shared::open(cfg, &node).await?;
     let client = deliver::client::client(s, s.max_in_flight, guard.clone())?;
     let (catalog, latencies, status, guard) = (
         catalog.clone(),

@@ -225,3 +225,46 @@ async fn readyz_asks_the_shared_queues_redis() {
     .await;
     assert!(up, "{:?}", readyz().await);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_202_waits_for_the_replicas_asked_for() {
+    if !support_redis::available("a_202_waits_for_the_replicas_asked_for") {
+        return;
+    }
+    let primary = support_redis::RedisServer::start();
+    let mut replica = support_redis::RedisServer::start_replica_of(&primary);
+    let dir = TempDir::new("shared-replicas");
+    let relay = Relay::start_with(
+        &argv(&format!(
+            "--queue redis --redis {} --node-name r --redis-wait-replicas 1 \
+             --destination billing=http://127.0.0.1:9/hooks --drain-rate 0.01 --latency-budget 10000s \
+             --journal-dir {} --dead-letter-file {}",
+            primary.url(),
+            dir.arg("journal"),
+            dir.arg("dl.jsonl"),
+        )),
+        &[],
+    )
+    .await;
+    // Once the replica has synced, a webhook is confirmed by it: 202.
+    let synced = eventually(Duration::from_secs(20), || async {
+        post(&relay, 1, None).await.0 == 202
+    })
+    .await;
+    let last = relay
+        .post(&[("content-type", "application/json")], "{\"n\":1}")
+        .await;
+    assert!(synced, "a replica confirms webhooks: {last:?}");
+    // Without it, a 202 cannot be kept as asked: 503 unreplicated.
+    replica.kill();
+    let (status, body) = relay
+        .post(&[("content-type", "application/json")], "{\"n\":2}")
+        .await;
+    assert_eq!(status, 503, "{body}");
+    assert_eq!(body["type"], "urn:dripfeed:problem:unreplicated");
+    let m = relay.metrics().await;
+    for purpose in ["queue_admit", "queue_wait"] {
+        let trips = m.get("dripfeed_redis_round_trips_total", &[("purpose", purpose)]);
+        assert!(trips >= 2.0, "{purpose}: {trips} round trips");
+    }
+}
