@@ -155,8 +155,14 @@ async fn claims_split_retries_happen_once_and_a_dead_consumers_work_is_reclaimed
     let taken_ids: HashSet<&str> = taken.iter().map(|c| c.id.as_str()).collect();
     let of_b: HashSet<&str> = by_b[1..].iter().map(|c| c.id.as_str()).collect();
     assert!(of_b.is_subset(&taken_ids), "{taken_ids:?} ⊇ {of_b:?}");
-    // b comes back and acknowledges late: the entries a ended are not
-    // ended twice, and a retry of one a took over is refused.
+    // b comes back: it no longer holds what a took over (so it does not
+    // send it), while a holds it afresh.
+    assert!(!b.hold(&by_b[1]).await.unwrap(), "taken over: not b's");
+    assert!(a.hold(&taken[0]).await.unwrap(), "a's");
+    let after_hold = a.reclaim(Duration::from_secs(60), 10).await.unwrap();
+    assert!(after_hold.is_empty(), "held afresh: not idle");
+    // b acknowledges late: the entries a ended are not ended twice, and a
+    // retry of one a took over is refused.
     let ids: Vec<String> = taken.iter().map(|c| c.stream_id.clone()).collect();
     assert_eq!(a.ack(&ids).await.unwrap(), ids.len() as u64);
     assert!(!b.retry(&by_b[1], Duration::ZERO).await.unwrap());

@@ -438,6 +438,24 @@ impl RedisQueue {
         count(&v)
     }
 
+    /// Starts `job`'s idle time again if this consumer still holds it
+    /// (`XCLAIM … JUSTID`, one round trip, counted as `queue_claim`);
+    /// `false` when another consumer took it over meanwhile: then it is
+    /// not this consumer's to deliver. For a job held a while before it is
+    /// sent, so that a take-over cannot start while it is delivered.
+    pub async fn hold(&self, job: &Claimed) -> Result<bool, RedisError> {
+        let mut conn = self.conn.claim.clone();
+        let mut call = self.settle.prepare_invoke();
+        call.key(&self.stream)
+            .key(&self.retries)
+            .arg(&self.group)
+            .arg("hold")
+            .arg(&job.stream_id)
+            .arg(&self.consumer);
+        let v: Value = bounded(call.invoke_async(&mut conn), CALL).await?;
+        Ok(count(&v)? == 1)
+    }
+
     /// Moves `job` to the retries, due `after` from now (the server's
     /// clock), with one more attempt counted; `false` when this consumer no
     /// longer holds it (another took it over): then nothing is retried.

@@ -13,6 +13,7 @@
 pub mod fleet;
 pub mod redis_link;
 pub mod shared;
+mod shared_drain;
 
 use std::path::Path;
 use std::sync::Arc;

@@ -13,16 +13,20 @@
 //! - **Delivery**: each relay's drain for a destination takes a delivery
 //!   place, waits for its pacing and a permit of the destination's bucket
 //!   in Redis (at the destination's rate: the fleet together delivers at
-//!   most that), and only then claims one entry, so an entry is in a
-//!   relay's hands only while it is delivered. Acknowledgements go in
-//!   batches, retried until Redis takes them. A retry waits in Redis by its
+//!   most that), and only then claims entries: as many as it will emit in
+//!   the next 50 ms (at least one, at most its free places), so an entry is
+//!   in a relay's hands only a moment before it is delivered, and at high
+//!   rates one claim serves many webhooks. An idle drain claims first and
+//!   takes a permit once something comes. Acknowledgements go in batches,
+//!   retried until Redis takes them. A retry waits in Redis by its
 //!   due time and comes back through whichever relay moves it first; a
 //!   webhook past its retries or refused for good goes to this relay's
 //!   dead-letter file, and is acknowledged once its line is on disk (while
 //!   the file fails, it stays pending and is tried again once taken over:
 //!   a second delivery rather than a loss).
 //! - **A dead node**: its pending entries are reclaimed (`XAUTOCLAIM`) once
-//!   idle for the deliver timeout plus five seconds: never sooner, which is
+//!   idle for the deliver timeout plus 50 ms (what a drain claims ahead)
+//!   plus five seconds: never sooner, which is
 //!   how duplicates happen; a holder that was too slow cannot retry an
 //!   entry taken over from it.
 //!
@@ -35,21 +39,16 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use dripfeed::global::{Admission, Claimed, Failure, RedisConnection, RedisQueue, RedisRate};
+use dripfeed::PermitSource;
+use dripfeed::global::{Admission, Failure, RedisConnection, RedisQueue, RedisRate};
 use dripfeed::journal::JobCodec;
-use dripfeed::{Attempt, Delivery, Downstream, PermitSource};
-use tokio::sync::{Semaphore, mpsc};
-use tokio::time::Instant;
+use tokio::sync::Semaphore;
 
 use crate::config::Config;
 use crate::dead_letter::FileSink;
 use crate::deliver::HttpDownstream;
 use crate::intake::job::Job;
-
-/// Acknowledgements sent together at most.
-const ACK_BATCH: usize = 256;
-/// How long an idle drain waits before it asks for work again.
-const IDLE_POLL: Duration = Duration::from_millis(50);
+use crate::queue::shared_drain::{Counts, Drain};
 
 /// An entry's id as the webhook's number (ids are given as numbers; an
 /// entry written otherwise is known by its stream id `MS-SEQ`, as
@@ -66,10 +65,10 @@ pub fn number_of(id: &str) -> u64 {
 
 /// One destination's queue and what bounds it.
 #[derive(Clone)]
-struct Lane {
-    queue: RedisQueue,
-    rate: f64,
-    bound: u64,
+pub(super) struct Lane {
+    pub(super) queue: RedisQueue,
+    pub(super) rate: f64,
+    pub(super) bound: u64,
 }
 
 /// What admission answered.
@@ -191,6 +190,8 @@ impl Shared {
             .on_failure(Failure::FailClosed)
             .start()
             .map_err(|e| format!("the fleet's rate for {name}: {e}"))?;
+            // Leases sized for this drain's pace (rate × the lease interval).
+            permits.set_local_rate(lane.rate);
             let d = Drain {
                 lane: lane.clone(),
                 downstream: Arc::new((drains.downstream)(name)),
@@ -203,6 +204,7 @@ impl Shared {
                 in_flight: Arc::new(Semaphore::new(
                     s.per_destination_cap(cfg.destinations.len()),
                 )),
+                counts: Counts::new(name),
             };
             let task = tokio::spawn(d.run(self.stop.subscribe()));
             self.drains
@@ -229,247 +231,6 @@ impl Shared {
                 "shared queue: deliveries still running at the end of the grace are taken over by the fleet"
             );
         }
-    }
-}
-
-/// One destination's drain on this relay.
-struct Drain {
-    lane: Lane,
-    downstream: Arc<HttpDownstream>,
-    sink: Arc<FileSink>,
-    permits: Arc<dyn PermitSource>,
-    retries: u32,
-    retry_min: Duration,
-    retry_max: Duration,
-    timeout: Duration,
-    in_flight: Arc<Semaphore>,
-}
-
-impl Drain {
-    /// Until stopped: a place, the pacing, a permit, then one entry (a due
-    /// retry moved back and a dead relay's entries taken over once a
-    /// second), delivered in a task of its own. Once stopped, waits for its
-    /// deliveries and their acknowledgements.
-    ///
-    /// An idle drain (its last claim found nothing) claims before it takes
-    /// a permit, and takes none while nothing comes: the fleet's permits it
-    /// leased go back to Redis unused, rather than idle relays each keeping
-    /// a few for the next burst (three relays would deliver the bucket's
-    /// burst plus their pools at once).
-    async fn run(self, mut stop: tokio::sync::watch::Receiver<bool>) {
-        let this = Arc::new(self);
-        let (acks, ack_rx) = mpsc::unbounded_channel();
-        let acker = tokio::spawn(acknowledge(this.lane.queue.clone(), ack_rx));
-        let interval = Duration::from_secs_f64(1.0 / this.lane.rate.max(0.001));
-        let idle = this.timeout + Duration::from_secs(5);
-        let mut upkeep = Instant::now();
-        let mut next = Instant::now();
-        // Where the take-over scan of the pending list goes on from.
-        let mut cursor = "0-0".to_owned();
-        let mut quiet = true;
-        let cap = u32::try_from(this.in_flight.available_permits()).unwrap_or(u32::MAX);
-        'run: loop {
-            if *stop.borrow() {
-                break;
-            }
-            let place = tokio::select! {
-                p = this.in_flight.clone().acquire_owned() => match p {
-                    Ok(p) => p,
-                    Err(_) => break,
-                },
-                _ = stop.changed() => break,
-            };
-            // Paced: one emission per interval, never a burst for time lost.
-            tokio::select! {
-                _ = tokio::time::sleep_until(next) => {}
-                _ = stop.changed() => break,
-            }
-            next = next.max(Instant::now()) + interval;
-            let mut permit = None;
-            if !quiet {
-                match this.permit(&mut stop).await {
-                    Some(p) => permit = Some(p),
-                    None => break 'run,
-                }
-            }
-            let q = &this.lane.queue;
-            let mut entry = None;
-            if upkeep <= Instant::now() {
-                upkeep = Instant::now() + Duration::from_secs(1);
-                if let Err(e) = q.promote_due(256).await {
-                    tracing::debug!(error = %e, "shared queue: retries not moved");
-                }
-                match q.reclaim_from(&cursor, idle, 1).await {
-                    Ok((next, mut taken)) => {
-                        cursor = next;
-                        if let Some(e) = taken.pop() {
-                            tracing::info!(id = %e.id, "shared queue: took over a webhook a relay left pending");
-                            upkeep = Instant::now(); // more may be waiting
-                            entry = Some(e);
-                        }
-                    }
-                    Err(e) => tracing::debug!(error = %e, "shared queue: nothing reclaimed"),
-                }
-            }
-            if entry.is_none() {
-                match q.claim(1).await {
-                    Ok(mut got) => entry = got.pop(),
-                    Err(e) => {
-                        // Not given back: a permit is not carried through
-                        // a Redis failure (the bucket drains meanwhile).
-                        if let Some(p) = permit {
-                            p.spend();
-                        }
-                        tracing::warn!(error = %e, "shared queue: cannot claim webhooks; retrying");
-                        tokio::time::sleep(Duration::from_millis(500)).await;
-                        continue;
-                    }
-                }
-            }
-            let Some(entry) = entry else {
-                // Unspent: back to the pool, and to Redis once the drain
-                // has stayed quiet for the lease's lifetime.
-                drop(permit);
-                drop(place);
-                quiet = true;
-                tokio::select! {
-                    _ = tokio::time::sleep(IDLE_POLL) => {}
-                    _ = stop.changed() => break,
-                }
-                continue;
-            };
-            quiet = false;
-            let permit = match permit {
-                Some(p) => p,
-                // Waking up: the entry is held while the permit comes (a
-                // lease away, far within the take-over time).
-                None => match this.permit(&mut stop).await {
-                    Some(p) => p,
-                    None => {
-                        // Stopping: left pending, taken over by the fleet.
-                        break 'run;
-                    }
-                },
-            };
-            permit.spend();
-            let (this, acks) = (this.clone(), acks.clone());
-            tokio::spawn(async move {
-                this.deliver(entry, &acks).await;
-                drop(place);
-            });
-        }
-        // Every place back: the deliveries under way have ended.
-        let _ = this.in_flight.acquire_many(cap).await;
-        drop(acks);
-        let _ = acker.await;
-    }
-
-    /// A permit of the fleet's bucket, or `None` once stopped.
-    async fn permit(
-        &self,
-        stop: &mut tokio::sync::watch::Receiver<bool>,
-    ) -> Option<dripfeed::Permit<'_>> {
-        loop {
-            if let Some(permit) = self.permits.try_take() {
-                return Some(permit);
-            }
-            tokio::select! {
-                _ = self.permits.ready() => {}
-                _ = stop.changed() => return None,
-            }
-        }
-    }
-
-    /// One attempt, and what follows from its answer.
-    async fn deliver(&self, entry: Claimed, acks: &mpsc::UnboundedSender<String>) {
-        let job = match Job::decode(&entry.job) {
-            Ok(job) => job,
-            Err(e) => {
-                // Another version's encoding, or damage: kept as it is, in
-                // the dead-letter file, not dropped.
-                tracing::error!(id = %entry.id, error = %e, "shared queue: an entry does not decode; dead-lettered as it is");
-                let raw = Job::raw(entry.job.clone().into());
-                raw.trail.name(number_of(&entry.id));
-                raw.trail.tried_by(&self.downstream.name);
-                self.dead_letter(raw, "undecodable", entry.stream_id, acks)
-                    .await;
-                return;
-            }
-        };
-        let public = number_of(&entry.id);
-        job.trail.name(public);
-        let attempt = Attempt::new(public, entry.attempts + 1);
-        let answer = tokio::time::timeout(self.timeout, self.downstream.deliver(&job, attempt))
-            .await
-            .unwrap_or(Delivery::Retry { after: None });
-        let made = entry.attempts + 1;
-        match answer {
-            Delivery::Done => {
-                let _ = acks.send(entry.stream_id);
-            }
-            Delivery::Retry { after } if made <= self.retries => {
-                let backoff = self
-                    .retry_min
-                    .saturating_mul(1 << made.min(16).saturating_sub(1));
-                let wait = after
-                    .unwrap_or(backoff.min(self.retry_max))
-                    .min(self.retry_max);
-                let jittered = wait.mul_f64(0.5 + fastrand::f64() / 2.0);
-                if let Err(e) = self.lane.queue.retry(&entry, jittered).await {
-                    // Left pending: taken over and tried again later.
-                    tracing::warn!(error = %e, "shared queue: a retry could not be scheduled");
-                }
-            }
-            Delivery::Retry { .. } => {
-                self.dead_letter(job, "retries_exhausted", entry.stream_id, acks)
-                    .await
-            }
-            Delivery::Failed => self.dead_letter(job, "failed", entry.stream_id, acks).await,
-        }
-    }
-
-    /// Dead-letters `job` and acknowledges its entry once the line is on
-    /// disk; held (a full or failing file), the entry stays pending and is
-    /// taken over and tried again later rather than lost.
-    async fn dead_letter(
-        &self,
-        job: Job,
-        reason: &'static str,
-        stream_id: String,
-        acks: &mpsc::UnboundedSender<String>,
-    ) {
-        if self.sink.offer(job, reason).is_err() {
-            tracing::error!(
-                "the dead-letter writer is gone: the webhook stays in the shared queue"
-            );
-            return;
-        }
-        let flushed = self.sink.flushed().await;
-        if flushed.held == 0 && flushed.error.is_none() {
-            let _ = acks.send(stream_id);
-        }
-    }
-}
-
-/// Acknowledges what the drain ended, in batches (one round trip for all
-/// that ended meanwhile), retrying a batch for about two minutes: an
-/// acknowledgement given up (or later than the take-over time) has the
-/// webhook delivered again, with the same idempotency key.
-async fn acknowledge(queue: RedisQueue, mut rx: mpsc::UnboundedReceiver<String>) {
-    let mut batch = Vec::with_capacity(ACK_BATCH);
-    while rx.recv_many(&mut batch, ACK_BATCH).await > 0 {
-        let mut wait = Duration::from_millis(50);
-        for _ in 0..40 {
-            match queue.ack(&batch).await {
-                Ok(_) => break,
-                Err(e) => {
-                    tracing::warn!(error = %e, entries = batch.len(), "shared queue: acknowledgements not taken; trying again");
-                    tokio::time::sleep(wait).await;
-                    wait = (wait * 2).min(Duration::from_secs(2));
-                }
-            }
-        }
-        batch.clear();
     }
 }
 

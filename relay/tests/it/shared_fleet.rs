@@ -127,7 +127,7 @@ async fn fleet(store: &mut Store, fault: Fault) {
         argv(&format!(
             "--queue redis --redis {url} --node-name n{i} \
              --destination a=http://{rx}/a?d=a --destination b=http://{rx}/b?d=b \
-             --drain-rate {RATE} --latency-budget 2s --deliver-timeout 2s --retries 3 \
+             --drain-rate {RATE} --latency-budget 2s --deliver-timeout 5s --retries 3 \
              --retry-min 200ms --max-in-flight-per-destination {IN_FLIGHT} \
              --journal-dir {} --dead-letter-file {}",
             dir.arg(&format!("journal-{i}")),
@@ -258,6 +258,30 @@ async fn fleet(store: &mut Store, fault: Fault) {
     // Duplicates: at most what the dead relay (or, with Redis restarted,
     // every relay) had under way.
     let twice: u64 = keys.values().map(|n| u64::from(n - 1)).sum();
+    let mut retried = 0.0;
+    for r in relays
+        .iter()
+        .take(if fault == Fault::KillARelay { 2 } else { 3 })
+    {
+        retried += r
+            .metrics()
+            .await
+            .find("leaky_bucket_retries_total", &[])
+            .unwrap_or(0.0);
+    }
+    if twice > 0 {
+        eprintln!("{retried} retries (a delivery slower than the deliver timeout is tried again)");
+        let t0 = log.hits().first().map(|h| h.at);
+        for (k, n) in keys.iter().filter(|(_, n)| **n > 1) {
+            let at: Vec<u128> = log
+                .hits()
+                .iter()
+                .filter(|h| &h.key == k)
+                .map(|h| (h.at - t0.unwrap_or(h.at)).as_millis())
+                .collect();
+            eprintln!("{k} delivered {n} times, at {at:?} ms");
+        }
+    }
     let holders = if fault == Fault::KillARelay { 1 } else { 3 };
     assert!(
         twice <= holders * IN_FLIGHT * 2,

@@ -3,6 +3,8 @@
 -- KEYS[1]  the stream        KEYS[2]  the retries (a sorted set)
 -- ARGV[1]  the group
 -- ARGV[2]  "ack": ARGV[3..] are stream ids to acknowledge and delete
+--          "hold": ARGV[3] stream id, ARGV[4] the consumer asking: if it
+--          still holds the entry, its idle time starts again (XCLAIM JUSTID)
 --          "retry": ARGV[3] stream id, ARGV[4] delay ms, ARGV[5] the
 --          member to keep (public id, "\n", attempts, "\n", job), ARGV[6]
 --          the consumer asking: only the entry's holder may retry it
@@ -21,6 +23,13 @@ if op == 'ack' then
     redis.call('XDEL', KEYS[1], ARGV[i])
   end
   return done
+elseif op == 'hold' then
+  local held = redis.call('XPENDING', KEYS[1], ARGV[1], ARGV[3], ARGV[3], 1)
+  if #held == 0 or held[1][2] ~= ARGV[4] then
+    return 0
+  end
+  redis.call('XCLAIM', KEYS[1], ARGV[1], ARGV[4], 0, ARGV[3], 'JUSTID')
+  return 1
 elseif op == 'retry' then
   -- A consumer whose entry was taken over (it was too slow) does not
   -- retry it behind the new holder's back.

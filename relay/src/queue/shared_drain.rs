@@ -1,0 +1,359 @@
+//! One destination's drain on one relay of a fleet sharing the queue in
+//! Redis ([`super::shared`]): a place, the pacing, a permit of the fleet's
+//! bucket, then an entry (claimed a moment ahead), delivered; what ended is
+//! acknowledged in batches.
+
+#![cfg(feature = "redis")]
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use dripfeed::global::{Claimed, RedisQueue};
+use dripfeed::journal::JobCodec;
+use dripfeed::{Attempt, Delivery, Downstream, PermitSource};
+use tokio::sync::{Semaphore, mpsc};
+use tokio::time::Instant;
+
+use super::shared::{Lane, number_of};
+use crate::dead_letter::FileSink;
+use crate::deliver::HttpDownstream;
+use crate::intake::job::Job;
+
+/// Acknowledgements sent together at most.
+const ACK_BATCH: usize = 256;
+/// How far ahead a drain claims: the entries it will emit in this time.
+const CLAIM_AHEAD: Duration = Duration::from_millis(50);
+/// Entries one claim takes at most.
+const MAX_CLAIM: usize = 64;
+/// How far ahead of its slot an emission may go (one timer tick).
+const PACE_SLACK: Duration = Duration::from_millis(1);
+/// How long acknowledgements wait for company before they are sent.
+const ACK_LINGER: Duration = Duration::from_millis(5);
+/// An entry held longer than this before it is sent is claimed afresh
+/// first ([`RedisQueue::hold`]).
+const HOLD_REFRESH: Duration = Duration::from_secs(1);
+/// How long an idle drain waits before it asks for work again.
+const IDLE_POLL: Duration = Duration::from_millis(50);
+
+/// One destination's drain on this relay.
+pub(super) struct Drain {
+    pub(super) lane: Lane,
+    pub(super) downstream: Arc<HttpDownstream>,
+    pub(super) sink: Arc<FileSink>,
+    pub(super) permits: Arc<dyn PermitSource>,
+    pub(super) retries: u32,
+    pub(super) retry_min: Duration,
+    pub(super) retry_max: Duration,
+    pub(super) timeout: Duration,
+    pub(super) in_flight: Arc<Semaphore>,
+    pub(super) counts: Counts,
+}
+
+/// The drain's metrics, under the library's names with the destination as
+/// `throttle`, so one dashboard reads both queues.
+pub(super) struct Counts {
+    delivered: metrics::Counter,
+    dead_lettered: metrics::Counter,
+    retries: metrics::Counter,
+    /// The fleet's depth for the destination, read once a second.
+    depth: metrics::Gauge,
+}
+
+impl Counts {
+    pub(super) fn new(name: &str) -> Counts {
+        use dripfeed::metrics::{JOBS, QUEUE_DEPTH, RETRIES};
+        let job = |outcome: &'static str| metrics::counter!(JOBS, "throttle" => name.to_owned(), "outcome" => outcome);
+        Counts {
+            delivered: job("delivered"),
+            dead_lettered: job("dead_lettered"),
+            retries: metrics::counter!(RETRIES, "throttle" => name.to_owned()),
+            depth: metrics::gauge!(QUEUE_DEPTH, "throttle" => name.to_owned()),
+        }
+    }
+}
+
+impl Drain {
+    /// Until stopped: a place, the pacing, a permit, then one entry (a due
+    /// retry moved back and a dead relay's entries taken over once a
+    /// second), delivered in a task of its own. Once stopped, waits for its
+    /// deliveries and their acknowledgements.
+    ///
+    /// An idle drain (its last claim found nothing) claims before it takes
+    /// a permit, and takes none while nothing comes: the fleet's permits it
+    /// leased go back to Redis unused, rather than idle relays each keeping
+    /// a few for the next burst (three relays would deliver the bucket's
+    /// burst plus their pools at once).
+    pub(super) async fn run(self, mut stop: tokio::sync::watch::Receiver<bool>) {
+        let this = Arc::new(self);
+        let (acks, ack_rx) = mpsc::unbounded_channel();
+        let acker = tokio::spawn(acknowledge(this.lane.queue.clone(), ack_rx));
+        let interval = Duration::from_secs_f64(1.0 / this.lane.rate.max(0.001));
+        let idle = this.timeout + CLAIM_AHEAD + Duration::from_secs(5);
+        let mut upkeep = Instant::now();
+        let mut next = Instant::now();
+        // Where the take-over scan of the pending list goes on from.
+        let mut cursor = "0-0".to_owned();
+        let mut quiet = true;
+        // Claimed ahead, each still waiting for its place, slot and permit.
+        let mut buffer = std::collections::VecDeque::new();
+        let cap = u32::try_from(this.in_flight.available_permits()).unwrap_or(u32::MAX);
+        'run: loop {
+            if *stop.borrow() {
+                break;
+            }
+            let place = tokio::select! {
+                p = this.in_flight.clone().acquire_owned() => match p {
+                    Ok(p) => p,
+                    Err(_) => break,
+                },
+                _ = stop.changed() => break,
+            };
+            // Paced: one emission per interval, never a burst for time lost;
+            // up to a timer tick early (the timer's resolution is 1 ms: a
+            // drain sleeping for each 1 µs slot would emit 1,000/s).
+            if next > Instant::now() + PACE_SLACK {
+                tokio::select! {
+                    _ = tokio::time::sleep_until(next - PACE_SLACK) => {}
+                    _ = stop.changed() => break,
+                }
+            }
+            next = next.max(Instant::now()) + interval;
+            let mut permit = None;
+            if !quiet {
+                match this.permit(&mut stop).await {
+                    Some(p) => permit = Some(p),
+                    None => break 'run,
+                }
+            }
+            let q = &this.lane.queue;
+            let mut entry = None;
+            if upkeep <= Instant::now() {
+                upkeep = Instant::now() + Duration::from_secs(1);
+                if let Err(e) = q.promote_due(256).await {
+                    tracing::debug!(error = %e, "shared queue: retries not moved");
+                }
+                if let Ok(depth) = q.depth().await {
+                    this.counts.depth.set(depth as f64);
+                }
+                match q.reclaim_from(&cursor, idle, 1).await {
+                    Ok((next, mut taken)) => {
+                        cursor = next;
+                        if let Some(e) = taken.pop() {
+                            tracing::info!(id = %e.id, "shared queue: took over a webhook a relay left pending");
+                            upkeep = Instant::now(); // more may be waiting
+                            entry = Some((Instant::now(), e));
+                        }
+                    }
+                    Err(e) => tracing::debug!(error = %e, "shared queue: nothing reclaimed"),
+                }
+            }
+            if entry.is_none() {
+                entry = buffer.pop_front();
+            }
+            if entry.is_none() {
+                // As many as this drain will emit in the next 50 ms and has
+                // places for: fewer round trips per webhook at high rates,
+                // and never more held than a moment's work.
+                let want = ((this.lane.rate * CLAIM_AHEAD.as_secs_f64()).ceil() as usize)
+                    .min(this.in_flight.available_permits() + 1)
+                    .clamp(1, MAX_CLAIM);
+                match q.claim(want).await {
+                    Ok(got) => {
+                        let now = Instant::now();
+                        buffer.extend(got.into_iter().map(|e| (now, e)));
+                        entry = buffer.pop_front();
+                    }
+                    Err(e) => {
+                        // Not given back: a permit is not carried through
+                        // a Redis failure (the bucket drains meanwhile).
+                        if let Some(p) = permit {
+                            p.spend();
+                        }
+                        tracing::warn!(error = %e, "shared queue: cannot claim webhooks; retrying");
+                        tokio::time::sleep(Duration::from_millis(500)).await;
+                        continue;
+                    }
+                }
+            }
+            let Some((claimed_at, entry)) = entry else {
+                // Unspent: back to the pool, and to Redis once the drain
+                // has stayed quiet for the lease's lifetime.
+                drop(permit);
+                drop(place);
+                quiet = true;
+                tokio::select! {
+                    _ = tokio::time::sleep(IDLE_POLL) => {}
+                    _ = stop.changed() => break,
+                }
+                continue;
+            };
+            quiet = false;
+            let permit = match permit {
+                Some(p) => p,
+                // Waking up: the entry is held while the permit comes (a
+                // lease away, far within the take-over time).
+                None => match this.permit(&mut stop).await {
+                    Some(p) => p,
+                    None => {
+                        // Stopping: left pending (with what was claimed
+                        // ahead), taken over by the fleet.
+                        break 'run;
+                    }
+                },
+            };
+            // Held a while (a permit slow to come): its idle time starts
+            // again before it is sent, or, taken over meanwhile, it is not
+            // this relay's to send.
+            if claimed_at.elapsed() > HOLD_REFRESH {
+                match q.hold(&entry).await {
+                    Ok(true) => {}
+                    Ok(false) => {
+                        tracing::info!(id = %entry.id, "shared queue: a webhook held too long was taken over; not sent here");
+                        continue;
+                    }
+                    Err(e) => {
+                        tracing::warn!(error = %e, id = %entry.id, "shared queue: a webhook held too long is left to be taken over");
+                        continue;
+                    }
+                }
+            }
+            permit.spend();
+            let (this, acks) = (this.clone(), acks.clone());
+            tokio::spawn(async move {
+                this.deliver(entry, &acks).await;
+                drop(place);
+            });
+        }
+        if !buffer.is_empty() {
+            tracing::info!(
+                entries = buffer.len(),
+                "shared queue: webhooks claimed ahead are left for the fleet to take over"
+            );
+        }
+        // Every place back: the deliveries under way have ended.
+        let _ = this.in_flight.acquire_many(cap).await;
+        drop(acks);
+        let _ = acker.await;
+    }
+
+    /// A permit of the fleet's bucket, or `None` once stopped.
+    async fn permit(
+        &self,
+        stop: &mut tokio::sync::watch::Receiver<bool>,
+    ) -> Option<dripfeed::Permit<'_>> {
+        loop {
+            if let Some(permit) = self.permits.try_take() {
+                return Some(permit);
+            }
+            tokio::select! {
+                _ = self.permits.ready() => {}
+                _ = stop.changed() => return None,
+            }
+        }
+    }
+
+    /// One attempt, and what follows from its answer.
+    async fn deliver(&self, entry: Claimed, acks: &mpsc::UnboundedSender<String>) {
+        let job = match Job::decode(&entry.job) {
+            Ok(job) => job,
+            Err(e) => {
+                // Another version's encoding, or damage: kept as it is, in
+                // the dead-letter file, not dropped.
+                tracing::error!(id = %entry.id, error = %e, "shared queue: an entry does not decode; dead-lettered as it is");
+                let raw = Job::raw(entry.job.clone().into());
+                raw.trail.name(number_of(&entry.id));
+                raw.trail.tried_by(&self.downstream.name);
+                self.dead_letter(raw, "undecodable", entry.stream_id, acks)
+                    .await;
+                return;
+            }
+        };
+        let public = number_of(&entry.id);
+        job.trail.name(public);
+        let attempt = Attempt::new(public, entry.attempts + 1);
+        let answer = tokio::time::timeout(self.timeout, self.downstream.deliver(&job, attempt))
+            .await
+            .unwrap_or(Delivery::Retry { after: None });
+        let made = entry.attempts + 1;
+        match answer {
+            Delivery::Done => {
+                self.counts.delivered.increment(1);
+                let _ = acks.send(entry.stream_id);
+            }
+            Delivery::Retry { after } if made <= self.retries => {
+                let backoff = self
+                    .retry_min
+                    .saturating_mul(1 << made.min(16).saturating_sub(1));
+                let wait = after
+                    .unwrap_or(backoff.min(self.retry_max))
+                    .min(self.retry_max);
+                let jittered = wait.mul_f64(0.5 + fastrand::f64() / 2.0);
+                self.counts.retries.increment(1);
+                if let Err(e) = self.lane.queue.retry(&entry, jittered).await {
+                    // Left pending: taken over and tried again later.
+                    tracing::warn!(error = %e, "shared queue: a retry could not be scheduled");
+                }
+            }
+            Delivery::Retry { .. } => {
+                self.dead_letter(job, "retries_exhausted", entry.stream_id, acks)
+                    .await
+            }
+            Delivery::Failed => self.dead_letter(job, "failed", entry.stream_id, acks).await,
+        }
+    }
+
+    /// Dead-letters `job` and acknowledges its entry once the line is on
+    /// disk; held (a full or failing file), the entry stays pending and is
+    /// taken over and tried again later rather than lost.
+    async fn dead_letter(
+        &self,
+        job: Job,
+        reason: &'static str,
+        stream_id: String,
+        acks: &mpsc::UnboundedSender<String>,
+    ) {
+        if self.sink.offer(job, reason).is_err() {
+            tracing::error!(
+                "the dead-letter writer is gone: the webhook stays in the shared queue"
+            );
+            return;
+        }
+        let flushed = self.sink.flushed().await;
+        if flushed.held == 0 && flushed.error.is_none() {
+            self.counts.dead_lettered.increment(1);
+            let _ = acks.send(stream_id);
+        }
+    }
+}
+
+/// Acknowledges what the drain ended, in batches (one round trip for all
+/// that ended meanwhile), retrying a batch for about two minutes: an
+/// acknowledgement given up (or later than the take-over time) has the
+/// webhook delivered again, with the same idempotency key.
+async fn acknowledge(queue: RedisQueue, mut rx: mpsc::UnboundedReceiver<String>) {
+    let mut batch = Vec::with_capacity(ACK_BATCH);
+    while rx.recv_many(&mut batch, ACK_BATCH).await > 0 {
+        if batch.len() < ACK_BATCH {
+            // A moment for more to end: fewer round trips per webhook.
+            tokio::time::sleep(ACK_LINGER).await;
+            while batch.len() < ACK_BATCH {
+                match rx.try_recv() {
+                    Ok(id) => batch.push(id),
+                    Err(_) => break,
+                }
+            }
+        }
+        let mut wait = Duration::from_millis(50);
+        for _ in 0..40 {
+            match queue.ack(&batch).await {
+                Ok(_) => break,
+                Err(e) => {
+                    tracing::warn!(error = %e, entries = batch.len(), "shared queue: acknowledgements not taken; trying again");
+                    tokio::time::sleep(wait).await;
+                    wait = (wait * 2).min(Duration::from_secs(2));
+                }
+            }
+        }
+        batch.clear();
+    }
+}
