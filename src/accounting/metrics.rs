@@ -58,6 +58,10 @@ pub const RETRIES: &str = "leaky_bucket_retries_total";
 pub const RETRY_WAIT: &str = "leaky_bucket_retry_wait";
 /// Failed calls to the fleet's shared store, e.g. Redis (counter).
 pub const GLOBAL_ERRORS: &str = "leaky_bucket_global_errors_total";
+/// Redis round trips by `purpose` (`queue_admit`, `queue_claim`,
+/// `queue_ack`, `queue_retry`, `queue_upkeep`, `queue_wait`, `permits`,
+/// `quota`, `dead_letters`), unlabelled otherwise (counter).
+pub const REDIS_ROUND_TRIPS: &str = "dripfeed_redis_round_trips_total";
 /// 1 while the fleet limit is unreachable and the configured failure mode
 /// applies (fail-open local share or fail-closed pause), else 0 (gauge).
 pub const GLOBAL_FALLBACK: &str = "leaky_bucket_global_fallback";
@@ -127,6 +131,11 @@ pub fn describe() {
         GLOBAL_ERRORS,
         Unit::Count,
         "Failed calls to the fleet's shared store."
+    );
+    describe_counter!(
+        REDIS_ROUND_TRIPS,
+        Unit::Count,
+        "Redis round trips by what they were for."
     );
     describe_gauge!(
         GLOBAL_FALLBACK,

@@ -130,7 +130,7 @@ impl RedisConnection {
             link: self.link.clone(),
             trips: self.trips.clone(),
             purpose: Some(metrics::counter!(
-                "dripfeed_redis_round_trips_total",
+                crate::metrics::REDIS_ROUND_TRIPS,
                 "purpose" => purpose
             )),
         }

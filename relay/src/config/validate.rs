@@ -163,14 +163,6 @@ pub(super) fn check(cfg: &Config, errors: &mut Vec<ConfigError>) {
                     .into(),
             );
         }
-        if cfg.tenant_quotas() {
-            bad(
-                "tenant_rate",
-                "tenant quotas are not taken with queue = redis yet: run without tenant_rate \
-                 (and without a tenant's own rate)"
-                    .into(),
-            );
-        }
         if s.adaptive {
             bad(
                 "adaptive",

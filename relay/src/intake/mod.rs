@@ -275,7 +275,16 @@ async fn take(intake: &Intake, request: Request) -> Result<Response, Refusal> {
     // With queue = redis, the fleet's queue keeps the key and the webhook.
     #[cfg(feature = "redis")]
     if let Some(shared) = &intake.shared {
-        let answer = shared::take(intake, shared, tenant, key.as_deref(), &destination, job).await;
+        let answer = shared::take(
+            intake,
+            shared,
+            tenant,
+            key.as_deref(),
+            caller.charged,
+            &destination,
+            job,
+        )
+        .await;
         drop(pass);
         return answer;
     }

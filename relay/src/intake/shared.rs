@@ -22,12 +22,17 @@ pub(super) async fn take(
     shared: &Shared,
     tenant: &Tenant,
     key: Option<&str>,
+    charged: bool,
     destination: &str,
     job: Job,
 ) -> Result<Response, Refusal> {
     let scoped = key.map(|k| format!("{}:{k}", tenant.scope()));
     let received = job.received_unix_ms;
-    match shared.admit(destination, &job, scoped.as_deref()).await {
+    let charge = charged.then(|| tenant.scope());
+    match shared
+        .admit(destination, &job, scoped.as_deref(), charge)
+        .await
+    {
         Ok(Admit::Queued(id)) => {
             Answers::bump(&intake.answers.queued);
             intake.status.queued(
@@ -51,6 +56,25 @@ pub(super) async fn take(
                 "overloaded",
                 "the fleet's delivery queue for this destination is full; retry later".into(),
                 vec![("retry-after", retry)],
+            )))
+        }
+        Ok(Admit::OverQuota(wait)) => {
+            Answers::bump(&intake.answers.quota_429);
+            let retry = headers::retry_after(headers::jittered(wait));
+            Err(Box::new(problem(
+                StatusCode::TOO_MANY_REQUESTS,
+                "over-quota",
+                "this tenant is over its quota; retry later".into(),
+                vec![("retry-after", retry)],
+            )))
+        }
+        Ok(Admit::QuotaUnavailable) => {
+            Answers::bump(&intake.answers.store_503);
+            Err(Box::new(problem(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "unavailable",
+                "the tenant quota store is unavailable; retry later".into(),
+                vec![("retry-after", "1".to_owned())],
             )))
         }
         Ok(Admit::Unconfirmed(replicas)) => {

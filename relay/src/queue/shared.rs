@@ -42,6 +42,7 @@ use std::time::Duration;
 use dripfeed::PermitSource;
 use dripfeed::global::{Admission, Failure, RedisConnection, RedisQueue, RedisRate};
 use dripfeed::journal::JobCodec;
+use dripfeed::keyed::{AdmitError, BucketError, BucketStore};
 use tokio::sync::Semaphore;
 
 use crate::config::Config;
@@ -81,6 +82,10 @@ pub enum Admit {
     Full(Duration),
     /// Queued, but fewer replicas than asked confirmed it: how many did.
     Unconfirmed(u64),
+    /// The tenant is over its quota: retry after this (nothing queued).
+    OverQuota(Duration),
+    /// The tenant quota store cannot be reached (nothing queued).
+    QuotaUnavailable,
 }
 
 /// The fleet's queues, one per configured destination.
@@ -88,6 +93,8 @@ pub struct Shared {
     lanes: HashMap<String, Lane>,
     remember: Duration,
     conn: RedisConnection,
+    /// The tenant quotas, shared by the fleet (in Redis or PostgreSQL).
+    quotas: Option<Arc<dyn BucketStore>>,
     /// The drains, stopped by [`finish`](Self::finish).
     drains: std::sync::Mutex<Vec<tokio::task::JoinHandle<()>>>,
     stop: tokio::sync::watch::Sender<bool>,
@@ -102,8 +109,13 @@ pub struct Drains {
 }
 
 impl Shared {
-    /// The queues of `cfg`'s destinations, read as `node`.
-    pub async fn open(cfg: &Config, node: &str) -> Result<Shared, String> {
+    /// The queues of `cfg`'s destinations, read as `node`, charging
+    /// tenants to `quotas` when they have quotas.
+    pub async fn open(
+        cfg: &Config,
+        node: &str,
+        quotas: Option<Arc<dyn BucketStore>>,
+    ) -> Result<Shared, String> {
         let s = &cfg.settings;
         let url = s.redis.as_ref().ok_or("queue = redis needs redis")?;
         let conn = super::redis_link::connect(url.as_str()).await?;
@@ -127,6 +139,7 @@ impl Shared {
             lanes,
             remember: s.idempotency_window,
             conn,
+            quotas,
             drains: std::sync::Mutex::new(Vec::new()),
             stop: tokio::sync::watch::channel(false).0,
         })
@@ -146,17 +159,48 @@ impl Shared {
     }
 
     /// Queues `job` for `destination` (the idempotency key already scoped
-    /// by tenant); `Err` says why Redis could not take it.
+    /// by tenant), charging one webhook to the tenant `charge` first (and
+    /// refunding it if nothing was queued: a repeat or a full queue costs
+    /// the tenant nothing); `Err` says why Redis could not take it.
     pub async fn admit(
         &self,
         destination: &str,
         job: &Job,
         key: Option<&str>,
+        charge: Option<&str>,
     ) -> Result<Admit, String> {
         let lane = self
             .lanes
             .get(destination)
             .ok_or("not a destination of the shared queue")?;
+        let charged = match (charge, &self.quotas) {
+            (Some(tenant), Some(store)) => match store.try_admit(tenant, 1.0).await {
+                Ok(_) => Some((tenant, store)),
+                Err(BucketError::Unavailable(_)) => return Ok(Admit::QuotaUnavailable),
+                Err(e) => {
+                    // Over quota, or a quota smaller than one webhook
+                    // (refused by the configuration's checks).
+                    let wait = match e.as_admit() {
+                        Some(AdmitError::OverQuota(o)) => o.retry_after(),
+                        _ => Duration::from_secs(60),
+                    };
+                    return Ok(Admit::OverQuota(wait));
+                }
+            },
+            _ => None,
+        };
+        let answer = self.queue(lane, job, key).await;
+        if let Some((tenant, store)) = charged
+            && !matches!(answer, Ok(Admit::Queued(_) | Admit::Unconfirmed(_)))
+            && let Err(e) = store.refund(tenant, 1.0).await
+        {
+            tracing::warn!(error = %e, "shared queue: a tenant's charge for a webhook not queued was not refunded");
+        }
+        answer
+    }
+
+    /// [`admit`](Self::admit)'s queueing, in one round trip.
+    async fn queue(&self, lane: &Lane, job: &Job, key: Option<&str>) -> Result<Admit, String> {
         let mut bytes = Vec::with_capacity(job.body.len() + 64);
         job.encode(&mut bytes);
         let id = fastrand::u64(1..).to_string();

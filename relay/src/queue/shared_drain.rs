@@ -49,25 +49,33 @@ pub(super) struct Drain {
     pub(super) counts: Counts,
 }
 
-/// The drain's metrics, under the library's names with the destination as
-/// `throttle`, so one dashboard reads both queues.
+/// The drain's metrics, under the library's names and the relay's labels
+/// (`throttle="webhook_relay"`, `destination`), so one dashboard reads both
+/// queues.
 pub(super) struct Counts {
     delivered: metrics::Counter,
     dead_lettered: metrics::Counter,
     retries: metrics::Counter,
     /// The fleet's depth for the destination, read once a second.
-    depth: metrics::Gauge,
+    pub(super) depth: metrics::Gauge,
 }
 
 impl Counts {
     pub(super) fn new(name: &str) -> Counts {
         use dripfeed::metrics::{JOBS, QUEUE_DEPTH, RETRIES};
-        let job = |outcome: &'static str| metrics::counter!(JOBS, "throttle" => name.to_owned(), "outcome" => outcome);
+        let labels = |outcome: Option<&'static str>| {
+            let mut l = vec![
+                metrics::Label::new("throttle", "webhook_relay"),
+                metrics::Label::new("destination", name.to_owned()),
+            ];
+            l.extend(outcome.map(|o| metrics::Label::new("outcome", o)));
+            l
+        };
         Counts {
-            delivered: job("delivered"),
-            dead_lettered: job("dead_lettered"),
-            retries: metrics::counter!(RETRIES, "throttle" => name.to_owned()),
-            depth: metrics::gauge!(QUEUE_DEPTH, "throttle" => name.to_owned()),
+            delivered: metrics::counter!(JOBS, labels(Some("delivered"))),
+            dead_lettered: metrics::counter!(JOBS, labels(Some("dead_lettered"))),
+            retries: metrics::counter!(RETRIES, labels(None)),
+            depth: metrics::gauge!(QUEUE_DEPTH, labels(None)),
         }
     }
 }

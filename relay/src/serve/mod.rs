@@ -234,7 +234,16 @@ pub async fn run(
         None => println!("no journal: accepted webhooks live in memory only"),
     }
     #[cfg(feature = "redis")]
-    let shared = shared_prep::open(&cfg, &catalog, &sink, &latencies, &status, &guard).await?;
+    let shared = shared_prep::open(
+        &cfg,
+        &catalog,
+        &sink,
+        &latencies,
+        &status,
+        &guard,
+        tenant_store.as_ref().map(|(store, _)| store.clone()),
+    )
+    .await?;
     #[cfg(feature = "redis")]
     stores.extend(shared.clone().map(admin::stores::StoreCheck::queue));
     let intake = Arc::new(Intake {

@@ -40,13 +40,14 @@ pub(super) async fn open(
     latencies: &Arc<Latencies>,
     status: &Arc<Registry>,
     guard: &Arc<AddressGuard>,
+    quotas: Option<Arc<dyn dripfeed::keyed::BucketStore>>,
 ) -> Result<Option<Arc<Shared>>, Failure> {
     let s = &cfg.settings;
     if s.queue != QueueKind::Redis {
         return Ok(None);
     }
     let node = node_name(cfg);
-    let shared = Shared::open(cfg, &node).await?;
+    let shared = Shared::open(cfg, &node, quotas).await?;
     let client = deliver::client::client(s, s.max_in_flight, guard.clone())?;
     let (catalog, latencies, status, guard) = (
         catalog.clone(),

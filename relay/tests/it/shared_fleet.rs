@@ -8,6 +8,8 @@
 //! plus one lease; the fleet's depth never passes its bound; and an
 //! idempotent retry posted to another relay names the first id.
 
+#![cfg(feature = "redis")]
+
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};

@@ -167,7 +167,6 @@ async fn what_the_shared_queue_cannot_keep_is_refused_at_start() {
         ("--overflow head-drop", "tail-drop"),
         ("--redis-failure open", "open cannot be kept"),
         ("--adaptive", "not shared by the fleet yet"),
-        ("--tenant-rate 5", "tenant quotas are not taken"),
     ] {
         let (code, _, err) = run(format!("{redis} {flags}")).await;
         assert_eq!(code, 2, "{flags}: {err}");
@@ -267,4 +266,73 @@ async fn a_202_waits_for_the_replicas_asked_for() {
         let trips = m.get("dripfeed_redis_round_trips_total", &[("purpose", purpose)]);
         assert!(trips >= 2.0, "{purpose}: {trips} round trips");
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tenant_quotas_are_the_fleets_and_a_repeat_costs_nothing() {
+    if !support_redis::available("tenant_quotas_are_the_fleets_and_a_repeat_costs_nothing") {
+        return;
+    }
+    let redis = support_redis::RedisServer::start();
+    let dir = TempDir::new("shared-quotas");
+    let node = |name: &str| {
+        argv(&format!(
+            "--queue redis --redis {} --node-name {name} --tenant-rate 0.001 --tenant-burst 2 \
+             --destination billing=http://127.0.0.1:9/hooks --drain-rate 0.01 --latency-budget 10000s \
+             --journal-dir {} --dead-letter-file {}",
+            redis.url(),
+            dir.arg(&format!("journal-{name}")),
+            dir.arg(&format!("dl-{name}.jsonl")),
+        ))
+    };
+    let a = Relay::start_with(&node("a"), &[]).await;
+    let b = Relay::start_with(&node("b"), &[]).await;
+    let send = |relay: &Relay, tenant: &'static str, key: Option<&'static str>| {
+        let url = relay.url("/v1/webhooks/deliver");
+        async move {
+            let mut req = crate::harness::http()
+                .post(url)
+                .header("content-type", "application/json")
+                .header("x-tenant", tenant)
+                .body("{}");
+            if let Some(k) = key {
+                req = req.header("idempotency-key", k);
+            }
+            let resp = req.send().await.expect("the relay answers");
+            let status = resp.status().as_u16();
+            let retry = resp.headers().get("retry-after").is_some();
+            let body: serde_json::Value =
+                serde_json::from_str(&resp.text().await.unwrap_or_default()).unwrap_or_default();
+            (status, body, retry)
+        }
+    };
+    // acme's burst of 2 is spent on a; b refuses its third with 429.
+    assert_eq!(send(&a, "acme", None).await.0, 202);
+    assert_eq!(send(&a, "acme", None).await.0, 202);
+    let (status, body, retry) = send(&b, "acme", None).await;
+    assert_eq!((status, retry), (429, true), "{body}");
+    assert_eq!(body["type"], "urn:dripfeed:problem:over-quota");
+    assert_eq!(
+        send(&b, "other", None).await.0,
+        202,
+        "another tenant's quota"
+    );
+    // A repeat (on the other relay) answers the first id and is not
+    // charged: zed still has room for one more.
+    let (s1, first, _) = send(&a, "zed", Some("k-1")).await;
+    let (s2, again, _) = send(&b, "zed", Some("k-1")).await;
+    assert_eq!((s1, s2), (202, 202));
+    assert_eq!(first["id"], again["id"]);
+    assert_eq!(again["status"], "duplicate");
+    assert_eq!(
+        send(&b, "zed", None).await.0,
+        202,
+        "the repeat cost nothing"
+    );
+    assert_eq!(send(&b, "zed", None).await.0, 429);
+    let trips = b
+        .metrics()
+        .await
+        .get("dripfeed_redis_round_trips_total", &[("purpose", "quota")]);
+    assert!(trips >= 4.0, "quota round trips: {trips}");
 }
