@@ -10,7 +10,7 @@ mod support;
 use std::collections::HashSet;
 use std::time::Duration;
 
-use dripfeed::global::{Admission, RedisConnection, RedisQueue};
+use dripfeed::global::{Admission, Ending, JobState, RedisConnection, RedisQueue};
 use support::redis::{RedisServer, available};
 
 const DAY: Duration = Duration::from_secs(86_400);
@@ -198,4 +198,78 @@ async fn a_redis_restart_without_persistence_needs_no_operator() {
     let got = q.claim(10).await.unwrap();
     assert_eq!(got.len(), 1, "the group was made again");
     assert_eq!(got[0].job, b"after");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_jobs_status_is_readable_from_any_node_and_ended_ones_are_bounded() {
+    if !available("a_jobs_status_is_readable_from_any_node_and_ended_ones_are_bounded") {
+        return;
+    }
+    let redis = RedisServer::start();
+    let node = |name: &str| {
+        RedisQueue::new(RedisConnection::open(&redis.url()).unwrap(), "ship", name)
+            .with_status(DAY, 1)
+    };
+    let (a, b) = (node("a"), node("b"));
+    let first = added(
+        a.admit_owned("101", b"one", None, 10, DAY, Some("acme"))
+            .await
+            .unwrap(),
+    );
+    // An id already known is refused: the caller draws another.
+    assert_eq!(
+        b.admit_owned("101", b"again", None, 10, DAY, None)
+            .await
+            .unwrap(),
+        Admission::Taken
+    );
+    let seen = b.status(&first).await.unwrap().expect("known to b");
+    assert_eq!(seen.state, JobState::Queued);
+    assert_eq!((seen.attempts, seen.owner.as_deref()), (0, Some("acme")));
+    assert!(seen.received_unix_ms > 0 && seen.ended_unix_ms.is_none());
+    // Claimed by a: in flight, as b sees it.
+    let held = a.claim(1).await.unwrap().pop().expect("claimed");
+    assert_eq!(
+        b.status(&first).await.unwrap().unwrap().state,
+        JobState::InFlight
+    );
+    // Answered 503: waiting for a retry, with its due time.
+    assert!(a.retry_answered(&held, DAY, Some(503)).await.unwrap());
+    let waiting = b.status(&first).await.unwrap().unwrap();
+    assert_eq!(
+        (waiting.state, waiting.attempts, waiting.last_status),
+        (JobState::RetryWaiting, 1, Some(503))
+    );
+    assert!(waiting.next_attempt_unix_ms.unwrap() > waiting.received_unix_ms);
+    // A second job, delivered (204) by b: ended, with its time.
+    let second = added(
+        a.admit_owned("102", b"two", None, 10, DAY, None)
+            .await
+            .unwrap(),
+    );
+    let got = b.claim(1).await.unwrap().pop().expect("claimed");
+    assert_eq!(got.id, second);
+    b.end(&[Ending::delivered(got.stream_id, Some(204))])
+        .await
+        .unwrap();
+    let done = a.status(&second).await.unwrap().unwrap();
+    assert_eq!(
+        (done.state, done.attempts, done.last_status, done.owner),
+        (JobState::Delivered, 1, Some(204), None)
+    );
+    assert!(done.ended_unix_ms.is_some());
+    // A third, dead-lettered: with at most one ended status kept, the
+    // second is forgotten; the first (still held) is not.
+    added(a.admit("103", b"three", None, 10, DAY).await.unwrap());
+    let third = a.claim(1).await.unwrap().pop().expect("claimed");
+    a.end(&[Ending::dead_lettered(third.stream_id, Some(410))])
+        .await
+        .unwrap();
+    assert_eq!(
+        a.status("103").await.unwrap().unwrap().state,
+        JobState::DeadLettered
+    );
+    assert!(a.status(&second).await.unwrap().is_none(), "forgotten");
+    assert!(a.status(&first).await.unwrap().is_some(), "still held");
+    assert!(a.status("999").await.unwrap().is_none(), "unknown");
 }

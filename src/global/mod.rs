@@ -35,6 +35,8 @@ mod pg_error;
 #[cfg(feature = "postgres")]
 mod pg_sql;
 #[cfg(feature = "redis")]
+mod queue_status;
+#[cfg(feature = "redis")]
 mod redis_buckets;
 #[cfg(feature = "redis")]
 mod redis_queue;
@@ -54,6 +56,8 @@ pub use failure::Failure;
 pub use pg_buckets::PgBuckets;
 #[cfg(feature = "postgres")]
 pub use pg_error::PgError;
+#[cfg(feature = "redis")]
+pub use queue_status::{Ending, JobState, JobStatus};
 #[cfg(feature = "redis")]
 pub use redis_buckets::RedisBuckets;
 #[cfg(feature = "redis")]

@@ -9,12 +9,14 @@ use std::time::Duration;
 use redis::{Script, Value};
 
 use super::conn::{RedisConnection, RedisError, array, bounded};
+use super::queue_status::{Ending, JobStatus, Keep};
 
 /// How long one call may take.
 const CALL: Duration = Duration::from_secs(2);
 
 /// What [`RedisQueue::admit`] did.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Admission {
     /// Queued under `id` (the id the caller gave); `depth` entries are
     /// outstanding with it.
@@ -39,6 +41,9 @@ pub enum Admission {
         /// Replicas that confirmed it.
         replicas: u64,
     },
+    /// The id given is already another job's (its status is kept):
+    /// nothing written; admit again with another id.
+    Taken,
     /// The queue holds its bound: refused, nothing written.
     Full {
         /// Outstanding entries.
@@ -66,8 +71,10 @@ pub struct Claimed {
 /// Everything one destination needs sits under one hash tag
 /// (`dripfeed:q:{DEST}:…`), so each operation touches one Redis Cluster
 /// slot: the stream of queued jobs, the sorted set of retries by due time,
-/// and the tenant-scoped idempotency keys. Each node is a consumer of the
-/// stream's one group.
+/// the tenant-scoped idempotency keys, and (with
+/// [`with_status`](RedisQueue::with_status)) each job's status by id with
+/// the ended ones by end time. Each node is a consumer of the stream's one
+/// group.
 ///
 /// - [`admit`](RedisQueue::admit): one script checks the idempotency key,
 ///   checks the outstanding count (stream + retries) against the bound
@@ -103,6 +110,7 @@ pub struct Claimed {
 /// let id = match queue.admit("17", b"{\"order\":1}", Some("acme:order-1"), 1_000, day).await? {
 ///     Admission::Added { id, .. } | Admission::Repeat { id } => id,
 ///     Admission::Full { depth } => panic!("{depth} outstanding: 503"),
+///     other => panic!("{other:?}"),
 /// };
 /// for job in queue.claim(16).await? {
 ///     // deliver job.job, then:
@@ -117,12 +125,17 @@ pub struct RedisQueue {
     conn: Purposes,
     stream: String,
     retries: String,
+    statuses: String,
+    ended: String,
     prefix: String,
     group: String,
     consumer: String,
     admit: Script,
     settle: Script,
     due: Script,
+    lookup: Script,
+    /// Ended statuses kept ([`with_status`](Self::with_status)).
+    keep: Option<Keep>,
     /// Replicas that must confirm an admission (`WAIT`), and for how long
     /// to wait for them.
     replicas: (u32, Duration),
@@ -147,6 +160,7 @@ struct Purposes {
     retry: RedisConnection,
     upkeep: RedisConnection,
     wait: RedisConnection,
+    status: RedisConnection,
 }
 
 impl Purposes {
@@ -158,6 +172,7 @@ impl Purposes {
             retry: conn.counted_as("queue_retry"),
             upkeep: conn.counted_as("queue_upkeep"),
             wait: conn.counted_as("queue_wait"),
+            status: conn.counted_as("queue_status"),
         }
     }
 }
@@ -224,14 +239,42 @@ impl RedisQueue {
             conn: Purposes::new(&conn),
             stream: format!("{prefix}:s"),
             retries: format!("{prefix}:r"),
+            statuses: format!("{prefix}:st"),
+            ended: format!("{prefix}:e"),
             prefix,
             group: "dripfeed".to_owned(),
             consumer: consumer.to_owned(),
             admit: Script::new(include_str!("scripts/queue_admit.lua")),
             settle: Script::new(include_str!("scripts/queue_settle.lua")),
             due: Script::new(include_str!("scripts/queue_due.lua")),
+            lookup: Script::new(include_str!("scripts/queue_status.lua")),
+            keep: None,
             replicas: (0, Duration::ZERO),
         }
+    }
+
+    /// This queue keeping every job's status by id, readable from any node
+    /// ([`status`](Self::status)): written by the scripts that admit,
+    /// retry and end jobs (no round trip of its own), each ended one kept
+    /// for `retention` and at most `max` of them (the oldest forgotten
+    /// first). A held job's status is always kept (bounded by the queue's
+    /// bound).
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// use std::time::Duration;
+    /// use dripfeed::global::{RedisConnection, RedisQueue};
+    /// let conn = RedisConnection::open("redis://127.0.0.1:1/")?;
+    /// let queue = RedisQueue::new(conn, "billing", "node-a")
+    ///     .with_status(Duration::from_secs(86_400), 100_000);
+    /// assert_eq!(queue.stream_key(), "dripfeed:q:{billing}:s");
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn with_status(mut self, retention: Duration, max: u64) -> Self {
+        self.keep = Some(Keep { retention, max });
+        self
     }
 
     /// This queue with every admission confirmed by `replicas` replicas of
@@ -274,12 +317,28 @@ impl RedisQueue {
         bound: u64,
         remember: Duration,
     ) -> Result<Admission, RedisError> {
+        self.admit_owned(id, job, idempotency, bound, remember, None)
+            .await
+    }
+
+    /// [`admit`](Self::admit), the job's status (when kept) naming `owner`
+    /// (e.g. its tenant).
+    pub async fn admit_owned(
+        &self,
+        id: &str,
+        job: &[u8],
+        idempotency: Option<&str>,
+        bound: u64,
+        remember: Duration,
+        owner: Option<&str>,
+    ) -> Result<Admission, RedisError> {
         let key = format!("{}:i:{}", self.prefix, idempotency.unwrap_or(""));
         let mut conn = self.conn.admit.clone();
         let mut call = self.admit.prepare_invoke();
         call.key(&self.stream)
             .key(&self.retries)
             .key(key)
+            .key(&self.statuses)
             .arg(bound)
             .arg(job)
             .arg(
@@ -288,7 +347,9 @@ impl RedisQueue {
                     .max(1),
             )
             .arg(if idempotency.is_some() { "1" } else { "0" })
-            .arg(id);
+            .arg(id)
+            .arg(if self.keep.is_some() { "1" } else { "0" })
+            .arg(owner.unwrap_or(""));
         let answer: Value = bounded(call.invoke_async(&mut conn), CALL).await?;
         let items = array(answer, 3, "queue admit")?;
         let id = text(&items[1]).unwrap_or_default();
@@ -316,6 +377,7 @@ impl RedisQueue {
                 depth: count(&items[2])?,
             }),
             Some("repeat") => Ok(Admission::Repeat { id }),
+            Some("taken") => Ok(Admission::Taken),
             Some("full") => Ok(Admission::Full {
                 depth: count(&items[2])?,
             }),
@@ -418,24 +480,66 @@ impl RedisQueue {
         Ok(self.reclaim_from("0-0", idle, max).await?.1)
     }
 
-    /// Acknowledges and deletes entries this consumer holds (delivered, or
-    /// ended for good), in one round trip; returns how many were still
-    /// pending for the group.
+    /// Acknowledges and deletes entries this consumer holds (delivered),
+    /// in one round trip; returns how many were still pending for the
+    /// group.
     pub async fn ack(&self, stream_ids: &[String]) -> Result<u64, RedisError> {
-        if stream_ids.is_empty() {
+        let ends: Vec<Ending> = stream_ids
+            .iter()
+            .map(|id| Ending::delivered(id.clone(), None))
+            .collect();
+        self.end(&ends).await
+    }
+
+    /// Ends jobs this consumer holds, delivered or dead-lettered (their
+    /// statuses, when kept, say which and the receiver's last answer):
+    /// acknowledged and deleted, a batch in one round trip; returns how
+    /// many were still pending for the group.
+    pub async fn end(&self, ends: &[Ending]) -> Result<u64, RedisError> {
+        if ends.is_empty() {
             return Ok(0);
         }
+        let keep = self.keep.unwrap_or(Keep {
+            retention: Duration::ZERO,
+            max: 0,
+        });
         let mut conn = self.conn.ack.clone();
         let mut call = self.settle.prepare_invoke();
         call.key(&self.stream)
             .key(&self.retries)
+            .key(&self.statuses)
+            .key(&self.ended)
             .arg(&self.group)
-            .arg("ack");
-        for id in stream_ids {
-            call.arg(id);
+            .arg("ack")
+            .arg(if self.keep.is_some() { "1" } else { "0" })
+            .arg(keep.retention_ms())
+            .arg(keep.max);
+        for e in ends {
+            call.arg(&e.stream_id)
+                .arg(if e.dead_lettered { "x" } else { "d" })
+                .arg(e.last_status.map(|s| s.to_string()).unwrap_or_default());
         }
         let v: Value = bounded(call.invoke_async(&mut conn), CALL).await?;
         count(&v)
+    }
+
+    /// The status of job `id`, if kept ([`with_status`](Self::with_status))
+    /// and not forgotten: one round trip, counted as `queue_status`.
+    pub async fn status(&self, id: &str) -> Result<Option<JobStatus>, RedisError> {
+        let mut conn = self.conn.status.clone();
+        let mut call = self.lookup.prepare_invoke();
+        call.key(&self.stream)
+            .key(&self.statuses)
+            .arg(&self.group)
+            .arg(id);
+        let v: Value = bounded(call.invoke_async(&mut conn), CALL).await?;
+        if matches!(v, Value::Nil | Value::Boolean(false)) {
+            return Ok(None);
+        }
+        let items = array(v, 2, "queue status")?;
+        let record = text(&items[0]).unwrap_or_default();
+        let held = text(&items[1]).as_deref() == Some("1");
+        Ok(JobStatus::parse(&record, held))
     }
 
     /// Starts `job`'s idle time again if this consumer still holds it
@@ -448,6 +552,8 @@ impl RedisQueue {
         let mut call = self.settle.prepare_invoke();
         call.key(&self.stream)
             .key(&self.retries)
+            .key(&self.statuses)
+            .key(&self.ended)
             .arg(&self.group)
             .arg("hold")
             .arg(&job.stream_id)
@@ -460,22 +566,40 @@ impl RedisQueue {
     /// clock), with one more attempt counted; `false` when this consumer no
     /// longer holds it (another took it over): then nothing is retried.
     pub async fn retry(&self, job: &Claimed, after: Duration) -> Result<bool, RedisError> {
+        self.retry_answered(job, after, None).await
+    }
+
+    /// [`retry`](Self::retry), the job's status (when kept) noting the
+    /// receiver's answer `status`.
+    pub async fn retry_answered(
+        &self,
+        job: &Claimed,
+        after: Duration,
+        status: Option<u16>,
+    ) -> Result<bool, RedisError> {
+        let made = job.attempts + 1;
         let mut member = Vec::with_capacity(job.id.len() + job.job.len() + 12);
         member.extend_from_slice(job.id.as_bytes());
         member.push(b'\n');
-        member.extend_from_slice((job.attempts + 1).to_string().as_bytes());
+        member.extend_from_slice(made.to_string().as_bytes());
         member.push(b'\n');
         member.extend_from_slice(&job.job);
         let mut conn = self.conn.retry.clone();
         let mut call = self.settle.prepare_invoke();
         call.key(&self.stream)
             .key(&self.retries)
+            .key(&self.statuses)
+            .key(&self.ended)
             .arg(&self.group)
             .arg("retry")
             .arg(&job.stream_id)
             .arg(u64::try_from(after.as_millis()).unwrap_or(u64::MAX))
             .arg(member)
-            .arg(&self.consumer);
+            .arg(&self.consumer)
+            .arg(if self.keep.is_some() { "1" } else { "0" })
+            .arg(status.map(|s| s.to_string()).unwrap_or_default())
+            .arg(made)
+            .arg(&job.id);
         let v: Value = bounded(call.invoke_async(&mut conn), CALL).await?;
         Ok(count(&v)? == 1)
     }
@@ -485,7 +609,10 @@ impl RedisQueue {
     pub async fn promote_due(&self, max: usize) -> Result<u64, RedisError> {
         let mut conn = self.conn.upkeep.clone();
         let mut call = self.due.prepare_invoke();
-        call.key(&self.stream).key(&self.retries).arg(max.max(1));
+        call.key(&self.stream)
+            .key(&self.retries)
+            .key(&self.statuses)
+            .arg(max.max(1));
         let v: Value = bounded(call.invoke_async(&mut conn), CALL).await?;
         count(&v)
     }

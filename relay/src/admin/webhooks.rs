@@ -8,7 +8,7 @@ use axum::response::Response;
 
 use super::Admin;
 use crate::openapi::schemas::Problem;
-use crate::status::view::{self, WebhookStatus};
+use crate::status::view::WebhookStatus;
 
 /// `GET /v1/webhooks/{id}`.
 #[utoipa::path(get, path = "/v1/webhooks/{id}", tag = "admin",
@@ -19,8 +19,8 @@ use crate::status::view::{self, WebhookStatus};
         (status = 401, description = "No admin token, or not the admin token.", body = Problem, content_type = "application/problem+json",
             headers(("WWW-Authenticate" = String, description = "`Bearer realm=\"dripfeed-relay\"`"))),
         (status = 404, description = "Unknown, or forgotten after status_retention.", body = Problem, content_type = "application/problem+json"),
-        (status = 503, description = "The listener serves its most connections.", body = Problem, content_type = "application/problem+json"),
+        (status = 503, description = "The listener serves its most connections, or (queue = redis) Redis cannot be read.", body = Problem, content_type = "application/problem+json"),
     ))]
 pub async fn webhook(State(admin): State<Arc<Admin>>, Path(id): Path<String>) -> Response {
-    view::answer(&admin.intake.status, &id, None)
+    crate::intake::lookup::answer(&admin.intake, &id, None).await
 }

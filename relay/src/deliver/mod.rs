@@ -39,8 +39,9 @@ pub struct HttpDownstream {
     /// Where deliveries may connect (checked here for an IP literal; the
     /// client's resolver checks names).
     pub guard: Arc<guard::AddressGuard>,
-    /// Where each attempt's start and answer are recorded.
-    pub status: Arc<Registry>,
+    /// Where each attempt's start and answer are recorded (`None` with the
+    /// shared queue: statuses are kept in Redis, by its scripts).
+    pub status: Option<Arc<Registry>>,
 }
 
 #[async_trait::async_trait]
@@ -56,13 +57,15 @@ impl Downstream<Job> for HttpDownstream {
         };
         // The id the 202 named (or, redriven, the id it had before).
         let public = trail.name(attempt.id());
-        self.status.started(
-            attempt,
-            public,
-            job.tenant.as_deref(),
-            &self.name,
-            job.received_unix_ms,
-        );
+        if let Some(status) = &self.status {
+            status.started(
+                attempt,
+                public,
+                job.tenant.as_deref(),
+                &self.name,
+                job.received_unix_ms,
+            );
+        }
         let id = public.to_string();
         let mut req = self
             .client
@@ -96,8 +99,10 @@ impl Downstream<Job> for HttpDownstream {
         self.latencies.record(started.elapsed());
         let status = answer.as_ref().map_or(0, |r| r.status().as_u16());
         trail.attempted(attempt.number(), status);
-        if status != 0 {
-            self.status.answered(attempt.id(), status);
+        if status != 0
+            && let Some(registry) = &self.status
+        {
+            registry.answered(attempt.id(), status);
         }
         match answer {
             Ok(resp) if resp.status().is_success() => Delivery::Done,

@@ -45,7 +45,7 @@ mod caller;
 pub mod idempotency;
 pub mod job;
 mod json;
-mod lookup;
+pub mod lookup;
 pub mod names;
 pub mod problem;
 mod route;

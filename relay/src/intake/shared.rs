@@ -27,20 +27,14 @@ pub(super) async fn take(
     job: Job,
 ) -> Result<Response, Refusal> {
     let scoped = key.map(|k| format!("{}:{k}", tenant.scope()));
-    let received = job.received_unix_ms;
     let charge = charged.then(|| tenant.scope());
+    let owner = tenant.named.as_deref();
     match shared
-        .admit(destination, &job, scoped.as_deref(), charge)
+        .admit(destination, &job, scoped.as_deref(), charge, owner)
         .await
     {
         Ok(Admit::Queued(id)) => {
             Answers::bump(&intake.answers.queued);
-            intake.status.queued(
-                id,
-                tenant.named.as_deref(),
-                &std::sync::Arc::from(destination),
-                received,
-            );
             let body = json!({"status": "queued", "id": id.to_string()});
             Ok((StatusCode::ACCEPTED, axum::Json(body)).into_response())
         }

@@ -231,7 +231,7 @@ pub fn build(cfg: &Config, journal: Option<&Path>, parts: Parts) -> Result<Queue
                 catalog: catalog.clone(),
                 latencies: latencies.clone(),
                 guard: guard.clone(),
-                status: status.clone(),
+                status: Some(status.clone()),
             }
         })
         .map_err(|e| format!("destinations: {e}"))?;

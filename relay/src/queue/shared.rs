@@ -40,7 +40,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use dripfeed::PermitSource;
-use dripfeed::global::{Admission, Failure, RedisConnection, RedisQueue, RedisRate};
+use dripfeed::global::{Admission, Failure, JobStatus, RedisConnection, RedisQueue, RedisRate};
 use dripfeed::journal::JobCodec;
 use dripfeed::keyed::{AdmitError, BucketError, BucketStore};
 use tokio::sync::Semaphore;
@@ -128,7 +128,8 @@ impl Shared {
                 let bound = (budget.as_secs_f64() * rate).ceil().max(1.0) as u64;
                 let lane = Lane {
                     queue: RedisQueue::new(conn.clone(), &d.name, node)
-                        .with_replicas(s.redis_wait_replicas, Duration::from_millis(200)),
+                        .with_replicas(s.redis_wait_replicas, Duration::from_millis(200))
+                        .with_status(s.status_retention, s.status_max as u64),
                     rate,
                     bound,
                 };
@@ -168,6 +169,7 @@ impl Shared {
         job: &Job,
         key: Option<&str>,
         charge: Option<&str>,
+        owner: Option<&str>,
     ) -> Result<Admit, String> {
         let lane = self
             .lanes
@@ -189,7 +191,7 @@ impl Shared {
             },
             _ => None,
         };
-        let answer = self.queue(lane, job, key).await;
+        let answer = self.queue(lane, job, key, owner).await;
         if let Some((tenant, store)) = charged
             && !matches!(answer, Ok(Admit::Queued(_) | Admit::Unconfirmed(_)))
             && let Err(e) = store.refund(tenant, 1.0).await
@@ -200,23 +202,51 @@ impl Shared {
     }
 
     /// [`admit`](Self::admit)'s queueing, in one round trip.
-    async fn queue(&self, lane: &Lane, job: &Job, key: Option<&str>) -> Result<Admit, String> {
+    async fn queue(
+        &self,
+        lane: &Lane,
+        job: &Job,
+        key: Option<&str>,
+        owner: Option<&str>,
+    ) -> Result<Admit, String> {
         let mut bytes = Vec::with_capacity(job.body.len() + 64);
         job.encode(&mut bytes);
-        let id = fastrand::u64(1..).to_string();
-        let answer = lane
-            .queue
-            .admit(&id, &bytes, key, lane.bound, self.remember)
-            .await
-            .map_err(|e| e.to_string())?;
+        // A random id, unique in the fleet; one already known (its
+        // status kept) is drawn again.
+        let mut answer = Admission::Taken;
+        for _ in 0..4 {
+            let id = fastrand::u64(1..).to_string();
+            answer = lane
+                .queue
+                .admit_owned(&id, &bytes, key, lane.bound, self.remember, owner)
+                .await
+                .map_err(|e| e.to_string())?;
+            if answer != Admission::Taken {
+                break;
+            }
+        }
         Ok(match answer {
             Admission::Added { id, .. } => Admit::Queued(number_of(&id)),
             Admission::Repeat { id } => Admit::Repeat(number_of(&id)),
             Admission::Unconfirmed { replicas, .. } => Admit::Unconfirmed(replicas),
+            Admission::Taken => return Err("no free id in four draws".into()),
             Admission::Full { depth } => Admit::Full(Duration::from_secs_f64(
                 (depth as f64 / lane.rate).min(3600.0),
             )),
+            other => return Err(format!("an answer this relay does not know: {other:?}")),
         })
+    }
+
+    /// Webhook `id`'s status and its destination, from whichever
+    /// destination's queue knows it (one round trip per destination asked).
+    pub async fn status(&self, id: u64) -> Result<Option<(String, JobStatus)>, String> {
+        let id = id.to_string();
+        for (name, lane) in &self.lanes {
+            if let Some(found) = lane.queue.status(&id).await.map_err(|e| e.to_string())? {
+                return Ok(Some((name.clone(), found)));
+            }
+        }
+        Ok(None)
     }
 
     /// Starts one drain per destination, each emitting through the fleet's

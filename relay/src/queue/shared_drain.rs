@@ -8,7 +8,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use dripfeed::global::{Claimed, RedisQueue};
+use dripfeed::global::{Claimed, Ending, RedisQueue};
 use dripfeed::journal::JobCodec;
 use dripfeed::{Attempt, Delivery, Downstream, PermitSource};
 use tokio::sync::{Semaphore, mpsc};
@@ -261,7 +261,7 @@ impl Drain {
     }
 
     /// One attempt, and what follows from its answer.
-    async fn deliver(&self, entry: Claimed, acks: &mpsc::UnboundedSender<String>) {
+    async fn deliver(&self, entry: Claimed, acks: &mpsc::UnboundedSender<Ending>) {
         let job = match Job::decode(&entry.job) {
             Ok(job) => job,
             Err(e) => {
@@ -271,7 +271,7 @@ impl Drain {
                 let raw = Job::raw(entry.job.clone().into());
                 raw.trail.name(number_of(&entry.id));
                 raw.trail.tried_by(&self.downstream.name);
-                self.dead_letter(raw, "undecodable", entry.stream_id, acks)
+                self.dead_letter(raw, "undecodable", entry.stream_id, None, acks)
                     .await;
                 return;
             }
@@ -283,10 +283,14 @@ impl Drain {
             .await
             .unwrap_or(Delivery::Retry { after: None });
         let made = entry.attempts + 1;
+        // The receiver's answer, for the webhook's status (0: none).
+        let last = u16::try_from(job.trail.last_status())
+            .ok()
+            .filter(|s| *s != 0);
         match answer {
             Delivery::Done => {
                 self.counts.delivered.increment(1);
-                let _ = acks.send(entry.stream_id);
+                let _ = acks.send(Ending::delivered(entry.stream_id, last));
             }
             Delivery::Retry { after } if made <= self.retries => {
                 let backoff = self
@@ -297,16 +301,19 @@ impl Drain {
                     .min(self.retry_max);
                 let jittered = wait.mul_f64(0.5 + fastrand::f64() / 2.0);
                 self.counts.retries.increment(1);
-                if let Err(e) = self.lane.queue.retry(&entry, jittered).await {
+                if let Err(e) = self.lane.queue.retry_answered(&entry, jittered, last).await {
                     // Left pending: taken over and tried again later.
                     tracing::warn!(error = %e, "shared queue: a retry could not be scheduled");
                 }
             }
             Delivery::Retry { .. } => {
-                self.dead_letter(job, "retries_exhausted", entry.stream_id, acks)
+                self.dead_letter(job, "retries_exhausted", entry.stream_id, last, acks)
                     .await
             }
-            Delivery::Failed => self.dead_letter(job, "failed", entry.stream_id, acks).await,
+            Delivery::Failed => {
+                self.dead_letter(job, "failed", entry.stream_id, last, acks)
+                    .await
+            }
         }
     }
 
@@ -318,7 +325,8 @@ impl Drain {
         job: Job,
         reason: &'static str,
         stream_id: String,
-        acks: &mpsc::UnboundedSender<String>,
+        last: Option<u16>,
+        acks: &mpsc::UnboundedSender<Ending>,
     ) {
         if self.sink.offer(job, reason).is_err() {
             tracing::error!(
@@ -329,7 +337,7 @@ impl Drain {
         let flushed = self.sink.flushed().await;
         if flushed.held == 0 && flushed.error.is_none() {
             self.counts.dead_lettered.increment(1);
-            let _ = acks.send(stream_id);
+            let _ = acks.send(Ending::dead_lettered(stream_id, last));
         }
     }
 }
@@ -338,7 +346,7 @@ impl Drain {
 /// that ended meanwhile), retrying a batch for about two minutes: an
 /// acknowledgement given up (or later than the take-over time) has the
 /// webhook delivered again, with the same idempotency key.
-async fn acknowledge(queue: RedisQueue, mut rx: mpsc::UnboundedReceiver<String>) {
+async fn acknowledge(queue: RedisQueue, mut rx: mpsc::UnboundedReceiver<Ending>) {
     let mut batch = Vec::with_capacity(ACK_BATCH);
     while rx.recv_many(&mut batch, ACK_BATCH).await > 0 {
         if batch.len() < ACK_BATCH {
@@ -353,7 +361,7 @@ async fn acknowledge(queue: RedisQueue, mut rx: mpsc::UnboundedReceiver<String>)
         }
         let mut wait = Duration::from_millis(50);
         for _ in 0..40 {
-            match queue.ack(&batch).await {
+            match queue.end(&batch).await {
                 Ok(_) => break,
                 Err(e) => {
                     tracing::warn!(error = %e, entries = batch.len(), "shared queue: acknowledgements not taken; trying again");

@@ -239,7 +239,6 @@ pub async fn run(
         &catalog,
         &sink,
         &latencies,
-        &status,
         &guard,
         tenant_store.as_ref().map(|(store, _)| store.clone()),
     )

@@ -14,7 +14,6 @@ use crate::deliver::guard::AddressGuard;
 use crate::deliver::latency::Latencies;
 use crate::deliver::{self, HttpDownstream};
 use crate::queue::shared::{Drains, Shared};
-use crate::status::Registry;
 
 /// This relay's name in the shared queue: `node_name`, else the host's name
 /// and the listen port.
@@ -38,7 +37,6 @@ pub(super) async fn open(
     catalog: &Arc<Catalog>,
     sink: &Arc<FileSink>,
     latencies: &Arc<Latencies>,
-    status: &Arc<Registry>,
     guard: &Arc<AddressGuard>,
     quotas: Option<Arc<dyn dripfeed::keyed::BucketStore>>,
 ) -> Result<Option<Arc<Shared>>, Failure> {
@@ -49,19 +47,15 @@ pub(super) async fn open(
     let node = node_name(cfg);
     let shared = Shared::open(cfg, &node, quotas).await?;
     let client = deliver::client::client(s, s.max_in_flight, guard.clone())?;
-    let (catalog, latencies, status, guard) = (
-        catalog.clone(),
-        latencies.clone(),
-        status.clone(),
-        guard.clone(),
-    );
+    let (catalog, latencies, guard) = (catalog.clone(), latencies.clone(), guard.clone());
     let downstream = Arc::new(move |name: &str| HttpDownstream {
         client: client.clone(),
         name: Arc::from(name),
         catalog: catalog.clone(),
         latencies: latencies.clone(),
         guard: guard.clone(),
-        status: status.clone(),
+        // Statuses are kept in Redis, by the queue's scripts.
+        status: None,
     });
     shared.spawn(
         cfg,

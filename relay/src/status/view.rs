@@ -76,7 +76,13 @@ pub fn answer(registry: &Registry, id: &str, owner: Option<&Arc<str>>) -> Respon
     let Some(id) = parse(id) else {
         return unknown();
     };
-    let Some(found) = registry.find(id, unix_ms()) else {
+    respond(id, registry.find(id, unix_ms()), owner)
+}
+
+/// The answer for `id`, `found` (or not), to a caller who may see the
+/// webhooks of `owner` (`None`: every webhook).
+pub fn respond(id: u64, found: Option<Found>, owner: Option<&Arc<str>>) -> Response {
+    let Some(found) = found else {
         return unknown();
     };
     if let Some(owner) = owner
@@ -88,7 +94,7 @@ pub fn answer(registry: &Registry, id: &str, owner: Option<&Arc<str>>) -> Respon
 }
 
 /// An id: 1 to 20 decimal digits.
-fn parse(id: &str) -> Option<u64> {
+pub fn parse(id: &str) -> Option<u64> {
     if id.is_empty() || id.len() > 20 || !id.bytes().all(|b| b.is_ascii_digit()) {
         return None;
     }

@@ -257,6 +257,36 @@ async fn fleet(store: &mut Store, fault: Fault) {
         "{} of {total} 202s never delivered: {missing:?}",
         missing.len()
     );
+    // Any relay answers for any webhook (the dead one's included): each
+    // 202's status, asked of the first relay, says delivered.
+    let mut unsettled: Vec<&String> = ids.values().flatten().collect();
+    let until = Instant::now() + Duration::from_secs(20);
+    let mut last = serde_json::Value::Null;
+    while !unsettled.is_empty() && Instant::now() < until {
+        let mut still = Vec::new();
+        for id in unsettled {
+            let resp = http()
+                .get(relays[0].url(&format!("/v1/webhooks/{id}")))
+                .send()
+                .await
+                .expect("the relay answers");
+            let body: serde_json::Value =
+                serde_json::from_str(&resp.text().await.unwrap_or_default()).unwrap_or_default();
+            if body["state"] != "delivered" || body["attempts"].as_u64().unwrap_or(0) < 1 {
+                last = body;
+                still.push(id);
+            }
+        }
+        unsettled = still;
+        if !unsettled.is_empty() {
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    }
+    assert!(
+        unsettled.is_empty(),
+        "{} statuses not delivered, e.g. {last}",
+        unsettled.len()
+    );
     // Duplicates: at most what the dead relay (or, with Redis restarted,
     // every relay) had under way.
     let twice: u64 = keys.values().map(|n| u64::from(n - 1)).sum();

@@ -2,18 +2,24 @@
 --
 -- KEYS[1]  the stream        KEYS[2]  the retries (a sorted set)
 -- KEYS[3]  the idempotency key (same slot; ignored when ARGV[4] is "0")
+-- KEYS[4]  the jobs' statuses (a hash by id; written when ARGV[6] is "1")
 -- ARGV[1]  the bound: entries outstanding (stream + retries) at most
 -- ARGV[2]  the job's bytes
 -- ARGV[3]  how long the idempotency key is remembered, ms
 -- ARGV[4]  "1" with an idempotency key, "0" without
 -- ARGV[5]  the job's id for good (unique in the fleet, chosen by the caller)
+-- ARGV[6]  "1" to keep the job's status, "0" not to
+-- ARGV[7]  the job's owner (e.g. its tenant; "" for none)
 --
 -- Outstanding is XLEN + ZCARD: entries are deleted once acknowledged, so
 -- the stream holds only what is queued or being delivered (never trimmed
 -- with MAXLEN, which would drop unacknowledged work). The entry carries its
 -- id as a field (a stream id is per stream, so not unique in the fleet).
--- Returns {"added", id, outstanding after}, {"repeat", the first id, 0} or
--- {"full", "", outstanding}.
+-- A status is "state|attempts|last status|next ms|received ms|ended ms|
+-- stream id|owner" (state q, r, d or x). Returns {"added", id, outstanding
+-- after}, {"repeat", the first id, 0}, {"full", "", outstanding} or
+-- {"taken", id, 0} when the id is already someone's (the caller picks
+-- another).
 local keyed = ARGV[4] == '1'
 if keyed then
   local had = redis.call('GET', KEYS[3])
@@ -29,8 +35,17 @@ local outstanding = redis.call('XLEN', KEYS[1]) + redis.call('ZCARD', KEYS[2])
 if outstanding >= bound then
   return {'full', '', outstanding}
 end
-redis.call('XADD', KEYS[1], '*', 'id', ARGV[5], 'n', '0', 'job', ARGV[2])
+local kept = ARGV[6] == '1'
+if kept and redis.call('HEXISTS', KEYS[4], ARGV[5]) == 1 then
+  return {'taken', ARGV[5], 0}
+end
+local sid = redis.call('XADD', KEYS[1], '*', 'id', ARGV[5], 'n', '0', 'job', ARGV[2])
 if keyed then
   redis.call('SET', KEYS[3], ARGV[5], 'PX', ARGV[3])
+end
+if kept then
+  local t = redis.call('TIME')
+  local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  redis.call('HSET', KEYS[4], ARGV[5], 'q|0|||' .. now .. '||' .. sid .. '|' .. ARGV[7])
 end
 return {'added', ARGV[5], outstanding + 1}

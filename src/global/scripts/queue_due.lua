@@ -1,11 +1,13 @@
 -- dripfeed: move retries whose time has come back into the stream.
 --
 -- KEYS[1]  the stream        KEYS[2]  the retries (a sorted set)
+-- KEYS[3]  the jobs' statuses (a hash by id)
 -- ARGV[1]  the most to move
 --
 -- Atomic: whichever node runs it first moves a retry, and only once.
 -- Each member is "public id\nattempts\njob"; it goes back with its public
--- id and attempts as fields. Returns how many were moved.
+-- id and attempts as fields, and its status (if kept) is queued again
+-- under its new stream id. Returns how many were moved.
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local due = redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', now, 'LIMIT', 0, tonumber(ARGV[1]))
@@ -14,8 +16,18 @@ for _, m in ipairs(due) do
   local a = string.find(m, '\n', 1, true)
   local b = a and string.find(m, '\n', a + 1, true)
   if a and b then
-    redis.call('XADD', KEYS[1], '*', 'id', string.sub(m, 1, a - 1),
+    local id = string.sub(m, 1, a - 1)
+    local sid = redis.call('XADD', KEYS[1], '*', 'id', id,
       'n', string.sub(m, a + 1, b - 1), 'job', string.sub(m, b + 1))
+    local rec = redis.call('HGET', KEYS[3], id)
+    if rec then
+      local st, n, last, _, got, _, _, owner = string.match(rec,
+        '^([^|]*)|([^|]*)|([^|]*)|([^|]*)|([^|]*)|([^|]*)|([^|]*)|(.*)$')
+      if st then
+        redis.call('HSET', KEYS[3], id,
+          'q|' .. n .. '|' .. last .. '||' .. got .. '||' .. sid .. '|' .. owner)
+      end
+    end
   end
 end
 return #due

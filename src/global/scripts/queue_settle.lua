@@ -1,26 +1,89 @@
 -- dripfeed: end or postpone jobs a consumer holds, in one round trip.
 --
 -- KEYS[1]  the stream        KEYS[2]  the retries (a sorted set)
+-- KEYS[3]  the jobs' statuses (a hash by id, see queue_admit.lua)
+-- KEYS[4]  the ended jobs by end time (a sorted set of ids)
 -- ARGV[1]  the group
--- ARGV[2]  "ack": ARGV[3..] are stream ids to acknowledge and delete
+-- ARGV[2]  "ack": ARGV[3] "1" if statuses are kept, ARGV[4] how long an
+--          ended status is kept (ms), ARGV[5] how many at most, then
+--          triples from ARGV[6]: stream id, "d" (delivered) or "x" (dead
+--          letter), the receiver's last status ("" for none); each entry
+--          is acknowledged and deleted
 --          "hold": ARGV[3] stream id, ARGV[4] the consumer asking: if it
 --          still holds the entry, its idle time starts again (XCLAIM JUSTID)
 --          "retry": ARGV[3] stream id, ARGV[4] delay ms, ARGV[5] the
 --          member to keep (public id, "\n", attempts, "\n", job), ARGV[6]
---          the consumer asking: only the entry's holder may retry it
+--          the consumer asking: only the entry's holder may retry it;
+--          ARGV[7] "1" if statuses are kept, ARGV[8] the receiver's last
+--          status, ARGV[9] attempts made, ARGV[10] the public id
 --
 -- An entry is acted on only if this group still had it pending (XACK
 -- answered 1): one claimed again by another consumer and already ended
 -- there is not retried twice. Times are the server's (TIME), so nodes'
 -- clocks never matter. Returns how many entries were acted on.
 local op = ARGV[2]
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+
+-- A status's fields, or nil.
+local function fields(rec)
+  if not rec then return nil end
+  local f = {string.match(rec,
+    '^([^|]*)|([^|]*)|([^|]*)|([^|]*)|([^|]*)|([^|]*)|([^|]*)|(.*)$')}
+  if #f == 8 then return f end
+  return nil
+end
+
+local function store(id, f)
+  redis.call('HSET', KEYS[3], id, table.concat(f, '|'))
+end
+
 if op == 'ack' then
+  local kept = ARGV[3] == '1'
   local done = 0
-  for i = 3, #ARGV do
-    if redis.call('XACK', KEYS[1], ARGV[1], ARGV[i]) == 1 then
+  for i = 6, #ARGV, 3 do
+    local sid = ARGV[i]
+    if redis.call('XACK', KEYS[1], ARGV[1], sid) == 1 then
       done = done + 1
     end
-    redis.call('XDEL', KEYS[1], ARGV[i])
+    if kept then
+      local entry = redis.call('XRANGE', KEYS[1], sid, sid)
+      local id = nil
+      if entry[1] then
+        local kv = entry[1][2]
+        for k = 1, #kv, 2 do
+          if kv[k] == 'id' then id = kv[k + 1] end
+        end
+      end
+      local f = id and fields(redis.call('HGET', KEYS[3], id))
+      if f then
+        f[1] = (ARGV[i + 1] == 'x') and 'x' or 'd'
+        f[2] = tostring((tonumber(f[2]) or 0) + 1)
+        if ARGV[i + 2] ~= '' then f[3] = ARGV[i + 2] end
+        f[4] = ''
+        f[6] = tostring(now)
+        store(id, f)
+        redis.call('ZADD', KEYS[4], now, id)
+      end
+    end
+    redis.call('XDEL', KEYS[1], sid)
+  end
+  if kept then
+    -- Forget ended statuses past their time, and the oldest past the most
+    -- kept (a bounded amount of work per call).
+    local old = redis.call('ZRANGEBYSCORE', KEYS[4], '-inf', now - tonumber(ARGV[4]),
+      'LIMIT', 0, 256)
+    for _, id in ipairs(old) do
+      redis.call('HDEL', KEYS[3], id)
+      redis.call('ZREM', KEYS[4], id)
+    end
+    local over = redis.call('ZCARD', KEYS[4]) - tonumber(ARGV[5])
+    if over > 0 then
+      local gone = redis.call('ZPOPMIN', KEYS[4], math.min(over, 256))
+      for k = 1, #gone, 2 do
+        redis.call('HDEL', KEYS[3], gone[k])
+      end
+    end
   end
   return done
 elseif op == 'hold' then
@@ -41,9 +104,18 @@ elseif op == 'retry' then
     return 0
   end
   redis.call('XDEL', KEYS[1], ARGV[3])
-  local t = redis.call('TIME')
-  local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-  redis.call('ZADD', KEYS[2], now + tonumber(ARGV[4]), ARGV[5])
+  local due = now + tonumber(ARGV[4])
+  redis.call('ZADD', KEYS[2], due, ARGV[5])
+  if ARGV[7] == '1' then
+    local f = fields(redis.call('HGET', KEYS[3], ARGV[10]))
+    if f then
+      f[1] = 'r'
+      f[2] = ARGV[9]
+      if ARGV[8] ~= '' then f[3] = ARGV[8] end
+      f[4] = tostring(due)
+      store(ARGV[10], f)
+    end
+  end
   return 1
 end
 return redis.error_reply('ERR dripfeed queue: bad settle')

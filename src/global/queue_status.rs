@@ -1,0 +1,138 @@
+//! What a [`RedisQueue`](super::RedisQueue) knows of one job, by its id,
+//! once [`with_status`](super::RedisQueue::with_status) keeps it: the
+//! record its scripts write beside the stream, read from any node.
+
+use std::time::Duration;
+
+/// Where a job of a shared queue is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum JobState {
+    /// Waiting in the stream for its first attempt (or its next one, once
+    /// a retry is due).
+    Queued,
+    /// A consumer holds it: it is being delivered.
+    InFlight,
+    /// An attempt failed; the next one is due at `next_attempt_unix_ms`.
+    RetryWaiting,
+    /// Ended: delivered.
+    Delivered,
+    /// Ended: dead-lettered.
+    DeadLettered,
+}
+
+/// A job's status ([`RedisQueue::status`](super::RedisQueue::status)).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct JobStatus {
+    /// Where it is.
+    pub state: JobState,
+    /// Attempts made.
+    pub attempts: u32,
+    /// The receiver's last status code, if it answered one.
+    pub last_status: Option<u16>,
+    /// When the next attempt is due, ms since the Unix epoch (Redis's
+    /// clock), while [`JobState::RetryWaiting`].
+    pub next_attempt_unix_ms: Option<u64>,
+    /// When it was admitted, ms since the Unix epoch (Redis's clock).
+    pub received_unix_ms: u64,
+    /// When it ended, ms since the Unix epoch (Redis's clock).
+    pub ended_unix_ms: Option<u64>,
+    /// Its owner as admitted ([`RedisQueue::admit_owned`](super::RedisQueue::admit_owned)).
+    pub owner: Option<String>,
+}
+
+impl JobStatus {
+    /// Reads a record (`state|attempts|last|next|received|ended|stream
+    /// id|owner`), `held` if a consumer holds its entry now.
+    ///
+    /// ```
+    /// use dripfeed::global::{JobState, JobStatus};
+    /// let s = JobStatus::parse("r|2|503|1700000000500|1700000000000||1-0|acme", false).unwrap();
+    /// assert_eq!((s.state, s.attempts, s.last_status), (JobState::RetryWaiting, 2, Some(503)));
+    /// assert_eq!(s.owner.as_deref(), Some("acme"));
+    /// assert_eq!(JobStatus::parse("q|0|||17||1-0|", true).unwrap().state, JobState::InFlight);
+    /// assert!(JobStatus::parse("nonsense", false).is_none());
+    /// ```
+    pub fn parse(record: &str, held: bool) -> Option<JobStatus> {
+        let mut f = record.splitn(8, '|');
+        let mut next = || f.next();
+        let state = match (next()?, held) {
+            ("q", true) => JobState::InFlight,
+            ("q", false) => JobState::Queued,
+            ("r", _) => JobState::RetryWaiting,
+            ("d", _) => JobState::Delivered,
+            ("x", _) => JobState::DeadLettered,
+            _ => return None,
+        };
+        let attempts = next()?.parse().ok()?;
+        let last_status = next()?.parse().ok();
+        let next_attempt_unix_ms = next()?.parse().ok();
+        let received_unix_ms = next()?.parse().ok()?;
+        let ended_unix_ms = next()?.parse().ok();
+        let _stream_id = next()?;
+        let owner = Some(next()?).filter(|o| !o.is_empty()).map(str::to_owned);
+        Some(JobStatus {
+            state,
+            attempts,
+            last_status,
+            next_attempt_unix_ms,
+            received_unix_ms,
+            ended_unix_ms,
+            owner,
+        })
+    }
+}
+
+/// How a held job ended ([`RedisQueue::end`](super::RedisQueue::end)).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Ending {
+    /// The entry it was claimed as.
+    pub stream_id: String,
+    /// Dead-lettered (`true`) or delivered.
+    pub dead_lettered: bool,
+    /// The receiver's last status code, if it answered one.
+    pub last_status: Option<u16>,
+}
+
+impl Ending {
+    /// A delivery, answered `status`.
+    ///
+    /// ```
+    /// use dripfeed::global::Ending;
+    /// let e = Ending::delivered("1-0".into(), Some(204));
+    /// assert!(!e.dead_lettered);
+    /// ```
+    pub fn delivered(stream_id: String, status: Option<u16>) -> Ending {
+        Ending {
+            stream_id,
+            dead_lettered: false,
+            last_status: status,
+        }
+    }
+
+    /// A job dead-lettered after its last answer `status`.
+    ///
+    /// ```
+    /// use dripfeed::global::Ending;
+    /// assert!(Ending::dead_lettered("1-0".into(), None).dead_lettered);
+    /// ```
+    pub fn dead_lettered(stream_id: String, status: Option<u16>) -> Ending {
+        Ending {
+            stream_id,
+            dead_lettered: true,
+            last_status: status,
+        }
+    }
+}
+
+/// How long, and how many, ended statuses are kept.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Keep {
+    pub(crate) retention: Duration,
+    pub(crate) max: u64,
+}
+
+impl Keep {
+    pub(crate) fn retention_ms(&self) -> u64 {
+        u64::try_from(self.retention.as_millis()).unwrap_or(u64::MAX)
+    }
+}
