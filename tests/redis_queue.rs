@@ -270,6 +270,25 @@ async fn a_jobs_status_is_readable_from_any_node_and_ended_ones_are_bounded() {
         JobState::DeadLettered
     );
     assert!(a.status(&second).await.unwrap().is_none(), "forgotten");
-    assert!(a.status(&first).await.unwrap().is_some(), "still held");
+    assert!(
+        a.status(&first).await.unwrap().is_some(),
+        "waiting for a retry: not ended, kept"
+    );
     assert!(a.status("999").await.unwrap().is_none(), "unknown");
+    // An ended job's id may be admitted again (a redrive keeps its id):
+    // its status starts over, and it is no longer counted as ended.
+    added(a.admit("103", b"three again", None, 10, DAY).await.unwrap());
+    let again = b.status("103").await.unwrap().unwrap();
+    assert_eq!((again.state, again.attempts), (JobState::Queued, 0));
+    let fourth = added(a.admit("104", b"four", None, 10, DAY).await.unwrap());
+    let mut claimed = a.claim(10).await.unwrap();
+    claimed.retain(|c| c.id == fourth);
+    let fourth_entry = claimed.pop().expect("claimed");
+    a.end(&[Ending::delivered(fourth_entry.stream_id, Some(200))])
+        .await
+        .unwrap();
+    assert!(
+        a.status("103").await.unwrap().is_some(),
+        "trimming the ended ones spared the re-admitted job"
+    );
 }

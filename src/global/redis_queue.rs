@@ -41,8 +41,9 @@ pub enum Admission {
         /// Replicas that confirmed it.
         replicas: u64,
     },
-    /// The id given is already another job's (its status is kept):
-    /// nothing written; admit again with another id.
+    /// The id given is a job still queued or waiting for a retry (its
+    /// status is kept): nothing written; admit again with another id. An
+    /// ended job's id may be given again (a redrive keeping its id).
     Taken,
     /// The queue holds its bound: refused, nothing written.
     Full {
@@ -139,6 +140,10 @@ pub struct RedisQueue {
     /// Replicas that must confirm an admission (`WAIT`), and for how long
     /// to wait for them.
     replicas: (u32, Duration),
+    /// The connections admissions go through when replicas confirm them
+    /// (each pair: the script's and the `WAIT`'s, one link), in turn.
+    admitters: std::sync::Arc<[(RedisConnection, RedisConnection)]>,
+    turn: std::sync::Arc<std::sync::atomic::AtomicUsize>,
 }
 
 impl std::fmt::Debug for RedisQueue {
@@ -190,13 +195,16 @@ fn claimed(entry: Value) -> Option<Claimed> {
     let Value::Array(fields) = fields else {
         return None; // deleted while pending (XAUTOCLAIM lists it as nil)
     };
+    // A damaged entry (a field missing or unreadable) is still handed out,
+    // its job empty if need be: its holder ends it (an empty job does not
+    // decode), rather than leave it pending and taken over for ever.
     let (mut id, mut attempts, mut job) = (None, 0u32, None);
     for pair in fields.chunks(2) {
         let [k, v] = pair else { continue };
-        match text(k)?.as_str() {
-            "id" => id = text(v),
-            "n" => attempts = text(v)?.parse().ok()?,
-            "job" => job = bytes(v),
+        match text(k).as_deref() {
+            Some("id") => id = text(v),
+            Some("n") => attempts = text(v).and_then(|n| n.parse().ok()).unwrap_or(0),
+            Some("job") => job = bytes(v),
             _ => {}
         }
     }
@@ -204,7 +212,7 @@ fn claimed(entry: Value) -> Option<Claimed> {
         id: id.unwrap_or_else(|| stream_id.clone()),
         stream_id,
         attempts,
-        job: job?,
+        job: job.unwrap_or_default(),
     })
 }
 
@@ -250,6 +258,8 @@ impl RedisQueue {
             lookup: Script::new(include_str!("scripts/queue_status.lua")),
             keep: None,
             replicas: (0, Duration::ZERO),
+            admitters: std::sync::Arc::new([]),
+            turn: std::sync::Arc::default(),
         }
     }
 
@@ -279,8 +289,14 @@ impl RedisQueue {
 
     /// This queue with every admission confirmed by `replicas` replicas of
     /// the primary (`WAIT`, one more round trip, counted as `queue_wait`)
-    /// within `timeout` (at most 200 ms, under the connection's command
-    /// timeout); fewer answer [`Admission::Unconfirmed`].
+    /// within `timeout` (at most 100 ms, well under the connection's
+    /// command timeout); fewer answer [`Admission::Unconfirmed`].
+    ///
+    /// `WAIT` holds up the connection it is sent on until the replicas
+    /// answer, so admissions go in turn through `connections` of their own
+    /// (each from [`RedisConnection::open`], to the same primary), not the
+    /// queue's: claims and acknowledgements are not held up. With none
+    /// given, the queue's connection is used.
     ///
     /// ```
     /// # #[tokio::main(flavor = "current_thread")]
@@ -288,15 +304,35 @@ impl RedisQueue {
     /// use std::time::Duration;
     /// use dripfeed::global::{RedisConnection, RedisQueue};
     /// let conn = RedisConnection::open("redis://127.0.0.1:1/")?;
+    /// let own = vec![RedisConnection::open("redis://127.0.0.1:1/")?];
     /// let queue = RedisQueue::new(conn, "billing", "node-a")
-    ///     .with_replicas(1, Duration::from_millis(100));
+    ///     .with_replicas(1, Duration::from_millis(100), own);
     /// assert_eq!(queue.stream_key(), "dripfeed:q:{billing}:s");
     /// # Ok(())
     /// # }
     /// ```
-    pub fn with_replicas(mut self, replicas: u32, timeout: Duration) -> Self {
-        self.replicas = (replicas, timeout.min(Duration::from_millis(200)));
+    pub fn with_replicas(
+        mut self,
+        replicas: u32,
+        timeout: Duration,
+        connections: Vec<RedisConnection>,
+    ) -> Self {
+        self.replicas = (replicas, timeout.min(Duration::from_millis(100)));
+        self.admitters = connections
+            .iter()
+            .map(|c| (c.counted_as("queue_admit"), c.counted_as("queue_wait")))
+            .collect();
         self
+    }
+
+    /// The connections one admission uses: the script's and the `WAIT`'s.
+    fn admitter(&self) -> (&RedisConnection, &RedisConnection) {
+        if self.admitters.is_empty() {
+            return (&self.conn.admit, &self.conn.wait);
+        }
+        let n = self.turn.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let (admit, wait) = &self.admitters[n % self.admitters.len()];
+        (admit, wait)
     }
 
     /// The stream's key.
@@ -333,12 +369,14 @@ impl RedisQueue {
         owner: Option<&str>,
     ) -> Result<Admission, RedisError> {
         let key = format!("{}:i:{}", self.prefix, idempotency.unwrap_or(""));
-        let mut conn = self.conn.admit.clone();
+        let (admitter, waiter) = self.admitter();
+        let mut conn = admitter.clone();
         let mut call = self.admit.prepare_invoke();
         call.key(&self.stream)
             .key(&self.retries)
             .key(key)
             .key(&self.statuses)
+            .key(&self.ended)
             .arg(bound)
             .arg(job)
             .arg(
@@ -349,40 +387,59 @@ impl RedisQueue {
             .arg(if idempotency.is_some() { "1" } else { "0" })
             .arg(id)
             .arg(if self.keep.is_some() { "1" } else { "0" })
-            .arg(owner.unwrap_or(""));
+            .arg(owner.unwrap_or(""))
+            .arg(if self.replicas.0 > 0 { "1" } else { "0" });
         let answer: Value = bounded(call.invoke_async(&mut conn), CALL).await?;
         let items = array(answer, 3, "queue admit")?;
         let id = text(&items[1]).unwrap_or_default();
-        match text(&items[0]).as_deref() {
-            Some("added") if self.replicas.0 > 0 => {
-                let mut wait = redis::cmd("WAIT");
-                wait.arg(self.replicas.0).arg(
-                    u64::try_from(self.replicas.1.as_millis())
-                        .unwrap_or(200)
-                        .max(1),
-                );
-                let mut conn = self.conn.wait.clone();
-                let replicas: u64 = bounded(wait.query_async(&mut conn), CALL).await?;
-                if replicas >= u64::from(self.replicas.0) {
-                    Ok(Admission::Added {
-                        id,
-                        depth: count(&items[2])?,
-                    })
-                } else {
-                    Ok(Admission::Unconfirmed { id, replicas })
-                }
-            }
-            Some("added") => Ok(Admission::Added {
+        let answer = match text(&items[0]).as_deref() {
+            Some("added") => Admission::Added {
                 id,
                 depth: count(&items[2])?,
-            }),
-            Some("repeat") => Ok(Admission::Repeat { id }),
-            Some("taken") => Ok(Admission::Taken),
-            Some("full") => Ok(Admission::Full {
-                depth: count(&items[2])?,
-            }),
-            _ => Err(RedisError::unexpected("queue admit")),
+            },
+            Some("repeat") => Admission::Repeat { id },
+            Some("taken") => return Ok(Admission::Taken),
+            Some("full") => {
+                return Ok(Admission::Full {
+                    depth: count(&items[2])?,
+                });
+            }
+            _ => return Err(RedisError::unexpected("queue admit")),
+        };
+        if self.replicas.0 == 0 {
+            return Ok(answer);
         }
+        // Added, or a repeat (whose script wrote its key again, so that
+        // this WAIT covers the first admission too, made perhaps through
+        // another connection): confirmed by the replicas asked for?
+        let mut wait = redis::cmd("WAIT");
+        wait.arg(self.replicas.0).arg(
+            u64::try_from(self.replicas.1.as_millis())
+                .unwrap_or(100)
+                .max(1),
+        );
+        let mut conn = waiter.clone();
+        let replicas: u64 = bounded(wait.query_async(&mut conn), CALL).await?;
+        if replicas >= u64::from(self.replicas.0) {
+            return Ok(answer);
+        }
+        match answer {
+            Admission::Added { id, .. } | Admission::Repeat { id } => {
+                Ok(Admission::Unconfirmed { id, replicas })
+            }
+            other => Ok(other),
+        }
+    }
+
+    /// Whether the idempotency key `idempotency` (scoped as for
+    /// [`admit`](Self::admit)) is remembered: one round trip, counted as
+    /// `queue_admit`. For a caller that charges a quota only for new jobs.
+    pub async fn seen(&self, idempotency: &str) -> Result<bool, RedisError> {
+        let mut conn = self.conn.admit.clone();
+        let mut exists = redis::cmd("EXISTS");
+        exists.arg(format!("{}:i:{idempotency}", self.prefix));
+        let n: u64 = bounded(exists.query_async(&mut conn), CALL).await?;
+        Ok(n > 0)
     }
 
     /// Makes the group if Redis lost it (a restart without persistence).

@@ -128,6 +128,20 @@ pub async fn redrive(State(admin): State<Arc<Admin>>, body: Bytes) -> Response {
             refused += 1;
             continue;
         };
+        // With queue = redis, back into the fleet's queue (delivered at
+        // the fleet's rate by any relay), not into this relay's own set.
+        #[cfg(feature = "redis")]
+        if let Some(shared) = &intake.shared {
+            let owner = job.tenant.clone();
+            match shared.admit(name, &job, None, None, owner.as_deref()).await {
+                Ok(
+                    crate::queue::shared::Admit::Queued(_)
+                    | crate::queue::shared::Admit::Unconfirmed(_),
+                ) => readmitted.push(place),
+                _ => refused += 1,
+            }
+            continue;
+        }
         match intake.set.try_submit_durable(name, job).await {
             Ok(_) => readmitted.push(place),
             Err(_) => refused += 1,

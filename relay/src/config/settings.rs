@@ -117,7 +117,7 @@ declare_settings! {
     /// listen port.
     node_name: String;
     /// Replicas of the Redis primary that must confirm each webhook before
-    /// its 202 (queue = redis, `WAIT` within 200 ms); fewer answer 503
+    /// its 202 (queue = redis, `WAIT` within 100 ms); fewer answer 503
     /// unreplicated. 0: the primary's word is enough.
     redis_wait_replicas: u32 = "0";
     /// The fleet-wide limit over every destination, deliveries/s (with

@@ -178,6 +178,14 @@ pub(super) fn check(cfg: &Config, errors: &mut Vec<ConfigError>) {
             "replicas confirm the shared queue's webhooks: it needs queue = redis".into(),
         );
     }
+    if s.redis_wait_replicas > 0 && s.redis.as_ref().is_some_and(|u| u.as_str().contains(',')) {
+        bad(
+            "redis_wait_replicas",
+            "WAIT on a Redis Cluster asks every primary, not the one holding the \
+             webhook: not available with a cluster"
+                .into(),
+        );
+    }
     if s.redis.is_some() && !cfg!(feature = "redis") {
         bad(
             "redis",

@@ -25,8 +25,9 @@
 //!   the file fails, it stays pending and is tried again once taken over:
 //!   a second delivery rather than a loss).
 //! - **A dead node**: its pending entries are reclaimed (`XAUTOCLAIM`) once
-//!   idle for the deliver timeout plus 50 ms (what a drain claims ahead)
-//!   plus five seconds: never sooner, which is
+//!   idle for the deliver timeout plus 1 s (a drain's bound on one
+//!   attempt) plus 50 ms (what a drain claims ahead) plus five seconds:
+//!   never sooner, which is
 //!   how duplicates happen; a holder that was too slow cannot retry an
 //!   entry taken over from it.
 //!
@@ -63,6 +64,9 @@ pub fn number_of(id: &str) -> u64 {
     let seq: u64 = seq.parse().unwrap_or(0);
     (ms << 20) | (seq & 0xF_FFFF)
 }
+
+/// Connections of their own for admissions that wait for replicas.
+const ADMITTERS: usize = 8;
 
 /// One destination's queue and what bounds it.
 #[derive(Clone)]
@@ -119,6 +123,14 @@ impl Shared {
         let s = &cfg.settings;
         let url = s.redis.as_ref().ok_or("queue = redis needs redis")?;
         let conn = super::redis_link::connect(url.as_str()).await?;
+        // With replicas to wait for, admissions have connections of their
+        // own (WAIT holds up the one it is sent on).
+        let mut admitters = Vec::new();
+        if s.redis_wait_replicas > 0 {
+            for _ in 0..ADMITTERS {
+                admitters.push(super::redis_link::connect(url.as_str()).await?);
+            }
+        }
         let lanes = cfg
             .destinations
             .iter()
@@ -128,7 +140,11 @@ impl Shared {
                 let bound = (budget.as_secs_f64() * rate).ceil().max(1.0) as u64;
                 let lane = Lane {
                     queue: RedisQueue::new(conn.clone(), &d.name, node)
-                        .with_replicas(s.redis_wait_replicas, Duration::from_millis(200))
+                        .with_replicas(
+                            s.redis_wait_replicas,
+                            Duration::from_millis(100),
+                            admitters.clone(),
+                        )
                         .with_status(s.status_retention, s.status_max as u64),
                     rate,
                     bound,
@@ -175,6 +191,17 @@ impl Shared {
             .lanes
             .get(destination)
             .ok_or("not a destination of the shared queue")?;
+        // A repeat is not charged (it queues nothing): asked first when the
+        // tenant would be charged.
+        let charge = match (charge, key) {
+            (Some(tenant), Some(key)) if self.quotas.is_some() => {
+                match lane.queue.seen(key).await.map_err(|e| e.to_string())? {
+                    true => None,
+                    false => Some(tenant),
+                }
+            }
+            (charge, _) => charge,
+        };
         let charged = match (charge, &self.quotas) {
             (Some(tenant), Some(store)) => match store.try_admit(tenant, 1.0).await {
                 Ok(_) => Some((tenant, store)),
@@ -211,11 +238,12 @@ impl Shared {
     ) -> Result<Admit, String> {
         let mut bytes = Vec::with_capacity(job.body.len() + 64);
         job.encode(&mut bytes);
-        // A random id, unique in the fleet; one already known (its
-        // status kept) is drawn again.
+        // A random id, unique in the fleet; one still held is drawn again.
         let mut answer = Admission::Taken;
+        // A redriven webhook keeps the id it had (its status starts over).
+        let mut id = Some(job.trail.id()).filter(|id| *id != 0);
         for _ in 0..4 {
-            let id = fastrand::u64(1..).to_string();
+            let id = id.take().unwrap_or_else(|| fastrand::u64(1..)).to_string();
             answer = lane
                 .queue
                 .admit_owned(&id, &bytes, key, lane.bound, self.remember, owner)

@@ -5,6 +5,7 @@
 
 #![cfg(feature = "redis")]
 
+use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -93,8 +94,12 @@ impl Drain {
     /// burst plus their pools at once).
     pub(super) async fn run(self, mut stop: tokio::sync::watch::Receiver<bool>) {
         let this = Arc::new(self);
+        // The entries this drain holds (claimed ahead, being delivered, or
+        // ended and not yet acknowledged), by stream id: one held so long
+        // that its own take-over scan hands it back is not sent twice.
+        let held: Arc<std::sync::Mutex<HashSet<String>>> = Arc::default();
         let (acks, ack_rx) = mpsc::unbounded_channel();
-        let acker = tokio::spawn(acknowledge(this.lane.queue.clone(), ack_rx));
+        let acker = tokio::spawn(acknowledge(this.lane.queue.clone(), ack_rx, held.clone()));
         let interval = Duration::from_secs_f64(1.0 / this.lane.rate.max(0.001));
         let idle = this.timeout + CLAIM_AHEAD + Duration::from_secs(5);
         let mut upkeep = Instant::now();
@@ -147,9 +152,11 @@ impl Drain {
                     Ok((next, mut taken)) => {
                         cursor = next;
                         if let Some(e) = taken.pop() {
-                            tracing::info!(id = %e.id, "shared queue: took over a webhook a relay left pending");
                             upkeep = Instant::now(); // more may be waiting
-                            entry = Some((Instant::now(), e));
+                            if lock(&held).insert(e.stream_id.clone()) {
+                                tracing::info!(id = %e.id, "shared queue: took over a webhook a relay left pending");
+                                entry = Some((Instant::now(), e));
+                            }
                         }
                     }
                     Err(e) => tracing::debug!(error = %e, "shared queue: nothing reclaimed"),
@@ -168,6 +175,9 @@ impl Drain {
                 match q.claim(want).await {
                     Ok(got) => {
                         let now = Instant::now();
+                        let mut ours = lock(&held);
+                        ours.extend(got.iter().map(|e| e.stream_id.clone()));
+                        drop(ours);
                         buffer.extend(got.into_iter().map(|e| (now, e)));
                         entry = buffer.pop_front();
                     }
@@ -217,18 +227,25 @@ impl Drain {
                     Ok(true) => {}
                     Ok(false) => {
                         tracing::info!(id = %entry.id, "shared queue: a webhook held too long was taken over; not sent here");
+                        lock(&held).remove(&entry.stream_id);
                         continue;
                     }
                     Err(e) => {
                         tracing::warn!(error = %e, id = %entry.id, "shared queue: a webhook held too long is left to be taken over");
+                        lock(&held).remove(&entry.stream_id);
                         continue;
                     }
                 }
             }
             permit.spend();
-            let (this, acks) = (this.clone(), acks.clone());
+            let (this, acks, held) = (this.clone(), acks.clone(), held.clone());
             tokio::spawn(async move {
-                this.deliver(entry, &acks).await;
+                let stream_id = entry.stream_id.clone();
+                // Held until its end is acknowledged (the acknowledger lets
+                // it go), or now if it was not ended here.
+                if !this.deliver(entry, &acks).await {
+                    lock(&held).remove(&stream_id);
+                }
                 drop(place);
             });
         }
@@ -261,7 +278,9 @@ impl Drain {
     }
 
     /// One attempt, and what follows from its answer.
-    async fn deliver(&self, entry: Claimed, acks: &mpsc::UnboundedSender<Ending>) {
+    /// Whether its end went to the acknowledgements (`false`: retried, or
+    /// left pending to be taken over).
+    async fn deliver(&self, entry: Claimed, acks: &mpsc::UnboundedSender<Ending>) -> bool {
         let job = match Job::decode(&entry.job) {
             Ok(job) => job,
             Err(e) => {
@@ -271,9 +290,9 @@ impl Drain {
                 let raw = Job::raw(entry.job.clone().into());
                 raw.trail.name(number_of(&entry.id));
                 raw.trail.tried_by(&self.downstream.name);
-                self.dead_letter(raw, "undecodable", entry.stream_id, None, acks)
+                return self
+                    .dead_letter(raw, "undecodable", entry.stream_id, None, acks)
                     .await;
-                return;
             }
         };
         let public = number_of(&entry.id);
@@ -290,7 +309,7 @@ impl Drain {
         match answer {
             Delivery::Done => {
                 self.counts.delivered.increment(1);
-                let _ = acks.send(Ending::delivered(entry.stream_id, last));
+                acks.send(Ending::delivered(entry.stream_id, last)).is_ok()
             }
             Delivery::Retry { after } if made <= self.retries => {
                 let backoff = self
@@ -305,6 +324,7 @@ impl Drain {
                     // Left pending: taken over and tried again later.
                     tracing::warn!(error = %e, "shared queue: a retry could not be scheduled");
                 }
+                false
             }
             Delivery::Retry { .. } => {
                 self.dead_letter(job, "retries_exhausted", entry.stream_id, last, acks)
@@ -327,26 +347,36 @@ impl Drain {
         stream_id: String,
         last: Option<u16>,
         acks: &mpsc::UnboundedSender<Ending>,
-    ) {
+    ) -> bool {
         if self.sink.offer(job, reason).is_err() {
             tracing::error!(
                 "the dead-letter writer is gone: the webhook stays in the shared queue"
             );
-            return;
+            return false;
         }
         let flushed = self.sink.flushed().await;
         if flushed.held == 0 && flushed.error.is_none() {
             self.counts.dead_lettered.increment(1);
-            let _ = acks.send(Ending::dead_lettered(stream_id, last));
+            return acks.send(Ending::dead_lettered(stream_id, last)).is_ok();
         }
+        false
     }
+}
+
+/// The set, even if a holder panicked.
+fn lock<T>(m: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 /// Acknowledges what the drain ended, in batches (one round trip for all
 /// that ended meanwhile), retrying a batch for about two minutes: an
 /// acknowledgement given up (or later than the take-over time) has the
 /// webhook delivered again, with the same idempotency key.
-async fn acknowledge(queue: RedisQueue, mut rx: mpsc::UnboundedReceiver<Ending>) {
+async fn acknowledge(
+    queue: RedisQueue,
+    mut rx: mpsc::UnboundedReceiver<Ending>,
+    held: Arc<std::sync::Mutex<HashSet<String>>>,
+) {
     let mut batch = Vec::with_capacity(ACK_BATCH);
     while rx.recv_many(&mut batch, ACK_BATCH).await > 0 {
         if batch.len() < ACK_BATCH {
@@ -370,6 +400,12 @@ async fn acknowledge(queue: RedisQueue, mut rx: mpsc::UnboundedReceiver<Ending>)
                 }
             }
         }
+        // Ended (or given up: taken over later, by any relay this one too).
+        let mut ours = lock(&held);
+        for e in &batch {
+            ours.remove(&e.stream_id);
+        }
+        drop(ours);
         batch.clear();
     }
 }

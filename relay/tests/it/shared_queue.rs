@@ -167,8 +167,16 @@ async fn what_the_shared_queue_cannot_keep_is_refused_at_start() {
         ("--overflow head-drop", "tail-drop"),
         ("--redis-failure open", "open cannot be kept"),
         ("--adaptive", "not shared by the fleet yet"),
+        (
+            "--redis redis://127.0.0.1:1/,redis://127.0.0.1:2/ --redis-wait-replicas 1",
+            "not available with a cluster",
+        ),
     ] {
-        let (code, _, err) = run(format!("{redis} {flags}")).await;
+        let line = match flags.starts_with("--redis ") {
+            true => flags.to_owned(),
+            false => format!("{redis} {flags}"),
+        };
+        let (code, _, err) = run(line).await;
         assert_eq!(code, 2, "{flags}: {err}");
         assert!(err.contains(says), "{flags}: {err}");
     }
@@ -261,6 +269,26 @@ async fn a_202_waits_for_the_replicas_asked_for() {
         .await;
     assert_eq!(status, 503, "{body}");
     assert_eq!(body["type"], "urn:dripfeed:problem:unreplicated");
+    // A retry with the same key is not answered 202 either: the repeat
+    // waits for the replicas too.
+    for _ in 0..2 {
+        let (status, body) = relay
+            .post(
+                &[
+                    ("content-type", "application/json"),
+                    ("idempotency-key", "k-unreplicated"),
+                ],
+                "{\"n\":3}",
+            )
+            .await;
+        assert_eq!(status, 503, "{body}");
+        assert_eq!(
+            body["type"],
+            "urn:dripfeed:problem:unreplicated",
+            "{:?}",
+            relay.err.all()
+        );
+    }
     let m = relay.metrics().await;
     for purpose in ["queue_admit", "queue_wait"] {
         let trips = m.get("dripfeed_redis_round_trips_total", &[("purpose", purpose)]);
@@ -335,4 +363,128 @@ async fn tenant_quotas_are_the_fleets_and_a_repeat_costs_nothing() {
         .await
         .get("dripfeed_redis_round_trips_total", &[("purpose", "quota")]);
     assert!(trips >= 4.0, "quota round trips: {trips}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_redrive_puts_dead_letters_back_into_the_fleets_queue_with_their_ids() {
+    use axum::response::IntoResponse;
+    use sha2::{Digest, Sha256};
+    use std::sync::atomic::{AtomicBool, Ordering};
+    if !support_redis::available(
+        "a_redrive_puts_dead_letters_back_into_the_fleets_queue_with_their_ids",
+    ) {
+        return;
+    }
+    const TOKEN: &str = "shared-redrive-token";
+    let redis = support_redis::RedisServer::start();
+    let log = Arc::new(receivers::Log::default());
+    // Refuses (400, final) until healed.
+    let healed = Arc::new(AtomicBool::new(false));
+    let healthy = healed.clone();
+    let rx = receivers::recording(
+        log.clone(),
+        Duration::ZERO,
+        Arc::new(
+            move |_: &receivers::Hit, _| match healthy.load(Ordering::Relaxed) {
+                true => axum::http::StatusCode::NO_CONTENT.into_response(),
+                false => axum::http::StatusCode::BAD_REQUEST.into_response(),
+            },
+        ),
+    )
+    .await;
+    let dir = TempDir::new("shared-redrive");
+    let digest: String = Sha256::digest(TOKEN.as_bytes())
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    let file = dir.join("relay.toml");
+    std::fs::write(
+        &file,
+        format!(
+            "admin_token_sha256 = \"{digest}\"\n\
+             [[destinations]]\nname = \"billing\"\nurl = \"http://{rx}/b\"\n"
+        ),
+    )
+    .unwrap();
+    let node = |name: &str| {
+        argv(&format!(
+            "--config {} --queue redis --redis {} --node-name {name} --drain-rate 50 \
+             --journal-dir {} --dead-letter-file {}",
+            file.display(),
+            redis.url(),
+            dir.arg(&format!("journal-{name}")),
+            dir.arg(&format!("dl-{name}.jsonl")),
+        ))
+    };
+    let a = Relay::start_with(&node("a"), &[]).await;
+    let mut ids = Vec::new();
+    for n in 0..3 {
+        let (status, id) = post(&a, n, None).await;
+        assert_eq!(status, 202);
+        ids.extend(id);
+    }
+    let status_of = |relay: &Relay, id: &str| {
+        let url = relay.url(&format!("/v1/webhooks/{id}"));
+        async move {
+            let resp = crate::harness::http()
+                .get(url)
+                .send()
+                .await
+                .expect("answers");
+            let body: serde_json::Value =
+                serde_json::from_str(&resp.text().await.unwrap_or_default()).unwrap_or_default();
+            body
+        }
+    };
+    let dead = eventually(Duration::from_secs(20), || async {
+        let lines = std::fs::read_to_string(dir.join("dl-a.jsonl")).unwrap_or_default();
+        lines.lines().count() == 3
+    })
+    .await;
+    assert!(dead, "three dead letters in a's file");
+    for id in &ids {
+        let s = status_of(&a, id).await;
+        assert_eq!(s["state"], "dead_lettered", "{s}");
+        assert_eq!(s["last_status"], 400, "{s}");
+    }
+    healed.store(true, Ordering::Relaxed);
+    let b = Relay::start_with(&node("b"), &[]).await;
+    let resp = crate::harness::http()
+        .post(a.admin_url("/v1/dead-letters/redrive"))
+        .bearer_auth(TOKEN)
+        .header("content-type", "application/json")
+        .body(r#"{"destination":"billing"}"#)
+        .send()
+        .await
+        .expect("the admin listener answers");
+    assert_eq!(resp.status().as_u16(), 200);
+    let done: serde_json::Value = serde_json::from_str(&resp.text().await.unwrap()).unwrap();
+    assert_eq!(
+        (done["readmitted"].as_u64(), done["refused"].as_u64()),
+        (Some(3), Some(0)),
+        "{done}"
+    );
+    // Back in the fleet's queue with their ids: delivered (by a or b), and
+    // b answers for them.
+    let delivered = log
+        .until(Duration::from_secs(20), |hits| {
+            // Each id twice: refused (400) once, then taken (204).
+            ids.iter()
+                .all(|id| hits.iter().filter(|h| &h.key == id).count() >= 2)
+        })
+        .await;
+    assert!(delivered, "each id tried again: {:?}", log.keys());
+    let settled = eventually(Duration::from_secs(10), || async {
+        let mut all = true;
+        for id in &ids {
+            all &= status_of(&b, id).await["state"] == "delivered";
+        }
+        all
+    })
+    .await;
+    assert!(
+        settled,
+        "b says delivered: {}",
+        status_of(&b, &ids[0]).await
+    );
 }

@@ -3,6 +3,7 @@
 -- KEYS[1]  the stream        KEYS[2]  the retries (a sorted set)
 -- KEYS[3]  the idempotency key (same slot; ignored when ARGV[4] is "0")
 -- KEYS[4]  the jobs' statuses (a hash by id; written when ARGV[6] is "1")
+-- KEYS[5]  the ended jobs by end time (a sorted set of ids)
 -- ARGV[1]  the bound: entries outstanding (stream + retries) at most
 -- ARGV[2]  the job's bytes
 -- ARGV[3]  how long the idempotency key is remembered, ms
@@ -10,6 +11,8 @@
 -- ARGV[5]  the job's id for good (unique in the fleet, chosen by the caller)
 -- ARGV[6]  "1" to keep the job's status, "0" not to
 -- ARGV[7]  the job's owner (e.g. its tenant; "" for none)
+-- ARGV[8]  "1" if the caller waits for replicas (WAIT) after this script:
+--          a repeat then writes its key again, so the WAIT covers it
 --
 -- Outstanding is XLEN + ZCARD: entries are deleted once acknowledged, so
 -- the stream holds only what is queued or being delivered (never trimmed
@@ -18,12 +21,16 @@
 -- A status is "state|attempts|last status|next ms|received ms|ended ms|
 -- stream id|owner" (state q, r, d or x). Returns {"added", id, outstanding
 -- after}, {"repeat", the first id, 0}, {"full", "", outstanding} or
--- {"taken", id, 0} when the id is already someone's (the caller picks
--- another).
+-- {"taken", id, 0} when the id is a job still held (the caller picks
+-- another). An ended job's id may be admitted again (a dead letter
+-- redriven keeps its id): its status starts over.
 local keyed = ARGV[4] == '1'
 if keyed then
   local had = redis.call('GET', KEYS[3])
   if had then
+    if ARGV[8] == '1' then
+      redis.call('SET', KEYS[3], had, 'KEEPTTL')
+    end
     return {'repeat', had, 0}
   end
 end
@@ -36,8 +43,15 @@ if outstanding >= bound then
   return {'full', '', outstanding}
 end
 local kept = ARGV[6] == '1'
-if kept and redis.call('HEXISTS', KEYS[4], ARGV[5]) == 1 then
-  return {'taken', ARGV[5], 0}
+if kept then
+  local had = redis.call('HGET', KEYS[4], ARGV[5])
+  if had then
+    local st = string.sub(had, 1, 1)
+    if st == 'q' or st == 'r' then
+      return {'taken', ARGV[5], 0}
+    end
+    redis.call('ZREM', KEYS[5], ARGV[5])
+  end
 end
 local sid = redis.call('XADD', KEYS[1], '*', 'id', ARGV[5], 'n', '0', 'job', ARGV[2])
 if keyed then
