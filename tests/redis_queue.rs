@@ -209,6 +209,7 @@ async fn a_jobs_status_is_readable_from_any_node_and_ended_ones_are_bounded() {
     let node = |name: &str| {
         RedisQueue::new(RedisConnection::open(&redis.url()).unwrap(), "ship", name)
             .with_status(DAY, 1)
+            .with_dead_letters(100)
     };
     let (a, b) = (node("a"), node("b"));
     let first = added(
@@ -262,7 +263,7 @@ async fn a_jobs_status_is_readable_from_any_node_and_ended_ones_are_bounded() {
     // second is forgotten; the first (still held) is not.
     added(a.admit("103", b"three", None, 10, DAY).await.unwrap());
     let third = a.claim(1).await.unwrap().pop().expect("claimed");
-    a.end(&[Ending::dead_lettered(third.stream_id, Some(410))])
+    a.end(&[Ending::dead_lettered(third.stream_id, Some(410), "failed")])
         .await
         .unwrap();
     assert_eq!(
@@ -275,11 +276,48 @@ async fn a_jobs_status_is_readable_from_any_node_and_ended_ones_are_bounded() {
         "waiting for a retry: not ended, kept"
     );
     assert!(a.status("999").await.unwrap().is_none(), "unknown");
-    // An ended job's id may be admitted again (a redrive keeps its id):
-    // its status starts over, and it is no longer counted as ended.
-    added(a.admit("103", b"three again", None, 10, DAY).await.unwrap());
+    // The dead letter, written with the end, is read from any node...
+    let dead = b.dead_letters(None, 10).await.unwrap();
+    assert_eq!(dead.len(), 1);
+    assert_eq!(
+        (
+            dead[0].id.as_str(),
+            dead[0].reason.as_str(),
+            dead[0].attempts
+        ),
+        ("103", "failed", 1)
+    );
+    assert_eq!(
+        (dead[0].last_status, &dead[0].job[..]),
+        (Some(410), &b"three"[..])
+    );
+    assert!(
+        b.dead_letters(Some(&dead[0].entry), 10)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    // ...and put back with its id by any node: its status starts over, and
+    // it is no longer counted as ended.
+    assert_eq!(
+        b.redrive(&[dead[0].entry.clone()], 10).await.unwrap(),
+        (1, 0)
+    );
+    assert_eq!(
+        b.redrive(&[dead[0].entry.clone()], 10).await.unwrap(),
+        (0, 1),
+        "once"
+    );
+    assert!(b.dead_letters(None, 10).await.unwrap().is_empty());
     let again = b.status("103").await.unwrap().unwrap();
     assert_eq!((again.state, again.attempts), (JobState::Queued, 0));
+    // Claimed again, as it was.
+    let third_again = a.claim(10).await.unwrap();
+    assert!(
+        third_again
+            .iter()
+            .any(|c| c.id == "103" && c.job == b"three")
+    );
     let fourth = added(a.admit("104", b"four", None, 10, DAY).await.unwrap());
     let mut claimed = a.claim(10).await.unwrap();
     claimed.retain(|c| c.id == fourth);

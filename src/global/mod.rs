@@ -35,6 +35,8 @@ mod pg_error;
 #[cfg(feature = "postgres")]
 mod pg_sql;
 #[cfg(feature = "redis")]
+mod queue_dead;
+#[cfg(feature = "redis")]
 mod queue_status;
 #[cfg(feature = "redis")]
 mod redis_buckets;
@@ -56,6 +58,8 @@ pub use failure::Failure;
 pub use pg_buckets::PgBuckets;
 #[cfg(feature = "postgres")]
 pub use pg_error::PgError;
+#[cfg(feature = "redis")]
+pub use queue_dead::DeadLetter;
 #[cfg(feature = "redis")]
 pub use queue_status::{Ending, JobState, JobStatus};
 #[cfg(feature = "redis")]

@@ -91,6 +91,8 @@ pub struct Ending {
     pub dead_lettered: bool,
     /// The receiver's last status code, if it answered one.
     pub last_status: Option<u16>,
+    /// Why it was dead-lettered (empty for a delivery).
+    pub reason: String,
 }
 
 impl Ending {
@@ -106,20 +108,23 @@ impl Ending {
             stream_id,
             dead_lettered: false,
             last_status: status,
+            reason: String::new(),
         }
     }
 
-    /// A job dead-lettered after its last answer `status`.
+    /// A job dead-lettered for `reason` after its last answer `status`.
     ///
     /// ```
     /// use dripfeed::global::Ending;
-    /// assert!(Ending::dead_lettered("1-0".into(), None).dead_lettered);
+    /// let e = Ending::dead_lettered("1-0".into(), None, "failed");
+    /// assert!(e.dead_lettered && e.reason == "failed");
     /// ```
-    pub fn dead_lettered(stream_id: String, status: Option<u16>) -> Ending {
+    pub fn dead_lettered(stream_id: String, status: Option<u16>, reason: &str) -> Ending {
         Ending {
             stream_id,
             dead_lettered: true,
             last_status: status,
+            reason: reason.to_owned(),
         }
     }
 }

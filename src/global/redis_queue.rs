@@ -12,7 +12,7 @@ use super::conn::{RedisConnection, RedisError, array, bounded};
 use super::queue_status::{Ending, JobStatus, Keep};
 
 /// How long one call may take.
-const CALL: Duration = Duration::from_secs(2);
+pub(super) const CALL: Duration = Duration::from_secs(2);
 
 /// What [`RedisQueue::admit`] did.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -123,11 +123,13 @@ pub struct Claimed {
 /// ```
 #[derive(Clone)]
 pub struct RedisQueue {
-    conn: Purposes,
-    stream: String,
-    retries: String,
-    statuses: String,
-    ended: String,
+    pub(super) conn: Purposes,
+    pub(super) stream: String,
+    pub(super) retries: String,
+    pub(super) statuses: String,
+    pub(super) ended: String,
+    /// The dead letters' stream.
+    pub(super) dead: String,
     prefix: String,
     group: String,
     consumer: String,
@@ -135,8 +137,11 @@ pub struct RedisQueue {
     settle: Script,
     due: Script,
     lookup: Script,
+    pub(super) redrive: Script,
     /// Ended statuses kept ([`with_status`](Self::with_status)).
-    keep: Option<Keep>,
+    pub(super) keep: Option<Keep>,
+    /// Dead letters kept in Redis, about ([`with_dead_letters`](Self::with_dead_letters)); 0: none.
+    pub(super) dead_max: u64,
     /// Replicas that must confirm an admission (`WAIT`), and for how long
     /// to wait for them.
     replicas: (u32, Duration),
@@ -158,7 +163,7 @@ impl std::fmt::Debug for RedisQueue {
 /// The connection, once per purpose its round trips are counted under
 /// (`dripfeed_redis_round_trips_total{purpose}`).
 #[derive(Clone)]
-struct Purposes {
+pub(super) struct Purposes {
     admit: RedisConnection,
     claim: RedisConnection,
     ack: RedisConnection,
@@ -166,6 +171,7 @@ struct Purposes {
     upkeep: RedisConnection,
     wait: RedisConnection,
     status: RedisConnection,
+    pub(super) dead: RedisConnection,
 }
 
 impl Purposes {
@@ -178,6 +184,7 @@ impl Purposes {
             upkeep: conn.counted_as("queue_upkeep"),
             wait: conn.counted_as("queue_wait"),
             status: conn.counted_as("queue_status"),
+            dead: conn.counted_as("queue_dead_letters"),
         }
     }
 }
@@ -216,7 +223,7 @@ fn claimed(entry: Value) -> Option<Claimed> {
     })
 }
 
-fn bytes(v: &Value) -> Option<Vec<u8>> {
+pub(super) fn bytes(v: &Value) -> Option<Vec<u8>> {
     match v {
         Value::BulkString(b) => Some(b.clone()),
         Value::SimpleString(s) => Some(s.clone().into_bytes()),
@@ -224,11 +231,11 @@ fn bytes(v: &Value) -> Option<Vec<u8>> {
     }
 }
 
-fn text(v: &Value) -> Option<String> {
+pub(super) fn text(v: &Value) -> Option<String> {
     String::from_utf8(bytes(v)?).ok()
 }
 
-fn count(v: &Value) -> Result<u64, RedisError> {
+pub(super) fn count(v: &Value) -> Result<u64, RedisError> {
     match v {
         Value::Int(i) => u64::try_from(*i).map_err(|_| RedisError::unexpected("negative count")),
         other => text(other)
@@ -249,6 +256,7 @@ impl RedisQueue {
             retries: format!("{prefix}:r"),
             statuses: format!("{prefix}:st"),
             ended: format!("{prefix}:e"),
+            dead: format!("{prefix}:dl"),
             prefix,
             group: "dripfeed".to_owned(),
             consumer: consumer.to_owned(),
@@ -256,7 +264,9 @@ impl RedisQueue {
             settle: Script::new(include_str!("scripts/queue_settle.lua")),
             due: Script::new(include_str!("scripts/queue_due.lua")),
             lookup: Script::new(include_str!("scripts/queue_status.lua")),
+            redrive: Script::new(include_str!("scripts/queue_redrive.lua")),
             keep: None,
+            dead_max: 0,
             replicas: (0, Duration::ZERO),
             admitters: std::sync::Arc::new([]),
             turn: std::sync::Arc::default(),
@@ -284,6 +294,27 @@ impl RedisQueue {
     /// ```
     pub fn with_status(mut self, retention: Duration, max: u64) -> Self {
         self.keep = Some(Keep { retention, max });
+        self
+    }
+
+    /// This queue keeping its dead letters in Redis, about `max` of them
+    /// (the oldest trimmed): each is written by the script that ends its
+    /// job ([`end`](Self::end) with [`Ending::dead_lettered`]), atomically
+    /// with its acknowledgement, and read ([`dead_letters`](Self::dead_letters))
+    /// and put back ([`redrive`](Self::redrive)) from any node.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// use dripfeed::global::{RedisConnection, RedisQueue};
+    /// let conn = RedisConnection::open("redis://127.0.0.1:1/")?;
+    /// let queue = RedisQueue::new(conn, "billing", "node-a").with_dead_letters(100_000);
+    /// assert_eq!(queue.stream_key(), "dripfeed:q:{billing}:s");
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn with_dead_letters(mut self, max: u64) -> Self {
+        self.dead_max = max;
         self
     }
 
@@ -566,15 +597,18 @@ impl RedisQueue {
             .key(&self.retries)
             .key(&self.statuses)
             .key(&self.ended)
+            .key(&self.dead)
             .arg(&self.group)
             .arg("ack")
             .arg(if self.keep.is_some() { "1" } else { "0" })
             .arg(keep.retention_ms())
-            .arg(keep.max);
+            .arg(keep.max)
+            .arg(self.dead_max);
         for e in ends {
             call.arg(&e.stream_id)
                 .arg(if e.dead_lettered { "x" } else { "d" })
-                .arg(e.last_status.map(|s| s.to_string()).unwrap_or_default());
+                .arg(e.last_status.map(|s| s.to_string()).unwrap_or_default())
+                .arg(&e.reason);
         }
         let v: Value = bounded(call.invoke_async(&mut conn), CALL).await?;
         count(&v)

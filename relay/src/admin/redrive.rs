@@ -85,7 +85,7 @@ fn unavailable(e: impl std::fmt::Display) -> Response {
         (status = 401, description = "No admin token, or not the admin token.", body = Problem, content_type = "application/problem+json",
             headers(("WWW-Authenticate" = String, description = "`Bearer realm=\"dripfeed-relay\"`"))),
         (status = 422, description = "Not exactly one of ids and destination, no ids, too many, or unknown fields.", body = Problem, content_type = "application/problem+json"),
-        (status = 503, description = "The dead-letter files cannot be read or marked, or the listener serves its most connections.", body = Problem, content_type = "application/problem+json"),
+        (status = 503, description = "The dead-letter files (with queue = redis, Redis) cannot be read or marked, or the listener serves its most connections.", body = Problem, content_type = "application/problem+json"),
     ))]
 pub async fn redrive(State(admin): State<Arc<Admin>>, body: Bytes) -> Response {
     let request: RedriveRequest = match serde_json::from_slice::<serde_json::Value>(&body) {
@@ -98,15 +98,40 @@ pub async fn redrive(State(admin): State<Arc<Admin>>, body: Bytes) -> Response {
             Err(e) => return unprocessable(&format!("the body does not read: {e}")),
         },
     };
-    let wanted: Box<dyn Fn(&Probe) -> bool + Send> = match (request.ids, request.destination) {
+    let (ids, destination) = match (request.ids, request.destination) {
         (Some(ids), None) if !ids.is_empty() && ids.len() <= MAX_LINES => {
-            let ids: HashSet<String> = ids.into_iter().collect();
-            Box::new(move |p| p.id.as_ref().is_some_and(|id| ids.contains(id)))
+            (Some(ids.into_iter().collect::<HashSet<String>>()), None)
         }
-        (None, Some(name)) => Box::new(move |p| p.destination.as_deref() == Some(&*name)),
+        (None, Some(name)) => (None, Some(name)),
         _ => return unprocessable("give exactly one of ids (1 to 1000) and destination"),
     };
     let _one_at_a_time = admin.redriving.lock().await;
+    // With queue = redis, the fleet's dead letters go back into the fleet's
+    // queue, from Redis, each with its id.
+    #[cfg(feature = "redis")]
+    if let Some(shared) = &admin.intake.shared {
+        return match shared
+            .redrive(ids.as_ref(), destination.as_deref(), MAX_LINES)
+            .await
+        {
+            Ok((readmitted, refused, more)) => Json(RedriveResult {
+                readmitted,
+                refused,
+                more,
+            })
+            .into_response(),
+            Err(e) => problem(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "dead-letter-unreadable",
+                format!("the fleet's dead letters (Redis) cannot be read: {e}"),
+                Vec::new(),
+            ),
+        };
+    }
+    let wanted: Box<dyn Fn(&Probe) -> bool + Send> = match (ids, destination) {
+        (Some(ids), _) => Box::new(move |p| p.id.as_ref().is_some_and(|id| ids.contains(id))),
+        (None, name) => Box::new(move |p| p.destination.as_deref() == name.as_deref()),
+    };
     let live = admin.dead_letter_file.clone();
     let picked = tokio::task::spawn_blocking(move || {
         let done = marks::load(&live)?;
@@ -128,20 +153,6 @@ pub async fn redrive(State(admin): State<Arc<Admin>>, body: Bytes) -> Response {
             refused += 1;
             continue;
         };
-        // With queue = redis, back into the fleet's queue (delivered at
-        // the fleet's rate by any relay), not into this relay's own set.
-        #[cfg(feature = "redis")]
-        if let Some(shared) = &intake.shared {
-            let owner = job.tenant.clone();
-            match shared.admit(name, &job, None, None, owner.as_deref()).await {
-                Ok(
-                    crate::queue::shared::Admit::Queued(_)
-                    | crate::queue::shared::Admit::Unconfirmed(_),
-                ) => readmitted.push(place),
-                _ => refused += 1,
-            }
-            continue;
-        }
         match intake.set.try_submit_durable(name, job).await {
             Ok(_) => readmitted.push(place),
             Err(_) => refused += 1,

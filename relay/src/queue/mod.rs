@@ -14,6 +14,7 @@ pub mod fleet;
 pub mod redis_link;
 pub mod shared;
 mod shared_drain;
+pub mod shared_letters;
 
 use std::path::Path;
 use std::sync::Arc;

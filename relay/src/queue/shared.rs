@@ -20,10 +20,10 @@
 //!   takes a permit once something comes. Acknowledgements go in batches,
 //!   retried until Redis takes them. A retry waits in Redis by its
 //!   due time and comes back through whichever relay moves it first; a
-//!   webhook past its retries or refused for good goes to this relay's
-//!   dead-letter file, and is acknowledged once its line is on disk (while
-//!   the file fails, it stays pending and is tried again once taken over:
-//!   a second delivery rather than a loss).
+//!   webhook past its retries or refused for good goes to the
+//!   destination's dead letters in Redis, written by the script that
+//!   acknowledges it ([`super::shared_letters`]: read and redriven from any
+//!   relay).
 //! - **A dead node**: its pending entries are reclaimed (`XAUTOCLAIM`) once
 //!   idle for the deliver timeout plus 1 s (a drain's bound on one
 //!   attempt) plus 50 ms (what a drain claims ahead) plus five seconds:
@@ -47,7 +47,6 @@ use dripfeed::keyed::{AdmitError, BucketError, BucketStore};
 use tokio::sync::Semaphore;
 
 use crate::config::Config;
-use crate::dead_letter::FileSink;
 use crate::deliver::HttpDownstream;
 use crate::intake::job::Job;
 use crate::queue::shared_drain::{Counts, Drain};
@@ -94,7 +93,7 @@ pub enum Admit {
 
 /// The fleet's queues, one per configured destination.
 pub struct Shared {
-    lanes: HashMap<String, Lane>,
+    pub(super) lanes: HashMap<String, Lane>,
     remember: Duration,
     conn: RedisConnection,
     /// The tenant quotas, shared by the fleet (in Redis or PostgreSQL).
@@ -108,8 +107,6 @@ pub struct Shared {
 pub struct Drains {
     /// Deliveries, one downstream per destination.
     pub downstream: Arc<dyn Fn(&str) -> HttpDownstream + Send + Sync>,
-    /// Where webhooks past their retries go.
-    pub sink: Arc<FileSink>,
 }
 
 impl Shared {
@@ -145,7 +142,8 @@ impl Shared {
                             Duration::from_millis(100),
                             admitters.clone(),
                         )
-                        .with_status(s.status_retention, s.status_max as u64),
+                        .with_status(s.status_retention, s.status_max as u64)
+                        .with_dead_letters(super::shared_letters::KEPT),
                     rate,
                     bound,
                 };
@@ -297,7 +295,6 @@ impl Shared {
             let d = Drain {
                 lane: lane.clone(),
                 downstream: Arc::new((drains.downstream)(name)),
-                sink: drains.sink.clone(),
                 permits: Arc::new(permits),
                 retries: s.retries,
                 retry_min: s.retry_min,
@@ -317,9 +314,8 @@ impl Shared {
         Ok(())
     }
 
-    /// At shutdown, before the dead-letter file is flushed: the drains
-    /// claim nothing more and end the deliveries they hold (within
-    /// `grace`), their acknowledgements sent.
+    /// At shutdown: the drains claim nothing more and end the deliveries
+    /// they hold (within `grace`), their acknowledgements sent.
     pub async fn finish(&self, grace: Duration) {
         let _ = self.stop.send(true);
         let tasks = std::mem::take(&mut *self.drains.lock().unwrap_or_else(|p| p.into_inner()));

@@ -16,7 +16,6 @@ use tokio::sync::{Semaphore, mpsc};
 use tokio::time::Instant;
 
 use super::shared::{Lane, number_of};
-use crate::dead_letter::FileSink;
 use crate::deliver::HttpDownstream;
 use crate::intake::job::Job;
 
@@ -40,7 +39,6 @@ const IDLE_POLL: Duration = Duration::from_millis(50);
 pub(super) struct Drain {
     pub(super) lane: Lane,
     pub(super) downstream: Arc<HttpDownstream>,
-    pub(super) sink: Arc<FileSink>,
     pub(super) permits: Arc<dyn PermitSource>,
     pub(super) retries: u32,
     pub(super) retry_min: Duration,
@@ -287,12 +285,7 @@ impl Drain {
                 // Another version's encoding, or damage: kept as it is, in
                 // the dead-letter file, not dropped.
                 tracing::error!(id = %entry.id, error = %e, "shared queue: an entry does not decode; dead-lettered as it is");
-                let raw = Job::raw(entry.job.clone().into());
-                raw.trail.name(number_of(&entry.id));
-                raw.trail.tried_by(&self.downstream.name);
-                return self
-                    .dead_letter(raw, "undecodable", entry.stream_id, None, acks)
-                    .await;
+                return self.dead_letter("undecodable", entry.stream_id, None, acks);
             }
         };
         let public = number_of(&entry.id);
@@ -327,39 +320,25 @@ impl Drain {
                 false
             }
             Delivery::Retry { .. } => {
-                self.dead_letter(job, "retries_exhausted", entry.stream_id, last, acks)
-                    .await
+                self.dead_letter("retries_exhausted", entry.stream_id, last, acks)
             }
-            Delivery::Failed => {
-                self.dead_letter(job, "failed", entry.stream_id, last, acks)
-                    .await
-            }
+            Delivery::Failed => self.dead_letter("failed", entry.stream_id, last, acks),
         }
     }
 
-    /// Dead-letters `job` and acknowledges its entry once the line is on
-    /// disk; held (a full or failing file), the entry stays pending and is
-    /// taken over and tried again later rather than lost.
-    async fn dead_letter(
+    /// Dead-letters the entry: ended with its reason, the script that
+    /// acknowledges it writing it to the destination's dead letters in
+    /// Redis in the same step (nothing is lost between the two).
+    fn dead_letter(
         &self,
-        job: Job,
         reason: &'static str,
         stream_id: String,
         last: Option<u16>,
         acks: &mpsc::UnboundedSender<Ending>,
     ) -> bool {
-        if self.sink.offer(job, reason).is_err() {
-            tracing::error!(
-                "the dead-letter writer is gone: the webhook stays in the shared queue"
-            );
-            return false;
-        }
-        let flushed = self.sink.flushed().await;
-        if flushed.held == 0 && flushed.error.is_none() {
-            self.counts.dead_lettered.increment(1);
-            return acks.send(Ending::dead_lettered(stream_id, last)).is_ok();
-        }
-        false
+        self.counts.dead_lettered.increment(1);
+        acks.send(Ending::dead_lettered(stream_id, last, reason))
+            .is_ok()
     }
 }
 

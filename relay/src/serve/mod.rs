@@ -237,7 +237,6 @@ pub async fn run(
     let shared = shared_prep::open(
         &cfg,
         &catalog,
-        &sink,
         &latencies,
         &guard,
         tenant_store.as_ref().map(|(store, _)| store.clone()),

@@ -9,7 +9,6 @@ use super::Failure;
 use crate::catalog::Catalog;
 use crate::config::Config;
 use crate::config::value::QueueKind;
-use crate::dead_letter::FileSink;
 use crate::deliver::guard::AddressGuard;
 use crate::deliver::latency::Latencies;
 use crate::deliver::{self, HttpDownstream};
@@ -35,7 +34,6 @@ fn node_name(cfg: &Config) -> String {
 pub(super) async fn open(
     cfg: &Config,
     catalog: &Arc<Catalog>,
-    sink: &Arc<FileSink>,
     latencies: &Arc<Latencies>,
     guard: &Arc<AddressGuard>,
     quotas: Option<Arc<dyn dripfeed::keyed::BucketStore>>,
@@ -57,13 +55,7 @@ pub(super) async fn open(
         // Statuses are kept in Redis, by the queue's scripts.
         status: None,
     });
-    shared.spawn(
-        cfg,
-        Drains {
-            downstream,
-            sink: sink.clone(),
-        },
-    )?;
+    shared.spawn(cfg, Drains { downstream })?;
     println!("shared queue in Redis as node {node}: webhooks wait in the fleet's streams");
     Ok(Some(Arc::new(shared)))
 }

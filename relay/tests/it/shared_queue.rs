@@ -366,12 +366,12 @@ async fn tenant_quotas_are_the_fleets_and_a_repeat_costs_nothing() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_redrive_puts_dead_letters_back_into_the_fleets_queue_with_their_ids() {
+async fn dead_letters_are_the_fleets_and_a_redrive_from_any_relay_keeps_their_ids() {
     use axum::response::IntoResponse;
     use sha2::{Digest, Sha256};
     use std::sync::atomic::{AtomicBool, Ordering};
     if !support_redis::available(
-        "a_redrive_puts_dead_letters_back_into_the_fleets_queue_with_their_ids",
+        "dead_letters_are_the_fleets_and_a_redrive_from_any_relay_keeps_their_ids",
     ) {
         return;
     }
@@ -436,21 +436,64 @@ async fn a_redrive_puts_dead_letters_back_into_the_fleets_queue_with_their_ids()
             body
         }
     };
+    let b = Relay::start_with(&node("b"), &[]).await;
+    let letters = |relay: &Relay, query: &str| {
+        let url = relay.admin_url(&format!("/v1/dead-letters{query}"));
+        async move {
+            let resp = crate::harness::http()
+                .get(url)
+                .bearer_auth(TOKEN)
+                .send()
+                .await
+                .expect("the admin listener answers");
+            assert_eq!(resp.status().as_u16(), 200);
+            let page: serde_json::Value =
+                serde_json::from_str(&resp.text().await.unwrap_or_default()).unwrap_or_default();
+            page
+        }
+    };
+    // Dead-lettered by a, listed by b: the fleet's, in Redis.
     let dead = eventually(Duration::from_secs(20), || async {
-        let lines = std::fs::read_to_string(dir.join("dl-a.jsonl")).unwrap_or_default();
-        lines.lines().count() == 3
+        letters(&b, "").await["dead_letters"]
+            .as_array()
+            .is_some_and(|l| l.len() == 3)
     })
     .await;
-    assert!(dead, "three dead letters in a's file");
+    assert!(dead, "three dead letters: {}", letters(&b, "").await);
+    let page = letters(&b, "?limit=2").await;
+    assert_eq!(page["more"], true, "{page}");
+    let first = &page["dead_letters"][0];
+    assert_eq!(
+        (
+            &first["reason"],
+            &first["last_status"],
+            &first["destination"]
+        ),
+        (
+            &serde_json::json!("failed"),
+            &serde_json::json!(400),
+            &serde_json::json!("billing")
+        ),
+        "{page}"
+    );
+    assert_eq!(first["body"], "{\"n\":0}");
+    let cursor = page["next_cursor"].as_str().expect("a cursor").to_owned();
+    let rest = letters(&b, &format!("?cursor={cursor}")).await;
+    assert_eq!(
+        rest["dead_letters"].as_array().map(Vec::len),
+        Some(1),
+        "{rest}"
+    );
+    let file = std::fs::read_to_string(dir.join("dl-a.jsonl")).unwrap_or_default();
+    assert!(file.is_empty(), "not in a's file: {file}");
     for id in &ids {
-        let s = status_of(&a, id).await;
+        let s = status_of(&b, id).await;
         assert_eq!(s["state"], "dead_lettered", "{s}");
         assert_eq!(s["last_status"], 400, "{s}");
     }
     healed.store(true, Ordering::Relaxed);
-    let b = Relay::start_with(&node("b"), &[]).await;
     let resp = crate::harness::http()
-        .post(a.admin_url("/v1/dead-letters/redrive"))
+        .post(b.admin_url("/v1/dead-letters/redrive"))
         .bearer_auth(TOKEN)
         .header("content-type", "application/json")
         .body(r#"{"destination":"billing"}"#)
@@ -486,5 +529,11 @@ async fn a_redrive_puts_dead_letters_back_into_the_fleets_queue_with_their_ids()
         settled,
         "b says delivered: {}",
         status_of(&b, &ids[0]).await
+    );
+    let after = letters(&a, "").await;
+    assert_eq!(
+        after["dead_letters"].as_array().map(Vec::len),
+        Some(0),
+        "{after}"
     );
 }

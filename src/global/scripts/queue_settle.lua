@@ -3,12 +3,16 @@
 -- KEYS[1]  the stream        KEYS[2]  the retries (a sorted set)
 -- KEYS[3]  the jobs' statuses (a hash by id, see queue_admit.lua)
 -- KEYS[4]  the ended jobs by end time (a sorted set of ids)
+-- KEYS[5]  the dead letters (a stream)
 -- ARGV[1]  the group
 -- ARGV[2]  "ack": ARGV[3] "1" if statuses are kept, ARGV[4] how long an
---          ended status is kept (ms), ARGV[5] how many at most, then
---          triples from ARGV[6]: stream id, "d" (delivered) or "x" (dead
---          letter), the receiver's last status ("" for none); each entry
---          is acknowledged and deleted
+--          ended status is kept (ms), ARGV[5] how many at most, ARGV[6]
+--          how many dead letters the stream keeps (about; 0: none there),
+--          then quadruples from ARGV[7]: stream id, "d" (delivered) or "x"
+--          (dead letter), the receiver's last status ("" for none), the
+--          reason (dead letters); each entry is acknowledged and deleted, a
+--          dead letter first copied to the dead letters' stream (its id,
+--          reason, attempts, last status and job)
 --          "hold": ARGV[3] stream id, ARGV[4] the consumer asking: if it
 --          still holds the entry, its idle time starts again (XCLAIM JUSTID)
 --          "retry": ARGV[3] stream id, ARGV[4] delay ms, ARGV[5] the
@@ -40,24 +44,33 @@ end
 
 if op == 'ack' then
   local kept = ARGV[3] == '1'
+  local dead_max = tonumber(ARGV[6]) or 0
   local done = 0
-  for i = 6, #ARGV, 3 do
+  for i = 7, #ARGV, 4 do
     local sid = ARGV[i]
+    local dead = ARGV[i + 1] == 'x'
     if redis.call('XACK', KEYS[1], ARGV[1], sid) == 1 then
       done = done + 1
     end
-    if kept then
+    if kept or (dead and dead_max > 0) then
       local entry = redis.call('XRANGE', KEYS[1], sid, sid)
-      local id = nil
+      local id, n, job = nil, '0', nil
       if entry[1] then
         local kv = entry[1][2]
         for k = 1, #kv, 2 do
           if kv[k] == 'id' then id = kv[k + 1] end
+          if kv[k] == 'n' then n = kv[k + 1] end
+          if kv[k] == 'job' then job = kv[k + 1] end
         end
       end
-      local f = id and fields(redis.call('HGET', KEYS[3], id))
+      if dead and dead_max > 0 and entry[1] then
+        redis.call('XADD', KEYS[5], 'MAXLEN', '~', dead_max, '*',
+          'id', id or sid, 'reason', ARGV[i + 3], 'n', tostring((tonumber(n) or 0) + 1),
+          'last', ARGV[i + 2], 'job', job or '')
+      end
+      local f = kept and id and fields(redis.call('HGET', KEYS[3], id))
       if f then
-        f[1] = (ARGV[i + 1] == 'x') and 'x' or 'd'
+        f[1] = dead and 'x' or 'd'
         f[2] = tostring((tonumber(f[2]) or 0) + 1)
         if ARGV[i + 2] ~= '' then f[3] = ARGV[i + 2] end
         f[4] = ''

@@ -1,0 +1,217 @@
+//! `queue = redis`: the fleet's dead letters, kept in Redis beside each
+//! destination's queue (written atomically with the end of the job), read
+//! a page at a time and put back into the queue from any relay.
+
+#![cfg(feature = "redis")]
+
+use std::collections::HashSet;
+
+use base64::Engine;
+use dripfeed::journal::JobCodec;
+
+use super::shared::Shared;
+use crate::dead_letter::page::DeadLetter;
+use crate::intake::job::Job;
+
+/// Dead letters each destination keeps in Redis, about (the oldest go).
+pub const KEPT: u64 = 100_000;
+
+/// A page of the fleet's dead letters.
+pub struct Page {
+    /// The letters, by destination name then oldest first.
+    pub lines: Vec<DeadLetter>,
+    /// Where the next page starts (`r:DESTINATION:ENTRY`).
+    pub next: Option<String>,
+    /// Whether the page stopped at its limit.
+    pub more: bool,
+}
+
+/// Where a page starts: a destination, and the entry after which.
+pub struct Cursor {
+    destination: String,
+    entry: String,
+}
+
+impl Cursor {
+    /// `r:DESTINATION:ENTRY` as [`Page::next`] gives it.
+    pub fn parse(text: &str) -> Option<Cursor> {
+        let rest = text.strip_prefix("r:")?;
+        let (destination, entry) = rest.split_once(':')?;
+        let ok = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit() || b == b'-');
+        (crate::config::valid_name(destination) && ok(entry)).then(|| Cursor {
+            destination: destination.to_owned(),
+            entry: entry.to_owned(),
+        })
+    }
+
+    fn text(destination: &str, entry: &str) -> String {
+        format!("r:{destination}:{entry}")
+    }
+}
+
+/// A dead letter as the admin API shows it.
+fn shown(destination: &str, d: dripfeed::global::DeadLetter) -> DeadLetter {
+    let job = Job::decode(&d.job).ok();
+    let raw = job.as_ref().map_or(&d.job[..], |j| &j.body[..]);
+    let (body, body_base64) = match std::str::from_utf8(raw) {
+        Ok(text) => (Some(text.to_owned()), None),
+        Err(_) => (
+            None,
+            Some(base64::engine::general_purpose::STANDARD.encode(raw)),
+        ),
+    };
+    DeadLetter {
+        reason: d.reason,
+        id: Some(d.id).filter(|id| !id.is_empty()),
+        destination: destination.to_owned(),
+        attempts: d.attempts,
+        last_status: d.last_status.map(u32::from),
+        error: None,
+        tenant: job.as_ref().and_then(|j| j.tenant.clone()),
+        content_type: job.as_ref().and_then(|j| j.content_type.clone()),
+        received_unix_ms: job.as_ref().map_or(0, |j| j.received_unix_ms),
+        body,
+        body_base64,
+    }
+}
+
+impl Shared {
+    /// The destinations' names in order, from `first` on (all with `None`),
+    /// only `only` if given.
+    fn names_from(&self, first: Option<&str>, only: Option<&str>) -> Vec<String> {
+        let mut names: Vec<String> = self
+            .lanes
+            .keys()
+            .filter(|n| only.is_none_or(|o| o == n.as_str()))
+            .filter(|n| first.is_none_or(|f| n.as_str() >= f))
+            .cloned()
+            .collect();
+        names.sort();
+        names
+    }
+
+    /// Up to `limit` dead letters of `destination` (or every destination's,
+    /// in name order), from `cursor` on.
+    pub async fn dead_letters(
+        &self,
+        destination: Option<&str>,
+        cursor: Option<Cursor>,
+        limit: usize,
+    ) -> Result<Page, String> {
+        let mut page = Page {
+            lines: Vec::new(),
+            next: cursor
+                .as_ref()
+                .map(|c| Cursor::text(&c.destination, &c.entry)),
+            more: false,
+        };
+        let first = cursor.as_ref().map(|c| c.destination.as_str());
+        for name in self.names_from(first, destination) {
+            let Some(lane) = self.lanes.get(&name) else {
+                continue;
+            };
+            let after = cursor
+                .as_ref()
+                .filter(|c| c.destination == name)
+                .map(|c| c.entry.as_str());
+            let want = limit - page.lines.len();
+            let got = lane
+                .queue
+                .dead_letters(after, want)
+                .await
+                .map_err(|e| e.to_string())?;
+            if let Some(last) = got.last() {
+                page.next = Some(Cursor::text(&name, &last.entry));
+            }
+            page.more = got.len() == want;
+            page.lines.extend(got.into_iter().map(|d| shown(&name, d)));
+            if page.more {
+                break;
+            }
+        }
+        Ok(page)
+    }
+
+    /// Puts back into the fleet's queue up to `most` dead letters: those
+    /// whose id is in `ids`, or every one of `destination`. Returns how many
+    /// went back, how many did not (no room, or gone meanwhile), and
+    /// whether more are left.
+    pub async fn redrive(
+        &self,
+        ids: Option<&HashSet<String>>,
+        destination: Option<&str>,
+        most: usize,
+    ) -> Result<(u64, u64, bool), String> {
+        let (mut moved, mut refused, mut more) = (0, 0, false);
+        let mut left = most;
+        for name in self.names_from(None, destination) {
+            let Some(lane) = self.lanes.get(&name) else {
+                continue;
+            };
+            let mut after: Option<String> = None;
+            let mut picked = Vec::new();
+            // Through the whole stream when picking by id; by destination,
+            // the oldest `left`.
+            loop {
+                let got = lane
+                    .queue
+                    .dead_letters(after.as_deref(), 512)
+                    .await
+                    .map_err(|e| e.to_string())?;
+                let Some(last) = got.last() else { break };
+                after = Some(last.entry.clone());
+                let n = got.len();
+                for d in got {
+                    if ids.is_none_or(|ids| ids.contains(&d.id)) {
+                        if picked.len() == left {
+                            more = true;
+                            break;
+                        }
+                        picked.push(d.entry);
+                    }
+                }
+                if more || n < 512 {
+                    break;
+                }
+            }
+            let (m, r) = lane
+                .queue
+                .redrive(&picked, lane.bound)
+                .await
+                .map_err(|e| e.to_string())?;
+            moved += m;
+            refused += r;
+            left -= picked.len();
+            if left == 0 || more {
+                more |= left == 0 && destination.is_some();
+                break;
+            }
+        }
+        Ok((moved, refused, more))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_cursor_names_a_destination_and_an_entry() {
+        let c = Cursor::parse("r:billing:1700000000000-3").expect("a cursor");
+        assert_eq!(
+            (c.destination.as_str(), c.entry.as_str()),
+            ("billing", "1700000000000-3")
+        );
+        for bad in [
+            "",
+            "r:",
+            "r:billing",
+            "r::1-0",
+            "r:bill ing:1-0",
+            "r:billing:1-0x",
+            "x:billing:1-0",
+        ] {
+            assert!(Cursor::parse(bad).is_none(), "{bad}");
+        }
+    }
+}
