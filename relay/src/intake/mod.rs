@@ -246,8 +246,13 @@ async fn take(intake: &Intake, request: Request) -> Result<Response, Refusal> {
     let destination = pass.name().clone();
     // While the dead-letter file takes no lines, a webhook that failed
     // could not be kept: refuse rather than promise, before the body is
-    // read and held.
-    if let Some(down) = intake.dead_letter.unavailable() {
+    // read and held. (With queue = redis dead letters are kept in Redis,
+    // not in the file.)
+    #[cfg(feature = "redis")]
+    let file_kept = intake.shared.is_none();
+    #[cfg(not(feature = "redis"))]
+    let file_kept = true;
+    if file_kept && let Some(down) = intake.dead_letter.unavailable() {
         Answers::bump(&intake.answers.dead_letter_503);
         let wait = headers::retry_after(headers::jittered(down.wait));
         return Err(Box::new(problem(
