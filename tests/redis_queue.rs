@@ -151,10 +151,17 @@ async fn claims_split_retries_happen_once_and_a_dead_consumers_work_is_reclaimed
     // pending long enough (here: at once), and only those.
     let fresh = a.reclaim(Duration::from_secs(3600), 10).await.unwrap();
     assert!(fresh.is_empty(), "nothing has been pending an hour");
+    assert_eq!(b.deliveries(&by_b[1]).await.unwrap(), 1, "claimed once");
     let taken = a.reclaim(Duration::ZERO, 10).await.unwrap();
     let taken_ids: HashSet<&str> = taken.iter().map(|c| c.id.as_str()).collect();
     let of_b: HashSet<&str> = by_b[1..].iter().map(|c| c.id.as_str()).collect();
     assert!(of_b.is_subset(&taken_ids), "{taken_ids:?} ⊇ {of_b:?}");
+    let again = taken.iter().find(|c| c.id == by_b[1].id).expect("taken");
+    assert_eq!(
+        a.deliveries(again).await.unwrap(),
+        2,
+        "claimed, then taken over"
+    );
     // b comes back: it no longer holds what a took over (so it does not
     // send it), while a holds it afresh.
     assert!(!b.hold(&by_b[1]).await.unwrap(), "taken over: not b's");

@@ -563,6 +563,29 @@ impl RedisQueue {
         Ok((next, entries.into_iter().filter_map(claimed).collect()))
     }
 
+    /// How many times `job`'s entry was handed to a consumer (claimed, or
+    /// taken over; 0 if no longer pending): one round trip, counted as
+    /// `queue_upkeep`. An entry taken over again and again is one whose
+    /// holders keep dying with it.
+    pub async fn deliveries(&self, job: &Claimed) -> Result<u64, RedisError> {
+        let mut pending = redis::cmd("XPENDING");
+        pending
+            .arg(&self.stream)
+            .arg(&self.group)
+            .arg(&job.stream_id)
+            .arg(&job.stream_id)
+            .arg(1);
+        let reply = self.grouped(&self.conn.upkeep, &pending).await?;
+        // [[id, consumer, idle ms, deliveries]], or [] when not pending.
+        let Value::Array(mut rows) = reply else {
+            return Ok(0);
+        };
+        let Some(Value::Array(row)) = rows.pop() else {
+            return Ok(0);
+        };
+        row.get(3).map_or(Ok(0), count)
+    }
+
     /// [`reclaim_from`](Self::reclaim_from) the start of the pending list.
     pub async fn reclaim(&self, idle: Duration, max: usize) -> Result<Vec<Claimed>, RedisError> {
         Ok(self.reclaim_from("0-0", idle, max).await?.1)
@@ -592,15 +615,8 @@ impl RedisQueue {
             max: 0,
         });
         let mut conn = self.conn.ack.clone();
-        let mut call = self.settle.prepare_invoke();
-        call.key(&self.stream)
-            .key(&self.retries)
-            .key(&self.statuses)
-            .key(&self.ended)
-            .key(&self.dead)
-            .arg(&self.group)
-            .arg("ack")
-            .arg(if self.keep.is_some() { "1" } else { "0" })
+        let mut call = self.settle_call("ack");
+        call.arg(if self.keep.is_some() { "1" } else { "0" })
             .arg(keep.retention_ms())
             .arg(keep.max)
             .arg(self.dead_max);
@@ -633,6 +649,20 @@ impl RedisQueue {
         Ok(JobStatus::parse(&record, held))
     }
 
+    /// The settle script (`queue_settle.lua`) with its keys, the group and
+    /// `op`: the rest of its arguments follow.
+    fn settle_call(&self, op: &str) -> redis::ScriptInvocation<'_> {
+        let mut call = self.settle.prepare_invoke();
+        call.key(&self.stream)
+            .key(&self.retries)
+            .key(&self.statuses)
+            .key(&self.ended)
+            .key(&self.dead)
+            .arg(&self.group)
+            .arg(op);
+        call
+    }
+
     /// Starts `job`'s idle time again if this consumer still holds it
     /// (`XCLAIM … JUSTID`, one round trip, counted as `queue_claim`);
     /// `false` when another consumer took it over meanwhile: then it is
@@ -640,15 +670,8 @@ impl RedisQueue {
     /// sent, so that a take-over cannot start while it is delivered.
     pub async fn hold(&self, job: &Claimed) -> Result<bool, RedisError> {
         let mut conn = self.conn.claim.clone();
-        let mut call = self.settle.prepare_invoke();
-        call.key(&self.stream)
-            .key(&self.retries)
-            .key(&self.statuses)
-            .key(&self.ended)
-            .arg(&self.group)
-            .arg("hold")
-            .arg(&job.stream_id)
-            .arg(&self.consumer);
+        let mut call = self.settle_call("hold");
+        call.arg(&job.stream_id).arg(&self.consumer);
         let v: Value = bounded(call.invoke_async(&mut conn), CALL).await?;
         Ok(count(&v)? == 1)
     }
@@ -676,14 +699,8 @@ impl RedisQueue {
         member.push(b'\n');
         member.extend_from_slice(&job.job);
         let mut conn = self.conn.retry.clone();
-        let mut call = self.settle.prepare_invoke();
-        call.key(&self.stream)
-            .key(&self.retries)
-            .key(&self.statuses)
-            .key(&self.ended)
-            .arg(&self.group)
-            .arg("retry")
-            .arg(&job.stream_id)
+        let mut call = self.settle_call("retry");
+        call.arg(&job.stream_id)
             .arg(u64::try_from(after.as_millis()).unwrap_or(u64::MAX))
             .arg(member)
             .arg(&self.consumer)

@@ -80,6 +80,17 @@ fn parse(raw: Option<&str>) -> Result<Query, Box<Response>> {
     Ok(q)
 }
 
+/// 503: the fleet's dead letters (queue = redis) cannot be read.
+#[cfg(feature = "redis")]
+pub(super) fn fleet_unreadable(e: &str) -> Response {
+    problem(
+        StatusCode::SERVICE_UNAVAILABLE,
+        "dead-letter-unreadable",
+        format!("the fleet's dead letters (Redis) cannot be read: {e}"),
+        Vec::new(),
+    )
+}
+
 /// Well formed for the document, but not a cursor: 422.
 fn bad_cursor() -> Response {
     problem(
@@ -130,12 +141,7 @@ pub async fn list(State(admin): State<Arc<Admin>>, RawQuery(raw): RawQuery) -> R
                 more: p.more,
             })
             .into_response(),
-            Err(e) => problem(
-                StatusCode::SERVICE_UNAVAILABLE,
-                "dead-letter-unreadable",
-                format!("the fleet's dead letters (Redis) cannot be read: {e}"),
-                Vec::new(),
-            ),
+            Err(e) => fleet_unreadable(&e),
         };
     }
     let cursor = match q.cursor.as_deref().map(Cursor::parse) {

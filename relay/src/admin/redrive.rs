@@ -120,12 +120,7 @@ pub async fn redrive(State(admin): State<Arc<Admin>>, body: Bytes) -> Response {
                 more,
             })
             .into_response(),
-            Err(e) => problem(
-                StatusCode::SERVICE_UNAVAILABLE,
-                "dead-letter-unreadable",
-                format!("the fleet's dead letters (Redis) cannot be read: {e}"),
-                Vec::new(),
-            ),
+            Err(e) => super::dead_letters::fleet_unreadable(&e),
         };
     }
     let wanted: Box<dyn Fn(&Probe) -> bool + Send> = match (ids, destination) {

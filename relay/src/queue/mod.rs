@@ -14,6 +14,7 @@ pub mod fleet;
 pub mod redis_link;
 pub mod shared;
 mod shared_drain;
+mod shared_lane;
 pub mod shared_letters;
 
 use std::path::Path;

@@ -22,8 +22,8 @@
 //!   due time and comes back through whichever relay moves it first; a
 //!   webhook past its retries or refused for good goes to the
 //!   destination's dead letters in Redis, written by the script that
-//!   acknowledges it ([`super::shared_letters`]: read and redriven from any
-//!   relay).
+//!   acknowledges it (read and redriven from any relay: see
+//!   `shared_letters`).
 //! - **A dead node**: its pending entries are reclaimed (`XAUTOCLAIM`) once
 //!   idle for the deliver timeout plus 1 s (a drain's bound on one
 //!   attempt) plus 50 ms (what a drain claims ahead) plus five seconds:
@@ -50,30 +50,13 @@ use crate::config::Config;
 use crate::deliver::HttpDownstream;
 use crate::intake::job::Job;
 use crate::queue::shared_drain::{Counts, Drain};
+use crate::queue::shared_lane::{Lane, number_of};
 
-/// An entry's id as the webhook's number (ids are given as numbers; an
-/// entry written otherwise is known by its stream id `MS-SEQ`, as
-/// `MS × 2^20 + SEQ`).
-pub fn number_of(id: &str) -> u64 {
-    if let Ok(n) = id.parse() {
-        return n;
-    }
-    let (ms, seq) = id.split_once('-').unwrap_or((id, "0"));
-    let ms: u64 = ms.parse().unwrap_or(0);
-    let seq: u64 = seq.parse().unwrap_or(0);
-    (ms << 20) | (seq & 0xF_FFFF)
-}
+/// Dead letters each destination keeps in Redis, about (the oldest go).
+pub const DEAD_LETTERS_KEPT: u64 = 100_000;
 
 /// Connections of their own for admissions that wait for replicas.
 const ADMITTERS: usize = 8;
-
-/// One destination's queue and what bounds it.
-#[derive(Clone)]
-pub(super) struct Lane {
-    pub(super) queue: RedisQueue,
-    pub(super) rate: f64,
-    pub(super) bound: u64,
-}
 
 /// What admission answered.
 pub enum Admit {
@@ -143,7 +126,7 @@ impl Shared {
                             admitters.clone(),
                         )
                         .with_status(s.status_retention, s.status_max as u64)
-                        .with_dead_letters(super::shared_letters::KEPT),
+                        .with_dead_letters(DEAD_LETTERS_KEPT),
                     rate,
                     bound,
                 };
@@ -329,21 +312,5 @@ impl Shared {
                 "shared queue: deliveries still running at the end of the grace are taken over by the fleet"
             );
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn an_id_is_its_number_or_its_stream_ids() {
-        assert_eq!(
-            number_of("12345678901234567890"),
-            12_345_678_901_234_567_890
-        );
-        assert_eq!(number_of("1700000000000-0"), 1_700_000_000_000 << 20);
-        assert_eq!(number_of("1700000000000-5"), (1_700_000_000_000 << 20) | 5);
-        assert!(number_of("1700000000001-0") > number_of("1700000000000-9"));
     }
 }

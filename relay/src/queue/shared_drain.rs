@@ -15,7 +15,7 @@ use dripfeed::{Attempt, Delivery, Downstream, PermitSource};
 use tokio::sync::{Semaphore, mpsc};
 use tokio::time::Instant;
 
-use super::shared::{Lane, number_of};
+use super::shared_lane::{Lane, number_of};
 use crate::deliver::HttpDownstream;
 use crate::intake::job::Job;
 
@@ -32,6 +32,9 @@ const ACK_LINGER: Duration = Duration::from_millis(5);
 /// An entry held longer than this before it is sent is claimed afresh
 /// first ([`RedisQueue::hold`]).
 const HOLD_REFRESH: Duration = Duration::from_secs(1);
+/// Take-overs of one entry after which it is dead-lettered (`abandoned`):
+/// each means a relay died or hung holding it.
+const TAKEN_OVER_MAX: u64 = 3;
 /// How long an idle drain waits before it asks for work again.
 const IDLE_POLL: Duration = Duration::from_millis(50);
 
@@ -153,6 +156,12 @@ impl Drain {
                             upkeep = Instant::now(); // more may be waiting
                             if lock(&held).insert(e.stream_id.clone()) {
                                 tracing::info!(id = %e.id, "shared queue: took over a webhook a relay left pending");
+                                if this.abandoned(&e).await {
+                                    // Its holders kept dying with it: a
+                                    // dead letter, not one more relay lost.
+                                    this.dead_letter("abandoned", e.stream_id, None, &acks);
+                                    continue;
+                                }
                                 entry = Some((Instant::now(), e));
                             }
                         }
@@ -257,6 +266,16 @@ impl Drain {
         let _ = this.in_flight.acquire_many(cap).await;
         drop(acks);
         let _ = acker.await;
+    }
+
+    /// Whether `entry`, just taken over, has been taken over too often
+    /// ([`TAKEN_OVER_MAX`] times): every relay that held it died (or hung)
+    /// with it. Unknown (Redis failing) is not.
+    async fn abandoned(&self, entry: &Claimed) -> bool {
+        match self.lane.queue.deliveries(entry).await {
+            Ok(n) => n > TAKEN_OVER_MAX,
+            Err(_) => false,
+        }
     }
 
     /// A permit of the fleet's bucket, or `None` once stopped.

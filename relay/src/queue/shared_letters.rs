@@ -13,9 +13,6 @@ use super::shared::Shared;
 use crate::dead_letter::page::DeadLetter;
 use crate::intake::job::Job;
 
-/// Dead letters each destination keeps in Redis, about (the oldest go).
-pub const KEPT: u64 = 100_000;
-
 /// A page of the fleet's dead letters.
 pub struct Page {
     /// The letters, by destination name then oldest first.
