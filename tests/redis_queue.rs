@@ -168,6 +168,22 @@ async fn claims_split_retries_happen_once_and_a_dead_consumers_work_is_reclaimed
     assert!(a.hold(&taken[0]).await.unwrap(), "a's");
     let after_hold = a.reclaim(Duration::from_secs(60), 10).await.unwrap();
     assert!(after_hold.is_empty(), "held afresh: not idle");
+    // A consumer that stops hands back what it will not deliver: another
+    // takes it at once, not after the take-over time.
+    added(a.admit("late-1", b"late", None, 100, DAY).await.unwrap());
+    let late = a.claim(1).await.unwrap();
+    assert_eq!(late.len(), 1);
+    assert!(
+        b.reclaim(Duration::from_secs(3600), 10)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    assert_eq!(a.release(&late).await.unwrap(), 1);
+    assert_eq!(b.release(&late).await.unwrap(), 0, "not b's to release");
+    let handed = b.reclaim(Duration::from_secs(3600), 10).await.unwrap();
+    assert_eq!(handed.len(), 1);
+    assert_eq!(handed[0].id, late[0].id);
     // b acknowledges late: the entries a ended are not ended twice, and a
     // retry of one a took over is refused.
     let ids: Vec<String> = taken.iter().map(|c| c.stream_id.clone()).collect();

@@ -220,8 +220,9 @@ impl Drain {
                 None => match this.permit(&mut stop).await {
                     Some(p) => p,
                     None => {
-                        // Stopping: left pending (with what was claimed
-                        // ahead), taken over by the fleet.
+                        // Stopping: handed back with what was claimed
+                        // ahead, below.
+                        buffer.push_front((claimed_at, entry));
                         break 'run;
                     }
                 },
@@ -257,10 +258,20 @@ impl Drain {
             });
         }
         if !buffer.is_empty() {
-            tracing::info!(
-                entries = buffer.len(),
-                "shared queue: webhooks claimed ahead are left for the fleet to take over"
-            );
+            // Claimed ahead and not delivered: handed back, so the fleet
+            // takes them at once (else after the take-over time).
+            let left: Vec<Claimed> = buffer.into_iter().map(|(_, e)| e).collect();
+            match this.lane.queue.release(&left).await {
+                Ok(n) => tracing::info!(
+                    entries = n,
+                    "shared queue: webhooks claimed ahead are handed back to the fleet"
+                ),
+                Err(e) => tracing::warn!(
+                    error = %e,
+                    entries = left.len(),
+                    "shared queue: webhooks claimed ahead are left for the fleet to take over"
+                ),
+            }
         }
         // Every place back: the deliveries under way have ended.
         let _ = this.in_flight.acquire_many(cap).await;

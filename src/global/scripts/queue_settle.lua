@@ -15,6 +15,10 @@
 --          reason, attempts, last status and job)
 --          "hold": ARGV[3] stream id, ARGV[4] the consumer asking: if it
 --          still holds the entry, its idle time starts again (XCLAIM JUSTID)
+--          "release": ARGV[3] the consumer asking, ARGV[4] an idle time
+--          (ms), then stream ids from ARGV[5]: each entry it still holds is
+--          marked idle that long, so that another consumer's take-over
+--          scan finds it at once (the consumer is stopping)
 --          "retry": ARGV[3] stream id, ARGV[4] delay ms, ARGV[5] the
 --          member to keep (public id, "\n", attempts, "\n", job), ARGV[6]
 --          the consumer asking: only the entry's holder may retry it;
@@ -106,6 +110,16 @@ elseif op == 'hold' then
   end
   redis.call('XCLAIM', KEYS[1], ARGV[1], ARGV[4], 0, ARGV[3], 'JUSTID')
   return 1
+elseif op == 'release' then
+  local done = 0
+  for i = 5, #ARGV do
+    local held = redis.call('XPENDING', KEYS[1], ARGV[1], ARGV[i], ARGV[i], 1)
+    if #held > 0 and held[1][2] == ARGV[3] then
+      redis.call('XCLAIM', KEYS[1], ARGV[1], ARGV[3], 0, ARGV[i], 'IDLE', ARGV[4], 'JUSTID')
+      done = done + 1
+    end
+  end
+  return done
 elseif op == 'retry' then
   -- A consumer whose entry was taken over (it was too slow) does not
   -- retry it behind the new holder's back.
