@@ -42,6 +42,12 @@ local function fields(rec)
   return nil
 end
 
+-- Whether `consumer` holds the entry `sid` (pending for it in the group).
+local function holds(sid, consumer)
+  local held = redis.call('XPENDING', KEYS[1], ARGV[1], sid, sid, 1)
+  return #held > 0 and held[1][2] == consumer
+end
+
 local function store(id, f)
   redis.call('HSET', KEYS[3], id, table.concat(f, '|'))
 end
@@ -104,8 +110,7 @@ if op == 'ack' then
   end
   return done
 elseif op == 'hold' then
-  local held = redis.call('XPENDING', KEYS[1], ARGV[1], ARGV[3], ARGV[3], 1)
-  if #held == 0 or held[1][2] ~= ARGV[4] then
+  if not holds(ARGV[3], ARGV[4]) then
     return 0
   end
   redis.call('XCLAIM', KEYS[1], ARGV[1], ARGV[4], 0, ARGV[3], 'JUSTID')
@@ -113,8 +118,7 @@ elseif op == 'hold' then
 elseif op == 'release' then
   local done = 0
   for i = 5, #ARGV do
-    local held = redis.call('XPENDING', KEYS[1], ARGV[1], ARGV[i], ARGV[i], 1)
-    if #held > 0 and held[1][2] == ARGV[3] then
+    if holds(ARGV[i], ARGV[3]) then
       redis.call('XCLAIM', KEYS[1], ARGV[1], ARGV[3], 0, ARGV[i], 'IDLE', ARGV[4], 'JUSTID')
       done = done + 1
     end
@@ -123,8 +127,7 @@ elseif op == 'release' then
 elseif op == 'retry' then
   -- A consumer whose entry was taken over (it was too slow) does not
   -- retry it behind the new holder's back.
-  local held = redis.call('XPENDING', KEYS[1], ARGV[1], ARGV[3], ARGV[3], 1)
-  if #held == 0 or held[1][2] ~= ARGV[6] then
+  if not holds(ARGV[3], ARGV[6]) then
     return 0
   end
   if redis.call('XACK', KEYS[1], ARGV[1], ARGV[3]) == 0 then
