@@ -10,7 +10,7 @@ mod support;
 use std::collections::HashSet;
 use std::time::Duration;
 
-use dripfeed::global::{Admission, Ending, JobState, RedisConnection, RedisQueue};
+use dripfeed::global::{Admission, Ending, JobState, RedisConnection, RedisMap, RedisQueue};
 use support::redis::{RedisServer, available};
 
 const DAY: Duration = Duration::from_secs(86_400);
@@ -352,4 +352,52 @@ async fn a_jobs_status_is_readable_from_any_node_and_ended_ones_are_bounded() {
         a.status("103").await.unwrap().is_some(),
         "trimming the ended ones spared the re-admitted job"
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_queue_being_emptied_takes_its_retries_back_early_and_a_shared_map_has_a_version() {
+    if !available("a_queue_being_emptied_takes_its_retries_back_early") {
+        return;
+    }
+    let redis = RedisServer::start();
+    let conn = RedisConnection::open(&redis.url()).unwrap();
+    let q = RedisQueue::new(conn.clone(), "gone", "a");
+    for n in 0..3 {
+        added(q.admit(&fresh(), &[n], None, 10, DAY).await.unwrap());
+    }
+    for job in q.claim(3).await.unwrap() {
+        assert!(q.retry(&job, Duration::from_secs(3600)).await.unwrap());
+    }
+    assert_eq!(q.promote_due(10).await.unwrap(), 0, "none due for an hour");
+    assert_eq!(q.promote_all(2).await.unwrap(), 2, "at most the asked");
+    assert_eq!(q.promote_all(10).await.unwrap(), 1);
+    assert_eq!(
+        q.claim(10).await.unwrap().len(),
+        3,
+        "all back in the stream"
+    );
+    assert_eq!(q.depth().await.unwrap(), 3);
+
+    // Two nodes share one map: each change bumps the version both read.
+    let a = RedisMap::new(conn, "settings");
+    let b = RedisMap::new(RedisConnection::open(&redis.url()).unwrap(), "settings");
+    assert_eq!(b.version().await.unwrap(), 0);
+    assert_eq!(b.entries().await.unwrap(), (0, Vec::new()));
+    let v1 = a.set("zeta", "1").await.unwrap();
+    let v2 = a.set("alpha", "{\"url\":\"x\"}").await.unwrap();
+    assert_eq!((v1, v2), (1, 2));
+    assert_eq!(b.version().await.unwrap(), 2);
+    let v3 = b.set("zeta", "").await.unwrap();
+    assert_eq!(v3, 3, "a change of either node");
+    let (at, all) = a.entries().await.unwrap();
+    assert_eq!(at, 3);
+    assert_eq!(
+        all,
+        [
+            ("alpha".to_owned(), "{\"url\":\"x\"}".to_owned()),
+            ("zeta".to_owned(), String::new())
+        ]
+    );
+    let other = RedisMap::new(RedisConnection::open(&redis.url()).unwrap(), "elsewhere");
+    assert_eq!(other.version().await.unwrap(), 0, "maps are apart");
 }

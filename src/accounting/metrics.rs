@@ -61,7 +61,8 @@ pub const GLOBAL_ERRORS: &str = "leaky_bucket_global_errors_total";
 /// Redis round trips by `purpose` (`queue_admit`, `queue_claim`,
 /// `queue_ack`, `queue_retry`, `queue_upkeep`, `queue_wait`,
 /// `queue_status`, `queue_dead_letters`, `permits`, `quota`,
-/// `dead_letters`), unlabelled otherwise (counter).
+/// `dead_letters`, and the relay's `destinations`: its fleet's destination
+/// changes), unlabelled otherwise (counter).
 pub const REDIS_ROUND_TRIPS: &str = "dripfeed_redis_round_trips_total";
 /// 1 while the fleet limit is unreachable and the configured failure mode
 /// applies (fail-open local share or fail-closed pause), else 0 (gauge).

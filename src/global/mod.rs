@@ -14,7 +14,8 @@
 //! [`RedisStreamSink`] (a dead-letter stream with redrive) and
 //! [`RedisQueue`] (a destination's queue in a stream shared by the fleet:
 //! admission bounded fleet-wide, claims, retries and a dead node's work
-//! reclaimed), all over one [`RedisConnection`] to a server or a cluster.
+//! reclaimed) and [`RedisMap`] (settings the fleet shares, with a version
+//! each node polls), all over one [`RedisConnection`] to a server or a cluster.
 //!
 //! Behind the `postgres` feature: [`PgBuckets`], the same per-key buckets
 //! (the same [`BucketStore`](crate::keyed::BucketStore)) held in one
@@ -41,6 +42,8 @@ mod queue_status;
 #[cfg(feature = "redis")]
 mod redis_buckets;
 #[cfg(feature = "redis")]
+mod redis_map;
+#[cfg(feature = "redis")]
 mod redis_queue;
 #[cfg(feature = "redis")]
 mod redis_rate;
@@ -64,6 +67,8 @@ pub use queue_dead::DeadLetter;
 pub use queue_status::{Ending, JobState, JobStatus};
 #[cfg(feature = "redis")]
 pub use redis_buckets::RedisBuckets;
+#[cfg(feature = "redis")]
+pub use redis_map::RedisMap;
 #[cfg(feature = "redis")]
 pub use redis_queue::{Admission, Claimed, RedisQueue};
 #[cfg(feature = "redis")]

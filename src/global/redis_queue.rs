@@ -738,12 +738,40 @@ impl RedisQueue {
     /// Moves up to `max` retries whose time has come back into the
     /// stream; returns how many.
     pub async fn promote_due(&self, max: usize) -> Result<u64, RedisError> {
+        self.promote(max, "due").await
+    }
+
+    /// Moves up to `max` retries back into the stream whether due or not,
+    /// oldest due first: for a queue being emptied (a destination deleted,
+    /// its webhooks dead-lettered), where no retry may wait out its time.
+    /// Returns how many moved.
+    ///
+    /// ```no_run
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # use std::time::Duration;
+    /// # use dripfeed::global::{RedisConnection, RedisQueue};
+    /// let q = RedisQueue::new(RedisConnection::open("redis://127.0.0.1:6379/")?, "doc-all", "a");
+    /// q.admit("1", b"job", None, 10, Duration::from_secs(60)).await?;
+    /// let job = q.claim(1).await?.remove(0);
+    /// q.retry(&job, Duration::from_secs(3600)).await?;
+    /// assert_eq!(q.promote_due(10).await?, 0, "not due for an hour");
+    /// assert_eq!(q.promote_all(10).await?, 1);
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn promote_all(&self, max: usize) -> Result<u64, RedisError> {
+        self.promote(max, "all").await
+    }
+
+    async fn promote(&self, max: usize, which: &str) -> Result<u64, RedisError> {
         let mut conn = self.conn.upkeep.clone();
         let mut call = self.due.prepare_invoke();
         call.key(&self.stream)
             .key(&self.retries)
             .key(&self.statuses)
-            .arg(max.max(1));
+            .arg(max.max(1))
+            .arg(which);
         let v: Value = bounded(call.invoke_async(&mut conn), CALL).await?;
         count(&v)
     }

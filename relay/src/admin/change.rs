@@ -17,7 +17,9 @@
 //! the answer, so a restart keeps them; one change runs at a time (a `PUT`
 //! is written first and taken back if the set then refuses it). Without a
 //! state file (`no_journal` without `state_dir`) both answer 409; once
-//! shutdown has begun, 503.
+//! shutdown has begun, 503. With `queue = redis` they are the fleet's,
+//! written to Redis instead and applied by every relay within a second
+//! ([`super::change_fleet`]).
 
 use std::sync::Arc;
 
@@ -64,40 +66,26 @@ pub struct DestinationPut {
 #[derive(Serialize, ToSchema)]
 pub struct Deleting {
     /// The destination.
-    name: String,
-    /// Webhooks it held when deleted: delivered within `grace_ms`, then
-    /// dead-lettered.
-    held: u64,
+    pub(super) name: String,
+    /// Webhooks it held when deleted (with `queue = redis`: the fleet's
+    /// queue for it): delivered within `grace_ms`, then dead-lettered.
+    pub(super) held: u64,
     /// The time it has to deliver them, ms (the shutdown grace).
-    grace_ms: u64,
+    pub(super) grace_ms: u64,
 }
 
-fn unprocessable(kind: &str, detail: String) -> Response {
+pub(super) fn unprocessable(kind: &str, detail: String) -> Response {
     problem(StatusCode::UNPROCESSABLE_ENTITY, kind, detail, Vec::new())
 }
 
-fn conflict(kind: &str, detail: &str) -> Response {
+pub(super) fn conflict(kind: &str, detail: &str) -> Response {
     problem(StatusCode::CONFLICT, kind, detail.to_owned(), Vec::new())
 }
 
 const NO_STATE: &str = "this relay has no state file (no_journal without state_dir): \
                         a change would not survive a restart; give state_dir";
 
-const SHARED: &str = "with queue = redis, destinations are changed in the configuration of \
-                      every relay for now (the admin API does not reach the fleet yet)";
-
-/// Whether the relay runs the shared queue (queue = redis).
-fn shared_queue(admin: &Admin) -> bool {
-    #[cfg(feature = "redis")]
-    return admin.intake.shared.is_some();
-    #[cfg(not(feature = "redis"))]
-    {
-        let _ = admin;
-        false
-    }
-}
-
-fn closing() -> Response {
+pub(super) fn closing() -> Response {
     problem(
         StatusCode::SERVICE_UNAVAILABLE,
         "closed",
@@ -139,9 +127,9 @@ fn refused(e: DestinationError) -> Response {
         (status = 400, description = "The body is not JSON.", body = Problem, content_type = "application/problem+json"),
         (status = 401, description = "No admin token, or not the admin token.", body = Problem, content_type = "application/problem+json",
             headers(("WWW-Authenticate" = String, description = "`Bearer realm=\"dripfeed-relay\"`"))),
-        (status = 409, description = "It is being deleted, an older destination of that name is still draining, the relay has no state file, or it runs the shared queue (queue = redis).", body = Problem, content_type = "application/problem+json"),
+        (status = 409, description = "It is being deleted (with queue = redis: until the fleet has ended it, its grace and 5 s), an older destination of that name is still draining, or the relay has no state file.", body = Problem, content_type = "application/problem+json"),
         (status = 422, description = "A bad name, field or address, a rate its ring cannot hold, or max_destinations reached.", body = Problem, content_type = "application/problem+json"),
-        (status = 503, description = "The state file cannot be written (nothing changed), the relay is shutting down, or the listener serves its most connections.", body = Problem, content_type = "application/problem+json"),
+        (status = 503, description = "The state file (with queue = redis: Redis) cannot be written (nothing changed), the relay is shutting down, or the listener serves its most connections.", body = Problem, content_type = "application/problem+json"),
     ))]
 pub async fn put(
     State(admin): State<Arc<Admin>>,
@@ -176,9 +164,6 @@ pub async fn put(
     if admin.catalog.is_closing() {
         return closing();
     }
-    if shared_queue(&admin) {
-        return conflict("shared-queue", SHARED);
-    }
     let mut errors = Vec::new();
     let origin = Origin::Api(admin.state_path.clone());
     let Some(dest) = fields.clone().check("destination", &origin, &mut errors) else {
@@ -206,6 +191,10 @@ pub async fn put(
             dest.url, refused.net
         );
         return unprocessable("private-destination", detail);
+    }
+    #[cfg(feature = "redis")]
+    if let Some(fleet) = &admin.fleet {
+        return super::change_fleet::put(&admin, fleet, name, fields).await;
     }
     let mut state = admin.state.lock().await;
     let Some(file) = state.as_mut() else {
@@ -263,15 +252,16 @@ pub async fn put(
         (status = 401, description = "No admin token, or not the admin token.", body = Problem, content_type = "application/problem+json",
             headers(("WWW-Authenticate" = String, description = "`Bearer realm=\"dripfeed-relay\"`"))),
         (status = 404, description = "No destination of that name (or it is already being deleted).", body = Problem, content_type = "application/problem+json"),
-        (status = 409, description = "The relay has no state file, or it runs the shared queue (queue = redis).", body = Problem, content_type = "application/problem+json"),
-        (status = 503, description = "The state file cannot be written (nothing changed), or the listener serves its most connections.", body = Problem, content_type = "application/problem+json"),
+        (status = 409, description = "The relay has no state file.", body = Problem, content_type = "application/problem+json"),
+        (status = 503, description = "The state file (with queue = redis: Redis) cannot be written (nothing changed), or the listener serves its most connections.", body = Problem, content_type = "application/problem+json"),
     ))]
 pub async fn delete(State(admin): State<Arc<Admin>>, Path(name): Path<String>) -> Response {
     if admin.catalog.is_closing() {
         return closing();
     }
-    if shared_queue(&admin) {
-        return conflict("shared-queue", SHARED);
+    #[cfg(feature = "redis")]
+    if let Some(fleet) = &admin.fleet {
+        return super::change_fleet::delete(&admin, fleet, name).await;
     }
     let mut state = admin.state.lock().await;
     let Some(file) = state.as_mut() else {

@@ -19,6 +19,7 @@
 //! The status line on stdout is [`status`].
 
 pub mod change;
+mod change_fleet;
 pub mod dead_letters;
 pub mod destinations;
 pub mod probes;
@@ -84,6 +85,10 @@ pub struct Admin {
     pub dead_letter_file: std::path::PathBuf,
     /// Held by the redrive running.
     pub redriving: tokio::sync::Mutex<()>,
+    /// With `queue = redis`: the fleet's destination changes, in Redis
+    /// (what `PUT` and `DELETE` write instead of a state file).
+    #[cfg(feature = "redis")]
+    pub fleet: Option<Arc<crate::queue::shared_changes::Fleet>>,
 }
 
 /// The routes that need the admin token.

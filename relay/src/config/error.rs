@@ -23,6 +23,10 @@ pub enum Origin {
     /// The admin API (`PUT /v1/destinations/{name}`), kept in this state
     /// file.
     Api(PathBuf),
+    /// The admin API of a relay of the fleet (`queue = redis`), kept in
+    /// Redis under this key.
+    #[cfg_attr(not(feature = "redis"), allow(dead_code))]
+    Fleet(String),
 }
 
 impl Origin {
@@ -50,6 +54,7 @@ impl fmt::Display for Origin {
             Origin::Env(var) => write!(f, "environment {var}"),
             Origin::Flag(flag) => write!(f, "flag {flag}"),
             Origin::Api(path) => write!(f, "admin API (state file {})", path.display()),
+            Origin::Fleet(key) => write!(f, "admin API (the fleet's, in Redis {key})"),
         }
     }
 }
@@ -108,6 +113,13 @@ impl fmt::Display for ConfigError {
                     path.display(),
                     self.key,
                     self.message
+                )
+            }
+            Some(Origin::Fleet(key)) => {
+                write!(
+                    f,
+                    "{key} in Redis (admin API): {}: {}",
+                    self.key, self.message
                 )
             }
             Some(Origin::Default) | None => write!(f, "{}: {}", self.key, self.message),

@@ -13,9 +13,11 @@
 pub mod fleet;
 pub mod redis_link;
 pub mod shared;
+pub mod shared_changes;
 mod shared_drain;
 mod shared_lane;
 pub mod shared_letters;
+mod shared_sweep;
 
 use std::path::Path;
 use std::sync::Arc;

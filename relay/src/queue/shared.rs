@@ -37,16 +37,18 @@
 #![cfg(feature = "redis")]
 
 use std::collections::HashMap;
-use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, OnceLock, RwLock};
 use std::time::Duration;
 
 use dripfeed::PermitSource;
 use dripfeed::global::{Admission, Failure, JobStatus, RedisConnection, RedisQueue, RedisRate};
 use dripfeed::journal::JobCodec;
 use dripfeed::keyed::{AdmitError, BucketError, BucketStore};
-use tokio::sync::Semaphore;
+use tokio::sync::{Semaphore, watch};
+use tokio::task::JoinHandle;
 
-use crate::config::Config;
+use crate::config::{Config, Destination};
 use crate::deliver::HttpDownstream;
 use crate::intake::job::Job;
 use crate::queue::shared_drain::{Counts, Drain};
@@ -74,22 +76,60 @@ pub enum Admit {
     QuotaUnavailable,
 }
 
-/// The fleet's queues, one per configured destination.
+/// The fleet's queues, one per destination this relay knows (configured,
+/// made through the admin API of any relay, or deleted and still listed
+/// for its dead letters).
 pub struct Shared {
-    pub(super) lanes: HashMap<String, Lane>,
+    lanes: RwLock<HashMap<String, Arc<Lane>>>,
     remember: Duration,
     conn: RedisConnection,
     /// The tenant quotas, shared by the fleet (in Redis or PostgreSQL).
     quotas: Option<Arc<dyn BucketStore>>,
-    /// The drains, stopped by [`finish`](Self::finish).
-    drains: std::sync::Mutex<Vec<tokio::task::JoinHandle<()>>>,
-    stop: tokio::sync::watch::Sender<bool>,
+    /// What every lane and drain is made with.
+    made: Made,
+    /// What deliveries need, once [`spawn`](Self::spawn) has run.
+    deliveries: OnceLock<Drains>,
+    /// The drains running, by destination.
+    drains: Mutex<HashMap<String, Running>>,
+    /// Drains told to stop (a new rate, a deletion) ending their deliveries.
+    retiring: Mutex<Vec<JoinHandle<()>>>,
+    /// Set by [`finish`](Self::finish): no drain starts after it.
+    finishing: AtomicBool,
+}
+
+/// One running drain.
+struct Running {
+    stop: watch::Sender<bool>,
+    task: JoinHandle<()>,
+    rate: f64,
+}
+
+/// The settings lanes and drains are made with.
+struct Made {
+    node: String,
+    admitters: Vec<RedisConnection>,
+    wait_replicas: u32,
+    status_retention: Duration,
+    status_max: u64,
+    rate: f64,
+    budget: Duration,
+    retries: u32,
+    retry_min: Duration,
+    retry_max: Duration,
+    timeout: Duration,
+    /// Deliveries at once per destination.
+    cap: usize,
 }
 
 /// What the drains need from the relay.
 pub struct Drains {
     /// Deliveries, one downstream per destination.
     pub downstream: Arc<dyn Fn(&str) -> HttpDownstream + Send + Sync>,
+}
+
+/// The lock's content, even if a holder panicked.
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 impl Shared {
@@ -111,41 +151,187 @@ impl Shared {
                 admitters.push(super::redis_link::connect(url.as_str()).await?);
             }
         }
-        let lanes = cfg
-            .destinations
-            .iter()
-            .map(|d| {
-                let rate = d.rate.unwrap_or(s.drain_rate);
-                let budget = d.budget.unwrap_or(s.latency_budget);
-                let bound = (budget.as_secs_f64() * rate).ceil().max(1.0) as u64;
-                let lane = Lane {
-                    queue: RedisQueue::new(conn.clone(), &d.name, node)
-                        .with_replicas(
-                            s.redis_wait_replicas,
-                            Duration::from_millis(100),
-                            admitters.clone(),
-                        )
-                        .with_status(s.status_retention, s.status_max as u64)
-                        .with_dead_letters(DEAD_LETTERS_KEPT),
-                    rate,
-                    bound,
-                };
-                (d.name.clone(), lane)
-            })
-            .collect();
-        Ok(Shared {
-            lanes,
+        let shared = Shared {
+            lanes: RwLock::default(),
             remember: s.idempotency_window,
             conn,
             quotas,
-            drains: std::sync::Mutex::new(Vec::new()),
-            stop: tokio::sync::watch::channel(false).0,
-        })
+            made: Made {
+                node: node.to_owned(),
+                admitters,
+                wait_replicas: s.redis_wait_replicas,
+                status_retention: s.status_retention,
+                status_max: s.status_max as u64,
+                rate: s.drain_rate,
+                budget: s.latency_budget,
+                retries: s.retries,
+                retry_min: s.retry_min,
+                retry_max: s.retry_max,
+                timeout: s.deliver_timeout + Duration::from_secs(1),
+                cap: s.per_destination_cap(cfg.destinations.len()),
+            },
+            deliveries: OnceLock::new(),
+            drains: Mutex::default(),
+            retiring: Mutex::default(),
+            finishing: AtomicBool::new(false),
+        };
+        for d in &cfg.destinations {
+            shared.define(d);
+        }
+        Ok(shared)
+    }
+
+    fn read(&self) -> std::sync::RwLockReadGuard<'_, HashMap<String, Arc<Lane>>> {
+        self.lanes.read().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn write(&self) -> std::sync::RwLockWriteGuard<'_, HashMap<String, Arc<Lane>>> {
+        self.lanes.write().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// `name`'s lane, open or deleted.
+    pub(crate) fn lane(&self, name: &str) -> Option<Arc<Lane>> {
+        self.read().get(name).cloned()
+    }
+
+    /// Every lane, by name.
+    pub(crate) fn all(&self) -> Vec<(String, Arc<Lane>)> {
+        let mut all: Vec<_> = self
+            .read()
+            .iter()
+            .map(|(n, l)| (n.clone(), l.clone()))
+            .collect();
+        all.sort_by(|a, b| a.0.cmp(&b.0));
+        all
+    }
+
+    /// A lane for `name` at `rate` and `budget`.
+    fn made_lane(&self, name: &str, rate: f64, budget: Duration, open: bool) -> Lane {
+        let m = &self.made;
+        let bound = (budget.as_secs_f64() * rate).ceil().max(1.0) as u64;
+        Lane {
+            queue: RedisQueue::new(self.conn.clone(), name, &m.node)
+                .with_replicas(
+                    m.wait_replicas,
+                    Duration::from_millis(100),
+                    m.admitters.clone(),
+                )
+                .with_status(m.status_retention, m.status_max)
+                .with_dead_letters(DEAD_LETTERS_KEPT),
+            rate,
+            bound,
+            open,
+        }
+    }
+
+    /// How long an entry must have been pending before it is taken over.
+    pub(super) fn take_over_idle(&self) -> Duration {
+        super::shared_drain::take_over_idle(self.made.timeout)
+    }
+
+    /// Makes or changes (and opens) `d`'s lane, its drain started, or
+    /// started again at a new rate (the old one ends what it holds).
+    pub fn define(&self, d: &Destination) {
+        let rate = d.rate.unwrap_or(self.made.rate);
+        let budget = d.budget.unwrap_or(self.made.budget);
+        let lane = Arc::new(self.made_lane(&d.name, rate, budget, true));
+        self.write().insert(d.name.clone(), lane.clone());
+        self.start_drain(&d.name, &lane);
+    }
+
+    /// Knows `name` (deleted through the admin API) for its dead letters,
+    /// closed, if it is not known yet.
+    pub fn remember_deleted(&self, name: &str) {
+        let lane = self.made_lane(name, self.made.rate, self.made.budget, false);
+        self.write()
+            .entry(name.to_owned())
+            .or_insert_with(|| Arc::new(lane));
+    }
+
+    /// Closes `name`'s lane: no admissions, no redrives; its drain keeps
+    /// delivering until [`stop_drain`](Self::stop_drain).
+    pub fn close(&self, name: &str) {
+        let mut lanes = self.write();
+        if let Some(lane) = lanes.get_mut(name) {
+            let mut closed = Lane::clone(lane);
+            closed.open = false;
+            *lane = Arc::new(closed);
+        }
+    }
+
+    /// Stops `name`'s drain and waits until it has ended what it holds.
+    pub async fn stop_drain(&self, name: &str) {
+        let running = lock(&self.drains).remove(name);
+        if let Some(r) = running {
+            let _ = r.stop.send(true);
+            let _ = r.task.await;
+        }
+    }
+
+    /// Starts `name`'s drain if none runs at `lane`'s rate (once the
+    /// relay's deliveries are given, and until it finishes).
+    fn start_drain(&self, name: &str, lane: &Lane) {
+        let Some(deliveries) = self.deliveries.get() else {
+            return; // spawn starts them
+        };
+        let mut drains = lock(&self.drains);
+        if self.finishing.load(Ordering::Acquire) {
+            return;
+        }
+        if drains.get(name).is_some_and(|r| r.rate == lane.rate) {
+            return;
+        }
+        if let Some(old) = drains.remove(name) {
+            let _ = old.stop.send(true);
+            let mut retiring = lock(&self.retiring);
+            retiring.retain(|t| !t.is_finished());
+            retiring.push(old.task);
+        }
+        let permits = match RedisRate::builder(
+            self.conn.clone(),
+            format!("webhook_relay:queue:{{{name}}}"),
+            lane.rate,
+        )
+        .name("webhook_relay_queue")
+        .on_failure(Failure::FailClosed)
+        .start()
+        {
+            Ok(p) => p,
+            Err(e) => {
+                tracing::error!(destination = %name, error = %e, "shared queue: no drain: the fleet's rate cannot be kept");
+                return;
+            }
+        };
+        // Leases sized for this drain's pace (rate × the lease interval).
+        permits.set_local_rate(lane.rate);
+        let m = &self.made;
+        let d = Drain {
+            lane: lane.clone(),
+            downstream: Arc::new((deliveries.downstream)(name)),
+            permits: Arc::new(permits),
+            retries: m.retries,
+            retry_min: m.retry_min,
+            retry_max: m.retry_max,
+            timeout: m.timeout,
+            in_flight: Arc::new(Semaphore::new(m.cap)),
+            counts: Counts::new(name),
+        };
+        let (stop, stopped) = watch::channel(false);
+        let task = tokio::spawn(d.run(stopped));
+        drains.insert(
+            name.to_owned(),
+            Running {
+                stop,
+                task,
+                rate: lane.rate,
+            },
+        );
     }
 
     /// Whether Redis answers (`/readyz`): one destination's depth read.
     pub async fn ping(&self) -> Result<(), String> {
-        match self.lanes.values().next() {
+        let first = self.read().values().next().cloned();
+        match first {
             Some(lane) => lane
                 .queue
                 .depth()
@@ -169,9 +355,10 @@ impl Shared {
         owner: Option<&str>,
     ) -> Result<Admit, String> {
         let lane = self
-            .lanes
-            .get(destination)
+            .lane(destination)
+            .filter(|l| l.open)
             .ok_or("not a destination of the shared queue")?;
+        let lane = &*lane;
         // A repeat is not charged (it queues nothing): asked first when the
         // tenant would be charged.
         let charge = match (charge, key) {
@@ -250,58 +437,42 @@ impl Shared {
     /// destination's queue knows it (one round trip per destination asked).
     pub async fn status(&self, id: u64) -> Result<Option<(String, JobStatus)>, String> {
         let id = id.to_string();
-        for (name, lane) in &self.lanes {
+        for (name, lane) in self.all() {
             if let Some(found) = lane.queue.status(&id).await.map_err(|e| e.to_string())? {
-                return Ok(Some((name.clone(), found)));
+                return Ok(Some((name, found)));
             }
         }
         Ok(None)
     }
 
-    /// Starts one drain per destination, each emitting through the fleet's
-    /// permits for that destination (a bucket in Redis at its rate: the
-    /// fleet together delivers at most the rate, not each relay).
-    pub fn spawn(&self, cfg: &Config, drains: Drains) -> Result<(), String> {
-        let s = &cfg.settings;
-        for (name, lane) in &self.lanes {
-            let permits = RedisRate::builder(
-                self.conn.clone(),
-                format!("webhook_relay:queue:{{{name}}}"),
-                lane.rate,
-            )
-            .name("webhook_relay_queue")
-            .on_failure(Failure::FailClosed)
-            .start()
-            .map_err(|e| format!("the fleet's rate for {name}: {e}"))?;
-            // Leases sized for this drain's pace (rate × the lease interval).
-            permits.set_local_rate(lane.rate);
-            let d = Drain {
-                lane: lane.clone(),
-                downstream: Arc::new((drains.downstream)(name)),
-                permits: Arc::new(permits),
-                retries: s.retries,
-                retry_min: s.retry_min,
-                retry_max: s.retry_max,
-                timeout: s.deliver_timeout + Duration::from_secs(1),
-                in_flight: Arc::new(Semaphore::new(
-                    s.per_destination_cap(cfg.destinations.len()),
-                )),
-                counts: Counts::new(name),
-            };
-            let task = tokio::spawn(d.run(self.stop.subscribe()));
-            self.drains
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .push(task);
+    /// Starts one drain per open destination, each emitting through the
+    /// fleet's permits for that destination (a bucket in Redis at its rate:
+    /// the fleet together delivers at most the rate, not each relay); a
+    /// destination defined later gets its drain then.
+    pub fn spawn(&self, drains: Drains) {
+        if self.deliveries.set(drains).is_err() {
+            return; // started already
         }
-        Ok(())
+        for (name, lane) in self.all() {
+            if lane.open {
+                self.start_drain(&name, &lane);
+            }
+        }
     }
 
     /// At shutdown: the drains claim nothing more and end the deliveries
     /// they hold (within `grace`), their acknowledgements sent.
     pub async fn finish(&self, grace: Duration) {
-        let _ = self.stop.send(true);
-        let tasks = std::mem::take(&mut *self.drains.lock().unwrap_or_else(|p| p.into_inner()));
+        let running: Vec<Running> = {
+            let mut drains = lock(&self.drains);
+            self.finishing.store(true, Ordering::Release);
+            drains.drain().map(|(_, r)| r).collect()
+        };
+        let mut tasks = std::mem::take(&mut *lock(&self.retiring));
+        for r in running {
+            let _ = r.stop.send(true);
+            tasks.push(r.task);
+        }
         let all = async {
             for task in tasks {
                 let _ = task.await;

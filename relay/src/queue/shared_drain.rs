@@ -38,6 +38,14 @@ const TAKEN_OVER_MAX: u64 = 3;
 /// How long an idle drain waits before it asks for work again.
 const IDLE_POLL: Duration = Duration::from_millis(50);
 
+/// How long an entry must have been pending before another relay takes it
+/// over, for a drain whose attempts end within `timeout`: the attempt, what
+/// a drain claims ahead, and five seconds' margin. Never sooner: that is
+/// how duplicates happen.
+pub(super) fn take_over_idle(timeout: Duration) -> Duration {
+    timeout + CLAIM_AHEAD + Duration::from_secs(5)
+}
+
 /// One destination's drain on this relay.
 pub(super) struct Drain {
     pub(super) lane: Lane,
@@ -63,6 +71,11 @@ pub(super) struct Counts {
 }
 
 impl Counts {
+    /// Counts `n` dead-lettered.
+    pub(super) fn dead_lettered(&self, n: u64) {
+        self.dead_lettered.increment(n);
+    }
+
     pub(super) fn new(name: &str) -> Counts {
         use dripfeed::metrics::{JOBS, QUEUE_DEPTH, RETRIES};
         let labels = |outcome: Option<&'static str>| {
@@ -102,7 +115,7 @@ impl Drain {
         let (acks, ack_rx) = mpsc::unbounded_channel();
         let acker = tokio::spawn(acknowledge(this.lane.queue.clone(), ack_rx, held.clone()));
         let interval = Duration::from_secs_f64(1.0 / this.lane.rate.max(0.001));
-        let idle = this.timeout + CLAIM_AHEAD + Duration::from_secs(5);
+        let idle = take_over_idle(this.timeout);
         let mut upkeep = Instant::now();
         let mut next = Instant::now();
         // Where the take-over scan of the pending list goes on from.

@@ -12,6 +12,9 @@ pub(crate) struct Lane {
     pub(crate) queue: RedisQueue,
     pub(crate) rate: f64,
     pub(crate) bound: u64,
+    /// False once deleted: no admissions, no redrives; its dead letters
+    /// still listed.
+    pub(crate) open: bool,
 }
 
 /// An entry's id as the webhook's number (ids are given as numbers; an

@@ -5,11 +5,13 @@
 #![cfg(feature = "redis")]
 
 use std::collections::HashSet;
+use std::sync::Arc;
 
 use base64::Engine;
 use dripfeed::journal::JobCodec;
 
 use super::shared::Shared;
+use super::shared_lane::Lane;
 use crate::dead_letter::page::DeadLetter;
 use crate::intake::job::Job;
 
@@ -73,18 +75,20 @@ fn shown(destination: &str, d: dripfeed::global::DeadLetter) -> DeadLetter {
 }
 
 impl Shared {
-    /// The destinations' names in order, from `first` on (all with `None`),
-    /// only `only` if given.
-    fn names_from(&self, first: Option<&str>, only: Option<&str>) -> Vec<String> {
-        let mut names: Vec<String> = self
-            .lanes
-            .keys()
-            .filter(|n| only.is_none_or(|o| o == n.as_str()))
-            .filter(|n| first.is_none_or(|f| n.as_str() >= f))
-            .cloned()
-            .collect();
-        names.sort();
-        names
+    /// The destinations' lanes in name order, from `first` on (all with
+    /// `None`), only `only` if given; only open ones with `open`.
+    fn lanes_from(
+        &self,
+        first: Option<&str>,
+        only: Option<&str>,
+        open: bool,
+    ) -> Vec<(String, Arc<Lane>)> {
+        self.all()
+            .into_iter()
+            .filter(|(_, l)| l.open || !open)
+            .filter(|(n, _)| only.is_none_or(|o| o == n.as_str()))
+            .filter(|(n, _)| first.is_none_or(|f| n.as_str() >= f))
+            .collect()
     }
 
     /// Up to `limit` dead letters of `destination` (or every destination's,
@@ -103,10 +107,8 @@ impl Shared {
             more: false,
         };
         let first = cursor.as_ref().map(|c| c.destination.as_str());
-        for name in self.names_from(first, destination) {
-            let Some(lane) = self.lanes.get(&name) else {
-                continue;
-            };
+        // Deleted destinations' too: their last webhooks may be here.
+        for (name, lane) in self.lanes_from(first, destination, false) {
             let after = cursor
                 .as_ref()
                 .filter(|c| c.destination == name)
@@ -141,10 +143,8 @@ impl Shared {
     ) -> Result<(u64, u64, bool), String> {
         let (mut moved, mut refused, mut more) = (0, 0, false);
         let mut left = most;
-        for name in self.names_from(None, destination) {
-            let Some(lane) = self.lanes.get(&name) else {
-                continue;
-            };
+        // Into open destinations only: a deleted one delivers nothing.
+        for (_, lane) in self.lanes_from(None, destination, true) {
             let mut after: Option<String> = None;
             let mut picked = Vec::new();
             // Through the whole stream when picking by id; by destination,

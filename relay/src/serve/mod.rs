@@ -63,8 +63,19 @@ pub async fn run(
 ) -> Result<(), Failure> {
     // The admin API's changes, over the configured destinations (a demo
     // keeps none).
+    // With queue = redis they are the fleet's, in Redis, not a state file.
+    let shared_queue = cfg.settings.queue == crate::config::value::QueueKind::Redis;
     let state = match (mode, catalog::state::dir_of(&cfg)) {
-        (Mode::Serve, Some(dir)) => Some(catalog::state::StateFile::open(&dir)?),
+        (Mode::Serve, Some(dir)) if !shared_queue => Some(catalog::state::StateFile::open(&dir)?),
+        (Mode::Serve, Some(dir)) if dir.join(catalog::state::FILE).exists() => {
+            tracing::warn!(file = %dir.join(catalog::state::FILE).display(), "with queue = redis the admin API's changes are the fleet's, in Redis: this state file is not read");
+            None
+        }
+        _ => None,
+    };
+    #[cfg(feature = "redis")]
+    let fleet_start = match (mode, shared_queue) {
+        (Mode::Serve, true) => Some(queue::shared_changes::read_at_start(&mut cfg).await?),
         _ => None,
     };
     if let Some(file) = &state {
@@ -244,6 +255,17 @@ pub async fn run(
     .await?;
     #[cfg(feature = "redis")]
     stores.extend(shared.clone().map(admin::stores::StoreCheck::queue));
+    #[cfg(feature = "redis")]
+    let fleet = match (fleet_start, &shared) {
+        (Some(start), Some(shared)) => Some(queue::shared_changes::Fleet::start(
+            start,
+            shared.clone(),
+            catalog.clone(),
+            guard.clone(),
+            s.resolve_destinations_at_start,
+        )),
+        _ => None,
+    };
     let intake = Arc::new(Intake {
         set: queue.set.clone(),
         catalog: catalog.clone(),
@@ -284,6 +306,8 @@ pub async fn run(
         stores,
         dead_letter_file: s.dead_letter_file.clone(),
         redriving: tokio::sync::Mutex::new(()),
+        #[cfg(feature = "redis")]
+        fleet,
     });
     let (admin_tcp, admin_addr) = bind(s.admin_listen, "admin_listen").await?;
     let (tcp, addr) = bind(s.listen, "listen").await?;

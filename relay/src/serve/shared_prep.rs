@@ -55,7 +55,7 @@ pub(super) async fn open(
         // Statuses are kept in Redis, by the queue's scripts.
         status: None,
     });
-    shared.spawn(cfg, Drains { downstream })?;
+    shared.spawn(Drains { downstream });
     println!("shared queue in Redis as node {node}: webhooks wait in the fleet's streams");
     Ok(Some(Arc::new(shared)))
 }

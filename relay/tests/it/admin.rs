@@ -9,9 +9,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use sha2::{Digest, Sha256};
-
-use crate::harness::{Relay, TempDir, eventually, http};
+use crate::harness::{Relay, TempDir, digest, eventually, http};
 use crate::letters::refusing;
 use crate::receivers::Log;
 
@@ -39,10 +37,7 @@ async fn the_admin_listener_serves_probes_metrics_and_destinations() {
     let log = Arc::new(Log::default());
     let rx = refusing(log.clone()).await;
     let dir = TempDir::new("admin");
-    let digest: String = Sha256::digest(TOKEN.as_bytes())
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect();
+    let digest = digest(TOKEN);
     let file = dir.join("relay.toml");
     let text = format!(
         "admin_token_sha256 = \"{digest}\"\n\n[[destinations]]\nname = \"billing\"\n\

@@ -12,9 +12,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use sha2::{Digest, Sha256};
-
-use crate::harness::{Relay, TempDir, eventually, http};
+use crate::harness::{Relay, TempDir, digest, eventually, http};
 use crate::receivers::{Hit, Log, ok};
 
 const TOKEN: &str = "admin-token-for-changes";
@@ -112,10 +110,7 @@ async fn destinations_change_under_load_and_a_restart_keeps_the_changes() {
     let log = Arc::new(Log::default());
     let rx = ok(log.clone(), Duration::ZERO).await;
     let dir = TempDir::new("admin-changes");
-    let digest: String = Sha256::digest(TOKEN.as_bytes())
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect();
+    let digest = digest(TOKEN);
     let file = dir.join("relay.toml");
     std::fs::write(
         &file,

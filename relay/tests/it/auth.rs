@@ -12,10 +12,9 @@ use std::process::Stdio;
 use std::sync::Arc;
 use std::time::Duration;
 
-use sha2::{Digest, Sha256};
 use tokio::io::AsyncWriteExt;
 
-use crate::harness::{BIN, Relay, TempDir, eventually, owned, run};
+use crate::harness::{BIN, Relay, TempDir, digest, eventually, owned, run};
 use crate::receivers::{self, Log};
 
 /// acme's key that expired in 2020: refused.
@@ -26,14 +25,6 @@ const ACME_KEY: &str = "acme-key-2025";
 const ACME_NEXT: &str = "acme-key-2026";
 /// victim-corp's key.
 const VICTIM_KEY: &str = "victim-corp-key";
-
-/// The hex SHA-256 of `key`, as `hash-key` prints it.
-fn digest(key: &str) -> String {
-    Sha256::digest(key.as_bytes())
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect()
-}
 
 /// The config file: billing and shipping; acme may post to billing only
 /// (three keys, one expired, not limited); victim-corp to both, with a

@@ -12,9 +12,8 @@ use std::time::Duration;
 use axum::http::StatusCode;
 use axum::response::IntoResponse;
 use serde_json::Value;
-use sha2::{Digest, Sha256};
 
-use crate::harness::{Relay, TempDir, eventually, http};
+use crate::harness::{Relay, TempDir, digest, eventually, http};
 use crate::receivers::{self, Hit, Log};
 
 const TOKEN: &str = "dead-letters-admin-token";
@@ -62,10 +61,7 @@ async fn dead_letters_are_paged_oldest_first_across_rotated_files() {
     )
     .await;
     let dir = TempDir::new("dead-letters-api");
-    let digest: String = Sha256::digest(TOKEN.as_bytes())
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect();
+    let digest = digest(TOKEN);
     let file = dir.join("relay.toml");
     let text = format!(
         "admin_token_sha256 = \"{digest}\"\n\

@@ -58,6 +58,16 @@ fn command(args: &[String], env: &[(&str, &str)]) -> Command {
 }
 
 /// A command line split on whitespace (the tests' paths have no spaces).
+/// The hex SHA-256 of `key`, as `hash-key` prints it (what
+/// `admin_token_sha256` and API keys' digests are given as).
+pub fn digest(key: &str) -> String {
+    use sha2::{Digest, Sha256};
+    Sha256::digest(key.as_bytes())
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
 pub fn argv(line: &str) -> Vec<String> {
     line.split_whitespace().map(str::to_owned).collect()
 }

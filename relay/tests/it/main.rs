@@ -36,6 +36,7 @@ mod receivers;
 mod redirects;
 mod redrive_rest;
 mod retries;
+mod shared_changes;
 mod shared_fleet;
 mod shared_queue;
 mod tenants;

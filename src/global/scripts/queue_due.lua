@@ -3,6 +3,7 @@
 -- KEYS[1]  the stream        KEYS[2]  the retries (a sorted set)
 -- KEYS[3]  the jobs' statuses (a hash by id)
 -- ARGV[1]  the most to move
+-- ARGV[2]  'all': every retry, due or not (a queue being emptied)
 --
 -- Atomic: whichever node runs it first moves a retry, and only once.
 -- Each member is "public id\nattempts\njob"; it goes back with its public
@@ -10,7 +11,9 @@
 -- under its new stream id. Returns how many were moved.
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local due = redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', now, 'LIMIT', 0, tonumber(ARGV[1]))
+local upto = now
+if ARGV[2] == 'all' then upto = '+inf' end
+local due = redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', upto, 'LIMIT', 0, tonumber(ARGV[1]))
 for _, m in ipairs(due) do
   redis.call('ZREM', KEYS[2], m)
   local a = string.find(m, '\n', 1, true)

@@ -1,0 +1,382 @@
+//! `queue = redis`: destinations made, changed and deleted through the
+//! admin API of any relay are the fleet's. Each change is written to one
+//! Redis hash ([`dripfeed::global::RedisMap`], key
+//! `dripfeed:map:{webhook_relay:destinations}`) with a version bumped in
+//! the same step, applied at once by the relay that took it, and by every
+//! other relay within [`POLL`] (each polls the version: one `GET` per
+//! poll, the whole map read only when it moved). A relay starting reads the
+//! map over its configuration, as a state file is read in the local mode:
+//! a name the map holds replaces the configured one, a name it deleted is
+//! gone even if the configuration still names it.
+//!
+//! A deletion closes the destination to new webhooks on every relay (404);
+//! the fleet goes on delivering what its queue holds until the deleting
+//! relay's shutdown grace has passed (the deadline is kept in the map), then
+//! every relay dead-letters the rest (`destination-deleted`, in the fleet's
+//! dead letters): never lost. The name may be made again [`REMAKE_AFTER`]
+//! past that deadline.
+//!
+//! Secrets are kept in the map as the `PUT` gave them, as the queue keeps
+//! webhook bodies: Redis is to be protected (a password or ACL, TLS).
+
+#![cfg(feature = "redis")]
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use dripfeed::global::RedisMap;
+use serde::{Deserialize, Serialize};
+use tokio::task::JoinHandle;
+
+use super::shared::Shared;
+use crate::catalog::Catalog;
+use crate::config::{Config, Destination, Fields, Origin};
+use crate::deliver::guard::AddressGuard;
+
+/// The map's name.
+const MAP: &str = "webhook_relay:destinations";
+/// How often each relay asks whether the map changed.
+pub const POLL: Duration = Duration::from_millis(500);
+/// How long past a deletion's deadline the name may be made again: every
+/// relay has seen the deadline pass and dead-lettered what was left.
+pub const REMAKE_AFTER: Duration = Duration::from_secs(5);
+/// How long reading the map at start may take before the relay starts from
+/// its configuration alone (and applies the map once Redis answers).
+const START_READ: Duration = Duration::from_secs(2);
+
+/// What the map holds for a name.
+#[derive(Clone, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", deny_unknown_fields)]
+pub enum Change {
+    /// Made or replaced: the `PUT` body, with its name.
+    Put(Fields),
+    /// Deleted: what it holds is delivered until this time (Unix ms), then
+    /// dead-lettered.
+    Deleted {
+        /// The deadline, Unix ms.
+        until_unix_ms: u64,
+    },
+}
+
+impl Change {
+    fn parse(raw: &str) -> Option<Change> {
+        serde_json::from_str(raw).ok()
+    }
+
+    fn text(&self) -> String {
+        serde_json::to_string(self).unwrap_or_default()
+    }
+}
+
+/// Now, Unix ms.
+fn now_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+}
+
+/// The origin a destination made through the fleet's admin API has.
+fn origin() -> Origin {
+    Origin::Fleet(format!("dripfeed:map:{{{MAP}}}"))
+}
+
+/// `fields` checked as a destination, or why not.
+pub fn checked(fields: &Fields) -> Result<Destination, String> {
+    let mut errors = Vec::new();
+    match fields.clone().check("destination", &origin(), &mut errors) {
+        Some(d) => Ok(d),
+        None => Err(errors
+            .iter()
+            .map(|e| {
+                format!(
+                    "{}: {}",
+                    e.key.trim_start_matches("destination."),
+                    e.message
+                )
+            })
+            .collect::<Vec<_>>()
+            .join("; ")),
+    }
+}
+
+/// The map as read at start.
+pub struct Start {
+    map: RedisMap,
+    version: u64,
+    entries: Vec<(String, String)>,
+}
+
+/// Reads the fleet's changes and applies them over `cfg`'s destinations
+/// (an entry that does not read or check is skipped, with an error in the
+/// log). Redis not answering within [`START_READ`]: none applied now (the
+/// poll applies them once it answers).
+pub async fn read_at_start(cfg: &mut Config) -> Result<Start, String> {
+    let url = cfg
+        .settings
+        .redis
+        .as_ref()
+        .ok_or("queue = redis needs redis")?;
+    let conn = super::redis_link::connect(url.as_str()).await?;
+    let map = RedisMap::new(conn.counted_as("destinations"), MAP);
+    let (version, entries) = match tokio::time::timeout(START_READ, map.entries()).await {
+        Ok(Ok(read)) => read,
+        Ok(Err(e)) => {
+            tracing::warn!(error = %e, "the fleet's destination changes cannot be read now: starting from the configuration; they apply once Redis answers");
+            (0, Vec::new())
+        }
+        Err(_) => {
+            tracing::warn!(
+                "the fleet's destination changes were not read within {START_READ:?}: starting from the configuration; they apply once Redis answers"
+            );
+            (0, Vec::new())
+        }
+    };
+    for (name, raw) in &entries {
+        match Change::parse(raw) {
+            Some(Change::Put(fields)) => match checked(&fields) {
+                Ok(d) => {
+                    cfg.destinations.retain(|c| c.name != *name);
+                    cfg.destinations.push(d);
+                }
+                Err(e) => {
+                    tracing::error!(destination = %name, error = %e, "a destination the fleet's admin API made does not check here: skipped")
+                }
+            },
+            Some(Change::Deleted { .. }) => cfg.destinations.retain(|c| c.name != *name),
+            None => {
+                tracing::error!(destination = %name, "a fleet destination change does not read: skipped")
+            }
+        }
+    }
+    Ok(Start {
+        map,
+        version,
+        entries,
+    })
+}
+
+/// The fleet's changes on this relay: applied as they come.
+pub struct Fleet {
+    map: RedisMap,
+    shared: Arc<Shared>,
+    catalog: Arc<Catalog>,
+    guard: Arc<AddressGuard>,
+    resolve: bool,
+    /// The map's version applied.
+    seen: AtomicU64,
+    /// Each name's change as applied here (its text in the map).
+    applied: Mutex<HashMap<String, String>>,
+    /// Deletions under way here, by name.
+    deletions: Mutex<HashMap<String, JoinHandle<()>>>,
+    /// One change applied at a time (the poll's or the admin API's).
+    pub(crate) turn: tokio::sync::Mutex<()>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+impl Fleet {
+    /// The fleet's changes as read at `start` (applied to the
+    /// configuration already), with deletions' ends scheduled and the poll
+    /// started.
+    pub fn start(
+        start: Start,
+        shared: Arc<Shared>,
+        catalog: Arc<Catalog>,
+        guard: Arc<AddressGuard>,
+        resolve: bool,
+    ) -> Arc<Fleet> {
+        let fleet = Arc::new(Fleet {
+            map: start.map,
+            shared,
+            catalog,
+            guard,
+            resolve,
+            seen: AtomicU64::new(start.version),
+            applied: Mutex::default(),
+            deletions: Mutex::default(),
+            turn: tokio::sync::Mutex::new(()),
+        });
+        for (name, raw) in start.entries {
+            if let Some(Change::Deleted { until_unix_ms }) = Change::parse(&raw) {
+                fleet.deleting(&name, until_unix_ms);
+            }
+            lock(&fleet.applied).insert(name, raw);
+        }
+        tokio::spawn(fleet.clone().poll());
+        fleet
+    }
+
+    /// Until shutdown: the map's version asked every [`POLL`]; when it
+    /// moved, each changed entry applied.
+    async fn poll(self: Arc<Self>) {
+        loop {
+            tokio::time::sleep(POLL).await;
+            if self.catalog.is_closing() {
+                return;
+            }
+            let version = match self.map.version().await {
+                Ok(v) => v,
+                Err(e) => {
+                    tracing::debug!(error = %e, "the fleet's destination changes: version not read");
+                    continue;
+                }
+            };
+            if version == self.seen.load(Ordering::Acquire) {
+                continue;
+            }
+            let (version, entries) = match self.map.entries().await {
+                Ok(read) => read,
+                Err(e) => {
+                    tracing::debug!(error = %e, "the fleet's destination changes: not read");
+                    continue;
+                }
+            };
+            let _turn = self.turn.lock().await;
+            for (name, raw) in entries {
+                if lock(&self.applied).get(&name) != Some(&raw) {
+                    self.apply(&name, &raw).await;
+                }
+            }
+            self.seen.store(version, Ordering::Release);
+        }
+    }
+
+    /// The change `name` has in the map now, as applied here.
+    pub fn current(&self, name: &str) -> Option<Change> {
+        lock(&self.applied).get(name).and_then(|r| Change::parse(r))
+    }
+
+    /// Writes `change` of `name` to the map and applies it here (the
+    /// caller holds [`turn`](Self::turn)); `Err` when Redis did not take
+    /// it (nothing changed).
+    pub async fn write(&self, name: &str, change: &Change) -> Result<(), String> {
+        let raw = change.text();
+        self.map.set(name, &raw).await.map_err(|e| e.to_string())?;
+        self.apply(name, &raw).await;
+        Ok(())
+    }
+
+    /// Applies the change `raw` of `name` here.
+    async fn apply(&self, name: &str, raw: &str) {
+        lock(&self.applied).insert(name.to_owned(), raw.to_owned());
+        match Change::parse(raw) {
+            Some(Change::Put(fields)) => {
+                let d = match checked(&fields) {
+                    Ok(d) => d,
+                    Err(e) => {
+                        tracing::error!(destination = %name, error = %e, "a destination the fleet's admin API made does not check here: not applied");
+                        return;
+                    }
+                };
+                if let Err(refused) = self.guard.check_destination(&d.url, self.resolve).await {
+                    tracing::error!(destination = %name, url = %d.url, %refused, "a destination the fleet's admin API made is refused by this relay's address guard: not applied");
+                    return;
+                }
+                // Made again while its deletion was ending here: that ends.
+                if let Some(task) = lock(&self.deletions).remove(name) {
+                    task.abort();
+                }
+                self.shared.define(&d);
+                self.catalog.put(d);
+                tracing::info!(destination = %name, "destination changed by the fleet's admin API");
+            }
+            Some(Change::Deleted { until_unix_ms }) => {
+                self.deleting(name, until_unix_ms);
+                tracing::info!(destination = %name, "destination deleted by the fleet's admin API");
+            }
+            None => {
+                tracing::error!(destination = %name, "a fleet destination change does not read: not applied");
+            }
+        }
+    }
+
+    /// Closes `name` here and, once admissions that picked it have ended
+    /// and `until` has passed, stops its drain and dead-letters what its
+    /// queue still holds.
+    fn deleting(&self, name: &str, until_unix_ms: u64) {
+        self.catalog.close(name);
+        self.shared.remember_deleted(name);
+        self.shared.close(name);
+        let (catalog, shared, gone) = (self.catalog.clone(), self.shared.clone(), name.to_owned());
+        let task = tokio::spawn(async move {
+            catalog.admissions_done(&gone).await;
+            let wait = until_unix_ms.saturating_sub(now_ms());
+            tokio::time::sleep(Duration::from_millis(wait)).await;
+            shared.stop_drain(&gone).await;
+            let swept = shared.sweep(&gone).await;
+            catalog.forget(&gone);
+            tracing::info!(destination = %gone, dead_lettered = swept, "deleted destination ended");
+        });
+        if let Some(old) = lock(&self.deletions).insert(name.to_owned(), task) {
+            old.abort();
+        }
+    }
+
+    /// Whether `name` may not be made yet: it was deleted and the fleet is
+    /// still ending it (its deadline plus [`REMAKE_AFTER`] not passed, or
+    /// this relay still dead-lettering its rest).
+    pub fn still_deleting(&self, name: &str) -> bool {
+        let ending_here = lock(&self.deletions)
+            .get(name)
+            .is_some_and(|t| !t.is_finished());
+        let recent = match self.current(name) {
+            Some(Change::Deleted { until_unix_ms }) => {
+                now_ms() < until_unix_ms.saturating_add(REMAKE_AFTER.as_millis() as u64)
+            }
+            _ => false,
+        };
+        ending_here || recent
+    }
+
+    /// A deletion's deadline `grace` from now, Unix ms.
+    pub fn deadline(grace: Duration) -> u64 {
+        now_ms().saturating_add(u64::try_from(grace.as_millis()).unwrap_or(u64::MAX))
+    }
+
+    /// The shared queue.
+    pub fn shared(&self) -> &Arc<Shared> {
+        &self.shared
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_change_reads_back_as_written() {
+        let put = Change::Put(Fields {
+            name: Some("billing".into()),
+            url: Some("https://billing.example/hooks".into()),
+            rate: Some(5.0),
+            ..Fields::default()
+        });
+        let text = put.text();
+        assert!(text.starts_with("{\"put\":{"), "{text}");
+        match Change::parse(&text) {
+            Some(Change::Put(f)) => {
+                assert_eq!(f.name.as_deref(), Some("billing"));
+                assert_eq!(f.rate, Some(5.0));
+                assert!(checked(&f).is_ok());
+            }
+            _ => panic!("not a put: {text}"),
+        }
+        let gone = Change::Deleted { until_unix_ms: 42 }.text();
+        assert_eq!(gone, "{\"deleted\":{\"until_unix_ms\":42}}");
+        assert!(matches!(
+            Change::parse(&gone),
+            Some(Change::Deleted { until_unix_ms: 42 })
+        ));
+        assert!(Change::parse("{\"moved\":1}").is_none());
+        let bad = Fields {
+            name: Some("x".into()),
+            url: Some("ftp://x".into()),
+            ..Fields::default()
+        };
+        assert!(checked(&bad).unwrap_err().contains("url"));
+    }
+}

@@ -1,0 +1,73 @@
+//! `queue = redis`: a deleted destination's end. Once its deadline has
+//! passed and this relay's drain for it has stopped, what its queue still
+//! holds is dead-lettered (`destination-deleted`) into the fleet's dead
+//! letters: its retries taken back early, its new entries claimed, and
+//! entries pending longer than a delivery can take (a relay that stopped
+//! or died holding them) taken over. Every relay sweeps at once; a claim is
+//! never handed to two, so none is dead-lettered twice.
+
+#![cfg(feature = "redis")]
+
+use std::time::Duration;
+
+use dripfeed::global::{Claimed, Ending};
+
+use super::shared::Shared;
+
+/// Entries one step takes at most.
+const STEP: usize = 64;
+/// The pause between steps that found nothing while something is left.
+const PAUSE: Duration = Duration::from_secs(1);
+/// Why they are dead letters.
+const REASON: &str = "destination-deleted";
+
+impl Shared {
+    /// Dead-letters what `name`'s queue holds until it is empty; returns
+    /// how many this relay dead-lettered. Redis failing: tried again.
+    pub async fn sweep(&self, name: &str) -> u64 {
+        let Some(lane) = self.lane(name) else {
+            return 0;
+        };
+        let q = &lane.queue;
+        let counts = super::shared_drain::Counts::new(name);
+        let mut cursor = "0-0".to_owned();
+        let mut swept = 0;
+        loop {
+            let mut taken: Vec<Claimed> = Vec::new();
+            let step = async {
+                if q.depth().await? == 0 {
+                    return Ok((0, 0));
+                }
+                q.promote_all(256).await?;
+                taken.extend(q.claim(STEP).await?);
+                let (next, over) = q.reclaim_from(&cursor, self.take_over_idle(), STEP).await?;
+                cursor = next;
+                taken.extend(over);
+                let ends: Vec<Ending> = taken
+                    .iter()
+                    .map(|c| Ending::dead_lettered(c.stream_id.clone(), None, REASON))
+                    .collect();
+                if !ends.is_empty() {
+                    q.end(&ends).await?;
+                }
+                Ok::<_, dripfeed::global::RedisError>((ends.len() as u64, 1))
+            };
+            match step.await {
+                Ok((ended, left)) => {
+                    swept += ended;
+                    counts.dead_lettered(ended);
+                    if left == 0 {
+                        return swept;
+                    }
+                    if ended == 0 {
+                        tokio::time::sleep(PAUSE).await;
+                    }
+                }
+                Err(e) => {
+                    tracing::warn!(destination = %name, error = %e, "a deleted destination's rest is not dead-lettered yet; trying again");
+                    tokio::time::sleep(PAUSE).await;
+                }
+            }
+        }
+    }
+}

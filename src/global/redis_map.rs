@@ -1,0 +1,177 @@
+//! [`RedisMap`]: a small map of settings a fleet shares, with a version
+//! every node polls to learn of a change in one cheap round trip.
+
+use std::time::Duration;
+
+use redis::{Script, Value};
+
+use super::conn::{RedisConnection, RedisError, array, bounded};
+use super::redis_queue::{count, text};
+
+/// How long one call may take.
+const CALL: Duration = Duration::from_secs(2);
+
+/// Sets a field and bumps the version, in one step.
+const SET: &str = "redis.call('HSET', KEYS[1], ARGV[1], ARGV[2]) \
+                   return redis.call('INCR', KEYS[2])";
+
+/// The version and every field, read at one instant.
+const READ: &str = "local v = redis.call('GET', KEYS[2]) or '0' \
+                    return {v, redis.call('HGETALL', KEYS[1])}";
+
+/// A map of names to values kept in one Redis hash and shared by a fleet
+/// (e.g. the destinations an admin API changed at run time), with a
+/// version bumped by every change in the same step.
+///
+/// Each node polls [`version`](Self::version) (one `GET`) and reads
+/// [`entries`](Self::entries) only when it moved, so a change reaches every
+/// node within one poll interval at a round trip per interval. The hash and
+/// the version are hash-tagged by the map's name: one Redis Cluster slot.
+/// A value is the caller's to encode (a deletion the fleet must remember is
+/// a value too, e.g. a tombstone).
+///
+/// ```no_run
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), dripfeed::global::RedisError> {
+/// use dripfeed::global::{RedisConnection, RedisMap};
+/// let conn = RedisConnection::open("redis://127.0.0.1:6379/")?;
+/// let map = RedisMap::new(conn, "destinations");
+/// let v = map.set("billing", r#"{"url":"https://billing.example/hooks"}"#).await?;
+/// assert!(map.version().await? >= v);
+/// let (at, all) = map.entries().await?;
+/// assert!(at >= v);
+/// assert!(all.iter().any(|(name, _)| name == "billing"));
+/// # Ok(())
+/// # }
+/// ```
+#[derive(Clone)]
+pub struct RedisMap {
+    conn: RedisConnection,
+    hash: String,
+    version: String,
+    set: Script,
+    read: Script,
+}
+
+impl std::fmt::Debug for RedisMap {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RedisMap")
+            .field("hash", &self.hash)
+            .finish()
+    }
+}
+
+impl RedisMap {
+    /// The map called `name` (keys `dripfeed:map:{name}` and
+    /// `dripfeed:map:{name}:v`), through `conn`.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() {
+    /// use dripfeed::global::{RedisConnection, RedisMap};
+    /// let conn = RedisConnection::open("redis://127.0.0.1:1/").unwrap();
+    /// let map = RedisMap::new(conn, "destinations");
+    /// assert_eq!(map.key(), "dripfeed:map:{destinations}");
+    /// # }
+    /// ```
+    pub fn new(conn: RedisConnection, name: &str) -> RedisMap {
+        let hash = format!("dripfeed:map:{{{name}}}");
+        RedisMap {
+            conn,
+            version: format!("{hash}:v"),
+            hash,
+            set: Script::new(SET),
+            read: Script::new(READ),
+        }
+    }
+
+    /// The hash's key.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() {
+    /// # use dripfeed::global::{RedisConnection, RedisMap};
+    /// let map = RedisMap::new(RedisConnection::open("redis://127.0.0.1:1/").unwrap(), "x");
+    /// assert!(map.key().ends_with("{x}"));
+    /// # }
+    /// ```
+    pub fn key(&self) -> &str {
+        &self.hash
+    }
+
+    /// Sets `name` to `value`; returns the map's version after the change.
+    ///
+    /// ```no_run
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), dripfeed::global::RedisError> {
+    /// # use dripfeed::global::{RedisConnection, RedisMap};
+    /// let map = RedisMap::new(RedisConnection::open("redis://127.0.0.1:6379/")?, "doc-set");
+    /// let first = map.set("a", "1").await?;
+    /// assert_eq!(map.set("a", "2").await?, first + 1);
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn set(&self, name: &str, value: &str) -> Result<u64, RedisError> {
+        let mut conn = self.conn.clone();
+        let mut call = self.set.prepare_invoke();
+        call.key(&self.hash).key(&self.version).arg(name).arg(value);
+        let v: Value = bounded(call.invoke_async(&mut conn), CALL).await?;
+        count(&v)
+    }
+
+    /// The map's version: 0 until the first change.
+    ///
+    /// ```no_run
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), dripfeed::global::RedisError> {
+    /// # use dripfeed::global::{RedisConnection, RedisMap};
+    /// let map = RedisMap::new(RedisConnection::open("redis://127.0.0.1:6379/")?, "doc-never-set");
+    /// assert_eq!(map.version().await?, 0);
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn version(&self) -> Result<u64, RedisError> {
+        let mut conn = self.conn.clone();
+        let mut cmd = redis::cmd("GET");
+        cmd.arg(&self.version);
+        let v: Value = bounded(cmd.query_async(&mut conn), CALL).await?;
+        match v {
+            Value::Nil => Ok(0),
+            other => count(&other),
+        }
+    }
+
+    /// The version and every entry (name, value), read at one instant.
+    ///
+    /// ```no_run
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), dripfeed::global::RedisError> {
+    /// # use dripfeed::global::{RedisConnection, RedisMap};
+    /// let map = RedisMap::new(RedisConnection::open("redis://127.0.0.1:6379/")?, "doc-read");
+    /// let v = map.set("b", "x").await?;
+    /// let (at, all) = map.entries().await?;
+    /// assert_eq!((at, all), (v, vec![("b".to_owned(), "x".to_owned())]));
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn entries(&self) -> Result<(u64, Vec<(String, String)>), RedisError> {
+        let mut conn = self.conn.clone();
+        let mut call = self.read.prepare_invoke();
+        call.key(&self.hash).key(&self.version);
+        let v: Value = bounded(call.invoke_async(&mut conn), CALL).await?;
+        let mut parts = array(v, 2, "the version and the fields")?.into_iter();
+        let version = parts.next().map_or(Ok(0), |v| count(&v))?;
+        let fields = array(parts.next().unwrap_or(Value::Nil), 0, "the fields")?;
+        let mut all = Vec::with_capacity(fields.len() / 2);
+        for pair in fields.chunks(2) {
+            if let [k, v] = pair {
+                let (Some(k), Some(v)) = (text(k), text(v)) else {
+                    return Err(RedisError::unexpected("a field that is not text"));
+                };
+                all.push((k, v));
+            }
+        }
+        all.sort();
+        Ok((version, all))
+    }
+}
