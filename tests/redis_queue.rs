@@ -398,6 +398,20 @@ async fn a_queue_being_emptied_takes_its_retries_back_early_and_a_shared_map_has
             ("zeta".to_owned(), String::new())
         ]
     );
+    // A compare-and-set: a change made on what was last read, or none.
+    assert_eq!(a.set_if("zeta", "2", Some("1")).await.unwrap(), None);
+    assert_eq!(a.set_if("alpha", "y", None).await.unwrap(), None);
+    assert_eq!(a.version().await.unwrap(), 3, "nothing changed");
+    assert_eq!(a.set_if("zeta", "2", Some("")).await.unwrap(), Some(4));
+    assert_eq!(a.set_if("new", "n", None).await.unwrap(), Some(5));
+    assert_eq!(b.get("zeta").await.unwrap().as_deref(), Some("2"));
+    assert_eq!(b.get("absent").await.unwrap(), None);
+    let t = a.server_ms().await.unwrap();
+    let local = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as u64;
+    assert!(t.abs_diff(local) < 60_000, "the server's clock, in ms: {t}");
     let other = RedisMap::new(RedisConnection::open(&redis.url()).unwrap(), "elsewhere");
     assert_eq!(other.version().await.unwrap(), 0, "maps are apart");
 }

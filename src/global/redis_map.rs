@@ -15,6 +15,14 @@ const CALL: Duration = Duration::from_secs(2);
 const SET: &str = "redis.call('HSET', KEYS[1], ARGV[1], ARGV[2]) \
                    return redis.call('INCR', KEYS[2])";
 
+/// Sets a field only if it holds what the caller last read (ARGV[3] `-`:
+/// absent; `=`: ARGV[4]), bumping the version; false when it did not.
+const SET_IF: &str = "local cur = redis.call('HGET', KEYS[1], ARGV[1]) \
+                      if (ARGV[3] == '-' and cur) or (ARGV[3] == '=' and cur ~= ARGV[4]) then \
+                        return false end \
+                      redis.call('HSET', KEYS[1], ARGV[1], ARGV[2]) \
+                      return redis.call('INCR', KEYS[2])";
+
 /// The version and every field, read at one instant.
 const READ: &str = "local v = redis.call('GET', KEYS[2]) or '0' \
                     return {v, redis.call('HGETALL', KEYS[1])}";
@@ -50,6 +58,7 @@ pub struct RedisMap {
     hash: String,
     version: String,
     set: Script,
+    set_if: Script,
     read: Script,
 }
 
@@ -81,6 +90,7 @@ impl RedisMap {
             version: format!("{hash}:v"),
             hash,
             set: Script::new(SET),
+            set_if: Script::new(SET_IF),
             read: Script::new(READ),
         }
     }
@@ -117,6 +127,91 @@ impl RedisMap {
         call.key(&self.hash).key(&self.version).arg(name).arg(value);
         let v: Value = bounded(call.invoke_async(&mut conn), CALL).await?;
         count(&v)
+    }
+
+    /// Sets `name` to `value` only if it still holds `expected` (`None`:
+    /// absent), as the caller last read it: a compare-and-set, so two nodes
+    /// changing one name at once cannot undo each other unseen. Returns
+    /// the version after the change, or `None` when `name` held something
+    /// else (nothing changed).
+    ///
+    /// ```no_run
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), dripfeed::global::RedisError> {
+    /// # use dripfeed::global::{RedisConnection, RedisMap};
+    /// let map = RedisMap::new(RedisConnection::open("redis://127.0.0.1:6379/")?, "doc-cas");
+    /// assert!(map.set_if("a", "1", None).await?.is_some());
+    /// assert!(map.set_if("a", "2", None).await?.is_none(), "not absent");
+    /// assert!(map.set_if("a", "2", Some("1")).await?.is_some());
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn set_if(
+        &self,
+        name: &str,
+        value: &str,
+        expected: Option<&str>,
+    ) -> Result<Option<u64>, RedisError> {
+        let mut conn = self.conn.clone();
+        let mut call = self.set_if.prepare_invoke();
+        call.key(&self.hash).key(&self.version).arg(name).arg(value);
+        match expected {
+            None => call.arg("-").arg(""),
+            Some(v) => call.arg("=").arg(v),
+        };
+        let v: Value = bounded(call.invoke_async(&mut conn), CALL).await?;
+        match v {
+            Value::Nil => Ok(None),
+            other => count(&other).map(Some),
+        }
+    }
+
+    /// What `name` holds now, if anything.
+    ///
+    /// ```no_run
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), dripfeed::global::RedisError> {
+    /// # use dripfeed::global::{RedisConnection, RedisMap};
+    /// let map = RedisMap::new(RedisConnection::open("redis://127.0.0.1:6379/")?, "doc-get");
+    /// map.set("a", "1").await?;
+    /// assert_eq!(map.get("a").await?.as_deref(), Some("1"));
+    /// assert_eq!(map.get("b").await?, None);
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn get(&self, name: &str) -> Result<Option<String>, RedisError> {
+        let mut conn = self.conn.clone();
+        let mut cmd = redis::cmd("HGET");
+        cmd.arg(&self.hash).arg(name);
+        let v: Value = bounded(cmd.query_async(&mut conn), CALL).await?;
+        match v {
+            Value::Nil => Ok(None),
+            other => text(&other)
+                .map(Some)
+                .ok_or_else(|| RedisError::unexpected("a field that is not text")),
+        }
+    }
+
+    /// The Redis server's clock, ms since the Unix epoch: the one clock
+    /// every node shares, for deadlines kept in the map (a node's own clock
+    /// may be off).
+    ///
+    /// ```no_run
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), dripfeed::global::RedisError> {
+    /// # use dripfeed::global::{RedisConnection, RedisMap};
+    /// let map = RedisMap::new(RedisConnection::open("redis://127.0.0.1:6379/")?, "doc-time");
+    /// assert!(map.server_ms().await? > 1_700_000_000_000);
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn server_ms(&self) -> Result<u64, RedisError> {
+        let mut conn = self.conn.clone();
+        let v: Value = bounded(redis::cmd("TIME").query_async(&mut conn), CALL).await?;
+        let parts = array(v, 2, "the time")?;
+        let secs = count(&parts[0])?;
+        let micros = count(&parts[1])?;
+        Ok(secs * 1000 + micros / 1000)
     }
 
     /// The map's version: 0 until the first change.

@@ -127,7 +127,7 @@ fn refused(e: DestinationError) -> Response {
         (status = 400, description = "The body is not JSON.", body = Problem, content_type = "application/problem+json"),
         (status = 401, description = "No admin token, or not the admin token.", body = Problem, content_type = "application/problem+json",
             headers(("WWW-Authenticate" = String, description = "`Bearer realm=\"dripfeed-relay\"`"))),
-        (status = 409, description = "It is being deleted (with queue = redis: until the fleet has ended it, its grace and 5 s), an older destination of that name is still draining, or the relay has no state file.", body = Problem, content_type = "application/problem+json"),
+        (status = 409, description = "It is being deleted (with queue = redis: until the fleet has ended it, its grace and 5 s), an older destination of that name is still draining, the relay has no state file, or (with queue = redis) another relay changed it meanwhile.", body = Problem, content_type = "application/problem+json"),
         (status = 422, description = "A bad name, field or address, a rate its ring cannot hold, or max_destinations reached.", body = Problem, content_type = "application/problem+json"),
         (status = 503, description = "The state file (with queue = redis: Redis) cannot be written (nothing changed), the relay is shutting down, or the listener serves its most connections.", body = Problem, content_type = "application/problem+json"),
     ))]
@@ -194,7 +194,7 @@ pub async fn put(
     }
     #[cfg(feature = "redis")]
     if let Some(fleet) = &admin.fleet {
-        return super::change_fleet::put(&admin, fleet, name, fields).await;
+        return super::change_fleet::put(&admin, fleet, name, fields, &dest).await;
     }
     let mut state = admin.state.lock().await;
     let Some(file) = state.as_mut() else {
@@ -252,7 +252,7 @@ pub async fn put(
         (status = 401, description = "No admin token, or not the admin token.", body = Problem, content_type = "application/problem+json",
             headers(("WWW-Authenticate" = String, description = "`Bearer realm=\"dripfeed-relay\"`"))),
         (status = 404, description = "No destination of that name (or it is already being deleted).", body = Problem, content_type = "application/problem+json"),
-        (status = 409, description = "The relay has no state file.", body = Problem, content_type = "application/problem+json"),
+        (status = 409, description = "The relay has no state file, or (with queue = redis) another relay changed it meanwhile.", body = Problem, content_type = "application/problem+json"),
         (status = 503, description = "The state file (with queue = redis: Redis) cannot be written (nothing changed), or the listener serves its most connections.", body = Problem, content_type = "application/problem+json"),
     ))]
 pub async fn delete(State(admin): State<Arc<Admin>>, Path(name): Path<String>) -> Response {

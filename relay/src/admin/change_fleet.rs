@@ -5,7 +5,12 @@
 //!
 //! - `PUT` answers as in the local mode (201 made, 200 changed, the same
 //!   checks before); a name the fleet is still deleting answers 409 until
-//!   its grace and five seconds more have passed.
+//!   its grace and five seconds more have passed (by Redis's clock) and its
+//!   queue is empty.
+//! - Each change is written only if the name still holds what this relay
+//!   read from Redis just before (a compare-and-set): two relays changing
+//!   one name at once get one 200 or 202 and one 409 `destination-changed`,
+//!   never a change undone unseen.
 //! - `DELETE` closes the destination on every relay; the fleet delivers
 //!   what its queue holds within this relay's shutdown grace, then
 //!   dead-letters the rest into the fleet's dead letters. `held` is the
@@ -19,7 +24,7 @@ use axum::response::{IntoResponse, Response};
 
 use super::Admin;
 use super::change::{Deleting, closing, conflict, unprocessable};
-use crate::config::Fields;
+use crate::config::{Destination, Fields};
 use crate::intake::problem::problem;
 use crate::queue::shared_changes::{Change, Fleet, REMAKE_AFTER};
 
@@ -27,45 +32,97 @@ fn unreachable(e: String) -> Response {
     problem(
         StatusCode::SERVICE_UNAVAILABLE,
         "fleet-unreachable",
-        format!("Redis did not take the change, nothing changed: {e}"),
+        format!(
+            "Redis did not answer: the change may or may not have been made; \
+             read the destination and retry: {e}"
+        ),
         Vec::new(),
     )
 }
 
+fn changed_meanwhile() -> Response {
+    conflict(
+        "destination-changed",
+        "another relay changed it meanwhile; nothing changed here: read it and retry",
+    )
+}
+
+/// The most webhooks a destination's queue may hold (budget × rate).
+const MAX_BOUND: f64 = 1_000_000.0;
+
 /// `PUT` (the body checked, its address allowed): the fleet's change.
-pub(super) async fn put(admin: &Admin, fleet: &Fleet, name: String, fields: Fields) -> Response {
+pub(super) async fn put(
+    admin: &Admin,
+    fleet: &Fleet,
+    name: String,
+    fields: Fields,
+    dest: &Destination,
+) -> Response {
+    if let Err(e) = crate::queue::overrides(dest).validate(f64::INFINITY) {
+        return unprocessable("bad-destination", e.to_string());
+    }
+    let s = &admin.defaults;
+    let bound = dest.budget.unwrap_or(s.budget).as_secs_f64() * dest.rate.unwrap_or(s.rate);
+    if bound > MAX_BOUND {
+        let detail = format!(
+            "budget × rate is {bound:.0} webhooks, above the {MAX_BOUND:.0} a queue may hold"
+        );
+        return unprocessable("bad-destination", detail);
+    }
     let _turn = fleet.turn.lock().await;
     if admin.catalog.is_closing() {
         return closing();
     }
-    let before = admin.catalog.get(&name);
-    if fleet.still_deleting(&name) || before.as_ref().is_some_and(|l| !l.open) {
-        let detail = format!(
-            "it is being deleted across the fleet; make it again once its grace and {}s more have passed",
-            REMAKE_AFTER.as_secs()
-        );
-        return conflict("destination-deleting", &detail);
-    }
-    if before.is_none() && admin.catalog.held() >= admin.max_destinations {
+    // What the fleet holds now, from Redis (a relay may lag a poll).
+    let (raw, current) = match fleet.read(&name).await {
+        Ok(read) => read,
+        Err(e) => return unreachable(e),
+    };
+    let existed = match &current {
+        Some(Change::Put(_)) => true,
+        Some(Change::Deleted { until_unix_ms }) => {
+            let ends = until_unix_ms.saturating_add(REMAKE_AFTER.as_secs() * 1000);
+            let left = match fleet.shared().lane(&name) {
+                Some(lane) => lane.queue.depth().await.unwrap_or(1),
+                None => 0,
+            };
+            if fleet.now().await < ends || left > 0 {
+                let detail = format!(
+                    "it is being deleted across the fleet; make it again once its grace and {}s more \
+                     have passed and its last webhooks are dead-lettered",
+                    REMAKE_AFTER.as_secs()
+                );
+                return conflict("destination-deleting", &detail);
+            }
+            false
+        }
+        None => admin.catalog.get(&name).is_some_and(|l| l.open),
+    };
+    if !existed && admin.catalog.held() >= admin.max_destinations {
         let detail = format!(
             "the relay holds its {} destinations (max_destinations)",
             admin.max_destinations
         );
         return unprocessable("too-many-destinations", detail);
     }
-    if let Err(e) = fleet.write(&name, &Change::Put(fields)).await {
-        return unreachable(e);
+    match fleet
+        .write(&name, &Change::Put(fields), raw.as_deref())
+        .await
+    {
+        Ok(true) => {}
+        Ok(false) => return changed_meanwhile(),
+        Err(e) => return unreachable(e),
     }
     let Some(listed) = admin.catalog.get(&name).filter(|l| l.open) else {
-        // Written, and refused here (another check than the one above).
+        // Written, and refused here (another check than the ones above).
         let detail = "the fleet keeps it, and this relay does not apply it: see its log".into();
         return unprocessable("bad-destination", detail);
     };
-    tracing::info!(destination = %name, created = before.is_none(), "destination changed through the admin API, for the fleet");
+    tracing::info!(destination = %name, created = !existed, "destination changed through the admin API, for the fleet");
     let view = admin.defaults.view(&listed, None);
-    let status = match before {
-        None => StatusCode::CREATED,
-        Some(_) => StatusCode::OK,
+    let status = match existed {
+        false => StatusCode::CREATED,
+        true => StatusCode::OK,
     };
     (status, Json(view)).into_response()
 }
@@ -76,7 +133,17 @@ pub(super) async fn delete(admin: &Admin, fleet: &Fleet, name: String) -> Respon
     if admin.catalog.is_closing() {
         return closing();
     }
-    if !admin.catalog.is_open(&name) {
+    let (raw, current) = match fleet.read(&name).await {
+        Ok(read) => read,
+        Err(e) => return unreachable(e),
+    };
+    let open = match current {
+        Some(Change::Put(_)) => true,
+        Some(Change::Deleted { .. }) => false,
+        // As configured here (a relay's own configuration decides).
+        None => admin.catalog.is_open(&name),
+    };
+    if !open {
         let detail = "no destination of that name is configured".to_owned();
         return problem(
             StatusCode::NOT_FOUND,
@@ -89,17 +156,14 @@ pub(super) async fn delete(admin: &Admin, fleet: &Fleet, name: String) -> Respon
         Some(lane) => lane.queue.depth().await.unwrap_or(0),
         None => 0,
     };
-    let until = Fleet::deadline(admin.grace);
-    if let Err(e) = fleet
-        .write(
-            &name,
-            &Change::Deleted {
-                until_unix_ms: until,
-            },
-        )
-        .await
-    {
-        return unreachable(e);
+    let until = Fleet::deadline(fleet.now().await, admin.grace);
+    let gone = Change::Deleted {
+        until_unix_ms: until,
+    };
+    match fleet.write(&name, &gone, raw.as_deref()).await {
+        Ok(true) => {}
+        Ok(false) => return changed_meanwhile(),
+        Err(e) => return unreachable(e),
     }
     tracing::info!(destination = %name, held, "destination deleted through the admin API, for the fleet");
     let body = Deleting {

@@ -182,7 +182,7 @@ impl Fleet {
     /// The fleet's changes as read at `start` (applied to the
     /// configuration already), with deletions' ends scheduled and the poll
     /// started.
-    pub fn start(
+    pub async fn start(
         start: Start,
         shared: Arc<Shared>,
         catalog: Arc<Catalog>,
@@ -200,14 +200,20 @@ impl Fleet {
             deletions: Mutex::default(),
             turn: tokio::sync::Mutex::new(()),
         });
+        let now = fleet.now().await;
         for (name, raw) in start.entries {
             if let Some(Change::Deleted { until_unix_ms }) = Change::parse(&raw) {
-                fleet.deleting(&name, until_unix_ms);
+                fleet.deleting(&name, &raw, until_unix_ms.saturating_sub(now));
             }
             lock(&fleet.applied).insert(name, raw);
         }
         tokio::spawn(fleet.clone().poll());
         fleet
+    }
+
+    /// The Redis server's clock (the fleet's), else this relay's.
+    pub async fn now(&self) -> u64 {
+        self.map.server_ms().await.unwrap_or_else(|_| now_ms())
     }
 
     /// Until shutdown: the map's version asked every [`POLL`]; when it
@@ -228,6 +234,9 @@ impl Fleet {
             if version == self.seen.load(Ordering::Acquire) {
                 continue;
             }
+            // Read under the turn: a change this relay makes meanwhile is
+            // in what is read, never undone by an older reading.
+            let _turn = self.turn.lock().await;
             let (version, entries) = match self.map.entries().await {
                 Ok(read) => read,
                 Err(e) => {
@@ -235,7 +244,6 @@ impl Fleet {
                     continue;
                 }
             };
-            let _turn = self.turn.lock().await;
             for (name, raw) in entries {
                 if lock(&self.applied).get(&name) != Some(&raw) {
                     self.apply(&name, &raw).await;
@@ -245,19 +253,35 @@ impl Fleet {
         }
     }
 
-    /// The change `name` has in the map now, as applied here.
-    pub fn current(&self, name: &str) -> Option<Change> {
-        lock(&self.applied).get(name).and_then(|r| Change::parse(r))
+    /// What `name` holds in the map now (`None`: nothing, it is as
+    /// configured), read from Redis.
+    pub async fn read(&self, name: &str) -> Result<(Option<String>, Option<Change>), String> {
+        let raw = self.map.get(name).await.map_err(|e| e.to_string())?;
+        let change = raw.as_deref().and_then(Change::parse);
+        Ok((raw, change))
     }
 
-    /// Writes `change` of `name` to the map and applies it here (the
-    /// caller holds [`turn`](Self::turn)); `Err` when Redis did not take
-    /// it (nothing changed).
-    pub async fn write(&self, name: &str, change: &Change) -> Result<(), String> {
+    /// Writes `change` of `name` to the map if it still holds `expected`
+    /// (as [`read`](Self::read) gave it), and applies it here (the caller
+    /// holds [`turn`](Self::turn)). `Ok(false)`: another change came
+    /// first, nothing written; `Err`: Redis did not answer (the change may
+    /// or may not have been written).
+    pub async fn write(
+        &self,
+        name: &str,
+        change: &Change,
+        expected: Option<&str>,
+    ) -> Result<bool, String> {
         let raw = change.text();
-        self.map.set(name, &raw).await.map_err(|e| e.to_string())?;
-        self.apply(name, &raw).await;
-        Ok(())
+        let written = self
+            .map
+            .set_if(name, &raw, expected)
+            .await
+            .map_err(|e| e.to_string())?;
+        if written.is_some() {
+            self.apply(name, &raw).await;
+        }
+        Ok(written.is_some())
     }
 
     /// Applies the change `raw` of `name` here.
@@ -268,13 +292,13 @@ impl Fleet {
                 let d = match checked(&fields) {
                     Ok(d) => d,
                     Err(e) => {
-                        tracing::error!(destination = %name, error = %e, "a destination the fleet's admin API made does not check here: not applied");
-                        return;
+                        tracing::error!(destination = %name, error = %e, "a destination the fleet's admin API made does not check here: closed on this relay");
+                        return self.refuse_here(name);
                     }
                 };
                 if let Err(refused) = self.guard.check_destination(&d.url, self.resolve).await {
-                    tracing::error!(destination = %name, url = %d.url, %refused, "a destination the fleet's admin API made is refused by this relay's address guard: not applied");
-                    return;
+                    tracing::error!(destination = %name, url = %d.url, %refused, "a destination the fleet's admin API made is refused by this relay's address guard: closed on this relay");
+                    return self.refuse_here(name);
                 }
                 // Made again while its deletion was ending here: that ends.
                 if let Some(task) = lock(&self.deletions).remove(name) {
@@ -285,29 +309,42 @@ impl Fleet {
                 tracing::info!(destination = %name, "destination changed by the fleet's admin API");
             }
             Some(Change::Deleted { until_unix_ms }) => {
-                self.deleting(name, until_unix_ms);
+                let wait = until_unix_ms.saturating_sub(self.now().await);
+                self.deleting(name, raw, wait);
                 tracing::info!(destination = %name, "destination deleted by the fleet's admin API");
             }
             None => {
-                tracing::error!(destination = %name, "a fleet destination change does not read: not applied");
+                tracing::error!(destination = %name, "a fleet destination change does not read: closed on this relay");
+                self.refuse_here(name);
             }
         }
     }
 
+    /// A change this relay cannot apply: it takes no webhooks for `name`
+    /// and delivers none (the rest of the fleet does), rather than deliver
+    /// as the destination was before.
+    fn refuse_here(&self, name: &str) {
+        self.catalog.close(name);
+        self.shared.close(name);
+        let (shared, name) = (self.shared.clone(), name.to_owned());
+        tokio::spawn(async move { shared.stop_drain(&name).await });
+    }
+
     /// Closes `name` here and, once admissions that picked it have ended
-    /// and `until` has passed, stops its drain and dead-letters what its
-    /// queue still holds.
-    fn deleting(&self, name: &str, until_unix_ms: u64) {
+    /// and `wait` (ms, to the deadline by the fleet's clock) has passed,
+    /// stops its drain and dead-letters what its queue still holds, while
+    /// the map still holds `tombstone` for it.
+    fn deleting(&self, name: &str, tombstone: &str, wait: u64) {
         self.catalog.close(name);
         self.shared.remember_deleted(name);
         self.shared.close(name);
-        let (catalog, shared, gone) = (self.catalog.clone(), self.shared.clone(), name.to_owned());
+        let (catalog, shared, map) = (self.catalog.clone(), self.shared.clone(), self.map.clone());
+        let (gone, tombstone) = (name.to_owned(), tombstone.to_owned());
         let task = tokio::spawn(async move {
             catalog.admissions_done(&gone).await;
-            let wait = until_unix_ms.saturating_sub(now_ms());
             tokio::time::sleep(Duration::from_millis(wait)).await;
             shared.stop_drain(&gone).await;
-            let swept = shared.sweep(&gone).await;
+            let swept = shared.sweep(&gone, &map, &tombstone).await;
             catalog.forget(&gone);
             tracing::info!(destination = %gone, dead_lettered = swept, "deleted destination ended");
         });
@@ -316,25 +353,9 @@ impl Fleet {
         }
     }
 
-    /// Whether `name` may not be made yet: it was deleted and the fleet is
-    /// still ending it (its deadline plus [`REMAKE_AFTER`] not passed, or
-    /// this relay still dead-lettering its rest).
-    pub fn still_deleting(&self, name: &str) -> bool {
-        let ending_here = lock(&self.deletions)
-            .get(name)
-            .is_some_and(|t| !t.is_finished());
-        let recent = match self.current(name) {
-            Some(Change::Deleted { until_unix_ms }) => {
-                now_ms() < until_unix_ms.saturating_add(REMAKE_AFTER.as_millis() as u64)
-            }
-            _ => false,
-        };
-        ending_here || recent
-    }
-
-    /// A deletion's deadline `grace` from now, Unix ms.
-    pub fn deadline(grace: Duration) -> u64 {
-        now_ms().saturating_add(u64::try_from(grace.as_millis()).unwrap_or(u64::MAX))
+    /// A deletion's deadline `grace` after `now`, Unix ms.
+    pub fn deadline(now: u64, grace: Duration) -> u64 {
+        now.saturating_add(u64::try_from(grace.as_millis()).unwrap_or(u64::MAX))
     }
 
     /// The shared queue.

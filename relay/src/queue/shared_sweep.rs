@@ -10,7 +10,7 @@
 
 use std::time::Duration;
 
-use dripfeed::global::{Claimed, Ending};
+use dripfeed::global::{Claimed, Ending, RedisMap};
 
 use super::shared::Shared;
 
@@ -22,9 +22,12 @@ const PAUSE: Duration = Duration::from_secs(1);
 const REASON: &str = "destination-deleted";
 
 impl Shared {
-    /// Dead-letters what `name`'s queue holds until it is empty; returns
-    /// how many this relay dead-lettered. Redis failing: tried again.
-    pub async fn sweep(&self, name: &str) -> u64 {
+    /// Dead-letters what `name`'s queue holds until it is empty, as long
+    /// as `map` still holds `tombstone` for it (made again meanwhile: what
+    /// this relay took is handed back to the new destination's drains);
+    /// returns how many this relay dead-lettered. Redis failing: tried
+    /// again.
+    pub async fn sweep(&self, name: &str, map: &RedisMap, tombstone: &str) -> u64 {
         let Some(lane) = self.lane(name) else {
             return 0;
         };
@@ -43,6 +46,10 @@ impl Shared {
                 let (next, over) = q.reclaim_from(&cursor, self.take_over_idle(), STEP).await?;
                 cursor = next;
                 taken.extend(over);
+                if map.get(name).await?.as_deref() != Some(tombstone) {
+                    q.release(&taken).await?;
+                    return Ok((0, 0));
+                }
                 let ends: Vec<Ending> = taken
                     .iter()
                     .map(|c| Ending::dead_lettered(c.stream_id.clone(), None, REASON))

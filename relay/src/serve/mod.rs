@@ -89,6 +89,18 @@ pub async fn run(
     let guard = Arc::new(deliver::guard::AddressGuard::from_config(&cfg));
     let mut errors = queue::check(&cfg);
     errors.extend(deliver::guard::check_destinations(&cfg, &guard).await);
+    // A destination another relay of the fleet made that this one refuses
+    // does not stop it from starting: it is left out here (the rest of the
+    // fleet delivers it).
+    errors.retain(|e| {
+        let Some(crate::config::Origin::Fleet(_)) = &e.origin else {
+            return true;
+        };
+        let name = e.key.trim_start_matches("destinations.");
+        tracing::error!(destination = %name, error = %e, "a destination the fleet's admin API made is refused here: left out on this relay");
+        cfg.destinations.retain(|d| d.name != name);
+        false
+    });
     if !errors.is_empty() {
         return Err(Failure::Config(ConfigErrors(errors)));
     }
@@ -257,13 +269,16 @@ pub async fn run(
     stores.extend(shared.clone().map(admin::stores::StoreCheck::queue));
     #[cfg(feature = "redis")]
     let fleet = match (fleet_start, &shared) {
-        (Some(start), Some(shared)) => Some(queue::shared_changes::Fleet::start(
-            start,
-            shared.clone(),
-            catalog.clone(),
-            guard.clone(),
-            s.resolve_destinations_at_start,
-        )),
+        (Some(start), Some(shared)) => Some(
+            queue::shared_changes::Fleet::start(
+                start,
+                shared.clone(),
+                catalog.clone(),
+                guard.clone(),
+                s.resolve_destinations_at_start,
+            )
+            .await,
+        ),
         _ => None,
     };
     let intake = Arc::new(Intake {

@@ -171,6 +171,23 @@ async fn destinations_changed_on_one_relay_reach_the_fleet() {
         .await;
     assert!(delivered, "delivered to the new URL");
 
+    // Made on both at once: one is made, the other changes it (having read
+    // it) or is refused (409) for having read it absent; never two makes.
+    let (on_a, on_b) = (
+        format!("http://{rx}/h?d=third-a"),
+        format!("http://{rx}/h?d=third-b"),
+    );
+    let ((sa, _), (sb, vb)) = tokio::join!(put(&a, "third", &on_a), put(&b, "third", &on_b));
+    let mut both = [sa, sb];
+    both.sort();
+    assert!(both == [200, 201] || both == [201, 409], "{both:?}: {vb}");
+    let agreed = eventually(Duration::from_secs(10), || async {
+        let (x, y) = (listed_url(&a, "third").await, listed_url(&b, "third").await);
+        x.is_some() && x == y
+    })
+    .await;
+    assert!(agreed, "both relays list the same third");
+
     // The configured `first` deleted on b: closed on a too, not made again
     // while the fleet ends it, its held webhooks dead-lettered after the
     // grace, each once, in the fleet's dead letters.
