@@ -1,6 +1,7 @@
 //! The HTTP client every delivery uses: reqwest on rustls (ring), the
 //! system's roots plus `ca_file`'s, a timeout per delivery, no redirects
-//! (a receiver cannot send a webhook somewhere else), no proxy from the
+//! (a receiver cannot send a webhook somewhere else), no retries of its own
+//! (the relay's are paced and counted), no proxy from the
 //! environment (the connection goes where the guard checked), and a
 //! resolver that drops the addresses the [`AddressGuard`] refuses.
 
@@ -23,6 +24,10 @@ pub fn client(
         .timeout(s.deliver_timeout)
         .pool_max_idle_per_host(pool_per_host)
         .redirect(reqwest::redirect::Policy::none())
+        // Retries are the relay's own (paced, counted, with backoff): none
+        // inside the client, which would also copy every request's head in
+        // case it retried.
+        .retry(reqwest::retry::never().max_retries_per_request(0))
         .no_proxy()
         .dns_resolver(Arc::new(GuardedResolver::new(guard)));
     if let Some(path) = &s.ca_file {

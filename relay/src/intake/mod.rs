@@ -42,6 +42,7 @@ mod answers;
 pub mod body;
 pub mod budget;
 mod caller;
+mod finish;
 pub mod idempotency;
 pub mod job;
 mod json;
@@ -191,21 +192,18 @@ async fn healthz() -> &'static str {
     ))]
 async fn deliver(State(intake): State<Arc<Intake>>, request: Request) -> Response {
     let chunked = request.headers().contains_key(header::TRANSFER_ENCODING);
-    // The request path runs as a task of its own: a client that hangs up
-    // drops this handler, and an admission dropped half way (the journal's
-    // fsync or a shared quota store awaited) would keep a place of the set,
-    // a live journal record and an idempotency key in "admitting" with no
-    // webhook behind them. The task ends what it began.
-    let task = tokio::spawn(async move {
+    // A client that hangs up drops this handler; the request path is then
+    // finished in a task of its own (see `finish`), never left half way.
+    let admission = finish::Finish::new(async move {
         match take(&intake, request).await {
             Ok(resp) => resp,
             Err(refusal) => *refusal,
         }
     });
-    let mut resp = match task.await {
-        Ok(resp) => resp,
-        Err(e) => {
-            tracing::error!(error = %e, "the intake task failed");
+    let mut resp = match admission.await {
+        Some(resp) => resp,
+        None => {
+            tracing::error!("the intake's request path panicked");
             problem(
                 StatusCode::INTERNAL_SERVER_ERROR,
                 "internal",
