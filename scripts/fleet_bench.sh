@@ -23,16 +23,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-for tool in hey nginx curl redis-server; do
-  if ! command -v "$tool" >/dev/null 2>&1; then
-    if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
-      apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq hey nginx curl redis-server >/dev/null
-    else
-      echo "$tool is missing: install the Debian packages hey, nginx, curl and redis-server" >&2
-      exit 1
-    fi
-  fi
-done
+. scripts/lib.sh
+need_tools hey nginx curl redis-server
 
 rounds=${ROUNDS:-3}
 duration=${DURATION:-10s}
@@ -62,32 +54,9 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
-free_ports() {
-  python3 - "$1" <<'PY'
-import socket, sys
-socks = []
-for _ in range(int(sys.argv[1])):
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    socks.append(s)
-print(" ".join(str(s.getsockname()[1]) for s in socks))
-PY
-}
 read -r recv_port redis_port p0 p1 p2 p3 p4 a0 a1 a2 a3 a4 <<<"$(free_ports 12)"
 
-cat >"$work/nginx.conf" <<CONF
-worker_processes auto;
-pid $work/nginx.pid;
-error_log $work/nginx-error.log;
-events { worker_connections 8192; }
-http {
-  access_log off;
-  keepalive_requests 1000000;
-  client_body_temp_path $work/client_body_temp;
-  proxy_temp_path $work/proxy_temp;
-  fastcgi_temp_path $work/fastcgi_temp;
-  uwsgi_temp_path $work/uwsgi_temp;
-  scgi_temp_path $work/scgi_temp;
+{ nginx_conf_head "$work"; cat <<CONF; } >"$work/nginx.conf"
   server { listen 127.0.0.1:$recv_port; location / { return 204; } }
 }
 CONF

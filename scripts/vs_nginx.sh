@@ -32,16 +32,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-for tool in hey nginx curl; do
-  if ! command -v "$tool" >/dev/null 2>&1; then
-    if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
-      apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq hey nginx curl >/dev/null
-    else
-      echo "$tool is missing: install the Debian packages hey, nginx and curl" >&2
-      exit 1
-    fi
-  fi
-done
+. scripts/lib.sh
+need_tools hey nginx curl
 
 rounds=${ROUNDS:-3}
 duration=${DURATION:-10s}
@@ -96,48 +88,13 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
-# N free loopback ports, held open together while chosen so they differ.
-free_ports() {
-  if command -v python3 >/dev/null 2>&1; then
-    python3 - "$1" <<'PY'
-import socket, sys
-socks = []
-for _ in range(int(sys.argv[1])):
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    socks.append(s)
-print(" ".join(str(s.getsockname()[1]) for s in socks))
-PY
-  else # pick from a high range, skipping ports something answers on
-    local ports=() p
-    while [ "${#ports[@]}" -lt "$1" ]; do
-      p=$((20000 + RANDOM % 40000))
-      case " ${ports[*]} " in *" $p "*) continue ;; esac
-      if ! (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; then ports+=("$p"); fi
-    done
-    echo "${ports[*]}"
-  fi
-}
 read -r recv_port proxy_port port_a port_b admin_a admin_b <<<"$(free_ports 6)"
 
 # --- nginx: the 204 receiver and the keepalive proxy in front of it ---------
 # keepalive_requests is raised from its default of 1000 so that no side closes
 # a connection mid-run (the relay does not either): hey's 64 connections and
 # the pools towards the receiver stay open for the whole run.
-cat >"$work/nginx.conf" <<CONF
-worker_processes auto;
-worker_rlimit_nofile 16384;
-pid $work/nginx.pid;
-error_log $work/nginx-error.log;
-events { worker_connections 8192; }
-http {
-  access_log off;
-  keepalive_requests 1000000;
-  client_body_temp_path $work/client_body_temp;
-  proxy_temp_path $work/proxy_temp;
-  fastcgi_temp_path $work/fastcgi_temp;
-  uwsgi_temp_path $work/uwsgi_temp;
-  scgi_temp_path $work/scgi_temp;
+{ nginx_conf_head "$work"; cat <<CONF; } >"$work/nginx.conf"
   upstream receiver_upstream {
     server 127.0.0.1:$recv_port;
     keepalive 64;
