@@ -161,7 +161,8 @@ impl RedisMap {
         };
         let v: Value = bounded(call.invoke_async(&mut conn), CALL).await?;
         match v {
-            Value::Nil => Ok(None),
+            // Lua's false: Nil in RESP2, a boolean in RESP3.
+            Value::Nil | Value::Boolean(false) => Ok(None),
             other => count(&other).map(Some),
         }
     }

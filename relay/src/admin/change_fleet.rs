@@ -82,9 +82,11 @@ pub(super) async fn put(
         Some(Change::Put(_)) => true,
         Some(Change::Deleted { until_unix_ms }) => {
             let ends = until_unix_ms.saturating_add(REMAKE_AFTER.as_secs() * 1000);
+            // Its queue in Redis, whether or not this relay knew it.
+            fleet.shared().remember_deleted(&name);
             let left = match fleet.shared().lane(&name) {
                 Some(lane) => lane.queue.depth().await.unwrap_or(1),
-                None => 0,
+                None => 1,
             };
             if fleet.now().await < ends || left > 0 {
                 let detail = format!(

@@ -67,10 +67,13 @@ where
     F::Output: Send + 'static,
 {
     fn drop(&mut self) {
-        if let Some(rest) = self.fut.take()
-            && let Ok(runtime) = tokio::runtime::Handle::try_current()
-        {
-            runtime.spawn(rest);
+        if let Some(rest) = self.fut.take() {
+            match tokio::runtime::Handle::try_current() {
+                Ok(runtime) => drop(runtime.spawn(rest)),
+                // Dropped off the runtime (only at its teardown): nothing
+                // can run it, as a task would be cancelled then too.
+                Err(_) => tracing::warn!("an admission was dropped unfinished off the runtime"),
+            }
         }
     }
 }

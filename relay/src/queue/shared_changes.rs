@@ -141,12 +141,15 @@ pub async fn read_at_start(cfg: &mut Config) -> Result<Start, String> {
                     cfg.destinations.push(d);
                 }
                 Err(e) => {
-                    tracing::error!(destination = %name, error = %e, "a destination the fleet's admin API made does not check here: skipped")
+                    // Not as it was before either: left out on this relay.
+                    cfg.destinations.retain(|c| c.name != *name);
+                    tracing::error!(destination = %name, error = %e, "a destination the fleet's admin API made does not check here: left out on this relay");
                 }
             },
             Some(Change::Deleted { .. }) => cfg.destinations.retain(|c| c.name != *name),
             None => {
-                tracing::error!(destination = %name, "a fleet destination change does not read: skipped")
+                cfg.destinations.retain(|c| c.name != *name);
+                tracing::error!(destination = %name, "a fleet destination change does not read: left out on this relay");
             }
         }
     }
@@ -293,12 +296,12 @@ impl Fleet {
                     Ok(d) => d,
                     Err(e) => {
                         tracing::error!(destination = %name, error = %e, "a destination the fleet's admin API made does not check here: closed on this relay");
-                        return self.refuse_here(name);
+                        return self.refuse_here(name).await;
                     }
                 };
                 if let Err(refused) = self.guard.check_destination(&d.url, self.resolve).await {
                     tracing::error!(destination = %name, url = %d.url, %refused, "a destination the fleet's admin API made is refused by this relay's address guard: closed on this relay");
-                    return self.refuse_here(name);
+                    return self.refuse_here(name).await;
                 }
                 // Made again while its deletion was ending here: that ends.
                 if let Some(task) = lock(&self.deletions).remove(name) {
@@ -315,7 +318,7 @@ impl Fleet {
             }
             None => {
                 tracing::error!(destination = %name, "a fleet destination change does not read: closed on this relay");
-                self.refuse_here(name);
+                self.refuse_here(name).await;
             }
         }
     }
@@ -323,11 +326,11 @@ impl Fleet {
     /// A change this relay cannot apply: it takes no webhooks for `name`
     /// and delivers none (the rest of the fleet does), rather than deliver
     /// as the destination was before.
-    fn refuse_here(&self, name: &str) {
+    async fn refuse_here(&self, name: &str) {
         self.catalog.close(name);
         self.shared.close(name);
-        let (shared, name) = (self.shared.clone(), name.to_owned());
-        tokio::spawn(async move { shared.stop_drain(&name).await });
+        // Awaited under the turn: no later change starts a drain meanwhile.
+        self.shared.stop_drain(name).await;
     }
 
     /// Closes `name` here and, once admissions that picked it have ended

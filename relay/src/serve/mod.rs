@@ -96,9 +96,13 @@ pub async fn run(
         let Some(crate::config::Origin::Fleet(_)) = &e.origin else {
             return true;
         };
-        let name = e.key.trim_start_matches("destinations.");
+        let Some(name) = e.key.strip_prefix("destinations.") else {
+            return true;
+        };
         tracing::error!(destination = %name, error = %e, "a destination the fleet's admin API made is refused here: left out on this relay");
-        cfg.destinations.retain(|d| d.name != name);
+        cfg.destinations.retain(|d| {
+            d.name != name || !matches!(d.origin, crate::config::Origin::Fleet(_))
+        });
         false
     });
     if !errors.is_empty() {
