@@ -29,10 +29,11 @@ use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use dripfeed::destinations::DestinationError;
-use serde::{Deserialize, Serialize};
+use serde::Deserialize;
 use utoipa::ToSchema;
 
 use super::Admin;
+use super::change_answers::{Deleting, closing, conflict, unprocessable};
 use crate::config::{Fields, Origin, valid_name};
 use crate::intake::problem::problem;
 use crate::openapi::schemas::Problem;
@@ -62,37 +63,8 @@ pub struct DestinationPut {
     previous_secret: Option<String>,
 }
 
-/// What a `DELETE` left to drain.
-#[derive(Serialize, ToSchema)]
-pub struct Deleting {
-    /// The destination.
-    pub(super) name: String,
-    /// Webhooks it held when deleted (with `queue = redis`: the fleet's
-    /// queue for it): delivered within `grace_ms`, then dead-lettered.
-    pub(super) held: u64,
-    /// The time it has to deliver them, ms (the shutdown grace).
-    pub(super) grace_ms: u64,
-}
-
-pub(super) fn unprocessable(kind: &str, detail: String) -> Response {
-    problem(StatusCode::UNPROCESSABLE_ENTITY, kind, detail, Vec::new())
-}
-
-pub(super) fn conflict(kind: &str, detail: &str) -> Response {
-    problem(StatusCode::CONFLICT, kind, detail.to_owned(), Vec::new())
-}
-
 const NO_STATE: &str = "this relay has no state file (no_journal without state_dir): \
                         a change would not survive a restart; give state_dir";
-
-pub(super) fn closing() -> Response {
-    problem(
-        StatusCode::SERVICE_UNAVAILABLE,
-        "closed",
-        "the relay is shutting down".to_owned(),
-        Vec::new(),
-    )
-}
 
 fn unwritable(e: std::io::Error) -> Response {
     problem(

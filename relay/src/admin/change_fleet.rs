@@ -23,7 +23,7 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 
 use super::Admin;
-use super::change::{Deleting, closing, conflict, unprocessable};
+use super::change_answers::{Deleting, closing, conflict, unprocessable};
 use crate::config::{Destination, Fields};
 use crate::intake::problem::problem;
 use crate::queue::shared_changes::{Change, Fleet, REMAKE_AFTER};

@@ -19,6 +19,7 @@
 //! The status line on stdout is [`status`].
 
 pub mod change;
+mod change_answers;
 mod change_fleet;
 pub mod dead_letters;
 pub mod destinations;
