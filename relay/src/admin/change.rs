@@ -33,7 +33,7 @@ use serde::Deserialize;
 use utoipa::ToSchema;
 
 use super::Admin;
-use super::change_answers::{Deleting, closing, conflict, unprocessable};
+use super::change_answers::{Deleting, closing, conflict, unknown_destination, unprocessable};
 use crate::config::{Fields, Origin, valid_name};
 use crate::intake::problem::problem;
 use crate::openapi::schemas::Problem;
@@ -136,21 +136,10 @@ pub async fn put(
     if admin.catalog.is_closing() {
         return closing();
     }
-    let mut errors = Vec::new();
     let origin = Origin::Api(admin.state_path.clone());
-    let Some(dest) = fields.clone().check("destination", &origin, &mut errors) else {
-        let detail = errors
-            .iter()
-            .map(|e| {
-                format!(
-                    "{}: {}",
-                    e.key.trim_start_matches("destination."),
-                    e.message
-                )
-            })
-            .collect::<Vec<_>>()
-            .join("; ");
-        return unprocessable("bad-destination", detail);
+    let dest = match fields.clone().check_body(&origin) {
+        Ok(dest) => dest,
+        Err(detail) => return unprocessable("bad-destination", detail),
     };
     // Before the lock: a name's lookup may take seconds.
     if let Err(refused) = admin
@@ -243,13 +232,7 @@ pub async fn delete(State(admin): State<Arc<Admin>>, Path(name): Path<String>) -
         return closing(); // shutdown began while this waited for the lock
     }
     if !admin.catalog.is_open(&name) {
-        let detail = "no destination of that name is configured".to_owned();
-        return problem(
-            StatusCode::NOT_FOUND,
-            "unknown-destination",
-            detail,
-            Vec::new(),
-        );
+        return unknown_destination();
     }
     if let Err(e) = file.delete(&name) {
         return unwritable(e);

@@ -31,6 +31,17 @@ pub(super) fn conflict(kind: &str, detail: &str) -> Response {
     problem(StatusCode::CONFLICT, kind, detail.to_owned(), Vec::new())
 }
 
+/// 404: no destination of that name.
+pub(super) fn unknown_destination() -> Response {
+    let detail = "no destination of that name is configured".to_owned();
+    problem(
+        StatusCode::NOT_FOUND,
+        "unknown-destination",
+        detail,
+        Vec::new(),
+    )
+}
+
 /// 503: shutdown has begun.
 pub(super) fn closing() -> Response {
     problem(

@@ -23,7 +23,7 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 
 use super::Admin;
-use super::change_answers::{Deleting, closing, conflict, unprocessable};
+use super::change_answers::{Deleting, closing, conflict, unknown_destination, unprocessable};
 use crate::config::{Destination, Fields};
 use crate::intake::problem::problem;
 use crate::queue::shared_changes::{Change, Fleet, REMAKE_AFTER};
@@ -146,13 +146,7 @@ pub(super) async fn delete(admin: &Admin, fleet: &Fleet, name: String) -> Respon
         None => admin.catalog.is_open(&name),
     };
     if !open {
-        let detail = "no destination of that name is configured".to_owned();
-        return problem(
-            StatusCode::NOT_FOUND,
-            "unknown-destination",
-            detail,
-            Vec::new(),
-        );
+        return unknown_destination();
     }
     let held = match fleet.shared().lane(&name) {
         Some(lane) => lane.queue.depth().await.unwrap_or(0),

@@ -9,7 +9,6 @@ use std::time::Duration;
 
 use axum::Json;
 use axum::extract::{Path, State};
-use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use dripfeed::destinations::DestinationStats;
 use serde::Serialize;
@@ -18,7 +17,6 @@ use utoipa::ToSchema;
 use super::Admin;
 use crate::catalog::Listed;
 use crate::config::Config;
-use crate::intake::problem::problem;
 use crate::openapi::schemas::Problem;
 
 /// What a destination leaves to the settings: the drain rate, the adaptive
@@ -179,13 +177,7 @@ pub async fn list(State(admin): State<Arc<Admin>>) -> Json<DestinationList> {
     ))]
 pub async fn one(State(admin): State<Arc<Admin>>, Path(name): Path<String>) -> Response {
     let Some(listed) = admin.catalog.get(&name) else {
-        let detail = "no destination of that name is configured".to_owned();
-        return problem(
-            StatusCode::NOT_FOUND,
-            "unknown-destination",
-            detail,
-            Vec::new(),
-        );
+        return super::change_answers::unknown_destination();
     };
     let stats = admin.intake.set.stats(&name);
     Json(admin.defaults.view(&listed, stats.as_ref())).into_response()

@@ -120,6 +120,23 @@ pub struct Fields {
 }
 
 impl Fields {
+    /// The destination, or what is wrong with it as one line (`field:
+    /// message`, joined by `; `): how the admin API reports a body.
+    pub fn check_body(self, origin: &Origin) -> Result<Destination, String> {
+        let mut errors = Vec::new();
+        self.check("destination", origin, &mut errors)
+            .ok_or_else(|| {
+                errors
+                    .iter()
+                    .map(|e| {
+                        let field = e.key.strip_prefix("destination.").unwrap_or(&e.key);
+                        format!("{field}: {}", e.message)
+                    })
+                    .collect::<Vec<_>>()
+                    .join("; ")
+            })
+    }
+
     /// The destination, or what is wrong with each field (keys `at.field`).
     pub fn check(
         self,

@@ -84,21 +84,7 @@ fn origin() -> Origin {
 
 /// `fields` checked as a destination, or why not.
 pub fn checked(fields: &Fields) -> Result<Destination, String> {
-    let mut errors = Vec::new();
-    match fields.clone().check("destination", &origin(), &mut errors) {
-        Some(d) => Ok(d),
-        None => Err(errors
-            .iter()
-            .map(|e| {
-                format!(
-                    "{}: {}",
-                    e.key.trim_start_matches("destination."),
-                    e.message
-                )
-            })
-            .collect::<Vec<_>>()
-            .join("; ")),
-    }
+    fields.clone().check_body(&origin())
 }
 
 /// The map as read at start.
