@@ -21,6 +21,7 @@
 use axum::Json;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
+use tokio::sync::MutexGuard;
 
 use super::Admin;
 use super::change_answers::{Deleting, closing, conflict, unknown_destination, unprocessable};
@@ -47,6 +48,22 @@ fn changed_meanwhile() -> Response {
     )
 }
 
+/// A change's start: this relay's turn, then what the fleet holds for
+/// `name` now, read from Redis (a relay may lag a poll), raw and parsed;
+/// or the answer when shutdown has begun or Redis does not answer.
+async fn begin<'a>(
+    admin: &Admin,
+    fleet: &'a Fleet,
+    name: &str,
+) -> Result<(MutexGuard<'a, ()>, Option<String>, Option<Change>), Response> {
+    let turn = fleet.turn.lock().await;
+    if admin.catalog.is_closing() {
+        return Err(closing());
+    }
+    let (raw, current) = fleet.read(name).await.map_err(unreachable)?;
+    Ok((turn, raw, current))
+}
+
 /// The most webhooks a destination's queue may hold (budget × rate).
 const MAX_BOUND: f64 = 1_000_000.0;
 
@@ -69,14 +86,9 @@ pub(super) async fn put(
         );
         return unprocessable("bad-destination", detail);
     }
-    let _turn = fleet.turn.lock().await;
-    if admin.catalog.is_closing() {
-        return closing();
-    }
-    // What the fleet holds now, from Redis (a relay may lag a poll).
-    let (raw, current) = match fleet.read(&name).await {
-        Ok(read) => read,
-        Err(e) => return unreachable(e),
+    let (_turn, raw, current) = match begin(admin, fleet, &name).await {
+        Ok(begun) => begun,
+        Err(refused) => return refused,
     };
     let existed = match &current {
         Some(Change::Put(_)) => true,
@@ -131,13 +143,9 @@ pub(super) async fn put(
 
 /// `DELETE`: the fleet's deletion.
 pub(super) async fn delete(admin: &Admin, fleet: &Fleet, name: String) -> Response {
-    let _turn = fleet.turn.lock().await;
-    if admin.catalog.is_closing() {
-        return closing();
-    }
-    let (raw, current) = match fleet.read(&name).await {
-        Ok(read) => read,
-        Err(e) => return unreachable(e),
+    let (_turn, raw, current) = match begin(admin, fleet, &name).await {
+        Ok(begun) => begun,
+        Err(refused) => return refused,
     };
     let open = match current {
         Some(Change::Put(_)) => true,

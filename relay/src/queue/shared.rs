@@ -52,7 +52,7 @@ use crate::config::{Config, Destination};
 use crate::deliver::HttpDownstream;
 use crate::intake::job::Job;
 use crate::queue::shared_drain::{Counts, Drain};
-use crate::queue::shared_lane::{Lane, number_of};
+use crate::queue::shared_lane::{Lane, lock, number_of};
 
 /// Dead letters each destination keeps in Redis, about (the oldest go).
 pub const DEAD_LETTERS_KEPT: u64 = 100_000;
@@ -125,11 +125,6 @@ struct Made {
 pub struct Drains {
     /// Deliveries, one downstream per destination.
     pub downstream: Arc<dyn Fn(&str) -> HttpDownstream + Send + Sync>,
-}
-
-/// The lock's content, even if a holder panicked.
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 impl Shared {

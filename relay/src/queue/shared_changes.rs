@@ -31,6 +31,7 @@ use serde::{Deserialize, Serialize};
 use tokio::task::JoinHandle;
 
 use super::shared::Shared;
+use super::shared_lane::lock;
 use crate::catalog::Catalog;
 use crate::config::{Config, Destination, Fields, Origin};
 use crate::deliver::guard::AddressGuard;
@@ -161,10 +162,6 @@ pub struct Fleet {
     deletions: Mutex<HashMap<String, JoinHandle<()>>>,
     /// One change applied at a time (the poll's or the admin API's).
     pub(crate) turn: tokio::sync::Mutex<()>,
-}
-
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 impl Fleet {

@@ -15,7 +15,7 @@ use dripfeed::{Attempt, Delivery, Downstream, PermitSource};
 use tokio::sync::{Semaphore, mpsc};
 use tokio::time::Instant;
 
-use super::shared_lane::{Lane, number_of};
+use super::shared_lane::{Lane, lock, number_of};
 use crate::deliver::HttpDownstream;
 use crate::intake::job::Job;
 
@@ -383,11 +383,6 @@ impl Drain {
         acks.send(Ending::dead_lettered(stream_id, last, reason))
             .is_ok()
     }
-}
-
-/// The set, even if a holder panicked.
-fn lock<T>(m: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 /// Acknowledges what the drain ended, in batches (one round trip for all

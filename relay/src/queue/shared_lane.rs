@@ -17,6 +17,12 @@ pub(crate) struct Lane {
     pub(crate) open: bool,
 }
 
+/// A mutex's content, even if a holder panicked (the shared queue's files
+/// keep plain sets and maps behind them, never left half changed).
+pub(crate) fn lock<T>(m: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
 /// An entry's id as the webhook's number (ids are given as numbers; an
 /// entry written otherwise is known by its stream id `MS-SEQ`, as
 /// `MS × 2^20 + SEQ`).

@@ -72,21 +72,6 @@ async fn listed(relay: &Relay) -> Vec<(String, serde_json::Value)> {
         .collect()
 }
 
-/// Posts a webhook for `destination`: its status and id (for a 202).
-async fn post(relay: &Relay, destination: &str, n: u64) -> (u16, Option<String>) {
-    let (status, body) = relay
-        .post(
-            &[
-                ("x-destination", destination),
-                ("content-type", "application/json"),
-            ],
-            &format!("{{\"n\":{n}}}"),
-        )
-        .await;
-    let id = body["id"].as_str().map(str::to_owned);
-    (status, id.filter(|_| status == 202))
-}
-
 /// The ids of `destination`'s lines in the dead-letter file at `path`.
 fn dead_for(path: &std::path::Path, destination: &str) -> Vec<String> {
     let text = std::fs::read_to_string(path).unwrap_or_default();
@@ -137,7 +122,7 @@ async fn destinations_change_under_load_and_a_restart_keeps_the_changes() {
             let mut ids = Vec::new();
             let mut n = 0;
             while !stop.load(Ordering::Relaxed) && n < 2000 {
-                let (status, id) = post(&relay, "billing", n).await;
+                let (status, id) = relay.post_for("billing", n).await;
                 assert!(status == 202 || status == 503, "billing answered {status}");
                 ids.extend(id);
                 n += 1;
@@ -179,7 +164,7 @@ async fn destinations_change_under_load_and_a_restart_keeps_the_changes() {
     }
     let (status, _) = put(&relay, "not%20a%20name", &crm).await;
     assert_eq!(status, 422);
-    assert_eq!(post(&relay, "crm", 0).await.0, 404, "nothing was made");
+    assert_eq!(relay.post_for("crm", 0).await.0, 404, "nothing was made");
 
     // Made: 201, and webhooks for it are taken and delivered.
     let (status, v) = put(&relay, "crm", &crm).await;
@@ -197,7 +182,7 @@ async fn destinations_change_under_load_and_a_restart_keeps_the_changes() {
     );
     let mut crm_ids = Vec::new();
     for n in 0..5 {
-        let (status, id) = post(&relay, "crm", n).await;
+        let (status, id) = relay.post_for("crm", n).await;
         assert_eq!(status, 202);
         crm_ids.extend(id);
     }
@@ -227,7 +212,7 @@ async fn destinations_change_under_load_and_a_restart_keeps_the_changes() {
         "applied at once: {v}"
     );
     for n in 5..10 {
-        let (status, id) = post(&relay, "crm", n).await;
+        let (status, id) = relay.post_for("crm", n).await;
         assert_eq!(status, 202);
         crm_ids.extend(id);
     }
@@ -261,7 +246,7 @@ async fn destinations_change_under_load_and_a_restart_keeps_the_changes() {
     // throttle at once.
     let mut slow_ids = Vec::new();
     for n in 0..24 {
-        let (status, id) = post(&relay, "slow", n).await;
+        let (status, id) = relay.post_for("slow", n).await;
         assert_eq!(status, 202, "slow {n}");
         slow_ids.extend(id);
     }
@@ -278,7 +263,7 @@ async fn destinations_change_under_load_and_a_restart_keeps_the_changes() {
     let (status, v) = delete(&relay, "slow").await;
     assert_eq!(status, 202, "{v}");
     assert!(v["held"].as_u64().unwrap_or(0) > 6, "{v}");
-    let (status, _) = post(&relay, "slow", 99).await;
+    let (status, _) = relay.post_for("slow", 99).await;
     assert_eq!(status, 404, "a deleted destination takes nothing");
     assert_eq!(delete(&relay, "slow").await.0, 404, "deleted once");
     let (status, v) = put(&relay, "slow", &slow).await;
@@ -380,8 +365,8 @@ async fn destinations_change_under_load_and_a_restart_keeps_the_changes() {
             .ends_with("d=crm2"),
         "{crm_view}"
     );
-    assert_eq!(post(&relay, "billing", 1).await.0, 404);
-    let (status, id) = post(&relay, "crm", 100).await;
+    assert_eq!(relay.post_for("billing", 1).await.0, 404);
+    let (status, id) = relay.post_for("crm", 100).await;
     assert_eq!(status, 202);
     let id = id.unwrap_or_default();
     let arrived = log

@@ -279,6 +279,18 @@ impl Relay {
         let text = resp.text().await.unwrap_or_default();
         (status, serde_json::from_str(&text).unwrap_or_default())
     }
+
+    /// Posts webhook `{"n":N}` for `destination` (`X-Destination`): the
+    /// status, and the id a 202 named.
+    pub async fn post_for(&self, destination: &str, n: u64) -> (u16, Option<String>) {
+        let headers = [
+            ("x-destination", destination),
+            ("content-type", "application/json"),
+        ];
+        let (status, body) = self.post(&headers, &format!("{{\"n\":{n}}}")).await;
+        let id = body["id"].as_str().map(str::to_owned);
+        (status, id.filter(|_| status == 202))
+    }
 }
 
 /// Runs the binary with `args` and `env` to its end: exit code, stdout, stderr.

@@ -48,21 +48,6 @@ async fn put(relay: &Relay, name: &str, url: &str) -> (u16, serde_json::Value) {
     call(relay, reqwest::Method::PUT, &path, Some(body)).await
 }
 
-/// Posts webhook `n` for `destination`: the status and the id of a 202.
-async fn post(relay: &Relay, destination: &str, n: u64) -> (u16, Option<String>) {
-    let (status, body) = relay
-        .post(
-            &[
-                ("x-destination", destination),
-                ("content-type", "application/json"),
-            ],
-            &format!("{{\"n\":{n}}}"),
-        )
-        .await;
-    let id = body["id"].as_str().map(str::to_owned);
-    (status, id.filter(|_| status == 202))
-}
-
 /// The URL `relay` lists for `name`, if it lists it.
 async fn listed_url(relay: &Relay, name: &str) -> Option<String> {
     let (_, v) = call(relay, reqwest::Method::GET, "/v1/destinations", None).await;
@@ -113,7 +98,7 @@ async fn destinations_changed_on_one_relay_reach_the_fleet() {
     let b = Relay::start_with(&node("b"), &[]).await;
     let mut held = Vec::new();
     for n in 0..5 {
-        let (status, id) = post(&a, "first", n).await;
+        let (status, id) = a.post_for("first", n).await;
         assert_eq!(status, 202);
         held.extend(id);
     }
@@ -128,7 +113,7 @@ async fn destinations_changed_on_one_relay_reach_the_fleet() {
     );
     let made = Instant::now();
     let reached = eventually(Duration::from_secs(10), || async {
-        post(&b, "second", 100).await.0 == 202
+        b.post_for("second", 100).await.0 == 202
     })
     .await;
     assert!(reached, "b takes webhooks for second");
@@ -138,7 +123,7 @@ async fn destinations_changed_on_one_relay_reach_the_fleet() {
     let mut sent = HashSet::new();
     for n in 0..10 {
         let relay = if n % 2 == 0 { &a } else { &b };
-        let (status, id) = post(relay, "second", n).await;
+        let (status, id) = relay.post_for("second", n).await;
         assert_eq!(status, 202);
         sent.extend(id);
     }
@@ -160,7 +145,7 @@ async fn destinations_changed_on_one_relay_reach_the_fleet() {
     assert!(seen, "a lists the new URL");
     let mut later = HashSet::new();
     for n in 20..25 {
-        let (status, id) = post(&a, "second", n).await;
+        let (status, id) = a.post_for("second", n).await;
         assert_eq!(status, 202);
         later.extend(id);
     }
@@ -198,7 +183,7 @@ async fn destinations_changed_on_one_relay_reach_the_fleet() {
     let deleted = Instant::now();
     let until = deleted + Duration::from_secs(10);
     loop {
-        match post(&a, "first", 99).await {
+        match a.post_for("first", 99).await {
             (404, _) => break,
             (202, id) => held.extend(id),
             (other, _) => panic!("a answered {other}"),
@@ -245,7 +230,7 @@ async fn destinations_changed_on_one_relay_reach_the_fleet() {
     // A relay started now reads the fleet's changes over its configuration.
     let c = Relay::start_with(&node("c"), &[]).await;
     assert_eq!(
-        post(&c, "first", 0).await.0,
+        c.post_for("first", 0).await.0,
         404,
         "deleted, though configured"
     );
@@ -253,7 +238,7 @@ async fn destinations_changed_on_one_relay_reach_the_fleet() {
         listed_url(&c, "second").await.as_deref(),
         Some(moved.as_str())
     );
-    let (status, id) = post(&c, "second", 30).await;
+    let (status, id) = c.post_for("second", 30).await;
     assert_eq!(status, 202);
     let id = id.unwrap_or_default();
     let delivered = log
@@ -269,7 +254,7 @@ async fn destinations_changed_on_one_relay_reach_the_fleet() {
     .await;
     assert!(remade, "first made again");
     let open = eventually(Duration::from_secs(10), || async {
-        post(&b, "first", 40).await.0 == 202
+        b.post_for("first", 40).await.0 == 202
     })
     .await;
     assert!(open, "b takes webhooks for first again");
