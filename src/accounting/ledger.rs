@@ -152,6 +152,7 @@ impl Ledger {
     }
 
     /// Records `event` in the counters and the metrics.
+    #[inline]
     pub(crate) fn record(&self, event: Event) {
         let m = &self.metrics;
         match event {

@@ -45,6 +45,12 @@ use holders::{Holders, NO_KEY};
 pub(crate) use places::Full;
 use places::Reservations;
 
+use crate::util::waiting::{self, Waiting};
+
+/// How many times a `submit` finding the queue full yields before it waits
+/// to be woken.
+const SPIN_YIELDS: u32 = 4;
+
 /// The largest ring the builder accepts, in jobs.
 pub(crate) const MAX_CAPACITY: usize = 1 << 28;
 
@@ -176,12 +182,21 @@ impl<J> Admission<J> {
     /// key is above its share near the bound.
     pub(crate) async fn reserve_for(&self, key: u64) -> Result<Place<'_, J>, Full> {
         let try_now = || self.try_reserve_for(key);
+        // A busy drain frees a place within microseconds: yielding a few
+        // times first keeps this task on its own worker. Woken by the
+        // drain instead, it would be run on the drain's, in turn with it.
+        for _ in 0..SPIN_YIELDS {
+            match try_now() {
+                Err(Full::Bound | Full::Share) => tokio::task::yield_now().await,
+                done => return done,
+            }
+        }
         loop {
             match try_now() {
                 Err(Full::Bound | Full::Share) => {}
                 done => return done,
             }
-            let _waiting = RoomWaiter::new(&self.room_waiters);
+            let _waiting = Waiting::new(&self.room_waiters);
             let notified = self.room.notified();
             tokio::pin!(notified);
             notified.as_mut().enable();
@@ -219,7 +234,7 @@ impl<J> Admission<J> {
 
     fn give_back(&self, wake_drain: bool) {
         self.places.release();
-        if self.room_waiters.load(Ordering::SeqCst) > 0 {
+        if waiting::any(&self.room_waiters) {
             self.room.notify_one();
         }
         if wake_drain {
@@ -376,22 +391,6 @@ impl<J> Drop for Place<'_, J> {
             adm.release_key(self.key());
             adm.give_back(self.is_first());
         }
-    }
-}
-
-/// Counts a `submit` waiting for room while it lives.
-struct RoomWaiter<'a>(&'a AtomicUsize);
-
-impl<'a> RoomWaiter<'a> {
-    fn new(count: &'a AtomicUsize) -> Self {
-        count.fetch_add(1, Ordering::SeqCst);
-        RoomWaiter(count)
-    }
-}
-
-impl Drop for RoomWaiter<'_> {
-    fn drop(&mut self) {
-        self.0.fetch_sub(1, Ordering::SeqCst);
     }
 }
 

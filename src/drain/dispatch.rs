@@ -11,14 +11,14 @@
 //! own task, for downstreams that do CPU work in `deliver`.
 
 use std::future::Future;
-use std::pin::Pin;
+use std::pin::{Pin, pin};
 use std::sync::Arc;
-use std::task::Poll;
+use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
 use futures_util::StreamExt;
 use futures_util::stream::FuturesUnordered;
-use tokio::time::Instant;
+use tokio::time::{Instant, Sleep};
 
 use crate::accounting::dead_letter::DeadLetterReason;
 use crate::accounting::ledger::Event;
@@ -32,20 +32,34 @@ use crate::util::catch::CatchUnwind;
 use crate::util::clock::Clock;
 use crate::util::num::nanos;
 
-/// Runs one attempt: the downstream borrows the job; bounded by `deadline`;
-/// a panic (even one raised while creating the future) is caught.
+/// Runs one attempt: the downstream borrows the job; bounded by
+/// `deadline`; a panic (even one raised while creating the future) is
+/// caught. Nothing is allocated here, and an attempt that answers on its
+/// first poll never asks for its deadline nor arms a timer.
 pub(crate) async fn attempt<J: Sync + 'static>(
     downstream: &dyn Downstream<J>,
     job: &J,
     attempt: Attempt,
-    deadline: Instant,
+    deadline: impl FnOnce() -> Instant,
 ) -> AttemptEnd {
-    let call = async { tokio::time::timeout_at(deadline, downstream.deliver(job, attempt)).await };
-    match CatchUnwind(Box::pin(call)).await {
-        Ok(Ok(delivery)) => AttemptEnd::Answered(delivery),
-        Ok(Err(_elapsed)) => AttemptEnd::TimedOut,
-        Err(()) => AttemptEnd::Panicked,
-    }
+    let mut call = CatchUnwind(pin!(async { downstream.deliver(job, attempt).await }));
+    let mut timer = pin!(None::<Sleep>);
+    let mut deadline = Some(deadline);
+    std::future::poll_fn(|cx| {
+        match Pin::new(&mut call).poll(cx) {
+            Poll::Ready(Ok(delivery)) => return Poll::Ready(AttemptEnd::Answered(delivery)),
+            Poll::Ready(Err(())) => return Poll::Ready(AttemptEnd::Panicked),
+            Poll::Pending => {}
+        }
+        if let Some(deadline) = deadline.take() {
+            timer.set(Some(tokio::time::sleep_until(deadline())));
+        }
+        match timer.as_mut().as_pin_mut().map(|t| t.poll(cx)) {
+            Some(Poll::Ready(())) => Poll::Ready(AttemptEnd::TimedOut),
+            _ => Poll::Pending,
+        }
+    })
+    .await
 }
 
 /// A job on its way to the downstream.
@@ -92,10 +106,18 @@ pub enum Dispatch {
 /// A delivery in progress (inline mode).
 type Running = Pin<Box<dyn Future<Output = ()> + Send>>;
 
+/// How often a dispatcher whose deliveries do not end on their first poll
+/// tries one again at its start (see [`Dispatcher::start`]).
+const PROBE_EVERY: u32 = 64;
+
 /// Starts deliveries and, inline, polls them to their end.
 pub(crate) struct Dispatcher {
     mode: Dispatch,
     running: FuturesUnordered<Running>,
+    /// Whether the last delivery polled at its start ended there.
+    ends_at_start: bool,
+    /// Deliveries started since the last one polled at its start.
+    since_probe: u32,
 }
 
 impl Dispatcher {
@@ -103,7 +125,26 @@ impl Dispatcher {
         Dispatcher {
             mode,
             running: FuturesUnordered::new(),
+            ends_at_start: true,
+            since_probe: 0,
         }
+    }
+
+    /// Whether to poll the next inline delivery as it starts: while
+    /// deliveries end on their first poll (a downstream that queues the job
+    /// in memory, a cache hit), one that ends there costs no place in the
+    /// set. Otherwise (an HTTP call is pending at first) the set would poll
+    /// it again at once, so only one start in [`PROBE_EVERY`] looks.
+    fn poll_at_start(&mut self) -> bool {
+        if self.ends_at_start {
+            return true;
+        }
+        self.since_probe += 1;
+        if self.since_probe >= PROBE_EVERY {
+            self.since_probe = 0;
+            return true;
+        }
+        false
     }
 
     /// Starts one delivery attempt; `permit` is held until it is accounted.
@@ -119,7 +160,19 @@ impl Dispatcher {
         let inline = self.mode == Dispatch::Inline;
         let delivery = deliver(shared, downstream, job, permit, report, inline);
         match self.mode {
-            Dispatch::Inline => self.running.push(Box::pin(delivery)),
+            Dispatch::Inline => {
+                let mut delivery: Running = Box::pin(delivery);
+                if self.poll_at_start() {
+                    // A no-op waker: a delivery still pending goes into
+                    // the set, which polls it again with its own.
+                    let mut cx = Context::from_waker(Waker::noop());
+                    self.ends_at_start = delivery.as_mut().poll(&mut cx).is_ready();
+                    if self.ends_at_start {
+                        return;
+                    }
+                }
+                self.running.push(delivery);
+            }
             Dispatch::Spawn => {
                 tokio::spawn(delivery);
             }
@@ -134,19 +187,25 @@ impl Dispatcher {
         if self.running.is_empty() {
             std::future::pending::<()>().await;
         }
-        std::future::poll_fn(|cx| {
-            clock.precise();
-            let mut landed = 0;
-            loop {
-                match self.running.poll_next_unpin(cx) {
-                    Poll::Ready(Some(())) => landed += 1,
-                    Poll::Ready(None) => return Poll::Ready(landed),
-                    Poll::Pending if landed > 0 => return Poll::Ready(landed),
-                    Poll::Pending => return Poll::Pending,
-                }
+        std::future::poll_fn(|cx| self.poll_landed(cx, clock)).await
+    }
+
+    /// Polls the deliveries running here once: how many landed, or
+    /// `Pending` (woken by `cx`) when none did.
+    pub(crate) fn poll_landed(&mut self, cx: &mut Context<'_>, clock: &Clock) -> Poll<usize> {
+        if self.running.is_empty() {
+            return Poll::Pending;
+        }
+        clock.precise();
+        let mut landed = 0;
+        loop {
+            match self.running.poll_next_unpin(cx) {
+                Poll::Ready(Some(())) => landed += 1,
+                Poll::Ready(None) => return Poll::Ready(landed),
+                Poll::Pending if landed > 0 => return Poll::Ready(landed),
+                Poll::Pending => return Poll::Pending,
             }
-        })
-        .await
+        }
     }
 }
 
@@ -174,9 +233,10 @@ async fn deliver<J: Send + Sync + 'static>(
         }
     };
     let started = read();
-    let deadline = s
-        .clock
-        .instant(started.saturating_add(nanos(s.cfg.deliver_timeout)));
+    let deadline = || {
+        s.clock
+            .instant(started.saturating_add(nanos(s.cfg.deliver_timeout)))
+    };
     let ended = attempt(
         &*downstream,
         &entry.job,
@@ -260,22 +320,22 @@ mod tests {
     async fn panics_and_hangs_become_endings() {
         let panicking = |_: &u8, _: Attempt| -> std::future::Ready<Delivery> { panic!("boom") };
         let soon = || Instant::now() + Duration::from_secs(1);
-        let ended = attempt(&panicking, &1, Attempt::new(0, 1), soon()).await;
+        let ended = attempt(&panicking, &1, Attempt::new(0, 1), soon).await;
         assert_eq!(ended, AttemptEnd::Panicked);
 
         let panics_later = |_: &u8, _: Attempt| async {
             tokio::task::yield_now().await;
             panic!("later")
         };
-        let ended = attempt(&panics_later, &1, Attempt::new(0, 1), soon()).await;
+        let ended = attempt(&panics_later, &1, Attempt::new(0, 1), soon).await;
         assert_eq!(ended, AttemptEnd::Panicked);
 
         let hangs = |_: &u8, _: Attempt| std::future::pending::<Delivery>();
-        let ended = attempt(&hangs, &1, Attempt::new(0, 1), soon()).await;
+        let ended = attempt(&hangs, &1, Attempt::new(0, 1), soon).await;
         assert_eq!(ended, AttemptEnd::TimedOut);
 
         let fine = |_: &u8, _: Attempt| async { Delivery::Done };
-        let ended = attempt(&fine, &1, Attempt::new(0, 1), soon()).await;
+        let ended = attempt(&fine, &1, Attempt::new(0, 1), soon).await;
         assert_eq!(ended, AttemptEnd::Answered(Delivery::Done));
     }
 }

@@ -62,6 +62,8 @@ pub(crate) struct Pacer {
     cap: u64,
     /// The batches emitted in the last millisecond: (instant, jobs).
     recent: std::collections::VecDeque<(u64, u64)>,
+    /// The jobs in `recent`, summed.
+    recent_jobs: u64,
     /// Nothing is emitted before this (a downstream-requested pause). Kept
     /// apart from the schedule, so re-planning for a new rate cannot drop it.
     hold_until: u64,
@@ -77,6 +79,7 @@ impl Pacer {
             last_emit: None,
             cap: cap_for(rate),
             recent: std::collections::VecDeque::new(),
+            recent_jobs: 0,
             hold_until: 0,
         }
     }
@@ -98,6 +101,18 @@ impl Pacer {
         }
     }
 
+    /// Whether waiting for the timer would hold the drain below its rate
+    /// with `queued` jobs waiting: the next job is due within this tick, no
+    /// cap or hold stops it, and a tick's worth of emissions is more than
+    /// `queued` (the timer fires on whole milliseconds, so a drain that
+    /// sleeps emits at most what waited, once a millisecond).
+    pub(crate) fn outruns(&self, now: u64, queued: usize) -> bool {
+        queued > 0
+            && self.next_due() < now.saturating_add(TICK_NS)
+            && TICK_NS as f64 > self.interval * queued as f64
+            && self.room(now) > 0
+    }
+
     pub(crate) fn is_due(&self, now: u64) -> bool {
         self.next_due() <= now && self.room(now) > 0
     }
@@ -105,13 +120,15 @@ impl Pacer {
     /// Emissions still allowed at `now` by the millisecond cap.
     fn room(&self, now: u64) -> u64 {
         let window_start = now.saturating_sub(WINDOW_NS);
-        let used: u64 = self
+        // The batches are in time order: only those at the front may have
+        // left the window (a busy drain keeps hundreds in it).
+        let gone: u64 = self
             .recent
             .iter()
-            .filter(|(at, _)| *at > window_start)
+            .take_while(|(at, _)| *at <= window_start)
             .map(|(_, n)| n)
             .sum();
-        self.cap.saturating_sub(used)
+        self.cap.saturating_sub(self.recent_jobs - gone)
     }
 
     /// Records an emission and schedules the next one `1/R` after this one was due.
@@ -122,12 +139,15 @@ impl Pacer {
             .front()
             .is_some_and(|(at, _)| *at + WINDOW_NS <= now)
         {
-            self.recent.pop_front();
+            if let Some((_, n)) = self.recent.pop_front() {
+                self.recent_jobs -= n;
+            }
         }
         match self.recent.back_mut() {
             Some((at, n)) if *at == now => *n += 1,
             _ => self.recent.push_back((now, 1)),
         }
+        self.recent_jobs += 1;
         if self.next_due < self.hold_until {
             // The first emission after a hold: the schedule restarts there.
             self.next_due = self.hold_until;

@@ -53,6 +53,10 @@ enum Wait {
     Yield,
     /// Jobs are due but the shared permit source has none.
     Global,
+    /// Jobs wait and the next is due within the tick, but the ring holds
+    /// less than a tick's worth: the drain takes another turn at once
+    /// rather than sleep to the timer's next millisecond.
+    Busy,
     /// The drain hook holds emission until a delivery lands.
     Landing,
 }
@@ -174,7 +178,7 @@ impl<J: Send + Sync + 'static> DrainTask<J> {
             let long = match wait {
                 Wait::Timer(due) => due > now.saturating_add(PUBLISH_EVERY_NS),
                 Wait::Idle | Wait::Paused(_) | Wait::Landing => true,
-                Wait::Permit | Wait::Yield | Wait::Global => false,
+                Wait::Permit | Wait::Yield | Wait::Global | Wait::Busy => false,
             };
             if long && self.published_ns != now {
                 self.publish(now);
@@ -285,7 +289,7 @@ impl<J: Send + Sync + 'static> DrainTask<J> {
             match wait {
                 Wait::Idle | Wait::Paused(_) | Wait::Landing => a.went_idle(),
                 Wait::Permit => a.saturated(),
-                Wait::Timer(_) | Wait::Yield | Wait::Global => {}
+                Wait::Timer(_) | Wait::Yield | Wait::Global | Wait::Busy => {}
             }
         }
         self.blocked = matches!(wait, Wait::Permit | Wait::Global);
@@ -355,6 +359,7 @@ impl<J: Send + Sync + 'static> DrainTask<J> {
     /// Emits every due job.
     fn emit_due(&mut self, now: u64) -> Wait {
         let source = self.permits.clone();
+        let mut emitted = false;
         while self.pacer.is_due(now) {
             let probe = match self.ask_hook(now) {
                 Ok(probe) => probe,
@@ -397,6 +402,7 @@ impl<J: Send + Sync + 'static> DrainTask<J> {
             }
             self.shared.ledger.record(Event::Emitted { waited });
             self.pacer.emitted(now);
+            emitted = true;
             if probe && let Some(hook) = &self.shared.hook {
                 hook.probe_sent();
             }
@@ -407,6 +413,12 @@ impl<J: Send + Sync + 'static> DrainTask<J> {
                 place,
                 self.report_deliveries,
             );
+        }
+        // Only after a turn that emitted: a clock that does not move (tokio's
+        // paused time) must end in a sleep.
+        let queued = self.shared.admission.depth();
+        if emitted && self.pacer.outruns(now, queued) {
+            return Wait::Busy;
         }
         Wait::Timer(self.pacer.next_wake(now))
     }
@@ -465,8 +477,20 @@ impl<J: Send + Sync + 'static> DrainTask<J> {
         let s = &*shared;
         let deadline = closing.unwrap_or(u64::MAX);
         let woken = s.admission.drain_wakeups();
-        if wait == Wait::Yield {
-            return tokio::task::yield_now().await;
+        match wait {
+            Wait::Yield => return tokio::task::yield_now().await,
+            Wait::Busy => {
+                // What landed meanwhile, without waiting; then the next turn.
+                let clock = &s.clock;
+                let dispatcher = &mut self.dispatcher;
+                std::future::poll_fn(|cx| {
+                    let _ = dispatcher.poll_landed(cx, clock);
+                    std::task::Poll::Ready(())
+                })
+                .await;
+                return tokio::task::yield_now().await;
+            }
+            _ => {}
         }
         let until = match wait {
             // The coarse clock is refreshed while jobs wait in the ring.

@@ -5,15 +5,18 @@
 //! place.
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
-use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore};
+
+use crate::util::waiting::{self, Waiting};
 
 /// A budget of deliveries running at once, optionally inside a larger
 /// budget shared with other throttles (a destination's cap inside the set's
 /// budget): a place is taken in both or in neither.
 #[derive(Clone)]
 pub(crate) struct InFlight {
-    sem: Arc<Semaphore>,
+    own: Arc<Own>,
     parent: Option<Arc<Semaphore>>,
 }
 
@@ -73,17 +76,55 @@ impl std::fmt::Debug for InFlightBudget {
     }
 }
 
+/// A throttle's own places: a count, and a wake-up for whoever waits for
+/// one. Taking a place is one compare-and-swap and freeing it one
+/// subtraction (a semaphore takes a lock on every release).
+struct Own {
+    taken: AtomicUsize,
+    max: usize,
+    freed: Notify,
+    waiters: AtomicUsize,
+}
+
+impl Own {
+    fn try_take(&self) -> bool {
+        self.taken
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |t| {
+                (t < self.max).then_some(t + 1)
+            })
+            .is_ok()
+    }
+
+    fn free(&self) {
+        self.taken.fetch_sub(1, Ordering::AcqRel);
+        if waiting::any(&self.waiters) {
+            self.freed.notify_one();
+        }
+    }
+}
+
 /// One delivery's place in the budget (and in the shared one), freed on drop.
 pub(crate) struct InFlightPermit {
-    _permit: OwnedSemaphorePermit,
+    own: Arc<Own>,
     _shared: Option<OwnedSemaphorePermit>,
+}
+
+impl Drop for InFlightPermit {
+    fn drop(&mut self) {
+        self.own.free();
+    }
 }
 
 impl InFlight {
     /// A budget of `max` deliveries (at least 1).
     pub(crate) fn new(max: u32) -> Self {
         InFlight {
-            sem: Arc::new(Semaphore::new(max.max(1) as usize)),
+            own: Arc::new(Own {
+                taken: AtomicUsize::new(0),
+                max: max.max(1) as usize,
+                freed: Notify::new(),
+                waiters: AtomicUsize::new(0),
+            }),
             parent: None,
         }
     }
@@ -91,41 +132,66 @@ impl InFlight {
     /// A budget of `max` of its own inside `shared`'s places.
     pub(crate) fn within(max: u32, shared: &InFlightBudget) -> Self {
         InFlight {
-            sem: Arc::new(Semaphore::new(max.max(1) as usize)),
             parent: Some(shared.sem.clone()),
+            ..InFlight::new(max)
         }
     }
 
     /// A place now, if one is free here and in the shared budget.
     pub(crate) fn try_acquire(&self) -> Option<InFlightPermit> {
-        let own = self.sem.clone().try_acquire_owned().ok()?;
+        if !self.own.try_take() {
+            return None;
+        }
+        let own = self.own.clone();
         let shared = match &self.parent {
-            Some(parent) => Some(parent.clone().try_acquire_owned().ok()?),
+            Some(parent) => match parent.clone().try_acquire_owned() {
+                Ok(permit) => Some(permit),
+                Err(_) => {
+                    own.free();
+                    return None;
+                }
+            },
             None => None,
         };
         Some(InFlightPermit {
-            _permit: own,
+            own,
             _shared: shared,
         })
     }
 
     /// Waits for a place here, then in the shared budget.
     pub(crate) async fn acquire(&self) -> Option<InFlightPermit> {
-        let own = self.sem.clone().acquire_owned().await.ok()?;
-        let shared = match &self.parent {
-            Some(parent) => Some(parent.clone().acquire_owned().await.ok()?),
-            None => None,
+        let own = &*self.own;
+        loop {
+            if own.try_take() {
+                break;
+            }
+            let _waiting = Waiting::new(&own.waiters);
+            let freed = own.freed.notified();
+            tokio::pin!(freed);
+            freed.as_mut().enable();
+            // A place may have been freed before this one was counted.
+            if own.try_take() {
+                break;
+            }
+            freed.await;
+        }
+        // The place is ours from here: a permit frees it if the wait for
+        // the shared budget is dropped.
+        let mut permit = InFlightPermit {
+            own: self.own.clone(),
+            _shared: None,
         };
-        Some(InFlightPermit {
-            _permit: own,
-            _shared: shared,
-        })
+        if let Some(parent) = &self.parent {
+            permit._shared = Some(parent.clone().acquire_owned().await.ok()?);
+        }
+        Some(permit)
     }
 
     /// Places free in the budget (not counting the shared one).
     #[cfg(test)]
     pub(crate) fn available(&self) -> usize {
-        self.sem.available_permits()
+        self.own.max - self.own.taken.load(Ordering::Acquire)
     }
 }
 

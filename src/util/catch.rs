@@ -18,14 +18,15 @@ pub(crate) fn guarded<T>(name: &str, what: &'static str, f: impl FnOnce() -> T) 
 }
 
 /// Polls a future, turning a panic (even one raised while it is created
-/// inside the future) into `Err(())`.
-pub(crate) struct CatchUnwind<F>(pub(crate) Pin<Box<F>>);
+/// inside the future) into `Err(())`. The future is pinned by the caller
+/// (`Box::pin`, or `std::pin::pin!` where no allocation is wanted).
+pub(crate) struct CatchUnwind<F>(pub(crate) F);
 
-impl<F: Future> Future for CatchUnwind<F> {
+impl<F: Future + Unpin> Future for CatchUnwind<F> {
     type Output = Result<F::Output, ()>;
 
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        let inner = self.0.as_mut();
+        let inner = Pin::new(&mut self.0);
         match catch_unwind(AssertUnwindSafe(|| inner.poll(cx))) {
             Ok(Poll::Ready(out)) => Poll::Ready(Ok(out)),
             Ok(Poll::Pending) => Poll::Pending,
@@ -48,6 +49,8 @@ mod tests {
     async fn a_panicking_future_becomes_err() {
         let ok = CatchUnwind(Box::pin(async { 1 })).await;
         assert_eq!(ok, Ok(1));
+        let on_stack = CatchUnwind(std::pin::pin!(async { 2 })).await;
+        assert_eq!(on_stack, Ok(2));
         let bad = CatchUnwind(Box::pin(async {
             tokio::task::yield_now().await;
             panic!("later")
