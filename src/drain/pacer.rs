@@ -48,6 +48,13 @@ pub(crate) const TICK_NS: u64 = 1_000_000;
 /// the millisecond cap. 8 ms keeps any second within `1.01 R + 1`.
 pub(crate) const TIMER_SLACK_NS: u64 = 8 * TICK_NS;
 
+/// How soon the next job must be due for a drain that outruns its ring to
+/// take another turn at once rather than sleep, ns: about what a turn
+/// through the scheduler costs. A drain at 500,000/s or more turns
+/// without the timer; a slower one with a small ring still sleeps (it
+/// would spin between emissions otherwise).
+const BUSY_NS: u64 = 2_000;
+
 /// The window the emission cap counts over, ns.
 const WINDOW_NS: u64 = TICK_NS;
 
@@ -102,13 +109,13 @@ impl Pacer {
     }
 
     /// Whether waiting for the timer would hold the drain below its rate
-    /// with `queued` jobs waiting: the next job is due within this tick, no
-    /// cap or hold stops it, and a tick's worth of emissions is more than
+    /// with `queued` jobs waiting: a tick's worth of emissions is more than
     /// `queued` (the timer fires on whole milliseconds, so a drain that
-    /// sleeps emits at most what waited, once a millisecond).
+    /// sleeps emits at most what waited, once a millisecond), the next job
+    /// is due within [`BUSY_NS`], and no cap or hold stops it.
     pub(crate) fn outruns(&self, now: u64, queued: usize) -> bool {
         queued > 0
-            && self.next_due() < now.saturating_add(TICK_NS)
+            && self.next_due() <= now.saturating_add(BUSY_NS)
             && TICK_NS as f64 > self.interval * queued as f64
             && self.room(now) > 0
     }
@@ -217,6 +224,23 @@ fn interval_ns(rate: f64) -> f64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn outruns_only_a_ring_below_a_ticks_worth_with_the_next_job_at_hand() {
+        let now = 5 * TICK_NS;
+        let mut fast = Pacer::new(1e8);
+        fast.restart(now);
+        fast.emitted(now);
+        assert!(fast.outruns(now, 4096), "10 ns apart: 100,000 a tick");
+        assert!(!fast.outruns(now, 0), "nothing waits");
+        assert!(!fast.outruns(now, 200_000), "the ring holds a tick's worth");
+        let mut slow = Pacer::new(5_000.0);
+        slow.restart(now);
+        slow.emitted(now);
+        assert!(!slow.outruns(now, 2), "200 µs to the next: sleep");
+        fast.hold(now + TICK_NS);
+        assert!(!fast.outruns(now, 4096), "a downstream's pause is slept");
+    }
 
     /// Drives a pacer with a full queue, waking every `tick` ns, and counts emissions.
     fn emitted_in(pacer: &mut Pacer, start: u64, end: u64, tick: u64) -> u64 {

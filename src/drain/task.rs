@@ -480,7 +480,10 @@ impl<J: Send + Sync + 'static> DrainTask<J> {
         match wait {
             Wait::Yield => return tokio::task::yield_now().await,
             Wait::Busy => {
-                // What landed meanwhile, without waiting; then the next turn.
+                // What landed meanwhile, without waiting; then the next
+                // turn, yielding to the runtime only once the task's
+                // budget is spent (a yield per turn would poll the I/O
+                // driver each time).
                 let clock = &s.clock;
                 let dispatcher = &mut self.dispatcher;
                 std::future::poll_fn(|cx| {
@@ -488,7 +491,7 @@ impl<J: Send + Sync + 'static> DrainTask<J> {
                     std::task::Poll::Ready(())
                 })
                 .await;
-                return tokio::task::yield_now().await;
+                return tokio::task::coop::consume_budget().await;
             }
             _ => {}
         }
