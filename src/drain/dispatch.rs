@@ -62,6 +62,13 @@ pub(crate) async fn attempt<J: Sync + 'static>(
     .await
 }
 
+/// Where a drain's deliveries go and what they account to, in one
+/// reference count: a delivery takes one, not one for each.
+pub(crate) struct Target<J> {
+    pub(crate) shared: Arc<Shared<J>>,
+    pub(crate) downstream: Arc<dyn Downstream<J>>,
+}
+
 /// A job on its way to the downstream.
 pub(crate) struct Job<J> {
     pub(crate) entry: Entry<J>,
@@ -151,14 +158,13 @@ impl Dispatcher {
     /// `report` says whether the attempt feeds the adaptive window.
     pub(crate) fn start<J: Send + Sync + 'static>(
         &mut self,
-        shared: Arc<Shared<J>>,
-        downstream: Arc<dyn Downstream<J>>,
+        to: Arc<Target<J>>,
         job: Job<J>,
         permit: InFlightPermit,
         report: bool,
     ) {
         let inline = self.mode == Dispatch::Inline;
-        let delivery = deliver(shared, downstream, job, permit, report, inline);
+        let delivery = deliver(to, job, permit, report, inline);
         match self.mode {
             Dispatch::Inline => {
                 let mut delivery: Running = Box::pin(delivery);
@@ -213,8 +219,7 @@ impl Dispatcher {
 /// keeps the coarse clock fresh on every poll, so the attempt's start and
 /// end are read from it rather than from the system clock.
 async fn deliver<J: Send + Sync + 'static>(
-    shared: Arc<Shared<J>>,
-    downstream: Arc<dyn Downstream<J>>,
+    to: Arc<Target<J>>,
     job: Job<J>,
     permit: InFlightPermit,
     report: bool,
@@ -224,7 +229,8 @@ async fn deliver<J: Send + Sync + 'static>(
         entry,
         attempt: number,
     } = job;
-    let s = &*shared;
+    let s = &*to.shared;
+    let downstream = &*to.downstream;
     let read = || {
         if inline {
             s.clock.coarse()
@@ -238,7 +244,7 @@ async fn deliver<J: Send + Sync + 'static>(
             .instant(started.saturating_add(nanos(s.cfg.deliver_timeout)))
     };
     let ended = attempt(
-        &*downstream,
+        downstream,
         &entry.job,
         Attempt::new(entry.id, number),
         deadline,

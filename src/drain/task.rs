@@ -28,7 +28,7 @@ use crate::util::clock::COARSE_REFRESH;
 use crate::util::num::nanos;
 
 use super::adapt::Adapt;
-use super::dispatch::{Dispatch, Dispatcher, Job};
+use super::dispatch::{Dispatch, Dispatcher, Job, Target};
 use super::hook::Emit;
 use super::pacer::{Pacer, TICK_NS, TIMER_SLACK_NS};
 
@@ -100,7 +100,8 @@ enum Linger {
 
 pub(crate) struct DrainTask<J> {
     shared: Arc<Shared<J>>,
-    downstream: Arc<dyn Downstream<J>>,
+    /// The downstream, with the shared state, for each delivery.
+    target: Arc<Target<J>>,
     permits: Option<Arc<dyn PermitSource>>,
     report_deliveries: bool,
     dispatcher: Dispatcher,
@@ -133,7 +134,10 @@ impl<J: Send + Sync + 'static> DrainTask<J> {
             source.set_local_rate(rate);
         }
         DrainTask {
-            downstream,
+            target: Arc::new(Target {
+                shared: shared.clone(),
+                downstream,
+            }),
             permits: parts.permits,
             report_deliveries: parts.report_deliveries,
             dispatcher: Dispatcher::new(parts.dispatch),
@@ -406,13 +410,8 @@ impl<J: Send + Sync + 'static> DrainTask<J> {
             if probe && let Some(hook) = &self.shared.hook {
                 hook.probe_sent();
             }
-            self.dispatcher.start(
-                self.shared.clone(),
-                self.downstream.clone(),
-                job,
-                place,
-                self.report_deliveries,
-            );
+            self.dispatcher
+                .start(self.target.clone(), job, place, self.report_deliveries);
         }
         // Only after a turn that emitted: a clock that does not move (tokio's
         // paused time) must end in a sleep.
