@@ -7,7 +7,9 @@
 //! delivery (see [`dispatch`](super::dispatch)). It then sleeps until the
 //! next due instant, or until woken: by the first job after the queue was
 //! empty, a rate change, pause/resume, a retry scheduled, a refusal to
-//! publish, or shutdown. It never awaits user code.
+//! publish, or shutdown. A drain whose ring holds less than a tick's worth
+//! at its rate does not sleep while jobs wait and the next is at hand
+//! ([`Pacer::outruns`]): it takes another turn. It never awaits user code.
 
 use std::pin::Pin;
 use std::sync::Arc;
