@@ -45,7 +45,7 @@ use holders::{Holders, NO_KEY};
 pub(crate) use places::Full;
 use places::Reservations;
 
-use crate::util::waiting::{self, Waiting};
+use crate::util::waiting;
 
 /// How many times a `submit` finding the queue full yields before it waits
 /// to be woken.
@@ -191,21 +191,14 @@ impl<J> Admission<J> {
                 done => return done,
             }
         }
-        loop {
-            match try_now() {
-                Err(Full::Bound | Full::Share) => {}
-                done => return done,
-            }
-            let _waiting = Waiting::new(&self.room_waiters);
-            let notified = self.room.notified();
-            tokio::pin!(notified);
-            notified.as_mut().enable();
-            // Room may have freed between the failed reservation and enabling.
-            match try_now() {
-                Err(Full::Bound | Full::Share) => notified.await,
-                done => return done,
-            }
-        }
+        // A task yielding here is not counted as a waiter: it may take a
+        // freed place before one that waits to be woken (which then waits
+        // again), as a new `submit` may.
+        waiting::until(&self.room_waiters, &self.room, || match try_now() {
+            Err(Full::Bound | Full::Share) => None,
+            done => Some(done),
+        })
+        .await
     }
 
     /// Takes the oldest live entry, with its place. Withdrawn entries are

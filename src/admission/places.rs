@@ -48,12 +48,15 @@ impl Reservations {
     }
 
     /// Takes one place; `Ok(true)` when none was taken before (the empty edge).
+    /// Sequentially consistent, as is [`release`](Self::release): a waiter
+    /// counts itself and tries again, a releaser frees and then reads the
+    /// count of waiters, and one of them must see the other.
     #[inline]
     pub(crate) fn try_reserve(&self) -> Result<bool, Full> {
         let bound = self.bound.load(Ordering::Relaxed);
         match self
             .state
-            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |s| {
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |s| {
                 (s < bound).then_some(s + 1)
             }) {
             Ok(prev) => Ok(prev == 0),
@@ -66,7 +69,7 @@ impl Reservations {
     /// Gives one place back; returns the places still taken.
     #[inline]
     pub(crate) fn release(&self) -> usize {
-        (self.state.fetch_sub(1, Ordering::AcqRel) - 1) & !CLOSED
+        (self.state.fetch_sub(1, Ordering::SeqCst) - 1) & !CLOSED
     }
 
     /// Places taken.

@@ -7,7 +7,8 @@
 //!
 //! [`Dispatch::Inline`] (the default) polls the deliveries in the drain task
 //! itself, in a set bounded by `max_in_flight`: no task, no allocation for
-//! one, no scheduler lock per delivery. [`Dispatch::Spawn`] runs each as its
+//! one, no scheduler lock per delivery. A delivery is first polled as it
+//! starts; one that ends there never enters the set. [`Dispatch::Spawn`] runs each as its
 //! own task, for downstreams that do CPU work in `deliver`.
 
 use std::future::Future;
@@ -18,6 +19,7 @@ use std::time::Duration;
 
 use futures_util::StreamExt;
 use futures_util::stream::FuturesUnordered;
+use tokio::task::coop::{Unconstrained, unconstrained};
 use tokio::time::{Instant, Sleep};
 
 use crate::accounting::dead_letter::DeadLetterReason;
@@ -43,7 +45,9 @@ pub(crate) async fn attempt<J: Sync + 'static>(
     deadline: impl FnOnce() -> Instant,
 ) -> AttemptEnd {
     let mut call = CatchUnwind(pin!(async { downstream.deliver(job, attempt).await }));
-    let mut timer = pin!(None::<Sleep>);
+    // Unconstrained, as tokio's own timeout polls its timer: a downstream
+    // that spends the task's coop budget cannot put off its own deadline.
+    let mut timer = pin!(None::<Unconstrained<Sleep>>);
     let mut deadline = Some(deadline);
     std::future::poll_fn(|cx| {
         match Pin::new(&mut call).poll(cx) {
@@ -52,7 +56,7 @@ pub(crate) async fn attempt<J: Sync + 'static>(
             Poll::Pending => {}
         }
         if let Some(deadline) = deadline.take() {
-            timer.set(Some(tokio::time::sleep_until(deadline())));
+            timer.set(Some(unconstrained(tokio::time::sleep_until(deadline()))));
         }
         match timer.as_mut().as_pin_mut().map(|t| t.poll(cx)) {
             Some(Poll::Ready(())) => Poll::Ready(AttemptEnd::TimedOut),
@@ -101,7 +105,9 @@ pub enum Dispatch {
     /// `deliver` mostly awaits I/O (an HTTP call, a database write): the
     /// drain runs a delivery only between its awaits. A `deliver` that
     /// computes for long between awaits delays the drain's next emission by
-    /// as much.
+    /// as much. A delivery is first polled as it starts, with a waker that
+    /// does nothing, then (if pending) by the set with its own: like any
+    /// future, it must wake the waker of its latest poll.
     #[default]
     Inline,
     /// Each delivery runs as its own tokio task. Use it when `deliver` does

@@ -9,7 +9,7 @@
 //! empty, a rate change, pause/resume, a retry scheduled, a refusal to
 //! publish, or shutdown. A drain whose ring holds less than a tick's worth
 //! at its rate does not sleep while jobs wait and the next is at hand
-//! ([`Pacer::outruns`]): it takes another turn. It never awaits user code.
+//! (`Pacer::outruns`): it takes another turn. It never awaits user code.
 
 use std::pin::Pin;
 use std::sync::Arc;
@@ -123,6 +123,8 @@ pub(crate) struct DrainTask<J> {
     idle_after_ns: Option<u64>,
     /// Since when it has had nothing queued, waiting or in flight, ns.
     idle_since: Option<u64>,
+    /// The clock of the last turn that emitted all that was due, ns.
+    last_turn_ns: u64,
 }
 
 impl<J: Send + Sync + 'static> DrainTask<J> {
@@ -152,6 +154,7 @@ impl<J: Send + Sync + 'static> DrainTask<J> {
             published_ns: 0,
             idle_after_ns: shared.hook.as_ref().and_then(|h| h.idle_after()).map(nanos),
             idle_since: None,
+            last_turn_ns: 0,
             shared,
         }
     }
@@ -415,10 +418,11 @@ impl<J: Send + Sync + 'static> DrainTask<J> {
             self.dispatcher
                 .start(self.target.clone(), job, place, self.report_deliveries);
         }
-        // Only after a turn that emitted: a clock that does not move (tokio's
-        // paused time) must end in a sleep.
-        let queued = self.shared.admission.depth();
-        if emitted && self.pacer.outruns(now, queued) {
+        // Only after a turn that emitted or saw the clock move: a clock that
+        // stands still (tokio's paused time) must end in a sleep.
+        let moved = std::mem::replace(&mut self.last_turn_ns, now) != now;
+        let adm = &self.shared.admission;
+        if (emitted || moved) && adm.depth() > 0 && self.pacer.outruns(now, adm.bound()) {
             return Wait::Busy;
         }
         Wait::Timer(self.pacer.next_wake(now))
@@ -464,7 +468,8 @@ impl<J: Send + Sync + 'static> DrainTask<J> {
     }
 
     /// Sleeps until what `wait` names, a wake-up, or the closing deadline,
-    /// polling the deliveries that run in this task meanwhile. A landing
+    /// polling the deliveries that run in this task meanwhile; a busy drain
+    /// ([`Wait::Busy`]) polls them once and takes its next turn at once. A landing
     /// ends the wait when it matters: a delivery place freed for a drain
     /// that waits for one, or a closing drain that may be done.
     async fn wait(

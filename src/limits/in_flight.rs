@@ -5,11 +5,12 @@
 //! place.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::AtomicUsize;
 
 use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore};
 
-use crate::util::waiting::{self, Waiting};
+use crate::admission::places::Reservations;
+use crate::util::waiting;
 
 /// A budget of deliveries running at once, optionally inside a larger
 /// budget shared with other throttles (a destination's cap inside the set's
@@ -76,27 +77,23 @@ impl std::fmt::Debug for InFlightBudget {
     }
 }
 
-/// A throttle's own places: a count, and a wake-up for whoever waits for
-/// one. Taking a place is one compare-and-swap and freeing it one
-/// subtraction (a semaphore takes a lock on every release).
+/// A throttle's own places: the bounded count admission uses for the
+/// queue ([`Reservations`]), and a wake-up for whoever waits for one.
+/// Taking a place is one compare-and-swap and freeing it one subtraction
+/// (a semaphore takes a lock on every release).
 struct Own {
-    taken: AtomicUsize,
-    max: usize,
+    places: Reservations,
     freed: Notify,
     waiters: AtomicUsize,
 }
 
 impl Own {
     fn try_take(&self) -> bool {
-        self.taken
-            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |t| {
-                (t < self.max).then_some(t + 1)
-            })
-            .is_ok()
+        self.places.try_reserve().is_ok()
     }
 
     fn free(&self) {
-        self.taken.fetch_sub(1, Ordering::AcqRel);
+        self.places.release();
         if waiting::any(&self.waiters) {
             self.freed.notify_one();
         }
@@ -120,8 +117,7 @@ impl InFlight {
     pub(crate) fn new(max: u32) -> Self {
         InFlight {
             own: Arc::new(Own {
-                taken: AtomicUsize::new(0),
-                max: max.max(1) as usize,
+                places: Reservations::new(max as usize),
                 freed: Notify::new(),
                 waiters: AtomicUsize::new(0),
             }),
@@ -162,20 +158,7 @@ impl InFlight {
     /// Waits for a place here, then in the shared budget.
     pub(crate) async fn acquire(&self) -> Option<InFlightPermit> {
         let own = &*self.own;
-        loop {
-            if own.try_take() {
-                break;
-            }
-            let _waiting = Waiting::new(&own.waiters);
-            let freed = own.freed.notified();
-            tokio::pin!(freed);
-            freed.as_mut().enable();
-            // A place may have been freed before this one was counted.
-            if own.try_take() {
-                break;
-            }
-            freed.await;
-        }
+        waiting::until(&own.waiters, &own.freed, || own.try_take().then_some(())).await;
         // The place is ours from here: a permit frees it if the wait for
         // the shared budget is dropped.
         let mut permit = InFlightPermit {
@@ -191,7 +174,7 @@ impl InFlight {
     /// Places free in the budget (not counting the shared one).
     #[cfg(test)]
     pub(crate) fn available(&self) -> usize {
-        self.own.max - self.own.taken.load(Ordering::Acquire)
+        self.own.places.bound() - self.own.places.taken()
     }
 }
 
