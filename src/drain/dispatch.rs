@@ -196,9 +196,6 @@ impl Dispatcher {
     /// (spawned deliveries run on their own). Each poll refreshes `clock`'s
     /// coarse copy once, which the deliveries polled in it read.
     pub(crate) async fn landed(&mut self, clock: &Clock) -> usize {
-        if self.running.is_empty() {
-            std::future::pending::<()>().await;
-        }
         std::future::poll_fn(|cx| self.poll_landed(cx, clock)).await
     }
 

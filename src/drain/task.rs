@@ -368,7 +368,6 @@ impl<J: Send + Sync + 'static> DrainTask<J> {
     /// Emits every due job.
     fn emit_due(&mut self, now: u64) -> Wait {
         let source = self.permits.clone();
-        let mut emitted = false;
         while self.pacer.is_due(now) {
             let probe = match self.ask_hook(now) {
                 Ok(probe) => probe,
@@ -411,18 +410,17 @@ impl<J: Send + Sync + 'static> DrainTask<J> {
             }
             self.shared.ledger.record(Event::Emitted { waited });
             self.pacer.emitted(now);
-            emitted = true;
             if probe && let Some(hook) = &self.shared.hook {
                 hook.probe_sent();
             }
             self.dispatcher
                 .start(self.target.clone(), job, place, self.report_deliveries);
         }
-        // Only after a turn that emitted or saw the clock move: a clock that
+        // Only when the clock moved since the last such turn: a clock that
         // stands still (tokio's paused time) must end in a sleep.
         let moved = std::mem::replace(&mut self.last_turn_ns, now) != now;
         let adm = &self.shared.admission;
-        if (emitted || moved) && adm.depth() > 0 && self.pacer.outruns(now, adm.bound()) {
+        if moved && adm.depth() > 0 && self.pacer.outruns(now, adm.bound()) {
             return Wait::Busy;
         }
         Wait::Timer(self.pacer.next_wake(now))
