@@ -16,7 +16,11 @@
 # script waits until the relay's /metrics show every 202 so far delivered.
 # Prints a markdown table per round (accepted/s, the accepted responses' p99,
 # the ratio relay/nginx, whether every 202 was delivered) and the min–max of
-# each column. Exits non-zero if the relay lost a webhook it answered 202.
+# each column. Each round's line also says how many webhooks the relay
+# delivered while the load ran (accepted/s over a short run can include a
+# backlog delivered after it) and the CPU each process spent per 1,000
+# requests (from /proc: the relay's, and nginx's as proxy and receiver or as
+# receiver alone). Exits non-zero if the relay lost a webhook it answered 202.
 #
 #   RELAY_BIN=target/release/dripfeed-relay bash scripts/vs_nginx.sh
 # Without RELAY_BIN it builds the relay (cargo build --release -p dripfeed-relay).
@@ -214,6 +218,21 @@ load() {
   wait "$hey_pid"
   hey_pid=""
 }
+# cpu_ms PID...: CPU time (user and system, all threads) the processes have
+# used so far, in ms: read before and after a load, it tells what each
+# webhook cost each process (hey's own share is the rest of the machine).
+cpu_ms() {
+  local tick total=0 pid f
+  tick=$(getconf CLK_TCK)
+  for pid in "$@"; do
+    read -r -a f <"/proc/$pid/stat" 2>/dev/null || continue
+    total=$((total + f[13] + f[14])) # utime, stime (no spaces in these names)
+  done
+  echo $((total * 1000 / tick))
+}
+nginx_all() { echo "$nginx_pid" $(pgrep -P "$nginx_pid" || true); }
+# per_k MS COUNT: MS of CPU per 1,000 of COUNT
+per_k() { awk -v ms="$1" -v n="$2" 'BEGIN { printf "%.1f", (n > 0 ? ms * 1000 / n : 0) }'; }
 # stats CSV CODE: "count seconds per_second p99_ms others" where count is the
 # responses with status CODE, seconds the run's length (the last response's
 # end), p99 theirs (nearest rank, at hey's 0.1 ms resolution) and others the
@@ -255,15 +274,24 @@ rows=()
 lost=0
 capped=0
 for round in $(seq 1 "$rounds"); do
+  n_cpu=$(cpu_ms $(nginx_all))
   load "$work/hey-nginx.csv" "$proxy_url"
+  n_cpu=$(($(cpu_ms $(nginx_all)) - n_cpu))
   read -r n_count n_secs n_rate n_p99 n_other <<<"$(stats "$work/hey-nginx.csv" 204)"
-  echo "round $round nginx: $n_count 204s in $n_secs s = $n_rate/s, p99 $n_p99 ms; other statuses: $n_other"
+  echo "round $round nginx: $n_count 204s in $n_secs s = $n_rate/s, p99 $n_p99 ms; other statuses: $n_other;" \
+    "CPU ms per 1,000: nginx (proxy and receiver) $(per_k "$n_cpu" "$n_count")"
   if [ "$n_count" -ge 1000000 ]; then capped=1; fi
   row="| $round | $n_rate | $n_p99 |"
   for i in "${!names[@]}"; do
     name=${names[$i]}
     port=${ports[$i]}
+    r_cpu=$(cpu_ms "${relay_pids[$i]}")
+    rx_cpu=$(cpu_ms $(nginx_all))
+    during=$(delivered "${metrics_ports[$i]}")
     load "$work/hey-$name.csv" "http://127.0.0.1:$port/v1/webhooks/deliver"
+    # delivered while the load ran: a relay whose deliveries fall behind
+    # its intake builds a backlog that accepted/s alone does not show
+    during=$(($(delivered "${metrics_ports[$i]}") - during))
     read -r r_count r_secs r_rate r_p99 r_other <<<"$(stats "$work/hey-$name.csv" 202)"
     if [ "$r_count" -ge 1000000 ]; then capped=1; fi
     expected[$name]=$((expected[$name] + r_count))
@@ -279,6 +307,8 @@ for round in $(seq 1 "$rounds"); do
       sleep 0.2
       got=$(delivered "${metrics_ports[$i]}")
     done
+    r_cpu=$(($(cpu_ms "${relay_pids[$i]}") - r_cpu))
+    rx_cpu=$(($(cpu_ms $(nginx_all)) - rx_cpu))
     if [ "$got" -eq "$want" ]; then
       ok=yes
     elif [ "$got" -gt "$want" ]; then
@@ -290,7 +320,8 @@ for round in $(seq 1 "$rounds"); do
     fi
     ratio=$(awk -v r="$r_rate" -v n="$n_rate" 'BEGIN { printf "%.2f", (n > 0 ? r / n : 0) }')
     echo "round $round relay ${name^^}: $r_count 202s in $r_secs s = $r_rate/s, p99 $r_p99 ms; other statuses: $r_other;" \
-      "delivered $got of $want 202s so far: $ok"
+      "delivered $got of $want 202s so far: $ok ($during, $(awk -v d="$during" -v s="$r_secs" 'BEGIN { printf "%.0f", (s > 0 ? d / s : 0) }')/s, while the load ran);" \
+      "CPU ms per 1,000: relay $(per_k "$r_cpu" "$r_count"), nginx (receiver) $(per_k "$rx_cpu" "$r_count")"
     if [ "$ok" != yes ]; then echo "  relay ${name^^} outcomes: $(outcomes "${metrics_ports[$i]}")"; fi
     row+=" $r_rate | $r_p99 | $ratio | $ok |"
   done
