@@ -60,10 +60,9 @@ use axum::Router;
 use axum::body::Bytes;
 use axum::extract::{DefaultBodyLimit, Request, State};
 use axum::http::{StatusCode, header};
-use axum::response::{IntoResponse, Response};
+use axum::response::Response;
 use dripfeed::destinations::Destinations;
 use dripfeed::{Admitted, Reason, headers};
-use serde_json::json;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
@@ -362,10 +361,7 @@ fn repeat(intake: &Intake, tenant: &Tenant, key: &str, body: &[u8]) -> Option<Re
         .begin(tenant.scope(), key, body_hash(body))
     {
         Begin::New => None,
-        Begin::Repeat(id) => {
-            let body = json!({"status": "duplicate", "id": id.to_string()});
-            Some((StatusCode::ACCEPTED, axum::Json(body)).into_response())
-        }
+        Begin::Repeat(id) => Some(answers::accepted_202("duplicate", id)),
         Begin::Conflict => {
             let detail = "this Idempotency-Key was used with another body".to_owned();
             Some(problem(
@@ -397,8 +393,7 @@ fn accepted(answers: &Answers, admitted: Admitted) -> Response {
         Answers::bump(&answers.queued);
         "queued"
     };
-    let body = json!({"status": status, "id": admitted.id().to_string()});
-    (StatusCode::ACCEPTED, axum::Json(body)).into_response()
+    answers::accepted_202(status, admitted.id())
 }
 
 /// The time until the set has delivered what it holds: queued webhooks over

@@ -5,9 +5,8 @@
 #![cfg(feature = "redis")]
 
 use axum::http::StatusCode;
-use axum::response::{IntoResponse, Response};
+use axum::response::Response;
 use dripfeed::headers;
-use serde_json::json;
 
 use super::answers::Answers;
 use super::job::Job;
@@ -35,13 +34,9 @@ pub(super) async fn take(
     {
         Ok(Admit::Queued(id)) => {
             Answers::bump(&intake.answers.queued);
-            let body = json!({"status": "queued", "id": id.to_string()});
-            Ok((StatusCode::ACCEPTED, axum::Json(body)).into_response())
+            Ok(super::answers::accepted_202("queued", id))
         }
-        Ok(Admit::Repeat(id)) => {
-            let body = json!({"status": "duplicate", "id": id.to_string()});
-            Ok((StatusCode::ACCEPTED, axum::Json(body)).into_response())
-        }
+        Ok(Admit::Repeat(id)) => Ok(super::answers::accepted_202("duplicate", id)),
         Ok(Admit::Full(wait)) => {
             Answers::bump(&intake.answers.full_503);
             let retry = headers::retry_after(headers::jittered(wait));
