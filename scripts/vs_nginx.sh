@@ -230,7 +230,10 @@ cpu_ms() {
   done
   echo $((total * 1000 / tick))
 }
-nginx_all() { echo "$nginx_pid" $(pgrep -P "$nginx_pid" || true); }
+# nginx's master and its workers (from /proc, or pgrep where it lacks the list)
+nginx_all() {
+  echo "$nginx_pid" $(cat /proc/"$nginx_pid"/task/*/children 2>/dev/null || pgrep -P "$nginx_pid" || true)
+}
 # per_k MS COUNT: MS of CPU per 1,000 of COUNT
 per_k() { awk -v ms="$1" -v n="$2" 'BEGIN { printf "%.1f", (n > 0 ? ms * 1000 / n : 0) }'; }
 # stats CSV CODE: "count seconds per_second p99_ms others" where count is the
@@ -308,6 +311,7 @@ for round in $(seq 1 "$rounds"); do
       got=$(delivered "${metrics_ports[$i]}")
     done
     r_cpu=$(($(cpu_ms "${relay_pids[$i]}") - r_cpu))
+    if [ "$r_cpu" -lt 0 ]; then r_cpu=0; fi # the relay exited (said below)
     rx_cpu=$(($(cpu_ms $(nginx_all)) - rx_cpu))
     if [ "$got" -eq "$want" ]; then
       ok=yes

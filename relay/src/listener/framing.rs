@@ -170,7 +170,9 @@ impl Head {
                 // "0" then a digit: the zero was padding.
                 self.line.pop();
             }
-        } else if b == b':' {
+        } else if b == b':' && self.line.len < KEEP {
+            // A colon past the kept bytes is not kept either: the line is
+            // no framing header (both names are shorter).
             self.colon = Some(self.line.len);
         }
         self.line.push(b);

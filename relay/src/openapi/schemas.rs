@@ -2,7 +2,7 @@
 //! 9457 problem every refusal is, intake's 202, and the readiness answers.
 //! (A webhook's status and the destinations are their handlers' own types.)
 
-#![allow(dead_code)] // Described, not built: the handlers write these with `json!`.
+#![allow(dead_code)] // Described, not built: the handlers write these themselves (`json!`, `accepted_202`).
 
 use serde::Serialize;
 use utoipa::ToSchema;
