@@ -29,8 +29,8 @@ use crate::config::Destination;
 pub struct Target {
     /// Its URL.
     pub url: String,
-    /// The same, parsed (what the client is given).
-    pub parsed: Option<reqwest::Url>,
+    /// The same, as each delivery sends to it.
+    pub endpoint: Option<crate::deliver::endpoint::Endpoint>,
     /// Its host when that is an IP literal (checked by the address guard
     /// before each delivery; a name is checked by the resolver).
     pub literal: Option<std::net::IpAddr>,
@@ -43,7 +43,7 @@ impl Target {
     fn of(d: &Destination) -> Target {
         Target {
             url: d.url.as_str().to_owned(),
-            parsed: reqwest::Url::parse(d.url.as_str()).ok(),
+            endpoint: crate::deliver::endpoint::Endpoint::parse(d.url.as_str()),
             literal: crate::deliver::guard::ip_literal(d.url.as_str()),
             secrets: [&d.secret, &d.previous_secret]
                 .into_iter()

@@ -198,18 +198,10 @@ pub(super) fn check(cfg: &Config, errors: &mut Vec<ConfigError>) {
             "this build has no PostgreSQL: build with --features postgres".into(),
         );
     }
-    if let Some(path) = &s.ca_file {
-        match std::fs::read(path) {
-            Err(e) => bad("ca_file", format!("{}: {e}", path.display())),
-            Ok(pem) => match reqwest::Certificate::from_pem_bundle(&pem) {
-                Ok(certs) if !certs.is_empty() => {}
-                Ok(_) => bad(
-                    "ca_file",
-                    format!("{}: no PEM certificate in it", path.display()),
-                ),
-                Err(e) => bad("ca_file", format!("{}: {e}", path.display())),
-            },
-        }
+    if let Some(path) = &s.ca_file
+        && let Err(e) = crate::deliver::client::ca_certs(path)
+    {
+        bad("ca_file", e);
     }
 }
 

@@ -7,6 +7,7 @@
 //! private address not allowed) is final too, with no status.
 
 pub mod client;
+pub mod endpoint;
 pub mod guard;
 pub mod latency;
 pub mod resolver;
@@ -15,8 +16,10 @@ pub mod signing;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
-use axum::http::{HeaderMap, header};
+use axum::body::Bytes;
+use axum::http::{HeaderMap, HeaderValue, Method, Request, header};
 use dripfeed::{Attempt, Delivery, Downstream};
+use http_body_util::Full;
 
 use crate::catalog::Catalog;
 use crate::intake::job::{Job, unix_ms};
@@ -26,7 +29,7 @@ use latency::Latencies;
 /// One destination's deliveries.
 pub struct HttpDownstream {
     /// The shared client.
-    pub client: reqwest::Client,
+    pub client: client::Client,
     /// The destination's name.
     pub name: Arc<str>,
     /// The destinations in force: its URL and signing keys are read there
@@ -52,7 +55,7 @@ impl Downstream<Job> for HttpDownstream {
         let Some(target) = self.catalog.target(&self.name) else {
             return Delivery::Failed;
         };
-        let Some(url) = target.parsed.clone() else {
+        let Some(endpoint) = &target.endpoint else {
             return Delivery::Failed; // checked at configuration: unreachable
         };
         // The id the 202 named (or, redriven, the id it had before).
@@ -66,38 +69,15 @@ impl Downstream<Job> for HttpDownstream {
                 job.received_unix_ms,
             );
         }
-        let id = public.to_string();
-        let mut req = self
-            .client
-            .post(url)
-            .header("idempotency-key", &id)
-            .body(job.body.clone());
-        if let Some(ct) = &job.content_type {
-            req = req.header(header::CONTENT_TYPE, ct);
-        }
-        if !target.secrets.is_empty() {
-            // Signed again on every attempt, with the time of the attempt;
-            // with every key, space-separated, while a secret is replaced.
-            let ts = unix_ms() / 1000;
-            let signatures: Vec<String> = target
-                .secrets
-                .iter()
-                .map(|key| signing::sign(key, &id, ts, &job.body))
-                .collect();
-            req = req
-                .header("webhook-id", &id)
-                .header("webhook-timestamp", ts.to_string())
-                .header("webhook-signature", signatures.join(" "));
-        }
         if let Some(ip) = target.literal
             && let Err(refused) = self.guard.check(ip)
         {
             return self.refused(job, &attempt, refused);
         }
-        let started = std::time::Instant::now();
-        let answer = req.send().await;
-        self.latencies.record(started.elapsed());
-        let status = answer.as_ref().map_or(0, |r| r.status().as_u16());
+        let req = request(endpoint, &target.secrets, job, public);
+        let (answer, took) = self.client.send(req).await;
+        self.latencies.record(took);
+        let status = answer.as_ref().map_or(0, |a| a.status.as_u16());
         trail.attempted(attempt.number(), status);
         if status != 0
             && let Some(registry) = &self.status
@@ -105,11 +85,11 @@ impl Downstream<Job> for HttpDownstream {
             registry.answered(attempt.id(), status);
         }
         match answer {
-            Ok(resp) if resp.status().is_success() => Delivery::Done,
-            Ok(resp) => match status {
+            Ok(a) if a.status.is_success() => Delivery::Done,
+            Ok(a) => match status {
                 // The throttle caps a hint at the retry policy's longest backoff.
                 408 | 429 | 500..=599 => Delivery::Retry {
-                    after: retry_after(resp.headers()),
+                    after: a.retry_after,
                 },
                 _ => Delivery::Failed, // other statuses are final
             },
@@ -122,6 +102,62 @@ impl Downstream<Job> for HttpDownstream {
             },
         }
     }
+}
+
+/// What every delivery says it comes from.
+const USER_AGENT: HeaderValue =
+    HeaderValue::from_static(concat!("dripfeed-relay/", env!("CARGO_PKG_VERSION")));
+
+/// The POST of `job` to `endpoint`: its body and content type, the webhook's
+/// public `id` as `idempotency-key`, and with `secrets` a Standard Webhooks
+/// signature made now.
+fn request(
+    endpoint: &endpoint::Endpoint,
+    secrets: &[Arc<[u8]>],
+    job: &Job,
+    id: u64,
+) -> Request<Full<Bytes>> {
+    let mut req = Request::new(Full::new(job.body.clone()));
+    *req.method_mut() = Method::POST;
+    *req.uri_mut() = endpoint.uri.clone();
+    let id = id.to_string();
+    let headers = req.headers_mut();
+    headers.insert(header::HOST, endpoint.host.clone());
+    if let Some(credentials) = &endpoint.authorization {
+        headers.insert(header::AUTHORIZATION, credentials.clone());
+    }
+    headers.insert(header::USER_AGENT, USER_AGENT);
+    // The type came in a request's header: only a value that is not one
+    // any more (unreachable) would be left out.
+    if let Some(ct) = &job.content_type
+        && let Ok(ct) = HeaderValue::from_str(ct)
+    {
+        headers.insert(header::CONTENT_TYPE, ct);
+    }
+    if !secrets.is_empty() {
+        // Signed again on every attempt, with the time of the attempt;
+        // with every key, space-separated, while a secret is replaced.
+        let ts = unix_ms() / 1000;
+        let signatures: Vec<String> = secrets
+            .iter()
+            .map(|key| signing::sign(key, &id, ts, &job.body))
+            .collect();
+        let signed = [
+            ("webhook-timestamp", ts.to_string()),
+            ("webhook-signature", signatures.join(" ")),
+            ("webhook-id", id.clone()),
+        ];
+        for (name, value) in signed {
+            // Digits, base64 and spaces: always a valid value.
+            if let Ok(value) = HeaderValue::try_from(value) {
+                headers.insert(name, value);
+            }
+        }
+    }
+    if let Ok(id) = HeaderValue::try_from(id) {
+        headers.insert("idempotency-key", id);
+    }
+    req
 }
 
 impl HttpDownstream {
@@ -139,7 +175,7 @@ impl HttpDownstream {
 }
 
 /// A receiver's `Retry-After`: seconds, or an HTTP date (the wait until it).
-fn retry_after(headers: &HeaderMap) -> Option<Duration> {
+pub(crate) fn retry_after(headers: &HeaderMap) -> Option<Duration> {
     let v = headers.get(header::RETRY_AFTER)?.to_str().ok()?.trim();
     match v.parse::<u64>() {
         Ok(secs) => Some(Duration::from_secs(secs)),
@@ -150,5 +186,43 @@ fn retry_after(headers: &HeaderMap) -> Option<Duration> {
                     .unwrap_or(Duration::ZERO),
             )
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_delivery_carries_its_id_type_credentials_and_signature() {
+        let endpoint = endpoint::Endpoint::parse("https://u:p@example.com:8443/in").unwrap();
+        let mut job = Job::raw(Bytes::from_static(b"{\"a\":1}"));
+        job.content_type = Some("application/json".into());
+        let key: Arc<[u8]> = Arc::from(&b"key"[..]);
+        let req = request(&endpoint, std::slice::from_ref(&key), &job, 42);
+        assert_eq!(req.method(), Method::POST);
+        assert_eq!(req.uri(), "https://example.com:8443/in");
+        let h = req.headers();
+        assert_eq!(h["host"], "example.com:8443");
+        assert_eq!(h["authorization"], "Basic dTpw"); // base64 of "u:p"
+        assert_eq!(h["content-type"], "application/json");
+        assert_eq!(h["idempotency-key"], "42");
+        assert_eq!(h["webhook-id"], "42");
+        let ts: u64 = h["webhook-timestamp"].to_str().unwrap().parse().unwrap();
+        let expected = signing::sign(&key, "42", ts, b"{\"a\":1}");
+        assert_eq!(h["webhook-signature"], expected.as_str());
+        assert!(
+            h["user-agent"]
+                .to_str()
+                .unwrap()
+                .starts_with("dripfeed-relay/")
+        );
+
+        // Unsigned without a secret, and no credentials without user info.
+        let endpoint = endpoint::Endpoint::parse("http://example.com/in").unwrap();
+        let req = request(&endpoint, &[], &job, 7);
+        assert!(req.headers().get("webhook-signature").is_none());
+        assert!(req.headers().get("authorization").is_none());
+        assert_eq!(req.headers()["host"], "example.com");
     }
 }

@@ -6,12 +6,19 @@
 //! with the guard's [`Refused`], which the delivery finds in the error
 //! ([`super::guard::refusal`]) and treats as final.
 
+use std::future::Future;
 use std::net::SocketAddr;
+use std::pin::Pin;
 use std::sync::Arc;
+use std::task::{Context, Poll};
 
-use reqwest::dns::{Addrs, Name, Resolve, Resolving};
+use hyper_util::client::legacy::connect::dns::Name;
 
 use super::guard::{AddressGuard, Refused};
+
+/// What a lookup fails with: the guard's [`Refused`], boxed as itself so
+/// that it can be found again in the client's error.
+type LookupError = Box<dyn std::error::Error + Send + Sync>;
 
 /// A resolver that connects only where the guard allows.
 #[derive(Clone, Debug)]
@@ -26,8 +33,16 @@ impl GuardedResolver {
     }
 }
 
-impl Resolve for GuardedResolver {
-    fn resolve(&self, name: Name) -> Resolving {
+impl tower::Service<Name> for GuardedResolver {
+    type Response = std::vec::IntoIter<SocketAddr>;
+    type Error = LookupError;
+    type Future = Pin<Box<dyn Future<Output = Result<Self::Response, LookupError>> + Send>>;
+
+    fn poll_ready(&mut self, _: &mut Context<'_>) -> Poll<Result<(), LookupError>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, name: Name) -> Self::Future {
         let guard = self.guard.clone();
         let host = name.as_str().to_owned();
         Box::pin(async move {
@@ -43,14 +58,13 @@ impl Resolve for GuardedResolver {
                 })
                 .collect();
             match (allowed.is_empty(), refused) {
-                // Boxed as itself (not a box in a box), so it can be found again.
                 (true, Some(r)) => Err(r.into()),
                 (true, None) => Err(format!("{host} resolves to no address").into()),
                 (false, Some(r)) => {
                     tracing::debug!(%host, refused = %r, "some addresses of a destination dropped");
-                    Ok(Box::new(allowed.into_iter()) as Addrs)
+                    Ok(allowed.into_iter())
                 }
-                (false, None) => Ok(Box::new(allowed.into_iter()) as Addrs),
+                (false, None) => Ok(allowed.into_iter()),
             }
         })
     }
@@ -84,24 +98,22 @@ mod tests {
                     .await;
             }
         });
-        let _ = rustls::crypto::ring::default_provider().install_default();
         let client = |guard: AddressGuard| {
-            reqwest::Client::builder()
-                .no_proxy()
-                .dns_resolver(Arc::new(GuardedResolver::new(Arc::new(guard))))
-                .build()
+            let timeout = std::time::Duration::from_secs(10);
+            crate::deliver::client::build(timeout, None, 4, Arc::new(guard)).unwrap()
+        };
+        let get = || {
+            axum::http::Request::get(format!("http://localhost:{port}/"))
+                .body(http_body_util::Full::new(axum::body::Bytes::new()))
                 .unwrap()
         };
-        let url = format!("http://localhost:{port}/");
-        let err = client(AddressGuard::default())
-            .get(&url)
-            .send()
-            .await
-            .unwrap_err();
+        let (answer, _) = client(AddressGuard::default()).send(get()).await;
+        let err = answer.unwrap_err();
         let refused = refusal(&err).unwrap_or_else(|| panic!("the guard's refusal in {err:?}"));
         assert_eq!(refused.range, Range::Loopback);
         let allowed = AddressGuard::new(vec!["127.0.0.0/8".parse().unwrap()]);
-        let resp = client(allowed).get(&url).send().await.unwrap();
-        assert_eq!(resp.status().as_u16(), 204);
+        let (answer, _) = client(allowed).send(get()).await;
+        let resp = answer.unwrap();
+        assert_eq!(resp.status.as_u16(), 204);
     }
 }

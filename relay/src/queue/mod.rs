@@ -60,7 +60,7 @@ pub struct Parts {
     /// The dead-letter file.
     pub sink: Arc<FileSink>,
     /// The HTTP client.
-    pub client: reqwest::Client,
+    pub client: crate::deliver::client::Client,
     /// Where deliveries may connect (the client's resolver has it too).
     pub guard: Arc<AddressGuard>,
     /// Where deliveries record their latency.

@@ -1,0 +1,97 @@
+//! A destination's URL as each delivery sends to it, worked out once when
+//! the destination is configured: the request's URI (no user info, no
+//! fragment), its `Host` header, and the `Authorization: Basic` header a
+//! URL's user info stands for (`https://user:pass@host/` sends those
+//! credentials, percent-decoded, as browsers and curl do).
+
+use axum::http::{HeaderValue, Uri};
+use base64::Engine as _;
+use base64::engine::general_purpose::STANDARD;
+use percent_encoding::percent_decode_str;
+
+/// Where and how a destination's deliveries are sent.
+#[derive(Clone, Debug)]
+pub struct Endpoint {
+    /// The request's URI: scheme, host, port, path and query.
+    pub uri: Uri,
+    /// Its `Host` header: the host, and the port when not the scheme's own.
+    pub host: HeaderValue,
+    /// `Basic` credentials from the URL's user info, if it had any.
+    pub authorization: Option<HeaderValue>,
+}
+
+impl Endpoint {
+    /// The endpoint of an `http://` or `https://` URL, or `None` for a URL
+    /// that is not one (configuration refuses those before they get here).
+    pub fn parse(url: &str) -> Option<Endpoint> {
+        let mut parsed = reqwest::Url::parse(url).ok()?;
+        if !matches!(parsed.scheme(), "http" | "https") {
+            return None;
+        }
+        let authorization = match (parsed.username(), parsed.password()) {
+            ("", None) => None,
+            (user, password) => {
+                let user = percent_decode_str(user).decode_utf8_lossy();
+                let password = password.map(|p| percent_decode_str(p).decode_utf8_lossy());
+                let pair = format!("{user}:{}", password.as_deref().unwrap_or(""));
+                let mut value =
+                    HeaderValue::try_from(format!("Basic {}", STANDARD.encode(pair))).ok()?;
+                value.set_sensitive(true);
+                Some(value)
+            }
+        };
+        parsed.set_username("").ok()?;
+        parsed.set_password(None).ok()?;
+        parsed.set_fragment(None);
+        let host = match (parsed.host_str()?, parsed.port()) {
+            (host, Some(port)) => format!("{host}:{port}"),
+            (host, None) => host.to_owned(),
+        };
+        Some(Endpoint {
+            uri: parsed.as_str().parse().ok()?,
+            host: HeaderValue::try_from(host).ok()?,
+            authorization,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn user_info_becomes_basic_credentials_and_leaves_the_uri() {
+        let e = Endpoint::parse("https://ops:s%40fe@hooks.example.com:8443/in?x=1#top").unwrap();
+        assert_eq!(e.uri, "https://hooks.example.com:8443/in?x=1");
+        assert_eq!(e.host, "hooks.example.com:8443");
+        // base64 of "ops:s@fe"
+        assert_eq!(e.authorization.unwrap(), "Basic b3BzOnNAZmU=");
+        assert!(Endpoint::parse("ftp://example.com/").is_none());
+        assert!(Endpoint::parse("not a url").is_none());
+    }
+
+    #[test]
+    fn the_default_port_is_not_in_the_host_header() {
+        let e = Endpoint::parse("http://example.com:80/hooks").unwrap();
+        assert_eq!(e.uri, "http://example.com/hooks");
+        assert_eq!(e.host, "example.com");
+        assert!(e.authorization.is_none());
+        let e = Endpoint::parse("https://[::1]:9000").unwrap();
+        assert_eq!(e.uri, "https://[::1]:9000/");
+        assert_eq!(e.host, "[::1]:9000");
+    }
+
+    #[test]
+    fn a_user_without_a_password_is_sent_with_an_empty_one() {
+        let e = Endpoint::parse("http://alice@example.com/").unwrap();
+        // base64 of "alice:"
+        assert_eq!(e.authorization.unwrap(), "Basic YWxpY2U6");
+        assert_eq!(e.uri, "http://example.com/");
+    }
+
+    #[test]
+    fn an_international_name_is_sent_in_its_ascii_form() {
+        let e = Endpoint::parse("https://bücher.example/").unwrap();
+        assert_eq!(e.host, "xn--bcher-kva.example");
+    }
+}
