@@ -49,6 +49,9 @@ struct Head {
     len: usize,
     /// The request line has been read.
     started: bool,
+    /// The current line can be neither framing header nor the blank line
+    /// ending the head (its first byte says so): its bytes are passed over.
+    skip: bool,
     te: bool,
     cl: Option<u64>,
 }
@@ -127,16 +130,26 @@ impl<S> Scanned<S> {
                     }
                 }
                 Scan::Head(head) => {
-                    let Some((&b, rest)) = bytes.split_first() else {
-                        return;
-                    };
-                    bytes = rest;
-                    head.len += 1;
+                    // The current line's bytes read so far, and its end.
+                    let end = bytes.iter().position(|&b| b == b'\n');
+                    let taken = end.map_or(bytes.len(), |at| at + 1);
+                    let line = &bytes[..end.unwrap_or(bytes.len())];
+                    bytes = &bytes[taken..];
+                    head.len += taken;
                     if head.len > MAX_HEAD {
                         self.scan = Scan::Done;
-                    } else if b != b'\n' {
+                        return;
+                    }
+                    for &b in line {
+                        if head.skip {
+                            break;
+                        }
                         head.keep(b);
-                    } else if let Some(next) = head.end_line() {
+                    }
+                    if end.is_none() {
+                        return;
+                    }
+                    if let Some(next) = head.end_line() {
                         if next.0 && next.1.is_some() {
                             self.framing.0.store(true, Ordering::Relaxed);
                         }
@@ -160,6 +173,20 @@ impl Head {
     /// misread, the scan would skip the rest of the connection as body and
     /// miss a later head with both lengths.
     fn keep(&mut self, b: u8) {
+        if self.line.len == 0 && self.colon.is_none() {
+            // The line's first byte: only a header named `c…` or `t…`, and
+            // the blank line (`\r`), need reading; a request line only
+            // needs to have been there.
+            let wanted = match b {
+                b'\r' => true,
+                b'c' | b'C' | b't' | b'T' => self.started,
+                _ => false,
+            };
+            if !wanted {
+                self.skip = true;
+                return;
+            }
+        }
         if let Some(colon) = self.colon {
             let value = self.line.as_slice().get(colon + 1..).unwrap_or_default();
             let blank = b == b' ' || b == b'\t';
@@ -182,9 +209,16 @@ impl Head {
     /// it had `Transfer-Encoding`, and its `Content-Length` (an unreadable
     /// one counts as present: hyper refuses it).
     fn end_line(&mut self) -> Option<(bool, Option<u64>)> {
-        let ended = self.read_line();
+        let ended = if self.skip {
+            // Not blank: the request line, or another header.
+            self.started = true;
+            None
+        } else {
+            self.read_line()
+        };
         self.line.len = 0;
         self.colon = None;
+        self.skip = false;
         ended
     }
 
@@ -291,6 +325,18 @@ mod tests {
         );
         let bytes: Vec<&[u8]> = long.as_bytes().chunks(1).collect();
         assert_eq!(scan(&bytes), (true, true));
+    }
+
+    #[test]
+    fn other_lines_are_passed_over_whatever_they_hold() {
+        // Named in another header's value, or as a request target: not framing.
+        let head = b"POST /transfer-encoding HTTP/1.1\r\nx-note: transfer-encoding: chunked\r\naccept: content-length: 9\r\ncontent-length: 2\r\n\r\n{}";
+        assert_eq!(scan(&[head]), (false, false));
+        let bytes: Vec<&[u8]> = head.chunks(3).collect();
+        assert_eq!(scan(&bytes), (false, false));
+        // ... and the next head is still found after the body.
+        let both = b"POST / HTTP/1.1\r\nContent-Length: 11\r\nTransfer-Encoding: chunked\r\n\r\n";
+        assert_eq!(scan(&[head, both]), (true, true));
     }
 
     #[test]
