@@ -277,6 +277,13 @@ impl Value for HttpUrl {
         if !matches!(url.scheme(), "http" | "https") {
             return Err(format!("{text:?} is not http:// or https://"));
         }
+        if crate::deliver::endpoint::Endpoint::parse(text).is_none() {
+            // A host such as `a{b}` is a URL's but not an HTTP request's.
+            return Err(format!(
+                "{} cannot be delivered to: an HTTP request cannot name its host",
+                quoted(&redact_url(text))
+            ));
+        }
         Ok(HttpUrl(text.to_owned()))
     }
     fn show(&self) -> String {
@@ -339,6 +346,13 @@ pub fn redact_url(url: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_url_no_request_can_name_is_refused() {
+        let err = HttpUrl::from_text("http://a{b}.example/").unwrap_err();
+        assert!(err.contains("cannot be delivered to"), "{err}");
+        assert!(HttpUrl::from_text("https://u:p@a.example:8443/x?y#z").is_ok());
+    }
 
     fn toml_value(text: &str) -> toml::Spanned<DeValue<'_>> {
         DeValue::parse(text).unwrap()

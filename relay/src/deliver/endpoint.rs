@@ -2,7 +2,7 @@
 //! the destination is configured: the request's URI (no user info, no
 //! fragment), its `Host` header, and the `Authorization: Basic` header a
 //! URL's user info stands for (`https://user:pass@host/` sends those
-//! credentials, percent-decoded, as browsers and curl do).
+//! credentials, percent-decoded, as reqwest and curl do).
 
 use axum::http::{HeaderValue, Uri};
 use base64::Engine as _;
@@ -22,7 +22,9 @@ pub struct Endpoint {
 
 impl Endpoint {
     /// The endpoint of an `http://` or `https://` URL, or `None` for a URL
-    /// that is not one (configuration refuses those before they get here).
+    /// that is not one or that an HTTP request cannot name (a host the URL
+    /// standard allows but a request's URI does not, such as `a{b}`):
+    /// configuration refuses both before they get here.
     pub fn parse(url: &str) -> Option<Endpoint> {
         let mut parsed = reqwest::Url::parse(url).ok()?;
         if !matches!(parsed.scheme(), "http" | "https") {
@@ -31,9 +33,10 @@ impl Endpoint {
         let authorization = match (parsed.username(), parsed.password()) {
             ("", None) => None,
             (user, password) => {
-                let user = percent_decode_str(user).decode_utf8_lossy();
-                let password = password.map(|p| percent_decode_str(p).decode_utf8_lossy());
-                let pair = format!("{user}:{}", password.as_deref().unwrap_or(""));
+                // The bytes as given, percent-decoded (not made UTF-8).
+                let mut pair: Vec<u8> = percent_decode_str(user).collect();
+                pair.push(b':');
+                pair.extend(percent_decode_str(password.unwrap_or("")));
                 let mut value =
                     HeaderValue::try_from(format!("Basic {}", STANDARD.encode(pair))).ok()?;
                 value.set_sensitive(true);

@@ -56,7 +56,11 @@ impl Downstream<Job> for HttpDownstream {
             return Delivery::Failed;
         };
         let Some(endpoint) = &target.endpoint else {
-            return Delivery::Failed; // checked at configuration: unreachable
+            // Checked at configuration: unreachable, but never silent.
+            trail.attempted(attempt.number(), 0);
+            trail.refuse("refused: the destination's URL cannot be sent to");
+            tracing::warn!(destination = %self.name, "delivery refused: the destination's URL cannot be sent to");
+            return Delivery::Failed;
         };
         // The id the 202 named (or, redriven, the id it had before).
         let public = trail.name(attempt.id());
@@ -127,6 +131,7 @@ fn request(
         headers.insert(header::AUTHORIZATION, credentials.clone());
     }
     headers.insert(header::USER_AGENT, USER_AGENT);
+    headers.insert(header::ACCEPT, HeaderValue::from_static("*/*"));
     // The type came in a request's header: only a value that is not one
     // any more (unreachable) would be left out.
     if let Some(ct) = &job.content_type
