@@ -143,6 +143,23 @@ pub fn router(intake: Arc<Intake>) -> Router {
     openapi::finish(routes(), openapi::Listener::Intake, intake, &headers)
 }
 
+/// The path of [`deliver`].
+pub const DELIVER_PATH: &str = "/v1/webhooks/deliver";
+
+/// `POST /v1/webhooks/deliver` answered by the listener without the router
+/// (see [`crate::listener::app`]); the router's route stays for the
+/// OpenAPI document and answers nothing the direct one does not.
+pub fn direct(intake: Arc<Intake>) -> crate::listener::app::Direct {
+    crate::listener::app::Direct {
+        method: axum::http::Method::POST,
+        path: DELIVER_PATH,
+        handle: Arc::new(move |request| {
+            let intake = intake.clone();
+            Box::pin(async move { Ok(deliver(State(intake), request).await) })
+        }),
+    }
+}
+
 /// `GET /healthz`: the process serves.
 #[utoipa::path(get, path = "/healthz", tag = "probes",
     responses(
@@ -471,5 +488,18 @@ impl Intake {
             .map_err(|e| self.body_refused(&e))?;
         ticket.shrink_to((bytes.len() + tenant_bytes) as u64 + JOB_OVERHEAD);
         Ok((bytes, ticket))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The direct route answers the path the document and the router give.
+    #[test]
+    fn the_direct_route_is_the_documented_one() {
+        let (_, api) = routes().split_for_parts();
+        let item = api.paths.paths.get(DELIVER_PATH).expect("documented");
+        assert!(item.post.is_some());
     }
 }

@@ -15,20 +15,19 @@
 //! - Each connection's bytes are scanned for heads with both framing
 //!   headers ([`framing`]).
 
+pub mod app;
 pub mod framing;
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use axum::Router;
+use app::App;
+use framing::{Framing, Scanned};
 use hyper::body::Incoming;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{Semaphore, watch};
-use tower::ServiceExt;
-
-use framing::{Framing, Scanned};
 
 use crate::telemetry;
 
@@ -81,8 +80,10 @@ fn open_file_limit() -> Option<u64> {
     line.split_whitespace().nth(3)?.parse().ok()
 }
 
-/// Starts serving `app` on `listener` within `limits`.
-pub fn spawn(listener: TcpListener, app: Router, limits: Limits) -> Listener {
+/// Starts serving `app` (a router, or an [`App`] with a direct route) on
+/// `listener` within `limits`.
+pub fn spawn(listener: TcpListener, app: impl Into<App>, limits: Limits) -> Listener {
+    let app = app.into();
     if let Some(files) = open_file_limit()
         && limits.max_connections as u64 + 64 > files
     {
@@ -133,7 +134,7 @@ impl Listener {
 
 async fn accept_loop(
     listener: TcpListener,
-    app: Router,
+    app: App,
     limits: Limits,
     slots: Arc<Semaphore>,
     mut phase: watch::Receiver<Phase>,
@@ -170,7 +171,7 @@ async fn accept_loop(
         let app = app.clone();
         let service = hyper::service::service_fn(move |mut req: hyper::Request<Incoming>| {
             req.extensions_mut().insert(framing.clone());
-            app.clone().oneshot(req.map(axum::body::Body::new))
+            app.call(req.map(axum::body::Body::new))
         });
         let conn = http.serve_connection(TokioIo::new(scanned), service);
         let mut phase = phase.clone();

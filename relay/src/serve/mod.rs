@@ -335,7 +335,11 @@ pub async fn run(
         ..limits
     };
     let admin_server = listener::spawn(admin_tcp, admin::router(admin), admin_limits);
-    let server = listener::spawn(tcp, intake::router(intake.clone()), limits);
+    let app = listener::app::App::with_direct(
+        intake::router(intake.clone()),
+        intake::direct(intake.clone()),
+    );
+    let server = listener::spawn(tcp, app, limits);
     tracing::info!(%addr, %admin_addr, destinations = cfg.destinations.len(), "listening");
     println!(
         "admin on http://{admin_addr}: GET /metrics, /healthz, /readyz, /v1/destinations{}",
