@@ -1,21 +1,25 @@
-//! The HTTP client every delivery uses: hyper-util's pooling client over
-//! rustls (ring), with the system's roots plus `ca_file`'s, HTTP/1.1, a
-//! timeout per delivery, no redirects (a receiver cannot send a webhook
-//! somewhere else), no retries of its own (the relay's are paced and
-//! counted), no proxy from the environment (the connection goes where the
-//! guard checked), and a resolver that drops the addresses the
-//! [`AddressGuard`] refuses.
+//! The HTTP client every delivery uses: hyper's HTTP/1.1 connections over
+//! rustls (ring), with the system's roots plus `ca_file`'s, a timeout per
+//! delivery, no redirects (a receiver cannot send a webhook somewhere
+//! else), no retries of its own (the relay's are paced and counted), no
+//! proxy from the environment (the connection goes where the guard
+//! checked), and a resolver that drops the addresses the [`AddressGuard`]
+//! refuses.
 //!
-//! It is hyper's client with nothing on top: reqwest's layers (a redirect
-//! policy that parses the URL of every request, a response that parses it
-//! again, copies of each head in case of a retry) cost more per webhook
-//! than the exchange itself.
+//! It is hyper's `client::conn` with nothing on top: each destination keeps
+//! its own idle connections ([`super::pool`]), so a delivery takes one
+//! with a lock and a pop and writes its request on it. reqwest's layers (a
+//! redirect policy that parsed every request's URL, a response that parsed
+//! it again, copies of each head in case of a retry) and hyper-util's
+//! shared pool (a hashed key per checkout and per return) cost more per
+//! webhook than the exchange itself. A request a pooled connection did not
+//! send (the receiver closed it while idle) is sent on a new connection.
 //!
 //! Only the answer's status and headers are waited for, within the
-//! timeout; its body is dropped unread, as reqwest's was: hyper keeps the
-//! connection when the body had already come with the head (a short one
-//! usually has) and closes it otherwise, so a receiver that stalls after
-//! its head does not hold a delivery.
+//! timeout; its body is dropped unread: hyper keeps the connection when
+//! the body had already come with the head (a short one usually has) and
+//! closes it otherwise, so a receiver that stalls after its head does not
+//! hold a delivery.
 //!
 //! TCP keepalive probes (after 15 s idle, every 15 s, 3 of them) and, on
 //! Linux, a 30 s `TCP_USER_TIMEOUT` are set as reqwest sets them, so a
@@ -28,13 +32,16 @@ use std::time::{Duration, Instant};
 use axum::body::Bytes;
 use axum::http::{Request, StatusCode};
 use http_body_util::Full;
+use hyper::body::Incoming;
 use hyper_rustls::HttpsConnector;
-use hyper_util::client::legacy::{self, connect::HttpConnector};
-use hyper_util::rt::{TokioExecutor, TokioTimer};
+use hyper_util::client::legacy::connect::HttpConnector;
 use rustls::pki_types::CertificateDer;
 use rustls::pki_types::pem::PemObject;
+use tower::ServiceExt;
 
+use super::endpoint::Endpoint;
 use super::guard::AddressGuard;
+use super::pool::Sender;
 use super::resolver::GuardedResolver;
 use crate::config::Settings;
 
@@ -44,11 +51,16 @@ const KEEPALIVE: Duration = Duration::from_secs(15);
 /// The connections: TCP through the guarded resolver, TLS for `https://`.
 type Connector = HttpsConnector<HttpConnector<GuardedResolver>>;
 
-/// The client deliveries share (cloned: one pool).
+/// What a connection fails with.
+type BoxError = Box<dyn std::error::Error + Send + Sync>;
+
+/// The client deliveries share.
 #[derive(Clone, Debug)]
 pub struct Client {
-    inner: legacy::Client<Connector, Full<Bytes>>,
+    connector: Connector,
     timeout: Duration,
+    /// Idle connections kept per destination.
+    most_idle: usize,
 }
 
 /// A receiver's answer.
@@ -65,25 +77,31 @@ pub struct Answer {
 pub enum Failure {
     /// No answer within the delivery timeout.
     TimedOut(Duration),
-    /// No connection, or one that failed before an answer.
-    Http(legacy::Error),
+    /// No connection: the name, the address (the guard's refusal among
+    /// the causes), TCP or TLS.
+    Connect(BoxError),
+    /// A connection that failed before an answer.
+    Http(hyper::Error),
 }
 
 impl std::fmt::Display for Failure {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Failure::TimedOut(after) => write!(f, "no answer within {after:?}"),
-            Failure::Http(e) => {
-                write!(f, "{e}")?;
-                // hyper's own message names the stage; the cause says why.
-                let mut next = std::error::Error::source(e);
-                while let Some(cause) = next {
-                    write!(f, ": {cause}")?;
-                    next = cause.source();
-                }
-                Ok(())
+        let first: &(dyn std::error::Error + 'static) = match self {
+            Failure::TimedOut(after) => return write!(f, "no answer within {after:?}"),
+            Failure::Connect(e) => {
+                f.write_str("connecting: ")?;
+                e.as_ref()
             }
+            Failure::Http(e) => e,
+        };
+        // The message, then each cause (why the stage failed).
+        write!(f, "{first}")?;
+        let mut next = first.source();
+        while let Some(cause) = next {
+            write!(f, ": {cause}")?;
+            next = cause.source();
         }
+        Ok(())
     }
 }
 
@@ -91,28 +109,83 @@ impl std::error::Error for Failure {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
             Failure::TimedOut(_) => None,
+            Failure::Connect(e) => Some(e.as_ref()),
             Failure::Http(e) => Some(e),
         }
     }
 }
 
 impl Client {
-    /// Sends `req`: its answer (or why there is none) and how long it took.
-    pub async fn send(&self, req: Request<Full<Bytes>>) -> (Result<Answer, Failure>, Duration) {
+    /// Sends `req` (origin form, with its `Host`) to `endpoint`: its answer
+    /// (or why there is none) and how long it took.
+    pub async fn send(
+        &self,
+        endpoint: &Endpoint,
+        req: Request<Full<Bytes>>,
+    ) -> (Result<Answer, Failure>, Duration) {
         let started = Instant::now();
-        let deadline = tokio::time::Instant::now() + self.timeout;
-        let resp = match tokio::time::timeout_at(deadline, self.inner.request(req)).await {
-            Ok(Ok(resp)) => resp,
-            Ok(Err(e)) => return (Err(Failure::Http(e)), started.elapsed()),
-            Err(_) => return (Err(Failure::TimedOut(self.timeout)), started.elapsed()),
+        let result = match tokio::time::timeout(self.timeout, self.exchange(endpoint, req)).await {
+            Ok(result) => result,
+            // The request's connection closes with its dropped future.
+            Err(_) => Err(Failure::TimedOut(self.timeout)),
         };
+        (result, started.elapsed())
+    }
+
+    async fn exchange(
+        &self,
+        endpoint: &Endpoint,
+        mut req: Request<Full<Bytes>>,
+    ) -> Result<Answer, Failure> {
+        if let Some(mut sender) = endpoint.idle.take() {
+            match sender.try_send_request(req).await {
+                Ok(resp) => return Ok(self.answered(endpoint, sender, resp)),
+                Err(mut e) => match e.take_message() {
+                    // Not sent (closed while idle): on a new connection.
+                    Some(unsent) => req = unsent,
+                    None => return Err(Failure::Http(e.into_error())),
+                },
+            }
+        }
+        let mut sender = self.connect(endpoint).await?;
+        let resp = sender.send_request(req).await.map_err(Failure::Http)?;
+        Ok(self.answered(endpoint, sender, resp))
+    }
+
+    /// The answer's status and `Retry-After`; its body dropped and the
+    /// connection given back.
+    fn answered(
+        &self,
+        endpoint: &Endpoint,
+        sender: Sender,
+        resp: hyper::Response<Incoming>,
+    ) -> Answer {
         let answer = Answer {
             status: resp.status(),
             retry_after: super::retry_after(resp.headers()),
         };
-        // The body is dropped unread (see the module docs).
         drop(resp);
-        (Ok(answer), started.elapsed())
+        endpoint.idle.give_back(sender, self.most_idle);
+        answer
+    }
+
+    /// A new connection to `endpoint`, its task spawned.
+    async fn connect(&self, endpoint: &Endpoint) -> Result<Sender, Failure> {
+        let io = self
+            .connector
+            .clone()
+            .oneshot(endpoint.uri.clone())
+            .await
+            .map_err(Failure::Connect)?;
+        let (sender, conn) = hyper::client::conn::http1::handshake(io)
+            .await
+            .map_err(Failure::Http)?;
+        tokio::spawn(async move {
+            if let Err(e) = conn.await {
+                tracing::debug!(error = %e, "a delivery connection ended");
+            }
+        });
+        Ok(sender)
     }
 }
 
@@ -133,8 +206,8 @@ pub fn client(
 
 /// A client whose deliveries time out after `timeout`, trusting the
 /// system's roots and `ca_file`'s, keeping up to `pool_per_host` idle
-/// connections to each receiver, connecting only where `guard` allows; or
-/// why it cannot be made (an unreadable `ca_file`).
+/// connections to each destination, connecting only where `guard` allows;
+/// or why it cannot be made (an unreadable `ca_file`).
 pub fn build(
     timeout: Duration,
     ca_file: Option<&std::path::Path>,
@@ -173,11 +246,11 @@ pub fn build(
     http.set_tcp_user_timeout(Some(Duration::from_secs(30)));
     // `http://` and `https://` both (the builder would refuse a preset ALPN).
     let connector = HttpsConnector::from((http, Arc::new(tls)));
-    let inner = legacy::Client::builder(TokioExecutor::new())
-        .pool_timer(TokioTimer::new())
-        .pool_max_idle_per_host(pool_per_host)
-        .build(connector);
-    Ok(Client { inner, timeout })
+    Ok(Client {
+        connector,
+        timeout,
+        most_idle: pool_per_host,
+    })
 }
 
 /// The certificates of a PEM file (`ca_file`), or why there are none.
@@ -194,6 +267,8 @@ pub fn ca_certs(path: &std::path::Path) -> Result<Vec<CertificateDer<'static>>, 
 
 #[cfg(test)]
 mod tests {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     use tokio::net::{TcpListener, TcpStream};
 
@@ -223,12 +298,14 @@ mod tests {
         }
     }
 
-    /// A receiver answering every request with `answer`; its address.
-    async fn receiver(answer: Vec<u8>) -> std::net::SocketAddr {
+    /// A receiver answering every request with `answer`, counting the
+    /// connections it accepts; its address.
+    async fn receiver(answer: Vec<u8>, connections: Arc<AtomicUsize>) -> std::net::SocketAddr {
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
         tokio::spawn(async move {
             while let Ok((mut s, _)) = listener.accept().await {
+                connections.fetch_add(1, Ordering::SeqCst);
                 let answer = answer.clone();
                 tokio::spawn(async move {
                     while read_request(&mut s).await {
@@ -247,10 +324,42 @@ mod tests {
         build(timeout, None, 4, Arc::new(guard)).unwrap()
     }
 
-    fn post(addr: std::net::SocketAddr) -> Request<Full<Bytes>> {
-        Request::post(format!("http://{addr}/hooks"))
+    fn endpoint(addr: std::net::SocketAddr) -> Endpoint {
+        Endpoint::parse(&format!("http://{addr}/hooks")).unwrap()
+    }
+
+    fn post(endpoint: &Endpoint) -> Request<Full<Bytes>> {
+        Request::post(endpoint.origin.clone())
+            .header("host", endpoint.host.clone())
             .body(Full::new(Bytes::from_static(b"{\"n\":1}")))
             .unwrap()
+    }
+
+    /// Deliveries to one destination, one after another, share one
+    /// connection: each is given back once its answer came.
+    #[tokio::test]
+    async fn a_destination_reuses_its_connection() {
+        let client = loopback_client(Duration::from_secs(10));
+        let connections = Arc::new(AtomicUsize::new(0));
+        let addr = receiver(
+            b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok".to_vec(),
+            connections.clone(),
+        )
+        .await;
+        let to = endpoint(addr);
+        for _ in 0..5 {
+            let (answer, _) = client.send(&to, post(&to)).await;
+            assert_eq!(answer.unwrap().status, StatusCode::OK);
+            // Given back at once, or by a task once its connection is ready.
+            for _ in 0..1000 {
+                if to.idle.count() == 1 {
+                    break;
+                }
+                tokio::time::sleep(Duration::from_millis(1)).await;
+            }
+            assert_eq!(to.idle.count(), 1);
+        }
+        assert_eq!(connections.load(Ordering::SeqCst), 1);
     }
 
     /// No answer within the timeout is `TimedOut`; a head that came in
@@ -266,15 +375,18 @@ mod tests {
                 held.push(s); // read nothing, answer nothing
             }
         });
-        let (answer, _) = client.send(post(addr)).await;
+        let to = endpoint(addr);
+        let (answer, _) = client.send(&to, post(&to)).await;
         assert!(matches!(answer, Err(Failure::TimedOut(_))), "{answer:?}");
 
         let stalled = receiver(
             b"HTTP/1.1 503 Service Unavailable\r\nretry-after: 7\r\ncontent-length: 100\r\n\r\npartial".to_vec(),
+            Arc::new(AtomicUsize::new(0)),
         )
         .await;
         let client = loopback_client(Duration::from_secs(30));
-        let (answer, took) = client.send(post(stalled)).await;
+        let to = endpoint(stalled);
+        let (answer, took) = client.send(&to, post(&to)).await;
         assert!(
             took < Duration::from_secs(15),
             "waited for the body: {took:?}"

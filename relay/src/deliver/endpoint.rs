@@ -4,6 +4,8 @@
 //! URL's user info stands for (`https://user:pass@host/` sends those
 //! credentials, percent-decoded, as reqwest and curl do).
 
+use std::sync::Arc;
+
 use axum::http::{HeaderValue, Uri};
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD;
@@ -12,12 +14,16 @@ use percent_encoding::percent_decode_str;
 /// Where and how a destination's deliveries are sent.
 #[derive(Clone, Debug)]
 pub struct Endpoint {
-    /// The request's URI: scheme, host, port, path and query.
+    /// Where to connect: scheme, host, port, path and query.
     pub uri: Uri,
+    /// What the request names (origin form): its path and query.
+    pub origin: Uri,
     /// Its `Host` header: the host, and the port when not the scheme's own.
     pub host: HeaderValue,
     /// `Basic` credentials from the URL's user info, if it had any.
     pub authorization: Option<HeaderValue>,
+    /// Its idle connections.
+    pub idle: Arc<super::pool::Idle>,
 }
 
 impl Endpoint {
@@ -50,10 +56,17 @@ impl Endpoint {
             (host, Some(port)) => format!("{host}:{port}"),
             (host, None) => host.to_owned(),
         };
+        let uri: Uri = parsed.as_str().parse().ok()?;
+        let origin = match uri.path_and_query() {
+            Some(pq) => Uri::try_from(pq.as_str()).ok()?,
+            None => Uri::from_static("/"),
+        };
         Some(Endpoint {
-            uri: parsed.as_str().parse().ok()?,
+            uri,
+            origin,
             host: HeaderValue::try_from(host).ok()?,
             authorization,
+            idle: Arc::default(),
         })
     }
 }
@@ -66,6 +79,7 @@ mod tests {
     fn user_info_becomes_basic_credentials_and_leaves_the_uri() {
         let e = Endpoint::parse("https://ops:s%40fe@hooks.example.com:8443/in?x=1#top").unwrap();
         assert_eq!(e.uri, "https://hooks.example.com:8443/in?x=1");
+        assert_eq!(e.origin, "/in?x=1");
         assert_eq!(e.host, "hooks.example.com:8443");
         // base64 of "ops:s@fe"
         assert_eq!(e.authorization.unwrap(), "Basic b3BzOnNAZmU=");
@@ -81,6 +95,7 @@ mod tests {
         assert!(e.authorization.is_none());
         let e = Endpoint::parse("https://[::1]:9000").unwrap();
         assert_eq!(e.uri, "https://[::1]:9000/");
+        assert_eq!(e.origin, "/");
         assert_eq!(e.host, "[::1]:9000");
     }
 

@@ -10,6 +10,7 @@ pub mod client;
 pub mod endpoint;
 pub mod guard;
 pub mod latency;
+pub mod pool;
 pub mod resolver;
 pub mod signing;
 
@@ -79,7 +80,7 @@ impl Downstream<Job> for HttpDownstream {
             return self.refused(job, &attempt, refused);
         }
         let req = request(endpoint, &target.secrets, job, public);
-        let (answer, took) = self.client.send(req).await;
+        let (answer, took) = self.client.send(endpoint, req).await;
         self.latencies.record(took);
         let status = answer.as_ref().map_or(0, |a| a.status.as_u16());
         trail.attempted(attempt.number(), status);
@@ -123,7 +124,7 @@ fn request(
 ) -> Request<Full<Bytes>> {
     let mut req = Request::new(Full::new(job.body.clone()));
     *req.method_mut() = Method::POST;
-    *req.uri_mut() = endpoint.uri.clone();
+    *req.uri_mut() = endpoint.origin.clone();
     let id = id.to_string();
     let headers = req.headers_mut();
     headers.insert(header::HOST, endpoint.host.clone());
@@ -206,7 +207,7 @@ mod tests {
         let key: Arc<[u8]> = Arc::from(&b"key"[..]);
         let req = request(&endpoint, std::slice::from_ref(&key), &job, 42);
         assert_eq!(req.method(), Method::POST);
-        assert_eq!(req.uri(), "https://example.com:8443/in");
+        assert_eq!(req.uri(), "/in");
         let h = req.headers();
         assert_eq!(h["host"], "example.com:8443");
         assert_eq!(h["authorization"], "Basic dTpw"); // base64 of "u:p"

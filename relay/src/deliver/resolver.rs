@@ -102,17 +102,20 @@ mod tests {
             let timeout = std::time::Duration::from_secs(10);
             crate::deliver::client::build(timeout, None, 4, Arc::new(guard)).unwrap()
         };
+        let to = crate::deliver::endpoint::Endpoint::parse(&format!("http://localhost:{port}/"))
+            .unwrap();
         let get = || {
-            axum::http::Request::get(format!("http://localhost:{port}/"))
+            axum::http::Request::get("/")
+                .header("host", to.host.clone())
                 .body(http_body_util::Full::new(axum::body::Bytes::new()))
                 .unwrap()
         };
-        let (answer, _) = client(AddressGuard::default()).send(get()).await;
+        let (answer, _) = client(AddressGuard::default()).send(&to, get()).await;
         let err = answer.unwrap_err();
         let refused = refusal(&err).unwrap_or_else(|| panic!("the guard's refusal in {err:?}"));
         assert_eq!(refused.range, Range::Loopback);
         let allowed = AddressGuard::new(vec!["127.0.0.0/8".parse().unwrap()]);
-        let (answer, _) = client(allowed).send(get()).await;
+        let (answer, _) = client(allowed).send(&to, get()).await;
         let resp = answer.unwrap();
         assert_eq!(resp.status.as_u16(), 204);
     }
