@@ -336,7 +336,8 @@ mod tests {
     }
 
     /// Deliveries to one destination, one after another, share one
-    /// connection: each is given back once its answer came.
+    /// connection: each is given back once its answer came; one idle too
+    /// long is let go.
     #[tokio::test]
     async fn a_destination_reuses_its_connection() {
         let client = loopback_client(Duration::from_secs(10));
@@ -350,16 +351,22 @@ mod tests {
         for _ in 0..5 {
             let (answer, _) = client.send(&to, post(&to)).await;
             assert_eq!(answer.unwrap().status, StatusCode::OK);
-            // Given back at once, or by a task once its connection is ready.
+            // Given back at once; ready once its connection task has
+            // finished the answer.
+            assert_eq!(to.idle.count().0, 1);
             for _ in 0..1000 {
-                if to.idle.count() == 1 {
+                if to.idle.count().1 == 1 {
                     break;
                 }
                 tokio::time::sleep(Duration::from_millis(1)).await;
             }
-            assert_eq!(to.idle.count(), 1);
+            assert_eq!(to.idle.count(), (1, 1));
         }
         assert_eq!(connections.load(Ordering::SeqCst), 1);
+        // Idle past the timeout: let go, not used.
+        let later = Instant::now() + super::super::pool::IDLE_TIMEOUT + Duration::from_secs(1);
+        assert!(to.idle.take_at(later).is_none());
+        assert_eq!(to.idle.count(), (0, 0));
     }
 
     /// No answer within the timeout is `TimedOut`; a head that came in

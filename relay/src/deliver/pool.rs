@@ -1,17 +1,23 @@
 //! A destination's idle connections: HTTP/1.1 senders (hyper's
 //! `client::conn`) kept for the next delivery, newest first, at most a
 //! bound of them. Each destination's [`Endpoint`](super::endpoint::Endpoint)
-//! holds its own, so taking one is a lock and a pop (no pool key to hash,
-//! as a shared pool needs).
+//! holds its own, so taking one is a lock and a short scan (no pool key to
+//! hash, as a shared pool needs); a destination changed through the admin
+//! API starts with none.
 //!
-//! A sender is put back when its answer's head came; one whose connection
-//! is still busy (its body being read) is put back when it is ready, by a
-//! small task, within [`READY_WAIT`], or dropped (its connection closes).
-//! One taken whose connection has closed meanwhile (the receiver's idle
-//! timeout) is dropped and the next one taken.
+//! A sender is given back as soon as its answer's head came, even if its
+//! connection is still finishing the answer (hyper drains a short body it
+//! already holds, and closes the connection on a longer one): taking skips
+//! a sender not ready yet, and lets go of one whose connection has closed
+//! (the receiver's idle timeout, or a body cut short) or that has been idle
+//! longer than [`IDLE_TIMEOUT`] (its name is then resolved again by the
+//! next connection). Nothing is spawned and no timer runs: a destination
+//! that stops receiving keeps its idle connections until it is used again
+//! or the receiver closes them.
 
+use std::collections::VecDeque;
 use std::sync::Mutex;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use axum::body::Bytes;
 use http_body_util::Full;
@@ -20,58 +26,63 @@ use hyper::client::conn::http1::SendRequest;
 /// What a pooled connection sends.
 pub type Sender = SendRequest<Full<Bytes>>;
 
-/// How long a sender put back busy may take to be ready before its
-/// connection is given up.
-pub const READY_WAIT: Duration = Duration::from_secs(5);
+/// How long a connection may stay idle and still be used (hyper-util's
+/// pool, and reqwest's, use the same).
+pub const IDLE_TIMEOUT: Duration = Duration::from_secs(90);
 
 /// One destination's idle connections.
 #[derive(Debug, Default)]
 pub struct Idle {
-    senders: Mutex<Vec<Sender>>,
+    /// Oldest first; each with when it was given back.
+    senders: Mutex<VecDeque<(Sender, Instant)>>,
 }
 
 impl Idle {
-    /// An open, ready connection, if one is idle.
+    /// An open, ready connection, if one is idle: the newest.
     pub fn take(&self) -> Option<Sender> {
+        self.take_at(Instant::now())
+    }
+
+    /// [`take`](Idle::take) as at `now`.
+    pub fn take_at(&self, now: Instant) -> Option<Sender> {
         let mut senders = self.senders.lock().unwrap_or_else(|p| p.into_inner());
-        while let Some(sender) = senders.pop() {
-            if sender.is_ready() && !sender.is_closed() {
-                return Some(sender);
+        let mut at = senders.len();
+        while at > 0 {
+            at -= 1;
+            let (sender, since) = &senders[at];
+            if now.saturating_duration_since(*since) > IDLE_TIMEOUT {
+                // Idle too long, and every older one with it.
+                senders.drain(..=at);
+                return None;
             }
-            // Closed (or, unexpectedly, busy): its connection is let go.
+            if sender.is_closed() {
+                senders.remove(at);
+            } else if sender.is_ready() {
+                return senders.remove(at).map(|(sender, _)| sender);
+            }
+            // Still finishing its last answer: left for a later delivery.
         }
         None
     }
 
-    /// Keeps `sender` for the next delivery if it is open and there is
-    /// room for it among `most`; a busy one once it is ready (see the
-    /// module docs).
-    pub fn give_back(self: &std::sync::Arc<Self>, mut sender: Sender, most: usize) {
-        if sender.is_closed() {
+    /// Keeps `sender` for a later delivery, unless its connection has
+    /// closed; with `most` kept already, the oldest is let go.
+    pub fn give_back(&self, sender: Sender, most: usize) {
+        if sender.is_closed() || most == 0 {
             return;
         }
-        if sender.is_ready() {
-            self.keep(sender, most);
-            return;
-        }
-        let idle = self.clone();
-        tokio::spawn(async move {
-            if let Ok(Ok(())) = tokio::time::timeout(READY_WAIT, sender.ready()).await {
-                idle.keep(sender, most);
-            }
-        });
-    }
-
-    fn keep(&self, sender: Sender, most: usize) {
         let mut senders = self.senders.lock().unwrap_or_else(|p| p.into_inner());
-        if senders.len() < most {
-            senders.push(sender);
+        while senders.len() >= most {
+            senders.pop_front();
         }
+        senders.push_back((sender, Instant::now()));
     }
 
-    /// How many are idle.
+    /// How many are kept: all, and those ready to send.
     #[cfg(test)]
-    pub fn count(&self) -> usize {
-        self.senders.lock().unwrap_or_else(|p| p.into_inner()).len()
+    pub fn count(&self) -> (usize, usize) {
+        let senders = self.senders.lock().unwrap_or_else(|p| p.into_inner());
+        let ready = senders.iter().filter(|(s, _)| s.is_ready()).count();
+        (senders.len(), ready)
     }
 }

@@ -120,7 +120,9 @@ pub struct Intake {
     pub status: Arc<Registry>,
 }
 
-/// The intake routes, each with its OpenAPI description.
+/// The intake routes, each with its OpenAPI description. A layer added
+/// here (or in `openapi::finish`) does not reach `POST
+/// /v1/webhooks/deliver`, which the listener answers directly ([`direct`]).
 pub fn routes() -> OpenApiRouter<Arc<Intake>> {
     OpenApiRouter::new()
         .routes(routes!(deliver))
