@@ -131,7 +131,7 @@ impl<S> Scanned<S> {
                 }
                 Scan::Head(head) => {
                     // The current line's bytes read so far, and its end.
-                    let end = bytes.iter().position(|&b| b == b'\n');
+                    let end = memchr::memchr(b'\n', bytes);
                     let taken = end.map_or(bytes.len(), |at| at + 1);
                     let line = &bytes[..end.unwrap_or(bytes.len())];
                     bytes = &bytes[taken..];
