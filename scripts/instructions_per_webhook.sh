@@ -6,9 +6,9 @@
 # Starts, on free loopback ports in a temporary directory, an nginx
 # `return 204` receiver and the relay (RELAY_BIN) under callgrind with
 # instrumentation off; warms up with WARM webhooks, switches instrumentation
-# on (callgrind_control -i on), sends N webhooks with `hey -c 8`, switches it
-# off, and prints the total and the count per webhook. The kernel's share
-# (syscalls, TCP) is not counted.
+# on (callgrind_control -i on), sends N webhooks with `hey -c 8`, waits until
+# every webhook has been delivered, switches it off, and prints the total and
+# the count per webhook. The kernel's share (syscalls, TCP) is not counted.
 #
 #   RELAY_BIN=target/release/dripfeed-relay bash scripts/instructions_per_webhook.sh
 # Without RELAY_BIN it builds the relay (cargo build --release -p dripfeed-relay).
@@ -58,6 +58,10 @@ read -r receiver_port relay_port admin_port <<<"$(free_ports 3)"
 } >"$work/nginx.conf"
 nginx -p "$work" -c "$work/nginx.conf" -g 'daemon off;' &
 nginx_pid=$!
+for _ in $(seq 50); do
+  [ "$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$receiver_port/")" = 204 ] && break
+  sleep 0.1
+done
 
 case "$journal_mode" in
   off) journal=(--no-journal) ;;
@@ -71,24 +75,43 @@ valgrind --tool=callgrind --instr-atstart=no --callgrind-out-file="$work/callgri
   --dead-letter-file "$work/dead-letters.jsonl" "${journal[@]}" "${extra_args[@]}" \
   >"$work/relay.log" 2>&1 &
 relay_pid=$!
+healthy=
 for _ in $(seq 300); do
-  curl -sf "http://127.0.0.1:$admin_port/healthz" >/dev/null && break
-  kill -0 "$relay_pid" 2>/dev/null || { tail -5 "$work/relay.log" >&2; exit 1; }
+  curl -sf "http://127.0.0.1:$admin_port/healthz" >/dev/null && { healthy=1; break; }
+  kill -0 "$relay_pid" 2>/dev/null || break
   sleep 0.2
 done
+[ -n "$healthy" ] || { echo "the relay did not start; its log:" >&2; tail -5 "$work/relay.log" >&2; exit 1; }
+
+# Webhooks the relay has delivered (its leaky_bucket_jobs_total, outcome="delivered").
+delivered() {
+  { curl -sf "http://127.0.0.1:$admin_port/metrics" || true; } \
+    | awk '/^leaky_bucket_jobs_total[{]/ && /outcome="delivered"/ { s += $NF } END { printf "%.0f\n", s }'
+}
 
 url="http://127.0.0.1:$relay_port/v1/webhooks/deliver"
-hey -n "$warm" -c 8 -m POST -T application/json -d "$body" "$url" >/dev/null
+warmed=$(hey -n "$warm" -c 8 -m POST -T application/json -d "$body" "$url" | awk '/\[202\]/ { print $2 }')
 callgrind_control -i on "$relay_pid" >/dev/null
 accepted=$(hey -n "$n" -c 8 -m POST -T application/json -d "$body" "$url" | awk '/\[202\]/ { print $2 }')
-# Let the last deliveries land before counting stops.
-sleep 2
+# Counting stops once every webhook has been delivered (within 60 s).
+for _ in $(seq 600); do
+  [ "$(delivered)" -ge $((${warmed:-0} + ${accepted:-0})) ] && break
+  sleep 0.1
+done
 callgrind_control -i off "$relay_pid" >/dev/null
+got=$(delivered)
 kill -INT "$relay_pid"
-wait "$relay_pid" || true
+for _ in $(seq 100); do kill -0 "$relay_pid" 2>/dev/null || break; sleep 0.1; done
+kill -9 "$relay_pid" 2>/dev/null || true
+wait "$relay_pid" 2>/dev/null || true
 relay_pid=
+if [ "$got" -lt $((${warmed:-0} + ${accepted:-0})) ]; then
+  echo "only $got of $((${warmed:-0} + ${accepted:-0})) webhooks answered 202 delivered: not counted" >&2
+  exit 1
+fi
 out=$(ls "$work"/callgrind.out* | head -1)
-total=$(callgrind_annotate "$out" 2>/dev/null | awk '/PROGRAM TOTALS/ { gsub(",", "", $1); t = $1 } END { print t }')
+total=$(callgrind_annotate "$out" | awk '/PROGRAM TOTALS/ { gsub(",", "", $1); t = $1 } END { print t }')
+[ -n "$total" ] || { echo "callgrind_annotate gave no total for $out" >&2; exit 1; }
 if [ -n "${KEEP:-}" ]; then mkdir -p "$KEEP" && cp "$out" "$KEEP/"; fi
 echo "relay $(basename "$bin"), journal $journal_mode: ${accepted:-0} of $n webhooks accepted"
 echo "instructions (user space) while loaded: $total; per webhook: $((total / n))"

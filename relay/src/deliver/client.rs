@@ -8,7 +8,7 @@
 //!
 //! It is hyper's `client::conn` with nothing on top: each destination keeps
 //! its own idle connections ([`super::pool`]), so a delivery takes one
-//! with a lock and a pop and writes its request on it. reqwest's layers (a
+//! with a lock and a short scan and writes its request on it. reqwest's layers (a
 //! redirect policy that parsed every request's URL, a response that parsed
 //! it again, copies of each head in case of a retry) and hyper-util's
 //! shared pool (a hashed key per checkout and per return) cost more per
@@ -367,6 +367,30 @@ mod tests {
         let later = Instant::now() + super::super::pool::IDLE_TIMEOUT + Duration::from_secs(1);
         assert!(to.idle.take_at(later).is_none());
         assert_eq!(to.idle.count(), (0, 0));
+
+        // Two connections (two deliveries at once): the older is let go
+        // once idle too long, even while the newer keeps being taken.
+        let (a, b) = tokio::join!(client.send(&to, post(&to)), client.send(&to, post(&to)));
+        assert!(a.0.is_ok() && b.0.is_ok());
+        assert_eq!(connections.load(Ordering::SeqCst), 3);
+        for _ in 0..1000 {
+            if to.idle.count() == (2, 2) {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+        assert_eq!(to.idle.count(), (2, 2));
+        let (first, second) = (to.idle.take().unwrap(), to.idle.take().unwrap());
+        let t0 = Instant::now();
+        let timeout = super::super::pool::IDLE_TIMEOUT;
+        to.idle.give_back_at(first, 4, t0);
+        to.idle.give_back_at(second, 4, t0 + timeout);
+        assert!(
+            to.idle
+                .take_at(t0 + timeout + Duration::from_secs(1))
+                .is_some()
+        );
+        assert_eq!(to.idle.count(), (0, 0), "the older one let go");
     }
 
     /// No answer within the timeout is `TimedOut`; a head that came in

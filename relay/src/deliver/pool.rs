@@ -46,15 +46,17 @@ impl Idle {
     /// [`take`](Idle::take) as at `now`.
     pub fn take_at(&self, now: Instant) -> Option<Sender> {
         let mut senders = self.senders.lock().unwrap_or_else(|p| p.into_inner());
+        // The oldest first: closed or idle too long, let go (even while
+        // newer ones keep being used).
+        while senders.front().is_some_and(|(sender, since)| {
+            sender.is_closed() || now.saturating_duration_since(*since) > IDLE_TIMEOUT
+        }) {
+            senders.pop_front();
+        }
         let mut at = senders.len();
         while at > 0 {
             at -= 1;
-            let (sender, since) = &senders[at];
-            if now.saturating_duration_since(*since) > IDLE_TIMEOUT {
-                // Idle too long, and every older one with it.
-                senders.drain(..=at);
-                return None;
-            }
+            let (sender, _) = &senders[at];
             if sender.is_closed() {
                 senders.remove(at);
             } else if sender.is_ready() {
@@ -68,6 +70,11 @@ impl Idle {
     /// Keeps `sender` for a later delivery, unless its connection has
     /// closed; with `most` kept already, the oldest is let go.
     pub fn give_back(&self, sender: Sender, most: usize) {
+        self.give_back_at(sender, most, Instant::now());
+    }
+
+    /// [`give_back`](Idle::give_back) as at `now`.
+    pub fn give_back_at(&self, sender: Sender, most: usize, now: Instant) {
         if sender.is_closed() || most == 0 {
             return;
         }
@@ -75,7 +82,7 @@ impl Idle {
         while senders.len() >= most {
             senders.pop_front();
         }
-        senders.push_back((sender, Instant::now()));
+        senders.push_back((sender, now));
     }
 
     /// How many are kept: all, and those ready to send.
