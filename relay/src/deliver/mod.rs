@@ -125,7 +125,7 @@ fn request(
     let mut req = Request::new(Full::new(job.body.clone()));
     *req.method_mut() = Method::POST;
     *req.uri_mut() = endpoint.origin.clone();
-    let id = id.to_string();
+    let id_value = HeaderValue::from(id);
     let headers = req.headers_mut();
     headers.insert(header::HOST, endpoint.host.clone());
     if let Some(credentials) = &endpoint.authorization {
@@ -144,25 +144,19 @@ fn request(
         // Signed again on every attempt, with the time of the attempt;
         // with every key, space-separated, while a secret is replaced.
         let ts = unix_ms() / 1000;
+        let id = id.to_string();
         let signatures: Vec<String> = secrets
             .iter()
             .map(|key| signing::sign(key, &id, ts, &job.body))
             .collect();
-        let signed = [
-            ("webhook-timestamp", ts.to_string()),
-            ("webhook-signature", signatures.join(" ")),
-            ("webhook-id", id.clone()),
-        ];
-        for (name, value) in signed {
-            // Digits, base64 and spaces: always a valid value.
-            if let Ok(value) = HeaderValue::try_from(value) {
-                headers.insert(name, value);
-            }
+        // `v1,` and base64, space-separated: always a valid value.
+        if let Ok(value) = HeaderValue::try_from(signatures.join(" ")) {
+            headers.insert("webhook-signature", value);
         }
+        headers.insert("webhook-timestamp", HeaderValue::from(ts));
+        headers.insert("webhook-id", id_value.clone());
     }
-    if let Ok(id) = HeaderValue::try_from(id) {
-        headers.insert("idempotency-key", id);
-    }
+    headers.insert("idempotency-key", id_value);
     req
 }
 
