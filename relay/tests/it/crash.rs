@@ -1,8 +1,9 @@
 //! A 202 is a promise: the relay, run as a child process with its journal,
 //! is flooded, killed with SIGKILL mid-burst, and started again on the same
 //! directory; every webhook it answered 202 must reach the receiver, with
-//! no more duplicates than the deliveries that were running. With
-//! destinations, each must also reach it through the destination it named.
+//! no more duplicates than the deliveries that were running and a batch of
+//! ends not yet journaled. With destinations, each must also reach it
+//! through the destination it named.
 //!
 //! Real time and real processes (a loopback integration test): bounded in
 //! time and count, asserting counts only.
@@ -66,6 +67,13 @@ async fn receiver(seen: Arc<Seen>) -> std::net::SocketAddr {
 }
 
 const MAX_IN_FLIGHT: usize = 16;
+
+/// Duplicates allowed after the kill: the deliveries running then, plus
+/// those that had landed but whose ends the journal's writer had not yet
+/// written (the README's "at most `--max-in-flight` plus a batch"): at the
+/// drain's 400/s, 8 is 20 ms of them, a writer thread kept off the CPU for
+/// a few scheduler slices on two busy cores.
+const MAX_DUPLICATES: usize = MAX_IN_FLIGHT + 8;
 
 /// Starts the relay on the journal `dir` delivering to `downstream`.
 async fn start_relay(dir: &std::path::Path, downstream: std::net::SocketAddr) -> Relay {
@@ -204,8 +212,8 @@ async fn crash_and_restart(name: &str, target: &[String], dests: &[&str], seen: 
     let keys = seen.keys.lock().unwrap();
     let duplicates: u32 = keys.values().map(|n| n - 1).sum();
     assert!(
-        duplicates as usize <= MAX_IN_FLIGHT,
-        "{duplicates} duplicates; at most the {MAX_IN_FLIGHT} deliveries running at the kill"
+        duplicates as usize <= MAX_DUPLICATES,
+        "{duplicates} duplicates; at most the {MAX_IN_FLIGHT} deliveries running at the kill and a batch of ends"
     );
     eprintln!(
         "{name}: accepted {}, delivered before the kill {delivered_before}, duplicates {duplicates}",
