@@ -182,7 +182,7 @@ async fn a_torn_tail_is_cut_at_every_offset_and_the_rest_recovered() {
     // crash leaves the zeros, which are cut without counting as torn.
     let end = written.iter().rposition(|&b| b != 0).unwrap() + 1;
     assert!(written.len() > end, "zeroed ahead");
-    let journal = Journal::open(&snapshot(&whole, "torn-zeros")).unwrap();
+    let journal = Journal::open(snapshot(&whole, "torn-zeros")).unwrap();
     assert_eq!((journal.recovered(), journal.stats().cut), (5, 0));
     drop(journal);
     let bytes = &written[..end];

@@ -43,7 +43,7 @@ pub(crate) fn unwritten_tail(tail: &[u8]) -> bool {
 
 /// Zeros written from `from` to `to`.
 pub(crate) fn zero(file: &File, from: u64, to: u64) -> io::Result<()> {
-    const ZEROS: [u8; 64 << 10] = [0; 64 << 10];
+    static ZEROS: [u8; 64 << 10] = [0; 64 << 10];
     let mut at = from;
     while at < to {
         let n = usize::try_from(to - at).map_or(ZEROS.len(), |n| n.min(ZEROS.len()));
