@@ -27,12 +27,6 @@
 #[global_allocator]
 static HEAP: cap::Cap<std::alloc::System> = cap::Cap::new(std::alloc::System, usize::MAX);
 
-/// Otherwise mimalloc: fewer instructions per allocation than the system's,
-/// and the same bytes per queued webhook (BENCHMARKS.md, issue 28).
-#[cfg(not(feature = "heap-count"))]
-#[global_allocator]
-static HEAP: mimalloc::MiMalloc = mimalloc::MiMalloc;
-
 /// The bytes the process holds on the heap, when counted (`heap-count`).
 pub fn heap_bytes() -> Option<usize> {
     #[cfg(feature = "heap-count")]
