@@ -154,7 +154,6 @@ impl Writer {
         self.files.clear();
         self.active = active;
         self.active_seq = seq;
-        self.zeroed = len;
         self.gauges.fsyncs.fetch_add(1, Ordering::Relaxed);
         Ok(moved.len())
     }

@@ -15,9 +15,8 @@
 //!
 //! Durability costs a batch, not a flush per job: one writer thread takes
 //! every record waiting, writes them at once and `fsync`s once (group
-//! commit). The records go over zeros written ahead of them a chunk at a
-//! time, so that an `fsync` leaves the file's size alone. The
-//! directory is locked while open: a second process on it is refused.
+//! commit). The directory is locked while open: a second process on it is
+//! refused.
 //!
 //! What a damaged disk or a careless operator can do, and what the journal
 //! does about it:
@@ -75,7 +74,6 @@
 //! # }
 //! ```
 
-mod ahead;
 mod codec;
 mod comeback;
 mod error;
@@ -215,7 +213,6 @@ impl Journal {
             home: home::Home::new(dir, lock, &active),
             active,
             active_seq,
-            zeroed: live::Seg::EMPTY.len,
             files: found.files,
             gauges: gauges.clone(),
             bytes_gauge: metrics::gauge!(crate::accounting::metrics::JOURNAL_BYTES),

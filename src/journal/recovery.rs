@@ -1,6 +1,5 @@
 //! Recovery: what an earlier run left in the directory. Segments are read
-//! in order; a torn tail is cut (zeros written ahead of the records,
-//! [`ahead`](super::ahead), are cut without a word), a damaged segment set aside with its good
+//! in order; a torn tail is cut, a damaged segment set aside with its good
 //! records kept ([`repair`](super::repair)), and the jobs admitted and not
 //! ended are handed back in the order they were admitted.
 
@@ -10,7 +9,6 @@ use std::io::Read;
 use std::path::{Path, PathBuf};
 
 use super::JournalError;
-use super::ahead;
 use super::frame::{Kind, Record};
 use super::key::{self, HEAD, Key};
 use super::live::{LiveSet, Seg};
@@ -98,14 +96,9 @@ pub(crate) fn recover(dir: &Path, max_record: usize) -> Result<Recovered, Journa
             }
             return Err(JournalError::Foreign { path });
         };
-        let tail = &bytes[found.end..];
-        // The zeros a crash left ahead of the last record are not torn.
-        let zeros = !tail.is_empty() && ahead::unwritten_tail(tail);
-        let torn = if zeros { 0 } else { tail.len() as u64 };
+        let torn = (bytes.len() - found.end) as u64;
         let len = if found.skipped.is_empty() {
-            if zeros {
-                cut(&path, found.end as u64)?;
-            } else if torn > 0 {
+            if torn > 0 {
                 tracing::warn!(segment = %path.display(), at = found.end, bytes = torn, "journal: cutting a torn tail");
                 cut(&path, found.end as u64)?;
             }

@@ -2,8 +2,7 @@
 //! listed, read back). Recovery reads them ([`recovery`](super::recovery)).
 //!
 //! Segments are named by a sequence number (`0000000000000001.seg`, …) and
-//! only ever appended to (over zeros written ahead, see
-//! [`ahead`](super::ahead)); the oldest goes first when every job it admitted
+//! only ever appended to; the oldest goes first when every job it admitted
 //! has ended, so an `End` record is never deleted before the `Admit` it
 //! answers.
 //!
@@ -66,11 +65,10 @@ pub(crate) fn lock(dir: &Path) -> Result<File, JournalError> {
 }
 
 /// Creates segment `seq` with its header (magic and `key`), durable along
-/// with its name. Opened for writing by position (not in append mode, in
-/// which Linux ignores the position), the cursor after the header.
+/// with its name.
 pub(crate) fn create(dir: &Path, seq: u64, key: &Key) -> Result<File, JournalError> {
     let path = path(dir, seq);
-    let mut file = private(OpenOptions::new().create_new(true).read(true).write(true))
+    let mut file = private(OpenOptions::new().create_new(true).read(true).append(true))
         .open(&path)
         .map_err(|e| JournalError::io("create", &path, e))?;
     file.write_all(&key::head(key))

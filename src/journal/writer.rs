@@ -14,6 +14,7 @@
 
 use std::collections::BTreeMap;
 use std::fs::File;
+use std::io::Write;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -22,7 +23,6 @@ use std::time::Instant;
 
 use tokio::sync::oneshot;
 
-use super::ahead;
 use super::frame::{self, Kind};
 use super::home::Home;
 use super::key::Key;
@@ -88,9 +88,6 @@ pub(crate) struct Writer {
     pub(crate) live: LiveSet,
     pub(crate) active: File,
     pub(crate) active_seq: u64,
-    /// The active file's length: its records, then zeros written ahead of
-    /// them ([`ahead`]).
-    pub(crate) zeroed: u64,
     /// The other segments, open until reclaimed (at most about
     /// `max_bytes / segment_bytes`): their live records can be read back
     /// even once unlinked, and coming back can tell which files are ours.
@@ -171,7 +168,6 @@ impl Writer {
                 self.watch();
             }
         }
-        self.trim();
         let _ = self.active.sync_data();
         self.closing();
     }
@@ -202,29 +198,6 @@ impl Writer {
         self.live.segs.get(&self.active_seq).map_or(0, |s| s.len)
     }
 
-    /// Writes `bytes` after the active segment's records, over zeros
-    /// written ahead (a chunk more first, when they do not fit): the
-    /// `fdatasync` after it then leaves the file's size alone.
-    fn append(&mut self, bytes: &[u8]) -> std::io::Result<()> {
-        let at = self.active_len();
-        let end = at + bytes.len() as u64;
-        let to = ahead::target(self.zeroed, end, ahead::chunk(self.opts.segment_bytes));
-        if to > self.zeroed {
-            ahead::zero(&self.active, self.zeroed, to)?;
-            self.zeroed = to;
-        }
-        ahead::write_at(&self.active, bytes, at)
-    }
-
-    /// Cuts the zeros ahead of the active segment's records (before it is
-    /// closed: only the active segment has them).
-    fn trim(&mut self) {
-        let len = self.active_len();
-        if self.zeroed > len && self.active.set_len(len).is_ok() {
-            self.zeroed = len;
-        }
-    }
-
     fn commit(&mut self, cmds: &mut Vec<Cmd>, buf: &mut Vec<u8>) -> Answers {
         buf.clear();
         let mut ops = Vec::with_capacity(cmds.len());
@@ -250,12 +223,10 @@ impl Writer {
             }
         }
         let before = self.active_len();
-        let write = self.append(buf);
+        let write = self.active.write_all(buf);
         let wrote = write.is_ok();
         let written = if let Err(e) = write {
-            if self.active.set_len(before).is_ok() {
-                self.zeroed = before;
-            } else {
+            if self.active.set_len(before).is_err() {
                 // The tail may hold a torn record: later records must not follow it.
                 self.roll();
             }
@@ -303,7 +274,6 @@ impl Writer {
     /// Closes the active segment and starts the next, unless the
     /// directory is gone.
     fn roll(&mut self) {
-        self.trim();
         let _ = self.active.sync_data();
         if !self.home.intact(&self.dir, self.active_seq) {
             self.lost();
@@ -317,7 +287,6 @@ impl Writer {
                 let old = std::mem::replace(&mut self.active, file);
                 self.files.insert(self.active_seq, old);
                 self.active_seq = next;
-                self.zeroed = Seg::EMPTY.len;
                 self.live.started(next);
             }
             Err(e) => {
@@ -327,21 +296,15 @@ impl Writer {
     }
 
     /// Gives back the oldest segments that no live job needs; an active
-    /// segment alone and with nothing live is cut back to empty once its
-    /// records fill a chunk of zeros ([`ahead`]), or a quarter of the
-    /// journal's bound if that is less: cut back sooner, a trickle of jobs
-    /// (each ended before the next) would write a chunk of zeros for each.
+    /// segment alone and with nothing live is cut back to empty.
     fn reclaim(&mut self) {
         while let Some((&seq, &seg)) = self.live.segs.first_key_value() {
             if seq == self.active_seq {
                 let empty = Seg::EMPTY.len;
-                let chunk = ahead::chunk(self.opts.segment_bytes).min(self.opts.max_bytes / 4);
-                let full = seg.len > empty && seg.len >= empty + chunk;
-                if seg.live == 0 && full && self.active.set_len(empty).is_ok() {
+                if seg.live == 0 && seg.len > empty && self.active.set_len(empty).is_ok() {
                     // Everything in it ended: a crash before this reaches the
                     // disk leaves records that all end, so nothing is recovered
                     // either way.
-                    self.zeroed = empty;
                     if let Some(s) = self.live.segs.get_mut(&seq) {
                         s.len = empty;
                     }
@@ -403,7 +366,8 @@ impl Writer {
             return false;
         };
         if self
-            .append(&out)
+            .active
+            .write_all(&out)
             .and_then(|()| self.active.sync_data())
             .is_err()
         {
