@@ -123,26 +123,40 @@ type Running = Pin<Box<dyn Future<Output = ()> + Send>>;
 /// tries one again at its start (see [`Dispatcher::start`]).
 const PROBE_EVERY: u32 = 64;
 
+/// Makes a delivery's future: [`deliver`], whose future type has no name,
+/// so the dispatcher is generic over it.
+type Make<J, F> = fn(Arc<Target<J>>, Job<J>, InFlightPermit, bool, bool) -> F;
+
 /// Starts deliveries and, inline, polls them to their end.
-pub(crate) struct Dispatcher {
+pub(crate) struct Dispatcher<J, F> {
     mode: Dispatch,
     running: FuturesUnordered<Running>,
     /// Whether the last delivery polled at its start ended there.
     ends_at_start: bool,
     /// Deliveries started since the last one polled at its start.
     since_probe: u32,
+    make: Make<J, F>,
+    /// The box of the last delivery that ended at its start: the next
+    /// one is written into it, so a delivery that ends where it starts
+    /// allocates nothing.
+    spare: Option<Pin<Box<F>>>,
 }
 
-impl Dispatcher {
-    pub(crate) fn new(mode: Dispatch) -> Self {
-        Dispatcher {
-            mode,
-            running: FuturesUnordered::new(),
-            ends_at_start: true,
-            since_probe: 0,
-        }
+/// A dispatcher for a drain's deliveries in `mode`.
+pub(crate) fn dispatcher<J: Send + Sync + 'static>(
+    mode: Dispatch,
+) -> Dispatcher<J, impl Future<Output = ()> + Send + 'static> {
+    Dispatcher {
+        mode,
+        running: FuturesUnordered::new(),
+        ends_at_start: true,
+        since_probe: 0,
+        make: deliver::<J>,
+        spare: None,
     }
+}
 
+impl<J: Send + Sync + 'static, F: Future<Output = ()> + Send + 'static> Dispatcher<J, F> {
     /// Whether to poll the next inline delivery as it starts: while
     /// deliveries end on their first poll (a downstream that queues the job
     /// in memory, a cache hit), one that ends there costs no place in the
@@ -162,7 +176,7 @@ impl Dispatcher {
 
     /// Starts one delivery attempt; `permit` is held until it is accounted.
     /// `report` says whether the attempt feeds the adaptive window.
-    pub(crate) fn start<J: Send + Sync + 'static>(
+    pub(crate) fn start(
         &mut self,
         to: Arc<Target<J>>,
         job: Job<J>,
@@ -170,20 +184,30 @@ impl Dispatcher {
         report: bool,
     ) {
         let inline = self.mode == Dispatch::Inline;
-        let delivery = deliver(to, job, permit, report, inline);
+        let delivery = (self.make)(to, job, permit, report, inline);
         match self.mode {
             Dispatch::Inline => {
-                let mut delivery: Running = Box::pin(delivery);
-                if self.poll_at_start() {
-                    // A no-op waker: a delivery still pending goes into
-                    // the set, which polls it again with its own.
-                    let mut cx = Context::from_waker(Waker::noop());
-                    self.ends_at_start = delivery.as_mut().poll(&mut cx).is_ready();
-                    if self.ends_at_start {
-                        return;
-                    }
+                if !self.poll_at_start() {
+                    self.running.push(Box::pin(delivery));
+                    return;
                 }
-                self.running.push(delivery);
+                let mut slot = match self.spare.take() {
+                    Some(mut slot) => {
+                        // The future in it has ended: replacing it drops nothing.
+                        slot.set(delivery);
+                        slot
+                    }
+                    None => Box::pin(delivery),
+                };
+                // A no-op waker: a delivery still pending goes into the
+                // set, which polls it again with its own.
+                let mut cx = Context::from_waker(Waker::noop());
+                self.ends_at_start = slot.as_mut().poll(&mut cx).is_ready();
+                if self.ends_at_start {
+                    self.spare = Some(slot);
+                } else {
+                    self.running.push(slot);
+                }
             }
             Dispatch::Spawn => {
                 tokio::spawn(delivery);

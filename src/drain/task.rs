@@ -11,6 +11,7 @@
 //! at its rate does not sleep while jobs wait and the next is at hand
 //! (`Pacer::outruns`): it takes another turn. It never awaits user code.
 
+use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
@@ -30,7 +31,7 @@ use crate::util::clock::COARSE_REFRESH;
 use crate::util::num::nanos;
 
 use super::adapt::Adapt;
-use super::dispatch::{Dispatch, Dispatcher, Job, Target};
+use super::dispatch::{Dispatch, Dispatcher, Job, Target, dispatcher};
 use super::hook::Emit;
 use super::pacer::{Pacer, TICK_NS, TIMER_SLACK_NS};
 
@@ -100,13 +101,14 @@ enum Linger {
     Tell,
 }
 
-pub(crate) struct DrainTask<J> {
+/// `F`: a delivery's future (see [`Dispatcher`]).
+pub(crate) struct DrainTask<J, F> {
     shared: Arc<Shared<J>>,
     /// The downstream, with the shared state, for each delivery.
     target: Arc<Target<J>>,
     permits: Option<Arc<dyn PermitSource>>,
     report_deliveries: bool,
-    dispatcher: Dispatcher,
+    dispatcher: Dispatcher<J, F>,
     pacer: Pacer,
     rate_seen: f64,
     adapt: Option<Adapt>,
@@ -127,11 +129,22 @@ pub(crate) struct DrainTask<J> {
     last_turn_ns: u64,
 }
 
-impl<J: Send + Sync + 'static> DrainTask<J> {
-    pub(crate) fn new(
+/// The drain of `shared`, delivering to `downstream`.
+pub(crate) fn drain_task<J: Send + Sync + 'static>(
+    shared: Arc<Shared<J>>,
+    downstream: Arc<dyn Downstream<J>>,
+    parts: DrainParts,
+) -> DrainTask<J, impl Future<Output = ()> + Send + 'static> {
+    let dispatcher = dispatcher(parts.dispatch);
+    DrainTask::new(shared, downstream, parts, dispatcher)
+}
+
+impl<J: Send + Sync + 'static, F: Future<Output = ()> + Send + 'static> DrainTask<J, F> {
+    fn new(
         shared: Arc<Shared<J>>,
         downstream: Arc<dyn Downstream<J>>,
         parts: DrainParts,
+        dispatcher: Dispatcher<J, F>,
     ) -> Self {
         let rate = shared.rate();
         if let Some(source) = &parts.permits {
@@ -144,7 +157,7 @@ impl<J: Send + Sync + 'static> DrainTask<J> {
             }),
             permits: parts.permits,
             report_deliveries: parts.report_deliveries,
-            dispatcher: Dispatcher::new(parts.dispatch),
+            dispatcher,
             pacer: Pacer::new(rate),
             rate_seen: rate,
             adapt: parts.adaptive.and_then(Adapt::new),

@@ -13,7 +13,7 @@ use crate::drain::feedback::Feedback;
 use crate::drain::hook::DrainHook;
 use crate::drain::retry_policy::RetryPolicy;
 use crate::drain::retry_queue::Retries;
-use crate::drain::task::{DrainParts, DrainTask};
+use crate::drain::task::{DrainParts, drain_task};
 use crate::drain::{Drain, DrainFuture};
 use crate::error::BuildError;
 use crate::handle::settings::Settings;
@@ -708,7 +708,7 @@ impl<J: Send + Sync + 'static> ThrottleBuilder<J> {
         }));
         #[cfg(feature = "journal")]
         crate::handle::durable::requeue(&shared, recovered);
-        let task = DrainTask::new(
+        let task = drain_task(
             shared.clone(),
             downstream,
             DrainParts {
