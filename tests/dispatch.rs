@@ -97,3 +97,37 @@ async fn shutdown_waits_for_deliveries_still_running() {
         assert_eq!(report.stats.in_flight(), 0, "{mode:?}");
     }
 }
+
+/// A delivery that ends where it starts leaves its box to the next one:
+/// the box must keep nothing of the job it carried, whether the deliveries
+/// before and after it ended at once or waited.
+#[tokio::test(start_paused = true)]
+async fn a_delivered_job_is_dropped_at_once_while_the_drain_runs() {
+    for mode in MODES {
+        let marker = Arc::new(());
+        let (throttle, _drain) = Throttle::builder()
+            .drain_rate(1_000.0)
+            .dispatch(mode)
+            .build(|job: &(u32, Arc<()>), _| {
+                let waits = job.0 % 3 == 0;
+                async move {
+                    if waits {
+                        sleep(Duration::from_millis(5)).await;
+                    }
+                    Delivery::Done
+                }
+            })
+            .unwrap();
+        for i in 0..10 {
+            throttle.try_submit((i, marker.clone())).unwrap();
+        }
+        sleep(Duration::from_millis(100)).await;
+        assert_eq!(throttle.stats().delivered(), 10, "{mode:?}");
+        assert_eq!(
+            Arc::strong_count(&marker),
+            1,
+            "{mode:?}: no delivered job is kept, the drain still running"
+        );
+        throttle.shutdown(Duration::from_secs(1)).await;
+    }
+}

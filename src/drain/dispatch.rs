@@ -8,7 +8,8 @@
 //! [`Dispatch::Inline`] (the default) polls the deliveries in the drain task
 //! itself, in a set bounded by `max_in_flight`: no task, no allocation for
 //! one, no scheduler lock per delivery. A delivery is first polled as it
-//! starts; one that ends there never enters the set. [`Dispatch::Spawn`] runs each as its
+//! starts; one that ends there never enters the set, and the next delivery
+//! is written into its box. [`Dispatch::Spawn`] runs each as its
 //! own task, for downstreams that do CPU work in `deliver`.
 
 use std::future::Future;
@@ -136,10 +137,11 @@ pub(crate) struct Dispatcher<J, F> {
     /// Deliveries started since the last one polled at its start.
     since_probe: u32,
     make: Make<J, F>,
-    /// The box of the last delivery that ended at its start: the next
-    /// one is written into it, so a delivery that ends where it starts
-    /// allocates nothing.
-    spare: Option<Pin<Box<F>>>,
+    /// The box of the last delivery that ended at its start (its future
+    /// done, holding nothing): the next one is written into it, so a
+    /// delivery that ends where it starts allocates nothing. One box kept
+    /// for the drain's life.
+    ended_box: Option<Pin<Box<F>>>,
 }
 
 /// A dispatcher for a drain's deliveries in `mode`.
@@ -152,11 +154,11 @@ pub(crate) fn dispatcher<J: Send + Sync + 'static>(
         ends_at_start: true,
         since_probe: 0,
         make: deliver::<J>,
-        spare: None,
+        ended_box: None,
     }
 }
 
-impl<J: Send + Sync + 'static, F: Future<Output = ()> + Send + 'static> Dispatcher<J, F> {
+impl<J, F: Future<Output = ()> + Send + 'static> Dispatcher<J, F> {
     /// Whether to poll the next inline delivery as it starts: while
     /// deliveries end on their first poll (a downstream that queues the job
     /// in memory, a cache hit), one that ends there costs no place in the
@@ -191,7 +193,7 @@ impl<J: Send + Sync + 'static, F: Future<Output = ()> + Send + 'static> Dispatch
                     self.running.push(Box::pin(delivery));
                     return;
                 }
-                let mut slot = match self.spare.take() {
+                let mut slot = match self.ended_box.take() {
                     Some(mut slot) => {
                         // The future in it has ended: replacing it drops nothing.
                         slot.set(delivery);
@@ -204,7 +206,7 @@ impl<J: Send + Sync + 'static, F: Future<Output = ()> + Send + 'static> Dispatch
                 let mut cx = Context::from_waker(Waker::noop());
                 self.ends_at_start = slot.as_mut().poll(&mut cx).is_ready();
                 if self.ends_at_start {
-                    self.spare = Some(slot);
+                    self.ended_box = Some(slot);
                 } else {
                     self.running.push(slot);
                 }

@@ -135,8 +135,8 @@ pub(crate) fn drain_task<J: Send + Sync + 'static>(
     downstream: Arc<dyn Downstream<J>>,
     parts: DrainParts,
 ) -> DrainTask<J, impl Future<Output = ()> + Send + 'static> {
-    let dispatcher = dispatcher(parts.dispatch);
-    DrainTask::new(shared, downstream, parts, dispatcher)
+    let deliveries = dispatcher(parts.dispatch);
+    DrainTask::new(shared, downstream, parts, deliveries)
 }
 
 impl<J: Send + Sync + 'static, F: Future<Output = ()> + Send + 'static> DrainTask<J, F> {
