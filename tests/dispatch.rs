@@ -109,7 +109,7 @@ async fn a_delivered_job_is_dropped_at_once_while_the_drain_runs() {
             .drain_rate(1_000.0)
             .dispatch(mode)
             .build(|job: &(u32, Arc<()>), _| {
-                let waits = job.0 % 3 == 0;
+                let waits = job.0.is_multiple_of(3);
                 async move {
                     if waits {
                         sleep(Duration::from_millis(5)).await;
