@@ -1,7 +1,7 @@
 //! Every submitted job ends in exactly one outcome (or is still queued or in
 //! flight), and `stats()` and the metrics agree with the caller's own count.
 
-mod support;
+use crate::support;
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;

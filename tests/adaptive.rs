@@ -2,7 +2,7 @@
 //! downstream (a queue: latency grows with its backlog above capacity), on
 //! paused time: minutes of traffic in about a second.
 
-mod support;
+use crate::support;
 
 use std::time::Duration;
 

@@ -3,7 +3,7 @@
 //! 3-master Redis Cluster and a real PostgreSQL, each started on a free
 //! loopback port.
 
-mod support;
+use crate::support;
 
 use std::sync::{Arc, Mutex};
 

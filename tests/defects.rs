@@ -1,7 +1,7 @@
 //! The seven defects the review of the first core found, one test each.
 //! Each failed on the first core and passes on the second.
 
-mod support;
+use crate::support;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};

@@ -1,6 +1,6 @@
 //! A downstream that panics, fails or hangs never stops the drain.
 
-mod support;
+use crate::support;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};

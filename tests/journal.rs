@@ -13,7 +13,7 @@
 //! and tokio's paused clock would jump to the next timer meanwhile. They
 //! wait for events (a count of deliveries, a shutdown), never for a time.
 
-mod support;
+use crate::support;
 
 #[path = "journal/cancelled.rs"]
 mod cancelled;

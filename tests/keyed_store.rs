@@ -5,7 +5,7 @@
 //! is the in-memory table behind a switch that makes it fail, as a user's
 //! own store would.
 
-mod support;
+use crate::support;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};

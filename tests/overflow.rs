@@ -1,6 +1,6 @@
 //! Each overflow policy: who is dropped, who is told what, and the honest wait.
 
-mod support;
+use crate::support;
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;

@@ -1,6 +1,6 @@
 //! The drain's output rate: constant, exact, and no burst after idle.
 
-mod support;
+use crate::support;
 
 use std::time::Duration;
 

@@ -1,7 +1,7 @@
 //! Per-key buckets on a throttle: fairness between tenants, exact waits, and
 //! no debt for jobs the shared queue refused.
 
-mod support;
+use crate::support;
 
 use std::time::Duration;
 

@@ -1,7 +1,7 @@
 //! A shared permit source caps emission below the local rate; shutdown
 //! still ends on time while the drain waits for permits.
 
-mod support;
+use crate::support;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};

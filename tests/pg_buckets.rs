@@ -2,7 +2,7 @@
 //! three runtimes sharing one quota never exceed it together; drained rows
 //! are pruned by admissions; fail-closed and fail-open behave as documented.
 
-mod support;
+use crate::support;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};

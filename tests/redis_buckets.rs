@@ -2,7 +2,7 @@
 //! fail-closed and fail-open while a Redis server is down and back, with
 //! the same two metrics as `PgBuckets`; overrides shared by two handles.
 
-mod support;
+use crate::support;
 
 use std::time::Duration;
 

@@ -3,7 +3,7 @@
 //! when every master stops, the buckets fall back (fail-open) or refuse with
 //! a store failure (fail-closed, never a 429), and recover when they return.
 
-mod support;
+use crate::support;
 
 use std::time::{Duration, Instant};
 

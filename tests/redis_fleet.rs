@@ -3,7 +3,7 @@
 //! fleet's permits (as the relay runs), share 300 jobs/s; Redis dies and
 //! comes back. Real time, bounded.
 
-mod support;
+use crate::support;
 
 use std::time::Duration;
 

@@ -5,7 +5,7 @@
 //! and a Redis restart without persistence recovered from without help.
 //! Loopback, real time, bounded; no sleeps.
 
-mod support;
+use crate::support;
 
 use std::collections::HashSet;
 use std::time::Duration;

@@ -2,7 +2,7 @@
 //! in a stream; redrive moves back only what the throttle takes. Real time,
 //! bounded.
 
-mod support;
+use crate::support;
 
 use std::time::Duration;
 

@@ -72,7 +72,11 @@ async fn print_first_hints_when_asked() {
 fn two_processes_jitter_differently() {
     let run = || {
         let out = std::process::Command::new(std::env::current_exe().unwrap())
-            .args(["--exact", "print_first_hints_when_asked", "--nocapture"])
+            .args([
+                "--exact",
+                "retry_after::print_first_hints_when_asked",
+                "--nocapture",
+            ])
             .env("DRIPFEED_PRINT_HINTS", "1")
             .output()
             .unwrap();

@@ -2,8 +2,6 @@
 //! delivery given another attempt, `leaky_bucket_retry_wait` the jobs
 //! waiting outside the ring for it, both equal to `stats()`.
 
-mod support;
-
 use std::time::Duration;
 
 use dripfeed::{Attempt, Delivery, RetryPolicy, Throttle};

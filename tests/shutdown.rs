@@ -1,6 +1,6 @@
 //! Shutdown loses nothing: drained, dead-lettered or handed back, every job counted.
 
-mod support;
+use crate::support;
 
 use std::time::Duration;
 

@@ -1,6 +1,6 @@
 //! Awaitable slots: FIFO at the drain rate, cancel-safe, fail fast when full.
 
-mod support;
+use crate::support;
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;

@@ -5,7 +5,7 @@
 //! agree, and no job may be delivered twice (a job is tried again only
 //! after a failed attempt, and its attempt numbers say so).
 
-mod support;
+use crate::support;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};

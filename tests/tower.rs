@@ -1,7 +1,6 @@
 //! The tower layer: clones share one limit; poll_ready holds no slot.
-#![cfg(feature = "tower")]
 
-mod support;
+use crate::support;
 
 use std::convert::Infallible;
 use std::sync::Arc;

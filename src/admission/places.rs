@@ -10,7 +10,8 @@
 //! The high bit is `CLOSED`. Closing sets it, so every reservation that
 //! starts after (or races with) the close fails, and a final sweep that
 //! waits until no place is taken can never miss a job. This protocol is
-//! modelled with `loom` (`RUSTFLAGS="--cfg dripfeed_loom"`, see the tests).
+//! modelled with `loom`: the crate `loom/` builds this file with loom's
+//! atomics (`cargo test -p dripfeed-loom`, the `loom_model` tests below).
 
 #[cfg(dripfeed_loom)]
 use loom::sync::atomic::{AtomicUsize, Ordering};
@@ -242,7 +243,7 @@ mod loom_model {
             let r = Arc::new(Reservations::new(1));
             let a = {
                 let r = r.clone();
-                thread::spawn(move || reserve(&r).map(|p| drop(p)).is_some())
+                thread::spawn(move || reserve(&r).map(drop).is_some())
             };
             let b = {
                 let r = r.clone();

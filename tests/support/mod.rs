@@ -183,3 +183,33 @@ pub fn global_metrics(recorder: &DebuggingRecorder, label: &str) -> (u64, Option
     }
     (errors, fallback)
 }
+
+/// Runs the test `name` (its path in this binary, `module::test`) in a
+/// process of its own, for a test that measures the whole process (its
+/// resident memory): in this binary other tests run beside it. In that
+/// child it returns `true` (run the body); in the test runner's process it
+/// starts the child, asserts that the test ran there and passed, and
+/// returns `false`.
+pub fn in_own_process(name: &str) -> bool {
+    const VAR: &str = "DRIPFEED_TEST_ALONE";
+    if std::env::var(VAR).is_ok_and(|v| v == name) {
+        return true;
+    }
+    let exe = std::env::current_exe().expect("the test binary's path");
+    let out = std::process::Command::new(exe)
+        .args(["--exact", name, "--test-threads", "1", "--nocapture"])
+        .env(VAR, name)
+        .output()
+        .expect("running the test in a process of its own");
+    let text = format!(
+        "{}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        out.status.success(),
+        "{name}, in a process of its own:\n{text}"
+    );
+    assert!(text.contains("1 passed"), "{name} did not run:\n{text}");
+    false
+}

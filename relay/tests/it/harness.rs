@@ -47,7 +47,12 @@ pub fn http() -> reqwest::Client {
 /// A command for the binary, with no `DRIPFEED_*` variable of this
 /// process leaking into it and `env` set on it.
 fn command(args: &[String], env: &[(&str, &str)]) -> Command {
-    let mut cmd = Command::new(BIN);
+    command_of(std::path::Path::new(BIN), args, env)
+}
+
+/// [`command`] for the binary at `bin`.
+fn command_of(bin: &std::path::Path, args: &[String], env: &[(&str, &str)]) -> Command {
+    let mut cmd = Command::new(bin);
     for (var, _) in std::env::vars_os() {
         if var.to_string_lossy().starts_with("DRIPFEED_") {
             cmd.env_remove(var);
@@ -129,6 +134,8 @@ pub struct Relay {
     pub out: Arc<Lines>,
     /// Its stderr.
     pub err: Arc<Lines>,
+    /// The copy of the binary it runs, if not the one cargo built.
+    _copy: Option<Reachable>,
 }
 
 impl Relay {
@@ -153,12 +160,17 @@ impl Relay {
 
     /// Starts the binary as [`start`](Self::start) does, as `user` (uid,
     /// gid): root ignores file permissions, an unprivileged user does not.
+    /// It runs a copy of the binary the user can reach ([`Reachable`]),
+    /// removed once the relay is dropped.
     pub async fn start_as(args: &str, user: (u32, u32)) -> Relay {
         let mut all = owned(LOOPBACK);
         all.extend(argv(args));
-        let mut cmd = command(&all, &[]);
+        let bin = Reachable::new();
+        let mut cmd = command_of(&bin.path, &all, &[]);
         cmd.uid(user.0).gid(user.1);
-        Relay::launch(cmd, &all).await
+        let mut relay = Relay::launch(cmd, &all).await;
+        relay._copy = Some(bin);
+        relay
     }
 
     /// Starts `cmd` (the binary with `args`) and waits for its address.
@@ -198,6 +210,7 @@ impl Relay {
             admin,
             out,
             err,
+            _copy: None,
         }
     }
 
@@ -299,11 +312,40 @@ pub async fn run(args: &[&str], env: &[(&str, &str)]) -> (i32, String, String) {
 }
 
 /// Runs the binary with `args` as `user` (uid, gid) to its end: exit
-/// code, stdout, stderr.
+/// code, stdout, stderr. It runs a copy the user can reach ([`Reachable`]).
 pub async fn run_as(args: &[&str], user: (u32, u32)) -> (i32, String, String) {
-    let mut cmd = command(&owned(args), &[]);
+    let bin = Reachable::new();
+    let mut cmd = command_of(&bin.path, &owned(args), &[]);
     cmd.uid(user.0).gid(user.1);
     finish(cmd).await
+}
+
+/// A copy of the binary that any user can run: cargo builds it under the
+/// checkout, which may sit in a directory only its owner may enter (`/root`,
+/// a `mktemp -d` folder), so a relay started as an unprivileged user could
+/// not reach it. The copy is in a directory of its own under the temporary
+/// directory (mode 0755, the binary 0755), removed when dropped.
+pub struct Reachable {
+    _dir: TempDir,
+    /// The copy.
+    pub path: PathBuf,
+}
+
+impl Reachable {
+    /// A fresh copy.
+    pub fn new() -> Reachable {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = TempDir::new("bin");
+        let path = dir.join("dripfeed-relay");
+        std::fs::copy(BIN, &path).expect("copying the relay's binary");
+        let open = |p: &std::path::Path| {
+            std::fs::set_permissions(p, std::fs::Permissions::from_mode(0o755))
+                .expect("making the copy reachable")
+        };
+        open(&path);
+        open(&dir.0);
+        Reachable { _dir: dir, path }
+    }
 }
 
 /// Runs `cmd` to its end: exit code, stdout, stderr.

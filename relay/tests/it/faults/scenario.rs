@@ -25,6 +25,11 @@ pub const MAX_QUEUE_BYTES: u64 = 8 << 20;
 /// before it stops the relay (what is left stays in the journal).
 pub const SETTLE: Duration = Duration::from_secs(20);
 
+/// A run stops waiting sooner once no webhook has ended for this long (a
+/// hanging receiver behind an open breaker ends none): longer than an
+/// attempt (1 s), a retry's backoff (at most 500 ms) and a poll together.
+pub const QUIET: Duration = Duration::from_secs(4);
+
 /// One fault's places: a directory with `journal/` and
 /// `dead-letter.jsonl` (unless the dead-letter file lives elsewhere).
 pub struct Setup {
@@ -205,13 +210,21 @@ pub async fn start(args: &[String], rss: &Rss) -> Relay {
 }
 
 /// Waits (at most [`SETTLE`]) until every id of `accepted` is delivered
-/// (`delivered()`) or in the dead-letter file.
+/// (`delivered()`) or in the dead-letter file, or none has ended for
+/// [`QUIET`].
 pub async fn settle(setup: &Setup, accepted: &[String], delivered: impl Fn() -> HashSet<String>) {
-    eventually(SETTLE, || async {
+    let mut last = (usize::MAX, std::time::Instant::now());
+    eventually(SETTLE, || {
         let (done, dead) = (delivered(), setup.dead_lettered());
-        accepted
+        let ended = accepted
             .iter()
-            .all(|id| done.contains(id) || dead.contains(id))
+            .filter(|id| done.contains(*id) || dead.contains(*id))
+            .count();
+        if ended != last.0 {
+            last = (ended, std::time::Instant::now());
+        }
+        let settled = ended == accepted.len() || last.1.elapsed() >= QUIET;
+        async move { settled }
     })
     .await;
 }
