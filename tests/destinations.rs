@@ -310,6 +310,101 @@ async fn named_destinations_have_their_own_series_and_the_rest_are_summed() {
     );
 }
 
+/// The gauges `names` by destination, summed over every snapshot taken:
+/// the debugging recorder hands each value out once (a snapshot resets it
+/// to zero), and a set's series move only by increments, so the sum is
+/// what a Prometheus page would show.
+struct Shown<'a> {
+    recorder: &'a DebuggingRecorder,
+    names: [&'static str; 2],
+    total: std::collections::HashMap<(&'static str, String), f64>,
+}
+
+impl Shown<'_> {
+    /// `destination`'s values of the two gauges now.
+    fn of(&mut self, destination: &str) -> (f64, f64) {
+        for (key, _, _, value) in self.recorder.snapshotter().snapshot().into_vec() {
+            let (Some(name), DebugValue::Gauge(v)) =
+                (self.names.iter().find(|n| **n == key.key().name()), value)
+            else {
+                continue;
+            };
+            let dest = key
+                .key()
+                .labels()
+                .find(|l| l.key() == "destination")
+                .map(|l| l.value().to_owned())
+                .unwrap_or_default();
+            *self.total.entry((name, dest)).or_default() += v.into_inner();
+        }
+        let get = |n| {
+            self.total
+                .get(&(n, destination.to_owned()))
+                .copied()
+                .unwrap_or(0.0)
+        };
+        (get(self.names[0]), get(self.names[1]))
+    }
+}
+
+/// A named destination shows its bound and the rate it would start at from
+/// the start and while idle (a dashboard's `depth / capacity` never divides
+/// by zero); while busy, its throttle's own values, not added to those; an
+/// unnamed one shows them only while it has a throttle.
+#[tokio::test(start_paused = true)]
+async fn a_named_destination_shows_its_capacity_and_rate_while_idle() {
+    use dripfeed::metrics::{DRAIN_RATE, QUEUE_CAPACITY};
+    let (down, tries) = flags();
+    let recorder = DebuggingRecorder::new();
+    let set = metrics::with_local_recorder(&recorder, || {
+        Destinations::builder(
+            Throttle::builder()
+                .name("hooks")
+                .drain_rate(10.0)
+                .latency_budget(Duration::from_secs(2)),
+        )
+        .destination("vip", DestinationConfig::default().rate(5.0))
+        .build(receivers(&down, &tries))
+        .unwrap()
+    });
+    let mut gauges = Shown {
+        recorder: &recorder,
+        names: [QUEUE_CAPACITY, DRAIN_RATE],
+        total: Default::default(),
+    };
+    let mut shown = |d: &str| gauges.of(d);
+    assert_eq!(shown("vip"), (10.0, 5.0), "from the start: 2 s × 5/s");
+    let idle = set.stats("vip").unwrap();
+    assert_eq!((idle.capacity(), idle.drain_rate()), (10, 5.0));
+
+    metrics::with_local_recorder(&recorder, || {
+        for job in 0..3 {
+            set.try_submit("vip", job).unwrap();
+        }
+        set.try_submit("other", 9).unwrap();
+    });
+    set.stats("vip");
+    set.stats("other");
+    assert_eq!(shown("vip"), (10.0, 5.0), "its throttle's, not twice");
+    assert_eq!(shown("_other"), (20.0, 10.0));
+
+    sleep(Duration::from_secs(3)).await; // delivered, then idle
+    assert!(!set.stats("vip").unwrap().is_active());
+    assert_eq!(shown("vip"), (10.0, 5.0), "idle, as before");
+    assert_eq!(
+        shown("_other"),
+        (0.0, 0.0),
+        "an unnamed one shows nothing idle"
+    );
+    assert_eq!(set.stats("vip").unwrap().capacity(), 10);
+
+    set.configure("vip", DestinationConfig::default().rate(8.0))
+        .unwrap();
+    assert_eq!(shown("vip"), (16.0, 8.0), "a new rate shows at once");
+    set.remove("vip", Duration::ZERO).await.unwrap();
+    assert_eq!(shown("vip"), (0.0, 0.0), "taken out of the set");
+}
+
 #[tokio::test(start_paused = true)]
 async fn an_active_destination_takes_new_limits_at_once_within_its_ring() {
     let (down, tries) = flags();

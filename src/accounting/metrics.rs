@@ -199,6 +199,20 @@ pub(crate) struct Metrics {
     pub(crate) retry_wait: Gauge,
 }
 
+/// The capacity and drain-rate gauges of the series `throttle = name`
+/// with `labels`: the ones a throttle of that series publishes, for a
+/// destination set to show an idle named destination's bound and rate
+/// while it has no throttle.
+pub(crate) fn resting(name: &str, labels: &[(String, String)]) -> (Gauge, Gauge) {
+    describe();
+    let mut base = vec![Label::new("throttle", name.to_owned())];
+    base.extend(labels.iter().map(|(k, v)| Label::new(k.clone(), v.clone())));
+    (
+        gauge!(QUEUE_CAPACITY, base.clone()),
+        gauge!(DRAIN_RATE, base),
+    )
+}
+
 impl Metrics {
     /// Handles labelled `throttle = name` and the builder's `labels`.
     pub(crate) fn register(name: &str, labels: &[(String, String)]) -> Self {

@@ -53,6 +53,37 @@ pub(crate) struct Dest<J> {
     last_active: AtomicU64,
     /// The set's count of active destinations.
     active: metrics::Gauge,
+    /// A named destination's capacity and rate gauges while it is idle
+    /// (see [`Resting`]).
+    resting: Option<Mutex<Resting>>,
+}
+
+/// What an idle named destination shows in its series: the bound and the
+/// rate it would start at, so a dashboard's `depth / capacity` never
+/// divides by zero and a configured destination has its series from the
+/// start. Its series is summed (each throttle publishes increments and
+/// takes them back when it ends), so the resting values are added while
+/// it has no throttle and taken back out when one starts.
+struct Resting {
+    capacity: metrics::Gauge,
+    rate: metrics::Gauge,
+    /// What is added now, if anything.
+    shown: Option<(f64, f64)>,
+}
+
+impl Resting {
+    /// Shows `now` (capacity, rate), or nothing.
+    fn show(&mut self, now: Option<(f64, f64)>) {
+        let (was_cap, was_rate) = self.shown.unwrap_or((0.0, 0.0));
+        let (cap, rate) = now.unwrap_or((0.0, 0.0));
+        if cap != was_cap {
+            self.capacity.increment(cap - was_cap);
+        }
+        if rate != was_rate {
+            self.rate.increment(rate - was_rate);
+        }
+        self.shown = now;
+    }
 }
 
 /// The template's AIMD settings with the destination's ceiling (and the
@@ -83,7 +114,18 @@ fn since_start() -> u64 {
 impl<J: Send + Sync + 'static> Dest<J> {
     pub(crate) fn new(inner: &Inner<J>, name: &str, named: bool, cfg: DestinationConfig) -> Self {
         let label = if named { name } else { OTHER };
-        Dest {
+        let resting = named.then(|| {
+            let mut labels = inner.settings.labels.clone();
+            labels.push(("destination".to_owned(), label.to_owned()));
+            let (capacity, rate) =
+                crate::accounting::metrics::resting(&inner.settings.name, &labels);
+            Mutex::new(Resting {
+                capacity,
+                rate,
+                shown: None,
+            })
+        });
+        let dest = Dest {
             name: Arc::from(name),
             named,
             retired: AtomicBool::new(false),
@@ -98,6 +140,49 @@ impl<J: Send + Sync + 'static> Dest<J> {
             activations: AtomicU64::new(0),
             last_active: AtomicU64::new(0),
             active: inner.active.clone(),
+            resting,
+        };
+        dest.rest(inner, Some(&cfg));
+        dest
+    }
+
+    /// The bound it would have idle, at the rate it would start at.
+    fn idle_capacity(&self, inner: &Inner<J>, cfg: &DestinationConfig) -> u64 {
+        let s = &inner.settings;
+        if let Some(fixed) = s.capacity {
+            return fixed as u64;
+        }
+        let budget = cfg
+            .budget_override()
+            .or(s.latency_budget)
+            .unwrap_or(Duration::from_secs(1));
+        crate::handle::state::bound_for(budget, self.start_rate(inner, cfg))
+    }
+
+    /// Shows its resting bound and rate (a named destination without a
+    /// throttle), as `cfg` (its own when `None`) gives them.
+    fn rest(&self, inner: &Inner<J>, cfg: Option<&DestinationConfig>) {
+        let Some(resting) = &self.resting else {
+            return;
+        };
+        let cfg = cfg.copied().unwrap_or_else(|| *lock(&self.cfg));
+        let now = (
+            self.idle_capacity(inner, &cfg) as f64,
+            self.start_rate(inner, &cfg),
+        );
+        let mut resting = lock(resting);
+        // Under the lock, as `retire` takes it: a destination taken out
+        // of the set never shows again.
+        if !self.is_retired() {
+            resting.show(Some(now));
+        }
+    }
+
+    /// Takes its resting bound and rate out of its series (a throttle
+    /// starts, or it is taken out of the set).
+    fn unrest(&self) {
+        if let Some(resting) = &self.resting {
+            lock(resting).show(None);
         }
     }
 
@@ -124,6 +209,7 @@ impl<J: Send + Sync + 'static> Dest<J> {
     /// Marks it taken out of the set: from now on it makes no throttle.
     pub(crate) fn retire(&self) {
         self.retired.store(true, Ordering::Release);
+        self.unrest();
     }
 
     fn is_retired(&self) -> bool {
@@ -162,7 +248,7 @@ impl<J: Send + Sync + 'static> Dest<J> {
     /// The template with this destination's overrides and membership.
     fn builder(
         self: &Arc<Self>,
-        inner: &Inner<J>,
+        inner: &Arc<Inner<J>>,
         recovered: Vec<(u64, J)>,
     ) -> Result<ThrottleBuilder<J>, DestinationError> {
         let cfg = *lock(&self.cfg);
@@ -176,14 +262,15 @@ impl<J: Send + Sync + 'static> Dest<J> {
             b = b.latency_budget(budget);
         }
         let label = if self.named { &*self.name } else { OTHER };
-        // Weak: the destination holds the throttle that holds the hook.
-        let weak = Arc::downgrade(self);
+        // Weak: the set holds the destination that holds the throttle
+        // that holds the hook.
+        let (weak, set) = (Arc::downgrade(self), Arc::downgrade(inner));
         let member = Member {
             gate: self.gate.clone(),
             tally: self.tally.clone(),
             on_idle: Box::new(move || {
-                if let Some(d) = weak.upgrade() {
-                    d.go_idle();
+                if let (Some(d), Some(set)) = (weak.upgrade(), set.upgrade()) {
+                    d.go_idle(&set);
                 }
             }),
             idle_after: inner.idle_after,
@@ -224,6 +311,7 @@ impl<J: Send + Sync + 'static> Dest<J> {
     ) -> Result<Throttle<J>, DestinationError> {
         let b = self.builder(inner, recovered)?;
         let (throttle, drain) = (inner.factory)(b, &self.name)?;
+        self.unrest();
         self.active.increment(1.0);
         self.activations.fetch_add(1, Ordering::Relaxed);
         *live = Some(Live {
@@ -250,7 +338,7 @@ impl<J: Send + Sync + 'static> Dest<J> {
     /// Called by its drain when nothing is queued, waiting or in flight:
     /// keeps the counts and the learned rate, closes the throttle (its task
     /// ends) and holds none until the next job.
-    fn go_idle(&self) {
+    fn go_idle(&self, inner: &Inner<J>) {
         let mut live = lock(&self.live);
         if self.tally.held() > 0 {
             return; // a job is on its way in
@@ -262,6 +350,7 @@ impl<J: Send + Sync + 'static> Dest<J> {
         lock(&self.totals).absorb(&stats);
         *lock(&self.learned) = Some(stats.drain_rate());
         l.throttle.begin_shutdown(Duration::from_secs(30));
+        self.rest(inner, None);
         drop(live);
         self.active.decrement(1.0);
     }
@@ -417,6 +506,9 @@ impl<J: Send + Sync + 'static> Dest<J> {
         }
         *lock(&self.cfg) = cfg;
         *lock(&self.learned) = None;
+        if live.is_none() {
+            self.rest(inner, Some(&cfg));
+        }
         Ok(())
     }
 
@@ -429,7 +521,11 @@ impl<J: Send + Sync + 'static> Dest<J> {
                 totals.absorb(&s);
                 (s.depth(), s.in_flight(), s.drain_rate(), s.capacity())
             }
-            None => (0, 0, self.start_rate(inner, &lock(&self.cfg)), 0),
+            None => {
+                let cfg = *lock(&self.cfg);
+                let rate = self.start_rate(inner, &cfg);
+                (0, 0, rate, self.idle_capacity(inner, &cfg))
+            }
         };
         DestinationStats {
             name: self.name.to_string(),

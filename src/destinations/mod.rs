@@ -35,6 +35,9 @@
 //! named in the configuration ([`destination`](DestinationsBuilder::destination)),
 //! `_other` for all the rest, summed (each throttle publishes increments
 //! from what it published last, and takes its gauges back out when it ends).
+//! A named destination shows its capacity and drain rate from the start
+//! and while idle (the bound and rate it would start with), so its series
+//! exist before its first job and `depth / capacity` never divides by zero.
 //!
 //! ```
 //! # #[tokio::main(flavor = "current_thread", start_paused = true)]

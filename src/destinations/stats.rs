@@ -102,7 +102,8 @@ impl DestinationStats {
         self.rate
     }
 
-    /// The admission bound now (0 while idle).
+    /// The admission bound now; while idle, the bound it would start with
+    /// (its budget × the rate it would start at).
     pub fn capacity(&self) -> u64 {
         self.capacity
     }
