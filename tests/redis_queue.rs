@@ -415,3 +415,121 @@ async fn a_queue_being_emptied_takes_its_retries_back_early_and_a_shared_map_has
     let other = RedisMap::new(RedisConnection::open(&redis.url()).unwrap(), "elsewhere");
     assert_eq!(other.version().await.unwrap(), 0, "maps are apart");
 }
+
+/// A fleet's idempotency key names one request whatever queue its job went
+/// to: the same request again names the first id, another request (another
+/// destination, another body) is a conflict; a refused job's key is given
+/// back; a key whose admission's end was never recorded is found pending
+/// under its id, and the queue tells whether that id got in.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fleet_key_names_one_request_and_a_pending_one_resolves() {
+    use dripfeed::global::{KeyClaim, RedisKeys};
+    if !available("a_fleet_key_names_one_request_and_a_pending_one_resolves") {
+        return;
+    }
+    let redis = RedisServer::start();
+    let conn = RedisConnection::open(&redis.url()).unwrap();
+    let keys = RedisKeys::new(conn.clone(), "hooks");
+    let billing = RedisQueue::new(conn.clone(), "billing", "a").with_status(DAY, 100);
+    let (k, request) = ("4:acme:order-1", "billing|1f");
+    assert_eq!(
+        keys.claim(k, request, "71", DAY).await.unwrap(),
+        KeyClaim::New
+    );
+    // Claimed again before it is accepted: pending under the first id.
+    assert_eq!(
+        keys.claim(k, request, "72", DAY).await.unwrap(),
+        KeyClaim::Pending("71".into())
+    );
+    added(
+        billing
+            .admit_fresh("71", b"one", 10, Some("acme"))
+            .await
+            .unwrap(),
+    );
+    // The pending claim's admission finds the id taken: seen, not twice.
+    assert_eq!(
+        billing
+            .admit_fresh("71", b"one", 10, Some("acme"))
+            .await
+            .unwrap(),
+        Admission::Seen { id: "71".into() }
+    );
+    assert!(keys.accept(k, "71", DAY).await.unwrap());
+    assert!(!keys.accept(k, "72", DAY).await.unwrap(), "not its id");
+    assert_eq!(
+        keys.claim(k, request, "73", DAY).await.unwrap(),
+        KeyClaim::Repeat("71".into())
+    );
+    for other in ["shipping|1f", "billing|2e"] {
+        assert_eq!(
+            keys.claim(k, other, "74", DAY).await.unwrap(),
+            KeyClaim::Conflict("71".into()),
+            "{other}"
+        );
+    }
+    // Another scope's key is its own.
+    assert_eq!(
+        keys.claim("6:globex:order-1", request, "75", DAY)
+            .await
+            .unwrap(),
+        KeyClaim::New
+    );
+    // Refused: given back, and a retry claims it anew.
+    assert!(keys.release("6:globex:order-1", "75").await.unwrap());
+    assert!(
+        !keys.release(k, "71").await.unwrap(),
+        "an accepted key stays"
+    );
+    assert_eq!(
+        keys.claim("6:globex:order-1", request, "76", DAY)
+            .await
+            .unwrap(),
+        KeyClaim::New
+    );
+}
+
+/// The queue's counts are the fleet's: every node's admissions, refusals
+/// (a full queue, or one told), deliveries and dead letters, written by the
+/// scripts that make them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_queue_counts_what_every_node_did() {
+    use dripfeed::global::QueueCounts;
+    if !available("the_queue_counts_what_every_node_did") {
+        return;
+    }
+    let redis = RedisServer::start();
+    let a = RedisQueue::new(RedisConnection::open(&redis.url()).unwrap(), "billing", "a")
+        .with_status(DAY, 100)
+        .with_dead_letters(100);
+    let b = RedisQueue::new(RedisConnection::open(&redis.url()).unwrap(), "billing", "b")
+        .with_status(DAY, 100)
+        .with_dead_letters(100);
+    for q in [&a, &b, &a] {
+        added(q.admit(&fresh(), b"x", None, 3, DAY).await.unwrap());
+    }
+    assert!(matches!(
+        b.admit(&fresh(), b"x", None, 3, DAY).await.unwrap(),
+        Admission::Full { .. }
+    ));
+    b.count_refused().await.unwrap();
+    let held = a.claim(3).await.unwrap();
+    assert_eq!(held.len(), 3);
+    let ends = vec![
+        Ending::delivered(held[0].stream_id.clone(), Some(204)),
+        Ending::delivered(held[1].stream_id.clone(), Some(200)),
+        Ending::dead_lettered(held[2].stream_id.clone(), Some(500), "failed"),
+    ];
+    assert_eq!(a.end(&ends).await.unwrap(), 3);
+    // Ended twice (a late node): counted once.
+    assert_eq!(a.end(&ends[..1]).await.unwrap(), 0);
+    assert_eq!(
+        b.counts().await.unwrap(),
+        QueueCounts {
+            accepted: 3,
+            refused: 2,
+            delivered: 2,
+            dead_lettered: 1,
+        }
+    );
+}

@@ -14,8 +14,10 @@
 //! [`RedisStreamSink`] (a dead-letter stream with redrive) and
 //! [`RedisQueue`] (a destination's queue in a stream shared by the fleet:
 //! admission bounded fleet-wide, claims, retries and a dead node's work
-//! reclaimed) and [`RedisMap`] (settings the fleet shares, with a version
-//! each node polls), all over one [`RedisConnection`] to a server or a cluster.
+//! reclaimed) and [`RedisKeys`] (idempotency keys the fleet shares, each
+//! naming one request) and [`RedisMap`] (settings the fleet shares, with a
+//! version each node polls), all over one [`RedisConnection`] to a server
+//! or a cluster.
 //!
 //! Behind the `postgres` feature: [`PgBuckets`], the same per-key buckets
 //! (the same [`BucketStore`](crate::keyed::BucketStore)) held in one
@@ -41,6 +43,8 @@ mod queue_dead;
 mod queue_status;
 #[cfg(feature = "redis")]
 mod redis_buckets;
+#[cfg(feature = "redis")]
+mod redis_keys;
 #[cfg(feature = "redis")]
 mod redis_map;
 #[cfg(feature = "redis")]
@@ -68,9 +72,11 @@ pub use queue_status::{Ending, JobState, JobStatus};
 #[cfg(feature = "redis")]
 pub use redis_buckets::RedisBuckets;
 #[cfg(feature = "redis")]
+pub use redis_keys::{KeyClaim, RedisKeys};
+#[cfg(feature = "redis")]
 pub use redis_map::RedisMap;
 #[cfg(feature = "redis")]
-pub use redis_queue::{Admission, Claimed, RedisQueue};
+pub use redis_queue::{Admission, Claimed, QueueCounts, RedisQueue};
 #[cfg(feature = "redis")]
 pub use redis_rate::{RedisRate, RedisRateBuilder, RedisRateError};
 #[cfg(feature = "redis")]

@@ -95,6 +95,7 @@ impl RedisQueue {
             .key(&self.statuses)
             .key(&self.ended)
             .key(&self.dead)
+            .key(&self.counts)
             .arg(bound)
             .arg(if self.keep.is_some() { "1" } else { "0" });
         for e in entries {

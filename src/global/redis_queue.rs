@@ -54,6 +54,29 @@ pub enum Admission {
         /// Outstanding entries.
         depth: u64,
     },
+    /// [`admit_fresh`](RedisQueue::admit_fresh) only: a job with this id
+    /// was admitted before (it is held, or ended and its status still
+    /// kept); nothing written.
+    Seen {
+        /// The id given.
+        id: String,
+    },
+}
+
+/// What a queue has counted since its keys were made, for the whole
+/// fleet: written by the scripts that admit and end its jobs
+/// ([`RedisQueue::counts`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct QueueCounts {
+    /// Jobs admitted (redriven dead letters among them).
+    pub accepted: u64,
+    /// Admissions refused: the queue was full, or
+    /// [`count_refused`](RedisQueue::count_refused) was told of one.
+    pub refused: u64,
+    /// Jobs delivered.
+    pub delivered: u64,
+    /// Jobs ended as dead letters.
+    pub dead_lettered: u64,
 }
 
 /// A job a consumer holds until it [`ack`](RedisQueue::ack)s or
@@ -134,6 +157,8 @@ pub struct RedisQueue {
     pub(super) ended: String,
     /// The dead letters' stream.
     pub(super) dead: String,
+    /// The queue's counts (a hash).
+    pub(super) counts: String,
     prefix: String,
     group: String,
     consumer: String,
@@ -261,6 +286,7 @@ impl RedisQueue {
             statuses: format!("{prefix}:st"),
             ended: format!("{prefix}:e"),
             dead: format!("{prefix}:dl"),
+            counts: format!("{prefix}:n"),
             prefix,
             group: "dripfeed".to_owned(),
             consumer: consumer.to_owned(),
@@ -403,6 +429,40 @@ impl RedisQueue {
         remember: Duration,
         owner: Option<&str>,
     ) -> Result<Admission, RedisError> {
+        self.admit_with(id, job, idempotency, bound, remember, owner, false)
+            .await
+    }
+
+    /// Queues `job` as `id` unless the queue holds `bound`, as
+    /// [`admit_owned`](Self::admit_owned) without an idempotency key, but
+    /// only if no job with this id was admitted before:
+    /// [`Admission::Seen`] then, nothing written. For a caller that chose
+    /// the id earlier (an idempotency key's, kept with
+    /// [`RedisKeys`](super::RedisKeys)) and may be admitting it a second
+    /// time. It tells only with statuses kept
+    /// ([`with_status`](Self::with_status)), for as long as they are.
+    pub async fn admit_fresh(
+        &self,
+        id: &str,
+        job: &[u8],
+        bound: u64,
+        owner: Option<&str>,
+    ) -> Result<Admission, RedisError> {
+        self.admit_with(id, job, None, bound, Duration::from_millis(1), owner, true)
+            .await
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    async fn admit_with(
+        &self,
+        id: &str,
+        job: &[u8],
+        idempotency: Option<&str>,
+        bound: u64,
+        remember: Duration,
+        owner: Option<&str>,
+        fresh: bool,
+    ) -> Result<Admission, RedisError> {
         let key = format!("{}:i:{}", self.prefix, idempotency.unwrap_or(""));
         let (admitter, waiter) = self.admitter();
         let mut conn = admitter.clone();
@@ -412,6 +472,7 @@ impl RedisQueue {
             .key(key)
             .key(&self.statuses)
             .key(&self.ended)
+            .key(&self.counts)
             .arg(bound)
             .arg(job)
             .arg(
@@ -423,7 +484,8 @@ impl RedisQueue {
             .arg(id)
             .arg(if self.keep.is_some() { "1" } else { "0" })
             .arg(owner.unwrap_or(""))
-            .arg(if self.replicas.0 > 0 { "1" } else { "0" });
+            .arg(if self.replicas.0 > 0 { "1" } else { "0" })
+            .arg(if fresh { "1" } else { "0" });
         let answer: Value = bounded(call.invoke_async(&mut conn), CALL).await?;
         let items = array(answer, 3, "queue admit")?;
         let id = text(&items[1]).unwrap_or_default();
@@ -434,6 +496,7 @@ impl RedisQueue {
             },
             Some("repeat") => Admission::Repeat { id },
             Some("taken") => return Ok(Admission::Taken),
+            Some("seen") => return Ok(Admission::Seen { id }),
             Some("full") => {
                 return Ok(Admission::Full {
                     depth: count(&items[2])?,
@@ -475,6 +538,38 @@ impl RedisQueue {
         exists.arg(format!("{}:i:{idempotency}", self.prefix));
         let n: u64 = bounded(exists.query_async(&mut conn), CALL).await?;
         Ok(n > 0)
+    }
+
+    /// The fleet's counts for this queue (one round trip, counted as
+    /// `queue_status`): what every node admitted, refused, delivered and
+    /// dead-lettered through it.
+    pub async fn counts(&self) -> Result<QueueCounts, RedisError> {
+        let mut conn = self.conn.status.clone();
+        let mut all = redis::cmd("HGETALL");
+        all.arg(&self.counts);
+        let pairs: Vec<(String, u64)> = bounded(all.query_async(&mut conn), CALL).await?;
+        let mut c = QueueCounts::default();
+        for (field, n) in pairs {
+            match field.as_str() {
+                "a" => c.accepted = n,
+                "f" => c.refused = n,
+                "d" => c.delivered = n,
+                "x" => c.dead_lettered = n,
+                _ => {}
+            }
+        }
+        Ok(c)
+    }
+
+    /// Counts one admission refused for another cause than a full queue
+    /// (e.g. a tenant over its quota), in [`counts`](Self::counts): one
+    /// round trip, counted as `queue_admit`.
+    pub async fn count_refused(&self) -> Result<(), RedisError> {
+        let mut conn = self.conn.admit.clone();
+        let mut incr = redis::cmd("HINCRBY");
+        incr.arg(&self.counts).arg("f").arg(1);
+        let _: i64 = bounded(incr.query_async(&mut conn), CALL).await?;
+        Ok(())
     }
 
     /// Makes the group if Redis lost it (a restart without persistence).
@@ -662,6 +757,7 @@ impl RedisQueue {
             .key(&self.statuses)
             .key(&self.ended)
             .key(&self.dead)
+            .key(&self.counts)
             .arg(&self.group)
             .arg(op);
         call

@@ -4,6 +4,7 @@
 -- KEYS[3]  the idempotency key (same slot; ignored when ARGV[4] is "0")
 -- KEYS[4]  the jobs' statuses (a hash by id; written when ARGV[6] is "1")
 -- KEYS[5]  the ended jobs by end time (a sorted set of ids)
+-- KEYS[6]  the queue's counts (a hash: a accepted, f refused full)
 -- ARGV[1]  the bound: entries outstanding (stream + retries) at most
 -- ARGV[2]  the job's bytes
 -- ARGV[3]  how long the idempotency key is remembered, ms
@@ -13,6 +14,10 @@
 -- ARGV[7]  the job's owner (e.g. its tenant; "" for none)
 -- ARGV[8]  "1" if the caller waits for replicas (WAIT) after this script:
 --          a repeat then writes its key again, so the WAIT covers it
+-- ARGV[9]  "1" if the id must be new: one with a status (held or ended)
+--          answers {"seen", id, 0} and nothing is written (a caller that
+--          reserved the id elsewhere, e.g. for an idempotency key, and
+--          may be admitting it a second time)
 --
 -- Outstanding is XLEN + ZCARD: entries are deleted once acknowledged, so
 -- the stream holds only what is queued or being delivered (never trimmed
@@ -20,10 +25,12 @@
 -- id as a field (a stream id is per stream, so not unique in the fleet).
 -- A status is "state|attempts|last status|next ms|received ms|ended ms|
 -- stream id|owner" (state q, r, d or x). Returns {"added", id, outstanding
--- after}, {"repeat", the first id, 0}, {"full", "", outstanding} or
+-- after}, {"repeat", the first id, 0}, {"full", "", outstanding},
 -- {"taken", id, 0} when the id is a job still held (the caller picks
--- another). An ended job's id may be admitted again (a dead letter
--- redriven keeps its id): its status starts over.
+-- another) or {"seen", id, 0} (ARGV[9]). An ended job's id may be admitted
+-- again (a dead letter redriven keeps its id): its status starts over.
+-- Each job added counts as accepted, each refusal for a full queue as
+-- refused, in the queue's counts.
 local keyed = ARGV[4] == '1'
 if keyed then
   local had = redis.call('GET', KEYS[3])
@@ -38,11 +45,15 @@ local bound = tonumber(ARGV[1])
 if not bound then
   return redis.error_reply('ERR dripfeed queue: bad bound')
 end
+local kept = ARGV[6] == '1'
+if kept and ARGV[9] == '1' and redis.call('HEXISTS', KEYS[4], ARGV[5]) == 1 then
+  return {'seen', ARGV[5], 0}
+end
 local outstanding = redis.call('XLEN', KEYS[1]) + redis.call('ZCARD', KEYS[2])
 if outstanding >= bound then
+  redis.call('HINCRBY', KEYS[6], 'f', 1)
   return {'full', '', outstanding}
 end
-local kept = ARGV[6] == '1'
 if kept then
   local had = redis.call('HGET', KEYS[4], ARGV[5])
   if had then
@@ -54,6 +65,7 @@ if kept then
   end
 end
 local sid = redis.call('XADD', KEYS[1], '*', 'id', ARGV[5], 'n', '0', 'job', ARGV[2])
+redis.call('HINCRBY', KEYS[6], 'a', 1)
 if keyed then
   redis.call('SET', KEYS[3], ARGV[5], 'PX', ARGV[3])
 end

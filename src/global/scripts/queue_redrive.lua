@@ -4,6 +4,7 @@
 -- KEYS[3]  the jobs' statuses (a hash by id)
 -- KEYS[4]  the ended jobs by end time (a sorted set of ids)
 -- KEYS[5]  the dead letters (a stream)
+-- KEYS[6]  the queue's counts (a hash: a accepted)
 -- ARGV[1]  the bound: entries outstanding (stream + retries) at most
 -- ARGV[2]  "1" if statuses are kept
 -- ARGV[3..] dead letters' entry ids
@@ -46,6 +47,7 @@ for i = 3, #ARGV do
       redis.call('ZREM', KEYS[4], id)
     end
     redis.call('XDEL', KEYS[5], e)
+    redis.call('HINCRBY', KEYS[6], 'a', 1)
     moved = moved + 1
   end
 end

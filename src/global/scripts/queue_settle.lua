@@ -4,6 +4,7 @@
 -- KEYS[3]  the jobs' statuses (a hash by id, see queue_admit.lua)
 -- KEYS[4]  the ended jobs by end time (a sorted set of ids)
 -- KEYS[5]  the dead letters (a stream)
+-- KEYS[6]  the queue's counts (a hash: d delivered, x dead-lettered)
 -- ARGV[1]  the group
 -- ARGV[2]  "ack": ARGV[3] "1" if statuses are kept, ARGV[4] how long an
 --          ended status is kept (ms), ARGV[5] how many at most, ARGV[6]
@@ -61,6 +62,7 @@ if op == 'ack' then
     local dead = ARGV[i + 1] == 'x'
     if redis.call('XACK', KEYS[1], ARGV[1], sid) == 1 then
       done = done + 1
+      redis.call('HINCRBY', KEYS[6], dead and 'x' or 'd', 1)
     end
     if kept or (dead and dead_max > 0) then
       local entry = redis.call('XRANGE', KEYS[1], sid, sid)
