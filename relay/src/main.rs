@@ -42,6 +42,7 @@ mod config;
 mod dead_letter;
 mod deliver;
 mod demo;
+mod domain;
 mod intake;
 mod listener;
 mod openapi;
@@ -194,6 +195,7 @@ async fn main() -> ExitCode {
             }
             let mut errors = queue::check(&cfg);
             errors.extend(deliver::guard::check_config(&cfg).await);
+            errors.extend(deliver::client::check_ca_file(&cfg));
             if !errors.is_empty() {
                 return refuse(&ConfigErrors(errors));
             }

@@ -10,7 +10,7 @@ use std::time::Duration;
 use dripfeed::destinations::Destinations;
 
 use crate::dead_letter::FileSink;
-use crate::intake::job::Job;
+use crate::domain::job::Job;
 
 /// Waits for Ctrl-C or SIGTERM.
 pub async fn signal() {

@@ -35,8 +35,8 @@ use utoipa::ToSchema;
 use super::Admin;
 use super::change_answers::{Deleting, closing, conflict, unknown_destination, unprocessable};
 use crate::config::{Fields, Origin, valid_name};
-use crate::intake::problem::problem;
-use crate::openapi::schemas::Problem;
+use crate::domain::problem::problem;
+use crate::domain::schemas::Problem;
 use crate::queue;
 
 /// A destination as `PUT` gives it: the whole of it.

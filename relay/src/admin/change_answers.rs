@@ -7,7 +7,7 @@ use axum::response::Response;
 use serde::Serialize;
 use utoipa::ToSchema;
 
-use crate::intake::problem::problem;
+use crate::domain::problem::problem;
 
 /// What a `DELETE` left to drain.
 #[derive(Serialize, ToSchema)]

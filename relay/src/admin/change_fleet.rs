@@ -26,7 +26,7 @@ use tokio::sync::MutexGuard;
 use super::Admin;
 use super::change_answers::{Deleting, closing, conflict, unknown_destination, unprocessable};
 use crate::config::{Destination, Fields};
-use crate::intake::problem::problem;
+use crate::domain::problem::problem;
 use crate::queue::shared_changes::{Change, Fleet, REMAKE_AFTER};
 
 fn unreachable(e: String) -> Response {

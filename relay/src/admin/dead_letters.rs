@@ -13,8 +13,8 @@ use utoipa::ToSchema;
 
 use super::Admin;
 use crate::dead_letter::page::{self, Cursor, DeadLetter};
-use crate::intake::problem::problem;
-use crate::openapi::schemas::Problem;
+use crate::domain::problem::problem;
+use crate::domain::schemas::Problem;
 
 /// Lines a page holds unless `limit` says.
 const DEFAULT_LIMIT: usize = 100;

@@ -17,7 +17,7 @@ use utoipa::ToSchema;
 use super::Admin;
 use crate::catalog::Listed;
 use crate::config::Config;
-use crate::openapi::schemas::Problem;
+use crate::domain::schemas::Problem;
 
 /// What a destination leaves to the settings: the drain rate, the adaptive
 /// ceiling (when adaptive) and the latency budget.

@@ -45,8 +45,9 @@ use crate::catalog::Catalog;
 use crate::catalog::state::StateFile;
 use crate::dead_letter::FileSink;
 use crate::deliver::guard::AddressGuard;
+use crate::domain::schemas::Problem;
 use crate::intake::Intake;
-use crate::openapi::{self, schemas::Problem};
+use crate::openapi;
 use crate::telemetry;
 
 /// What the admin routes read.

@@ -14,7 +14,7 @@ use axum::response::{IntoResponse, Response};
 use serde_json::json;
 
 use super::Admin;
-use crate::openapi::schemas::{NotReady, Problem, Ready};
+use crate::domain::schemas::{NotReady, Problem, Ready};
 
 /// `GET /healthz`.
 #[utoipa::path(get, path = "/healthz", tag = "probes",

@@ -21,8 +21,8 @@ use utoipa::ToSchema;
 
 use super::Admin;
 use crate::dead_letter::{marks, redrive};
-use crate::intake::problem::problem;
-use crate::openapi::schemas::Problem;
+use crate::domain::problem::problem;
+use crate::domain::schemas::Problem;
 
 /// Lines one request re-admits at most.
 const MAX_LINES: usize = 1000;

@@ -7,7 +7,7 @@ use axum::extract::{Path, State};
 use axum::response::Response;
 
 use super::Admin;
-use crate::openapi::schemas::Problem;
+use crate::domain::schemas::Problem;
 use crate::status::view::WebhookStatus;
 
 /// `GET /v1/webhooks/{id}`.

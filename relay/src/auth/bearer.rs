@@ -8,7 +8,7 @@ use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::Response;
 
 use super::digest::KeyDigest;
-use crate::intake::problem::problem;
+use crate::domain::problem::problem;
 
 /// The realm named in `WWW-Authenticate`.
 const REALM: &str = "dripfeed-relay";

@@ -22,37 +22,7 @@ use tokio::sync::Notify;
 use tokio::task::JoinHandle;
 
 use crate::config::Destination;
-
-/// Where a destination's deliveries go, and its signing keys: parsed once
-/// when it is configured, not at every delivery.
-#[derive(Debug)]
-pub struct Target {
-    /// Its URL.
-    pub url: String,
-    /// The same, as each delivery sends to it.
-    pub endpoint: Option<crate::deliver::endpoint::Endpoint>,
-    /// Its host when that is an IP literal (checked by the address guard
-    /// before each delivery; a name is checked by the resolver).
-    pub literal: Option<std::net::IpAddr>,
-    /// The bytes of its `whsec_` secrets: the secret, then the previous one
-    /// while it is being replaced; none: unsigned.
-    pub secrets: Vec<Arc<[u8]>>,
-}
-
-impl Target {
-    fn of(d: &Destination) -> Target {
-        Target {
-            url: d.url.as_str().to_owned(),
-            endpoint: crate::deliver::endpoint::Endpoint::parse(d.url.as_str()),
-            literal: crate::deliver::guard::ip_literal(d.url.as_str()),
-            secrets: [&d.secret, &d.previous_secret]
-                .into_iter()
-                .flatten()
-                .map(|s| s.key())
-                .collect(),
-        }
-    }
-}
+use crate::deliver::target::{Target, Targets};
 
 /// Admissions under way for one destination.
 #[derive(Default)]
@@ -166,11 +136,6 @@ impl Catalog {
     /// Destinations held, open or being deleted.
     pub fn held(&self) -> usize {
         self.read().len()
-    }
-
-    /// Where `name`'s deliveries go, while it is held (open or draining).
-    pub fn target(&self, name: &str) -> Option<Arc<Target>> {
-        self.read().get(name).map(|e| e.target.clone())
     }
 
     /// Every open destination's name and URL (where redriven lines go).
@@ -291,6 +256,14 @@ impl Catalog {
         if table.get(name).is_some_and(|e| !e.open) {
             table.remove(name);
         }
+    }
+}
+
+/// Deliveries find their destination's URL and keys here, while it is
+/// held (open or draining).
+impl Targets for Catalog {
+    fn target(&self, name: &str) -> Option<Arc<Target>> {
+        self.read().get(name).map(|e| e.target.clone())
     }
 }
 

@@ -198,11 +198,6 @@ pub(super) fn check(cfg: &Config, errors: &mut Vec<ConfigError>) {
             "this build has no PostgreSQL: build with --features postgres".into(),
         );
     }
-    if let Some(path) = &s.ca_file
-        && let Err(e) = crate::deliver::client::ca_certs(path)
-    {
-        bad("ca_file", e);
-    }
 }
 
 /// A relay that serves needs somewhere to deliver.

@@ -6,7 +6,7 @@
 use base64::Engine;
 use serde::Serialize;
 
-use crate::intake::job::Job;
+use crate::domain::job::Job;
 
 /// One dead-letter line, as written.
 #[derive(Serialize)]

@@ -35,7 +35,7 @@ use std::sync::mpsc;
 use dripfeed::{DeadLetterReason, DeadLetterSink, FlushError};
 use tokio::sync::oneshot;
 
-use crate::intake::job::Job;
+use crate::domain::job::Job;
 pub use error::WriteError;
 use files::Files;
 pub use health::Health;

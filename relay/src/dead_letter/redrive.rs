@@ -22,8 +22,8 @@ use base64::Engine;
 use dripfeed::destinations::Destinations;
 use serde::Deserialize;
 
-use crate::intake::budget::ByteBudget;
-use crate::intake::job::Job;
+use crate::domain::budget::ByteBudget;
+use crate::domain::job::Job;
 
 /// A dead-letter line, as `dead_letter` writes it.
 #[derive(Deserialize)]

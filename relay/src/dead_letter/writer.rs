@@ -23,7 +23,7 @@ use super::error::WriteError;
 use super::files::Files;
 use super::health::Health;
 use super::line;
-use crate::intake::job::Job;
+use crate::domain::job::Job;
 use crate::telemetry::{DEAD_LETTER_LINES, DEAD_LETTER_WRITE_FAILURES};
 
 const RETRY_MIN: Duration = Duration::from_millis(250);

@@ -253,6 +253,14 @@ pub fn build(
     })
 }
 
+/// `ca_file`, if given, is a PEM file of certificates deliveries can trust.
+pub fn check_ca_file(cfg: &crate::config::Config) -> Option<crate::config::ConfigError> {
+    let path = cfg.settings.ca_file.as_ref()?;
+    let e = ca_certs(path).err()?;
+    let origin = cfg.origin("ca_file").cloned();
+    Some(crate::config::ConfigError::new("ca_file", origin, e))
+}
+
 /// The certificates of a PEM file (`ca_file`), or why there are none.
 pub fn ca_certs(path: &std::path::Path) -> Result<Vec<CertificateDer<'static>>, String> {
     let pem = std::fs::read(path).map_err(|e| format!("{}: {e}", path.display()))?;

@@ -32,7 +32,7 @@ impl Endpoint {
     /// standard allows but a request's URI does not, such as `a{b}`):
     /// configuration refuses both before they get here.
     pub fn parse(url: &str) -> Option<Endpoint> {
-        let mut parsed = reqwest::Url::parse(url).ok()?;
+        let parsed = reqwest::Url::parse(url).ok()?;
         if !matches!(parsed.scheme(), "http" | "https") {
             return None;
         }
@@ -49,14 +49,11 @@ impl Endpoint {
                 Some(value)
             }
         };
-        parsed.set_username("").ok()?;
-        parsed.set_password(None).ok()?;
-        parsed.set_fragment(None);
+        let uri = crate::config::value::request_uri(&parsed)?;
         let host = match (parsed.host_str()?, parsed.port()) {
             (host, Some(port)) => format!("{host}:{port}"),
             (host, None) => host.to_owned(),
         };
-        let uri: Uri = parsed.as_str().parse().ok()?;
         let origin = match uri.path_and_query() {
             Some(pq) => Uri::try_from(pq.as_str()).ok()?,
             None => Uri::from_static("/"),

@@ -13,6 +13,7 @@ pub mod latency;
 pub mod pool;
 pub mod resolver;
 pub mod signing;
+pub mod target;
 
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
@@ -22,8 +23,7 @@ use axum::http::{HeaderMap, HeaderValue, Method, Request, header};
 use dripfeed::{Attempt, Delivery, Downstream};
 use http_body_util::Full;
 
-use crate::catalog::Catalog;
-use crate::intake::job::{Job, unix_ms};
+use crate::domain::job::{Job, unix_ms};
 use crate::status::Registry;
 use latency::Latencies;
 
@@ -35,9 +35,9 @@ pub struct HttpDownstream {
     pub name: Arc<str>,
     /// The destinations in force: its URL and signing keys are read there
     /// at each attempt (an admin API change applies to the next one); a
-    /// destination the journal remembers but the catalog no longer holds
-    /// has none, and its webhooks are dead-lettered.
-    pub catalog: Arc<Catalog>,
+    /// destination the journal remembers but no longer held has none, and
+    /// its webhooks are dead-lettered.
+    pub targets: Arc<dyn target::Targets>,
     /// Where delivery latencies go (the status line's p99).
     pub latencies: Arc<Latencies>,
     /// Where deliveries may connect (checked here for an IP literal; the
@@ -53,7 +53,7 @@ impl Downstream<Job> for HttpDownstream {
     async fn deliver(&self, job: &Job, attempt: Attempt) -> Delivery {
         let trail = &job.trail;
         trail.tried_by(&self.name);
-        let Some(target) = self.catalog.target(&self.name) else {
+        let Some(target) = self.targets.target(&self.name) else {
             return Delivery::Failed;
         };
         let Some(endpoint) = &target.endpoint else {

@@ -11,7 +11,7 @@ use dripfeed::destinations::Destinations;
 use tokio::time::{MissedTickBehavior, interval};
 
 use super::receiver;
-use crate::intake::job::Job;
+use crate::domain::job::Job;
 
 /// The demo's destinations: name, rate and ceiling (the dead one's queue
 /// of 100, 2 s at 50/s, is full in 2.5 s).

@@ -15,7 +15,7 @@ use dripfeed::destinations::Destinations;
 use tokio::time::{Instant, MissedTickBehavior, interval};
 
 use crate::dead_letter::FileSink;
-use crate::intake::job::Job;
+use crate::domain::job::Job;
 use receiver::Receiver;
 
 /// What the burst saw from the outside.

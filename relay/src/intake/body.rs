@@ -10,7 +10,7 @@ use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::Response;
 use http_body_util::{BodyExt, LengthLimitError, Limited};
 
-use super::problem::problem;
+use crate::domain::problem::problem;
 
 /// Why a body was not taken.
 #[derive(Debug, PartialEq, Eq)]

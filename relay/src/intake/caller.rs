@@ -10,10 +10,10 @@ use std::time::SystemTime;
 use axum::http::HeaderMap;
 
 use super::answers::Answers;
-use super::names::{self, Tenant};
 use super::{Intake, Refusal, bad_name};
 use crate::auth::bearer::{Bearer, Unauthorized};
 use crate::auth::tenants::Account;
+use crate::domain::names::{self, Tenant};
 
 /// Who a request is from.
 pub struct Caller {

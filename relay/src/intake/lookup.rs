@@ -11,7 +11,7 @@ use axum::http::HeaderMap;
 use axum::response::Response;
 
 use super::Intake;
-use crate::openapi::schemas::Problem;
+use crate::domain::schemas::Problem;
 use crate::status::view::{self, WebhookStatus};
 #[cfg(feature = "redis")]
 use crate::status::{Found, State as Where, Status};
@@ -58,7 +58,7 @@ pub async fn answer(intake: &Intake, id: &str, owner: Option<&Arc<str>>) -> Resp
             Ok(found) => view::respond(number, found.map(shared_found), owner),
             Err(e) => {
                 tracing::warn!(error = %e, "shared queue: a webhook's status could not be read");
-                crate::intake::problem::problem(
+                crate::domain::problem::problem(
                     axum::http::StatusCode::SERVICE_UNAVAILABLE,
                     "unavailable",
                     "the shared queue (Redis) cannot be read now; retry later".into(),

@@ -40,15 +40,12 @@
 
 mod answers;
 pub mod body;
-pub mod budget;
 mod caller;
 mod finish;
 pub mod idempotency;
-pub mod job;
 mod json;
 pub mod lookup;
-pub mod names;
-pub mod problem;
+mod refused;
 mod route;
 mod shared;
 pub mod tenants;
@@ -68,18 +65,17 @@ use utoipa_axum::routes;
 
 use crate::auth::tenants::Tenants;
 use crate::dead_letter::Health;
-use crate::openapi::{
-    self,
-    schemas::{Accepted, Problem},
-};
+use crate::domain::budget::{ByteBudget, JOB_OVERHEAD, Ticket};
+use crate::domain::job::Job;
+use crate::domain::names::{self, BadName, Tenant};
+use crate::domain::problem::problem;
+use crate::domain::schemas::{Accepted, Problem};
+use crate::openapi;
 use crate::status::Registry;
 pub use answers::Answers;
 use body::BodyError;
-use budget::{ByteBudget, JOB_OVERHEAD, Ticket};
 use idempotency::{Begin, Idempotency, body_hash};
-use job::Job;
-use names::{BadName, Tenant};
-use problem::{problem, refused};
+use refused::refused;
 
 use crate::listener::framing::Framing;
 
@@ -346,7 +342,7 @@ async fn take(intake: &Intake, request: Request) -> Result<Response, Refusal> {
         public,
         tenant.named.as_deref(),
         &destination,
-        crate::intake::job::unix_ms(),
+        crate::domain::job::unix_ms(),
     );
     if let Some(key) = &key
         && let Err(e) = intake

@@ -9,10 +9,10 @@ use axum::response::Response;
 use dripfeed::headers;
 
 use super::answers::Answers;
-use super::job::Job;
-use super::names::Tenant;
-use super::problem::problem;
 use super::{Intake, Refusal};
+use crate::domain::job::Job;
+use crate::domain::names::Tenant;
+use crate::domain::problem::problem;
 use crate::queue::shared::{Admit, Shared};
 
 /// The 202 (or the refusal) for `job`, queued in `shared` for `destination`.

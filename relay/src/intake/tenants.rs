@@ -26,7 +26,7 @@ pub const LOCAL_TENANTS: usize = 10_000;
 /// byte budget at start (its buckets come and go with traffic, but never
 /// past this).
 pub const LOCAL_TABLE_BYTES: u64 =
-    LOCAL_TENANTS as u64 * (super::names::MAX_NAME_BYTES as u64 + 128);
+    LOCAL_TENANTS as u64 * (crate::domain::names::MAX_NAME_BYTES as u64 + 128);
 
 /// Whether the configuration keeps tenant quotas in this relay's memory.
 pub fn local(cfg: &Config) -> bool {

@@ -14,7 +14,6 @@
 //! `tenant_header` renames them serves its document with its own names.
 
 pub mod documents;
-pub mod schemas;
 
 use std::sync::Arc;
 
@@ -26,7 +25,7 @@ use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
-use schemas::Problem;
+use crate::domain::schemas::Problem;
 
 /// Which listener a document describes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

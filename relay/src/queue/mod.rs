@@ -36,7 +36,7 @@ use crate::dead_letter::FileSink;
 use crate::deliver::HttpDownstream;
 use crate::deliver::guard::AddressGuard;
 use crate::deliver::latency::Latencies;
-use crate::intake::job::Job;
+use crate::domain::job::Job;
 use crate::status::Registry;
 
 /// The metrics' `throttle` label.
@@ -232,7 +232,7 @@ pub fn build(cfg: &Config, journal: Option<&Path>, parts: Parts) -> Result<Queue
             HttpDownstream {
                 client: client.clone(),
                 name: Arc::from(name),
-                catalog: catalog.clone(),
+                targets: catalog.clone(),
                 latencies: latencies.clone(),
                 guard: guard.clone(),
                 status: Some(status.clone()),

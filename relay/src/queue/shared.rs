@@ -50,7 +50,7 @@ use tokio::task::JoinHandle;
 
 use crate::config::{Config, Destination};
 use crate::deliver::HttpDownstream;
-use crate::intake::job::Job;
+use crate::domain::job::Job;
 use crate::queue::shared_drain::{Counts, Drain};
 use crate::queue::shared_lane::{Lane, lock, number_of};
 

@@ -17,7 +17,7 @@ use tokio::time::Instant;
 
 use super::shared_lane::{Lane, lock, number_of};
 use crate::deliver::HttpDownstream;
-use crate::intake::job::Job;
+use crate::domain::job::Job;
 
 /// Acknowledgements sent together at most.
 const ACK_BATCH: usize = 256;

@@ -13,7 +13,7 @@ use dripfeed::journal::JobCodec;
 use super::shared::Shared;
 use super::shared_lane::Lane;
 use crate::dead_letter::page::DeadLetter;
-use crate::intake::job::Job;
+use crate::domain::job::Job;
 
 /// A page of the fleet's dead letters.
 pub struct Page {

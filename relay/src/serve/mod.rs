@@ -14,7 +14,8 @@ use crate::catalog::{self, Catalog};
 use crate::config::{Config, ConfigError, ConfigErrors, DEFAULT_NAME, Origin};
 use crate::dead_letter::{self, FileSink, redrive};
 use crate::deliver::latency::Latencies;
-use crate::intake::budget::ByteBudget;
+use crate::deliver::target::Targets as _;
+use crate::domain::budget::ByteBudget;
 use crate::intake::idempotency::{self, Idempotency};
 use crate::intake::{self, Answers, Intake};
 use crate::status::Registry;
@@ -89,6 +90,7 @@ pub async fn run(
     let guard = Arc::new(deliver::guard::AddressGuard::from_config(&cfg));
     let mut errors = queue::check(&cfg);
     errors.extend(deliver::guard::check_destinations(&cfg, &guard).await);
+    errors.extend(deliver::client::check_ca_file(&cfg));
     // A destination another relay of the fleet made that this one refuses
     // does not stop it from starting: it is left out here (the rest of the
     // fleet delivers it).

@@ -49,7 +49,7 @@ pub(super) async fn open(
     let downstream = Arc::new(move |name: &str| HttpDownstream {
         client: client.clone(),
         name: Arc::from(name),
-        catalog: catalog.clone(),
+        targets: catalog.clone(),
         latencies: latencies.clone(),
         guard: guard.clone(),
         // Statuses are kept in Redis, by the queue's scripts.

@@ -31,7 +31,7 @@ use std::time::Duration;
 
 use dripfeed::{Attempt, AttemptEnd, DrainHook, Outcome};
 
-use crate::intake::job::unix_ms;
+use crate::domain::job::unix_ms;
 use ended::{ENTRY_BYTES, EndedSet};
 use record::{Names, Rec};
 

@@ -12,8 +12,8 @@ use serde::Serialize;
 use utoipa::ToSchema;
 
 use super::{Found, Registry, State};
-use crate::intake::job::unix_ms;
-use crate::intake::problem::problem;
+use crate::domain::job::unix_ms;
+use crate::domain::problem::problem;
 
 /// A webhook's status.
 #[derive(Serialize, Debug, ToSchema)]

@@ -21,8 +21,8 @@ use std::time::Duration;
 
 use dripfeed::journal::Journal;
 
-use super::budget::{ByteBudget, Ticket};
-use super::names::{DEFAULT_TENANT, MAX_NAME_BYTES};
+use crate::domain::budget::{ByteBudget, Ticket};
+use crate::domain::names::{DEFAULT_TENANT, MAX_NAME_BYTES};
 use file::{KeysFile, Line};
 
 /// The most keys remembered.

@@ -247,7 +247,7 @@ impl JobCodec for Job {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::intake::budget::ByteBudget;
+    use crate::domain::budget::ByteBudget;
 
     #[test]
     fn records_read_back_with_and_without_an_earlier_id() {

@@ -1,0 +1,40 @@
+//! RFC 9457 problem bodies: every refusal intake makes, with the wait-hint
+//! header fields (`Retry-After`, `RateLimit`, `RateLimit-Policy`) when
+//! waiting helps. A problem names nothing the caller does not own.
+
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use serde_json::json;
+
+/// A `application/problem+json` response of `kind` (`urn:dripfeed:problem:KIND`)
+/// with `fields` as headers.
+pub fn problem(
+    status: StatusCode,
+    kind: &str,
+    detail: String,
+    fields: Vec<(&'static str, String)>,
+) -> Response {
+    let retry_after = fields
+        .iter()
+        .find(|(k, _)| *k == "retry-after")
+        .and_then(|(_, v)| v.parse::<u64>().ok());
+    let body = json!({
+        "type": format!("urn:dripfeed:problem:{kind}"),
+        "title": status.canonical_reason().unwrap_or("error"),
+        "status": status.as_u16(),
+        "detail": detail,
+        "retry_after": retry_after,
+    });
+    let mut resp = (status, body.to_string()).into_response();
+    let h = resp.headers_mut();
+    h.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/problem+json"),
+    );
+    for (name, value) in fields {
+        if let Ok(v) = HeaderValue::from_str(&value) {
+            h.insert(name, v);
+        }
+    }
+    resp
+}
