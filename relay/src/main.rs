@@ -13,11 +13,15 @@
 //! echo "$KEY" | dripfeed-relay hash-key                # an API key's digest, for [[tenants.keys]]
 //! ```
 //!
-//! The modules follow a webhook: `config` (settings and their sources) →
-//! `intake` (the HTTP request path) → `queue` (the destinations set) →
-//! `deliver` (the HTTP client and signatures) → `dead_letter` (the file and
-//! redrive); `admin` (metrics, status), `telemetry` (logs, recorder),
-//! `shutdown` (signals, drain order), `demo`, and `serve`, which wires them.
+//! The modules follow a webhook: `config` (settings and their sources, plain
+//! data) → `domain` (the types every part shares: the job, problems, the
+//! byte budget, a destination's limits) → `intake` (the HTTP request path)
+//! → `queue` (one contract, two engines: the local destinations set with
+//! its journal, or the fleet's Redis Streams) → `deliver` (the HTTP client
+//! and signatures) → `dead_letter` (the file and redrive); `catalog` (the
+//! destinations in force), `status` (webhook statuses), `admin` (metrics,
+//! the admin API), `telemetry` (logs, recorder), `shutdown` (signals),
+//! `demo`, and `serve`, which wires them and picks the engine.
 //! Exit codes: 0 done, 1 failed while running, 2 configuration refused.
 
 #![forbid(unsafe_code)]
@@ -193,9 +197,8 @@ async fn main() -> ExitCode {
             if let Err(e) = kept_changes(&mut cfg) {
                 return refuse(&e);
             }
-            let mut errors = queue::check(&cfg);
-            errors.extend(deliver::guard::check_config(&cfg).await);
-            errors.extend(deliver::client::check_ca_file(&cfg));
+            let guard = deliver::guard::AddressGuard::from_config(&cfg);
+            let errors = serve::check(&cfg, &guard).await;
             if !errors.is_empty() {
                 return refuse(&ConfigErrors(errors));
             }

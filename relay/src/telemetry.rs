@@ -24,6 +24,16 @@ pub const WEBHOOK_STATUSES: &str = "dripfeed_relay_webhook_statuses";
 /// Gauge: the bytes those statuses take, roughly.
 pub const WEBHOOK_STATUS_BYTES: &str = "dripfeed_relay_webhook_status_bytes";
 
+/// Gauge, label `destination`, with `queue = redis`: the fleet's queue
+/// for a destination (every relay's webhooks queued or waiting for a
+/// retry), the same on every relay: read it with `max()`, never `sum()`.
+/// Each relay's own `leaky_bucket_queue_depth` is what it has claimed and
+/// not yet sent.
+pub const FLEET_QUEUE_DEPTH: &str = "dripfeed_relay_fleet_queue_depth";
+/// Gauge, label `destination`, with `queue = redis`: the fleet's bound for
+/// a destination (budget × rate), the same on every relay (`max()`).
+pub const FLEET_QUEUE_CAPACITY: &str = "dripfeed_relay_fleet_queue_capacity";
+
 /// Gauge: connections a listener serves now (label `listener`: `intake`
 /// or `admin`).
 pub const CONNECTIONS: &str = "dripfeed_relay_connections";
@@ -85,6 +95,14 @@ pub fn install_prometheus() -> Result<PrometheusHandle, String> {
         "bytes the webhook statuses take, roughly"
     );
     metrics::describe_gauge!(CONNECTIONS, "connections the intake listener serves");
+    metrics::describe_gauge!(
+        FLEET_QUEUE_DEPTH,
+        "with queue = redis: the fleet's queue for a destination, the same on every relay (read with max())"
+    );
+    metrics::describe_gauge!(
+        FLEET_QUEUE_CAPACITY,
+        "with queue = redis: the fleet's bound for a destination, the same on every relay (read with max())"
+    );
     metrics::describe_counter!(
         CONNECTIONS_REFUSED,
         "connections answered 503 and closed past max_connections"

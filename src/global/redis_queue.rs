@@ -63,6 +63,17 @@ pub enum Admission {
     },
 }
 
+/// Which ids an admission takes.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Mode {
+    /// Any: an ended job's id may be admitted again (a redrive).
+    Any,
+    /// Only one never admitted (or whose status is forgotten).
+    Fresh,
+    /// None: a repeat of this id, to confirm.
+    Confirm,
+}
+
 /// What a queue has counted since its keys were made, for the whole
 /// fleet: written by the scripts that admit and end its jobs
 /// ([`RedisQueue::counts`]).
@@ -429,7 +440,7 @@ impl RedisQueue {
         remember: Duration,
         owner: Option<&str>,
     ) -> Result<Admission, RedisError> {
-        self.admit_with(id, job, idempotency, bound, remember, owner, false)
+        self.admit_with(id, job, idempotency, bound, remember, owner, Mode::Any)
             .await
     }
 
@@ -448,7 +459,30 @@ impl RedisQueue {
         bound: u64,
         owner: Option<&str>,
     ) -> Result<Admission, RedisError> {
-        self.admit_with(id, job, None, bound, Duration::from_millis(1), owner, true)
+        self.admit_with(
+            id,
+            job,
+            None,
+            bound,
+            Duration::from_millis(1),
+            owner,
+            Mode::Fresh,
+        )
+        .await
+    }
+
+    /// A repeat of the job admitted as `id` (an idempotency key's, found
+    /// admitted), confirmed as its admission would be: with
+    /// [`with_replicas`](Self::with_replicas), [`Admission::Seen`] once the
+    /// replicas asked for have it, else [`Admission::Unconfirmed`]; without,
+    /// [`Admission::Seen`] at once. Nothing is admitted. One round trip
+    /// (two with replicas).
+    pub async fn confirm(&self, id: &str) -> Result<Admission, RedisError> {
+        if self.replicas.0 == 0 {
+            return Ok(Admission::Seen { id: id.to_owned() });
+        }
+        let remember = Duration::from_millis(1);
+        self.admit_with(id, b"", None, 1, remember, None, Mode::Confirm)
             .await
     }
 
@@ -461,7 +495,7 @@ impl RedisQueue {
         bound: u64,
         remember: Duration,
         owner: Option<&str>,
-        fresh: bool,
+        mode: Mode,
     ) -> Result<Admission, RedisError> {
         let key = format!("{}:i:{}", self.prefix, idempotency.unwrap_or(""));
         let (admitter, waiter) = self.admitter();
@@ -485,7 +519,11 @@ impl RedisQueue {
             .arg(if self.keep.is_some() { "1" } else { "0" })
             .arg(owner.unwrap_or(""))
             .arg(if self.replicas.0 > 0 { "1" } else { "0" })
-            .arg(if fresh { "1" } else { "0" });
+            .arg(match mode {
+                Mode::Any => "0",
+                Mode::Fresh => "1",
+                Mode::Confirm => "2",
+            });
         let answer: Value = bounded(call.invoke_async(&mut conn), CALL).await?;
         let items = array(answer, 3, "queue admit")?;
         let id = text(&items[1]).unwrap_or_default();
@@ -496,7 +534,7 @@ impl RedisQueue {
             },
             Some("repeat") => Admission::Repeat { id },
             Some("taken") => return Ok(Admission::Taken),
-            Some("seen") => return Ok(Admission::Seen { id }),
+            Some("seen") => Admission::Seen { id },
             Some("full") => {
                 return Ok(Admission::Full {
                     depth: count(&items[2])?,
@@ -522,7 +560,7 @@ impl RedisQueue {
             return Ok(answer);
         }
         match answer {
-            Admission::Added { id, .. } | Admission::Repeat { id } => {
+            Admission::Added { id, .. } | Admission::Repeat { id } | Admission::Seen { id } => {
                 Ok(Admission::Unconfirmed { id, replicas })
             }
             other => Ok(other),

@@ -13,13 +13,13 @@
 //!   deliver what it holds within the shutdown grace, then dead-letters the
 //!   rest: never lost. It answers 202 with what it still held.
 //!
-//! Both are written to the state file ([`crate::catalog::state`]) before
-//! the answer, so a restart keeps them; one change runs at a time (a `PUT`
-//! is written first and taken back if the set then refuses it). Without a
-//! state file (`no_journal` without `state_dir`) both answer 409; once
-//! shutdown has begun, 503. With `queue = redis` they are the fleet's,
-//! written to Redis instead and applied by every relay within a second
-//! ([`super::change_fleet`]).
+//! The queue makes the change: with the local engine it is written to the
+//! state file before the answer, so a restart keeps it (without a state
+//! file, `no_journal` without `state_dir`, both answer 409); with `queue =
+//! redis` it is the fleet's, written to Redis and applied by every relay
+//! within a second. Once shutdown has begun, 503. Both check the
+//! destination's limits as its configuration is checked
+//! ([`crate::domain::limits`]).
 
 use std::sync::Arc;
 
@@ -28,16 +28,15 @@ use axum::body::Bytes;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
-use dripfeed::destinations::DestinationError;
 use serde::Deserialize;
 use utoipa::ToSchema;
 
 use super::Admin;
-use super::change_answers::{Deleting, closing, conflict, unknown_destination, unprocessable};
-use crate::config::{Fields, Origin, valid_name};
+use super::change_answers::{refusal, unprocessable};
+use crate::config::{Fields, valid_name};
 use crate::domain::problem::problem;
-use crate::domain::schemas::Problem;
-use crate::queue;
+use crate::domain::schemas::{Deleting, Problem};
+use crate::queue::Put;
 
 /// A destination as `PUT` gives it: the whole of it.
 #[derive(Deserialize, ToSchema)]
@@ -61,31 +60,6 @@ pub struct DestinationPut {
     /// The secret being replaced (needs `secret`): each delivery is signed
     /// with both.
     previous_secret: Option<String>,
-}
-
-const NO_STATE: &str = "this relay has no state file (no_journal without state_dir): \
-                        a change would not survive a restart; give state_dir";
-
-fn unwritable(e: std::io::Error) -> Response {
-    problem(
-        StatusCode::SERVICE_UNAVAILABLE,
-        "state-unwritable",
-        format!("the state file cannot be written, nothing changed: {e}"),
-        Vec::new(),
-    )
-}
-
-/// The library's refusal of a destination's settings, as a problem.
-fn refused(e: DestinationError) -> Response {
-    match e {
-        DestinationError::Unnamed => conflict(
-            "destination-busy",
-            "webhooks from before (of a destination of that name no longer configured) \
-             are still being dead-lettered; retry shortly",
-        ),
-        DestinationError::Closed => closing(),
-        e => unprocessable("bad-destination", e.to_string()),
-    }
 }
 
 /// `PUT /v1/destinations/{name}`.
@@ -134,14 +108,13 @@ pub async fn put(
         previous_secret: given.previous_secret,
     };
     if admin.catalog.is_closing() {
-        return closing();
+        return refusal(crate::queue::ChangeRefused::closing());
     }
-    let origin = Origin::Api(admin.state_path.clone());
-    let dest = match fields.clone().check_body(&origin) {
+    let dest = match fields.clone().check_body(&admin.origin) {
         Ok(dest) => dest,
         Err(detail) => return unprocessable("bad-destination", detail),
     };
-    // Before the lock: a name's lookup may take seconds.
+    // Before the queue's turn: a name's lookup may take seconds.
     if let Err(refused) = admin
         .guard
         .check_destination(&dest.url, admin.resolve)
@@ -153,53 +126,16 @@ pub async fn put(
         );
         return unprocessable("private-destination", detail);
     }
-    #[cfg(feature = "redis")]
-    if let Some(fleet) = &admin.fleet {
-        return super::change_fleet::put(&admin, fleet, name, fields, &dest).await;
-    }
-    let mut state = admin.state.lock().await;
-    let Some(file) = state.as_mut() else {
-        return conflict("no-state-file", NO_STATE);
+    let put = match admin.queue.put(&name, fields, dest).await {
+        Ok(put) => put,
+        Err(refused) => return refusal(refused),
     };
-    let before = admin.catalog.get(&name);
-    match &before {
-        Some(l) if !l.open => {
-            let detail = "it is being deleted; make it again once it has drained";
-            return conflict("destination-deleting", detail);
-        }
-        None if admin.catalog.held() >= admin.max_destinations => {
-            let detail = format!(
-                "the relay holds its {} destinations (max_destinations)",
-                admin.max_destinations
-            );
-            return unprocessable("too-many-destinations", detail);
-        }
-        _ => {}
-    }
-    // The file first: if it cannot be written, nothing has changed; if the
-    // set then refuses the change, the file is put back.
-    let undo = file.undo_point();
-    if let Err(e) = file.put(&name, &fields) {
-        return unwritable(e);
-    }
-    let set = &admin.intake.set;
-    if let Err(e) = set.define(&name, queue::overrides(&dest)) {
-        if let Err(undo_error) = file.restore(undo) {
-            tracing::error!(destination = %name, error = %undo_error, "the state file keeps a change the relay refused: it applies at the next start");
-        }
-        return refused(e);
-    }
-    tracing::info!(destination = %name, created = before.is_none(), "destination changed through the admin API");
-    let listed = crate::catalog::Listed {
-        dest: dest.clone(),
-        open: true,
+    let Some(view) = admin.view(&name).await else {
+        return refusal(crate::queue::ChangeRefused::unknown());
     };
-    admin.catalog.put(dest);
-    drop(state);
-    let view = admin.defaults.view(&listed, set.stats(&name).as_ref());
-    let status = match before {
-        None => StatusCode::CREATED,
-        Some(_) => StatusCode::OK,
+    let status = match put {
+        Put::Made => StatusCode::CREATED,
+        Put::Changed => StatusCode::OK,
     };
     (status, Json(view)).into_response()
 }
@@ -217,55 +153,8 @@ pub async fn put(
         (status = 503, description = "The state file (with queue = redis: Redis) cannot be written (nothing changed), or the listener serves its most connections.", body = Problem, content_type = "application/problem+json"),
     ))]
 pub async fn delete(State(admin): State<Arc<Admin>>, Path(name): Path<String>) -> Response {
-    if admin.catalog.is_closing() {
-        return closing();
+    match admin.queue.delete(&name).await {
+        Ok(body) => (StatusCode::ACCEPTED, Json(body)).into_response(),
+        Err(refused) => refusal(refused),
     }
-    #[cfg(feature = "redis")]
-    if let Some(fleet) = &admin.fleet {
-        return super::change_fleet::delete(&admin, fleet, name).await;
-    }
-    let mut state = admin.state.lock().await;
-    let Some(file) = state.as_mut() else {
-        return conflict("no-state-file", NO_STATE);
-    };
-    if admin.catalog.is_closing() {
-        return closing(); // shutdown began while this waited for the lock
-    }
-    if !admin.catalog.is_open(&name) {
-        return unknown_destination();
-    }
-    if let Err(e) = file.delete(&name) {
-        return unwritable(e);
-    }
-    // From here intake gives no pass for it: new webhooks get 404.
-    admin.catalog.close(&name);
-    drop(state);
-    let set = admin.intake.set.clone();
-    let held = set.stats(&name).map_or(0, |s| s.held());
-    let grace = admin.grace;
-    let (catalog, sink, gone) = (admin.catalog.clone(), admin.sink.clone(), name.clone());
-    let task = tokio::spawn(async move {
-        // Admissions that picked it before it closed end first (each
-        // admitted or refused), so none lands in a destination taken out.
-        catalog.admissions_done(&gone).await;
-        // The throttle delivers within the grace, then dead-letters the
-        // rest itself; anything handed back goes to the file too.
-        if let Some((_, returned)) = set.remove(&gone, grace).await {
-            for job in returned {
-                if sink.offer(job, "destination-deleted").is_err() {
-                    tracing::error!(destination = %gone, "the dead-letter writer is gone: a webhook of a deleted destination was dropped");
-                }
-            }
-        }
-        catalog.forget(&gone);
-        tracing::info!(destination = %gone, "deleted destination drained");
-    });
-    admin.catalog.removing(task);
-    tracing::info!(destination = %name, held, "destination deleted through the admin API");
-    let body = Deleting {
-        name,
-        held,
-        grace_ms: u64::try_from(grace.as_millis()).unwrap_or(u64::MAX),
-    };
-    (StatusCode::ACCEPTED, Json(body)).into_response()
 }

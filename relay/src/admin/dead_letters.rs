@@ -1,6 +1,7 @@
-//! `GET /v1/dead-letters?destination=&limit=&cursor=`: a page of the
-//! dead-letter lines, oldest first, with an opaque cursor for the next
-//! page (see [`crate::dead_letter::page`]). Read off the async runtime.
+//! `GET /v1/dead-letters?destination=&limit=&cursor=`: a page of the dead
+//! letters, oldest first, with an opaque cursor for the next page, from the
+//! queue (the dead-letter files with the local engine, Redis with the
+//! fleet's).
 
 use std::sync::Arc;
 
@@ -12,9 +13,10 @@ use serde::Serialize;
 use utoipa::ToSchema;
 
 use super::Admin;
-use crate::dead_letter::page::{self, Cursor, DeadLetter};
+use crate::dead_letter::page::DeadLetter;
 use crate::domain::problem::problem;
 use crate::domain::schemas::Problem;
+use crate::queue::{LetterError, LetterQuery};
 
 /// Lines a page holds unless `limit` says.
 const DEFAULT_LIMIT: usize = 100;
@@ -80,13 +82,12 @@ fn parse(raw: Option<&str>) -> Result<Query, Box<Response>> {
     Ok(q)
 }
 
-/// 503: the fleet's dead letters (queue = redis) cannot be read.
-#[cfg(feature = "redis")]
-pub(super) fn fleet_unreadable(e: &str) -> Response {
+/// 503: the dead letters cannot be read.
+pub(super) fn unreadable(detail: String) -> Response {
     problem(
         StatusCode::SERVICE_UNAVAILABLE,
         "dead-letter-unreadable",
-        format!("the fleet's dead letters (Redis) cannot be read: {e}"),
+        detail,
         Vec::new(),
     )
 }
@@ -122,57 +123,20 @@ pub async fn list(State(admin): State<Arc<Admin>>, RawQuery(raw): RawQuery) -> R
         Ok(q) => q,
         Err(resp) => return *resp,
     };
-    // With queue = redis, the fleet's dead letters, kept in Redis.
-    #[cfg(feature = "redis")]
-    if let Some(shared) = &admin.intake.shared {
-        use crate::queue::shared_letters::Cursor as FleetCursor;
-        let cursor = match q.cursor.as_deref().map(FleetCursor::parse) {
-            Some(None) => return bad_cursor(),
-            Some(c) => c,
-            None => None,
-        };
-        return match shared
-            .dead_letters(q.destination.as_deref(), cursor, q.limit)
-            .await
-        {
-            Ok(p) => Json(DeadLetterPage {
-                dead_letters: p.lines,
-                next_cursor: p.next,
-                more: p.more,
-            })
-            .into_response(),
-            Err(e) => fleet_unreadable(&e),
-        };
-    }
-    let cursor = match q.cursor.as_deref().map(Cursor::parse) {
-        Some(Err(_)) => return bad_cursor(),
-        Some(Ok(c)) => Some(c),
-        None => None,
+    let query = LetterQuery {
+        destination: q.destination,
+        cursor: q.cursor,
+        limit: q.limit,
     };
-    let live = admin.dead_letter_file.clone();
-    let read = tokio::task::spawn_blocking(move || {
-        page::read(&live, cursor, q.destination.as_deref(), q.limit)
-    })
-    .await;
-    match read {
-        Ok(Ok(p)) => Json(DeadLetterPage {
+    match admin.queue.dead_letters(query).await {
+        Ok(p) => Json(DeadLetterPage {
             dead_letters: p.lines,
-            next_cursor: p.next.map(Cursor::text),
+            next_cursor: p.next,
             more: p.more,
         })
         .into_response(),
-        Ok(Err(e)) => problem(
-            StatusCode::SERVICE_UNAVAILABLE,
-            "dead-letter-unreadable",
-            format!("the dead-letter files cannot be read: {e}"),
-            Vec::new(),
-        ),
-        Err(_) => problem(
-            StatusCode::SERVICE_UNAVAILABLE,
-            "dead-letter-unreadable",
-            "reading the dead-letter files failed".to_owned(),
-            Vec::new(),
-        ),
+        Err(LetterError::BadCursor) => bad_cursor(),
+        Err(LetterError::Unreadable(e)) => unreadable(e),
     }
 }
 

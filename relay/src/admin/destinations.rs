@@ -10,14 +10,13 @@ use std::time::Duration;
 use axum::Json;
 use axum::extract::{Path, State};
 use axum::response::{IntoResponse, Response};
-use dripfeed::destinations::DestinationStats;
 use serde::Serialize;
 use utoipa::ToSchema;
 
 use super::Admin;
 use crate::catalog::Listed;
 use crate::config::Config;
-use crate::domain::schemas::Problem;
+use crate::domain::schemas::{Live, Problem};
 
 /// What a destination leaves to the settings: the drain rate, the adaptive
 /// ceiling (when adaptive) and the latency budget.
@@ -42,8 +41,8 @@ impl Defaults {
         }
     }
 
-    /// `listed` as the admin API shows it, with `live` state if the set has it.
-    pub fn view(&self, listed: &Listed, live: Option<&DestinationStats>) -> DestinationView {
+    /// `listed` as the admin API shows it, with its `live` state.
+    pub fn view(&self, listed: &Listed, live: Option<Live>) -> DestinationView {
         let d = &listed.dest;
         DestinationView {
             name: d.name.clone(),
@@ -56,19 +55,7 @@ impl Defaults {
             previous_secret_set: d.previous_secret.is_some(),
             origin: d.origin.to_string(),
             deleting: !listed.open,
-            live: live.map(|s| Live {
-                active: s.is_active(),
-                rate_now: s.drain_rate(),
-                depth: s.depth(),
-                capacity: s.capacity(),
-                in_flight: s.in_flight(),
-                held: s.held(),
-                breaker: s.breaker().as_str().to_owned(),
-                accepted: s.accepted(),
-                refused: s.refused(),
-                delivered: s.delivered(),
-                dead_lettered: s.dead_lettered() + s.evicted(),
-            }),
+            live,
         }
     }
 }
@@ -96,35 +83,9 @@ pub struct DestinationView {
     /// Whether it is being deleted: new webhooks get 404, what it holds
     /// is still delivered within the shutdown grace, then dead-lettered.
     deleting: bool,
-    /// Its live state, while its throttle exists.
+    /// Its live state: its capacity and rate from the start, busy or idle
+    /// (with `queue = redis`, the fleet's depth, bound and counts).
     live: Option<Live>,
-}
-
-/// A destination's live state.
-#[derive(Serialize, ToSchema)]
-pub struct Live {
-    /// Whether its throttle runs now.
-    active: bool,
-    /// Its drain rate now, webhooks/s.
-    rate_now: f64,
-    /// Webhooks queued.
-    depth: u64,
-    /// Webhooks it may queue.
-    capacity: u64,
-    /// Deliveries running.
-    in_flight: u64,
-    /// Webhooks held: queued, waiting for a retry or in flight.
-    held: u64,
-    /// `closed`, `open` or `half-open`.
-    breaker: String,
-    /// Webhooks admitted.
-    accepted: u64,
-    /// Webhooks refused.
-    refused: u64,
-    /// Webhooks delivered.
-    delivered: u64,
-    /// Webhooks dead-lettered (evicted ones among them).
-    dead_lettered: u64,
 }
 
 /// `GET /v1/destinations`.
@@ -135,9 +96,13 @@ pub struct DestinationList {
     destinations: Vec<DestinationView>,
 }
 
-/// The live state of every destination, by name.
-fn live(admin: &Admin) -> Vec<DestinationStats> {
-    admin.intake.set.all_stats()
+impl Admin {
+    /// `name`'s view, if it is held.
+    pub async fn view(&self, name: &str) -> Option<DestinationView> {
+        let listed = self.catalog.get(name)?;
+        let live = self.queue.live(name).await;
+        Some(self.defaults.view(&listed, live))
+    }
 }
 
 /// `GET /v1/destinations`.
@@ -150,17 +115,11 @@ fn live(admin: &Admin) -> Vec<DestinationStats> {
         (status = 503, description = "The listener serves its most connections.", body = Problem, content_type = "application/problem+json"),
     ))]
 pub async fn list(State(admin): State<Arc<Admin>>) -> Json<DestinationList> {
-    let stats = live(&admin);
-    let destinations = admin
-        .catalog
-        .list()
-        .iter()
-        .map(|l| {
-            admin
-                .defaults
-                .view(l, stats.iter().find(|s| s.name() == l.dest.name))
-        })
-        .collect();
+    let mut destinations = Vec::new();
+    for listed in admin.catalog.list() {
+        let live = admin.queue.live(&listed.dest.name).await;
+        destinations.push(admin.defaults.view(&listed, live));
+    }
     Json(DestinationList { destinations })
 }
 
@@ -176,9 +135,8 @@ pub async fn list(State(admin): State<Arc<Admin>>) -> Json<DestinationList> {
         (status = 503, description = "The listener serves its most connections.", body = Problem, content_type = "application/problem+json"),
     ))]
 pub async fn one(State(admin): State<Arc<Admin>>, Path(name): Path<String>) -> Response {
-    let Some(listed) = admin.catalog.get(&name) else {
-        return super::change_answers::unknown_destination();
-    };
-    let stats = admin.intake.set.stats(&name);
-    Json(admin.defaults.view(&listed, stats.as_ref())).into_response()
+    match admin.view(&name).await {
+        Some(view) => Json(view).into_response(),
+        None => super::change_answers::unknown_destination(),
+    }
 }

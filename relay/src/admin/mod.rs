@@ -12,21 +12,22 @@
 //!   unless `allow_unauthenticated`), where they answer anyone;
 //! - `GET /v1/webhooks/{id}` ([`webhooks`]): any webhook's status, under
 //!   the same token;
-//! - `GET /v1/dead-letters` ([`dead_letters`]): a page of the dead-letter
-//!   lines, oldest first, and `POST /v1/dead-letters/redrive`
+//! - `GET /v1/dead-letters` ([`dead_letters`]): a page of the dead
+//!   letters, oldest first, and `POST /v1/dead-letters/redrive`
 //!   ([`redrive`]), under the same token.
+//!
+//! Every route asks the queue ([`crate::queue::Queue`]): the same answers
+//! with the local engine and the fleet's.
 //!
 //! The status line on stdout is [`status`].
 
 pub mod change;
 mod change_answers;
-mod change_fleet;
 pub mod dead_letters;
 pub mod destinations;
 pub mod probes;
 pub mod redrive;
 pub mod status;
-pub mod stores;
 pub mod token;
 pub mod webhooks;
 
@@ -42,55 +43,37 @@ use utoipa_axum::routes;
 
 use crate::auth::digest::KeyDigest;
 use crate::catalog::Catalog;
-use crate::catalog::state::StateFile;
-use crate::dead_letter::FileSink;
 use crate::deliver::guard::AddressGuard;
 use crate::domain::schemas::Problem;
 use crate::intake::Intake;
 use crate::openapi;
+use crate::queue::Queue;
 use crate::telemetry;
 
 /// What the admin routes read.
 pub struct Admin {
-    /// Intake: the destinations set (with its journal), the dead-letter
-    /// file's health, the byte budget and the idempotency keys.
+    /// Intake: the byte budget and what it answered.
     pub intake: Arc<Intake>,
+    /// The queue, whichever engine keeps it: destinations' live state and
+    /// changes, dead letters, statuses, readiness.
+    pub queue: Arc<dyn Queue>,
     /// The Prometheus recorder's page.
     pub prometheus: PrometheusHandle,
     /// The admin token's digest; `None`: the routes are open (loopback).
     pub token: Option<KeyDigest>,
     /// The destinations in force: what `/v1/destinations` shows beside
-    /// their live state, and what `PUT` and `DELETE` change.
+    /// their live state.
     pub catalog: Arc<Catalog>,
     /// What a destination leaves to the settings.
     pub defaults: destinations::Defaults,
-    /// The state file the admin API's changes go to (`None`: no state
-    /// directory, changes refused); held by the change running.
-    pub state: tokio::sync::Mutex<Option<StateFile>>,
-    /// The state file's path (what a destination made here names as its
-    /// origin).
-    pub state_path: std::path::PathBuf,
+    /// The origin a destination made here names (the state file's path,
+    /// or the fleet's map).
+    pub origin: crate::config::Origin,
     /// Where deliveries may connect: a `PUT` URL is checked against it.
     pub guard: Arc<AddressGuard>,
     /// Whether a `PUT` URL's host name is resolved and checked too
     /// (`resolve_destinations_at_start`).
     pub resolve: bool,
-    /// `max_destinations`.
-    pub max_destinations: usize,
-    /// How long a deleted destination may still deliver (`shutdown_grace`).
-    pub grace: std::time::Duration,
-    /// The dead-letter file (what a deleted destination hands back).
-    pub sink: Arc<FileSink>,
-    /// The shared stores `/readyz` asks (the tenant quota store).
-    pub stores: Vec<stores::StoreCheck>,
-    /// The live dead-letter file (its rotated ones beside it).
-    pub dead_letter_file: std::path::PathBuf,
-    /// Held by the redrive running.
-    pub redriving: tokio::sync::Mutex<()>,
-    /// With `queue = redis`: the fleet's destination changes, in Redis
-    /// (what `PUT` and `DELETE` write instead of a state file).
-    #[cfg(feature = "redis")]
-    pub fleet: Option<Arc<crate::queue::shared_changes::Fleet>>,
 }
 
 /// The routes that need the admin token.
@@ -134,12 +117,7 @@ pub fn router(admin: Arc<Admin>) -> Router {
 async fn metrics(State(admin): State<Arc<Admin>>) -> Response {
     let intake = &admin.intake;
     metrics::gauge!(telemetry::HELD_BYTES).set(intake.budget.held() as f64);
-    metrics::gauge!(telemetry::IDEMPOTENCY_KEYS).set(intake.idempotency.count() as f64);
-    let (held, ended) = intake.status.counts();
-    let bytes = intake.status.bytes();
-    metrics::gauge!(telemetry::WEBHOOK_STATUSES, "kind" => "held").set(held as f64);
-    metrics::gauge!(telemetry::WEBHOOK_STATUSES, "kind" => "ended").set(ended as f64);
-    metrics::gauge!(telemetry::WEBHOOK_STATUS_BYTES).set(bytes as f64);
+    admin.queue.publish().await;
     let answers = &intake.answers;
     for (status, count) in [
         ("401", &answers.unauthorized_401),

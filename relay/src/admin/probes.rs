@@ -1,9 +1,10 @@
 //! The probes. `GET /healthz`: the process lives and serves (200). `GET
-//! /readyz`: whether a webhook taken now can be kept — 200 while the
-//! journal's directory is present and writable, the dead-letter file
-//! takes lines and the shared tenant store answers ([`super::stores`]);
-//! otherwise 503 with a problem body naming each thing down (`down`:
-//! `journal`, `dead-letter`, `redis`, `postgres`). Neither needs a token.
+//! /readyz`: whether a webhook taken now can be kept, as the queue says
+//! ([`crate::queue::Queue::down`]) — 200 while the journal's directory is
+//! present and writable, the dead-letter file takes lines, the shared
+//! queue's Redis and the shared tenant store answer; otherwise 503 with a
+//! problem body naming each thing down (`down`: `journal`, `dead-letter`,
+//! `redis`, `postgres`). Neither needs a token.
 
 use std::sync::Arc;
 
@@ -26,27 +27,6 @@ pub async fn healthz() -> &'static str {
     "ok\n"
 }
 
-/// What is down, each with why.
-pub async fn down(admin: &Admin) -> Vec<(&'static str, String)> {
-    let mut out = Vec::new();
-    if admin.intake.set.journal().is_some_and(|j| !j.is_healthy()) {
-        out.push((
-            "journal",
-            "the journal's directory is gone or not writable: every webhook is refused (503)"
-                .to_owned(),
-        ));
-    }
-    if let Some(why) = admin.intake.dead_letter.unavailable() {
-        out.push(("dead-letter", format!("{}: {}", why.kind, why.detail)));
-    }
-    for store in &admin.stores {
-        if let Some(why) = store.down().await {
-            out.push((store.name, why));
-        }
-    }
-    out
-}
-
 /// `GET /readyz`.
 #[utoipa::path(get, path = "/readyz", tag = "probes",
     responses(
@@ -54,7 +34,7 @@ pub async fn down(admin: &Admin) -> Vec<(&'static str, String)> {
         (status = 503, description = "Not ready, naming what is down (or the listener serves its most connections).", body = NotReady, content_type = "application/problem+json"),
     ))]
 pub async fn readyz(State(admin): State<Arc<Admin>>) -> Response {
-    let down = down(&admin).await;
+    let down = admin.queue.down().await;
     if down.is_empty() {
         return Json(json!({"status": "ready"})).into_response();
     }

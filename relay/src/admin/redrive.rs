@@ -1,11 +1,11 @@
 //! `POST /v1/dead-letters/redrive` with `{"ids": [...]}` or
-//! `{"destination": "..."}`: the dead-letter lines it names admitted again,
-//! each under the id it had, to the destination its line names (as
-//! `--redrive` does), up to 1000 a request (`more` says when more remain).
-//! Each line re-admitted is marked in `FILE.redriven`
-//! ([`crate::dead_letter::marks`]) before the answer, and never redriven
-//! again; a line refused (a full queue or byte budget, a destination no
-//! longer configured) stays unmarked, to be redriven later. One redrive
+//! `{"destination": "..."}`: the dead letters it names admitted again, each
+//! under the id it had, to the destination it came from and only there,
+//! up to 1000 a request (`more` says when more remain). Each letter
+//! re-admitted is marked before the answer and never redriven again
+//! (`--redrive FILE` reads the same marks); one refused for now (a full
+//! queue or byte budget) stays, to be redriven later; one whose
+//! destination is gone stays where it is, named in `kept`. One redrive
 //! runs at a time.
 
 use std::collections::HashSet;
@@ -20,9 +20,9 @@ use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
 use super::Admin;
-use crate::dead_letter::{marks, redrive};
 use crate::domain::problem::problem;
 use crate::domain::schemas::Problem;
+use crate::queue::{Kept, LetterError, Redrive};
 
 /// Lines one request re-admits at most.
 const MAX_LINES: usize = 1000;
@@ -41,20 +41,17 @@ pub struct RedriveRequest {
 /// What a redrive did.
 #[derive(Serialize, ToSchema)]
 pub struct RedriveResult {
-    /// Lines admitted again (and marked: never redriven twice).
+    /// Letters admitted again (and marked: never redriven twice).
     readmitted: u64,
-    /// Lines refused (a full queue or byte budget, a destination no longer
-    /// configured, a line that does not read): left to redrive later.
+    /// Letters refused for now (a full queue or byte budget): left to
+    /// redrive later.
     refused: u64,
-    /// Whether more lines of the request remain (past 1000): ask again.
+    /// Whether more letters of the request remain (past 1000): ask again.
     more: bool,
-}
-
-/// A line's id and destination, all a redrive matches on.
-#[derive(Deserialize)]
-struct Probe {
-    id: Option<String>,
-    destination: Option<String>,
+    /// Letters that stay where they are, each with why: the destination
+    /// they came from is gone (a letter goes back only there), or they do
+    /// not read.
+    kept: Vec<Kept>,
 }
 
 fn unprocessable(detail: &str) -> Response {
@@ -62,15 +59,6 @@ fn unprocessable(detail: &str) -> Response {
         StatusCode::UNPROCESSABLE_ENTITY,
         "bad-redrive",
         detail.to_owned(),
-        Vec::new(),
-    )
-}
-
-fn unavailable(e: impl std::fmt::Display) -> Response {
-    problem(
-        StatusCode::SERVICE_UNAVAILABLE,
-        "dead-letter-unreadable",
-        format!("the dead-letter files cannot be read or marked: {e}"),
         Vec::new(),
     )
 }
@@ -98,72 +86,22 @@ pub async fn redrive(State(admin): State<Arc<Admin>>, body: Bytes) -> Response {
             Err(e) => return unprocessable(&format!("the body does not read: {e}")),
         },
     };
-    let (ids, destination) = match (request.ids, request.destination) {
+    let what = match (request.ids, request.destination) {
         (Some(ids), None) if !ids.is_empty() && ids.len() <= MAX_LINES => {
-            (Some(ids.into_iter().collect::<HashSet<String>>()), None)
+            Redrive::Ids(ids.into_iter().collect::<HashSet<String>>())
         }
-        (None, Some(name)) => (None, Some(name)),
+        (None, Some(name)) => Redrive::Destination(name),
         _ => return unprocessable("give exactly one of ids (1 to 1000) and destination"),
     };
-    let _one_at_a_time = admin.redriving.lock().await;
-    // With queue = redis, the fleet's dead letters go back into the fleet's
-    // queue, from Redis, each with its id.
-    #[cfg(feature = "redis")]
-    if let Some(shared) = &admin.intake.shared {
-        return match shared
-            .redrive(ids.as_ref(), destination.as_deref(), MAX_LINES)
-            .await
-        {
-            Ok((readmitted, refused, more)) => Json(RedriveResult {
-                readmitted,
-                refused,
-                more,
-            })
-            .into_response(),
-            Err(e) => super::dead_letters::fleet_unreadable(&e),
-        };
-    }
-    let wanted: Box<dyn Fn(&Probe) -> bool + Send> = match (ids, destination) {
-        (Some(ids), _) => Box::new(move |p| p.id.as_ref().is_some_and(|id| ids.contains(id))),
-        (None, name) => Box::new(move |p| p.destination.as_deref() == name.as_deref()),
-    };
-    let live = admin.dead_letter_file.clone();
-    let picked = tokio::task::spawn_blocking(move || {
-        let done = marks::load(&live)?;
-        marks::pick(&live, &done, MAX_LINES, |line| {
-            serde_json::from_str::<Probe>(line).is_ok_and(|p| wanted(&p))
+    match admin.queue.redrive(what, MAX_LINES).await {
+        Ok(done) => Json(RedriveResult {
+            readmitted: done.readmitted,
+            refused: done.refused,
+            more: done.more,
+            kept: done.kept,
         })
-    })
-    .await;
-    let (lines, more) = match picked {
-        Ok(Ok(p)) => p,
-        Ok(Err(e)) => return unavailable(e),
-        Err(e) => return unavailable(e),
-    };
-    let intake = &admin.intake;
-    let targets = admin.catalog.targets();
-    let (mut readmitted, mut refused) = (Vec::new(), 0u64);
-    for (place, line) in lines {
-        let Some((name, job)) = redrive::job_of_line(&line, &targets, &intake.budget) else {
-            refused += 1;
-            continue;
-        };
-        match intake.set.try_submit_durable(name, job).await {
-            Ok(_) => readmitted.push(place),
-            Err(_) => refused += 1,
-        }
+        .into_response(),
+        Err(LetterError::BadCursor) => unprocessable("not a redrive"),
+        Err(LetterError::Unreadable(e)) => super::dead_letters::unreadable(e),
     }
-    let live = admin.dead_letter_file.clone();
-    let count = readmitted.len() as u64;
-    match tokio::task::spawn_blocking(move || marks::add(&live, &readmitted)).await {
-        Ok(Ok(())) => {}
-        Ok(Err(e)) => return unavailable(e),
-        Err(e) => return unavailable(e),
-    }
-    Json(RedriveResult {
-        readmitted: count,
-        refused,
-        more,
-    })
-    .into_response()
 }

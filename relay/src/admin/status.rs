@@ -1,34 +1,40 @@
 //! The status line, once a second: depth, rate, p99, deliveries and every
 //! kind of refusal. With one destination it is one line (redrawn in place
-//! on a terminal); with several, a line per destination follows.
+//! on a terminal); with several, a line per destination follows. The
+//! destinations' state comes from the queue (with `queue = redis`, the
+//! fleet's depth and counts).
 
 use std::io::{IsTerminal, Write};
 use std::sync::Arc;
 use std::time::Duration;
 
-use dripfeed::destinations::DestinationStats;
-
 use crate::deliver::latency::Latencies;
+use crate::domain::schemas::Live;
 use crate::intake::{Answers, Intake};
 
-/// Across every destination: depth, capacity, summed rate of the active
-/// ones, delivered, dead-lettered (with evicted).
-fn totals(all: &[DestinationStats]) -> (u64, u64, f64, u64, u64) {
-    all.iter().fold((0, 0, 0.0, 0, 0), |t, s| {
-        (
-            t.0 + s.depth(),
-            t.1 + s.capacity(),
-            t.2 + if s.is_active() { s.drain_rate() } else { 0.0 },
-            t.3 + s.delivered(),
-            t.4 + s.dead_lettered() + s.evicted(),
-        )
-    })
+/// Every held destination's name and live state.
+async fn all_live(intake: &Intake) -> Vec<(String, Live)> {
+    let mut out = Vec::new();
+    for listed in intake.catalog.list() {
+        if let Some(live) = intake.queue.live(&listed.dest.name).await {
+            out.push((listed.dest.name, live));
+        }
+    }
+    out
 }
 
-/// The summary line.
-pub fn line(intake: &Intake, latencies: &Latencies) -> String {
-    let all = intake.set.all_stats();
-    let (depth, capacity, rate, delivered, dead) = totals(&all);
+/// The summary line of `all`.
+fn line(intake: &Intake, latencies: &Latencies, all: &[(String, Live)]) -> String {
+    let (depth, capacity, rate, delivered, dead) =
+        all.iter().fold((0, 0, 0.0, 0, 0), |t, (_, s)| {
+            (
+                t.0 + s.depth,
+                t.1 + s.capacity,
+                t.2 + if s.active { s.rate_now } else { 0.0 },
+                t.3 + s.delivered,
+                t.4 + s.dead_lettered,
+            )
+        });
     let a = &intake.answers;
     let p99 = latencies.take_p99();
     format!(
@@ -52,26 +58,22 @@ pub fn line(intake: &Intake, latencies: &Latencies) -> String {
     )
 }
 
-/// One line per configured destination.
-pub fn destination_lines(intake: &Intake) -> Vec<String> {
-    intake
-        .set
-        .all_stats()
-        .into_iter()
-        .filter(|s| s.is_named())
-        .map(|s| {
+/// One line per destination of `all`.
+fn destination_lines(all: &[(String, Live)]) -> Vec<String> {
+    all.iter()
+        .map(|(name, s)| {
             format!(
                 "  {:<12} depth {:>5}/{:<5} rate {:>6.1}/s in flight {:>3} accepted {:>7} delivered {:>7} refused {:>6} dead-lettered {:>5} breaker {}",
-                s.name(),
-                s.depth(),
-                s.capacity(),
-                s.drain_rate(),
-                s.in_flight(),
-                s.accepted(),
-                s.delivered(),
-                s.refused(),
-                s.dead_lettered() + s.evicted(),
-                s.breaker().as_str(),
+                name,
+                s.depth,
+                s.capacity,
+                s.rate_now,
+                s.in_flight,
+                s.accepted,
+                s.delivered,
+                s.refused,
+                s.dead_lettered,
+                s.breaker,
             )
         })
         .collect()
@@ -85,12 +87,13 @@ pub fn spawn(intake: Arc<Intake>, latencies: Arc<Latencies>) -> tokio::task::Joi
         tick.tick().await;
         loop {
             tick.tick().await;
-            let summary = line(&intake, &latencies);
+            let all = all_live(&intake).await;
+            let summary = line(&intake, &latencies, &all);
             let mut out = std::io::stdout().lock();
-            if intake.catalog.held() > 1 {
+            if all.len() > 1 {
                 // A line per destination: no redraw in place.
                 let _ = writeln!(out, "{summary}");
-                for l in destination_lines(&intake) {
+                for l in destination_lines(&all) {
                     let _ = writeln!(out, "{l}");
                 }
             } else if tty {

@@ -264,11 +264,6 @@ pub async fn check_destinations(cfg: &Config, guard: &AddressGuard) -> Vec<Confi
     errors
 }
 
-/// [`check_destinations`] with the guard `cfg`'s allow list makes.
-pub async fn check_config(cfg: &Config) -> Vec<ConfigError> {
-    check_destinations(cfg, &AddressGuard::from_config(cfg)).await
-}
-
 /// The guard's refusal inside a failed request, if that is why it failed.
 pub fn refusal(error: &(dyn std::error::Error + 'static)) -> Option<Refused> {
     let mut next = Some(error);

@@ -9,6 +9,7 @@
 
 pub mod budget;
 pub mod job;
+pub mod limits;
 pub mod names;
 pub mod problem;
 pub mod schemas;

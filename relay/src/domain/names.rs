@@ -86,10 +86,44 @@ pub fn tenant(headers: &HeaderMap, header: &str) -> Result<Tenant, BadName> {
     Ok(Tenant { named })
 }
 
+/// FNV-1a: a stable hash of a body across processes and versions (what an
+/// idempotency key's request names beside its destination).
+pub fn body_hash(body: &[u8]) -> u64 {
+    body.iter().fold(0xcbf2_9ce4_8422_2325, |h, &b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+    })
+}
+
+/// A tenant's `Idempotency-Key` as one text no other tenant and key can
+/// give: the tenant's length first (`4:acme:order-1`), so tenant `a:b` with
+/// key `c` and tenant `a` with key `b:c` stay apart.
+pub fn scoped_key(tenant: &str, key: &str) -> String {
+    format!("{}:{tenant}:{key}", tenant.len())
+}
+
+/// The tenant and key of a [`scoped_key`].
+pub fn unscoped(scoped: &str) -> Option<(&str, &str)> {
+    let (len, rest) = scoped.split_once(':')?;
+    let len: usize = len.parse().ok()?;
+    let tenant = rest.get(..len)?;
+    let key = rest.get(len..)?.strip_prefix(':')?;
+    Some((tenant, key))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use axum::http::HeaderValue;
+
+    #[test]
+    fn no_tenant_and_key_collide_with_another_pair() {
+        assert_ne!(scoped_key("a:b", "c"), scoped_key("a", "b:c"));
+        assert_ne!(scoped_key("a", ""), scoped_key("", "a"));
+        for (t, k) in [("a:b", "c"), ("a", "b:c"), ("", ""), ("12:x", ":y:")] {
+            assert_eq!(unscoped(&scoped_key(t, k)), Some((t, k)));
+        }
+        assert_eq!(unscoped("9:ab:c"), None);
+    }
 
     fn with(name: &'static str, value: &[u8]) -> HeaderMap {
         let mut h = HeaderMap::new();

@@ -1,8 +1,12 @@
-//! The bodies the documents name that no handler type carries: the RFC
-//! 9457 problem every refusal is, intake's 202, and the readiness answers.
-//! (A webhook's status and the destinations are their handlers' own types.)
+//! The bodies the documents name that more than one part builds or no
+//! handler type carries: the RFC 9457 problem every refusal is, intake's
+//! 202, the readiness answers, a destination's live state and a deletion's
+//! answer (the queue engines make those). A webhook's status and the
+//! destinations' listing are their handlers' own types.
 
-#![allow(dead_code)] // Described, not built: the handlers write these themselves (`json!`, `accepted_202`).
+// Some are described, not built: the handlers write them themselves
+// (`json!`, `accepted_202`).
+#![allow(dead_code)]
 
 use serde::Serialize;
 use utoipa::ToSchema;
@@ -67,4 +71,45 @@ pub struct NotReady {
     pub detail: String,
     /// Each thing down.
     pub down: Vec<Down>,
+}
+
+/// A destination's live state: with the local engine this relay's queue,
+/// with `queue = redis` the fleet's (its depth, bound and counts are every
+/// relay's together).
+#[derive(Serialize, ToSchema, Debug, Clone, Default)]
+pub struct Live {
+    /// Whether its throttle runs now (with `queue = redis`: this relay's drain).
+    pub active: bool,
+    /// Its drain rate now, webhooks/s; while idle, the rate it would start at.
+    pub rate_now: f64,
+    /// Webhooks queued.
+    pub depth: u64,
+    /// Webhooks it may queue (budget × rate), busy or idle.
+    pub capacity: u64,
+    /// Deliveries running (on this relay).
+    pub in_flight: u64,
+    /// Webhooks held: queued, waiting for a retry or in flight.
+    pub held: u64,
+    /// `closed`, `open` or `half-open` (with `queue = redis`: `closed`).
+    pub breaker: String,
+    /// Webhooks admitted.
+    pub accepted: u64,
+    /// Webhooks refused.
+    pub refused: u64,
+    /// Webhooks delivered.
+    pub delivered: u64,
+    /// Webhooks dead-lettered (evicted ones among them).
+    pub dead_lettered: u64,
+}
+
+/// What a `DELETE` left to drain.
+#[derive(Serialize, ToSchema, Debug, Clone)]
+pub struct Deleting {
+    /// The destination.
+    pub name: String,
+    /// Webhooks it held when deleted (with `queue = redis`: the fleet's
+    /// queue for it): delivered within `grace_ms`, then dead-lettered.
+    pub held: u64,
+    /// The time it has to deliver them, ms (the shutdown grace).
+    pub grace_ms: u64,
 }

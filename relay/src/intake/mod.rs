@@ -19,11 +19,11 @@
 //!    bytes held against the byte budget while read (503 when
 //!    the budget has no room, 413 past the limit, 408 past
 //!    `body_read_timeout`); a body labelled JSON must be JSON (400);
-//! 4. the idempotency key, scoped by the tenant (a repeat answers here;
-//!    the key's bytes are held too);
-//! 5. admission into the destinations set: the tenant's quota, the
-//!    destination's queue and the set's bound, the journal;
-//! 6. 202 with the webhook's id.
+//! 4. admission by the queue ([`crate::queue::Queue::admit`], whichever
+//!    engine keeps it): the idempotency key (scoped by the tenant, naming
+//!    its destination and body: a repeat answers here), the tenant's
+//!    quota, the destination's bound, durability;
+//! 5. 202 with the webhook's id, or the queue's refusal as a problem.
 //!
 //! The path runs as a task of its own ([`deliver`]), so a client that hangs
 //! up cannot cancel an admission half way.
@@ -31,24 +31,19 @@
 //! Each refusal is an RFC 9457 problem naming nothing the caller does not
 //! own. A refused request's key and bytes are given back at once.
 //!
-//! The tenant's quota is charged inside admission, not before the
-//! idempotency key: the set charges the tenant and takes the queue place in
-//! one call (giving the charge back when the queue refuses), so a repeated
-//! key, answered before admission, never charges its tenant twice. With
-//! quotas on, every request is charged: one without a readable tenant to
-//! the `default` tenant.
+//! The tenant's quota is charged inside admission, after the idempotency
+//! key: a repeated key never charges its tenant twice, and a refused
+//! webhook's charge is given back. With quotas on, every request is
+//! charged: one without a readable tenant to the `default` tenant.
 
 mod answers;
 pub mod body;
 mod caller;
 mod finish;
-pub mod idempotency;
 mod json;
 pub mod lookup;
 mod refused;
 mod route;
-mod shared;
-pub mod tenants;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -58,38 +53,31 @@ use axum::body::Bytes;
 use axum::extract::{DefaultBodyLimit, Request, State};
 use axum::http::{StatusCode, header};
 use axum::response::Response;
-use dripfeed::destinations::Destinations;
-use dripfeed::{Admitted, Reason, headers};
+use dripfeed::headers;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
 use crate::auth::tenants::Tenants;
-use crate::dead_letter::Health;
 use crate::domain::budget::{ByteBudget, JOB_OVERHEAD, Ticket};
 use crate::domain::job::Job;
-use crate::domain::names::{self, BadName, Tenant};
+use crate::domain::names::{self, BadName};
 use crate::domain::problem::problem;
 use crate::domain::schemas::{Accepted, Problem};
 use crate::openapi;
-use crate::status::Registry;
+use crate::queue::{Admission, Queue};
 pub use answers::Answers;
 use body::BodyError;
-use idempotency::{Begin, Idempotency, body_hash};
 use refused::refused;
 
 use crate::listener::framing::Framing;
 
 /// What intake needs to take a webhook in.
 pub struct Intake {
-    /// The destinations: the only receivers a webhook can go to.
-    pub set: Destinations<Job>,
+    /// The queue (whichever engine keeps it): the only way a webhook goes.
+    pub queue: Arc<dyn Queue>,
     /// The destinations in force (configured, and changed through the
     /// admin API): the names a request may use.
     pub catalog: Arc<crate::catalog::Catalog>,
-    /// With `queue = redis`, the fleet's queues: webhooks go there instead
-    /// of into `set`.
-    #[cfg(feature = "redis")]
-    pub shared: Option<Arc<crate::queue::shared::Shared>>,
     /// The header that names a destination.
     pub destination_header: String,
     /// The header that names the tenant (read only on an open relay).
@@ -101,19 +89,12 @@ pub struct Intake {
     pub keyed: bool,
     /// Bytes held for clients: bodies, keys, tenant names.
     pub budget: ByteBudget,
-    /// Accepted `Idempotency-Key`s.
-    pub idempotency: Idempotency,
     /// What was answered.
     pub answers: Answers,
     /// The largest body taken.
     pub max_body_bytes: u64,
     /// How long a body may take to arrive.
     pub body_read_timeout: Duration,
-    /// Whether the dead-letter file takes lines: while it does not, every
-    /// webhook is refused (503), since one that fails could not be kept.
-    pub dead_letter: Arc<Health>,
-    /// Every webhook's status, by id.
-    pub status: Arc<Registry>,
 }
 
 /// The intake routes, each with its OpenAPI description. A layer added
@@ -256,17 +237,12 @@ async fn take(intake: &Intake, request: Request) -> Result<Response, Refusal> {
     // 2. The destination, if the caller may post there.
     let pass = intake.pick(headers_in, &caller)?;
     let destination = pass.name().clone();
-    // While the dead-letter file takes no lines, a webhook that failed
-    // could not be kept: refuse rather than promise, before the body is
-    // read and held. (With queue = redis dead letters are kept in Redis,
-    // not in the file.)
-    #[cfg(feature = "redis")]
-    let file_kept = intake.shared.is_none();
-    #[cfg(not(feature = "redis"))]
-    let file_kept = true;
-    if file_kept && let Some(down) = intake.dead_letter.unavailable() {
+    // While a webhook that failed could not be kept (the dead-letter file
+    // takes no lines), refuse rather than promise, before the body is read
+    // and held.
+    if let Some(down) = intake.queue.not_keeping() {
         Answers::bump(&intake.answers.dead_letter_503);
-        let wait = headers::retry_after(headers::jittered(down.wait));
+        let wait = headers::spread_seconds(down.wait).to_string();
         return Err(Box::new(problem(
             StatusCode::SERVICE_UNAVAILABLE,
             down.kind,
@@ -289,73 +265,23 @@ async fn take(intake: &Intake, request: Request) -> Result<Response, Refusal> {
         destination.clone(),
         ticket,
     );
-    // With queue = redis, the fleet's queue keeps the key and the webhook.
-    #[cfg(feature = "redis")]
-    if let Some(shared) = &intake.shared {
-        let answer = shared::take(
-            intake,
-            shared,
-            tenant,
-            key.as_deref(),
-            caller.charged,
-            &destination,
+    // 4. Admission, by the queue.
+    let admitted = intake
+        .queue
+        .admit(Admission {
+            destination,
+            tenant: caller.tenant,
+            key,
+            charged: caller.charged,
             job,
-        )
+        })
         .await;
-        drop(pass);
-        return answer;
-    }
-    // 4. The idempotency key, scoped by the tenant.
-    if let Some(key) = &key
-        && let Some(answer) = repeat(intake, tenant, key, &job.body)
-    {
-        return Ok(answer);
-    }
-    let refuse = |refusal: Response| {
-        if let Some(key) = &key {
-            intake.idempotency.refused(tenant.scope(), key);
-        }
-        Box::new(refusal)
-    };
-    // 5. Admission (the tenant's quota inside it).
-    let trail = job.trail.clone();
-    // With a journal both answer once the webhook is durable.
-    let admitted = match caller.charged {
-        true => {
-            intake
-                .set
-                .submit_keyed(&destination, tenant.scope(), 1.0, job)
-                .await
-        }
-        false => intake.set.try_submit_durable(&destination, job).await,
-    };
     drop(pass);
-    let admitted = admitted.map_err(|r| {
-        // Deleted while this one was on its way in: as if it never existed.
-        if r.reason() == Reason::Closed && !intake.catalog.is_open(&destination) {
-            return refuse(*route::unknown());
-        }
-        refuse(refused(&intake.answers, r))
-    })?;
-    let public = trail.name(admitted.id());
-    intake.status.queued(
-        public,
-        tenant.named.as_deref(),
-        &destination,
-        crate::domain::job::unix_ms(),
-    );
-    if let Some(key) = &key
-        && let Err(e) = intake
-            .idempotency
-            .accepted(tenant.scope(), key, admitted.id())
-            .await
-    {
-        // The webhook itself is durable; only a repeat after a restart
-        // could be taken as new.
-        tracing::warn!(error = %e, "idempotency key not stored");
+    // 5. 202, or the refusal.
+    match admitted {
+        Ok(a) => Ok(accepted(&intake.answers, a)),
+        Err(r) => Err(Box::new(refused(&intake.answers, r))),
     }
-    // 6. 202.
-    Ok(accepted(&intake.answers, admitted))
 }
 
 /// A header naming a key or tenant that cannot be taken: 400.
@@ -368,64 +294,21 @@ fn bad_name(what: &str, why: BadName) -> Refusal {
     refusal(StatusCode::BAD_REQUEST, kind, detail)
 }
 
-/// The answer to a repeated `Idempotency-Key`, or `None` for a new one
-/// (now marked as being admitted).
-fn repeat(intake: &Intake, tenant: &Tenant, key: &str, body: &[u8]) -> Option<Response> {
-    match intake
-        .idempotency
-        .begin(tenant.scope(), key, body_hash(body))
-    {
-        Begin::New => None,
-        Begin::Repeat(id) => Some(answers::accepted_202("duplicate", id)),
-        Begin::Conflict => {
-            let detail = "this Idempotency-Key was used with another body".to_owned();
-            Some(problem(
-                StatusCode::UNPROCESSABLE_ENTITY,
-                "key-reused",
-                detail,
-                Vec::new(),
-            ))
-        }
-        Begin::InProgress => {
-            let detail = "a request with this Idempotency-Key is still being admitted".to_owned();
-            Some(problem(
-                StatusCode::CONFLICT,
-                "key-in-progress",
-                detail,
-                Vec::new(),
-            ))
-        }
-        Begin::NoRoom => Some(*intake.no_room()),
-    }
-}
-
 /// 202, naming the webhook by the id its receiver sees as `idempotency-key`.
-fn accepted(answers: &Answers, admitted: Admitted) -> Response {
-    let status = if admitted.is_deferred() {
-        Answers::bump(&answers.deferred);
-        "deferred"
-    } else {
-        Answers::bump(&answers.queued);
-        "queued"
+fn accepted(answers: &Answers, a: crate::queue::Accepted) -> Response {
+    use crate::queue::Accepted as A;
+    let status = match a {
+        A::Queued(_) => {
+            Answers::bump(&answers.queued);
+            "queued"
+        }
+        A::Deferred(_) => {
+            Answers::bump(&answers.deferred);
+            "deferred"
+        }
+        A::Duplicate(_) => "duplicate",
     };
-    answers::accepted_202(status, admitted.id())
-}
-
-/// The time until the set has delivered what it holds: queued webhooks over
-/// the rates draining them, jittered like the library's own hints.
-pub fn queue_wait(set: &Destinations<Job>) -> Duration {
-    let (depth, rate) = set
-        .all_stats()
-        .iter()
-        .filter(|s| s.is_active())
-        .fold((0u64, 0.0f64), |(d, r), s| {
-            (d + s.depth(), r + s.drain_rate())
-        });
-    let wait = match rate > 0.0 {
-        true => Duration::from_secs_f64((depth as f64 / rate).min(3600.0)),
-        false => Duration::from_secs(1),
-    };
-    headers::jittered(wait)
+    answers::accepted_202(status, a.id())
 }
 
 /// A refusal with a problem body and no header fields.
@@ -435,12 +318,12 @@ fn refusal(status: StatusCode, kind: &str, detail: String) -> Refusal {
 
 impl Intake {
     /// Bytes for a job (`bytes` of body and tenant name, and its
-    /// bookkeeping), forgetting the oldest idempotency keys if that makes
-    /// room.
+    /// bookkeeping), the queue forgetting its oldest idempotency keys if
+    /// that makes room.
     fn hold(&self, bytes: u64) -> Option<Ticket> {
         let bytes = usize::try_from(bytes).unwrap_or(usize::MAX);
         self.budget.try_take(bytes).or_else(|| {
-            self.idempotency
+            self.queue
                 .make_room((bytes as u64).saturating_add(JOB_OVERHEAD));
             self.budget.try_take(bytes)
         })
@@ -448,16 +331,9 @@ impl Intake {
 
     /// 503: the byte budget has no room.
     fn no_room(&self) -> Refusal {
-        Answers::bump(&self.answers.bytes_503);
-        // Answered like a full queue: the wait until the set has drained.
-        let fields = vec![("retry-after", headers::retry_after(queue_wait(&self.set)))];
-        let detail = "the relay holds its byte budget of webhooks and keys; retry later";
-        Box::new(problem(
-            StatusCode::SERVICE_UNAVAILABLE,
-            "overloaded",
-            detail.into(),
-            fields,
-        ))
+        let no_room =
+            crate::queue::Refusal::after(crate::queue::Cause::NoRoom, self.queue.drain_wait());
+        Box::new(refused(&self.answers, no_room))
     }
 
     /// A body refused, counted.

@@ -1,53 +1,83 @@
-//! A webhook the destinations set refused, as the problem intake answers.
+//! A webhook the queue refused, as the problem intake answers (its status,
+//! problem type and detail by cause), counted by kind in [`Answers`].
 
 use axum::http::StatusCode;
 use axum::response::Response;
-use dripfeed::{Cause, Reason, Rejected, headers};
 
 use super::answers::Answers;
-use crate::domain::job::Job;
 use crate::domain::problem::problem;
+use crate::queue::{Cause, Refusal, Store};
 
-/// The problem for a webhook the set refused, counted in `answers`.
-pub fn refused(answers: &Answers, r: Rejected<Job>) -> Response {
-    let fields = headers::for_rejected(&r);
-    let status = StatusCode::from_u16(r.status()).unwrap_or(StatusCode::SERVICE_UNAVAILABLE);
-    let (kind, detail) = match r.reason() {
-        Reason::Overloaded => {
+/// The problem for `r`, counted in `answers`.
+pub fn refused(answers: &Answers, r: Refusal) -> Response {
+    use StatusCode as S;
+    let (status, kind, detail): (StatusCode, &str, String) = match r.cause {
+        Cause::Full => {
             Answers::bump(&answers.full_503);
-            ("overloaded", "the delivery queue is full; retry later")
+            let detail = "the delivery queue is full; retry later";
+            (S::SERVICE_UNAVAILABLE, "overloaded", detail.into())
         }
-        Reason::OverQuota => {
+        Cause::NoRoom => {
+            Answers::bump(&answers.bytes_503);
+            let detail = "the relay holds its byte budget of webhooks and keys; retry later";
+            (S::SERVICE_UNAVAILABLE, "overloaded", detail.into())
+        }
+        Cause::OverQuota => {
             Answers::bump(&answers.quota_429);
-            ("over-quota", "this tenant is over its quota; retry later")
+            let detail = "this tenant is over its quota; retry later";
+            (S::TOO_MANY_REQUESTS, "over-quota", detail.into())
         }
-        Reason::Closed => {
+        Cause::Closed => {
             Answers::bump(&answers.closed_503);
-            ("closed", "the relay is shutting down")
+            let detail = "the relay is shutting down";
+            (S::SERVICE_UNAVAILABLE, "closed", detail.into())
         }
-        Reason::Unavailable {
-            cause: Cause::JournalFull,
-        } => {
-            Answers::bump(&answers.journal_503);
-            ("unavailable", "the relay's journal is full; retry later")
+        Cause::Gone => {
+            let detail = "no destination of that name is configured";
+            (S::NOT_FOUND, "unknown-destination", detail.into())
         }
-        Reason::Unavailable {
-            cause: Cause::JournalFailed,
-        } => {
-            Answers::bump(&answers.journal_503);
-            (
-                "unavailable",
-                "the relay cannot write its journal; retry later",
-            )
+        Cause::KeyReused => {
+            let detail = "this Idempotency-Key was used with another body or destination";
+            (S::UNPROCESSABLE_ENTITY, "key-reused", detail.into())
         }
-        Reason::Unavailable { .. } => {
+        Cause::KeyInProgress => {
+            let detail = "a request with this Idempotency-Key is still being admitted";
+            (S::CONFLICT, "key-in-progress", detail.into())
+        }
+        Cause::Unavailable(store) => {
+            let detail = match store {
+                Store::JournalFull => {
+                    Answers::bump(&answers.journal_503);
+                    "the relay's journal is full; retry later"
+                }
+                Store::JournalFailed => {
+                    Answers::bump(&answers.journal_503);
+                    "the relay cannot write its journal; retry later"
+                }
+                Store::Quotas => {
+                    Answers::bump(&answers.store_503);
+                    "the tenant quota store is unavailable; retry later"
+                }
+                Store::Queue => {
+                    Answers::bump(&answers.store_503);
+                    "the shared queue (Redis) cannot take webhooks now; retry later"
+                }
+            };
+            (S::SERVICE_UNAVAILABLE, "unavailable", detail.into())
+        }
+        Cause::Unreplicated(replicas) => {
             Answers::bump(&answers.store_503);
-            (
-                "unavailable",
-                "the tenant quota store is unavailable; retry later",
-            )
+            let detail = format!(
+                "only {replicas} Redis replica(s) confirmed the webhook in time: it may be \
+                 lost with the primary, and it may still be delivered; retry with the same \
+                 Idempotency-Key"
+            );
+            (S::SERVICE_UNAVAILABLE, "unreplicated", detail)
         }
-        _ => ("invalid", "this webhook can never be admitted"),
+        Cause::Invalid => {
+            let detail = "this webhook can never be admitted";
+            (S::BAD_REQUEST, "invalid", detail.into())
+        }
     };
-    problem(status, kind, detail.to_owned(), fields)
+    problem(status, kind, detail, r.fields)
 }

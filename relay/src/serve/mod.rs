@@ -1,8 +1,10 @@
 //! Running the relay: from a checked configuration to a listening server,
-//! in order — the demo's receivers (only for a demo), the library's own
-//! checks, the metrics recorder, the dead-letter file, the HTTP client, the
-//! tenant store and fleet permits, the destinations set and its journal,
-//! then the listener (its address printed in a stable line), an optional
+//! in order — the admin API's changes over the configuration (the state
+//! file, or the fleet's map), the demo's receivers (only for a demo), the
+//! checks every destination goes through, the metrics recorder, the HTTP
+//! client and the tenant store, then the queue (this is where the engine is
+//! picked: the local one, or the fleet's with `queue = redis`), the
+//! listeners (their addresses printed in stable lines), an optional
 //! redrive, and the mode: serve until a signal, or a demo.
 
 use std::net::SocketAddr;
@@ -11,18 +13,20 @@ use std::sync::Arc;
 
 use crate::auth::tenants::Tenants;
 use crate::catalog::{self, Catalog};
+use crate::config::value::QueueKind;
 use crate::config::{Config, ConfigError, ConfigErrors, DEFAULT_NAME, Origin};
-use crate::dead_letter::{self, FileSink, redrive};
+use crate::dead_letter::redrive;
+use crate::deliver::HttpDownstream;
 use crate::deliver::latency::Latencies;
-use crate::deliver::target::Targets as _;
 use crate::domain::budget::ByteBudget;
-use crate::intake::idempotency::{self, Idempotency};
+use crate::domain::limits::Limits;
 use crate::intake::{self, Answers, Intake};
+use crate::queue::{self, Queue, backends, quotas};
 use crate::status::Registry;
-use crate::{admin, deliver, demo, listener, queue, shutdown, telemetry};
+use crate::{admin, deliver, demo, listener, shutdown, telemetry};
 
 mod demo_prep;
-mod shared_prep;
+mod local_prep;
 
 /// What the relay does once it listens.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -55,6 +59,19 @@ pub(crate) fn refused(key: &str, origin: Option<Origin>, message: impl Into<Stri
     Failure::Config(ConfigErrors(vec![ConfigError::new(key, origin, message)]))
 }
 
+/// Every check a destination goes through before the relay starts, for
+/// the engine `cfg` picks: the library's template, each destination's
+/// limits ([`Limits`]), the address guard, `ca_file`.
+pub async fn check(cfg: &Config, guard: &deliver::guard::AddressGuard) -> Vec<ConfigError> {
+    let mut errors = match cfg.settings.queue {
+        QueueKind::Local => queue::local::build::check(cfg),
+        QueueKind::Redis => queue::local::build::destination_errors(cfg, &Limits::fleet(cfg)),
+    };
+    errors.extend(deliver::guard::check_destinations(cfg, guard).await);
+    errors.extend(deliver::client::check_ca_file(cfg));
+    errors
+}
+
 /// Runs the relay with `cfg` in `mode`, first re-admitting `redrive`'s
 /// dead letters if given.
 pub async fn run(
@@ -62,21 +79,20 @@ pub async fn run(
     mode: Mode,
     redrive_file: Option<PathBuf>,
 ) -> Result<(), Failure> {
-    // The admin API's changes, over the configured destinations (a demo
-    // keeps none).
-    // With queue = redis they are the fleet's, in Redis, not a state file.
-    let shared_queue = cfg.settings.queue == crate::config::value::QueueKind::Redis;
+    // The admin API's changes over the configured destinations (a demo
+    // keeps none): the local engine's state file, or the fleet's map in
+    // Redis.
+    let fleet_mode = cfg.settings.queue == QueueKind::Redis;
     let state = match (mode, catalog::state::dir_of(&cfg)) {
-        (Mode::Serve, Some(dir)) if !shared_queue => Some(catalog::state::StateFile::open(&dir)?),
+        (Mode::Serve, Some(dir)) if !fleet_mode => Some(catalog::state::StateFile::open(&dir)?),
         (Mode::Serve, Some(dir)) if dir.join(catalog::state::FILE).exists() => {
             tracing::warn!(file = %dir.join(catalog::state::FILE).display(), "with queue = redis the admin API's changes are the fleet's, in Redis: this state file is not read");
             None
         }
         _ => None,
     };
-    #[cfg(feature = "redis")]
-    let fleet_start = match (mode, shared_queue) {
-        (Mode::Serve, true) => Some(queue::shared_changes::read_at_start(&mut cfg).await?),
+    let fleet_start = match (mode, fleet_mode) {
+        (Mode::Serve, true) => Some(backends::fleet_start(&mut cfg).await?),
         _ => None,
     };
     if let Some(file) = &state {
@@ -88,9 +104,7 @@ pub async fn run(
     let changed = state.as_ref().is_some_and(|f| !f.is_empty());
     let receiver = demo_prep::prepare(&mut cfg, mode, changed).await?;
     let guard = Arc::new(deliver::guard::AddressGuard::from_config(&cfg));
-    let mut errors = queue::check(&cfg);
-    errors.extend(deliver::guard::check_destinations(&cfg, &guard).await);
-    errors.extend(deliver::client::check_ca_file(&cfg));
+    let mut errors = check(&cfg, &guard).await;
     // A destination another relay of the fleet made that this one refuses
     // does not stop it from starting: it is left out here (the rest of the
     // fleet delivers it).
@@ -123,11 +137,12 @@ pub async fn run(
     if let Some(path) = &redrive_file {
         redrive::check_source(path, &s.dead_letter_file)
             .map_err(|e| refused("redrive", Some(Origin::Flag("--redrive".into())), e))?;
-        if s.queue == crate::config::value::QueueKind::Redis {
+        if fleet_mode {
             return Err(refused(
                 "redrive",
                 Some(Origin::Flag("--redrive".into())),
-                "with queue = redis a redrive would go into this relay's own queue, not the fleet's: not there yet",
+                "with queue = redis dead letters live in Redis and are redriven through the \
+                 admin API (POST /v1/dead-letters/redrive), not from a file",
             ));
         }
     }
@@ -141,168 +156,101 @@ pub async fn run(
         (false, _) => Some(s.journal_dir.clone()),
     };
     let prometheus = telemetry::install_prometheus()?;
-    let fallback = match &cfg.destinations[..] {
-        [only] => only.name.clone(),
-        _ => "unknown".to_owned(),
-    };
-    let sink = Arc::new(
-        FileSink::open(dead_letter::Options {
-            path: s.dead_letter_file.clone(),
-            fallback,
-            max_bytes: s.dead_letter_max_bytes,
-            keep: s.dead_letter_keep,
-        })
-        .map_err(|e| format!("dead_letter_file {e}"))?,
-    );
     let latencies = Arc::new(Latencies::default());
-    let tenant_store = intake::tenants::open(&cfg).await?;
-    #[allow(unused_mut)] // the shared queue's check comes with redis only
-    let mut stores: Vec<_> = tenant_store.iter().filter_map(|(_, c)| c.clone()).collect();
+    let tenant_store = quotas::open(&cfg).await?;
+    let stores: Vec<_> = tenant_store.iter().filter_map(|(_, c)| c.clone()).collect();
+    let quota_store = tenant_store.as_ref().map(|(store, _)| store.clone());
+    let keyed = quota_store.is_some();
+    if let Some(store) = &quota_store {
+        quotas::set_overrides(store.as_ref(), &cfg).await?;
+    }
     let catalog = Arc::new(Catalog::new(&cfg.destinations));
-    let status = Arc::new(Registry::new(
-        s.status_retention,
-        s.status_max,
-        cfg.tenants.iter().map(|t| t.name.as_str()),
-    ));
-    let parts = queue::Parts {
-        sink: sink.clone(),
-        client: deliver::client::client(s, s.max_in_flight, guard.clone())?,
-        guard: guard.clone(),
-        latencies: latencies.clone(),
-        tenants: tenant_store.as_ref().map(|(store, _)| store.clone()),
-        // With queue = redis the drains have their own fleet permits.
-        permits: match s.queue {
-            crate::config::value::QueueKind::Redis => None,
-            crate::config::value::QueueKind::Local => queue::fleet::permits(s).await?,
-        },
-        status: status.clone(),
-        catalog: catalog.clone(),
-    };
-    let keyed = parts.tenants.is_some();
-    if let Some(store) = &parts.tenants {
-        intake::tenants::set_overrides(store.as_ref(), &cfg).await?;
-    }
-    // Ended statuses kept beside the journal, read back before recovery
-    // starts delivering (so the ends it makes are written after them).
-    if let Some(dir) = &journal_dir {
-        private_dir(dir).map_err(|e| format!("journal_dir {}: {e}", dir.display()))?;
-        match status.attach(dir, s.status_max) {
-            Ok((remembered, bad)) => tracing::info!(
-                remembered,
-                unreadable_lines = bad,
-                "webhook statuses read back from {}",
-                dir.display()
-            ),
-            Err(e) => {
-                let file = dir.join(crate::status::file::FILE);
-                return Err(format!("webhook statuses {}: {e}", file.display()).into());
-            }
-        }
-    }
-    let queue = queue::build(&cfg, journal_dir.as_deref(), parts)?;
-    // Webhooks the journal kept for destinations no longer configured (or
-    // deleted through the admin API) have nowhere to go: dead-lettered now,
-    // not one attempt at a time behind a breaker.
-    let orphans: Vec<String> = queue
-        .set
-        .all_stats()
-        .iter()
-        .filter(|st| catalog.target(st.name()).is_none())
-        .map(|st| st.name().to_owned())
-        .collect();
-    for name in orphans {
-        if let Some((stats, returned)) = queue.set.remove(&name, std::time::Duration::ZERO).await {
-            for job in returned {
-                if sink.offer(job, "destination-unknown").is_err() {
-                    tracing::error!(destination = %name, "the dead-letter writer is gone: a webhook for a destination no longer known was dropped");
-                }
-            }
-            println!(
-                "journal: {} webhooks for {name:?}, no longer a destination, dead-lettered",
-                stats.dead_lettered() + stats.evicted()
-            );
-        }
-    }
     let budget = ByteBudget::new(s.max_queue_bytes);
     // The relay's own tenant table holds names too: its bound is reserved.
-    let _tenant_table = match intake::tenants::local(&cfg) {
-        true => Some(
-            budget
-                .try_hold(intake::tenants::LOCAL_TABLE_BYTES)
-                .ok_or_else(|| {
-                    refused(
-                        "max_queue_bytes",
-                        cfg.origin("max_queue_bytes").cloned(),
-                        format!(
-                            "with tenant quotas in this relay's memory it must be above {} (its tenant table's bound)",
-                            intake::tenants::LOCAL_TABLE_BYTES
-                        ),
-                    )
-                })?,
-        ),
+    let _tenant_table = match quotas::local(&cfg) {
+        true => Some(budget.try_hold(quotas::LOCAL_TABLE_BYTES).ok_or_else(|| {
+            refused(
+                "max_queue_bytes",
+                cfg.origin("max_queue_bytes").cloned(),
+                format!(
+                    "with tenant quotas in this relay's memory it must be above {} (its tenant table's bound)",
+                    quotas::LOCAL_TABLE_BYTES
+                ),
+            )
+        })?),
         false => None,
     };
-    let window = s.idempotency_window;
-    // Opened only once the journal holds its directory's lock.
-    let idempotency = match &queue.journal {
-        Some(journal) => Idempotency::open(journal, budget.clone(), window, idempotency::MAX_KEYS)
-            .map_err(|e| {
-                // Name the file: in a shared (sticky) directory the journal
-                // may open while another user's keys file cannot be replaced.
-                let file = journal.dir().join("idempotency.jsonl");
-                format!("idempotency keys {}: {e}", file.display())
-            })?,
-        None => Idempotency::in_memory(budget.clone(), window, idempotency::MAX_KEYS),
+    let client = deliver::client::client(s, s.max_in_flight, guard.clone())?;
+    // Statuses are kept by the local engine's registry; the fleet's in
+    // Redis, by its scripts.
+    let status = (!fleet_mode).then(|| {
+        Arc::new(Registry::new(
+            s.status_retention,
+            s.status_max,
+            cfg.tenants.iter().map(|t| t.name.as_str()),
+        ))
+    });
+    let deliveries: Arc<dyn Fn(&str) -> HttpDownstream + Send + Sync> = {
+        let (catalog, latencies, guard, status) = (
+            catalog.clone(),
+            latencies.clone(),
+            guard.clone(),
+            status.clone(),
+        );
+        Arc::new(move |name: &str| HttpDownstream {
+            client: client.clone(),
+            name: Arc::from(name),
+            targets: catalog.clone(),
+            latencies: latencies.clone(),
+            guard: guard.clone(),
+            status: status.clone(),
+        })
     };
-    match &journal_dir {
-        Some(dir) => println!(
-            "journal {}: recovered {} unfinished webhooks, delivering them first",
-            dir.display(),
-            queue.recovered
-        ),
-        None => println!("no journal: accepted webhooks live in memory only"),
-    }
-    #[cfg(feature = "redis")]
-    let shared = shared_prep::open(
-        &cfg,
-        &catalog,
-        &latencies,
-        &guard,
-        tenant_store.as_ref().map(|(store, _)| store.clone()),
-    )
-    .await?;
-    #[cfg(feature = "redis")]
-    stores.extend(shared.clone().map(admin::stores::StoreCheck::queue));
-    #[cfg(feature = "redis")]
-    let fleet = match (fleet_start, &shared) {
-        (Some(start), Some(shared)) => Some(
-            queue::shared_changes::Fleet::start(
-                start,
-                shared.clone(),
-                catalog.clone(),
-                guard.clone(),
-                s.resolve_destinations_at_start,
-            )
-            .await,
-        ),
-        _ => None,
+    let origin = match (fleet_mode, &state) {
+        (true, _) => Origin::Fleet("dripfeed:map:{webhook_relay:destinations}".into()),
+        (false, state) => Origin::Api(queue::local::changes::state_path(state)),
+    };
+    // The engine: the one place the relay asks which.
+    let (queue, local): (Arc<dyn Queue>, _) = match fleet_start {
+        Some(start) => {
+            let parts = backends::FleetParts {
+                catalog: catalog.clone(),
+                deliveries,
+                guard: guard.clone(),
+                quotas: quota_store,
+                stores,
+            };
+            (backends::open_fleet(&cfg, start, parts).await?, None)
+        }
+        None => {
+            let parts = local_prep::Parts {
+                journal_dir: journal_dir.clone(),
+                state,
+                catalog: catalog.clone(),
+                status: status.unwrap_or_else(|| {
+                    Arc::new(Registry::new(s.status_retention, s.status_max, []))
+                }),
+                deliveries,
+                quotas: quota_store,
+                stores,
+                permits: backends::fleet_permits(s).await?,
+                budget: budget.clone(),
+            };
+            let local = local_prep::open(&cfg, parts).await?;
+            (local.clone() as Arc<dyn Queue>, Some(local))
+        }
     };
     let intake = Arc::new(Intake {
-        set: queue.set.clone(),
+        queue: queue.clone(),
         catalog: catalog.clone(),
-        #[cfg(feature = "redis")]
-        shared,
         destination_header: s.destination_header.clone(),
         tenant_header: s.tenant_header.clone(),
         tenants: Tenants::new(&cfg),
         keyed,
         budget,
-        idempotency,
         answers: Answers::default(),
         max_body_bytes: s.max_body_bytes,
         body_read_timeout: s.body_read_timeout,
-        dead_letter: sink.health(),
-        status,
     });
     let limits = listener::Limits {
         max_connections: s.max_connections,
@@ -311,24 +259,14 @@ pub async fn run(
     };
     let admin = Arc::new(admin::Admin {
         intake: intake.clone(),
+        queue: queue.clone(),
         prometheus,
         token: s.admin_token_sha256,
         catalog: catalog.clone(),
         defaults: admin::destinations::Defaults::of(&cfg),
-        state_path: state
-            .as_ref()
-            .map_or_else(Default::default, |f| f.path().to_owned()),
-        state: tokio::sync::Mutex::new(state),
+        origin,
         guard: guard.clone(),
         resolve: s.resolve_destinations_at_start,
-        max_destinations: s.max_destinations.max(cfg.destinations.len()),
-        grace: s.shutdown_grace,
-        sink: sink.clone(),
-        stores,
-        dead_letter_file: s.dead_letter_file.clone(),
-        redriving: tokio::sync::Mutex::new(()),
-        #[cfg(feature = "redis")]
-        fleet,
     });
     let (admin_tcp, admin_addr) = bind(s.admin_listen, "admin_listen").await?;
     let (tcp, addr) = bind(s.listen, "listen").await?;
@@ -350,43 +288,44 @@ pub async fn run(
             None => " (no admin token: loopback only)",
         }
     );
-    announce(&cfg, addr);
-    if let Some(path) = &redrive_file {
-        let targets = catalog.targets();
-        let done = redrive::redrive(path, &queue.set, &targets, &intake.budget).await?;
+    announce(&cfg, addr, fleet_mode);
+    if let (Some(path), Some(local)) = (&redrive_file, &local) {
+        let done = local.redrive_file(path).await?;
         println!(
-            "redrive {}: {} re-admitted, {} refused, {} unreadable lines, {} kept in {}",
+            "redrive {}: {} re-admitted, {} refused, {} for destinations no longer there, {} unreadable lines, {} redriven before, {} kept in {}",
             path.display(),
             done.readmitted,
             done.refused,
+            done.gone,
             done.unreadable,
+            done.already,
             done.kept,
             redrive::rest_of(path).display()
         );
     }
-    let outcome = match mode {
-        Mode::Demo => {
+    let outcome = match (mode, &local) {
+        (Mode::Demo, Some(local)) => {
             let name = cfg
                 .destinations
                 .first()
                 .map_or(DEFAULT_NAME, |d| d.name.as_str());
             demo::run(demo::Demo {
                 addr,
-                set: &queue.set,
+                set: &local.set,
                 name,
-                sink: &sink,
+                sink: &local.sink,
                 tenants: keyed,
                 receiver: receiver.as_deref(),
                 grace: s.shutdown_grace,
             })
             .await
         }
-        Mode::DemoFanout => {
+        (Mode::DemoFanout, Some(local)) => {
             let cap = s.per_destination_cap(cfg.destinations.len());
-            demo::fanout::run(addr, &queue.set, &s.destination_header, cap, 10).await
+            demo::fanout::run(addr, &local.set, &s.destination_header, cap, 10).await
         }
-        Mode::Serve => {
-            serve_until_stopped(addr, &intake, &latencies, &sink, &cfg).await;
+        _ => {
+            serve_until_stopped(addr, &intake, &latencies, &cfg).await;
             Ok(())
         }
     };
@@ -396,19 +335,10 @@ pub async fn run(
     if mode == Mode::Demo
         && let Some(dir) = &journal_dir
     {
-        drop((queue, intake));
+        drop((local, queue, intake));
         let _ = std::fs::remove_dir_all(dir);
     }
     outcome.map_err(Failure::Run)
-}
-
-/// `dir` made if missing, private (0700) as the journal makes it.
-fn private_dir(dir: &std::path::Path) -> std::io::Result<()> {
-    let mut builder = std::fs::DirBuilder::new();
-    builder.recursive(true);
-    #[cfg(unix)]
-    std::os::unix::fs::DirBuilderExt::mode(&mut builder, 0o700);
-    builder.create(dir)
 }
 
 /// A listener on `addr` (the setting `key`), and the address it got.
@@ -425,15 +355,19 @@ async fn bind(
 
 /// The stable lines a starting relay prints: where it listens (tests and
 /// scripts read `webhook relay on http://ADDR:`), and where it delivers.
-fn announce(cfg: &Config, addr: SocketAddr) {
+fn announce(cfg: &Config, addr: SocketAddr, fleet: bool) {
     let s = &cfg.settings;
+    let limits = match fleet {
+        true => Limits::fleet(cfg),
+        false => Limits::local(cfg),
+    };
     match &cfg.destinations[..] {
         [d] => println!(
             "webhook relay on http://{addr}: POST /v1/webhooks/deliver, GET /healthz\n\
              delivering to {} at {}/s, capacity {} ({:?} budget), overflow {:?}",
             d.url,
             d.rate.unwrap_or(s.drain_rate),
-            queue::capacity(cfg, &d.name),
+            limits.check(d).unwrap_or(0),
             d.budget.unwrap_or(s.latency_budget),
             s.overflow,
         ),
@@ -459,7 +393,6 @@ async fn serve_until_stopped(
     addr: SocketAddr,
     intake: &Arc<Intake>,
     latencies: &Arc<Latencies>,
-    sink: &FileSink,
     cfg: &Config,
 ) {
     println!(
@@ -470,28 +403,13 @@ async fn serve_until_stopped(
     shutdown::signal().await;
     let grace = cfg.settings.shutdown_grace;
     println!("\nshutting down: refusing new webhooks, draining for up to {grace:?}");
-    // The shared queue's drains stop and end what they hold first, so what
-    // they dead-letter is in the file before it is flushed.
-    #[cfg(feature = "redis")]
-    if let Some(shared) = &intake.shared {
-        shared.finish(grace).await;
-    }
-    // Deletions still draining end first (each within the grace), so what
-    // they dead-letter is in the file before it is flushed.
-    if tokio::time::timeout(grace, intake.catalog.finish())
-        .await
-        .is_err()
-    {
-        tracing::warn!(
-            "a deleted destination was still draining at the end of the grace; the journal keeps what it held"
-        );
-    }
-    let done = shutdown::drain_or_quit(&intake.set, sink, grace).await;
+    let done = shutdown::or_quit(intake.queue.shutdown(grace)).await;
     status.abort();
-    // Every end of the drain written beside the journal before exiting.
-    let unwritten = intake.status.finish().await;
-    if unwritten > 0 {
-        println!("{unwritten} webhook statuses were not written (their file fell behind)");
+    if done.statuses_unwritten > 0 {
+        println!(
+            "{} webhook statuses were not written (their file fell behind)",
+            done.statuses_unwritten
+        );
     }
     println!(
         "delivered {}, kept in the journal for the next start {}, dead-letter file {} ({} lines this run)",

@@ -11,8 +11,7 @@ use axum::response::{IntoResponse, Response};
 use serde::Serialize;
 use utoipa::ToSchema;
 
-use super::{Found, Registry, State};
-use crate::domain::job::unix_ms;
+use super::{Found, State};
 use crate::domain::problem::problem;
 
 /// A webhook's status.
@@ -68,15 +67,6 @@ pub fn unknown() -> Response {
         detail.to_owned(),
         Vec::new(),
     )
-}
-
-/// The answer for `id` (as the path gave it) to a caller who may see the
-/// webhooks of `owner` (`None`: every webhook).
-pub fn answer(registry: &Registry, id: &str, owner: Option<&Arc<str>>) -> Response {
-    let Some(id) = parse(id) else {
-        return unknown();
-    };
-    respond(id, registry.find(id, unix_ms()), owner)
 }
 
 /// The answer for `id`, `found` (or not), to a caller who may see the

@@ -17,7 +17,10 @@
 -- ARGV[9]  "1" if the id must be new: one with a status (held or ended)
 --          answers {"seen", id, 0} and nothing is written (a caller that
 --          reserved the id elsewhere, e.g. for an idempotency key, and
---          may be admitting it a second time)
+--          may be admitting it a second time); "2" for a repeat of the id
+--          to confirm: nothing is admitted, its status (if kept) is
+--          written again so that a WAIT after this script covers it, and
+--          the answer is {"seen", id, 0}
 --
 -- Outstanding is XLEN + ZCARD: entries are deleted once acknowledged, so
 -- the stream holds only what is queued or being delivered (never trimmed
@@ -31,6 +34,13 @@
 -- again (a dead letter redriven keeps its id): its status starts over.
 -- Each job added counts as accepted, each refusal for a full queue as
 -- refused, in the queue's counts.
+if ARGV[9] == '2' then
+  local had = redis.call('HGET', KEYS[4], ARGV[5])
+  if had then
+    redis.call('HSET', KEYS[4], ARGV[5], had)
+  end
+  return {'seen', ARGV[5], 0}
+end
 local keyed = ARGV[4] == '1'
 if keyed then
   local had = redis.call('GET', KEYS[3])
@@ -46,8 +56,14 @@ if not bound then
   return redis.error_reply('ERR dripfeed queue: bad bound')
 end
 local kept = ARGV[6] == '1'
-if kept and ARGV[9] == '1' and redis.call('HEXISTS', KEYS[4], ARGV[5]) == 1 then
-  return {'seen', ARGV[5], 0}
+if kept and ARGV[9] == '1' then
+  local had = redis.call('HGET', KEYS[4], ARGV[5])
+  if had then
+    if ARGV[8] == '1' then
+      redis.call('HSET', KEYS[4], ARGV[5], had)
+    end
+    return {'seen', ARGV[5], 0}
+  end
 end
 local outstanding = redis.call('XLEN', KEYS[1]) + redis.call('ZCARD', KEYS[2])
 if outstanding >= bound then

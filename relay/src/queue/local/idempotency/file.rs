@@ -26,6 +26,10 @@ pub struct Line {
     pub tenant: Option<String>,
     /// The `Idempotency-Key`.
     pub key: String,
+    /// The destination its webhook went to; absent in files written
+    /// before a key named its destination (any destination matches).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub destination: Option<String>,
     /// The webhook's id.
     pub id: u64,
     /// Its body's hash.
@@ -176,6 +180,7 @@ mod tests {
         Line {
             tenant: Some("t".into()),
             key: format!("k{i}"),
+            destination: Some("billing".into()),
             id: i,
             hash: 7,
             at_ms: 1000 + i,

@@ -2,18 +2,17 @@
 //! destination's queue (written atomically with the end of the job), read
 //! a page at a time and put back into the queue from any relay.
 
-#![cfg(feature = "redis")]
-
 use std::collections::HashSet;
 use std::sync::Arc;
 
 use base64::Engine;
 use dripfeed::journal::JobCodec;
 
+use super::lane::Lane;
 use super::shared::Shared;
-use super::shared_lane::Lane;
 use crate::dead_letter::page::DeadLetter;
 use crate::domain::job::Job;
+use crate::queue::contract::{Kept, Redriven};
 
 /// A page of the fleet's dead letters.
 pub struct Page {
@@ -32,9 +31,14 @@ pub struct Cursor {
 }
 
 impl Cursor {
-    /// `r:DESTINATION:ENTRY` as [`Page::next`] gives it.
+    /// A cursor as [`Page::next`] gives it: `r:DESTINATION:ENTRY` in
+    /// unpadded URL-safe base64 (opaque, as the local engine's are).
     pub fn parse(text: &str) -> Option<Cursor> {
-        let rest = text.strip_prefix("r:")?;
+        let raw = base64::engine::general_purpose::URL_SAFE_NO_PAD
+            .decode(text)
+            .ok()?;
+        let raw = String::from_utf8(raw).ok()?;
+        let rest = raw.strip_prefix("r:")?;
         let (destination, entry) = rest.split_once(':')?;
         let ok = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit() || b == b'-');
         (crate::config::valid_name(destination) && ok(entry)).then(|| Cursor {
@@ -44,7 +48,7 @@ impl Cursor {
     }
 
     fn text(destination: &str, entry: &str) -> String {
-        format!("r:{destination}:{entry}")
+        base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(format!("r:{destination}:{entry}"))
     }
 }
 
@@ -132,19 +136,19 @@ impl Shared {
     }
 
     /// Puts back into the fleet's queue up to `most` dead letters: those
-    /// whose id is in `ids`, or every one of `destination`. Returns how many
-    /// went back, how many did not (no room, or gone meanwhile), and
-    /// whether more are left.
+    /// whose id is in `ids`, or every one of `destination`, each into the
+    /// queue it came from. A letter of a deleted destination stays where
+    /// it is, named in [`Redriven::kept`].
     pub async fn redrive(
         &self,
         ids: Option<&HashSet<String>>,
         destination: Option<&str>,
         most: usize,
-    ) -> Result<(u64, u64, bool), String> {
-        let (mut moved, mut refused, mut more) = (0, 0, false);
+    ) -> Result<Redriven, String> {
+        let mut done = Redriven::default();
         let mut left = most;
-        // Into open destinations only: a deleted one delivers nothing.
-        for (_, lane) in self.lanes_from(None, destination, true) {
+        // Deleted destinations' too: their letters are named as kept.
+        for (name, lane) in self.lanes_from(None, destination, false) {
             let mut after: Option<String> = None;
             let mut picked = Vec::new();
             // Through the whole stream when picking by id; by destination,
@@ -161,30 +165,39 @@ impl Shared {
                 for d in got {
                     if ids.is_none_or(|ids| ids.contains(&d.id)) {
                         if picked.len() == left {
-                            more = true;
+                            done.more = true;
                             break;
                         }
-                        picked.push(d.entry);
+                        picked.push((d.entry, d.id));
                     }
                 }
-                if more || n < 512 {
+                if done.more || n < 512 {
                     break;
                 }
             }
-            let (m, r) = lane
-                .queue
-                .redrive(&picked, lane.bound)
-                .await
-                .map_err(|e| e.to_string())?;
-            moved += m;
-            refused += r;
             left -= picked.len();
-            if left == 0 || more {
-                more |= left == 0 && destination.is_some();
+            if lane.open {
+                let entries: Vec<String> = picked.into_iter().map(|(e, _)| e).collect();
+                let (m, r) = lane
+                    .queue
+                    .redrive(&entries, lane.bound)
+                    .await
+                    .map_err(|e| e.to_string())?;
+                done.readmitted += m;
+                done.refused += r;
+            } else {
+                done.kept.extend(picked.into_iter().map(|(_, id)| Kept {
+                    id: Some(id).filter(|id| !id.is_empty()),
+                    destination: Some(name.clone()),
+                    reason: "destination-gone",
+                }));
+            }
+            if left == 0 || done.more {
+                done.more |= left == 0 && destination.is_some();
                 break;
             }
         }
-        Ok((moved, refused, more))
+        Ok(done)
     }
 }
 
@@ -194,7 +207,7 @@ mod tests {
 
     #[test]
     fn a_cursor_names_a_destination_and_an_entry() {
-        let c = Cursor::parse("r:billing:1700000000000-3").expect("a cursor");
+        let c = Cursor::parse(&Cursor::text("billing", "1700000000000-3")).expect("a cursor");
         assert_eq!(
             (c.destination.as_str(), c.entry.as_str()),
             ("billing", "1700000000000-3")
@@ -208,6 +221,8 @@ mod tests {
             "r:billing:1-0x",
             "x:billing:1-0",
         ] {
+            let text = base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(bad);
+            assert!(Cursor::parse(&text).is_none(), "{bad}");
             assert!(Cursor::parse(bad).is_none(), "{bad}");
         }
     }

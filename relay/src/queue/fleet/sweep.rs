@@ -6,8 +6,6 @@
 //! or died holding them) taken over. Every relay sweeps at once; a claim is
 //! never handed to two, so none is dead-lettered twice.
 
-#![cfg(feature = "redis")]
-
 use std::time::Duration;
 
 use dripfeed::global::{Claimed, Ending, RedisMap};
@@ -32,7 +30,6 @@ impl Shared {
             return 0;
         };
         let q = &lane.queue;
-        let counts = super::shared_drain::Counts::new(name);
         let mut cursor = "0-0".to_owned();
         let mut swept = 0;
         loop {
@@ -62,7 +59,7 @@ impl Shared {
             match step.await {
                 Ok((ended, left)) => {
                     swept += ended;
-                    counts.dead_lettered(ended);
+                    lane.counts.dead_lettered(ended);
                     if left == 0 {
                         return swept;
                     }

@@ -34,25 +34,27 @@
 //! A webhook's id is a random 64-bit number given at admission and kept in
 //! its entry (stream ids are per destination, so not unique in the fleet).
 
-#![cfg(feature = "redis")]
-
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, RwLock};
 use std::time::Duration;
 
 use dripfeed::PermitSource;
-use dripfeed::global::{Admission, Failure, JobStatus, RedisConnection, RedisQueue, RedisRate};
+use dripfeed::global::{
+    Admission, Failure, JobStatus, KeyClaim, RedisConnection, RedisKeys, RedisQueue, RedisRate,
+};
 use dripfeed::journal::JobCodec;
 use dripfeed::keyed::{AdmitError, BucketError, BucketStore};
 use tokio::sync::{Semaphore, watch};
 use tokio::task::JoinHandle;
 
+use super::counts::Counts;
+use super::drain::Drain;
+use super::lane::{Lane, lock, number_of};
 use crate::config::{Config, Destination};
 use crate::deliver::HttpDownstream;
 use crate::domain::job::Job;
-use crate::queue::shared_drain::{Counts, Drain};
-use crate::queue::shared_lane::{Lane, lock, number_of};
+use crate::domain::names::body_hash;
 
 /// Dead letters each destination keeps in Redis, about (the oldest go).
 pub const DEAD_LETTERS_KEPT: u64 = 100_000;
@@ -64,8 +66,12 @@ const ADMITTERS: usize = 8;
 pub enum Admit {
     /// Queued: the webhook's id.
     Queued(u64),
-    /// The idempotency key was seen: the first webhook's id.
+    /// The idempotency key was seen for the same request: the first
+    /// webhook's id.
     Repeat(u64),
+    /// The idempotency key was used for another request (another
+    /// destination or body): nothing queued.
+    KeyReused,
     /// The fleet's queue for it is full: retry after this.
     Full(Duration),
     /// Queued, but fewer replicas than asked confirmed it: how many did.
@@ -81,6 +87,10 @@ pub enum Admit {
 /// for its dead letters).
 pub struct Shared {
     lanes: RwLock<HashMap<String, Arc<Lane>>>,
+    /// The fleet's idempotency keys.
+    keys: RedisKeys,
+    /// This relay's metrics, by destination (kept across a lane's changes).
+    counts: Mutex<HashMap<String, Arc<Counts>>>,
     remember: Duration,
     conn: RedisConnection,
     /// The tenant quotas, shared by the fleet (in Redis or PostgreSQL).
@@ -137,17 +147,19 @@ impl Shared {
     ) -> Result<Shared, String> {
         let s = &cfg.settings;
         let url = s.redis.as_ref().ok_or("queue = redis needs redis")?;
-        let conn = super::redis_link::connect(url.as_str()).await?;
+        let conn = super::link::connect(url.as_str()).await?;
         // With replicas to wait for, admissions have connections of their
         // own (WAIT holds up the one it is sent on).
         let mut admitters = Vec::new();
         if s.redis_wait_replicas > 0 {
             for _ in 0..ADMITTERS {
-                admitters.push(super::redis_link::connect(url.as_str()).await?);
+                admitters.push(super::link::connect(url.as_str()).await?);
             }
         }
         let shared = Shared {
             lanes: RwLock::default(),
+            keys: RedisKeys::new(conn.clone(), super::super::NAME),
+            counts: Mutex::default(),
             remember: s.idempotency_window,
             conn,
             quotas,
@@ -204,7 +216,15 @@ impl Shared {
     fn made_lane(&self, name: &str, rate: f64, budget: Duration, open: bool) -> Lane {
         let m = &self.made;
         let bound = (budget.as_secs_f64() * rate).ceil().max(1.0) as u64;
+        let counts = lock(&self.counts)
+            .entry(name.to_owned())
+            .or_insert_with(|| Arc::new(Counts::new(name)))
+            .clone();
+        if open {
+            counts.shape(bound, rate);
+        }
         Lane {
+            counts,
             queue: RedisQueue::new(self.conn.clone(), name, &m.node)
                 .with_replicas(
                     m.wait_replicas,
@@ -221,7 +241,7 @@ impl Shared {
 
     /// How long an entry must have been pending before it is taken over.
     pub(super) fn take_over_idle(&self) -> Duration {
-        super::shared_drain::take_over_idle(self.made.timeout)
+        super::drain::take_over_idle(self.made.timeout)
     }
 
     /// Makes or changes (and opens) `d`'s lane, its drain started, or
@@ -309,7 +329,6 @@ impl Shared {
             retry_max: m.retry_max,
             timeout: m.timeout,
             in_flight: Arc::new(Semaphore::new(m.cap)),
-            counts: Counts::new(name),
         };
         let (stop, stopped) = watch::channel(false);
         let task = tokio::spawn(d.run(stopped));
@@ -321,6 +340,26 @@ impl Shared {
                 rate: lane.rate,
             },
         );
+    }
+
+    /// Whether a drain for `name` runs on this relay.
+    pub fn draining(&self, name: &str) -> bool {
+        lock(&self.drains).contains_key(name)
+    }
+
+    /// `name`'s deliveries running on this relay.
+    pub fn in_flight(&self, name: &str) -> u64 {
+        lock(&self.counts)
+            .get(name)
+            .map_or(0, |c| c.in_flight_now())
+    }
+
+    /// Webhooks this relay delivered since it started.
+    pub fn delivered_here(&self) -> u64 {
+        lock(&self.counts)
+            .values()
+            .map(|c| c.delivered_here())
+            .sum()
     }
 
     /// Whether Redis answers (`/readyz`): one destination's depth read.
@@ -337,10 +376,12 @@ impl Shared {
         }
     }
 
-    /// Queues `job` for `destination` (the idempotency key already scoped
-    /// by tenant), charging one webhook to the tenant `charge` first (and
-    /// refunding it if nothing was queued: a repeat or a full queue costs
-    /// the tenant nothing); `Err` says why Redis could not take it.
+    /// Queues `job` for `destination`, charging one webhook to the tenant
+    /// `charge` first (and refunding it if nothing was queued: a repeat or
+    /// a full queue costs the tenant nothing); `Err` says why Redis could
+    /// not take it. With an idempotency `key` (already scoped by tenant and
+    /// encoded) the key is the fleet's ([`RedisKeys`]): it names this
+    /// destination and body, whichever relay and queue see it again.
     pub async fn admit(
         &self,
         destination: &str,
@@ -354,21 +395,47 @@ impl Shared {
             .filter(|l| l.open)
             .ok_or("not a destination of the shared queue")?;
         let lane = &*lane;
-        // A repeat is not charged (it queues nothing): asked first when the
-        // tenant would be charged.
-        let charge = match (charge, key) {
-            (Some(tenant), Some(key)) if self.quotas.is_some() => {
-                match lane.queue.seen(key).await.map_err(|e| e.to_string())? {
-                    true => None,
-                    false => Some(tenant),
+        let err = |e: dripfeed::global::RedisError| e.to_string();
+        // The key first: a repeat is answered (and not charged) here.
+        let keyed = match key {
+            None => None,
+            Some(key) => {
+                let request = format!("{destination}|{:016x}", body_hash(&job.body));
+                let fresh = fastrand::u64(1..).to_string();
+                match self
+                    .keys
+                    .claim(key, &request, &fresh, self.remember)
+                    .await
+                    .map_err(err)?
+                {
+                    // A repeat is answered as its admission was: with
+                    // replicas to wait for, once they have it.
+                    KeyClaim::Repeat(id) => {
+                        let confirmed = lane.queue.confirm(&id).await.map_err(err)?;
+                        return self.answer(lane, confirmed);
+                    }
+                    KeyClaim::Conflict(_) => return Ok(Admit::KeyReused),
+                    KeyClaim::New => Some((key, fresh, false)),
+                    // Its first admission is under way, or its relay died
+                    // between admitting and recording it: admitted under
+                    // the same id, the queue tells which (not charged
+                    // twice).
+                    KeyClaim::Pending(id) => Some((key, id, true)),
+                    _ => return Err("an idempotency key's answer this relay does not know".into()),
                 }
             }
-            (charge, _) => charge,
+        };
+        let charge = match &keyed {
+            Some((_, _, true)) => None,
+            _ => charge,
         };
         let charged = match (charge, &self.quotas) {
             (Some(tenant), Some(store)) => match store.try_admit(tenant, 1.0).await {
                 Ok(_) => Some((tenant, store)),
-                Err(BucketError::Unavailable(_)) => return Ok(Admit::QuotaUnavailable),
+                Err(BucketError::Unavailable(_)) => {
+                    self.release(&keyed).await;
+                    return Ok(Admit::QuotaUnavailable);
+                }
                 Err(e) => {
                     // Over quota, or a quota smaller than one webhook
                     // (refused by the configuration's checks).
@@ -376,12 +443,33 @@ impl Shared {
                         Some(AdmitError::OverQuota(o)) => o.retry_after(),
                         _ => Duration::from_secs(60),
                     };
+                    self.release(&keyed).await;
+                    if let Err(e) = lane.queue.count_refused().await {
+                        tracing::debug!(error = %e, "shared queue: a refusal was not counted");
+                    }
                     return Ok(Admit::OverQuota(wait));
                 }
             },
             _ => None,
         };
-        let answer = self.queue(lane, job, key, owner).await;
+        let answer = match &keyed {
+            Some((_, id, _)) => self.queue_as(lane, job, id, owner).await,
+            None => self.queue(lane, job, owner).await,
+        };
+        match (&keyed, &answer) {
+            (
+                Some((key, id, _)),
+                Ok(Admit::Queued(_) | Admit::Repeat(_) | Admit::Unconfirmed(_)),
+            ) => {
+                if let Err(e) = self.keys.accept(key, id, self.remember).await {
+                    // Left pending under its id: a retry finds it and the
+                    // queue answers it as seen.
+                    tracing::warn!(error = %e, "shared queue: an idempotency key's admission was not recorded");
+                }
+            }
+            (Some(_), Ok(_)) => self.release(&keyed).await,
+            _ => {}
+        }
         if let Some((tenant, store)) = charged
             && !matches!(answer, Ok(Admit::Queued(_) | Admit::Unconfirmed(_)))
             && let Err(e) = store.refund(tenant, 1.0).await
@@ -391,16 +479,21 @@ impl Shared {
         answer
     }
 
-    /// [`admit`](Self::admit)'s queueing, in one round trip.
-    async fn queue(
-        &self,
-        lane: &Lane,
-        job: &Job,
-        key: Option<&str>,
-        owner: Option<&str>,
-    ) -> Result<Admit, String> {
-        let mut bytes = Vec::with_capacity(job.body.len() + 64);
-        job.encode(&mut bytes);
+    /// A key this admission claimed anew, given back (its webhook was
+    /// refused: a retry may try again). A pending key found is another
+    /// admission's: left as it is.
+    async fn release(&self, keyed: &Option<(&str, String, bool)>) {
+        if let Some((key, id, false)) = keyed
+            && let Err(e) = self.keys.release(key, id).await
+        {
+            tracing::warn!(error = %e, "shared queue: a refused webhook's idempotency key was not given back");
+        }
+    }
+
+    /// [`admit`](Self::admit)'s queueing of a webhook without a key, in one
+    /// round trip.
+    async fn queue(&self, lane: &Lane, job: &Job, owner: Option<&str>) -> Result<Admit, String> {
+        let bytes = encoded(job);
         // A random id, unique in the fleet; one still held is drawn again.
         let mut answer = Admission::Taken;
         // A redriven webhook keeps the id it had (its status starts over).
@@ -409,16 +502,38 @@ impl Shared {
             let id = id.take().unwrap_or_else(|| fastrand::u64(1..)).to_string();
             answer = lane
                 .queue
-                .admit_owned(&id, &bytes, key, lane.bound, self.remember, owner)
+                .admit_owned(&id, &bytes, None, lane.bound, self.remember, owner)
                 .await
                 .map_err(|e| e.to_string())?;
             if answer != Admission::Taken {
                 break;
             }
         }
+        self.answer(lane, answer)
+    }
+
+    /// [`admit`](Self::admit)'s queueing of a keyed webhook as `id` (its
+    /// key's), unless a webhook with that id got in before: one round trip.
+    async fn queue_as(
+        &self,
+        lane: &Lane,
+        job: &Job,
+        id: &str,
+        owner: Option<&str>,
+    ) -> Result<Admit, String> {
+        let answer = lane
+            .queue
+            .admit_fresh(id, &encoded(job), lane.bound, owner)
+            .await
+            .map_err(|e| e.to_string())?;
+        self.answer(lane, answer)
+    }
+
+    /// What the queue answered, as [`Admit`].
+    fn answer(&self, lane: &Lane, answer: Admission) -> Result<Admit, String> {
         Ok(match answer {
             Admission::Added { id, .. } => Admit::Queued(number_of(&id)),
-            Admission::Repeat { id } => Admit::Repeat(number_of(&id)),
+            Admission::Repeat { id } | Admission::Seen { id } => Admit::Repeat(number_of(&id)),
             Admission::Unconfirmed { replicas, .. } => Admit::Unconfirmed(replicas),
             Admission::Taken => return Err("no free id in four draws".into()),
             Admission::Full { depth } => Admit::Full(Duration::from_secs_f64(
@@ -479,4 +594,11 @@ impl Shared {
             );
         }
     }
+}
+
+/// A webhook as its queue entry holds it.
+fn encoded(job: &Job) -> Vec<u8> {
+    let mut bytes = Vec::with_capacity(job.body.len() + 64);
+    job.encode(&mut bytes);
+    bytes
 }

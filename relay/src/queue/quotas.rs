@@ -13,10 +13,9 @@
 
 use std::sync::Arc;
 
-use dripfeed::global::Failure;
 use dripfeed::keyed::{BucketStore, KeyedBuckets, Quota};
 
-use crate::admin::stores::StoreCheck;
+use super::stores::StoreCheck;
 use crate::config::{Config, Settings, Tenant};
 
 /// Tenants a relay's own table holds at once (the idlest go first).
@@ -70,10 +69,11 @@ pub async fn open(
     let store = match (&s.postgres, &s.redis) {
         (Some(url), _) => {
             let failure = s.postgres_failure.failure(s.fleet_size);
-            open_postgres(url.as_str(), quota, failure).await?
+            super::backends::quotas_in_postgres(url.as_str(), quota, failure).await?
         }
         (None, Some(url)) => {
-            open_redis(url.as_str(), quota, s.redis_failure.failure(s.fleet_size)).await?
+            let failure = s.redis_failure.failure(s.fleet_size);
+            super::backends::quotas_in_redis(url.as_str(), quota, failure).await?
         }
         (None, None) => {
             let table = KeyedBuckets::<String>::new(LOCAL_TENANTS, quota)
@@ -96,59 +96,4 @@ pub async fn set_overrides(store: &dyn BucketStore, cfg: &Config) -> Result<(), 
         done.map_err(|e| format!("tenant {}'s quota: {e}", t.name))?;
     }
     Ok(())
-}
-
-/// Tenant quotas in PostgreSQL, table `dripfeed_tenants`.
-async fn open_postgres(
-    url: &str,
-    quota: Quota,
-    failure: Failure,
-) -> Result<(Arc<dyn BucketStore>, Option<StoreCheck>), String> {
-    #[cfg(feature = "postgres")]
-    {
-        use dripfeed::global::PgBuckets;
-        let pool = PgBuckets::pool(url, 8).map_err(|e| format!("postgres: {e}"))?;
-        let buckets = PgBuckets::new(pool, "dripfeed_tenants", quota)
-            .map_err(|e| format!("postgres: {e}"))?
-            .on_failure(failure)
-            .map_err(|e| format!("postgres: {e}"))?;
-        buckets
-            .migrate()
-            .await
-            .map_err(|e| format!("postgres: {e}"))?;
-        let buckets = Arc::new(buckets);
-        let probe = buckets.clone();
-        let check = StoreCheck::new("postgres", buckets.clone(), move || probe.in_fallback());
-        Ok((buckets, Some(check)))
-    }
-    #[cfg(not(feature = "postgres"))]
-    {
-        let _ = (url, quota, failure);
-        Err("postgres: this build has no PostgreSQL (feature postgres)".into())
-    }
-}
-
-/// Tenant quotas in Redis, keys `{webhook_relay_tenants:…}`.
-async fn open_redis(
-    url: &str,
-    quota: Quota,
-    failure: Failure,
-) -> Result<(Arc<dyn BucketStore>, Option<StoreCheck>), String> {
-    #[cfg(feature = "redis")]
-    {
-        use dripfeed::global::RedisBuckets;
-        let conn = crate::queue::redis_link::connect(url).await?;
-        let buckets = RedisBuckets::new(conn, "webhook_relay_tenants", quota)
-            .on_failure(failure)
-            .map_err(|e| format!("redis: {e}"))?;
-        let buckets = Arc::new(buckets);
-        let probe = buckets.clone();
-        let check = StoreCheck::new("redis", buckets.clone(), move || probe.in_fallback());
-        Ok((buckets, Some(check)))
-    }
-    #[cfg(not(feature = "redis"))]
-    {
-        let _ = (url, quota, failure);
-        Err("redis: this build has no Redis (feature redis)".into())
-    }
 }

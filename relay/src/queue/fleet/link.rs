@@ -2,8 +2,6 @@
 //! URLs of some of a Redis Cluster's nodes separated by commas (the rest are
 //! found from them).
 
-#![cfg(feature = "redis")]
-
 use std::time::Duration;
 
 use dripfeed::global::RedisConnection;

@@ -3,8 +3,6 @@
 //! bucket, then an entry (claimed a moment ahead), delivered; what ended is
 //! acknowledged in batches.
 
-#![cfg(feature = "redis")]
-
 use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::Duration;
@@ -15,7 +13,7 @@ use dripfeed::{Attempt, Delivery, Downstream, PermitSource};
 use tokio::sync::{Semaphore, mpsc};
 use tokio::time::Instant;
 
-use super::shared_lane::{Lane, lock, number_of};
+use super::lane::{Lane, lock, number_of};
 use crate::deliver::HttpDownstream;
 use crate::domain::job::Job;
 
@@ -56,43 +54,6 @@ pub(super) struct Drain {
     pub(super) retry_max: Duration,
     pub(super) timeout: Duration,
     pub(super) in_flight: Arc<Semaphore>,
-    pub(super) counts: Counts,
-}
-
-/// The drain's metrics, under the library's names and the relay's labels
-/// (`throttle="webhook_relay"`, `destination`), so one dashboard reads both
-/// queues.
-pub(super) struct Counts {
-    delivered: metrics::Counter,
-    dead_lettered: metrics::Counter,
-    retries: metrics::Counter,
-    /// The fleet's depth for the destination, read once a second.
-    pub(super) depth: metrics::Gauge,
-}
-
-impl Counts {
-    /// Counts `n` dead-lettered.
-    pub(super) fn dead_lettered(&self, n: u64) {
-        self.dead_lettered.increment(n);
-    }
-
-    pub(super) fn new(name: &str) -> Counts {
-        use dripfeed::metrics::{JOBS, QUEUE_DEPTH, RETRIES};
-        let labels = |outcome: Option<&'static str>| {
-            let mut l = vec![
-                metrics::Label::new("throttle", "webhook_relay"),
-                metrics::Label::new("destination", name.to_owned()),
-            ];
-            l.extend(outcome.map(|o| metrics::Label::new("outcome", o)));
-            l
-        };
-        Counts {
-            delivered: metrics::counter!(JOBS, labels(Some("delivered"))),
-            dead_lettered: metrics::counter!(JOBS, labels(Some("dead_lettered"))),
-            retries: metrics::counter!(RETRIES, labels(None)),
-            depth: metrics::gauge!(QUEUE_DEPTH, labels(None)),
-        }
-    }
 }
 
 impl Drain {
@@ -160,7 +121,7 @@ impl Drain {
                     tracing::debug!(error = %e, "shared queue: retries not moved");
                 }
                 if let Ok(depth) = q.depth().await {
-                    this.counts.depth.set(depth as f64);
+                    this.lane.counts.fleet_depth(depth);
                 }
                 match q.reclaim_from(&cursor, idle, 1).await {
                     Ok((next, mut taken)) => {
@@ -259,6 +220,9 @@ impl Drain {
                 }
             }
             permit.spend();
+            let counts = &this.lane.counts;
+            counts.depth.set(buffer.len() as f64);
+            counts.started();
             let (this, acks, held) = (this.clone(), acks.clone(), held.clone());
             tokio::spawn(async move {
                 let stream_id = entry.stream_id.clone();
@@ -267,6 +231,7 @@ impl Drain {
                 if !this.deliver(entry, &acks).await {
                     lock(&held).remove(&stream_id);
                 }
+                this.lane.counts.ended();
                 drop(place);
             });
         }
@@ -334,9 +299,15 @@ impl Drain {
         let public = number_of(&entry.id);
         job.trail.name(public);
         let attempt = Attempt::new(public, entry.attempts + 1);
+        let began = Instant::now();
         let answer = tokio::time::timeout(self.timeout, self.downstream.deliver(&job, attempt))
             .await
             .unwrap_or(Delivery::Retry { after: None });
+        let counts = &self.lane.counts;
+        counts.latency.record(began.elapsed().as_secs_f64());
+        if !matches!(answer, Delivery::Done) {
+            counts.failures.increment(1);
+        }
         let made = entry.attempts + 1;
         // The receiver's answer, for the webhook's status (0: none).
         let last = u16::try_from(job.trail.last_status())
@@ -344,7 +315,7 @@ impl Drain {
             .filter(|s| *s != 0);
         match answer {
             Delivery::Done => {
-                self.counts.delivered.increment(1);
+                counts.delivered();
                 acks.send(Ending::delivered(entry.stream_id, last)).is_ok()
             }
             Delivery::Retry { after } if made <= self.retries => {
@@ -355,7 +326,7 @@ impl Drain {
                     .unwrap_or(backoff.min(self.retry_max))
                     .min(self.retry_max);
                 let jittered = wait.mul_f64(0.5 + fastrand::f64() / 2.0);
-                self.counts.retries.increment(1);
+                counts.retries.increment(1);
                 if let Err(e) = self.lane.queue.retry_answered(&entry, jittered, last).await {
                     // Left pending: taken over and tried again later.
                     tracing::warn!(error = %e, "shared queue: a retry could not be scheduled");
@@ -379,7 +350,7 @@ impl Drain {
         last: Option<u16>,
         acks: &mpsc::UnboundedSender<Ending>,
     ) -> bool {
-        self.counts.dead_lettered.increment(1);
+        self.lane.counts.dead_lettered(1);
         acks.send(Ending::dead_lettered(stream_id, last, reason))
             .is_ok()
     }

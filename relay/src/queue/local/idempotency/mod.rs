@@ -1,8 +1,9 @@
 //! Idempotent intake: a sender that retries its POST after a timeout sends
 //! an `Idempotency-Key`; a repeat of a key its tenant had accepted (within
-//! `idempotency_window`, default 24 h) answers 202 with the first id and
-//! enqueues nothing; a repeat with a different body answers 422; a repeat
-//! while the first is still being admitted answers 409.
+//! `idempotency_window`, default 24 h) for the same destination and body
+//! answers 202 with the first id and enqueues nothing; the key with
+//! another body or another destination answers 422; a repeat while the
+//! first is still being admitted answers 409.
 //!
 //! Keys are scoped by the tenant as intake resolves it: the same key from
 //! two tenants is two webhooks. Each remembered key holds its bytes (key,
@@ -22,6 +23,7 @@ use std::time::Duration;
 use dripfeed::journal::Journal;
 
 use crate::domain::budget::{ByteBudget, Ticket};
+pub use crate::domain::names::body_hash;
 use crate::domain::names::{DEFAULT_TENANT, MAX_NAME_BYTES};
 use file::{KeysFile, Line};
 
@@ -56,7 +58,10 @@ enum State {
 /// A remembered key.
 struct Entry {
     state: State,
+    /// Its body's hash.
     hash: u64,
+    /// The destination it named (`None`: read from an older file, any).
+    destination: Option<Arc<str>>,
     at_ms: u64,
     seq: u64,
     /// Bytes of its line in the file (0 until accepted).
@@ -75,9 +80,10 @@ struct Keys {
     live_lines: u64,
 }
 
-/// `tenant` and `key` as one map key (a header value holds no newline).
+/// `tenant` and `key` as one map key, as both engines encode them (no
+/// tenant and key collide with another pair).
 fn scoped(tenant: &str, key: &str) -> String {
-    format!("{tenant}\n{key}")
+    crate::domain::names::scoped_key(tenant, key)
 }
 
 impl Keys {
@@ -136,10 +142,11 @@ impl Keys {
                 let State::Accepted(id) = e.state else {
                     return None;
                 };
-                let (tenant, key) = k.split_once('\n')?;
+                let (tenant, key) = crate::domain::names::unscoped(k)?;
                 Some(Line {
                     tenant: Some(tenant.to_owned()),
                     key: key.to_owned(),
+                    destination: e.destination.as_deref().map(str::to_owned),
                     id,
                     hash: e.hash,
                     at_ms: e.at_ms,
@@ -156,13 +163,6 @@ pub struct Idempotency {
     budget: ByteBudget,
     window: Duration,
     max_keys: usize,
-}
-
-/// FNV-1a: a stable hash of a body across processes and versions.
-pub fn body_hash(body: &[u8]) -> u64 {
-    body.iter().fold(0xcbf2_9ce4_8422_2325, |h, &b| {
-        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
-    })
 }
 
 fn now_ms() -> u64 {
@@ -221,6 +221,7 @@ impl Idempotency {
         let entry = Entry {
             state: State::Accepted(line.id),
             hash: line.hash,
+            destination: line.destination.as_deref().map(Arc::from),
             at_ms: line.at_ms,
             seq: 0,
             line: line.encode().len() as u64,
@@ -256,15 +257,17 @@ impl Idempotency {
         keys.make_room(&self.budget, bytes)
     }
 
-    /// Looks `key` up among `tenant`'s for a body hashing to `hash`; a new
-    /// key is marked as being admitted, holding its bytes.
-    pub fn begin(&self, tenant: &str, key: &str, hash: u64) -> Begin {
+    /// Looks `key` up among `tenant`'s for a request to `destination`
+    /// with a body hashing to `hash`; a new key is marked as being
+    /// admitted, holding its bytes.
+    pub fn begin(&self, tenant: &str, key: &str, destination: &Arc<str>, hash: u64) -> Begin {
         let now = now_ms();
         let mut keys = self.lock();
         keys.expire(now.saturating_sub(self.window_ms()), self.max_keys);
         let scoped = scoped(tenant, key);
         match keys.map.get(scoped.as_str()) {
             Some(e) if e.hash != hash => Begin::Conflict,
+            Some(e) if e.destination.as_ref().is_some_and(|d| d != destination) => Begin::Conflict,
             Some(Entry {
                 state: State::Admitting,
                 ..
@@ -280,6 +283,7 @@ impl Idempotency {
                 let entry = Entry {
                     state: State::Admitting,
                     hash,
+                    destination: Some(destination.clone()),
                     at_ms: now,
                     seq: 0,
                     line: 0,
@@ -302,6 +306,7 @@ impl Idempotency {
             let line = Line {
                 tenant: Some(tenant.to_owned()),
                 key: key.to_owned(),
+                destination: entry.destination.as_deref().map(str::to_owned),
                 id,
                 hash: entry.hash,
                 at_ms: entry.at_ms,
@@ -352,6 +357,10 @@ impl Idempotency {
 mod tests {
     use super::*;
 
+    fn dest() -> Arc<str> {
+        Arc::from("billing")
+    }
+
     fn idem(max_keys: usize, budget: u64) -> (Idempotency, ByteBudget) {
         let budget = ByteBudget::new(budget);
         let idem = Idempotency::in_memory(budget.clone(), Duration::from_secs(60), max_keys);
@@ -361,35 +370,53 @@ mod tests {
     #[test]
     fn repeats_conflicts_and_the_bound() {
         let (idem, _) = idem(2, 1 << 20);
-        assert_eq!(idem.begin("t", "a", 1), Begin::New);
-        assert_eq!(idem.begin("t", "a", 1), Begin::InProgress);
+        assert_eq!(idem.begin("t", "a", &dest(), 1), Begin::New);
+        assert_eq!(idem.begin("t", "a", &dest(), 1), Begin::InProgress);
         idem.refused("t", "a");
-        assert_eq!(idem.begin("t", "a", 1), Begin::New);
-        assert_eq!(idem.begin("t", "a", 2), Begin::Conflict);
-        assert_eq!(idem.begin("u", "a", 2), Begin::New, "another tenant's key");
-        assert_eq!(idem.begin("t", "c", 1), Begin::New); // "t/a" goes: at most 2 keys
-        assert_eq!(idem.begin("t", "a", 9), Begin::New);
+        assert_eq!(idem.begin("t", "a", &dest(), 1), Begin::New);
+        assert_eq!(idem.begin("t", "a", &dest(), 2), Begin::Conflict);
+        let other: Arc<str> = Arc::from("shipping");
+        assert_eq!(
+            idem.begin("t", "a", &other, 1),
+            Begin::Conflict,
+            "another destination"
+        );
+        assert_eq!(
+            idem.begin("u", "a", &dest(), 2),
+            Begin::New,
+            "another tenant's key"
+        );
+        assert_eq!(idem.begin("t", "c", &dest(), 1), Begin::New); // "t/a" goes: at most 2 keys
+        assert_eq!(idem.begin("t", "a", &dest(), 9), Begin::New);
     }
 
     #[test]
     fn keys_hold_budget_bytes_given_back_when_refused_or_forgotten() {
         let per_key = scoped("t", "k0").len() as u64 + KEY_OVERHEAD;
         let (idem, budget) = idem(100, 3 * per_key);
-        assert_eq!(idem.begin("t", "k0", 1), Begin::New);
+        assert_eq!(idem.begin("t", "k0", &dest(), 1), Begin::New);
         assert_eq!(budget.held(), per_key);
         idem.refused("t", "k0");
         assert_eq!((budget.held(), idem.count()), (0, 0), "released at once");
         for k in ["k0", "k1", "k2"] {
-            assert_eq!(idem.begin("t", k, 1), Begin::New);
+            assert_eq!(idem.begin("t", k, &dest(), 1), Begin::New);
         }
-        assert_eq!(idem.begin("t", "k3", 1), Begin::NoRoom, "all admitting");
+        assert_eq!(
+            idem.begin("t", "k3", &dest(), 1),
+            Begin::NoRoom,
+            "all admitting"
+        );
         // Accepted keys give way to new work, oldest first.
         let rt = tokio::runtime::Builder::new_current_thread()
             .build()
             .unwrap();
         rt.block_on(idem.accepted("t", "k0", 10)).unwrap();
-        assert_eq!(idem.begin("t", "k3", 1), Begin::New);
-        assert_eq!(idem.begin("t", "k0", 1), Begin::NoRoom, "k0 was forgotten");
+        assert_eq!(idem.begin("t", "k3", &dest(), 1), Begin::New);
+        assert_eq!(
+            idem.begin("t", "k0", &dest(), 1),
+            Begin::NoRoom,
+            "k0 was forgotten"
+        );
         assert_eq!(budget.held(), 3 * per_key);
     }
 }

@@ -19,8 +19,6 @@
 //! Secrets are kept in the map as the `PUT` gave them, as the queue keeps
 //! webhook bodies: Redis is to be protected (a password or ACL, TLS).
 
-#![cfg(feature = "redis")]
-
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -30,11 +28,12 @@ use dripfeed::global::RedisMap;
 use serde::{Deserialize, Serialize};
 use tokio::task::JoinHandle;
 
+use super::lane::lock;
 use super::shared::Shared;
-use super::shared_lane::lock;
 use crate::catalog::Catalog;
 use crate::config::{Config, Destination, Fields, Origin};
 use crate::deliver::guard::AddressGuard;
+use crate::domain::limits::Limits;
 
 /// The map's name.
 const MAP: &str = "webhook_relay:destinations";
@@ -105,7 +104,7 @@ pub async fn read_at_start(cfg: &mut Config) -> Result<Start, String> {
         .redis
         .as_ref()
         .ok_or("queue = redis needs redis")?;
-    let conn = super::redis_link::connect(url.as_str()).await?;
+    let conn = super::link::connect(url.as_str()).await?;
     let map = RedisMap::new(conn.counted_as("destinations"), MAP);
     let (version, entries) = match tokio::time::timeout(START_READ, map.entries()).await {
         Ok(Ok(read)) => read,
@@ -154,6 +153,8 @@ pub struct Fleet {
     catalog: Arc<Catalog>,
     guard: Arc<AddressGuard>,
     resolve: bool,
+    /// What a destination must fit, as a `PUT` here is checked.
+    limits: Limits,
     /// The map's version applied.
     seen: AtomicU64,
     /// Each name's change as applied here (its text in the map).
@@ -174,6 +175,7 @@ impl Fleet {
         catalog: Arc<Catalog>,
         guard: Arc<AddressGuard>,
         resolve: bool,
+        limits: Limits,
     ) -> Arc<Fleet> {
         let fleet = Arc::new(Fleet {
             map: start.map,
@@ -181,6 +183,7 @@ impl Fleet {
             catalog,
             guard,
             resolve,
+            limits,
             seen: AtomicU64::new(start.version),
             applied: Mutex::default(),
             deletions: Mutex::default(),
@@ -282,6 +285,10 @@ impl Fleet {
                         return self.refuse_here(name).await;
                     }
                 };
+                if let Err(e) = self.limits.check(&d) {
+                    tracing::error!(destination = %name, error = %e, "a destination the fleet's admin API made is beyond this relay's limits: closed on this relay");
+                    return self.refuse_here(name).await;
+                }
                 if let Err(refused) = self.guard.check_destination(&d.url, self.resolve).await {
                     tracing::error!(destination = %name, url = %d.url, %refused, "a destination the fleet's admin API made is refused by this relay's address guard: closed on this relay");
                     return self.refuse_here(name).await;

@@ -2,9 +2,11 @@
 //! queue in Redis and what bounds it, and how an entry's id reads as the
 //! webhook's number. Shared by the intake side and the drains.
 
-#![cfg(feature = "redis")]
+use std::sync::Arc;
 
 use dripfeed::global::RedisQueue;
+
+use super::counts::Counts;
 
 /// One destination's queue and what bounds it.
 #[derive(Clone)]
@@ -12,6 +14,8 @@ pub(crate) struct Lane {
     pub(crate) queue: RedisQueue,
     pub(crate) rate: f64,
     pub(crate) bound: u64,
+    /// This relay's metrics for it (kept across changes of the lane).
+    pub(crate) counts: Arc<Counts>,
     /// False once deleted: no admissions, no redrives; its dead letters
     /// still listed.
     pub(crate) open: bool,

@@ -1,0 +1,161 @@
+//! The one place that opens what needs Redis or PostgreSQL (features
+//! `redis` and `postgres`): the fleet's queue, the fleet's permits for a
+//! relay of the local engine (`global_rate`), and tenant quotas shared in
+//! Redis or PostgreSQL. A build without a backend answers why it cannot.
+
+use std::sync::Arc;
+
+use dripfeed::PermitSource;
+use dripfeed::global::Failure;
+use dripfeed::keyed::{BucketStore, Quota};
+
+use super::stores::StoreCheck;
+use crate::config::Settings;
+
+/// A shared store and the check `/readyz` makes of it.
+pub type Shared = (Arc<dyn BucketStore>, Option<StoreCheck>);
+
+/// The fleet's permits, if `redis` is set: every destination of every
+/// relay of the local engine draws from one bucket, so the fleet delivers
+/// at `global_rate` in all, exactly.
+pub async fn fleet_permits(s: &Settings) -> Result<Option<Arc<dyn PermitSource>>, String> {
+    let Some(url) = &s.redis else {
+        return Ok(None);
+    };
+    let rate = s.global_rate.unwrap_or(s.drain_rate);
+    #[cfg(feature = "redis")]
+    {
+        use dripfeed::global::RedisRate;
+        let conn = super::fleet::link::connect(url.as_str()).await?;
+        let fleet = RedisRate::builder(conn, "webhook_relay", rate)
+            .name("webhook_relay")
+            .on_failure(s.redis_failure.failure(s.fleet_size))
+            .start()
+            .map_err(|e| format!("fleet limit: {e}"))?;
+        Ok(Some(Arc::new(fleet)))
+    }
+    #[cfg(not(feature = "redis"))]
+    {
+        let _ = (url, rate);
+        Err("redis: this build has no Redis (feature redis)".into())
+    }
+}
+
+/// Tenant quotas in PostgreSQL, table `dripfeed_tenants`.
+pub async fn quotas_in_postgres(
+    url: &str,
+    quota: Quota,
+    failure: Failure,
+) -> Result<Shared, String> {
+    #[cfg(feature = "postgres")]
+    {
+        use dripfeed::global::PgBuckets;
+        let pool = PgBuckets::pool(url, 8).map_err(|e| format!("postgres: {e}"))?;
+        let buckets = PgBuckets::new(pool, "dripfeed_tenants", quota)
+            .map_err(|e| format!("postgres: {e}"))?
+            .on_failure(failure)
+            .map_err(|e| format!("postgres: {e}"))?;
+        buckets
+            .migrate()
+            .await
+            .map_err(|e| format!("postgres: {e}"))?;
+        let buckets = Arc::new(buckets);
+        let probe = buckets.clone();
+        let check = StoreCheck::new("postgres", buckets.clone(), move || probe.in_fallback());
+        Ok((buckets, Some(check)))
+    }
+    #[cfg(not(feature = "postgres"))]
+    {
+        let _ = (url, quota, failure);
+        Err("postgres: this build has no PostgreSQL (feature postgres)".into())
+    }
+}
+
+/// Tenant quotas in Redis, keys `{webhook_relay_tenants:…}`.
+pub async fn quotas_in_redis(url: &str, quota: Quota, failure: Failure) -> Result<Shared, String> {
+    #[cfg(feature = "redis")]
+    {
+        use dripfeed::global::RedisBuckets;
+        let conn = super::fleet::link::connect(url).await?;
+        let buckets = RedisBuckets::new(conn, "webhook_relay_tenants", quota)
+            .on_failure(failure)
+            .map_err(|e| format!("redis: {e}"))?;
+        let buckets = Arc::new(buckets);
+        let probe = buckets.clone();
+        let check = StoreCheck::new("redis", buckets.clone(), move || probe.in_fallback());
+        Ok((buckets, Some(check)))
+    }
+    #[cfg(not(feature = "redis"))]
+    {
+        let _ = (url, quota, failure);
+        Err("redis: this build has no Redis (feature redis)".into())
+    }
+}
+
+/// The fleet's destination changes as read at start (`queue = redis`).
+pub struct FleetStart {
+    #[cfg(feature = "redis")]
+    start: super::fleet::changes::Start,
+}
+
+/// Reads the fleet's destination changes and applies them over `cfg`'s
+/// destinations, as a state file is read in the local engine.
+pub async fn fleet_start(cfg: &mut crate::config::Config) -> Result<FleetStart, String> {
+    #[cfg(feature = "redis")]
+    {
+        let start = super::fleet::changes::read_at_start(cfg).await?;
+        Ok(FleetStart { start })
+    }
+    #[cfg(not(feature = "redis"))]
+    {
+        let _ = cfg;
+        Err("queue = redis: this build has no Redis (feature redis)".into())
+    }
+}
+
+/// What the fleet's engine is opened with, besides the configuration.
+pub struct FleetParts {
+    /// The destinations in force.
+    pub catalog: Arc<crate::catalog::Catalog>,
+    /// Each destination's deliveries, by name.
+    pub deliveries: Arc<dyn Fn(&str) -> crate::deliver::HttpDownstream + Send + Sync>,
+    /// Where deliveries may connect.
+    pub guard: Arc<crate::deliver::guard::AddressGuard>,
+    /// The tenant quota store, if tenants have quotas.
+    pub quotas: Option<Arc<dyn BucketStore>>,
+    /// The shared tenant quota store's check, if any.
+    pub stores: Vec<StoreCheck>,
+}
+
+/// The fleet's engine (`queue = redis`), its drains started.
+pub async fn open_fleet(
+    cfg: &crate::config::Config,
+    start: FleetStart,
+    parts: FleetParts,
+) -> Result<Arc<dyn super::Queue>, String> {
+    #[cfg(feature = "redis")]
+    {
+        let parts = super::fleet::open::Parts {
+            start: start.start,
+            catalog: parts.catalog,
+            deliveries: parts.deliveries,
+            guard: parts.guard,
+            quotas: parts.quotas,
+            stores: parts.stores,
+        };
+        let q: Arc<dyn super::Queue> = super::fleet::open::open(cfg, parts).await?;
+        Ok(q)
+    }
+    #[cfg(not(feature = "redis"))]
+    {
+        let FleetParts {
+            catalog,
+            deliveries,
+            guard,
+            quotas,
+            stores,
+        } = parts;
+        let _ = (cfg, start, catalog, deliveries, guard, quotas, stores);
+        Err("queue = redis: this build has no Redis (feature redis)".into())
+    }
+}

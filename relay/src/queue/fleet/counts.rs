@@ -1,0 +1,165 @@
+//! One destination's metrics on one relay of a fleet, under the library's
+//! series names and the relay's labels (`throttle="webhook_relay"`,
+//! `destination`), so one dashboard reads both engines. Each relay counts
+//! what it did (its admissions, refusals, deliveries, dead letters and
+//! retries): a sum over the relays of a fleet counts each webhook once.
+//! Its own depth is what it has claimed and not yet sent; the fleet's
+//! depth and bound are series of their own
+//! (`dripfeed_relay_fleet_queue_depth`, `dripfeed_relay_fleet_queue_capacity`),
+//! the same on every relay: read them with `max()`. The drain rate and the
+//! capacity gauges show the destination's (the fleet's) from the start.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use dripfeed::metrics::{
+    ADMITTED, DELIVERY, DELIVERY_FAILURES, DRAIN_RATE, EMITTED, IN_FLIGHT, JOBS, OVERFLOW,
+    QUEUE_CAPACITY, QUEUE_DEPTH, REJECTED, RETRIES,
+};
+use metrics::{Counter, Gauge, Histogram, Label};
+
+use crate::queue::NAME;
+use crate::telemetry::{FLEET_QUEUE_CAPACITY, FLEET_QUEUE_DEPTH};
+
+/// Why a webhook was refused, as the library labels it (`reason`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Refused {
+    /// The fleet's queue was full (tail-drop).
+    Overloaded,
+    /// Its tenant was over its quota.
+    OverQuota,
+    /// A store it needs was down (Redis, the quota store).
+    StoreDown,
+}
+
+/// The handles of one destination.
+pub struct Counts {
+    admitted: Counter,
+    overloaded: Counter,
+    over_quota: Counter,
+    store_down: Counter,
+    refused: Counter,
+    tail_drop: Counter,
+    delivered: Counter,
+    dead_lettered: Counter,
+    /// Deliveries scheduled again.
+    pub retries: Counter,
+    emitted: Counter,
+    /// Attempts that failed.
+    pub failures: Counter,
+    /// Each attempt's latency, seconds.
+    pub latency: Histogram,
+    /// This relay's deliveries running.
+    in_flight: Gauge,
+    in_flight_now: AtomicU64,
+    /// What this relay has claimed and not sent yet.
+    pub depth: Gauge,
+    capacity: Gauge,
+    rate: Gauge,
+    fleet_depth: Gauge,
+    fleet_capacity: Gauge,
+    /// Delivered by this relay (for the shutdown's summary).
+    delivered_here: AtomicU64,
+}
+
+impl Counts {
+    /// The handles of destination `name`.
+    pub fn new(name: &str) -> Counts {
+        let base = vec![
+            Label::new("throttle", NAME),
+            Label::new("destination", name.to_owned()),
+        ];
+        let with = |key: &'static str, value: &'static str| {
+            let mut l = base.clone();
+            l.push(Label::new(key, value));
+            l
+        };
+        let b = || base.clone();
+        let fleet = vec![Label::new("destination", name.to_owned())];
+        Counts {
+            admitted: metrics::counter!(ADMITTED, b()),
+            overloaded: metrics::counter!(REJECTED, with("reason", "overloaded")),
+            over_quota: metrics::counter!(REJECTED, with("reason", "over_quota")),
+            store_down: metrics::counter!(REJECTED, with("reason", "store_down")),
+            refused: metrics::counter!(JOBS, with("outcome", "refused")),
+            tail_drop: metrics::counter!(OVERFLOW, with("policy", "tail_drop")),
+            delivered: metrics::counter!(JOBS, with("outcome", "delivered")),
+            dead_lettered: metrics::counter!(JOBS, with("outcome", "dead_lettered")),
+            retries: metrics::counter!(RETRIES, b()),
+            emitted: metrics::counter!(EMITTED, b()),
+            failures: metrics::counter!(DELIVERY_FAILURES, b()),
+            latency: metrics::histogram!(DELIVERY, b()),
+            in_flight: metrics::gauge!(IN_FLIGHT, b()),
+            in_flight_now: AtomicU64::new(0),
+            depth: metrics::gauge!(QUEUE_DEPTH, b()),
+            capacity: metrics::gauge!(QUEUE_CAPACITY, b()),
+            rate: metrics::gauge!(DRAIN_RATE, b()),
+            fleet_depth: metrics::gauge!(FLEET_QUEUE_DEPTH, fleet.clone()),
+            fleet_capacity: metrics::gauge!(FLEET_QUEUE_CAPACITY, fleet),
+            delivered_here: AtomicU64::new(0),
+        }
+    }
+
+    /// The destination's bound and rate (the fleet's), shown from the start.
+    pub fn shape(&self, bound: u64, rate: f64) {
+        self.capacity.set(bound as f64);
+        self.fleet_capacity.set(bound as f64);
+        self.rate.set(rate);
+    }
+
+    /// The fleet's depth, as last read.
+    pub fn fleet_depth(&self, depth: u64) {
+        self.fleet_depth.set(depth as f64);
+    }
+
+    /// One webhook admitted here.
+    pub fn admitted(&self) {
+        self.admitted.increment(1);
+    }
+
+    /// One webhook refused here.
+    pub fn refused(&self, why: Refused) {
+        self.refused.increment(1);
+        match why {
+            Refused::Overloaded => {
+                self.overloaded.increment(1);
+                self.tail_drop.increment(1);
+            }
+            Refused::OverQuota => self.over_quota.increment(1),
+            Refused::StoreDown => self.store_down.increment(1),
+        }
+    }
+
+    /// One webhook delivered here.
+    pub fn delivered(&self) {
+        self.delivered.increment(1);
+        self.delivered_here.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// `n` webhooks dead-lettered here.
+    pub fn dead_lettered(&self, n: u64) {
+        self.dead_lettered.increment(n);
+    }
+
+    /// A delivery starts here.
+    pub fn started(&self) {
+        self.emitted.increment(1);
+        self.in_flight.increment(1.0);
+        self.in_flight_now.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// A delivery ended here.
+    pub fn ended(&self) {
+        self.in_flight.decrement(1.0);
+        self.in_flight_now.fetch_sub(1, Ordering::Relaxed);
+    }
+
+    /// This relay's deliveries running.
+    pub fn in_flight_now(&self) -> u64 {
+        self.in_flight_now.load(Ordering::Relaxed)
+    }
+
+    /// Delivered by this relay since it started.
+    pub fn delivered_here(&self) -> u64 {
+        self.delivered_here.load(Ordering::Relaxed)
+    }
+}

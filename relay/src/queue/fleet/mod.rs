@@ -1,0 +1,232 @@
+//! The fleet's engine (`queue = redis`): every relay of a fleet takes
+//! webhooks into one queue per destination in Redis Streams and delivers
+//! from it ([`shared`]: the lanes and their drains, [`drain`]), so a relay
+//! that dies loses nothing. Idempotency keys, webhook statuses, counts and
+//! dead letters live in Redis beside the queues ([`letters`]); destinations
+//! made, changed and deleted through any relay's admin API are the
+//! fleet's ([`changes`], [`change`]); a deleted destination's rest is
+//! dead-lettered ([`sweep`]). [`link`] is the one way to reach Redis, a
+//! server or a cluster.
+
+pub mod admit;
+pub mod change;
+pub mod changes;
+pub mod counts;
+mod drain;
+pub mod lane;
+pub mod letters;
+pub mod link;
+pub mod open;
+pub mod shared;
+mod sweep;
+
+use std::collections::HashSet;
+use std::sync::Arc;
+use std::time::Duration;
+
+use dripfeed::global::JobState;
+
+use super::contract::{
+    Accepted, Admission, ChangeRefused, Drained, LetterError, LetterPage, LetterQuery, Put, Queue,
+    Redrive, Redriven, Refusal,
+};
+use super::stores::StoreCheck;
+use crate::catalog::Catalog;
+use crate::config::{Destination, Fields};
+use crate::dead_letter::health::Unavailable;
+use crate::domain::limits::Limits;
+use crate::domain::schemas::{Deleting, Live};
+use crate::status::{Found, State, Status};
+use changes::Fleet;
+use shared::Shared;
+
+/// The fleet's engine (see the [module](self) docs).
+pub struct FleetQueue {
+    shared: Arc<Shared>,
+    changes: Arc<Fleet>,
+    catalog: Arc<Catalog>,
+    limits: Limits,
+    /// The shared tenant quota store `/readyz` asks, if any.
+    stores: Vec<StoreCheck>,
+    max_destinations: usize,
+    grace: Duration,
+}
+
+impl FleetQueue {
+    /// The engine over `shared` (its drains started) and the fleet's
+    /// changes.
+    pub fn new(
+        shared: Arc<Shared>,
+        changes: Arc<Fleet>,
+        catalog: Arc<Catalog>,
+        limits: Limits,
+        stores: Vec<StoreCheck>,
+        max_destinations: usize,
+        grace: Duration,
+    ) -> FleetQueue {
+        FleetQueue {
+            shared,
+            changes,
+            catalog,
+            limits,
+            stores,
+            max_destinations,
+            grace,
+        }
+    }
+}
+
+/// A status read from the fleet's records, as the registry's.
+fn found((destination, s): (String, dripfeed::global::JobStatus)) -> Found {
+    Found {
+        status: Status {
+            state: match s.state {
+                JobState::Queued => State::Queued,
+                JobState::InFlight => State::InFlight,
+                JobState::RetryWaiting => State::RetryWaiting,
+                JobState::Delivered => State::Delivered,
+                JobState::DeadLettered => State::DeadLettered,
+            },
+            tenant: s.owner.map(Arc::from),
+            destination: Some(Arc::from(destination)),
+            attempts: s.attempts,
+            last_status: s.last_status,
+            next_attempt_unix_ms: s.next_attempt_unix_ms,
+            received_unix_ms: Some(s.received_unix_ms),
+        },
+        ended_unix_ms: s.ended_unix_ms,
+    }
+}
+
+#[async_trait::async_trait]
+impl Queue for FleetQueue {
+    fn not_keeping(&self) -> Option<Unavailable> {
+        // Dead letters are kept in Redis, by the script that ends a webhook.
+        None
+    }
+
+    fn drain_wait(&self) -> Duration {
+        Duration::from_secs(1)
+    }
+
+    fn make_room(&self, _bytes: u64) {}
+
+    async fn admit(&self, a: Admission) -> Result<Accepted, Refusal> {
+        admit::admit(&self.shared, a).await
+    }
+
+    async fn status(&self, id: u64) -> Result<Option<Found>, String> {
+        self.shared.status(id).await.map(|f| f.map(found))
+    }
+
+    async fn live(&self, name: &str) -> Option<Live> {
+        let lane = self.shared.lane(name)?;
+        let (depth, counts) = tokio::join!(lane.queue.depth(), lane.queue.counts());
+        let depth = depth.unwrap_or(0);
+        let counts = counts.unwrap_or_default();
+        lane.counts.fleet_depth(depth);
+        Some(Live {
+            active: self.shared.draining(name),
+            rate_now: lane.rate,
+            depth,
+            capacity: lane.bound,
+            in_flight: self.shared.in_flight(name),
+            held: depth,
+            breaker: "closed".to_owned(),
+            accepted: counts.accepted,
+            refused: counts.refused,
+            delivered: counts.delivered,
+            dead_lettered: counts.dead_lettered,
+        })
+    }
+
+    async fn put(
+        &self,
+        name: &str,
+        fields: Fields,
+        dest: Destination,
+    ) -> Result<Put, ChangeRefused> {
+        if let Err(e) = self.limits.check(&dest) {
+            return Err(ChangeRefused::new(422, "bad-destination", e));
+        }
+        change::put(self, name, fields, &dest).await
+    }
+
+    async fn delete(&self, name: &str) -> Result<Deleting, ChangeRefused> {
+        change::delete(self, name).await
+    }
+
+    async fn dead_letters(&self, q: LetterQuery) -> Result<LetterPage, LetterError> {
+        let cursor = match q.cursor.as_deref().map(letters::Cursor::parse) {
+            Some(None) => return Err(LetterError::BadCursor),
+            Some(c) => c,
+            None => None,
+        };
+        let page = self
+            .shared
+            .dead_letters(q.destination.as_deref(), cursor, q.limit)
+            .await
+            .map_err(|e| {
+                LetterError::Unreadable(format!(
+                    "the fleet's dead letters (Redis) cannot be read: {e}"
+                ))
+            })?;
+        Ok(LetterPage {
+            lines: page.lines,
+            next: page.next,
+            more: page.more,
+        })
+    }
+
+    async fn redrive(&self, what: Redrive, most: usize) -> Result<Redriven, LetterError> {
+        let (ids, destination): (Option<HashSet<String>>, Option<String>) = match what {
+            Redrive::Ids(ids) => (Some(ids), None),
+            Redrive::Destination(d) => (None, Some(d)),
+        };
+        self.shared
+            .redrive(ids.as_ref(), destination.as_deref(), most)
+            .await
+            .map_err(|e| {
+                LetterError::Unreadable(format!(
+                    "the fleet's dead letters (Redis) cannot be read or redriven: {e}"
+                ))
+            })
+    }
+
+    async fn down(&self) -> Vec<(&'static str, String)> {
+        let mut out = Vec::new();
+        match tokio::time::timeout(Duration::from_secs(1), self.shared.ping()).await {
+            Err(_) => out.push((
+                "redis",
+                "redis (the shared queue) did not answer within 1s".to_owned(),
+            )),
+            Ok(Err(e)) => out.push(("redis", format!("redis (the shared queue): {e}"))),
+            Ok(Ok(())) => {}
+        }
+        for store in &self.stores {
+            if let Some(why) = store.down().await {
+                out.push((store.name, why));
+            }
+        }
+        out
+    }
+
+    async fn publish(&self) {
+        for (_, lane) in self.shared.all() {
+            if let Ok(depth) = lane.queue.depth().await {
+                lane.counts.fleet_depth(depth);
+            }
+        }
+    }
+
+    async fn shutdown(&self, grace: Duration) -> Drained {
+        // Deletions under way end where they are: the fleet finishes them.
+        self.catalog.finish().await;
+        // The drains claim nothing more and end the deliveries they hold.
+        self.shared.finish(grace).await;
+        Drained {
+            delivered: self.shared.delivered_here(),
+            ..Drained::default()
+        }
+    }
+}

@@ -1,0 +1,200 @@
+//! The local engine's dead letters: the dead-letter files paged for the
+//! admin API, and redriven, by the API or by `--redrive FILE`. A letter
+//! goes back only to the destination it came from (a line that names none,
+//! from an older relay, to `default` if that is configured); one whose
+//! destination is gone stays where it is (the API says so per letter,
+//! `--redrive` writes it to `FILE.rest`). Both ways mark what they re-admit
+//! in one record ([`crate::dead_letter::marks`]), so a letter is redriven
+//! once, whichever way. Files are read off the async runtime.
+
+use std::path::Path;
+
+use super::Local;
+use crate::dead_letter::marks::{self, Marks};
+use crate::dead_letter::page::{self, Cursor};
+use crate::dead_letter::redrive::{self as lines, Rest, Route};
+use crate::queue::contract::{Kept, LetterError, LetterPage, LetterQuery, Redrive, Redriven};
+
+/// A page of the dead-letter files of `live`.
+pub async fn page(live: &Path, q: LetterQuery) -> Result<LetterPage, LetterError> {
+    let cursor = match q.cursor.as_deref().map(Cursor::parse) {
+        Some(Err(_)) => return Err(LetterError::BadCursor),
+        Some(Ok(c)) => Some(c),
+        None => None,
+    };
+    let live = live.to_owned();
+    let read = tokio::task::spawn_blocking(move || {
+        page::read(&live, cursor, q.destination.as_deref(), q.limit)
+    })
+    .await;
+    match read {
+        Ok(Ok(p)) => Ok(LetterPage {
+            lines: p.lines,
+            next: p.next.map(Cursor::text),
+            more: p.more,
+        }),
+        Ok(Err(e)) => Err(LetterError::Unreadable(format!(
+            "the dead-letter files cannot be read: {e}"
+        ))),
+        Err(_) => Err(LetterError::Unreadable(
+            "reading the dead-letter files failed".to_owned(),
+        )),
+    }
+}
+
+/// A line's id and destination, all a redrive matches on.
+#[derive(serde::Deserialize)]
+struct Probe {
+    id: Option<String>,
+    destination: Option<String>,
+}
+
+fn unreadable(e: impl std::fmt::Display) -> LetterError {
+    LetterError::Unreadable(format!(
+        "the dead-letter files cannot be read or marked: {e}"
+    ))
+}
+
+/// The API's redrive: up to `most` unmarked letters `what` names, each to
+/// the destination it came from, under its id.
+pub async fn redrive(local: &Local, what: Redrive, most: usize) -> Result<Redriven, LetterError> {
+    let wanted: Box<dyn Fn(&Probe) -> bool + Send> = match what {
+        Redrive::Ids(ids) => Box::new(move |p| p.id.as_ref().is_some_and(|id| ids.contains(id))),
+        Redrive::Destination(name) => {
+            Box::new(move |p| p.destination.as_deref() == Some(name.as_str()))
+        }
+    };
+    let live = local.dead_letter_file.clone();
+    let picked = tokio::task::spawn_blocking(move || {
+        let done = marks::load(&live)?;
+        marks::pick(&live, &done, most, |line| {
+            serde_json::from_str::<Probe>(line).is_ok_and(|p| wanted(&p))
+        })
+    })
+    .await;
+    let (picked, more) = match picked {
+        Ok(Ok(p)) => p,
+        Ok(Err(e)) => return Err(unreadable(e)),
+        Err(e) => return Err(unreadable(e)),
+    };
+    let targets = local.catalog.targets();
+    let mut done = Redriven {
+        more,
+        ..Redriven::default()
+    };
+    let mut readmitted = Vec::new();
+    for line in picked {
+        let Some(letter) = lines::parse(&line) else {
+            done.kept.push(Kept {
+                id: None,
+                destination: None,
+                reason: "unreadable",
+            });
+            continue;
+        };
+        let (id, from) = (letter.id.clone(), letter.destination.clone());
+        let name = match lines::route(from.as_deref(), &targets) {
+            Route::To(name) => name,
+            Route::Gone | Route::Unnamed => {
+                done.kept.push(Kept {
+                    id,
+                    destination: from,
+                    reason: "destination-gone",
+                });
+                continue;
+            }
+        };
+        let admitted = match lines::job_of(letter, &local.budget) {
+            Some(job) => local.set.try_submit_durable(name, job).await.is_ok(),
+            None => false,
+        };
+        match admitted {
+            true => readmitted.push(line),
+            false => done.refused += 1,
+        }
+    }
+    done.readmitted = readmitted.len() as u64;
+    let live = local.dead_letter_file.clone();
+    let marked = tokio::task::spawn_blocking(move || {
+        marks::add(&live, readmitted.iter().map(String::as_str))
+    })
+    .await;
+    match marked {
+        Ok(Ok(())) => Ok(done),
+        Ok(Err(e)) => Err(unreadable(e)),
+        Err(e) => Err(unreadable(e)),
+    }
+}
+
+/// What `--redrive FILE` did.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct FileRedrive {
+    /// Admitted again.
+    pub readmitted: u64,
+    /// Refused: a full queue or byte budget.
+    pub refused: u64,
+    /// Lines whose destination is gone (or that name none).
+    pub gone: u64,
+    /// Lines that do not parse.
+    pub unreadable: u64,
+    /// Lines redriven before (by the API or an earlier `--redrive`):
+    /// skipped.
+    pub already: u64,
+    /// Lines written to `FILE.rest`: every refused, gone and unreadable one.
+    pub kept: u64,
+}
+
+impl Local {
+    /// `--redrive FILE`: every line of `path` not redriven before goes back
+    /// to the destination it came from, under its id; the rest go to
+    /// `FILE.rest`. Marked in this relay's record of redriven letters (its
+    /// `dead_letter_file`'s), as the admin API's redrive is.
+    pub async fn redrive_file(&self, path: &Path) -> Result<FileRedrive, String> {
+        let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
+        let done_before: Marks = marks::load(&self.dead_letter_file).map_err(|e| {
+            let file = marks::marks_of(&self.dead_letter_file);
+            format!("{}: {e}", file.display())
+        })?;
+        let targets = self.catalog.targets();
+        let mut done = FileRedrive::default();
+        let mut rest = Rest::of(path);
+        let mut readmitted: Vec<&str> = Vec::new();
+        for line in text.lines().filter(|l| !l.trim().is_empty()) {
+            if done_before.contains(line, None) {
+                done.already += 1;
+                continue;
+            }
+            let Some(letter) = lines::parse(line) else {
+                done.unreadable += 1;
+                rest.keep(line)?;
+                continue;
+            };
+            let name = match lines::route(letter.destination.as_deref(), &targets) {
+                Route::To(name) => name,
+                Route::Gone | Route::Unnamed => {
+                    done.gone += 1;
+                    rest.keep(line)?;
+                    continue;
+                }
+            };
+            let admitted = match lines::job_of(letter, &self.budget) {
+                Some(job) => self.set.try_submit_durable(name, job).await.is_ok(),
+                None => false,
+            };
+            match admitted {
+                true => readmitted.push(line),
+                false => {
+                    done.refused += 1;
+                    rest.keep(line)?;
+                }
+            }
+        }
+        done.readmitted = readmitted.len() as u64;
+        marks::add(&self.dead_letter_file, readmitted).map_err(|e| {
+            let file = marks::marks_of(&self.dead_letter_file);
+            format!("{}: {e}", file.display())
+        })?;
+        done.kept = rest.close()?;
+        Ok(done)
+    }
+}

@@ -1,0 +1,325 @@
+//! The local engine: one relay's queue. The library's destinations set
+//! (one leaky bucket per destination, with its journal), the dead-letter
+//! file beside it, the idempotency keys and webhook statuses kept in the
+//! relay (beside the journal when it has one), and the admin API's changes
+//! in the state file.
+//!
+//! - [`build`]: the set made from the configuration;
+//! - [`changes`]: `PUT` and `DELETE` of a destination, kept in the state file;
+//! - [`letters`]: the dead-letter files paged and redriven (the admin API
+//!   and `--redrive FILE`);
+//! - [`idempotency`]: the keys, scoped by tenant, each naming its request.
+
+pub mod build;
+pub mod changes;
+pub mod idempotency;
+pub mod letters;
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use dripfeed::destinations::{DestinationStats, Destinations};
+use dripfeed::journal::Journal;
+use dripfeed::{Cause as LibCause, Reason, Rejected, headers};
+
+use super::contract::{
+    Accepted, Admission, Cause, ChangeRefused, Drained, LetterError, LetterPage, LetterQuery, Put,
+    Queue, Redrive, Redriven, Refusal, Store,
+};
+use super::stores::StoreCheck;
+use crate::catalog::Catalog;
+use crate::config::{Destination, Fields};
+use crate::dead_letter::FileSink;
+use crate::dead_letter::health::Unavailable;
+use crate::domain::budget::ByteBudget;
+use crate::domain::job::{Job, unix_ms};
+use crate::domain::limits::Limits;
+use crate::domain::schemas::{Deleting, Live};
+use crate::status::{Found, Registry};
+use crate::telemetry;
+use idempotency::{Begin, Idempotency, body_hash};
+
+/// The local engine (see the [module](self) docs).
+pub struct Local {
+    /// The destinations set (the demos drive it).
+    pub set: Destinations<Job>,
+    /// The journal, holding its directory's lock (`None`: memory only).
+    journal: Option<Journal>,
+    /// The dead-letter file.
+    pub sink: Arc<FileSink>,
+    /// The live dead-letter file's path (its rotated ones beside it).
+    dead_letter_file: PathBuf,
+    keys: Idempotency,
+    status: Arc<Registry>,
+    catalog: Arc<Catalog>,
+    budget: ByteBudget,
+    /// The shared tenant quota store `/readyz` asks, if any.
+    stores: Vec<StoreCheck>,
+    limits: Limits,
+    changes: changes::Changes,
+    /// Held by the redrive running.
+    redriving: tokio::sync::Mutex<()>,
+}
+
+/// What the engine is made of, besides its set.
+pub struct Parts {
+    /// The set, its journal and what was recovered.
+    pub built: build::Built,
+    /// The dead-letter file.
+    pub sink: Arc<FileSink>,
+    /// `dead_letter_file`.
+    pub dead_letter_file: PathBuf,
+    /// The idempotency keys.
+    pub keys: Idempotency,
+    /// Every webhook's status.
+    pub status: Arc<Registry>,
+    /// The destinations in force.
+    pub catalog: Arc<Catalog>,
+    /// Bytes held for clients.
+    pub budget: ByteBudget,
+    /// The shared tenant quota store's check, if any.
+    pub stores: Vec<StoreCheck>,
+    /// What a destination must fit.
+    pub limits: Limits,
+    /// The admin API's changes and where they are kept.
+    pub changes: changes::Changes,
+}
+
+impl Local {
+    /// The engine of `parts`.
+    pub fn new(parts: Parts) -> Local {
+        Local {
+            set: parts.built.set,
+            journal: parts.built.journal,
+            sink: parts.sink,
+            dead_letter_file: parts.dead_letter_file,
+            keys: parts.keys,
+            status: parts.status,
+            catalog: parts.catalog,
+            budget: parts.budget,
+            stores: parts.stores,
+            limits: parts.limits,
+            changes: parts.changes,
+            redriving: tokio::sync::Mutex::new(()),
+        }
+    }
+
+    /// A refusal of the set's, as the contract says it.
+    fn refusal(&self, destination: &str, r: Rejected<Job>) -> Refusal {
+        let fields = headers::for_rejected(&r);
+        let cause = match r.reason() {
+            Reason::Overloaded => Cause::Full,
+            Reason::OverQuota => Cause::OverQuota,
+            // Deleted while this one was on its way in: as if it never existed.
+            Reason::Closed if !self.catalog.is_open(destination) => Cause::Gone,
+            Reason::Closed => Cause::Closed,
+            Reason::Unavailable {
+                cause: LibCause::JournalFull,
+            } => Cause::Unavailable(Store::JournalFull),
+            Reason::Unavailable {
+                cause: LibCause::JournalFailed,
+            } => Cause::Unavailable(Store::JournalFailed),
+            Reason::Unavailable { .. } => Cause::Unavailable(Store::Quotas),
+            _ => Cause::Invalid,
+        };
+        Refusal { cause, fields }
+    }
+}
+
+/// A destination's stats as the admin API shows them.
+pub fn live_of(s: &DestinationStats) -> Live {
+    Live {
+        active: s.is_active(),
+        rate_now: s.drain_rate(),
+        depth: s.depth(),
+        capacity: s.capacity(),
+        in_flight: s.in_flight(),
+        held: s.held(),
+        breaker: s.breaker().as_str().to_owned(),
+        accepted: s.accepted(),
+        refused: s.refused(),
+        delivered: s.delivered(),
+        dead_lettered: s.dead_lettered() + s.evicted(),
+    }
+}
+
+#[async_trait::async_trait]
+impl Queue for Local {
+    fn not_keeping(&self) -> Option<Unavailable> {
+        self.sink.health().unavailable()
+    }
+
+    fn drain_wait(&self) -> Duration {
+        let (depth, rate) = self
+            .set
+            .all_stats()
+            .iter()
+            .filter(|s| s.is_active())
+            .fold((0u64, 0.0f64), |(d, r), s| {
+                (d + s.depth(), r + s.drain_rate())
+            });
+        match rate > 0.0 {
+            true => Duration::from_secs_f64((depth as f64 / rate).min(3600.0)),
+            false => Duration::from_secs(1),
+        }
+    }
+
+    fn make_room(&self, bytes: u64) {
+        self.keys.make_room(bytes);
+    }
+
+    async fn admit(&self, a: Admission) -> Result<Accepted, Refusal> {
+        let Admission {
+            destination,
+            tenant,
+            key,
+            charged,
+            job,
+        } = a;
+        // The idempotency key, scoped by the tenant: a repeat answers here.
+        if let Some(key) = &key {
+            let begun = self
+                .keys
+                .begin(tenant.scope(), key, &destination, body_hash(&job.body));
+            match begun {
+                Begin::New => {}
+                Begin::Repeat(id) => return Ok(Accepted::Duplicate(id)),
+                Begin::Conflict => return Err(Refusal::now(Cause::KeyReused)),
+                Begin::InProgress => return Err(Refusal::now(Cause::KeyInProgress)),
+                Begin::NoRoom => return Err(Refusal::after(Cause::NoRoom, self.drain_wait())),
+            }
+        }
+        let trail = job.trail.clone();
+        // The tenant's quota is charged inside the set's admission (and given
+        // back when the queue refuses); with a journal both answer once the
+        // webhook is durable.
+        let admitted = match charged {
+            true => {
+                self.set
+                    .submit_keyed(&destination, tenant.scope(), 1.0, job)
+                    .await
+            }
+            false => self.set.try_submit_durable(&destination, job).await,
+        };
+        let admitted = match admitted {
+            Ok(a) => a,
+            Err(r) => {
+                if let Some(key) = &key {
+                    self.keys.refused(tenant.scope(), key);
+                }
+                return Err(self.refusal(&destination, r));
+            }
+        };
+        let public = trail.name(admitted.id());
+        self.status
+            .queued(public, tenant.named.as_deref(), &destination, unix_ms());
+        if let Some(key) = &key
+            && let Err(e) = self.keys.accepted(tenant.scope(), key, admitted.id()).await
+        {
+            // The webhook itself is durable; only a repeat after a restart
+            // could be taken as new.
+            tracing::warn!(error = %e, "idempotency key not stored");
+        }
+        Ok(match admitted.is_deferred() {
+            true => Accepted::Deferred(admitted.id()),
+            false => Accepted::Queued(admitted.id()),
+        })
+    }
+
+    async fn status(&self, id: u64) -> Result<Option<Found>, String> {
+        Ok(self.status.find(id, unix_ms()))
+    }
+
+    async fn live(&self, name: &str) -> Option<Live> {
+        self.set.stats(name).map(|s| live_of(&s))
+    }
+
+    async fn put(
+        &self,
+        name: &str,
+        fields: Fields,
+        dest: Destination,
+    ) -> Result<Put, ChangeRefused> {
+        if let Err(e) = self.limits.check(&dest) {
+            return Err(ChangeRefused::new(422, "bad-destination", e));
+        }
+        self.changes
+            .put(&self.set, &self.catalog, name, &fields, dest)
+            .await
+    }
+
+    async fn delete(&self, name: &str) -> Result<Deleting, ChangeRefused> {
+        self.changes
+            .delete(&self.set, &self.catalog, &self.sink, name)
+            .await
+    }
+
+    async fn dead_letters(&self, query: LetterQuery) -> Result<LetterPage, LetterError> {
+        letters::page(&self.dead_letter_file, query).await
+    }
+
+    async fn redrive(&self, what: Redrive, most: usize) -> Result<Redriven, LetterError> {
+        let _one_at_a_time = self.redriving.lock().await;
+        letters::redrive(self, what, most).await
+    }
+
+    async fn down(&self) -> Vec<(&'static str, String)> {
+        let mut out = Vec::new();
+        if self.journal.as_ref().is_some_and(|j| !j.is_healthy()) {
+            out.push((
+                "journal",
+                "the journal's directory is gone or not writable: every webhook is refused (503)"
+                    .to_owned(),
+            ));
+        }
+        if let Some(why) = self.not_keeping() {
+            out.push(("dead-letter", format!("{}: {}", why.kind, why.detail)));
+        }
+        for store in &self.stores {
+            if let Some(why) = store.down().await {
+                out.push((store.name, why));
+            }
+        }
+        out
+    }
+
+    async fn publish(&self) {
+        metrics::gauge!(telemetry::IDEMPOTENCY_KEYS).set(self.keys.count() as f64);
+        let (held, ended) = self.status.counts();
+        metrics::gauge!(telemetry::WEBHOOK_STATUSES, "kind" => "held").set(held as f64);
+        metrics::gauge!(telemetry::WEBHOOK_STATUSES, "kind" => "ended").set(ended as f64);
+        metrics::gauge!(telemetry::WEBHOOK_STATUS_BYTES).set(self.status.bytes() as f64);
+    }
+
+    async fn shutdown(&self, grace: Duration) -> Drained {
+        // Deletions still draining end first (each within the grace), so
+        // what they dead-letter is in the file before it is flushed.
+        if tokio::time::timeout(grace, self.catalog.finish())
+            .await
+            .is_err()
+        {
+            tracing::warn!(
+                "a deleted destination was still draining at the end of the grace; the journal keeps what it held"
+            );
+        }
+        let (stats, returned) = self.set.shutdown(grace).await;
+        for (name, job) in returned {
+            job.trail.tried_by(&name.into());
+            if self.sink.offer(job, "shutdown").is_err() {
+                tracing::error!(
+                    "the dead-letter writer is gone: a webhook left at shutdown was dropped"
+                );
+            }
+        }
+        let flushed = self.sink.flushed().await;
+        Drained {
+            delivered: stats.iter().map(|s| s.delivered()).sum(),
+            kept: stats.iter().map(|s| s.kept()).sum(),
+            dead_letter_lines: flushed.written,
+            dead_letter_held: flushed.held,
+            // Every end of the drain written beside the journal before exiting.
+            statuses_unwritten: self.status.finish().await,
+        }
+    }
+}

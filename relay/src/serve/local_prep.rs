@@ -1,0 +1,161 @@
+//! The local engine opened: the dead-letter file, the webhook statuses
+//! read back beside the journal, the destinations set and its journal
+//! (what the journal kept for destinations no longer configured
+//! dead-lettered at once), the idempotency keys, and the admin API's
+//! changes in the state file.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use super::Failure;
+use crate::catalog::Catalog;
+use crate::catalog::state::StateFile;
+use crate::config::Config;
+use crate::dead_letter::{self, FileSink};
+use crate::deliver::HttpDownstream;
+use crate::deliver::target::Targets as _;
+use crate::domain::budget::ByteBudget;
+use crate::domain::limits::Limits;
+use crate::queue::local::idempotency::{self, Idempotency};
+use crate::queue::local::{self, Local, build, changes};
+use crate::queue::stores::StoreCheck;
+use crate::status::Registry;
+
+/// What the local engine is opened with, besides the configuration.
+pub(super) struct Parts {
+    /// The journal's directory (`None`: memory only).
+    pub journal_dir: Option<PathBuf>,
+    /// The state file (`None`: no state directory, or a demo).
+    pub state: Option<StateFile>,
+    /// The destinations in force.
+    pub catalog: Arc<Catalog>,
+    /// Every webhook's status.
+    pub status: Arc<Registry>,
+    /// Each destination's deliveries, by name.
+    pub deliveries: Arc<dyn Fn(&str) -> HttpDownstream + Send + Sync>,
+    /// The tenant quota store, if tenants have quotas.
+    pub quotas: Option<Arc<dyn dripfeed::keyed::BucketStore>>,
+    /// The shared tenant quota store's check, if any.
+    pub stores: Vec<StoreCheck>,
+    /// The fleet's permits, if the fleet shares a limit (`global_rate`).
+    pub permits: Option<Arc<dyn dripfeed::PermitSource>>,
+    /// Bytes held for clients.
+    pub budget: ByteBudget,
+}
+
+/// `dir` made if missing, private (0700) as the journal makes it.
+fn private_dir(dir: &Path) -> std::io::Result<()> {
+    let mut builder = std::fs::DirBuilder::new();
+    builder.recursive(true);
+    #[cfg(unix)]
+    std::os::unix::fs::DirBuilderExt::mode(&mut builder, 0o700);
+    builder.create(dir)
+}
+
+/// The local engine.
+pub(super) async fn open(cfg: &Config, parts: Parts) -> Result<Arc<Local>, Failure> {
+    let s = &cfg.settings;
+    let fallback = match &cfg.destinations[..] {
+        [only] => only.name.clone(),
+        _ => "unknown".to_owned(),
+    };
+    let sink = Arc::new(
+        FileSink::open(dead_letter::Options {
+            path: s.dead_letter_file.clone(),
+            fallback,
+            max_bytes: s.dead_letter_max_bytes,
+            keep: s.dead_letter_keep,
+        })
+        .map_err(|e| format!("dead_letter_file {e}"))?,
+    );
+    let status = parts.status;
+    // Ended statuses kept beside the journal, read back before recovery
+    // starts delivering (so the ends it makes are written after them).
+    if let Some(dir) = &parts.journal_dir {
+        private_dir(dir).map_err(|e| format!("journal_dir {}: {e}", dir.display()))?;
+        match status.attach(dir, s.status_max) {
+            Ok((remembered, bad)) => tracing::info!(
+                remembered,
+                unreadable_lines = bad,
+                "webhook statuses read back from {}",
+                dir.display()
+            ),
+            Err(e) => {
+                let file = dir.join(crate::status::file::FILE);
+                return Err(format!("webhook statuses {}: {e}", file.display()).into());
+            }
+        }
+    }
+    let built = build::build(
+        cfg,
+        parts.journal_dir.as_deref(),
+        build::Parts {
+            sink: sink.clone(),
+            deliveries: parts.deliveries,
+            tenants: parts.quotas,
+            permits: parts.permits,
+            status: status.clone(),
+        },
+    )?;
+    let catalog = parts.catalog;
+    // Webhooks the journal kept for destinations no longer configured (or
+    // deleted through the admin API) have nowhere to go: dead-lettered now,
+    // not one attempt at a time behind a breaker.
+    let orphans: Vec<String> = built
+        .set
+        .all_stats()
+        .iter()
+        .filter(|st| catalog.target(st.name()).is_none())
+        .map(|st| st.name().to_owned())
+        .collect();
+    for name in orphans {
+        if let Some((stats, returned)) = built.set.remove(&name, std::time::Duration::ZERO).await {
+            for job in returned {
+                if sink.offer(job, "destination-unknown").is_err() {
+                    tracing::error!(destination = %name, "the dead-letter writer is gone: a webhook for a destination no longer known was dropped");
+                }
+            }
+            println!(
+                "journal: {} webhooks for {name:?}, no longer a destination, dead-lettered",
+                stats.dead_lettered() + stats.evicted()
+            );
+        }
+    }
+    let budget = parts.budget;
+    let window = s.idempotency_window;
+    // Opened only once the journal holds its directory's lock.
+    let keys = match &built.journal {
+        Some(journal) => Idempotency::open(journal, budget.clone(), window, idempotency::MAX_KEYS)
+            .map_err(|e| {
+                // Name the file: in a shared (sticky) directory the journal
+                // may open while another user's keys file cannot be replaced.
+                let file = journal.dir().join("idempotency.jsonl");
+                format!("idempotency keys {}: {e}", file.display())
+            })?,
+        None => Idempotency::in_memory(budget.clone(), window, idempotency::MAX_KEYS),
+    };
+    match &parts.journal_dir {
+        Some(dir) => println!(
+            "journal {}: recovered {} unfinished webhooks, delivering them first",
+            dir.display(),
+            built.recovered
+        ),
+        None => println!("no journal: accepted webhooks live in memory only"),
+    }
+    Ok(Arc::new(Local::new(local::Parts {
+        built,
+        sink,
+        dead_letter_file: s.dead_letter_file.clone(),
+        keys,
+        status,
+        catalog,
+        budget,
+        stores: parts.stores,
+        limits: Limits::local(cfg),
+        changes: changes::Changes {
+            state: tokio::sync::Mutex::new(parts.state),
+            max_destinations: s.max_destinations.max(cfg.destinations.len()),
+            grace: s.shutdown_grace,
+        },
+    })))
+}
