@@ -104,6 +104,20 @@ pub fn apply_kept(dir: &Path, cfg: &mut Config) -> Result<bool, Vec<ConfigError>
 fn apply(saved: &Saved, path: &Path, cfg: &mut Config) -> Vec<ConfigError> {
     let origin = Origin::Api(path.to_owned());
     let mut errors = Vec::new();
+    for (i, fields) in saved.destinations.iter().enumerate() {
+        let Some(name) = &fields.name else { continue };
+        if saved.destinations[..i]
+            .iter()
+            .any(|f| f.name.as_ref() == Some(name))
+        {
+            errors.push(ConfigError::new(
+                format!("destinations.{name}"),
+                Some(origin.clone()),
+                "named twice in the state file: fix it (keep the one meant), or remove the \
+                 file to start from the configuration alone",
+            ));
+        }
+    }
     cfg.destinations
         .retain(|d| !saved.deleted.contains(&d.name) && saved.find(&d.name).is_none());
     for fields in &saved.destinations {

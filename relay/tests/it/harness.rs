@@ -44,10 +44,17 @@ pub fn http() -> reqwest::Client {
         .expect("a client")
 }
 
+/// The binary the tests run: the one cargo built, unless
+/// `DRIPFEED_RELAY_BIN` names another (an older build, to see a test fail
+/// before a change).
+pub fn bin() -> PathBuf {
+    std::env::var_os("DRIPFEED_RELAY_BIN").map_or_else(|| PathBuf::from(BIN), PathBuf::from)
+}
+
 /// A command for the binary, with no `DRIPFEED_*` variable of this
 /// process leaking into it and `env` set on it.
 fn command(args: &[String], env: &[(&str, &str)]) -> Command {
-    command_of(std::path::Path::new(BIN), args, env)
+    command_of(&bin(), args, env)
 }
 
 /// [`command`] for the binary at `bin`.
@@ -337,7 +344,7 @@ impl Reachable {
         use std::os::unix::fs::PermissionsExt;
         let dir = TempDir::new("bin");
         let path = dir.join("dripfeed-relay");
-        std::fs::copy(BIN, &path).expect("copying the relay's binary");
+        std::fs::copy(bin(), &path).expect("copying the relay's binary");
         let open = |p: &std::path::Path| {
             std::fs::set_permissions(p, std::fs::Permissions::from_mode(0o755))
                 .expect("making the copy reachable")

@@ -10,6 +10,7 @@ mod admin_changes;
 mod auth;
 mod burst;
 mod config;
+mod contract;
 mod crash;
 mod dead_letter_disk;
 mod dead_letter_file;

@@ -1,0 +1,201 @@
+//! A dead letter goes back only to the destination it came from: if that
+//! destination is gone, the letter stays where it is (the API names it in
+//! `kept`; `--redrive FILE` writes it to `FILE.rest`). And a letter is
+//! redriven once, whichever way (the admin API, `--redrive FILE`, a restart
+//! with the same command line).
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use axum::http::StatusCode;
+use axum::response::IntoResponse;
+use reqwest::Method;
+use serde_json::json;
+
+use super::{Bench, Engine, both, get_json, local_only, post, receiver, send_json};
+use crate::harness::{Relay, argv, eventually};
+use crate::receivers::{self, Hit, Log};
+
+/// Waits until `destination` has `n` dead letters; their ids.
+async fn dead_letters(relay: &Relay, destination: &str, n: usize) -> Vec<String> {
+    let url = relay.admin_url(&format!("/v1/dead-letters?destination={destination}"));
+    let read = || async {
+        let page = get_json(&url).await;
+        page["dead_letters"]
+            .as_array()
+            .map(|a| {
+                a.iter()
+                    .filter_map(|l| l["id"].as_str().map(str::to_owned))
+                    .collect::<Vec<String>>()
+            })
+            .unwrap_or_default()
+    };
+    let got = eventually(Duration::from_secs(20), || async {
+        read().await.len() >= n
+    })
+    .await;
+    let ids: Vec<String> = read().await;
+    assert!(got, "{n} dead letters of {destination}: {ids:?}");
+    ids
+}
+
+both!(a_dead_letter_goes_back_only_where_it_came_from);
+
+async fn a_dead_letter_goes_back_only_where_it_came_from(engine: Engine) {
+    let ok = Arc::new(Log::default());
+    let rx = receiver(ok.clone(), 204, Duration::ZERO).await;
+    let failing = Arc::new(Log::default());
+    let bad = receiver(failing.clone(), 400, Duration::ZERO).await;
+    let bench = Bench::start(
+        engine,
+        "redrive-origin",
+        &format!("--destination a=http://{rx}/a --destination b=http://{bad}/b --retries 0"),
+    )
+    .await;
+    let relay = &bench.relay;
+    for n in 0..3 {
+        assert_eq!(
+            post(relay, "b", &[], &format!("{{\"from\":\"b\",\"n\":{n}}}"))
+                .await
+                .status,
+            202
+        );
+    }
+    let ids = dead_letters(relay, "b", 3).await;
+    let (status, body) = send_json(
+        Method::DELETE,
+        &relay.admin_url("/v1/destinations/b"),
+        &json!({}),
+    )
+    .await;
+    assert_eq!(status, 202, "{body}");
+    let url = relay.admin_url("/v1/dead-letters/redrive");
+    for ask in [json!({"destination": "b"}), json!({"ids": ids})] {
+        let (status, done) = send_json(Method::POST, &url, &ask).await;
+        assert_eq!(status, 200, "{ask}: {done}");
+        assert_eq!(done["readmitted"], 0, "{ask}: {done}");
+        let kept = done["kept"].as_array().cloned().unwrap_or_default();
+        assert_eq!(kept.len(), 3, "{ask}: each letter stays, named: {done}");
+        for k in &kept {
+            assert_eq!(k["reason"], "destination-gone", "{k}");
+            assert_eq!(k["destination"], "b", "{k}");
+        }
+    }
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(ok.len(), 0, "a got none of b's webhooks");
+    assert_eq!(
+        dead_letters(relay, "b", 3).await.len(),
+        3,
+        "they stay where they are"
+    );
+
+    if !local_only(engine, "--redrive FILE") {
+        return;
+    }
+    // --redrive FILE: the same, into FILE.rest.
+    let mut relay = bench.relay;
+    relay.signal("TERM");
+    assert!(relay.exit(Duration::from_secs(30)).await.success());
+    let dl = bench.dir.join("dead-letter.jsonl");
+    let moved = bench.dir.join("moved.jsonl");
+    std::fs::rename(&dl, &moved).expect("moving the dead letters aside");
+    let line = format!(
+        "--destination a=http://{rx}/a --journal-dir {} --dead-letter-file {} --redrive {}",
+        bench.dir.arg("journal-again"),
+        dl.display(),
+        moved.display()
+    );
+    let again = Relay::start_with(&argv(&line), &[]).await;
+    let said = again
+        .out
+        .find(Duration::from_secs(30), |l| l.starts_with("redrive "))
+        .await
+        .unwrap_or_default();
+    assert!(said.contains(": 0 re-admitted"), "{said}");
+    assert!(
+        said.contains("3 for destinations no longer there"),
+        "{said}"
+    );
+    let rest = std::fs::read_to_string(bench.dir.join("moved.jsonl.rest")).unwrap_or_default();
+    assert_eq!(rest.lines().count(), 3, "kept in FILE.rest: {rest}");
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(ok.len(), 0, "a got none of b's webhooks");
+}
+
+both!(a_dead_letter_is_redriven_once);
+
+async fn a_dead_letter_is_redriven_once(engine: Engine) {
+    let log = Arc::new(Log::default());
+    let healthy = Arc::new(AtomicBool::new(false));
+    let answer = {
+        let healthy = healthy.clone();
+        move |_: &Hit, _| match healthy.load(Ordering::Relaxed) {
+            true => StatusCode::NO_CONTENT.into_response(),
+            false => StatusCode::BAD_REQUEST.into_response(),
+        }
+    };
+    let rx = receivers::recording(log.clone(), Duration::ZERO, Arc::new(answer)).await;
+    let bench = Bench::start(
+        engine,
+        "redrive-once",
+        &format!("--destination a=http://{rx}/a --retries 0"),
+    )
+    .await;
+    let relay = &bench.relay;
+    for n in 0..2 {
+        assert_eq!(
+            post(relay, "a", &[], &format!("{{\"n\":{n}}}"))
+                .await
+                .status,
+            202
+        );
+    }
+    let ids = dead_letters(relay, "a", 2).await;
+    healthy.store(true, Ordering::Relaxed);
+    let url = relay.admin_url("/v1/dead-letters/redrive");
+    let (status, done) = send_json(Method::POST, &url, &json!({"ids": ids})).await;
+    assert_eq!((status, &done["readmitted"]), (200, &json!(2)), "{done}");
+    let delivered = log
+        .until(Duration::from_secs(20), |hits| hits.len() >= 4)
+        .await;
+    assert!(delivered, "redriven and delivered: {} requests", log.len());
+    let (_, again) = send_json(Method::POST, &url, &json!({"ids": ids})).await;
+    assert_eq!(again["readmitted"], 0, "redriven once: {again}");
+
+    if !local_only(engine, "--redrive FILE") {
+        return;
+    }
+    // The same letters through --redrive FILE, twice (a restart with the
+    // same command line): never again.
+    let mut relay = bench.relay;
+    relay.signal("TERM");
+    assert!(relay.exit(Duration::from_secs(30)).await.success());
+    let dl = bench.dir.join("dead-letter.jsonl");
+    let moved = bench.dir.join("moved.jsonl");
+    std::fs::rename(&dl, &moved).expect("moving the dead letters aside");
+    let line = format!(
+        "--destination a=http://{rx}/a --journal-dir {} --dead-letter-file {} --redrive {}",
+        bench.dir.arg("journal-again"),
+        dl.display(),
+        moved.display()
+    );
+    for round in 0..2 {
+        let mut again = Relay::start_with(&argv(&line), &[]).await;
+        let said = again
+            .out
+            .find(Duration::from_secs(30), |l| l.starts_with("redrive "))
+            .await
+            .unwrap_or_default();
+        assert!(said.contains(": 0 re-admitted"), "round {round}: {said}");
+        assert!(said.contains("2 redriven before"), "round {round}: {said}");
+        again.signal("TERM");
+        assert!(again.exit(Duration::from_secs(30)).await.success());
+    }
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(
+        log.len(),
+        4,
+        "each letter reached the receiver once after its redrive"
+    );
+}
