@@ -15,6 +15,7 @@ cd "$(dirname "$0")/.."
 
 SCHEMATHESIS_VERSION=4.32.5
 EXAMPLES=${FUZZ_EXAMPLES:-100}
+SEED=${FUZZ_SEED:-1}
 root=$(pwd)
 venv=$root/target/fuzz-venv
 work=$root/target/fuzz-api
@@ -111,7 +112,7 @@ fuzz() { # NAME URL [HEADER]
   local started=$SECONDS
   # Run in $work: schemathesis keeps its cache (.schemathesis/) in the current directory.
   if ! (cd "$work" && "$venv/bin/schemathesis" --config-file "$root/scripts/schemathesis.toml" run "$url" \
-      --checks all --max-examples "$EXAMPLES" --seed 1 \
+      --checks all --max-examples "$EXAMPLES" --seed "$SEED" \
       --phases examples,coverage,fuzzing,stateful \
       --no-color --report junit,ndjson --report-junit-path "$work/$name.xml" --report-ndjson-path "$work/$name.ndjson" \
       "$@") >"$work/$name.log" 2>&1; then

@@ -55,10 +55,16 @@ pub struct DestinationPut {
     /// Its latency budget, e.g. `"2s"` (absent: `latency_budget`).
     #[schema(example = "2s")]
     budget: Option<String>,
-    /// A Standard Webhooks signing secret, `whsec_` + base64.
+    /// A Standard Webhooks signing secret, `whsec_` + base64 (not empty).
+    #[schema(
+        pattern = "^(whsec_)?(([A-Za-z0-9+/]{4})+([A-Za-z0-9+/]{2}(==)?|[A-Za-z0-9+/]{3}=?)?|[A-Za-z0-9+/]{2}(==)?|[A-Za-z0-9+/]{3}=?)$"
+    )]
     secret: Option<String>,
     /// The secret being replaced (needs `secret`): each delivery is signed
     /// with both.
+    #[schema(
+        pattern = "^(whsec_)?(([A-Za-z0-9+/]{4})+([A-Za-z0-9+/]{2}(==)?|[A-Za-z0-9+/]{3}=?)?|[A-Za-z0-9+/]{2}(==)?|[A-Za-z0-9+/]{3}=?)$"
+    )]
     previous_secret: Option<String>,
 }
 

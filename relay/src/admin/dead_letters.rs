@@ -108,7 +108,7 @@ fn bad_cursor() -> Response {
     params(
         ("destination" = Option<String>, Query, description = "Only this destination's lines."),
         ("limit" = Option<u32>, Query, description = "Lines in the page (default 100); a page also stops past 4 MiB of lines.", minimum = 1, maximum = 1000),
-        ("cursor" = Option<String>, Query, description = "Where to start: a next_cursor an earlier page gave. Absent: the oldest line. A cursor whose file was moved away starts again at the oldest file. With queue = redis the fleet's dead letters are read from Redis, by destination name then oldest first, and a cursor reads r:DESTINATION:ENTRY."),
+        ("cursor" = Option<String>, Query, pattern = "^[A-Za-z0-9_-]{1,512}$", nullable = false, description = "Where to start: a next_cursor an earlier page gave (opaque, URL-safe base64). Absent: the oldest letter. A cursor whose file was moved away starts again at the oldest file. With queue = redis the fleet's dead letters are read from Redis, by destination name then oldest first."),
     ),
     responses(
         (status = 200, description = "A page of dead-letter lines, oldest first.", body = DeadLetterPage),

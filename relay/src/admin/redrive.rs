@@ -27,14 +27,44 @@ use crate::queue::{Kept, LetterError, Redrive};
 /// Lines one request re-admits at most.
 const MAX_LINES: usize = 1000;
 
-/// What to redrive: give exactly one of `ids` and `destination`.
+/// What to redrive: exactly one of `ids` and `destination`. Described
+/// here; the body is read as [`Given`], so that a wrong one is a 422
+/// naming the rule.
+#[derive(Deserialize, ToSchema)]
+#[serde(untagged)]
+#[allow(dead_code)]
+pub enum RedriveRequest {
+    /// The dead letters of these webhooks.
+    Ids(RedriveIds),
+    /// Every dead letter of a destination.
+    Destination(RedriveDestination),
+}
+
+/// The dead letters of these webhooks.
 #[derive(Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
-pub struct RedriveRequest {
-    /// The ids of the webhooks to redrive (1 to 1000).
+#[allow(dead_code)]
+pub struct RedriveIds {
+    /// Their ids (1 to 1000).
     #[schema(min_items = 1, max_items = 1000)]
+    ids: Vec<String>,
+}
+
+/// Every dead letter of a destination.
+#[derive(Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+#[allow(dead_code)]
+pub struct RedriveDestination {
+    /// The destination's name.
+    #[schema(pattern = "^[A-Za-z0-9._-]{1,64}$")]
+    destination: String,
+}
+
+/// The body as sent: exactly one of its fields is taken.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Given {
     ids: Option<Vec<String>>,
-    /// Every dead letter of this destination.
     destination: Option<String>,
 }
 
@@ -76,7 +106,7 @@ fn unprocessable(detail: &str) -> Response {
         (status = 503, description = "The dead-letter files (with queue = redis, Redis) cannot be read or marked, or the listener serves its most connections.", body = Problem, content_type = "application/problem+json"),
     ))]
 pub async fn redrive(State(admin): State<Arc<Admin>>, body: Bytes) -> Response {
-    let request: RedriveRequest = match serde_json::from_slice::<serde_json::Value>(&body) {
+    let request: Given = match serde_json::from_slice::<serde_json::Value>(&body) {
         Err(e) => {
             let detail = format!("the body is not JSON: {e}");
             return problem(StatusCode::BAD_REQUEST, "bad-json", detail, Vec::new());
@@ -90,8 +120,12 @@ pub async fn redrive(State(admin): State<Arc<Admin>>, body: Bytes) -> Response {
         (Some(ids), None) if !ids.is_empty() && ids.len() <= MAX_LINES => {
             Redrive::Ids(ids.into_iter().collect::<HashSet<String>>())
         }
-        (None, Some(name)) => Redrive::Destination(name),
-        _ => return unprocessable("give exactly one of ids (1 to 1000) and destination"),
+        (None, Some(name)) if crate::config::valid_name(&name) => Redrive::Destination(name),
+        _ => {
+            return unprocessable(
+                "give exactly one of ids (1 to 1000) and destination (a destination's name)",
+            );
+        }
     };
     match admin.queue.redrive(what, MAX_LINES).await {
         Ok(done) => Json(RedriveResult {

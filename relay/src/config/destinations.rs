@@ -60,10 +60,17 @@ pub struct Secret {
 }
 
 impl Secret {
-    /// Reads `whsec_<base64>` (the prefix is optional).
+    /// Reads `whsec_<base64>` (the prefix is optional; padding optional).
     pub fn parse(text: &str) -> Result<Secret, String> {
+        use base64::engine::{DecodePaddingMode, GeneralPurpose, GeneralPurposeConfig};
+        const LENIENT: GeneralPurpose = GeneralPurpose::new(
+            &base64::alphabet::STANDARD,
+            GeneralPurposeConfig::new()
+                .with_decode_padding_mode(DecodePaddingMode::Indifferent)
+                .with_decode_allow_trailing_bits(true),
+        );
         let b64 = text.strip_prefix("whsec_").unwrap_or(text);
-        let key = base64::engine::general_purpose::STANDARD
+        let key = LENIENT
             .decode(b64)
             .map_err(|e| format!("secret is not base64 after whsec_: {e}"))?;
         if key.is_empty() {

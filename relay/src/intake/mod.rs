@@ -152,10 +152,10 @@ async fn healthz() -> &'static str {
 /// `POST /v1/webhooks/deliver`: take a webhook in (see the module docs).
 #[utoipa::path(post, path = "/v1/webhooks/deliver", tag = "intake", operation_id = "deliver_webhook",
     security(("tenant_key" = [])),
-    request_body(content = Object, content_type = "application/json",
-        description = "The webhook's body, delivered as it came with its Content-Type, at most max_body_bytes. Any content type is taken; one labelled JSON (application/json, or +json) must be JSON."),
+    request_body(content = serde_json::Value, content_type = "application/json",
+        description = "The webhook's body, delivered as it came with its Content-Type, at most max_body_bytes. Any content type is taken; one labelled JSON (application/json, or +json) must be JSON (any JSON value)."),
     params(
-        ("X-Destination" = String, Header, example = "billing", description = "The destination to deliver to (destination_header). Described as required, as it is on a relay with several destinations: where the caller may use only one, it may be left out (that one is meant)."),
+        ("X-Destination" = Option<String>, Header, example = "billing", nullable = false, description = "The destination to deliver to (destination_header), by name. Needed when the caller may post to several destinations (without it: 422 missing-destination); where it may use only one, it may be left out (that one is meant)."),
         ("Idempotency-Key" = Option<String>, Header, description = "A key making a retried POST safe: a repeat within idempotency_window answers the first id. 1 to 256 visible ASCII characters.",
             nullable = false, max_length = 256, pattern = "^[ -~]*[!-~][ -~]*$"),
         ("X-Tenant" = Option<String>, Header, description = "The tenant (tenant_header), read only on an open relay (no [[tenants]]: over 256 bytes is a 400 there); with tenants the key decides and it is not read.", nullable = false),
@@ -163,7 +163,7 @@ async fn healthz() -> &'static str {
     responses(
         (status = 202, description = "Accepted: queued (durable with the journal), deferred, or a duplicate of an Idempotency-Key accepted before.", body = Accepted,
             links(("status" = (operation_id = "get_webhook", parameters(("id" = "$response.body#/id")), description = "The webhook's status.")))),
-        (status = 400, description = "A body labelled JSON that is not JSON, bad framing (Transfer-Encoding other than chunked, or with Content-Length), a blank or unreadable Idempotency-Key or tenant, no destination named when the caller may use several, or a destination header that is not text.", body = Problem, content_type = "application/problem+json"),
+        (status = 400, description = "A body labelled JSON that is not JSON, bad framing (Transfer-Encoding other than chunked, or with Content-Length), a blank or unreadable Idempotency-Key or tenant, or a destination header that is not text.", body = Problem, content_type = "application/problem+json"),
         (status = 401, description = "No key, an unknown one or an expired one (with [[tenants]]).", body = Problem, content_type = "application/problem+json",
             headers(("WWW-Authenticate" = String, description = "`Bearer realm=\"dripfeed-relay\"`, with `error=\"invalid_token\"` when a key was sent"))),
         (status = 403, description = "The caller's tenant may not post to that destination (configured or not).", body = Problem, content_type = "application/problem+json"),
@@ -171,7 +171,7 @@ async fn healthz() -> &'static str {
         (status = 408, description = "The body did not arrive within body_read_timeout.", body = Problem, content_type = "application/problem+json"),
         (status = 409, description = "A request with this Idempotency-Key is still being admitted.", body = Problem, content_type = "application/problem+json"),
         (status = 413, description = "The body is over max_body_bytes.", body = Problem, content_type = "application/problem+json"),
-        (status = 422, description = "This Idempotency-Key was used with another body.", body = Problem, content_type = "application/problem+json"),
+        (status = 422, description = "This Idempotency-Key was used with another body or destination (key-reused), or no destination is named where the caller may use several (missing-destination).", body = Problem, content_type = "application/problem+json"),
         (status = 429, description = "The tenant is over its quota.", body = Problem, content_type = "application/problem+json",
             headers(
                 ("Retry-After" = u64, description = "Seconds until the quota has room."),

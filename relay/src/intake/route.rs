@@ -7,7 +7,8 @@
 //! destinations gets 403 for any other name, configured or not, so it
 //! cannot learn which exist; a tenant that may use every destination gets
 //! 404 for a name not configured. Without the header, the destination is
-//! the only one the caller may use, if there is one; else 400.
+//! the only one the caller may use, if there is one; else 422 (the request
+//! is well formed; which destination it means cannot be told).
 
 use axum::http::{HeaderMap, StatusCode};
 
@@ -58,7 +59,7 @@ impl Intake {
                     self.destination_header
                 );
                 Err(refusal(
-                    StatusCode::BAD_REQUEST,
+                    StatusCode::UNPROCESSABLE_ENTITY,
                     "missing-destination",
                     detail,
                 ))

@@ -182,7 +182,7 @@ async fn a_key_is_needed_and_decides_the_tenant_and_its_destinations() {
     .await;
     assert_eq!(a.status, 404, "{}", a.body);
     let b = post(&relay, &[("authorization", &victim)]).await;
-    assert_eq!(b.status, 400, "{}", b.body);
+    assert_eq!(b.status, 422, "{}", b.body);
     for body in [&a.body, &b.body] {
         assert!(
             !body.contains("billing") && !body.contains("shipping"),

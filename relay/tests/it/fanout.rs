@@ -214,7 +214,7 @@ async fn deliveries_are_signed_and_requests_name_only_configured_destinations() 
     assert_eq!(status, 404, "a request cannot name a URL");
     assert_eq!(problem["type"], "urn:dripfeed:problem:unknown-destination");
     let (status, problem) = relay.post(&[], body).await;
-    assert_eq!(status, 400, "two destinations: the header is needed");
+    assert_eq!(status, 422, "two destinations: the header is needed");
     assert_eq!(problem["type"], "urn:dripfeed:problem:missing-destination");
 
     assert!(
