@@ -26,19 +26,6 @@
 
 #![forbid(unsafe_code)]
 
-/// With `heap-count`: every allocation counted, for `dripfeed_relay_heap_bytes`.
-#[cfg(feature = "heap-count")]
-#[global_allocator]
-static HEAP: cap::Cap<std::alloc::System> = cap::Cap::new(std::alloc::System, usize::MAX);
-
-/// The bytes the process holds on the heap, when counted (`heap-count`).
-pub fn heap_bytes() -> Option<usize> {
-    #[cfg(feature = "heap-count")]
-    return Some(HEAP.allocated());
-    #[cfg(not(feature = "heap-count"))]
-    None
-}
-
 mod admin;
 mod auth;
 mod catalog;
@@ -157,7 +144,7 @@ fn hash_key() -> ExitCode {
         );
         return ExitCode::from(2);
     }
-    println!("{}", auth::digest::KeyDigest::of(key).hex());
+    println!("{}", config::digest::KeyDigest::of(key).hex());
     ExitCode::SUCCESS
 }
 
@@ -177,7 +164,7 @@ async fn main() -> ExitCode {
         Some(Command::HashKey) => hash_key(),
         Some(Command::Openapi { listener }) => match openapi::Listener::parse(&listener) {
             Some(l) => {
-                print!("{}", openapi::documents::generate(l));
+                print!("{}", serve::openapi::generate(l));
                 ExitCode::SUCCESS
             }
             None => {

@@ -50,6 +50,19 @@ pub const AUTH_REFUSED: &str = "dripfeed_relay_auth_refused_total";
 /// on the heap, as its allocator counts them (what the memory test reads).
 pub const HEAP_BYTES: &str = "dripfeed_relay_heap_bytes";
 
+/// With `heap-count`: every allocation counted, for `dripfeed_relay_heap_bytes`.
+#[cfg(feature = "heap-count")]
+#[global_allocator]
+static HEAP: cap::Cap<std::alloc::System> = cap::Cap::new(std::alloc::System, usize::MAX);
+
+/// The bytes the process holds on the heap, when counted (`heap-count`).
+pub fn heap_bytes() -> Option<usize> {
+    #[cfg(feature = "heap-count")]
+    return Some(HEAP.allocated());
+    #[cfg(not(feature = "heap-count"))]
+    None
+}
+
 /// The filter without `RUST_LOG`: `info` (an overflow episode logs once
 /// when it starts and once when the queue has drained to three quarters
 /// of its bound; the 503s themselves are counted in `/metrics`,

@@ -41,8 +41,8 @@ use metrics_exporter_prometheus::PrometheusHandle;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
-use crate::auth::digest::KeyDigest;
 use crate::catalog::Catalog;
+use crate::config::digest::KeyDigest;
 use crate::deliver::guard::AddressGuard;
 use crate::domain::schemas::Problem;
 use crate::intake::Intake;
@@ -126,7 +126,7 @@ async fn metrics(State(admin): State<Arc<Admin>>) -> Response {
         metrics::counter!(telemetry::AUTH_REFUSED, "status" => status)
             .absolute(crate::intake::Answers::get(count));
     }
-    if let Some(bytes) = crate::heap_bytes() {
+    if let Some(bytes) = telemetry::heap_bytes() {
         metrics::gauge!(telemetry::HEAP_BYTES).set(bytes as f64);
     }
     let page = admin.prometheus.render();

@@ -7,7 +7,7 @@ use axum::http::request::Parts;
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::Response;
 
-use super::digest::KeyDigest;
+use crate::config::digest::KeyDigest;
 use crate::domain::problem::problem;
 
 /// The realm named in `WWW-Authenticate`.

@@ -1,5 +1,5 @@
 //! Who is calling. API keys and the admin token are held as SHA-256
-//! digests ([`digest`]); a request presents its key as
+//! digests ([`crate::config::digest`]); a request presents its key as
 //! `Authorization: Bearer KEY` ([`bearer`], an axum extractor any
 //! router can use), and the tenant table ([`tenants`]) finds the tenant
 //! whose key it is, comparing against every digest in constant time. A
@@ -7,5 +7,4 @@
 //! naming nothing but what the caller sent.
 
 pub mod bearer;
-pub mod digest;
 pub mod tenants;

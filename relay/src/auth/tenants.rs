@@ -11,8 +11,8 @@ use std::sync::Arc;
 use std::time::SystemTime;
 
 use super::bearer::{Bearer, Unauthorized};
-use super::digest::KeyDigest;
 use crate::config::Config;
+use crate::config::digest::KeyDigest;
 
 /// A tenant as a request authenticated with its key sees it.
 #[derive(Debug)]

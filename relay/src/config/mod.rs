@@ -25,6 +25,7 @@
 pub mod cidrs;
 mod declare;
 mod destinations;
+pub mod digest;
 mod error;
 mod print;
 mod settings;

@@ -11,7 +11,7 @@ use std::time::Duration;
 use super::cidrs::CidrList;
 use super::declare::declare_settings;
 use super::value::{FailureMode, HttpUrl, LogFormat, OverflowPolicy, QueueKind, StoreUrl};
-use crate::auth::digest::KeyDigest;
+use crate::config::digest::KeyDigest;
 
 declare_settings! {
     /// Address the relay listens on; port 0 takes any free port (the relay

@@ -26,7 +26,7 @@ use toml::de::{DeTable, DeValue};
 use super::destinations::{Destination, valid_name};
 use super::error::{ConfigError, Origin};
 use super::value::{Value, quoted};
-use crate::auth::digest::KeyDigest;
+use crate::config::digest::KeyDigest;
 
 /// The keys a tenant table may have.
 const FIELDS: [&str; 5] = ["name", "rate", "burst", "destinations", "keys"];

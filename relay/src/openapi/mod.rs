@@ -13,8 +13,6 @@
 //! (`X-Destination`, `X-Tenant`); a relay whose `destination_header` or
 //! `tenant_header` renames them serves its document with its own names.
 
-pub mod documents;
-
 use std::sync::Arc;
 
 use axum::extract::Extension;

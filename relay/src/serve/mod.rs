@@ -27,6 +27,7 @@ use crate::{admin, deliver, demo, listener, shutdown, telemetry};
 
 mod demo_prep;
 mod local_prep;
+pub mod openapi;
 
 /// What the relay does once it listens.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

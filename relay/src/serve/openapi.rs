@@ -1,9 +1,9 @@
 //! The two documents as the code generates them, from the routes of both
-//! listeners (above intake and admin, which use [`super::finish`]): what
-//! `dripfeed-relay openapi intake|admin` prints and the checked-in copies
-//! are held to.
+//! listeners (here, above intake and admin, which use
+//! [`crate::openapi::finish`]): what `dripfeed-relay openapi
+//! intake|admin` prints and the checked-in copies are held to.
 
-use super::{Listener, of};
+use crate::openapi::{Listener, of};
 
 /// The document of `listener`, as text.
 pub fn generate(listener: Listener) -> String {
