@@ -120,6 +120,10 @@ pub async fn put(
         Ok(dest) => dest,
         Err(detail) => return unprocessable("bad-destination", detail),
     };
+    // The limits a configured destination is held to (domain::limits).
+    if let Err(detail) = admin.queue.limits().check(&dest) {
+        return unprocessable("bad-destination", detail);
+    }
     // Before the queue's turn: a name's lookup may take seconds.
     if let Err(refused) = admin
         .guard

@@ -30,6 +30,7 @@ use crate::config::{Destination, Fields};
 use crate::dead_letter::health::Unavailable;
 use crate::dead_letter::page::DeadLetter;
 use crate::domain::job::Job;
+use crate::domain::limits::Limits;
 use crate::domain::names::Tenant;
 use crate::domain::schemas::{Deleting, Live};
 use crate::status::Found;
@@ -298,8 +299,13 @@ pub trait Queue: Send + Sync + 'static {
     /// (the fleet's, in fleet mode); `None` for a name it does not know.
     async fn live(&self, name: &str) -> Option<Live>;
 
+    /// What a destination must fit in this engine (checked before a
+    /// change is asked for, as the configuration is checked at start).
+    fn limits(&self) -> Limits;
+
     /// Makes or replaces destination `name` as `fields` give it (`dest`:
-    /// the same, checked), from the admin API.
+    /// the same, checked, within [`limits`](Self::limits)), from the admin
+    /// API.
     async fn put(
         &self,
         name: &str,

@@ -14,7 +14,7 @@ use reqwest::Method;
 use serde_json::json;
 
 use super::{Bench, Engine, both, get_json, local_only, post, receiver, send_json};
-use crate::harness::{Relay, argv, eventually};
+use crate::harness::{Relay, TempDir, argv, eventually};
 use crate::receivers::{self, Hit, Log};
 
 /// Waits until `destination` has `n` dead letters; their ids.
@@ -38,6 +38,39 @@ async fn dead_letters(relay: &Relay, destination: &str, n: usize) -> Vec<String>
     let ids: Vec<String> = read().await;
     assert!(got, "{n} dead letters of {destination}: {ids:?}");
     ids
+}
+
+/// Stops `bench`'s relay and moves its dead letters aside (to
+/// `moved.jsonl`); its directory, and the command line of a relay
+/// delivering to `rx` (as `a`) that redrives them.
+async fn aside(bench: Bench, rx: &std::net::SocketAddr) -> (TempDir, String) {
+    let mut relay = bench.relay;
+    relay.signal("TERM");
+    assert!(relay.exit(Duration::from_secs(30)).await.success());
+    let dl = bench.dir.join("dead-letter.jsonl");
+    let moved = bench.dir.join("moved.jsonl");
+    std::fs::rename(&dl, &moved).expect("moving the dead letters aside");
+    let line = format!(
+        "--destination a=http://{rx}/a --journal-dir {} --dead-letter-file {} --redrive {}",
+        bench.dir.arg("journal-again"),
+        dl.display(),
+        moved.display()
+    );
+    (bench.dir, line)
+}
+
+/// Starts a relay with `line` (a `--redrive`), stops it once it has said
+/// what it redrove; what it said.
+async fn redrive_file(line: &str) -> String {
+    let mut relay = Relay::start_with(&argv(line), &[]).await;
+    let said = relay
+        .out
+        .find(Duration::from_secs(30), |l| l.starts_with("redrive "))
+        .await
+        .unwrap_or_default();
+    relay.signal("TERM");
+    assert!(relay.exit(Duration::from_secs(30)).await.success());
+    said
 }
 
 both!(a_dead_letter_goes_back_only_where_it_came_from);
@@ -94,30 +127,15 @@ async fn a_dead_letter_goes_back_only_where_it_came_from(engine: Engine) {
         return;
     }
     // --redrive FILE: the same, into FILE.rest.
-    let mut relay = bench.relay;
-    relay.signal("TERM");
-    assert!(relay.exit(Duration::from_secs(30)).await.success());
-    let dl = bench.dir.join("dead-letter.jsonl");
-    let moved = bench.dir.join("moved.jsonl");
-    std::fs::rename(&dl, &moved).expect("moving the dead letters aside");
-    let line = format!(
-        "--destination a=http://{rx}/a --journal-dir {} --dead-letter-file {} --redrive {}",
-        bench.dir.arg("journal-again"),
-        dl.display(),
-        moved.display()
-    );
-    let again = Relay::start_with(&argv(&line), &[]).await;
-    let said = again
-        .out
-        .find(Duration::from_secs(30), |l| l.starts_with("redrive "))
-        .await
-        .unwrap_or_default();
+    let (_dir, line) = aside(bench, &rx).await;
+    let said = redrive_file(&line).await;
     assert!(said.contains(": 0 re-admitted"), "{said}");
     assert!(
         said.contains("3 for destinations no longer there"),
         "{said}"
     );
-    let rest = std::fs::read_to_string(bench.dir.join("moved.jsonl.rest")).unwrap_or_default();
+    let moved = line.split_whitespace().last().unwrap_or_default();
+    let rest = std::fs::read_to_string(format!("{moved}.rest")).unwrap_or_default();
     assert_eq!(rest.lines().count(), 3, "kept in FILE.rest: {rest}");
     tokio::time::sleep(Duration::from_millis(500)).await;
     assert_eq!(ok.len(), 0, "a got none of b's webhooks");
@@ -168,29 +186,11 @@ async fn a_dead_letter_is_redriven_once(engine: Engine) {
     }
     // The same letters through --redrive FILE, twice (a restart with the
     // same command line): never again.
-    let mut relay = bench.relay;
-    relay.signal("TERM");
-    assert!(relay.exit(Duration::from_secs(30)).await.success());
-    let dl = bench.dir.join("dead-letter.jsonl");
-    let moved = bench.dir.join("moved.jsonl");
-    std::fs::rename(&dl, &moved).expect("moving the dead letters aside");
-    let line = format!(
-        "--destination a=http://{rx}/a --journal-dir {} --dead-letter-file {} --redrive {}",
-        bench.dir.arg("journal-again"),
-        dl.display(),
-        moved.display()
-    );
+    let (_dir, line) = aside(bench, &rx).await;
     for round in 0..2 {
-        let mut again = Relay::start_with(&argv(&line), &[]).await;
-        let said = again
-            .out
-            .find(Duration::from_secs(30), |l| l.starts_with("redrive "))
-            .await
-            .unwrap_or_default();
+        let said = redrive_file(&line).await;
         assert!(said.contains(": 0 re-admitted"), "round {round}: {said}");
         assert!(said.contains("2 redriven before"), "round {round}: {said}");
-        again.signal("TERM");
-        assert!(again.exit(Duration::from_secs(30)).await.success());
     }
     tokio::time::sleep(Duration::from_millis(500)).await;
     assert_eq!(
