@@ -77,7 +77,7 @@ start() {
   shift 3
   "$bin" --listen "127.0.0.1:$port" --admin-listen "127.0.0.1:$admin" \
     --allow-destination-cidr 127.0.0.0/8 --destination "hooks=$recv_url" \
-    --drain-rate 1000000 --latency-budget 1s --max-in-flight 256 \
+    --drain-rate 1000000 --latency-budget 200ms --max-in-flight 256 \
     --dead-letter-file "$work/dead-letter-$name.jsonl" "$@" >"$work/relay-$name.log" 2>&1 &
   pid=$!
   pids+=("$pid")

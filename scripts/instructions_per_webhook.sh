@@ -71,7 +71,7 @@ esac
 valgrind --tool=callgrind --instr-atstart=no --callgrind-out-file="$work/callgrind.out" \
   "$bin" --listen "127.0.0.1:$relay_port" --admin-listen "127.0.0.1:$admin_port" \
   --downstream "http://127.0.0.1:$receiver_port/hooks" --allow-destination-cidr 127.0.0.0/8 \
-  --drain-rate 1000000 --latency-budget 1s --max-in-flight 256 \
+  --drain-rate 1000000 --latency-budget 200ms --max-in-flight 256 \
   --dead-letter-file "$work/dead-letters.jsonl" "${journal[@]}" "${extra_args[@]}" \
   >"$work/relay.log" 2>&1 &
 relay_pid=$!

@@ -154,7 +154,7 @@ start_relay() {
   fi
   metrics_ports+=("$admin")
   "$bin" --listen "127.0.0.1:$port" --downstream "$recv_url" \
-    --drain-rate 1000000 --latency-budget 1s --max-in-flight 256 \
+    --drain-rate 1000000 --latency-budget 200ms --max-in-flight 256 \
     --dead-letter-file "$work/dead-letter-$name.jsonl" "${journal[@]}" "${newer[@]}" "${extra_args[@]}" \
     >"$work/relay-$name.log" 2>&1 &
   pid=$!
