@@ -87,9 +87,12 @@ impl RedisKeys {
     /// `conn`; round trips counted as `keys`.
     ///
     /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() {
     /// use dripfeed::global::{RedisConnection, RedisKeys};
     /// let keys = RedisKeys::new(RedisConnection::open("redis://127.0.0.1:1/").unwrap(), "hooks");
     /// assert_eq!(keys.key_of("4:acme:order-1"), "dripfeed:k:hooks:4:acme:order-1");
+    /// # }
     /// ```
     pub fn new(conn: RedisConnection, name: &str) -> RedisKeys {
         RedisKeys {
