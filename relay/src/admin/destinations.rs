@@ -46,7 +46,8 @@ impl Defaults {
         let d = &listed.dest;
         DestinationView {
             name: d.name.clone(),
-            url: d.url.as_str().to_owned(),
+            // A password in the URL is never shown (`***`).
+            url: d.url.to_string(),
             rate: d.rate.unwrap_or(self.rate),
             ceiling: d.ceiling.or(self.ceiling),
             budget_ms: u64::try_from(d.budget.unwrap_or(self.budget).as_millis())
@@ -65,7 +66,7 @@ impl Defaults {
 pub struct DestinationView {
     /// Its name (the destination header's value).
     name: String,
-    /// Where its webhooks are delivered.
+    /// Where its webhooks are delivered (a password in it shown as `***`).
     url: String,
     /// Its drain rate, webhooks/s, as configured.
     rate: f64,

@@ -80,7 +80,12 @@ pub struct Admin {
 fn guarded() -> OpenApiRouter<Arc<Admin>> {
     OpenApiRouter::new()
         .routes(routes!(destinations::list))
-        .routes(routes!(destinations::one, change::put, change::delete))
+        .routes(routes!(
+            destinations::one,
+            change::put,
+            change::patch,
+            change::delete
+        ))
         .routes(routes!(webhooks::webhook))
         .routes(routes!(dead_letters::list))
         .routes(routes!(redrive::redrive))

@@ -57,6 +57,8 @@ pub struct Destination {
 #[derive(Clone)]
 pub struct Secret {
     key: Arc<[u8]>,
+    /// As given (what a state file or the fleet's map keeps).
+    text: Arc<str>,
 }
 
 impl Secret {
@@ -76,12 +78,20 @@ impl Secret {
         if key.is_empty() {
             return Err("secret is empty".into());
         }
-        Ok(Secret { key: key.into() })
+        Ok(Secret {
+            key: key.into(),
+            text: Arc::from(text),
+        })
     }
 
     /// The signing key's bytes.
     pub fn key(&self) -> Arc<[u8]> {
         self.key.clone()
+    }
+
+    /// The secret as it was given.
+    pub fn text(&self) -> &str {
+        &self.text
     }
 }
 
@@ -444,6 +454,22 @@ pub fn check_unique(all: &[Destination], errors: &mut Vec<ConfigError>) {
 }
 
 impl Destination {
+    /// The fields it was made from (its secrets included), as a state
+    /// file or the fleet's map keeps them.
+    pub fn fields(&self) -> Fields {
+        Fields {
+            name: Some(self.name.clone()),
+            url: Some(self.url.as_str().to_owned()),
+            rate: self.rate,
+            ceiling: self.ceiling,
+            budget: self
+                .budget
+                .map(|b| humantime::format_duration(b).to_string()),
+            secret: self.secret.as_ref().map(|s| s.text().to_owned()),
+            previous_secret: self.previous_secret.as_ref().map(|s| s.text().to_owned()),
+        }
+    }
+
     /// The destination as a `[[destinations]]` table, its secret redacted.
     pub fn shown(&self) -> Vec<(&'static str, String)> {
         let mut out = vec![("name", quoted(&self.name)), ("url", self.url.show())];

@@ -30,6 +30,7 @@ mod letters;
 mod load;
 mod memory;
 mod openapi;
+mod operator;
 mod private_addresses;
 mod raw;
 mod readyz_store;
