@@ -114,10 +114,10 @@ pub struct DestinationPatch {
 }
 
 /// The body as JSON, or its 400.
-fn json_of(body: &[u8]) -> Result<serde_json::Value, Response> {
+fn json_of(body: &[u8]) -> Result<serde_json::Value, Box<Response>> {
     serde_json::from_slice::<serde_json::Value>(body).map_err(|e| {
         let detail = format!("the body is not JSON: {e}");
-        problem(StatusCode::BAD_REQUEST, "bad-json", detail, Vec::new())
+        Box::new(problem(StatusCode::BAD_REQUEST, "bad-json", detail, Vec::new()))
     })
 }
 
@@ -153,7 +153,7 @@ pub async fn put(
         return refused;
     }
     let given: DestinationPut = match json_of(&body).map(serde_json::from_value) {
-        Err(refused) => return refused,
+        Err(refused) => return *refused,
         Ok(Ok(p)) => p,
         Ok(Err(e)) => {
             return unprocessable("bad-destination", format!("the body does not read: {e}"));
@@ -216,7 +216,7 @@ pub async fn patch(
         return refused;
     }
     let patch = match json_of(&body) {
-        Err(refused) => return refused,
+        Err(refused) => return *refused,
         Ok(serde_json::Value::Object(p)) => p,
         Ok(_) => {
             return unprocessable("bad-destination", "a merge patch is a JSON object".into());
