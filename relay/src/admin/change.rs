@@ -117,7 +117,12 @@ pub struct DestinationPatch {
 fn json_of(body: &[u8]) -> Result<serde_json::Value, Box<Response>> {
     serde_json::from_slice::<serde_json::Value>(body).map_err(|e| {
         let detail = format!("the body is not JSON: {e}");
-        Box::new(problem(StatusCode::BAD_REQUEST, "bad-json", detail, Vec::new()))
+        Box::new(problem(
+            StatusCode::BAD_REQUEST,
+            "bad-json",
+            detail,
+            Vec::new(),
+        ))
     })
 }
 

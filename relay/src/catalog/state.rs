@@ -134,12 +134,7 @@ impl StateFile {
     /// changed), making `dir` (mode 0700) if it is missing.
     pub fn open(dir: &Path) -> Result<StateFile, String> {
         let path = dir.join(FILE);
-        let mut builder = std::fs::DirBuilder::new();
-        builder.recursive(true);
-        #[cfg(unix)]
-        std::os::unix::fs::DirBuilderExt::mode(&mut builder, 0o700);
-        builder
-            .create(dir)
+        crate::domain::private::dir(dir)
             .map_err(|e| format!("state_dir {}: {e}", dir.display()))?;
         let lock_path = dir.join("state.lock");
         let lock = std::fs::OpenOptions::new()
@@ -158,6 +153,10 @@ impl StateFile {
             }
             Err(e) => return Err(format!("state_dir {}: {e}", lock_path.display())),
         }
+        // Held: no other relay writes here. What a crashed run left
+        // half-written (a temporary file, 0600, perhaps holding secrets)
+        // goes.
+        remove_stale(dir);
         let saved = read(&path)?;
         Ok(StateFile {
             path,
@@ -232,6 +231,32 @@ impl StateFile {
     }
 }
 
+/// Removes the temporary files (`state.json.PID.tmp`) a crashed run left
+/// in `dir`.
+fn remove_stale(dir: &Path) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let name = name.to_string_lossy();
+        let stale = name
+            .strip_prefix("state.json.")
+            .and_then(|rest| rest.strip_suffix(".tmp"))
+            .is_some_and(|pid| !pid.is_empty() && pid.bytes().all(|b| b.is_ascii_digit()));
+        if stale {
+            match std::fs::remove_file(entry.path()) {
+                Ok(()) => {
+                    tracing::info!(file = %entry.path().display(), "a crashed run's temporary state file removed")
+                }
+                Err(e) => {
+                    tracing::warn!(file = %entry.path().display(), error = %e, "a crashed run's temporary state file could not be removed")
+                }
+            }
+        }
+    }
+}
+
 /// `bytes` at `path`, through a temporary file made afresh (mode 0600),
 /// fsynced and renamed over it; then the directory is fsynced. Once the
 /// rename is done the change is made (a failing directory fsync is logged:
@@ -240,11 +265,10 @@ fn write_atomically(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     let tmp = path.with_extension(format!("json.{}.tmp", std::process::id()));
     let _ = std::fs::remove_file(&tmp); // a crashed run's, never followed
     let written = (|| {
-        let mut options = std::fs::OpenOptions::new();
-        options.write(true).create_new(true);
-        #[cfg(unix)]
-        std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
-        let mut file = options.open(&tmp)?;
+        let mut file = crate::domain::private::options()
+            .write(true)
+            .create_new(true)
+            .open(&tmp)?;
         file.write_all(bytes)?;
         file.sync_all()?;
         std::fs::rename(&tmp, path)

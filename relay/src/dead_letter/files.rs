@@ -12,7 +12,7 @@
 //! `rotated`) unless `keep` files exist already; then nothing is written
 //! ([`WriteError::Full`]) and nothing is deleted.
 
-use std::fs::{File, Metadata, OpenOptions};
+use std::fs::{File, Metadata};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
@@ -222,7 +222,7 @@ impl Files {
     fn open_live(&mut self) -> Result<(), WriteError> {
         let io = |e| WriteError::io(&self.path, e);
         let existed = std::fs::symlink_metadata(&self.path).is_ok();
-        let mut file = OpenOptions::new()
+        let mut file = crate::domain::private::options()
             .create(true)
             .append(true)
             .open(&self.path)

@@ -80,10 +80,10 @@ pub fn add<'a>(live: &Path, lines: impl IntoIterator<Item = &'a str>) -> std::io
     if text.is_empty() {
         return Ok(());
     }
-    let mut options = std::fs::OpenOptions::new();
-    options.create(true).append(true);
-    std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
-    let mut file = options.open(marks_of(live))?;
+    let mut file = crate::domain::private::options()
+        .create(true)
+        .append(true)
+        .open(marks_of(live))?;
     file.write_all(text.as_bytes())?;
     file.sync_all()
 }

@@ -87,11 +87,13 @@ impl Rest {
         let out = match &mut self.out {
             Some(out) => out,
             None => {
-                let mut options = std::fs::OpenOptions::new();
-                options.write(true).create(true).truncate(true);
-                std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
-                self.out
-                    .insert(BufWriter::new(options.open(&self.path).map_err(err)?))
+                let file = crate::domain::private::options()
+                    .write(true)
+                    .create(true)
+                    .truncate(true)
+                    .open(&self.path)
+                    .map_err(err)?;
+                self.out.insert(BufWriter::new(file))
             }
         };
         let written = out

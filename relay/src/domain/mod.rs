@@ -11,5 +11,6 @@ pub mod budget;
 pub mod job;
 pub mod limits;
 pub mod names;
+pub mod private;
 pub mod problem;
 pub mod schemas;

@@ -4,7 +4,7 @@
 //! dead-lettered at once), the idempotency keys, and the admin API's
 //! changes in the state file.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
 
 use super::Failure;
@@ -43,15 +43,6 @@ pub(super) struct Parts {
     pub budget: ByteBudget,
 }
 
-/// `dir` made if missing, private (0700) as the journal makes it.
-fn private_dir(dir: &Path) -> std::io::Result<()> {
-    let mut builder = std::fs::DirBuilder::new();
-    builder.recursive(true);
-    #[cfg(unix)]
-    std::os::unix::fs::DirBuilderExt::mode(&mut builder, 0o700);
-    builder.create(dir)
-}
-
 /// The local engine.
 pub(super) async fn open(cfg: &Config, parts: Parts) -> Result<Arc<Local>, Failure> {
     let s = &cfg.settings;
@@ -72,7 +63,8 @@ pub(super) async fn open(cfg: &Config, parts: Parts) -> Result<Arc<Local>, Failu
     // Ended statuses kept beside the journal, read back before recovery
     // starts delivering (so the ends it makes are written after them).
     if let Some(dir) = &parts.journal_dir {
-        private_dir(dir).map_err(|e| format!("journal_dir {}: {e}", dir.display()))?;
+        crate::domain::private::dir(dir)
+            .map_err(|e| format!("journal_dir {}: {e}", dir.display()))?;
         match status.attach(dir, s.status_max) {
             Ok((remembered, bad)) => tracing::info!(
                 remembered,

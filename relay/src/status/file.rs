@@ -162,7 +162,7 @@ pub fn writer(
 }
 
 fn append(path: &Path) -> std::io::Result<std::fs::File> {
-    std::fs::OpenOptions::new()
+    crate::domain::private::options()
         .create(true)
         .append(true)
         .read(true)

@@ -4,4 +4,5 @@
 //! fleet that refuses a Redis that would forget, a reload on SIGHUP, TLS on
 //! the listeners, and a service's defaults.
 
+mod files;
 mod secrets;

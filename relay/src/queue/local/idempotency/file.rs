@@ -94,7 +94,12 @@ pub struct KeysFile {
 /// renamed over it; the bytes written.
 fn rewrite(path: &Path, lines: impl IntoIterator<Item = Line>) -> std::io::Result<u64> {
     let tmp = path.with_extension("jsonl.tmp");
-    let mut out = BufWriter::new(File::create(&tmp)?);
+    let file = crate::domain::private::options()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .open(&tmp)?;
+    let mut out = BufWriter::new(file);
     let mut bytes = 0u64;
     for line in lines {
         let encoded = line.encode();
