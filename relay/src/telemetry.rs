@@ -139,6 +139,30 @@ pub fn install_prometheus() -> Result<PrometheusHandle, String> {
     Ok(handle)
 }
 
+/// `page` (Prometheus text) without the series of destinations no longer
+/// held: a series labelled `destination="NAME"` stays while `held(NAME)`
+/// (and `_other`, the unnamed ones' sum, always). The recorder keeps a
+/// deleted destination's series (metrics cannot be unregistered); the page
+/// stays bounded by `max_destinations` however many come and go.
+pub fn only_held(page: &str, held: impl Fn(&str) -> bool) -> String {
+    let mut out = String::with_capacity(page.len());
+    for line in page.lines() {
+        let kept = match line.find("destination=\"") {
+            Some(at) if !line.starts_with('#') => {
+                let rest = &line[at + "destination=\"".len()..];
+                let name = rest.split('"').next().unwrap_or_default();
+                name == dripfeed::destinations::OTHER || held(name)
+            }
+            _ => true,
+        };
+        if kept {
+            out.push_str(line);
+            out.push('\n');
+        }
+    }
+    out
+}
+
 /// Gauge: lines in the dead-letter files the relay keeps (the live file and
 /// its rotated ones), as of its last write or check.
 pub const DEAD_LETTER_LINES: &str = "dripfeed_relay_dead_letter_lines";
@@ -147,3 +171,22 @@ pub const DEAD_LETTER_LINES: &str = "dripfeed_relay_dead_letter_lines";
 /// the file could not be made again; `full`: every file of the set is
 /// full): attempts to write dead-letter lines that failed.
 pub const DEAD_LETTER_WRITE_FAILURES: &str = "dripfeed_relay_dead_letter_write_failures_total";
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_destination_no_longer_held_leaves_the_page() {
+        let page = "# TYPE leaky_bucket_queue_depth gauge\n\
+                    leaky_bucket_queue_depth{throttle=\"webhook_relay\",destination=\"a\"} 1\n\
+                    leaky_bucket_queue_depth{throttle=\"webhook_relay\",destination=\"gone\"} 2\n\
+                    leaky_bucket_queue_depth{throttle=\"webhook_relay\",destination=\"_other\"} 3\n\
+                    dripfeed_relay_held_bytes 4\n";
+        let kept = only_held(page, |n| n == "a");
+        assert!(kept.contains("destination=\"a\"} 1"));
+        assert!(!kept.contains("gone"));
+        assert!(kept.contains("_other") && kept.contains("held_bytes 4"));
+        assert!(kept.starts_with("# TYPE"));
+    }
+}

@@ -134,6 +134,9 @@ async fn metrics(State(admin): State<Arc<Admin>>) -> Response {
     if let Some(bytes) = telemetry::heap_bytes() {
         metrics::gauge!(telemetry::HEAP_BYTES).set(bytes as f64);
     }
-    let page = admin.prometheus.render();
+    let catalog = &admin.catalog;
+    let page = telemetry::only_held(&admin.prometheus.render(), |name| {
+        catalog.get(name).is_some()
+    });
     ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], page).into_response()
 }

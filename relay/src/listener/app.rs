@@ -59,13 +59,36 @@ impl App {
         }
     }
 
-    /// Answers `req`.
+    /// Answers `req`: a head over 64 KiB with 431 (the connection closed
+    /// after), as every listener does; else its route.
     pub fn call(&self, req: Request) -> Answer {
+        if req
+            .extensions()
+            .get::<super::framing::Framing>()
+            .is_some_and(super::framing::Framing::too_long)
+        {
+            return Box::pin(async { Ok(too_long()) });
+        }
         match &self.direct {
             Some(d) if req.method() == d.method && req.uri().path() == d.path => (d.handle)(req),
             _ => Box::pin(self.router.clone().oneshot(req)),
         }
     }
+}
+
+/// 431: a request head over 64 KiB; the connection is closed after.
+fn too_long() -> Response {
+    let mut resp = crate::domain::problem::problem(
+        axum::http::StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,
+        "head-too-large",
+        "the request's head is over 64 KiB".to_owned(),
+        Vec::new(),
+    );
+    resp.headers_mut().insert(
+        axum::http::header::CONNECTION,
+        axum::http::HeaderValue::from_static("close"),
+    );
+    resp
 }
 
 #[cfg(test)]

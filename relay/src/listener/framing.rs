@@ -18,18 +18,32 @@ use std::task::{Context, Poll};
 
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 
-/// A head longer than this is hyper's to refuse (431); the scan stops.
+/// A head longer than this is refused (431); the scan stops.
 const MAX_HEAD: usize = 64 * 1024;
 
-/// Set once a head on the connection had `Transfer-Encoding` with
-/// `Content-Length`; read by intake from the request's extensions.
+/// What the scan found on the connection, read from each request's
+/// extensions: a head with `Transfer-Encoding` and `Content-Length`
+/// (intake answers 400), or a head longer than 64 KiB (the listener
+/// answers 431: hyper checks its buffer only while a head is incomplete,
+/// so a long head read whole would pass).
 #[derive(Clone, Default, Debug)]
-pub struct Framing(Arc<AtomicBool>);
+pub struct Framing(Arc<Found>);
+
+#[derive(Default, Debug)]
+struct Found {
+    both_lengths: AtomicBool,
+    too_long: AtomicBool,
+}
 
 impl Framing {
     /// Whether a head had both framing headers.
     pub fn both_lengths(&self) -> bool {
-        self.0.load(Ordering::Relaxed)
+        self.0.both_lengths.load(Ordering::Relaxed)
+    }
+
+    /// Whether a head was longer than 64 KiB.
+    pub fn too_long(&self) -> bool {
+        self.0.too_long.load(Ordering::Relaxed)
     }
 }
 
@@ -137,6 +151,7 @@ impl<S> Scanned<S> {
                     bytes = &bytes[taken..];
                     head.len += taken;
                     if head.len > MAX_HEAD {
+                        self.framing.0.too_long.store(true, Ordering::Relaxed);
                         self.scan = Scan::Done;
                         return;
                     }
@@ -151,7 +166,7 @@ impl<S> Scanned<S> {
                     }
                     if let Some(next) = head.end_line() {
                         if next.0 && next.1.is_some() {
-                            self.framing.0.store(true, Ordering::Relaxed);
+                            self.framing.0.both_lengths.store(true, Ordering::Relaxed);
                         }
                         self.scan = match next {
                             (true, _) => Scan::Done,

@@ -5,4 +5,5 @@
 //! the listeners, and a service's defaults.
 
 mod files;
+mod limits;
 mod secrets;
