@@ -258,12 +258,17 @@ async fn a_jobs_status_is_readable_from_any_node_and_ended_ones_are_bounded() {
         JobState::InFlight
     );
     // Answered 503: waiting for a retry, with its due time.
-    assert!(a.retry_answered(&held, DAY, Some(503)).await.unwrap());
+    assert!(
+        a.retry_failed(&held, DAY, Some(503), "status: 503")
+            .await
+            .unwrap()
+    );
     let waiting = b.status(&first).await.unwrap().unwrap();
     assert_eq!(
         (waiting.state, waiting.attempts, waiting.last_status),
         (JobState::RetryWaiting, 1, Some(503))
     );
+    assert_eq!(waiting.last_error.as_deref(), Some("status: 503"));
     assert!(waiting.next_attempt_unix_ms.unwrap() > waiting.received_unix_ms);
     // A second job, delivered (204) by b: ended, with its time.
     let second = added(
@@ -286,13 +291,11 @@ async fn a_jobs_status_is_readable_from_any_node_and_ended_ones_are_bounded() {
     // second is forgotten; the first (still held) is not.
     added(a.admit("103", b"three", None, 10, DAY).await.unwrap());
     let third = a.claim(1).await.unwrap().pop().expect("claimed");
-    a.end(&[Ending::dead_lettered(third.stream_id, Some(410), "failed")])
-        .await
-        .unwrap();
-    assert_eq!(
-        a.status("103").await.unwrap().unwrap().state,
-        JobState::DeadLettered
-    );
+    let ending = Ending::dead_lettered(third.stream_id, Some(410), "failed");
+    a.end(&[ending.with_error("status: 410")]).await.unwrap();
+    let third_status = a.status("103").await.unwrap().unwrap();
+    assert_eq!(third_status.state, JobState::DeadLettered);
+    assert_eq!(third_status.last_error.as_deref(), Some("status: 410"));
     assert!(a.status(&second).await.unwrap().is_none(), "forgotten");
     assert!(
         a.status(&first).await.unwrap().is_some(),
@@ -314,6 +317,7 @@ async fn a_jobs_status_is_readable_from_any_node_and_ended_ones_are_bounded() {
         (dead[0].last_status, &dead[0].job[..]),
         (Some(410), &b"three"[..])
     );
+    assert_eq!(dead[0].error.as_deref(), Some("status: 410"));
     assert!(
         b.dead_letters(Some(&dead[0].entry), 10)
             .await
@@ -334,6 +338,7 @@ async fn a_jobs_status_is_readable_from_any_node_and_ended_ones_are_bounded() {
     assert!(b.dead_letters(None, 10).await.unwrap().is_empty());
     let again = b.status("103").await.unwrap().unwrap();
     assert_eq!((again.state, again.attempts), (JobState::Queued, 0));
+    assert_eq!(again.last_error, None, "its status starts over");
     // Claimed again, as it was.
     let third_again = a.claim(10).await.unwrap();
     assert!(

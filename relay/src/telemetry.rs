@@ -46,6 +46,11 @@ pub const CONNECTIONS_REFUSED: &str = "dripfeed_relay_connections_refused_total"
 /// naming a destination it may not post to).
 pub const AUTH_REFUSED: &str = "dripfeed_relay_auth_refused_total";
 
+/// Counter: failed delivery attempts (labels `destination` and `kind`:
+/// `dns`, `connect`, `tls`, `timeout`, `closed`, `status`, `too_large`,
+/// `refused`).
+pub const DELIVERY_ERRORS: &str = "dripfeed_relay_delivery_errors_total";
+
 /// Gauge, with the `heap-count` feature only: the bytes the process holds
 /// on the heap, as its allocator counts them (what the memory test reads).
 pub const HEAP_BYTES: &str = "dripfeed_relay_heap_bytes";
@@ -123,6 +128,10 @@ pub fn install_prometheus() -> Result<PrometheusHandle, String> {
     metrics::describe_gauge!(
         HEAP_BYTES,
         "bytes the process holds on the heap, as its allocator counts them (heap-count builds only)"
+    );
+    metrics::describe_counter!(
+        DELIVERY_ERRORS,
+        "failed delivery attempts by destination and kind (dns, connect, tls, timeout, closed, status, too_large, refused)"
     );
     metrics::describe_counter!(
         AUTH_REFUSED,

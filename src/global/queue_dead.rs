@@ -21,6 +21,9 @@ pub struct DeadLetter {
     pub attempts: u32,
     /// The receiver's last status code, if it answered one.
     pub last_status: Option<u16>,
+    /// The last attempt's error, if the consumer noted one
+    /// ([`Ending::with_error`](super::Ending::with_error)).
+    pub error: Option<String>,
     /// The job's bytes.
     pub job: Vec<u8>,
 }
@@ -39,6 +42,7 @@ fn letter(entry: Value) -> Option<DeadLetter> {
         reason: String::new(),
         attempts: 0,
         last_status: None,
+        error: None,
         job: Vec::new(),
     };
     for pair in fields.chunks(2) {
@@ -48,6 +52,7 @@ fn letter(entry: Value) -> Option<DeadLetter> {
             Some("reason") => d.reason = text(v).unwrap_or_default(),
             Some("n") => d.attempts = text(v).and_then(|n| n.parse().ok()).unwrap_or(0),
             Some("last") => d.last_status = text(v).and_then(|s| s.parse().ok()),
+            Some("error") => d.error = text(v).filter(|e| !e.is_empty()),
             Some("job") => d.job = bytes(v).unwrap_or_default(),
             _ => {}
         }

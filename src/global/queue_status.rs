@@ -38,6 +38,10 @@ pub struct JobStatus {
     pub ended_unix_ms: Option<u64>,
     /// Its owner as admitted ([`RedisQueue::admit_owned`](super::RedisQueue::admit_owned)).
     pub owner: Option<String>,
+    /// Its last failed attempt's error, as the consumer gave it
+    /// ([`RedisQueue::retry_failed`](super::RedisQueue::retry_failed),
+    /// [`Ending::with_error`]).
+    pub last_error: Option<String>,
 }
 
 impl JobStatus {
@@ -78,6 +82,7 @@ impl JobStatus {
             received_unix_ms,
             ended_unix_ms,
             owner,
+            last_error: None,
         })
     }
 }
@@ -93,6 +98,8 @@ pub struct Ending {
     pub last_status: Option<u16>,
     /// Why it was dead-lettered (empty for a delivery).
     pub reason: String,
+    /// Its last failed attempt's error (empty for none).
+    pub error: String,
 }
 
 impl Ending {
@@ -109,6 +116,7 @@ impl Ending {
             dead_lettered: false,
             last_status: status,
             reason: String::new(),
+            error: String::new(),
         }
     }
 
@@ -125,6 +133,22 @@ impl Ending {
             dead_lettered: true,
             last_status: status,
             reason: reason.to_owned(),
+            error: String::new(),
+        }
+    }
+
+    /// The same ending, noting its last failed attempt's `error` (kept
+    /// with its status, and with its dead letter).
+    ///
+    /// ```
+    /// use dripfeed::global::Ending;
+    /// let e = Ending::dead_lettered("1-0".into(), None, "failed").with_error("connect: refused");
+    /// assert_eq!(e.error, "connect: refused");
+    /// ```
+    pub fn with_error(self, error: &str) -> Ending {
+        Ending {
+            error: error.to_owned(),
+            ..self
         }
     }
 }

@@ -761,7 +761,8 @@ impl RedisQueue {
             call.arg(&e.stream_id)
                 .arg(if e.dead_lettered { "x" } else { "d" })
                 .arg(e.last_status.map(|s| s.to_string()).unwrap_or_default())
-                .arg(&e.reason);
+                .arg(&e.reason)
+                .arg(&e.error);
         }
         let v: Value = bounded(call.invoke_async(&mut conn), CALL).await?;
         count(&v)
@@ -783,7 +784,11 @@ impl RedisQueue {
         let items = array(v, 2, "queue status")?;
         let record = text(&items[0]).unwrap_or_default();
         let held = text(&items[1]).as_deref() == Some("1");
-        Ok(JobStatus::parse(&record, held))
+        let error = items.get(2).and_then(text).filter(|e| !e.is_empty());
+        Ok(JobStatus::parse(&record, held).map(|s| JobStatus {
+            last_error: error,
+            ..s
+        }))
     }
 
     /// The settle script (`queue_settle.lua`) with its keys, the group and
@@ -848,6 +853,19 @@ impl RedisQueue {
         after: Duration,
         status: Option<u16>,
     ) -> Result<bool, RedisError> {
+        self.retry_failed(job, after, status, "").await
+    }
+
+    /// [`retry_answered`](Self::retry_answered), the job's status (when
+    /// kept) noting the attempt's `error` too (`""`: none), as its
+    /// [`JobStatus::last_error`].
+    pub async fn retry_failed(
+        &self,
+        job: &Claimed,
+        after: Duration,
+        status: Option<u16>,
+        error: &str,
+    ) -> Result<bool, RedisError> {
         let made = job.attempts + 1;
         let mut member = Vec::with_capacity(job.id.len() + job.job.len() + 12);
         member.extend_from_slice(job.id.as_bytes());
@@ -864,7 +882,8 @@ impl RedisQueue {
             .arg(if self.keep.is_some() { "1" } else { "0" })
             .arg(status.map(|s| s.to_string()).unwrap_or_default())
             .arg(made)
-            .arg(&job.id);
+            .arg(&job.id)
+            .arg(error);
         let v: Value = bounded(call.invoke_async(&mut conn), CALL).await?;
         Ok(count(&v)? == 1)
     }

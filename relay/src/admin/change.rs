@@ -325,7 +325,10 @@ async fn change(admin: &Admin, name: &str, fields: Fields) -> Response {
     ))]
 pub async fn delete(State(admin): State<Arc<Admin>>, Path(name): Path<String>) -> Response {
     match admin.queue.delete(&name).await {
-        Ok(body) => (StatusCode::ACCEPTED, Json(body)).into_response(),
+        Ok(body) => {
+            admin.errors.forget(&name);
+            (StatusCode::ACCEPTED, Json(body)).into_response()
+        }
         Err(refused) => refusal(refused),
     }
 }

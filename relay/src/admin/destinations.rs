@@ -16,6 +16,7 @@ use utoipa::ToSchema;
 use super::Admin;
 use crate::catalog::Listed;
 use crate::config::Config;
+use crate::deliver::errors::LastError;
 use crate::domain::schemas::{Live, Problem};
 
 /// What a destination leaves to the settings: the drain rate, the adaptive
@@ -42,7 +43,12 @@ impl Defaults {
     }
 
     /// `listed` as the admin API shows it, with its `live` state.
-    pub fn view(&self, listed: &Listed, live: Option<Live>) -> DestinationView {
+    pub fn view(
+        &self,
+        listed: &Listed,
+        live: Option<Live>,
+        last_error: Option<LastError>,
+    ) -> DestinationView {
         let d = &listed.dest;
         DestinationView {
             name: d.name.clone(),
@@ -57,6 +63,7 @@ impl Defaults {
             origin: d.origin.to_string(),
             deleting: !listed.open,
             live,
+            last_error,
         }
     }
 }
@@ -87,6 +94,10 @@ pub struct DestinationView {
     /// Its live state: its capacity and rate from the start, busy or idle
     /// (with `queue = redis`, the fleet's depth, bound and counts).
     live: Option<Live>,
+    /// Its last failed delivery attempt since the relay started (this
+    /// relay's, with `queue = redis`): its kind, what happened, when, and
+    /// how many attempts failed.
+    last_error: Option<LastError>,
 }
 
 /// `GET /v1/destinations`.
@@ -102,7 +113,7 @@ impl Admin {
     pub async fn view(&self, name: &str) -> Option<DestinationView> {
         let listed = self.catalog.get(name)?;
         let live = self.queue.live(name).await;
-        Some(self.defaults.view(&listed, live))
+        Some(self.defaults.view(&listed, live, self.errors.last(name)))
     }
 }
 
@@ -119,7 +130,8 @@ pub async fn list(State(admin): State<Arc<Admin>>) -> Json<DestinationList> {
     let mut destinations = Vec::new();
     for listed in admin.catalog.list() {
         let live = admin.queue.live(&listed.dest.name).await;
-        destinations.push(admin.defaults.view(&listed, live));
+        let last_error = admin.errors.last(&listed.dest.name);
+        destinations.push(admin.defaults.view(&listed, live, last_error));
     }
     Json(DestinationList { destinations })
 }

@@ -74,6 +74,8 @@ pub struct Admin {
     /// Whether a `PUT` URL's host name is resolved and checked too
     /// (`resolve_destinations_at_start`).
     pub resolve: bool,
+    /// Each destination's last delivery error.
+    pub errors: Arc<crate::deliver::errors::Errors>,
 }
 
 /// The routes that need the admin token.

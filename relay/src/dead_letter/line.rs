@@ -1,7 +1,7 @@
 //! One dead-letter line: a JSON object naming the webhook's id (absent if
 //! it was never tried), its destination, its attempts and the receiver's
-//! last status (or, for a delivery the address guard refused, the
-//! refusal as `error`), with its body (as text, or base64 when it is not UTF-8).
+//! last status and its last attempt's `error` (`kind: message`; for a
+//! delivery the address guard refused, the refusal), with its body (as text, or base64 when it is not UTF-8).
 
 use base64::Engine;
 use serde::Serialize;
@@ -18,7 +18,7 @@ struct Line<'a> {
     attempts: u32,
     #[serde(skip_serializing_if = "Option::is_none")]
     last_status: Option<u32>,
-    /// Why no request was sent: the address guard's refusal.
+    /// Its last attempt's error (`kind: message`).
     #[serde(skip_serializing_if = "Option::is_none")]
     error: Option<&'a str>,
     tenant: Option<&'a str>,
@@ -35,6 +35,7 @@ struct Line<'a> {
 pub fn encode(job: &Job, reason: &str, destination: &str) -> Result<Vec<u8>, serde_json::Error> {
     let text = std::str::from_utf8(&job.body).ok();
     let attempts = job.trail.attempts();
+    let error = job.trail.last_error();
     let line = Line {
         reason,
         id: match job.trail.id() {
@@ -44,7 +45,7 @@ pub fn encode(job: &Job, reason: &str, destination: &str) -> Result<Vec<u8>, ser
         destination: job.destination_name().unwrap_or(destination),
         attempts,
         last_status: (attempts > 0).then(|| job.trail.last_status()),
-        error: job.trail.refused(),
+        error: error.as_deref(),
         tenant: job.tenant.as_deref(),
         content_type: job.content_type.as_deref(),
         received_unix_ms: job.received_unix_ms,

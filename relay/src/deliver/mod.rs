@@ -4,10 +4,12 @@
 //! receiver's answer becomes the library's `Delivery` (2xx done; 408, 429,
 //! 5xx and no answer retried, after the receiver's `Retry-After` if it sent
 //! one; other statuses final). A delivery the address guard refuses (a
-//! private address not allowed) is final too, with no status.
+//! private address not allowed) is final too, with no status. Every
+//! failed attempt is told in [`errors`]: counted, kept and logged.
 
 pub mod client;
 pub mod endpoint;
+pub mod errors;
 pub mod guard;
 pub mod latency;
 pub mod pool;
@@ -25,6 +27,7 @@ use http_body_util::Full;
 
 use crate::domain::job::{Job, unix_ms};
 use crate::status::Registry;
+use errors::{AttemptError, Errors};
 use latency::Latencies;
 
 /// One destination's deliveries.
@@ -46,6 +49,8 @@ pub struct HttpDownstream {
     /// Where each attempt's start and answer are recorded (`None` with the
     /// shared queue: statuses are kept in Redis, by its scripts).
     pub status: Option<Arc<Registry>>,
+    /// Where failed attempts are told (shared with the admin API).
+    pub errors: Arc<Errors>,
 }
 
 #[async_trait::async_trait]
@@ -59,8 +64,8 @@ impl Downstream<Job> for HttpDownstream {
         let Some(endpoint) = &target.endpoint else {
             // Checked at configuration: unreachable, but never silent.
             trail.attempted(attempt.number(), 0);
-            trail.refuse("refused: the destination's URL cannot be sent to");
-            tracing::warn!(destination = %self.name, "delivery refused: the destination's URL cannot be sent to");
+            let why = "the destination's URL cannot be sent to";
+            self.failed(job, &attempt, &AttemptError::refused(&why));
             return Delivery::Failed;
         };
         // The id the 202 named (or, redriven, the id it had before).
@@ -91,17 +96,20 @@ impl Downstream<Job> for HttpDownstream {
         }
         match answer {
             Ok(a) if a.status.is_success() => Delivery::Done,
-            Ok(a) => match status {
-                // The throttle caps a hint at the retry policy's longest backoff.
-                408 | 429 | 500..=599 => Delivery::Retry {
-                    after: a.retry_after,
-                },
-                _ => Delivery::Failed, // other statuses are final
-            },
+            Ok(a) => {
+                self.failed(job, &attempt, &AttemptError::status(status));
+                match status {
+                    // The throttle caps a hint at the retry policy's longest backoff.
+                    408 | 429 | 500..=599 => Delivery::Retry {
+                        after: a.retry_after,
+                    },
+                    _ => Delivery::Failed, // other statuses are final
+                }
+            }
             Err(e) => match guard::refusal(&e) {
                 Some(refused) => self.refused(job, &attempt, refused),
                 None => {
-                    tracing::debug!(destination = %self.name, error = %e, "delivery failed");
+                    self.failed(job, &attempt, &AttemptError::of(&e));
                     Delivery::Retry { after: None }
                 }
             },
@@ -161,16 +169,23 @@ fn request(
 }
 
 impl HttpDownstream {
-    /// A delivery the guard refused: final, no status, logged with why.
+    /// A delivery the guard refused: final, no status, told with why.
     fn refused(&self, job: &Job, attempt: &Attempt, refused: guard::Refused) -> Delivery {
         job.trail.attempted(attempt.number(), 0);
-        job.trail.refuse(&format!("refused: {refused}"));
-        tracing::warn!(
-            destination = %self.name,
-            reason = %refused,
-            "delivery refused: the destination's address is not allowed (allow_destination_cidrs)"
-        );
+        let why = format!("{refused} (allow_destination_cidrs)");
+        self.failed(job, attempt, &AttemptError::refused(&why));
         Delivery::Failed
+    }
+
+    /// Tells an attempt's failure: the webhook's last error (its trail,
+    /// its status), the destination's, counted and logged.
+    fn failed(&self, job: &Job, attempt: &Attempt, error: &AttemptError) {
+        let text = error.text();
+        job.trail.failed(&text);
+        if let Some(registry) = &self.status {
+            registry.failed(attempt.id(), error.kind.as_str(), &text);
+        }
+        self.errors.record(&self.name, error);
     }
 }
 

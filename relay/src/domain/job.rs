@@ -1,7 +1,7 @@
 //! A queued webhook, and its encoding in the journal.
 
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use axum::body::Bytes;
@@ -40,7 +40,7 @@ pub struct Trail {
     attempts: AtomicU32,
     last_status: AtomicU32,
     destination: OnceLock<Arc<str>>,
-    refused: OnceLock<Arc<str>>,
+    error: Mutex<Option<Arc<str>>>,
 }
 
 impl Trail {
@@ -81,15 +81,15 @@ impl Trail {
         self.destination.get()
     }
 
-    /// Why a delivery was not even attempted (the address guard's
-    /// refusal), if one was not: the dead-letter line's `error`.
-    pub fn refused(&self) -> Option<&str> {
-        self.refused.get().map(|s| &**s)
+    /// Its last failed attempt's error (`kind: message`), if one failed:
+    /// the dead-letter line's `error`.
+    pub fn last_error(&self) -> Option<Arc<str>> {
+        self.error.lock().unwrap_or_else(|p| p.into_inner()).clone()
     }
 
-    /// Notes that the address guard refused its delivery, and why.
-    pub fn refuse(&self, why: &str) {
-        let _ = self.refused.set(Arc::from(why));
+    /// Notes an attempt's error.
+    pub fn failed(&self, error: &str) {
+        *self.error.lock().unwrap_or_else(|p| p.into_inner()) = Some(Arc::from(error));
     }
 
     /// Notes the destination trying it.

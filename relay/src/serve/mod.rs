@@ -191,12 +191,14 @@ pub async fn run(
             cfg.tenants.iter().map(|t| t.name.as_str()),
         ))
     });
+    let errors = Arc::new(deliver::errors::Errors::default());
     let deliveries: Arc<dyn Fn(&str) -> HttpDownstream + Send + Sync> = {
-        let (catalog, latencies, guard, status) = (
+        let (catalog, latencies, guard, status, errors) = (
             catalog.clone(),
             latencies.clone(),
             guard.clone(),
             status.clone(),
+            errors.clone(),
         );
         Arc::new(move |name: &str| HttpDownstream {
             client: client.clone(),
@@ -205,6 +207,7 @@ pub async fn run(
             latencies: latencies.clone(),
             guard: guard.clone(),
             status: status.clone(),
+            errors: errors.clone(),
         })
     };
     let origin = match (fleet_mode, &state) {
@@ -268,6 +271,7 @@ pub async fn run(
         origin,
         guard: guard.clone(),
         resolve: s.resolve_destinations_at_start,
+        errors,
     });
     let (admin_tcp, admin_addr) = bind(s.admin_listen, "admin_listen").await?;
     let (tcp, addr) = bind(s.listen, "listen").await?;

@@ -69,6 +69,8 @@ pub struct Line {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     last_status: Option<u16>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    last_error: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     received_unix_ms: Option<u64>,
     /// When it ended, ms since the Unix epoch.
     ended_unix_ms: u64,
@@ -84,6 +86,7 @@ impl Line {
             destination: status.destination.as_deref().map(str::to_owned),
             attempts: status.attempts,
             last_status: status.last_status,
+            last_error: status.last_error.as_deref().map(str::to_owned),
             received_unix_ms: status.received_unix_ms,
             ended_unix_ms: ended,
         }
@@ -124,6 +127,7 @@ pub fn load(dir: &Path, mut each: impl FnMut(Restored)) -> usize {
                 destination: line.destination.map(&mut shared),
                 attempts: line.attempts,
                 last_status: line.last_status,
+                last_error: line.last_error.map(Arc::from),
                 next_attempt_unix_ms: None,
                 received_unix_ms: line.received_unix_ms,
             };

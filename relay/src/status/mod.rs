@@ -77,6 +77,8 @@ pub struct Status {
     pub attempts: u32,
     /// The receiver's last HTTP status (`None`: no answer yet, or none).
     pub last_status: Option<u16>,
+    /// Its last failed attempt's error (`kind: message`).
+    pub last_error: Option<Arc<str>>,
     /// When the next attempt is due, ms since the Unix epoch.
     pub next_attempt_unix_ms: Option<u64>,
     /// When the relay received it, ms since the Unix epoch.
@@ -242,6 +244,16 @@ impl Registry {
     pub fn answered(&self, id: u64, status: u16) {
         if let Some(r) = self.books().held.get_mut(&id) {
             r.last_status = status;
+        }
+    }
+
+    /// The running attempt of job `id` failed with `error` (`kind:
+    /// message`, its kind `kind`).
+    pub fn failed(&self, id: u64, kind: &str, error: &str) {
+        let mut guard = self.books();
+        let books = &mut *guard;
+        if let Some(r) = books.held.get_mut(&id) {
+            r.error = books.names.error(kind, error);
         }
     }
 

@@ -26,19 +26,28 @@ pub struct Rec {
     pub tenant: u16,
     /// The receiver's last HTTP status.
     pub last_status: u16,
+    /// Its last error: index + 1 into [`Names`].
+    pub error: u16,
     /// Where it is.
     pub state: State,
 }
 
-/// The names records point at: the configured tenants (fixed at start)
-/// and every destination met (as many as the set has known).
+/// The names records point at: the configured tenants (fixed at start),
+/// every destination met (as many as the set has known) and the errors
+/// met (the first [`MOST_ERRORS`]; past them, an error is kept as its kind
+/// alone).
 #[derive(Default)]
 pub struct Names {
     tenants: Vec<Arc<str>>,
     tenant_index: HashMap<Arc<str>, u16>,
     destinations: Vec<Arc<str>>,
     destination_index: HashMap<Arc<str>, u32>,
+    errors: Vec<Arc<str>>,
+    error_index: HashMap<Arc<str>, u16>,
 }
+
+/// Distinct error texts kept word for word.
+pub const MOST_ERRORS: usize = 4096;
 
 /// `Some(v)` unless `v` is zero.
 fn some<T: Default + PartialEq>(v: T) -> Option<T> {
@@ -81,6 +90,28 @@ impl Names {
         i
     }
 
+    /// The index of the error `text` (of kind `kind`), given one if new
+    /// (past [`MOST_ERRORS`], the index of `kind` alone).
+    pub fn error(&mut self, kind: &str, text: &str) -> u16 {
+        let text = match self.errors.len() < MOST_ERRORS {
+            true => text,
+            false => kind,
+        };
+        if let Some(&i) = self.error_index.get(text) {
+            return i;
+        }
+        let name: Arc<str> = Arc::from(text);
+        self.errors.push(name.clone());
+        let i = u16::try_from(self.errors.len()).unwrap_or(u16::MAX);
+        self.error_index.insert(name, i);
+        i
+    }
+
+    fn error_text(&self, i: u16) -> Option<Arc<str>> {
+        let at = usize::from(i).checked_sub(1)?;
+        self.errors.get(at).cloned()
+    }
+
     fn tenant_name(&self, i: u16) -> Option<Arc<str>> {
         let at = usize::from(i).checked_sub(1)?;
         self.tenants.get(at).cloned()
@@ -99,6 +130,7 @@ impl Names {
             destination: self.destination_name(r.destination),
             attempts: r.attempts,
             last_status: some(r.last_status),
+            last_error: self.error_text(r.error),
             next_attempt_unix_ms: some(r.next_attempt_ms),
             received_unix_ms: some(r.received_ms),
         }
@@ -112,6 +144,10 @@ impl Names {
             destination: s.destination.as_deref().map_or(0, |d| self.destination(d)),
             attempts: s.attempts,
             last_status: s.last_status.unwrap_or(0),
+            error: s
+                .last_error
+                .as_deref()
+                .map_or(0, |e| self.error(e.split(':').next().unwrap_or(e), e)),
             next_attempt_ms: s.next_attempt_unix_ms.unwrap_or(0),
             received_ms: s.received_unix_ms.unwrap_or(0),
             public: 0,
@@ -133,6 +169,7 @@ mod tests {
             destination: Some(Arc::from("billing")),
             attempts: 2,
             last_status: Some(503),
+            last_error: Some(Arc::from("status: status 503")),
             next_attempt_unix_ms: Some(9),
             received_unix_ms: Some(7),
         };
@@ -150,6 +187,7 @@ mod tests {
             ),
             (2, Some(503), Some(9), Some(7))
         );
+        assert_eq!(back.last_error.as_deref(), Some("status: status 503"));
         assert_eq!(names.tenant(Some("initech")), 0, "not configured: no owner");
         assert_eq!(names.destination("billing"), 1, "interned once");
     }

@@ -27,6 +27,10 @@ pub struct WebhookStatus {
     pub attempts: u32,
     /// The receiver's last HTTP status; `null` before any answer.
     pub last_status: Option<u16>,
+    /// Its last failed attempt's error, `kind: message` (kind `dns`,
+    /// `connect`, `tls`, `timeout`, `closed`, `status`, `too_large` or
+    /// `refused`); `null` if none failed.
+    pub last_error: Option<String>,
     /// When the next attempt is due (RFC 3339), while `retry_waiting`.
     pub next_attempt_at: Option<String>,
     /// When the relay received it (RFC 3339).
@@ -51,6 +55,7 @@ impl WebhookStatus {
             destination: s.destination.map(|d| d.to_string()),
             attempts: s.attempts,
             last_status: s.last_status,
+            last_error: s.last_error.map(|e| e.to_string()),
             next_attempt_at: s.next_attempt_unix_ms.map(rfc3339),
             received_at: s.received_unix_ms.map(rfc3339),
             ended_at: f.ended_unix_ms.map(rfc3339),

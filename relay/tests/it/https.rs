@@ -23,7 +23,7 @@ use crate::harness::{Relay, TempDir, eventually};
 use crate::receivers::{self, Hit, Log};
 
 /// A private CA (PEM) and a TLS server config for `localhost` and 127.0.0.1 signed by it.
-fn certificates() -> (String, rustls::ServerConfig) {
+pub(crate) fn certificates() -> (String, rustls::ServerConfig) {
     let mut ca = CertificateParams::new(Vec::<String>::new()).unwrap();
     ca.distinguished_name
         .push(DnType::CommonName, "dripfeed test CA");
@@ -53,7 +53,7 @@ fn certificates() -> (String, rustls::ServerConfig) {
 }
 
 /// A TLS receiver recording into `log`; its port.
-async fn tls_receiver(config: rustls::ServerConfig, log: Arc<Log>) -> SocketAddr {
+pub(crate) async fn tls_receiver(config: rustls::ServerConfig, log: Arc<Log>) -> SocketAddr {
     let app = receivers::recording_app(
         log,
         Duration::ZERO,

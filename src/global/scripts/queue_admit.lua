@@ -27,7 +27,8 @@
 -- with MAXLEN, which would drop unacknowledged work). The entry carries its
 -- id as a field (a stream id is per stream, so not unique in the fleet).
 -- A status is "state|attempts|last status|next ms|received ms|ended ms|
--- stream id|owner" (state q, r, d or x). Returns {"added", id, outstanding
+-- stream id|owner" (state q, r, d or x), its last error in the field
+-- id .. "\ne" (queue_settle.lua). Returns {"added", id, outstanding
 -- after}, {"repeat", the first id, 0}, {"full", "", outstanding},
 -- {"taken", id, 0} when the id is a job still held (the caller picks
 -- another) or {"seen", id, 0} (ARGV[9]). An ended job's id may be admitted
@@ -78,6 +79,7 @@ if kept then
       return {'taken', ARGV[5], 0}
     end
     redis.call('ZREM', KEYS[5], ARGV[5])
+    redis.call('HDEL', KEYS[4], ARGV[5] .. '\ne')
   end
 end
 local sid = redis.call('XADD', KEYS[1], '*', 'id', ARGV[5], 'n', '0', 'job', ARGV[2])

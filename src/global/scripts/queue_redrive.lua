@@ -44,6 +44,7 @@ for i = 3, #ARGV do
         if o then owner = o end
       end
       redis.call('HSET', KEYS[3], id, 'q|0|||' .. received .. '||' .. sid .. '|' .. owner)
+      redis.call('HDEL', KEYS[3], id .. '\ne')
       redis.call('ZREM', KEYS[4], id)
     end
     redis.call('XDEL', KEYS[5], e)

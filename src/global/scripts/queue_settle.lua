@@ -9,11 +9,12 @@
 -- ARGV[2]  "ack": ARGV[3] "1" if statuses are kept, ARGV[4] how long an
 --          ended status is kept (ms), ARGV[5] how many at most, ARGV[6]
 --          how many dead letters the stream keeps (about; 0: none there),
---          then quadruples from ARGV[7]: stream id, "d" (delivered) or "x"
+--          then quintuples from ARGV[7]: stream id, "d" (delivered) or "x"
 --          (dead letter), the receiver's last status ("" for none), the
---          reason (dead letters); each entry is acknowledged and deleted, a
---          dead letter first copied to the dead letters' stream (its id,
---          reason, attempts, last status and job)
+--          reason (dead letters), the last attempt's error ("" for none);
+--          each entry is acknowledged and deleted, a dead letter first
+--          copied to the dead letters' stream (its id, reason, attempts,
+--          last status, error and job)
 --          "hold": ARGV[3] stream id, ARGV[4] the consumer asking: if it
 --          still holds the entry, its idle time starts again (XCLAIM JUSTID)
 --          "release": ARGV[3] the consumer asking, ARGV[4] an idle time
@@ -24,8 +25,11 @@
 --          member to keep (public id, "\n", attempts, "\n", job), ARGV[6]
 --          the consumer asking: only the entry's holder may retry it;
 --          ARGV[7] "1" if statuses are kept, ARGV[8] the receiver's last
---          status, ARGV[9] attempts made, ARGV[10] the public id
+--          status, ARGV[9] attempts made, ARGV[10] the public id, ARGV[11]
+--          the attempt's error ("" for none)
 --
+-- A job's last error is kept beside its status, in the field id .. "\ne"
+-- (no id holds a newline), and forgotten with it.
 -- An entry is acted on only if this group still had it pending (XACK
 -- answered 1): one claimed again by another consumer and already ended
 -- there is not retried twice. Times are the server's (TIME), so nodes'
@@ -53,11 +57,21 @@ local function store(id, f)
   redis.call('HSET', KEYS[3], id, table.concat(f, '|'))
 end
 
+-- Keeps `err` as job `id`'s last error (none: the one it had stays).
+local function noted(id, err)
+  if err ~= '' then redis.call('HSET', KEYS[3], id .. '\ne', err) end
+end
+
+-- Forgets job `id`'s status and last error.
+local function forget(id)
+  redis.call('HDEL', KEYS[3], id, id .. '\ne')
+end
+
 if op == 'ack' then
   local kept = ARGV[3] == '1'
   local dead_max = tonumber(ARGV[6]) or 0
   local done = 0
-  for i = 7, #ARGV, 4 do
+  for i = 7, #ARGV, 5 do
     local sid = ARGV[i]
     local dead = ARGV[i + 1] == 'x'
     if redis.call('XACK', KEYS[1], ARGV[1], sid) == 1 then
@@ -78,7 +92,7 @@ if op == 'ack' then
       if dead and dead_max > 0 and entry[1] then
         redis.call('XADD', KEYS[5], 'MAXLEN', '~', dead_max, '*',
           'id', id or sid, 'reason', ARGV[i + 3], 'n', tostring((tonumber(n) or 0) + 1),
-          'last', ARGV[i + 2], 'job', job or '')
+          'last', ARGV[i + 2], 'error', ARGV[i + 4], 'job', job or '')
       end
       local f = kept and id and fields(redis.call('HGET', KEYS[3], id))
       if f then
@@ -88,6 +102,7 @@ if op == 'ack' then
         f[4] = ''
         f[6] = tostring(now)
         store(id, f)
+        noted(id, ARGV[i + 4])
         redis.call('ZADD', KEYS[4], now, id)
       end
     end
@@ -99,14 +114,14 @@ if op == 'ack' then
     local old = redis.call('ZRANGEBYSCORE', KEYS[4], '-inf', now - tonumber(ARGV[4]),
       'LIMIT', 0, 256)
     for _, id in ipairs(old) do
-      redis.call('HDEL', KEYS[3], id)
+      forget(id)
       redis.call('ZREM', KEYS[4], id)
     end
     local over = redis.call('ZCARD', KEYS[4]) - tonumber(ARGV[5])
     if over > 0 then
       local gone = redis.call('ZPOPMIN', KEYS[4], math.min(over, 256))
       for k = 1, #gone, 2 do
-        redis.call('HDEL', KEYS[3], gone[k])
+        forget(gone[k])
       end
     end
   end
@@ -146,6 +161,7 @@ elseif op == 'retry' then
       if ARGV[8] ~= '' then f[3] = ARGV[8] end
       f[4] = tostring(due)
       store(ARGV[10], f)
+      noted(ARGV[10], ARGV[11] or '')
     end
   end
   return 1

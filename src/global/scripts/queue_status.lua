@@ -4,8 +4,8 @@
 -- ARGV[1]  the group         ARGV[2]  the job's id
 --
 -- Returns false for an unknown id, else {status, "1" if a consumer holds
--- it now (being delivered), else "0"} (the status as queue_admit.lua
--- writes it).
+-- it now (being delivered), else "0", its last error or ""} (the status as
+-- queue_admit.lua writes it, the error as queue_settle.lua keeps it).
 local rec = redis.call('HGET', KEYS[2], ARGV[2])
 if not rec then
   return false
@@ -16,4 +16,4 @@ if st == 'q' and sid and sid ~= '' then
   local ok, p = pcall(redis.call, 'XPENDING', KEYS[1], ARGV[1], sid, sid, 1)
   if ok and #p > 0 then held = '1' end
 end
-return {rec, held}
+return {rec, held, redis.call('HGET', KEYS[2], ARGV[2] .. '\ne') or ''}

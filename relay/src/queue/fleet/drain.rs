@@ -133,7 +133,10 @@ impl Drain {
                                 if this.abandoned(&e).await {
                                     // Its holders kept dying with it: a
                                     // dead letter, not one more relay lost.
-                                    this.dead_letter("abandoned", e.stream_id, None, &acks);
+                                    this.dead_letter(
+                                        Ending::dead_lettered(e.stream_id, None, "abandoned"),
+                                        &acks,
+                                    );
                                     continue;
                                 }
                                 entry = Some((Instant::now(), e));
@@ -293,7 +296,8 @@ impl Drain {
                 // Another version's encoding, or damage: kept as it is, in
                 // the dead-letter file, not dropped.
                 tracing::error!(id = %entry.id, error = %e, "shared queue: an entry does not decode; dead-lettered as it is");
-                return self.dead_letter("undecodable", entry.stream_id, None, acks);
+                let ending = Ending::dead_lettered(entry.stream_id, None, "undecodable");
+                return self.dead_letter(ending, acks);
             }
         };
         let public = number_of(&entry.id);
@@ -313,6 +317,9 @@ impl Drain {
         let last = u16::try_from(job.trail.last_status())
             .ok()
             .filter(|s| *s != 0);
+        // Its error (none if it was delivered), kept with its status.
+        let error = job.trail.last_error();
+        let error = error.as_deref().unwrap_or("");
         match answer {
             Delivery::Done => {
                 counts.delivered();
@@ -327,32 +334,34 @@ impl Drain {
                     .min(self.retry_max);
                 let jittered = wait.mul_f64(0.5 + fastrand::f64() / 2.0);
                 counts.retries.increment(1);
-                if let Err(e) = self.lane.queue.retry_answered(&entry, jittered, last).await {
+                if let Err(e) = self
+                    .lane
+                    .queue
+                    .retry_failed(&entry, jittered, last, error)
+                    .await
+                {
                     // Left pending: taken over and tried again later.
                     tracing::warn!(error = %e, "shared queue: a retry could not be scheduled");
                 }
                 false
             }
             Delivery::Retry { .. } => {
-                self.dead_letter("retries_exhausted", entry.stream_id, last, acks)
+                let ending = Ending::dead_lettered(entry.stream_id, last, "retries_exhausted");
+                self.dead_letter(ending.with_error(error), acks)
             }
-            Delivery::Failed => self.dead_letter("failed", entry.stream_id, last, acks),
+            Delivery::Failed => {
+                let ending = Ending::dead_lettered(entry.stream_id, last, "failed");
+                self.dead_letter(ending.with_error(error), acks)
+            }
         }
     }
 
     /// Dead-letters the entry: ended with its reason, the script that
     /// acknowledges it writing it to the destination's dead letters in
     /// Redis in the same step (nothing is lost between the two).
-    fn dead_letter(
-        &self,
-        reason: &'static str,
-        stream_id: String,
-        last: Option<u16>,
-        acks: &mpsc::UnboundedSender<Ending>,
-    ) -> bool {
+    fn dead_letter(&self, ending: Ending, acks: &mpsc::UnboundedSender<Ending>) -> bool {
         self.lane.counts.dead_lettered(1);
-        acks.send(Ending::dead_lettered(stream_id, last, reason))
-            .is_ok()
+        acks.send(ending).is_ok()
     }
 }
 

@@ -69,7 +69,7 @@ fn shown(destination: &str, d: dripfeed::global::DeadLetter) -> DeadLetter {
         destination: destination.to_owned(),
         attempts: d.attempts,
         last_status: d.last_status.map(u32::from),
-        error: None,
+        error: d.error,
         tenant: job.as_ref().and_then(|j| j.tenant.clone()),
         content_type: job.as_ref().and_then(|j| j.content_type.clone()),
         received_unix_ms: job.as_ref().map_or(0, |j| j.received_unix_ms),

@@ -91,6 +91,7 @@ fn found((destination, s): (String, dripfeed::global::JobStatus)) -> Found {
             destination: Some(Arc::from(destination)),
             attempts: s.attempts,
             last_status: s.last_status,
+            last_error: s.last_error.map(Arc::from),
             next_attempt_unix_ms: s.next_attempt_unix_ms,
             received_unix_ms: Some(s.received_unix_ms),
         },
