@@ -157,6 +157,8 @@ fn refuse(errors: &ConfigErrors) -> ExitCode {
     ExitCode::from(2)
 }
 
+use tokio::signal::unix::SignalKind;
+
 #[tokio::main]
 async fn main() -> ExitCode {
     let cli = parse();
@@ -210,17 +212,29 @@ async fn main() -> ExitCode {
             Err(e) => refuse(&e),
         },
         None => {
-            let cfg = match config::from_process(cli.sources) {
+            // From now on SIGHUP reloads (it no longer ends the process).
+            let hangups = match tokio::signal::unix::signal(SignalKind::hangup()) {
+                Ok(h) => h,
+                Err(e) => {
+                    eprintln!("dripfeed-relay: SIGHUP cannot be handled: {e}");
+                    return ExitCode::FAILURE;
+                }
+            };
+            let cfg = match config::from_process(cli.sources.clone()) {
                 Ok(cfg) => cfg,
                 Err(e) => return refuse(&e),
             };
-            telemetry::init_logs(cfg.settings.log_format);
+            telemetry::init_logs(cfg.settings.log_format, cfg.settings.log_filter.as_deref());
             let mode = match (cli.demo, cli.demo_fanout) {
                 (true, _) => Mode::Demo,
                 (_, true) => Mode::DemoFanout,
                 _ => Mode::Serve,
             };
-            match serve::run(cfg, mode, cli.redrive).await {
+            let reload = serve::Reload {
+                flags: cli.sources,
+                hangups,
+            };
+            match serve::run(cfg, mode, cli.redrive, reload).await {
                 Ok(()) => ExitCode::SUCCESS,
                 Err(Failure::Config(e)) => refuse(&e),
                 Err(Failure::Run(e)) => {

@@ -51,6 +51,10 @@ pub const AUTH_REFUSED: &str = "dripfeed_relay_auth_refused_total";
 /// `refused`).
 pub const DELIVERY_ERRORS: &str = "dripfeed_relay_delivery_errors_total";
 
+/// Counter: reloads of the configuration (SIGHUP), label `result`:
+/// `applied` or `refused` (nothing changed).
+pub const RELOADS: &str = "dripfeed_relay_reloads_total";
+
 /// Gauge, with the `heap-count` feature only: the bytes the process holds
 /// on the heap, as its allocator counts them (what the memory test reads).
 pub const HEAP_BYTES: &str = "dripfeed_relay_heap_bytes";
@@ -74,17 +78,64 @@ pub fn heap_bytes() -> Option<usize> {
 /// `leaky_bucket_overflow_total`, and on the status line).
 pub const DEFAULT_FILTER: &str = "info";
 
-/// Installs the log subscriber (once; a second call changes nothing).
-pub fn init_logs(format: LogFormat) {
-    let filter =
-        EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(DEFAULT_FILTER));
+/// Changes the running subscriber's filter.
+type Refilter = Box<dyn Fn(EnvFilter) -> Result<(), String> + Send + Sync>;
+
+/// The running subscriber's filter, changed by [`set_log_filter`].
+static REFILTER: std::sync::OnceLock<Refilter> = std::sync::OnceLock::new();
+
+/// Whether `RUST_LOG` is set (it wins over `log_filter`).
+fn rust_log_set() -> bool {
+    std::env::var_os(EnvFilter::DEFAULT_ENV).is_some()
+}
+
+/// The filter in force: `RUST_LOG` when set, else `log_filter`, else
+/// [`DEFAULT_FILTER`].
+fn filter_of(log_filter: Option<&str>) -> EnvFilter {
+    EnvFilter::try_from_default_env().unwrap_or_else(|_| {
+        log_filter
+            .and_then(|f| EnvFilter::try_new(f).ok())
+            .unwrap_or_else(|| EnvFilter::new(DEFAULT_FILTER))
+    })
+}
+
+/// Installs the log subscriber (once; a second call changes nothing),
+/// its filter `RUST_LOG`, else `log_filter`, else [`DEFAULT_FILTER`].
+pub fn init_logs(format: LogFormat, log_filter: Option<&str>) {
     let builder = tracing_subscriber::fmt()
-        .with_env_filter(filter)
+        .with_env_filter(filter_of(log_filter))
         .with_writer(std::io::stderr);
-    let _ = match format {
-        LogFormat::Text => builder.try_init(),
-        LogFormat::Json => builder.json().try_init(),
+    let refilter: Option<Refilter> = match format {
+        LogFormat::Text => {
+            let builder = builder.with_filter_reloading();
+            let handle = builder.reload_handle();
+            builder.try_init().ok().map(|()| {
+                Box::new(move |f| handle.reload(f).map_err(|e| e.to_string())) as Refilter
+            })
+        }
+        LogFormat::Json => {
+            let builder = builder.json().with_filter_reloading();
+            let handle = builder.reload_handle();
+            builder.try_init().ok().map(|()| {
+                Box::new(move |f| handle.reload(f).map_err(|e| e.to_string())) as Refilter
+            })
+        }
     };
+    if let Some(refilter) = refilter {
+        let _ = REFILTER.set(refilter);
+    }
+}
+
+/// Makes `log_filter` the filter in force (a reload), unless `RUST_LOG`
+/// is set: then it is left as it is and `Ok(false)` says so.
+pub fn set_log_filter(log_filter: Option<&str>) -> Result<bool, String> {
+    if rust_log_set() {
+        return Ok(false);
+    }
+    let Some(refilter) = REFILTER.get() else {
+        return Ok(false);
+    };
+    refilter(filter_of(log_filter)).map(|()| true)
 }
 
 /// Installs the Prometheus recorder (histograms in seconds get fixed
@@ -128,6 +179,10 @@ pub fn install_prometheus() -> Result<PrometheusHandle, String> {
     metrics::describe_gauge!(
         HEAP_BYTES,
         "bytes the process holds on the heap, as its allocator counts them (heap-count builds only)"
+    );
+    metrics::describe_counter!(
+        RELOADS,
+        "reloads of the configuration on SIGHUP: applied, or refused (nothing changed)"
     );
     metrics::describe_counter!(
         DELIVERY_ERRORS,

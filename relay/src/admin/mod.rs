@@ -60,7 +60,8 @@ pub struct Admin {
     /// The Prometheus recorder's page.
     pub prometheus: PrometheusHandle,
     /// The admin token's digest; `None`: the routes are open (loopback).
-    pub token: Option<KeyDigest>,
+    /// A reload may change it.
+    pub token: crate::domain::swap::Swap<Option<KeyDigest>>,
     /// The destinations in force: what `/v1/destinations` shows beside
     /// their live state.
     pub catalog: Arc<Catalog>,

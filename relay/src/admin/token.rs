@@ -13,7 +13,8 @@ use crate::auth::bearer::{Bearer, Unauthorized};
 
 /// Lets the request through with the admin token; else 401.
 pub async fn require(State(admin): State<Arc<Admin>>, request: Request, next: Next) -> Response {
-    let Some(token) = &admin.token else {
+    let token = admin.token.get();
+    let Some(token) = token.as_ref() else {
         return next.run(request).await;
     };
     match Bearer::from_headers(request.headers()) {

@@ -196,6 +196,11 @@ impl StateFile {
         written
     }
 
+    /// Whether the admin API changed or deleted `name` (the file holds it).
+    pub fn holds(&self, name: &str) -> bool {
+        self.saved.find(name).is_some() || self.saved.deleted.contains(name)
+    }
+
     /// Keeps `fields` for `name` (written and fsynced before it returns);
     /// on error nothing changed.
     pub fn put(&mut self, name: &str, fields: &Fields) -> std::io::Result<()> {

@@ -137,6 +137,17 @@ pub fn load(src: Sources<'_>) -> Result<Config, ConfigErrors> {
     }
 }
 
+/// The rules [`load`] checks, run again over `cfg` (a reload's
+/// configuration, its restart-only settings put back as they run).
+pub fn recheck(cfg: &Config) -> Vec<ConfigError> {
+    let mut errors = Vec::new();
+    destinations::check_unique(&cfg.destinations, &mut errors);
+    let tenant_rate = cfg.settings.tenant_rate;
+    tenants::check(&cfg.tenants, &cfg.destinations, tenant_rate, &mut errors);
+    validate::check(cfg, &mut errors);
+    errors
+}
+
 /// Reads the files the flags name and the process environment, then [`load`]s.
 pub fn from_process(flags: SourceFlags) -> Result<Config, ConfigErrors> {
     let read = |path: &Path, key: &str, flag: &str| {

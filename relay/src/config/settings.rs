@@ -148,6 +148,20 @@ declare_settings! {
     /// (dead-letter-full) and nothing is written: the relay never deletes
     /// a dead-letter file (move rotated ones away once redriven).
     dead_letter_keep: u32 = "8";
+    /// A PEM certificate chain (the server's certificate first): the intake
+    /// listener speaks TLS (with tls_key). Re-read on SIGHUP.
+    tls_cert: PathBuf;
+    /// The PEM private key of tls_cert.
+    tls_key: PathBuf;
+    /// A PEM certificate chain for the admin listener (with
+    /// admin_tls_key). Re-read on SIGHUP.
+    admin_tls_cert: PathBuf;
+    /// The PEM private key of admin_tls_cert.
+    admin_tls_key: PathBuf;
+    /// Which log lines are written, as RUST_LOG takes it (e.g.
+    /// info,dripfeed_relay=debug); RUST_LOG, when set, wins. Unset: info.
+    /// Changed on SIGHUP.
+    log_filter: String;
     /// Address of the admin listener: GET /metrics, /healthz, /readyz and
     /// the admin API (/v1/destinations); port 0 takes any free port. Without
     /// admin_token_sha256 it must be a loopback address.

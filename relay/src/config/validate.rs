@@ -121,6 +121,31 @@ pub(super) fn check(cfg: &Config, errors: &mut Vec<ConfigError>) {
             );
         }
     }
+    if let Some(filter) = &s.log_filter
+        && let Err(e) = tracing_subscriber::EnvFilter::try_new(filter)
+    {
+        bad("log_filter", format!("{filter:?} is not a filter: {e}"));
+    }
+    for (cert, key, has_cert, has_key) in [
+        (
+            "tls_cert",
+            "tls_key",
+            s.tls_cert.is_some(),
+            s.tls_key.is_some(),
+        ),
+        (
+            "admin_tls_cert",
+            "admin_tls_key",
+            s.admin_tls_cert.is_some(),
+            s.admin_tls_key.is_some(),
+        ),
+    ] {
+        match (has_cert, has_key) {
+            (true, false) => bad(key, format!("{cert} is set: give its key too")),
+            (false, true) => bad(cert, format!("{key} is set: give its certificate too")),
+            _ => {}
+        }
+    }
     if s.admin_listen == s.listen && s.listen.port() != 0 {
         bad(
             "admin_listen",

@@ -14,3 +14,4 @@ pub mod names;
 pub mod private;
 pub mod problem;
 pub mod schemas;
+pub mod swap;

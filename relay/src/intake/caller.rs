@@ -46,7 +46,7 @@ impl Intake {
             });
         };
         let account = Bearer::from_headers(headers)
-            .and_then(|key| tenants.authenticate(&key, SystemTime::now()))
+            .and_then(|key| tenants.get().authenticate(&key, SystemTime::now()))
             .map_err(|why| self.unauthorized(why))?;
         Ok(Caller {
             tenant: Tenant {

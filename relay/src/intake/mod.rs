@@ -82,9 +82,9 @@ pub struct Intake {
     pub destination_header: String,
     /// The header that names the tenant (read only on an open relay).
     pub tenant_header: String,
-    /// The tenants and their keys; `None`: the relay is open (loopback,
-    /// or `allow_unauthenticated`).
-    pub tenants: Option<Tenants>,
+    /// The tenants and their keys (a reload may change them); `None`: the
+    /// relay is open (loopback, or `allow_unauthenticated`).
+    pub tenants: Option<crate::domain::swap::Swap<Tenants>>,
     /// Tenants have quotas (the set's template has a key store).
     pub keyed: bool,
     /// Bytes held for clients: bodies, keys, tenant names.

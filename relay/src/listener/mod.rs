@@ -14,9 +14,14 @@
 //!   [`CLOSE_WAIT`] closes whatever is left (stalled heads and bodies).
 //! - Each connection's bytes are scanned for heads with both framing
 //!   headers ([`framing`]).
+//! - With a certificate ([`tls`]) it speaks TLS: the handshake must end
+//!   within `header_read_timeout` and holds a connection slot from its
+//!   accept; a connection past the limit is closed without an answer (a
+//!   plain-text 503 means nothing to a TLS client).
 
 pub mod app;
 pub mod framing;
+pub mod tls;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -25,9 +30,10 @@ use app::App;
 use framing::{Framing, Scanned};
 use hyper::body::Incoming;
 use hyper_util::rt::{TokioIo, TokioTimer};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::{Semaphore, watch};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore, watch};
+use tokio_rustls::TlsAcceptor;
 
 use crate::telemetry;
 
@@ -81,8 +87,13 @@ fn open_file_limit() -> Option<u64> {
 }
 
 /// Starts serving `app` (a router, or an [`App`] with a direct route) on
-/// `listener` within `limits`.
-pub fn spawn(listener: TcpListener, app: impl Into<App>, limits: Limits) -> Listener {
+/// `listener` within `limits`, over TLS with `tls`.
+pub fn spawn(
+    listener: TcpListener,
+    app: impl Into<App>,
+    limits: Limits,
+    tls: Option<TlsAcceptor>,
+) -> Listener {
     let app = app.into();
     if let Some(files) = open_file_limit()
         && limits.max_connections as u64 + 64 > files
@@ -97,7 +108,14 @@ pub fn spawn(listener: TcpListener, app: impl Into<App>, limits: Limits) -> List
         u32::try_from(limits.max_connections.clamp(1, Semaphore::MAX_PERMITS)).unwrap_or(u32::MAX);
     let slots = Arc::new(Semaphore::new(max as usize));
     let (phase, watching) = watch::channel(Phase::Serving);
-    let accept = tokio::spawn(accept_loop(listener, app, limits, slots.clone(), watching));
+    let accept = tokio::spawn(accept_loop(
+        listener,
+        app,
+        limits,
+        tls,
+        slots.clone(),
+        watching,
+    ));
     Listener {
         phase,
         slots,
@@ -136,6 +154,7 @@ async fn accept_loop(
     listener: TcpListener,
     app: App,
     limits: Limits,
+    tls: Option<TlsAcceptor>,
     slots: Arc<Semaphore>,
     mut phase: watch::Receiver<Phase>,
 ) {
@@ -161,38 +180,77 @@ async fn accept_loop(
         let Ok(slot) = slots.clone().try_acquire_owned() else {
             metrics::counter!(telemetry::CONNECTIONS_REFUSED, "listener" => limits.label)
                 .increment(1);
-            refuse(stream, &refusers);
+            if tls.is_none() {
+                refuse(stream, &refusers);
+            }
             continue;
         };
         let open = metrics::gauge!(telemetry::CONNECTIONS, "listener" => limits.label);
         open.increment(1.0);
-        let framing = Framing::default();
-        let scanned = Scanned::new(stream, framing.clone());
-        let app = app.clone();
-        let service = hyper::service::service_fn(move |mut req: hyper::Request<Incoming>| {
-            req.extensions_mut().insert(framing.clone());
-            app.call(req.map(axum::body::Body::new))
-        });
-        let conn = http.serve_connection(TokioIo::new(scanned), service);
-        let mut phase = phase.clone();
-        tokio::spawn(async move {
-            let _slot = slot;
-            let _open = Open(open);
-            let mut conn = std::pin::pin!(conn);
-            loop {
-                tokio::select! {
-                    _ = conn.as_mut() => return,
-                    changed = phase.changed() => {
-                        let now = *phase.borrow_and_update();
-                        match (changed, now) {
-                            (Err(_), _) | (_, Phase::Closed) => return,
-                            (_, Phase::Closing) => conn.as_mut().graceful_shutdown(),
-                            (_, Phase::Serving) => {}
+        let held = Held {
+            _slot: slot,
+            _open: Open(open),
+        };
+        let (app, http, phase) = (app.clone(), http.clone(), phase.clone());
+        match &tls {
+            None => {
+                tokio::spawn(serve(stream, app, http, phase, held));
+            }
+            Some(acceptor) => {
+                let (acceptor, within) = (acceptor.clone(), limits.header_read_timeout);
+                tokio::spawn(async move {
+                    // A handshake is part of the head: within its time.
+                    match tokio::time::timeout(within, acceptor.accept(stream)).await {
+                        Ok(Ok(tls)) => serve(tls, app, http, phase, held).await,
+                        Ok(Err(e)) => tracing::debug!(error = %e, "a TLS handshake failed"),
+                        Err(_) => {
+                            tracing::debug!("a TLS handshake took longer than header_read_timeout")
                         }
                     }
+                });
+            }
+        }
+    }
+}
+
+/// What a connection holds while it is served: its slot in
+/// `max_connections` and its count in the open gauge.
+struct Held {
+    _slot: OwnedSemaphorePermit,
+    _open: Open,
+}
+
+/// Serves `app` on one connection until it ends or shutdown closes it.
+async fn serve<S>(
+    io: S,
+    app: App,
+    http: hyper::server::conn::http1::Builder,
+    mut phase: watch::Receiver<Phase>,
+    held: Held,
+) where
+    S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
+    let _held = held;
+    let framing = Framing::default();
+    let scanned = Scanned::new(io, framing.clone());
+    let service = hyper::service::service_fn(move |mut req: hyper::Request<Incoming>| {
+        req.extensions_mut().insert(framing.clone());
+        app.call(req.map(axum::body::Body::new))
+    });
+    let conn = http.serve_connection(TokioIo::new(scanned), service);
+    let mut conn = std::pin::pin!(conn);
+    loop {
+        tokio::select! {
+            _ = conn.as_mut() => return,
+            changed = phase.changed() => {
+                let now = *phase.borrow_and_update();
+                match (changed, now) {
+                    (Err(_), _) | (_, Phase::Closed) => return,
+                    (_, Phase::Closing) => conn.as_mut().graceful_shutdown(),
+                    (_, Phase::Serving) => {}
                 }
             }
-        });
+        }
     }
 }
 

@@ -317,6 +317,20 @@ pub trait Queue: Send + Sync + 'static {
     /// holds delivered within the shutdown grace, then dead-lettered.
     async fn delete(&self, name: &str) -> Result<Deleting, ChangeRefused>;
 
+    /// A configured destination changed by a reload (SIGHUP): `Some`, made
+    /// or replaced as configured (checked, within [`limits`](Self::limits));
+    /// `None`, no longer configured: closed to new webhooks, what it holds
+    /// delivered within the shutdown grace, then dead-lettered (the local
+    /// engine) or left to the relays that still have it (the fleet's).
+    /// Applied on this relay only and written nowhere, as a restart with
+    /// the new configuration would: a name the admin API changed is not
+    /// touched (`Ok(false)`).
+    async fn reconfigure(
+        &self,
+        name: &str,
+        dest: Option<Destination>,
+    ) -> Result<bool, ChangeRefused>;
+
     /// A page of dead letters.
     async fn dead_letters(&self, query: LetterQuery) -> Result<LetterPage, LetterError>;
 

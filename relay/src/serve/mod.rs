@@ -20,6 +20,7 @@ use crate::deliver::HttpDownstream;
 use crate::deliver::latency::Latencies;
 use crate::domain::budget::ByteBudget;
 use crate::domain::limits::Limits;
+use crate::domain::swap::Swap;
 use crate::intake::{self, Answers, Intake};
 use crate::queue::{self, Queue, backends, quotas};
 use crate::status::Registry;
@@ -28,6 +29,7 @@ use crate::{admin, deliver, demo, listener, shutdown, telemetry};
 mod demo_prep;
 mod local_prep;
 pub mod openapi;
+pub mod reload;
 
 /// What the relay does once it listens.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -70,16 +72,61 @@ pub async fn check(cfg: &Config, guard: &deliver::guard::AddressGuard) -> Vec<Co
     };
     errors.extend(deliver::guard::check_destinations(cfg, guard).await);
     errors.extend(deliver::client::check_ca_file(cfg));
+    errors.extend(tls_errors(cfg));
     errors
 }
 
+/// The listeners' certificates, loaded: why each cannot be.
+fn tls_errors(cfg: &Config) -> Vec<ConfigError> {
+    let s = &cfg.settings;
+    [
+        ("tls_cert", &s.tls_cert, &s.tls_key),
+        ("admin_tls_cert", &s.admin_tls_cert, &s.admin_tls_key),
+    ]
+    .into_iter()
+    .filter_map(|(key, cert, pem_key)| {
+        let (Some(cert), Some(pem_key)) = (cert, pem_key) else {
+            return None;
+        };
+        let e = listener::tls::load(cert, pem_key).err()?;
+        Some(ConfigError::new(key, cfg.origin(key).cloned(), e))
+    })
+    .collect()
+}
+
+/// The listeners' certificates (`None` for one without TLS).
+fn listener_certs(cfg: &Config) -> Result<[Option<Arc<listener::tls::Certs>>; 2], String> {
+    let s = &cfg.settings;
+    let open = |cert: &Option<PathBuf>, key: &Option<PathBuf>| match (cert, key) {
+        (Some(cert), Some(key)) => listener::tls::Certs::open(cert, key).map(Some),
+        _ => Ok(None),
+    };
+    Ok([
+        open(&s.tls_cert, &s.tls_key)?,
+        open(&s.admin_tls_cert, &s.admin_tls_key)?,
+    ])
+}
+
+/// Where a reload reads the configuration again, and the SIGHUPs that ask
+/// for one.
+pub struct Reload {
+    /// The flags the relay started with.
+    pub flags: crate::config::SourceFlags,
+    /// SIGHUP, handled from the process's start.
+    pub hangups: tokio::signal::unix::Signal,
+}
+
 /// Runs the relay with `cfg` in `mode`, first re-admitting `redrive`'s
-/// dead letters if given.
+/// dead letters if given; reloads on SIGHUP.
 pub async fn run(
     mut cfg: Config,
     mode: Mode,
     redrive_file: Option<PathBuf>,
+    reload: Reload,
 ) -> Result<(), Failure> {
+    // The configuration as given, before the admin API's changes: what a
+    // reload compares the file with.
+    let configured = cfg.clone();
     // The admin API's changes over the configured destinations (a demo
     // keeps none): the local engine's state file, or the fleet's map in
     // Redis.
@@ -125,6 +172,7 @@ pub async fn run(
     if !errors.is_empty() {
         return Err(Failure::Config(ConfigErrors(errors)));
     }
+    let [intake_certs, admin_certs] = listener_certs(&cfg).map_err(Failure::Run)?;
     let s = &cfg.settings;
     for (key, addr, locked) in cfg.listeners() {
         if !locked && s.allow_unauthenticated && !addr.ip().to_canonical().is_loopback() {
@@ -210,6 +258,7 @@ pub async fn run(
             errors: errors.clone(),
         })
     };
+    let (registry, quotas_held) = (status.clone(), quota_store.clone());
     let origin = match (fleet_mode, &state) {
         (true, _) => Origin::Fleet("dripfeed:map:{webhook_relay:destinations}".into()),
         (false, state) => Origin::Api(queue::local::changes::state_path(state)),
@@ -249,7 +298,7 @@ pub async fn run(
         catalog: catalog.clone(),
         destination_header: s.destination_header.clone(),
         tenant_header: s.tenant_header.clone(),
-        tenants: Tenants::new(&cfg),
+        tenants: Tenants::new(&cfg).map(Swap::new),
         keyed,
         budget,
         answers: Answers::default(),
@@ -265,7 +314,7 @@ pub async fn run(
         intake: intake.clone(),
         queue: queue.clone(),
         prometheus,
-        token: s.admin_token_sha256,
+        token: Swap::new(s.admin_token_sha256),
         catalog: catalog.clone(),
         defaults: admin::destinations::Defaults::of(&cfg),
         origin,
@@ -273,27 +322,56 @@ pub async fn run(
         resolve: s.resolve_destinations_at_start,
         errors,
     });
+    let reloader = Arc::new(reload::Reloader {
+        flags: reload.flags,
+        running: tokio::sync::Mutex::new(configured),
+        intake: intake.clone(),
+        admin: admin.clone(),
+        queue: queue.clone(),
+        guard: guard.clone(),
+        certs: [intake_certs.clone(), admin_certs.clone()],
+        status: registry,
+        quotas: quotas_held,
+    });
     let (admin_tcp, admin_addr) = bind(s.admin_listen, "admin_listen").await?;
     let (tcp, addr) = bind(s.listen, "listen").await?;
     let admin_limits = listener::Limits {
         label: "admin",
         ..limits
     };
-    let admin_server = listener::spawn(admin_tcp, admin::router(admin), admin_limits);
+    let acceptor = |certs: &Option<Arc<listener::tls::Certs>>| match certs {
+        Some(c) => c.acceptor().map(Some),
+        None => Ok(None),
+    };
+    let admin_server = listener::spawn(
+        admin_tcp,
+        admin::router(admin),
+        admin_limits,
+        acceptor(&admin_certs).map_err(Failure::Run)?,
+    );
     let app = listener::app::App::with_direct(
         intake::router(intake.clone()),
         intake::direct(intake.clone()),
     );
-    let server = listener::spawn(tcp, app, limits);
+    let server = listener::spawn(
+        tcp,
+        app,
+        limits,
+        acceptor(&intake_certs).map_err(Failure::Run)?,
+    );
     tracing::info!(%addr, %admin_addr, destinations = cfg.destinations.len(), "listening");
     println!(
-        "admin on http://{admin_addr}: GET /metrics, /healthz, /readyz, /v1/destinations{}",
+        "admin on {}://{admin_addr}: GET /metrics, /healthz, /readyz, /v1/destinations{}",
+        scheme(&admin_certs),
         match s.admin_token_sha256 {
             Some(_) => " (the last with the admin token)",
             None => " (no admin token: loopback only)",
         }
     );
-    announce(&cfg, addr, fleet_mode);
+    announce(&cfg, addr, fleet_mode, scheme(&intake_certs));
+    if mode == Mode::Serve {
+        reloader.spawn(reload.hangups);
+    }
     if let (Some(path), Some(local)) = (&redrive_file, &local) {
         let done = local.redrive_file(path).await?;
         println!(
@@ -346,6 +424,14 @@ pub async fn run(
     outcome.map_err(Failure::Run)
 }
 
+/// `https` for a listener with a certificate, else `http`.
+fn scheme(certs: &Option<Arc<listener::tls::Certs>>) -> &'static str {
+    match certs {
+        Some(_) => "https",
+        None => "http",
+    }
+}
+
 /// A listener on `addr` (the setting `key`), and the address it got.
 async fn bind(
     addr: SocketAddr,
@@ -360,7 +446,7 @@ async fn bind(
 
 /// The stable lines a starting relay prints: where it listens (tests and
 /// scripts read `webhook relay on http://ADDR:`), and where it delivers.
-fn announce(cfg: &Config, addr: SocketAddr, fleet: bool) {
+fn announce(cfg: &Config, addr: SocketAddr, fleet: bool, scheme: &str) {
     let s = &cfg.settings;
     let limits = match fleet {
         true => Limits::fleet(cfg),
@@ -368,7 +454,7 @@ fn announce(cfg: &Config, addr: SocketAddr, fleet: bool) {
     };
     match &cfg.destinations[..] {
         [d] => println!(
-            "webhook relay on http://{addr}: POST /v1/webhooks/deliver, GET /healthz\n\
+            "webhook relay on {scheme}://{addr}: POST /v1/webhooks/deliver, GET /healthz\n\
              delivering to {} at {}/s, capacity {} ({:?} budget), overflow {:?}",
             d.url,
             d.rate.unwrap_or(s.drain_rate),
@@ -377,7 +463,7 @@ fn announce(cfg: &Config, addr: SocketAddr, fleet: bool) {
             s.overflow,
         ),
         all => println!(
-            "webhook relay on http://{addr}: POST /v1/webhooks/deliver with {}: NAME, GET /healthz\n\
+            "webhook relay on {scheme}://{addr}: POST /v1/webhooks/deliver with {}: NAME, GET /healthz\n\
              {} destinations ({}), each at {}/s unless configured, {:?} budget, {} in flight each of {} shared",
             s.destination_header,
             all.len(),

@@ -247,6 +247,11 @@ impl Registry {
         }
     }
 
+    /// Tenants a reload added: their webhooks' statuses are theirs.
+    pub fn add_tenants<'a>(&self, tenants: impl IntoIterator<Item = &'a str>) {
+        self.books().names.add_tenants(tenants);
+    }
+
     /// The running attempt of job `id` failed with `error` (`kind:
     /// message`, its kind `kind`).
     pub fn failed(&self, id: u64, kind: &str, error: &str) {

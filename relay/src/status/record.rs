@@ -71,6 +71,20 @@ impl Names {
         names
     }
 
+    /// Names `tenants` that it did not know yet (a reload added them);
+    /// indexes given stay as they were.
+    pub fn add_tenants<'a>(&mut self, tenants: impl IntoIterator<Item = &'a str>) {
+        for t in tenants {
+            if self.tenant_index.contains_key(t) || self.tenants.len() >= usize::from(u16::MAX - 1)
+            {
+                continue;
+            }
+            let name: Arc<str> = Arc::from(t);
+            self.tenants.push(name.clone());
+            self.tenant_index.insert(name, self.tenants.len() as u16);
+        }
+    }
+
     /// The index of a configured tenant (0: none, or not configured).
     pub fn tenant(&self, name: Option<&str>) -> u16 {
         name.and_then(|n| self.tenant_index.get(n))

@@ -137,6 +137,8 @@ pub struct Relay {
     /// Where its admin listener listens (`/metrics`, `/readyz`, the admin
     /// API), from the line `admin on http://ADDR:` it prints before.
     pub admin: Option<SocketAddr>,
+    /// Whether intake speaks TLS.
+    pub tls: bool,
     /// Its stdout.
     pub out: Arc<Lines>,
     /// Its stderr.
@@ -191,7 +193,10 @@ impl Relay {
         out.follow(child.stdout.take().unwrap());
         err.follow(child.stderr.take().unwrap());
         let line = out
-            .find(START, |l| l.starts_with("webhook relay on http://"))
+            .find(START, |l| {
+                l.starts_with("webhook relay on http://")
+                    || l.starts_with("webhook relay on https://")
+            })
             .await;
         let Some(line) = line else {
             let _ = child.start_kill();
@@ -201,7 +206,10 @@ impl Relay {
                 err.all().join("\n")
             );
         };
-        let addr = line["webhook relay on http://".len()..]
+        let (scheme, rest) = line["webhook relay on ".len()..]
+            .split_once("://")
+            .unwrap_or_else(|| panic!("no address in {line:?}"));
+        let addr = rest
             .split(": ")
             .next()
             .and_then(|a| a.parse().ok())
@@ -209,21 +217,26 @@ impl Relay {
         let admin = out
             .all()
             .iter()
-            .find_map(|l| l.strip_prefix("admin on http://"))
+            .find_map(|l| {
+                l.strip_prefix("admin on http://")
+                    .or_else(|| l.strip_prefix("admin on https://"))
+            })
             .and_then(|rest| rest.split(": ").next()?.parse().ok());
         Relay {
             child,
             addr,
             admin,
+            tls: scheme == "https",
             out,
             err,
             _copy: None,
         }
     }
 
-    /// `http://ADDR{path}`.
+    /// `http://ADDR{path}` (`https://` when intake speaks TLS).
     pub fn url(&self, path: &str) -> String {
-        format!("http://{}{path}", self.addr)
+        let scheme = if self.tls { "https" } else { "http" };
+        format!("{scheme}://{}{path}", self.addr)
     }
 
     /// The child's process id.

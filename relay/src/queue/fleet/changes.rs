@@ -34,6 +34,7 @@ use crate::catalog::Catalog;
 use crate::config::{Config, Destination, Fields, Origin};
 use crate::deliver::guard::AddressGuard;
 use crate::domain::limits::Limits;
+use crate::queue::contract::ChangeRefused;
 
 /// The map's name.
 const MAP: &str = "webhook_relay:destinations";
@@ -311,6 +312,42 @@ impl Fleet {
                 self.refuse_here(name).await;
             }
         }
+    }
+
+    /// A configured destination changed by a reload: defined here
+    /// (`Some`) or closed here (`None`; its queue in Redis is left to the
+    /// relays that still have it), unless the fleet's admin API holds the
+    /// name (`Ok(false)`).
+    pub async fn reconfigure(
+        &self,
+        name: &str,
+        dest: Option<Destination>,
+    ) -> Result<bool, ChangeRefused> {
+        let _turn = self.turn.lock().await;
+        if self.catalog.is_closing() {
+            return Err(ChangeRefused::closing());
+        }
+        if lock(&self.applied).contains_key(name) {
+            return Ok(false);
+        }
+        match dest {
+            Some(d) => {
+                if let Err(e) = self.limits.check(&d) {
+                    return Err(ChangeRefused::new(422, "bad-destination", e));
+                }
+                self.shared.define(&d);
+                self.catalog.put(d);
+                tracing::info!(destination = %name, "destination changed by a reload of the configuration");
+            }
+            None => {
+                if self.catalog.get(name).is_some() {
+                    self.refuse_here(name).await;
+                    self.catalog.forget(name);
+                    tracing::info!(destination = %name, "destination no longer configured: closed on this relay");
+                }
+            }
+        }
+        Ok(true)
     }
 
     /// A change this relay cannot apply: it takes no webhooks for `name`

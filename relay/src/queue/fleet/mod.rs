@@ -158,6 +158,14 @@ impl Queue for FleetQueue {
         change::delete(self, name).await
     }
 
+    async fn reconfigure(
+        &self,
+        name: &str,
+        dest: Option<Destination>,
+    ) -> Result<bool, ChangeRefused> {
+        self.changes.reconfigure(name, dest).await
+    }
+
     async fn dead_letters(&self, q: LetterQuery) -> Result<LetterPage, LetterError> {
         let cursor = match q.cursor.as_deref().map(letters::Cursor::parse) {
             Some(None) => return Err(LetterError::BadCursor),

@@ -143,9 +143,68 @@ impl Changes {
             return Err(ChangeRefused::unknown());
         }
         file.delete(name).map_err(unwritable)?;
+        drop(state);
+        Ok(self.drain_away(set, catalog, sink, name))
+    }
+
+    /// A configured destination changed by a reload: defined in the set
+    /// (`Some`) or drained away (`None`), the state file untouched; a name
+    /// the state file holds (the admin API's) is left as it is.
+    pub async fn reconfigure(
+        &self,
+        set: &Destinations<Job>,
+        catalog: &Arc<Catalog>,
+        sink: &Arc<FileSink>,
+        name: &str,
+        dest: Option<Destination>,
+    ) -> Result<bool, ChangeRefused> {
+        if catalog.is_closing() {
+            return Err(ChangeRefused::closing());
+        }
+        let state = self.state.lock().await;
+        if state.as_ref().is_some_and(|f| f.holds(name)) {
+            return Ok(false);
+        }
+        let before = catalog.get(name);
+        let Some(dest) = dest else {
+            if before.is_some_and(|l| l.open) {
+                drop(state);
+                self.drain_away(set, catalog, sink, name);
+            }
+            return Ok(true);
+        };
+        match &before {
+            Some(l) if !l.open => {
+                let detail =
+                    "it is being deleted; it is made again by a reload once it has drained";
+                return Err(ChangeRefused::new(409, "destination-deleting", detail));
+            }
+            None if catalog.held() >= self.max_destinations => {
+                let detail = format!(
+                    "the relay holds its {} destinations (max_destinations)",
+                    self.max_destinations
+                );
+                return Err(ChangeRefused::new(422, "too-many-destinations", detail));
+            }
+            _ => {}
+        }
+        set.define(name, overrides(&dest)).map_err(refused)?;
+        tracing::info!(destination = %name, created = before.is_none(), "destination changed by a reload of the configuration");
+        catalog.put(dest);
+        Ok(true)
+    }
+
+    /// Closes `name` at once (404 from then), lets it deliver what it
+    /// holds within the grace, then dead-letters the rest.
+    fn drain_away(
+        &self,
+        set: &Destinations<Job>,
+        catalog: &Arc<Catalog>,
+        sink: &Arc<FileSink>,
+        name: &str,
+    ) -> Deleting {
         // From here intake gives no pass for it: new webhooks get 404.
         catalog.close(name);
-        drop(state);
         let held = set.stats(name).map_or(0, |s| s.held());
         let grace = self.grace;
         let (set, catalog2, sink, gone) =
@@ -167,11 +226,11 @@ impl Changes {
             tracing::info!(destination = %gone, "deleted destination drained");
         });
         catalog.removing(task);
-        tracing::info!(destination = %name, held, "destination deleted through the admin API");
-        Ok(Deleting {
+        tracing::info!(destination = %name, held, "destination deleted");
+        Deleting {
             name: name.to_owned(),
             held,
             grace_ms: u64::try_from(grace.as_millis()).unwrap_or(u64::MAX),
-        })
+        }
     }
 }

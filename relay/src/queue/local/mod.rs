@@ -256,6 +256,16 @@ impl Queue for Local {
             .await
     }
 
+    async fn reconfigure(
+        &self,
+        name: &str,
+        dest: Option<Destination>,
+    ) -> Result<bool, ChangeRefused> {
+        self.changes
+            .reconfigure(&self.set, &self.catalog, &self.sink, name, dest)
+            .await
+    }
+
     async fn dead_letters(&self, query: LetterQuery) -> Result<LetterPage, LetterError> {
         letters::page(&self.dead_letter_file, query).await
     }

@@ -7,4 +7,6 @@
 mod errors;
 mod files;
 mod limits;
+mod reload;
 mod secrets;
+mod tls;

@@ -1,0 +1,171 @@
+//! SIGHUP reloads the configuration: a key added to the file is answered
+//! 202 by the same process while webhooks flow, with nothing lost; a
+//! destination added to the file takes webhooks; a file that does not
+//! check changes nothing and is counted `refused`; a setting that needs a
+//! restart is logged and left as it runs. (Before, SIGHUP ended the relay
+//! at once, exit 129, without draining.)
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::Duration;
+
+use crate::contract::receiver;
+use crate::harness::{Relay, TempDir, digest, eventually, http};
+use crate::receivers::Log;
+
+/// A config file with `tenants` (name, key) and `destinations` (name, url).
+fn config(tenants: &[(&str, &str)], destinations: &[(&str, String)], extra: &str) -> String {
+    let mut text = format!("{extra}\n");
+    for (name, url) in destinations {
+        text.push_str(&format!(
+            "[[destinations]]\nname = \"{name}\"\nurl = \"{url}\"\n"
+        ));
+    }
+    for (name, key) in tenants {
+        text.push_str(&format!(
+            "[[tenants]]\nname = \"{name}\"\n[[tenants.keys]]\nsha256 = \"{}\"\n",
+            digest(key)
+        ));
+    }
+    text
+}
+
+/// POSTs one webhook to `url` for `destination` with `key`: the status.
+async fn post(url: &str, key: &str, destination: &str, n: u64) -> u16 {
+    http()
+        .post(url)
+        .bearer_auth(key)
+        .header("x-destination", destination)
+        .header("content-type", "application/json")
+        .body(format!("{{\"n\":{n}}}"))
+        .send()
+        .await
+        .map_or(0, |r| r.status().as_u16())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_key_added_on_sighup_is_answered_by_the_same_process_and_nothing_is_lost() {
+    let log = Arc::new(Log::default());
+    let rx = receiver(log.clone(), 204, Duration::ZERO).await;
+    let dir = TempDir::new("reload");
+    let file = dir.join("relay.toml");
+    let a = vec![("a", format!("http://{rx}/a"))];
+    std::fs::write(&file, config(&[("acme", "key-acme")], &a, "")).unwrap();
+    let relay = Relay::start(&format!(
+        "--config {} --journal-dir {} --dead-letter-file {} --drain-rate 1000",
+        file.display(),
+        dir.arg("journal"),
+        dir.arg("dead-letter.jsonl")
+    ))
+    .await;
+    let pid = relay.pid();
+    let url = relay.url("/v1/webhooks/deliver");
+    assert_eq!(post(&url, "key-globex", "a", 0).await, 401, "not a key yet");
+
+    // Webhooks flow under the first key while the file changes.
+    let flowing = Arc::new(AtomicBool::new(true));
+    let (sent, refused) = (Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0)));
+    let sender = {
+        let (url, flowing, sent, refused) =
+            (url.clone(), flowing.clone(), sent.clone(), refused.clone());
+        tokio::spawn(async move {
+            let mut n = 0;
+            while flowing.load(Ordering::Relaxed) && n < 2000 {
+                n += 1;
+                match post(&url, "key-acme", "a", n).await {
+                    202 => sent.fetch_add(1, Ordering::Relaxed),
+                    _ => refused.fetch_add(1, Ordering::Relaxed),
+                };
+                tokio::time::sleep(Duration::from_millis(2)).await;
+            }
+        })
+    };
+    let both = vec![
+        ("a", format!("http://{rx}/a")),
+        ("b", format!("http://{rx}/b")),
+    ];
+    std::fs::write(
+        &file,
+        config(
+            &[("acme", "key-acme"), ("globex", "key-globex")],
+            &both,
+            "max_connections = 77",
+        ),
+    )
+    .unwrap();
+    let hup = || {
+        let status = std::process::Command::new("kill")
+            .args(["-HUP", &pid.to_string()])
+            .status()
+            .unwrap();
+        assert!(status.success());
+    };
+    hup();
+    // The new key and the new destination, on the same process.
+    let reloaded = eventually(Duration::from_secs(20), || async {
+        post(&url, "key-globex", "b", 1).await == 202
+    })
+    .await;
+    assert!(reloaded, "the new key is answered 202 after SIGHUP");
+    flowing.store(false, Ordering::Relaxed);
+    sender.await.unwrap();
+    assert_eq!(relay.pid(), pid, "the same process");
+    assert_eq!(
+        refused.load(Ordering::Relaxed),
+        0,
+        "no webhook refused meanwhile"
+    );
+    let sent = sent.load(Ordering::Relaxed);
+    assert!(sent > 0);
+    let metrics = relay.metrics().await;
+    assert_eq!(
+        metrics.get("dripfeed_relay_reloads_total", &[("result", "applied")]),
+        1.0
+    );
+    let warned = relay
+        .err
+        .find(Duration::from_secs(5), |l| {
+            l.contains("needs a restart") && l.contains("max_connections")
+        })
+        .await;
+    assert!(warned.is_some(), "{:?}", relay.err.all());
+
+    // A file that does not check: nothing changes, and it is counted.
+    let both_again = config(
+        &[("acme", "key-acme"), ("globex", "key-globex")],
+        &both,
+        "deliver_timeout = \"0s\"",
+    );
+    std::fs::write(&file, both_again).unwrap();
+    hup();
+    let counted = eventually(Duration::from_secs(20), || async {
+        relay
+            .metrics()
+            .await
+            .get("dripfeed_relay_reloads_total", &[("result", "refused")])
+            == 1.0
+    })
+    .await;
+    assert!(
+        counted,
+        "a refused reload is counted: {:?}",
+        relay.err.all()
+    );
+    assert!(
+        relay
+            .err
+            .all()
+            .iter()
+            .any(|l| l.contains("reload refused") && l.contains("deliver_timeout")),
+        "each error is logged"
+    );
+    assert_eq!(post(&url, "key-globex", "b", 2).await, 202, "as it was");
+
+    // Every webhook answered 202 arrives: nothing lost to the reloads.
+    let all = eventually(Duration::from_secs(30), || async {
+        log.len() as u64 >= sent + 2
+    })
+    .await;
+    assert!(all, "{} of {} arrived", log.len(), sent + 2);
+    assert_eq!(log.keys().len() as u64, sent + 2, "each once");
+}
