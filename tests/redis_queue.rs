@@ -197,7 +197,7 @@ async fn a_redis_restart_without_persistence_needs_no_operator() {
     if !available("a_redis_restart_without_persistence_needs_no_operator") {
         return;
     }
-    let mut redis = RedisServer::start();
+    let mut redis = RedisServer::start_forgetful();
     let q = RedisQueue::new(RedisConnection::open(&redis.url()).unwrap(), "ship", "a");
     q.admit(&fresh(), b"before", None, 10, DAY).await.unwrap();
     assert_eq!(q.claim(10).await.unwrap().len(), 1);

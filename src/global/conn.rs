@@ -36,14 +36,14 @@ const CONNECT_TIMEOUT: Duration = Duration::from_millis(250);
 /// ```
 #[derive(Clone)]
 pub struct RedisConnection {
-    link: Link,
+    pub(super) link: Link,
     trips: Arc<AtomicU64>,
     /// `dripfeed_redis_round_trips_total{purpose}`, when counted by purpose.
     purpose: Option<metrics::Counter>,
 }
 
 #[derive(Clone)]
-enum Link {
+pub(super) enum Link {
     Single(ConnectionManager),
     Cluster(ClusterConnection),
 }

@@ -44,6 +44,8 @@ mod queue_status;
 #[cfg(feature = "redis")]
 mod redis_buckets;
 #[cfg(feature = "redis")]
+mod redis_durability;
+#[cfg(feature = "redis")]
 mod redis_keys;
 #[cfg(feature = "redis")]
 mod redis_map;
@@ -71,6 +73,8 @@ pub use queue_dead::DeadLetter;
 pub use queue_status::{Ending, JobState, JobStatus};
 #[cfg(feature = "redis")]
 pub use redis_buckets::RedisBuckets;
+#[cfg(feature = "redis")]
+pub use redis_durability::{Durability, Persistence, PersistenceError};
 #[cfg(feature = "redis")]
 pub use redis_keys::{KeyClaim, RedisKeys};
 #[cfg(feature = "redis")]

@@ -71,9 +71,18 @@ fn temp_dir(tag: &str) -> PathBuf {
 }
 
 impl RedisServer {
-    /// Starts a server on a free port and waits until it answers.
+    /// Starts a server on a free port and waits until it answers: an
+    /// append-only file fsynced every second, no eviction (what a fleet
+    /// relay accepts by default).
     pub fn start() -> Self {
         Self::start_with(free_port(), Vec::new(), "single")
+    }
+
+    /// Starts a server that keeps nothing through a restart (no
+    /// append-only file, no snapshot).
+    pub fn start_forgetful() -> Self {
+        let none = ["--appendonly", "no"];
+        Self::start_with(free_port(), none.map(String::from).to_vec(), "forgetful")
     }
 
     /// Starts a server that fsyncs every write to its append-only file
@@ -82,6 +91,22 @@ impl RedisServer {
     pub fn start_durable() -> Self {
         let aof = ["--appendonly", "yes", "--appendfsync", "always"];
         Self::start_with(free_port(), aof.map(String::from).to_vec(), "aof")
+    }
+
+    /// Starts a server on `port` (one a test kept free for it).
+    pub fn start_on(port: u16) -> Self {
+        Self::start_with(port, Vec::new(), "on-port")
+    }
+
+    /// A free loopback port, for a server started later.
+    pub fn free_port() -> u16 {
+        free_port()
+    }
+
+    /// Starts a server with `args` besides the usual ones (later ones win).
+    pub fn start_with_args(args: &[&str]) -> Self {
+        let extra = args.iter().map(|a| a.to_string()).collect();
+        Self::start_with(free_port(), extra, "custom")
     }
 
     /// Starts a replica of `primary` (it syncs in the background).
@@ -119,7 +144,14 @@ impl RedisServer {
         let child = Command::new("redis-server")
             .args(["--port", &self.port.to_string()])
             .args(["--bind", "127.0.0.1"])
-            .args(["--save", "", "--appendonly", "no"])
+            .args([
+                "--save",
+                "",
+                "--appendonly",
+                "yes",
+                "--appendfsync",
+                "everysec",
+            ])
             .args(["--dir", &self.dir.to_string_lossy()])
             .args(&self.extra)
             .stdout(Stdio::null())

@@ -10,7 +10,9 @@ use std::time::Duration;
 
 use super::cidrs::CidrList;
 use super::declare::declare_settings;
-use super::value::{FailureMode, HttpUrl, LogFormat, OverflowPolicy, QueueKind, StoreUrl};
+use super::value::{
+    FailureMode, HttpUrl, LogFormat, OverflowPolicy, QueueKind, RedisDurability, StoreUrl,
+};
 use crate::config::digest::KeyDigest;
 
 declare_settings! {
@@ -116,6 +118,12 @@ declare_settings! {
     /// fleet and the same across its restarts. Unset: host name and the
     /// listen port.
     node_name: String;
+    /// What the fleet's Redis may keep (queue = redis), as you accept it:
+    /// always, everysec or none. Unset: the relay reads Redis's settings
+    /// (CONFIG GET, on every primary) at start and every minute and
+    /// refuses one without an append-only file fsynced at least every
+    /// second, or that evicts keys; required where Redis refuses CONFIG.
+    redis_durability: RedisDurability;
     /// Replicas of the Redis primary that must confirm each webhook before
     /// its 202 (queue = redis, `WAIT` within 100 ms); fewer answer 503
     /// unreplicated. 0: the primary's word is enough.

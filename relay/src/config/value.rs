@@ -224,6 +224,19 @@ named_enum!(
 );
 
 named_enum!(
+    /// What a fleet's Redis keeps of what it acknowledged, as the operator
+    /// accepts it (`redis_durability`).
+    RedisDurability {
+        /// Every write fsynced before it is acknowledged (`appendfsync always`).
+        Always = "always",
+        /// The append-only file fsynced every second.
+        Everysec = "everysec",
+        /// Nothing promised: no append-only file, or keys evicted.
+        None = "none",
+    }
+);
+
+named_enum!(
     /// How log lines are written to stderr.
     LogFormat {
         /// Human-readable lines.

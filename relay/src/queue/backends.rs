@@ -92,24 +92,58 @@ pub async fn quotas_in_redis(url: &str, quota: Quota, failure: Failure) -> Resul
     }
 }
 
-/// The fleet's destination changes as read at start (`queue = redis`).
+/// The fleet's destination changes as read at start (`queue = redis`),
+/// and its Redis's durability, checked.
 pub struct FleetStart {
     #[cfg(feature = "redis")]
     start: super::fleet::changes::Start,
+    #[cfg(feature = "redis")]
+    durability: Arc<super::fleet::durability::Watch>,
 }
 
-/// Reads the fleet's destination changes and applies them over `cfg`'s
-/// destinations, as a state file is read in the local engine.
-pub async fn fleet_start(cfg: &mut crate::config::Config) -> Result<FleetStart, String> {
+/// Why a fleet relay does not start.
+pub enum StartError {
+    /// The setting `key` refuses it (exit 2).
+    #[cfg_attr(not(feature = "redis"), allow(dead_code))]
+    Refused {
+        /// The setting.
+        key: &'static str,
+        /// Why.
+        why: String,
+    },
+    /// Something failed (exit 1).
+    Failed(String),
+}
+
+/// Checks that the fleet's Redis keeps what it acknowledges
+/// (`redis_durability`), then reads the fleet's destination changes and
+/// applies them over `cfg`'s destinations, as a state file is read in the
+/// local engine.
+pub async fn fleet_start(cfg: &mut crate::config::Config) -> Result<FleetStart, StartError> {
     #[cfg(feature = "redis")]
     {
-        let start = super::fleet::changes::read_at_start(cfg).await?;
-        Ok(FleetStart { start })
+        let s = &cfg.settings;
+        let url = s.redis.as_ref().map(|u| u.as_str().to_owned());
+        let conn = super::fleet::link::connect(url.as_deref().unwrap_or_default())
+            .await
+            .map_err(StartError::Failed)?;
+        let durability = super::fleet::durability::Watch::start(conn, s.redis_durability)
+            .await
+            .map_err(|why| StartError::Refused {
+                key: "redis_durability",
+                why,
+            })?;
+        let start = super::fleet::changes::read_at_start(cfg)
+            .await
+            .map_err(StartError::Failed)?;
+        Ok(FleetStart { start, durability })
     }
     #[cfg(not(feature = "redis"))]
     {
         let _ = cfg;
-        Err("queue = redis: this build has no Redis (feature redis)".into())
+        Err(StartError::Failed(
+            "queue = redis: this build has no Redis (feature redis)".into(),
+        ))
     }
 }
 
@@ -142,6 +176,7 @@ pub async fn open_fleet(
             guard: parts.guard,
             quotas: parts.quotas,
             stores: parts.stores,
+            durability: start.durability,
         };
         let q: Arc<dyn super::Queue> = super::fleet::open::open(cfg, parts).await?;
         Ok(q)

@@ -48,6 +48,31 @@ fn own_quota(t: &Tenant, s: &Settings) -> Result<Option<Quota>, String> {
         .map_err(|e| format!("tenant {}: {e}", t.name))
 }
 
+/// [`set_overrides`] now; a store that does not answer (Redis or
+/// PostgreSQL down at start) gets them once it does, tried again every few
+/// seconds in the background: the relay starts meanwhile, its tenants
+/// charged by the store's failure mode.
+pub async fn set_overrides_when_up(store: Arc<dyn BucketStore>, cfg: &Config) {
+    let Err(e) = set_overrides(store.as_ref(), cfg).await else {
+        return;
+    };
+    tracing::warn!(error = %e, "tenants' own quotas cannot be written to their store now: they apply once it answers");
+    let cfg = cfg.clone();
+    tokio::spawn(async move {
+        let mut wait = std::time::Duration::from_millis(500);
+        loop {
+            tokio::time::sleep(wait).await;
+            match set_overrides(store.as_ref(), &cfg).await {
+                Ok(()) => {
+                    tracing::info!("tenants' own quotas written to their store");
+                    return;
+                }
+                Err(_) => wait = (wait * 2).min(std::time::Duration::from_secs(5)),
+            }
+        }
+    });
+}
+
 /// The tenant quota store the configuration asks for, with the check
 /// `/readyz` makes of it when it is shared (Redis, PostgreSQL); `None` when
 /// no tenant has a quota (no `tenant_rate`, no tenant's own rate).

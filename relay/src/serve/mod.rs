@@ -140,7 +140,13 @@ pub async fn run(
         _ => None,
     };
     let fleet_start = match (mode, fleet_mode) {
-        (Mode::Serve, true) => Some(backends::fleet_start(&mut cfg).await?),
+        (Mode::Serve, true) => match backends::fleet_start(&mut cfg).await {
+            Ok(start) => Some(start),
+            Err(backends::StartError::Failed(e)) => return Err(Failure::Run(e)),
+            Err(backends::StartError::Refused { key, why }) => {
+                return Err(refused(key, cfg.origin(key).cloned(), why));
+            }
+        },
         _ => None,
     };
     if let Some(file) = &state {
@@ -211,7 +217,7 @@ pub async fn run(
     let quota_store = tenant_store.as_ref().map(|(store, _)| store.clone());
     let keyed = quota_store.is_some();
     if let Some(store) = &quota_store {
-        quotas::set_overrides(store.as_ref(), &cfg).await?;
+        quotas::set_overrides_when_up(store.clone(), &cfg).await;
     }
     let catalog = Arc::new(Catalog::new(&cfg.destinations));
     let budget = ByteBudget::new(s.max_queue_bytes);

@@ -81,6 +81,7 @@ impl Drain {
         let mut next = Instant::now();
         // Where the take-over scan of the pending list goes on from.
         let mut cursor = "0-0".to_owned();
+        let mut failing = Failing::default();
         let mut quiet = true;
         // Claimed ahead, each still waiting for its place, slot and permit.
         let mut buffer = std::collections::VecDeque::new();
@@ -158,6 +159,7 @@ impl Drain {
                     .clamp(1, MAX_CLAIM);
                 match q.claim(want).await {
                     Ok(got) => {
+                        failing.ended();
                         let now = Instant::now();
                         let mut ours = lock(&held);
                         ours.extend(got.iter().map(|e| e.stream_id.clone()));
@@ -171,7 +173,7 @@ impl Drain {
                         if let Some(p) = permit {
                             p.spend();
                         }
-                        tracing::warn!(error = %e, "shared queue: cannot claim webhooks; retrying");
+                        failing.failed(&e);
                         tokio::time::sleep(Duration::from_millis(500)).await;
                         continue;
                     }
@@ -362,6 +364,39 @@ impl Drain {
     fn dead_letter(&self, ending: Ending, acks: &mpsc::UnboundedSender<Ending>) -> bool {
         self.lane.counts.dead_lettered(1);
         acks.send(ending).is_ok()
+    }
+}
+
+/// A run of failed claims, logged at its start, then at most every 30 s
+/// with how many, and at its end (not a line every half second while
+/// Redis is down).
+#[derive(Default)]
+struct Failing {
+    /// When the last line was written, and failures since the run began.
+    run: Option<(Instant, u64)>,
+}
+
+impl Failing {
+    fn failed(&mut self, e: &dripfeed::global::RedisError) {
+        match &mut self.run {
+            None => {
+                tracing::warn!(error = %e, "shared queue: cannot claim webhooks; retrying every 500 ms");
+                self.run = Some((Instant::now(), 1));
+            }
+            Some((logged, n)) => {
+                *n += 1;
+                if logged.elapsed() >= Duration::from_secs(30) {
+                    tracing::warn!(error = %e, failures = *n, "shared queue: still cannot claim webhooks");
+                    *logged = Instant::now();
+                }
+            }
+        }
+    }
+
+    fn ended(&mut self) {
+        if let Some((_, n)) = self.run.take() {
+            tracing::info!(failures = n, "shared queue: claims work again");
+        }
     }
 }
 

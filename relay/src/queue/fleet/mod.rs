@@ -13,6 +13,7 @@ pub mod change;
 pub mod changes;
 pub mod counts;
 mod drain;
+pub mod durability;
 pub mod lane;
 pub mod letters;
 pub mod link;
@@ -48,6 +49,8 @@ pub struct FleetQueue {
     limits: Limits,
     /// The shared tenant quota store `/readyz` asks, if any.
     stores: Vec<StoreCheck>,
+    /// Whether Redis still keeps what it acknowledged (`/readyz`).
+    durability: Arc<durability::Watch>,
     max_destinations: usize,
     grace: Duration,
 }
@@ -61,6 +64,7 @@ impl FleetQueue {
         catalog: Arc<Catalog>,
         limits: Limits,
         stores: Vec<StoreCheck>,
+        durability: Arc<durability::Watch>,
         max_destinations: usize,
         grace: Duration,
     ) -> FleetQueue {
@@ -70,6 +74,7 @@ impl FleetQueue {
             catalog,
             limits,
             stores,
+            durability,
             max_destinations,
             grace,
         }
@@ -217,6 +222,9 @@ impl Queue for FleetQueue {
             if let Some(why) = store.down().await {
                 out.push((store.name, why));
             }
+        }
+        if let Some(why) = self.durability.short().await {
+            out.push(("redis_durability", why));
         }
         out
     }

@@ -47,12 +47,15 @@ pub struct Parts {
     pub quotas: Option<Arc<dyn BucketStore>>,
     /// The shared tenant quota store's check, if any.
     pub stores: Vec<StoreCheck>,
+    /// Whether Redis keeps what it acknowledged, checked at start.
+    pub durability: Arc<super::durability::Watch>,
 }
 
 /// The engine, its drains started.
 pub async fn open(cfg: &Config, parts: Parts) -> Result<Arc<FleetQueue>, String> {
     let s = &cfg.settings;
     let node = node_name(cfg);
+    parts.durability.spawn();
     let shared = Arc::new(Shared::open(cfg, &node, parts.quotas).await?);
     shared.spawn(Drains {
         downstream: parts.deliveries,
@@ -74,6 +77,7 @@ pub async fn open(cfg: &Config, parts: Parts) -> Result<Arc<FleetQueue>, String>
         parts.catalog,
         limits,
         parts.stores,
+        parts.durability,
         s.max_destinations.max(cfg.destinations.len()),
         s.shutdown_grace,
     )))

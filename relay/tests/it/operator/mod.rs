@@ -4,6 +4,7 @@
 //! fleet that refuses a Redis that would forget, a reload on SIGHUP, TLS on
 //! the listeners, and a service's defaults.
 
+mod durability;
 mod errors;
 mod files;
 mod limits;
