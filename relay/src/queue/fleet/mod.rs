@@ -55,32 +55,6 @@ pub struct FleetQueue {
     grace: Duration,
 }
 
-impl FleetQueue {
-    /// The engine over `shared` (its drains started) and the fleet's
-    /// changes.
-    pub fn new(
-        shared: Arc<Shared>,
-        changes: Arc<Fleet>,
-        catalog: Arc<Catalog>,
-        limits: Limits,
-        stores: Vec<StoreCheck>,
-        durability: Arc<durability::Watch>,
-        max_destinations: usize,
-        grace: Duration,
-    ) -> FleetQueue {
-        FleetQueue {
-            shared,
-            changes,
-            catalog,
-            limits,
-            stores,
-            durability,
-            max_destinations,
-            grace,
-        }
-    }
-}
-
 /// A status read from the fleet's records, as the registry's.
 fn found((destination, s): (String, dripfeed::global::JobStatus)) -> Found {
     Found {

@@ -71,14 +71,14 @@ pub async fn open(cfg: &Config, parts: Parts) -> Result<Arc<FleetQueue>, String>
         limits,
     )
     .await;
-    Ok(Arc::new(FleetQueue::new(
+    Ok(Arc::new(FleetQueue {
         shared,
         changes,
-        parts.catalog,
+        catalog: parts.catalog,
         limits,
-        parts.stores,
-        parts.durability,
-        s.max_destinations.max(cfg.destinations.len()),
-        s.shutdown_grace,
-    )))
+        stores: parts.stores,
+        durability: parts.durability,
+        max_destinations: s.max_destinations.max(cfg.destinations.len()),
+        grace: s.shutdown_grace,
+    }))
 }
