@@ -104,6 +104,8 @@ fn filter_of(log_filter: Option<&str>) -> EnvFilter {
 pub fn init_logs(format: LogFormat, log_filter: Option<&str>) {
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter_of(log_filter))
+        // Colours on a terminal only: not as escape codes in a journal.
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .with_writer(std::io::stderr);
     let refilter: Option<Refilter> = match format {
         LogFormat::Text => {

@@ -3,6 +3,10 @@
 //! on a terminal); with several, a line per destination follows. The
 //! destinations' state comes from the queue (with `queue = redis`, the
 //! fleet's depth and counts).
+//!
+//! Printed only where someone watches (a terminal, or `--status-line`); under a service manager the same summary is logged at
+//! INFO once a minute instead, so a journal is not filled with a line a
+//! second.
 
 use std::io::{IsTerminal, Write};
 use std::sync::Arc;
@@ -79,8 +83,57 @@ fn destination_lines(all: &[(String, Live)]) -> Vec<String> {
         .collect()
 }
 
+/// Where the status goes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Show {
+    /// The status line on stdout each second.
+    Line,
+    /// A summary logged at INFO once a minute.
+    Log,
+}
+
+impl Show {
+    /// `status_line` when given, else the line on a terminal and the log
+    /// otherwise.
+    pub fn choose(given: Option<bool>) -> Show {
+        match given.unwrap_or_else(|| std::io::stdout().is_terminal()) {
+            true => Show::Line,
+            false => Show::Log,
+        }
+    }
+}
+
+/// How often the summary is logged with [`Show::Log`].
+const LOG_EVERY: Duration = Duration::from_secs(60);
+
+/// Shows the status ([`Show`]) until the task is dropped.
+pub fn spawn(
+    intake: Arc<Intake>,
+    latencies: Arc<Latencies>,
+    show: Show,
+) -> tokio::task::JoinHandle<()> {
+    match show {
+        Show::Line => lines(intake, latencies),
+        Show::Log => tokio::spawn(async move {
+            let mut tick = tokio::time::interval(LOG_EVERY);
+            tick.tick().await;
+            loop {
+                tick.tick().await;
+                let all = all_live(&intake).await;
+                let summary = line(&intake, &latencies, &all);
+                tracing::info!(destinations = all.len(), "status: {}", squeeze(&summary));
+            }
+        }),
+    }
+}
+
+/// `line` with the runs of padding spaces made one.
+fn squeeze(line: &str) -> String {
+    line.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
 /// Prints the status each second until the task is dropped.
-pub fn spawn(intake: Arc<Intake>, latencies: Arc<Latencies>) -> tokio::task::JoinHandle<()> {
+fn lines(intake: Arc<Intake>, latencies: Arc<Latencies>) -> tokio::task::JoinHandle<()> {
     tokio::spawn(async move {
         let tty = std::io::stdout().is_terminal();
         let mut tick = tokio::time::interval(Duration::from_secs(1));

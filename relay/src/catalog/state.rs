@@ -293,12 +293,7 @@ fn write_atomically(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
 /// Where the state file lives: `state_dir`, else the journal directory; none
 /// without a journal.
 pub fn dir_of(cfg: &Config) -> Option<PathBuf> {
-    let s = &cfg.settings;
-    match (&s.state_dir, s.no_journal) {
-        (Some(dir), _) => Some(dir.clone()),
-        (None, false) => Some(s.journal_dir.clone()),
-        (None, true) => None,
-    }
+    cfg.paths.state_dir.clone()
 }
 
 #[cfg(test)]

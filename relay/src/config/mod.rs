@@ -27,6 +27,7 @@ mod declare;
 mod destinations;
 pub mod digest;
 mod error;
+pub mod paths;
 mod print;
 mod settings;
 mod sources;
@@ -57,6 +58,8 @@ pub struct Config {
     pub destinations: Vec<Destination>,
     /// The tenants and their keys (`[[tenants]]`); none: the relay is open.
     pub tenants: Vec<Tenant>,
+    /// Where the relay's files are (absolute).
+    pub paths: paths::Paths,
 }
 
 /// The flags that choose and give settings, shared by every command.
@@ -92,6 +95,9 @@ pub struct Sources<'a> {
     pub destination_flags: &'a [String],
     /// The `--destinations` file's path and text.
     pub destinations_file: Option<(&'a Path, &'a str)>,
+    /// The working directory, `$STATE_DIRECTORY` and the disk, for the
+    /// data paths.
+    pub places: &'a paths::Places,
 }
 
 /// The configuration the sources give, or every error found in them.
@@ -115,11 +121,20 @@ pub fn load(src: Sources<'_>) -> Result<Config, ConfigErrors> {
     }
     let (settings, origins) = Layer::merge(flags, env, file)
         .map_err(|e| ConfigErrors(vec![ConfigError::new("defaults", None, e)]))?;
+    let paths = paths::resolve(&settings, src.places).unwrap_or_else(|e| {
+        let origin = origins
+            .iter()
+            .find(|(k, _)| *k == "data_dir")
+            .map(|(_, o)| o.clone());
+        errors.push(ConfigError::new("data_dir", origin, e));
+        paths::Paths::default()
+    });
     let mut cfg = Config {
         settings,
         origins,
         destinations: Vec::new(),
         tenants,
+        paths,
     };
     if let Some(url) = &cfg.settings.downstream {
         let origin = cfg.origin("downstream").cloned().unwrap_or(Origin::Default);
@@ -191,6 +206,7 @@ pub fn from_process(flags: SourceFlags) -> Result<Config, ConfigErrors> {
         flags: flags.settings,
         destination_flags: &flags.destination,
         destinations_file: destinations_file.as_ref().map(|(p, t)| (*p, t.as_str())),
+        places: &paths::Places::of_process(),
     });
     match loaded {
         Ok(cfg) if errors.is_empty() => Ok(cfg),

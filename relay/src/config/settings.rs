@@ -88,11 +88,18 @@ declare_settings! {
     retry_min: Duration = "1s";
     /// The longest backoff, and the cap on a receiver's Retry-After, e.g. 10m.
     retry_max: Duration = "10m";
+    /// The directory holding the journal (journal/, with the state file,
+    /// statuses and idempotency keys) and the dead letters
+    /// (dead-letter.jsonl), unless each is given. Unset: $STATE_DIRECTORY
+    /// (systemd's StateDirectory=), else ./dripfeed-data.
+    data_dir: PathBuf;
     /// Where undeliverable webhooks are written, one JSON line each.
-    dead_letter_file: PathBuf = "dead-letter.jsonl";
+    /// Unset: dead-letter.jsonl in data_dir.
+    dead_letter_file: PathBuf;
     /// Where accepted webhooks are journaled: a 202 is answered once the
     /// webhook is on disk there, and a restart delivers what was unfinished.
-    journal_dir: PathBuf = "relay-journal";
+    /// Unset: journal in data_dir.
+    journal_dir: PathBuf;
     /// Keep webhooks in memory only: a crash loses what was accepted.
     no_journal: bool = "false";
     /// Where the admin API's changes to destinations are kept
@@ -170,6 +177,10 @@ declare_settings! {
     /// info,dripfeed_relay=debug); RUST_LOG, when set, wins. Unset: info.
     /// Changed on SIGHUP.
     log_filter: String;
+    /// Print the status line (depth, rate, p99, refusals) on stdout each
+    /// second. Unset: only when stdout is a terminal;
+    /// otherwise a summary is logged at INFO once a minute.
+    status_line: bool;
     /// Address of the admin listener: GET /metrics, /healthz, /readyz and
     /// the admin API (/v1/destinations); port 0 takes any free port. Without
     /// admin_token_sha256 it must be a loopback address.

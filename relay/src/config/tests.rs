@@ -25,7 +25,7 @@ fn env(vars: &[(&str, &str)]) -> BTreeMap<String, String> {
         .collect()
 }
 
-fn load_with(
+pub(super) fn load_with(
     argv: &[&str],
     vars: &[(&str, &str)],
     file: Option<&str>,
@@ -38,6 +38,11 @@ fn load_with(
         flags: f.settings,
         destination_flags: &f.destination,
         destinations_file: None,
+        places: &super::paths::Places {
+            cwd: "/srv".into(),
+            state_directory: None,
+            holds: |_| false,
+        },
     })
 }
 

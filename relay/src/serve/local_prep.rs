@@ -50,9 +50,29 @@ pub(super) async fn open(cfg: &Config, parts: Parts) -> Result<Arc<Local>, Failu
         [only] => only.name.clone(),
         _ => "unknown".to_owned(),
     };
+    let paths = &cfg.paths;
+    if let Some(note) = &paths.old_layout {
+        tracing::warn!("{note}");
+    }
+    println!(
+        "files: journal {}, dead letters {}, state {}",
+        parts
+            .journal_dir
+            .as_deref()
+            .map_or("none (memory only)".into(), |d| d.display().to_string()),
+        paths.dead_letter_file.display(),
+        parts
+            .state
+            .as_ref()
+            .map_or("none".into(), |st| st.path().display().to_string()),
+    );
+    if paths.dead_letter_file.parent() == Some(paths.data_dir.as_path()) {
+        crate::domain::private::dir(&paths.data_dir)
+            .map_err(|e| format!("data_dir {}: {e}", paths.data_dir.display()))?;
+    }
     let sink = Arc::new(
         FileSink::open(dead_letter::Options {
-            path: s.dead_letter_file.clone(),
+            path: paths.dead_letter_file.clone(),
             fallback,
             max_bytes: s.dead_letter_max_bytes,
             keep: s.dead_letter_keep,
@@ -137,7 +157,7 @@ pub(super) async fn open(cfg: &Config, parts: Parts) -> Result<Arc<Local>, Failu
     Ok(Arc::new(Local::new(local::Parts {
         built,
         sink,
-        dead_letter_file: s.dead_letter_file.clone(),
+        dead_letter_file: paths.dead_letter_file.clone(),
         keys,
         status,
         catalog,

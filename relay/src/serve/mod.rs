@@ -190,7 +190,7 @@ pub async fn run(
         }
     }
     if let Some(path) = &redrive_file {
-        redrive::check_source(path, &s.dead_letter_file)
+        redrive::check_source(path, &cfg.paths.dead_letter_file)
             .map_err(|e| refused("redrive", Some(Origin::Flag("--redrive".into())), e))?;
         if fleet_mode {
             return Err(refused(
@@ -208,7 +208,7 @@ pub async fn run(
             "dripfeed-relay-demo-journal-{}",
             std::process::id()
         ))),
-        (false, _) => Some(s.journal_dir.clone()),
+        (false, _) => Some(cfg.paths.journal_dir.clone()),
     };
     let prometheus = telemetry::install_prometheus()?;
     let latencies = Arc::new(Latencies::default());
@@ -496,7 +496,8 @@ async fn serve_until_stopped(
         "try: curl -X POST -d '{{\"hello\":1}}' -H 'content-type: application/json' http://{addr}/v1/webhooks/deliver"
     );
     println!("or run with --demo; Ctrl-C drains the queue and exits");
-    let status = admin::status::spawn(intake.clone(), latencies.clone());
+    let show = admin::status::Show::choose(cfg.settings.status_line);
+    let status = admin::status::spawn(intake.clone(), latencies.clone(), show);
     shutdown::signal().await;
     let grace = cfg.settings.shutdown_grace;
     println!("\nshutting down: refusing new webhooks, draining for up to {grace:?}");
@@ -512,7 +513,7 @@ async fn serve_until_stopped(
         "delivered {}, kept in the journal for the next start {}, dead-letter file {} ({} lines this run)",
         done.delivered,
         done.kept,
-        cfg.settings.dead_letter_file.display(),
+        cfg.paths.dead_letter_file.display(),
         done.dead_letter_lines,
     );
     if done.dead_letter_held > 0 {

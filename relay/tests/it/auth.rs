@@ -113,6 +113,8 @@ async fn tenants_relay(dir: &TempDir) -> (Relay, Arc<Log>, Arc<Log>) {
         file.display().to_string(),
         "--dead-letter-file".to_owned(),
         dir.arg("dl.jsonl"),
+        // Its refusals are read from the status line (stdout is a pipe).
+        "--status-line".to_owned(),
     ];
     (Relay::start_with(&args, &[]).await, billing, shipping)
 }

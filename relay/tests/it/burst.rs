@@ -27,7 +27,7 @@ async fn a_burst_ten_times_the_drain_rate_loses_nothing_and_says_when_to_retry()
             "--downstream {downstream} --drain-rate 100 --latency-budget 1s \
             --max-in-flight 32 --retries 0 --no-journal --deliver-timeout 5s \
             --tenant-rate 20 --tenant-burst 40 --tenant-header x-tenant \
-            --dead-letter-file {dead_letters}"
+            --dead-letter-file {dead_letters} --status-line"
         ))
         .await,
     );

@@ -61,7 +61,8 @@ fn command(args: &[String], env: &[(&str, &str)]) -> Command {
 fn command_of(bin: &std::path::Path, args: &[String], env: &[(&str, &str)]) -> Command {
     let mut cmd = Command::new(bin);
     for (var, _) in std::env::vars_os() {
-        if var.to_string_lossy().starts_with("DRIPFEED_") {
+        // STATE_DIRECTORY (systemd's) would move every default path.
+        if var.to_string_lossy().starts_with("DRIPFEED_") || var == "STATE_DIRECTORY" {
             cmd.env_remove(var);
         }
     }
@@ -165,6 +166,16 @@ impl Relay {
     /// Starts the binary with exactly `args` and `env`.
     pub async fn spawn(args: &[String], env: &[(&str, &str)]) -> Relay {
         Relay::launch(command(args, env), args).await
+    }
+
+    /// Starts the binary as [`start_with`](Self::start_with) does, in the
+    /// working directory `dir`.
+    pub async fn start_in(dir: &std::path::Path, args: &[String], env: &[(&str, &str)]) -> Relay {
+        let mut all = owned(LOOPBACK);
+        all.extend_from_slice(args);
+        let mut cmd = command(&all, env);
+        cmd.current_dir(dir);
+        Relay::launch(cmd, &all).await
     }
 
     /// Starts the binary as [`start`](Self::start) does, as `user` (uid,
@@ -329,6 +340,18 @@ impl Relay {
 /// Runs the binary with `args` and `env` to its end: exit code, stdout, stderr.
 pub async fn run(args: &[&str], env: &[(&str, &str)]) -> (i32, String, String) {
     finish(command(&owned(args), env)).await
+}
+
+/// Runs the binary with `args` and `env` in the working directory `dir`
+/// to its end: exit code, stdout, stderr.
+pub async fn run_in(
+    dir: &std::path::Path,
+    args: &[&str],
+    env: &[(&str, &str)],
+) -> (i32, String, String) {
+    let mut cmd = command(&owned(args), env);
+    cmd.current_dir(dir);
+    finish(cmd).await
 }
 
 /// Runs the binary with `args` as `user` (uid, gid) to its end: exit

@@ -4,25 +4,16 @@
 //! idempotency keys beside the journal, the state file. A temporary state
 //! file a crashed run left is removed at start.
 
-use std::os::unix::fs::PermissionsExt;
-use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
 use reqwest::Method;
 use serde_json::json;
 
+use super::mode;
 use crate::contract::{Bench, Engine, post, receiver, send_json};
 use crate::harness::{Relay, argv, eventually};
 use crate::receivers::Log;
-
-fn mode(path: &Path) -> u32 {
-    std::fs::metadata(path)
-        .unwrap_or_else(|e| panic!("{}: {e}", path.display()))
-        .permissions()
-        .mode()
-        & 0o777
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn files_holding_bodies_or_secrets_are_owner_only() {

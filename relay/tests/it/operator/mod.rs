@@ -4,6 +4,7 @@
 //! fleet that refuses a Redis that would forget, a reload on SIGHUP, TLS on
 //! the listeners, and a service's defaults.
 
+mod defaults;
 mod durability;
 mod errors;
 mod files;
@@ -11,3 +12,13 @@ mod limits;
 mod reload;
 mod secrets;
 mod tls;
+
+/// A file's or directory's permission bits.
+fn mode(path: &std::path::Path) -> u32 {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::metadata(path)
+        .unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+        .permissions()
+        .mode()
+        & 0o777
+}
