@@ -51,6 +51,32 @@ pub const AUTH_REFUSED: &str = "dripfeed_relay_auth_refused_total";
 /// `refused`).
 pub const DELIVERY_ERRORS: &str = "dripfeed_relay_delivery_errors_total";
 
+/// Counter: intake's answers to `POST /v1/webhooks/deliver`, labels
+/// `status` (`202`, `401`, `503`, …) and `reason` (`queued`, `duplicate`,
+/// `queue-full`, `over-quota`, `unauthorized`, …: the problem type, or a
+/// finer cause).
+pub const INTAKE_ANSWERS: &str = "dripfeed_relay_intake_answers_total";
+
+/// Gauge: 1 while `/readyz` would answer 200, else 0 (read at each scrape).
+pub const READY: &str = "dripfeed_relay_ready";
+/// Gauge, label `part` ([`PARTS`]): 1 while that part is down (what
+/// `/readyz` names), else 0.
+pub const DOWN: &str = "dripfeed_relay_down";
+/// The parts [`DOWN`] has a series for, whether down or not.
+pub const PARTS: &[&str] = &[
+    "journal",
+    "dead-letter",
+    "redis",
+    "redis_durability",
+    "postgres",
+];
+
+/// Gauge, labels `destination` and `bound`: a destination's configured
+/// rate (`configured`, webhooks/s) and, with `adaptive`, the AIMD `floor`
+/// and `ceiling` its rate in force (`leaky_bucket_drain_rate`) moves
+/// between.
+pub const DESTINATION_RATE: &str = "dripfeed_relay_destination_rate";
+
 /// Counter: reloads of the configuration (SIGHUP), label `result`:
 /// `applied` or `refused` (nothing changed).
 pub const RELOADS: &str = "dripfeed_relay_reloads_total";
@@ -189,6 +215,19 @@ pub fn install_prometheus() -> Result<PrometheusHandle, String> {
     metrics::describe_counter!(
         DELIVERY_ERRORS,
         "failed delivery attempts by destination and kind (dns, connect, tls, timeout, closed, status, too_large, refused)"
+    );
+    metrics::describe_counter!(
+        INTAKE_ANSWERS,
+        "intake's answers to POST /v1/webhooks/deliver by status and reason"
+    );
+    metrics::describe_gauge!(READY, "1 while /readyz would answer 200, else 0");
+    metrics::describe_gauge!(
+        DOWN,
+        "1 while a part /readyz checks is down (journal, dead-letter, redis, redis_durability, postgres)"
+    );
+    metrics::describe_gauge!(
+        DESTINATION_RATE,
+        "a destination's configured rate, and its AIMD floor and ceiling when adaptive, webhooks/s"
     );
     metrics::describe_counter!(
         AUTH_REFUSED,

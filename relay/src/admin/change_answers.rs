@@ -8,7 +8,7 @@ use crate::domain::problem::problem;
 use crate::queue::ChangeRefused;
 
 /// 422 with what is wrong.
-pub(super) fn unprocessable(kind: &str, detail: String) -> Response {
+pub(super) fn unprocessable(kind: &'static str, detail: String) -> Response {
     problem(StatusCode::UNPROCESSABLE_ENTITY, kind, detail, Vec::new())
 }
 

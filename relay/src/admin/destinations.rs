@@ -27,6 +27,8 @@ pub struct Defaults {
     pub rate: f64,
     /// `ceiling`, when `adaptive`.
     pub ceiling: Option<f64>,
+    /// `floor`, when `adaptive`.
+    pub floor: Option<f64>,
     /// `latency_budget`.
     pub budget: Duration,
 }
@@ -38,6 +40,7 @@ impl Defaults {
         Defaults {
             rate: s.drain_rate,
             ceiling: s.adaptive.then_some(s.ceiling),
+            floor: s.adaptive.then_some(s.floor),
             budget: s.latency_budget,
         }
     }

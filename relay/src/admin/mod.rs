@@ -127,6 +127,33 @@ async fn metrics(State(admin): State<Arc<Admin>>) -> Response {
     metrics::gauge!(telemetry::HELD_BYTES).set(intake.budget.held() as f64);
     admin.queue.publish().await;
     let answers = &intake.answers;
+    for (status, reason, count) in answers.all() {
+        metrics::counter!(telemetry::INTAKE_ANSWERS, "status" => status.to_string(), "reason" => reason)
+            .absolute(count);
+    }
+    let down = admin.queue.down().await;
+    metrics::gauge!(telemetry::READY).set(if down.is_empty() { 1.0 } else { 0.0 });
+    for part in telemetry::PARTS {
+        let is_down = down.iter().any(|(name, _)| name == part);
+        metrics::gauge!(telemetry::DOWN, "part" => *part).set(f64::from(u8::from(is_down)));
+    }
+    for listed in admin.catalog.list() {
+        let d = &listed.dest;
+        let bounds = [
+            ("configured", Some(d.rate.unwrap_or(admin.defaults.rate))),
+            ("floor", admin.defaults.floor),
+            (
+                "ceiling",
+                admin.defaults.ceiling.map(|c| d.ceiling.unwrap_or(c)),
+            ),
+        ];
+        for (bound, rate) in bounds {
+            if let Some(rate) = rate {
+                metrics::gauge!(telemetry::DESTINATION_RATE, "destination" => d.name.clone(), "bound" => bound)
+                    .set(rate);
+            }
+        }
+    }
     for (status, count) in [
         ("401", &answers.unauthorized_401),
         ("403", &answers.forbidden_403),

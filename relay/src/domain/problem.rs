@@ -6,11 +6,17 @@ use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde_json::json;
 
+/// Why an answer was given, for the `reason` label of
+/// `dripfeed_relay_intake_answers_total`: the problem type, or a finer
+/// cause set over it (`queue-full`, `byte-budget`, `journal-full`, …).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Reason(pub &'static str);
+
 /// A `application/problem+json` response of `kind` (`urn:dripfeed:problem:KIND`)
-/// with `fields` as headers.
+/// with `fields` as headers, its [`Reason`] the kind.
 pub fn problem(
     status: StatusCode,
-    kind: &str,
+    kind: &'static str,
     detail: String,
     fields: Vec<(&'static str, String)>,
 ) -> Response {
@@ -26,6 +32,7 @@ pub fn problem(
         "retry_after": retry_after,
     });
     let mut resp = (status, body.to_string()).into_response();
+    resp.extensions_mut().insert(Reason(kind));
     let h = resp.headers_mut();
     h.insert(
         header::CONTENT_TYPE,

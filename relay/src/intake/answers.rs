@@ -1,5 +1,9 @@
-//! What intake answered, by kind: counted as it answers, read by the status line.
+//! What intake answered, by kind: counted as it answers, read by the
+//! status line and published as `dripfeed_relay_intake_answers_total`
+//! (by status and reason) when `/metrics` is read.
 
+use std::collections::HashMap;
+use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use axum::http::{HeaderValue, StatusCode, header};
@@ -52,6 +56,11 @@ pub struct Answers {
     pub forbidden_403: AtomicU64,
     /// 503: the dead-letter file takes no lines (failing or full).
     pub dead_letter_503: AtomicU64,
+    /// 202, a repeat of an accepted Idempotency-Key.
+    pub duplicate: AtomicU64,
+    /// Every answer but a 202, by status and reason (a few dozen pairs,
+    /// all fixed in the code).
+    others: Mutex<HashMap<(u16, &'static str), u64>>,
 }
 
 impl Answers {
@@ -64,11 +73,68 @@ impl Answers {
     pub fn get(counter: &AtomicU64) -> u64 {
         counter.load(Ordering::Relaxed)
     }
+
+    /// Counts `resp` by its status and [`Reason`](crate::domain::problem::Reason)
+    /// (`none` without one). A 202 is counted where it is made, by kind.
+    pub fn count(&self, resp: &Response) {
+        let status = resp.status().as_u16();
+        if status == 202 {
+            return;
+        }
+        let reason = resp
+            .extensions()
+            .get::<crate::domain::problem::Reason>()
+            .map_or("none", |r| r.0);
+        let mut others = self.others.lock().unwrap_or_else(|e| e.into_inner());
+        *others.entry((status, reason)).or_default() += 1;
+    }
+
+    /// Every answer counted: status, reason, count.
+    pub fn all(&self) -> Vec<(u16, &'static str, u64)> {
+        let mut all = vec![
+            (202, "queued", Answers::get(&self.queued)),
+            (202, "deferred", Answers::get(&self.deferred)),
+            (202, "duplicate", Answers::get(&self.duplicate)),
+        ];
+        let others = self.others.lock().unwrap_or_else(|e| e.into_inner());
+        all.extend(others.iter().map(|(&(s, r), &n)| (s, r, n)));
+        all
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn answers_are_counted_by_status_and_reason() {
+        let a = Answers::default();
+        Answers::bump(&a.queued);
+        let refusal = |kind| {
+            crate::domain::problem::problem(
+                StatusCode::SERVICE_UNAVAILABLE,
+                kind,
+                String::new(),
+                Vec::new(),
+            )
+        };
+        a.count(&refusal("overloaded"));
+        a.count(&refusal("overloaded"));
+        a.count(&accepted_202("queued", 1));
+        a.count(&Response::new(axum::body::Body::empty()));
+        let mut all = a.all();
+        all.sort();
+        assert_eq!(
+            all,
+            [
+                (200, "none", 1),
+                (202, "deferred", 0),
+                (202, "duplicate", 0),
+                (202, "queued", 1),
+                (503, "overloaded", 2)
+            ]
+        );
+    }
 
     #[tokio::test]
     async fn the_202_body_is_the_json_serde_would_write() {

@@ -190,10 +190,12 @@ async fn deliver(State(intake): State<Arc<Intake>>, request: Request) -> Respons
     // A client that hangs up drops this handler; the request path is then
     // finished in a task of its own (see `finish`), never left half way.
     let admission = finish::Finish::new(async move {
-        match take(&intake, request).await {
+        let resp = match take(&intake, request).await {
             Ok(resp) => resp,
             Err(refusal) => *refusal,
-        }
+        };
+        intake.answers.count(&resp);
+        resp
     });
     let mut resp = match admission.await {
         Some(resp) => resp,
@@ -306,13 +308,16 @@ fn accepted(answers: &Answers, a: crate::queue::Accepted) -> Response {
             Answers::bump(&answers.deferred);
             "deferred"
         }
-        A::Duplicate(_) => "duplicate",
+        A::Duplicate(_) => {
+            Answers::bump(&answers.duplicate);
+            "duplicate"
+        }
     };
     answers::accepted_202(status, a.id())
 }
 
 /// A refusal with a problem body and no header fields.
-fn refusal(status: StatusCode, kind: &str, detail: String) -> Refusal {
+fn refusal(status: StatusCode, kind: &'static str, detail: String) -> Refusal {
     Box::new(problem(status, kind, detail, Vec::new()))
 }
 

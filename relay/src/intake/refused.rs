@@ -5,20 +5,24 @@ use axum::http::StatusCode;
 use axum::response::Response;
 
 use super::answers::Answers;
-use crate::domain::problem::problem;
+use crate::domain::problem::{Reason, problem};
 use crate::queue::{Cause, Refusal, Store};
 
 /// The problem for `r`, counted in `answers`.
 pub fn refused(answers: &Answers, r: Refusal) -> Response {
     use StatusCode as S;
-    let (status, kind, detail): (StatusCode, &str, String) = match r.cause {
+    // The reason counted: the problem type, or a finer cause.
+    let mut reason = None;
+    let (status, kind, detail): (StatusCode, &'static str, String) = match r.cause {
         Cause::Full => {
             Answers::bump(&answers.full_503);
+            reason = Some("queue-full");
             let detail = "the delivery queue is full; retry later";
             (S::SERVICE_UNAVAILABLE, "overloaded", detail.into())
         }
         Cause::NoRoom => {
             Answers::bump(&answers.bytes_503);
+            reason = Some("byte-budget");
             let detail = "the relay holds its byte budget of webhooks and keys; retry later";
             (S::SERVICE_UNAVAILABLE, "overloaded", detail.into())
         }
@@ -48,18 +52,22 @@ pub fn refused(answers: &Answers, r: Refusal) -> Response {
             let detail = match store {
                 Store::JournalFull => {
                     Answers::bump(&answers.journal_503);
+                    reason = Some("journal-full");
                     "the relay's journal is full; retry later"
                 }
                 Store::JournalFailed => {
                     Answers::bump(&answers.journal_503);
+                    reason = Some("journal-failed");
                     "the relay cannot write its journal; retry later"
                 }
                 Store::Quotas => {
                     Answers::bump(&answers.store_503);
+                    reason = Some("quota-store");
                     "the tenant quota store is unavailable; retry later"
                 }
                 Store::Queue => {
                     Answers::bump(&answers.store_503);
+                    reason = Some("redis");
                     "the shared queue (Redis) cannot take webhooks now; retry later"
                 }
             };
@@ -79,5 +87,9 @@ pub fn refused(answers: &Answers, r: Refusal) -> Response {
             (S::BAD_REQUEST, "invalid", detail.into())
         }
     };
-    problem(status, kind, detail, r.fields)
+    let mut resp = problem(status, kind, detail, r.fields);
+    if let Some(reason) = reason {
+        resp.extensions_mut().insert(Reason(reason));
+    }
+    resp
 }

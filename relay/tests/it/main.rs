@@ -44,6 +44,7 @@ mod shared_queue;
 mod tenants;
 mod unprivileged;
 mod unwritable_start;
+mod watch;
 mod webhook_status;
 
 // The library's test support: throwaway servers on free ports.
