@@ -30,4 +30,13 @@ if ! command -v initdb >/dev/null 2>&1 && ! ls /usr/lib/postgresql/*/bin/initdb 
     echo "initdb missing: install the Debian package postgresql (PostgreSQL tests fail under CI=true, skip elsewhere)" >&2
   fi
 fi
+# Chromium (Debian package chromium) renders the relay's status page in
+# relay/tests/it/page.rs: headless, --dump-dom.
+if ! command -v chromium >/dev/null 2>&1; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null
+  else
+    echo "chromium missing: install the Debian package chromium (the browser test fails under CI=true, skips elsewhere)" >&2
+  fi
+fi
 cargo test --workspace --all-features "$@"

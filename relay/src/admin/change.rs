@@ -145,6 +145,7 @@ fn bad_name(name: &str) -> Option<Response> {
         (status = 400, description = "The body is not JSON.", body = Problem, content_type = "application/problem+json"),
         (status = 401, description = "No admin token, or not the admin token.", body = Problem, content_type = "application/problem+json",
             headers(("WWW-Authenticate" = String, description = "`Bearer realm=\"dripfeed-relay\"`"))),
+        (status = 403, description = "Sent by a browser from another origin (Origin is not this listener's).", body = Problem, content_type = "application/problem+json"),
         (status = 409, description = "It is being deleted (with queue = redis: until the fleet has ended it, its grace and 5 s), an older destination of that name is still draining, the relay has no state file, or (with queue = redis) another relay changed it meanwhile.", body = Problem, content_type = "application/problem+json"),
         (status = 422, description = "A bad name, field or address, a rate its ring cannot hold, max_destinations reached, or a secret left out of a destination that has one (give it, or null to stop signing).", body = Problem, content_type = "application/problem+json"),
         (status = 503, description = "The state file (with queue = redis: Redis) cannot be written (nothing changed), the relay is shutting down, or the listener serves its most connections.", body = Problem, content_type = "application/problem+json"),
@@ -207,6 +208,7 @@ pub async fn put(
         (status = 400, description = "The body is not JSON.", body = Problem, content_type = "application/problem+json"),
         (status = 401, description = "No admin token, or not the admin token.", body = Problem, content_type = "application/problem+json",
             headers(("WWW-Authenticate" = String, description = "`Bearer realm=\"dripfeed-relay\"`"))),
+        (status = 403, description = "Sent by a browser from another origin (Origin is not this listener's).", body = Problem, content_type = "application/problem+json"),
         (status = 404, description = "No destination of that name.", body = Problem, content_type = "application/problem+json"),
         (status = 409, description = "It is being deleted, the relay has no state file, or (with queue = redis) another relay changed it meanwhile.", body = Problem, content_type = "application/problem+json"),
         (status = 422, description = "Not a JSON object, an unknown field, url removed, or the destination it makes is refused as a PUT's would be.", body = Problem, content_type = "application/problem+json"),
@@ -319,6 +321,7 @@ async fn change(admin: &Admin, name: &str, fields: Fields) -> Response {
         (status = 202, description = "Closed to new webhooks; what it holds is delivered within the grace, then dead-lettered.", body = Deleting),
         (status = 401, description = "No admin token, or not the admin token.", body = Problem, content_type = "application/problem+json",
             headers(("WWW-Authenticate" = String, description = "`Bearer realm=\"dripfeed-relay\"`"))),
+        (status = 403, description = "Sent by a browser from another origin (Origin is not this listener's).", body = Problem, content_type = "application/problem+json"),
         (status = 404, description = "No destination of that name (or it is already being deleted).", body = Problem, content_type = "application/problem+json"),
         (status = 409, description = "The relay has no state file, or (with queue = redis) another relay changed it meanwhile.", body = Problem, content_type = "application/problem+json"),
         (status = 503, description = "The state file (with queue = redis: Redis) cannot be written (nothing changed), or the listener serves its most connections.", body = Problem, content_type = "application/problem+json"),
@@ -327,6 +330,7 @@ pub async fn delete(State(admin): State<Arc<Admin>>, Path(name): Path<String>) -
     match admin.queue.delete(&name).await {
         Ok(body) => {
             admin.errors.forget(&name);
+            admin.recents.forget(&name);
             (StatusCode::ACCEPTED, Json(body)).into_response()
         }
         Err(refused) => refusal(refused),

@@ -19,12 +19,16 @@
 //! Every route asks the queue ([`crate::queue::Queue`]): the same answers
 //! with the local engine and the fleet's.
 //!
+//! - `GET /` ([`page`]): the status page, live, for a browser (a sign-in
+//!   form first when a token is configured), polling `GET /v1/status`.
+//!
 //! The status line on stdout is [`status`].
 
 pub mod change;
 mod change_answers;
 pub mod dead_letters;
 pub mod destinations;
+pub mod page;
 pub mod probes;
 pub mod redrive;
 pub mod status;
@@ -77,6 +81,15 @@ pub struct Admin {
     pub resolve: bool,
     /// Each destination's last delivery error.
     pub errors: Arc<crate::deliver::errors::Errors>,
+    /// Each destination's recent delivery latencies (the page's p99).
+    pub recents: Arc<crate::deliver::recent::Recents>,
+    /// The p99 the adaptive drain aims under, when adaptive.
+    pub target_p99: Option<std::time::Duration>,
+    /// Whether the queue is the fleet's (`queue = redis`).
+    pub fleet: bool,
+    /// Whether the admin listener speaks TLS (the page's cookie is then
+    /// `Secure`).
+    pub tls: bool,
 }
 
 /// The routes that need the admin token.
@@ -92,6 +105,7 @@ fn guarded() -> OpenApiRouter<Arc<Admin>> {
         .routes(routes!(webhooks::webhook))
         .routes(routes!(dead_letters::list))
         .routes(routes!(redrive::redrive))
+        .routes(routes!(page::view::status))
 }
 
 /// The routes open to anyone who reaches the listener.
@@ -113,7 +127,17 @@ pub fn router(admin: Arc<Admin>) -> Router {
         admin.clone(),
         token::require,
     ));
-    openapi::finish(open().merge(guarded), openapi::Listener::Admin, admin, &[])
+    // The status page and its sign-in: for browsers, not in the API's
+    // document (GET /v1/status, which the page polls, is).
+    let page = OpenApiRouter::new()
+        .route("/", axum::routing::get(page::index))
+        .route("/sign-in", axum::routing::post(page::sign_in));
+    openapi::finish(
+        open().merge(guarded).merge(page),
+        openapi::Listener::Admin,
+        admin,
+        &[],
+    )
 }
 
 /// `GET /metrics`: the relay's own gauges set, then the page.

@@ -13,6 +13,7 @@ pub mod errors;
 pub mod guard;
 pub mod latency;
 pub mod pool;
+pub mod recent;
 pub mod resolver;
 pub mod signing;
 pub mod target;
@@ -43,6 +44,8 @@ pub struct HttpDownstream {
     pub targets: Arc<dyn target::Targets>,
     /// Where delivery latencies go (the status line's p99).
     pub latencies: Arc<Latencies>,
+    /// This destination's recent latencies (the status page's p99).
+    pub recent: Arc<recent::Window>,
     /// Where deliveries may connect (checked here for an IP literal; the
     /// client's resolver checks names).
     pub guard: Arc<guard::AddressGuard>,
@@ -87,6 +90,7 @@ impl Downstream<Job> for HttpDownstream {
         let req = request(endpoint, &target.secrets, job, public);
         let (answer, took) = self.client.send(endpoint, req).await;
         self.latencies.record(took);
+        self.recent.record(tokio::time::Instant::now(), took);
         let status = answer.as_ref().map_or(0, |a| a.status.as_u16());
         trail.attempted(attempt.number(), status);
         if status != 0

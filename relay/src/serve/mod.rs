@@ -246,19 +246,22 @@ pub async fn run(
         ))
     });
     let errors = Arc::new(deliver::errors::Errors::default());
+    let recents = Arc::new(deliver::recent::Recents::default());
     let deliveries: Arc<dyn Fn(&str) -> HttpDownstream + Send + Sync> = {
-        let (catalog, latencies, guard, status, errors) = (
+        let (catalog, latencies, guard, status, errors, recents) = (
             catalog.clone(),
             latencies.clone(),
             guard.clone(),
             status.clone(),
             errors.clone(),
+            recents.clone(),
         );
         Arc::new(move |name: &str| HttpDownstream {
             client: client.clone(),
             name: Arc::from(name),
             targets: catalog.clone(),
             latencies: latencies.clone(),
+            recent: recents.of(name),
             guard: guard.clone(),
             status: status.clone(),
             errors: errors.clone(),
@@ -327,6 +330,10 @@ pub async fn run(
         guard: guard.clone(),
         resolve: s.resolve_destinations_at_start,
         errors,
+        recents,
+        target_p99: s.adaptive.then_some(s.target_p99),
+        fleet: fleet_mode,
+        tls: admin_certs.is_some(),
     });
     let reloader = Arc::new(reload::Reloader {
         flags: reload.flags,

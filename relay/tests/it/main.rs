@@ -31,6 +31,7 @@ mod load;
 mod memory;
 mod openapi;
 mod operator;
+mod page;
 mod private_addresses;
 mod raw;
 mod readyz_store;

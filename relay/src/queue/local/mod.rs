@@ -296,6 +296,10 @@ impl Queue for Local {
     }
 
     async fn publish(&self) {
+        // Each throttle's gauges from a reading taken now: a drain waiting
+        // for a free delivery (a receiver that hangs) does not tick, and
+        // its depth gauge would read what it was before the queue grew.
+        let _ = self.set.all_stats();
         metrics::gauge!(telemetry::IDEMPOTENCY_KEYS).set(self.keys.count() as f64);
         let (held, ended) = self.status.counts();
         metrics::gauge!(telemetry::WEBHOOK_STATUSES, "kind" => "held").set(held as f64);

@@ -1,0 +1,88 @@
+//! The status page at `GET /` on the admin listener: each destination's
+//! queue against its bound, its rates, p99, breaker, counts and last
+//! error, refreshed each second from `GET /v1/status` ([`view`]) and drawn
+//! over the last minutes; a redrive button per destination calls `POST
+//! /v1/dead-letters/redrive`. HTML, CSS and script are in the binary
+//! (about 20 KB; no CDN, no build step).
+//!
+//! With an admin token configured, `GET /` shows a sign-in form until the
+//! browser holds the token's cookie ([`session`]); `POST /sign-in` checks
+//! the token and sets it. Without a token the page is open where the
+//! admin API is (loopback, unless `allow_unauthenticated`).
+
+mod html;
+pub mod session;
+pub mod view;
+
+use std::sync::Arc;
+
+use axum::body::Bytes;
+use axum::extract::State;
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+
+use super::Admin;
+use crate::config::digest::KeyDigest;
+
+/// An HTML answer, never cached (it holds live numbers).
+fn html(status: StatusCode, body: String) -> Response {
+    let mut resp = (status, body).into_response();
+    let h = resp.headers_mut();
+    h.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("text/html; charset=utf-8"),
+    );
+    h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    // The page may not be framed by another site (clickjacking).
+    h.insert(header::X_FRAME_OPTIONS, HeaderValue::from_static("DENY"));
+    resp
+}
+
+/// Whether `headers` may see the page: no token configured, the cookie,
+/// or the bearer token.
+fn allowed(admin: &Admin, headers: &HeaderMap) -> bool {
+    let token = admin.token.get();
+    let Some(token) = token.as_ref() else {
+        return true;
+    };
+    session::signed_in(headers, token)
+        || crate::auth::bearer::Bearer::from_headers(headers)
+            .is_ok_and(|key| key.digest().same(token))
+}
+
+/// `GET /`: the page, or the sign-in form.
+pub async fn index(State(admin): State<Arc<Admin>>, headers: HeaderMap) -> Response {
+    match allowed(&admin, &headers) {
+        true => html(StatusCode::OK, html::status(&view::now(&admin).await)),
+        false => html(StatusCode::OK, html::sign_in(false)),
+    }
+}
+
+/// `POST /sign-in` (a form with `token`): the cookie and back to the
+/// page (303), or the form again (401); from another origin, 403.
+pub async fn sign_in(State(admin): State<Arc<Admin>>, headers: HeaderMap, body: Bytes) -> Response {
+    if !session::same_origin(&headers) {
+        return html(StatusCode::FORBIDDEN, html::sign_in(false));
+    }
+    let given = form_urlencoded::parse(&body)
+        .find(|(k, _)| k == "token")
+        .map(|(_, v)| v.into_owned());
+    let token = admin.token.get();
+    let ok = match (token.as_ref(), &given) {
+        (None, _) => true,
+        (Some(want), Some(given)) => KeyDigest::of(given.as_bytes()).same(want),
+        (Some(_), None) => false,
+    };
+    if !ok {
+        return html(StatusCode::UNAUTHORIZED, html::sign_in(true));
+    }
+    let mut resp = StatusCode::SEE_OTHER.into_response();
+    let h = resp.headers_mut();
+    h.insert(header::LOCATION, HeaderValue::from_static("/"));
+    if let (Some(_), Some(given)) = (token.as_ref(), &given)
+        && let Some(cookie) = session::set_cookie(given.as_bytes(), admin.tls)
+    {
+        h.insert(header::SET_COOKIE, cookie);
+    }
+    resp
+}
