@@ -212,6 +212,12 @@ async fn main() -> ExitCode {
             Err(e) => refuse(&e),
         },
         None => {
+            // From now on SIGINT and SIGTERM stop the relay gracefully once
+            // it serves, even if they come while it starts.
+            if let Err(e) = shutdown::listen() {
+                eprintln!("dripfeed-relay: SIGINT and SIGTERM cannot be handled: {e}");
+                return ExitCode::FAILURE;
+            }
             // From now on SIGHUP reloads (it no longer ends the process).
             let hangups = match tokio::signal::unix::signal(SignalKind::hangup()) {
                 Ok(h) => h,

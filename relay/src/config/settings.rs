@@ -136,7 +136,8 @@ declare_settings! {
     /// unreplicated. 0: the primary's word is enough.
     redis_wait_replicas: u32 = "0";
     /// The fleet-wide limit over every destination, deliveries/s (with
-    /// redis). Unset: drain_rate.
+    /// redis). Unset: drain_rate with the local queue; none with queue =
+    /// redis (each destination keeps its own rate).
     global_rate: f64;
     /// Relays in the fleet: while Redis is down and failing open, each
     /// delivers global rate / fleet size.

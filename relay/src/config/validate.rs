@@ -180,14 +180,6 @@ pub(super) fn check(cfg: &Config, errors: &mut Vec<ConfigError>) {
                 );
             }
         }
-        if s.global_rate.is_some() {
-            bad(
-                "global_rate",
-                "with queue = redis each destination's rate is the fleet's (a bucket in \
-                 Redis per destination); one limit over all of them is not there yet"
-                    .into(),
-            );
-        }
         if s.adaptive {
             bad(
                 "adaptive",

@@ -124,6 +124,13 @@ pub async fn run(
     redrive_file: Option<PathBuf>,
     reload: Reload,
 ) -> Result<(), Failure> {
+    // A demo has no graceful stop: Ctrl-C ends it at once.
+    if mode != Mode::Serve {
+        tokio::spawn(async {
+            shutdown::signal().await;
+            std::process::exit(130);
+        });
+    }
     // The configuration as given, before the admin API's changes: what a
     // reload compares the file with.
     let configured = cfg.clone();

@@ -19,6 +19,7 @@ mod dead_letters_api;
 mod fanout;
 mod faults;
 mod fleet;
+mod fleet_global;
 mod full_disk;
 mod harness;
 mod https;

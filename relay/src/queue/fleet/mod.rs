@@ -14,6 +14,7 @@ pub mod changes;
 pub mod counts;
 mod drain;
 pub mod durability;
+mod global;
 pub mod lane;
 pub mod letters;
 pub mod link;

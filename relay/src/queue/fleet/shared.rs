@@ -105,6 +105,8 @@ pub struct Shared {
     retiring: Mutex<Vec<JoinHandle<()>>>,
     /// Set by [`finish`](Self::finish): no drain starts after it.
     finishing: AtomicBool,
+    /// The fleet's limit over every destination (`global_rate`), if any.
+    global: Option<Arc<dyn PermitSource>>,
 }
 
 /// One running drain.
@@ -156,7 +158,12 @@ impl Shared {
                 admitters.push(super::link::connect(url.as_str()).await?);
             }
         }
+        let global = match s.global_rate {
+            Some(rate) => Some(super::global::bucket(conn.clone(), rate)?),
+            None => None,
+        };
         let shared = Shared {
+            global,
             lanes: RwLock::default(),
             keys: RedisKeys::new(conn.clone(), super::super::NAME),
             counts: Mutex::default(),
@@ -323,7 +330,13 @@ impl Shared {
         let d = Drain {
             lane: lane.clone(),
             downstream: Arc::new((deliveries.downstream)(name)),
-            permits: Arc::new(permits),
+            permits: match &self.global {
+                Some(all) => Arc::new(super::global::Both {
+                    one: Arc::new(permits),
+                    all: all.clone(),
+                }),
+                None => Arc::new(permits),
+            },
             retries: m.retries,
             retry_min: m.retry_min,
             retry_max: m.retry_max,
