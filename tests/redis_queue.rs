@@ -538,3 +538,95 @@ async fn the_queue_counts_what_every_node_did() {
         }
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_full_queue_evicts_its_oldest_unclaimed_entry_or_defers_the_new_one() {
+    if !available("a_full_queue_evicts_its_oldest_unclaimed_entry_or_defers_the_new_one") {
+        return;
+    }
+    let redis = RedisServer::start();
+    let conn = || RedisConnection::open(&redis.url()).unwrap();
+    // Head-drop: a bound of 3, one entry claimed (being delivered).
+    let q = RedisQueue::new(conn(), "evict", "a")
+        .with_status(DAY, 100)
+        .with_dead_letters(100)
+        .with_overflow(dripfeed::Overflow::HeadDrop);
+    let ids: Vec<String> = (0..3).map(|_| fresh()).collect();
+    for (n, id) in ids.iter().enumerate() {
+        added(
+            q.admit(id, format!("{n}").as_bytes(), None, 3, DAY)
+                .await
+                .unwrap(),
+        );
+    }
+    let claimed = q.claim(1).await.unwrap();
+    assert_eq!(claimed[0].id, ids[0]);
+    let newest = fresh();
+    match q
+        .admit(&newest, b"3", Some("acme:k"), 3, DAY)
+        .await
+        .unwrap()
+    {
+        Admission::Evicted { id, depth, evicted } => {
+            assert_eq!((id, depth), (newest.clone(), 3));
+            assert_eq!(evicted, ids[1], "the oldest no consumer claimed");
+        }
+        other => panic!("not evicted: {other:?}"),
+    }
+    let dead = q.dead_letters(None, 10).await.unwrap();
+    assert_eq!(dead.len(), 1);
+    assert_eq!(
+        (dead[0].id.as_str(), dead[0].reason.as_str()),
+        (ids[1].as_str(), "evicted")
+    );
+    assert_eq!(dead[0].job, b"1");
+    let status = q.status(&ids[1]).await.unwrap().unwrap();
+    assert_eq!(status.state, JobState::DeadLettered);
+    // The rest are claimed in order, the newest last; nothing claimed twice.
+    let rest: Vec<String> = q
+        .claim(10)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|c| c.id)
+        .collect();
+    assert_eq!(rest, [ids[2].clone(), newest.clone()]);
+    // Every entry claimed or waiting: nothing to evict, so refused.
+    assert!(matches!(
+        q.admit(&fresh(), b"4", None, 3, DAY).await.unwrap(),
+        Admission::Full { depth: 3 }
+    ));
+
+    // Dead-letter: the arriving job goes to the dead letters at once, its
+    // key remembered.
+    let d = RedisQueue::new(conn(), "defer", "a")
+        .with_status(DAY, 100)
+        .with_dead_letters(100)
+        .with_overflow(dripfeed::Overflow::DeadLetter);
+    added(d.admit(&fresh(), b"0", None, 1, DAY).await.unwrap());
+    let late = fresh();
+    assert_eq!(
+        d.admit(&late, b"1", Some("acme:late"), 1, DAY)
+            .await
+            .unwrap(),
+        Admission::Deferred { id: late.clone() }
+    );
+    assert_eq!(
+        d.admit(&fresh(), b"1", Some("acme:late"), 1, DAY)
+            .await
+            .unwrap(),
+        Admission::Repeat { id: late.clone() },
+        "a repeat answers the deferred one"
+    );
+    let dead = d.dead_letters(None, 10).await.unwrap();
+    assert_eq!(dead.len(), 1);
+    assert_eq!(
+        (dead[0].id.as_str(), dead[0].reason.as_str()),
+        (late.as_str(), "overflow")
+    );
+    let status = d.status(&late).await.unwrap().unwrap();
+    assert_eq!(status.state, JobState::DeadLettered);
+    assert_eq!(d.depth().await.unwrap(), 1, "nothing queued for it");
+    let counts = d.counts().await.unwrap();
+    assert_eq!((counts.accepted, counts.dead_lettered), (1, 1));
+}

@@ -61,6 +61,25 @@ pub enum Admission {
         /// The id given.
         id: String,
     },
+    /// The queue was full under [`Overflow::HeadDrop`](crate::Overflow::HeadDrop)
+    /// ([`with_overflow`](RedisQueue::with_overflow)): queued under `id`,
+    /// and the oldest job no consumer had claimed yet went to the dead
+    /// letters (reason `evicted`), in the same script.
+    Evicted {
+        /// The job's id.
+        id: String,
+        /// Outstanding entries, this one included.
+        depth: u64,
+        /// The evicted job's id.
+        evicted: String,
+    },
+    /// The queue was full under [`Overflow::DeadLetter`](crate::Overflow::DeadLetter):
+    /// the job went to the dead letters (reason `overflow`), its status
+    /// dead-lettered and its idempotency key remembered.
+    Deferred {
+        /// The job's id.
+        id: String,
+    },
 }
 
 /// Which ids an admission takes.
@@ -119,8 +138,11 @@ pub struct Claimed {
 ///   checks the outstanding count (stream + retries) against the bound
 ///   (latency budget × the destination's fleet rate) and adds the entry:
 ///   the queue is bounded fleet-wide, and a full queue refuses (tail-drop)
-///   with the depth, for an honest `Retry-After`. Never `MAXLEN`, which
-///   would trim unacknowledged work.
+///   with the depth, for an honest `Retry-After`; with
+///   [`with_overflow`](RedisQueue::with_overflow) it evicts its oldest
+///   unclaimed entry to the dead letters instead (head-drop) or sends the
+///   arriving job there (dead-letter), in the same script. Never `MAXLEN`,
+///   which would trim unacknowledged work.
 /// - [`claim`](RedisQueue::claim): `XREADGROUP`, as many as the node's
 ///   pacing is about to emit, never the whole stream. A group lost with a
 ///   Redis restart without persistence (`NOGROUP`) is made again.
@@ -182,6 +204,8 @@ pub struct RedisQueue {
     pub(super) keep: Option<Keep>,
     /// Dead letters kept in Redis, about ([`with_dead_letters`](Self::with_dead_letters)); 0: none.
     pub(super) dead_max: u64,
+    /// What a full queue does ([`with_overflow`](Self::with_overflow)).
+    overflow: crate::Overflow,
     /// Replicas that must confirm an admission (`WAIT`), and for how long
     /// to wait for them.
     replicas: (u32, Duration),
@@ -308,6 +332,7 @@ impl RedisQueue {
             redrive: Script::new(include_str!("scripts/queue_redrive.lua")),
             keep: None,
             dead_max: 0,
+            overflow: crate::Overflow::TailDrop,
             replicas: (0, Duration::ZERO),
             admitters: std::sync::Arc::new([]),
             turn: std::sync::Arc::default(),
@@ -357,6 +382,41 @@ impl RedisQueue {
     pub fn with_dead_letters(mut self, max: u64) -> Self {
         self.dead_max = max;
         self
+    }
+
+    /// This queue answering a full queue as `policy` says, as the local
+    /// queue's overflow does: [`Overflow::TailDrop`](crate::Overflow::TailDrop)
+    /// (the default) refuses the arriving job ([`Admission::Full`]);
+    /// [`Overflow::HeadDrop`](crate::Overflow::HeadDrop) takes it and moves
+    /// the oldest job no consumer has claimed to the dead letters
+    /// ([`Admission::Evicted`]; with every job claimed or waiting for a
+    /// retry, [`Admission::Full`]); [`Overflow::DeadLetter`](crate::Overflow::DeadLetter)
+    /// moves the arriving job to the dead letters ([`Admission::Deferred`]).
+    /// Either way in the admission's one script. Dead letters are kept in
+    /// Redis with [`with_dead_letters`](Self::with_dead_letters) (without,
+    /// they are only counted).
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// use dripfeed::Overflow;
+    /// use dripfeed::global::{RedisConnection, RedisQueue};
+    /// let conn = RedisConnection::open("redis://127.0.0.1:1/")?;
+    /// let queue = RedisQueue::new(conn, "billing", "node-a")
+    ///     .with_dead_letters(100_000)
+    ///     .with_overflow(Overflow::HeadDrop);
+    /// assert_eq!(queue.overflow(), Overflow::HeadDrop);
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn with_overflow(mut self, policy: crate::Overflow) -> Self {
+        self.overflow = policy;
+        self
+    }
+
+    /// What a full queue does ([`with_overflow`](Self::with_overflow)).
+    pub fn overflow(&self) -> crate::Overflow {
+        self.overflow
     }
 
     /// This queue with every admission confirmed by `replicas` replicas of
@@ -507,6 +567,7 @@ impl RedisQueue {
             .key(&self.statuses)
             .key(&self.ended)
             .key(&self.counts)
+            .key(&self.dead)
             .arg(bound)
             .arg(job)
             .arg(
@@ -523,7 +584,14 @@ impl RedisQueue {
                 Mode::Any => "0",
                 Mode::Fresh => "1",
                 Mode::Confirm => "2",
-            });
+            })
+            .arg(match self.overflow {
+                crate::Overflow::TailDrop => "t",
+                crate::Overflow::HeadDrop => "h",
+                crate::Overflow::DeadLetter => "d",
+            })
+            .arg(&self.group)
+            .arg(self.dead_max);
         let answer: Value = bounded(call.invoke_async(&mut conn), CALL).await?;
         let items = array(answer, 3, "queue admit")?;
         let id = text(&items[1]).unwrap_or_default();
@@ -535,6 +603,12 @@ impl RedisQueue {
             Some("repeat") => Admission::Repeat { id },
             Some("taken") => return Ok(Admission::Taken),
             Some("seen") => Admission::Seen { id },
+            Some("evicted") => Admission::Evicted {
+                id,
+                depth: count(&items[2])?,
+                evicted: items.get(3).and_then(text).unwrap_or_default(),
+            },
+            Some("deferred") => Admission::Deferred { id },
             Some("full") => {
                 return Ok(Admission::Full {
                     depth: count(&items[2])?,
@@ -560,9 +634,11 @@ impl RedisQueue {
             return Ok(answer);
         }
         match answer {
-            Admission::Added { id, .. } | Admission::Repeat { id } | Admission::Seen { id } => {
-                Ok(Admission::Unconfirmed { id, replicas })
-            }
+            Admission::Added { id, .. }
+            | Admission::Evicted { id, .. }
+            | Admission::Deferred { id }
+            | Admission::Repeat { id }
+            | Admission::Seen { id } => Ok(Admission::Unconfirmed { id, replicas }),
             other => Ok(other),
         }
     }

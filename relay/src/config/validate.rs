@@ -3,7 +3,7 @@
 //! from; every rule runs, so all errors are reported at once.
 
 use super::error::{ConfigError, Origin};
-use super::value::{FailureMode, OverflowPolicy, QueueKind};
+use super::value::{FailureMode, QueueKind};
 use super::{Config, Settings};
 
 /// Every rule broken by `cfg`.
@@ -158,14 +158,6 @@ pub(super) fn check(cfg: &Config, errors: &mut Vec<ConfigError>) {
     if s.queue == QueueKind::Redis {
         if s.redis.is_none() {
             bad("queue", "queue = redis needs redis (its URL)".into());
-        }
-        if s.overflow != OverflowPolicy::TailDrop {
-            bad(
-                "overflow",
-                "with queue = redis a full queue refuses the arriving webhook (tail-drop): \
-                 head-drop and dead-letter are not available there"
-                    .into(),
-            );
         }
         if s.redis_failure == FailureMode::Open {
             let open = cfg

@@ -202,6 +202,17 @@ named_enum!(
     }
 );
 
+impl OverflowPolicy {
+    /// The library's policy of the same name.
+    pub fn policy(self) -> dripfeed::Overflow {
+        match self {
+            OverflowPolicy::TailDrop => dripfeed::Overflow::TailDrop,
+            OverflowPolicy::HeadDrop => dripfeed::Overflow::HeadDrop,
+            OverflowPolicy::DeadLetter => dripfeed::Overflow::DeadLetter,
+        }
+    }
+}
+
 named_enum!(
     /// Where accepted webhooks wait for delivery.
     QueueKind {

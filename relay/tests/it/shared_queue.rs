@@ -163,8 +163,6 @@ async fn what_the_shared_queue_cannot_keep_is_refused_at_start() {
     assert!(err.contains("queue = redis needs redis"), "{err}");
     let redis = "--redis redis://127.0.0.1:1/";
     for (flags, says) in [
-        ("--global-rate 10", "one limit over all of them"),
-        ("--overflow head-drop", "tail-drop"),
         ("--redis-failure open", "open cannot be kept"),
         ("--adaptive", "not shared by the fleet yet"),
         (

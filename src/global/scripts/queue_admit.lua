@@ -4,7 +4,9 @@
 -- KEYS[3]  the idempotency key (same slot; ignored when ARGV[4] is "0")
 -- KEYS[4]  the jobs' statuses (a hash by id; written when ARGV[6] is "1")
 -- KEYS[5]  the ended jobs by end time (a sorted set of ids)
--- KEYS[6]  the queue's counts (a hash: a accepted, f refused full)
+-- KEYS[6]  the queue's counts (a hash: a accepted, f refused full, x
+--          dead-lettered, e evicted, o overflowed to the dead letters)
+-- KEYS[7]  the dead letters (a stream; see queue_settle.lua)
 -- ARGV[1]  the bound: entries outstanding (stream + retries) at most
 -- ARGV[2]  the job's bytes
 -- ARGV[3]  how long the idempotency key is remembered, ms
@@ -21,6 +23,13 @@
 --          to confirm: nothing is admitted, its status (if kept) is
 --          written again so that a WAIT after this script covers it, and
 --          the answer is {"seen", id, 0}
+-- ARGV[10] what a full queue does: "t" refuses the arriving job
+--          (tail-drop), "h" takes it and moves the oldest entry no
+--          consumer has claimed yet to the dead letters (head-drop; with
+--          none unclaimed it refuses), "d" moves the arriving job to the
+--          dead letters (dead-letter)
+-- ARGV[11] the consumers' group (head-drop: which entries are claimed)
+-- ARGV[12] how many dead letters the stream keeps (about; 0: none there)
 --
 -- Outstanding is XLEN + ZCARD: entries are deleted once acknowledged, so
 -- the stream holds only what is queued or being delivered (never trimmed
@@ -34,7 +43,36 @@
 -- another) or {"seen", id, 0} (ARGV[9]). An ended job's id may be admitted
 -- again (a dead letter redriven keeps its id): its status starts over.
 -- Each job added counts as accepted, each refusal for a full queue as
--- refused, in the queue's counts.
+-- refused, in the queue's counts. With head-drop a full queue answers
+-- {"evicted", id, outstanding, the evicted job's id}; with dead-letter
+-- {"deferred", id, outstanding}: the job is a dead letter at once (its
+-- status dead-lettered, its idempotency key remembered), as the local
+-- queue's overflow makes one.
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+
+-- A dead letter written for job `id` (reason, attempts made, its job).
+local function dead_letter(id, reason, n, job)
+  local max = tonumber(ARGV[12]) or 0
+  if max > 0 then
+    redis.call('XADD', KEYS[7], 'MAXLEN', '~', max, '*',
+      'id', id, 'reason', reason, 'n', n, 'last', '', 'error', '', 'job', job)
+  end
+  redis.call('HINCRBY', KEYS[6], 'x', 1)
+end
+
+-- Job `id`'s kept status marked dead-lettered now (kept statuses only).
+local function ended_dead(id)
+  local had = redis.call('HGET', KEYS[4], id)
+  if not had then return end
+  local f = {}
+  for v in (had .. '|'):gmatch('([^|]*)|') do f[#f + 1] = v end
+  f[1] = 'x'
+  f[4] = ''
+  f[6] = tostring(now)
+  redis.call('HSET', KEYS[4], id, table.concat(f, '|'))
+  redis.call('ZADD', KEYS[5], now, id)
+end
 if ARGV[9] == '2' then
   local had = redis.call('HGET', KEYS[4], ARGV[5])
   if had then
@@ -67,9 +105,65 @@ if kept and ARGV[9] == '1' then
   end
 end
 local outstanding = redis.call('XLEN', KEYS[1]) + redis.call('ZCARD', KEYS[2])
+local evicted = nil
 if outstanding >= bound then
-  redis.call('HINCRBY', KEYS[6], 'f', 1)
-  return {'full', '', outstanding}
+  local policy = ARGV[10] or 't'
+  -- A job still held under this id: nothing evicted or written for it.
+  local held = kept and redis.call('HGET', KEYS[4], ARGV[5])
+  if held and policy ~= 't' then
+    local st = string.sub(held, 1, 1)
+    if st == 'q' or st == 'r' then
+      return {'taken', ARGV[5], 0}
+    end
+  end
+  if policy == 'd' then
+    dead_letter(ARGV[5], 'overflow', '0', ARGV[2])
+    redis.call('HINCRBY', KEYS[6], 'o', 1)
+    if keyed then
+      redis.call('SET', KEYS[3], ARGV[5], 'PX', ARGV[3])
+    end
+    if kept then
+      redis.call('HSET', KEYS[4], ARGV[5], 'x|0|||' .. now .. '|' .. now .. '||' .. ARGV[7])
+      redis.call('ZADD', KEYS[5], now, ARGV[5])
+    end
+    return {'deferred', ARGV[5], outstanding}
+  end
+  if policy == 'h' then
+    -- The oldest entry after the group's last delivered one: never
+    -- claimed by any consumer (all of them when the group has none yet).
+    local after = '-'
+    local ok, groups = pcall(redis.call, 'XINFO', 'GROUPS', KEYS[1])
+    if ok then
+      for _, g in ipairs(groups) do
+        local name, last = nil, nil
+        for k = 1, #g, 2 do
+          if g[k] == 'name' then name = g[k + 1] end
+          if g[k] == 'last-delivered-id' then last = g[k + 1] end
+        end
+        if name == ARGV[11] and last and last ~= '0-0' then after = '(' .. last end
+      end
+    end
+    local oldest = redis.call('XRANGE', KEYS[1], after, '+', 'COUNT', 1)
+    if oldest[1] then
+      local sid, kv = oldest[1][1], oldest[1][2]
+      local id, n, job = sid, '0', ''
+      for k = 1, #kv, 2 do
+        if kv[k] == 'id' then id = kv[k + 1] end
+        if kv[k] == 'n' then n = kv[k + 1] end
+        if kv[k] == 'job' then job = kv[k + 1] end
+      end
+      redis.call('XDEL', KEYS[1], sid)
+      dead_letter(id, 'evicted', n, job)
+      redis.call('HINCRBY', KEYS[6], 'e', 1)
+      ended_dead(id)
+      evicted = id
+      outstanding = outstanding - 1
+    end
+  end
+  if not evicted then
+    redis.call('HINCRBY', KEYS[6], 'f', 1)
+    return {'full', '', outstanding}
+  end
 end
 if kept then
   local had = redis.call('HGET', KEYS[4], ARGV[5])
@@ -88,8 +182,9 @@ if keyed then
   redis.call('SET', KEYS[3], ARGV[5], 'PX', ARGV[3])
 end
 if kept then
-  local t = redis.call('TIME')
-  local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
   redis.call('HSET', KEYS[4], ARGV[5], 'q|0|||' .. now .. '||' .. sid .. '|' .. ARGV[7])
+end
+if evicted then
+  return {'evicted', ARGV[5], outstanding + 1, evicted}
 end
 return {'added', ARGV[5], outstanding + 1}

@@ -35,6 +35,15 @@ pub async fn admit(shared: &Shared, a: Admission) -> Result<Accepted, Refusal> {
             counts.admitted();
             Ok(Accepted::Queued(id))
         }
+        Ok(Admit::Evicted(id)) => {
+            counts.admitted();
+            counts.evicted();
+            Ok(Accepted::Queued(id))
+        }
+        Ok(Admit::Deferred(id)) => {
+            counts.overflowed();
+            Ok(Accepted::Deferred(id))
+        }
         Ok(Admit::Repeat(id)) => Ok(Accepted::Duplicate(id)),
         Ok(Admit::KeyReused) => Err(Refusal::now(Cause::KeyReused)),
         Ok(Admit::Full(wait)) => {

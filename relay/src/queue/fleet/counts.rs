@@ -39,6 +39,9 @@ pub struct Counts {
     store_down: Counter,
     refused: Counter,
     tail_drop: Counter,
+    head_drop: Counter,
+    dead_letter: Counter,
+    evicted: Counter,
     delivered: Counter,
     dead_lettered: Counter,
     /// Deliveries scheduled again.
@@ -82,6 +85,9 @@ impl Counts {
             store_down: metrics::counter!(REJECTED, with("reason", "store_down")),
             refused: metrics::counter!(JOBS, with("outcome", "refused")),
             tail_drop: metrics::counter!(OVERFLOW, with("policy", "tail_drop")),
+            head_drop: metrics::counter!(OVERFLOW, with("policy", "head_drop")),
+            dead_letter: metrics::counter!(OVERFLOW, with("policy", "dead_letter")),
+            evicted: metrics::counter!(JOBS, with("outcome", "evicted")),
             delivered: metrics::counter!(JOBS, with("outcome", "delivered")),
             dead_lettered: metrics::counter!(JOBS, with("outcome", "dead_lettered")),
             retries: metrics::counter!(RETRIES, b()),
@@ -127,6 +133,20 @@ impl Counts {
             Refused::OverQuota => self.over_quota.increment(1),
             Refused::StoreDown => self.store_down.increment(1),
         }
+    }
+
+    /// The oldest unclaimed webhook evicted by one admitted here
+    /// (head-drop): it went to the dead letters.
+    pub fn evicted(&self) {
+        self.head_drop.increment(1);
+        self.evicted.increment(1);
+    }
+
+    /// One webhook arriving here at a full queue sent to the dead letters
+    /// (dead-letter).
+    pub fn overflowed(&self) {
+        self.dead_letter.increment(1);
+        self.dead_lettered.increment(1);
     }
 
     /// One webhook delivered here.

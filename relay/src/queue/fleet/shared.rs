@@ -80,6 +80,12 @@ pub enum Admit {
     OverQuota(Duration),
     /// The tenant quota store cannot be reached (nothing queued).
     QuotaUnavailable,
+    /// Queued into a full queue (head-drop): its id; the oldest unclaimed
+    /// webhook went to the dead letters.
+    Evicted(u64),
+    /// The queue was full (dead-letter): the webhook went to the dead
+    /// letters; its id.
+    Deferred(u64),
 }
 
 /// The fleet's queues, one per destination this relay knows (configured,
@@ -131,6 +137,8 @@ struct Made {
     timeout: Duration,
     /// Deliveries at once per destination.
     cap: usize,
+    /// What a full queue does.
+    overflow: dripfeed::Overflow,
 }
 
 /// What the drains need from the relay.
@@ -183,6 +191,7 @@ impl Shared {
                 retry_max: s.retry_max,
                 timeout: s.deliver_timeout + Duration::from_secs(1),
                 cap: s.per_destination_cap(cfg.destinations.len()),
+                overflow: s.overflow.policy(),
             },
             deliveries: OnceLock::new(),
             drains: Mutex::default(),
@@ -239,7 +248,8 @@ impl Shared {
                     m.admitters.clone(),
                 )
                 .with_status(m.status_retention, m.status_max)
-                .with_dead_letters(DEAD_LETTERS_KEPT),
+                .with_dead_letters(DEAD_LETTERS_KEPT)
+                .with_overflow(m.overflow),
             rate,
             bound,
             open,
@@ -472,7 +482,13 @@ impl Shared {
         match (&keyed, &answer) {
             (
                 Some((key, id, _)),
-                Ok(Admit::Queued(_) | Admit::Repeat(_) | Admit::Unconfirmed(_)),
+                Ok(
+                    Admit::Queued(_)
+                    | Admit::Repeat(_)
+                    | Admit::Unconfirmed(_)
+                    | Admit::Evicted(_)
+                    | Admit::Deferred(_),
+                ),
             ) => {
                 if let Err(e) = self.keys.accept(key, id, self.remember).await {
                     // Left pending under its id: a retry finds it and the
@@ -484,7 +500,13 @@ impl Shared {
             _ => {}
         }
         if let Some((tenant, store)) = charged
-            && !matches!(answer, Ok(Admit::Queued(_) | Admit::Unconfirmed(_)))
+            && !matches!(
+                answer,
+                Ok(Admit::Queued(_)
+                    | Admit::Unconfirmed(_)
+                    | Admit::Evicted(_)
+                    | Admit::Deferred(_))
+            )
             && let Err(e) = store.refund(tenant, 1.0).await
         {
             tracing::warn!(error = %e, "shared queue: a tenant's charge for a webhook not queued was not refunded");
@@ -546,6 +568,8 @@ impl Shared {
     fn answer(&self, lane: &Lane, answer: Admission) -> Result<Admit, String> {
         Ok(match answer {
             Admission::Added { id, .. } => Admit::Queued(number_of(&id)),
+            Admission::Evicted { id, .. } => Admit::Evicted(number_of(&id)),
+            Admission::Deferred { id } => Admit::Deferred(number_of(&id)),
             Admission::Repeat { id } | Admission::Seen { id } => Admit::Repeat(number_of(&id)),
             Admission::Unconfirmed { replicas, .. } => Admit::Unconfirmed(replicas),
             Admission::Taken => return Err("no free id in four draws".into()),

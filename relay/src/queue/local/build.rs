@@ -18,10 +18,9 @@ use dripfeed::destinations::{BreakerConfig, DestinationConfig, Destinations};
 use dripfeed::journal::Journal;
 use dripfeed::keyed::BucketStore;
 use dripfeed::rate::AimdConfig;
-use dripfeed::{Overflow, PermitSource, RetryPolicy, Throttle, ThrottleBuilder};
+use dripfeed::{PermitSource, RetryPolicy, Throttle, ThrottleBuilder};
 
 use super::super::NAME;
-use crate::config::value::OverflowPolicy;
 use crate::config::{Config, ConfigError, Settings};
 use crate::dead_letter::FileSink;
 use crate::deliver::HttpDownstream;
@@ -153,11 +152,7 @@ pub fn build(cfg: &Config, journal: Option<&Path>, parts: Parts) -> Result<Built
     let s: &Settings = &cfg.settings;
     let evicted_to = parts.sink.clone();
     let mut t = template(cfg)?
-        .overflow(match s.overflow {
-            OverflowPolicy::TailDrop => Overflow::TailDrop,
-            OverflowPolicy::HeadDrop => Overflow::HeadDrop,
-            OverflowPolicy::DeadLetter => Overflow::DeadLetter,
-        })
+        .overflow(s.overflow.policy())
         .dead_letter(parts.sink.clone())
         .on_evicted(move |job: Job| {
             if evicted_to.offer(job, "evicted").is_err() {
