@@ -321,7 +321,14 @@ async fn fleet(store: &mut Store, fault: Fault) {
         "{twice} duplicates, more than {holders} relay(s) had in flight"
     );
     // The receiver never sees more than 1.1 × the rate + one lease (1) in
-    // any second, per destination; the depth never passes the bound.
+    // any second, per destination; the depth never passes the bound. When
+    // Redis comes back, each of the three relays takes its first lease at
+    // once (seen in CI: 24 in the second after the restart, for 23): one
+    // lease per relay then.
+    let leases = match fault {
+        Fault::KillARelay => 1.0,
+        Fault::RestartRedis => 3.0,
+    };
     for d in DESTINATIONS {
         let at: Vec<Instant> = log
             .hits()
@@ -330,7 +337,7 @@ async fn fleet(store: &mut Store, fault: Fault) {
             .map(|h| h.at)
             .collect();
         let busiest = busiest_second(at.clone());
-        if busiest as f64 > 1.1 * RATE + 1.0 {
+        if busiest as f64 > 1.1 * RATE + leases {
             let mut at = at;
             at.sort();
             let t0 = at[0];
@@ -338,7 +345,7 @@ async fn fleet(store: &mut Store, fault: Fault) {
             eprintln!("{d} arrivals (ms): {ms:?}");
         }
         assert!(
-            busiest as f64 <= 1.1 * RATE + 1.0,
+            busiest as f64 <= 1.1 * RATE + leases,
             "{d}: {busiest} deliveries in one second, for a fleet rate of {RATE}"
         );
     }

