@@ -87,9 +87,8 @@ pub struct Admin {
     pub target_p99: Option<std::time::Duration>,
     /// Whether the queue is the fleet's (`queue = redis`).
     pub fleet: bool,
-    /// Whether the admin listener speaks TLS (the page's cookie is then
-    /// `Secure`).
-    pub tls: bool,
+    /// The status page's browser sessions.
+    pub session: page::session::Session,
 }
 
 /// The routes that need the admin token.

@@ -3,7 +3,8 @@
 //! cookie holding it ([`super::page::session`]). Without a configured
 //! digest every request passes (the admin listener is then on loopback).
 //! A request that changes something from a browser on another origin
-//! (`Origin` not the listener's) is refused (403) either way.
+//! (`Origin` not the listener's) is refused (403) either way; without a
+//! token, so is one naming the listener by a host name (DNS rebinding).
 
 use std::sync::Arc;
 
@@ -17,6 +18,19 @@ use super::page::session;
 use crate::auth::bearer::{Bearer, Unauthorized};
 use crate::domain::problem::problem;
 
+/// 403 for a request naming the listener by a host name where no admin
+/// token is set.
+pub fn not_local() -> Response {
+    problem(
+        StatusCode::FORBIDDEN,
+        "not-local",
+        "without an admin token the admin listener answers requests that name it by \
+         address or as localhost only"
+            .into(),
+        Vec::new(),
+    )
+}
+
 /// Lets the request through with the admin token; else 401.
 pub async fn require(State(admin): State<Arc<Admin>>, request: Request, next: Next) -> Response {
     if !request.method().is_safe() && !session::same_origin(request.headers()) {
@@ -29,10 +43,13 @@ pub async fn require(State(admin): State<Arc<Admin>>, request: Request, next: Ne
     }
     let token = admin.token.get();
     let Some(token) = token.as_ref() else {
+        if !session::local_host(request.headers()) {
+            return not_local();
+        }
         return next.run(request).await;
     };
     let headers = request.headers();
-    if !headers.contains_key(header::AUTHORIZATION) && session::signed_in(headers, token) {
+    if !headers.contains_key(header::AUTHORIZATION) && admin.session.signed_in(headers, token) {
         return next.run(request).await;
     }
     match Bearer::from_headers(headers) {

@@ -37,6 +37,8 @@ pub struct Places {
     pub state_directory: Option<String>,
     /// Whether a path holds data ([`holds_data`] for the disk's).
     pub holds: fn(&Path) -> bool,
+    /// Whether two paths name one file ([`same_file`] for the disk's).
+    pub same: fn(&Path, &Path) -> bool,
 }
 
 impl Places {
@@ -47,8 +49,20 @@ impl Places {
             cwd: std::env::current_dir().unwrap_or_else(|_| PathBuf::from("/")),
             state_directory: std::env::var("STATE_DIRECTORY").ok(),
             holds: holds_data,
+            same: same_file,
         }
     }
+}
+
+/// Whether `a` and `b` name one file: equal, or equal once their
+/// directories' links are followed (systemd's `/var/lib/NAME` is a link to
+/// `/var/lib/private/NAME` with `DynamicUser=`).
+pub fn same_file(a: &Path, b: &Path) -> bool {
+    let real = |p: &Path| {
+        let dir = p.parent().and_then(|d| std::fs::canonicalize(d).ok())?;
+        Some(dir.join(p.file_name()?))
+    };
+    a == b || matches!((real(a), real(b)), (Some(x), Some(y)) if x == y)
 }
 
 /// A directory with an entry besides lock files, or a file that is not
@@ -109,6 +123,9 @@ pub fn resolve(s: &Settings, places: &Places) -> Result<Paths, String> {
         ]
         .into_iter()
         .flatten()
+        // The working directory may be the data directory (systemd's
+        // WorkingDirectory=%S/NAME): then the old path is the new one.
+        .filter(|(o, n)| !(places.same)(o, n))
         .collect();
         let old_held: Vec<&PathBuf> = old
             .iter()
@@ -186,6 +203,7 @@ mod tests {
             cwd: "/srv/app".into(),
             state_directory: state.map(str::to_owned),
             holds,
+            same: |a, b| a == b,
         }
     }
 
@@ -232,6 +250,30 @@ mod tests {
             let p = resolve(&settings(argv), &places(None, both)).unwrap();
             assert_eq!(p.old_layout, None, "{argv:?}");
         }
+    }
+
+    #[test]
+    fn a_working_directory_that_is_the_data_directory_is_not_an_old_layout() {
+        // systemd: WorkingDirectory=%S/NAME and StateDirectory=NAME.
+        // Its dead letters are the new ones, not an old layout's (before,
+        // the first dead letter made the next start refuse).
+        let mut p = places(Some("/srv/app"), |p| p.ends_with("dead-letter.jsonl"));
+        let resolved = resolve(&settings(&[]), &p).unwrap();
+        assert_eq!(resolved.old_layout, None);
+        assert_eq!(resolved.journal_dir, Path::new("/srv/app/journal"));
+        assert_eq!(
+            resolved.dead_letter_file,
+            Path::new("/srv/app/dead-letter.jsonl")
+        );
+        // The same file under another name (a link) too.
+        p.state_directory = Some("/var/lib/app".into());
+        p.same = |a, b| a.file_name() == b.file_name();
+        let resolved = resolve(&settings(&[]), &p).unwrap();
+        assert_eq!(resolved.old_layout, None);
+        assert_eq!(
+            resolved.dead_letter_file,
+            Path::new("/var/lib/app/dead-letter.jsonl")
+        );
     }
 
     #[test]

@@ -42,6 +42,7 @@ pub(super) fn load_with(
             cwd: "/srv".into(),
             state_directory: None,
             holds: |_| false,
+            same: |a, b| a == b,
         },
     })
 }

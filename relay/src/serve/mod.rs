@@ -340,7 +340,7 @@ pub async fn run(
         recents,
         target_p99: s.adaptive.then_some(s.target_p99),
         fleet: fleet_mode,
-        tls: admin_certs.is_some(),
+        session: admin::page::session::Session::new(s.admin_listen.port(), admin_certs.is_some())?,
     });
     let reloader = Arc::new(reload::Reloader {
         flags: reload.flags,

@@ -126,6 +126,17 @@ async fn the_page_shows_each_queue_as_metrics_do_and_follows_it() {
         .unwrap();
     assert!(page.len() < 100 * 1024, "{} bytes", page.len());
     assert!(!page.contains("https://"), "no CDN");
+    // Without an admin token, a page of another site whose name resolves
+    // here (DNS rebinding) gets nothing.
+    for path in ["/", "/v1/status"] {
+        let rebound = http()
+            .get(relay.admin_url(path))
+            .header("host", "evil.example:8090")
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(rebound.status(), 403, "{path}");
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -173,6 +184,11 @@ async fn with_a_token_the_page_signs_in_with_a_cookie_and_refuses_other_origins(
         "{cookie}"
     );
     let cookie = cookie.split(';').next().unwrap().to_owned();
+    let token_hex: String = b"admin secret".iter().map(|b| format!("{b:02x}")).collect();
+    assert!(
+        !cookie.contains(&token_hex),
+        "the cookie is not the token: {cookie}"
+    );
     let get = |path: &str, cookie: Option<&str>| {
         let mut req = http().get(relay.admin_url(path));
         if let Some(c) = cookie {
@@ -202,7 +218,7 @@ async fn with_a_token_the_page_signs_in_with_a_cookie_and_refuses_other_origins(
     assert_eq!(redrive("http://evil.example").await.unwrap().status(), 403);
     assert_eq!(redrive(&own).await.unwrap().status(), 200);
     // The bearer token still works; the cookie of another token does not.
-    let other = "dripfeed_admin=6775657373"; // "guess"
+    let other = "dripfeed_admin_0=6775657373"; // "guess"
     assert_eq!(get("/v1/status", Some(other)).await.unwrap().status(), 401);
     let bearer = http()
         .get(relay.admin_url("/v1/status"))

@@ -124,6 +124,7 @@ if outstanding >= bound then
     end
     if kept then
       redis.call('HSET', KEYS[4], ARGV[5], 'x|0|||' .. now .. '|' .. now .. '||' .. ARGV[7])
+      redis.call('HDEL', KEYS[4], ARGV[5] .. '\ne')
       redis.call('ZADD', KEYS[5], now, ARGV[5])
     end
     return {'deferred', ARGV[5], outstanding}

@@ -55,7 +55,7 @@ pub fn sign_in(failed: bool) -> String {
          <form method=\"post\" action=\"/sign-in\">\
          <label>Admin token <input type=\"password\" name=\"token\" autocomplete=\"current-password\" required autofocus></label>\
          <button>Sign in</button></form>\
-         <p class=\"hint\">The token whose SHA-256 is admin_token_sha256. It is kept in an HttpOnly cookie for this listener only.</p></main>"
+         <p class=\"hint\">The token whose SHA-256 is admin_token_sha256. The browser keeps an HttpOnly session cookie derived from it (not the token), valid until the relay restarts or the token changes.</p></main>"
     );
     page("dripfeed relay: sign in", &body, false)
 }

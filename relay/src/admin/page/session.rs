@@ -1,33 +1,95 @@
 //! Signing a browser in: a browser cannot send `Authorization: Bearer`,
-//! so the page's form takes the admin token once and sets it (hex) as the
-//! cookie [`COOKIE`] (`HttpOnly`, `SameSite=Strict`, `Secure` over TLS),
-//! checked as the bearer token is. A request that changes something and
-//! says where it comes from (`Origin`, as every browser does) must come
-//! from the admin listener itself.
+//! so the page's form takes the admin token once and the relay answers
+//! with a session cookie ([`Session`]): not the token, but an HMAC of the
+//! token's digest under a key drawn at start, so the cookie reveals
+//! nothing, dies with the process and with a new token (a reload), and is
+//! named after the listener's port (cookies are not kept per port).
+//! `HttpOnly`, `SameSite=Strict`, and `Secure` with a `__Host-` name over
+//! TLS. A request that changes something and says where it comes from
+//! (`Origin`, as every browser does) must come from the admin listener
+//! itself; without an admin token, a request must name the listener by
+//! address or as `localhost` (a page of another site that rebinds its
+//! name to this address is refused).
 
 use axum::http::{HeaderMap, HeaderValue, header};
+use hmac::{Hmac, Mac};
+use sha2::Sha256;
+use subtle::ConstantTimeEq;
 
 use crate::config::digest::KeyDigest;
 
-/// The cookie holding the admin token, hex-encoded.
-pub const COOKIE: &str = "dripfeed_admin";
-
-/// The token the cookie holds, if any (its bytes).
-fn cookie_token(headers: &HeaderMap) -> Option<Vec<u8>> {
-    headers
-        .get_all(header::COOKIE)
-        .iter()
-        .filter_map(|v| v.to_str().ok())
-        .flat_map(|v| v.split(';'))
-        .find_map(|pair| {
-            let (name, value) = pair.trim().split_once('=')?;
-            (name == COOKIE).then(|| hex_decode(value)).flatten()
-        })
+/// The admin listener's browser sessions.
+pub struct Session {
+    key: [u8; 32],
+    name: String,
+    tls: bool,
 }
 
-/// Whether `headers` carry the cookie of `token`.
-pub fn signed_in(headers: &HeaderMap, token: &KeyDigest) -> bool {
-    cookie_token(headers).is_some_and(|t| KeyDigest::of(&t).same(token))
+impl Session {
+    /// Sessions for the admin listener on `port`, over TLS or not; a key
+    /// drawn from the system's random source.
+    pub fn new(port: u16, tls: bool) -> Result<Session, String> {
+        let mut key = [0u8; 32];
+        rustls::crypto::ring::default_provider()
+            .secure_random
+            .fill(&mut key)
+            .map_err(|_| "no random bytes for the status page's sessions".to_owned())?;
+        let name = match tls {
+            true => format!("__Host-dripfeed_admin_{port}"),
+            false => format!("dripfeed_admin_{port}"),
+        };
+        Ok(Session { key, name, tls })
+    }
+
+    /// The cookie's value for `token`.
+    fn value(&self, token: &KeyDigest) -> Option<[u8; 32]> {
+        let mut mac = Hmac::<Sha256>::new_from_slice(&self.key).ok()?;
+        mac.update(token.hex().as_bytes());
+        Some(mac.finalize().into_bytes().into())
+    }
+
+    /// Whether `headers` carry this listener's cookie for `token`.
+    pub fn signed_in(&self, headers: &HeaderMap, token: &KeyDigest) -> bool {
+        let Some(want) = self.value(token) else {
+            return false;
+        };
+        headers
+            .get_all(header::COOKIE)
+            .iter()
+            .filter_map(|v| v.to_str().ok())
+            .flat_map(|v| v.split(';'))
+            .filter_map(|pair| {
+                let (name, value) = pair.trim().split_once('=')?;
+                (name == self.name).then(|| hex_decode(value)).flatten()
+            })
+            .any(|got| bool::from(got.as_slice().ct_eq(&want)))
+    }
+
+    /// The `Set-Cookie` signing a browser in as the holder of `token`.
+    pub fn set_cookie(&self, token: &KeyDigest) -> Option<HeaderValue> {
+        let value = self.value(token)?;
+        let secure = if self.tls { "; Secure" } else { "" };
+        HeaderValue::from_str(&format!(
+            "{}={}; Path=/; HttpOnly; SameSite=Strict{secure}",
+            self.name,
+            hex_encode(&value)
+        ))
+        .ok()
+    }
+}
+
+/// Whether `headers` name the listener by an IP address or `localhost`
+/// (what a relay without an admin token requires: a name of another site
+/// resolving here is DNS rebinding).
+pub fn local_host(headers: &HeaderMap) -> bool {
+    let Some(host) = headers.get(header::HOST).and_then(|h| h.to_str().ok()) else {
+        return false;
+    };
+    let name = match host.strip_prefix('[') {
+        Some(v6) => v6.split(']').next().unwrap_or(""),
+        None => host.rsplit_once(':').map_or(host, |(name, _)| name),
+    };
+    name.eq_ignore_ascii_case("localhost") || name.parse::<std::net::IpAddr>().is_ok()
 }
 
 /// Whether a request may change something: without `Origin` (not a
@@ -42,16 +104,6 @@ pub fn same_origin(headers: &HeaderMap) -> bool {
             .or_else(|| o.strip_prefix("https://"))
     });
     matches!((authority, host), (Some(a), Some(h)) if a.eq_ignore_ascii_case(h))
-}
-
-/// The `Set-Cookie` signing a browser in with `token`.
-pub fn set_cookie(token: &[u8], tls: bool) -> Option<HeaderValue> {
-    let secure = if tls { "; Secure" } else { "" };
-    HeaderValue::from_str(&format!(
-        "{COOKIE}={}; Path=/; HttpOnly; SameSite=Strict{secure}",
-        hex_encode(token)
-    ))
-    .ok()
 }
 
 fn hex_encode(bytes: &[u8]) -> String {
@@ -85,31 +137,61 @@ mod tests {
     }
 
     #[test]
-    fn the_cookie_signs_in_with_the_token_only() {
+    fn the_cookie_is_an_hmac_of_the_token_for_this_process_and_port() {
         let token = KeyDigest::of(b"s3cret token");
-        let set = set_cookie(b"s3cret token", true).unwrap();
+        let session = Session::new(8090, true).unwrap();
+        let set = session.set_cookie(&token).unwrap();
         let set = set.to_str().unwrap();
+        assert!(set.starts_with("__Host-dripfeed_admin_8090="), "{set}");
         assert!(
             set.contains("HttpOnly") && set.contains("SameSite=Strict") && set.ends_with("Secure")
         );
+        assert!(!set.contains(&hex_encode(b"s3cret token")), "not the token");
         let value = set.split(';').next().unwrap();
         let ok = headers(&[(header::COOKIE, &format!("a=b; {value}"))]);
-        assert!(signed_in(&ok, &token));
-        let other = set_cookie(b"guess", false).unwrap();
-        let other = other
-            .to_str()
-            .unwrap()
-            .split(';')
-            .next()
-            .unwrap()
-            .to_owned();
-        assert!(!signed_in(&headers(&[(header::COOKIE, &other)]), &token));
-        for bad in ["dripfeed_admin=zz", "dripfeed_admin=abc", "other=00"] {
+        assert!(session.signed_in(&ok, &token));
+        assert!(
+            !session.signed_in(&ok, &KeyDigest::of(b"another token")),
+            "a new token"
+        );
+        let restarted = Session::new(8090, true).unwrap();
+        assert!(!restarted.signed_in(&ok, &token), "another process");
+        for bad in [
+            "__Host-dripfeed_admin_8090=zz",
+            "__Host-dripfeed_admin_8090=abc",
+            "other=00",
+        ] {
             assert!(
-                !signed_in(&headers(&[(header::COOKIE, bad)]), &token),
+                !session.signed_in(&headers(&[(header::COOKIE, bad)]), &token),
                 "{bad}"
             );
         }
+        let plain = Session::new(8091, false)
+            .unwrap()
+            .set_cookie(&token)
+            .unwrap();
+        assert!(plain.to_str().unwrap().starts_with("dripfeed_admin_8091="));
+    }
+
+    #[test]
+    fn without_a_token_the_host_must_be_an_address_or_localhost() {
+        for host in [
+            "127.0.0.1:8090",
+            "localhost:8090",
+            "LOCALHOST",
+            "[::1]:8090",
+            "10.0.0.5",
+        ] {
+            assert!(local_host(&headers(&[(header::HOST, host)])), "{host}");
+        }
+        for host in [
+            "evil.example:8090",
+            "relay.internal",
+            "127.0.0.1.nip.io:8090",
+        ] {
+            assert!(!local_host(&headers(&[(header::HOST, host)])), "{host}");
+        }
+        assert!(!local_host(&HeaderMap::new()));
     }
 
     #[test]

@@ -38,7 +38,9 @@ pub struct Counts {
     over_quota: Counter,
     store_down: Counter,
     refused: Counter,
-    tail_drop: Counter,
+    /// Overflow of a full queue refusing the arriving webhook, under the
+    /// policy in force (head-drop refuses too when every entry is claimed).
+    full: Counter,
     head_drop: Counter,
     dead_letter: Counter,
     evicted: Counter,
@@ -65,8 +67,9 @@ pub struct Counts {
 }
 
 impl Counts {
-    /// The handles of destination `name`.
-    pub fn new(name: &str) -> Counts {
+    /// The handles of destination `name`, whose full queue does as
+    /// `policy` says.
+    pub fn new(name: &str, policy: dripfeed::Overflow) -> Counts {
         let base = vec![
             Label::new("throttle", NAME),
             Label::new("destination", name.to_owned()),
@@ -84,7 +87,17 @@ impl Counts {
             over_quota: metrics::counter!(REJECTED, with("reason", "over_quota")),
             store_down: metrics::counter!(REJECTED, with("reason", "store_down")),
             refused: metrics::counter!(JOBS, with("outcome", "refused")),
-            tail_drop: metrics::counter!(OVERFLOW, with("policy", "tail_drop")),
+            full: metrics::counter!(
+                OVERFLOW,
+                with(
+                    "policy",
+                    match policy {
+                        dripfeed::Overflow::HeadDrop => "head_drop",
+                        dripfeed::Overflow::DeadLetter => "dead_letter",
+                        _ => "tail_drop",
+                    }
+                )
+            ),
             head_drop: metrics::counter!(OVERFLOW, with("policy", "head_drop")),
             dead_letter: metrics::counter!(OVERFLOW, with("policy", "dead_letter")),
             evicted: metrics::counter!(JOBS, with("outcome", "evicted")),
@@ -128,7 +141,7 @@ impl Counts {
         match why {
             Refused::Overloaded => {
                 self.overloaded.increment(1);
-                self.tail_drop.increment(1);
+                self.full.increment(1);
             }
             Refused::OverQuota => self.over_quota.increment(1),
             Refused::StoreDown => self.store_down.increment(1),

@@ -10,8 +10,10 @@ use std::sync::Arc;
 use dripfeed::global::{Failure, RedisConnection, RedisRate};
 use dripfeed::{Permit, PermitSource};
 
-/// The key of the fleet's global bucket (its own slot on a Cluster).
-const KEY: &str = "webhook_relay:queue:{global}";
+/// The key of the fleet's global bucket (its own slot on a Cluster). No
+/// destination's bucket can have it: theirs are `webhook_relay:queue:{NAME}`
+/// (a destination named `global` included).
+const KEY: &str = "webhook_relay:global_rate:{global}";
 
 /// The fleet's global bucket at `rate` deliveries per second.
 pub fn bucket(conn: RedisConnection, rate: f64) -> Result<Arc<dyn PermitSource>, String> {

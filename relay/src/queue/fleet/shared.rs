@@ -234,7 +234,7 @@ impl Shared {
         let bound = (budget.as_secs_f64() * rate).ceil().max(1.0) as u64;
         let counts = lock(&self.counts)
             .entry(name.to_owned())
-            .or_insert_with(|| Arc::new(Counts::new(name)))
+            .or_insert_with(|| Arc::new(Counts::new(name, m.overflow)))
             .clone();
         if open {
             counts.shape(bound, rate);

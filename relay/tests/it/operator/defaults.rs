@@ -177,3 +177,26 @@ async fn the_status_line_is_for_a_terminal_or_the_flag() {
     let printed: Vec<String> = quiet.out.all().into_iter().filter(status).collect();
     assert!(printed.is_empty(), "{printed:?}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn under_systemd_the_working_directory_is_the_data_directory() {
+    // WorkingDirectory=%S/NAME with StateDirectory=NAME: ./dead-letter.jsonl
+    // is the data directory's own, not an old layout's (before this was
+    // seen, a unit whose relay had written one dead letter refused to
+    // start again).
+    let state = TempDir::new("systemd-cwd");
+    std::fs::write(state.join("dead-letter.jsonl"), "{}\n").unwrap();
+    std::fs::create_dir_all(state.join("journal")).unwrap();
+    let env = [("STATE_DIRECTORY", state.0.to_str().unwrap())];
+    let rx = receivers::dead().await;
+    let args = argv(&format!("--destination a=http://{rx}/a"));
+    let relay = Relay::start_in(&state.0, &args, &env).await;
+    let line = files_line(&relay).await;
+    assert!(
+        line.contains(&format!(
+            "dead letters {}",
+            state.join("dead-letter.jsonl").display()
+        )),
+        "{line}"
+    );
+}
