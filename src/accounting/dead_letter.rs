@@ -92,6 +92,39 @@ pub trait DeadLetterSink<J>: Send + Sync + 'static {
     /// Takes `job`, or hands it back when full or closed. Never blocks.
     fn try_offer(&self, job: J, why: DeadLetterReason) -> Result<(), J>;
 
+    /// [`try_offer`](Self::try_offer) for a job the queue was full for
+    /// under [`Overflow::DeadLetter`](crate::Overflow::DeadLetter), with
+    /// the id its admission answers ([`Admitted::id`](crate::Admitted::id)):
+    /// the sink has it before the caller does, so a sink that records jobs
+    /// by id can name this one. By default, `try_offer`.
+    ///
+    /// ```
+    /// use dripfeed::{DeadLetterReason, DeadLetterSink};
+    /// use std::sync::Mutex;
+    ///
+    /// /// Keeps each job with the id it was admitted as (0: none given).
+    /// struct ById(Mutex<Vec<(u64, String)>>);
+    ///
+    /// #[async_trait::async_trait]
+    /// impl DeadLetterSink<String> for ById {
+    ///     fn try_offer(&self, job: String, why: DeadLetterReason) -> Result<(), String> {
+    ///         self.try_offer_admitted(0, job, why)
+    ///     }
+    ///     fn try_offer_admitted(&self, id: u64, job: String, _why: DeadLetterReason) -> Result<(), String> {
+    ///         self.0.lock().map_err(|_| job.clone())?.push((id, job));
+    ///         Ok(())
+    ///     }
+    /// }
+    ///
+    /// let sink = ById(Mutex::new(Vec::new()));
+    /// sink.try_offer_admitted(7, "late".into(), DeadLetterReason::Overflow).unwrap();
+    /// assert_eq!(sink.0.lock().unwrap()[0], (7, "late".to_string()));
+    /// ```
+    fn try_offer_admitted(&self, id: u64, job: J, why: DeadLetterReason) -> Result<(), J> {
+        let _ = id;
+        self.try_offer(job, why)
+    }
+
     /// Waits until what was offered is stored durably; an error says it
     /// could not be (a full disk, a store that is down). Called at
     /// shutdown, and with a journal after jobs were offered: only after an

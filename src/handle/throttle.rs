@@ -359,7 +359,7 @@ impl<J: 'static> Throttle<J> {
         let Some(sink) = &s.endings.sink else {
             return Err(s.refuse(job, Reason::Overloaded));
         };
-        match sink.try_offer(job, DeadLetterReason::Overflow) {
+        match sink.try_offer_admitted(id, job, DeadLetterReason::Overflow) {
             Ok(()) => {
                 s.ledger.record(Event::Finished(id, Outcome::DeadLettered));
                 Ok(Admitted::deferred(id))

@@ -119,6 +119,14 @@ impl DeadLetterSink<Job> for Arc<FileSink> {
         self.offer(job, why.as_str())
     }
 
+    /// A webhook deferred by `--overflow dead-letter` is named here, as
+    /// intake names it just after (the id its 202 gives; a redriven one
+    /// keeps its own), so its line carries that id.
+    fn try_offer_admitted(&self, id: u64, job: Job, why: DeadLetterReason) -> Result<(), Job> {
+        job.trail.name(id);
+        self.offer(job, why.as_str())
+    }
+
     async fn flush(&self) -> Result<(), FlushError> {
         let done = self.flushed().await;
         match (done.held, done.error) {

@@ -32,25 +32,6 @@ const RETRY_MAX: Duration = Duration::from_secs(5);
 const CHECK_EVERY: Duration = Duration::from_secs(1);
 /// Messages taken into one batch.
 const BATCH: usize = 4096;
-/// The longest a letter sent by the queue's overflow waits for intake to
-/// name it (see [`named`]).
-const NAMED_WITHIN: Duration = Duration::from_millis(50);
-
-/// Waits until `job` has its id: a webhook that overflowed to the
-/// dead letters (`--overflow dead-letter`) is offered here during its
-/// admission, and intake names it (the id its 202 gives) just after the
-/// admission returns. Without the wait its line could leave the id out,
-/// and a sender could not find it (nor redrive it by id). Microseconds in
-/// practice; at most [`NAMED_WITHIN`].
-fn named(job: &Job, reason: &str) {
-    if reason != "overflow" || job.trail.id() != 0 {
-        return;
-    }
-    let until = Instant::now() + NAMED_WITHIN;
-    while job.trail.id() == 0 && Instant::now() < until {
-        std::thread::sleep(Duration::from_micros(100));
-    }
-}
 
 /// What the writer is sent.
 pub enum Msg {
@@ -177,15 +158,12 @@ impl Writer {
     fn take(&mut self, msg: Msg, flushes: &mut Vec<oneshot::Sender<Flushed>>) {
         match msg {
             Msg::Flush(done) => flushes.push(done),
-            Msg::Letter(job, reason) => {
-                named(&job, reason);
-                match line::encode(&job, reason, &self.fallback) {
-                    Ok(line) => self.held.push_back(Held { line, _job: job }),
-                    Err(e) => {
-                        tracing::error!(error = %e, id = job.trail.id(), "a dead letter does not encode as JSON: dropped");
-                    }
+            Msg::Letter(job, reason) => match line::encode(&job, reason, &self.fallback) {
+                Ok(line) => self.held.push_back(Held { line, _job: job }),
+                Err(e) => {
+                    tracing::error!(error = %e, id = job.trail.id(), "a dead letter does not encode as JSON: dropped");
                 }
-            }
+            },
         }
     }
 
