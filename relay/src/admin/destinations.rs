@@ -33,6 +33,17 @@ pub struct Defaults {
     pub budget: Duration,
 }
 
+/// A destination's rates ([`Defaults::rates`]), webhooks/s.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Rates {
+    /// Its configured rate.
+    pub configured: f64,
+    /// The lowest adaptive rate, when adaptive.
+    pub floor: Option<f64>,
+    /// The highest adaptive rate, when adaptive.
+    pub ceiling: Option<f64>,
+}
+
 impl Defaults {
     /// The defaults of `cfg`.
     pub fn of(cfg: &Config) -> Defaults {
@@ -42,6 +53,17 @@ impl Defaults {
             ceiling: s.adaptive.then_some(s.ceiling),
             floor: s.adaptive.then_some(s.floor),
             budget: s.latency_budget,
+        }
+    }
+
+    /// `d`'s configured rate and, when adaptive, the AIMD floor and ceiling
+    /// its rate in force moves between (what the status page and
+    /// `dripfeed_relay_destination_rate` show).
+    pub fn rates(&self, d: &crate::config::Destination) -> Rates {
+        Rates {
+            configured: d.rate.unwrap_or(self.rate),
+            floor: self.floor,
+            ceiling: self.ceiling.map(|c| d.ceiling.unwrap_or(c)),
         }
     }
 

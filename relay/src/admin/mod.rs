@@ -162,13 +162,11 @@ async fn metrics(State(admin): State<Arc<Admin>>) -> Response {
     }
     for listed in admin.catalog.list() {
         let d = &listed.dest;
+        let rates = admin.defaults.rates(d);
         let bounds = [
-            ("configured", Some(d.rate.unwrap_or(admin.defaults.rate))),
-            ("floor", admin.defaults.floor),
-            (
-                "ceiling",
-                admin.defaults.ceiling.map(|c| d.ceiling.unwrap_or(c)),
-            ),
+            ("configured", Some(rates.configured)),
+            ("floor", rates.floor),
+            ("ceiling", rates.ceiling),
         ];
         for (bound, rate) in bounds {
             if let Some(rate) = rate {

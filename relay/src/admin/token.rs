@@ -9,7 +9,7 @@
 use std::sync::Arc;
 
 use axum::extract::{Request, State};
-use axum::http::{StatusCode, header};
+use axum::http::{HeaderMap, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::Response;
 
@@ -41,20 +41,31 @@ pub async fn require(State(admin): State<Arc<Admin>>, request: Request, next: Ne
             Vec::new(),
         );
     }
+    match authorized(&admin, request.headers()) {
+        Ok(()) => next.run(request).await,
+        Err(refused) => *refused,
+    }
+}
+
+/// Whether `headers` may use the guarded routes and the status page:
+/// without an admin token, a request naming the listener by address or as
+/// localhost; with one, the bearer token, or (without an `Authorization`
+/// header) the page's session cookie. `Err`: the answer instead (403
+/// `not-local`, 401).
+pub fn authorized(admin: &Admin, headers: &HeaderMap) -> Result<(), Box<Response>> {
     let token = admin.token.get();
     let Some(token) = token.as_ref() else {
-        if !session::local_host(request.headers()) {
-            return not_local();
-        }
-        return next.run(request).await;
+        return match session::local_host(headers) {
+            true => Ok(()),
+            false => Err(Box::new(not_local())),
+        };
     };
-    let headers = request.headers();
     if !headers.contains_key(header::AUTHORIZATION) && admin.session.signed_in(headers, token) {
-        return next.run(request).await;
+        return Ok(());
     }
     match Bearer::from_headers(headers) {
-        Ok(key) if key.digest().same(token) => next.run(request).await,
-        Ok(_) => Unauthorized::Unknown.response(),
-        Err(why) => why.response(),
+        Ok(key) if key.digest().same(token) => Ok(()),
+        Ok(_) => Err(Box::new(Unauthorized::Unknown.response())),
+        Err(why) => Err(Box::new(why.response())),
     }
 }

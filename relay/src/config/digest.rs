@@ -19,6 +19,12 @@ impl KeyDigest {
         KeyDigest(Sha256::digest(key).into())
     }
 
+    /// A 32-byte digest made some other way (an HMAC), compared and
+    /// written as a key's is.
+    pub fn from_bytes(bytes: [u8; 32]) -> KeyDigest {
+        KeyDigest(bytes)
+    }
+
     /// Reads 64 hex characters (either case).
     pub fn parse(text: &str) -> Result<KeyDigest, String> {
         let text = text.trim();

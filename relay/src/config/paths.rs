@@ -113,30 +113,32 @@ pub fn resolve(s: &Settings, places: &Places) -> Result<Paths, String> {
         .map_or_else(|| data_dir.join(DEAD_LETTERS), abs);
     let mut old_layout = None;
     if s.data_dir.is_none() {
-        // The old defaults, for the paths not given.
-        let old: Vec<(PathBuf, PathBuf)> = [
+        // The old defaults, for the paths not given: (the journal's?, old
+        // path, new path).
+        let old: Vec<(bool, PathBuf, PathBuf)> = [
             (s.journal_dir.is_none() && !s.no_journal)
-                .then(|| (abs(Path::new(OLD_JOURNAL)), journal_dir.clone())),
-            s.dead_letter_file
-                .is_none()
-                .then(|| (abs(Path::new(OLD_DEAD_LETTERS)), dead_letter_file.clone())),
+                .then(|| (true, abs(Path::new(OLD_JOURNAL)), journal_dir.clone())),
+            s.dead_letter_file.is_none().then(|| {
+                let old = abs(Path::new(OLD_DEAD_LETTERS));
+                (false, old, dead_letter_file.clone())
+            }),
         ]
         .into_iter()
         .flatten()
         // The working directory may be the data directory (systemd's
         // WorkingDirectory=%S/NAME): then the old path is the new one.
-        .filter(|(o, n)| !(places.same)(o, n))
+        .filter(|(_, o, n)| !(places.same)(o, n))
         .collect();
         let old_held: Vec<&PathBuf> = old
             .iter()
-            .filter(|(o, _)| (places.holds)(o))
-            .map(|(o, _)| o)
+            .filter(|(_, o, _)| (places.holds)(o))
+            .map(|(_, o, _)| o)
             .collect();
         if !old_held.is_empty() {
             let new_held: Vec<&PathBuf> = old
                 .iter()
-                .filter(|(_, n)| (places.holds)(n))
-                .map(|(_, n)| n)
+                .filter(|(_, _, n)| (places.holds)(n))
+                .map(|(_, _, n)| n)
                 .collect();
             let list = |v: &[&PathBuf]| {
                 v.iter()
@@ -153,11 +155,10 @@ pub fn resolve(s: &Settings, places: &Places) -> Result<Paths, String> {
                     list(&new_held)
                 ));
             }
-            for (o, _) in &old {
-                if *o == abs(Path::new(OLD_JOURNAL)) {
-                    journal_dir = o.clone();
-                } else {
-                    dead_letter_file = o.clone();
+            for (journal, o, _) in &old {
+                match journal {
+                    true => journal_dir = o.clone(),
+                    false => dead_letter_file = o.clone(),
                 }
             }
             old_layout = Some(format!(

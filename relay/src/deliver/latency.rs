@@ -9,24 +9,32 @@ use hdrhistogram::Histogram;
 /// Microseconds, 3 significant figures, up to an hour.
 pub struct Latencies(Mutex<Option<Histogram<u64>>>);
 
+/// A histogram of microseconds up to an hour, with `figures` significant
+/// figures; `None` only if hdrhistogram ever refused these constant bounds.
+pub fn histogram(figures: u8) -> Option<Histogram<u64>> {
+    Histogram::new_with_bounds(1, 3_600_000_000, figures).ok()
+}
+
+/// `latency` as a histogram records it: whole microseconds, at least 1.
+pub fn micros(latency: Duration) -> u64 {
+    u64::try_from(latency.as_micros())
+        .unwrap_or(u64::MAX)
+        .max(1)
+}
+
 impl Default for Latencies {
     fn default() -> Self {
         // Constant bounds that hdrhistogram accepts; None only if it ever refused them.
-        Latencies(Mutex::new(
-            Histogram::new_with_bounds(1, 3_600_000_000, 3).ok(),
-        ))
+        Latencies(Mutex::new(histogram(3)))
     }
 }
 
 impl Latencies {
     /// Records one delivery's latency.
     pub fn record(&self, latency: Duration) {
-        let micros = u64::try_from(latency.as_micros())
-            .unwrap_or(u64::MAX)
-            .max(1);
         let mut h = self.0.lock().unwrap_or_else(|p| p.into_inner());
         if let Some(h) = h.as_mut() {
-            h.saturating_record(micros);
+            h.saturating_record(micros(latency));
         }
     }
 

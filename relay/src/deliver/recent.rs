@@ -44,8 +44,7 @@ impl Halves {
 impl Window {
     /// An empty window starting at `now`.
     pub fn new(now: Instant) -> Window {
-        // Microseconds, 2 significant figures, up to an hour.
-        let histogram = || Histogram::new_with_bounds(1, 3_600_000_000, 2).ok();
+        let histogram = || super::latency::histogram(2);
         Window(Mutex::new(histogram().zip(histogram()).map(
             |(filling, last)| Halves {
                 began: now,
@@ -57,12 +56,11 @@ impl Window {
 
     /// Records a delivery's latency at `now`.
     pub fn record(&self, now: Instant, latency: Duration) {
-        let micros = u64::try_from(latency.as_micros())
-            .unwrap_or(u64::MAX)
-            .max(1);
         let mut h = self.0.lock().unwrap_or_else(|p| p.into_inner());
         if let Some(h) = h.as_mut() {
-            h.at(now).filling.saturating_record(micros);
+            h.at(now)
+                .filling
+                .saturating_record(super::latency::micros(latency));
         }
     }
 

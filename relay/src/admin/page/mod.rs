@@ -38,26 +38,12 @@ fn html(status: StatusCode, body: String) -> Response {
     resp
 }
 
-/// Whether `headers` may see the page: no token configured, the cookie,
-/// or the bearer token.
-fn allowed(admin: &Admin, headers: &HeaderMap) -> bool {
-    let token = admin.token.get();
-    let Some(token) = token.as_ref() else {
-        return true;
-    };
-    admin.session.signed_in(headers, token)
-        || crate::auth::bearer::Bearer::from_headers(headers)
-            .is_ok_and(|key| key.digest().same(token))
-}
-
-/// `GET /`: the page, or the sign-in form.
+/// `GET /`: the page, or (with a token, not signed in) the sign-in form.
 pub async fn index(State(admin): State<Arc<Admin>>, headers: HeaderMap) -> Response {
-    if admin.token.get().is_none() && !session::local_host(&headers) {
-        return super::token::not_local();
-    }
-    match allowed(&admin, &headers) {
-        true => html(StatusCode::OK, html::status(&view::now(&admin).await)),
-        false => html(StatusCode::OK, html::sign_in(false)),
+    match super::token::authorized(&admin, &headers) {
+        Ok(()) => html(StatusCode::OK, html::status(&view::now(&admin).await)),
+        Err(_) if admin.token.get().is_some() => html(StatusCode::OK, html::sign_in(false)),
+        Err(refused) => *refused,
     }
 }
 

@@ -14,7 +14,6 @@
 use axum::http::{HeaderMap, HeaderValue, header};
 use hmac::{Hmac, Mac};
 use sha2::Sha256;
-use subtle::ConstantTimeEq;
 
 use crate::config::digest::KeyDigest;
 
@@ -41,11 +40,12 @@ impl Session {
         Ok(Session { key, name, tls })
     }
 
-    /// The cookie's value for `token`.
-    fn value(&self, token: &KeyDigest) -> Option<[u8; 32]> {
+    /// The cookie's value for `token`: 32 bytes, written and compared (in
+    /// constant time) as a key's digest is.
+    fn value(&self, token: &KeyDigest) -> Option<KeyDigest> {
         let mut mac = Hmac::<Sha256>::new_from_slice(&self.key).ok()?;
         mac.update(token.hex().as_bytes());
-        Some(mac.finalize().into_bytes().into())
+        Some(KeyDigest::from_bytes(mac.finalize().into_bytes().into()))
     }
 
     /// Whether `headers` carry this listener's cookie for `token`.
@@ -60,9 +60,9 @@ impl Session {
             .flat_map(|v| v.split(';'))
             .filter_map(|pair| {
                 let (name, value) = pair.trim().split_once('=')?;
-                (name == self.name).then(|| hex_decode(value)).flatten()
+                (name == self.name).then(|| KeyDigest::parse(value).ok())?
             })
-            .any(|got| bool::from(got.as_slice().ct_eq(&want)))
+            .any(|got| got.same(&want))
     }
 
     /// The `Set-Cookie` signing a browser in as the holder of `token`.
@@ -72,7 +72,7 @@ impl Session {
         HeaderValue::from_str(&format!(
             "{}={}; Path=/; HttpOnly; SameSite=Strict{secure}",
             self.name,
-            hex_encode(&value)
+            value.hex()
         ))
         .ok()
     }
@@ -106,24 +106,6 @@ pub fn same_origin(headers: &HeaderMap) -> bool {
     matches!((authority, host), (Some(a), Some(h)) if a.eq_ignore_ascii_case(h))
 }
 
-fn hex_encode(bytes: &[u8]) -> String {
-    use std::fmt::Write;
-    bytes.iter().fold(String::new(), |mut s, b| {
-        let _ = write!(s, "{b:02x}");
-        s
-    })
-}
-
-fn hex_decode(text: &str) -> Option<Vec<u8>> {
-    if !text.len().is_multiple_of(2) {
-        return None;
-    }
-    (0..text.len())
-        .step_by(2)
-        .map(|i| u8::from_str_radix(text.get(i..i + 2)?, 16).ok())
-        .collect()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -146,7 +128,8 @@ mod tests {
         assert!(
             set.contains("HttpOnly") && set.contains("SameSite=Strict") && set.ends_with("Secure")
         );
-        assert!(!set.contains(&hex_encode(b"s3cret token")), "not the token");
+        let token_hex: String = b"s3cret token".iter().map(|b| format!("{b:02x}")).collect();
+        assert!(!set.contains(&token_hex), "not the token");
         let value = set.split(';').next().unwrap();
         let ok = headers(&[(header::COOKIE, &format!("a=b; {value}"))]);
         assert!(session.signed_in(&ok, &token));

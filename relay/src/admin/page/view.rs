@@ -97,21 +97,20 @@ pub async fn status(State(admin): State<Arc<Admin>>) -> Json<StatusPage> {
 pub async fn now(admin: &Admin) -> StatusPage {
     let down = admin.queue.down().await;
     let ms = |d: std::time::Duration| d.as_secs_f64() * 1000.0;
-    let d = &admin.defaults;
     let mut destinations = Vec::new();
     for listed in admin.catalog.list() {
         let dest = &listed.dest;
         let live = admin.queue.live(&dest.name).await.unwrap_or_default();
-        let adaptive = d.floor.is_some();
+        let rates = admin.defaults.rates(dest);
         destinations.push(DestinationStatus {
             name: dest.name.clone(),
             depth: live.depth,
             capacity: live.capacity,
-            rate: dest.rate.unwrap_or(d.rate),
+            rate: rates.configured,
             rate_now: live.rate_now,
-            adaptive,
-            floor: d.floor,
-            ceiling: d.ceiling.map(|c| dest.ceiling.unwrap_or(c)),
+            adaptive: rates.floor.is_some(),
+            floor: rates.floor,
+            ceiling: rates.ceiling,
             p99_ms: admin.recents.p99(&dest.name).map(ms),
             target_p99_ms: admin.target_p99.map(ms),
             in_flight: live.in_flight,

@@ -71,6 +71,31 @@ fn unwritable(e: std::io::Error) -> ChangeRefused {
 }
 
 impl Changes {
+    /// Whether a destination listed as `before` may be made or changed: not
+    /// while it is being deleted (409, `then` saying what happens after), and
+    /// a new one only below `max_destinations` (422).
+    fn may_make(
+        &self,
+        catalog: &Catalog,
+        before: Option<&crate::catalog::Listed>,
+        then: &str,
+    ) -> Result<(), ChangeRefused> {
+        match before {
+            Some(l) if !l.open => {
+                let detail = format!("it is being deleted; {then}");
+                Err(ChangeRefused::new(409, "destination-deleting", detail))
+            }
+            None if catalog.held() >= self.max_destinations => {
+                let detail = format!(
+                    "the relay holds its {} destinations (max_destinations)",
+                    self.max_destinations
+                );
+                Err(ChangeRefused::new(422, "too-many-destinations", detail))
+            }
+            _ => Ok(()),
+        }
+    }
+
     /// Makes or replaces `name` (`fields`, checked as `dest`).
     pub async fn put(
         &self,
@@ -88,20 +113,11 @@ impl Changes {
             return Err(ChangeRefused::new(409, "no-state-file", NO_STATE));
         };
         let before = catalog.get(name);
-        match &before {
-            Some(l) if !l.open => {
-                let detail = "it is being deleted; make it again once it has drained";
-                return Err(ChangeRefused::new(409, "destination-deleting", detail));
-            }
-            None if catalog.held() >= self.max_destinations => {
-                let detail = format!(
-                    "the relay holds its {} destinations (max_destinations)",
-                    self.max_destinations
-                );
-                return Err(ChangeRefused::new(422, "too-many-destinations", detail));
-            }
-            _ => {}
-        }
+        self.may_make(
+            catalog,
+            before.as_ref(),
+            "make it again once it has drained",
+        )?;
         // The file first: if it cannot be written, nothing has changed; if
         // the set then refuses the change, the file is put back.
         let undo = file.undo_point();
@@ -173,21 +189,11 @@ impl Changes {
             }
             return Ok(true);
         };
-        match &before {
-            Some(l) if !l.open => {
-                let detail =
-                    "it is being deleted; it is made again by a reload once it has drained";
-                return Err(ChangeRefused::new(409, "destination-deleting", detail));
-            }
-            None if catalog.held() >= self.max_destinations => {
-                let detail = format!(
-                    "the relay holds its {} destinations (max_destinations)",
-                    self.max_destinations
-                );
-                return Err(ChangeRefused::new(422, "too-many-destinations", detail));
-            }
-            _ => {}
-        }
+        self.may_make(
+            catalog,
+            before.as_ref(),
+            "it is made again by a reload once it has drained",
+        )?;
         set.define(name, overrides(&dest)).map_err(refused)?;
         tracing::info!(destination = %name, created = before.is_none(), "destination changed by a reload of the configuration");
         catalog.put(dest);
