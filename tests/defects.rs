@@ -1,5 +1,5 @@
-//! The seven defects the review of the first core found, one test each.
-//! Each failed on the first core and passes on the second.
+//! Seven defects of the library's first design, one test each.
+//! Each failed on that design and passes on the current one.
 
 use crate::support;
 

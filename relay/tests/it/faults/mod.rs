@@ -1,4 +1,4 @@
-//! The fault-injection suite (issue 25): a loop over faults, each run on a
+//! The fault-injection suite: a loop over faults, each run on a
 //! relay of its own (its own ports, journal and dead-letter file, a 1 s
 //! deliver timeout and an 8 MiB queue budget), a few at a time. Each run
 //! posts numbered webhooks, applies its fault, lets the relay settle
