@@ -2,7 +2,7 @@
 //! raw `crossbeam_queue::ArrayQueue`, `tokio::sync::mpsc`, governor's direct
 //! `check()` and leaky-bucket's `try_acquire(1)`, on one and two threads.
 //!
-//! What each line measures (BENCHMARKS.md says the same):
+//! What each line measures (the book's Benchmarks page, docs/src/benchmarks.md, says the same):
 //! - `dripfeed/accepted`: one accepted `try_submit` into a throttle whose
 //!   drain is not running (`build_unspawned`, never polled), so nothing is
 //!   popped. A fresh throttle of capacity `K` per batch of `K` submissions;

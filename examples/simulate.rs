@@ -21,7 +21,9 @@ use sim::{Scenario, Trace, run};
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut args = std::env::args().skip(1);
     let capacity: f64 = args.next().map_or(Ok(120.0), |a| a.parse())?;
-    let out = args.next().unwrap_or_else(|| "docs/simulation.svg".into());
+    let out = args
+        .next()
+        .unwrap_or_else(|| "docs/src/simulation.svg".into());
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_time()
         .start_paused(true)

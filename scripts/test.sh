@@ -39,4 +39,13 @@ if ! command -v chromium >/dev/null 2>&1; then
     echo "chromium missing: install the Debian package chromium (the browser test fails under CI=true, skips elsewhere)" >&2
   fi
 fi
+# Node.js (Debian package nodejs) runs the book's example receiver in
+# relay/tests/it/doc_receivers.rs, beside python3.
+if ! command -v node >/dev/null 2>&1; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nodejs >/dev/null
+  else
+    echo "node missing: install the Debian package nodejs (the receiver test fails under CI=true, skips elsewhere)" >&2
+  fi
+fi
 cargo test --workspace --all-features "$@"

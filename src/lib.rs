@@ -86,6 +86,16 @@ mod util;
 #[doc = include_str!("../README.md")]
 struct ReadmeExamples;
 
+/// The book's library guide and quick start, compiled and run the same way.
+#[cfg(all(doctest, feature = "tower"))]
+#[doc = include_str!("../docs/src/library/guide.md")]
+struct GuideExamples;
+
+/// The book's quick start.
+#[cfg(all(doctest, feature = "tower"))]
+#[doc = include_str!("../docs/src/quick-start.md")]
+struct QuickStartExamples;
+
 pub use accounting::dead_letter::{
     ChannelSink, DeadLetter, DeadLetterReason, DeadLetterSink, FlushError,
 };

@@ -111,12 +111,17 @@ enum Command {
 }
 
 /// The command line, with each setting's help naming its default and variable.
-fn parse() -> Cli {
+fn command() -> clap::Command {
     let mut cmd = config::describe_flags(Cli::command());
     for sub in ["check-config", "print-config"] {
         cmd = cmd.mut_subcommand(sub, config::describe_flags);
     }
-    let matches = cmd.get_matches();
+    cmd
+}
+
+/// The command line as given.
+fn parse() -> Cli {
+    let matches = command().get_matches();
     let mut cli = Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
     // List flags given several times: every item, not only the first.
     cli.sources.settings.gather(&matches);

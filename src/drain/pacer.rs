@@ -33,7 +33,7 @@
 //! The second's bound follows: a second holds `R` of the schedule plus at
 //! most 8 ms of debt carried into it.
 //!
-//! The trade, measured (`examples/pacing.rs`, BENCHMARKS.md): after a late
+//! The trade, measured (`examples/pacing.rs`, docs/src/benchmarks.md): after a late
 //! wake the output runs up to twice the rate until it has caught up, within
 //! the millisecond cap. Waking a millisecond early and emitting a little
 //! ahead of time was tried too: with a cap below `2R/1000` it could not keep

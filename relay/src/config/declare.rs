@@ -29,6 +29,10 @@ pub struct Key {
     /// A list whose flag is this name, given once per item
     /// (`--allow-destination-cidr A --allow-destination-cidr B`).
     pub repeat: Option<&'static str>,
+    /// The setting's doc comment, one line per comment line: its meaning,
+    /// as `--help` and the configuration reference give it.
+    #[cfg_attr(not(test), allow(dead_code))] // read where the reference is generated: a test
+    pub doc: &'static str,
 }
 
 impl Key {
@@ -129,6 +133,7 @@ macro_rules! declare_settings {
                 default: $crate::config::declare::default_text!($($default)?),
                 switch: <$ty as $crate::config::value::Value>::SWITCH,
                 repeat: $crate::config::declare::default_text!($($flag)?),
+                doc: concat!($($doc, "\n"),+),
             }, )+
         ];
 

@@ -21,7 +21,7 @@ use super::value::{HttpUrl, Value, quoted};
 pub const DEFAULT_NAME: &str = "default";
 
 /// The keys a destination table may have.
-const FIELDS: [&str; 7] = [
+pub(super) const FIELDS: [&str; 7] = [
     "name",
     "url",
     "rate",

@@ -29,6 +29,8 @@ pub mod digest;
 mod error;
 pub mod paths;
 mod print;
+#[cfg(test)]
+mod reference;
 mod settings;
 mod sources;
 pub mod tenants;

@@ -29,10 +29,10 @@ use super::value::{Value, quoted};
 use crate::config::digest::KeyDigest;
 
 /// The keys a tenant table may have.
-const FIELDS: [&str; 5] = ["name", "rate", "burst", "destinations", "keys"];
+pub(super) const FIELDS: [&str; 5] = ["name", "rate", "burst", "destinations", "keys"];
 
 /// The keys a key table may have.
-const KEY_FIELDS: [&str; 2] = ["sha256", "expires_at"];
+pub(super) const KEY_FIELDS: [&str; 2] = ["sha256", "expires_at"];
 
 /// One configured tenant.
 #[derive(Clone, Debug)]

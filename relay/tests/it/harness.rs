@@ -98,7 +98,8 @@ pub struct Lines {
 }
 
 impl Lines {
-    fn follow(self: &Arc<Self>, from: impl AsyncRead + Unpin + Send + 'static) {
+    /// Collects the lines `from` gives, in a task of their own.
+    pub fn follow(self: &Arc<Self>, from: impl AsyncRead + Unpin + Send + 'static) {
         let me = self.clone();
         tokio::spawn(async move {
             let mut lines = BufReader::new(from).lines();

@@ -16,6 +16,7 @@ mod dead_letter_disk;
 mod dead_letter_file;
 mod dead_letter_rotation;
 mod dead_letters_api;
+mod doc_receivers;
 mod fanout;
 mod faults;
 mod fleet;
