@@ -4,7 +4,7 @@
 - no internal vocabulary in README.md, docs/, src/, relay/src and tests/
   (no rounds, issue numbers or "the review");
 - every relative link of README.md, relay/README.md and the book points at a
-  file that exists, and every `#anchor` into a book page at one of its
+  file that exists (and no page of the book is a README.md), and every `#anchor` into a book page at one of its
   headings (or an explicit `<a id>`);
 - every alert rule in dashboards/alerts.yml has its section in the runbook,
   and its `runbook` annotation points there;
@@ -89,6 +89,11 @@ for path in files("README.md", "relay/README.md", "docs/src", exts=(".md",)):
             problems.append(f"{rel(path)}:{n}: link to {target}: no such file")
         elif anchor and dest.endswith(".md") and anchor not in anchors(dest):
             problems.append(f"{rel(path)}:{n}: link to {target}: no such heading")
+
+# mdBook renders a README.md as index.html but leaves links to it as
+# README.html: a broken link in the built book.
+for path in files("docs/src", exts=("README.md",)):
+    problems.append(f"{rel(path)}: name it index.md (mdBook breaks links to a README.md)")
 
 runbook = os.path.join(ROOT, "docs/src/operating/runbook.md")
 with open(os.path.join(ROOT, "dashboards/alerts.yml"), encoding="utf-8") as f:

@@ -100,7 +100,7 @@ impl AttemptError {
         };
         // The TLS error alone says what is wrong with the certificate.
         let message = match (kind, tls_error(failure)) {
-            (Kind::Tls, Some(tls)) => format!("tls: {tls}"),
+            (Kind::Tls, Some(tls)) => tls.to_string(),
             _ => failure.to_string(),
         };
         AttemptError { kind, message }
