@@ -42,6 +42,7 @@ mod serve;
 mod shutdown;
 mod status;
 mod telemetry;
+mod trace;
 
 use std::path::PathBuf;
 use std::process::ExitCode;

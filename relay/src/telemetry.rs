@@ -77,6 +77,13 @@ pub const PARTS: &[&str] = &[
 /// between.
 pub const DESTINATION_RATE: &str = "dripfeed_relay_destination_rate";
 
+/// Counter: finished spans dropped because the export queue
+/// (`otlp_queue`) was full.
+pub const TRACE_SPANS_DROPPED: &str = "dripfeed_relay_trace_spans_dropped_total";
+/// Counter: spans sent to the OTLP endpoint, label `result`: `ok` or
+/// `failed` (the collector did not take them; they are not sent again).
+pub const TRACE_EXPORTS: &str = "dripfeed_relay_trace_spans_exported_total";
+
 /// Counter: reloads of the configuration (SIGHUP), label `result`:
 /// `applied` or `refused` (nothing changed).
 pub const RELOADS: &str = "dripfeed_relay_reloads_total";
@@ -207,6 +214,14 @@ pub fn install_prometheus() -> Result<PrometheusHandle, String> {
     metrics::describe_gauge!(
         HEAP_BYTES,
         "bytes the process holds on the heap, as its allocator counts them (heap-count builds only)"
+    );
+    metrics::describe_counter!(
+        TRACE_SPANS_DROPPED,
+        "finished spans dropped because the export queue (otlp_queue) was full"
+    );
+    metrics::describe_counter!(
+        TRACE_EXPORTS,
+        "spans sent to the OTLP endpoint: ok, or failed (not sent again)"
     );
     metrics::describe_counter!(
         RELOADS,

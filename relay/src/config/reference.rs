@@ -38,7 +38,7 @@ fn cell(doc: &str) -> String {
 /// that are not settings and the subcommands, as Markdown.
 pub fn markdown(cmd: &clap::Command) -> String {
     let mut out = String::new();
-    out.push_str("### Settings\n\n");
+    out.push_str("## Settings\n\n");
     out.push_str("| key | flag, variable | default | meaning |\n|---|---|---|---|\n");
     for key in KEYS {
         let flag = flag_of(key.name, key.repeat);
@@ -58,7 +58,7 @@ pub fn markdown(cmd: &clap::Command) -> String {
             doc = cell(key.doc),
         );
     }
-    out.push_str("\n### Flags that are not settings\n\n");
+    out.push_str("\n## Flags that are not settings\n\n");
     out.push_str("These are given on the command line only.\n\n");
     out.push_str("| flag | meaning |\n|---|---|\n");
     for arg in cmd.get_arguments() {
@@ -83,7 +83,7 @@ pub fn markdown(cmd: &clap::Command) -> String {
             cell(&help.unwrap_or_default())
         );
     }
-    out.push_str("\n### Commands\n\n| command | what it does |\n|---|---|\n");
+    out.push_str("\n## Commands\n\n| command | what it does |\n|---|---|\n");
     for sub in cmd.get_subcommands() {
         let args: Vec<String> = sub
             .get_positionals()

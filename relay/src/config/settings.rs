@@ -178,6 +178,19 @@ declare_settings! {
     /// info,dripfeed_relay=debug); RUST_LOG, when set, wins. Unset: info.
     /// Changed on SIGHUP.
     log_filter: String;
+    /// Where to send traces, OTLP over HTTP (protobuf), as the full URL
+    /// (e.g. http://collector:4318/v1/traces): a trace per webhook, with a
+    /// span for intake and one per delivery attempt, continuing a sender's
+    /// traceparent and sending one to the receiver. Unset: the standard
+    /// OTEL_EXPORTER_OTLP_TRACES_ENDPOINT, or OTEL_EXPORTER_OTLP_ENDPOINT
+    /// with /v1/traces added; none of them: no traces.
+    otlp_endpoint: HttpUrl;
+    /// The share of new traces kept, from 0 to 1 (a sender's traceparent
+    /// decides for the traces it starts: sampled or not).
+    otlp_sample_ratio: f64 = "1";
+    /// Finished spans that may wait for export; past it a span is dropped
+    /// and counted (dripfeed_relay_trace_spans_dropped_total).
+    otlp_queue: usize = "4096";
     /// Print the status line (depth, rate, p99, refusals) on stdout each
     /// second. Unset: only when stdout is a terminal;
     /// otherwise a summary is logged at INFO once a minute.

@@ -214,6 +214,27 @@ pub fn build(
     pool_per_host: usize,
     guard: Arc<AddressGuard>,
 ) -> Result<Client, String> {
+    let mut http = HttpConnector::new_with_resolver(GuardedResolver::new(guard));
+    http.enforce_http(false);
+    http.set_nodelay(true);
+    http.set_keepalive(Some(KEEPALIVE));
+    http.set_keepalive_interval(Some(KEEPALIVE));
+    http.set_keepalive_retries(Some(3));
+    #[cfg(target_os = "linux")]
+    http.set_tcp_user_timeout(Some(Duration::from_secs(30)));
+    // `http://` and `https://` both (the builder would refuse a preset ALPN).
+    let connector = HttpsConnector::from((http, Arc::new(tls_config(ca_file)?)));
+    Ok(Client {
+        connector,
+        timeout,
+        most_idle: pool_per_host,
+    })
+}
+
+/// The TLS settings of an HTTPS client: TLS 1.2 and 1.3 over ring, the
+/// system's roots and `ca_file`'s (added to them, not instead), ALPN
+/// `http/1.1`; or why they cannot be made (an unreadable `ca_file`).
+pub fn tls_config(ca_file: Option<&std::path::Path>) -> Result<rustls::ClientConfig, String> {
     // rustls with ring, installed once per process (a second call finds
     // it) for the other TLS users; this client names its provider.
     let _ = rustls::crypto::ring::default_provider().install_default();
@@ -236,21 +257,7 @@ pub fn build(
         .with_custom_certificate_verifier(Arc::new(verifier))
         .with_no_client_auth();
     tls.alpn_protocols = vec![b"http/1.1".to_vec()];
-    let mut http = HttpConnector::new_with_resolver(GuardedResolver::new(guard));
-    http.enforce_http(false);
-    http.set_nodelay(true);
-    http.set_keepalive(Some(KEEPALIVE));
-    http.set_keepalive_interval(Some(KEEPALIVE));
-    http.set_keepalive_retries(Some(3));
-    #[cfg(target_os = "linux")]
-    http.set_tcp_user_timeout(Some(Duration::from_secs(30)));
-    // `http://` and `https://` both (the builder would refuse a preset ALPN).
-    let connector = HttpsConnector::from((http, Arc::new(tls)));
-    Ok(Client {
-        connector,
-        timeout,
-        most_idle: pool_per_host,
-    })
+    Ok(tls)
 }
 
 /// `ca_file`, if given, is a PEM file of certificates deliveries can trust.

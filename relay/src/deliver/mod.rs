@@ -28,6 +28,7 @@ use http_body_util::Full;
 
 use crate::domain::job::{Job, unix_ms};
 use crate::status::Registry;
+use crate::trace::Ended;
 use errors::{AttemptError, Errors};
 use latency::Latencies;
 
@@ -54,11 +55,44 @@ pub struct HttpDownstream {
     pub status: Option<Arc<Registry>>,
     /// Where failed attempts are told (shared with the admin API).
     pub errors: Arc<Errors>,
+    /// The tracer, with traces exported: each attempt is a span.
+    pub traces: crate::trace::Shared,
+    /// Retries after the first attempt (`retries`): which attempt is the
+    /// last, for its span.
+    pub retries: u32,
 }
 
 #[async_trait::async_trait]
 impl Downstream<Job> for HttpDownstream {
     async fn deliver(&self, job: &Job, attempt: Attempt) -> Delivery {
+        let Some(traces) = &self.traces else {
+            return self.attempt(job, attempt, None).await;
+        };
+        let public = job.trail.name(attempt.id());
+        let span = traces.attempt(job.trace.as_ref(), &self.name, attempt.number(), public);
+        let delivery = self.attempt(job, attempt, span.header()).await;
+        let then = match &delivery {
+            Delivery::Done => Ended::Delivered,
+            Delivery::Retry { after } if attempt.number() <= self.retries => Ended::Retry(*after),
+            _ => Ended::DeadLettered,
+        };
+        let status = u16::try_from(job.trail.last_status()).unwrap_or(0);
+        let error = (!delivery.is_done())
+            .then(|| job.trail.last_error())
+            .flatten();
+        span.end(status, error.as_deref(), then);
+        delivery
+    }
+}
+
+impl HttpDownstream {
+    /// One attempt, carrying `traceparent` when traced.
+    async fn attempt(
+        &self,
+        job: &Job,
+        attempt: Attempt,
+        traceparent: Option<HeaderValue>,
+    ) -> Delivery {
         let trail = &job.trail;
         trail.tried_by(&self.name);
         let Some(target) = self.targets.target(&self.name) else {
@@ -87,7 +121,10 @@ impl Downstream<Job> for HttpDownstream {
         {
             return self.refused(job, &attempt, refused);
         }
-        let req = request(endpoint, &target.secrets, job, public);
+        let mut req = request(endpoint, &target.secrets, job, public);
+        if let Some(traceparent) = traceparent {
+            req.headers_mut().insert("traceparent", traceparent);
+        }
         let (answer, took) = self.client.send(endpoint, req).await;
         self.latencies.record(took);
         self.recent.record(tokio::time::Instant::now(), took);

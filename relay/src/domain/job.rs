@@ -8,6 +8,7 @@ use axum::body::Bytes;
 use dripfeed::journal::{DecodeError, JobCodec};
 
 use super::budget::Ticket;
+use crate::trace::context::{ENCODED_LEN, TraceContext};
 
 /// A queued webhook. Its ticket holds its bytes against the byte budget
 /// until dropped; a webhook recovered from the journal has none (the
@@ -28,6 +29,9 @@ pub struct Job {
     pub redrive_id: Option<u64>,
     /// What its deliveries did, shared with intake (which learns its id).
     pub trail: Arc<Trail>,
+    /// Its trace: the intake span its delivery attempts join (with traces
+    /// exported; kept in the journal and the fleet's queue).
+    pub trace: Option<TraceContext>,
     _ticket: Option<Ticket>,
 }
 
@@ -122,6 +126,7 @@ impl Job {
             destination: Some(destination),
             redrive_id: None,
             trail: Arc::default(),
+            trace: None,
             _ticket: Some(ticket),
         }
     }
@@ -137,6 +142,7 @@ impl Job {
             destination: None,
             redrive_id: None,
             trail: Arc::default(),
+            trace: None,
             _ticket: None,
         }
     }
@@ -163,6 +169,7 @@ impl Job {
             destination: None,
             redrive_id: id,
             trail: Arc::new(trail),
+            trace: None,
             _ticket: Some(ticket),
         }
     }
@@ -178,13 +185,20 @@ impl Job {
 /// Marks a record that carries a redriven webhook's earlier id (a
 /// receive time can never be `u64::MAX`).
 const WITH_ID: u64 = u64::MAX;
+/// Marks a record that carries the webhook's trace context (25 bytes).
+const WITH_TRACE: u64 = u64::MAX - 1;
 
 /// The journal's encoding: the receive time, the content type and tenant
-/// (length-prefixed, absent = `u32::MAX`), then the body. A redriven
-/// webhook's record starts with `u64::MAX` and its earlier id; records
-/// without them read as before.
+/// (length-prefixed, absent = `u32::MAX`), then the body. A traced
+/// webhook's record starts with `u64::MAX - 1` and its trace context, a
+/// redriven one's then with `u64::MAX` and its earlier id; records without
+/// them read as before.
 impl JobCodec for Job {
     fn encode(&self, out: &mut Vec<u8>) {
+        if let Some(trace) = &self.trace {
+            out.extend_from_slice(&WITH_TRACE.to_le_bytes());
+            out.extend_from_slice(&trace.to_bytes());
+        }
         if let Some(id) = self.redrive_id {
             out.extend_from_slice(&WITH_ID.to_le_bytes());
             out.extend_from_slice(&id.to_le_bytes());
@@ -206,6 +220,12 @@ impl JobCodec for Job {
     fn decode(bytes: &[u8]) -> Result<Self, DecodeError> {
         let short = || DecodeError::new("a webhook record cut short");
         let (mut first, mut rest) = bytes.split_first_chunk::<8>().ok_or_else(short)?;
+        let mut trace = None;
+        if u64::from_le_bytes(*first) == WITH_TRACE {
+            let (context, after) = rest.split_first_chunk::<ENCODED_LEN>().ok_or_else(short)?;
+            trace = Some(TraceContext::from_bytes(context));
+            (first, rest) = after.split_first_chunk::<8>().ok_or_else(short)?;
+        }
         let mut redrive_id = None;
         if u64::from_le_bytes(*first) == WITH_ID {
             let (id, after) = rest.split_first_chunk::<8>().ok_or_else(short)?;
@@ -239,6 +259,7 @@ impl JobCodec for Job {
             destination: None,
             redrive_id,
             trail: Arc::new(trail),
+            trace,
             _ticket: None,
         })
     }
@@ -250,7 +271,7 @@ mod tests {
     use crate::domain::budget::ByteBudget;
 
     #[test]
-    fn records_read_back_with_and_without_an_earlier_id() {
+    fn records_read_back_with_and_without_an_earlier_id_and_a_trace() {
         let budget = ByteBudget::new(1 << 20);
         let plain = Job::new(
             Bytes::from_static(b"{}"),
@@ -267,10 +288,21 @@ mod tests {
             Some(42),
             budget.try_take(1).unwrap(),
         );
-        for job in [plain, redriven] {
+        let trace = TraceContext::parse("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01");
+        let mut traced = Job::redriven(
+            Bytes::from_static(b"{\"t\":1}"),
+            None,
+            None,
+            9,
+            Some(43),
+            budget.try_take(7).unwrap(),
+        );
+        traced.trace = trace;
+        for job in [plain, redriven, traced] {
             let mut out = Vec::new();
             job.encode(&mut out);
             let back = Job::decode(&out).unwrap();
+            assert_eq!(back.trace, job.trace);
             assert_eq!(back.body, job.body);
             assert_eq!(back.content_type, job.content_type);
             assert_eq!(back.tenant, job.tenant);

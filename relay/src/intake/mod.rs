@@ -95,6 +95,8 @@ pub struct Intake {
     pub max_body_bytes: u64,
     /// How long a body may take to arrive.
     pub body_read_timeout: Duration,
+    /// The tracer, with traces exported (`otlp_endpoint`).
+    pub traces: crate::trace::Shared,
 }
 
 /// The intake routes, each with its OpenAPI description. A layer added
@@ -190,11 +192,16 @@ async fn deliver(State(intake): State<Arc<Intake>>, request: Request) -> Respons
     // A client that hangs up drops this handler; the request path is then
     // finished in a task of its own (see `finish`), never left half way.
     let admission = finish::Finish::new(async move {
-        let resp = match take(&intake, request).await {
+        let span = intake.traces.as_ref().map(|t| t.intake(request.headers()));
+        let trace = span.as_ref().map(crate::trace::IntakeSpan::context);
+        let resp = match take(&intake, request, trace).await {
             Ok(resp) => resp,
             Err(refusal) => *refusal,
         };
         intake.answers.count(&resp);
+        if let Some(span) = span {
+            span.end(&resp);
+        }
         resp
     });
     let mut resp = match admission.await {
@@ -220,8 +227,13 @@ async fn deliver(State(intake): State<Arc<Intake>>, request: Request) -> Respons
 /// A step's refusal: the answer to send instead of a 202.
 type Refusal = Box<Response>;
 
-/// The request path, each step's refusal as the error.
-async fn take(intake: &Intake, request: Request) -> Result<Response, Refusal> {
+/// The request path, each step's refusal as the error; `trace` is the
+/// intake span's context, kept with the webhook.
+async fn take(
+    intake: &Intake,
+    request: Request,
+    trace: Option<crate::trace::TraceContext>,
+) -> Result<Response, Refusal> {
     let (parts, body) = request.into_parts();
     let headers_in = &parts.headers;
     // 1. Who is calling: the key's tenant (401 without a good key), or on
@@ -260,13 +272,14 @@ async fn take(intake: &Intake, request: Request) -> Result<Response, Refusal> {
         .get(header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
         .map(str::to_owned);
-    let job = Job::new(
+    let mut job = Job::new(
         body,
         content_type,
         tenant.named.clone(),
         destination.clone(),
         ticket,
     );
+    job.trace = trace;
     // 4. Admission, by the queue.
     let admitted = intake
         .queue
@@ -281,7 +294,14 @@ async fn take(intake: &Intake, request: Request) -> Result<Response, Refusal> {
     drop(pass);
     // 5. 202, or the refusal.
     match admitted {
-        Ok(a) => Ok(accepted(&intake.answers, a)),
+        Ok(a) => {
+            let id = a.id();
+            let mut resp = accepted(&intake.answers, a);
+            if intake.traces.is_some() {
+                resp.extensions_mut().insert(crate::trace::WebhookId(id));
+            }
+            Ok(resp)
+        }
         Err(r) => Err(Box::new(refused(&intake.answers, r))),
     }
 }

@@ -254,15 +254,20 @@ pub async fn run(
     });
     let errors = Arc::new(deliver::errors::Errors::default());
     let recents = Arc::new(deliver::recent::Recents::default());
+    let traces = crate::trace::start(s)
+        .map_err(|e| refused("otlp_endpoint", cfg.origin("otlp_endpoint").cloned(), e))?
+        .map(Arc::new);
     let deliveries: Arc<dyn Fn(&str) -> HttpDownstream + Send + Sync> = {
-        let (catalog, latencies, guard, status, errors, recents) = (
+        let (catalog, latencies, guard, status, errors, recents, traces) = (
             catalog.clone(),
             latencies.clone(),
             guard.clone(),
             status.clone(),
             errors.clone(),
             recents.clone(),
+            traces.clone(),
         );
+        let retries = s.retries;
         Arc::new(move |name: &str| HttpDownstream {
             client: client.clone(),
             name: Arc::from(name),
@@ -272,6 +277,8 @@ pub async fn run(
             guard: guard.clone(),
             status: status.clone(),
             errors: errors.clone(),
+            traces: traces.clone(),
+            retries,
         })
     };
     let (registry, quotas_held) = (status.clone(), quota_store.clone());
@@ -320,6 +327,7 @@ pub async fn run(
         answers: Answers::default(),
         max_body_bytes: s.max_body_bytes,
         body_read_timeout: s.body_read_timeout,
+        traces: traces.clone(),
     });
     let limits = listener::Limits {
         max_connections: s.max_connections,
@@ -517,6 +525,9 @@ async fn serve_until_stopped(
     println!("\nshutting down: refusing new webhooks, draining for up to {grace:?}");
     let done = shutdown::or_quit(intake.queue.shutdown(grace)).await;
     status.abort();
+    if let Some(traces) = &intake.traces {
+        traces.flush(std::time::Duration::from_secs(2)).await;
+    }
     if done.statuses_unwritten > 0 {
         println!(
             "{} webhook statuses were not written (their file fell behind)",

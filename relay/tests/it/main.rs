@@ -45,6 +45,7 @@ mod shared_changes;
 mod shared_fleet;
 mod shared_queue;
 mod tenants;
+mod traces;
 mod unprivileged;
 mod unwritable_start;
 mod watch;
