@@ -3,7 +3,8 @@
 //! `traceparent` each delivery carries. A sender's trace is continued: one
 //! intake span, one span per attempt (a retry as an event), the receiver
 //! told each attempt's span; and the trace outlives a SIGKILL, the
-//! webhook's context kept in the journal.
+//! webhook's context kept in the journal, and another relay of a fleet
+//! delivers in the same trace (the context kept in the shared queue).
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -254,4 +255,78 @@ async fn the_trace_outlives_a_crash_and_the_standard_variable_names_the_collecto
     );
     assert!(spans.lock().unwrap().iter().all(|s| s.path == "/v1/traces"));
     drop(second);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn another_relay_of_the_fleet_delivers_in_the_same_trace() {
+    if !crate::support_redis::available("another_relay_of_the_fleet_delivers_in_the_same_trace") {
+        return;
+    }
+    let redis = crate::support_redis::RedisServer::start();
+    let (otlp, spans) = collector().await;
+    let up = Arc::new(AtomicBool::new(false));
+    let log = Arc::new(Log::default());
+    let answer_up = up.clone();
+    let receiver = receivers::recording(
+        log.clone(),
+        Duration::ZERO,
+        Arc::new(move |_: &Hit, _| match answer_up.load(Ordering::SeqCst) {
+            true => StatusCode::NO_CONTENT.into_response(),
+            false => StatusCode::SERVICE_UNAVAILABLE.into_response(),
+        }),
+    )
+    .await;
+    let dir = TempDir::new("traces-fleet");
+    let node = |name: &str| {
+        argv(&format!(
+            "--queue redis --redis {} --node-name {name} --destination billing=http://{receiver}/hooks \
+             --otlp-endpoint http://{otlp}/v1/traces --retry-min 1s --retry-max 2s \
+             --data-dir {}",
+            redis.url(),
+            dir.arg(name),
+        ))
+    };
+    let mut a = Relay::start_with(&node("a"), &[]).await;
+    let traceparent = format!("00-{SENDER_TRACE}-{SENDER_SPAN}-01");
+    let (status, answer) = a
+        .post(
+            &[
+                ("traceparent", traceparent.as_str()),
+                ("content-type", "application/json"),
+            ],
+            "{\"d\":4}",
+        )
+        .await;
+    assert_eq!(status, 202, "{answer}");
+    let id = answer["id"].as_str().unwrap().to_owned();
+    // Relay a tries once (503) and dies; its retry waits in Redis.
+    assert!(log.until(Duration::from_secs(20), |h| !h.is_empty()).await);
+    a.kill().await;
+    up.store(true, Ordering::SeqCst);
+    let b = Relay::start_with(&node("b"), &[]).await;
+    let delivered = |h: &[Hit]| h.iter().filter(|h| h.key == id).count() >= 2;
+    assert!(log.until(Duration::from_secs(30), delivered).await);
+    for hit in log.hits().iter().filter(|h| h.key == id) {
+        assert_eq!(
+            parent_of(hit).0,
+            SENDER_TRACE,
+            "relay a's attempt and relay b's"
+        );
+    }
+    let by_b = |s: &[Got]| {
+        s.iter().any(|g| {
+            g.name == "webhook delivery"
+                && g.trace_id == SENDER_TRACE
+                && g.attribute("http.response.status_code") == Some("204")
+        })
+    };
+    assert!(
+        eventually(Duration::from_secs(20), || async {
+            by_b(&spans.lock().unwrap())
+        })
+        .await,
+        "exported: {:#?}",
+        spans.lock().unwrap()
+    );
+    drop(b);
 }
