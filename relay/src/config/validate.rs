@@ -53,8 +53,8 @@ pub(super) fn check(cfg: &Config, errors: &mut Vec<ConfigError>) {
     if !(0.0..=1.0).contains(&s.otlp_sample_ratio) {
         bad("otlp_sample_ratio", "must be from 0 to 1".into());
     }
-    if s.otlp_queue == 0 {
-        bad("otlp_queue", "must be at least 1".into());
+    if !(1..=1 << 20).contains(&s.otlp_queue) {
+        bad("otlp_queue", "must be from 1 to 1048576".into());
     }
     if s.max_queue_bytes == 0 {
         bad("max_queue_bytes", "must be at least 1".into());

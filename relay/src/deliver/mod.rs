@@ -76,8 +76,14 @@ impl Downstream<Job> for HttpDownstream {
             Delivery::Retry { after } if attempt.number() <= self.retries => Ended::Retry(*after),
             _ => Ended::DeadLettered,
         };
-        let status = u16::try_from(job.trail.last_status()).unwrap_or(0);
-        let error = (!delivery.is_done())
+        // What this attempt left on the webhook's trail (an attempt that
+        // found no destination left none).
+        let made = job.trail.attempts() == attempt.number();
+        let status = match made {
+            true => u16::try_from(job.trail.last_status()).unwrap_or(0),
+            false => 0,
+        };
+        let error = (made && !delivery.is_done())
             .then(|| job.trail.last_error())
             .flatten();
         span.end(status, error.as_deref(), then);

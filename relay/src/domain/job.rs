@@ -183,10 +183,18 @@ impl Job {
 }
 
 /// Marks a record that carries a redriven webhook's earlier id (a
-/// receive time can never be `u64::MAX`).
+/// receive time is kept below the markers: [`LATEST`]).
 const WITH_ID: u64 = u64::MAX;
-/// Marks a record that carries the webhook's trace context (25 bytes).
+/// Marks a record that carries the webhook's trace context: then
+/// [`OLD_READERS`] and the 25 bytes.
 const WITH_TRACE: u64 = u64::MAX - 1;
+/// Written after [`WITH_TRACE`]: a relay that does not know the marker
+/// reads it as a content type's length no record can hold, and refuses
+/// the record the same way whatever the trace id (which a sender chose).
+const OLD_READERS: [u8; 4] = (u32::MAX - 1).to_le_bytes();
+/// The latest receive time a record keeps: the values above are markers
+/// (a redriven dead-letter line's time comes from the line).
+const LATEST: u64 = WITH_TRACE - 1;
 
 /// The journal's encoding: the receive time, the content type and tenant
 /// (length-prefixed, absent = `u32::MAX`), then the body. A traced
@@ -197,13 +205,14 @@ impl JobCodec for Job {
     fn encode(&self, out: &mut Vec<u8>) {
         if let Some(trace) = &self.trace {
             out.extend_from_slice(&WITH_TRACE.to_le_bytes());
+            out.extend_from_slice(&OLD_READERS);
             out.extend_from_slice(&trace.to_bytes());
         }
         if let Some(id) = self.redrive_id {
             out.extend_from_slice(&WITH_ID.to_le_bytes());
             out.extend_from_slice(&id.to_le_bytes());
         }
-        out.extend_from_slice(&self.received_unix_ms.to_le_bytes());
+        out.extend_from_slice(&self.received_unix_ms.min(LATEST).to_le_bytes());
         for field in [&self.content_type, &self.tenant] {
             match field {
                 Some(s) => {
@@ -222,7 +231,8 @@ impl JobCodec for Job {
         let (mut first, mut rest) = bytes.split_first_chunk::<8>().ok_or_else(short)?;
         let mut trace = None;
         if u64::from_le_bytes(*first) == WITH_TRACE {
-            let (context, after) = rest.split_first_chunk::<ENCODED_LEN>().ok_or_else(short)?;
+            let (_, after) = rest.split_first_chunk::<4>().ok_or_else(short)?;
+            let (context, after) = after.split_first_chunk::<ENCODED_LEN>().ok_or_else(short)?;
             trace = Some(TraceContext::from_bytes(context));
             (first, rest) = after.split_first_chunk::<8>().ok_or_else(short)?;
         }
@@ -298,6 +308,27 @@ mod tests {
             budget.try_take(7).unwrap(),
         );
         traced.trace = trace;
+        // A redriven line's receive time is the line's: never a marker.
+        let late = Job::redriven(
+            Bytes::from_static(b"late"),
+            None,
+            None,
+            WITH_TRACE,
+            None,
+            budget.try_take(4).unwrap(),
+        );
+        let mut out = Vec::new();
+        late.encode(&mut out);
+        let back = Job::decode(&out).unwrap();
+        assert_eq!(
+            (back.received_unix_ms, back.trace, &back.body[..]),
+            (LATEST, None, &b"late"[..])
+        );
+        // A reader that knows no trace marker takes it for the receive
+        // time, then finds a content type longer than any record.
+        let mut traced_bytes = Vec::new();
+        traced.encode(&mut traced_bytes);
+        assert_eq!(traced_bytes[8..12], OLD_READERS);
         for job in [plain, redriven, traced] {
             let mut out = Vec::new();
             job.encode(&mut out);

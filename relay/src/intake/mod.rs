@@ -192,9 +192,10 @@ async fn deliver(State(intake): State<Arc<Intake>>, request: Request) -> Respons
     // A client that hangs up drops this handler; the request path is then
     // finished in a task of its own (see `finish`), never left half way.
     let admission = finish::Finish::new(async move {
-        let span = intake.traces.as_ref().map(|t| t.intake(request.headers()));
-        let trace = span.as_ref().map(crate::trace::IntakeSpan::context);
-        let resp = match take(&intake, request, trace).await {
+        // Made once the caller is known (a refused caller's traceparent
+        // is not continued).
+        let mut span = None;
+        let resp = match take(&intake, request, &mut span).await {
             Ok(resp) => resp,
             Err(refusal) => *refusal,
         };
@@ -227,12 +228,13 @@ async fn deliver(State(intake): State<Arc<Intake>>, request: Request) -> Respons
 /// A step's refusal: the answer to send instead of a 202.
 type Refusal = Box<Response>;
 
-/// The request path, each step's refusal as the error; `trace` is the
-/// intake span's context, kept with the webhook.
+/// The request path, each step's refusal as the error; with traces, the
+/// intake span is made in `span` once the caller is known, and its context
+/// kept with the webhook.
 async fn take(
     intake: &Intake,
     request: Request,
-    trace: Option<crate::trace::TraceContext>,
+    span: &mut Option<crate::trace::IntakeSpan>,
 ) -> Result<Response, Refusal> {
     let (parts, body) = request.into_parts();
     let headers_in = &parts.headers;
@@ -240,6 +242,9 @@ async fn take(
     // an open relay the tenant header's.
     let caller = intake.caller(headers_in)?;
     let tenant = &caller.tenant;
+    if let Some(traces) = &intake.traces {
+        *span = Some(traces.intake(headers_in));
+    }
     // Size limits and header checks.
     let both_lengths = parts
         .extensions
@@ -279,7 +284,7 @@ async fn take(
         destination.clone(),
         ticket,
     );
-    job.trace = trace;
+    job.trace = span.as_ref().map(crate::trace::IntakeSpan::context);
     // 4. Admission, by the queue.
     let admitted = intake
         .queue

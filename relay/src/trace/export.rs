@@ -14,7 +14,7 @@ use hyper_util::rt::TokioExecutor;
 use opentelemetry::Context;
 use opentelemetry::trace::TracerProvider as _;
 use opentelemetry_http::{HttpClient, HttpError};
-use opentelemetry_otlp::{Protocol, WithExportConfig, WithHttpConfig};
+use opentelemetry_otlp::{Protocol, RetryPolicy, WithExportConfig, WithHttpConfig};
 use opentelemetry_sdk::Resource;
 use opentelemetry_sdk::error::OTelSdkResult;
 use opentelemetry_sdk::trace::{
@@ -36,8 +36,10 @@ pub const ENDPOINT_VARIABLES: [&str; 2] = [
 const BATCH: usize = 512;
 /// How long a span waits for others to share its export at most.
 const LINGER: Duration = Duration::from_millis(500);
-/// An export's time limit.
+/// An export's time limit, the answer's body included.
 const EXPORT_TIMEOUT: Duration = Duration::from_secs(10);
+/// How often a collector that keeps refusing is logged at most.
+const WARN_EVERY: Duration = Duration::from_secs(30);
 
 /// What the export task is sent.
 enum Message {
@@ -100,6 +102,8 @@ fn sort(message: Message, batch: &mut Vec<SpanData>, flushed: &mut Vec<oneshot::
 async fn export(mut queue: mpsc::Receiver<Message>, exporter: opentelemetry_otlp::SpanExporter) {
     let mut batch = Vec::with_capacity(BATCH);
     let mut flushed = Vec::new();
+    // Failures since the last line about them, and when that was.
+    let (mut failed, mut warned) = (0u64, None::<tokio::time::Instant>);
     while let Some(first) = queue.recv().await {
         sort(first, &mut batch, &mut flushed);
         let until = tokio::time::Instant::now() + LINGER;
@@ -121,7 +125,12 @@ async fn export(mut queue: mpsc::Receiver<Message>, exporter: opentelemetry_otlp
             let result = match exporter.export(now).await {
                 Ok(()) => "ok",
                 Err(e) => {
-                    tracing::warn!(error = %e, spans = n, "traces could not be exported");
+                    failed += n;
+                    let due = warned.is_none_or(|at| at.elapsed() >= WARN_EVERY);
+                    if due {
+                        tracing::warn!(error = %e, spans = failed, "traces could not be exported (not sent again)");
+                        (failed, warned) = (0, Some(tokio::time::Instant::now()));
+                    }
                     "failed"
                 }
             };
@@ -144,13 +153,15 @@ struct Otlp {
 #[async_trait::async_trait]
 impl HttpClient for Otlp {
     async fn send_bytes(&self, request: Request<Bytes>) -> Result<Response<Bytes>, HttpError> {
-        let sent = self.client.request(request.map(Full::new));
-        let answer = tokio::time::timeout(EXPORT_TIMEOUT, sent)
+        let exchange = async {
+            let answer = self.client.request(request.map(Full::new)).await?;
+            let (parts, body) = answer.into_parts();
+            let body = Limited::new(body, 1 << 20).collect().await?.to_bytes();
+            Ok::<_, HttpError>(Response::from_parts(parts, body))
+        };
+        tokio::time::timeout(EXPORT_TIMEOUT, exchange)
             .await
-            .map_err(|_| format!("no answer within {EXPORT_TIMEOUT:?}"))??;
-        let (parts, body) = answer.into_parts();
-        let body = Limited::new(body, 1 << 20).collect().await?.to_bytes();
-        Ok(Response::from_parts(parts, body))
+            .map_err(|_| format!("no answer within {EXPORT_TIMEOUT:?}"))?
     }
 }
 
@@ -170,13 +181,25 @@ pub fn start(s: &Settings) -> Result<Option<Traces>, String> {
         .with_http()
         .with_protocol(Protocol::HttpBinary)
         .with_http_client(Otlp { client })
-        .with_timeout(EXPORT_TIMEOUT);
+        .with_timeout(EXPORT_TIMEOUT)
+        // Its retries sleep on the thread (no runtime of its own): a
+        // batch the collector refuses is counted and dropped instead.
+        .with_retry_policy(RetryPolicy::disabled());
     if let Some(url) = &s.otlp_endpoint {
         builder = builder.with_endpoint(url.as_str());
     }
-    let exporter = builder
+    let mut exporter = builder
         .build()
         .map_err(|e| format!("otlp_endpoint: the trace exporter: {e}"))?;
+    let resource = Resource::builder()
+        .with_service_name("dripfeed-relay")
+        .build();
+    // The exporter runs outside the provider: it is told the resource here.
+    exporter.set_resource(&resource);
+    metrics::counter!(TRACE_SPANS_DROPPED).increment(0);
+    for result in ["ok", "failed"] {
+        metrics::counter!(TRACE_EXPORTS, "result" => result).increment(0);
+    }
     let (queue, waiting) = mpsc::channel(s.otlp_queue);
     tokio::spawn(export(waiting, exporter));
     let handle = Handle { queue };
@@ -185,11 +208,7 @@ pub fn start(s: &Settings) -> Result<Option<Traces>, String> {
         .with_sampler(Sampler::ParentBased(Box::new(Sampler::TraceIdRatioBased(
             s.otlp_sample_ratio,
         ))))
-        .with_resource(
-            Resource::builder()
-                .with_service_name("dripfeed-relay")
-                .build(),
-        )
+        .with_resource(resource)
         .build();
     let tracer = provider.tracer("dripfeed-relay");
     Ok(Some(Traces {

@@ -51,10 +51,21 @@ pub struct IntakeSpan {
     context: TraceContext,
 }
 
-/// A delivery attempt's span.
+/// A delivery attempt's span; one dropped before [`end`](Self::end) (the
+/// attempt timed out or was cancelled) ends as an error.
 pub struct AttemptSpan {
-    span: Span,
+    span: Option<Span>,
     context: TraceContext,
+}
+
+impl Drop for AttemptSpan {
+    fn drop(&mut self) {
+        if let Some(mut span) = self.span.take() {
+            span.set_attribute(KeyValue::new("error.type", "timeout"));
+            span.set_status(Status::error("the attempt ended without an answer"));
+            span.end();
+        }
+    }
 }
 
 /// The parent named by `context`, as a remote span.
@@ -123,7 +134,10 @@ impl Traces {
             ])
             .start_with_context(&self.tracer, &parent);
         let context = context_of(&span);
-        AttemptSpan { span, context }
+        AttemptSpan {
+            span: Some(span),
+            context,
+        }
     }
 
     /// Exports what waits, within `limit` (at shutdown).
@@ -183,16 +197,19 @@ impl AttemptSpan {
     /// Ends the span: the receiver's status (0: no answer), the error
     /// (`kind: message`) if the attempt failed, and what follows.
     pub fn end(mut self, status: u16, error: Option<&str>, then: Ended) {
+        let Some(mut span) = self.span.take() else {
+            return;
+        };
         if status != 0 {
-            self.span.set_attribute(KeyValue::new(
+            span.set_attribute(KeyValue::new(
                 "http.response.status_code",
                 i64::from(status),
             ));
         }
         if let Some(error) = error {
             let kind = error.split(':').next().unwrap_or(error).to_owned();
-            self.span.set_attribute(KeyValue::new("error.type", kind));
-            self.span.set_status(Status::error(error.to_owned()));
+            span.set_attribute(KeyValue::new("error.type", kind));
+            span.set_status(Status::error(error.to_owned()));
         }
         match then {
             Ended::Delivered => {}
@@ -202,11 +219,11 @@ impl AttemptSpan {
                     let ms = i64::try_from(after.as_millis()).unwrap_or(i64::MAX);
                     attributes.push(KeyValue::new("dripfeed.retry_after_ms", ms));
                 }
-                self.span.add_event("retry scheduled", attributes);
+                span.add_event("retry scheduled", attributes);
             }
-            Ended::DeadLettered => self.span.add_event("dead-lettered", Vec::new()),
+            Ended::DeadLettered => span.add_event("dead-lettered", Vec::new()),
         }
-        self.span.end();
+        span.end();
     }
 }
 

@@ -61,8 +61,10 @@ fn command(args: &[String], env: &[(&str, &str)]) -> Command {
 fn command_of(bin: &std::path::Path, args: &[String], env: &[(&str, &str)]) -> Command {
     let mut cmd = Command::new(bin);
     for (var, _) in std::env::vars_os() {
-        // STATE_DIRECTORY (systemd's) would move every default path.
-        if var.to_string_lossy().starts_with("DRIPFEED_") || var == "STATE_DIRECTORY" {
+        // STATE_DIRECTORY (systemd's) would move every default path;
+        // OTEL_* would turn traces on.
+        let name = var.to_string_lossy();
+        if name.starts_with("DRIPFEED_") || name.starts_with("OTEL_") || var == "STATE_DIRECTORY" {
             cmd.env_remove(var);
         }
     }

@@ -25,6 +25,7 @@ use crate::receivers::{self, Hit, Log};
 #[derive(Clone, Debug)]
 struct Got {
     path: String,
+    service: String,
     name: String,
     trace_id: String,
     span_id: String,
@@ -58,6 +59,14 @@ async fn collector() -> (std::net::SocketAddr, Arc<Mutex<Vec<Got>>>) {
             };
             let mut kept = kept.lock().unwrap();
             for rs in export.resource_spans {
+                let service = rs
+                    .resource
+                    .iter()
+                    .flat_map(|r| &r.attributes)
+                    .find(|kv| kv.key == "service.name")
+                    .and_then(|kv| kv.value.as_ref()?.value.as_ref())
+                    .map(|v| format!("{v:?}"))
+                    .unwrap_or_default();
                 for ss in rs.scope_spans {
                     for s in ss.spans {
                         let attributes = s
@@ -74,6 +83,7 @@ async fn collector() -> (std::net::SocketAddr, Arc<Mutex<Vec<Got>>>) {
                             .collect();
                         kept.push(Got {
                             path: uri.path().to_owned(),
+                            service: service.clone(),
                             name: s.name.clone(),
                             trace_id: hex(&s.trace_id),
                             span_id: hex(&s.span_id),
@@ -134,7 +144,10 @@ async fn a_webhook_is_one_trace_from_the_sender_to_the_receiver() {
     assert_eq!(status, 202);
     let second = second["id"].as_str().unwrap().to_owned();
     assert!(log.until(Duration::from_secs(20), |h| h.len() >= 4).await);
-    let wanted = |s: &[Got]| s.iter().filter(|g| g.name == "webhook delivery").count() >= 4;
+    let wanted = |s: &[Got]| {
+        let count = |name: &str| s.iter().filter(|g| g.name == name).count();
+        count("webhook delivery") >= 4 && count("webhook intake") >= 2
+    };
     assert!(
         eventually(Duration::from_secs(20), || async {
             wanted(&spans.lock().unwrap())
@@ -145,6 +158,11 @@ async fn a_webhook_is_one_trace_from_the_sender_to_the_receiver() {
     );
     let spans = spans.lock().unwrap().clone();
     assert!(spans.iter().all(|s| s.path == "/v1/traces"));
+    assert!(
+        spans.iter().all(|s| s.service.contains("dripfeed-relay")),
+        "service.name: {:?}",
+        spans[0].service
+    );
 
     // The sender's trace: its intake span is a child of the sender's span.
     let intake = spans
@@ -281,7 +299,7 @@ async fn another_relay_of_the_fleet_delivers_in_the_same_trace() {
         argv(&format!(
             "--queue redis --redis {} --node-name {name} --destination billing=http://{receiver}/hooks \
              --otlp-endpoint http://{otlp}/v1/traces --retry-min 1s --retry-max 2s \
-             --data-dir {}",
+             --deliver-timeout 2s --data-dir {}",
             redis.url(),
             dir.arg(name),
         ))
