@@ -630,3 +630,65 @@ async fn a_full_queue_evicts_its_oldest_unclaimed_entry_or_defers_the_new_one() 
     let counts = d.counts().await.unwrap();
     assert_eq!((counts.accepted, counts.dead_lettered), (1, 1));
 }
+
+/// Admissions that arrive together share round trips (one pipeline of
+/// scripts), each with its own answer: 400 concurrent admissions into a
+/// bound of 300 are 300 added and 100 full, each id once, in far fewer
+/// round trips than admissions; and a script Redis forgot (`SCRIPT FLUSH`)
+/// is loaded again within the pipeline.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn admissions_that_arrive_together_share_round_trips() {
+    if !available("admissions_that_arrive_together_share_round_trips") {
+        return;
+    }
+    let redis = RedisServer::start();
+    let conn = RedisConnection::open(&redis.url()).unwrap();
+    let queue = RedisQueue::new(conn.clone(), "batched", "a");
+    let before = conn.round_trips();
+    let mut admissions = tokio::task::JoinSet::new();
+    for n in 0..400u32 {
+        let queue = queue.clone();
+        admissions.spawn(async move {
+            let id = fresh();
+            let answer = queue
+                .admit(&id, format!("job {n}").as_bytes(), None, 300, DAY)
+                .await
+                .unwrap();
+            (id, answer)
+        });
+    }
+    let (mut added_ids, mut full) = (HashSet::new(), 0);
+    while let Some(done) = admissions.join_next().await {
+        let (id, answer) = done.unwrap();
+        match answer {
+            Admission::Added { id: got, .. } => {
+                assert_eq!(got, id, "its own answer");
+                assert!(added_ids.insert(got));
+            }
+            Admission::Full { depth } => {
+                assert_eq!(depth, 300);
+                full += 1;
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+    assert_eq!((added_ids.len(), full), (300, 100));
+    let trips = conn.round_trips() - before;
+    eprintln!("400 admissions in {trips} round trips");
+    assert!(
+        trips < 200,
+        "400 admissions in {trips} round trips: they should share them"
+    );
+
+    // Redis forgets its scripts: the next admissions load it again.
+    assert!(redis.cli(&["SCRIPT", "FLUSH"]).contains("OK"));
+    let other = RedisQueue::new(conn.clone(), "batched-2", "a");
+    let mut again = tokio::task::JoinSet::new();
+    for _ in 0..20 {
+        let other = other.clone();
+        again.spawn(async move { other.admit(&fresh(), b"x", None, 100, DAY).await });
+    }
+    while let Some(done) = again.join_next().await {
+        assert!(matches!(done.unwrap(), Ok(Admission::Added { .. })));
+    }
+}

@@ -25,6 +25,8 @@
 //! PostgreSQL.
 
 #[cfg(feature = "redis")]
+mod admit_batch;
+#[cfg(feature = "redis")]
 mod conn;
 mod failure;
 #[cfg(any(feature = "redis", feature = "postgres"))]
