@@ -149,6 +149,7 @@ impl Admin {
         (status = 200, description = "Every destination, without secrets.", body = DestinationList),
         (status = 401, description = "No admin token, or not the admin token.", body = Problem, content_type = "application/problem+json",
             headers(("WWW-Authenticate" = String, description = "`Bearer realm=\"dripfeed-relay\"`"))),
+        (status = 403, description = "Without an admin token, a request that names the listener by a host name other than localhost (not-local: DNS rebinding).", body = Problem, content_type = "application/problem+json"),
         (status = 503, description = "The listener serves its most connections.", body = Problem, content_type = "application/problem+json"),
     ))]
 pub async fn list(State(admin): State<Arc<Admin>>) -> Json<DestinationList> {
@@ -169,6 +170,7 @@ pub async fn list(State(admin): State<Arc<Admin>>) -> Json<DestinationList> {
         (status = 200, description = "The destination, without its secret.", body = DestinationView),
         (status = 401, description = "No admin token, or not the admin token.", body = Problem, content_type = "application/problem+json",
             headers(("WWW-Authenticate" = String, description = "`Bearer realm=\"dripfeed-relay\"`"))),
+        (status = 403, description = "Without an admin token, a request that names the listener by a host name other than localhost (not-local: DNS rebinding).", body = Problem, content_type = "application/problem+json"),
         (status = 404, description = "No destination of that name is configured.", body = Problem, content_type = "application/problem+json"),
         (status = 503, description = "The listener serves its most connections.", body = Problem, content_type = "application/problem+json"),
     ))]

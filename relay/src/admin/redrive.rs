@@ -102,7 +102,7 @@ fn unprocessable(detail: &str) -> Response {
         (status = 400, description = "The body is not JSON.", body = Problem, content_type = "application/problem+json"),
         (status = 401, description = "No admin token, or not the admin token.", body = Problem, content_type = "application/problem+json",
             headers(("WWW-Authenticate" = String, description = "`Bearer realm=\"dripfeed-relay\"`"))),
-        (status = 403, description = "Sent by a browser from another origin (Origin is not this listener's).", body = Problem, content_type = "application/problem+json"),
+        (status = 403, description = "Sent by a browser from another origin (Origin is not this listener's: cross-origin), or, without an admin token, naming the listener by a host name other than localhost (not-local).", body = Problem, content_type = "application/problem+json"),
         (status = 422, description = "Not exactly one of ids and destination, no ids, too many, or unknown fields.", body = Problem, content_type = "application/problem+json"),
         (status = 503, description = "The dead-letter files (with queue = redis, Redis) cannot be read or marked, or the listener serves its most connections.", body = Problem, content_type = "application/problem+json"),
     ))]

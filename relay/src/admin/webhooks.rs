@@ -18,6 +18,7 @@ use crate::status::view::WebhookStatus;
         (status = 200, description = "The webhook's status.", body = WebhookStatus),
         (status = 401, description = "No admin token, or not the admin token.", body = Problem, content_type = "application/problem+json",
             headers(("WWW-Authenticate" = String, description = "`Bearer realm=\"dripfeed-relay\"`"))),
+        (status = 403, description = "Without an admin token, a request that names the listener by a host name other than localhost (not-local: DNS rebinding).", body = Problem, content_type = "application/problem+json"),
         (status = 404, description = "Unknown, or forgotten after status_retention.", body = Problem, content_type = "application/problem+json"),
         (status = 503, description = "The listener serves its most connections, or (queue = redis) Redis cannot be read.", body = Problem, content_type = "application/problem+json"),
     ))]

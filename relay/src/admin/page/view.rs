@@ -87,6 +87,7 @@ pub struct DestinationStatus {
         (status = 200, description = "The relay now, as the status page shows it.", body = StatusPage),
         (status = 401, description = "No admin token, or not the admin token.", body = Problem, content_type = "application/problem+json",
             headers(("WWW-Authenticate" = String, description = "`Bearer realm=\"dripfeed-relay\"`"))),
+        (status = 403, description = "Without an admin token, a request that names the listener by a host name other than localhost (not-local: DNS rebinding).", body = Problem, content_type = "application/problem+json"),
         (status = 503, description = "The listener serves its most connections.", body = Problem, content_type = "application/problem+json"),
     ))]
 pub async fn status(State(admin): State<Arc<Admin>>) -> Json<StatusPage> {
