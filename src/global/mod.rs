@@ -25,8 +25,6 @@
 //! PostgreSQL.
 
 #[cfg(feature = "redis")]
-mod admit_batch;
-#[cfg(feature = "redis")]
 mod conn;
 mod failure;
 #[cfg(any(feature = "redis", feature = "postgres"))]

@@ -8,7 +8,6 @@ use std::time::Duration;
 
 use redis::{Script, Value};
 
-use super::admit_batch::{Batcher, Call};
 use super::conn::{RedisConnection, RedisError, array, bounded};
 use super::queue_status::{Ending, JobStatus, Keep};
 
@@ -214,8 +213,6 @@ pub struct RedisQueue {
     /// (each pair: the script's and the `WAIT`'s, one link), in turn.
     admitters: std::sync::Arc<[(RedisConnection, RedisConnection)]>,
     turn: std::sync::Arc<std::sync::atomic::AtomicUsize>,
-    /// Admissions sharing round trips (without replicas to wait for).
-    batch: Batcher,
 }
 
 impl std::fmt::Debug for RedisQueue {
@@ -339,7 +336,6 @@ impl RedisQueue {
             replicas: (0, Duration::ZERO),
             admitters: std::sync::Arc::new([]),
             turn: std::sync::Arc::default(),
-            batch: Batcher::default(),
         }
     }
 
@@ -563,62 +559,40 @@ impl RedisQueue {
     ) -> Result<Admission, RedisError> {
         let key = format!("{}:i:{}", self.prefix, idempotency.unwrap_or(""));
         let (admitter, waiter) = self.admitter();
-        let word = |s: &str| s.as_bytes().to_vec();
-        let number = |n: u64| n.to_string().into_bytes();
-        let call = Call {
-            keys: [
-                &self.stream,
-                &self.retries,
-                &key,
-                &self.statuses,
-                &self.ended,
-                &self.counts,
-                &self.dead,
-            ]
-            .map(|k| word(k))
-            .to_vec(),
-            args: vec![
-                number(bound),
-                job.to_vec(),
-                number(
-                    u64::try_from(remember.as_millis())
-                        .unwrap_or(u64::MAX)
-                        .max(1),
-                ),
-                word(if idempotency.is_some() { "1" } else { "0" }),
-                word(id),
-                word(if self.keep.is_some() { "1" } else { "0" }),
-                word(owner.unwrap_or("")),
-                word(if self.replicas.0 > 0 { "1" } else { "0" }),
-                word(match mode {
-                    Mode::Any => "0",
-                    Mode::Fresh => "1",
-                    Mode::Confirm => "2",
-                }),
-                word(match self.overflow {
-                    crate::Overflow::TailDrop => "t",
-                    crate::Overflow::HeadDrop => "h",
-                    crate::Overflow::DeadLetter => "d",
-                }),
-                word(&self.group),
-                number(self.dead_max),
-            ],
-        };
-        // Without replicas to wait for, admissions share round trips;
-        // with them, each has its connection's WAIT.
-        let answer: Value = if self.replicas.0 == 0 {
-            self.batch.run(&self.admit, admitter, call).await?
-        } else {
-            let mut invocation = self.admit.prepare_invoke();
-            for key in &call.keys {
-                invocation.key(key.as_slice());
-            }
-            for arg in &call.args {
-                invocation.arg(arg.as_slice());
-            }
-            let mut conn = admitter.clone();
-            bounded(invocation.invoke_async(&mut conn), CALL).await?
-        };
+        let mut conn = admitter.clone();
+        let mut call = self.admit.prepare_invoke();
+        call.key(&self.stream)
+            .key(&self.retries)
+            .key(key)
+            .key(&self.statuses)
+            .key(&self.ended)
+            .key(&self.counts)
+            .key(&self.dead)
+            .arg(bound)
+            .arg(job)
+            .arg(
+                u64::try_from(remember.as_millis())
+                    .unwrap_or(u64::MAX)
+                    .max(1),
+            )
+            .arg(if idempotency.is_some() { "1" } else { "0" })
+            .arg(id)
+            .arg(if self.keep.is_some() { "1" } else { "0" })
+            .arg(owner.unwrap_or(""))
+            .arg(if self.replicas.0 > 0 { "1" } else { "0" })
+            .arg(match mode {
+                Mode::Any => "0",
+                Mode::Fresh => "1",
+                Mode::Confirm => "2",
+            })
+            .arg(match self.overflow {
+                crate::Overflow::TailDrop => "t",
+                crate::Overflow::HeadDrop => "h",
+                crate::Overflow::DeadLetter => "d",
+            })
+            .arg(&self.group)
+            .arg(self.dead_max);
+        let answer: Value = bounded(call.invoke_async(&mut conn), CALL).await?;
         let items = array(answer, 3, "queue admit")?;
         let id = text(&items[1]).unwrap_or_default();
         let answer = match text(&items[0]).as_deref() {
