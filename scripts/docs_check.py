@@ -12,6 +12,7 @@
 
 Exit 1 with every finding listed.
 """
+import functools
 import os
 import re
 import sys
@@ -52,6 +53,7 @@ def slug(heading):
     return text.replace(" ", "-")
 
 
+@functools.lru_cache(maxsize=None)
 def anchors(path):
     found = set()
     in_code = False

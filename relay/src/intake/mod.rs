@@ -300,12 +300,10 @@ async fn take(
     // 5. 202, or the refusal.
     match admitted {
         Ok(a) => {
-            let id = a.id();
-            let mut resp = accepted(&intake.answers, a);
-            if intake.traces.is_some() {
-                resp.extensions_mut().insert(crate::trace::WebhookId(id));
+            if let Some(span) = span {
+                span.taken(a.id());
             }
-            Ok(resp)
+            Ok(accepted(&intake.answers, a))
         }
         Err(r) => Err(Box::new(refused(&intake.answers, r))),
     }

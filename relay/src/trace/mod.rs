@@ -41,10 +41,6 @@ pub struct Traces {
     exporter: export::Handle,
 }
 
-/// The id a 202 named, left on the answer for the intake span.
-#[derive(Clone, Copy, Debug)]
-pub struct WebhookId(pub u64);
-
 /// An intake span, ended with the answer.
 pub struct IntakeSpan {
     span: Span,
@@ -158,18 +154,19 @@ impl IntakeSpan {
         self.context
     }
 
-    /// Ends the span with the answer's status (and the webhook's id, when
-    /// it was taken).
+    /// Names the webhook the 202 names.
+    pub fn taken(&mut self, id: u64) {
+        self.span
+            .set_attribute(KeyValue::new("dripfeed.webhook.id", id.to_string()));
+    }
+
+    /// Ends the span with the answer's status.
     pub fn end<B>(mut self, answer: &Response<B>) {
         let status = answer.status().as_u16();
         self.span.set_attribute(KeyValue::new(
             "http.response.status_code",
             i64::from(status),
         ));
-        if let Some(WebhookId(id)) = answer.extensions().get::<WebhookId>() {
-            self.span
-                .set_attribute(KeyValue::new("dripfeed.webhook.id", id.to_string()));
-        }
         if status >= 500 {
             self.span.set_status(Status::error(status.to_string()));
         }

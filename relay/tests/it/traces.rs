@@ -214,9 +214,8 @@ async fn a_webhook_is_one_trace_from_the_sender_to_the_receiver() {
     assert_eq!(m.get("dripfeed_relay_trace_spans_dropped_total", &[]), 0.0);
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_trace_outlives_a_crash_and_the_standard_variable_names_the_collector() {
-    let (otlp, spans) = collector().await;
+/// A receiver answering 503 until `up` is set, then 204.
+async fn down_until_up() -> (std::net::SocketAddr, Arc<Log>, Arc<AtomicBool>) {
     let up = Arc::new(AtomicBool::new(false));
     let log = Arc::new(Log::default());
     let answer_up = up.clone();
@@ -229,34 +228,51 @@ async fn the_trace_outlives_a_crash_and_the_standard_variable_names_the_collecto
         }),
     )
     .await;
-    let dir = TempDir::new("traces-crash");
-    let args = argv(&format!(
-        "--downstream http://{receiver}/hooks --data-dir {} --retry-min 1s --retry-max 2s",
-        dir.arg("data")
-    ));
-    let base = format!("http://{otlp}");
-    let env = [("OTEL_EXPORTER_OTLP_ENDPOINT", base.as_str())];
-    let mut first = Relay::start_with(&args, &env).await;
+    (receiver, log, up)
+}
+
+/// Posts `body` to `first` in the sender's trace, lets its receiver
+/// (answering 503, see [`down_until_up`]) see the first attempt, SIGKILLs
+/// `first`, brings the receiver up and starts `second` with `start`: every
+/// attempt (before and after) carries the sender's trace, and the
+/// delivery that succeeded is exported in it. Returns the second relay.
+async fn killed_then_delivered_in_the_trace<F, Fut>(
+    mut first: Relay,
+    start: F,
+    (log, up): (&Log, &AtomicBool),
+    spans: &Mutex<Vec<Got>>,
+    body: &str,
+) -> Relay
+where
+    F: FnOnce() -> Fut,
+    Fut: std::future::Future<Output = Relay>,
+{
     let traceparent = format!("00-{SENDER_TRACE}-{SENDER_SPAN}-01");
     let (status, answer) = first
-        .post(&[("traceparent", traceparent.as_str())], "{\"c\":3}")
+        .post(
+            &[
+                ("traceparent", traceparent.as_str()),
+                ("content-type", "application/json"),
+            ],
+            body,
+        )
         .await;
     assert_eq!(status, 202, "{answer}");
     let id = answer["id"].as_str().unwrap().to_owned();
     assert!(log.until(Duration::from_secs(20), |h| !h.is_empty()).await);
-    first.kill().await; // SIGKILL: the webhook is in the journal, waiting for a retry
+    first.kill().await; // SIGKILL: the webhook waits for a retry
     up.store(true, Ordering::SeqCst);
-    let second = Relay::start_with(&args, &env).await;
+    let second = start().await;
     let delivered = |h: &[Hit]| h.iter().filter(|h| h.key == id).count() >= 2;
     assert!(log.until(Duration::from_secs(30), delivered).await);
     for hit in log.hits().iter().filter(|h| h.key == id) {
         assert_eq!(
             parent_of(hit).0,
             SENDER_TRACE,
-            "every attempt, before and after the crash"
+            "every attempt, before and after"
         );
     }
-    let after = |s: &[Got]| {
+    let exported = |s: &[Got]| {
         s.iter().any(|g| {
             g.name == "webhook delivery"
                 && g.trace_id == SENDER_TRACE
@@ -265,12 +281,30 @@ async fn the_trace_outlives_a_crash_and_the_standard_variable_names_the_collecto
     };
     assert!(
         eventually(Duration::from_secs(20), || async {
-            after(&spans.lock().unwrap())
+            exported(&spans.lock().unwrap())
         })
         .await,
         "exported: {:#?}",
         spans.lock().unwrap()
     );
+    second
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_trace_outlives_a_crash_and_the_standard_variable_names_the_collector() {
+    let (otlp, spans) = collector().await;
+    let (receiver, log, up) = down_until_up().await;
+    let dir = TempDir::new("traces-crash");
+    let args = argv(&format!(
+        "--downstream http://{receiver}/hooks --data-dir {} --retry-min 1s --retry-max 2s",
+        dir.arg("data")
+    ));
+    let base = format!("http://{otlp}");
+    let env = [("OTEL_EXPORTER_OTLP_ENDPOINT", base.as_str())];
+    let first = Relay::start_with(&args, &env).await;
+    let again = || Relay::start_with(&args, &env);
+    let second =
+        killed_then_delivered_in_the_trace(first, again, (&log, &up), &spans, "{\"c\":3}").await;
     assert!(spans.lock().unwrap().iter().all(|s| s.path == "/v1/traces"));
     drop(second);
 }
@@ -282,18 +316,7 @@ async fn another_relay_of_the_fleet_delivers_in_the_same_trace() {
     }
     let redis = crate::support_redis::RedisServer::start();
     let (otlp, spans) = collector().await;
-    let up = Arc::new(AtomicBool::new(false));
-    let log = Arc::new(Log::default());
-    let answer_up = up.clone();
-    let receiver = receivers::recording(
-        log.clone(),
-        Duration::ZERO,
-        Arc::new(move |_: &Hit, _| match answer_up.load(Ordering::SeqCst) {
-            true => StatusCode::NO_CONTENT.into_response(),
-            false => StatusCode::SERVICE_UNAVAILABLE.into_response(),
-        }),
-    )
-    .await;
+    let (receiver, log, up) = down_until_up().await;
     let dir = TempDir::new("traces-fleet");
     let node = |name: &str| {
         argv(&format!(
@@ -304,47 +327,10 @@ async fn another_relay_of_the_fleet_delivers_in_the_same_trace() {
             dir.arg(name),
         ))
     };
-    let mut a = Relay::start_with(&node("a"), &[]).await;
-    let traceparent = format!("00-{SENDER_TRACE}-{SENDER_SPAN}-01");
-    let (status, answer) = a
-        .post(
-            &[
-                ("traceparent", traceparent.as_str()),
-                ("content-type", "application/json"),
-            ],
-            "{\"d\":4}",
-        )
-        .await;
-    assert_eq!(status, 202, "{answer}");
-    let id = answer["id"].as_str().unwrap().to_owned();
-    // Relay a tries once (503) and dies; its retry waits in Redis.
-    assert!(log.until(Duration::from_secs(20), |h| !h.is_empty()).await);
-    a.kill().await;
-    up.store(true, Ordering::SeqCst);
-    let b = Relay::start_with(&node("b"), &[]).await;
-    let delivered = |h: &[Hit]| h.iter().filter(|h| h.key == id).count() >= 2;
-    assert!(log.until(Duration::from_secs(30), delivered).await);
-    for hit in log.hits().iter().filter(|h| h.key == id) {
-        assert_eq!(
-            parent_of(hit).0,
-            SENDER_TRACE,
-            "relay a's attempt and relay b's"
-        );
-    }
-    let by_b = |s: &[Got]| {
-        s.iter().any(|g| {
-            g.name == "webhook delivery"
-                && g.trace_id == SENDER_TRACE
-                && g.attribute("http.response.status_code") == Some("204")
-        })
-    };
-    assert!(
-        eventually(Duration::from_secs(20), || async {
-            by_b(&spans.lock().unwrap())
-        })
-        .await,
-        "exported: {:#?}",
-        spans.lock().unwrap()
-    );
+    // Relay a tries once (503) and dies; its retry waits in Redis for b.
+    let a = Relay::start_with(&node("a"), &[]).await;
+    let b_args = node("b");
+    let b = || Relay::start_with(&b_args, &[]);
+    let b = killed_then_delivered_in_the_trace(a, b, (&log, &up), &spans, "{\"d\":4}").await;
     drop(b);
 }

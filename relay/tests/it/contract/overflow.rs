@@ -62,19 +62,26 @@ fn delivered(log: &Log) -> BTreeSet<u64> {
 
 both!(head_drop_keeps_the_newest_and_dead_letters_the_evicted);
 
-async fn head_drop_keeps_the_newest_and_dead_letters_the_evicted(engine: Engine) {
+/// A relay of `engine` whose destination `a` holds 4 webhooks drained at
+/// 2/s (a burst of 16 overflows it), with the `overflow` policy, and the
+/// log of its receiver.
+async fn full_queue(engine: Engine, overflow: &str) -> (Arc<Log>, Bench) {
     let log = Arc::new(Log::default());
     let rx = receiver(log.clone(), 204, Duration::ZERO).await;
-    // A queue of 4 drained at 2/s: a burst of 16 overflows it.
     let bench = Bench::start(
         engine,
-        "head-drop",
+        overflow,
         &format!(
             "--destination a=http://{rx}/a --drain-rate 2 --latency-budget 2s \
-             --overflow head-drop --retries 0"
+             --overflow {overflow} --retries 0"
         ),
     )
     .await;
+    (log, bench)
+}
+
+async fn head_drop_keeps_the_newest_and_dead_letters_the_evicted(engine: Engine) {
+    let (log, bench) = full_queue(engine, "head-drop").await;
     const N: u64 = 16;
     let sent = burst(&bench, N).await;
     assert!(sent.iter().all(|(_, s)| s == "queued"), "{sent:?}");
@@ -107,17 +114,7 @@ async fn head_drop_keeps_the_newest_and_dead_letters_the_evicted(engine: Engine)
 both!(dead_letter_overflow_defers_what_arrives_at_a_full_queue);
 
 async fn dead_letter_overflow_defers_what_arrives_at_a_full_queue(engine: Engine) {
-    let log = Arc::new(Log::default());
-    let rx = receiver(log.clone(), 204, Duration::ZERO).await;
-    let bench = Bench::start(
-        engine,
-        "dead-letter",
-        &format!(
-            "--destination a=http://{rx}/a --drain-rate 2 --latency-budget 2s \
-             --overflow dead-letter --retries 0"
-        ),
-    )
-    .await;
+    let (log, bench) = full_queue(engine, "dead-letter").await;
     const N: u64 = 16;
     let sent = burst(&bench, N).await;
     let deferred: BTreeSet<&String> = sent
