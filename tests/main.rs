@@ -36,6 +36,8 @@ mod permits;
 mod pg_buckets;
 mod races;
 #[cfg(feature = "redis")]
+mod redis_aimd;
+#[cfg(feature = "redis")]
 mod redis_buckets;
 #[cfg(feature = "redis")]
 mod redis_cluster;

@@ -49,6 +49,13 @@ pub(crate) struct Inner {
     pub(crate) granted: AtomicU64,
     pub(crate) errors: AtomicU64,
     pub(crate) fallback: AtomicBool,
+    /// The global rate in force (`f64` bits): the configured one until
+    /// [`set_rate`](Self::set_rate).
+    rate: AtomicU64,
+    /// The bucket size in force (`f64` bits).
+    burst: AtomicU64,
+    /// Whether the size follows the rate (100 ms of it: none was given).
+    burst_follows: bool,
     /// Drain → task: the pool is low or empty.
     need: Notify,
     /// Task → drain: the pool was refilled.
@@ -70,6 +77,9 @@ impl Inner {
         let fallback_metric = metrics::gauge!(crate::accounting::metrics::GLOBAL_FALLBACK, "throttle" => cfg.name.clone());
         fallback_metric.set(0.0);
         Self {
+            rate: AtomicU64::new(cfg.rate.to_bits()),
+            burst: AtomicU64::new(cfg.burst.to_bits()),
+            burst_follows: false,
             cfg,
             conn,
             script: Script::new(include_str!("scripts/rate.lua")),
@@ -91,6 +101,35 @@ impl Inner {
         format!("{{dripfeed:rate:{}}}", self.cfg.key)
     }
 
+    /// With the bucket size following the rate (none was given).
+    pub(crate) fn burst_follows_rate(mut self) -> Self {
+        self.burst_follows = true;
+        self
+    }
+
+    /// The global rate in force.
+    pub(crate) fn rate(&self) -> f64 {
+        f64::from_bits(self.rate.load(Ordering::Relaxed))
+    }
+
+    /// The bucket size in force.
+    fn burst(&self) -> f64 {
+        f64::from_bits(self.burst.load(Ordering::Relaxed))
+    }
+
+    /// A new global rate (finite and positive, else ignored), with the
+    /// bucket size following it if it was not given.
+    pub(crate) fn set_rate(&self, rate: f64) {
+        if !(rate.is_finite() && rate > 0.0) {
+            return;
+        }
+        self.rate.store(rate.to_bits(), Ordering::Relaxed);
+        if self.burst_follows {
+            self.burst
+                .store(default_burst(rate).to_bits(), Ordering::Relaxed);
+        }
+    }
+
     pub(crate) fn batch(&self) -> u64 {
         self.batch.load(Ordering::Relaxed)
     }
@@ -99,7 +138,7 @@ impl Inner {
     /// at least 1, at most the bucket size.
     pub(crate) fn set_local_rate(&self, rate: f64) {
         let work = rate * self.cfg.lease_interval.as_secs_f64();
-        let most = self.cfg.burst.floor().max(1.0);
+        let most = self.burst().floor().max(1.0);
         let batch = if work.is_finite() && work > 1.0 {
             work.ceil().min(most)
         } else {
@@ -161,8 +200,8 @@ impl Inner {
             .key(self.redis_key())
             .arg(op)
             .arg(n)
-            .arg(self.cfg.rate)
-            .arg(self.cfg.burst)
+            .arg(self.rate())
+            .arg(self.burst())
             .arg(MAX_RESERVATION.as_micros() as u64);
         let answer: redis::Value =
             bounded(invocation.invoke_async(&mut conn), self.cfg.call_timeout).await?;
@@ -202,6 +241,11 @@ impl Inner {
             tracing::info!(throttle = %self.cfg.name, "fleet limit reachable again");
         }
     }
+}
+
+/// The bucket size when none is given: 100 ms of the rate, at least 1.
+pub(crate) fn default_burst(rate: f64) -> f64 {
+    (rate * 0.1).max(1.0)
 }
 
 /// Locally minted permits while failing open.
@@ -326,7 +370,7 @@ async fn probe(inner: &Arc<Inner>, next_probe: &mut Instant, want: u64) -> bool 
 /// Adds the permits earned at `global rate × share` since the last mint (at
 /// most `want`); says how long until the next one.
 fn mint_local(inner: &Inner, mint: &mut Mint, share: f64, want: u64) -> Duration {
-    let rate = inner.cfg.rate * share;
+    let rate = inner.rate() * share;
     let now = Instant::now();
     let earned = now.saturating_duration_since(mint.at).as_secs_f64() * rate;
     mint.at = now;

@@ -9,7 +9,8 @@
 //! [`PermitSource::ready`](crate::PermitSource::ready).
 //!
 //! Behind the `redis` feature: [`RedisRate`] (one emission rate for the
-//! fleet), [`RedisBuckets`] (per-key reverse buckets shared by the fleet, a
+//! fleet), [`RedisAimd`] (one adaptive rate for the fleet, decided from
+//! every node's measurements), [`RedisBuckets`] (per-key reverse buckets shared by the fleet, a
 //! [`BucketStore`](crate::keyed::BucketStore)) and
 //! [`RedisStreamSink`] (a dead-letter stream with redrive) and
 //! [`RedisQueue`] (a destination's queue in a stream shared by the fleet:
@@ -42,6 +43,8 @@ mod queue_dead;
 #[cfg(feature = "redis")]
 mod queue_status;
 #[cfg(feature = "redis")]
+mod redis_aimd;
+#[cfg(feature = "redis")]
 mod redis_buckets;
 #[cfg(feature = "redis")]
 mod redis_durability;
@@ -71,6 +74,8 @@ pub use pg_error::PgError;
 pub use queue_dead::DeadLetter;
 #[cfg(feature = "redis")]
 pub use queue_status::{Ending, JobState, JobStatus};
+#[cfg(feature = "redis")]
+pub use redis_aimd::{RedisAimd, Steering};
 #[cfg(feature = "redis")]
 pub use redis_buckets::RedisBuckets;
 #[cfg(feature = "redis")]

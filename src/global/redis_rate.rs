@@ -184,13 +184,49 @@ impl RedisRate {
     pub fn lease_size(&self) -> u64 {
         self.inner.batch()
     }
+
+    /// Moves the fleet's rate to `rate` permits per second from the next
+    /// lease on (a rate that is not finite and positive is ignored), with
+    /// the bucket size following it when none was given. For a rate the
+    /// fleet decides together (see [`RedisAimd`](super::RedisAimd)): every
+    /// node sets the same one.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # use dripfeed::global::{RedisConnection, RedisRate};
+    /// let fleet = RedisRate::builder(RedisConnection::open("redis://127.0.0.1:1/")?, "k", 100.0).start()?;
+    /// fleet.set_rate(60.0);
+    /// fleet.set_rate(f64::NAN);
+    /// assert_eq!(fleet.rate(), 60.0);
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn set_rate(&self, rate: f64) {
+        self.inner.set_rate(rate);
+    }
+
+    /// The fleet's rate in force, permits per second.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # use dripfeed::global::{RedisConnection, RedisRate};
+    /// let fleet = RedisRate::builder(RedisConnection::open("redis://127.0.0.1:1/")?, "k", 100.0).start()?;
+    /// assert_eq!(fleet.rate(), 100.0);
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn rate(&self) -> f64 {
+        self.inner.rate()
+    }
 }
 
 impl fmt::Debug for RedisRate {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("RedisRate")
             .field("key", &self.inner.redis_key())
-            .field("rate", &self.inner.cfg.rate)
+            .field("rate", &self.inner.rate())
             .field("pooled", &self.pooled())
             .field("fallback", &self.is_fallback())
             .finish()
@@ -293,8 +329,9 @@ impl RedisRateBuilder {
         if !(cfg.rate.is_finite() && cfg.rate > 0.0) {
             return Err(RedisRateError::InvalidRate(cfg.rate));
         }
-        if cfg.burst.is_nan() {
-            cfg.burst = (cfg.rate * 0.1).max(1.0);
+        let follows = cfg.burst.is_nan();
+        if follows {
+            cfg.burst = leaser::default_burst(cfg.rate);
         }
         if !(cfg.burst.is_finite() && cfg.burst >= 1.0) {
             return Err(RedisRateError::InvalidBurst(cfg.burst));
@@ -316,10 +353,11 @@ impl RedisRateBuilder {
         }
         let runtime =
             tokio::runtime::Handle::try_current().map_err(|_| RedisRateError::NoRuntime)?;
-        let inner = Arc::new(Inner::new(
-            cfg,
-            self.conn.with_own_count().counted_as("permits"),
-        ));
+        let mut inner = Inner::new(cfg, self.conn.with_own_count().counted_as("permits"));
+        if follows {
+            inner = inner.burst_follows_rate();
+        }
+        let inner = Arc::new(inner);
         runtime.spawn(leaser::run(Arc::downgrade(&inner)));
         Ok(RedisRate { inner })
     }

@@ -22,8 +22,10 @@
 
 mod aimd;
 mod latency;
+mod tally;
 
 pub use aimd::{Action, Aimd, AimdConfig, AimdError, Decision, HoldReason, MAX_PAUSE, Signal};
 pub use latency::{
     DEFAULT_SUB_WINDOWS, DEFAULT_WINDOW, LatencyWindow, MAX_SUB_WINDOWS, WindowError, WindowSummary,
 };
+pub use tally::Tally;
