@@ -33,6 +33,10 @@ pub const FLEET_QUEUE_DEPTH: &str = "dripfeed_relay_fleet_queue_depth";
 /// Gauge, label `destination`, with `queue = redis`: the fleet's bound for
 /// a destination (budget × rate), the same on every relay (`max()`).
 pub const FLEET_QUEUE_CAPACITY: &str = "dripfeed_relay_fleet_queue_capacity";
+/// Gauge, label `destination`, with `queue = redis` and `adaptive`: 1 on
+/// the relay that decides the destination's rate for the fleet (it holds
+/// the lease), 0 on the others: `sum()` is 1 while the fleet adapts.
+pub const FLEET_RATE_LEADER: &str = "dripfeed_relay_fleet_rate_leader";
 
 /// Gauge: connections a listener serves now (label `listener`: `intake`
 /// or `admin`).
@@ -206,6 +210,10 @@ pub fn install_prometheus() -> Result<PrometheusHandle, String> {
     metrics::describe_gauge!(
         FLEET_QUEUE_CAPACITY,
         "with queue = redis: the fleet's bound for a destination, the same on every relay (read with max())"
+    );
+    metrics::describe_gauge!(
+        FLEET_RATE_LEADER,
+        "with queue = redis and adaptive: 1 on the relay deciding a destination's rate for the fleet"
     );
     metrics::describe_counter!(
         CONNECTIONS_REFUSED,

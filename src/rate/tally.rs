@@ -122,8 +122,11 @@ impl Tally {
     /// Adds `other` in.
     ///
     /// ```
-    /// let mut a = dripfeed::rate::Tally { failures: 1, hint_ms: 500, ..Default::default() };
-    /// a.merge(&dripfeed::rate::Tally { failures: 2, hint_ms: 200, ..Default::default() });
+    /// use dripfeed::rate::Tally;
+    /// let (mut a, mut b) = (Tally::default(), Tally::default());
+    /// (a.failures, a.hint_ms) = (1, 500);
+    /// (b.failures, b.hint_ms) = (2, 200);
+    /// a.merge(&b);
     /// assert_eq!((a.failures, a.hint_ms), (3, 500));
     /// ```
     pub fn merge(&mut self, other: &Tally) {
@@ -143,7 +146,8 @@ impl Tally {
     ///
     /// ```
     /// use std::time::Duration;
-    /// let mut t = dripfeed::rate::Tally { failures: 1, ..Default::default() };
+    /// let mut t = dripfeed::rate::Tally::default();
+    /// t.failures = 1;
     /// t.record(Duration::from_millis(40));
     /// let s = t.summary();
     /// assert_eq!((s.samples, s.failure_share), (1, 0.5));
@@ -191,7 +195,8 @@ impl Tally {
     ///
     /// ```
     /// use std::time::Duration;
-    /// let mut t = dripfeed::rate::Tally { idle: 2, ..Default::default() };
+    /// let mut t = dripfeed::rate::Tally::default();
+    /// t.idle = 2;
     /// t.record(Duration::from_micros(5));
     /// assert_eq!(t.fields(), vec![("b5".to_owned(), 1), ("i".to_owned(), 2)]);
     /// let back = dripfeed::rate::Tally::from_fields(t.fields().iter().map(|(f, n)| (f.as_str(), *n)));

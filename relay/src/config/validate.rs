@@ -179,12 +179,14 @@ pub(super) fn check(cfg: &Config, errors: &mut Vec<ConfigError>) {
             }
         }
         if s.adaptive {
-            bad(
-                "adaptive",
-                "an adaptive rate is not shared by the fleet yet: with queue = redis each \
-                 destination drains at its configured rate"
-                    .into(),
-            );
+            let aimd = dripfeed::rate::AimdConfig::default()
+                .with_floor(s.floor)
+                .with_ceiling(s.ceiling)
+                .with_target_p99(s.target_p99)
+                .build();
+            if let Err(e) = aimd {
+                bad("adaptive", format!("adaptive drain: {e}"));
+            }
         }
     }
     if s.redis_wait_replicas > 0 && s.queue != QueueKind::Redis {

@@ -20,6 +20,7 @@ mod doc_receivers;
 mod fanout;
 mod faults;
 mod fleet;
+mod fleet_adaptive;
 mod fleet_global;
 mod full_disk;
 mod harness;

@@ -164,7 +164,6 @@ async fn what_the_shared_queue_cannot_keep_is_refused_at_start() {
     let redis = "--redis redis://127.0.0.1:1/";
     for (flags, says) in [
         ("--redis-failure open", "open cannot be kept"),
-        ("--adaptive", "not shared by the fleet yet"),
         (
             "--redis redis://127.0.0.1:1/,redis://127.0.0.1:2/ --redis-wait-replicas 1",
             "not available with a cluster",

@@ -18,7 +18,7 @@ use dripfeed::metrics::{
 use metrics::{Counter, Gauge, Histogram, Label};
 
 use crate::queue::NAME;
-use crate::telemetry::{FLEET_QUEUE_CAPACITY, FLEET_QUEUE_DEPTH};
+use crate::telemetry::{FLEET_QUEUE_CAPACITY, FLEET_QUEUE_DEPTH, FLEET_RATE_LEADER};
 
 /// Why a webhook was refused, as the library labels it (`reason`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -62,6 +62,7 @@ pub struct Counts {
     rate: Gauge,
     fleet_depth: Gauge,
     fleet_capacity: Gauge,
+    leader: Gauge,
     /// Delivered by this relay (for the shutdown's summary).
     delivered_here: AtomicU64,
 }
@@ -113,7 +114,8 @@ impl Counts {
             capacity: metrics::gauge!(QUEUE_CAPACITY, b()),
             rate: metrics::gauge!(DRAIN_RATE, b()),
             fleet_depth: metrics::gauge!(FLEET_QUEUE_DEPTH, fleet.clone()),
-            fleet_capacity: metrics::gauge!(FLEET_QUEUE_CAPACITY, fleet),
+            fleet_capacity: metrics::gauge!(FLEET_QUEUE_CAPACITY, fleet.clone()),
+            leader: metrics::gauge!(FLEET_RATE_LEADER, fleet),
             delivered_here: AtomicU64::new(0),
         }
     }
@@ -123,6 +125,13 @@ impl Counts {
         self.capacity.set(bound as f64);
         self.fleet_capacity.set(bound as f64);
         self.rate.set(rate);
+    }
+
+    /// The fleet's adaptive rate in force, and whether this relay decides
+    /// it.
+    pub fn rate_now(&self, rate: f64, leading: bool) {
+        self.rate.set(rate);
+        self.leader.set(if leading { 1.0 } else { 0.0 });
     }
 
     /// The fleet's depth, as last read.

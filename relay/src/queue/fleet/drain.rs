@@ -7,13 +7,14 @@ use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::Duration;
 
-use dripfeed::global::{Claimed, Ending, RedisQueue};
+use dripfeed::global::{Claimed, Ending, RedisAimd, RedisQueue, RedisRate};
 use dripfeed::journal::JobCodec;
 use dripfeed::{Attempt, Delivery, Downstream, PermitSource};
 use tokio::sync::{Semaphore, mpsc};
 use tokio::time::Instant;
 
 use super::lane::{Lane, lock, number_of};
+use super::steer;
 use crate::deliver::HttpDownstream;
 use crate::domain::job::Job;
 
@@ -44,8 +45,19 @@ pub(super) fn take_over_idle(timeout: Duration) -> Duration {
     timeout + CLAIM_AHEAD + Duration::from_secs(5)
 }
 
+/// With `adaptive`: what keeps a drain at the fleet's rate (its lane's
+/// `steer` is the rate as this relay knows it).
+pub(super) struct Steering {
+    /// The fleet's view in Redis.
+    pub(super) fleet: RedisAimd,
+    /// The destination's bucket, moved to the fleet's rate.
+    pub(super) permits: RedisRate,
+}
+
 /// One destination's drain on this relay.
 pub(super) struct Drain {
+    /// With `adaptive`: the fleet's rate.
+    pub(super) steering: Option<Steering>,
     pub(super) lane: Lane,
     pub(super) downstream: Arc<HttpDownstream>,
     pub(super) permits: Arc<dyn PermitSource>,
@@ -67,7 +79,18 @@ impl Drain {
     /// leased go back to Redis unused, rather than idle relays each keeping
     /// a few for the next burst (three relays would deliver the bucket's
     /// burst plus their pools at once).
-    pub(super) async fn run(self, mut stop: tokio::sync::watch::Receiver<bool>) {
+    pub(super) async fn run(mut self, mut stop: tokio::sync::watch::Receiver<bool>) {
+        let steer = self.lane.steer.clone();
+        let steering = match (self.steering.take(), &steer) {
+            (Some(s), Some(steer)) => Some(tokio::spawn(steer::run(
+                steer.clone(),
+                s.fleet,
+                s.permits,
+                self.lane.counts.clone(),
+                stop.clone(),
+            ))),
+            _ => None,
+        };
         let this = Arc::new(self);
         // The entries this drain holds (claimed ahead, being delivered, or
         // ended and not yet acknowledged), by stream id: one held so long
@@ -75,7 +98,6 @@ impl Drain {
         let held: Arc<std::sync::Mutex<HashSet<String>>> = Arc::default();
         let (acks, ack_rx) = mpsc::unbounded_channel();
         let acker = tokio::spawn(acknowledge(this.lane.queue.clone(), ack_rx, held.clone()));
-        let interval = Duration::from_secs_f64(1.0 / this.lane.rate.max(0.001));
         let idle = take_over_idle(this.timeout);
         let mut upkeep = Instant::now();
         let mut next = Instant::now();
@@ -106,7 +128,16 @@ impl Drain {
                     _ = stop.changed() => break,
                 }
             }
-            next = next.max(Instant::now()) + interval;
+            // The fleet's rate may move (adaptive): the pace follows it, and
+            // a receiver's Retry-After pauses every relay.
+            let rate = this.lane.rate_now().max(0.001);
+            next = next.max(Instant::now()) + Duration::from_secs_f64(1.0 / rate);
+            if let Some(wait) = steer.as_ref().and_then(|s| s.paused()) {
+                tokio::select! {
+                    _ = tokio::time::sleep(wait) => {}
+                    _ = stop.changed() => break,
+                }
+            }
             let mut permit = None;
             if !quiet {
                 match this.permit(&mut stop).await {
@@ -154,7 +185,7 @@ impl Drain {
                 // As many as this drain will emit in the next 50 ms and has
                 // places for: fewer round trips per webhook at high rates,
                 // and never more held than a moment's work.
-                let want = ((this.lane.rate * CLAIM_AHEAD.as_secs_f64()).ceil() as usize)
+                let want = ((rate * CLAIM_AHEAD.as_secs_f64()).ceil() as usize)
                     .min(this.in_flight.available_permits() + 1)
                     .clamp(1, MAX_CLAIM);
                 match q.claim(want).await {
@@ -185,6 +216,9 @@ impl Drain {
                 drop(permit);
                 drop(place);
                 quiet = true;
+                if let Some(s) = &steer {
+                    s.idle();
+                }
                 tokio::select! {
                     _ = tokio::time::sleep(IDLE_POLL) => {}
                     _ = stop.changed() => break,
@@ -225,6 +259,9 @@ impl Drain {
                 }
             }
             permit.spend();
+            if let Some(s) = &steer {
+                s.worked();
+            }
             let counts = &this.lane.counts;
             counts.depth.set(buffer.len() as f64);
             counts.started();
@@ -260,6 +297,9 @@ impl Drain {
         let _ = this.in_flight.acquire_many(cap).await;
         drop(acks);
         let _ = acker.await;
+        if let Some(task) = steering {
+            let _ = task.await;
+        }
     }
 
     /// Whether `entry`, just taken over, has been taken over too often
@@ -306,11 +346,16 @@ impl Drain {
         job.trail.name(public);
         let attempt = Attempt::new(public, entry.attempts + 1);
         let began = Instant::now();
-        let answer = tokio::time::timeout(self.timeout, self.downstream.deliver(&job, attempt))
-            .await
-            .unwrap_or(Delivery::Retry { after: None });
+        let answer =
+            tokio::time::timeout(self.timeout, self.downstream.deliver(&job, attempt)).await;
+        let timed_out = answer.is_err();
+        let answer = answer.unwrap_or(Delivery::Retry { after: None });
+        let took = began.elapsed();
+        if let Some(s) = &self.lane.steer {
+            s.attempted(&answer, took, timed_out);
+        }
         let counts = &self.lane.counts;
-        counts.latency.record(began.elapsed().as_secs_f64());
+        counts.latency.record(took.as_secs_f64());
         if !matches!(answer, Delivery::Done) {
             counts.failures.increment(1);
         }

@@ -7,6 +7,7 @@ use std::sync::Arc;
 use dripfeed::global::RedisQueue;
 
 use super::counts::Counts;
+use super::steer::Steer;
 
 /// One destination's queue and what bounds it.
 #[derive(Clone)]
@@ -19,6 +20,18 @@ pub(crate) struct Lane {
     /// False once deleted: no admissions, no redrives; its dead letters
     /// still listed.
     pub(crate) open: bool,
+    /// With `adaptive`: the fleet's rate for it, as this relay knows it
+    /// (kept across changes of the lane).
+    pub(crate) steer: Option<Arc<Steer>>,
+    /// The destination's own adaptive ceiling, if it has one.
+    pub(crate) ceiling: Option<f64>,
+}
+
+impl Lane {
+    /// The rate in force: the fleet's adaptive one, else the configured.
+    pub(crate) fn rate_now(&self) -> f64 {
+        self.steer.as_ref().map_or(self.rate, |s| s.rate())
+    }
 }
 
 /// A mutex's content, even if a holder panicked (the shared queue's files

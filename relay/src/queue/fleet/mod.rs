@@ -20,6 +20,7 @@ pub mod letters;
 pub mod link;
 pub mod open;
 pub mod shared;
+mod steer;
 mod sweep;
 
 use std::collections::HashSet;
@@ -108,7 +109,7 @@ impl Queue for FleetQueue {
         lane.counts.fleet_depth(depth);
         Some(Live {
             active: self.shared.draining(name),
-            rate_now: lane.rate,
+            rate_now: lane.rate_now(),
             depth,
             capacity: lane.bound,
             in_flight: self.shared.in_flight(name),

@@ -41,16 +41,19 @@ use std::time::Duration;
 
 use dripfeed::PermitSource;
 use dripfeed::global::{
-    Admission, Failure, JobStatus, KeyClaim, RedisConnection, RedisKeys, RedisQueue, RedisRate,
+    Admission, Failure, JobStatus, KeyClaim, RedisAimd, RedisConnection, RedisKeys, RedisQueue,
+    RedisRate,
 };
 use dripfeed::journal::JobCodec;
 use dripfeed::keyed::{AdmitError, BucketError, BucketStore};
+use dripfeed::rate::AimdConfig;
 use tokio::sync::{Semaphore, watch};
 use tokio::task::JoinHandle;
 
 use super::counts::Counts;
-use super::drain::Drain;
+use super::drain::{Drain, Steering};
 use super::lane::{Lane, lock, number_of};
+use super::steer::Steer;
 use crate::config::{Config, Destination};
 use crate::deliver::HttpDownstream;
 use crate::domain::job::Job;
@@ -97,6 +100,9 @@ pub struct Shared {
     keys: RedisKeys,
     /// This relay's metrics, by destination (kept across a lane's changes).
     counts: Mutex<HashMap<String, Arc<Counts>>>,
+    /// With `adaptive`: each destination's fleet rate as this relay knows
+    /// it (kept across a lane's changes).
+    steers: Mutex<HashMap<String, Arc<Steer>>>,
     remember: Duration,
     conn: RedisConnection,
     /// The tenant quotas, shared by the fleet (in Redis or PostgreSQL).
@@ -139,6 +145,9 @@ struct Made {
     cap: usize,
     /// What a full queue does.
     overflow: dripfeed::Overflow,
+    /// With `adaptive`: the controller's settings (a destination's
+    /// `ceiling` overrides its ceiling).
+    aimd: Option<AimdConfig>,
 }
 
 /// What the drains need from the relay.
@@ -175,6 +184,7 @@ impl Shared {
             lanes: RwLock::default(),
             keys: RedisKeys::new(conn.clone(), super::super::NAME),
             counts: Mutex::default(),
+            steers: Mutex::default(),
             remember: s.idempotency_window,
             conn,
             quotas,
@@ -192,6 +202,12 @@ impl Shared {
                 timeout: s.deliver_timeout + Duration::from_secs(1),
                 cap: s.per_destination_cap(cfg.destinations.len()),
                 overflow: s.overflow.policy(),
+                aimd: s.adaptive.then(|| {
+                    AimdConfig::default()
+                        .with_floor(s.floor)
+                        .with_ceiling(s.ceiling)
+                        .with_target_p99(s.target_p99)
+                }),
             },
             deliveries: OnceLock::new(),
             drains: Mutex::default(),
@@ -239,7 +255,17 @@ impl Shared {
         if open {
             counts.shape(bound, rate);
         }
+        let steer = m.aimd.as_ref().filter(|_| open).map(|_| {
+            let steer = lock(&self.steers)
+                .entry(name.to_owned())
+                .or_insert_with(|| Arc::new(Steer::new(rate)))
+                .clone();
+            steer.start_from(rate);
+            steer
+        });
         Lane {
+            steer,
+            ceiling: None,
             counts,
             queue: RedisQueue::new(self.conn.clone(), name, &m.node)
                 .with_replicas(
@@ -266,7 +292,9 @@ impl Shared {
     pub fn define(&self, d: &Destination) {
         let rate = d.rate.unwrap_or(self.made.rate);
         let budget = d.budget.unwrap_or(self.made.budget);
-        let lane = Arc::new(self.made_lane(&d.name, rate, budget, true));
+        let mut lane = self.made_lane(&d.name, rate, budget, true);
+        lane.ceiling = d.ceiling;
+        let lane = Arc::new(lane);
         self.write().insert(d.name.clone(), lane.clone());
         self.start_drain(&d.name, &lane);
     }
@@ -337,7 +365,27 @@ impl Shared {
         // Leases sized for this drain's pace (rate × the lease interval).
         permits.set_local_rate(lane.rate);
         let m = &self.made;
+        let steering = match (&lane.steer, m.aimd.clone()) {
+            (Some(_), Some(aimd)) => {
+                let aimd = match lane.ceiling {
+                    Some(c) => aimd.with_ceiling(c),
+                    None => aimd,
+                };
+                match RedisAimd::new(self.conn.clone(), name, &m.node, aimd, lane.rate) {
+                    Ok(fleet) => Some(Steering {
+                        fleet,
+                        permits: permits.clone(),
+                    }),
+                    Err(e) => {
+                        tracing::error!(destination = %name, error = %e, "shared queue: no drain: the adaptive rate's settings are refused");
+                        return;
+                    }
+                }
+            }
+            _ => None,
+        };
         let d = Drain {
+            steering,
             lane: lane.clone(),
             downstream: Arc::new((deliveries.downstream)(name)),
             permits: match &self.global {
@@ -574,7 +622,7 @@ impl Shared {
             Admission::Unconfirmed { replicas, .. } => Admit::Unconfirmed(replicas),
             Admission::Taken => return Err("no free id in four draws".into()),
             Admission::Full { depth } => Admit::Full(Duration::from_secs_f64(
-                (depth as f64 / lane.rate).min(3600.0),
+                (depth as f64 / lane.rate_now()).min(3600.0),
             )),
             other => return Err(format!("an answer this relay does not know: {other:?}")),
         })

@@ -1,0 +1,275 @@
+//! `--adaptive` with the fleet's queue: one rate per destination for every
+//! relay, decided from every relay's measurements. A fragile receiver (4
+//! workers, 50 ms a request: capacity C = 80/s, its latency growing with
+//! its backlog) is flooded at 2.5 C across three relays for 45 s, the
+//! fleet starting at 2 C. Over the last 15 s the receiver serves at least
+//! 0.9 C, its p99 from arrival to answer stays near the target (far below
+//! what the same fleet at a fixed 2 C makes it, run beside it), and the
+//! fleet's rate stays within [0.8, 1.3] C; the same when the relay
+//! deciding the rate is SIGKILLed at 20 s. Real time, bounded; counts per
+//! second with generous bands, no tight timing.
+
+#![cfg(feature = "redis")]
+
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use axum::Router;
+use axum::http::StatusCode;
+use tokio::sync::Semaphore;
+
+use crate::harness::{Relay, TempDir, argv, http};
+use crate::load::burst;
+use crate::receivers::serve;
+use crate::support_redis::{self, RedisServer};
+
+/// The receiver's workers and the time each request takes.
+const WORKERS: usize = 4;
+const SERVICE: Duration = Duration::from_millis(50);
+/// Its capacity, requests per second.
+const C: f64 = WORKERS as f64 * 1000.0 / 50.0;
+/// The p99 the fleet aims under.
+const TARGET_MS: u64 = 250;
+/// How long the flood lasts, and the measured tail of it.
+const FLOOD: Duration = Duration::from_secs(45);
+const TAIL: Duration = Duration::from_secs(15);
+
+/// Each request's answer: when it was answered and how long it waited and
+/// was served (arrival to answer).
+#[derive(Default)]
+struct Served(Mutex<Vec<(Instant, Duration)>>);
+
+/// A receiver with `WORKERS` workers, each request taking `SERVICE`; the
+/// rest wait in its backlog.
+async fn fragile(served: Arc<Served>) -> SocketAddr {
+    let workers = Arc::new(Semaphore::new(WORKERS));
+    let app = Router::new().fallback(move || {
+        let (workers, served) = (workers.clone(), served.clone());
+        async move {
+            let arrived = Instant::now();
+            let Ok(_worker) = workers.acquire().await else {
+                return StatusCode::SERVICE_UNAVAILABLE;
+            };
+            tokio::time::sleep(SERVICE).await;
+            let now = Instant::now();
+            served.0.lock().unwrap().push((now, now - arrived));
+            StatusCode::NO_CONTENT
+        }
+    });
+    serve(app).await
+}
+
+/// What one fleet showed over the tail.
+#[derive(Debug)]
+struct Tail {
+    /// Served per second: mean, min, max.
+    mean: f64,
+    min: usize,
+    max: usize,
+    /// The receiver's p99, arrival to answer.
+    p99: Duration,
+    /// The fleet's rate as the relays reported it each second: min, max.
+    rate: (f64, f64),
+    /// Relays that held the lease at the end (`sum()` of the gauge).
+    leaders: f64,
+    /// Round trips per second the fleet's view cost the relays alive at
+    /// the end, over their life.
+    view_trips: f64,
+}
+
+/// The leader gauge of `name` on `relay` (0 when it cannot be read).
+async fn leading(relay: &Relay) -> f64 {
+    relay
+        .metrics()
+        .await
+        .find(
+            "dripfeed_relay_fleet_rate_leader",
+            &[("destination", "hooks")],
+        )
+        .unwrap_or(0.0)
+}
+
+/// The fleet's rate for the destination as `relay` knows it.
+async fn rate_on(relay: &Relay) -> Option<f64> {
+    let url = relay.admin_url("/v1/destinations/hooks");
+    let text = http().get(url).send().await.ok()?.text().await.ok()?;
+    let body: serde_json::Value = serde_json::from_str(&text).ok()?;
+    body["live"]["rate_now"].as_f64()
+}
+
+/// `n` relays on their own Redis, adaptive or at a fixed 2 C, flooded at
+/// 2.5 C for 45 s; with `kill`, the relay deciding the rate is SIGKILLed
+/// at 20 s.
+async fn fleet(tag: &str, n: usize, adaptive: bool, kill: bool) -> Tail {
+    let redis = RedisServer::start();
+    let served = Arc::new(Served::default());
+    let rx = fragile(served.clone()).await;
+    let dir = TempDir::new(&format!("fleet-aimd-{tag}"));
+    let mode = match adaptive {
+        true => format!("--adaptive --floor 10 --ceiling 400 --target-p99 {TARGET_MS}ms"),
+        false => String::new(),
+    };
+    let line = |i: usize| {
+        argv(&format!(
+            "--queue redis --redis {} --node-name {tag}{i} --destination hooks=http://{rx}/hooks \
+             --drain-rate {} --latency-budget 2s --deliver-timeout 10s --retries 0 \
+             --max-in-flight-per-destination 64 {mode} \
+             --journal-dir {} --dead-letter-file {}",
+            redis.url(),
+            2.0 * C,
+            dir.arg(&format!("journal-{i}")),
+            dir.arg(&format!("dl-{i}.jsonl")),
+        ))
+    };
+    let mut relays = Vec::new();
+    for i in 0..n {
+        relays.push(Relay::start_with(&line(i), &[]).await);
+    }
+    let start = Instant::now();
+    let per_relay = (2.5 * C / n as f64).ceil() as u32;
+    let floods: Vec<_> = relays
+        .iter()
+        .map(|r| {
+            let addr = r.addr;
+            tokio::spawn(async move {
+                burst(addr, per_relay, FLOOD.as_secs() as u32, |_| Vec::new()).await
+            })
+        })
+        .collect();
+    // The fleet's rate each second of the tail, from the relays alive.
+    let mut killed = None;
+    let mut rates = Vec::new();
+    let mut tick = tokio::time::interval(Duration::from_secs(1));
+    while start.elapsed() < FLOOD {
+        tick.tick().await;
+        if kill && killed.is_none() && start.elapsed() >= Duration::from_secs(20) {
+            for (i, r) in relays.iter().enumerate() {
+                if leading(r).await == 1.0 {
+                    killed = Some(i);
+                }
+            }
+            let i = killed.expect("a relay decides the rate");
+            relays[i].kill().await;
+        }
+        if start.elapsed() >= FLOOD - TAIL {
+            for (i, r) in relays.iter().enumerate() {
+                if Some(i) != killed
+                    && let Some(rate) = rate_on(r).await
+                {
+                    rates.push(rate);
+                }
+            }
+        }
+    }
+    for f in floods {
+        let _ = f.await;
+    }
+    let (mut leaders, mut trips) = (0.0, 0.0);
+    for (i, r) in relays.iter().enumerate() {
+        if Some(i) != killed {
+            leaders += leading(r).await;
+            trips += r
+                .metrics()
+                .await
+                .find("dripfeed_redis_round_trips_total", &[("purpose", "aimd")])
+                .unwrap_or(0.0);
+        }
+    }
+    let view_trips = trips / start.elapsed().as_secs_f64();
+    let from = start + FLOOD - TAIL;
+    let tail: Vec<(Instant, Duration)> = served
+        .0
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|(at, _)| *at >= from && *at < from + TAIL)
+        .copied()
+        .collect();
+    let mut per_second = vec![0usize; TAIL.as_secs() as usize];
+    for (at, _) in &tail {
+        let s = (*at - from).as_secs() as usize;
+        if let Some(n) = per_second.get_mut(s) {
+            *n += 1;
+        }
+    }
+    let mut waits: Vec<Duration> = tail.iter().map(|(_, w)| *w).collect();
+    waits.sort();
+    let p99 = waits
+        .get((waits.len() * 99 / 100).min(waits.len().saturating_sub(1)))
+        .copied()
+        .unwrap_or_default();
+    drop(redis);
+    Tail {
+        mean: tail.len() as f64 / TAIL.as_secs_f64(),
+        min: per_second.iter().copied().min().unwrap_or(0),
+        max: per_second.iter().copied().max().unwrap_or(0),
+        p99,
+        rate: (
+            rates.iter().copied().fold(f64::INFINITY, f64::min),
+            rates.iter().copied().fold(0.0, f64::max),
+        ),
+        leaders,
+        view_trips,
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fleet_adapts_one_rate_to_a_fragile_receiver() {
+    if !support_redis::available("a_fleet_adapts_one_rate_to_a_fragile_receiver") {
+        return;
+    }
+    let (one, steady, killed, fixed) = tokio::join!(
+        fleet("one", 1, true, false),
+        fleet("steady", 3, true, false),
+        fleet("killed", 3, true, true),
+        fleet("fixed", 3, false, false),
+    );
+    eprintln!(
+        "capacity {C}/s; over the last 15 s:\n one adaptive relay: {one:?}\n three: {steady:?}\n \
+         three, the deciding one killed at 20 s: {killed:?}\n three at a fixed 2 C: {fixed:?}"
+    );
+    let target = Duration::from_millis(TARGET_MS);
+    // What the receiver serves flat out on this machine now (the fixed
+    // fleet keeps it saturated): C, or less on a machine this busy.
+    let capacity = C.min(fixed.mean);
+    for (what, t) in [
+        ("one relay", &one),
+        ("three relays", &steady),
+        ("after the kill", &killed),
+    ] {
+        assert!(
+            t.mean >= 0.9 * capacity,
+            "{what}: served {:.1}/s, capacity {capacity:.1}",
+            t.mean
+        );
+        assert!(
+            t.min as f64 >= 0.5 * capacity && t.max as f64 <= 1.2 * C,
+            "{what}: seconds served {}..{}",
+            t.min,
+            t.max
+        );
+        assert!(
+            t.p99 <= target * 2,
+            "{what}: the receiver's p99 {:?}, target {target:?}",
+            t.p99
+        );
+        assert!(
+            t.rate.0 >= 0.8 * C && t.rate.1 <= 1.3 * C,
+            "{what}: the fleet's rate ranged {:?}, capacity {C}",
+            t.rate
+        );
+        assert!(
+            t.p99 * 3 < fixed.p99,
+            "{what}: p99 {:?} not far below a fixed rate's {:?}",
+            t.p99,
+            fixed.p99
+        );
+        assert_eq!(t.leaders, 1.0, "{what}: one relay decides");
+        assert!(
+            t.view_trips <= 2.0 * 3.0 + 1.0,
+            "{what}: the fleet's view cost {:.1} round trips/s",
+            t.view_trips
+        );
+    }
+}
