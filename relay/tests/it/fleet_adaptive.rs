@@ -90,12 +90,16 @@ async fn leading(relay: &Relay) -> f64 {
         .unwrap_or(0.0)
 }
 
-/// The fleet's rate for the destination as `relay` knows it.
+/// The fleet's rate for the destination as `relay` knows it, checking that
+/// the bound follows it (latency budget, 2 s, × the rate).
 async fn rate_on(relay: &Relay) -> Option<f64> {
     let url = relay.admin_url("/v1/destinations/hooks");
     let text = http().get(url).send().await.ok()?.text().await.ok()?;
     let body: serde_json::Value = serde_json::from_str(&text).ok()?;
-    body["live"]["rate_now"].as_f64()
+    let rate = body["live"]["rate_now"].as_f64()?;
+    let bound = body["live"]["capacity"].as_f64()?;
+    assert_eq!(bound, (2.0 * rate).ceil(), "the bound follows the rate: {body}");
+    Some(rate)
 }
 
 /// `n` relays on their own Redis, adaptive or at a fixed 2 C, flooded at

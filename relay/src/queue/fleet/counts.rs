@@ -127,10 +127,10 @@ impl Counts {
         self.rate.set(rate);
     }
 
-    /// The fleet's adaptive rate in force, and whether this relay decides
-    /// it.
-    pub fn rate_now(&self, rate: f64, leading: bool) {
-        self.rate.set(rate);
+    /// The fleet's adaptive rate in force and the bound it gives, and
+    /// whether this relay decides the rate.
+    pub fn rate_now(&self, rate: f64, bound: u64, leading: bool) {
+        self.shape(bound, rate);
         self.leader.set(if leading { 1.0 } else { 0.0 });
     }
 

@@ -87,6 +87,7 @@ impl Drain {
                 s.fleet,
                 s.permits,
                 self.lane.counts.clone(),
+                self.lane.budget,
                 stop.clone(),
             ))),
             _ => None,

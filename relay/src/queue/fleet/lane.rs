@@ -14,7 +14,9 @@ use super::steer::Steer;
 pub(crate) struct Lane {
     pub(crate) queue: RedisQueue,
     pub(crate) rate: f64,
+    /// At the configured rate: `budget × rate`.
     pub(crate) bound: u64,
+    pub(crate) budget: std::time::Duration,
     /// This relay's metrics for it (kept across changes of the lane).
     pub(crate) counts: Arc<Counts>,
     /// False once deleted: no admissions, no redrives; its dead letters
@@ -32,6 +34,20 @@ impl Lane {
     pub(crate) fn rate_now(&self) -> f64 {
         self.steer.as_ref().map_or(self.rate, |s| s.rate())
     }
+
+    /// The bound in force: `budget × rate` at the rate in force, so the
+    /// latency budget holds while an adaptive rate moves.
+    pub(crate) fn bound_now(&self) -> u64 {
+        match &self.steer {
+            Some(s) => bound(self.budget, s.rate()),
+            None => self.bound,
+        }
+    }
+}
+
+/// `budget × rate` webhooks, at least one.
+pub(crate) fn bound(budget: std::time::Duration, rate: f64) -> u64 {
+    (budget.as_secs_f64() * rate).ceil().max(1.0) as u64
 }
 
 /// A mutex's content, even if a holder panicked (the shared queue's files

@@ -180,7 +180,7 @@ impl Shared {
                 let entries: Vec<String> = picked.into_iter().map(|(e, _)| e).collect();
                 let (m, r) = lane
                     .queue
-                    .redrive(&entries, lane.bound)
+                    .redrive(&entries, lane.bound_now())
                     .await
                     .map_err(|e| e.to_string())?;
                 done.readmitted += m;

@@ -111,7 +111,7 @@ impl Queue for FleetQueue {
             active: self.shared.draining(name),
             rate_now: lane.rate_now(),
             depth,
-            capacity: lane.bound,
+            capacity: lane.bound_now(),
             in_flight: self.shared.in_flight(name),
             held: depth,
             breaker: "closed".to_owned(),

@@ -247,7 +247,7 @@ impl Shared {
     /// A lane for `name` at `rate` and `budget`.
     fn made_lane(&self, name: &str, rate: f64, budget: Duration, open: bool) -> Lane {
         let m = &self.made;
-        let bound = (budget.as_secs_f64() * rate).ceil().max(1.0) as u64;
+        let bound = super::lane::bound(budget, rate);
         let counts = lock(&self.counts)
             .entry(name.to_owned())
             .or_insert_with(|| Arc::new(Counts::new(name, m.overflow)))
@@ -278,6 +278,7 @@ impl Shared {
                 .with_overflow(m.overflow),
             rate,
             bound,
+            budget,
             open,
         }
     }
@@ -585,7 +586,7 @@ impl Shared {
             let id = id.take().unwrap_or_else(|| fastrand::u64(1..)).to_string();
             answer = lane
                 .queue
-                .admit_owned(&id, &bytes, None, lane.bound, self.remember, owner)
+                .admit_owned(&id, &bytes, None, lane.bound_now(), self.remember, owner)
                 .await
                 .map_err(|e| e.to_string())?;
             if answer != Admission::Taken {
@@ -606,7 +607,7 @@ impl Shared {
     ) -> Result<Admit, String> {
         let answer = lane
             .queue
-            .admit_fresh(id, &encoded(job), lane.bound, owner)
+            .admit_fresh(id, &encoded(job), lane.bound_now(), owner)
             .await
             .map_err(|e| e.to_string())?;
         self.answer(lane, answer)

@@ -100,6 +100,7 @@ pub(crate) async fn run(
     fleet: RedisAimd,
     permits: RedisRate,
     counts: Arc<Counts>,
+    budget: Duration,
     mut stop: watch::Receiver<bool>,
 ) {
     let mut failing = false;
@@ -122,7 +123,7 @@ pub(crate) async fn run(
                     .store(s.pause_until_unix_ms, Ordering::Relaxed);
                 permits.set_rate(s.rate);
                 permits.set_local_rate(s.rate);
-                counts.rate_now(s.rate, s.leading);
+                counts.rate_now(s.rate, super::lane::bound(budget, s.rate), s.leading);
                 if let Some(d) = s.decision.filter(|d| d.changed()) {
                     tracing::info!(from = before, to = d.rate, action = ?d.action, "adaptive rate: the fleet's rate moved");
                 }
