@@ -8,18 +8,12 @@
 
 use crate::support;
 
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use dripfeed::global::{RedisAimd, RedisConnection};
-use dripfeed::rate::{Action, AimdConfig, Signal, Tally};
+use dripfeed::rate::{Action, AimdConfig, HoldReason, Signal, Tally};
 use support::redis::{RedisServer, available};
 use tokio::time::Instant;
-
-fn unix_ms() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as u64)
-}
 
 fn config() -> AimdConfig {
     AimdConfig::default()
@@ -50,17 +44,17 @@ async fn one_node_decides_for_the_fleet_from_every_nodes_samples() {
     let t0 = Instant::now();
 
     // a reports first and leads; b follows at the start rate.
-    let first = a.report(t0, unix_ms(), &Tally::default()).await.unwrap();
+    let first = a.report(t0, &Tally::default()).await.unwrap();
     assert!(first.leading);
     assert_eq!(first.rate, 100.0);
-    let follower = b.report(t0, unix_ms(), &tally(20, 900)).await.unwrap();
+    let follower = b.report(t0, &tally(20, 900)).await.unwrap();
     assert!(!follower.leading && follower.decision.is_none());
     assert_eq!(follower.rate, 100.0);
 
     // a's own 980 samples are fast (its p99 10 ms); b's 20 are 900 ms. The
     // fleet's p99 is over all 1000: above the target, a latency cut.
     let second = t0 + Duration::from_secs(1);
-    let cut = a.report(second, unix_ms(), &tally(980, 10)).await.unwrap();
+    let cut = a.report(second, &tally(980, 10)).await.unwrap();
     let decision = cut.decision.expect("the leader decides");
     assert_eq!(
         decision.action,
@@ -71,10 +65,7 @@ async fn one_node_decides_for_the_fleet_from_every_nodes_samples() {
     );
     assert!(cut.rate < 100.0 && cut.rate >= 75.0, "{cut:?}");
     // Every node follows the rate the leader wrote.
-    let seen = b
-        .report(second, unix_ms(), &Tally::default())
-        .await
-        .unwrap();
+    let seen = b.report(second, &Tally::default()).await.unwrap();
     assert_eq!(seen.rate, cut.rate);
 
     // A "slow down" with a Retry-After: a congestion cut with a pause every
@@ -82,9 +73,9 @@ async fn one_node_decides_for_the_fleet_from_every_nodes_samples() {
     let mut slow_down = Tally::default();
     slow_down.record_congestion(Some(Duration::from_secs(2)));
     slow_down.worked = 1;
-    b.report(second, unix_ms(), &slow_down).await.unwrap();
+    b.report(second, &slow_down).await.unwrap();
     let third = t0 + Duration::from_secs(2);
-    let paused = a.report(third, unix_ms(), &Tally::default()).await.unwrap();
+    let paused = a.report(third, &Tally::default()).await.unwrap();
     let d = paused.decision.expect("decided");
     assert_eq!(
         d.action,
@@ -93,14 +84,19 @@ async fn one_node_decides_for_the_fleet_from_every_nodes_samples() {
         },
         "{d:?}"
     );
-    let now = unix_ms();
-    let at_b = b.report(third, now, &Tally::default()).await.unwrap();
-    assert!(at_b.paused_at(now), "{at_b:?}");
-    assert!(!at_b.paused_at(now + 2_500), "{at_b:?}");
+    let cut_at = std::time::Instant::now();
+    let at_b = b.report(third, &Tally::default()).await.unwrap();
+    let pause = at_b.pause.expect("every node pauses");
+    assert!(
+        pause > Duration::from_secs(1) && pause <= Duration::from_secs(2),
+        "{at_b:?}"
+    );
     let before = at_b.rate;
 
     // a goes silent: b takes the lease over once it expires (3 s), with a
-    // fresh controller, moving the rate by one step at most.
+    // controller resumed where a's left it: the congestion a cut for is
+    // still in the window and within the cut's cooldown (6 s), so b does
+    // not cut for it again.
     let started = std::time::Instant::now();
     let mut tick = 3u64;
     let took = loop {
@@ -109,7 +105,7 @@ async fn one_node_decides_for_the_fleet_from_every_nodes_samples() {
             "b never took over"
         );
         let s = b
-            .report(t0 + Duration::from_secs(tick), unix_ms(), &tally(50, 20))
+            .report(t0 + Duration::from_secs(tick), &tally(50, 20))
             .await
             .unwrap();
         tick += 1;
@@ -123,15 +119,35 @@ async fn one_node_decides_for_the_fleet_from_every_nodes_samples() {
         took.rate >= before * 0.75 && took.rate <= before * 1.12 + 1e-9,
         "one step from {before}: {took:?}"
     );
+    if cut_at.elapsed() < Duration::from_secs(5) {
+        let d = took.decision.expect("the new leader decides");
+        assert_eq!(
+            (d.action, took.rate),
+            (
+                Action::Hold {
+                    reason: HoldReason::Cooldown
+                },
+                before
+            ),
+            "{took:?}"
+        );
+    }
     // a, back, follows b now.
     let back = a
-        .report(t0 + Duration::from_secs(tick), unix_ms(), &Tally::default())
+        .report(t0 + Duration::from_secs(tick), &Tally::default())
         .await
         .unwrap();
     assert!(!back.leading);
     assert_eq!(back.rate, took.rate);
-    // A second's tally is one hash per destination: kept briefly, not per
-    // attempt.
+    // b stops: it gives the lease back, and a leads at its next report.
+    assert!(b.release().await.unwrap());
+    let next = a
+        .report(t0 + Duration::from_secs(tick + 1), &Tally::default())
+        .await
+        .unwrap();
+    assert!(next.leading, "{next:?}");
+    // A destination's view is a ring of eight seconds' hashes, the rate and
+    // the lease: bounded, not a write per attempt.
     let keys = redis.cli(&["KEYS", "dripfeed:aimd:*"]);
     assert!(keys.lines().count() <= 10, "{keys}");
 }

@@ -10,10 +10,12 @@ use tokio::time::Instant;
 
 use super::conn::{RedisConnection, RedisError, array, bounded, number};
 use super::redis_queue::{CALL, count, text};
-use crate::rate::{Aimd, AimdConfig, AimdError, Decision, Tally};
+use crate::rate::{Action, Aimd, AimdConfig, AimdError, Decision, Tally};
 
 /// Seconds of tallies the deciding node reads: the controller's window.
 const WINDOW_SECONDS: u64 = 5;
+/// Seconds the ring of tallies in Redis holds (more than the window).
+const RING: u64 = 8;
 /// How long the deciding node's lease lasts without a report renewing it.
 const LEASE: Duration = Duration::from_secs(3);
 
@@ -21,32 +23,22 @@ const LEASE: Duration = Duration::from_secs(3);
 /// whether this node decided them.
 ///
 /// ```
-/// let s = dripfeed::global::Steering { rate: 80.0, pause_until_unix_ms: 0, leading: false, decision: None };
-/// assert!(!s.paused_at(1));
+/// use std::time::Duration;
+/// let s = dripfeed::global::Steering { rate: 80.0, pause: None, leading: false, decision: None };
+/// assert!(s.pause.is_none() && !s.leading);
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Steering {
-    /// The fleet's rate in force, per second.
+    /// The fleet's rate in force, per second (within the floor and
+    /// ceiling).
     pub rate: f64,
-    /// Nothing is to be sent before this (unix ms; 0: no pause): the
-    /// receiver's `Retry-After` on a congestion cut.
-    pub pause_until_unix_ms: u64,
+    /// Send nothing for this long: the receiver's `Retry-After` on a
+    /// congestion cut (on Redis's clock, so every node pauses together).
+    pub pause: Option<Duration>,
     /// Whether this node holds the lease (it decides for the fleet).
     pub leading: bool,
     /// The decision this node made in this report, if it made one.
     pub decision: Option<Decision>,
-}
-
-impl Steering {
-    /// Whether sending is paused at `unix_ms`.
-    ///
-    /// ```
-    /// let s = dripfeed::global::Steering { rate: 80.0, pause_until_unix_ms: 1_000, leading: true, decision: None };
-    /// assert!(s.paused_at(999) && !s.paused_at(1_000));
-    /// ```
-    pub fn paused_at(&self, unix_ms: u64) -> bool {
-        unix_ms < self.pause_until_unix_ms
-    }
 }
 
 /// One adaptive rate for a fleet of nodes sending to the same downstream:
@@ -62,21 +54,27 @@ impl Steering {
 /// fleet, so the p99 it judges is over every node's samples (never an
 /// average of each node's p99). It decides with its controller and writes
 /// the rate back, kept only while it still holds the lease: one decision
-/// per interval for the fleet. When it dies the lease expires and the next
-/// node to report takes it over with a fresh controller, from the rate in
-/// force: a take-over moves the rate by at most one controller step.
+/// per interval for the fleet. With the rate it keeps when the last cut was
+/// and where the downstream last ran out of room, so when it dies (its
+/// lease expires) or stops ([`release`](Self::release)), the next node to
+/// report takes over from the rate in force and a controller
+/// [resumed](Aimd::resume) from them: the evidence the last cut answered
+/// does not cut twice, and a take-over moves the rate by at most one
+/// controller step. Seconds and pauses are on Redis's clock (`TIME`), so
+/// nodes' clocks never matter.
 ///
 /// Every node then paces itself and its share of a fleet limit (a
 /// [`RedisRate`](super::RedisRate) with [`set_rate`](super::RedisRate::set_rate))
 /// at the rate answered. The fleet is busy (the controller may raise the
 /// rate) when in the last two seconds some node started deliveries and
-/// none found its queue empty. Round trips: one per node per report, one
+/// none found its queue empty (one node's empty look, while others hold
+/// what is queued, holds the rate for those seconds). Round trips: one per node per report, one
 /// more for the deciding node when the rate moves.
 ///
 /// ```no_run
 /// # #[tokio::main]
 /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
-/// use std::time::{Duration, SystemTime, UNIX_EPOCH};
+/// use std::time::Duration;
 /// use dripfeed::global::{RedisAimd, RedisConnection};
 /// use dripfeed::rate::{AimdConfig, Tally};
 ///
@@ -86,8 +84,7 @@ impl Steering {
 /// let mut tally = Tally::default();
 /// tally.record(Duration::from_millis(40));
 /// tally.worked += 1;
-/// let unix_ms = SystemTime::now().duration_since(UNIX_EPOCH)?.as_millis() as u64;
-/// let steering = fleet.report(tokio::time::Instant::now(), unix_ms, &tally).await?;
+/// let steering = fleet.report(tokio::time::Instant::now(), &tally).await?;
 /// assert!(steering.rate >= 20.0);
 /// # Ok(())
 /// # }
@@ -160,36 +157,52 @@ impl RedisAimd {
     }
 
     /// Adds `tally` (this node's attempts since its last report) to the
-    /// fleet's view at `unix_ms`, and answers the fleet's rate. The node
-    /// holding the lease decides too, at most once per the controller's
-    /// interval (by `now`, the clock its decisions are timed with). One
+    /// fleet's view for the current second, and answers the fleet's rate.
+    /// The node holding the lease decides too, at most once per the
+    /// controller's interval (by `now`, the clock its decisions are timed
+    /// with); a decision Redis did not keep (the lease moved, Redis
+    /// failed) leaves the rate as it was and this node not leading. One
     /// round trip; two when the rate moves.
-    pub async fn report(
-        &self,
-        now: Instant,
-        unix_ms: u64,
-        tally: &Tally,
-    ) -> Result<Steering, RedisError> {
-        let second = unix_ms / 1000;
+    ///
+    /// ```no_run
+    /// # #[tokio::main]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # use dripfeed::global::{RedisAimd, RedisConnection};
+    /// # use dripfeed::rate::{AimdConfig, Tally};
+    /// let conn = RedisConnection::open("redis://127.0.0.1:6379/")?;
+    /// let fleet = RedisAimd::new(conn, "docs-report", "a", AimdConfig::default(), 50.0)?;
+    /// let first = fleet.report(tokio::time::Instant::now(), &Tally::default()).await?;
+    /// assert!(first.leading, "the first to report leads");
+    /// assert_eq!(first.rate, 50.0);
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn report(&self, now: Instant, tally: &Tally) -> Result<Steering, RedisError> {
         let mut call = self.script.prepare_invoke();
         call.key(self.key("rate")).key(self.key("lease"));
-        for s in (0..WINDOW_SECONDS).rev() {
-            call.key(self.key(&format!("s{}", second.saturating_sub(s))));
+        for s in 0..RING {
+            call.key(self.key(&format!("s{s}")));
         }
         call.arg("report")
             .arg(&self.node)
             .arg(LEASE.as_millis() as u64)
-            .arg((WINDOW_SECONDS + 2) * 1000)
-            .arg(&self.start);
+            .arg(&self.start)
+            .arg(WINDOW_SECONDS);
         for (field, n) in tally.fields() {
             call.arg(field).arg(n);
         }
         let mut conn = self.conn.clone();
         let answer: Value = bounded(call.invoke_async(&mut conn), CALL).await?;
-        let items = array(answer, 4, "aimd report")?;
+        let items = array(answer, 6, "aimd report")?;
+        let rate = number(&items[0], "aimd rate")?;
+        let config = self.fresh.config();
+        if !rate.is_finite() {
+            return Err(RedisError::unexpected("aimd rate not finite"));
+        }
+        let pause = count(&items[1])?;
         let mut steering = Steering {
-            rate: number(&items[0], "aimd rate")?,
-            pause_until_unix_ms: count(&items[1])?,
+            rate: rate.clamp(config.floor(), config.ceiling()),
+            pause: (pause > 0).then(|| Duration::from_millis(pause)),
             leading: count(&items[2])? == 1,
             decision: None,
         };
@@ -198,7 +211,12 @@ impl RedisAimd {
             *self.controller() = None;
             return Ok(steering);
         }
-        let seconds: Vec<Tally> = items[4..].iter().map(tally_of).collect();
+        let since_cut = number(&items[4], "aimd cut")
+            .ok()
+            .filter(|ms| *ms >= 0.0)
+            .map(|ms| Duration::from_millis(ms as u64));
+        let reference = text(&items[5]).and_then(|r| r.parse::<f64>().ok());
+        let seconds: Vec<Tally> = items[6..].iter().map(tally_of).collect();
         let mut window = Tally::default();
         for s in &seconds {
             window.merge(s);
@@ -208,39 +226,77 @@ impl RedisAimd {
             recent.merge(s);
         }
         let busy = recent.idle == 0 && recent.worked > 0;
-        let decision = {
+        let mut summary = window.summary();
+        // What the downstream delivered per second: over the whole seconds
+        // the fleet reported in (not the one under way, nor the first it
+        // reported in, which may have started part of the way through).
+        let whole = &seconds[..seconds.len().saturating_sub(1)];
+        if let Some(first) = whole.iter().position(|t| !t.is_empty()) {
+            let counted = &whole[first + 1..];
+            if counted.len() >= 2 {
+                let delivered: u64 = counted.iter().map(|t| t.summary().samples).sum();
+                summary.throughput = delivered as f64 / counted.len() as f64;
+            }
+        }
+        let (decision, reference) = {
             let mut held = self.controller();
-            if taken || held.is_none() {
-                *held = Some(self.fresh.clone());
+            if taken {
+                *held = None;
             }
-            match held.as_mut() {
-                Some(aimd) => aimd.decide(now, steering.rate, &window.summary(), busy),
-                None => return Ok(steering),
-            }
+            let aimd = held.get_or_insert_with(|| {
+                // Taking over: where the last leader left the controller.
+                let mut aimd = self.fresh.clone();
+                aimd.resume(now, reference, since_cut, &summary);
+                aimd
+            });
+            let d = aimd.decide(now, steering.rate, &summary, busy);
+            (d, aimd.reference_rate())
         };
         if decision.changed() {
-            let pause = decision.pause.map_or(steering.pause_until_unix_ms, |p| {
-                unix_ms.saturating_add(p.as_millis() as u64)
-            });
+            let pause = decision.pause.unwrap_or_default();
             let mut set = self.script.prepare_invoke();
             set.key(self.key("rate"))
                 .key(self.key("lease"))
                 .arg("set")
                 .arg(&self.node)
                 .arg(decision.rate.to_string())
-                .arg(pause);
-            let kept: Value = bounded(set.invoke_async(&mut conn), CALL).await?;
-            if count(&kept)? == 1 {
-                steering.rate = decision.rate;
-                steering.pause_until_unix_ms = pause;
-            } else {
+                .arg(pause.as_millis() as u64)
+                .arg(&self.start)
+                .arg(match decision.action {
+                    Action::Decrease { .. } => "1",
+                    _ => "0",
+                })
+                .arg(reference.map(|r| r.to_string()).unwrap_or_default());
+            let kept = bounded(set.invoke_async::<Value>(&mut conn), CALL).await;
+            if !matches!(kept.as_ref().map(count), Ok(Ok(1))) {
+                // Not kept (the lease or the start rate changed, or Redis
+                // failed): the rate stays, and this node decides afresh
+                // if it leads again. Its tally was added already.
                 *self.controller() = None;
                 steering.leading = false;
                 return Ok(steering);
             }
+            steering.rate = decision.rate;
+            if !pause.is_zero() {
+                steering.pause = Some(pause);
+            }
         }
         steering.decision = Some(decision);
         Ok(steering)
+    }
+
+    /// Ends this node's lease at once if it holds it (it stops deciding:
+    /// another node takes over at its next report instead of after the
+    /// lease's life). One round trip.
+    pub async fn release(&self) -> Result<bool, RedisError> {
+        let mut call = self.script.prepare_invoke();
+        call.key(self.key("rate"))
+            .key(self.key("lease"))
+            .arg("release")
+            .arg(&self.node);
+        let mut conn = self.conn.clone();
+        let answer: Value = bounded(call.invoke_async(&mut conn), CALL).await?;
+        Ok(count(&answer)? == 1)
     }
 
     fn controller(&self) -> std::sync::MutexGuard<'_, Option<Aimd>> {

@@ -30,6 +30,14 @@ const RISE: f64 = 0.10;
 const DRAIN_SECS: f64 = 2.0;
 /// Within a cooldown, a signal this much worse than at the cut cuts again.
 const ESCALATION: f64 = 1.25;
+/// A downstream delivering this much more than the rate sends is draining
+/// a queue built before: a p99 still above the target holds the rate.
+const DRAINING: f64 = 1.02;
+/// A downstream delivering less than this share of the rate is overrun far
+/// past its capacity: the cut goes under what it delivers. (Near the
+/// capacity the window's throughput still holds seconds from before the
+/// rate crossed it, and would read low.)
+const OVERRUN: f64 = 0.8;
 
 /// An invalid [`AimdConfig`] value.
 ///
@@ -389,6 +397,14 @@ struct Cut {
 ///   the p99 above the target within about 2 s; never deeper than
 ///   `decrease` (×0.75). A p99 just over the target and not rising cuts by
 ///   3 %; a rise of 240 ms in a second cuts by 25 %.
+/// * **What the downstream delivers.** When the deliveries in flight bound
+///   the downstream's queue, its p99 stops growing however far the rate
+///   overruns it, and `g` reads zero. So when the window's `throughput`
+///   (successes per second) is below 80 % of the rate, it is the capacity,
+///   and the cut lands under it too: at most `throughput × (0.97 − (p99 − target) /
+///   2 s)`. And a p99 above the target while the downstream delivers 2 %
+///   more than the rate sends holds: the queue behind it is draining, and
+///   a cut would only take the rate under the capacity.
 /// * **Cooldown.** For `cooldown` after a cut (default 6 s: one 5 s window
 ///   plus one interval) the window still holds the samples that caused it, so
 ///   the controller neither cuts again for the same evidence nor increases.
@@ -398,6 +414,23 @@ struct Cut {
 ///   cooldown, a p99 still above the target but falling (by more than 10 %
 ///   of the target since the previous decision) holds: the downstream's
 ///   queue is already draining.
+///
+/// ```
+/// use std::time::Duration;
+/// use dripfeed::rate::{Action, AimdConfig, HoldReason, WindowSummary};
+/// use tokio::time::Instant;
+/// let mut aimd = AimdConfig::default().build()?;
+/// let now = Instant::now();
+/// // 140/s sent, 80/s delivered, p99 flat at 350 ms (the queue is bounded).
+/// let overrun = WindowSummary { samples: 400, p99: Duration::from_millis(350), throughput: 80.0, ..Default::default() };
+/// let d = aimd.decide(now, 140.0, &overrun, true);
+/// assert!((d.rate - 80.0 * (0.97 - 0.1)).abs() < 1e-9, "{d:?}");
+/// // Later, 70/s sent and 80/s delivered: draining, held.
+/// let draining = WindowSummary { throughput: 80.0, ..overrun };
+/// let d = aimd.decide(now + Duration::from_secs(7), 70.0, &draining, true);
+/// assert_eq!(d.action, Action::Hold { reason: HoldReason::LatencyFalling });
+/// # Ok::<(), dripfeed::rate::AimdError>(())
+/// ```
 /// * **Memory of the knee.** A latency cut outside a cooldown remembers the
 ///   capacity it implied, a congestion cut the rate it cut from: the
 ///   *reference rate*, where the downstream last ran out of capacity.
@@ -490,6 +523,43 @@ impl Aimd {
     /// ```
     pub fn reference_rate(&self) -> Option<f64> {
         self.reference
+    }
+
+    /// Takes over from another controller of the same downstream (a
+    /// fleet's, whose deciding node changed): `reference` is where the
+    /// downstream last ran out of room, and a cut `cut_age` ago still
+    /// cools down here, judged against `window` as it is now, so the
+    /// evidence the last cut answered does not cut twice.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use dripfeed::rate::{Action, AimdConfig, HoldReason, WindowSummary};
+    /// use tokio::time::Instant;
+    /// let slow = WindowSummary { samples: 500, p99: Duration::from_millis(400), ..Default::default() };
+    /// let mut aimd = AimdConfig::default().build()?;
+    /// let now = Instant::now();
+    /// aimd.resume(now, Some(90.0), Some(Duration::from_secs(2)), &slow);
+    /// assert_eq!(aimd.reference_rate(), Some(90.0));
+    /// let d = aimd.decide(now, 80.0, &slow, true);
+    /// assert_eq!(d.action, Action::Hold { reason: HoldReason::Cooldown });
+    /// # Ok::<(), dripfeed::rate::AimdError>(())
+    /// ```
+    pub fn resume(
+        &mut self,
+        now: Instant,
+        reference: Option<f64>,
+        cut_age: Option<Duration>,
+        window: &WindowSummary,
+    ) {
+        self.reference = reference.filter(|r| r.is_finite() && *r > 0.0);
+        self.last_cut = cut_age
+            .filter(|age| *age < self.cfg.cooldown)
+            .map(|age| Cut {
+                at: now.checked_sub(age).unwrap_or(now),
+                p99: window.p99,
+                failure_share: window.failure_share,
+                congestion: window.congestion,
+            });
     }
 
     /// Whether [`decide`](Self::decide) would act at `now` (an interval has
@@ -586,6 +656,11 @@ impl Aimd {
             .filter(|cut| now.saturating_duration_since(cut.at) < self.cfg.cooldown);
 
         if let Some(signal) = self.signal(window, judged, projected) {
+            // Delivering more than is sent: the queue behind the p99 is
+            // draining already, and a cut would only go under capacity.
+            if signal == Signal::Latency && window.throughput >= rate * DRAINING {
+                return hold(HoldReason::LatencyFalling);
+            }
             if let Some(cut) = cooling
                 && !worse(signal, &cut, window)
             {
@@ -648,16 +723,25 @@ impl Aimd {
         growth: f64,
         escalation: bool,
     ) -> Decision {
-        // The capacity the queue's growth implies: rate / (1 + growth).
-        let implied = rate / (1.0 + growth);
-        let factor = match signal {
+        // The capacity the queue's growth implies: rate / (1 + growth), or
+        // what the downstream delivers if that is less (its queue bounded
+        // by the deliveries in flight, the p99 stops growing: the growth
+        // no longer tells how far over it the rate is).
+        let delivering = w.throughput > 0.0 && w.throughput < rate * OVERRUN;
+        let mut implied = rate / (1.0 + growth);
+        let excess = w.p99.saturating_sub(self.cfg.target_p99).as_secs_f64();
+        let mut next = match signal {
             Signal::Latency => {
-                let excess = w.p99.saturating_sub(self.cfg.target_p99).as_secs_f64();
                 let f = self.cfg.gentle_decrease / (1.0 + growth) - excess / DRAIN_SECS;
-                f.clamp(self.cfg.decrease, self.cfg.gentle_decrease)
+                rate * f.clamp(self.cfg.decrease, self.cfg.gentle_decrease)
             }
-            Signal::Failures | Signal::Congestion => self.cfg.decrease,
+            Signal::Failures | Signal::Congestion => rate * self.cfg.decrease,
         };
+        if signal == Signal::Latency && delivering {
+            implied = implied.min(w.throughput);
+            let f = self.cfg.gentle_decrease - excess / DRAIN_SECS;
+            next = next.min(w.throughput * f.clamp(self.cfg.decrease, self.cfg.gentle_decrease));
+        }
         if !escalation {
             match signal {
                 Signal::Latency => self.reference = Some(implied),
@@ -677,7 +761,7 @@ impl Aimd {
             _ => None,
         };
         Decision {
-            rate: (rate * factor).max(self.cfg.floor),
+            rate: next.max(self.cfg.floor),
             action: Action::Decrease { reason: signal },
             pause,
         }

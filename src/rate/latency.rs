@@ -116,6 +116,10 @@ pub struct WindowSummary {
     pub failure_share: f64,
     /// Largest `Retry-After` hint seen with a congestion answer.
     pub retry_hint: Option<Duration>,
+    /// Successful deliveries per second over the span the window has
+    /// seen (0: not known yet, under one sub-window): what the downstream
+    /// delivers, its capacity when the drain overruns it.
+    pub throughput: f64,
 }
 
 impl WindowSummary {
@@ -347,6 +351,8 @@ impl LatencyWindow {
     /// // After 5 s the first sub-window has rotated out.
     /// let s = w.summary(t0 + Duration::from_secs(5));
     /// assert_eq!((s.samples, s.max.as_millis()), (1, 20));
+    /// // One success in the 4 s it spans at that instant: 0.25 a second.
+    /// assert!((s.throughput - 0.25).abs() < 1e-9);
     /// # Ok::<(), dripfeed::rate::WindowError>(())
     /// ```
     pub fn summary(&mut self, now: Instant) -> WindowSummary {
@@ -378,6 +384,18 @@ impl LatencyWindow {
         if attempts > 0 {
             let bad = out.failures.saturating_add(out.timeouts);
             out.failure_share = bad as f64 / attempts as f64;
+        }
+        // The span seen: the current sub-window so far and the full ones
+        // before it that the window holds (none before the first record).
+        let origin = self.origin.unwrap_or(now);
+        let partial = now.saturating_duration_since(origin).saturating_sub(
+            self.sub_len
+                .saturating_mul(u32::try_from(current).unwrap_or(u32::MAX)),
+        );
+        let before = u32::try_from(current.min(live.saturating_sub(1))).unwrap_or(0);
+        let span = partial.min(self.sub_len) + self.sub_len * before;
+        if span >= self.sub_len {
+            out.throughput = out.samples as f64 / span.as_secs_f64();
         }
         out
     }

@@ -88,7 +88,8 @@ impl Tally {
     /// ```
     pub fn record(&mut self, latency: Duration) {
         let us = u64::try_from(latency.as_micros()).unwrap_or(u64::MAX);
-        *self.buckets.entry(bucket(us)).or_default() += 1;
+        let n = self.buckets.entry(bucket(us)).or_default();
+        *n = n.saturating_add(1);
     }
 
     /// A "slow down" answer, with its `Retry-After` hint if any.
@@ -102,7 +103,7 @@ impl Tally {
     /// assert_eq!((s.congestion, s.retry_hint), (2, Some(Duration::from_secs(2))));
     /// ```
     pub fn record_congestion(&mut self, hint: Option<Duration>) {
-        self.congestion += 1;
+        self.congestion = self.congestion.saturating_add(1);
         let ms = hint.map_or(0, |h| u64::try_from(h.as_millis()).unwrap_or(u64::MAX));
         self.hint_ms = self.hint_ms.max(ms);
     }
@@ -154,7 +155,10 @@ impl Tally {
     /// assert!(s.p50 >= Duration::from_millis(40));
     /// ```
     pub fn summary(&self) -> WindowSummary {
-        let samples: u64 = self.buckets.values().sum();
+        let samples = self
+            .buckets
+            .values()
+            .fold(0u64, |sum, n| sum.saturating_add(*n));
         let mut out = WindowSummary {
             samples,
             failures: self.failures,
@@ -181,7 +185,7 @@ impl Tally {
         let rank = ((q * samples as f64).ceil() as u64).clamp(1, samples);
         let mut seen = 0u64;
         for (b, n) in &self.buckets {
-            seen += n;
+            seen = seen.saturating_add(*n);
             if seen >= rank {
                 return Duration::from_micros(top(*b).min(HIGHEST_MICROS));
             }
@@ -243,9 +247,10 @@ impl Tally {
                     t.hint_ms = t.hint_ms.max(n);
                     continue;
                 }
+                // Buckets past 60 s cannot be made here: damage, skipped.
                 other => match other.strip_prefix('b').and_then(|b| b.parse::<u16>().ok()) {
-                    Some(b) => t.buckets.entry(b).or_default(),
-                    None => continue,
+                    Some(b) if b <= bucket(HIGHEST_MICROS) => t.buckets.entry(b).or_default(),
+                    _ => continue,
                 },
             };
             *slot = slot.saturating_add(n);
@@ -317,5 +322,13 @@ mod tests {
         sum.merge(&a);
         assert_eq!(twice, sum);
         assert_eq!(twice.summary().samples, 4);
+    }
+
+    #[test]
+    fn damaged_fields_are_skipped_not_trusted() {
+        let t = Tally::from_fields([("b65535", 5), ("b2000", 1), ("b3", u64::MAX), ("b4", 9)]);
+        let s = t.summary();
+        assert_eq!(s.samples, u64::MAX, "saturated, not wrapped");
+        assert_eq!(s.max, Duration::from_micros(4));
     }
 }

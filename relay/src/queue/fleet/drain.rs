@@ -7,14 +7,14 @@ use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::Duration;
 
-use dripfeed::global::{Claimed, Ending, RedisAimd, RedisQueue, RedisRate};
+use dripfeed::global::{Claimed, Ending, RedisQueue};
 use dripfeed::journal::JobCodec;
 use dripfeed::{Attempt, Delivery, Downstream, PermitSource};
 use tokio::sync::{Semaphore, mpsc};
 use tokio::time::Instant;
 
 use super::lane::{Lane, lock, number_of};
-use super::steer;
+use super::steer::{self, Steering};
 use crate::deliver::HttpDownstream;
 use crate::domain::job::Job;
 
@@ -43,15 +43,6 @@ const IDLE_POLL: Duration = Duration::from_millis(50);
 /// how duplicates happen.
 pub(super) fn take_over_idle(timeout: Duration) -> Duration {
     timeout + CLAIM_AHEAD + Duration::from_secs(5)
-}
-
-/// With `adaptive`: what keeps a drain at the fleet's rate (its lane's
-/// `steer` is the rate as this relay knows it).
-pub(super) struct Steering {
-    /// The fleet's view in Redis.
-    pub(super) fleet: RedisAimd,
-    /// The destination's bucket, moved to the fleet's rate.
-    pub(super) permits: RedisRate,
 }
 
 /// One destination's drain on this relay.
@@ -84,8 +75,7 @@ impl Drain {
         let steering = match (self.steering.take(), &steer) {
             (Some(s), Some(steer)) => Some(tokio::spawn(steer::run(
                 steer.clone(),
-                s.fleet,
-                s.permits,
+                s,
                 self.lane.counts.clone(),
                 self.lane.budget,
                 stop.clone(),
@@ -133,10 +123,12 @@ impl Drain {
             // a receiver's Retry-After pauses every relay.
             let rate = this.lane.rate_now().max(0.001);
             next = next.max(Instant::now()) + Duration::from_secs_f64(1.0 / rate);
-            if let Some(wait) = steer.as_ref().and_then(|s| s.paused()) {
+            // Looked at again every 100 ms: a pause the fleet ends early
+            // ends here too.
+            while let Some(wait) = steer.as_ref().and_then(|s| s.paused()) {
                 tokio::select! {
-                    _ = tokio::time::sleep(wait) => {}
-                    _ = stop.changed() => break,
+                    _ = tokio::time::sleep(wait.min(Duration::from_millis(100))) => {}
+                    _ = stop.changed() => break 'run,
                 }
             }
             let mut permit = None;

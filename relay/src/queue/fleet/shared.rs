@@ -51,9 +51,9 @@ use tokio::sync::{Semaphore, watch};
 use tokio::task::JoinHandle;
 
 use super::counts::Counts;
-use super::drain::{Drain, Steering};
+use super::drain::Drain;
 use super::lane::{Lane, lock, number_of};
-use super::steer::Steer;
+use super::steer::{Steer, Steering};
 use crate::config::{Config, Destination};
 use crate::deliver::HttpDownstream;
 use crate::domain::job::Job;
@@ -125,7 +125,9 @@ pub struct Shared {
 struct Running {
     stop: watch::Sender<bool>,
     task: JoinHandle<()>,
-    rate: f64,
+    /// The rate, adaptive ceiling and budget it runs with: a change of any
+    /// starts it again.
+    shape: (f64, Option<f64>, Duration),
 }
 
 /// The settings lanes and drains are made with.
@@ -322,6 +324,7 @@ impl Shared {
 
     /// Stops `name`'s drain and waits until it has ended what it holds.
     pub async fn stop_drain(&self, name: &str) {
+        lock(&self.steers).remove(name);
         let running = lock(&self.drains).remove(name);
         if let Some(r) = running {
             let _ = r.stop.send(true);
@@ -329,24 +332,20 @@ impl Shared {
         }
     }
 
-    /// Starts `name`'s drain if none runs at `lane`'s rate (once the
-    /// relay's deliveries are given, and until it finishes).
+    /// Starts `name`'s drain if none runs at `lane`'s rate, ceiling and
+    /// budget (once the relay's deliveries are given, and until it
+    /// finishes).
     fn start_drain(&self, name: &str, lane: &Lane) {
         let Some(deliveries) = self.deliveries.get() else {
             return; // spawn starts them
         };
+        let shape = (lane.rate, lane.ceiling, lane.budget);
         let mut drains = lock(&self.drains);
         if self.finishing.load(Ordering::Acquire) {
             return;
         }
-        if drains.get(name).is_some_and(|r| r.rate == lane.rate) {
+        if drains.get(name).is_some_and(|r| r.shape == shape) {
             return;
-        }
-        if let Some(old) = drains.remove(name) {
-            let _ = old.stop.send(true);
-            let mut retiring = lock(&self.retiring);
-            retiring.retain(|t| !t.is_finished());
-            retiring.push(old.task);
         }
         let permits = match RedisRate::builder(
             self.conn.clone(),
@@ -359,7 +358,7 @@ impl Shared {
         {
             Ok(p) => p,
             Err(e) => {
-                tracing::error!(destination = %name, error = %e, "shared queue: no drain: the fleet's rate cannot be kept");
+                tracing::error!(destination = %name, error = %e, "shared queue: no new drain: the fleet's rate cannot be kept");
                 return;
             }
         };
@@ -367,24 +366,36 @@ impl Shared {
         permits.set_local_rate(lane.rate);
         let m = &self.made;
         let steering = match (&lane.steer, m.aimd.clone()) {
-            (Some(_), Some(aimd)) => {
+            (Some(steer), Some(aimd)) => {
+                // A destination's ceiling below the floor narrows the
+                // floor to it, as on one relay.
                 let aimd = match lane.ceiling {
-                    Some(c) => aimd.with_ceiling(c),
+                    Some(c) => {
+                        let floor = aimd.floor().min(c);
+                        aimd.with_floor(floor).with_ceiling(c)
+                    }
                     None => aimd,
                 };
+                steer.within(aimd.floor(), aimd.ceiling());
                 match RedisAimd::new(self.conn.clone(), name, &m.node, aimd, lane.rate) {
                     Ok(fleet) => Some(Steering {
                         fleet,
                         permits: permits.clone(),
                     }),
                     Err(e) => {
-                        tracing::error!(destination = %name, error = %e, "shared queue: no drain: the adaptive rate's settings are refused");
+                        tracing::error!(destination = %name, error = %e, "shared queue: no new drain: the adaptive rate's settings are refused");
                         return;
                     }
                 }
             }
             _ => None,
         };
+        if let Some(old) = drains.remove(name) {
+            let _ = old.stop.send(true);
+            let mut retiring = lock(&self.retiring);
+            retiring.retain(|t| !t.is_finished());
+            retiring.push(old.task);
+        }
         let d = Drain {
             steering,
             lane: lane.clone(),
@@ -404,14 +415,7 @@ impl Shared {
         };
         let (stop, stopped) = watch::channel(false);
         let task = tokio::spawn(d.run(stopped));
-        drains.insert(
-            name.to_owned(),
-            Running {
-                stop,
-                task,
-                rate: lane.rate,
-            },
-        );
+        drains.insert(name.to_owned(), Running { stop, task, shape });
     }
 
     /// Whether a drain for `name` runs on this relay.
