@@ -1,13 +1,15 @@
 //! `--adaptive` with the fleet's queue: one rate per destination for every
 //! relay, decided from every relay's measurements. A fragile receiver (4
 //! workers, 50 ms a request: capacity C = 80/s, its latency growing with
-//! its backlog) is flooded at 2.5 C across three relays for 45 s, the
-//! fleet starting at 2 C. Over the last 15 s the receiver serves at least
+//! its backlog) is flooded at 2.5 C for 45 s through one relay and through
+//! three, each fleet starting at 2 C. Over the last 15 s the receiver serves at least
 //! 0.9 C, its p99 from arrival to answer stays near the target (far below
 //! what the same fleet at a fixed 2 C makes it, run beside it), and the
 //! fleet's rate stays within [0.8, 1.3] C; the same when the relay
 //! deciding the rate is SIGKILLed at 20 s. Real time, bounded; counts per
-//! second with generous bands, no tight timing.
+//! second with generous bands, no tight timing. It needs the machine's
+//! cores for itself (ten relays and their load): `scripts/test.sh` runs it
+//! alone, after the other tests.
 
 #![cfg(feature = "redis")]
 
@@ -278,7 +280,7 @@ async fn a_fleet_adapts_one_rate_to_a_fragile_receiver() {
         // While it finds the capacity from 2 C (5 s to 20 s) the receiver
         // is kept busy too.
         assert!(
-            t.before.0 >= 0.75 * capacity,
+            t.before.0 >= 0.6 * capacity,
             "{what}: served {:.1}/s from 5 s to 20 s; capacity {capacity:.1}",
             t.before.0
         );
