@@ -287,7 +287,23 @@ impl RedisAimd {
 
     /// Ends this node's lease at once if it holds it (it stops deciding:
     /// another node takes over at its next report instead of after the
-    /// lease's life). One round trip.
+    /// lease's life). Whether it held it. One round trip.
+    ///
+    /// ```no_run
+    /// # #[tokio::main]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # use dripfeed::global::{RedisAimd, RedisConnection};
+    /// # use dripfeed::rate::{AimdConfig, Tally};
+    /// let conn = RedisConnection::open("redis://127.0.0.1:6379/")?;
+    /// let a = RedisAimd::new(conn.clone(), "docs-release", "a", AimdConfig::default(), 50.0)?;
+    /// let b = RedisAimd::new(conn, "docs-release", "b", AimdConfig::default(), 50.0)?;
+    /// let now = tokio::time::Instant::now();
+    /// assert!(a.report(now, &Tally::default()).await?.leading);
+    /// assert!(a.release().await?);
+    /// assert!(b.report(now, &Tally::default()).await?.leading, "b takes it at once");
+    /// # Ok(())
+    /// # }
+    /// ```
     pub async fn release(&self) -> Result<bool, RedisError> {
         let mut call = self.script.prepare_invoke();
         call.key(self.key("rate"))
