@@ -234,7 +234,7 @@ impl RedisAimd {
         if let Some(first) = whole.iter().position(|t| !t.is_empty()) {
             let counted = &whole[first + 1..];
             if counted.len() >= 2 {
-                let delivered: u64 = counted.iter().map(|t| t.summary().samples).sum();
+                let delivered: u64 = counted.iter().map(Tally::samples).sum();
                 summary.throughput = delivered as f64 / counted.len() as f64;
             }
         }

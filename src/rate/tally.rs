@@ -108,6 +108,21 @@ impl Tally {
         self.hint_ms = self.hint_ms.max(ms);
     }
 
+    /// Successful deliveries counted (saturating).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// let mut t = dripfeed::rate::Tally::default();
+    /// t.record(Duration::from_millis(3));
+    /// t.record(Duration::from_secs(3));
+    /// assert_eq!(t.samples(), 2);
+    /// ```
+    pub fn samples(&self) -> u64 {
+        self.buckets
+            .values()
+            .fold(0u64, |sum, n| sum.saturating_add(*n))
+    }
+
     /// Whether nothing at all was counted.
     ///
     /// ```
@@ -155,10 +170,7 @@ impl Tally {
     /// assert!(s.p50 >= Duration::from_millis(40));
     /// ```
     pub fn summary(&self) -> WindowSummary {
-        let samples = self
-            .buckets
-            .values()
-            .fold(0u64, |sum, n| sum.saturating_add(*n));
+        let samples = self.samples();
         let mut out = WindowSummary {
             samples,
             failures: self.failures,

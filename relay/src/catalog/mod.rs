@@ -23,6 +23,7 @@ use tokio::task::JoinHandle;
 
 use crate::config::Destination;
 use crate::deliver::target::{Target, Targets};
+use crate::domain::mutex::lock;
 
 /// Admissions under way for one destination.
 #[derive(Default)]
@@ -222,7 +223,7 @@ impl Catalog {
 
     /// Keeps a deletion's draining task, for [`finish`](Self::finish).
     pub fn removing(&self, task: JoinHandle<()>) {
-        let mut all = self.removals.lock().unwrap_or_else(|p| p.into_inner());
+        let mut all = lock(&self.removals);
         all.retain(|t| !t.is_finished());
         all.push(task);
     }
@@ -240,8 +241,7 @@ impl Catalog {
         // Until none is left: a deletion that passed its check just before
         // shutdown began registers its task a moment later.
         loop {
-            let tasks: Vec<_> =
-                std::mem::take(&mut *self.removals.lock().unwrap_or_else(|p| p.into_inner()));
+            let tasks: Vec<_> = std::mem::take(&mut *lock(&self.removals));
             if tasks.is_empty() {
                 return;
             }

@@ -23,6 +23,12 @@ use crate::config::{Config, Destination};
 /// one destination's queue may hold.
 pub const MAX_JOBS: u64 = 1_000_000;
 
+/// The webhooks a queue holds for a latency `budget` at `rate` per
+/// second: `budget × rate`, rounded up, at least one.
+pub fn held(budget: Duration, rate: f64) -> f64 {
+    (budget.as_secs_f64() * rate).ceil().max(1.0)
+}
+
 /// What a destination must fit, from the settings.
 #[derive(Clone, Copy, Debug)]
 pub struct Limits {
@@ -90,11 +96,11 @@ impl Limits {
         overrides
             .validate(self.max_rate.unwrap_or(f64::INFINITY))
             .map_err(|e| e.to_string())?;
-        let budget = d.budget.unwrap_or(self.budget).as_secs_f64();
+        let budget = d.budget.unwrap_or(self.budget);
         let rate = d.rate.unwrap_or(self.rate);
         let reach = d.ceiling.or(self.max_rate).unwrap_or(rate).max(rate);
-        let capacity = (budget * rate).ceil().max(1.0);
-        let ring = (budget * reach).ceil().max(1.0);
+        let capacity = held(budget, rate);
+        let ring = held(budget, reach);
         let most = self.most_held();
         if ring > most as f64 {
             let sized = match ring > capacity {

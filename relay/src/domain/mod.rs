@@ -10,6 +10,7 @@
 pub mod budget;
 pub mod job;
 pub mod limits;
+pub mod mutex;
 pub mod names;
 pub mod private;
 pub mod problem;

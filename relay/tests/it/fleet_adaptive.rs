@@ -197,20 +197,27 @@ async fn fleet(tag: &str, n: usize, adaptive: bool, kill: bool) -> Tail {
             let i = killed.expect("a relay decides the rate");
             relays[i].kill().await;
         }
-        if let Some(r) = relays.iter().enumerate().find(|(i, _)| Some(*i) != killed) {
-            seen.push((
-                start.elapsed().as_secs(),
-                rate_on(r.1).await.unwrap_or(0.0) as u32,
-            ));
-        }
-        if start.elapsed() >= FLOOD - TAIL {
-            for (i, r) in relays.iter().enumerate() {
-                if Some(i) != killed
-                    && let Some(rate) = rate_on(r).await
-                {
-                    rates.push(rate);
-                }
+        // One relay's rate every second (shown on failure), every live
+        // relay's in the tail.
+        let tail = start.elapsed() >= FLOOD - TAIL;
+        let live: Vec<&Relay> = relays
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| Some(*i) != killed)
+            .map(|(_, r)| r)
+            .collect();
+        let mut now = Vec::new();
+        for r in live.iter().take(if tail { live.len() } else { 1 }) {
+            if let Some(rate) = rate_on(r).await {
+                now.push(rate);
             }
+        }
+        seen.push((
+            start.elapsed().as_secs(),
+            now.first().copied().unwrap_or(0.0) as u32,
+        ));
+        if tail {
+            rates.extend(now);
         }
     }
     for f in floods {

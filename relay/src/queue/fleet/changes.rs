@@ -28,12 +28,12 @@ use dripfeed::global::RedisMap;
 use serde::{Deserialize, Serialize};
 use tokio::task::JoinHandle;
 
-use super::lane::lock;
 use super::shared::Shared;
 use crate::catalog::Catalog;
 use crate::config::{Config, Destination, Fields, Origin};
 use crate::deliver::guard::AddressGuard;
 use crate::domain::limits::Limits;
+use crate::domain::mutex::lock;
 use crate::queue::contract::ChangeRefused;
 
 /// The map's name.

@@ -17,6 +17,7 @@ use dripfeed::metrics::{
 };
 use metrics::{Counter, Gauge, Histogram, Label};
 
+use crate::domain::limits::held;
 use crate::queue::NAME;
 use crate::telemetry::{FLEET_QUEUE_CAPACITY, FLEET_QUEUE_DEPTH, FLEET_RATE_LEADER};
 
@@ -127,10 +128,10 @@ impl Counts {
         self.rate.set(rate);
     }
 
-    /// The fleet's adaptive rate in force and the bound it gives, and
-    /// whether this relay decides the rate.
-    pub fn rate_now(&self, rate: f64, bound: u64, leading: bool) {
-        self.shape(bound, rate);
+    /// The fleet's adaptive rate in force and the bound it gives with
+    /// `budget`, and whether this relay decides the rate.
+    pub fn rate_now(&self, rate: f64, budget: std::time::Duration, leading: bool) {
+        self.shape(held(budget, rate) as u64, rate);
         self.leader.set(if leading { 1.0 } else { 0.0 });
     }
 

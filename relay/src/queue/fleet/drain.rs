@@ -13,10 +13,11 @@ use dripfeed::{Attempt, Delivery, Downstream, PermitSource};
 use tokio::sync::{Semaphore, mpsc};
 use tokio::time::Instant;
 
-use super::lane::{Lane, lock, number_of};
+use super::lane::{Lane, number_of};
 use super::steer::{self, Steering};
 use crate::deliver::HttpDownstream;
 use crate::domain::job::Job;
+use crate::domain::mutex::lock;
 
 /// Acknowledgements sent together at most.
 const ACK_BATCH: usize = 256;
@@ -47,8 +48,6 @@ pub(super) fn take_over_idle(timeout: Duration) -> Duration {
 
 /// One destination's drain on this relay.
 pub(super) struct Drain {
-    /// With `adaptive`: the fleet's rate.
-    pub(super) steering: Option<Steering>,
     pub(super) lane: Lane,
     pub(super) downstream: Arc<HttpDownstream>,
     pub(super) permits: Arc<dyn PermitSource>,
@@ -70,9 +69,16 @@ impl Drain {
     /// leased go back to Redis unused, rather than idle relays each keeping
     /// a few for the next burst (three relays would deliver the bucket's
     /// burst plus their pools at once).
-    pub(super) async fn run(mut self, mut stop: tokio::sync::watch::Receiver<bool>) {
+    ///
+    /// With `adaptive` (`steering`), a task beside it keeps the lane's
+    /// rate at the fleet's, until stopped too.
+    pub(super) async fn run(
+        self,
+        steering: Option<Steering>,
+        mut stop: tokio::sync::watch::Receiver<bool>,
+    ) {
         let steer = self.lane.steer.clone();
-        let steering = match (self.steering.take(), &steer) {
+        let steering = match (steering, &steer) {
             (Some(s), Some(steer)) => Some(tokio::spawn(steer::run(
                 steer.clone(),
                 s,

@@ -8,14 +8,13 @@ use dripfeed::global::RedisQueue;
 
 use super::counts::Counts;
 use super::steer::Steer;
+use crate::domain::limits::held;
 
 /// One destination's queue and what bounds it.
 #[derive(Clone)]
 pub(crate) struct Lane {
     pub(crate) queue: RedisQueue,
     pub(crate) rate: f64,
-    /// At the configured rate: `budget × rate`.
-    pub(crate) bound: u64,
     pub(crate) budget: std::time::Duration,
     /// This relay's metrics for it (kept across changes of the lane).
     pub(crate) counts: Arc<Counts>,
@@ -38,22 +37,8 @@ impl Lane {
     /// The bound in force: `budget × rate` at the rate in force, so the
     /// latency budget holds while an adaptive rate moves.
     pub(crate) fn bound_now(&self) -> u64 {
-        match &self.steer {
-            Some(s) => bound(self.budget, s.rate()),
-            None => self.bound,
-        }
+        held(self.budget, self.rate_now()) as u64
     }
-}
-
-/// `budget × rate` webhooks, at least one.
-pub(crate) fn bound(budget: std::time::Duration, rate: f64) -> u64 {
-    (budget.as_secs_f64() * rate).ceil().max(1.0) as u64
-}
-
-/// A mutex's content, even if a holder panicked (the shared queue's files
-/// keep plain sets and maps behind them, never left half changed).
-pub(crate) fn lock<T>(m: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 /// An entry's id as the webhook's number (ids are given as numbers; an

@@ -52,11 +52,13 @@ use tokio::task::JoinHandle;
 
 use super::counts::Counts;
 use super::drain::Drain;
-use super::lane::{Lane, lock, number_of};
+use super::lane::{Lane, number_of};
 use super::steer::{Steer, Steering};
 use crate::config::{Config, Destination};
 use crate::deliver::HttpDownstream;
 use crate::domain::job::Job;
+use crate::domain::limits::held;
+use crate::domain::mutex::lock;
 use crate::domain::names::body_hash;
 
 /// Dead letters each destination keeps in Redis, about (the oldest go).
@@ -249,7 +251,7 @@ impl Shared {
     /// A lane for `name` at `rate` and `budget`.
     fn made_lane(&self, name: &str, rate: f64, budget: Duration, open: bool) -> Lane {
         let m = &self.made;
-        let bound = super::lane::bound(budget, rate);
+        let bound = held(budget, rate) as u64;
         let counts = lock(&self.counts)
             .entry(name.to_owned())
             .or_insert_with(|| Arc::new(Counts::new(name, m.overflow)))
@@ -279,7 +281,6 @@ impl Shared {
                 .with_dead_letters(DEAD_LETTERS_KEPT)
                 .with_overflow(m.overflow),
             rate,
-            bound,
             budget,
             open,
         }
@@ -397,7 +398,6 @@ impl Shared {
             retiring.push(old.task);
         }
         let d = Drain {
-            steering,
             lane: lane.clone(),
             downstream: Arc::new((deliveries.downstream)(name)),
             permits: match &self.global {
@@ -414,7 +414,7 @@ impl Shared {
             in_flight: Arc::new(Semaphore::new(m.cap)),
         };
         let (stop, stopped) = watch::channel(false);
-        let task = tokio::spawn(d.run(stopped));
+        let task = tokio::spawn(d.run(steering, stopped));
         drains.insert(name.to_owned(), Running { stop, task, shape });
     }
 

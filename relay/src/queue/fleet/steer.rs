@@ -16,7 +16,7 @@ use tokio::sync::watch;
 use tokio::time::Instant;
 
 use super::counts::Counts;
-use super::lane::lock;
+use crate::domain::mutex::lock;
 
 /// How often a relay reports and learns the rate.
 const EVERY: Duration = Duration::from_secs(1);
@@ -144,18 +144,14 @@ pub(crate) async fn run(
                 steer.follow(s.rate, s.pause);
                 permits.set_rate(s.rate);
                 permits.set_local_rate(s.rate);
-                counts.rate_now(s.rate, super::lane::bound(budget, s.rate), s.leading);
+                counts.rate_now(s.rate, budget, s.leading);
                 if let Some(d) = s.decision.filter(|d| d.changed()) {
                     tracing::info!(from = before, to = d.rate, action = ?d.action, "adaptive rate: the fleet's rate moved");
                 }
             }
             Err(e) => {
                 // Not deciding while the view cannot be read.
-                counts.rate_now(
-                    steer.rate(),
-                    super::lane::bound(budget, steer.rate()),
-                    false,
-                );
+                counts.rate_now(steer.rate(), budget, false);
                 if !failing {
                     tracing::warn!(error = %e, "adaptive rate: the fleet's view cannot be reached; the rate holds");
                     failing = true;
@@ -163,11 +159,7 @@ pub(crate) async fn run(
             }
         }
     }
-    counts.rate_now(
-        steer.rate(),
-        super::lane::bound(budget, steer.rate()),
-        false,
-    );
+    counts.rate_now(steer.rate(), budget, false);
     if let Err(e) = fleet.release().await {
         tracing::debug!(error = %e, "adaptive rate: the lease was not given back; it expires");
     }

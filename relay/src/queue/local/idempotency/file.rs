@@ -12,6 +12,8 @@ use std::sync::{Arc, Mutex};
 
 use serde::{Deserialize, Serialize};
 
+use crate::domain::mutex::lock;
+
 /// The longest line read; a longer one is skipped.
 pub const MAX_LINE: u64 = 4096;
 /// Below this size the file is never rewritten while running.
@@ -147,7 +149,7 @@ impl KeysFile {
         live: impl FnOnce() -> u64,
         snapshot: impl FnOnce() -> Vec<Line>,
     ) -> std::io::Result<()> {
-        let mut a = self.appender.lock().unwrap_or_else(|p| p.into_inner());
+        let mut a = lock(&self.appender);
         a.file.write_all(line)?;
         a.file.sync_data()?;
         a.bytes += line.len() as u64;

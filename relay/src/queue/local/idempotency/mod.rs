@@ -23,6 +23,7 @@ use std::time::Duration;
 use dripfeed::journal::Journal;
 
 use crate::domain::budget::{ByteBudget, Ticket};
+use crate::domain::mutex::lock;
 pub use crate::domain::names::body_hash;
 use crate::domain::names::{DEFAULT_TENANT, MAX_NAME_BYTES};
 use file::{KeysFile, Line};
@@ -235,7 +236,7 @@ impl Idempotency {
     }
 
     fn lock(&self) -> MutexGuard<'_, Keys> {
-        self.keys.lock().unwrap_or_else(|p| p.into_inner())
+        lock(&self.keys)
     }
 
     /// The budget's bytes for a scoped key, forgetting the oldest keys if
@@ -323,8 +324,7 @@ impl Idempotency {
         let keys = self.keys.clone();
         let path = file.path().to_owned();
         tokio::task::spawn_blocking(move || {
-            let lock = || keys.lock().unwrap_or_else(|p| p.into_inner());
-            file.append(&encoded, || lock().live_lines, || lock().lines())
+            file.append(&encoded, || lock(&keys).live_lines, || lock(&keys).lines())
         })
         .await
         .map_err(std::io::Error::other)?
