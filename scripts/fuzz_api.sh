@@ -3,11 +3,13 @@
 # a virtual environment): a live relay with a tenant key and an admin token,
 # delivering to a loopback receiver that answers 204, drain rate and budget
 # far above what the fuzzer sends (so any 5xx is a defect). Each listener is
-# fuzzed twice, with and without a valid key or token: every check, 100
-# examples per operation, every phase (the stateful one too), seed 1.
+# fuzzed with a valid key or token for each seed (1 to 4: a fresh relay and
+# data directory per seed), and once without (seed 1): every check, 100
+# examples per operation, every phase (the stateful one too).
 #
 #   bash scripts/fuzz_api.sh                 # builds the relay (debug)
 #   RELAY_BIN=target/debug/dripfeed-relay bash scripts/fuzz_api.sh
+#   FUZZ_SEEDS="7 8" bash scripts/fuzz_api.sh
 #
 # The venv is kept in target/fuzz-venv; the reports in target/fuzz-api/.
 set -euo pipefail
@@ -15,7 +17,7 @@ cd "$(dirname "$0")/.."
 
 SCHEMATHESIS_VERSION=4.32.5
 EXAMPLES=${FUZZ_EXAMPLES:-100}
-SEED=${FUZZ_SEED:-1}
+SEEDS=${FUZZ_SEEDS:-${FUZZ_SEED:-1 2 3 4}}
 root=$(pwd)
 venv=$root/target/fuzz-venv
 work=$root/target/fuzz-api
@@ -70,7 +72,12 @@ rx_port=$(cat "$work/receiver.port")
 key=fuzz-tenant-key
 token=fuzz-admin-token
 digest() { printf '%s' "$1" | "$bin" hash-key; }
-cat > "$work/relay.toml" <<TOML
+
+# A fresh relay for seed $1, its data in $work/seed-$1: sets intake, admin, relay.
+start_relay() {
+  local dir=$work/seed-$1
+  mkdir -p "$dir"
+  cat > "$dir/relay.toml" <<TOML
 listen = "127.0.0.1:0"
 admin_listen = "127.0.0.1:0"
 admin_token_sha256 = "$(digest "$token")"
@@ -78,8 +85,8 @@ allow_destination_cidrs = ["127.0.0.0/8"]
 drain_rate = 2000
 latency_budget = "60s"
 retries = 0
-journal_dir = "$work/journal"
-dead_letter_file = "$work/dead-letter.jsonl"
+journal_dir = "$dir/journal"
+dead_letter_file = "$dir/dead-letter.jsonl"
 
 [[destinations]]
 name = "billing"
@@ -94,46 +101,57 @@ name = "acme"
 [[tenants.keys]]
 sha256 = "$(digest "$key")"
 TOML
-
-"$bin" --config "$work/relay.toml" >"$work/relay.out" 2>"$work/relay.err" &
-relay=$!
-pids+=($relay)
-for _ in $(seq 100); do grep -q '^webhook relay on http://' "$work/relay.out" && break; sleep 0.1; done
-intake=$(sed -n 's|^webhook relay on http://\([^:]*:[0-9]*\):.*|\1|p' "$work/relay.out")
-admin=$(sed -n 's|^admin on http://\([^:]*:[0-9]*\):.*|\1|p' "$work/relay.out")
-[ -n "$intake" ] && [ -n "$admin" ] || { cat "$work/relay.out" "$work/relay.err" >&2; exit 1; }
-echo "relay: intake $intake, admin $admin, receiver 127.0.0.1:$rx_port"
+  "$bin" --config "$dir/relay.toml" >"$dir/relay.out" 2>"$dir/relay.err" &
+  relay=$!
+  pids+=($relay)
+  for _ in $(seq 100); do grep -q '^webhook relay on http://' "$dir/relay.out" && break; sleep 0.1; done
+  intake=$(sed -n 's|^webhook relay on http://\([^:]*:[0-9]*\):.*|\1|p' "$dir/relay.out")
+  admin=$(sed -n 's|^admin on http://\([^:]*:[0-9]*\):.*|\1|p' "$dir/relay.out")
+  [ -n "$intake" ] && [ -n "$admin" ] || { cat "$dir/relay.out" "$dir/relay.err" >&2; exit 1; }
+  echo "seed $1: intake $intake, admin $admin, receiver 127.0.0.1:$rx_port"
+}
 
 status=0
-fuzz() { # NAME URL [HEADER]
-  local name=$1 url=$2
-  shift 2
-  echo "== schemathesis: $name"
+fuzz() { # NAME SEED LISTENER URL [HEADER]
+  local name=$1 seed=$2 listener=$3 url=$4
+  shift 4
+  echo "== schemathesis: $name (seed $seed)"
   local started=$SECONDS
   # Run in $work: schemathesis keeps its cache (.schemathesis/) in the current directory.
-  if ! (cd "$work" && "$venv/bin/schemathesis" --config-file "$root/scripts/schemathesis.toml" run "$url" \
-      --checks all --max-examples "$EXAMPLES" --seed "$SEED" \
+  if ! (cd "$work" && "$venv/bin/schemathesis" --config-file "$root/scripts/schemathesis-$listener.toml" run "$url" \
+      --checks all --max-examples "$EXAMPLES" --seed "$seed" \
       --phases examples,coverage,fuzzing,stateful \
       --no-color --report junit,ndjson --report-junit-path "$work/$name.xml" --report-ndjson-path "$work/$name.ndjson" \
       "$@") >"$work/$name.log" 2>&1; then
     status=1
+    echo "-- $name FAILED"
   fi
   tail -n 40 "$work/$name.log"
   echo "-- $name: $((SECONDS - started)) s"
 }
-fuzz intake-key "http://$intake/openapi.json" -H "Authorization: Bearer $key"
-fuzz intake-nokey "http://$intake/openapi.json"
-fuzz admin-token "http://$admin/openapi.json" -H "Authorization: Bearer $token"
-fuzz admin-notoken "http://$admin/openapi.json"
+first=1
+for seed in $SEEDS; do
+  start_relay "$seed"
+  fuzz "intake-key-s$seed" "$seed" intake "http://$intake/openapi.json" -H "Authorization: Bearer $key"
+  fuzz "admin-token-s$seed" "$seed" admin "http://$admin/openapi.json" -H "Authorization: Bearer $token"
+  # Without a key or token nearly everything is a 401: once is enough.
+  if [ $first = 1 ]; then
+    fuzz "intake-nokey-s$seed" "$seed" intake "http://$intake/openapi.json"
+    fuzz "admin-notoken-s$seed" "$seed" admin "http://$admin/openapi.json"
+    first=0
+  fi
+  if ! kill -0 "$relay" 2>/dev/null; then
+    echo "the relay died during seed $seed:" >&2
+    cat "$work/seed-$seed/relay.err" >&2
+    status=1
+  fi
+  kill "$relay" 2>/dev/null || true
+  wait "$relay" 2>/dev/null || true
+done
 
 echo "== cases per operation and phase, statuses answered"
 # (Methods a route does not have, probed once each for a 405, left out.)
 python3 scripts/fuzz_summary.py "$work"/*.ndjson \
   | grep -v -E '^  (OPTIONS|PATCH|QUERY|TRACE) |^  (DELETE|PUT) /(healthz|metrics|readyz|v1/dead-letters|v1/destinations:|v1/webhooks)|^  POST /(healthz|metrics|readyz|v1/destinations|v1/webhooks/\{id\})' || true
 
-if ! kill -0 "$relay" 2>/dev/null; then
-  echo "the relay died during the run:" >&2
-  cat "$work/relay.err" >&2
-  status=1
-fi
 exit $status

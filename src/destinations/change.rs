@@ -212,6 +212,133 @@ impl<J: Send + Sync + 'static> Destinations<J> {
     }
 }
 
+impl<J: Send + Sync + 'static> Destinations<J> {
+    /// Names and configures several destinations at once, all or none: as
+    /// [`define`](Self::define) for each, but every change is checked
+    /// first (its overrides, room in the set, an unnamed record still
+    /// holding jobs, and an active destination's ring) while no throttle
+    /// of them can start or stop, and only then are they all applied. On
+    /// an error nothing changed, and it names the destination refused.
+    /// Returns, in order, whether each is new. A name given twice is
+    /// refused ([`DestinationError::Duplicate`]).
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// use dripfeed::destinations::{DestinationConfig, DestinationError, Destinations};
+    /// use dripfeed::{Delivery, Throttle};
+    /// let set = Destinations::builder(Throttle::builder().drain_rate(10.0).max_rate(100.0))
+    ///     .max_destinations(2)
+    ///     .destination("billing", DestinationConfig::default())
+    ///     .build(|_: &str| |_: &u32, _| async { Delivery::Done })?;
+    /// // Two new ones do not fit beside billing: neither is made, and
+    /// // billing keeps its rate.
+    /// let refused = set.define_all(&[
+    ///     ("billing", DestinationConfig::default().rate(20.0)),
+    ///     ("crm", DestinationConfig::default()),
+    ///     ("erp", DestinationConfig::default()),
+    /// ]);
+    /// assert!(matches!(refused, Err((_, DestinationError::Full { max: 2 }))));
+    /// assert_eq!(set.stats("billing").unwrap().drain_rate(), 10.0);
+    /// assert!(!set.contains("crm"));
+    /// let made = set.define_all(&[
+    ///     ("billing", DestinationConfig::default().rate(20.0)),
+    ///     ("crm", DestinationConfig::default()),
+    /// ])?;
+    /// assert_eq!(made, vec![false, true]);
+    /// assert_eq!(set.stats("billing").unwrap().drain_rate(), 20.0);
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn define_all(
+        &self,
+        changes: &[(&str, DestinationConfig)],
+    ) -> Result<Vec<bool>, (String, DestinationError)> {
+        let inner = &self.inner;
+        let refuse = |name: &str, e| Err((name.to_owned(), e));
+        for (i, (name, cfg)) in changes.iter().enumerate() {
+            if changes[..i].iter().any(|(n, _)| n == name) {
+                return refuse(name, DestinationError::Duplicate);
+            }
+            if let Err(e) = cfg
+                .validate(inner.max_rate)
+                .and_then(|()| fits_template(&inner.settings, cfg))
+            {
+                return refuse(name, e);
+            }
+        }
+        let mut table = inner.lock();
+        if inner.is_closed() {
+            let first = changes.first().map_or("", |(n, _)| n);
+            return refuse(first, DestinationError::Closed);
+        }
+        // What each change finds: a named record (configured under its
+        // hold), an empty unnamed one (replaced), or nothing (made).
+        let mut named = Vec::new();
+        let mut made = 0usize;
+        for (i, (name, _)) in changes.iter().enumerate() {
+            match table.get(*name) {
+                Some(d) if d.is_named() => named.push((i, d.clone())),
+                Some(d) if !d.is_empty_idle() => {
+                    return refuse(name, DestinationError::Unnamed);
+                }
+                Some(_) => {}
+                None => made += 1,
+            }
+        }
+        if table.len() + made > inner.max_destinations {
+            let retirable = table
+                .values()
+                .filter(|d| d.retirable() && !changes.iter().any(|(n, _)| **n == *d.name))
+                .count();
+            if table.len() + made > inner.max_destinations + retirable
+                && let Some((i, _)) = changes
+                    .iter()
+                    .enumerate()
+                    .find(|(_, (n, _))| !table.contains_key(*n))
+            {
+                return refuse(
+                    changes[i].0,
+                    DestinationError::Full {
+                        max: inner.max_destinations,
+                    },
+                );
+            }
+        }
+        // Every named one held (in name order: no two holders wait on
+        // each other), and checked before any is changed.
+        named.sort_by(|a, b| a.1.name.cmp(&b.1.name));
+        let held: Vec<_> = named.iter().map(|(i, d)| (*i, d, d.hold_slot())).collect();
+        for (i, d, live) in &held {
+            if let Err(e) = d.check_configure(inner, &changes[*i].1, live) {
+                return refuse(changes[*i].0, e);
+            }
+        }
+        for (i, d, live) in &held {
+            d.configure_held(inner, changes[*i].1, live);
+        }
+        drop(held);
+        let mut new = vec![false; changes.len()];
+        for (i, (name, cfg)) in changes.iter().enumerate() {
+            if named.iter().any(|(j, _)| *j == i) {
+                continue;
+            }
+            if let Some(old) = table.remove(*name) {
+                old.retire(); // an empty unnamed record, replaced
+            } else if make_room(inner, &mut table).is_err() {
+                // Counted above: there is room.
+                tracing::error!(destination = %name, "no room after all for a destination counted in");
+                continue;
+            }
+            let d = Arc::new(Dest::new(inner, name, true, *cfg));
+            table.insert(d.name.clone(), d);
+            new[i] = true;
+        }
+        inner.known.set(table.len() as f64);
+        Ok(new)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -150,6 +150,9 @@ pub enum DestinationError {
     /// or the journal's from a name no longer configured): name it once
     /// they have drained.
     Unnamed,
+    /// [`Destinations::define_all`](super::Destinations::define_all) was
+    /// given the same name twice.
+    Duplicate,
 }
 
 impl fmt::Display for DestinationError {
@@ -186,6 +189,7 @@ impl fmt::Display for DestinationError {
             DestinationError::Unnamed => f.write_str(
                 "an unnamed destination of that name still holds jobs; name it once they have drained",
             ),
+            DestinationError::Duplicate => f.write_str("the destination is named twice in one change"),
         }
     }
 }

@@ -23,6 +23,10 @@ enum Settled<J> {
     Again(J),
 }
 
+/// A destination's throttle slot, held ([`Dest::hold_slot`]): no throttle
+/// starts or stops while it lives.
+pub(crate) struct Held<'a, J>(MutexGuard<'a, Option<Live<J>>>);
+
 /// A destination's throttle while it has work.
 struct Live<J> {
     throttle: Throttle<J>,
@@ -483,33 +487,68 @@ impl<J: Send + Sync + 'static> Dest<J> {
         inner: &Inner<J>,
         cfg: DestinationConfig,
     ) -> Result<(), DestinationError> {
-        let live = lock(&self.live);
-        if let Some(l) = &*live {
+        let live = self.hold_slot();
+        self.check_configure(inner, &cfg, &live)?;
+        self.configure_held(inner, cfg, &live);
+        Ok(())
+    }
+
+    /// Its throttle's slot, held: no throttle starts or stops meanwhile.
+    pub(crate) fn hold_slot(&self) -> Held<'_, J> {
+        Held(lock(&self.live))
+    }
+
+    /// Whether [`configure`](Self::configure) would take `cfg` now, with
+    /// its throttle's slot held (`live`), changing nothing.
+    pub(crate) fn check_configure(
+        &self,
+        inner: &Inner<J>,
+        cfg: &DestinationConfig,
+        live: &Held<'_, J>,
+    ) -> Result<(), DestinationError> {
+        let Some(l) = &*live.0 else {
+            return Ok(());
+        };
+        let ceiling = cfg.ceiling_override().unwrap_or(inner.max_rate);
+        let budget = cfg.budget_override().or(inner.settings.latency_budget);
+        l.throttle
+            .can_set_limits(ceiling, budget)
+            .map_err(|e| match e {
+                RateError::AboveMax { rate, max_rate } => DestinationError::BeyondRing {
+                    rate,
+                    ring_rate: max_rate,
+                },
+                RateError::Closed => DestinationError::Closed,
+                _ => DestinationError::InvalidRate {
+                    what: "ceiling",
+                    value: ceiling,
+                },
+            })
+    }
+
+    /// Applies `cfg`, checked by [`check_configure`](Self::check_configure)
+    /// under the same hold (so it cannot be refused now).
+    pub(crate) fn configure_held(
+        &self,
+        inner: &Inner<J>,
+        cfg: DestinationConfig,
+        live: &Held<'_, J>,
+    ) {
+        if let Some(l) = &*live.0 {
             let ceiling = cfg.ceiling_override().unwrap_or(inner.max_rate);
             let budget = cfg.budget_override().or(inner.settings.latency_budget);
             let rate = cfg
                 .rate_override()
                 .unwrap_or_else(|| l.throttle.drain_rate());
-            l.throttle
-                .set_limits(ceiling, budget, rate)
-                .map_err(|e| match e {
-                    RateError::AboveMax { rate, max_rate } => DestinationError::BeyondRing {
-                        rate,
-                        ring_rate: max_rate,
-                    },
-                    RateError::Closed => DestinationError::Closed,
-                    _ => DestinationError::InvalidRate {
-                        what: "ceiling",
-                        value: ceiling,
-                    },
-                })?;
+            if let Err(e) = l.throttle.set_limits(ceiling, budget, rate) {
+                tracing::error!(destination = %self.name, error = %e, "limits checked under the same hold were refused");
+            }
         }
         *lock(&self.cfg) = cfg;
         *lock(&self.learned) = None;
-        if live.is_none() {
+        if live.0.is_none() {
             self.rest(inner, Some(&cfg));
         }
-        Ok(())
     }
 
     pub(crate) fn stats(&self, inner: &Inner<J>) -> DestinationStats {

@@ -219,13 +219,13 @@ impl<J> Shared<J> {
     /// `rate` (at most `ceiling`) when the ring holds a full `budget` at
     /// `ceiling`, else refuses with the highest ceiling it holds
     /// (`AboveMax`; nothing changes).
-    pub(crate) fn set_limits(
+    /// Whether [`set_limits`](Self::set_limits) would take `ceiling` and
+    /// `budget` now (the budget that applies, if any), changing nothing.
+    pub(crate) fn check_limits(
         &self,
         ceiling: f64,
         budget: Option<Duration>,
-        rate: f64,
-    ) -> Result<(), RateError> {
-        let _guard = self.control.lock().unwrap_or_else(|p| p.into_inner());
+    ) -> Result<Option<Duration>, RateError> {
         if self.admission.is_closed() {
             return Err(RateError::Closed);
         }
@@ -239,6 +239,17 @@ impl<J> Shared<J> {
                 max_rate: self.cfg.max_rate.min(by_ring),
             });
         }
+        Ok(budget)
+    }
+
+    pub(crate) fn set_limits(
+        &self,
+        ceiling: f64,
+        budget: Option<Duration>,
+        rate: f64,
+    ) -> Result<(), RateError> {
+        let _guard = self.control.lock().unwrap_or_else(|p| p.into_inner());
+        let budget = self.check_limits(ceiling, budget)?;
         let rate = rate.min(ceiling);
         self.limit_bits.store(ceiling.to_bits(), Ordering::Relaxed);
         if let Some(b) = budget {

@@ -480,6 +480,46 @@ impl<J: 'static> Throttle<J> {
         self.shared.set_limits(max_rate, latency_budget, rate)
     }
 
+    /// Whether [`set_limits`](Self::set_limits) would take `max_rate` and
+    /// `latency_budget` now, changing nothing: `Ok`, or the error it would
+    /// give (`AboveMax` with the highest rate the ring holds a full budget
+    /// at, or `Closed`).
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() {
+    /// use dripfeed::{Delivery, RateError, Throttle};
+    /// use std::time::Duration;
+    /// let (throttle, _drain) = Throttle::builder()
+    ///     .drain_rate(10.0)
+    ///     .max_rate(100.0)
+    ///     .latency_budget(Duration::from_secs(1))
+    ///     .build(|_: &u32, _| async { Delivery::Done })
+    ///     .unwrap();
+    /// assert!(throttle.can_set_limits(50.0, None).is_ok());
+    /// assert!(matches!(
+    ///     throttle.can_set_limits(500.0, None),
+    ///     Err(RateError::AboveMax { .. })
+    /// ));
+    /// assert_eq!(throttle.drain_rate(), 10.0, "nothing changed");
+    /// # }
+    /// ```
+    pub fn can_set_limits(
+        &self,
+        max_rate: f64,
+        latency_budget: Option<Duration>,
+    ) -> Result<(), RateError> {
+        if !(max_rate.is_finite() && max_rate > 0.0) {
+            return Err(RateError::Invalid(max_rate));
+        }
+        if latency_budget.is_some_and(|b| b.is_zero()) {
+            return Err(RateError::Invalid(0.0));
+        }
+        self.shared
+            .check_limits(max_rate, latency_budget)
+            .map(|_| ())
+    }
+
     /// Starts a shutdown without waiting for it: as
     /// [`shutdown`](Self::shutdown) (admission stops, the queue drains for
     /// up to `grace`, then what remains goes to the sink or the journal, or

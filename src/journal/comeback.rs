@@ -37,6 +37,7 @@ impl Writer {
         self.home.next_check = Instant::now() + CHECK_EVERY;
         if !self.home.is_gone() {
             if self.home.intact(&self.dir, self.active_seq) {
+                self.probe();
                 return;
             }
             self.lost();

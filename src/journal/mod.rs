@@ -163,9 +163,23 @@ pub struct JournalStats {
     pub skipped: u64,
     /// The bytes of those damaged regions.
     pub skipped_bytes: u64,
-    /// Whether the directory is in place: `false` while it is gone and
-    /// every admission is refused (see [`Journal::is_healthy`]).
+    /// Whether the journal can keep its promise now: `false` while its
+    /// directory is gone or its writes fail (see [`Journal::health`]).
     pub healthy: bool,
+}
+
+/// Whether a journal can keep its promise now ([`Journal::health`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Health {
+    /// Admissions are written and made durable.
+    Healthy,
+    /// Its directory, lock file or active segment is gone: every admission
+    /// is refused until it is back.
+    Gone,
+    /// Its last write or `fsync` failed (a full disk, an I/O error): the
+    /// admissions it carried were refused, until a write succeeds.
+    WritesFailing,
 }
 
 impl std::fmt::Debug for Journal {
@@ -271,12 +285,9 @@ impl Journal {
         }
     }
 
-    /// Whether the journal can keep its promise now: `false` while its
-    /// directory (or its lock file, or its active segment) is gone, when
-    /// every admission is refused with
-    /// [`Cause::JournalFailed`](crate::Cause::JournalFailed). It turns
-    /// `true` again once the directory is back and every unfinished job
-    /// is journaled in it again. Report it in a readiness check.
+    /// Whether the journal can keep its promise now: [`Health::Healthy`]
+    /// (see [`health`](Self::health) for the other answers). Report it in
+    /// a readiness check.
     ///
     /// ```
     /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -292,6 +303,49 @@ impl Journal {
     /// # }
     /// ```
     pub fn is_healthy(&self) -> bool {
+        self.health() == Health::Healthy
+    }
+
+    /// Whether the journal can keep its promise now, and if not why:
+    ///
+    /// - [`Health::Gone`]: its directory (or its lock file, or its active
+    ///   segment) is gone; every admission is refused with
+    ///   [`Cause::JournalFailed`](crate::Cause::JournalFailed) until the
+    ///   directory is back and every unfinished job is journaled in it
+    ///   again;
+    /// - [`Health::WritesFailing`]: the last write or `fsync` failed (a
+    ///   full disk, an I/O error), and the admissions it carried were
+    ///   refused; it turns healthy at the next write that succeeds (an
+    ///   admission's, or the writer's own probe every few seconds).
+    ///
+    /// One log line marks each episode's start and one its end.
+    ///
+    /// ```
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// use dripfeed::journal::{Health, Journal};
+    /// let dir = std::env::temp_dir().join(format!("dripfeed-doc-health-{}", std::process::id()));
+    /// # let _ = std::fs::remove_dir_all(&dir);
+    /// let journal = Journal::open(&dir)?;
+    /// assert_eq!(journal.health(), Health::Healthy);
+    /// # drop(journal);
+    /// # std::fs::remove_dir_all(&dir)?;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn health(&self) -> Health {
+        let g = &self.inner.gauges;
+        if !g.healthy.load(Ordering::Acquire) {
+            Health::Gone
+        } else if g.writes_failing.load(Ordering::Acquire) {
+            Health::WritesFailing
+        } else {
+            Health::Healthy
+        }
+    }
+
+    /// Whether the directory is in place (admissions are refused before
+    /// they are written while it is not).
+    fn in_place(&self) -> bool {
         self.inner.gauges.healthy.load(Ordering::Acquire)
     }
 
@@ -326,7 +380,7 @@ impl Journal {
         if payload > max {
             return Err(JournalError::TooLarge { len: payload, max });
         }
-        if !self.is_healthy() {
+        if !self.in_place() {
             return Err(self.gone());
         }
         let len = len as u64;
@@ -365,7 +419,7 @@ impl Journal {
             None => Ok(()),
             Some(done) => match done.await {
                 Ok(Ok(())) => Ok(()),
-                Ok(Err(_)) if !self.is_healthy() => Err(self.gone()),
+                Ok(Err(_)) if !self.in_place() => Err(self.gone()),
                 Ok(Err(e)) => Err(JournalError::io("write", &self.inner.dir, e)),
                 Err(_) => Err(JournalError::Closed),
             },

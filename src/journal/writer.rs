@@ -54,6 +54,9 @@ pub(crate) enum Cmd {
 pub(crate) struct Gauges {
     /// `false` while the directory is gone: admissions are refused.
     pub(crate) healthy: AtomicBool,
+    /// `true` from a batch whose write or `fsync` failed (a full disk, an
+    /// I/O error) to the next that succeeds: its admissions were refused.
+    pub(crate) writes_failing: AtomicBool,
     pub(crate) disk_bytes: AtomicU64,
     /// Framed bytes sent and not yet written.
     pub(crate) pending_bytes: AtomicU64,
@@ -67,6 +70,7 @@ impl Default for Gauges {
     fn default() -> Self {
         Gauges {
             healthy: AtomicBool::new(true),
+            writes_failing: AtomicBool::new(false),
             disk_bytes: AtomicU64::new(0),
             pending_bytes: AtomicU64::new(0),
             live: AtomicU64::new(0),
@@ -113,7 +117,8 @@ impl Answers {
                 let _ = a.send(Ok(()));
             }),
             Some(e) => {
-                tracing::error!(dir = %dir.display(), error = %e, "journal: a write failed; its jobs are refused");
+                // Logged once per episode ([`Writer::note_write`]).
+                tracing::debug!(dir = %dir.display(), error = %e, "journal: a write failed; its jobs are refused");
                 for a in self.acks {
                     let _ = a.send(Err(std::io::Error::new(e.kind(), e.to_string())));
                 }
@@ -159,6 +164,7 @@ impl Writer {
                 self.publish();
             } else {
                 let mut answers = self.commit(&mut cmds, &mut buf);
+                self.note_write(answers.written.as_ref());
                 self.check_before_answering(&mut answers);
                 self.reclaim();
                 self.publish();
@@ -192,6 +198,57 @@ impl Writer {
             "the journal directory is gone",
         ));
         self.watch();
+    }
+
+    /// Follows whether writes fail: one line when they start failing (a
+    /// full disk, an I/O error) and one when they succeed again, whatever
+    /// the number of batches between; [`Journal::health`] reads it.
+    ///
+    /// [`Journal::health`]: super::Journal::health
+    pub(crate) fn note_write(&self, failed: Option<&std::io::Error>) {
+        let was = self
+            .gauges
+            .writes_failing
+            .swap(failed.is_some(), Ordering::AcqRel);
+        match (was, failed) {
+            (false, Some(e)) => {
+                tracing::error!(dir = %self.dir.display(), error = %e, "journal: writing fails; admissions are refused until a write succeeds");
+            }
+            (true, None) => {
+                tracing::warn!(dir = %self.dir.display(), "journal: writes succeed again; admissions resume");
+            }
+            _ => {}
+        }
+    }
+
+    /// While writes fail and no batch comes (a readiness check may have
+    /// turned the traffic away), a record that changes nothing (the end
+    /// of no job) is written and `fsync`ed to learn when they work again.
+    pub(crate) fn probe(&mut self) {
+        if !self.gauges.writes_failing.load(Ordering::Acquire) || self.home.is_gone() {
+            return;
+        }
+        let before = self.active_len();
+        let mut buf = Vec::new();
+        frame::encode(&mut buf, &self.key, Kind::End, 0, &[]);
+        match self
+            .active
+            .write_all(&buf)
+            .and_then(|()| self.active.sync_data())
+        {
+            Ok(()) => {
+                let seq = self.active_seq;
+                if let Some(seg) = self.live.segs.get_mut(&seq) {
+                    seg.len += buf.len() as u64;
+                }
+                self.note_write(None);
+            }
+            Err(_) => {
+                if self.active.set_len(before).is_err() {
+                    self.roll();
+                }
+            }
+        }
     }
 
     fn active_len(&self) -> u64 {

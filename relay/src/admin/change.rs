@@ -11,7 +11,14 @@
 //!   apply from the next attempt. A destination made here is named (its own
 //!   metric labels) and counts in `max_destinations`.
 //! - `PATCH` changes what a JSON merge patch (RFC 7396) names and nothing
-//!   else: `null` removes a field (a secret: no signing).
+//!   else: `null` removes a field (a secret: no signing); it never makes a
+//!   destination (404).
+//! - Every change is linearizable: resolved against the destination as
+//!   the queue holds it at the moment it writes ([`crate::queue::Queue::change`]),
+//!   so two changes at once both apply, in some order, and a destination
+//!   deleted meanwhile is never made again by a `PATCH`. Each answer
+//!   carries the destination's `ETag`; `If-Match` (and `If-None-Match: *`
+//!   on a `PUT`) make a change conditional: 412 when it no longer holds.
 //! - `DELETE` closes it to new webhooks at once (404 from then), lets it
 //!   deliver what it holds within the shutdown grace, then dead-letters the
 //!   rest: never lost. It answers 202 with what it still held.
@@ -28,18 +35,22 @@ use std::sync::Arc;
 
 use axum::Json;
 use axum::body::Bytes;
+use axum::extract::rejection::BytesRejection;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
 use utoipa::ToSchema;
 
+use axum::http::{HeaderMap, HeaderValue, header};
+
 use super::Admin;
-use super::change_answers::{refusal, unprocessable};
+use super::change_answers::{read_body, refusal, unprocessable};
+use crate::catalog::edit::{Edit, Precondition, Replacement, merge};
 use crate::config::{Fields, valid_name};
 use crate::domain::problem::problem;
 use crate::domain::schemas::{Deleting, Problem};
-use crate::queue::Put;
+use crate::queue::{Changed, Put};
 
 /// A destination as `PUT` gives it: the whole of it.
 #[derive(Deserialize, ToSchema)]
@@ -47,7 +58,10 @@ use crate::queue::Put;
 pub struct DestinationPut {
     /// Where its webhooks are POSTed: `http://` or `https://`, at an
     /// address the allow list lets deliveries reach.
-    #[schema(example = "https://billing.example.com/hooks")]
+    #[schema(
+        example = "https://billing.example.com/hooks",
+        pattern = "^[Hh][Tt][Tt][Pp][Ss]?://"
+    )]
     url: String,
     /// Its drain rate, webhooks/s (absent: `drain_rate`).
     #[schema(exclusive_minimum = 0.0)]
@@ -84,11 +98,17 @@ where
 /// A JSON merge patch (RFC 7396) of a destination: each field given
 /// replaces its value, `null` removes it (back to the setting; for a
 /// secret, no signing); a field left out stays as it is.
-#[derive(ToSchema)]
-#[allow(dead_code)] // Described, not built: the patch is read as JSON.
+#[derive(Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+#[allow(dead_code)] // Described (unknown fields refused), read as JSON.
 pub struct DestinationPatch {
-    /// Where its webhooks are POSTed (cannot be removed).
-    #[schema(example = "https://billing.example.com/hooks")]
+    /// Where its webhooks are POSTed: a string (it cannot be removed:
+    /// `null` is refused).
+    #[schema(
+        example = "https://billing.example.com/hooks",
+        nullable = false,
+        pattern = "^[Hh][Tt][Tt][Pp][Ss]?://"
+    )]
     url: Option<String>,
     /// Its drain rate, webhooks/s.
     #[schema(exclusive_minimum = 0.0, nullable = true)]
@@ -134,30 +154,80 @@ fn bad_name(name: &str) -> Option<Response> {
     })
 }
 
+/// The conditions `If-Match` and `If-None-Match` put on a change, or
+/// their 400.
+pub(super) fn precondition(headers: &HeaderMap) -> Result<Precondition, Box<Response>> {
+    let text = |name: header::HeaderName| -> Result<Option<&str>, String> {
+        match headers.get(&name) {
+            None => Ok(None),
+            Some(v) => v
+                .to_str()
+                .map(Some)
+                .map_err(|_| format!("{name}: not visible ASCII")),
+        }
+    };
+    text(header::IF_MATCH)
+        .and_then(|m| Ok((m, text(header::IF_NONE_MATCH)?)))
+        .and_then(|(m, n)| Precondition::of(m, n))
+        .map_err(|detail| {
+            Box::new(problem(
+                StatusCode::BAD_REQUEST,
+                "bad-precondition",
+                detail,
+                Vec::new(),
+            ))
+        })
+}
+
+/// `response` with the entity tag `etag`.
+pub(super) fn tagged(mut response: Response, etag: &str) -> Response {
+    if let Ok(v) = HeaderValue::from_str(etag) {
+        response.headers_mut().insert(header::ETAG, v);
+    }
+    response
+}
+
 /// `PUT /v1/destinations/{name}`.
 #[utoipa::path(put, path = "/v1/destinations/{name}", tag = "admin",
     security(("admin_token" = [])),
-    params(("name" = String, Path, pattern = "^[A-Za-z0-9._-]{1,64}$", description = "The destination's name: 1 to 64 of `A-Z a-z 0-9 . _ -`.")),
+    params(
+        ("name" = String, Path, pattern = "^[A-Za-z0-9._-]{1,64}$", description = "The destination's name: 1 to 64 of `A-Z a-z 0-9 . _ -`."),
+        ("If-Match" = Option<String>, Header, pattern = "^[ -~]*[!-+\\--~][ -~]*$", nullable = false, description = "Change it only if its entity tag (`ETag`) is one of these (comma-separated), or `*`: only if it exists."),
+        ("If-None-Match" = Option<String>, Header, pattern = "^ *\\*? *$", nullable = false, description = "`*`: make it only if it does not exist (empty: no condition)."),
+    ),
     request_body(content = DestinationPut, content_type = "application/json"),
     responses(
-        (status = 200, description = "Changed: its view, without secrets.", body = super::destinations::DestinationView),
-        (status = 201, description = "Made: its view, without secrets.", body = super::destinations::DestinationView),
-        (status = 400, description = "The body is not JSON.", body = Problem, content_type = "application/problem+json"),
+        (status = 200, description = "Changed: its view, without secrets.", body = super::destinations::DestinationView,
+            headers(("ETag" = String, description = "Its entity tag now: give it as If-Match to change it only if nobody else did meanwhile."))),
+        (status = 201, description = "Made: its view, without secrets.", body = super::destinations::DestinationView,
+            headers(("ETag" = String, description = "Its entity tag."))),
+        (status = 400, description = "The body is not JSON, or If-Match or If-None-Match does not read.", body = Problem, content_type = "application/problem+json"),
         (status = 401, description = "No admin token, or not the admin token.", body = Problem, content_type = "application/problem+json",
             headers(("WWW-Authenticate" = String, description = "`Bearer realm=\"dripfeed-relay\"`"))),
         (status = 403, description = "Sent by a browser from another origin (Origin is not this listener's: cross-origin), or, without an admin token, naming the listener by a host name other than localhost (not-local).", body = Problem, content_type = "application/problem+json"),
-        (status = 409, description = "It is being deleted (with queue = redis: until the fleet has ended it, its grace and 5 s), an older destination of that name is still draining, the relay has no state file, or (with queue = redis) another relay changed it meanwhile.", body = Problem, content_type = "application/problem+json"),
+        (status = 409, description = "It is being deleted (with queue = redis: until the fleet has ended it, its grace and 5 s), an older destination of that name is still draining, the relay has no state file, or (with queue = redis) other relays changed it again and again meanwhile.", body = Problem, content_type = "application/problem+json"),
+        (status = 412, description = "If-Match or If-None-Match does not hold: it was changed, made or deleted meanwhile (nothing changed).", body = Problem, content_type = "application/problem+json"),
+        (status = 413, description = "The body is larger than the admin API takes (64 KiB).", body = Problem, content_type = "application/problem+json"),
         (status = 422, description = "A bad name, field or address, a rate its ring cannot hold, max_destinations reached, or a secret left out of a destination that has one (give it, or null to stop signing).", body = Problem, content_type = "application/problem+json"),
         (status = 503, description = "The state file (with queue = redis: Redis) cannot be written (nothing changed), the relay is shutting down, or the listener serves its most connections.", body = Problem, content_type = "application/problem+json"),
     ))]
 pub async fn put(
     State(admin): State<Arc<Admin>>,
     Path(name): Path<String>,
-    body: Bytes,
+    headers: HeaderMap,
+    body: Result<Bytes, BytesRejection>,
 ) -> Response {
     if let Some(refused) = bad_name(&name) {
         return refused;
     }
+    let body = match read_body(body) {
+        Ok(body) => body,
+        Err(refused) => return *refused,
+    };
+    let pre = match precondition(&headers) {
+        Ok(pre) => pre,
+        Err(refused) => return *refused,
+    };
     let given: DestinationPut = match json_of(&body).map(serde_json::from_value) {
         Err(refused) => return *refused,
         Ok(Ok(p)) => p,
@@ -165,63 +235,73 @@ pub async fn put(
             return unprocessable("bad-destination", format!("the body does not read: {e}"));
         }
     };
-    // A secret is never dropped by leaving it out: null says so.
-    if let Some(now) = admin.catalog.get(&name).filter(|l| l.open) {
-        for (field, has, given) in [
-            ("secret", now.dest.secret.is_some(), &given.secret),
-            (
-                "previous_secret",
-                now.dest.previous_secret.is_some(),
-                &given.previous_secret,
-            ),
-        ] {
-            if has && given.is_none() {
-                let detail = format!(
-                    "{field}: the destination has one and the PUT leaves it out; give it again \
-                     (a PUT replaces the whole destination), or \"{field}\": null to remove it, \
-                     or PATCH only what changes"
-                );
-                return unprocessable("secret-left-out", detail);
-            }
-        }
-    }
     let fields = Fields {
         name: Some(name.clone()),
         url: Some(given.url),
         rate: given.rate,
         ceiling: given.ceiling,
         budget: given.budget,
-        secret: given.secret.flatten(),
-        previous_secret: given.previous_secret.flatten(),
+        secret: None,
+        previous_secret: None,
     };
-    change(&admin, &name, fields).await
+    // Its shape first, whatever the destination is now: a bad body is a
+    // 422 before any precondition.
+    let whole = Fields {
+        secret: given.secret.clone().flatten(),
+        previous_secret: given.previous_secret.clone().flatten(),
+        ..fields.clone()
+    };
+    if let Err(detail) = whole.check_each() {
+        return unprocessable("bad-destination", detail);
+    }
+    let edit = Edit::Replace(Replacement {
+        fields,
+        secret: given.secret,
+        previous_secret: given.previous_secret,
+    });
+    change(&admin, &name, edit, &pre).await
 }
 
 /// `PATCH /v1/destinations/{name}`.
 #[utoipa::path(patch, path = "/v1/destinations/{name}", tag = "admin",
     security(("admin_token" = [])),
-    params(("name" = String, Path, pattern = "^[A-Za-z0-9._-]{1,64}$", description = "The destination's name.")),
+    params(
+        ("name" = String, Path, pattern = "^[A-Za-z0-9._-]{1,64}$", description = "The destination's name."),
+        ("If-Match" = Option<String>, Header, pattern = "^[ -~]*[!-+\\--~][ -~]*$", nullable = false, description = "Change it only if its entity tag (`ETag`) is one of these (comma-separated; `*`: any)."),
+    ),
     request_body(content = DestinationPatch, content_type = "application/merge-patch+json",
         description = "A JSON merge patch (RFC 7396): what it names changes, null removes, the rest stays. application/json is taken too."),
     responses(
-        (status = 200, description = "Changed: its view, without secrets.", body = super::destinations::DestinationView),
-        (status = 400, description = "The body is not JSON.", body = Problem, content_type = "application/problem+json"),
+        (status = 200, description = "Changed: its view, without secrets.", body = super::destinations::DestinationView,
+            headers(("ETag" = String, description = "Its entity tag now."))),
+        (status = 400, description = "The body is not JSON, or If-Match does not read.", body = Problem, content_type = "application/problem+json"),
         (status = 401, description = "No admin token, or not the admin token.", body = Problem, content_type = "application/problem+json",
             headers(("WWW-Authenticate" = String, description = "`Bearer realm=\"dripfeed-relay\"`"))),
         (status = 403, description = "Sent by a browser from another origin (Origin is not this listener's: cross-origin), or, without an admin token, naming the listener by a host name other than localhost (not-local).", body = Problem, content_type = "application/problem+json"),
-        (status = 404, description = "No destination of that name.", body = Problem, content_type = "application/problem+json"),
-        (status = 409, description = "It is being deleted, the relay has no state file, or (with queue = redis) another relay changed it meanwhile.", body = Problem, content_type = "application/problem+json"),
-        (status = 422, description = "Not a JSON object, an unknown field, url removed, or the destination it makes is refused as a PUT's would be.", body = Problem, content_type = "application/problem+json"),
+        (status = 404, description = "No destination of that name (or it is being deleted): a patch never makes one.", body = Problem, content_type = "application/problem+json"),
+        (status = 409, description = "The relay has no state file, or (with queue = redis) other relays changed it again and again meanwhile.", body = Problem, content_type = "application/problem+json"),
+        (status = 412, description = "If-Match does not hold: it was changed or deleted meanwhile (nothing changed).", body = Problem, content_type = "application/problem+json"),
+        (status = 413, description = "The body is larger than the admin API takes (64 KiB).", body = Problem, content_type = "application/problem+json"),
+        (status = 422, description = "Not a JSON object, an unknown field, or the destination it makes is refused as a PUT's would be.", body = Problem, content_type = "application/problem+json"),
         (status = 503, description = "The state file (with queue = redis: Redis) cannot be written (nothing changed), the relay is shutting down, or the listener serves its most connections.", body = Problem, content_type = "application/problem+json"),
     ))]
 pub async fn patch(
     State(admin): State<Arc<Admin>>,
     Path(name): Path<String>,
-    body: Bytes,
+    headers: HeaderMap,
+    body: Result<Bytes, BytesRejection>,
 ) -> Response {
     if let Some(refused) = bad_name(&name) {
         return refused;
     }
+    let body = match read_body(body) {
+        Ok(body) => body,
+        Err(refused) => return *refused,
+    };
+    let pre = match precondition(&headers) {
+        Ok(pre) => pre,
+        Err(refused) => return *refused,
+    };
     let patch = match json_of(&body) {
         Err(refused) => return *refused,
         Ok(serde_json::Value::Object(p)) => p,
@@ -229,78 +309,26 @@ pub async fn patch(
             return unprocessable("bad-destination", "a merge patch is a JSON object".into());
         }
     };
-    let Some(now) = admin.catalog.get(&name).filter(|l| l.open) else {
-        return super::change_answers::unknown_destination();
-    };
-    let mut fields = now.dest.fields();
-    match merge(&mut fields, patch) {
-        Ok(()) => change(&admin, &name, fields).await,
-        Err(detail) => unprocessable("bad-destination", detail),
+    // Its shape first (an unknown field, a field's type or value),
+    // whatever the destination is now: a bad body is a 422 before any
+    // precondition.
+    let mut shape = Fields::default();
+    if let Err(detail) = merge(&mut shape, patch.clone()).and_then(|()| shape.check_each()) {
+        return unprocessable("bad-destination", detail);
     }
+    change(&admin, &name, Edit::Merge(patch), &pre).await
 }
 
-/// `patch` merged into `fields` (RFC 7396), or what is wrong with it.
-fn merge(
-    fields: &mut Fields,
-    patch: serde_json::Map<String, serde_json::Value>,
-) -> Result<(), String> {
-    use serde_json::Value;
-    let text = |k: &str, v: Value| match v {
-        Value::Null => Ok(None),
-        Value::String(s) => Ok(Some(s)),
-        _ => Err(format!("{k}: a string or null")),
-    };
-    let number = |k: &str, v: Value| match v {
-        Value::Null => Ok(None),
-        Value::Number(n) => n.as_f64().map(Some).ok_or_else(|| format!("{k}: a number")),
-        _ => Err(format!("{k}: a number or null")),
-    };
-    for (k, v) in patch {
-        match k.as_str() {
-            "url" => match text("url", v)? {
-                Some(url) => fields.url = Some(url),
-                None => return Err("url: cannot be removed".into()),
-            },
-            "rate" => fields.rate = number("rate", v)?,
-            "ceiling" => fields.ceiling = number("ceiling", v)?,
-            "budget" => fields.budget = text("budget", v)?,
-            "secret" => fields.secret = text("secret", v)?,
-            "previous_secret" => fields.previous_secret = text("previous_secret", v)?,
-            other => return Err(format!("{other}: not a destination's field")),
-        }
-    }
-    Ok(())
-}
-
-/// A destination made or changed to `fields`: checked as the
-/// configuration is (its fields, its limits, its address), then asked of
-/// the queue; its view, or the refusal.
-async fn change(admin: &Admin, name: &str, fields: Fields) -> Response {
+/// A destination made or changed by `edit` under `pre`: the queue
+/// resolves, checks and writes it at once (see
+/// [`crate::queue::Queue::change`]); its view with its `ETag`, or the
+/// refusal.
+async fn change(admin: &Admin, name: &str, edit: Edit, pre: &Precondition) -> Response {
     if admin.catalog.is_closing() {
         return refusal(crate::queue::ChangeRefused::closing());
     }
-    let dest = match fields.clone().check_body(&admin.origin) {
-        Ok(dest) => dest,
-        Err(detail) => return unprocessable("bad-destination", detail),
-    };
-    // The limits a configured destination is held to (domain::limits).
-    if let Err(detail) = admin.queue.limits().check(&dest) {
-        return unprocessable("bad-destination", detail);
-    }
-    // Before the queue's turn: a name's lookup may take seconds.
-    if let Err(refused) = admin
-        .guard
-        .check_destination(&dest.url, admin.resolve)
-        .await
-    {
-        let detail = format!(
-            "{}: {refused}: allow it with --allow-destination-cidr {} (allow_destination_cidrs)",
-            dest.url, refused.net
-        );
-        return unprocessable("private-destination", detail);
-    }
-    let put = match admin.queue.put(name, fields, dest).await {
-        Ok(put) => put,
+    let Changed { put, etag } = match admin.queue.change(name, edit, pre, &admin.vetter).await {
+        Ok(changed) => changed,
         Err(refused) => return refusal(refused),
     };
     let Some(view) = admin.view(name).await else {
@@ -310,24 +338,37 @@ async fn change(admin: &Admin, name: &str, fields: Fields) -> Response {
         Put::Made => StatusCode::CREATED,
         Put::Changed => StatusCode::OK,
     };
-    (status, Json(view)).into_response()
+    tagged((status, Json(view)).into_response(), &etag)
 }
 
 /// `DELETE /v1/destinations/{name}`.
 #[utoipa::path(delete, path = "/v1/destinations/{name}", tag = "admin",
     security(("admin_token" = [])),
-    params(("name" = String, Path, description = "The destination's name.")),
+    params(
+        ("name" = String, Path, description = "The destination's name."),
+        ("If-Match" = Option<String>, Header, pattern = "^[ -~]*[!-+\\--~][ -~]*$", nullable = false, description = "Delete it only if its entity tag (`ETag`) is one of these (comma-separated; `*`: any)."),
+    ),
     responses(
         (status = 202, description = "Closed to new webhooks; what it holds is delivered within the grace, then dead-lettered.", body = Deleting),
+        (status = 400, description = "If-Match does not read.", body = Problem, content_type = "application/problem+json"),
         (status = 401, description = "No admin token, or not the admin token.", body = Problem, content_type = "application/problem+json",
             headers(("WWW-Authenticate" = String, description = "`Bearer realm=\"dripfeed-relay\"`"))),
         (status = 403, description = "Sent by a browser from another origin (Origin is not this listener's: cross-origin), or, without an admin token, naming the listener by a host name other than localhost (not-local).", body = Problem, content_type = "application/problem+json"),
         (status = 404, description = "No destination of that name (or it is already being deleted).", body = Problem, content_type = "application/problem+json"),
-        (status = 409, description = "The relay has no state file, or (with queue = redis) another relay changed it meanwhile.", body = Problem, content_type = "application/problem+json"),
+        (status = 409, description = "The relay has no state file, or (with queue = redis) other relays changed it again and again meanwhile.", body = Problem, content_type = "application/problem+json"),
+        (status = 412, description = "If-Match does not hold: it was changed meanwhile (nothing deleted).", body = Problem, content_type = "application/problem+json"),
         (status = 503, description = "The state file (with queue = redis: Redis) cannot be written (nothing changed), or the listener serves its most connections.", body = Problem, content_type = "application/problem+json"),
     ))]
-pub async fn delete(State(admin): State<Arc<Admin>>, Path(name): Path<String>) -> Response {
-    match admin.queue.delete(&name).await {
+pub async fn delete(
+    State(admin): State<Arc<Admin>>,
+    Path(name): Path<String>,
+    headers: HeaderMap,
+) -> Response {
+    let pre = match precondition(&headers) {
+        Ok(pre) => pre,
+        Err(refused) => return *refused,
+    };
+    match admin.queue.delete(&name, &pre).await {
         Ok(body) => {
             admin.errors.forget(&name);
             admin.recents.forget(&name);

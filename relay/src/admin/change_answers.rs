@@ -1,6 +1,8 @@
 //! What the admin API's changes answer besides the destination's view:
 //! the queue's refusals as problems ([`super::change`], [`super::destinations`]).
 
+use axum::body::Bytes;
+use axum::extract::rejection::BytesRejection;
 use axum::http::StatusCode;
 use axum::response::Response;
 
@@ -21,4 +23,29 @@ pub(super) fn refusal(r: ChangeRefused) -> Response {
 /// 404: no destination of that name.
 pub(super) fn unknown_destination() -> Response {
     refusal(ChangeRefused::unknown())
+}
+
+/// The most a request body to the admin API may hold (its router's
+/// `DefaultBodyLimit`).
+pub const MAX_BODY: usize = 64 * 1024;
+
+/// A request's body, or its problem: 413 past [`MAX_BODY`], 400 when it
+/// could not be read.
+pub(super) fn read_body(body: Result<Bytes, BytesRejection>) -> Result<Bytes, Box<Response>> {
+    body.map_err(|e| {
+        Box::new(match e.status() {
+            StatusCode::PAYLOAD_TOO_LARGE => problem(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                "too-large",
+                format!("the admin API takes bodies of at most {MAX_BODY} bytes"),
+                Vec::new(),
+            ),
+            status => problem(
+                StatusCode::from_u16(status.as_u16()).unwrap_or(StatusCode::BAD_REQUEST),
+                "bad-body",
+                e.body_text(),
+                Vec::new(),
+            ),
+        })
+    })
 }

@@ -15,6 +15,7 @@ use utoipa::ToSchema;
 
 use super::Admin;
 use crate::catalog::Listed;
+use crate::catalog::edit::etag;
 use crate::config::Config;
 use crate::deliver::errors::LastError;
 use crate::domain::schemas::{Live, Problem};
@@ -167,7 +168,8 @@ pub async fn list(State(admin): State<Arc<Admin>>) -> Json<DestinationList> {
     security(("admin_token" = [])),
     params(("name" = String, Path, description = "The destination's name.")),
     responses(
-        (status = 200, description = "The destination, without its secret.", body = DestinationView),
+        (status = 200, description = "The destination, without its secret.", body = DestinationView,
+            headers(("ETag" = String, description = "Its entity tag: give it as If-Match to change or delete it only if nobody else did meanwhile (absent while the fleet's Redis does not answer)."))),
         (status = 401, description = "No admin token, or not the admin token.", body = Problem, content_type = "application/problem+json",
             headers(("WWW-Authenticate" = String, description = "`Bearer realm=\"dripfeed-relay\"`"))),
         (status = 403, description = "Without an admin token, a request that names the listener by a host name other than localhost (not-local: DNS rebinding).", body = Problem, content_type = "application/problem+json"),
@@ -175,8 +177,13 @@ pub async fn list(State(admin): State<Arc<Admin>>) -> Json<DestinationList> {
         (status = 503, description = "The listener serves its most connections.", body = Problem, content_type = "application/problem+json"),
     ))]
 pub async fn one(State(admin): State<Arc<Admin>>, Path(name): Path<String>) -> Response {
-    match admin.view(&name).await {
-        Some(view) => Json(view).into_response(),
-        None => super::change_answers::unknown_destination(),
+    let Some(view) = admin.view(&name).await else {
+        return super::change_answers::unknown_destination();
+    };
+    // Its tag as the queue keeps it (the fleet's, read from Redis): what
+    // an If-Match is checked against. Unknown while Redis does not answer.
+    match admin.queue.current(&name).await {
+        Ok(Some(fields)) => super::change::tagged(Json(view).into_response(), &etag(&fields)),
+        _ => Json(view).into_response(),
     }
 }

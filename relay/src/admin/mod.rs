@@ -47,7 +47,6 @@ use utoipa_axum::routes;
 
 use crate::catalog::Catalog;
 use crate::config::digest::KeyDigest;
-use crate::deliver::guard::AddressGuard;
 use crate::domain::schemas::Problem;
 use crate::intake::Intake;
 use crate::openapi;
@@ -71,14 +70,9 @@ pub struct Admin {
     pub catalog: Arc<Catalog>,
     /// What a destination leaves to the settings.
     pub defaults: destinations::Defaults,
-    /// The origin a destination made here names (the state file's path,
-    /// or the fleet's map).
-    pub origin: crate::config::Origin,
-    /// Where deliveries may connect: a `PUT` URL is checked against it.
-    pub guard: Arc<AddressGuard>,
-    /// Whether a `PUT` URL's host name is resolved and checked too
-    /// (`resolve_destinations_at_start`).
-    pub resolve: bool,
+    /// The checks a destination made or changed here goes through (its
+    /// origin names the state file, or the fleet's map).
+    pub vetter: crate::catalog::vet::Vetter,
     /// Each destination's last delivery error.
     pub errors: Arc<crate::deliver::errors::Errors>,
     /// Each destination's recent delivery latencies (the page's p99).
@@ -122,10 +116,14 @@ pub fn routes() -> OpenApiRouter<Arc<Admin>> {
 
 /// The admin router, serving its document at `/openapi.json`.
 pub fn router(admin: Arc<Admin>) -> Router {
-    let guarded = guarded().route_layer(axum::middleware::from_fn_with_state(
-        admin.clone(),
-        token::require,
-    ));
+    let guarded = guarded()
+        .route_layer(axum::middleware::from_fn_with_state(
+            admin.clone(),
+            token::require,
+        ))
+        .layer(axum::extract::DefaultBodyLimit::max(
+            change_answers::MAX_BODY,
+        ));
     // The status page and its sign-in: for browsers, not in the API's
     // document (GET /v1/status, which the page polls, is).
     let page = OpenApiRouter::new()

@@ -14,6 +14,7 @@ use std::sync::Arc;
 use axum::Json;
 use axum::body::Bytes;
 use axum::extract::State;
+use axum::extract::rejection::BytesRejection;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use serde::{Deserialize, Serialize};
@@ -103,10 +104,18 @@ fn unprocessable(detail: &str) -> Response {
         (status = 401, description = "No admin token, or not the admin token.", body = Problem, content_type = "application/problem+json",
             headers(("WWW-Authenticate" = String, description = "`Bearer realm=\"dripfeed-relay\"`"))),
         (status = 403, description = "Sent by a browser from another origin (Origin is not this listener's: cross-origin), or, without an admin token, naming the listener by a host name other than localhost (not-local).", body = Problem, content_type = "application/problem+json"),
+        (status = 413, description = "The body is larger than the admin API takes (64 KiB).", body = Problem, content_type = "application/problem+json"),
         (status = 422, description = "Not exactly one of ids and destination, no ids, too many, or unknown fields.", body = Problem, content_type = "application/problem+json"),
         (status = 503, description = "The dead-letter files (with queue = redis, Redis) cannot be read or marked, or the listener serves its most connections.", body = Problem, content_type = "application/problem+json"),
     ))]
-pub async fn redrive(State(admin): State<Arc<Admin>>, body: Bytes) -> Response {
+pub async fn redrive(
+    State(admin): State<Arc<Admin>>,
+    body: Result<Bytes, BytesRejection>,
+) -> Response {
+    let body = match super::change_answers::read_body(body) {
+        Ok(body) => body,
+        Err(refused) => return *refused,
+    };
     let request: Given = match serde_json::from_slice::<serde_json::Value>(&body) {
         Err(e) => {
             let detail = format!("the body is not JSON: {e}");

@@ -12,7 +12,9 @@
 //! closed the destination before taking it out of the set, so no webhook
 //! answered 202 ever lands in a destination already taken out.
 
+pub mod edit;
 pub mod state;
+pub mod vet;
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};

@@ -136,6 +136,22 @@ pub struct Fields {
     pub previous_secret: Option<String>,
 }
 
+/// Its secrets redacted.
+impl std::fmt::Debug for Fields {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let redacted = |s: &Option<String>| s.as_ref().map(|_| "(redacted)");
+        f.debug_struct("Fields")
+            .field("name", &self.name)
+            .field("url", &self.url)
+            .field("rate", &self.rate)
+            .field("ceiling", &self.ceiling)
+            .field("budget", &self.budget)
+            .field("secret", &redacted(&self.secret))
+            .field("previous_secret", &redacted(&self.previous_secret))
+            .finish()
+    }
+}
+
 impl Fields {
     /// The destination, or what is wrong with it as one line (`field:
     /// message`, joined by `; `): how the admin API reports a body.
@@ -154,6 +170,75 @@ impl Fields {
             })
     }
 
+    /// Each field given, checked on its own (needing no other field and
+    /// nothing stored): what is wrong, as `field: message` joined by `; `.
+    /// The admin API checks a body's shape so, before any precondition.
+    pub fn check_each(&self) -> Result<(), String> {
+        let errors = self.field_errors().1;
+        match errors.is_empty() {
+            true => Ok(()),
+            false => Err(errors
+                .iter()
+                .map(|(field, e)| format!("{field}: {e}"))
+                .collect::<Vec<_>>()
+                .join("; ")),
+        }
+    }
+
+    /// Each field given, read: the values, and what is wrong with each
+    /// that does not read.
+    #[allow(clippy::type_complexity)]
+    fn field_errors(
+        &self,
+    ) -> (
+        (
+            Option<HttpUrl>,
+            Option<Duration>,
+            Option<Secret>,
+            Option<Secret>,
+        ),
+        Vec<(&'static str, String)>,
+    ) {
+        let mut errors = Vec::new();
+        let url = match self.url.as_deref().map(HttpUrl::from_text) {
+            Some(Ok(u)) => Some(u),
+            Some(Err(e)) => {
+                errors.push(("url", e));
+                None
+            }
+            None => None,
+        };
+        for (field, rate) in [("rate", self.rate), ("ceiling", self.ceiling)] {
+            if rate.is_some_and(|r| !(r.is_finite() && r > 0.0)) {
+                errors.push((field, "must be a number above 0".into()));
+            }
+        }
+        let budget = match self.budget.as_deref().map(Duration::from_text) {
+            Some(Ok(b)) if b.is_zero() => {
+                errors.push(("budget", "must be above 0".into()));
+                None
+            }
+            Some(Ok(b)) => Some(b),
+            Some(Err(e)) => {
+                errors.push(("budget", e));
+                None
+            }
+            None => None,
+        };
+        let mut secret_of = |field: &'static str, text: Option<&str>| match text.map(Secret::parse)
+        {
+            Some(Ok(s)) => Some(s),
+            Some(Err(e)) => {
+                errors.push((field, e));
+                None
+            }
+            None => None,
+        };
+        let secret = secret_of("secret", self.secret.as_deref());
+        let previous_secret = secret_of("previous_secret", self.previous_secret.as_deref());
+        ((url, budget, secret, previous_secret), errors)
+    }
+
     /// The destination, or what is wrong with each field (keys `at.field`).
     pub fn check(
         self,
@@ -169,8 +254,8 @@ impl Fields {
                 msg,
             ));
         };
-        let name = match self.name {
-            Some(n) if valid_name(&n) => Some(n),
+        let name = match &self.name {
+            Some(n) if valid_name(n) => Some(n.clone()),
             Some(n) => {
                 fail("name", format!("{n:?}: 1 to 64 of A-Z a-z 0-9 . _ -"));
                 None
@@ -180,44 +265,13 @@ impl Fields {
                 None
             }
         };
-        let url = match self.url.as_deref().map(HttpUrl::from_text) {
-            Some(Ok(u)) => Some(u),
-            Some(Err(e)) => {
-                fail("url", e);
-                None
-            }
-            None => {
-                fail("url", "missing".into());
-                None
-            }
-        };
-        for (field, rate) in [("rate", self.rate), ("ceiling", self.ceiling)] {
-            if rate.is_some_and(|r| !(r.is_finite() && r > 0.0)) {
-                fail(field, "must be a number above 0".into());
-            }
+        let ((url, budget, secret, previous_secret), wrong) = self.field_errors();
+        for (field, e) in wrong {
+            fail(field, e);
         }
-        let budget = match self.budget.as_deref().map(Duration::from_text) {
-            Some(Ok(b)) if b.is_zero() => {
-                fail("budget", "must be above 0".into());
-                None
-            }
-            Some(Ok(b)) => Some(b),
-            Some(Err(e)) => {
-                fail("budget", e);
-                None
-            }
-            None => None,
-        };
-        let mut secret_of = |field: &str, text: Option<&str>| match text.map(Secret::parse) {
-            Some(Ok(s)) => Some(s),
-            Some(Err(e)) => {
-                fail(field, e);
-                None
-            }
-            None => None,
-        };
-        let secret = secret_of("secret", self.secret.as_deref());
-        let previous_secret = secret_of("previous_secret", self.previous_secret.as_deref());
+        if self.url.is_none() {
+            fail("url", "missing".into());
+        }
         if self.previous_secret.is_some() && self.secret.is_none() {
             fail(
                 "previous_secret",

@@ -1,7 +1,7 @@
 //! What a request names in its headers, read before anything is held: its
 //! `Idempotency-Key` and its tenant. Both are at most [`MAX_NAME_BYTES`];
-//! a key must be readable (visible ASCII and spaces, not blank), or the
-//! request is refused, never taken as keyless. A tenant that is absent or
+//! a key must be visible ASCII (spaces around it are trimmed, none may be
+//! inside it), or the request is refused, never taken as keyless. A tenant that is absent or
 //! unreadable is the one [`DEFAULT_TENANT`], charged like any other.
 
 use axum::http::HeaderMap;
@@ -72,7 +72,11 @@ pub fn idempotency_key(headers: &HeaderMap) -> Result<Option<String>, BadName> {
     if all.next().is_some() {
         return Err(BadName::Unreadable);
     }
-    readable(first.as_bytes()).map(|k| Some(k.to_owned()))
+    let key = readable(first.as_bytes())?;
+    if key.contains(' ') {
+        return Err(BadName::Unreadable);
+    }
+    Ok(Some(key.to_owned()))
 }
 
 /// The tenant named by `header`: a name over [`MAX_NAME_BYTES`] is an
@@ -135,8 +139,9 @@ mod tests {
     fn keys_are_readable_or_refused() {
         assert_eq!(idempotency_key(&HeaderMap::new()), Ok(None));
         assert_eq!(
-            idempotency_key(&with("idempotency-key", b" order 17 ")),
-            Ok(Some("order 17".into()))
+            idempotency_key(&with("idempotency-key", b" order-17 ")),
+            Ok(Some("order-17".into())),
+            "spaces around a key are not part of it"
         );
         assert_eq!(
             idempotency_key(&with("idempotency-key", b"")),
@@ -146,7 +151,7 @@ mod tests {
             idempotency_key(&with("idempotency-key", b"   ")),
             Err(BadName::Blank)
         );
-        for bad in [&b"a\tb"[..], b"caf\xc3\xa9", b"\xff"] {
+        for bad in [&b"a\tb"[..], b"a b", b"caf\xc3\xa9", b"\xff"] {
             assert_eq!(
                 idempotency_key(&with("idempotency-key", bad)),
                 Err(BadName::Unreadable)

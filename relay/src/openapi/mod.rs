@@ -182,6 +182,7 @@ fn render(api: &OpenApi) -> String {
     let mut text = serde_json::to_value(api)
         .map(|mut doc| {
             link_names(&mut doc);
+            needs_secret(&mut doc);
             doc
         })
         .and_then(|doc| serde_json::to_string_pretty(&doc))
@@ -220,4 +221,29 @@ fn link_names(doc: &mut serde_json::Value) {
             }
         }
     }
+}
+
+/// A `PUT`'s `previous_secret` (a string) needs `secret` (a string) beside
+/// it: said in the schema as `if`/`then`, which utoipa does not write.
+fn needs_secret(doc: &mut serde_json::Value) {
+    let Some(put) = doc
+        .pointer_mut("/components/schemas/DestinationPut")
+        .and_then(|s| s.as_object_mut())
+    else {
+        return;
+    };
+    put.insert(
+        "if".into(),
+        serde_json::json!({
+            "required": ["previous_secret"],
+            "properties": {"previous_secret": {"type": "string"}}
+        }),
+    );
+    put.insert(
+        "then".into(),
+        serde_json::json!({
+            "required": ["secret"],
+            "properties": {"secret": {"type": "string"}}
+        }),
+    );
 }

@@ -26,11 +26,12 @@ use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::catalog::edit::{Edit, EditError, Precondition};
+use crate::catalog::vet::{Unfit, Vetter};
 use crate::config::{Destination, Fields};
 use crate::dead_letter::health::Unavailable;
 use crate::dead_letter::page::DeadLetter;
 use crate::domain::job::Job;
-use crate::domain::limits::Limits;
 use crate::domain::names::Tenant;
 use crate::domain::schemas::{Deleting, Live};
 use crate::status::Found;
@@ -153,6 +154,15 @@ pub enum Put {
     Changed,
 }
 
+/// A destination change made, and the destination's entity tag after it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Changed {
+    /// Made or changed.
+    pub put: Put,
+    /// Its `ETag` now.
+    pub etag: String,
+}
+
 /// A destination change refused: the status, problem type and detail.
 #[derive(Debug, Clone)]
 pub struct ChangeRefused {
@@ -186,6 +196,32 @@ impl ChangeRefused {
     /// 503: shutdown has begun.
     pub fn closing() -> ChangeRefused {
         ChangeRefused::new(503, "closed", "the relay is shutting down")
+    }
+
+    /// 412: `If-Match` or `If-None-Match` no longer holds.
+    pub fn precondition() -> ChangeRefused {
+        ChangeRefused::new(
+            412,
+            "precondition-failed",
+            "the destination is not as If-Match or If-None-Match says (changed, made or \
+             deleted meanwhile): read it again (its ETag) and retry",
+        )
+    }
+}
+
+impl From<EditError> for ChangeRefused {
+    fn from(e: EditError) -> ChangeRefused {
+        match e {
+            EditError::Unknown => ChangeRefused::unknown(),
+            EditError::Precondition => ChangeRefused::precondition(),
+            EditError::Unprocessable(kind, detail) => ChangeRefused::new(422, kind, detail),
+        }
+    }
+}
+
+impl From<Unfit> for ChangeRefused {
+    fn from((kind, detail): Unfit) -> ChangeRefused {
+        ChangeRefused::new(422, kind, detail)
     }
 }
 
@@ -299,37 +335,44 @@ pub trait Queue: Send + Sync + 'static {
     /// (the fleet's, in fleet mode); `None` for a name it does not know.
     async fn live(&self, name: &str) -> Option<Live>;
 
-    /// What a destination must fit in this engine (checked before a
-    /// change is asked for, as the configuration is checked at start).
-    fn limits(&self) -> Limits;
+    /// Destination `name`'s fields as the engine keeps them now (the
+    /// fleet's, read from Redis, in fleet mode), for its `ETag`; `None`
+    /// when it does not exist (or is being deleted).
+    async fn current(&self, name: &str) -> Result<Option<Fields>, ChangeRefused>;
 
-    /// Makes or replaces destination `name` as `fields` give it (`dest`:
-    /// the same, checked, within [`limits`](Self::limits)), from the admin
-    /// API.
-    async fn put(
+    /// Makes or changes destination `name` by `edit`, from the admin API,
+    /// linearizably: the edit is resolved against the value the engine
+    /// holds at the moment it writes (under its lock, or against the
+    /// value its compare-and-set checks), under `pre`, and checked by
+    /// `vet` within the limits the engine imposes (as the configuration is checked at start). A destination deleted
+    /// meanwhile is never made again by a `PATCH`.
+    async fn change(
         &self,
         name: &str,
-        fields: Fields,
-        dest: Destination,
-    ) -> Result<Put, ChangeRefused>;
+        edit: Edit,
+        pre: &Precondition,
+        vet: &Vetter,
+    ) -> Result<Changed, ChangeRefused>;
 
-    /// Deletes destination `name`: closed to new webhooks at once, what it
-    /// holds delivered within the shutdown grace, then dead-lettered.
-    async fn delete(&self, name: &str) -> Result<Deleting, ChangeRefused>;
+    /// Deletes destination `name` (if `pre` holds): closed to new webhooks
+    /// at once, what it holds delivered within the shutdown grace, then
+    /// dead-lettered.
+    async fn delete(&self, name: &str, pre: &Precondition) -> Result<Deleting, ChangeRefused>;
 
-    /// A configured destination changed by a reload (SIGHUP): `Some`, made
-    /// or replaced as configured (checked, within [`limits`](Self::limits));
-    /// `None`, no longer configured: closed to new webhooks, what it holds
-    /// delivered within the shutdown grace, then dead-lettered (the local
-    /// engine) or left to the relays that still have it (the fleet's).
+    /// The configured destinations a reload (SIGHUP) changes, all or
+    /// none: each `Some` made or replaced as configured (checked, within
+    /// the engine's limits), each `None` no longer configured: closed to
+    /// new webhooks, what it holds delivered within the shutdown grace,
+    /// then dead-lettered (the local engine) or left to the relays that
+    /// still have it (the fleet's). Every change is checked before any is
+    /// applied; a refusal changes nothing and names the destination.
     /// Applied on this relay only and written nowhere, as a restart with
     /// the new configuration would: a name the admin API changed is not
-    /// touched (`Ok(false)`).
+    /// touched (returned, for the log).
     async fn reconfigure(
         &self,
-        name: &str,
-        dest: Option<Destination>,
-    ) -> Result<bool, ChangeRefused>;
+        changes: Vec<(String, Option<Destination>)>,
+    ) -> Result<Vec<String>, ChangeRefused>;
 
     /// A page of dead letters.
     async fn dead_letters(&self, query: LetterQuery) -> Result<LetterPage, LetterError>;

@@ -195,6 +195,13 @@ impl Reloader {
         if !errors.is_empty() {
             return Err(errors);
         }
+        // The destinations first, all or none (the queue checks each
+        // against what runs, under its lock): refused, nothing is applied,
+        // and the same file reloaded again is checked again.
+        done.destinations = self
+            .redestine(&running.destinations, &new.destinations)
+            .await
+            .map_err(|refused| vec![format!("destinations: {}", refused.detail)])?;
         // Applied.
         if let Some(swap) = &self.intake.tenants
             && let Some(table) = Tenants::new(&new)
@@ -220,9 +227,6 @@ impl Reloader {
         if let Err(e) = telemetry::set_log_filter(new.settings.log_filter.as_deref()) {
             tracing::error!(error = %e, "the log filter could not be changed");
         }
-        done.destinations = self
-            .redestine(&running.destinations, &new.destinations)
-            .await;
         *running = new;
         Ok(done)
     }
@@ -273,39 +277,41 @@ impl Reloader {
         }
     }
 
-    /// The configured destinations changed from `old` to `new`, each by
-    /// the queue: (made, changed, removed).
-    async fn redestine(&self, old: &[Destination], new: &[Destination]) -> (usize, usize, usize) {
+    /// The configured destinations changed from `old` to `new`, by the
+    /// queue, all or none: (made, changed, removed).
+    async fn redestine(
+        &self,
+        old: &[Destination],
+        new: &[Destination],
+    ) -> Result<(usize, usize, usize), crate::queue::ChangeRefused> {
         let text = |d: &Destination| serde_json::to_string(&d.fields()).unwrap_or_default();
         let was: BTreeMap<&str, String> = old.iter().map(|d| (d.name.as_str(), text(d))).collect();
+        let mut changes: Vec<(String, Option<Destination>)> = new
+            .iter()
+            .filter(|d| was.get(d.name.as_str()) != Some(&text(d)))
+            .map(|d| (d.name.clone(), Some(d.clone())))
+            .collect();
+        changes.extend(
+            old.iter()
+                .filter(|d| !new.iter().any(|n| n.name == d.name))
+                .map(|d| (d.name.clone(), None)),
+        );
+        if changes.is_empty() {
+            return Ok((0, 0, 0));
+        }
+        let kept = self.queue.reconfigure(changes.clone()).await?;
         let mut counts = (0, 0, 0);
-        for d in new {
-            let known = was.get(d.name.as_str());
-            if known == Some(&text(d)) {
+        for (name, dest) in changes {
+            if kept.contains(&name) {
+                tracing::info!(destination = %name, "changed in the configuration, kept as the admin API left it");
                 continue;
             }
-            match self.queue.reconfigure(&d.name, Some(d.clone())).await {
-                Ok(true) if known.is_none() => counts.0 += 1,
-                Ok(true) => counts.1 += 1,
-                Ok(false) => {
-                    tracing::info!(destination = %d.name, "changed in the configuration, kept as the admin API left it")
-                }
-                Err(refused) => {
-                    tracing::error!(destination = %d.name, refused = %refused.detail, "a destination the reload changes was refused: left as it was")
-                }
+            match (dest, was.contains_key(name.as_str())) {
+                (Some(_), false) => counts.0 += 1,
+                (Some(_), true) => counts.1 += 1,
+                (None, _) => counts.2 += 1,
             }
         }
-        for d in old.iter().filter(|d| !new.iter().any(|n| n.name == d.name)) {
-            match self.queue.reconfigure(&d.name, None).await {
-                Ok(true) => counts.2 += 1,
-                Ok(false) => {
-                    tracing::info!(destination = %d.name, "gone from the configuration, kept as the admin API left it")
-                }
-                Err(refused) => {
-                    tracing::error!(destination = %d.name, refused = %refused.detail, "a destination the reload removes was refused: left as it was")
-                }
-            }
-        }
-        counts
+        Ok(counts)
     }
 }

@@ -1,16 +1,20 @@
-//! `PUT` and `DELETE` of a destination in the fleet's engine: the change
-//! is the fleet's ([`super::changes`]). It is written
-//! to Redis before the answer (Redis not answering: 503, nothing changed),
-//! applied here at once, and by every other relay within a second.
+//! `PUT`, `PATCH` and `DELETE` of a destination in the fleet's engine: the
+//! change is the fleet's ([`super::changes`]). It is written to Redis
+//! before the answer (Redis not answering: 503, nothing changed), applied
+//! here at once, and by every other relay within a second.
 //!
+//! - Each change is resolved against what Redis holds for the name, read
+//!   just before, and written only if the name still holds exactly that
+//!   (a compare-and-set on the value the change was merged into). When
+//!   another relay's change came between, the change is resolved again
+//!   against the newer value, a few times: two relays patching one
+//!   destination at once both apply, in some order, and neither undoes
+//!   the other. `If-Match` is checked against the value the write
+//!   compares with, so a tag read before another relay's change is a 412.
 //! - `PUT` answers as in the local mode (201 made, 200 changed, the same
 //!   checks before); a name the fleet is still deleting answers 409 until
 //!   its grace and five seconds more have passed (by Redis's clock) and its
-//!   queue is empty.
-//! - Each change is written only if the name still holds what this relay
-//!   read from Redis just before (a compare-and-set): two relays changing
-//!   one name at once get one 200 or 202 and one 409 `destination-changed`,
-//!   never a change undone unseen.
+//!   queue is empty. A `PATCH` of a name being deleted, or deleted, is 404.
 //! - `DELETE` closes the destination on every relay; the fleet delivers
 //!   what its queue holds within this relay's shutdown grace, then
 //!   dead-letters the rest into the fleet's dead letters. `held` is the
@@ -19,10 +23,16 @@
 use tokio::sync::MutexGuard;
 
 use super::FleetQueue;
-use super::changes::{Change, Fleet, REMAKE_AFTER};
-use crate::config::{Destination, Fields};
+use super::changes::{Change, Fleet, REMAKE_AFTER, checked};
+use crate::catalog::edit::{Edit, Precondition, etag, resolve};
+use crate::catalog::vet::Vetter;
+use crate::config::Fields;
 use crate::domain::schemas::Deleting;
-use crate::queue::contract::{ChangeRefused, Put};
+use crate::queue::contract::{ChangeRefused, Changed, Put};
+
+/// How many times a change is resolved again when another relay's change
+/// came between its read and its write.
+const ATTEMPTS: usize = 8;
 
 fn unreachable(e: String) -> ChangeRefused {
     ChangeRefused::new(
@@ -39,47 +49,97 @@ fn changed_meanwhile() -> ChangeRefused {
     ChangeRefused::new(
         409,
         "destination-changed",
-        "another relay changed it meanwhile; nothing changed here: read it and retry",
+        "other relays changed it again and again meanwhile; nothing changed here: read it and retry",
     )
 }
 
-/// A change's start: this relay's turn, then what the fleet holds for
-/// `name` now, read from Redis (a relay may lag a poll), raw and parsed;
-/// or the answer when shutdown has begun or Redis does not answer.
-async fn begin<'a>(
-    q: &FleetQueue,
-    fleet: &'a Fleet,
-    name: &str,
-) -> Result<(MutexGuard<'a, ()>, Option<String>, Option<Change>), ChangeRefused> {
+/// What the fleet holds for a name, as a change sees it.
+enum Now {
+    /// Its fields as kept: in the map, or (`raw` `None`) as this relay is
+    /// configured.
+    Here(Fields),
+    /// Not there (never made, or its deletion ended).
+    Absent,
+    /// Being deleted (until its grace and [`REMAKE_AFTER`] have passed and
+    /// its queue is empty).
+    Deleting,
+}
+
+/// This relay's turn (one change at a time here; the compare-and-set
+/// orders them across the fleet), or 503 once shutdown has begun.
+async fn turn<'a>(q: &FleetQueue, fleet: &'a Fleet) -> Result<MutexGuard<'a, ()>, ChangeRefused> {
     let turn = fleet.turn.lock().await;
     if q.catalog.is_closing() {
         return Err(ChangeRefused::closing());
     }
-    let (raw, current) = fleet.read(name).await.map_err(unreachable)?;
-    Ok((turn, raw, current))
+    Ok(turn)
 }
 
-/// `PUT` (the body checked, its address allowed and its limits held): the
-/// fleet's change.
-pub async fn put(
-    q: &FleetQueue,
-    name: &str,
-    fields: Fields,
-    _dest: &Destination,
-) -> Result<Put, ChangeRefused> {
+/// What the fleet holds for `name` now, read from Redis (a relay may lag
+/// a poll), raw (what a compare-and-set expects) and as a change sees it.
+async fn read(q: &FleetQueue, name: &str) -> Result<(Option<String>, Now), ChangeRefused> {
     let fleet = &q.changes;
-    let (_turn, raw, current) = begin(q, fleet, name).await?;
-    let existed = match &current {
-        Some(Change::Put(_)) => true,
+    let (raw, change) = fleet.read(name).await.map_err(unreachable)?;
+    let now = match change {
+        // As kept, normalized as a destination (so every relay's tag agrees).
+        Some(Change::Put(fields)) => match checked(&fields) {
+            Ok(d) => Now::Here(d.fields()),
+            Err(_) => Now::Here(fields),
+        },
         Some(Change::Deleted { until_unix_ms }) => {
-            let ends = until_unix_ms.saturating_add(REMAKE_AFTER.as_secs() * 1000);
+            let remake_at = until_unix_ms.saturating_add(REMAKE_AFTER.as_secs() * 1000);
             // Its queue in Redis, whether or not this relay knew it.
             fleet.shared().remember_deleted(name);
             let left = match fleet.shared().lane(name) {
                 Some(lane) => lane.queue.depth().await.unwrap_or(1),
                 None => 1,
             };
-            if fleet.now().await < ends || left > 0 {
+            match fleet.now().await < remake_at || left > 0 {
+                true => Now::Deleting,
+                false => Now::Absent,
+            }
+        }
+        // As configured here (a relay's own configuration decides); an
+        // entry that does not read is replaced by the change.
+        None => match q.catalog.get(name).filter(|l| l.open) {
+            Some(l) => Now::Here(l.dest.fields()),
+            None => Now::Absent,
+        },
+    };
+    Ok((raw, now))
+}
+
+/// `name`'s fields as the fleet keeps them now.
+pub async fn current(q: &FleetQueue, name: &str) -> Result<Option<Fields>, ChangeRefused> {
+    Ok(match read(q, name).await?.1 {
+        Now::Here(fields) => Some(fields),
+        Now::Absent | Now::Deleting => None,
+    })
+}
+
+/// `PUT` or `PATCH`: the fleet's change, resolved against the value its
+/// compare-and-set checks.
+pub async fn change(
+    q: &FleetQueue,
+    name: &str,
+    edit: Edit,
+    pre: &Precondition,
+    vet: &Vetter,
+) -> Result<Changed, ChangeRefused> {
+    let fleet = &q.changes;
+    let _turn = turn(q, fleet).await?;
+    for _ in 0..ATTEMPTS {
+        if q.catalog.is_closing() {
+            return Err(ChangeRefused::closing());
+        }
+        let (raw, now) = read(q, name).await?;
+        let current = match now {
+            Now::Here(fields) => Some(fields),
+            Now::Absent => None,
+            Now::Deleting if matches!(edit, Edit::Merge(_)) => {
+                return Err(ChangeRefused::unknown());
+            }
+            Now::Deleting => {
                 let detail = format!(
                     "it is being deleted across the fleet; make it again once its grace and {}s more \
                      have passed and its last webhooks are dead-lettered",
@@ -87,67 +147,78 @@ pub async fn put(
                 );
                 return Err(ChangeRefused::new(409, "destination-deleting", detail));
             }
-            false
+        };
+        let existed = current.is_some();
+        let fields = resolve(name, current.as_ref(), edit.clone(), pre)?;
+        if !existed && q.catalog.held() >= q.max_destinations {
+            let detail = format!(
+                "the relay holds its {} destinations (max_destinations)",
+                q.max_destinations
+            );
+            return Err(ChangeRefused::new(422, "too-many-destinations", detail));
         }
-        None => q.catalog.get(name).is_some_and(|l| l.open),
-    };
-    if !existed && q.catalog.held() >= q.max_destinations {
-        let detail = format!(
-            "the relay holds its {} destinations (max_destinations)",
-            q.max_destinations
-        );
-        return Err(ChangeRefused::new(422, "too-many-destinations", detail));
+        let dest = vet.vet(fields.clone(), &q.limits).await?;
+        match fleet
+            .write(name, &Change::Put(fields), raw.as_deref())
+            .await
+        {
+            Ok(true) => {}
+            // Another relay's change came between: resolve against it.
+            Ok(false) => continue,
+            Err(e) => return Err(unreachable(e)),
+        }
+        if q.catalog.get(name).filter(|l| l.open).is_none() {
+            // Written, and refused here (another check than the ones above).
+            let detail = "the fleet keeps it, and this relay does not apply it: see its log";
+            return Err(ChangeRefused::new(422, "bad-destination", detail));
+        }
+        tracing::info!(destination = %name, created = !existed, "destination changed through the admin API, for the fleet");
+        return Ok(Changed {
+            put: match existed {
+                false => Put::Made,
+                true => Put::Changed,
+            },
+            etag: etag(&dest.fields()),
+        });
     }
-    match fleet
-        .write(name, &Change::Put(fields), raw.as_deref())
-        .await
-    {
-        Ok(true) => {}
-        Ok(false) => return Err(changed_meanwhile()),
-        Err(e) => return Err(unreachable(e)),
-    }
-    if q.catalog.get(name).filter(|l| l.open).is_none() {
-        // Written, and refused here (another check than the ones above).
-        let detail = "the fleet keeps it, and this relay does not apply it: see its log";
-        return Err(ChangeRefused::new(422, "bad-destination", detail));
-    }
-    tracing::info!(destination = %name, created = !existed, "destination changed through the admin API, for the fleet");
-    Ok(match existed {
-        false => Put::Made,
-        true => Put::Changed,
-    })
+    Err(changed_meanwhile())
 }
 
 /// `DELETE`: the fleet's deletion.
-pub async fn delete(q: &FleetQueue, name: &str) -> Result<Deleting, ChangeRefused> {
+pub async fn delete(
+    q: &FleetQueue,
+    name: &str,
+    pre: &Precondition,
+) -> Result<Deleting, ChangeRefused> {
     let fleet = &q.changes;
-    let (_turn, raw, current) = begin(q, fleet, name).await?;
-    let open = match current {
-        Some(Change::Put(_)) => true,
-        Some(Change::Deleted { .. }) => false,
-        // As configured here (a relay's own configuration decides).
-        None => q.catalog.is_open(name),
-    };
-    if !open {
-        return Err(ChangeRefused::unknown());
+    let _turn = turn(q, fleet).await?;
+    for _ in 0..ATTEMPTS {
+        let (raw, now) = read(q, name).await?;
+        let Now::Here(current) = now else {
+            return Err(ChangeRefused::unknown());
+        };
+        if !pre.holds(Some(&etag(&current))) {
+            return Err(ChangeRefused::precondition());
+        }
+        let held = match fleet.shared().lane(name) {
+            Some(lane) => lane.queue.depth().await.unwrap_or(0),
+            None => 0,
+        };
+        let until = Fleet::deadline(fleet.now().await, q.grace);
+        let gone = Change::Deleted {
+            until_unix_ms: until,
+        };
+        match fleet.write(name, &gone, raw.as_deref()).await {
+            Ok(true) => {}
+            Ok(false) => continue,
+            Err(e) => return Err(unreachable(e)),
+        }
+        tracing::info!(destination = %name, held, "destination deleted through the admin API, for the fleet");
+        return Ok(Deleting {
+            name: name.to_owned(),
+            held,
+            grace_ms: u64::try_from(q.grace.as_millis()).unwrap_or(u64::MAX),
+        });
     }
-    let held = match fleet.shared().lane(name) {
-        Some(lane) => lane.queue.depth().await.unwrap_or(0),
-        None => 0,
-    };
-    let until = Fleet::deadline(fleet.now().await, q.grace);
-    let gone = Change::Deleted {
-        until_unix_ms: until,
-    };
-    match fleet.write(name, &gone, raw.as_deref()).await {
-        Ok(true) => {}
-        Ok(false) => return Err(changed_meanwhile()),
-        Err(e) => return Err(unreachable(e)),
-    }
-    tracing::info!(destination = %name, held, "destination deleted through the admin API, for the fleet");
-    Ok(Deleting {
-        name: name.to_owned(),
-        held,
-        grace_ms: u64::try_from(q.grace.as_millis()).unwrap_or(u64::MAX),
-    })
+    Err(changed_meanwhile())
 }

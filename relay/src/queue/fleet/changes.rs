@@ -314,40 +314,50 @@ impl Fleet {
         }
     }
 
-    /// A configured destination changed by a reload: defined here
-    /// (`Some`) or closed here (`None`; its queue in Redis is left to the
-    /// relays that still have it), unless the fleet's admin API holds the
-    /// name (`Ok(false)`).
+    /// The configured destinations a reload changes, all or none: each
+    /// defined here (`Some`) or closed here (`None`; its queue in Redis is
+    /// left to the relays that still have it), unless the fleet's admin
+    /// API holds the name (returned). Every one is checked before any is
+    /// applied.
     pub async fn reconfigure(
         &self,
-        name: &str,
-        dest: Option<Destination>,
-    ) -> Result<bool, ChangeRefused> {
+        changes: Vec<(String, Option<Destination>)>,
+    ) -> Result<Vec<String>, ChangeRefused> {
         let _turn = self.turn.lock().await;
         if self.catalog.is_closing() {
             return Err(ChangeRefused::closing());
         }
-        if lock(&self.applied).contains_key(name) {
-            return Ok(false);
-        }
-        match dest {
-            Some(d) => {
-                if let Err(e) = self.limits.check(&d) {
-                    return Err(ChangeRefused::new(422, "bad-destination", e));
-                }
-                self.shared.define(&d);
-                self.catalog.put(d);
-                tracing::info!(destination = %name, "destination changed by a reload of the configuration");
-            }
-            None => {
-                if self.catalog.get(name).is_some() {
-                    self.refuse_here(name).await;
-                    self.catalog.forget(name);
-                    tracing::info!(destination = %name, "destination no longer configured: closed on this relay");
-                }
+        let (kept, changes): (Vec<_>, Vec<_>) = changes
+            .into_iter()
+            .partition(|(name, _)| lock(&self.applied).contains_key(name));
+        for (name, dest) in &changes {
+            if let Some(d) = dest
+                && let Err(e) = self.limits.check(d)
+            {
+                return Err(ChangeRefused::new(
+                    422,
+                    "bad-destination",
+                    format!("{name}: {e}"),
+                ));
             }
         }
-        Ok(true)
+        for (name, dest) in changes {
+            match dest {
+                Some(d) => {
+                    self.shared.define(&d);
+                    self.catalog.put(d);
+                    tracing::info!(destination = %name, "destination changed by a reload of the configuration");
+                }
+                None => {
+                    if self.catalog.get(&name).is_some() {
+                        self.refuse_here(&name).await;
+                        self.catalog.forget(&name);
+                        tracing::info!(destination = %name, "destination no longer configured: closed on this relay");
+                    }
+                }
+            }
+        }
+        Ok(kept.into_iter().map(|(name, _)| name).collect())
     }
 
     /// A change this relay cannot apply: it takes no webhooks for `name`

@@ -30,11 +30,13 @@ use std::time::Duration;
 use dripfeed::global::JobState;
 
 use super::contract::{
-    Accepted, Admission, ChangeRefused, Drained, LetterError, LetterPage, LetterQuery, Put, Queue,
-    Redrive, Redriven, Refusal,
+    Accepted, Admission, ChangeRefused, Changed, Drained, LetterError, LetterPage, LetterQuery,
+    Queue, Redrive, Redriven, Refusal,
 };
 use super::stores::StoreCheck;
 use crate::catalog::Catalog;
+use crate::catalog::edit::{Edit, Precondition};
+use crate::catalog::vet::Vetter;
 use crate::config::{Destination, Fields};
 use crate::dead_letter::health::Unavailable;
 use crate::domain::limits::Limits;
@@ -122,29 +124,29 @@ impl Queue for FleetQueue {
         })
     }
 
-    fn limits(&self) -> Limits {
-        self.limits
+    async fn current(&self, name: &str) -> Result<Option<Fields>, ChangeRefused> {
+        change::current(self, name).await
     }
 
-    async fn put(
+    async fn change(
         &self,
         name: &str,
-        fields: Fields,
-        dest: Destination,
-    ) -> Result<Put, ChangeRefused> {
-        change::put(self, name, fields, &dest).await
+        edit: Edit,
+        pre: &Precondition,
+        vet: &Vetter,
+    ) -> Result<Changed, ChangeRefused> {
+        change::change(self, name, edit, pre, vet).await
     }
 
-    async fn delete(&self, name: &str) -> Result<Deleting, ChangeRefused> {
-        change::delete(self, name).await
+    async fn delete(&self, name: &str, pre: &Precondition) -> Result<Deleting, ChangeRefused> {
+        change::delete(self, name, pre).await
     }
 
     async fn reconfigure(
         &self,
-        name: &str,
-        dest: Option<Destination>,
-    ) -> Result<bool, ChangeRefused> {
-        self.changes.reconfigure(name, dest).await
+        changes: Vec<(String, Option<Destination>)>,
+    ) -> Result<Vec<String>, ChangeRefused> {
+        self.changes.reconfigure(changes).await
     }
 
     async fn dead_letters(&self, q: LetterQuery) -> Result<LetterPage, LetterError> {

@@ -1,8 +1,11 @@
-//! `PUT` and `DELETE` of a destination in the local engine: written to the
-//! state file ([`crate::catalog::state`]) before the answer, so a restart
-//! keeps them; one change runs at a time (a `PUT` is written first and
-//! taken back if the set then refuses it). Without a state file
-//! (`no_journal` without `state_dir`) both answer 409.
+//! `PUT`, `PATCH` and `DELETE` of a destination in the local engine:
+//! written to the state file ([`crate::catalog::state`]) before the
+//! answer, so a restart keeps them. One change runs at a time, from the
+//! read of the destination it changes to its write, under the state
+//! file's lock (a change is written first and taken back if the set then
+//! refuses it): a change answered is never undone by another, and a
+//! `PATCH` never makes again what a `DELETE` took. Without a state file
+//! (`no_journal` without `state_dir`) all answer 409.
 //!
 //! - `PUT` makes the destination or replaces it whole. A new rate, ceiling
 //!   or budget applies at once to an active destination whose ring holds a
@@ -20,12 +23,15 @@ use dripfeed::destinations::{DestinationError, Destinations};
 
 use super::build::overrides;
 use crate::catalog::Catalog;
+use crate::catalog::edit::{Edit, Precondition, etag, resolve};
 use crate::catalog::state::StateFile;
+use crate::catalog::vet::Vetter;
 use crate::config::{Destination, Fields};
 use crate::dead_letter::FileSink;
 use crate::domain::job::Job;
+use crate::domain::limits::Limits;
 use crate::domain::schemas::Deleting;
-use crate::queue::contract::{ChangeRefused, Put};
+use crate::queue::contract::{ChangeRefused, Changed, Put};
 
 const NO_STATE: &str = "this relay has no state file (no_journal without state_dir): \
                         a change would not survive a restart; give state_dir";
@@ -96,15 +102,27 @@ impl Changes {
         }
     }
 
-    /// Makes or replaces `name` (`fields`, checked as `dest`).
-    pub async fn put(
+    /// `name`'s fields as kept now (`None`: it does not exist, or is
+    /// being deleted).
+    pub fn current(catalog: &Catalog, name: &str) -> Option<Fields> {
+        catalog
+            .get(name)
+            .filter(|l| l.open)
+            .map(|l| l.dest.fields())
+    }
+
+    /// Makes or changes `name` by `edit`: read, resolved, checked and
+    /// written under the state file's lock, so no other change comes
+    /// between the value the edit is resolved against and the write.
+    pub async fn change(
         &self,
         set: &Destinations<Job>,
         catalog: &Catalog,
         name: &str,
-        fields: &Fields,
-        dest: Destination,
-    ) -> Result<Put, ChangeRefused> {
+        edit: Edit,
+        pre: &Precondition,
+        vet: (&Vetter, &Limits),
+    ) -> Result<Changed, ChangeRefused> {
         if catalog.is_closing() {
             return Err(ChangeRefused::closing());
         }
@@ -112,16 +130,26 @@ impl Changes {
         let Some(file) = state.as_mut() else {
             return Err(ChangeRefused::new(409, "no-state-file", NO_STATE));
         };
+        if catalog.is_closing() {
+            return Err(ChangeRefused::closing()); // shutdown began meanwhile
+        }
         let before = catalog.get(name);
+        let current = Self::current(catalog, name);
+        // A PATCH of a destination being deleted, or gone, is never a make.
+        if matches!(edit, Edit::Merge(_)) && current.is_none() {
+            return Err(ChangeRefused::unknown());
+        }
+        let fields = resolve(name, current.as_ref(), edit, pre)?;
         self.may_make(
             catalog,
             before.as_ref(),
             "make it again once it has drained",
         )?;
+        let dest = vet.0.vet(fields.clone(), vet.1).await?;
         // The file first: if it cannot be written, nothing has changed; if
         // the set then refuses the change, the file is put back.
         let undo = file.undo_point();
-        file.put(name, fields).map_err(unwritable)?;
+        file.put(name, &fields).map_err(unwritable)?;
         if let Err(e) = set.define(name, overrides(&dest)) {
             if let Err(undo_error) = file.restore(undo) {
                 tracing::error!(destination = %name, error = %undo_error, "the state file keeps a change the relay refused: it applies at the next start");
@@ -129,10 +157,14 @@ impl Changes {
             return Err(refused(e));
         }
         tracing::info!(destination = %name, created = before.is_none(), "destination changed through the admin API");
+        let etag = etag(&dest.fields());
         catalog.put(dest);
-        Ok(match before {
-            None => Put::Made,
-            Some(_) => Put::Changed,
+        Ok(Changed {
+            put: match before {
+                None => Put::Made,
+                Some(_) => Put::Changed,
+            },
+            etag,
         })
     }
 
@@ -144,6 +176,7 @@ impl Changes {
         catalog: &Arc<Catalog>,
         sink: &Arc<FileSink>,
         name: &str,
+        pre: &Precondition,
     ) -> Result<Deleting, ChangeRefused> {
         if catalog.is_closing() {
             return Err(ChangeRefused::closing());
@@ -155,49 +188,87 @@ impl Changes {
         if catalog.is_closing() {
             return Err(ChangeRefused::closing()); // shutdown began meanwhile
         }
-        if !catalog.is_open(name) {
+        let Some(current) = Self::current(catalog, name) else {
             return Err(ChangeRefused::unknown());
+        };
+        if !pre.holds(Some(&etag(&current))) {
+            return Err(ChangeRefused::precondition());
         }
         file.delete(name).map_err(unwritable)?;
+        // Closed before the lock is let go: a change waiting for it finds
+        // the destination gone, never open to be changed (and made again).
+        let deleting = self.drain_away(set, catalog, sink, name);
         drop(state);
-        Ok(self.drain_away(set, catalog, sink, name))
+        Ok(deleting)
     }
 
-    /// A configured destination changed by a reload: defined in the set
-    /// (`Some`) or drained away (`None`), the state file untouched; a name
-    /// the state file holds (the admin API's) is left as it is.
+    /// The configured destinations a reload changes, all or none: each
+    /// defined in the set (`Some`) or drained away (`None`), the state
+    /// file untouched; a name the state file holds (the admin API's) is
+    /// left as it is (returned). Every definition is checked (room, an
+    /// active destination's ring) before any is applied, under the state
+    /// file's lock and while none of their throttles can start or stop.
     pub async fn reconfigure(
         &self,
         set: &Destinations<Job>,
         catalog: &Arc<Catalog>,
         sink: &Arc<FileSink>,
-        name: &str,
-        dest: Option<Destination>,
-    ) -> Result<bool, ChangeRefused> {
+        changes: Vec<(String, Option<Destination>)>,
+    ) -> Result<Vec<String>, ChangeRefused> {
         if catalog.is_closing() {
             return Err(ChangeRefused::closing());
         }
         let state = self.state.lock().await;
-        if state.as_ref().is_some_and(|f| f.holds(name)) {
-            return Ok(false);
-        }
-        let before = catalog.get(name);
-        let Some(dest) = dest else {
-            if before.is_some_and(|l| l.open) {
-                drop(state);
-                self.drain_away(set, catalog, sink, name);
-            }
-            return Ok(true);
+        let (kept, changes): (Vec<_>, Vec<_>) = changes
+            .into_iter()
+            .partition(|(name, _)| state.as_ref().is_some_and(|f| f.holds(name)));
+        let kept = kept.into_iter().map(|(name, _)| name).collect();
+        let named = |name: &str, e: ChangeRefused| {
+            ChangeRefused::new(e.status, e.kind, format!("{name}: {}", e.detail))
         };
-        self.may_make(
-            catalog,
-            before.as_ref(),
-            "it is made again by a reload once it has drained",
-        )?;
-        set.define(name, overrides(&dest)).map_err(refused)?;
-        tracing::info!(destination = %name, created = before.is_none(), "destination changed by a reload of the configuration");
-        catalog.put(dest);
-        Ok(true)
+        let mut made = 0;
+        let mut defs = Vec::new();
+        for (name, dest) in &changes {
+            let Some(dest) = dest else { continue };
+            let before = catalog.get(name);
+            if before.is_none() {
+                made += 1;
+            }
+            if before.is_some_and(|l| !l.open) {
+                let detail =
+                    "it is being deleted; it is made again by a reload once it has drained";
+                return Err(named(
+                    name,
+                    ChangeRefused::new(409, "destination-deleting", detail),
+                ));
+            }
+            defs.push((name.as_str(), overrides(dest)));
+        }
+        if made > 0 && catalog.held() + made > self.max_destinations {
+            let detail = format!(
+                "the relay holds {} destinations and the reload makes {made} more: more than \
+                 max_destinations ({})",
+                catalog.held(),
+                self.max_destinations
+            );
+            return Err(ChangeRefused::new(422, "too-many-destinations", detail));
+        }
+        set.define_all(&defs)
+            .map_err(|(name, e)| named(&name, refused(e)))?;
+        for (name, dest) in changes {
+            match dest {
+                Some(dest) => {
+                    tracing::info!(destination = %name, "destination changed by a reload of the configuration");
+                    catalog.put(dest);
+                }
+                None if catalog.is_open(&name) => {
+                    self.drain_away(set, catalog, sink, &name);
+                }
+                None => {}
+            }
+        }
+        drop(state);
+        Ok(kept)
     }
 
     /// Closes `name` at once (404 from then), lets it deliver what it

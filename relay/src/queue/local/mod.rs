@@ -24,11 +24,13 @@ use dripfeed::journal::Journal;
 use dripfeed::{Cause as LibCause, Reason, Rejected, headers};
 
 use super::contract::{
-    Accepted, Admission, Cause, ChangeRefused, Drained, LetterError, LetterPage, LetterQuery, Put,
-    Queue, Redrive, Redriven, Refusal, Store,
+    Accepted, Admission, Cause, ChangeRefused, Changed, Drained, LetterError, LetterPage,
+    LetterQuery, Queue, Redrive, Redriven, Refusal, Store,
 };
 use super::stores::StoreCheck;
 use crate::catalog::Catalog;
+use crate::catalog::edit::{Edit, Precondition};
+use crate::catalog::vet::Vetter;
 use crate::config::{Destination, Fields};
 use crate::dead_letter::FileSink;
 use crate::dead_letter::health::Unavailable;
@@ -235,34 +237,41 @@ impl Queue for Local {
         self.set.stats(name).map(|s| live_of(&s))
     }
 
-    fn limits(&self) -> Limits {
-        self.limits
+    async fn current(&self, name: &str) -> Result<Option<Fields>, ChangeRefused> {
+        Ok(changes::Changes::current(&self.catalog, name))
     }
 
-    async fn put(
+    async fn change(
         &self,
         name: &str,
-        fields: Fields,
-        dest: Destination,
-    ) -> Result<Put, ChangeRefused> {
+        edit: Edit,
+        pre: &Precondition,
+        vet: &Vetter,
+    ) -> Result<Changed, ChangeRefused> {
         self.changes
-            .put(&self.set, &self.catalog, name, &fields, dest)
+            .change(
+                &self.set,
+                &self.catalog,
+                name,
+                edit,
+                pre,
+                (vet, &self.limits),
+            )
             .await
     }
 
-    async fn delete(&self, name: &str) -> Result<Deleting, ChangeRefused> {
+    async fn delete(&self, name: &str, pre: &Precondition) -> Result<Deleting, ChangeRefused> {
         self.changes
-            .delete(&self.set, &self.catalog, &self.sink, name)
+            .delete(&self.set, &self.catalog, &self.sink, name, pre)
             .await
     }
 
     async fn reconfigure(
         &self,
-        name: &str,
-        dest: Option<Destination>,
-    ) -> Result<bool, ChangeRefused> {
+        changes: Vec<(String, Option<Destination>)>,
+    ) -> Result<Vec<String>, ChangeRefused> {
         self.changes
-            .reconfigure(&self.set, &self.catalog, &self.sink, name, dest)
+            .reconfigure(&self.set, &self.catalog, &self.sink, changes)
             .await
     }
 

@@ -169,3 +169,109 @@ async fn a_key_added_on_sighup_is_answered_by_the_same_process_and_nothing_is_lo
     assert!(all, "{} of {} arrived", log.len(), sent + 2);
     assert_eq!(log.keys().len() as u64, sent + 2, "each once");
 }
+
+/// A reload is all or nothing, counted as what it was. A file that adds
+/// a key and raises an active destination's ceiling past what its ring
+/// holds is refused whole (the key too), counted `refused`, and the same
+/// file reloaded again is checked again (refused while the destination is
+/// active, applied once it is idle). Before, the key was applied, the
+/// reload counted `applied`, the rate never changed, and the next reload
+/// of the same file saw nothing to do.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reload_the_queue_refuses_changes_nothing_and_is_checked_again() {
+    let log = Arc::new(Log::default());
+    // Slow: webhooks stay in flight, the destination active, for seconds.
+    let rx = receiver(log.clone(), 204, Duration::from_secs(3)).await;
+    let dir = TempDir::new("reload-whole");
+    let file = dir.join("relay.toml");
+    let d = |rate: u32, ceiling: u32| {
+        format!(
+            "[[destinations]]\nname = \"d\"\nurl = \"http://{rx}/d\"\nrate = {rate}\n\
+             ceiling = {ceiling}\nbudget = \"1s\"\n"
+        )
+    };
+    let tenants = |keys: &[&str]| {
+        let mut t = "[[tenants]]\nname = \"acme\"\n".to_owned();
+        for k in keys {
+            t.push_str(&format!("[[tenants.keys]]\nsha256 = \"{}\"\n", digest(k)));
+        }
+        t
+    };
+    std::fs::write(&file, format!("{}{}", d(5, 10), tenants(&["key-a"]))).unwrap();
+    let relay = Relay::start(&format!(
+        "--config {} --journal-dir {} --dead-letter-file {}",
+        file.display(),
+        dir.arg("journal"),
+        dir.arg("dead-letter.jsonl")
+    ))
+    .await;
+    let url = relay.url("/v1/webhooks/deliver");
+    for n in 0..4 {
+        assert_eq!(post(&url, "key-a", "d", n).await, 202);
+    }
+    // A new key, and a ceiling ten times what d's ring was sized for.
+    std::fs::write(
+        &file,
+        format!("{}{}", d(50, 100), tenants(&["key-a", "key-b"])),
+    )
+    .unwrap();
+    let reloads = |result: &'static str| {
+        let relay = &relay;
+        async move {
+            relay
+                .metrics()
+                .await
+                .get("dripfeed_relay_reloads_total", &[("result", result)])
+        }
+    };
+    for round in 1..=2 {
+        relay.signal("HUP");
+        let counted = eventually(Duration::from_secs(10), || async {
+            reloads("refused").await == f64::from(round)
+        })
+        .await;
+        assert!(
+            counted,
+            "reload {round} refused and counted: {:?}",
+            relay.err.all()
+        );
+        assert_eq!(reloads("applied").await, 0.0);
+        assert_eq!(
+            post(&url, "key-b", "d", 100).await,
+            401,
+            "the key is not applied either"
+        );
+    }
+    assert!(
+        relay
+            .err
+            .all()
+            .iter()
+            .any(|l| l.contains("reload refused") && l.contains("d:") && l.contains("ring")),
+        "the refusal names the destination and why: {:?}",
+        relay.err.all()
+    );
+    // Once d has delivered and gone idle, the same file applies.
+    let delivered = log
+        .until(Duration::from_secs(30), |hits| hits.len() >= 4)
+        .await;
+    assert!(delivered);
+    let applied = eventually(Duration::from_secs(30), || async {
+        relay.signal("HUP");
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        reloads("applied").await == 1.0
+    })
+    .await;
+    assert!(applied, "applied once d is idle: {:?}", relay.err.all());
+    assert_eq!(post(&url, "key-b", "d", 101).await, 202);
+    let text = http()
+        .get(relay.admin_url("/v1/destinations/d"))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let v: serde_json::Value = serde_json::from_str(&text).unwrap_or_default();
+    assert_eq!(v["rate"], 50.0, "{v}");
+}
