@@ -343,7 +343,8 @@ mod with_journal {
             JournalError::Full { .. } => Cause::JournalFull,
             _ => Cause::JournalFailed,
         };
-        tracing::warn!(throttle = %s.cfg.name, error = %e, "journal refused a job");
+        // Counted (`rejected_total`); the journal logs each episode once.
+        tracing::debug!(throttle = %s.cfg.name, error = %e, "journal refused a job");
         s.refuse_with(
             job,
             Reason::Unavailable { cause },

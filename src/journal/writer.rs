@@ -84,6 +84,9 @@ impl Default for Gauges {
 /// Most commands taken into one batch.
 const BATCH: usize = 8192;
 
+/// The bytes a probe of a failing journal writes (and cuts off again).
+const PROBE: usize = 16 * 1024;
+
 pub(crate) struct Writer {
     pub(crate) dir: PathBuf,
     /// The directory's key: every record and new segment is written with it.
@@ -163,8 +166,13 @@ impl Writer {
                 self.refuse(&mut cmds);
                 self.publish();
             } else {
+                let admitting = cmds.iter().any(|c| matches!(c, Cmd::Admit { .. }));
                 let mut answers = self.commit(&mut cmds, &mut buf);
-                self.note_write(answers.written.as_ref());
+                // A batch of ends alone may fit where an admission does not
+                // (the page a failed write left): only admissions tell.
+                if answers.written.is_some() || admitting {
+                    self.note_write(answers.written.as_ref());
+                }
                 self.check_before_answering(&mut answers);
                 self.reclaim();
                 self.publish();
@@ -222,32 +230,26 @@ impl Writer {
     }
 
     /// While writes fail and no batch comes (a readiness check may have
-    /// turned the traffic away), a record that changes nothing (the end
-    /// of no job) is written and `fsync`ed to learn when they work again.
+    /// turned the traffic away), a record that changes nothing (the end of
+    /// no job, [`PROBE`] bytes long, room for a batch of admissions) is
+    /// written, `fsync`ed and cut off again, to learn when writes work.
     pub(crate) fn probe(&mut self) {
         if !self.gauges.writes_failing.load(Ordering::Acquire) || self.home.is_gone() {
             return;
         }
         let before = self.active_len();
         let mut buf = Vec::new();
-        frame::encode(&mut buf, &self.key, Kind::End, 0, &[]);
-        match self
+        frame::encode(&mut buf, &self.key, Kind::End, 0, &[0u8; PROBE]);
+        let wrote = self
             .active
             .write_all(&buf)
-            .and_then(|()| self.active.sync_data())
-        {
-            Ok(()) => {
-                let seq = self.active_seq;
-                if let Some(seg) = self.live.segs.get_mut(&seq) {
-                    seg.len += buf.len() as u64;
-                }
-                self.note_write(None);
-            }
-            Err(_) => {
-                if self.active.set_len(before).is_err() {
-                    self.roll();
-                }
-            }
+            .and_then(|()| self.active.sync_data());
+        // Cut off whether or not it went: the segment is as it was.
+        if self.active.set_len(before).is_err() {
+            self.roll();
+        }
+        if wrote.is_ok() {
+            self.note_write(None);
         }
     }
 

@@ -60,6 +60,17 @@ impl FullDisk {
         None
     }
 
+    /// Whether the disk is a tmpfs (every file in it fills up, not only
+    /// the one file).
+    pub fn is_tmpfs(&self) -> bool {
+        matches!(self.kind, Kind::Tmpfs)
+    }
+
+    /// A path in the directory, as text for a flag.
+    pub fn arg(&self, name: &str) -> String {
+        self.dir.arg(name)
+    }
+
     /// The file's path, as text for a flag.
     pub fn file_arg(&self) -> String {
         self.file.to_string_lossy().into_owned()

@@ -38,6 +38,7 @@ mod operator;
 mod page;
 mod private_addresses;
 mod raw;
+mod readyz_journal;
 mod readyz_store;
 mod receivers;
 mod redirects;

@@ -20,7 +20,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use dripfeed::destinations::{DestinationStats, Destinations};
-use dripfeed::journal::Journal;
+use dripfeed::journal::{Health, Journal};
 use dripfeed::{Cause as LibCause, Reason, Rejected, headers};
 
 use super::contract::{
@@ -286,12 +286,19 @@ impl Queue for Local {
 
     async fn down(&self) -> Vec<(&'static str, String)> {
         let mut out = Vec::new();
-        if self.journal.as_ref().is_some_and(|j| !j.is_healthy()) {
-            out.push((
+        match self.journal.as_ref().map(Journal::health) {
+            Some(Health::Gone) => out.push((
                 "journal",
                 "the journal's directory is gone or not writable: every webhook is refused (503)"
                     .to_owned(),
-            ));
+            )),
+            Some(Health::WritesFailing) => out.push((
+                "journal",
+                "the journal cannot write (a full disk, an I/O error): webhooks are refused \
+                 (503) until a write succeeds"
+                    .to_owned(),
+            )),
+            _ => {}
         }
         if let Some(why) = self.not_keeping() {
             out.push(("dead-letter", format!("{}: {}", why.kind, why.detail)));
