@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
 use dripfeed::{Attempt, Delivery, Dispatch, Outcome, RetryPolicy, Throttle};
-use tokio::time::sleep;
+use tokio::time::{Instant, sleep};
 
 const MODES: [Dispatch; 2] = [Dispatch::Inline, Dispatch::Spawn];
 
@@ -78,23 +78,43 @@ async fn panics_and_timeouts_are_failed_attempts_and_retried() {
     }
 }
 
+/// A shutdown ends within its grace: a delivery still running at its end
+/// is stopped and its job handed off (here, back to the caller), counted
+/// once; one that ends within the grace is delivered.
 #[tokio::test(start_paused = true)]
-async fn shutdown_waits_for_deliveries_still_running() {
+async fn shutdown_stops_deliveries_still_running_at_its_grace() {
     for mode in MODES {
         let (throttle, _drain) = Throttle::builder()
             .drain_rate(10.0)
             .dispatch(mode)
-            .build(|_: &u32, _| async {
-                sleep(Duration::from_secs(2)).await;
-                Delivery::Done
+            .build(|job: &u32, _| {
+                let wait = Duration::from_millis(u64::from(*job));
+                async move {
+                    sleep(wait).await;
+                    Delivery::Done
+                }
             })
             .unwrap();
-        throttle.try_submit(1).unwrap();
+        throttle.try_submit(2_000).unwrap(); // runs past the grace
         sleep(Duration::from_millis(10)).await; // out, and running
-        let report = throttle.shutdown(Duration::from_millis(100)).await;
-        assert_eq!(report.stats.delivered(), 1, "{mode:?}: waited for it");
-        assert_eq!(report.stats.outcome(Outcome::Returned), 0, "{mode:?}");
+        throttle.try_submit(50).unwrap(); // out at 100 ms, ends at 150 ms
+        let began = Instant::now();
+        let report = throttle.shutdown(Duration::from_millis(300)).await;
+        let took = began.elapsed();
+        assert!(took <= Duration::from_millis(310), "{mode:?}: {took:?}");
+        assert_eq!(report.returned, vec![2_000], "{mode:?}");
+        assert_eq!(
+            report.stats.delivered(),
+            1,
+            "{mode:?}: the one within the grace"
+        );
+        assert_eq!(report.stats.outcome(Outcome::Returned), 1, "{mode:?}");
         assert_eq!(report.stats.in_flight(), 0, "{mode:?}");
+        assert_eq!(
+            report.stats.delivery_failures(),
+            0,
+            "{mode:?}: a stopped delivery is not a failed one"
+        );
     }
 }
 

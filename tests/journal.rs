@@ -351,6 +351,38 @@ async fn shutdown_keeps_what_is_unfinished_for_the_next_start() {
     assert_eq!(report.stats.outcome(Outcome::Kept), 0);
 }
 
+/// A delivery that hangs past the shutdown's grace is stopped there, and
+/// its job kept in the journal (under its id) for the next start.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_delivery_hanging_at_shutdown_is_kept_for_the_next_start() {
+    let dir = fresh_dir("hanging");
+    let (throttle, drain) = Throttle::builder()
+        .drain_rate(1000.0)
+        .deliver_timeout(Duration::from_secs(60))
+        .journal(Journal::open(&dir).unwrap())
+        .build(|_: &String, _| std::future::pending::<Delivery>())
+        .unwrap();
+    let id = throttle.submit("hangs".to_string()).await.unwrap().id();
+    while throttle.stats().in_flight() == 0 {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let began = std::time::Instant::now();
+    let report = throttle.shutdown(Duration::from_millis(200)).await;
+    assert!(
+        began.elapsed() < Duration::from_secs(5),
+        "{:?}",
+        began.elapsed()
+    );
+    assert_eq!(report.stats.outcome(Outcome::Kept), 1);
+    assert_eq!(report.stats.in_flight(), 0);
+    drop(throttle);
+    drain.join().await;
+    let journal = Journal::open(&dir).unwrap();
+    let found = journal.take_recovered();
+    assert_eq!(found.len(), 1);
+    assert_eq!((found[0].id, &found[0].job[..]), (id, &b"hangs"[..]));
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_closed_throttle_refuses_before_recording() {
     let dir = fresh_dir("closed");

@@ -163,11 +163,47 @@ fn refuse(errors: &ConfigErrors) -> ExitCode {
     ExitCode::from(2)
 }
 
-use tokio::signal::unix::SignalKind;
+/// How long the runtime may take to end once `main` is done (a name
+/// lookup or a file write still running on a blocking thread).
+const RUNTIME_END: std::time::Duration = std::time::Duration::from_millis(250);
 
-#[tokio::main]
-async fn main() -> ExitCode {
+fn main() -> ExitCode {
+    // Before anything else: a signal from now on is kept, never taken by
+    // its default action.
+    let caught = match shutdown::catch() {
+        Ok(caught) => caught,
+        Err(e) => {
+            eprintln!("dripfeed-relay: SIGINT, SIGTERM and SIGHUP cannot be handled: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => runtime,
+        Err(e) => {
+            eprintln!("dripfeed-relay: the runtime cannot start: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let code = runtime.block_on(run(caught));
+    runtime.shutdown_timeout(RUNTIME_END);
+    code
+}
+
+/// The command line's command, run.
+async fn run(caught: shutdown::Caught) -> ExitCode {
     let cli = parse();
+    if cli.command.is_some() {
+        caught.for_command();
+        return command_run(cli).await;
+    }
+    serve_run(cli, caught).await
+}
+
+/// A command that does not serve.
+async fn command_run(cli: Cli) -> ExitCode {
     match cli.command {
         Some(Command::HashKey) => hash_key(),
         Some(Command::Openapi { listener }) => match openapi::Listener::parse(&listener) {
@@ -217,43 +253,41 @@ async fn main() -> ExitCode {
             }
             Err(e) => refuse(&e),
         },
-        None => {
-            // From now on SIGINT and SIGTERM stop the relay gracefully once
-            // it serves, even if they come while it starts.
-            if let Err(e) = shutdown::listen() {
-                eprintln!("dripfeed-relay: SIGINT and SIGTERM cannot be handled: {e}");
-                return ExitCode::FAILURE;
-            }
-            // From now on SIGHUP reloads (it no longer ends the process).
-            let hangups = match tokio::signal::unix::signal(SignalKind::hangup()) {
-                Ok(h) => h,
-                Err(e) => {
-                    eprintln!("dripfeed-relay: SIGHUP cannot be handled: {e}");
-                    return ExitCode::FAILURE;
-                }
-            };
-            let cfg = match config::from_process(cli.sources.clone()) {
-                Ok(cfg) => cfg,
-                Err(e) => return refuse(&e),
-            };
-            telemetry::init_logs(cfg.settings.log_format, cfg.settings.log_filter.as_deref());
-            let mode = match (cli.demo, cli.demo_fanout) {
-                (true, _) => Mode::Demo,
-                (_, true) => Mode::DemoFanout,
-                _ => Mode::Serve,
-            };
-            let reload = serve::Reload {
-                flags: cli.sources,
-                hangups,
-            };
-            match serve::run(cfg, mode, cli.redrive, reload).await {
-                Ok(()) => ExitCode::SUCCESS,
-                Err(Failure::Config(e)) => refuse(&e),
-                Err(Failure::Run(e)) => {
-                    eprintln!("dripfeed-relay: {e}");
-                    ExitCode::FAILURE
-                }
-            }
+        None => ExitCode::SUCCESS,
+    }
+}
+
+/// Serves (or runs a demo) until stopped.
+async fn serve_run(cli: Cli, caught: shutdown::Caught) -> ExitCode {
+    // SIGINT and SIGTERM stop the relay gracefully once it serves, even if
+    // they came while it started; SIGHUP reloads.
+    let hangups = match shutdown::listen(caught) {
+        Ok(h) => h,
+        Err(e) => {
+            eprintln!("dripfeed-relay: signals cannot be read: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let cfg = match config::from_process(cli.sources.clone()) {
+        Ok(cfg) => cfg,
+        Err(e) => return refuse(&e),
+    };
+    telemetry::init_logs(cfg.settings.log_format, cfg.settings.log_filter.as_deref());
+    let mode = match (cli.demo, cli.demo_fanout) {
+        (true, _) => Mode::Demo,
+        (_, true) => Mode::DemoFanout,
+        _ => Mode::Serve,
+    };
+    let reload = serve::Reload {
+        flags: cli.sources,
+        hangups,
+    };
+    match serve::run(cfg, mode, cli.redrive, reload).await {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(Failure::Config(e)) => refuse(&e),
+        Err(Failure::Run(e)) => {
+            eprintln!("dripfeed-relay: {e}");
+            ExitCode::FAILURE
         }
     }
 }

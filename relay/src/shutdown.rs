@@ -1,54 +1,98 @@
-//! Stopping: on SIGINT or SIGTERM the queue stops admitting (intake
-//! answers 503 `closed` while the listener still serves), delivers what it
-//! holds for `shutdown_grace` and keeps the rest (the queue's `shutdown`),
-//! and only then does the listener close. A second signal while draining
-//! exits at once (code 130): the journal (or the fleet's queue) keeps every
-//! 202.
+//! Signals and stopping. SIGINT, SIGTERM and SIGHUP are caught from the
+//! first line of `main` ([`catch`]), before the runtime is built: each is
+//! written to a socket pair and read once the relay serves, so none comes
+//! to its default action (a `systemctl reload` right after the start used
+//! to end the process).
+//!
+//! On SIGINT or SIGTERM the queue stops admitting (intake answers 503
+//! `closed` while the listener still serves), delivers what it holds for
+//! `shutdown_grace` and keeps the rest (the queue's `shutdown`: deliveries
+//! still running at the end of the grace are stopped and their webhooks
+//! kept for the next start, or left to the fleet), and then the
+//! listeners close: the process exits within the grace and a second. A
+//! second signal while draining exits at once (code 130): the journal (or
+//! the fleet's queue) keeps every 202. SIGHUP reloads the configuration
+//! ([`crate::serve::reload`]).
 
-/// SIGINT and SIGTERM, listened to from [`listen`] on: one that comes
-/// while the relay is still starting is kept, and stops it once it serves
-/// (without this the default action ended the process at once, before
-/// its handler was in place).
-#[cfg(unix)]
-static STOPS: std::sync::OnceLock<tokio::sync::Mutex<Stops>> = std::sync::OnceLock::new();
+use std::io::Read;
+use std::os::unix::net::UnixStream as StdStream;
 
-#[cfg(unix)]
-struct Stops {
-    interrupt: tokio::signal::unix::Signal,
-    terminate: tokio::signal::unix::Signal,
+use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
+use tokio::io::AsyncReadExt;
+use tokio::net::UnixStream;
+
+/// The signals caught from `main`'s first line, not read yet.
+pub struct Caught {
+    /// SIGINT and SIGTERM: a byte each.
+    stops: StdStream,
+    /// SIGHUP: a byte each.
+    hangups: StdStream,
 }
 
-/// Starts listening for SIGINT and SIGTERM (call once, early, inside the
-/// runtime); `Err` if the signals cannot be handled.
-pub fn listen() -> std::io::Result<()> {
-    #[cfg(unix)]
-    {
-        use tokio::signal::unix::{SignalKind, signal};
-        let stops = Stops {
-            interrupt: signal(SignalKind::interrupt())?,
-            terminate: signal(SignalKind::terminate())?,
-        };
-        let _ = STOPS.set(tokio::sync::Mutex::new(stops));
+/// Catches SIGINT, SIGTERM and SIGHUP from now on (call first thing in
+/// `main`): each arrival is kept until it is read.
+pub fn catch() -> std::io::Result<Caught> {
+    let (stops, stop_writes) = StdStream::pair()?;
+    let (hangups, hangup_writes) = StdStream::pair()?;
+    signal_hook::low_level::pipe::register(SIGINT, stop_writes.try_clone()?)?;
+    signal_hook::low_level::pipe::register(SIGTERM, stop_writes)?;
+    signal_hook::low_level::pipe::register(SIGHUP, hangup_writes)?;
+    Ok(Caught { stops, hangups })
+}
+
+/// SIGINT and SIGTERM, read from [`listen`] on.
+static STOPS: std::sync::OnceLock<tokio::sync::Mutex<UnixStream>> = std::sync::OnceLock::new();
+
+impl Caught {
+    /// For a command that does not serve: SIGINT or SIGTERM ends it (code
+    /// 130), SIGHUP is ignored.
+    pub fn for_command(self) {
+        let Caught { mut stops, .. } = self;
+        std::thread::spawn(move || {
+            let mut byte = [0u8; 1];
+            if stops.read(&mut byte).is_ok_and(|n| n > 0) {
+                std::process::exit(130);
+            }
+        });
     }
-    Ok(())
 }
 
-/// Waits for Ctrl-C or SIGTERM (one that came since [`listen`] counts).
-pub async fn signal() {
-    #[cfg(unix)]
-    if let Some(stops) = STOPS.get() {
-        let mut stops = stops.lock().await;
-        let Stops {
-            interrupt,
-            terminate,
-        } = &mut *stops;
-        tokio::select! {
-            _ = interrupt.recv() => {}
-            _ = terminate.recv() => {}
+/// From now on (inside the runtime) SIGINT and SIGTERM stop the relay
+/// through [`signal`], one that came before included; the SIGHUPs come
+/// through the answer.
+pub fn listen(caught: Caught) -> std::io::Result<Hangups> {
+    let Caught { stops, hangups } = caught;
+    stops.set_nonblocking(true)?;
+    hangups.set_nonblocking(true)?;
+    let _ = STOPS.set(tokio::sync::Mutex::new(UnixStream::from_std(stops)?));
+    Ok(Hangups(UnixStream::from_std(hangups)?))
+}
+
+/// SIGHUPs, as they come.
+pub struct Hangups(UnixStream);
+
+impl Hangups {
+    /// The next SIGHUP (several that came together count as one); `None`
+    /// once none can come.
+    pub async fn recv(&mut self) -> Option<()> {
+        let mut bytes = [0u8; 64];
+        match self.0.read(&mut bytes).await {
+            Ok(n) if n > 0 => Some(()),
+            _ => None,
         }
-        return;
     }
-    let _ = tokio::signal::ctrl_c().await;
+}
+
+/// Waits for Ctrl-C or SIGTERM (one that came since [`catch`] counts).
+pub async fn signal() {
+    let Some(stops) = STOPS.get() else {
+        return std::future::pending().await;
+    };
+    let mut stops = stops.lock().await;
+    let mut byte = [0u8; 1];
+    if !stops.read(&mut byte).await.is_ok_and(|n| n > 0) {
+        std::future::pending::<()>().await;
+    }
 }
 
 /// Runs `drain` unless a second signal comes first: then exits with code 130.

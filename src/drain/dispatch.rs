@@ -29,39 +29,55 @@ use crate::accounting::outcome::Outcome;
 use crate::admission::Entry;
 use crate::drain::downstream::{Attempt, Delivery, Downstream};
 use crate::drain::feedback::AttemptEnd;
+use crate::drain::stop::Stop;
 use crate::handle::state::Shared;
 use crate::limits::in_flight::InFlightPermit;
 use crate::util::catch::CatchUnwind;
 use crate::util::clock::Clock;
 use crate::util::num::nanos;
 
+/// How an attempt ran: to an end, or stopped by a closing drain's
+/// deadline (no end: its job is handed off as a queued one is).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Ran {
+    Ended(AttemptEnd),
+    Stopped,
+}
+
 /// Runs one attempt: the downstream borrows the job; bounded by
-/// `deadline`; a panic (even one raised while creating the future) is
-/// caught. Nothing is allocated here, and an attempt that answers on its
-/// first poll never asks for its deadline nor arms a timer.
+/// `deadline` and by `stop`; a panic (even one raised while creating the
+/// future) is caught. Nothing is allocated here, and an attempt that
+/// answers on its first poll never asks for its deadline nor arms a timer.
 pub(crate) async fn attempt<J: Sync + 'static>(
     downstream: &dyn Downstream<J>,
     job: &J,
     attempt: Attempt,
     deadline: impl FnOnce() -> Instant,
-) -> AttemptEnd {
+    stop: &Stop,
+) -> Ran {
     let mut call = CatchUnwind(pin!(async { downstream.deliver(job, attempt).await }));
     // Unconstrained, as tokio's own timeout polls its timer: a downstream
     // that spends the task's coop budget cannot put off its own deadline.
     let mut timer = pin!(None::<Unconstrained<Sleep>>);
     let mut deadline = Some(deadline);
+    let mut stopped = pin!(stop.fired());
     std::future::poll_fn(|cx| {
         match Pin::new(&mut call).poll(cx) {
-            Poll::Ready(Ok(delivery)) => return Poll::Ready(AttemptEnd::Answered(delivery)),
-            Poll::Ready(Err(())) => return Poll::Ready(AttemptEnd::Panicked),
+            Poll::Ready(Ok(delivery)) => {
+                return Poll::Ready(Ran::Ended(AttemptEnd::Answered(delivery)));
+            }
+            Poll::Ready(Err(())) => return Poll::Ready(Ran::Ended(AttemptEnd::Panicked)),
             Poll::Pending => {}
         }
         if let Some(deadline) = deadline.take() {
             timer.set(Some(unconstrained(tokio::time::sleep_until(deadline()))));
         }
-        match timer.as_mut().as_pin_mut().map(|t| t.poll(cx)) {
-            Some(Poll::Ready(())) => Poll::Ready(AttemptEnd::TimedOut),
-            _ => Poll::Pending,
+        if let Some(Poll::Ready(())) = timer.as_mut().as_pin_mut().map(|t| t.poll(cx)) {
+            return Poll::Ready(Ran::Ended(AttemptEnd::TimedOut));
+        }
+        match stopped.as_mut().poll(cx) {
+            Poll::Ready(()) => Poll::Ready(Ran::Stopped),
+            Poll::Pending => Poll::Pending,
         }
     })
     .await
@@ -272,13 +288,29 @@ async fn deliver<J: Send + Sync + 'static>(
         s.clock
             .instant(started.saturating_add(nanos(s.cfg.deliver_timeout)))
     };
-    let ended = attempt(
+    let ran = attempt(
         downstream,
         &entry.job,
         Attempt::new(entry.id, number),
         deadline,
+        &s.stop,
     )
     .await;
+    let ended = match ran {
+        Ran::Ended(ended) => ended,
+        Ran::Stopped => {
+            // Not an attempt that ended: its job is handed off by the
+            // drain's finish, as a queued one is.
+            s.stopped
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .push(entry);
+            s.ledger.record(Event::Landed);
+            drop(permit);
+            s.admission.wake_drain();
+            return;
+        }
+    };
     let latency = Duration::from_nanos(read().saturating_sub(started));
     s.ledger.record(Event::Attempted {
         latency,
@@ -355,22 +387,33 @@ mod tests {
     async fn panics_and_hangs_become_endings() {
         let panicking = |_: &u8, _: Attempt| -> std::future::Ready<Delivery> { panic!("boom") };
         let soon = || Instant::now() + Duration::from_secs(1);
-        let ended = attempt(&panicking, &1, Attempt::new(0, 1), soon).await;
-        assert_eq!(ended, AttemptEnd::Panicked);
+        let stop = Stop::default();
+        let ended = attempt(&panicking, &1, Attempt::new(0, 1), soon, &stop).await;
+        assert_eq!(ended, Ran::Ended(AttemptEnd::Panicked));
 
         let panics_later = |_: &u8, _: Attempt| async {
             tokio::task::yield_now().await;
             panic!("later")
         };
-        let ended = attempt(&panics_later, &1, Attempt::new(0, 1), soon).await;
-        assert_eq!(ended, AttemptEnd::Panicked);
+        let ended = attempt(&panics_later, &1, Attempt::new(0, 1), soon, &stop).await;
+        assert_eq!(ended, Ran::Ended(AttemptEnd::Panicked));
 
         let hangs = |_: &u8, _: Attempt| std::future::pending::<Delivery>();
-        let ended = attempt(&hangs, &1, Attempt::new(0, 1), soon).await;
-        assert_eq!(ended, AttemptEnd::TimedOut);
+        let ended = attempt(&hangs, &1, Attempt::new(0, 1), soon, &stop).await;
+        assert_eq!(ended, Ran::Ended(AttemptEnd::TimedOut));
 
         let fine = |_: &u8, _: Attempt| async { Delivery::Done };
-        let ended = attempt(&fine, &1, Attempt::new(0, 1), soon).await;
-        assert_eq!(ended, AttemptEnd::Answered(Delivery::Done));
+        let ended = attempt(&fine, &1, Attempt::new(0, 1), soon, &stop).await;
+        assert_eq!(ended, Ran::Ended(AttemptEnd::Answered(Delivery::Done)));
+
+        // A hanging call stops when its drain's deadline comes.
+        let later = || Instant::now() + Duration::from_secs(60);
+        let running = attempt(&hangs, &1, Attempt::new(0, 1), later, &stop);
+        let fire = async {
+            tokio::time::sleep(Duration::from_secs(1)).await;
+            stop.fire();
+        };
+        let (ran, ()) = tokio::join!(running, fire);
+        assert_eq!(ran, Ran::Stopped);
     }
 }

@@ -4,8 +4,9 @@
 //! (deliveries under the in-flight bound), the
 //! [`downstream`] it delivers to and the [`feedback`] each attempt sends
 //! back to the adaptive rate ([`adapt`]), retries ([`retry_policy`] and the
-//! [`retry_queue`] of jobs waiting for another attempt), and the user's
-//! [`hook`].
+//! [`retry_queue`] of jobs waiting for another attempt), the [`stop`] a
+//! closing drain gives deliveries still running at its deadline, and the
+//! user's [`hook`].
 
 pub(crate) mod adapt;
 pub(crate) mod dispatch;
@@ -15,6 +16,7 @@ pub(crate) mod hook;
 pub(crate) mod pacer;
 pub(crate) mod retry_policy;
 pub(crate) mod retry_queue;
+pub(crate) mod stop;
 pub(crate) mod task;
 
 use std::future::Future;

@@ -565,7 +565,8 @@ impl<J: Send + Sync + 'static, F: Future<Output = ()> + Send + 'static> DrainTas
     }
 
     /// After the deadline (or once nothing is left while closing): hands
-    /// off what remains, waits for deliveries in flight, flushes the sink.
+    /// off what remains, stops the deliveries still running (their jobs
+    /// handed off too), flushes the sink.
     async fn finish(mut self) {
         let shared = self.shared.clone();
         let s = &*shared;
@@ -580,8 +581,11 @@ impl<J: Send + Sync + 'static, F: Future<Output = ()> + Send + 'static> DrainTas
                 None => tokio::task::yield_now().await,
             }
         }
-        // Every delivery is accounted (or has scheduled its retry) before it
-        // lands; those polled here are driven to their end.
+        // Deliveries still running stop where they are (the deadline has
+        // come, or none is running); each lands at once, its job handed off
+        // below. Every other delivery is accounted (or has scheduled its
+        // retry) before it lands; those polled here are driven to their end.
+        s.stop.fire();
         while s.ledger.in_flight() > 0 {
             let woken = s.admission.drain_wakeups().notified();
             tokio::pin!(woken);
@@ -593,6 +597,10 @@ impl<J: Send + Sync + 'static, F: Future<Output = ()> + Send + 'static> DrainTas
                 () = woken => {}
                 _ = self.dispatcher.landed(&s.clock) => {}
             }
+        }
+        let stopped = std::mem::take(&mut *s.stopped.lock().unwrap_or_else(|p| p.into_inner()));
+        for entry in stopped {
+            self.hand_back(entry.id, entry.job, &mut returned);
         }
         if let Some(retries) = &s.retries {
             for p in retries.take_all() {

@@ -21,6 +21,7 @@ use crate::admission::{Admission, Entry};
 use crate::drain::feedback::Feedback;
 use crate::drain::hook::DrainHook;
 use crate::drain::retry_queue::Retries;
+use crate::drain::stop::Stop;
 use crate::error::RateError;
 use crate::keyed::{BucketStore, KeyedBuckets};
 use crate::limits::in_flight::InFlight;
@@ -96,6 +97,10 @@ pub(crate) struct Shared<J> {
     pub(crate) handles: AtomicUsize,
     done: watch::Sender<bool>,
     leftovers: Mutex<Vec<J>>,
+    /// Fired at a closing drain's deadline: deliveries still running stop.
+    pub(crate) stop: Stop,
+    /// The jobs of deliveries stopped so, for the drain to hand off.
+    pub(crate) stopped: Mutex<Vec<Entry<J>>>,
 }
 
 /// The parts a `Shared` is made of, from the builder.
@@ -159,6 +164,8 @@ impl<J> Shared<J> {
             handles: AtomicUsize::new(1),
             done: watch::Sender::new(false),
             leftovers: Mutex::new(Vec::new()),
+            stop: Stop::default(),
+            stopped: Mutex::new(Vec::new()),
         }
     }
 

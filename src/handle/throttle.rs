@@ -609,12 +609,35 @@ impl<J: 'static> Throttle<J> {
     }
 
     /// Shuts down: new submits are refused as `Closed`; queued jobs keep
-    /// draining at the current rate for up to `grace`; what remains goes to
-    /// the dead-letter sink, or comes back in the report's `returned`. Waits
-    /// for deliveries in flight (each bounded by `deliver_timeout`).
+    /// draining at the current rate for up to `grace`, and deliveries
+    /// under way may end meanwhile. At the end of the grace, what is still
+    /// queued or waiting for a retry, and every delivery still running
+    /// (stopped where it is, as a timeout stops it), goes to the journal
+    /// for the next start when there is one, else to the dead-letter sink,
+    /// else back in the report's `returned`: a shutdown ends within its
+    /// grace whatever the downstream does.
     ///
     /// Only the first caller (of this or [`Drain::join`](crate::Drain::join))
     /// receives the returned jobs. Requires the drain future to be running.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() {
+    /// use dripfeed::{Delivery, Outcome, Throttle};
+    /// use std::time::Duration;
+    /// let (throttle, _drain) = Throttle::builder()
+    ///     .drain_rate(10.0)
+    ///     .build(|_: &u32, _| std::future::pending::<Delivery>()) // hangs
+    ///     .unwrap();
+    /// throttle.try_submit(1).unwrap();
+    /// tokio::time::sleep(Duration::from_millis(10)).await; // out, hanging
+    /// let began = tokio::time::Instant::now();
+    /// let report = throttle.shutdown(Duration::from_millis(100)).await;
+    /// assert!(began.elapsed() < Duration::from_millis(200), "within its grace");
+    /// assert_eq!(report.returned, vec![1]);
+    /// assert_eq!(report.stats.outcome(Outcome::Returned), 1);
+    /// # }
+    /// ```
     pub async fn shutdown(&self, grace: Duration) -> ShutdownReport<J> {
         self.shared.begin_close(grace);
         let returned = self.shared.wait_done().await;

@@ -111,7 +111,8 @@ declare_settings! {
     /// together (each has its own metric labels).
     max_destinations: usize = "100";
     /// How long shutdown keeps draining before leaving the rest in the
-    /// journal (or the dead-letter file without one).
+    /// journal (or the dead-letter file without one), deliveries still
+    /// running at its end included: the relay exits within it and a second.
     shutdown_grace: Duration = "10s";
     /// Redis URL holding the fleet-wide delivery limit shared by every relay
     /// (and the tenant quotas, without postgres); several URLs separated by

@@ -113,7 +113,7 @@ pub struct Reload {
     /// The flags the relay started with.
     pub flags: crate::config::SourceFlags,
     /// SIGHUP, handled from the process's start.
-    pub hangups: tokio::signal::unix::Signal,
+    pub hangups: crate::shutdown::Hangups,
 }
 
 /// Runs the relay with `cfg` in `mode`, first re-admitting `redrive`'s
@@ -416,6 +416,7 @@ pub async fn run(
             redrive::rest_of(path).display()
         );
     }
+    let mut stop_by = None;
     let outcome = match (mode, &local) {
         (Mode::Demo, Some(local)) => {
             let name = cfg
@@ -438,13 +439,20 @@ pub async fn run(
             demo::fanout::run(addr, &local.set, &s.destination_header, cap, 10).await
         }
         _ => {
-            serve_until_stopped(addr, &intake, &latencies, &cfg).await;
+            let end = serve_until_stopped(addr, &intake, &latencies, &cfg).await;
+            stop_by = Some(end);
             Ok(())
         }
     };
-    // Idle and stalled connections are closed too, within a second.
-    server.shutdown().await;
-    admin_server.shutdown().await;
+    // Idle and stalled connections are closed too, both listeners at once,
+    // by the end serving until stopped left (AFTER_GRACE past the grace).
+    let close = async {
+        tokio::join!(server.shutdown(), admin_server.shutdown());
+    };
+    let end = stop_by.unwrap_or_else(|| tokio::time::Instant::now() + AFTER_GRACE);
+    if tokio::time::timeout_at(end, close).await.is_err() {
+        tracing::info!("connections still open past the grace: closed");
+    }
     if mode == Mode::Demo
         && let Some(dir) = &journal_dir
     {
@@ -509,13 +517,20 @@ fn announce(cfg: &Config, addr: SocketAddr, fleet: bool, scheme: &str) {
     }
 }
 
-/// Serves until Ctrl-C or SIGTERM, then drains (see `shutdown`).
+/// What a stop may take past `shutdown_grace` to close the listeners and
+/// flush the last traces; with the runtime's own end (`main`) the process
+/// exits within the grace and a second.
+pub const AFTER_GRACE: std::time::Duration = std::time::Duration::from_millis(700);
+
+/// Serves until Ctrl-C or SIGTERM, then drains (see `shutdown`); when the
+/// rest of the stop must be done by (the grace and [`AFTER_GRACE`] from
+/// the signal).
 async fn serve_until_stopped(
     addr: SocketAddr,
     intake: &Arc<Intake>,
     latencies: &Arc<Latencies>,
     cfg: &Config,
-) {
+) -> tokio::time::Instant {
     println!(
         "try: curl -X POST -d '{{\"hello\":1}}' -H 'content-type: application/json' http://{addr}/v1/webhooks/deliver"
     );
@@ -524,11 +539,14 @@ async fn serve_until_stopped(
     let status = admin::status::spawn(intake.clone(), latencies.clone(), show);
     shutdown::signal().await;
     let grace = cfg.settings.shutdown_grace;
+    let end = tokio::time::Instant::now() + grace + AFTER_GRACE;
     println!("\nshutting down: refusing new webhooks, draining for up to {grace:?}");
     let done = shutdown::or_quit(intake.queue.shutdown(grace)).await;
     status.abort();
     if let Some(traces) = &intake.traces {
-        traces.flush(std::time::Duration::from_secs(2)).await;
+        // Half of what is left: the listeners close in the rest.
+        let left = end.saturating_duration_since(tokio::time::Instant::now());
+        traces.flush(left / 2).await;
     }
     if done.statuses_unwritten > 0 {
         println!(
@@ -553,4 +571,5 @@ async fn serve_until_stopped(
             done.dead_letter_held
         );
     }
+    end
 }

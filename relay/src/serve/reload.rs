@@ -79,7 +79,7 @@ pub struct Reloaded {
 
 impl Reloader {
     /// Reloads on every SIGHUP until the process ends.
-    pub fn spawn(self: Arc<Self>, mut hangups: tokio::signal::unix::Signal) {
+    pub fn spawn(self: Arc<Self>, mut hangups: crate::shutdown::Hangups) {
         tokio::spawn(async move {
             while hangups.recv().await.is_some() {
                 tracing::info!("SIGHUP: reloading the configuration");

@@ -48,6 +48,7 @@ mod retries;
 mod shared_changes;
 mod shared_fleet;
 mod shared_queue;
+mod stop;
 mod tenants;
 mod traces;
 mod unprivileged;

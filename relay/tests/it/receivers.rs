@@ -36,7 +36,7 @@ pub struct Log {
 }
 
 impl Log {
-    fn record(&self, uri: &Uri, headers: &HeaderMap, body: Bytes) -> (Hit, usize) {
+    pub fn record(&self, uri: &Uri, headers: &HeaderMap, body: Bytes) -> (Hit, usize) {
         let key = headers
             .get("idempotency-key")
             .and_then(|v| v.to_str().ok())

@@ -324,9 +324,11 @@ impl Queue for Local {
     }
 
     async fn shutdown(&self, grace: Duration) -> Drained {
-        // Deletions still draining end first (each within the grace), so
-        // what they dead-letter is in the file before it is flushed.
-        if tokio::time::timeout(grace, self.catalog.finish())
+        // One grace for all of it: deletions still draining end first, so
+        // what they dead-letter is in the file before it is flushed, then
+        // the set delivers what it holds until the same deadline.
+        let until = tokio::time::Instant::now() + grace;
+        if tokio::time::timeout_at(until, self.catalog.finish())
             .await
             .is_err()
         {
@@ -334,7 +336,8 @@ impl Queue for Local {
                 "a deleted destination was still draining at the end of the grace; the journal keeps what it held"
             );
         }
-        let (stats, returned) = self.set.shutdown(grace).await;
+        let left = until.saturating_duration_since(tokio::time::Instant::now());
+        let (stats, returned) = self.set.shutdown(left).await;
         for (name, job) in returned {
             job.trail.tried_by(&name.into());
             if self.sink.offer(job, "shutdown").is_err() {
