@@ -7,7 +7,8 @@ use std::time::Duration;
 
 use super::dest::Dest;
 use super::{
-    DestinationConfig, DestinationError, DestinationStats, Destinations, Inner, fits_template,
+    DefineError, DestinationConfig, DestinationError, DestinationStats, Destinations, Inner,
+    fits_template,
 };
 
 /// The table.
@@ -238,7 +239,8 @@ impl<J: Send + Sync + 'static> Destinations<J> {
     ///     ("crm", DestinationConfig::default()),
     ///     ("erp", DestinationConfig::default()),
     /// ]);
-    /// assert!(matches!(refused, Err((_, DestinationError::Full { max: 2 }))));
+    /// let refused = refused.unwrap_err();
+    /// assert_eq!((refused.destination.as_str(), &refused.error), ("crm", &DestinationError::Full { max: 2 }));
     /// assert_eq!(set.stats("billing").unwrap().drain_rate(), 10.0);
     /// assert!(!set.contains("crm"));
     /// let made = set.define_all(&[
@@ -253,9 +255,14 @@ impl<J: Send + Sync + 'static> Destinations<J> {
     pub fn define_all(
         &self,
         changes: &[(&str, DestinationConfig)],
-    ) -> Result<Vec<bool>, (String, DestinationError)> {
+    ) -> Result<Vec<bool>, DefineError> {
         let inner = &self.inner;
-        let refuse = |name: &str, e| Err((name.to_owned(), e));
+        let refuse = |name: &str, error| {
+            Err(DefineError {
+                destination: name.to_owned(),
+                error,
+            })
+        };
         for (i, (name, cfg)) in changes.iter().enumerate() {
             if changes[..i].iter().any(|(n, _)| n == name) {
                 return refuse(name, DestinationError::Duplicate);

@@ -196,6 +196,30 @@ impl fmt::Display for DestinationError {
 
 impl std::error::Error for DestinationError {}
 
+/// Why [`Destinations::define_all`](super::Destinations::define_all)
+/// changed nothing: the destination refused, and why.
+///
+/// ```
+/// use dripfeed::destinations::{DefineError, DestinationError};
+/// let e = DefineError { destination: "crm".into(), error: DestinationError::Full { max: 2 } };
+/// assert_eq!(e.to_string(), "crm: the set holds its 2 destinations and none is idle");
+/// ```
+#[derive(Debug, Clone, PartialEq)]
+pub struct DefineError {
+    /// The destination refused.
+    pub destination: String,
+    /// Why.
+    pub error: DestinationError,
+}
+
+impl fmt::Display for DefineError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: {}", self.destination, self.error)
+    }
+}
+
+impl std::error::Error for DefineError {}
+
 impl From<BuildError> for DestinationError {
     fn from(e: BuildError) -> Self {
         DestinationError::Build(e)

@@ -86,7 +86,7 @@ use std::time::Duration;
 use metrics::{Gauge, gauge};
 
 pub use breaker::{BreakerConfig, BreakerState};
-pub use config::{DestinationConfig, DestinationError};
+pub use config::{DefineError, DestinationConfig, DestinationError};
 pub use stats::DestinationStats;
 
 use crate::accounting::metrics::DESTINATIONS;

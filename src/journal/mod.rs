@@ -77,6 +77,7 @@
 mod codec;
 mod comeback;
 mod error;
+pub mod files;
 pub(crate) mod frame;
 mod home;
 pub(crate) mod journaling;
@@ -206,7 +207,7 @@ impl Journal {
     pub(crate) fn open_with(dir: &Path, mut opts: JournalOptions) -> Result<Journal, JournalError> {
         // Space comes back a segment at a time: keep several under the bound.
         opts.segment_bytes = opts.segment_bytes.min(opts.max_bytes / 4).max(4096);
-        let lock = segments::lock(dir)?;
+        let lock = segments::lock(dir, opts.file_modes)?;
         let found = recovery::recover(dir, opts.max_record_bytes)?;
         let active_seq = found.next_seq;
         let key = found.key;

@@ -2,6 +2,7 @@
 
 use std::path::Path;
 
+use super::files::FileModes;
 use super::{Journal, JournalError};
 
 /// What "admitted" means for a job the journal records.
@@ -49,6 +50,7 @@ pub struct JournalOptions {
     pub(crate) segment_bytes: u64,
     pub(crate) max_bytes: u64,
     pub(crate) max_record_bytes: usize,
+    pub(crate) file_modes: FileModes,
 }
 
 impl Default for JournalOptions {
@@ -58,11 +60,38 @@ impl Default for JournalOptions {
             segment_bytes: 16 << 20,
             max_bytes: 1 << 30,
             max_record_bytes: 4 << 20,
+            file_modes: FileModes::Fix,
         }
     }
 }
 
 impl JournalOptions {
+    /// What to do with the directory or a file in it that others may read
+    /// or write (default [`FileModes::Fix`]: made owner-only, with a
+    /// warning). A link planted where a file is kept is always refused.
+    ///
+    /// ```
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// use dripfeed::journal::Journal;
+    /// use dripfeed::journal::files::FileModes;
+    /// use std::os::unix::fs::PermissionsExt;
+    /// let dir = std::env::temp_dir().join(format!("dripfeed-doc-modes-{}", std::process::id()));
+    /// # let _ = std::fs::remove_dir_all(&dir);
+    /// std::fs::create_dir_all(&dir)?;
+    /// std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755))?;
+    /// assert!(Journal::options().file_modes(FileModes::Refuse).open(&dir).is_err());
+    /// let journal = Journal::options().open(&dir)?; // fixed
+    /// assert_eq!(std::fs::metadata(&dir)?.permissions().mode() & 0o777, 0o700);
+    /// # drop(journal);
+    /// # std::fs::remove_dir_all(&dir)?;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn file_modes(mut self, modes: FileModes) -> Self {
+        self.file_modes = modes;
+        self
+    }
+
     /// What "admitted" means (default [`Durability::Sync`]).
     pub fn durability(mut self, durability: Durability) -> Self {
         self.durability = durability;

@@ -9,6 +9,7 @@ use std::io::Read;
 use std::path::{Path, PathBuf};
 
 use super::JournalError;
+use super::files::{self, FileModes};
 use super::frame::{Kind, Record};
 use super::key::{self, HEAD, Key};
 use super::live::{LiveSet, Seg};
@@ -83,7 +84,7 @@ pub(crate) fn recover(dir: &Path, max_record: usize) -> Result<Recovered, Journa
     let mut replay = Replay::default();
     for (seq, path) in segments {
         out.next_seq = seq + 1;
-        let mut file = File::open(&path).map_err(|e| JournalError::io("open", &path, e))?;
+        let mut file = files::read(&path).map_err(|e| JournalError::io("open", &path, e))?;
         let mut bytes = Vec::new();
         file.read_to_end(&mut bytes)
             .map_err(|e| JournalError::io("read", &path, e))?;
@@ -113,7 +114,7 @@ pub(crate) fn recover(dir: &Path, max_record: usize) -> Result<Recovered, Journa
             tracing::warn!(segment = %path.display(), aside = %aside.display(), kept = found.records.len(), torn, "journal: damaged segment set aside and rewritten with its good records");
             out.skipped += found.skipped_records();
             out.skipped_bytes += found.skipped_bytes();
-            file = File::open(&path).map_err(|e| JournalError::io("open", &path, e))?;
+            file = files::read(&path).map_err(|e| JournalError::io("open", &path, e))?;
             if let Some(again) = scan(&cleaned, max_record, &out.key) {
                 replay.apply(&mut out.live, seq, &again.records);
             }
@@ -145,7 +146,7 @@ pub(crate) fn recover(dir: &Path, max_record: usize) -> Result<Recovered, Journa
 fn dir_key(segments: &[(u64, PathBuf)]) -> Result<Key, JournalError> {
     for (_, path) in segments.iter().rev() {
         let mut head = Vec::with_capacity(HEAD);
-        File::open(path)
+        files::read(path)
             .and_then(|f| f.take(HEAD as u64).read_to_end(&mut head))
             .map_err(|e| JournalError::io("read", path, e))?;
         if let Some(key::Head::Keyed { key: Some(key), .. }) = key::read_head(&head) {
@@ -157,9 +158,9 @@ fn dir_key(segments: &[(u64, PathBuf)]) -> Result<Key, JournalError> {
 
 /// Cuts a segment back to `len` bytes, durably.
 fn cut(path: &Path, len: u64) -> Result<(), JournalError> {
-    let file = OpenOptions::new()
-        .write(true)
-        .open(path)
+    let mut options = OpenOptions::new();
+    options.write(true);
+    let file = files::open(&options, path, FileModes::Fix)
         .map_err(|e| JournalError::io("open", path, e))?;
     file.set_len(len)
         .and_then(|()| file.sync_all())

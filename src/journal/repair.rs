@@ -19,6 +19,7 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use super::JournalError;
+use super::files;
 use super::frame::{self, Record};
 use super::key::{self, HEAD, Key};
 use super::segments::{self, sync_dir};
@@ -59,6 +60,13 @@ pub(crate) fn finish_interrupted(dir: &Path) -> Result<(), JournalError> {
             .and_then(|n| u64::from_str_radix(n, 16).ok());
         let Some(seq) = seq else { continue };
         let (tmp, seg) = (entry.path(), segments::path(dir, seq));
+        if entry.file_type().is_ok_and(|t| t.is_symlink()) {
+            // Never renamed into a segment: a link is not a repair.
+            tracing::warn!(file = %tmp.display(), "journal: removing a link left where a repair is kept");
+            fs::remove_file(&tmp).map_err(|e| JournalError::io("remove", &tmp, e))?;
+            changed = true;
+            continue;
+        }
         if seg.exists() {
             tracing::warn!(file = %tmp.display(), "journal: removing an unfinished repair (the segment is intact)");
             fs::remove_file(&tmp).map_err(|e| JournalError::io("remove", &tmp, e))?;
@@ -94,8 +102,16 @@ pub(crate) fn rewrite(records: &[Record<'_>], key: &Key) -> Vec<u8> {
 pub(crate) fn replace(dir: &Path, seq: u64, cleaned: &[u8]) -> Result<PathBuf, JournalError> {
     let seg = segments::path(dir, seq);
     let tmp = tmp_path(dir, seq);
-    let mut file = segments::private(OpenOptions::new().write(true).create(true).truncate(true))
-        .open(&tmp)
+    // Made afresh: whatever a crash (or anyone) left at its name goes.
+    match fs::remove_file(&tmp) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+            return Err(JournalError::io("remove", &tmp, e));
+        }
+        _ => {}
+    }
+    let mut options = OpenOptions::new();
+    options.write(true).create_new(true);
+    let mut file = files::open(&options, &tmp, files::FileModes::Refuse)
         .map_err(|e| JournalError::io("create", &tmp, e))?;
     file.write_all(cleaned)
         .and_then(|()| file.sync_all())

@@ -15,29 +15,12 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use super::JournalError;
+use super::files::{self, FileModes};
 use super::key::{self, Key};
 
 /// The file of segment `seq`.
 pub(crate) fn path(dir: &Path, seq: u64) -> PathBuf {
     dir.join(format!("{seq:016x}.seg"))
-}
-
-/// Options that create a file only its owner may read: segments hold the
-/// jobs (request bodies, say) and the key that signs their records.
-pub(crate) fn private(opts: &mut OpenOptions) -> &mut OpenOptions {
-    #[cfg(unix)]
-    std::os::unix::fs::OpenOptionsExt::mode(opts, 0o600);
-    opts
-}
-
-/// Creates `dir` (and its parents) if missing, the last one readable by its
-/// owner only.
-fn private_dir(dir: &Path) -> std::io::Result<()> {
-    let mut builder = fs::DirBuilder::new();
-    builder.recursive(true);
-    #[cfg(unix)]
-    std::os::unix::fs::DirBuilderExt::mode(&mut builder, 0o700);
-    builder.create(dir)
 }
 
 /// The lock file's name in a journal directory.
@@ -46,15 +29,13 @@ pub(crate) const LOCK: &str = "LOCK";
 /// Takes the directory's lock file, creating the directory if need be.
 /// Held for as long as the returned file is open; the OS drops it when the
 /// process dies, so a killed process never leaves it stale.
-pub(crate) fn lock(dir: &Path) -> Result<File, JournalError> {
-    private_dir(dir).map_err(|e| JournalError::io("create", dir, e))?;
+pub(crate) fn lock(dir: &Path, modes: FileModes) -> Result<File, JournalError> {
+    files::dir(dir, modes).map_err(|e| JournalError::io("create", dir, e))?;
     let path = dir.join(LOCK);
-    let file = OpenOptions::new()
-        .create(true)
-        .truncate(false)
-        .write(true)
-        .open(&path)
-        .map_err(|e| JournalError::io("open", &path, e))?;
+    let mut options = OpenOptions::new();
+    options.create(true).truncate(false).write(true);
+    let file =
+        files::open(&options, &path, modes).map_err(|e| JournalError::io("open", &path, e))?;
     match fs4::fs_std::FileExt::try_lock_exclusive(&file) {
         Ok(true) => Ok(file),
         Ok(false) => Err(JournalError::Locked {
@@ -68,8 +49,10 @@ pub(crate) fn lock(dir: &Path) -> Result<File, JournalError> {
 /// with its name.
 pub(crate) fn create(dir: &Path, seq: u64, key: &Key) -> Result<File, JournalError> {
     let path = path(dir, seq);
-    let mut file = private(OpenOptions::new().create_new(true).read(true).append(true))
-        .open(&path)
+    let mut options = OpenOptions::new();
+    options.create_new(true).read(true).append(true);
+    // Made here (create_new): the mode is checked, not fixed.
+    let mut file = files::open(&options, &path, FileModes::Refuse)
         .map_err(|e| JournalError::io("create", &path, e))?;
     file.write_all(&key::head(key))
         .and_then(|()| file.sync_data())
@@ -119,9 +102,16 @@ pub(crate) fn list(dir: &Path) -> Result<Vec<(u64, PathBuf)>, JournalError> {
             .and_then(|n| n.to_str())
             .and_then(|n| n.strip_suffix(".seg"))
             .and_then(|n| u64::from_str_radix(n, 16).ok());
-        if let Some(seq) = seq {
-            out.push((seq, path));
+        let Some(seq) = seq else { continue };
+        // A link named as a segment is refused, never read through.
+        if entry.file_type().is_ok_and(|t| t.is_symlink()) {
+            let e = std::io::Error::new(
+                std::io::ErrorKind::PermissionDenied,
+                "a symbolic link where a segment is kept: refused (it is never followed); remove it",
+            );
+            return Err(JournalError::io("open", &path, e));
         }
+        out.push((seq, path));
     }
     out.sort();
     Ok(out)
@@ -137,7 +127,7 @@ mod tests {
         use std::os::unix::fs::PermissionsExt;
         let dir = std::env::temp_dir().join(format!("dripfeed-private-{}", std::process::id()));
         let _ = fs::remove_dir_all(&dir);
-        let _lock = lock(&dir).unwrap();
+        let _lock = lock(&dir, FileModes::Fix).unwrap();
         let key = Key::generate();
         create(&dir, 1, &key).unwrap();
         let mode = |p: &Path| fs::metadata(p).unwrap().permissions().mode() & 0o777;

@@ -61,7 +61,13 @@ pub struct StateFile {
 
 /// Reads `path` (absent: nothing changed yet).
 fn read(path: &Path) -> Result<Saved, String> {
-    let saved = match std::fs::read(path) {
+    let read = || -> std::io::Result<Vec<u8>> {
+        let mut bytes = Vec::new();
+        let mut file = crate::domain::private::read(path)?;
+        std::io::Read::read_to_end(&mut file, &mut bytes)?;
+        Ok(bytes)
+    };
+    let saved = match read() {
             Ok(bytes) => serde_json::from_slice::<Saved>(&bytes).map_err(|e| {
                 format!(
                     "state file {}: {e} (it holds the admin API's changes: fix it, or remove it to start from the configuration alone)",
@@ -137,11 +143,9 @@ impl StateFile {
         crate::domain::private::dir(dir)
             .map_err(|e| format!("state_dir {}: {e}", dir.display()))?;
         let lock_path = dir.join("state.lock");
-        let lock = std::fs::OpenOptions::new()
-            .create(true)
-            .truncate(false)
-            .write(true)
-            .open(&lock_path)
+        let mut options = std::fs::OpenOptions::new();
+        options.create(true).truncate(false).write(true);
+        let lock = crate::domain::private::open(&options, &lock_path)
             .map_err(|e| format!("state_dir {}: {e}", lock_path.display()))?;
         match fs4::fs_std::FileExt::try_lock_exclusive(&lock) {
             Ok(true) => {}
@@ -270,10 +274,9 @@ fn write_atomically(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     let tmp = path.with_extension(format!("json.{}.tmp", std::process::id()));
     let _ = std::fs::remove_file(&tmp); // a crashed run's, never followed
     let written = (|| {
-        let mut file = crate::domain::private::options()
-            .write(true)
-            .create_new(true)
-            .open(&tmp)?;
+        let mut options = std::fs::OpenOptions::new();
+        options.write(true).create_new(true);
+        let mut file = crate::domain::private::open(&options, &tmp)?;
         file.write_all(bytes)?;
         file.sync_all()?;
         std::fs::rename(&tmp, path)

@@ -11,7 +11,8 @@ use std::time::Duration;
 use super::cidrs::CidrList;
 use super::declare::declare_settings;
 use super::value::{
-    FailureMode, HttpUrl, LogFormat, OverflowPolicy, QueueKind, RedisDurability, StoreUrl,
+    FailureMode, HttpUrl, LogFormat, ModePolicy, OverflowPolicy, QueueKind, RedisDurability,
+    StoreUrl,
 };
 use crate::config::digest::KeyDigest;
 
@@ -107,6 +108,12 @@ declare_settings! {
     /// configured destinations at start. Unset: the journal directory; with
     /// no_journal and no state_dir the admin API cannot change destinations.
     state_dir: PathBuf;
+    /// A data directory (data_dir, journal_dir, state_dir) or a file the
+    /// relay keeps in them that others may read or write: fix (made
+    /// owner-only, 0700 and 0600, with a warning) or refuse (the start
+    /// fails naming it). A symbolic link where such a file is kept is
+    /// always refused, never followed.
+    file_modes: ModePolicy = "fix";
     /// The most destinations, configured and made through the admin API
     /// together (each has its own metric labels).
     max_destinations: usize = "100";

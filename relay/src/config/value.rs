@@ -248,6 +248,17 @@ named_enum!(
 );
 
 named_enum!(
+    /// What the relay does with its data directory, or a file in it, that
+    /// others may read or write (`file_modes`).
+    ModePolicy {
+        /// Make it owner-only (0700 a directory, 0600 a file) and warn.
+        Fix = "fix",
+        /// Refuse to start (or to open it), naming it and its mode.
+        Refuse = "refuse",
+    }
+);
+
+named_enum!(
     /// How log lines are written to stderr.
     LogFormat {
         /// Human-readable lines.

@@ -114,7 +114,7 @@ impl Files {
         let Some(live) = &self.live else {
             return self.open_live();
         };
-        let same = match std::fs::metadata(&self.path) {
+        let same = match std::fs::symlink_metadata(&self.path) {
             Ok(m) => identity(&m) == live.id,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => false,
             Err(e) => return Err(WriteError::io(&self.path, e)),
@@ -222,11 +222,9 @@ impl Files {
     fn open_live(&mut self) -> Result<(), WriteError> {
         let io = |e| WriteError::io(&self.path, e);
         let existed = std::fs::symlink_metadata(&self.path).is_ok();
-        let mut file = crate::domain::private::options()
-            .create(true)
-            .append(true)
-            .open(&self.path)
-            .map_err(io)?;
+        let mut options = std::fs::OpenOptions::new();
+        options.create(true).append(true);
+        let mut file = crate::domain::private::open(&options, &self.path).map_err(io)?;
         let meta = file.metadata().map_err(io)?;
         let (mut bytes, mut lines) = (meta.len(), 0);
         if meta.is_file() && bytes > 0 {

@@ -50,7 +50,7 @@ pub fn marks_of(live: &Path) -> PathBuf {
 
 /// The lines already redriven.
 pub fn load(live: &Path) -> std::io::Result<Marks> {
-    let file = match std::fs::File::open(marks_of(live)) {
+    let file = match crate::domain::private::read(&marks_of(live)) {
         Ok(f) => f,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Marks::default()),
         Err(e) => return Err(e),
@@ -80,10 +80,9 @@ pub fn add<'a>(live: &Path, lines: impl IntoIterator<Item = &'a str>) -> std::io
     if text.is_empty() {
         return Ok(());
     }
-    let mut file = crate::domain::private::options()
-        .create(true)
-        .append(true)
-        .open(marks_of(live))?;
+    let mut options = std::fs::OpenOptions::new();
+    options.create(true).append(true);
+    let mut file = crate::domain::private::open(&options, &marks_of(live))?;
     file.write_all(text.as_bytes())?;
     file.sync_all()
 }
@@ -107,7 +106,7 @@ pub fn pick(
     paths.push(live.to_path_buf());
     let mut out = Vec::new();
     for path in paths {
-        let file = match std::fs::File::open(&path) {
+        let file = match crate::domain::private::read(&path) {
             Ok(f) => f,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
             Err(e) => return Err(e),

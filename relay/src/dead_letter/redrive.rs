@@ -87,12 +87,9 @@ impl Rest {
         let out = match &mut self.out {
             Some(out) => out,
             None => {
-                let file = crate::domain::private::options()
-                    .write(true)
-                    .create(true)
-                    .truncate(true)
-                    .open(&self.path)
-                    .map_err(err)?;
+                let mut options = std::fs::OpenOptions::new();
+                options.write(true).create(true).truncate(true);
+                let file = crate::domain::private::open(&options, &self.path).map_err(err)?;
                 self.out.insert(BufWriter::new(file))
             }
         };

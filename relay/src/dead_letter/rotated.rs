@@ -32,7 +32,7 @@ pub fn dir_of(live: &Path) -> &Path {
 /// empty; anything but a regular file counts as empty). Read in blocks: a
 /// large file costs time, not memory.
 pub fn count_lines(path: &Path) -> std::io::Result<(u64, bool)> {
-    let mut file = std::fs::File::open(path)?;
+    let mut file = crate::domain::private::read(path)?;
     if !file.metadata()?.is_file() {
         return Ok((0, true));
     }

@@ -1,26 +1,48 @@
-//! How the relay makes the files that hold webhook bodies, tenants, keys
+//! How the relay opens the files that hold webhook bodies, tenants, keys
 //! or secrets (dead letters and their rotated and companion files, webhook
-//! statuses, idempotency keys, the state file): owner-only, `0600`, and
-//! their directories `0700`, whatever the process's umask.
+//! statuses, idempotency keys, the state file and its lock): owner-only,
+//! `0600`, and their directories `0700`, whatever the process's umask;
+//! never through a link (one planted where such a file is kept is
+//! refused, naming the path); and one already there that others may read
+//! or write is fixed (with a warning) or refused as `file_modes` says
+//! ([`set_modes`], once at start). The library's journal opens its own
+//! files the same way ([`dripfeed::journal::files`]).
 
-use std::fs::{DirBuilder, OpenOptions};
+use std::fs::{File, OpenOptions};
 use std::path::Path;
+use std::sync::OnceLock;
 
-/// Options that make a file owner-only (`0600`) when they create it.
-pub fn options() -> OpenOptions {
-    let mut options = OpenOptions::new();
-    #[cfg(unix)]
-    std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
-    options
+pub use dripfeed::journal::files::FileModes;
+
+/// `file_modes`, set once at start.
+static MODES: OnceLock<FileModes> = OnceLock::new();
+
+/// What to do with a file or directory others may read or write, from
+/// now on (the first call wins).
+pub fn set_modes(modes: FileModes) {
+    let _ = MODES.set(modes);
 }
 
-/// `dir` made if missing (with its parents), owner-only (`0700`).
+/// `file_modes` (fix until set).
+pub fn modes() -> FileModes {
+    MODES.get().copied().unwrap_or_default()
+}
+
+/// Opens `path` with `options`: made `0600`, never through a link, a
+/// regular file only, owner-only (fixed or refused).
+pub fn open(options: &OpenOptions, path: &Path) -> std::io::Result<File> {
+    dripfeed::journal::files::open(options, path, modes())
+}
+
+/// Opens `path` to read, never through a link.
+pub fn read(path: &Path) -> std::io::Result<File> {
+    dripfeed::journal::files::read(path)
+}
+
+/// `dir` made if missing (with its parents), owner-only (`0700`); one
+/// already there others may read or write is fixed or refused.
 pub fn dir(dir: &Path) -> std::io::Result<()> {
-    let mut builder = DirBuilder::new();
-    builder.recursive(true);
-    #[cfg(unix)]
-    std::os::unix::fs::DirBuilderExt::mode(&mut builder, 0o700);
-    builder.create(dir)
+    dripfeed::journal::files::dir(dir, modes())
 }
 
 #[cfg(test)]
@@ -34,11 +56,9 @@ mod tests {
         let dir = root.join("a/b");
         super::dir(&dir).unwrap();
         let file = dir.join("f");
-        let mut f = super::options()
-            .create(true)
-            .append(true)
-            .open(&file)
-            .unwrap();
+        let mut options = std::fs::OpenOptions::new();
+        options.create(true).append(true);
+        let mut f = super::open(&options, &file).unwrap();
         f.write_all(b"x").unwrap();
         let mode = |p: &std::path::Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
         assert_eq!((mode(&dir), mode(&file)), (0o700, 0o600));

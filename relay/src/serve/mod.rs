@@ -124,6 +124,11 @@ pub async fn run(
     redrive_file: Option<PathBuf>,
     reload: Reload,
 ) -> Result<(), Failure> {
+    // Files and directories the relay keeps are opened by this policy.
+    crate::domain::private::set_modes(match cfg.settings.file_modes {
+        crate::config::value::ModePolicy::Fix => crate::domain::private::FileModes::Fix,
+        crate::config::value::ModePolicy::Refuse => crate::domain::private::FileModes::Refuse,
+    });
     // A demo has no graceful stop: Ctrl-C ends it at once.
     if mode != Mode::Serve {
         tokio::spawn(async {

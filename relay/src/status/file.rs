@@ -108,7 +108,7 @@ pub fn load(dir: &Path, mut each: impl FnMut(Restored)) -> usize {
     };
     let mut bad = 0;
     for name in [OLD, FILE] {
-        let Ok(file) = std::fs::File::open(dir.join(name)) else {
+        let Ok(file) = crate::domain::private::read(&dir.join(name)) else {
             continue;
         };
         // By bytes: a torn or garbled line is skipped, and a read error
@@ -145,7 +145,7 @@ pub fn writer(
     rotate_at: usize,
 ) -> std::io::Result<(SyncSender<Msg>, std::thread::JoinHandle<()>)> {
     let path = dir.join(FILE);
-    let lines = match std::fs::File::open(&path) {
+    let lines = match crate::domain::private::read(&path) {
         Ok(f) => std::io::BufReader::new(f).split(b'\n').count(),
         Err(_) => 0,
     };
@@ -166,11 +166,9 @@ pub fn writer(
 }
 
 fn append(path: &Path) -> std::io::Result<std::fs::File> {
-    crate::domain::private::options()
-        .create(true)
-        .append(true)
-        .read(true)
-        .open(path)
+    let mut options = std::fs::OpenOptions::new();
+    options.create(true).append(true).read(true);
+    crate::domain::private::open(&options, path)
 }
 
 /// A file a crash left without its last newline gets one, so the next

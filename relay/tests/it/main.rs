@@ -36,6 +36,7 @@ mod memory;
 mod openapi;
 mod operator;
 mod page;
+mod planted;
 mod private_addresses;
 mod raw;
 mod readyz_journal;

@@ -104,6 +104,7 @@ async fn a_sighup_the_moment_the_runtime_exists_ends_nothing() {
         let mut child = tokio::process::Command::new(bin())
             .args(&args)
             .env_remove("RUST_LOG")
+            .env_remove("DRIPFEED_RELAY_BIN")
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .kill_on_drop(true)

@@ -67,8 +67,8 @@ async fn an_unwritable_journal_or_dead_letter_path_at_start_is_named() {
         dl_in,
     ));
     // A shared sticky directory (like /tmp) where another user (root) owns
-    // the idempotency keys' file: it can be read and written, but not
-    // replaced ("Operation not permitted").
+    // the idempotency keys' file: a data directory others can write, which
+    // this user cannot make its own ("Operation not permitted"), named.
     let sticky = TempDir::new("unwritable-sticky");
     unprivileged::mode(&sticky.0, "1777");
     for name in ["LOCK", "idempotency.jsonl"] {
@@ -76,7 +76,7 @@ async fn an_unwritable_journal_or_dead_letter_path_at_start_is_named() {
         std::fs::write(&p, b"").expect("a root-owned file");
         unprivileged::mode(&p, "0666");
     }
-    let keys = text(&sticky.join("idempotency.jsonl"));
+    let keys = text(&sticky.0);
     cases.push((
         "a root-owned idempotency file in a sticky journal directory".into(),
         vec![

@@ -177,8 +177,10 @@ pub fn build(cfg: &Config, journal: Option<&Path>, parts: Parts) -> Result<Built
     let mut recovered = 0;
     let journal = match journal {
         Some(dir) => {
-            let journal =
-                Journal::open(dir).map_err(|e| format!("journal {}: {e}", dir.display()))?;
+            let journal = Journal::options()
+                .file_modes(crate::domain::private::modes())
+                .open(dir)
+                .map_err(|e| format!("journal {}: {e}", dir.display()))?;
             recovered = journal.recovered();
             let status = parts.status.clone();
             builder = builder.journal(journal.clone()).on_recovered(

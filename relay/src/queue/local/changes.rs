@@ -254,7 +254,7 @@ impl Changes {
             return Err(ChangeRefused::new(422, "too-many-destinations", detail));
         }
         set.define_all(&defs)
-            .map_err(|(name, e)| named(&name, refused(e)))?;
+            .map_err(|e| named(&e.destination, refused(e.error)))?;
         for (name, dest) in changes {
             match dest {
                 Some(dest) => {

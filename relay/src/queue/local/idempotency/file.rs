@@ -53,7 +53,7 @@ impl Line {
 /// `each`; a missing file is empty. Torn or garbled lines (a crash
 /// mid-write) are skipped.
 pub fn read(path: &Path, mut each: impl FnMut(Line)) -> std::io::Result<()> {
-    let file = match File::open(path) {
+    let file = match crate::domain::private::read(path) {
         Ok(f) => f,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
         Err(e) => return Err(e),
@@ -96,11 +96,14 @@ pub struct KeysFile {
 /// renamed over it; the bytes written.
 fn rewrite(path: &Path, lines: impl IntoIterator<Item = Line>) -> std::io::Result<u64> {
     let tmp = path.with_extension("jsonl.tmp");
-    let file = crate::domain::private::options()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .open(&tmp)?;
+    // Made afresh: whatever a crash (or anyone) left at its name goes.
+    match std::fs::remove_file(&tmp) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e),
+        _ => {}
+    }
+    let mut options = OpenOptions::new();
+    options.write(true).create_new(true);
+    let file = crate::domain::private::open(&options, &tmp)?;
     let mut out = BufWriter::new(file);
     let mut bytes = 0u64;
     for line in lines {
@@ -123,7 +126,7 @@ impl KeysFile {
     /// Rewrites `path` with `lines` and opens it for appending.
     pub fn create(path: PathBuf, lines: impl IntoIterator<Item = Line>) -> std::io::Result<Self> {
         let bytes = rewrite(&path, lines)?;
-        let file = OpenOptions::new().append(true).open(&path)?;
+        let file = crate::domain::private::open(OpenOptions::new().append(true), &path)?;
         Ok(KeysFile {
             path,
             appender: Arc::new(Mutex::new(Appender {
@@ -158,7 +161,7 @@ impl KeysFile {
         }
         let before = a.bytes;
         let compacted = rewrite(&self.path, snapshot()).and_then(|bytes| {
-            let file = OpenOptions::new().append(true).open(&self.path)?;
+            let file = crate::domain::private::open(OpenOptions::new().append(true), &self.path)?;
             Ok((file, bytes))
         });
         match compacted {
