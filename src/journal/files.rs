@@ -42,8 +42,9 @@ fn named(path: &Path, what: impl std::fmt::Display) -> io::Error {
 }
 
 /// Opens `path` with `options` (its own flags kept), never through a link:
-/// made `0600` when it is created; a regular file only; one others may read
-/// or write is fixed or refused as `modes` says.
+/// made `0600` when it is created; a regular file others may read or write
+/// is fixed or refused as `modes` says (a device such as `/dev/null` is
+/// left as it is).
 ///
 /// ```
 /// # fn main() -> std::io::Result<()> {
@@ -122,11 +123,13 @@ fn refused_link(path: &Path, e: io::Error) -> io::Error {
     e
 }
 
-/// A regular file, owner-only (fixed or refused as `modes` says).
+/// A regular file owner-only (fixed or refused as `modes` says); anything
+/// else named so (`/dev/null` for dead letters nobody keeps) is left as it
+/// is: its permissions are not the file's to change.
 fn check_file(file: &File, path: &Path, modes: FileModes) -> io::Result<()> {
     let meta = file.metadata()?;
     if !meta.is_file() {
-        return Err(named(path, "not a regular file: refused"));
+        return Ok(());
     }
     fix_mode(path, &meta, 0o600, modes, |p| file.set_permissions(p))
 }

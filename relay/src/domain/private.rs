@@ -29,7 +29,7 @@ pub fn modes() -> FileModes {
 }
 
 /// Opens `path` with `options`: made `0600`, never through a link, a
-/// regular file only, owner-only (fixed or refused).
+/// regular file owner-only (fixed or refused).
 pub fn open(options: &OpenOptions, path: &Path) -> std::io::Result<File> {
     dripfeed::journal::files::open(options, path, modes())
 }
