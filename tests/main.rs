@@ -44,8 +44,6 @@ mod redis_cluster;
 #[cfg(feature = "redis")]
 mod redis_fleet;
 #[cfg(feature = "redis")]
-mod redis_queue;
-#[cfg(feature = "redis")]
 mod redis_sink;
 mod retry_after;
 mod retry_metrics;

@@ -178,6 +178,63 @@ impl RedisConnection {
     pub fn is_cluster(&self) -> bool {
         matches!(self.link, Link::Cluster(_))
     }
+
+    /// `cmd`'s answer from the server (named `redis`), or from each
+    /// primary of a cluster (named by its address), within `limit`: for
+    /// what every node must be asked (`CONFIG GET`, `INFO`). A late answer
+    /// is a timeout error (`is_timeout`).
+    ///
+    /// ```no_run
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// use dripfeed::global::RedisConnection;
+    /// use std::time::Duration;
+    /// let conn = RedisConnection::open("redis://127.0.0.1:6379/")?;
+    /// let mut cmd = redis::cmd("CONFIG");
+    /// cmd.arg("GET").arg("appendonly");
+    /// let answers = conn.on_every_primary(cmd, Duration::from_secs(2)).await?;
+    /// assert_eq!(answers[0].0, "redis");
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn on_every_primary(
+        &self,
+        cmd: redis::Cmd,
+        limit: Duration,
+    ) -> Result<Vec<(String, Value)>, redis::RedisError> {
+        let late = || {
+            redis::RedisError::from(std::io::Error::new(
+                std::io::ErrorKind::TimedOut,
+                "redis command timed out",
+            ))
+        };
+        let answer = match &self.link {
+            Link::Single(manager) => {
+                let mut conn = manager.clone();
+                let v = tokio::time::timeout(limit, cmd.query_async::<Value>(&mut conn))
+                    .await
+                    .map_err(|_| late())??;
+                return Ok(vec![("redis".to_owned(), v)]);
+            }
+            Link::Cluster(cluster) => {
+                let mut conn = cluster.clone();
+                let route = redis::cluster_routing::RoutingInfo::MultiNode((
+                    redis::cluster_routing::MultipleNodeRoutingInfo::AllMasters,
+                    None,
+                ));
+                tokio::time::timeout(limit, conn.route_command(cmd, route))
+                    .await
+                    .map_err(|_| late())??
+            }
+        };
+        Ok(match answer {
+            Value::Map(pairs) => pairs
+                .into_iter()
+                .map(|(node, v)| (text(&node).unwrap_or_default(), v))
+                .collect(),
+            other => vec![("cluster".to_owned(), other)],
+        })
+    }
 }
 
 impl fmt::Debug for RedisConnection {
@@ -245,7 +302,13 @@ impl RedisError {
         }
     }
 
-    pub(crate) fn timeout() -> Self {
+    /// A command that did not answer in time.
+    ///
+    /// ```
+    /// # use dripfeed::global::RedisError;
+    /// assert_eq!(RedisError::timeout().to_string(), "redis command timed out");
+    /// ```
+    pub fn timeout() -> Self {
         Self {
             message: "redis command timed out".to_owned(),
         }
@@ -287,6 +350,33 @@ pub(crate) fn array(v: Value, len: usize, what: &str) -> Result<Vec<Value>, Redi
     match v {
         Value::Array(items) if items.len() >= len => Ok(items),
         _ => Err(RedisError::unexpected(what)),
+    }
+}
+
+/// How long one call may take.
+pub(crate) const CALL: Duration = Duration::from_secs(2);
+
+/// A value Redis sent as bytes.
+pub(crate) fn bytes(v: &Value) -> Option<Vec<u8>> {
+    match v {
+        Value::BulkString(b) => Some(b.clone()),
+        Value::SimpleString(s) => Some(s.clone().into_bytes()),
+        _ => None,
+    }
+}
+
+/// A value Redis sent as text.
+pub(crate) fn text(v: &Value) -> Option<String> {
+    String::from_utf8(bytes(v)?).ok()
+}
+
+/// A count Redis sent as an integer or as text.
+pub(crate) fn count(v: &Value) -> Result<u64, RedisError> {
+    match v {
+        Value::Int(i) => u64::try_from(*i).map_err(|_| RedisError::unexpected("negative count")),
+        other => text(other)
+            .and_then(|t| t.parse().ok())
+            .ok_or_else(|| RedisError::unexpected("a count")),
     }
 }
 

@@ -10,15 +10,12 @@
 //!
 //! Behind the `redis` feature: [`RedisRate`] (one emission rate for the
 //! fleet), [`RedisAimd`] (one adaptive rate for the fleet, decided from
-//! every node's measurements), [`RedisBuckets`] (per-key reverse buckets shared by the fleet, a
-//! [`BucketStore`](crate::keyed::BucketStore)) and
-//! [`RedisStreamSink`] (a dead-letter stream with redrive) and
-//! [`RedisQueue`] (a destination's queue in a stream shared by the fleet:
-//! admission bounded fleet-wide, claims, retries and a dead node's work
-//! reclaimed) and [`RedisKeys`] (idempotency keys the fleet shares, each
-//! naming one request) and [`RedisMap`] (settings the fleet shares, with a
-//! version each node polls), all over one [`RedisConnection`] to a server
-//! or a cluster.
+//! every node's measurements), [`RedisBuckets`] (per-key reverse buckets
+//! shared by the fleet, a [`BucketStore`](crate::keyed::BucketStore)) and
+//! [`RedisStreamSink`] (a dead-letter stream with redrive), all over one
+//! [`RedisConnection`] to a server or a cluster. (A queue shared by a
+//! fleet, its idempotency keys and its shared settings are the relay's:
+//! `dripfeed-relay`'s fleet engine, built on these.)
 //!
 //! Behind the `postgres` feature: [`PgBuckets`], the same per-key buckets
 //! (the same [`BucketStore`](crate::keyed::BucketStore)) held in one
@@ -39,21 +36,9 @@ mod pg_error;
 #[cfg(feature = "postgres")]
 mod pg_sql;
 #[cfg(feature = "redis")]
-mod queue_dead;
-#[cfg(feature = "redis")]
-mod queue_status;
-#[cfg(feature = "redis")]
 mod redis_aimd;
 #[cfg(feature = "redis")]
 mod redis_buckets;
-#[cfg(feature = "redis")]
-mod redis_durability;
-#[cfg(feature = "redis")]
-mod redis_keys;
-#[cfg(feature = "redis")]
-mod redis_map;
-#[cfg(feature = "redis")]
-mod redis_queue;
 #[cfg(feature = "redis")]
 mod redis_rate;
 #[cfg(feature = "redis")]
@@ -71,21 +56,9 @@ pub use pg_buckets::PgBuckets;
 #[cfg(feature = "postgres")]
 pub use pg_error::PgError;
 #[cfg(feature = "redis")]
-pub use queue_dead::DeadLetter;
-#[cfg(feature = "redis")]
-pub use queue_status::{Ending, JobState, JobStatus};
-#[cfg(feature = "redis")]
 pub use redis_aimd::{RedisAimd, Steering};
 #[cfg(feature = "redis")]
 pub use redis_buckets::RedisBuckets;
-#[cfg(feature = "redis")]
-pub use redis_durability::{Durability, Persistence, PersistenceError};
-#[cfg(feature = "redis")]
-pub use redis_keys::{KeyClaim, RedisKeys};
-#[cfg(feature = "redis")]
-pub use redis_map::RedisMap;
-#[cfg(feature = "redis")]
-pub use redis_queue::{Admission, Claimed, QueueCounts, RedisQueue};
 #[cfg(feature = "redis")]
 pub use redis_rate::{RedisRate, RedisRateBuilder, RedisRateError};
 #[cfg(feature = "redis")]

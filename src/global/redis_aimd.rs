@@ -8,8 +8,7 @@ use std::time::Duration;
 use redis::{Script, Value};
 use tokio::time::Instant;
 
-use super::conn::{RedisConnection, RedisError, array, bounded, number};
-use super::redis_queue::{CALL, count, text};
+use super::conn::{CALL, RedisConnection, RedisError, array, bounded, count, number, text};
 use crate::rate::{Action, Aimd, AimdConfig, AimdError, Decision, Tally};
 
 /// Seconds of tallies the deciding node reads: the controller's window.

@@ -76,6 +76,7 @@ async fn get(relay: &Relay, name: &str) -> Answer {
 
 /// Patches `name`'s rate on `a` and its budget on `b` at once (`b` after
 /// `stagger`); whether both changes stand afterwards, read on `a` and `b`.
+#[cfg(feature = "redis")]
 async fn both_stand(a: &Relay, b: &Relay, name: &str, stagger: Duration) -> bool {
     let rate = patch(a, name, serde_json::json!({"rate": 7}));
     let budget = async {

@@ -16,7 +16,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use dripfeed::global::{RedisConnection, RedisQueue};
+use dripfeed::global::RedisConnection;
 
 use crate::harness::{Relay, TempDir, argv, http};
 use crate::receivers::{self, Log};
@@ -144,9 +144,11 @@ async fn fleet(store: &mut Store, fault: Fault) {
     }
     // The fleet's depth, sampled while it runs.
     let conn = store.connection().await;
-    let queues: Vec<RedisQueue> = DESTINATIONS
+    // A destination's queue in Redis: its stream and its retries (the keys
+    // the relay's fleet engine names them by).
+    let queues: Vec<(String, String)> = DESTINATIONS
         .iter()
-        .map(|d| RedisQueue::new(conn.clone(), d, "observer"))
+        .map(|d| (format!("dripfeed:q:{{{d}}}:s"), format!("dripfeed:q:{{{d}}}:r")))
         .collect();
     let deepest = Arc::new(Mutex::new([0u64; 2]));
     let sampling = Arc::new(AtomicBool::new(true));
@@ -154,8 +156,12 @@ async fn fleet(store: &mut Store, fault: Fault) {
         let (deepest, sampling) = (deepest.clone(), sampling.clone());
         tokio::spawn(async move {
             while sampling.load(Ordering::Relaxed) {
-                for (i, q) in queues.iter().enumerate() {
-                    if let Ok(d) = q.depth().await {
+                for (i, (stream, retries)) in queues.iter().enumerate() {
+                    let mut c = conn.clone();
+                    let mut pipe = redis::pipe();
+                    pipe.cmd("XLEN").arg(stream).cmd("ZCARD").arg(retries);
+                    let depth: redis::RedisResult<(u64, u64)> = pipe.query_async(&mut c).await;
+                    if let Ok(d) = depth.map(|(queued, waiting)| queued + waiting) {
                         let mut most = deepest.lock().unwrap();
                         most[i] = most[i].max(d);
                     }

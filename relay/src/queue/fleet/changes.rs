@@ -1,6 +1,6 @@
 //! `queue = redis`: destinations made, changed and deleted through the
 //! admin API of any relay are the fleet's. Each change is written to one
-//! Redis hash ([`dripfeed::global::RedisMap`], key
+//! Redis hash ([`super::redis::map::RedisMap`], key
 //! `dripfeed:map:{webhook_relay:destinations}`) with a version bumped in
 //! the same step, applied at once by the relay that took it, and by every
 //! other relay within [`POLL`] (each polls the version: one `GET` per
@@ -24,7 +24,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use dripfeed::global::RedisMap;
+use super::redis::map::RedisMap;
 use serde::{Deserialize, Serialize};
 use tokio::task::JoinHandle;
 

@@ -7,7 +7,8 @@ use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::Duration;
 
-use dripfeed::global::{Claimed, Ending, RedisQueue};
+use super::redis::queue::{Claimed, RedisQueue};
+use super::redis::queue_status::Ending;
 use dripfeed::journal::JobCodec;
 use dripfeed::{Attempt, Delivery, Downstream, PermitSource};
 use tokio::sync::{Semaphore, mpsc};

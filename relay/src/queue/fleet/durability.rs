@@ -13,7 +13,9 @@
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use dripfeed::global::{Durability, PersistenceError, RedisConnection};
+use dripfeed::global::RedisConnection;
+
+use super::redis::persistence::{Durability, PersistenceError, persistence};
 
 use crate::config::value::RedisDurability;
 
@@ -51,7 +53,7 @@ fn level(d: RedisDurability) -> Durability {
 
 /// Why what was found keeps less than `wanted`, in one line; `None` when
 /// every primary keeps enough.
-fn judge(found: &[dripfeed::global::Persistence], wanted: Durability) -> Option<String> {
+fn judge(found: &[super::redis::persistence::Persistence], wanted: Durability) -> Option<String> {
     let short: Vec<String> = found.iter().filter_map(|p| p.shortfall(wanted)).collect();
     (!short.is_empty()).then(|| short.join(" | "))
 }
@@ -68,7 +70,7 @@ impl Watch {
         let wanted = accepted.map_or(Durability::Everysec, level);
         let mut trusted = false;
         let mut short = None;
-        match conn.persistence().await {
+        match persistence(&conn).await {
             Ok(found) => {
                 if let Some(why) = judge(&found, wanted) {
                     let have = found
@@ -141,7 +143,7 @@ impl Watch {
 
     /// One reading; a change is logged.
     async fn read(&self) {
-        let short = match self.conn.persistence().await {
+        let short = match persistence(&self.conn).await {
             Ok(found) => judge(&found, self.wanted),
             Err(PersistenceError::Refused(e)) => Some(format!(
                 "Redis now refuses CONFIG GET ({e}): its durability cannot be seen"

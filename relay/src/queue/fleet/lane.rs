@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 
-use dripfeed::global::RedisQueue;
+use super::redis::queue::RedisQueue;
 
 use super::counts::Counts;
 use super::steer::Steer;

@@ -53,7 +53,7 @@ impl Cursor {
 }
 
 /// A dead letter as the admin API shows it.
-fn shown(destination: &str, d: dripfeed::global::DeadLetter) -> DeadLetter {
+fn shown(destination: &str, d: super::redis::queue_dead::DeadLetter) -> DeadLetter {
     let job = Job::decode(&d.job).ok();
     let raw = job.as_ref().map_or(&d.job[..], |j| &j.body[..]);
     let (body, body_base64) = match std::str::from_utf8(raw) {

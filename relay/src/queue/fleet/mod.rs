@@ -19,6 +19,7 @@ pub mod lane;
 pub mod letters;
 pub mod link;
 pub mod open;
+pub mod redis;
 pub mod shared;
 mod steer;
 mod sweep;
@@ -27,7 +28,7 @@ use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::Duration;
 
-use dripfeed::global::JobState;
+use redis::queue_status::{JobState, JobStatus};
 
 use super::contract::{
     Accepted, Admission, ChangeRefused, Changed, Drained, LetterError, LetterPage, LetterQuery,
@@ -60,7 +61,7 @@ pub struct FleetQueue {
 }
 
 /// A status read from the fleet's records, as the registry's.
-fn found((destination, s): (String, dripfeed::global::JobStatus)) -> Found {
+fn found((destination, s): (String, JobStatus)) -> Found {
     Found {
         status: Status {
             state: match s.state {

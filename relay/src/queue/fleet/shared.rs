@@ -1,5 +1,5 @@
 //! `queue = redis`: every relay of a fleet takes webhooks into one queue
-//! per destination in Redis Streams ([`dripfeed::global::RedisQueue`]) and
+//! per destination in Redis Streams ([`super::redis::queue::RedisQueue`]) and
 //! delivers from it, so a node that dies loses nothing: the others reclaim
 //! what it had taken once it has been pending longer than a delivery can
 //! take.
@@ -40,14 +40,15 @@ use std::sync::{Arc, Mutex, OnceLock, RwLock};
 use std::time::Duration;
 
 use dripfeed::PermitSource;
-use dripfeed::global::{
-    Admission, Failure, JobStatus, KeyClaim, RedisAimd, RedisConnection, RedisKeys, RedisQueue,
-    RedisRate,
-};
+use dripfeed::global::{Failure, RedisAimd, RedisConnection, RedisRate};
 use dripfeed::journal::JobCodec;
 use dripfeed::keyed::{AdmitError, BucketError, BucketStore};
 use dripfeed::rate::AimdConfig;
 use tokio::sync::{Semaphore, watch};
+
+use super::redis::keys::{KeyClaim, RedisKeys};
+use super::redis::queue::{Admission, RedisQueue};
+use super::redis::queue_status::JobStatus;
 use tokio::task::JoinHandle;
 
 use super::counts::Counts;
@@ -497,7 +498,6 @@ impl Shared {
                     // the same id, the queue tells which (not charged
                     // twice).
                     KeyClaim::Pending(id) => Some((key, id, true)),
-                    _ => return Err("an idempotency key's answer this relay does not know".into()),
                 }
             }
         };
@@ -629,7 +629,6 @@ impl Shared {
             Admission::Full { depth } => Admit::Full(Duration::from_secs_f64(
                 (depth as f64 / lane.rate_now()).min(3600.0),
             )),
-            other => return Err(format!("an answer this relay does not know: {other:?}")),
         })
     }
 

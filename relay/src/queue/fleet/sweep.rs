@@ -8,7 +8,9 @@
 
 use std::time::Duration;
 
-use dripfeed::global::{Claimed, Ending, RedisMap};
+use super::redis::map::RedisMap;
+use super::redis::queue::Claimed;
+use super::redis::queue_status::Ending;
 
 use super::shared::Shared;
 

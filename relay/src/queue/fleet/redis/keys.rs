@@ -5,8 +5,9 @@ use std::time::Duration;
 
 use redis::{Script, Value};
 
-use super::conn::{RedisConnection, RedisError, array, bounded};
-use super::redis_queue::{CALL, count, text};
+use dripfeed::global::{RedisConnection, RedisError};
+
+use super::{CALL, array, bounded, count, text};
 
 /// What [`RedisKeys::claim`] found.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -23,7 +24,7 @@ pub enum KeyClaim {
     /// admit it under this id with [`RedisQueue::admit_fresh`], which tells
     /// which.
     ///
-    /// [`RedisQueue::admit_fresh`]: super::RedisQueue::admit_fresh
+    /// [`RedisQueue::admit_fresh`]: super::queue::RedisQueue::admit_fresh
     Pending(String),
     /// The key was used for another request (the id it names).
     Conflict(String),
@@ -38,31 +39,13 @@ pub enum KeyClaim {
 /// not a second job.
 ///
 /// A keyed admission is three round trips: [`claim`](Self::claim), the
-/// queue's [`admit_fresh`](super::RedisQueue::admit_fresh), then
+/// queue's [`admit_fresh`](super::queue::RedisQueue::admit_fresh), then
 /// [`accept`](Self::accept) (or [`release`](Self::release) when the queue
 /// refused). A node that dies between the admission and the accept leaves
 /// the key pending under its id: a retry finds it
 /// ([`KeyClaim::Pending`]) and admits under the same id, which the queue
 /// answers as seen if the first got in. Keys are the caller's to scope (by
 /// tenant, say) and to encode so that no two scopes' keys collide.
-///
-/// ```no_run
-/// # #[tokio::main(flavor = "current_thread")]
-/// # async fn main() -> Result<(), dripfeed::global::RedisError> {
-/// use std::time::Duration;
-/// use dripfeed::global::{KeyClaim, RedisConnection, RedisKeys};
-/// let keys = RedisKeys::new(RedisConnection::open("redis://127.0.0.1:6379/")?, "hooks");
-/// let day = Duration::from_secs(86_400);
-/// assert_eq!(keys.claim("4:acme:order-1", "billing|9f2c", "17", day).await?, KeyClaim::New);
-/// // ... the job admitted as 17, then:
-/// keys.accept("4:acme:order-1", "17", day).await?;
-/// let again = keys.claim("4:acme:order-1", "billing|9f2c", "18", day).await?;
-/// assert_eq!(again, KeyClaim::Repeat("17".into()));
-/// let other = keys.claim("4:acme:order-1", "shipping|9f2c", "19", day).await?;
-/// assert_eq!(other, KeyClaim::Conflict("17".into()));
-/// # Ok(())
-/// # }
-/// ```
 #[derive(Clone)]
 pub struct RedisKeys {
     conn: RedisConnection,
@@ -85,15 +68,6 @@ fn ms(d: Duration) -> u64 {
 impl RedisKeys {
     /// The keys of `name` (Redis keys `dripfeed:k:NAME:KEY`), through
     /// `conn`; round trips counted as `keys`.
-    ///
-    /// ```
-    /// # #[tokio::main(flavor = "current_thread")]
-    /// # async fn main() {
-    /// use dripfeed::global::{RedisConnection, RedisKeys};
-    /// let keys = RedisKeys::new(RedisConnection::open("redis://127.0.0.1:1/").unwrap(), "hooks");
-    /// assert_eq!(keys.key_of("4:acme:order-1"), "dripfeed:k:hooks:4:acme:order-1");
-    /// # }
-    /// ```
     pub fn new(conn: RedisConnection, name: &str) -> RedisKeys {
         RedisKeys {
             conn: conn.counted_as("keys"),

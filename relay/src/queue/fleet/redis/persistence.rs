@@ -6,10 +6,8 @@
 
 use std::fmt;
 
+use dripfeed::global::{RedisConnection, RedisError};
 use redis::Value;
-use redis::cluster_routing::{MultipleNodeRoutingInfo, RoutingInfo};
-
-use super::conn::{Link, RedisConnection, RedisError};
 
 /// How much a Redis keeps of what it acknowledged, least to most.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -26,13 +24,7 @@ pub enum Durability {
 
 impl Durability {
     /// `always`, `everysec` or `none`.
-    ///
-    /// ```
-    /// use dripfeed::global::Durability;
-    /// assert_eq!(Durability::parse("everysec"), Some(Durability::Everysec));
-    /// assert_eq!(Durability::Always.as_str(), "always");
-    /// assert_eq!(Durability::parse("sometimes"), None);
-    /// ```
+    #[cfg(test)]
     pub fn parse(text: &str) -> Option<Durability> {
         match text {
             "always" => Some(Durability::Always),
@@ -67,19 +59,6 @@ pub struct Persistence {
 
 impl Persistence {
     /// What it keeps.
-    ///
-    /// ```
-    /// use dripfeed::global::{Durability, Persistence};
-    /// let p = Persistence {
-    ///     node: "redis".into(),
-    ///     appendonly: true,
-    ///     appendfsync: "everysec".into(),
-    ///     maxmemory_policy: "noeviction".into(),
-    /// };
-    /// assert_eq!(p.durability(), Durability::Everysec);
-    /// let evicting = Persistence { maxmemory_policy: "allkeys-lru".into(), ..p };
-    /// assert_eq!(evicting.durability(), Durability::None);
-    /// ```
     pub fn durability(&self) -> Durability {
         if !self.appendonly || self.maxmemory_policy != "noeviction" {
             return Durability::None;
@@ -93,19 +72,6 @@ impl Persistence {
 
     /// Why it keeps less than `wanted`, naming each setting and what it
     /// would lose; `None` when it keeps enough.
-    ///
-    /// ```
-    /// use dripfeed::global::{Durability, Persistence};
-    /// let p = Persistence {
-    ///     node: "redis".into(),
-    ///     appendonly: false,
-    ///     appendfsync: "everysec".into(),
-    ///     maxmemory_policy: "noeviction".into(),
-    /// };
-    /// let why = p.shortfall(Durability::Everysec).unwrap();
-    /// assert!(why.contains("appendonly no"), "{why}");
-    /// assert!(p.shortfall(Durability::None).is_none());
-    /// ```
     pub fn shortfall(&self, wanted: Durability) -> Option<String> {
         if self.durability() >= wanted {
             return None;
@@ -185,70 +151,40 @@ fn config_value(v: &Value) -> Option<String> {
     }
 }
 
-impl RedisConnection {
-    /// The persistence settings of the server, or of every primary of a
-    /// cluster; one round trip per setting (three), each bounded.
-    pub async fn persistence(&self) -> Result<Vec<Persistence>, PersistenceError> {
-        let mut found: Vec<Persistence> = Vec::new();
-        for param in ["appendonly", "appendfsync", "maxmemory-policy"] {
-            let mut cmd = redis::cmd("CONFIG");
-            cmd.arg("GET").arg(param);
-            for (node, value) in self.on_every_primary(cmd).await? {
-                let value = config_value(&value).ok_or_else(|| {
-                    PersistenceError::Unreachable(RedisError::unexpected("CONFIG GET"))
-                })?;
-                let at = match found.iter().position(|p| p.node == node) {
-                    Some(at) => at,
-                    None => {
-                        found.push(Persistence {
-                            node,
-                            appendonly: false,
-                            appendfsync: String::new(),
-                            maxmemory_policy: String::new(),
-                        });
-                        found.len() - 1
-                    }
-                };
-                let p = &mut found[at];
-                match param {
-                    "appendonly" => p.appendonly = value == "yes",
-                    "appendfsync" => p.appendfsync = value,
-                    _ => p.maxmemory_policy = value,
-                }
-            }
-        }
-        Ok(found)
-    }
-
-    /// `cmd`'s answer from the server (node `redis`), or from each
-    /// primary of a cluster (by address).
-    async fn on_every_primary(
-        &self,
-        cmd: redis::Cmd,
-    ) -> Result<Vec<(String, Value)>, PersistenceError> {
-        let limit = std::time::Duration::from_secs(2);
-        let answer = match &self.link {
-            Link::Single(manager) => {
-                let mut conn = manager.clone();
-                let v = tokio::time::timeout(limit, cmd.query_async::<Value>(&mut conn)).await;
-                let v = v.map_err(|_| PersistenceError::Unreachable(RedisError::timeout()))?;
-                return Ok(vec![("redis".to_owned(), v.map_err(classify)?)]);
-            }
-            Link::Cluster(cluster) => {
-                let mut conn = cluster.clone();
-                let route = RoutingInfo::MultiNode((MultipleNodeRoutingInfo::AllMasters, None));
-                tokio::time::timeout(limit, conn.route_command(cmd, route)).await
-            }
-        };
-        let v = answer
-            .map_err(|_| PersistenceError::Unreachable(RedisError::timeout()))?
+/// The persistence settings of the server, or of every primary of a
+/// cluster; one round trip per setting (three), each bounded.
+pub async fn persistence(conn: &RedisConnection) -> Result<Vec<Persistence>, PersistenceError> {
+    let mut found: Vec<Persistence> = Vec::new();
+    for param in ["appendonly", "appendfsync", "maxmemory-policy"] {
+        let mut cmd = redis::cmd("CONFIG");
+        cmd.arg("GET").arg(param);
+        let answers = conn
+            .on_every_primary(cmd, std::time::Duration::from_secs(2))
+            .await
             .map_err(classify)?;
-        match v {
-            Value::Map(pairs) => Ok(pairs
-                .into_iter()
-                .map(|(node, v)| (text(&node).unwrap_or_default(), v))
-                .collect()),
-            other => Ok(vec![("cluster".to_owned(), other)]),
+        for (node, value) in answers {
+            let value = config_value(&value).ok_or_else(|| {
+                PersistenceError::Unreachable(RedisError::unexpected("CONFIG GET"))
+            })?;
+            let at = match found.iter().position(|p| p.node == node) {
+                Some(at) => at,
+                None => {
+                    found.push(Persistence {
+                        node,
+                        appendonly: false,
+                        appendfsync: String::new(),
+                        maxmemory_policy: String::new(),
+                    });
+                    found.len() - 1
+                }
+            };
+            let p = &mut found[at];
+            match param {
+                "appendonly" => p.appendonly = value == "yes",
+                "appendfsync" => p.appendfsync = value,
+                _ => p.maxmemory_policy = value,
+            }
         }
     }
+    Ok(found)
 }

@@ -1,22 +1,21 @@
 //! [`RedisMap`]: a small map of settings a fleet shares, with a version
 //! every node polls to learn of a change in one cheap round trip.
 
-use std::time::Duration;
-
 use redis::{Script, Value};
 
-use super::conn::{RedisConnection, RedisError, array, bounded};
-use super::redis_queue::{count, text};
+use dripfeed::global::{RedisConnection, RedisError};
 
-/// How long one call may take.
-const CALL: Duration = Duration::from_secs(2);
+use super::{array, bounded, count, text};
+
+use super::CALL;
 
 /// Sets a field and bumps the version, in one step.
+#[cfg(test)]
 const SET: &str = "redis.call('HSET', KEYS[1], ARGV[1], ARGV[2]) \
                    return redis.call('INCR', KEYS[2])";
 
-/// Sets a field only if it holds what the caller last read (ARGV[3] `-`:
-/// absent; `=`: ARGV[4]), bumping the version; false when it did not.
+/// Sets a field only if it holds what the caller last read (`ARGV[3]` `-`:
+/// absent; `=`: `ARGV[4]`), bumping the version; false when it did not.
 const SET_IF: &str = "local cur = redis.call('HGET', KEYS[1], ARGV[1]) \
                       if (ARGV[3] == '-' and cur) or (ARGV[3] == '=' and cur ~= ARGV[4]) then \
                         return false end \
@@ -37,27 +36,11 @@ const READ: &str = "local v = redis.call('GET', KEYS[2]) or '0' \
 /// the version are hash-tagged by the map's name: one Redis Cluster slot.
 /// A value is the caller's to encode (a deletion the fleet must remember is
 /// a value too, e.g. a tombstone).
-///
-/// ```no_run
-/// # #[tokio::main(flavor = "current_thread")]
-/// # async fn main() -> Result<(), dripfeed::global::RedisError> {
-/// use dripfeed::global::{RedisConnection, RedisMap};
-/// let conn = RedisConnection::open("redis://127.0.0.1:6379/")?;
-/// let map = RedisMap::new(conn, "destinations");
-/// let v = map.set("billing", r#"{"url":"https://billing.example/hooks"}"#).await?;
-/// assert!(map.version().await? >= v);
-/// let (at, all) = map.entries().await?;
-/// assert!(at >= v);
-/// assert!(all.iter().any(|(name, _)| name == "billing"));
-/// # Ok(())
-/// # }
-/// ```
 #[derive(Clone)]
 pub struct RedisMap {
     conn: RedisConnection,
     hash: String,
     version: String,
-    set: Script,
     set_if: Script,
     read: Script,
 }
@@ -73,57 +56,29 @@ impl std::fmt::Debug for RedisMap {
 impl RedisMap {
     /// The map called `name` (keys `dripfeed:map:{name}` and
     /// `dripfeed:map:{name}:v`), through `conn`.
-    ///
-    /// ```
-    /// # #[tokio::main(flavor = "current_thread")]
-    /// # async fn main() {
-    /// use dripfeed::global::{RedisConnection, RedisMap};
-    /// let conn = RedisConnection::open("redis://127.0.0.1:1/").unwrap();
-    /// let map = RedisMap::new(conn, "destinations");
-    /// assert_eq!(map.key(), "dripfeed:map:{destinations}");
-    /// # }
-    /// ```
     pub fn new(conn: RedisConnection, name: &str) -> RedisMap {
         let hash = format!("dripfeed:map:{{{name}}}");
         RedisMap {
             conn,
             version: format!("{hash}:v"),
             hash,
-            set: Script::new(SET),
             set_if: Script::new(SET_IF),
             read: Script::new(READ),
         }
     }
 
     /// The hash's key.
-    ///
-    /// ```
-    /// # #[tokio::main(flavor = "current_thread")]
-    /// # async fn main() {
-    /// # use dripfeed::global::{RedisConnection, RedisMap};
-    /// let map = RedisMap::new(RedisConnection::open("redis://127.0.0.1:1/").unwrap(), "x");
-    /// assert!(map.key().ends_with("{x}"));
-    /// # }
-    /// ```
+    #[cfg(test)]
     pub fn key(&self) -> &str {
         &self.hash
     }
 
     /// Sets `name` to `value`; returns the map's version after the change.
-    ///
-    /// ```no_run
-    /// # #[tokio::main(flavor = "current_thread")]
-    /// # async fn main() -> Result<(), dripfeed::global::RedisError> {
-    /// # use dripfeed::global::{RedisConnection, RedisMap};
-    /// let map = RedisMap::new(RedisConnection::open("redis://127.0.0.1:6379/")?, "doc-set");
-    /// let first = map.set("a", "1").await?;
-    /// assert_eq!(map.set("a", "2").await?, first + 1);
-    /// # Ok(())
-    /// # }
-    /// ```
+    #[cfg(test)]
     pub async fn set(&self, name: &str, value: &str) -> Result<u64, RedisError> {
         let mut conn = self.conn.clone();
-        let mut call = self.set.prepare_invoke();
+        let set = Script::new(SET);
+        let mut call = set.prepare_invoke();
         call.key(&self.hash).key(&self.version).arg(name).arg(value);
         let v: Value = bounded(call.invoke_async(&mut conn), CALL).await?;
         count(&v)
@@ -134,18 +89,6 @@ impl RedisMap {
     /// changing one name at once cannot undo each other unseen. Returns
     /// the version after the change, or `None` when `name` held something
     /// else (nothing changed).
-    ///
-    /// ```no_run
-    /// # #[tokio::main(flavor = "current_thread")]
-    /// # async fn main() -> Result<(), dripfeed::global::RedisError> {
-    /// # use dripfeed::global::{RedisConnection, RedisMap};
-    /// let map = RedisMap::new(RedisConnection::open("redis://127.0.0.1:6379/")?, "doc-cas");
-    /// assert!(map.set_if("a", "1", None).await?.is_some());
-    /// assert!(map.set_if("a", "2", None).await?.is_none(), "not absent");
-    /// assert!(map.set_if("a", "2", Some("1")).await?.is_some());
-    /// # Ok(())
-    /// # }
-    /// ```
     pub async fn set_if(
         &self,
         name: &str,
@@ -168,18 +111,6 @@ impl RedisMap {
     }
 
     /// What `name` holds now, if anything.
-    ///
-    /// ```no_run
-    /// # #[tokio::main(flavor = "current_thread")]
-    /// # async fn main() -> Result<(), dripfeed::global::RedisError> {
-    /// # use dripfeed::global::{RedisConnection, RedisMap};
-    /// let map = RedisMap::new(RedisConnection::open("redis://127.0.0.1:6379/")?, "doc-get");
-    /// map.set("a", "1").await?;
-    /// assert_eq!(map.get("a").await?.as_deref(), Some("1"));
-    /// assert_eq!(map.get("b").await?, None);
-    /// # Ok(())
-    /// # }
-    /// ```
     pub async fn get(&self, name: &str) -> Result<Option<String>, RedisError> {
         let mut conn = self.conn.clone();
         let mut cmd = redis::cmd("HGET");
@@ -196,16 +127,6 @@ impl RedisMap {
     /// The Redis server's clock, ms since the Unix epoch: the one clock
     /// every node shares, for deadlines kept in the map (a node's own clock
     /// may be off).
-    ///
-    /// ```no_run
-    /// # #[tokio::main(flavor = "current_thread")]
-    /// # async fn main() -> Result<(), dripfeed::global::RedisError> {
-    /// # use dripfeed::global::{RedisConnection, RedisMap};
-    /// let map = RedisMap::new(RedisConnection::open("redis://127.0.0.1:6379/")?, "doc-time");
-    /// assert!(map.server_ms().await? > 1_700_000_000_000);
-    /// # Ok(())
-    /// # }
-    /// ```
     pub async fn server_ms(&self) -> Result<u64, RedisError> {
         let mut conn = self.conn.clone();
         let v: Value = bounded(redis::cmd("TIME").query_async(&mut conn), CALL).await?;
@@ -216,16 +137,6 @@ impl RedisMap {
     }
 
     /// The map's version: 0 until the first change.
-    ///
-    /// ```no_run
-    /// # #[tokio::main(flavor = "current_thread")]
-    /// # async fn main() -> Result<(), dripfeed::global::RedisError> {
-    /// # use dripfeed::global::{RedisConnection, RedisMap};
-    /// let map = RedisMap::new(RedisConnection::open("redis://127.0.0.1:6379/")?, "doc-never-set");
-    /// assert_eq!(map.version().await?, 0);
-    /// # Ok(())
-    /// # }
-    /// ```
     pub async fn version(&self) -> Result<u64, RedisError> {
         let mut conn = self.conn.clone();
         let mut cmd = redis::cmd("GET");
@@ -238,18 +149,6 @@ impl RedisMap {
     }
 
     /// The version and every entry (name, value), read at one instant.
-    ///
-    /// ```no_run
-    /// # #[tokio::main(flavor = "current_thread")]
-    /// # async fn main() -> Result<(), dripfeed::global::RedisError> {
-    /// # use dripfeed::global::{RedisConnection, RedisMap};
-    /// let map = RedisMap::new(RedisConnection::open("redis://127.0.0.1:6379/")?, "doc-read");
-    /// let v = map.set("b", "x").await?;
-    /// let (at, all) = map.entries().await?;
-    /// assert_eq!((at, all), (v, vec![("b".to_owned(), "x".to_owned())]));
-    /// # Ok(())
-    /// # }
-    /// ```
     pub async fn entries(&self) -> Result<(u64, Vec<(String, String)>), RedisError> {
         let mut conn = self.conn.clone();
         let mut call = self.read.prepare_invoke();

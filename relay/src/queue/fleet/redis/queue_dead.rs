@@ -4,8 +4,10 @@
 
 use redis::Value;
 
-use super::conn::{RedisError, array, bounded};
-use super::redis_queue::{CALL, RedisQueue, bytes, count, text};
+use dripfeed::global::RedisError;
+
+use super::queue::RedisQueue;
+use super::{CALL, array, bounded, bytes, count, text};
 
 /// One dead letter of a shared queue.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -22,7 +24,7 @@ pub struct DeadLetter {
     /// The receiver's last status code, if it answered one.
     pub last_status: Option<u16>,
     /// The last attempt's error, if the consumer noted one
-    /// ([`Ending::with_error`](super::Ending::with_error)).
+    /// ([`Ending::with_error`](super::queue_status::Ending::with_error)).
     pub error: Option<String>,
     /// The job's bytes.
     pub job: Vec<u8>,

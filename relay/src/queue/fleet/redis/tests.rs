@@ -5,13 +5,19 @@
 //! and a Redis restart without persistence recovered from without help.
 //! Loopback, real time, bounded; no sleeps.
 
-use crate::support;
-
 use std::collections::HashSet;
 use std::time::Duration;
 
-use dripfeed::global::{Admission, Ending, JobState, RedisConnection, RedisMap, RedisQueue};
-use support::redis::{RedisServer, available};
+use dripfeed::global::RedisConnection;
+
+use super::map::RedisMap;
+use super::queue::{Admission, RedisQueue};
+use super::queue_status::{Ending, JobState};
+use support_redis::{RedisServer, available};
+
+// The library's test support: a throwaway redis-server on a free port.
+#[path = "../../../../../tests/support/redis.rs"]
+mod support_redis;
 
 const DAY: Duration = Duration::from_secs(86_400);
 
@@ -428,7 +434,7 @@ async fn a_queue_being_emptied_takes_its_retries_back_early_and_a_shared_map_has
 /// under its id, and the queue tells whether that id got in.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_fleet_key_names_one_request_and_a_pending_one_resolves() {
-    use dripfeed::global::{KeyClaim, RedisKeys};
+    use super::keys::{KeyClaim, RedisKeys};
     if !available("a_fleet_key_names_one_request_and_a_pending_one_resolves") {
         return;
     }
@@ -499,7 +505,7 @@ async fn a_fleet_key_names_one_request_and_a_pending_one_resolves() {
 /// scripts that make them.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_queue_counts_what_every_node_did() {
-    use dripfeed::global::QueueCounts;
+    use super::queue::QueueCounts;
     if !available("the_queue_counts_what_every_node_did") {
         return;
     }
@@ -629,4 +635,82 @@ async fn a_full_queue_evicts_its_oldest_unclaimed_entry_or_defers_the_new_one() 
     assert_eq!(d.depth().await.unwrap(), 1, "nothing queued for it");
     let counts = d.counts().await.unwrap();
     assert_eq!((counts.accepted, counts.dead_lettered), (1, 1));
+}
+
+/// What needs no server: statuses and endings read and made, keys named,
+/// durability judged.
+mod pure {
+    use std::time::Duration;
+
+    use dripfeed::global::RedisConnection;
+
+    use super::super::keys::RedisKeys;
+    use super::super::map::RedisMap;
+    use super::super::persistence::{Durability, Persistence};
+    use super::super::queue::RedisQueue;
+    use super::super::queue_status::{Ending, JobState, JobStatus};
+
+    #[test]
+    fn a_status_reads_back_and_an_ending_says_what_it_was() {
+        let s = JobStatus::parse("r|2|503|1700000000500|1700000000000||1-0|acme", false).unwrap();
+        assert_eq!(
+            (s.state, s.attempts, s.last_status),
+            (JobState::RetryWaiting, 2, Some(503))
+        );
+        assert_eq!(s.owner.as_deref(), Some("acme"));
+        assert_eq!(
+            JobStatus::parse("q|0|||17||1-0|", true).unwrap().state,
+            JobState::InFlight
+        );
+        assert!(JobStatus::parse("nonsense", false).is_none());
+        assert!(!Ending::delivered("1-0".into(), Some(204)).dead_lettered);
+        let e = Ending::dead_lettered("1-0".into(), None, "failed").with_error("connect: refused");
+        assert!(e.dead_lettered && e.reason == "failed");
+        assert_eq!(e.error, "connect: refused");
+    }
+
+    #[tokio::test(flavor = "current_thread")]
+    async fn keys_are_named_by_destination_and_tagged() {
+        let conn = RedisConnection::open("redis://127.0.0.1:1/").unwrap();
+        let queue = RedisQueue::new(conn.clone(), "billing", "node-a")
+            .with_status(Duration::from_secs(86_400), 100_000)
+            .with_dead_letters(100_000)
+            .with_overflow(dripfeed::Overflow::HeadDrop)
+            .with_replicas(1, Duration::from_millis(100), vec![conn.clone()]);
+        assert_eq!(queue.stream_key(), "dripfeed:q:{billing}:s");
+        assert_eq!(queue.overflow(), dripfeed::Overflow::HeadDrop);
+        let keys = RedisKeys::new(conn.clone(), "hooks");
+        assert_eq!(
+            keys.key_of("4:acme:order-1"),
+            "dripfeed:k:hooks:4:acme:order-1"
+        );
+        let map = RedisMap::new(conn, "destinations");
+        assert_eq!(map.key(), "dripfeed:map:{destinations}");
+    }
+
+    #[test]
+    fn durability_is_judged_from_the_settings() {
+        assert_eq!(Durability::parse("everysec"), Some(Durability::Everysec));
+        assert_eq!(Durability::Always.as_str(), "always");
+        assert_eq!(Durability::parse("sometimes"), None);
+        let p = Persistence {
+            node: "redis".into(),
+            appendonly: true,
+            appendfsync: "everysec".into(),
+            maxmemory_policy: "noeviction".into(),
+        };
+        assert_eq!(p.durability(), Durability::Everysec);
+        let evicting = Persistence {
+            maxmemory_policy: "allkeys-lru".into(),
+            ..p.clone()
+        };
+        assert_eq!(evicting.durability(), Durability::None);
+        let off = Persistence {
+            appendonly: false,
+            ..p
+        };
+        let why = off.shortfall(Durability::Everysec).unwrap();
+        assert!(why.contains("appendonly no"), "{why}");
+        assert!(off.shortfall(Durability::None).is_none());
+    }
 }

@@ -8,15 +8,15 @@ use std::time::Duration;
 
 use redis::{Script, Value};
 
-use super::conn::{RedisConnection, RedisError, array, bounded};
+use dripfeed::global::{RedisConnection, RedisError};
+
 use super::queue_status::{Ending, JobStatus, Keep};
+use super::{CALL, array, bounded, bytes, count, text};
 
 /// The idle time a [`RedisQueue::release`]d entry is given: ten days,
 /// beyond any take-over time (and, unlike a larger one, under the server's
 /// clock, which Redis would otherwise take as no idle time at all).
 const RELEASED_IDLE_MS: u64 = 10 * 86_400_000;
-/// How long one call may take.
-pub(super) const CALL: Duration = Duration::from_secs(2);
 
 /// What [`RedisQueue::admit`] did.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -61,7 +61,7 @@ pub enum Admission {
         /// The id given.
         id: String,
     },
-    /// The queue was full under [`Overflow::HeadDrop`](crate::Overflow::HeadDrop)
+    /// The queue was full under [`Overflow::HeadDrop`](dripfeed::Overflow::HeadDrop)
     /// ([`with_overflow`](RedisQueue::with_overflow)): queued under `id`,
     /// and the oldest job no consumer had claimed yet went to the dead
     /// letters (reason `evicted`), in the same script.
@@ -73,7 +73,7 @@ pub enum Admission {
         /// The evicted job's id.
         evicted: String,
     },
-    /// The queue was full under [`Overflow::DeadLetter`](crate::Overflow::DeadLetter):
+    /// The queue was full under [`Overflow::DeadLetter`](dripfeed::Overflow::DeadLetter):
     /// the job went to the dead letters (reason `overflow`), its status
     /// dead-lettered and its idempotency key remembered.
     Deferred {
@@ -109,8 +109,8 @@ pub struct QueueCounts {
     pub dead_lettered: u64,
 }
 
-/// A job a consumer holds until it [`ack`](RedisQueue::ack)s or
-/// [`retry`](RedisQueue::retry)s it.
+/// A job a consumer holds until it [`ack`](RedisQueue::end)s or
+/// [`retry`](RedisQueue::retry_failed)s it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Claimed {
     /// Its entry in the stream now.
@@ -146,12 +146,12 @@ pub struct Claimed {
 /// - [`claim`](RedisQueue::claim): `XREADGROUP`, as many as the node's
 ///   pacing is about to emit, never the whole stream. A group lost with a
 ///   Redis restart without persistence (`NOGROUP`) is made again.
-/// - [`ack`](RedisQueue::ack): acknowledged and deleted, a batch in one
-///   round trip; [`retry`](RedisQueue::retry): moved to the retries with
+/// - [`ack`](RedisQueue::end): acknowledged and deleted, a batch in one
+///   round trip; [`retry`](RedisQueue::retry_failed): moved to the retries with
 ///   its due time, atomically and only if still pending for the group;
 ///   [`promote_due`](RedisQueue::promote_due): due retries back into the
 ///   stream, atomically, by whichever node runs it first (never twice).
-/// - [`reclaim`](RedisQueue::reclaim): `XAUTOCLAIM` of entries pending
+/// - [`reclaim`](RedisQueue::reclaim_from): `XAUTOCLAIM` of entries pending
 ///   longer than `idle`, from a consumer that died. Give it at least the
 ///   local buffer's worth of time at the current rate plus the deliver
 ///   timeout plus a margin: sooner, and a live node's slow delivery is made
@@ -159,28 +159,6 @@ pub struct Claimed {
 ///
 /// Every call is one round trip ([`RedisConnection::round_trips`]).
 ///
-///
-/// ```no_run
-/// # #[tokio::main]
-/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
-/// use dripfeed::global::{Admission, RedisConnection, RedisQueue};
-/// use std::time::Duration;
-/// let conn = RedisConnection::open("redis://127.0.0.1:6379/")?;
-/// let queue = RedisQueue::new(conn, "billing", "node-1");
-/// let day = Duration::from_secs(86_400);
-/// let id = match queue.admit("17", b"{\"order\":1}", Some("acme:order-1"), 1_000, day).await? {
-///     Admission::Added { id, .. } | Admission::Repeat { id } => id,
-///     Admission::Full { depth } => panic!("{depth} outstanding: 503"),
-///     other => panic!("{other:?}"),
-/// };
-/// for job in queue.claim(16).await? {
-///     // deliver job.job, then:
-///     queue.ack(&[job.stream_id]).await?;
-/// }
-/// # let _ = id;
-/// # Ok(())
-/// # }
-/// ```
 #[derive(Clone)]
 pub struct RedisQueue {
     pub(super) conn: Purposes,
@@ -205,7 +183,7 @@ pub struct RedisQueue {
     /// Dead letters kept in Redis, about ([`with_dead_letters`](Self::with_dead_letters)); 0: none.
     pub(super) dead_max: u64,
     /// What a full queue does ([`with_overflow`](Self::with_overflow)).
-    overflow: crate::Overflow,
+    overflow: dripfeed::Overflow,
     /// Replicas that must confirm an admission (`WAIT`), and for how long
     /// to wait for them.
     replicas: (u32, Duration),
@@ -287,27 +265,6 @@ fn claimed(entry: Value) -> Option<Claimed> {
     })
 }
 
-pub(super) fn bytes(v: &Value) -> Option<Vec<u8>> {
-    match v {
-        Value::BulkString(b) => Some(b.clone()),
-        Value::SimpleString(s) => Some(s.clone().into_bytes()),
-        _ => None,
-    }
-}
-
-pub(super) fn text(v: &Value) -> Option<String> {
-    String::from_utf8(bytes(v)?).ok()
-}
-
-pub(super) fn count(v: &Value) -> Result<u64, RedisError> {
-    match v {
-        Value::Int(i) => u64::try_from(*i).map_err(|_| RedisError::unexpected("negative count")),
-        other => text(other)
-            .and_then(|t| t.parse().ok())
-            .ok_or_else(|| RedisError::unexpected("a count")),
-    }
-}
-
 impl RedisQueue {
     /// The queue of `destination` (its keys hash-tagged by it), read as
     /// `consumer` (this node's name: unique in the fleet, stable across
@@ -332,7 +289,7 @@ impl RedisQueue {
             redrive: Script::new(include_str!("scripts/queue_redrive.lua")),
             keep: None,
             dead_max: 0,
-            overflow: crate::Overflow::TailDrop,
+            overflow: dripfeed::Overflow::TailDrop,
             replicas: (0, Duration::ZERO),
             admitters: std::sync::Arc::new([]),
             turn: std::sync::Arc::default(),
@@ -345,19 +302,6 @@ impl RedisQueue {
     /// for `retention` and at most `max` of them (the oldest forgotten
     /// first). A held job's status is always kept (bounded by the queue's
     /// bound).
-    ///
-    /// ```
-    /// # #[tokio::main(flavor = "current_thread")]
-    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
-    /// use std::time::Duration;
-    /// use dripfeed::global::{RedisConnection, RedisQueue};
-    /// let conn = RedisConnection::open("redis://127.0.0.1:1/")?;
-    /// let queue = RedisQueue::new(conn, "billing", "node-a")
-    ///     .with_status(Duration::from_secs(86_400), 100_000);
-    /// assert_eq!(queue.stream_key(), "dripfeed:q:{billing}:s");
-    /// # Ok(())
-    /// # }
-    /// ```
     pub fn with_status(mut self, retention: Duration, max: u64) -> Self {
         self.keep = Some(Keep { retention, max });
         self
@@ -368,54 +312,30 @@ impl RedisQueue {
     /// job ([`end`](Self::end) with [`Ending::dead_lettered`]), atomically
     /// with its acknowledgement, and read ([`dead_letters`](Self::dead_letters))
     /// and put back ([`redrive`](Self::redrive)) from any node.
-    ///
-    /// ```
-    /// # #[tokio::main(flavor = "current_thread")]
-    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
-    /// use dripfeed::global::{RedisConnection, RedisQueue};
-    /// let conn = RedisConnection::open("redis://127.0.0.1:1/")?;
-    /// let queue = RedisQueue::new(conn, "billing", "node-a").with_dead_letters(100_000);
-    /// assert_eq!(queue.stream_key(), "dripfeed:q:{billing}:s");
-    /// # Ok(())
-    /// # }
-    /// ```
     pub fn with_dead_letters(mut self, max: u64) -> Self {
         self.dead_max = max;
         self
     }
 
     /// This queue answering a full queue as `policy` says, as the local
-    /// queue's overflow does: [`Overflow::TailDrop`](crate::Overflow::TailDrop)
+    /// queue's overflow does: [`Overflow::TailDrop`](dripfeed::Overflow::TailDrop)
     /// (the default) refuses the arriving job ([`Admission::Full`]);
-    /// [`Overflow::HeadDrop`](crate::Overflow::HeadDrop) takes it and moves
+    /// [`Overflow::HeadDrop`](dripfeed::Overflow::HeadDrop) takes it and moves
     /// the oldest job no consumer has claimed to the dead letters
     /// ([`Admission::Evicted`]; with every job claimed or waiting for a
-    /// retry, [`Admission::Full`]); [`Overflow::DeadLetter`](crate::Overflow::DeadLetter)
+    /// retry, [`Admission::Full`]); [`Overflow::DeadLetter`](dripfeed::Overflow::DeadLetter)
     /// moves the arriving job to the dead letters ([`Admission::Deferred`]).
     /// Either way in the admission's one script. Dead letters are kept in
     /// Redis with [`with_dead_letters`](Self::with_dead_letters) (without,
     /// they are only counted).
-    ///
-    /// ```
-    /// # #[tokio::main(flavor = "current_thread")]
-    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
-    /// use dripfeed::Overflow;
-    /// use dripfeed::global::{RedisConnection, RedisQueue};
-    /// let conn = RedisConnection::open("redis://127.0.0.1:1/")?;
-    /// let queue = RedisQueue::new(conn, "billing", "node-a")
-    ///     .with_dead_letters(100_000)
-    ///     .with_overflow(Overflow::HeadDrop);
-    /// assert_eq!(queue.overflow(), Overflow::HeadDrop);
-    /// # Ok(())
-    /// # }
-    /// ```
-    pub fn with_overflow(mut self, policy: crate::Overflow) -> Self {
+    pub fn with_overflow(mut self, policy: dripfeed::Overflow) -> Self {
         self.overflow = policy;
         self
     }
 
     /// What a full queue does ([`with_overflow`](Self::with_overflow)).
-    pub fn overflow(&self) -> crate::Overflow {
+    #[cfg(test)]
+    pub fn overflow(&self) -> dripfeed::Overflow {
         self.overflow
     }
 
@@ -429,20 +349,6 @@ impl RedisQueue {
     /// (each from [`RedisConnection::open`], to the same primary), not the
     /// queue's: claims and acknowledgements are not held up. With none
     /// given, the queue's connection is used.
-    ///
-    /// ```
-    /// # #[tokio::main(flavor = "current_thread")]
-    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
-    /// use std::time::Duration;
-    /// use dripfeed::global::{RedisConnection, RedisQueue};
-    /// let conn = RedisConnection::open("redis://127.0.0.1:1/")?;
-    /// let own = vec![RedisConnection::open("redis://127.0.0.1:1/")?];
-    /// let queue = RedisQueue::new(conn, "billing", "node-a")
-    ///     .with_replicas(1, Duration::from_millis(100), own);
-    /// assert_eq!(queue.stream_key(), "dripfeed:q:{billing}:s");
-    /// # Ok(())
-    /// # }
-    /// ```
     pub fn with_replicas(
         mut self,
         replicas: u32,
@@ -468,6 +374,7 @@ impl RedisQueue {
     }
 
     /// The stream's key.
+    #[cfg(test)]
     pub fn stream_key(&self) -> &str {
         &self.stream
     }
@@ -477,6 +384,7 @@ impl RedisQueue {
     /// delivered, waiting for a retry) reach `bound`; with `idempotency`
     /// (already scoped by tenant, e.g. `"acme:order-17"`) a key seen within
     /// `remember` answers the first job's id instead. One round trip.
+    #[cfg(test)]
     pub async fn admit(
         &self,
         id: &str,
@@ -509,7 +417,7 @@ impl RedisQueue {
     /// only if no job with this id was admitted before:
     /// [`Admission::Seen`] then, nothing written. For a caller that chose
     /// the id earlier (an idempotency key's, kept with
-    /// [`RedisKeys`](super::RedisKeys)) and may be admitting it a second
+    /// [`RedisKeys`](super::keys::RedisKeys)) and may be admitting it a second
     /// time. It tells only with statuses kept
     /// ([`with_status`](Self::with_status)), for as long as they are.
     pub async fn admit_fresh(
@@ -586,9 +494,10 @@ impl RedisQueue {
                 Mode::Confirm => "2",
             })
             .arg(match self.overflow {
-                crate::Overflow::TailDrop => "t",
-                crate::Overflow::HeadDrop => "h",
-                crate::Overflow::DeadLetter => "d",
+                dripfeed::Overflow::HeadDrop => "h",
+                dripfeed::Overflow::DeadLetter => "d",
+                // Tail-drop, and any policy the script does not know.
+                _ => "t",
             })
             .arg(&self.group)
             .arg(self.dead_max);
@@ -641,17 +550,6 @@ impl RedisQueue {
             | Admission::Seen { id } => Ok(Admission::Unconfirmed { id, replicas }),
             other => Ok(other),
         }
-    }
-
-    /// Whether the idempotency key `idempotency` (scoped as for
-    /// [`admit`](Self::admit)) is remembered: one round trip, counted as
-    /// `queue_admit`. For a caller that charges a quota only for new jobs.
-    pub async fn seen(&self, idempotency: &str) -> Result<bool, RedisError> {
-        let mut conn = self.conn.admit.clone();
-        let mut exists = redis::cmd("EXISTS");
-        exists.arg(format!("{}:i:{idempotency}", self.prefix));
-        let n: u64 = bounded(exists.query_async(&mut conn), CALL).await?;
-        Ok(n > 0)
     }
 
     /// The fleet's counts for this queue (one round trip, counted as
@@ -800,6 +698,7 @@ impl RedisQueue {
     }
 
     /// [`reclaim_from`](Self::reclaim_from) the start of the pending list.
+    #[cfg(test)]
     pub async fn reclaim(&self, idle: Duration, max: usize) -> Result<Vec<Claimed>, RedisError> {
         Ok(self.reclaim_from("0-0", idle, max).await?.1)
     }
@@ -807,6 +706,7 @@ impl RedisQueue {
     /// Acknowledges and deletes entries this consumer holds (delivered),
     /// in one round trip; returns how many were still pending for the
     /// group.
+    #[cfg(test)]
     pub async fn ack(&self, stream_ids: &[String]) -> Result<u64, RedisError> {
         let ends: Vec<Ending> = stream_ids
             .iter()
@@ -884,7 +784,7 @@ impl RedisQueue {
 
     /// Hands back entries this consumer still holds and will not deliver
     /// (it is stopping): each is marked idle for ten days, so that
-    /// another consumer's [`reclaim`](Self::reclaim) takes it at once
+    /// another consumer's [`reclaim`](Self::reclaim_from) takes it at once
     /// instead of waiting out the take-over time. One round trip, counted
     /// as `queue_claim`; returns how many were handed back.
     pub async fn release(&self, jobs: &[Claimed]) -> Result<u64, RedisError> {
@@ -917,12 +817,14 @@ impl RedisQueue {
     /// Moves `job` to the retries, due `after` from now (the server's
     /// clock), with one more attempt counted; `false` when this consumer no
     /// longer holds it (another took it over): then nothing is retried.
+    #[cfg(test)]
     pub async fn retry(&self, job: &Claimed, after: Duration) -> Result<bool, RedisError> {
         self.retry_answered(job, after, None).await
     }
 
     /// [`retry`](Self::retry), the job's status (when kept) noting the
     /// receiver's answer `status`.
+    #[cfg(test)]
     pub async fn retry_answered(
         &self,
         job: &Claimed,
@@ -932,7 +834,7 @@ impl RedisQueue {
         self.retry_failed(job, after, status, "").await
     }
 
-    /// [`retry_answered`](Self::retry_answered), the job's status (when
+    /// [`retry_answered`](Self::retry_failed), the job's status (when
     /// kept) noting the attempt's `error` too (`""`: none), as its
     /// [`JobStatus::last_error`].
     pub async fn retry_failed(
@@ -974,21 +876,6 @@ impl RedisQueue {
     /// oldest due first: for a queue being emptied (a destination deleted,
     /// its webhooks dead-lettered), where no retry may wait out its time.
     /// Returns how many moved.
-    ///
-    /// ```no_run
-    /// # #[tokio::main(flavor = "current_thread")]
-    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
-    /// # use std::time::Duration;
-    /// # use dripfeed::global::{RedisConnection, RedisQueue};
-    /// let q = RedisQueue::new(RedisConnection::open("redis://127.0.0.1:6379/")?, "doc-all", "a");
-    /// q.admit("1", b"job", None, 10, Duration::from_secs(60)).await?;
-    /// let job = q.claim(1).await?.remove(0);
-    /// q.retry(&job, Duration::from_secs(3600)).await?;
-    /// assert_eq!(q.promote_due(10).await?, 0, "not due for an hour");
-    /// assert_eq!(q.promote_all(10).await?, 1);
-    /// # Ok(())
-    /// # }
-    /// ```
     pub async fn promote_all(&self, max: usize) -> Result<u64, RedisError> {
         self.promote(max, "all").await
     }

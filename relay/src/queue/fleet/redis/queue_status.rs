@@ -1,5 +1,5 @@
-//! What a [`RedisQueue`](super::RedisQueue) knows of one job, by its id,
-//! once [`with_status`](super::RedisQueue::with_status) keeps it: the
+//! What a [`RedisQueue`](super::queue::RedisQueue) knows of one job, by its id,
+//! once [`with_status`](super::queue::RedisQueue::with_status) keeps it: the
 //! record its scripts write beside the stream, read from any node.
 
 use std::time::Duration;
@@ -20,7 +20,7 @@ pub enum JobState {
     DeadLettered,
 }
 
-/// A job's status ([`RedisQueue::status`](super::RedisQueue::status)).
+/// A job's status ([`RedisQueue::status`](super::queue::RedisQueue::status)).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct JobStatus {
     /// Where it is.
@@ -36,10 +36,10 @@ pub struct JobStatus {
     pub received_unix_ms: u64,
     /// When it ended, ms since the Unix epoch (Redis's clock).
     pub ended_unix_ms: Option<u64>,
-    /// Its owner as admitted ([`RedisQueue::admit_owned`](super::RedisQueue::admit_owned)).
+    /// Its owner as admitted ([`RedisQueue::admit_owned`](super::queue::RedisQueue::admit_owned)).
     pub owner: Option<String>,
     /// Its last failed attempt's error, as the consumer gave it
-    /// ([`RedisQueue::retry_failed`](super::RedisQueue::retry_failed),
+    /// ([`RedisQueue::retry_failed`](super::queue::RedisQueue::retry_failed),
     /// [`Ending::with_error`]).
     pub last_error: Option<String>,
 }
@@ -47,15 +47,6 @@ pub struct JobStatus {
 impl JobStatus {
     /// Reads a record (`state|attempts|last|next|received|ended|stream
     /// id|owner`), `held` if a consumer holds its entry now.
-    ///
-    /// ```
-    /// use dripfeed::global::{JobState, JobStatus};
-    /// let s = JobStatus::parse("r|2|503|1700000000500|1700000000000||1-0|acme", false).unwrap();
-    /// assert_eq!((s.state, s.attempts, s.last_status), (JobState::RetryWaiting, 2, Some(503)));
-    /// assert_eq!(s.owner.as_deref(), Some("acme"));
-    /// assert_eq!(JobStatus::parse("q|0|||17||1-0|", true).unwrap().state, JobState::InFlight);
-    /// assert!(JobStatus::parse("nonsense", false).is_none());
-    /// ```
     pub fn parse(record: &str, held: bool) -> Option<JobStatus> {
         let mut f = record.splitn(8, '|');
         let mut next = || f.next();
@@ -87,7 +78,7 @@ impl JobStatus {
     }
 }
 
-/// How a held job ended ([`RedisQueue::end`](super::RedisQueue::end)).
+/// How a held job ended ([`RedisQueue::end`](super::queue::RedisQueue::end)).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Ending {
     /// The entry it was claimed as.
@@ -104,12 +95,6 @@ pub struct Ending {
 
 impl Ending {
     /// A delivery, answered `status`.
-    ///
-    /// ```
-    /// use dripfeed::global::Ending;
-    /// let e = Ending::delivered("1-0".into(), Some(204));
-    /// assert!(!e.dead_lettered);
-    /// ```
     pub fn delivered(stream_id: String, status: Option<u16>) -> Ending {
         Ending {
             stream_id,
@@ -121,12 +106,6 @@ impl Ending {
     }
 
     /// A job dead-lettered for `reason` after its last answer `status`.
-    ///
-    /// ```
-    /// use dripfeed::global::Ending;
-    /// let e = Ending::dead_lettered("1-0".into(), None, "failed");
-    /// assert!(e.dead_lettered && e.reason == "failed");
-    /// ```
     pub fn dead_lettered(stream_id: String, status: Option<u16>, reason: &str) -> Ending {
         Ending {
             stream_id,
@@ -139,12 +118,6 @@ impl Ending {
 
     /// The same ending, noting its last failed attempt's `error` (kept
     /// with its status, and with its dead letter).
-    ///
-    /// ```
-    /// use dripfeed::global::Ending;
-    /// let e = Ending::dead_lettered("1-0".into(), None, "failed").with_error("connect: refused");
-    /// assert_eq!(e.error, "connect: refused");
-    /// ```
     pub fn with_error(self, error: &str) -> Ending {
         Ending {
             error: error.to_owned(),

@@ -1,0 +1,76 @@
+//! The fleet's queue in Redis: what only this engine keeps there, over
+//! the library's [`RedisConnection`](dripfeed::global::RedisConnection).
+//!
+//! - [`queue::RedisQueue`]: one destination's leaky-bucket queue in a
+//!   Redis stream shared by the fleet (admission bounded fleet-wide,
+//!   claims, retries, a dead node's work reclaimed), with each job's
+//!   status ([`queue_status`]) and its dead letters ([`queue_dead`]);
+//! - [`keys::RedisKeys`]: idempotency keys the fleet shares, each naming
+//!   one request;
+//! - [`map::RedisMap`]: settings the fleet shares (the destinations the
+//!   admin API changed), with a version each relay polls;
+//! - [`persistence`]: what the Redis keeps of what it acknowledged.
+//!
+//! Each script touches the keys of one destination, hash-tagged by it:
+//! one Redis Cluster slot.
+
+pub mod keys;
+pub mod map;
+pub mod persistence;
+pub mod queue;
+pub mod queue_dead;
+pub mod queue_status;
+#[cfg(test)]
+mod tests;
+
+use std::future::Future;
+use std::time::Duration;
+
+use dripfeed::global::RedisError;
+use redis::Value;
+
+/// How long one call may take.
+pub const CALL: Duration = Duration::from_secs(2);
+
+/// A value Redis sent as bytes.
+pub fn bytes(v: &Value) -> Option<Vec<u8>> {
+    match v {
+        Value::BulkString(b) => Some(b.clone()),
+        Value::SimpleString(s) => Some(s.clone().into_bytes()),
+        _ => None,
+    }
+}
+
+/// A value Redis sent as text.
+pub fn text(v: &Value) -> Option<String> {
+    String::from_utf8(bytes(v)?).ok()
+}
+
+/// A count Redis sent as an integer or as text.
+pub fn count(v: &Value) -> Result<u64, RedisError> {
+    match v {
+        Value::Int(i) => u64::try_from(*i).map_err(|_| RedisError::unexpected("negative count")),
+        other => text(other)
+            .and_then(|t| t.parse().ok())
+            .ok_or_else(|| RedisError::unexpected("a count")),
+    }
+}
+
+/// The array a script returned, at least `len` long.
+pub fn array(v: Value, len: usize, what: &str) -> Result<Vec<Value>, RedisError> {
+    match v {
+        Value::Array(items) if items.len() >= len => Ok(items),
+        _ => Err(RedisError::unexpected(what)),
+    }
+}
+
+/// Runs `fut` with a deadline; a late answer is a failure.
+pub async fn bounded<T>(
+    fut: impl Future<Output = Result<T, redis::RedisError>>,
+    limit: Duration,
+) -> Result<T, RedisError> {
+    match tokio::time::timeout(limit, fut).await {
+        Ok(r) => r.map_err(RedisError::from),
+        Err(_) => Err(RedisError::timeout()),
+    }
+}
