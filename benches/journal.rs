@@ -43,7 +43,7 @@ mod redb_log {
     }
 
     /// Opens `path` after a crash: (rows found, acknowledged ids missing).
-    pub fn present(path: &std::path::Path, acked: &[u64]) -> (usize, usize) {
+    pub(crate) fn present(path: &std::path::Path, acked: &[u64]) -> (usize, usize) {
         use redb::ReadableTableMetadata;
         let db = Database::create(path).expect("reopen");
         let r = db.begin_read().expect("read");
@@ -57,13 +57,13 @@ mod redb_log {
     }
 
     #[derive(Clone)]
-    pub struct RedbLog {
+    pub(crate) struct RedbLog {
         tx: mpsc::UnboundedSender<Cmd>,
         pub commits: std::sync::Arc<std::sync::atomic::AtomicU64>,
     }
 
     impl RedbLog {
-        pub fn open(path: &std::path::Path) -> RedbLog {
+        pub(crate) fn open(path: &std::path::Path) -> RedbLog {
             let db = Database::create(path).expect("redb");
             let (tx, mut rx) = mpsc::unbounded_channel::<Cmd>();
             let commits = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
@@ -106,14 +106,14 @@ mod redb_log {
         }
 
         /// Records a job and waits until it is durable (never ends it).
-        pub async fn admit_only(&self, id: u64, bytes: Vec<u8>) {
+        pub(crate) async fn admit_only(&self, id: u64, bytes: Vec<u8>) {
             let (ack, done) = oneshot::channel();
             let _ = self.tx.send(Cmd::Admit(id, bytes, ack));
             let _ = done.await;
         }
 
         /// Records a job and waits until it is durable; then ends it.
-        pub async fn admit_and_end(&self, id: u64, bytes: Vec<u8>) {
+        pub(crate) async fn admit_and_end(&self, id: u64, bytes: Vec<u8>) {
             let (ack, done) = oneshot::channel();
             let _ = self.tx.send(Cmd::Admit(id, bytes, ack));
             let _ = done.await;

@@ -14,7 +14,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use tokio::time::Instant;
 
-pub struct Partner {
+pub(crate) struct Partner {
     /// Theoretical arrival time of the next conforming request.
     tat: Mutex<Option<Instant>>,
     interval: Duration,
@@ -25,7 +25,7 @@ pub struct Partner {
 }
 
 impl Partner {
-    pub fn new(quota: f64, burst: u32, hints: bool) -> Arc<Self> {
+    pub(crate) fn new(quota: f64, burst: u32, hints: bool) -> Arc<Self> {
         let interval = Duration::from_secs_f64(1.0 / quota.max(0.001));
         Arc::new(Partner {
             tat: Mutex::new(None),
@@ -75,7 +75,7 @@ async fn handle(State(p): State<Arc<Partner>>) -> Response {
 }
 
 /// Serves the partner on `addr`; returns its address.
-pub async fn serve(addr: SocketAddr, partner: Arc<Partner>) -> std::io::Result<SocketAddr> {
+pub(crate) async fn serve(addr: SocketAddr, partner: Arc<Partner>) -> std::io::Result<SocketAddr> {
     let app = Router::new().fallback(get(handle)).with_state(partner);
     let listener = tokio::net::TcpListener::bind(addr).await?;
     let local = listener.local_addr()?;

@@ -10,14 +10,14 @@ use tokio::time::Instant;
 
 /// Which limiter paces the calls.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
-pub enum Limiter {
+pub(crate) enum Limiter {
     Dripfeed,
     Governor,
     Tower,
 }
 
 #[derive(Clone, Debug)]
-pub struct Plan {
+pub(crate) struct Plan {
     pub url: String,
     pub rate: f64,
     pub requests: u32,
@@ -28,7 +28,7 @@ pub struct Plan {
 }
 
 #[derive(Debug, Default)]
-pub struct Summary {
+pub(crate) struct Summary {
     pub sent: u64,
     pub ok: u64,
     pub limited: u64,
@@ -39,11 +39,11 @@ pub struct Summary {
 }
 
 impl Summary {
-    pub fn achieved(&self) -> f64 {
+    pub(crate) fn achieved(&self) -> f64 {
         self.ok as f64 / self.elapsed.as_secs_f64()
     }
 
-    pub fn wait(&self, q: f64) -> Duration {
+    pub(crate) fn wait(&self, q: f64) -> Duration {
         let mut w = self.waits.clone();
         w.sort();
         w.get(((w.len() as f64 * q) as usize).min(w.len().saturating_sub(1)))
@@ -74,7 +74,7 @@ type Wait = Arc<
         + Sync,
 >;
 
-pub async fn run(plan: &Plan) -> Summary {
+pub(crate) async fn run(plan: &Plan) -> Summary {
     // Built in one workspace with the relay, reqwest has rustls without a
     // crypto provider: give it ring (a second call finds it installed).
     let _ = rustls::crypto::ring::default_provider().install_default();

@@ -22,7 +22,7 @@ use tokio::io::AsyncReadExt;
 use tokio::net::UnixStream;
 
 /// The signals caught from `main`'s first line, not read yet.
-pub struct Caught {
+pub(crate) struct Caught {
     /// SIGINT and SIGTERM: a byte each.
     stops: StdStream,
     /// SIGHUP: a byte each.
@@ -31,7 +31,7 @@ pub struct Caught {
 
 /// Catches SIGINT, SIGTERM and SIGHUP from now on (call first thing in
 /// `main`): each arrival is kept until it is read.
-pub fn catch() -> std::io::Result<Caught> {
+pub(crate) fn catch() -> std::io::Result<Caught> {
     let (stops, stop_writes) = StdStream::pair()?;
     let (hangups, hangup_writes) = StdStream::pair()?;
     signal_hook::low_level::pipe::register(SIGINT, stop_writes.try_clone()?)?;
@@ -46,7 +46,7 @@ static STOPS: std::sync::OnceLock<tokio::sync::Mutex<UnixStream>> = std::sync::O
 impl Caught {
     /// For a command that does not serve: SIGINT or SIGTERM ends it (code
     /// 130), SIGHUP is ignored.
-    pub fn for_command(self) {
+    pub(crate) fn for_command(self) {
         let Caught { mut stops, .. } = self;
         std::thread::spawn(move || {
             let mut byte = [0u8; 1];
@@ -60,7 +60,7 @@ impl Caught {
 /// From now on (inside the runtime) SIGINT and SIGTERM stop the relay
 /// through [`signal`], one that came before included; the SIGHUPs come
 /// through the answer.
-pub fn listen(caught: Caught) -> std::io::Result<Hangups> {
+pub(crate) fn listen(caught: Caught) -> std::io::Result<Hangups> {
     let Caught { stops, hangups } = caught;
     stops.set_nonblocking(true)?;
     hangups.set_nonblocking(true)?;
@@ -69,12 +69,12 @@ pub fn listen(caught: Caught) -> std::io::Result<Hangups> {
 }
 
 /// SIGHUPs, as they come.
-pub struct Hangups(UnixStream);
+pub(crate) struct Hangups(UnixStream);
 
 impl Hangups {
     /// The next SIGHUP (several that came together count as one); `None`
     /// once none can come.
-    pub async fn recv(&mut self) -> Option<()> {
+    pub(crate) async fn recv(&mut self) -> Option<()> {
         let mut bytes = [0u8; 64];
         match self.0.read(&mut bytes).await {
             Ok(n) if n > 0 => Some(()),
@@ -84,7 +84,7 @@ impl Hangups {
 }
 
 /// Waits for Ctrl-C or SIGTERM (one that came since [`catch`] counts).
-pub async fn signal() {
+pub(crate) async fn signal() {
     let Some(stops) = STOPS.get() else {
         return std::future::pending().await;
     };
@@ -96,7 +96,7 @@ pub async fn signal() {
 }
 
 /// Runs `drain` unless a second signal comes first: then exits with code 130.
-pub async fn or_quit<T>(drain: impl std::future::Future<Output = T>) -> T {
+pub(crate) async fn or_quit<T>(drain: impl std::future::Future<Output = T>) -> T {
     tokio::select! {
         done = drain => done,
         () = signal() => {

@@ -13,61 +13,61 @@ use crate::config::value::LogFormat;
 
 /// Gauge: bytes the relay holds for its clients (bodies, idempotency keys,
 /// tenant names), against `max_queue_bytes`.
-pub const HELD_BYTES: &str = "dripfeed_relay_held_bytes";
+pub(crate) const HELD_BYTES: &str = "dripfeed_relay_held_bytes";
 /// Gauge: idempotency keys remembered.
-pub const IDEMPOTENCY_KEYS: &str = "dripfeed_relay_idempotency_keys";
+pub(crate) const IDEMPOTENCY_KEYS: &str = "dripfeed_relay_idempotency_keys";
 
 /// Gauge: webhooks whose status `GET /v1/webhooks/{id}` knows (label
 /// `kind`: `held`, still in the relay; `ended`, remembered after their end,
 /// at most `status_max`).
-pub const WEBHOOK_STATUSES: &str = "dripfeed_relay_webhook_statuses";
+pub(crate) const WEBHOOK_STATUSES: &str = "dripfeed_relay_webhook_statuses";
 /// Gauge: the bytes those statuses take, roughly.
-pub const WEBHOOK_STATUS_BYTES: &str = "dripfeed_relay_webhook_status_bytes";
+pub(crate) const WEBHOOK_STATUS_BYTES: &str = "dripfeed_relay_webhook_status_bytes";
 
 /// Gauge, label `destination`, with `queue = redis`: the fleet's queue
 /// for a destination (every relay's webhooks queued or waiting for a
 /// retry), the same on every relay: read it with `max()`, never `sum()`.
 /// Each relay's own `leaky_bucket_queue_depth` is what it has claimed and
 /// not yet sent.
-pub const FLEET_QUEUE_DEPTH: &str = "dripfeed_relay_fleet_queue_depth";
+pub(crate) const FLEET_QUEUE_DEPTH: &str = "dripfeed_relay_fleet_queue_depth";
 /// Gauge, label `destination`, with `queue = redis`: the fleet's bound for
 /// a destination (budget × rate), the same on every relay (`max()`).
-pub const FLEET_QUEUE_CAPACITY: &str = "dripfeed_relay_fleet_queue_capacity";
+pub(crate) const FLEET_QUEUE_CAPACITY: &str = "dripfeed_relay_fleet_queue_capacity";
 /// Gauge, label `destination`, with `queue = redis` and `adaptive`: 1 on
 /// the relay that decides the destination's rate for the fleet (it holds
 /// the lease), 0 on the others: `sum()` is 1 while the fleet adapts.
-pub const FLEET_RATE_LEADER: &str = "dripfeed_relay_fleet_rate_leader";
+pub(crate) const FLEET_RATE_LEADER: &str = "dripfeed_relay_fleet_rate_leader";
 
 /// Gauge: connections a listener serves now (label `listener`: `intake`
 /// or `admin`).
-pub const CONNECTIONS: &str = "dripfeed_relay_connections";
+pub(crate) const CONNECTIONS: &str = "dripfeed_relay_connections";
 /// Counter: connections answered 503 and closed past `max_connections`
 /// (label `listener`).
-pub const CONNECTIONS_REFUSED: &str = "dripfeed_relay_connections_refused_total";
+pub(crate) const CONNECTIONS_REFUSED: &str = "dripfeed_relay_connections_refused_total";
 
 /// Counter: intake requests refused for their credentials (label
 /// `status`: `401`, no key or one unknown or expired; `403`, a tenant
 /// naming a destination it may not post to).
-pub const AUTH_REFUSED: &str = "dripfeed_relay_auth_refused_total";
+pub(crate) const AUTH_REFUSED: &str = "dripfeed_relay_auth_refused_total";
 
 /// Counter: failed delivery attempts (labels `destination` and `kind`:
 /// `dns`, `connect`, `tls`, `timeout`, `closed`, `status`, `too_large`,
 /// `refused`).
-pub const DELIVERY_ERRORS: &str = "dripfeed_relay_delivery_errors_total";
+pub(crate) const DELIVERY_ERRORS: &str = "dripfeed_relay_delivery_errors_total";
 
 /// Counter: intake's answers to `POST /v1/webhooks/deliver`, labels
 /// `status` (`202`, `401`, `503`, …) and `reason` (`queued`, `duplicate`,
 /// `queue-full`, `over-quota`, `unauthorized`, …: the problem type, or a
 /// finer cause).
-pub const INTAKE_ANSWERS: &str = "dripfeed_relay_intake_answers_total";
+pub(crate) const INTAKE_ANSWERS: &str = "dripfeed_relay_intake_answers_total";
 
 /// Gauge: 1 while `/readyz` would answer 200, else 0 (read at each scrape).
-pub const READY: &str = "dripfeed_relay_ready";
+pub(crate) const READY: &str = "dripfeed_relay_ready";
 /// Gauge, label `part` ([`PARTS`]): 1 while that part is down (what
 /// `/readyz` names), else 0.
-pub const DOWN: &str = "dripfeed_relay_down";
+pub(crate) const DOWN: &str = "dripfeed_relay_down";
 /// The parts [`DOWN`] has a series for, whether down or not.
-pub const PARTS: &[&str] = &[
+pub(crate) const PARTS: &[&str] = &[
     "journal",
     "dead-letter",
     "redis",
@@ -79,22 +79,22 @@ pub const PARTS: &[&str] = &[
 /// rate (`configured`, webhooks/s) and, with `adaptive`, the AIMD `floor`
 /// and `ceiling` its rate in force (`leaky_bucket_drain_rate`) moves
 /// between.
-pub const DESTINATION_RATE: &str = "dripfeed_relay_destination_rate";
+pub(crate) const DESTINATION_RATE: &str = "dripfeed_relay_destination_rate";
 
 /// Counter: finished spans dropped because the export queue
 /// (`otlp_queue`) was full.
-pub const TRACE_SPANS_DROPPED: &str = "dripfeed_relay_trace_spans_dropped_total";
+pub(crate) const TRACE_SPANS_DROPPED: &str = "dripfeed_relay_trace_spans_dropped_total";
 /// Counter: spans sent to the OTLP endpoint, label `result`: `ok` or
 /// `failed` (the collector did not take them; they are not sent again).
-pub const TRACE_EXPORTS: &str = "dripfeed_relay_trace_spans_exported_total";
+pub(crate) const TRACE_EXPORTS: &str = "dripfeed_relay_trace_spans_exported_total";
 
 /// Counter: reloads of the configuration (SIGHUP), label `result`:
 /// `applied` or `refused` (nothing changed).
-pub const RELOADS: &str = "dripfeed_relay_reloads_total";
+pub(crate) const RELOADS: &str = "dripfeed_relay_reloads_total";
 
 /// Gauge, with the `heap-count` feature only: the bytes the process holds
 /// on the heap, as its allocator counts them (what the memory test reads).
-pub const HEAP_BYTES: &str = "dripfeed_relay_heap_bytes";
+pub(crate) const HEAP_BYTES: &str = "dripfeed_relay_heap_bytes";
 
 /// With `heap-count`: every allocation counted, for `dripfeed_relay_heap_bytes`.
 #[cfg(feature = "heap-count")]
@@ -102,7 +102,7 @@ pub const HEAP_BYTES: &str = "dripfeed_relay_heap_bytes";
 static HEAP: cap::Cap<std::alloc::System> = cap::Cap::new(std::alloc::System, usize::MAX);
 
 /// The bytes the process holds on the heap, when counted (`heap-count`).
-pub fn heap_bytes() -> Option<usize> {
+pub(crate) fn heap_bytes() -> Option<usize> {
     #[cfg(feature = "heap-count")]
     return Some(HEAP.allocated());
     #[cfg(not(feature = "heap-count"))]
@@ -113,7 +113,7 @@ pub fn heap_bytes() -> Option<usize> {
 /// when it starts and once when the queue has drained to three quarters
 /// of its bound; the 503s themselves are counted in `/metrics`,
 /// `leaky_bucket_overflow_total`, and on the status line).
-pub const DEFAULT_FILTER: &str = "info";
+pub(crate) const DEFAULT_FILTER: &str = "info";
 
 /// Changes the running subscriber's filter.
 type Refilter = Box<dyn Fn(EnvFilter) -> Result<(), String> + Send + Sync>;
@@ -138,7 +138,7 @@ fn filter_of(log_filter: Option<&str>) -> EnvFilter {
 
 /// Installs the log subscriber (once; a second call changes nothing),
 /// its filter `RUST_LOG`, else `log_filter`, else [`DEFAULT_FILTER`].
-pub fn init_logs(format: LogFormat, log_filter: Option<&str>) {
+pub(crate) fn init_logs(format: LogFormat, log_filter: Option<&str>) {
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter_of(log_filter))
         // Colours on a terminal only: not as escape codes in a journal.
@@ -167,7 +167,7 @@ pub fn init_logs(format: LogFormat, log_filter: Option<&str>) {
 
 /// Makes `log_filter` the filter in force (a reload), unless `RUST_LOG`
 /// is set: then it is left as it is and `Ok(false)` says so.
-pub fn set_log_filter(log_filter: Option<&str>) -> Result<bool, String> {
+pub(crate) fn set_log_filter(log_filter: Option<&str>) -> Result<bool, String> {
     if rust_log_set() {
         return Ok(false);
     }
@@ -179,7 +179,7 @@ pub fn set_log_filter(log_filter: Option<&str>) -> Result<bool, String> {
 
 /// Installs the Prometheus recorder (histograms in seconds get fixed
 /// buckets) and keeps it tidy every 5 s. Call inside the runtime.
-pub fn install_prometheus() -> Result<PrometheusHandle, String> {
+pub(crate) fn install_prometheus() -> Result<PrometheusHandle, String> {
     let seconds = [
         0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0,
     ];
@@ -272,7 +272,7 @@ pub fn install_prometheus() -> Result<PrometheusHandle, String> {
 /// (and `_other`, the unnamed ones' sum, always). The recorder keeps a
 /// deleted destination's series (metrics cannot be unregistered); the page
 /// stays bounded by `max_destinations` however many come and go.
-pub fn only_held(page: &str, held: impl Fn(&str) -> bool) -> String {
+pub(crate) fn only_held(page: &str, held: impl Fn(&str) -> bool) -> String {
     let mut out = String::with_capacity(page.len());
     for line in page.lines() {
         let kept = match line.find("destination=\"") {
@@ -293,12 +293,13 @@ pub fn only_held(page: &str, held: impl Fn(&str) -> bool) -> String {
 
 /// Gauge: lines in the dead-letter files the relay keeps (the live file and
 /// its rotated ones), as of its last write or check.
-pub const DEAD_LETTER_LINES: &str = "dripfeed_relay_dead_letter_lines";
+pub(crate) const DEAD_LETTER_LINES: &str = "dripfeed_relay_dead_letter_lines";
 
 /// Counter, label `reason` (`io`: the disk refused a write or a sync, or
 /// the file could not be made again; `full`: every file of the set is
 /// full): attempts to write dead-letter lines that failed.
-pub const DEAD_LETTER_WRITE_FAILURES: &str = "dripfeed_relay_dead_letter_write_failures_total";
+pub(crate) const DEAD_LETTER_WRITE_FAILURES: &str =
+    "dripfeed_relay_dead_letter_write_failures_total";
 
 #[cfg(test)]
 mod tests {

@@ -13,12 +13,12 @@ use dripfeed::keyed::{AdmitError, BucketError, BucketStore, KeyedBuckets, Quota}
 use tokio::time::{Instant, sleep};
 
 /// Seconds of clock disagreement tolerated between a server and the test.
-pub const SLACK: f64 = 0.010;
+pub(crate) const SLACK: f64 = 0.010;
 
-pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+pub(crate) type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 
 /// How a backend makes stores and says what it still holds.
-pub trait Backend: Sync {
+pub(crate) trait Backend: Sync {
     /// A fresh store (its own prefix or table) with `quota` as default.
     fn store<'a>(&'a self, name: &'a str, quota: Quota) -> BoxFuture<'a, Arc<dyn BucketStore>>;
     /// Checks that the store made by `store(name, _)` dropped (or will
@@ -28,7 +28,7 @@ pub trait Backend: Sync {
 }
 
 /// The wait of an over-quota refusal.
-pub fn over(e: &BucketError) -> Option<Duration> {
+pub(crate) fn over(e: &BucketError) -> Option<Duration> {
     match e.as_admit() {
         Some(AdmitError::OverQuota(o)) => Some(o.retry_after()),
         _ => None,
@@ -40,7 +40,7 @@ fn near(a: f64, b: f64, rate: f64) -> bool {
 }
 
 /// Every check, in turn.
-pub async fn run(backend: &dyn Backend) {
+pub(crate) async fn run(backend: &dyn Backend) {
     exact_wait(backend).await;
     costs(backend).await;
     settle_both_ways(backend).await;
@@ -50,7 +50,7 @@ pub async fn run(backend: &dyn Backend) {
 }
 
 /// Admit, refuse with the exact wait and the quota, check without writing.
-pub async fn exact_wait(backend: &dyn Backend) {
+pub(crate) async fn exact_wait(backend: &dyn Backend) {
     let quota = Quota::per_second(10.0).burst(10.0).unwrap(); // 1 unit = 100 ms
     let store = backend.store("wait", quota).await;
     assert_eq!(store.default_quota(), quota);
@@ -86,7 +86,7 @@ pub async fn exact_wait(backend: &dyn Backend) {
 }
 
 /// Invalid costs and costs above the size are typed errors, never 429s.
-pub async fn costs(backend: &dyn Backend) {
+pub(crate) async fn costs(backend: &dyn Backend) {
     let store = backend
         .store("costs", Quota::per_second(1.0).burst(10.0).unwrap())
         .await;
@@ -113,7 +113,7 @@ pub async fn costs(backend: &dyn Backend) {
 }
 
 /// A refund, extra debt above the size, and the refund of a refused job.
-pub async fn settle_both_ways(backend: &dyn Backend) {
+pub(crate) async fn settle_both_ways(backend: &dyn Backend) {
     let store = backend
         .store("settle", Quota::per_second(1e-3).burst(10.0).unwrap())
         .await;
@@ -134,7 +134,7 @@ pub async fn settle_both_ways(backend: &dyn Backend) {
 
 /// Overrides live in the store: another handle on it sees them, they
 /// outlive the bucket's drain, and clearing puts the default back.
-pub async fn overrides(backend: &dyn Backend) {
+pub(crate) async fn overrides(backend: &dyn Backend) {
     let default = Quota::per_second(1000.0).burst(1.0).unwrap(); // drains in 1 ms
     let store = backend.store("quotas", default).await;
     let vip = Quota::per_second(1000.0).burst(100.0).unwrap();
@@ -164,7 +164,7 @@ pub async fn overrides(backend: &dyn Backend) {
 
 /// Idle keys cost nothing once drained: their debt reads 0, a full-size
 /// cost fits, and the store drops them (expiry, pruning or eviction).
-pub async fn idle_keys(backend: &dyn Backend) {
+pub(crate) async fn idle_keys(backend: &dyn Backend) {
     let store = backend
         .store("idle", Quota::per_second(40.0).burst(2.0).unwrap())
         .await;
@@ -181,7 +181,7 @@ pub async fn idle_keys(backend: &dyn Backend) {
 
 /// Random admissions, checks, refunds and settlements agree with the
 /// in-memory model, but for decisions within the clock slack of a boundary.
-pub async fn agrees_with_the_model(backend: &dyn Backend) {
+pub(crate) async fn agrees_with_the_model(backend: &dyn Backend) {
     let quota = Quota::per_second(40.0).burst(8.0).unwrap();
     let store = backend.store("model", quota).await;
     let model = KeyedBuckets::new(1000, quota).unwrap();

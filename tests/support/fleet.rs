@@ -17,14 +17,14 @@ use dripfeed::{Delivery, Throttle};
 
 /// Where the shared bucket lives.
 #[derive(Clone)]
-pub enum Target {
+pub(crate) enum Target {
     Single(String),
     Cluster(Vec<String>),
 }
 
 /// What a node reports when stopped.
 #[derive(Debug, Clone, Copy)]
-pub struct Report {
+pub(crate) struct Report {
     pub accepted: u64,
     pub delivered: u64,
     pub returned: u64,
@@ -35,7 +35,7 @@ pub struct Report {
 }
 
 /// One running node.
-pub struct Node {
+pub(crate) struct Node {
     pub delivered: Arc<AtomicU64>,
     pub rate: RedisRate,
     stop: Arc<AtomicBool>,
@@ -44,7 +44,7 @@ pub struct Node {
 
 /// Node settings.
 #[derive(Clone)]
-pub struct NodeConfig {
+pub(crate) struct NodeConfig {
     pub target: Target,
     pub key: String,
     pub global_rate: f64,
@@ -53,7 +53,7 @@ pub struct NodeConfig {
 }
 
 impl Node {
-    pub fn start(cfg: NodeConfig, name: String) -> Node {
+    pub(crate) fn start(cfg: NodeConfig, name: String) -> Node {
         let delivered = Arc::new(AtomicU64::new(0));
         let stop = Arc::new(AtomicBool::new(false));
         let (tx, rx) = mpsc::channel();
@@ -76,11 +76,11 @@ impl Node {
         }
     }
 
-    pub fn delivered(&self) -> u64 {
+    pub(crate) fn delivered(&self) -> u64 {
         self.delivered.load(Ordering::Relaxed)
     }
 
-    pub fn stop(mut self) -> Report {
+    pub(crate) fn stop(mut self) -> Report {
         self.stop.store(true, Ordering::Relaxed);
         self.handle.take().unwrap().join().expect("node thread")
     }
@@ -147,12 +147,12 @@ async fn run_node(
 }
 
 /// Total delivered by all nodes.
-pub fn total(nodes: &[Node]) -> u64 {
+pub(crate) fn total(nodes: &[Node]) -> u64 {
     nodes.iter().map(Node::delivered).sum()
 }
 
 /// Deliveries over `window`, measured in real time.
-pub fn measure(nodes: &[Node], window: Duration) -> (u64, Vec<u64>, Duration) {
+pub(crate) fn measure(nodes: &[Node], window: Duration) -> (u64, Vec<u64>, Duration) {
     let before: Vec<u64> = nodes.iter().map(Node::delivered).collect();
     let start = std::time::Instant::now();
     std::thread::sleep(window);
@@ -163,7 +163,7 @@ pub fn measure(nodes: &[Node], window: Duration) -> (u64, Vec<u64>, Duration) {
 }
 
 /// Polls `cond` every 5 ms up to `limit`; the time it took, if it held.
-pub fn wait_until(limit: Duration, mut cond: impl FnMut() -> bool) -> Option<Duration> {
+pub(crate) fn wait_until(limit: Duration, mut cond: impl FnMut() -> bool) -> Option<Duration> {
     let start = std::time::Instant::now();
     while start.elapsed() <= limit {
         if cond() {
@@ -175,7 +175,7 @@ pub fn wait_until(limit: Duration, mut cond: impl FnMut() -> bool) -> Option<Dur
 }
 
 /// Checks a stopped node lost nothing it accepted.
-pub fn assert_nothing_lost(r: &Report) {
+pub(crate) fn assert_nothing_lost(r: &Report) {
     assert_eq!(
         r.accepted,
         r.delivered + r.returned + r.dead_lettered,
@@ -185,10 +185,10 @@ pub fn assert_nothing_lost(r: &Report) {
 }
 
 /// The fleet tests' global rate.
-pub const GLOBAL: f64 = 300.0;
+pub(crate) const GLOBAL: f64 = 300.0;
 
 /// Three flooded nodes with a local pace of 1000/s sharing `GLOBAL`.
-pub fn fleet(target: Target, key: &str, failure: Failure) -> Vec<Node> {
+pub(crate) fn fleet(target: Target, key: &str, failure: Failure) -> Vec<Node> {
     (0..3)
         .map(|i| {
             Node::start(
@@ -206,7 +206,7 @@ pub fn fleet(target: Target, key: &str, failure: Failure) -> Vec<Node> {
 }
 
 /// Runs the 10 s aggregate check; returns (aggregate rate, round trips per 1,000 jobs).
-pub fn aggregate_check(target: Target, key: &str) -> (f64, f64) {
+pub(crate) fn aggregate_check(target: Target, key: &str) -> (f64, f64) {
     let nodes = fleet(target, key, Failure::FailClosed);
     std::thread::sleep(Duration::from_secs(1)); // warm up
     let (n, each, took) = measure(&nodes, Duration::from_secs(10));

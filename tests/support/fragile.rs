@@ -14,7 +14,7 @@ use tokio::time::Instant;
 
 /// An invalid simulation setting.
 #[derive(Debug, Clone, PartialEq)]
-pub enum SimError {
+pub(crate) enum SimError {
     /// Capacity was not finite and positive.
     Capacity(f64),
     /// A probability was outside `[0, 1]`.
@@ -34,7 +34,7 @@ impl Error for SimError {}
 
 /// How a request ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Outcome {
+pub(crate) enum Outcome {
     /// Delivered.
     Ok,
     /// The downstream answered with an error.
@@ -47,7 +47,7 @@ pub enum Outcome {
 
 /// The answer to one request: how long it took and how it ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Served {
+pub(crate) struct Served {
     /// Time from sending the request to its answer.
     pub latency: Duration,
     /// How it ended.
@@ -56,14 +56,14 @@ pub struct Served {
 
 impl Served {
     /// Whether the request was delivered.
-    pub fn ok(&self) -> bool {
+    pub(crate) fn ok(&self) -> bool {
         self.outcome == Outcome::Ok
     }
 }
 
 /// What an outage does to requests.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum OutageMode {
+pub(crate) enum OutageMode {
     /// Every request fails at once (after the base latency).
     Fail,
     /// Every request times out after this long.
@@ -80,7 +80,7 @@ pub enum OutageMode {
 /// after being served), a timeout, and shedding (a request that would wait
 /// longer than a bound gets a 503 with a `Retry-After` hint at once).
 #[derive(Debug, Clone)]
-pub struct FragileDownstream {
+pub(crate) struct FragileDownstream {
     service: Duration,
     base: Duration,
     free_at: Option<Instant>,
@@ -94,7 +94,7 @@ pub struct FragileDownstream {
 
 impl FragileDownstream {
     /// A healthy downstream of `capacity` jobs/s with a `base` latency.
-    pub fn new(capacity: f64, base: Duration) -> Result<Self, SimError> {
+    pub(crate) fn new(capacity: f64, base: Duration) -> Result<Self, SimError> {
         if !(capacity.is_finite() && capacity > 0.0) {
             return Err(SimError::Capacity(capacity));
         }
@@ -114,19 +114,19 @@ impl FragileDownstream {
     }
 
     /// Seeds the RNG used by error bursts (default seed 0).
-    pub fn with_seed(mut self, seed: u64) -> Self {
+    pub(crate) fn with_seed(mut self, seed: u64) -> Self {
         self.rng = fastrand::Rng::with_seed(seed);
         self
     }
 
     /// An outage over `[start, end)`.
-    pub fn with_outage(mut self, start: Instant, end: Instant, mode: OutageMode) -> Self {
+    pub(crate) fn with_outage(mut self, start: Instant, end: Instant, mode: OutageMode) -> Self {
         self.outage = Some((start, end, mode));
         self
     }
 
     /// Requests served within `[start, end)` fail with `probability`.
-    pub fn with_error_burst(
+    pub(crate) fn with_error_burst(
         mut self,
         start: Instant,
         end: Instant,
@@ -141,26 +141,30 @@ impl FragileDownstream {
 
     /// Adds a uniformly random extra latency in `[0, jitter)` to every
     /// answer, outside the server (network noise).
-    pub fn with_jitter(mut self, jitter: Duration) -> Self {
+    pub(crate) fn with_jitter(mut self, jitter: Duration) -> Self {
         self.jitter = jitter;
         self
     }
 
     /// Requests slower than `timeout` time out (they still used the server).
-    pub fn with_timeout(mut self, timeout: Duration) -> Self {
+    pub(crate) fn with_timeout(mut self, timeout: Duration) -> Self {
         self.timeout = Some(timeout);
         self
     }
 
     /// A request that would wait longer than `max_wait` is shed at once with
     /// a 503 carrying `retry_after`.
-    pub fn with_shedding(mut self, max_wait: Duration, retry_after: Option<Duration>) -> Self {
+    pub(crate) fn with_shedding(
+        mut self,
+        max_wait: Duration,
+        retry_after: Option<Duration>,
+    ) -> Self {
         self.shed = Some((max_wait, retry_after));
         self
     }
 
     /// Sends one request at `now` and returns its latency and outcome.
-    pub fn serve(&mut self, now: Instant) -> Served {
+    pub(crate) fn serve(&mut self, now: Instant) -> Served {
         if let Some((start, end, mode)) = self.outage
             && now >= start
             && now < end

@@ -1,14 +1,14 @@
 //! Helpers shared by the integration tests.
 #![allow(dead_code)]
 
-pub mod conformance;
+pub(crate) mod conformance;
 #[cfg(feature = "redis")]
-pub mod fleet;
-pub mod fragile;
+pub(crate) mod fleet;
+pub(crate) mod fragile;
 #[cfg(feature = "postgres")]
-pub mod postgres;
-pub mod redis;
-pub mod sim;
+pub(crate) mod postgres;
+pub(crate) mod redis;
+pub(crate) mod sim;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -19,18 +19,18 @@ use tokio::time::Instant;
 
 /// A downstream that records each job with the instant it was delivered.
 #[derive(Clone, Default)]
-pub struct Recorder<J> {
+pub(crate) struct Recorder<J> {
     pub seen: Arc<Mutex<Vec<(J, Instant)>>>,
 }
 
 impl<J: Clone + Send + Sync + 'static> Recorder<J> {
-    pub fn new() -> Self {
+    pub(crate) fn new() -> Self {
         Recorder {
             seen: Arc::new(Mutex::new(Vec::new())),
         }
     }
 
-    pub fn jobs(&self) -> Vec<J> {
+    pub(crate) fn jobs(&self) -> Vec<J> {
         self.seen
             .lock()
             .unwrap()
@@ -39,11 +39,11 @@ impl<J: Clone + Send + Sync + 'static> Recorder<J> {
             .collect()
     }
 
-    pub fn times(&self) -> Vec<Instant> {
+    pub(crate) fn times(&self) -> Vec<Instant> {
         self.seen.lock().unwrap().iter().map(|(_, t)| *t).collect()
     }
 
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.seen.lock().unwrap().len()
     }
 }
@@ -62,7 +62,7 @@ impl<J: Clone + Send + Sync + 'static> Downstream<J> for Recorder<J> {
 /// A downstream that answers `Done`, except its call number `nth` (from 0),
 /// which asks to slow down for `hint` (a 429 or 503 with `Retry-After`);
 /// with the count of calls so far.
-pub fn slows_down_once(
+pub(crate) fn slows_down_once(
     nth: u32,
     hint: std::time::Duration,
 ) -> (impl Downstream<u32>, Arc<std::sync::atomic::AtomicU32>) {
@@ -85,7 +85,7 @@ pub fn slows_down_once(
 /// An adaptive throttle (floor 10/s, starting at 40/s) with 10,000 jobs
 /// queued, whose downstream asks to slow down for `hint` on its 31st call;
 /// with the count of calls so far. Its drain task is spawned.
-pub fn hinted_throttle(
+pub(crate) fn hinted_throttle(
     hint: std::time::Duration,
 ) -> (dripfeed::Throttle<u32>, Arc<std::sync::atomic::AtomicU32>) {
     let (downstream, calls) = slows_down_once(30, hint);
@@ -108,7 +108,7 @@ pub fn hinted_throttle(
 /// Waits, at most `limit`, until `done()` holds, checking again each time
 /// `changed` is notified (`notify_waiters`); `false` if the limit passed.
 /// For real-time tests that wait for an event, never for a time.
-pub async fn until(
+pub(crate) async fn until(
     changed: &tokio::sync::Notify,
     limit: std::time::Duration,
     done: impl Fn() -> bool,
@@ -128,7 +128,7 @@ pub async fn until(
 /// Polls `done` every 10 ms, in real time, for at most `limit`; whether it
 /// came to hold. For state kept by a thread the test cannot await (the
 /// journal's writer).
-pub async fn until_true(limit: std::time::Duration, done: impl Fn() -> bool) -> bool {
+pub(crate) async fn until_true(limit: std::time::Duration, done: impl Fn() -> bool) -> bool {
     let wait = async {
         while !done() {
             tokio::time::sleep(std::time::Duration::from_millis(10)).await;
@@ -138,7 +138,7 @@ pub async fn until_true(limit: std::time::Duration, done: impl Fn() -> bool) -> 
 }
 
 /// Lets spawned tasks run without moving paused time.
-pub async fn settle() {
+pub(crate) async fn settle() {
     for _ in 0..20 {
         tokio::task::yield_now().await;
     }
@@ -146,7 +146,7 @@ pub async fn settle() {
 
 /// Every counter's value, keyed `name{label values}` without the `throttle`
 /// label, from one snapshot (a snapshot drains what it reports).
-pub fn counters(recorder: &DebuggingRecorder) -> HashMap<String, u64> {
+pub(crate) fn counters(recorder: &DebuggingRecorder) -> HashMap<String, u64> {
     let mut out = HashMap::new();
     for (key, _, _, value) in recorder.snapshotter().snapshot().into_vec() {
         if let DebugValue::Counter(v) = value {
@@ -166,7 +166,7 @@ pub fn counters(recorder: &DebuggingRecorder) -> HashMap<String, u64> {
 /// A shared store's failures for the handle labelled `throttle = label` (a
 /// key prefix or a table): errors counted since the last snapshot (the
 /// debugging recorder resets counters on each) and the fallback gauge.
-pub fn global_metrics(recorder: &DebuggingRecorder, label: &str) -> (u64, Option<f64>) {
+pub(crate) fn global_metrics(recorder: &DebuggingRecorder, label: &str) -> (u64, Option<f64>) {
     let (mut errors, mut fallback) = (0, None);
     for (key, _, _, value) in recorder.snapshotter().snapshot().into_vec() {
         let ours = key
@@ -190,7 +190,7 @@ pub fn global_metrics(recorder: &DebuggingRecorder, label: &str) -> (u64, Option
 /// child it returns `true` (run the body); in the test runner's process it
 /// starts the child, asserts that the test ran there and passed, and
 /// returns `false`.
-pub fn in_own_process(name: &str) -> bool {
+pub(crate) fn in_own_process(name: &str) -> bool {
     const VAR: &str = "DRIPFEED_TEST_ALONE";
     if std::env::var(VAR).is_ok_and(|v| v == name) {
         return true;

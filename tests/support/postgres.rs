@@ -11,7 +11,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 /// The database user the server is initialised with (trust auth, loopback).
-pub const USER: &str = "dripfeed";
+pub(crate) const USER: &str = "dripfeed";
 
 fn in_ci() -> bool {
     std::env::var("CI").is_ok_and(|v| v == "true")
@@ -19,7 +19,7 @@ fn in_ci() -> bool {
 
 /// The directory holding `initdb` and `postgres`: the newest Debian
 /// `/usr/lib/postgresql/*/bin`, else one on `PATH`.
-pub fn bin_dir() -> Option<PathBuf> {
+pub(crate) fn bin_dir() -> Option<PathBuf> {
     let mut versions: Vec<(u32, PathBuf)> = std::fs::read_dir("/usr/lib/postgresql")
         .map(|dir| {
             dir.filter_map(|e| e.ok())
@@ -42,7 +42,7 @@ pub fn bin_dir() -> Option<PathBuf> {
 }
 
 /// Whether PostgreSQL tests can run here; panics under CI if they cannot.
-pub fn available(test: &str) -> bool {
+pub(crate) fn available(test: &str) -> bool {
     if bin_dir().is_some() {
         return true;
     }
@@ -71,7 +71,7 @@ fn run_as() -> Option<(u32, u32)> {
 }
 
 /// One running server.
-pub struct PgServer {
+pub(crate) struct PgServer {
     pub port: u16,
     dir: PathBuf,
     bin: PathBuf,
@@ -82,7 +82,7 @@ pub struct PgServer {
 impl PgServer {
     /// Initialises a cluster and starts it on a free port; waits until it
     /// accepts connections.
-    pub fn start() -> Self {
+    pub(crate) fn start() -> Self {
         let bin = bin_dir().expect("PostgreSQL binaries (call available() first)");
         let dir = std::env::temp_dir().join(format!(
             "dripfeed-pg-{}-{}",
@@ -140,12 +140,12 @@ impl PgServer {
     }
 
     /// `postgres://dripfeed@127.0.0.1:PORT/postgres`
-    pub fn url(&self) -> String {
+    pub(crate) fn url(&self) -> String {
         format!("postgres://{USER}@127.0.0.1:{}/postgres", self.port)
     }
 
     /// Stops the server now (fast shutdown, then SIGKILL after 5 s).
-    pub fn stop(&mut self) {
+    pub(crate) fn stop(&mut self) {
         let Some(mut child) = self.child.take() else {
             return;
         };
@@ -165,7 +165,7 @@ impl PgServer {
 
     /// (Re)starts the server on the same port and data directory; waits
     /// until it accepts connections.
-    pub fn restart(&mut self) {
+    pub(crate) fn restart(&mut self) {
         self.stop();
         let child = self
             .command("postgres")
@@ -214,7 +214,7 @@ impl PgServer {
     }
 
     /// The server's log so far.
-    pub fn log(&self) -> String {
+    pub(crate) fn log(&self) -> String {
         std::fs::read_to_string(self.dir.join("server.log")).unwrap_or_default()
     }
 }
@@ -231,7 +231,7 @@ fn remove(dir: &Path) {
 }
 
 /// A free loopback port (racy by nature; good enough for tests).
-pub fn free_port() -> u16 {
+pub(crate) fn free_port() -> u16 {
     let l = TcpListener::bind("127.0.0.1:0").expect("bind a free port");
     l.local_addr().expect("local addr").port()
 }

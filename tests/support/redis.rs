@@ -9,7 +9,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 /// One running server.
-pub struct RedisServer {
+pub(crate) struct RedisServer {
     pub port: u16,
     dir: PathBuf,
     child: Option<Child>,
@@ -30,7 +30,7 @@ fn have(bin: &str) -> bool {
 }
 
 /// Whether Redis tests can run here; panics under CI if they cannot.
-pub fn available(test: &str) -> bool {
+pub(crate) fn available(test: &str) -> bool {
     if have("redis-server") && have("redis-cli") {
         return true;
     }
@@ -42,13 +42,13 @@ pub fn available(test: &str) -> bool {
 }
 
 /// A free loopback port (racy by nature; good enough for tests).
-pub fn free_port() -> u16 {
+pub(crate) fn free_port() -> u16 {
     let l = TcpListener::bind("127.0.0.1:0").expect("bind a free port");
     l.local_addr().expect("local addr").port()
 }
 
 /// A free port whose cluster bus port (+10000) is free too.
-pub fn free_cluster_port() -> u16 {
+pub(crate) fn free_cluster_port() -> u16 {
     for _ in 0..1000 {
         let port = fastrand::u16(20000..30000);
         if TcpListener::bind(("127.0.0.1", port)).is_ok()
@@ -74,13 +74,13 @@ impl RedisServer {
     /// Starts a server on a free port and waits until it answers: an
     /// append-only file fsynced every second, no eviction (what a fleet
     /// relay accepts by default).
-    pub fn start() -> Self {
+    pub(crate) fn start() -> Self {
         Self::start_with(free_port(), Vec::new(), "single")
     }
 
     /// Starts a server that keeps nothing through a restart (no
     /// append-only file, no snapshot).
-    pub fn start_forgetful() -> Self {
+    pub(crate) fn start_forgetful() -> Self {
         let none = ["--appendonly", "no"];
         Self::start_with(free_port(), none.map(String::from).to_vec(), "forgetful")
     }
@@ -88,29 +88,29 @@ impl RedisServer {
     /// Starts a server that fsyncs every write to its append-only file
     /// (`appendfsync always`) before it answers, so a [`restart`](Self::restart)
     /// after a [`kill`](Self::kill) comes back with every write it confirmed.
-    pub fn start_durable() -> Self {
+    pub(crate) fn start_durable() -> Self {
         let aof = ["--appendonly", "yes", "--appendfsync", "always"];
         Self::start_with(free_port(), aof.map(String::from).to_vec(), "aof")
     }
 
     /// Starts a server on `port` (one a test kept free for it).
-    pub fn start_on(port: u16) -> Self {
+    pub(crate) fn start_on(port: u16) -> Self {
         Self::start_with(port, Vec::new(), "on-port")
     }
 
     /// A free loopback port, for a server started later.
-    pub fn free_port() -> u16 {
+    pub(crate) fn free_port() -> u16 {
         free_port()
     }
 
     /// Starts a server with `args` besides the usual ones (later ones win).
-    pub fn start_with_args(args: &[&str]) -> Self {
+    pub(crate) fn start_with_args(args: &[&str]) -> Self {
         let extra = args.iter().map(|a| a.to_string()).collect();
         Self::start_with(free_port(), extra, "custom")
     }
 
     /// Starts a replica of `primary` (it syncs in the background).
-    pub fn start_replica_of(primary: &RedisServer) -> Self {
+    pub(crate) fn start_replica_of(primary: &RedisServer) -> Self {
         let of = ["--replicaof", "127.0.0.1", &primary.port.to_string()].map(String::from);
         Self::start_with(free_port(), of.to_vec(), "replica")
     }
@@ -126,12 +126,12 @@ impl RedisServer {
         s
     }
 
-    pub fn url(&self) -> String {
+    pub(crate) fn url(&self) -> String {
         format!("redis://127.0.0.1:{}/", self.port)
     }
 
     /// Kills the server (SIGKILL) and waits for it to exit.
-    pub fn kill(&mut self) {
+    pub(crate) fn kill(&mut self) {
         if let Some(mut c) = self.child.take() {
             let _ = c.kill();
             let _ = c.wait();
@@ -139,7 +139,7 @@ impl RedisServer {
     }
 
     /// (Re)starts the server on the same port and waits until it answers.
-    pub fn restart(&mut self) {
+    pub(crate) fn restart(&mut self) {
         self.kill();
         let child = Command::new("redis-server")
             .args(["--port", &self.port.to_string()])
@@ -163,7 +163,7 @@ impl RedisServer {
     }
 
     /// Runs `redis-cli` against this server; returns stdout.
-    pub fn cli(&self, args: &[&str]) -> String {
+    pub(crate) fn cli(&self, args: &[&str]) -> String {
         cli(self.port, args)
     }
 }
@@ -175,7 +175,7 @@ impl Drop for RedisServer {
     }
 }
 
-pub fn cli(port: u16, args: &[&str]) -> String {
+pub(crate) fn cli(port: u16, args: &[&str]) -> String {
     let out = Command::new("redis-cli")
         .args(["-h", "127.0.0.1", "-p", &port.to_string()])
         .args(args)
@@ -196,12 +196,12 @@ fn wait_ping(port: u16) {
 }
 
 /// A 3-master Redis Cluster without replicas.
-pub struct RedisCluster {
+pub(crate) struct RedisCluster {
     pub nodes: Vec<RedisServer>,
 }
 
 impl RedisCluster {
-    pub fn start() -> Self {
+    pub(crate) fn start() -> Self {
         let nodes: Vec<RedisServer> = (0..3)
             .map(|_| {
                 let port = free_cluster_port();
@@ -250,7 +250,7 @@ impl RedisCluster {
         panic!("cluster did not reach cluster_state:ok within 15 s");
     }
 
-    pub fn urls(&self) -> Vec<String> {
+    pub(crate) fn urls(&self) -> Vec<String> {
         self.nodes
             .iter()
             .map(|n| format!("redis://127.0.0.1:{}", n.port))

@@ -15,7 +15,7 @@ use super::fragile::{FragileDownstream, OutageMode, Outcome};
 
 /// One simulated run.
 #[derive(Clone, Debug)]
-pub struct Scenario {
+pub(crate) struct Scenario {
     /// The downstream's capacity, jobs/s.
     pub capacity: f64,
     /// Offered load, jobs/s.
@@ -31,7 +31,7 @@ pub struct Scenario {
 }
 
 impl Scenario {
-    pub fn new(capacity: f64) -> Self {
+    pub(crate) fn new(capacity: f64) -> Self {
         Scenario {
             capacity,
             offered: 2.0 * capacity,
@@ -45,7 +45,7 @@ impl Scenario {
 
 /// What a run saw, sampled every 100 ms.
 #[derive(Clone, Debug, Default)]
-pub struct Trace {
+pub(crate) struct Trace {
     /// (seconds since start, drain rate, queue depth)
     pub points: Vec<(f64, f64, u64)>,
     /// (seconds since start, latency seconds) of each successful delivery
@@ -64,23 +64,23 @@ impl Trace {
             .map(|(_, r, _)| *r)
     }
 
-    pub fn mean_rate(&self, from: f64, to: f64) -> f64 {
+    pub(crate) fn mean_rate(&self, from: f64, to: f64) -> f64 {
         let (sum, n) = self
             .rates(from, to)
             .fold((0.0, 0), |(s, n), r| (s + r, n + 1));
         sum / f64::from(n.max(1))
     }
 
-    pub fn min_rate(&self, from: f64, to: f64) -> f64 {
+    pub(crate) fn min_rate(&self, from: f64, to: f64) -> f64 {
         self.rates(from, to).fold(f64::INFINITY, f64::min)
     }
 
-    pub fn max_rate(&self, from: f64, to: f64) -> f64 {
+    pub(crate) fn max_rate(&self, from: f64, to: f64) -> f64 {
         self.rates(from, to).fold(0.0, f64::max)
     }
 
     /// p99 of successful deliveries' latency in [from, to), seconds.
-    pub fn p99(&self, from: f64, to: f64) -> f64 {
+    pub(crate) fn p99(&self, from: f64, to: f64) -> f64 {
         let mut l: Vec<f64> = self
             .latencies
             .iter()
@@ -95,7 +95,7 @@ impl Trace {
     }
 
     /// Delivered per second in [from, to).
-    pub fn throughput(&self, from: f64, to: f64) -> f64 {
+    pub(crate) fn throughput(&self, from: f64, to: f64) -> f64 {
         let n = self
             .latencies
             .iter()
@@ -105,7 +105,7 @@ impl Trace {
     }
 
     /// The first time at or after `from` when the rate is >= `level`.
-    pub fn first_at_or_above(&self, from: f64, level: f64) -> Option<f64> {
+    pub(crate) fn first_at_or_above(&self, from: f64, level: f64) -> Option<f64> {
         self.points
             .iter()
             .find(|(t, r, _)| *t >= from && *r >= level)
@@ -146,7 +146,7 @@ impl Downstream<u64> for Model {
 }
 
 /// Runs `s` on the current (paused) runtime.
-pub async fn run(s: &Scenario) -> Trace {
+pub(crate) async fn run(s: &Scenario) -> Trace {
     let start = Instant::now();
     let mut model = FragileDownstream::new(s.capacity, s.base)
         .unwrap()

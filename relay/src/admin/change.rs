@@ -55,7 +55,7 @@ use crate::queue::{Changed, Put};
 /// A destination as `PUT` gives it: the whole of it.
 #[derive(Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
-pub struct DestinationPut {
+pub(crate) struct DestinationPut {
     /// Where its webhooks are POSTed: `http://` or `https://`, at an
     /// address the allow list lets deliveries reach.
     #[schema(
@@ -101,7 +101,7 @@ where
 #[derive(Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 #[allow(dead_code)] // Described (unknown fields refused), read as JSON.
-pub struct DestinationPatch {
+pub(crate) struct DestinationPatch {
     /// Where its webhooks are POSTed: a string (it cannot be removed:
     /// `null` is refused).
     #[schema(
@@ -211,7 +211,7 @@ pub(super) fn tagged(mut response: Response, etag: &str) -> Response {
         (status = 422, description = "A bad name, field or address, a rate its ring cannot hold, max_destinations reached, or a secret left out of a destination that has one (give it, or null to stop signing).", body = Problem, content_type = "application/problem+json"),
         (status = 503, description = "The state file (with queue = redis: Redis) cannot be written (nothing changed), the relay is shutting down, or the listener serves its most connections.", body = Problem, content_type = "application/problem+json"),
     ))]
-pub async fn put(
+pub(crate) async fn put(
     State(admin): State<Arc<Admin>>,
     Path(name): Path<String>,
     headers: HeaderMap,
@@ -285,7 +285,7 @@ pub async fn put(
         (status = 422, description = "Not a JSON object, an unknown field, or the destination it makes is refused as a PUT's would be.", body = Problem, content_type = "application/problem+json"),
         (status = 503, description = "The state file (with queue = redis: Redis) cannot be written (nothing changed), the relay is shutting down, or the listener serves its most connections.", body = Problem, content_type = "application/problem+json"),
     ))]
-pub async fn patch(
+pub(crate) async fn patch(
     State(admin): State<Arc<Admin>>,
     Path(name): Path<String>,
     headers: HeaderMap,
@@ -359,7 +359,7 @@ async fn change(admin: &Admin, name: &str, edit: Edit, pre: &Precondition) -> Re
         (status = 412, description = "If-Match does not hold: it was changed meanwhile (nothing deleted).", body = Problem, content_type = "application/problem+json"),
         (status = 503, description = "The state file (with queue = redis: Redis) cannot be written (nothing changed), or the listener serves its most connections.", body = Problem, content_type = "application/problem+json"),
     ))]
-pub async fn delete(
+pub(crate) async fn delete(
     State(admin): State<Arc<Admin>>,
     Path(name): Path<String>,
     headers: HeaderMap,

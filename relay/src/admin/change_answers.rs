@@ -27,7 +27,7 @@ pub(super) fn unknown_destination() -> Response {
 
 /// The most a request body to the admin API may hold (its router's
 /// `DefaultBodyLimit`).
-pub const MAX_BODY: usize = 64 * 1024;
+pub(super) const MAX_BODY: usize = 64 * 1024;
 
 /// A request's body, or its problem: 413 past [`MAX_BODY`], 400 when it
 /// could not be read.

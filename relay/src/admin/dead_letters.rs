@@ -25,7 +25,7 @@ const MAX_LIMIT: usize = 1000;
 
 /// A page of dead letters.
 #[derive(Serialize, ToSchema)]
-pub struct DeadLetterPage {
+pub(crate) struct DeadLetterPage {
     /// The lines, oldest first.
     dead_letters: Vec<DeadLetter>,
     /// Where the next page starts: pass it as `cursor` (also once this page
@@ -119,7 +119,7 @@ fn bad_cursor() -> Response {
         (status = 422, description = "A cursor this relay did not give.", body = Problem, content_type = "application/problem+json"),
         (status = 503, description = "The dead-letter files (with queue = redis, Redis) cannot be read, or the listener serves its most connections.", body = Problem, content_type = "application/problem+json"),
     ))]
-pub async fn list(State(admin): State<Arc<Admin>>, RawQuery(raw): RawQuery) -> Response {
+pub(crate) async fn list(State(admin): State<Arc<Admin>>, RawQuery(raw): RawQuery) -> Response {
     let q = match parse(raw.as_deref()) {
         Ok(q) => q,
         Err(resp) => return *resp,

@@ -23,7 +23,7 @@ use crate::domain::schemas::{Live, Problem};
 /// What a destination leaves to the settings: the drain rate, the adaptive
 /// ceiling (when adaptive) and the latency budget.
 #[derive(Clone, Copy, Debug)]
-pub struct Defaults {
+pub(crate) struct Defaults {
     /// `drain_rate`.
     pub rate: f64,
     /// `ceiling`, when `adaptive`.
@@ -36,7 +36,7 @@ pub struct Defaults {
 
 /// A destination's rates ([`Defaults::rates`]), webhooks/s.
 #[derive(Clone, Copy, Debug, PartialEq)]
-pub struct Rates {
+pub(crate) struct Rates {
     /// Its configured rate.
     pub configured: f64,
     /// The lowest adaptive rate, when adaptive.
@@ -47,7 +47,7 @@ pub struct Rates {
 
 impl Defaults {
     /// The defaults of `cfg`.
-    pub fn of(cfg: &Config) -> Defaults {
+    pub(crate) fn of(cfg: &Config) -> Defaults {
         let s = &cfg.settings;
         Defaults {
             rate: s.drain_rate,
@@ -60,7 +60,7 @@ impl Defaults {
     /// `d`'s configured rate and, when adaptive, the AIMD floor and ceiling
     /// its rate in force moves between (what the status page and
     /// `dripfeed_relay_destination_rate` show).
-    pub fn rates(&self, d: &crate::config::Destination) -> Rates {
+    pub(crate) fn rates(&self, d: &crate::config::Destination) -> Rates {
         Rates {
             configured: d.rate.unwrap_or(self.rate),
             floor: self.floor,
@@ -69,7 +69,7 @@ impl Defaults {
     }
 
     /// `listed` as the admin API shows it, with its `live` state.
-    pub fn view(
+    pub(crate) fn view(
         &self,
         listed: &Listed,
         live: Option<Live>,
@@ -96,7 +96,7 @@ impl Defaults {
 
 /// A destination as `GET /v1/destinations` shows it (never its secret).
 #[derive(Serialize, ToSchema)]
-pub struct DestinationView {
+pub(crate) struct DestinationView {
     /// Its name (the destination header's value).
     name: String,
     /// Where its webhooks are delivered (a password in it shown as `***`).
@@ -128,7 +128,7 @@ pub struct DestinationView {
 
 /// `GET /v1/destinations`.
 #[derive(Serialize, ToSchema)]
-pub struct DestinationList {
+pub(crate) struct DestinationList {
     /// Every destination, in configuration order, then those made
     /// through the admin API in the order they were made.
     destinations: Vec<DestinationView>,
@@ -136,7 +136,7 @@ pub struct DestinationList {
 
 impl Admin {
     /// `name`'s view, if it is held.
-    pub async fn view(&self, name: &str) -> Option<DestinationView> {
+    pub(crate) async fn view(&self, name: &str) -> Option<DestinationView> {
         let listed = self.catalog.get(name)?;
         let live = self.queue.live(name).await;
         Some(self.defaults.view(&listed, live, self.errors.last(name)))
@@ -153,7 +153,7 @@ impl Admin {
         (status = 403, description = "Without an admin token, a request that names the listener by a host name other than localhost (not-local: DNS rebinding).", body = Problem, content_type = "application/problem+json"),
         (status = 503, description = "The listener serves its most connections.", body = Problem, content_type = "application/problem+json"),
     ))]
-pub async fn list(State(admin): State<Arc<Admin>>) -> Json<DestinationList> {
+pub(crate) async fn list(State(admin): State<Arc<Admin>>) -> Json<DestinationList> {
     let mut destinations = Vec::new();
     for listed in admin.catalog.list() {
         let live = admin.queue.live(&listed.dest.name).await;
@@ -176,7 +176,7 @@ pub async fn list(State(admin): State<Arc<Admin>>) -> Json<DestinationList> {
         (status = 404, description = "No destination of that name is configured.", body = Problem, content_type = "application/problem+json"),
         (status = 503, description = "The listener serves its most connections.", body = Problem, content_type = "application/problem+json"),
     ))]
-pub async fn one(State(admin): State<Arc<Admin>>, Path(name): Path<String>) -> Response {
+pub(crate) async fn one(State(admin): State<Arc<Admin>>, Path(name): Path<String>) -> Response {
     let Some(view) = admin.view(&name).await else {
         return super::change_answers::unknown_destination();
     };

@@ -24,16 +24,16 @@
 //!
 //! The status line on stdout is [`status`].
 
-pub mod change;
+pub(crate) mod change;
 mod change_answers;
-pub mod dead_letters;
-pub mod destinations;
-pub mod page;
-pub mod probes;
-pub mod redrive;
-pub mod status;
-pub mod token;
-pub mod webhooks;
+pub(crate) mod dead_letters;
+pub(crate) mod destinations;
+pub(crate) mod page;
+pub(crate) mod probes;
+pub(crate) mod redrive;
+pub(crate) mod status;
+pub(crate) mod token;
+pub(crate) mod webhooks;
 
 use std::sync::Arc;
 
@@ -54,7 +54,7 @@ use crate::queue::Queue;
 use crate::telemetry;
 
 /// What the admin routes read.
-pub struct Admin {
+pub(crate) struct Admin {
     /// Intake: the byte budget and what it answered.
     pub intake: Arc<Intake>,
     /// The queue, whichever engine keeps it: destinations' live state and
@@ -110,12 +110,12 @@ fn open() -> OpenApiRouter<Arc<Admin>> {
 }
 
 /// Every admin route, each with its OpenAPI description.
-pub fn routes() -> OpenApiRouter<Arc<Admin>> {
+pub(crate) fn routes() -> OpenApiRouter<Arc<Admin>> {
     open().merge(guarded())
 }
 
 /// The admin router, serving its document at `/openapi.json`.
-pub fn router(admin: Arc<Admin>) -> Router {
+pub(crate) fn router(admin: Arc<Admin>) -> Router {
     let guarded = guarded()
         .route_layer(axum::middleware::from_fn_with_state(
             admin.clone(),

@@ -23,7 +23,7 @@ use crate::domain::schemas::{NotReady, Problem, Ready};
         (status = 200, description = "The relay serves.", body = String, content_type = "text/plain", example = "ok\n"),
         (status = 503, description = "The listener serves its most connections.", body = Problem, content_type = "application/problem+json"),
     ))]
-pub async fn healthz() -> &'static str {
+pub(crate) async fn healthz() -> &'static str {
     "ok\n"
 }
 
@@ -33,7 +33,7 @@ pub async fn healthz() -> &'static str {
         (status = 200, description = "Ready: a webhook taken now can be kept.", body = Ready),
         (status = 503, description = "Not ready, naming what is down (or the listener serves its most connections).", body = NotReady, content_type = "application/problem+json"),
     ))]
-pub async fn readyz(State(admin): State<Arc<Admin>>) -> Response {
+pub(crate) async fn readyz(State(admin): State<Arc<Admin>>) -> Response {
     let down = admin.queue.down().await;
     if down.is_empty() {
         return Json(json!({"status": "ready"})).into_response();

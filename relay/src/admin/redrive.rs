@@ -34,7 +34,7 @@ const MAX_LINES: usize = 1000;
 #[derive(Deserialize, ToSchema)]
 #[serde(untagged)]
 #[allow(dead_code)]
-pub enum RedriveRequest {
+pub(crate) enum RedriveRequest {
     /// The dead letters of these webhooks.
     Ids(RedriveIds),
     /// Every dead letter of a destination.
@@ -45,7 +45,7 @@ pub enum RedriveRequest {
 #[derive(Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 #[allow(dead_code)]
-pub struct RedriveIds {
+pub(crate) struct RedriveIds {
     /// Their ids (1 to 1000).
     #[schema(min_items = 1, max_items = 1000)]
     ids: Vec<String>,
@@ -55,7 +55,7 @@ pub struct RedriveIds {
 #[derive(Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 #[allow(dead_code)]
-pub struct RedriveDestination {
+pub(crate) struct RedriveDestination {
     /// The destination's name.
     #[schema(pattern = "^[A-Za-z0-9._-]{1,64}$")]
     destination: String,
@@ -71,7 +71,7 @@ struct Given {
 
 /// What a redrive did.
 #[derive(Serialize, ToSchema)]
-pub struct RedriveResult {
+pub(crate) struct RedriveResult {
     /// Letters admitted again (and marked: never redriven twice).
     readmitted: u64,
     /// Letters refused for now (a full queue or byte budget): left to
@@ -108,7 +108,7 @@ fn unprocessable(detail: &str) -> Response {
         (status = 422, description = "Not exactly one of ids and destination, no ids, too many, or unknown fields.", body = Problem, content_type = "application/problem+json"),
         (status = 503, description = "The dead-letter files (with queue = redis, Redis) cannot be read or marked, or the listener serves its most connections.", body = Problem, content_type = "application/problem+json"),
     ))]
-pub async fn redrive(
+pub(crate) async fn redrive(
     State(admin): State<Arc<Admin>>,
     body: Result<Bytes, BytesRejection>,
 ) -> Response {

@@ -85,7 +85,7 @@ fn destination_lines(all: &[(String, Live)]) -> Vec<String> {
 
 /// Where the status goes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Show {
+pub(crate) enum Show {
     /// The status line on stdout each second.
     Line,
     /// A summary logged at INFO once a minute.
@@ -95,7 +95,7 @@ pub enum Show {
 impl Show {
     /// `status_line` when given, else the line on a terminal and the log
     /// otherwise.
-    pub fn choose(given: Option<bool>) -> Show {
+    pub(crate) fn choose(given: Option<bool>) -> Show {
         match given.unwrap_or_else(|| std::io::stdout().is_terminal()) {
             true => Show::Line,
             false => Show::Log,
@@ -107,7 +107,7 @@ impl Show {
 const LOG_EVERY: Duration = Duration::from_secs(60);
 
 /// Shows the status ([`Show`]) until the task is dropped.
-pub fn spawn(
+pub(crate) fn spawn(
     intake: Arc<Intake>,
     latencies: Arc<Latencies>,
     show: Show,

@@ -20,7 +20,7 @@ use crate::domain::problem::problem;
 
 /// 403 for a request naming the listener by a host name where no admin
 /// token is set.
-pub fn not_local() -> Response {
+pub(crate) fn not_local() -> Response {
     problem(
         StatusCode::FORBIDDEN,
         "not-local",
@@ -32,7 +32,11 @@ pub fn not_local() -> Response {
 }
 
 /// Lets the request through with the admin token; else 401.
-pub async fn require(State(admin): State<Arc<Admin>>, request: Request, next: Next) -> Response {
+pub(crate) async fn require(
+    State(admin): State<Arc<Admin>>,
+    request: Request,
+    next: Next,
+) -> Response {
     if !request.method().is_safe() && !session::same_origin(request.headers()) {
         return problem(
             StatusCode::FORBIDDEN,
@@ -52,7 +56,7 @@ pub async fn require(State(admin): State<Arc<Admin>>, request: Request, next: Ne
 /// localhost; with one, the bearer token, or (without an `Authorization`
 /// header) the page's session cookie. `Err`: the answer instead (403
 /// `not-local`, 401).
-pub fn authorized(admin: &Admin, headers: &HeaderMap) -> Result<(), Box<Response>> {
+pub(crate) fn authorized(admin: &Admin, headers: &HeaderMap) -> Result<(), Box<Response>> {
     let token = admin.token.get();
     let Some(token) = token.as_ref() else {
         return match session::local_host(headers) {

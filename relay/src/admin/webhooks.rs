@@ -22,6 +22,6 @@ use crate::status::view::WebhookStatus;
         (status = 404, description = "Unknown, or forgotten after status_retention.", body = Problem, content_type = "application/problem+json"),
         (status = 503, description = "The listener serves its most connections, or (queue = redis) Redis cannot be read.", body = Problem, content_type = "application/problem+json"),
     ))]
-pub async fn webhook(State(admin): State<Arc<Admin>>, Path(id): Path<String>) -> Response {
+pub(crate) async fn webhook(State(admin): State<Arc<Admin>>, Path(id): Path<String>) -> Response {
     crate::intake::lookup::answer(admin.queue.as_ref(), &id, None).await
 }

@@ -15,11 +15,11 @@ const REALM: &str = "dripfeed-relay";
 
 /// A key presented as `Authorization: Bearer KEY`, kept only as its digest.
 #[derive(Clone, Copy, Debug)]
-pub struct Bearer(KeyDigest);
+pub(crate) struct Bearer(KeyDigest);
 
 /// Why a request is not authenticated: always a 401.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Unauthorized {
+pub(crate) enum Unauthorized {
     /// No `Authorization` header.
     Missing,
     /// An `Authorization` header that is not `Bearer KEY` (or given twice).
@@ -46,7 +46,7 @@ impl std::error::Error for Unauthorized {}
 impl Unauthorized {
     /// The 401: a problem body and `WWW-Authenticate: Bearer` (with
     /// `error="invalid_token"` when a key was sent but not taken).
-    pub fn response(self) -> Response {
+    pub(crate) fn response(self) -> Response {
         let challenge = match self {
             Unauthorized::Missing => format!("Bearer realm=\"{REALM}\""),
             _ => format!("Bearer realm=\"{REALM}\", error=\"invalid_token\""),
@@ -66,7 +66,7 @@ impl Unauthorized {
 
 impl Bearer {
     /// The key a request presents.
-    pub fn from_headers(headers: &HeaderMap) -> Result<Bearer, Unauthorized> {
+    pub(crate) fn from_headers(headers: &HeaderMap) -> Result<Bearer, Unauthorized> {
         let mut all = headers.get_all(header::AUTHORIZATION).iter();
         let value = all.next().ok_or(Unauthorized::Missing)?;
         if all.next().is_some() {
@@ -85,7 +85,7 @@ impl Bearer {
     }
 
     /// The presented key's digest.
-    pub fn digest(&self) -> &KeyDigest {
+    pub(crate) fn digest(&self) -> &KeyDigest {
         &self.0
     }
 }

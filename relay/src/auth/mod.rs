@@ -6,5 +6,5 @@
 //! refusal is a 401 with `WWW-Authenticate: Bearer` and a problem body
 //! naming nothing but what the caller sent.
 
-pub mod bearer;
-pub mod tenants;
+pub(crate) mod bearer;
+pub(crate) mod tenants;

@@ -16,7 +16,7 @@ use crate::config::digest::KeyDigest;
 
 /// A tenant as a request authenticated with its key sees it.
 #[derive(Debug)]
-pub struct Account {
+pub(crate) struct Account {
     /// The tenant's name: its quota, idempotency keys and dead letters go by it.
     pub name: Arc<str>,
     /// The destinations it may post to; `None`: every one.
@@ -28,7 +28,7 @@ pub struct Account {
 
 impl Account {
     /// Whether it may post to `destination`.
-    pub fn may_use(&self, destination: &str) -> bool {
+    pub(crate) fn may_use(&self, destination: &str) -> bool {
         self.destinations
             .as_ref()
             .is_none_or(|all| all.iter().any(|d| &**d == destination))
@@ -43,7 +43,7 @@ struct Key {
 }
 
 /// Every tenant and key.
-pub struct Tenants {
+pub(crate) struct Tenants {
     accounts: Vec<Arc<Account>>,
     keys: Vec<Key>,
 }
@@ -51,7 +51,7 @@ pub struct Tenants {
 impl Tenants {
     /// The table of `cfg`'s `[[tenants]]`; `None` when there are none (an
     /// open relay).
-    pub fn new(cfg: &Config) -> Option<Tenants> {
+    pub(crate) fn new(cfg: &Config) -> Option<Tenants> {
         if cfg.tenants.is_empty() {
             return None;
         }
@@ -76,7 +76,7 @@ impl Tenants {
     }
 
     /// The tenant whose key `presented` is, if the key has not expired at `now`.
-    pub fn authenticate(
+    pub(crate) fn authenticate(
         &self,
         presented: &Bearer,
         now: SystemTime,
@@ -104,7 +104,7 @@ impl Tenants {
 
     /// Every tenant, in configuration order.
     #[cfg(test)]
-    pub fn accounts(&self) -> &[Arc<Account>] {
+    pub(crate) fn accounts(&self) -> &[Arc<Account>] {
         &self.accounts
     }
 }

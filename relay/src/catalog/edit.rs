@@ -25,7 +25,7 @@ use crate::config::Fields;
 
 /// What a change asks for (no `Debug`: it holds secrets).
 #[derive(Clone)]
-pub enum Edit {
+pub(crate) enum Edit {
     /// `PUT`: the whole destination. Its secrets are `None` when left out
     /// of the body, `Some(None)` when given as `null`.
     Replace(Replacement),
@@ -35,7 +35,7 @@ pub enum Edit {
 
 /// A `PUT`'s body.
 #[derive(Clone, Default)]
-pub struct Replacement {
+pub(crate) struct Replacement {
     /// Every field but the secrets (those below say how they were given).
     pub fields: Fields,
     /// `secret`: left out (`None`), `null` (`Some(None)`) or given.
@@ -47,7 +47,7 @@ pub struct Replacement {
 /// The conditions a request puts on the destination's state
 /// (`If-Match`, `If-None-Match`).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Precondition {
+pub(crate) struct Precondition {
     /// `If-Match`: the change applies only if the destination's tag is one
     /// of these (`*`: if it exists).
     pub if_match: Option<Vec<String>>,
@@ -58,7 +58,10 @@ pub struct Precondition {
 impl Precondition {
     /// The conditions of an `If-Match` and an `If-None-Match` header's
     /// values, or why they do not read (`If-None-Match` takes only `*`).
-    pub fn of(if_match: Option<&str>, if_none_match: Option<&str>) -> Result<Precondition, String> {
+    pub(crate) fn of(
+        if_match: Option<&str>,
+        if_none_match: Option<&str>,
+    ) -> Result<Precondition, String> {
         let tags = |v: &str| -> Vec<String> {
             v.split(',')
                 .map(str::trim)
@@ -94,7 +97,7 @@ impl Precondition {
 
     /// Whether the destination (`current`: its tag, `None` when it does
     /// not exist) meets the conditions.
-    pub fn holds(&self, current: Option<&str>) -> bool {
+    pub(crate) fn holds(&self, current: Option<&str>) -> bool {
         if self.if_none_match_any && current.is_some() {
             return false;
         }
@@ -108,7 +111,7 @@ impl Precondition {
 
 /// Why a change cannot be made to the destination as it is now.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum EditError {
+pub(crate) enum EditError {
     /// 404: a `PATCH` of a destination that does not exist.
     Unknown,
     /// 412: `If-Match` or `If-None-Match` no longer holds.
@@ -121,7 +124,7 @@ pub enum EditError {
 /// `fields`' entity tag: a quoted digest of the destination as kept.
 ///
 /// The same fields give the same tag on every relay and across restarts.
-pub fn etag(fields: &Fields) -> String {
+pub(crate) fn etag(fields: &Fields) -> String {
     let text = serde_json::to_vec(fields).unwrap_or_default();
     let digest = Sha256::digest(&text);
     let hex: String = digest[..12].iter().map(|b| format!("{b:02x}")).collect();
@@ -131,7 +134,7 @@ pub fn etag(fields: &Fields) -> String {
 /// What `name` becomes when `edit` is made to `current` (its fields as
 /// kept, `None` when it does not exist) under `pre`: the preconditions
 /// first, then the edit.
-pub fn resolve(
+pub(crate) fn resolve(
     name: &str,
     current: Option<&Fields>,
     edit: Edit,
@@ -186,7 +189,7 @@ fn replace(current: Option<&Fields>, put: Replacement) -> Result<Fields, EditErr
 }
 
 /// `patch` merged into `fields` (RFC 7396), or what is wrong with it.
-pub fn merge(
+pub(crate) fn merge(
     fields: &mut Fields,
     patch: serde_json::Map<String, serde_json::Value>,
 ) -> Result<(), String> {

@@ -12,9 +12,9 @@
 //! closed the destination before taking it out of the set, so no webhook
 //! answered 202 ever lands in a destination already taken out.
 
-pub mod edit;
-pub mod state;
-pub mod vet;
+pub(crate) mod edit;
+pub(crate) mod state;
+pub(crate) mod vet;
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -36,14 +36,14 @@ struct Admitting {
 
 /// One admission's hold on the destination it picked: while any lives, a
 /// deletion of that destination waits before taking it out of the set.
-pub struct Pass {
+pub(crate) struct Pass {
     name: Arc<str>,
     gate: Arc<Admitting>,
 }
 
 impl Pass {
     /// The destination's name.
-    pub fn name(&self) -> &Arc<str> {
+    pub(crate) fn name(&self) -> &Arc<str> {
         &self.name
     }
 }
@@ -70,7 +70,7 @@ struct Entry {
 
 /// A destination as the admin API lists it.
 #[derive(Clone, Debug)]
-pub struct Listed {
+pub(crate) struct Listed {
     /// As configured (or as the admin API set it).
     pub dest: Destination,
     /// False while it is being deleted.
@@ -79,7 +79,7 @@ pub struct Listed {
 
 /// The table (see the [module](self) docs).
 #[derive(Default)]
-pub struct Catalog {
+pub(crate) struct Catalog {
     table: RwLock<HashMap<Arc<str>, Entry>>,
     /// Deletions draining.
     removals: Mutex<Vec<JoinHandle<()>>>,
@@ -97,7 +97,7 @@ fn pass(name: &Arc<str>, e: &Entry) -> Pass {
 
 impl Catalog {
     /// The catalog of `destinations`, in their order.
-    pub fn new(destinations: &[Destination]) -> Catalog {
+    pub(crate) fn new(destinations: &[Destination]) -> Catalog {
         let c = Catalog::default();
         for d in destinations {
             c.put(d.clone());
@@ -114,20 +114,20 @@ impl Catalog {
     }
 
     /// A pass for the open destination called `name`.
-    pub fn open(&self, name: &str) -> Option<Pass> {
+    pub(crate) fn open(&self, name: &str) -> Option<Pass> {
         let table = self.read();
         let (key, e) = table.get_key_value(name)?;
         e.open.then(|| pass(key, e))
     }
 
     /// Whether `name` is open.
-    pub fn is_open(&self, name: &str) -> bool {
+    pub(crate) fn is_open(&self, name: &str) -> bool {
         self.read().get(name).is_some_and(|e| e.open)
     }
 
     /// A pass for the only open destination `usable` lets through, if
     /// exactly one is.
-    pub fn only(&self, usable: impl Fn(&str) -> bool) -> Option<Pass> {
+    pub(crate) fn only(&self, usable: impl Fn(&str) -> bool) -> Option<Pass> {
         let table = self.read();
         let mut found = table.iter().filter(|(name, e)| e.open && usable(name));
         match (found.next(), found.next()) {
@@ -137,12 +137,12 @@ impl Catalog {
     }
 
     /// Destinations held, open or being deleted.
-    pub fn held(&self) -> usize {
+    pub(crate) fn held(&self) -> usize {
         self.read().len()
     }
 
     /// Every open destination's name and URL (where redriven lines go).
-    pub fn targets(&self) -> Vec<(Arc<str>, String)> {
+    pub(crate) fn targets(&self) -> Vec<(Arc<str>, String)> {
         let table = self.read();
         let mut all: Vec<_> = table.iter().filter(|(_, e)| e.open).collect();
         all.sort_by_key(|(_, e)| e.seq);
@@ -152,7 +152,7 @@ impl Catalog {
     }
 
     /// Every destination held, in listing order.
-    pub fn list(&self) -> Vec<Listed> {
+    pub(crate) fn list(&self) -> Vec<Listed> {
         let table = self.read();
         let mut all: Vec<&Entry> = table.values().collect();
         all.sort_by_key(|e| e.seq);
@@ -165,7 +165,7 @@ impl Catalog {
     }
 
     /// `name` as held.
-    pub fn get(&self, name: &str) -> Option<Listed> {
+    pub(crate) fn get(&self, name: &str) -> Option<Listed> {
         self.read().get(name).map(|e| Listed {
             dest: e.dest.clone(),
             open: e.open,
@@ -173,7 +173,7 @@ impl Catalog {
     }
 
     /// Makes or replaces (and opens) `d`; returns what it replaced.
-    pub fn put(&self, d: Destination) -> Option<Destination> {
+    pub(crate) fn put(&self, d: Destination) -> Option<Destination> {
         let mut table = self.write();
         // A change keeps the admissions under way counted where a later
         // deletion will wait for them.
@@ -196,7 +196,7 @@ impl Catalog {
     }
 
     /// Closes `name` to new webhooks; false if it is not open.
-    pub fn close(&self, name: &str) -> bool {
+    pub(crate) fn close(&self, name: &str) -> bool {
         match self.write().get_mut(name) {
             Some(e) if e.open => {
                 e.open = false;
@@ -208,7 +208,7 @@ impl Catalog {
 
     /// Waits until no admission holds a pass for `name` (none can be given
     /// once it is closed).
-    pub async fn admissions_done(&self, name: &str) {
+    pub(crate) async fn admissions_done(&self, name: &str) {
         let Some(gate) = self.read().get(name).map(|e| e.admitting.clone()) else {
             return;
         };
@@ -224,21 +224,21 @@ impl Catalog {
     }
 
     /// Keeps a deletion's draining task, for [`finish`](Self::finish).
-    pub fn removing(&self, task: JoinHandle<()>) {
+    pub(crate) fn removing(&self, task: JoinHandle<()>) {
         let mut all = lock(&self.removals);
         all.retain(|t| !t.is_finished());
         all.push(task);
     }
 
     /// Whether shutdown has begun.
-    pub fn is_closing(&self) -> bool {
+    pub(crate) fn is_closing(&self) -> bool {
         self.closing.load(Ordering::Acquire)
     }
 
     /// At shutdown: no more changes, and the deletions draining end (each
     /// within its grace) before the set is drained and the dead-letter
     /// file flushed.
-    pub async fn finish(&self) {
+    pub(crate) async fn finish(&self) {
         self.closing.store(true, Ordering::Release);
         // Until none is left: a deletion that passed its check just before
         // shutdown began registers its task a moment later.
@@ -253,7 +253,7 @@ impl Catalog {
         }
     }
     /// Forgets `name` once it has drained (if it was not made again).
-    pub fn forget(&self, name: &str) {
+    pub(crate) fn forget(&self, name: &str) {
         let mut table = self.write();
         if table.get(name).is_some_and(|e| !e.open) {
             table.remove(name);

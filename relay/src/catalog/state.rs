@@ -22,7 +22,7 @@ use serde::{Deserialize, Serialize};
 use crate::config::{Config, ConfigError, Fields, Origin};
 
 /// The file's name in its directory.
-pub const FILE: &str = "state.json";
+pub(crate) const FILE: &str = "state.json";
 
 /// What the file holds.
 #[derive(Clone, Default, Serialize, Deserialize)]
@@ -49,10 +49,10 @@ impl Saved {
 
 /// What the file held before a change, to put back if the change is
 /// refused after all.
-pub struct Undo(Saved);
+pub(crate) struct Undo(Saved);
 
 /// The state file of one relay.
-pub struct StateFile {
+pub(crate) struct StateFile {
     path: PathBuf,
     saved: Saved,
     /// `state.lock`, held while the relay runs.
@@ -93,7 +93,7 @@ fn read(path: &Path) -> Result<Saved, String> {
 /// For `check-config` and `print-config`: the changes kept in `dir` (if
 /// any) applied over `cfg`, without taking the lock; `Ok(false)` when
 /// there is no state file.
-pub fn apply_kept(dir: &Path, cfg: &mut Config) -> Result<bool, Vec<ConfigError>> {
+pub(crate) fn apply_kept(dir: &Path, cfg: &mut Config) -> Result<bool, Vec<ConfigError>> {
     let path = dir.join(FILE);
     if !path.exists() {
         return Ok(false);
@@ -138,7 +138,7 @@ fn apply(saved: &Saved, path: &Path, cfg: &mut Config) -> Vec<ConfigError> {
 impl StateFile {
     /// Takes `dir`'s lock and reads `dir/state.json` (none yet: nothing
     /// changed), making `dir` (mode 0700) if it is missing.
-    pub fn open(dir: &Path) -> Result<StateFile, String> {
+    pub(crate) fn open(dir: &Path) -> Result<StateFile, String> {
         let path = dir.join(FILE);
         crate::domain::private::dir(dir)
             .map_err(|e| format!("state_dir {}: {e}", dir.display()))?;
@@ -170,29 +170,29 @@ impl StateFile {
     }
 
     /// Its path.
-    pub fn path(&self) -> &Path {
+    pub(crate) fn path(&self) -> &Path {
         &self.path
     }
 
     /// Whether the API has changed anything.
-    pub fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         self.saved.destinations.is_empty() && self.saved.deleted.is_empty()
     }
 
     /// Applies the saved changes over `cfg`'s destinations; what the file
     /// holds that no longer checks is an error naming the file.
-    pub fn apply(&self, cfg: &mut Config) -> Vec<ConfigError> {
+    pub(crate) fn apply(&self, cfg: &mut Config) -> Vec<ConfigError> {
         apply(&self.saved, &self.path, cfg)
     }
 
     /// What the file holds now, to [`restore`](Self::restore) if the change
     /// about to be made is refused after all.
-    pub fn undo_point(&self) -> Undo {
+    pub(crate) fn undo_point(&self) -> Undo {
         Undo(self.saved.clone())
     }
 
     /// Puts back what the file held at `undo`.
-    pub fn restore(&mut self, undo: Undo) -> std::io::Result<()> {
+    pub(crate) fn restore(&mut self, undo: Undo) -> std::io::Result<()> {
         let written = self.replace(undo.0.clone());
         // Even unwritten, what it holds in memory is what stands: the next
         // change writes that, not the refused one.
@@ -201,13 +201,13 @@ impl StateFile {
     }
 
     /// Whether the admin API changed or deleted `name` (the file holds it).
-    pub fn holds(&self, name: &str) -> bool {
+    pub(crate) fn holds(&self, name: &str) -> bool {
         self.saved.find(name).is_some() || self.saved.deleted.contains(name)
     }
 
     /// Keeps `fields` for `name` (written and fsynced before it returns);
     /// on error nothing changed.
-    pub fn put(&mut self, name: &str, fields: &Fields) -> std::io::Result<()> {
+    pub(crate) fn put(&mut self, name: &str, fields: &Fields) -> std::io::Result<()> {
         let mut next = self.saved.clone();
         let fields = Fields {
             name: Some(name.to_owned()),
@@ -223,7 +223,7 @@ impl StateFile {
 
     /// Keeps `name` deleted (written and fsynced before it returns); on
     /// error nothing changed.
-    pub fn delete(&mut self, name: &str) -> std::io::Result<()> {
+    pub(crate) fn delete(&mut self, name: &str) -> std::io::Result<()> {
         let mut next = self.saved.clone();
         if let Some(i) = next.find(name) {
             next.destinations.remove(i);
@@ -295,7 +295,7 @@ fn write_atomically(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
 
 /// Where the state file lives: `state_dir`, else the journal directory; none
 /// without a journal.
-pub fn dir_of(cfg: &Config) -> Option<PathBuf> {
+pub(crate) fn dir_of(cfg: &Config) -> Option<PathBuf> {
     cfg.paths.state_dir.clone()
 }
 

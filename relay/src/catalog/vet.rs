@@ -12,7 +12,7 @@ use crate::deliver::guard::AddressGuard;
 use crate::domain::limits::Limits;
 
 /// Checks destinations made or changed through the admin API.
-pub struct Vetter {
+pub(crate) struct Vetter {
     /// The origin such a destination has (the state file, or the fleet's map).
     pub origin: Origin,
     /// Where deliveries may go.
@@ -22,12 +22,12 @@ pub struct Vetter {
 }
 
 /// Why a destination does not pass: its problem type and what is wrong.
-pub type Unfit = (&'static str, String);
+pub(crate) type Unfit = (&'static str, String);
 
 impl Vetter {
     /// `fields` as a destination within `limits`, or its problem type
     /// (`bad-destination`, `private-destination`) and what is wrong.
-    pub async fn vet(&self, fields: Fields, limits: &Limits) -> Result<Destination, Unfit> {
+    pub(crate) async fn vet(&self, fields: Fields, limits: &Limits) -> Result<Destination, Unfit> {
         let dest = fields
             .check_body(&self.origin)
             .map_err(|detail| ("bad-destination", detail))?;

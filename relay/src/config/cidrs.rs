@@ -12,7 +12,7 @@ use super::value::{Value, expected, quoted};
 
 /// Address ranges, in the order given.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct CidrList(pub Vec<IpNet>);
+pub(crate) struct CidrList(pub Vec<IpNet>);
 
 /// One range: `ADDR/LEN`, or an address alone (its own /32 or /128).
 fn one(text: &str) -> Result<IpNet, String> {

@@ -19,7 +19,7 @@
 
 /// A setting's name and default, as the file, the environment and the help know it.
 #[derive(Debug, Clone, Copy)]
-pub struct Key {
+pub(crate) struct Key {
     /// The file key (`drain_rate`).
     pub name: &'static str,
     /// The default as text, read like any other value; `None`: not set by default.
@@ -37,14 +37,14 @@ pub struct Key {
 
 impl Key {
     /// The environment variable: `DRIPFEED_` and the key in upper case.
-    pub fn env(&self) -> String {
+    pub(crate) fn env(&self) -> String {
         format!("DRIPFEED_{}", self.name.to_ascii_uppercase())
     }
 }
 
 /// The flag as written for the setting `name` (`--drain-rate`), or its
 /// `repeat` name for a list.
-pub fn flag_of(name: &str, repeat: Option<&str>) -> String {
+pub(super) fn flag_of(name: &str, repeat: Option<&str>) -> String {
     match repeat {
         Some(flag) => format!("--{flag}"),
         None => format!("--{}", name.replace('_', "-")),
@@ -111,23 +111,23 @@ macro_rules! declare_settings {
         /// Every setting in force, each from the highest source that gave it
         /// (flag, environment, file, default).
         #[derive(Clone, Debug)]
-        pub struct Settings {
-            $( $(#[doc = $doc])+ pub $name: $crate::config::declare::resolved!($ty $(, $default)?), )+
+        pub(crate) struct Settings {
+            $( $(#[doc = $doc])+ pub(crate) $name: $crate::config::declare::resolved!($ty $(, $default)?), )+
         }
 
         /// The settings as command-line flags, each optional: a flag given
         /// beats every other source.
         #[derive(clap::Args, Clone, Debug, Default)]
-        pub struct SettingFlags {
+        pub(crate) struct SettingFlags {
             $(
                 $(#[doc = $doc])+
                 #[arg(long, value_parser = $crate::config::value::parse_text::<$ty>)]
-                pub $name: Option<$ty>,
+                pub(crate) $name: Option<$ty>,
             )+
         }
 
         /// Every setting's key, default and kind, in declaration order.
-        pub const KEYS: &[$crate::config::declare::Key] = &[
+        pub(crate) const KEYS: &[$crate::config::declare::Key] = &[
             $( $crate::config::declare::Key {
                 name: stringify!($name),
                 default: $crate::config::declare::default_text!($($default)?),
@@ -140,7 +140,7 @@ macro_rules! declare_settings {
         impl SettingFlags {
             /// Reads every item of a list flag given several times: clap's
             /// derive keeps only the first value of an `Option` field.
-            pub fn gather(&mut self, matches: &clap::ArgMatches) {
+            pub(crate) fn gather(&mut self, matches: &clap::ArgMatches) {
                 $( if $crate::config::declare::default_text!($($flag)?).is_some()
                     && let Ok(Some(all)) = matches.try_get_many::<$ty>(stringify!($name))
                 {
@@ -210,7 +210,7 @@ macro_rules! declare_settings {
         impl Settings {
             /// Each setting as a TOML value (secrets redacted), `None`
             /// when not set, in declaration order.
-            pub fn shown(&self) -> Vec<(&'static str, Option<String>)> {
+            pub(crate) fn shown(&self) -> Vec<(&'static str, Option<String>)> {
                 vec![ $( (stringify!($name), $crate::config::declare::show!(self.$name, $ty $(, $default)?)), )+ ]
             }
         }

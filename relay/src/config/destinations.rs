@@ -18,7 +18,7 @@ use super::error::{ConfigError, Origin};
 use super::value::{HttpUrl, Value, quoted};
 
 /// The name `downstream` gives its destination.
-pub const DEFAULT_NAME: &str = "default";
+pub(crate) const DEFAULT_NAME: &str = "default";
 
 /// The keys a destination table may have.
 pub(super) const FIELDS: [&str; 7] = [
@@ -33,7 +33,7 @@ pub(super) const FIELDS: [&str; 7] = [
 
 /// One configured receiver.
 #[derive(Clone, Debug)]
-pub struct Destination {
+pub(crate) struct Destination {
     /// 1 to 64 of `A-Z a-z 0-9 . _ -`.
     pub name: String,
     /// Where its webhooks are POSTed.
@@ -55,7 +55,7 @@ pub struct Destination {
 
 /// A Standard Webhooks secret (`whsec_` + base64 of the key); never shown.
 #[derive(Clone)]
-pub struct Secret {
+pub(crate) struct Secret {
     key: Arc<[u8]>,
     /// As given (what a state file or the fleet's map keeps).
     text: Arc<str>,
@@ -63,7 +63,7 @@ pub struct Secret {
 
 impl Secret {
     /// Reads `whsec_<base64>` (the prefix is optional; padding optional).
-    pub fn parse(text: &str) -> Result<Secret, String> {
+    pub(crate) fn parse(text: &str) -> Result<Secret, String> {
         use base64::engine::{DecodePaddingMode, GeneralPurpose, GeneralPurposeConfig};
         const LENIENT: GeneralPurpose = GeneralPurpose::new(
             &base64::alphabet::STANDARD,
@@ -85,12 +85,12 @@ impl Secret {
     }
 
     /// The signing key's bytes.
-    pub fn key(&self) -> Arc<[u8]> {
+    pub(crate) fn key(&self) -> Arc<[u8]> {
         self.key.clone()
     }
 
     /// The secret as it was given.
-    pub fn text(&self) -> &str {
+    pub(crate) fn text(&self) -> &str {
         &self.text
     }
 }
@@ -102,7 +102,7 @@ impl std::fmt::Debug for Secret {
 }
 
 /// A destination name: 1 to 64 of `A-Z a-z 0-9 . _ -`.
-pub fn valid_name(name: &str) -> bool {
+pub(crate) fn valid_name(name: &str) -> bool {
     (1..=64).contains(&name.len())
         && name
             .bytes()
@@ -113,7 +113,7 @@ pub fn valid_name(name: &str) -> bool {
 /// admin API's `PUT` body and its state file give them.
 #[derive(Clone, Default, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
-pub struct Fields {
+pub(crate) struct Fields {
     /// 1 to 64 of `A-Z a-z 0-9 . _ -` (the API takes it from the path).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub name: Option<String>,
@@ -155,7 +155,7 @@ impl std::fmt::Debug for Fields {
 impl Fields {
     /// The destination, or what is wrong with it as one line (`field:
     /// message`, joined by `; `): how the admin API reports a body.
-    pub fn check_body(self, origin: &Origin) -> Result<Destination, String> {
+    pub(crate) fn check_body(self, origin: &Origin) -> Result<Destination, String> {
         let mut errors = Vec::new();
         self.check("destination", origin, &mut errors)
             .ok_or_else(|| {
@@ -173,7 +173,7 @@ impl Fields {
     /// Each field given, checked on its own (needing no other field and
     /// nothing stored): what is wrong, as `field: message` joined by `; `.
     /// The admin API checks a body's shape so, before any precondition.
-    pub fn check_each(&self) -> Result<(), String> {
+    pub(crate) fn check_each(&self) -> Result<(), String> {
         let errors = self.field_errors().1;
         match errors.is_empty() {
             true => Ok(()),
@@ -240,7 +240,7 @@ impl Fields {
     }
 
     /// The destination, or what is wrong with each field (keys `at.field`).
-    pub fn check(
+    pub(crate) fn check(
         self,
         at: &str,
         origin: &Origin,
@@ -297,7 +297,7 @@ impl Fields {
 
 /// `[[destinations]]` of a TOML document (the `--config` file or a
 /// `--destinations` file): each table checked, errors with their line.
-pub fn from_toml(
+pub(super) fn from_toml(
     value: &toml::Spanned<DeValue<'_>>,
     path: &Path,
     text: &str,
@@ -364,7 +364,11 @@ fn fields_of(
 /// A `--destinations FILE`: TOML (`[[destinations]]`, for a `.toml` file or
 /// text that is not JSON) or JSON (an array of objects, or
 /// `{"destinations": [...]}`).
-pub fn from_file(path: &Path, text: &str, errors: &mut Vec<ConfigError>) -> Vec<Destination> {
+pub(super) fn from_file(
+    path: &Path,
+    text: &str,
+    errors: &mut Vec<ConfigError>,
+) -> Vec<Destination> {
     let toml_named = path
         .extension()
         .is_some_and(|e| e.eq_ignore_ascii_case("toml"));
@@ -458,7 +462,7 @@ fn from_json(path: &Path, text: &str, errors: &mut Vec<ConfigError>) -> Vec<Dest
 }
 
 /// `--destination NAME=URL`.
-pub fn from_flag(text: &str, errors: &mut Vec<ConfigError>) -> Option<Destination> {
+pub(super) fn from_flag(text: &str, errors: &mut Vec<ConfigError>) -> Option<Destination> {
     let origin = Origin::Flag("--destination".into());
     let Some((name, url)) = text.split_once('=') else {
         errors.push(ConfigError::new(
@@ -477,7 +481,7 @@ pub fn from_flag(text: &str, errors: &mut Vec<ConfigError>) -> Option<Destinatio
 }
 
 /// The destination `downstream` makes.
-pub fn from_downstream(url: &HttpUrl, origin: Origin) -> Destination {
+pub(super) fn from_downstream(url: &HttpUrl, origin: Origin) -> Destination {
     Destination {
         name: DEFAULT_NAME.to_owned(),
         url: url.clone(),
@@ -491,7 +495,7 @@ pub fn from_downstream(url: &HttpUrl, origin: Origin) -> Destination {
 }
 
 /// Names configured twice.
-pub fn check_unique(all: &[Destination], errors: &mut Vec<ConfigError>) {
+pub(super) fn check_unique(all: &[Destination], errors: &mut Vec<ConfigError>) {
     for (i, d) in all.iter().enumerate() {
         if let Some(first) = all[..i].iter().find(|e| e.name == d.name) {
             let why = match d.name.as_str() {
@@ -510,7 +514,7 @@ pub fn check_unique(all: &[Destination], errors: &mut Vec<ConfigError>) {
 impl Destination {
     /// The fields it was made from (its secrets included), as a state
     /// file or the fleet's map keeps them.
-    pub fn fields(&self) -> Fields {
+    pub(crate) fn fields(&self) -> Fields {
         Fields {
             name: Some(self.name.clone()),
             url: Some(self.url.as_str().to_owned()),
@@ -525,7 +529,7 @@ impl Destination {
     }
 
     /// The destination as a `[[destinations]]` table, its secret redacted.
-    pub fn shown(&self) -> Vec<(&'static str, String)> {
+    pub(crate) fn shown(&self) -> Vec<(&'static str, String)> {
         let mut out = vec![("name", quoted(&self.name)), ("url", self.url.show())];
         out.extend(self.rate.map(|r| ("rate", r.show())));
         out.extend(self.ceiling.map(|c| ("ceiling", c.show())));

@@ -11,22 +11,22 @@ use crate::config::value::{Value, quoted};
 
 /// The SHA-256 digest of a key: 64 hex characters in configuration.
 #[derive(Clone, Copy, PartialEq, Eq)]
-pub struct KeyDigest([u8; 32]);
+pub(crate) struct KeyDigest([u8; 32]);
 
 impl KeyDigest {
     /// The digest of `key` as presented (its bytes, nothing trimmed).
-    pub fn of(key: &[u8]) -> KeyDigest {
+    pub(crate) fn of(key: &[u8]) -> KeyDigest {
         KeyDigest(Sha256::digest(key).into())
     }
 
     /// A 32-byte digest made some other way (an HMAC), compared and
     /// written as a key's is.
-    pub fn from_bytes(bytes: [u8; 32]) -> KeyDigest {
+    pub(crate) fn from_bytes(bytes: [u8; 32]) -> KeyDigest {
         KeyDigest(bytes)
     }
 
     /// Reads 64 hex characters (either case).
-    pub fn parse(text: &str) -> Result<KeyDigest, String> {
+    pub(crate) fn parse(text: &str) -> Result<KeyDigest, String> {
         let text = text.trim();
         let bad = || {
             format!(
@@ -49,12 +49,12 @@ impl KeyDigest {
 
     /// Whether `self` and `other` are the same digest, in constant time
     /// (`subtle`: every byte looked at whatever the first difference).
-    pub fn same(&self, other: &KeyDigest) -> bool {
+    pub(crate) fn same(&self, other: &KeyDigest) -> bool {
         self.0.ct_eq(&other.0).into()
     }
 
     /// Lower-case hex, as `sha256sum` prints it.
-    pub fn hex(&self) -> String {
+    pub(crate) fn hex(&self) -> String {
         self.0.iter().map(|b| format!("{b:02x}")).collect()
     }
 }

@@ -5,7 +5,7 @@ use std::path::PathBuf;
 
 /// The source a setting's value was taken from.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Origin {
+pub(crate) enum Origin {
     /// The built-in default.
     Default,
     /// A file: the `--config` file or a `--destinations` file, and the
@@ -31,7 +31,7 @@ pub enum Origin {
 
 impl Origin {
     /// A file position from a byte offset into its text.
-    pub fn at(path: &std::path::Path, text: &str, offset: usize) -> Origin {
+    pub(crate) fn at(path: &std::path::Path, text: &str, offset: usize) -> Origin {
         let line = text
             .get(..offset.min(text.len()))
             .map_or(1, |before| before.matches('\n').count() + 1);
@@ -63,7 +63,7 @@ impl fmt::Display for Origin {
 /// `destinations[2].url`, `DRIPFEED_DRAIN_RAET`), where the value came from,
 /// and what is wrong.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct ConfigError {
+pub(crate) struct ConfigError {
     /// The key, in the file's spelling.
     pub key: String,
     /// Where the offending value was given, if anywhere.
@@ -74,7 +74,11 @@ pub struct ConfigError {
 
 impl ConfigError {
     /// An error about `key` given at `origin`.
-    pub fn new(key: impl Into<String>, origin: Option<Origin>, message: impl Into<String>) -> Self {
+    pub(crate) fn new(
+        key: impl Into<String>,
+        origin: Option<Origin>,
+        message: impl Into<String>,
+    ) -> Self {
         ConfigError {
             key: key.into(),
             origin,
@@ -129,7 +133,7 @@ impl fmt::Display for ConfigError {
 
 /// Every error found, in the order found.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct ConfigErrors(pub Vec<ConfigError>);
+pub(crate) struct ConfigErrors(pub Vec<ConfigError>);
 
 impl fmt::Display for ConfigErrors {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -146,7 +150,7 @@ impl fmt::Display for ConfigErrors {
 impl std::error::Error for ConfigErrors {}
 
 /// The known name closest to `word` by edit distance, if it is close.
-pub fn closest<'a>(word: &str, known: impl IntoIterator<Item = &'a str>) -> Option<&'a str> {
+pub(super) fn closest<'a>(word: &str, known: impl IntoIterator<Item = &'a str>) -> Option<&'a str> {
     known
         .into_iter()
         .map(|k| (distance(word, k), k))

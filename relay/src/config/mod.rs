@@ -22,36 +22,36 @@
 //! one error without a line; `clap`'s own `env` would read the process
 //! environment, which tests must not change.
 
-pub mod cidrs;
+pub(crate) mod cidrs;
 mod declare;
 mod destinations;
-pub mod digest;
+pub(crate) mod digest;
 mod error;
-pub mod paths;
+pub(crate) mod paths;
 mod print;
 #[cfg(test)]
 mod reference;
 mod settings;
 mod sources;
-pub mod tenants;
+pub(crate) mod tenants;
 mod validate;
-pub mod value;
+pub(crate) mod value;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-pub use destinations::{DEFAULT_NAME, Destination, Fields, valid_name};
-pub use error::{ConfigError, ConfigErrors, Origin};
-pub use print::render;
-pub use settings::{KEYS, SettingFlags, Settings};
-pub use tenants::Tenant;
-pub use validate::require_destination;
+pub(crate) use destinations::{DEFAULT_NAME, Destination, Fields, valid_name};
+pub(crate) use error::{ConfigError, ConfigErrors, Origin};
+pub(crate) use print::render;
+pub(crate) use settings::{KEYS, SettingFlags, Settings};
+pub(crate) use tenants::Tenant;
+pub(crate) use validate::require_destination;
 
 use settings::Layer;
 
 /// The configuration in force.
 #[derive(Clone, Debug)]
-pub struct Config {
+pub(crate) struct Config {
     /// Every setting's value.
     pub settings: Settings,
     /// Where each setting's value came from, by key.
@@ -66,7 +66,7 @@ pub struct Config {
 
 /// The flags that choose and give settings, shared by every command.
 #[derive(clap::Args, Clone, Debug, Default)]
-pub struct SourceFlags {
+pub(crate) struct SourceFlags {
     /// A TOML file of settings (keys are the flags' names with underscores)
     /// and [[destinations]] tables; flags and DRIPFEED_* variables override it.
     #[arg(long, value_name = "FILE")]
@@ -86,7 +86,7 @@ pub struct SourceFlags {
 }
 
 /// What [`load`] reads: each source as data.
-pub struct Sources<'a> {
+pub(crate) struct Sources<'a> {
     /// The `--config` file's path and text.
     pub file: Option<(&'a Path, &'a str)>,
     /// The environment (only `DRIPFEED_*` variables are read).
@@ -103,7 +103,7 @@ pub struct Sources<'a> {
 }
 
 /// The configuration the sources give, or every error found in them.
-pub fn load(src: Sources<'_>) -> Result<Config, ConfigErrors> {
+pub(crate) fn load(src: Sources<'_>) -> Result<Config, ConfigErrors> {
     let mut errors = Vec::new();
     let sources::FileParts {
         layer: file,
@@ -156,7 +156,7 @@ pub fn load(src: Sources<'_>) -> Result<Config, ConfigErrors> {
 
 /// The rules [`load`] checks, run again over `cfg` (a reload's
 /// configuration, its restart-only settings put back as they run).
-pub fn recheck(cfg: &Config) -> Vec<ConfigError> {
+pub(crate) fn recheck(cfg: &Config) -> Vec<ConfigError> {
     let mut errors = Vec::new();
     destinations::check_unique(&cfg.destinations, &mut errors);
     let tenant_rate = cfg.settings.tenant_rate;
@@ -166,7 +166,7 @@ pub fn recheck(cfg: &Config) -> Vec<ConfigError> {
 }
 
 /// Reads the files the flags name and the process environment, then [`load`]s.
-pub fn from_process(flags: SourceFlags) -> Result<Config, ConfigErrors> {
+pub(crate) fn from_process(flags: SourceFlags) -> Result<Config, ConfigErrors> {
     let read = |path: &Path, key: &str, flag: &str| {
         std::fs::read_to_string(path).map_err(|e| {
             let origin = Some(Origin::Flag(flag.to_owned()));
@@ -224,7 +224,7 @@ pub fn from_process(flags: SourceFlags) -> Result<Config, ConfigErrors> {
 /// variable, switches (`--adaptive`) taking no value unless given one
 /// with `=`, and list flags given once per item (read them back with
 /// [`SettingFlags::gather`]).
-pub fn describe_flags(mut cmd: clap::Command) -> clap::Command {
+pub(crate) fn describe_flags(mut cmd: clap::Command) -> clap::Command {
     for key in KEYS {
         cmd = cmd.mut_arg(key.name, |arg| {
             let help = arg.get_help().map(ToString::to_string).unwrap_or_default();

@@ -18,19 +18,19 @@ use std::path::{Path, PathBuf};
 use super::settings::Settings;
 
 /// The journal's directory under the data directory.
-pub const JOURNAL: &str = "journal";
+pub(crate) const JOURNAL: &str = "journal";
 /// The dead-letter file under the data directory.
-pub const DEAD_LETTERS: &str = "dead-letter.jsonl";
+pub(crate) const DEAD_LETTERS: &str = "dead-letter.jsonl";
 /// The data directory's default, under the working directory.
-pub const DEFAULT_DIR: &str = "dripfeed-data";
+pub(crate) const DEFAULT_DIR: &str = "dripfeed-data";
 /// The journal's default before the data directory (working directory).
-pub const OLD_JOURNAL: &str = "relay-journal";
+pub(crate) const OLD_JOURNAL: &str = "relay-journal";
 /// The dead-letter file's default before the data directory.
-pub const OLD_DEAD_LETTERS: &str = "dead-letter.jsonl";
+pub(crate) const OLD_DEAD_LETTERS: &str = "dead-letter.jsonl";
 
 /// What [`resolve`] knows of the process and its disk.
 #[derive(Clone, Debug)]
-pub struct Places {
+pub(crate) struct Places {
     /// The working directory relative paths are taken from.
     pub cwd: PathBuf,
     /// `$STATE_DIRECTORY` (systemd sets one or several, `:`-separated).
@@ -44,7 +44,7 @@ pub struct Places {
 impl Places {
     /// The process's: its working directory (`/` if unreadable), its
     /// `$STATE_DIRECTORY` and the disk.
-    pub fn of_process() -> Places {
+    pub(crate) fn of_process() -> Places {
         Places {
             cwd: std::env::current_dir().unwrap_or_else(|_| PathBuf::from("/")),
             state_directory: std::env::var("STATE_DIRECTORY").ok(),
@@ -57,7 +57,7 @@ impl Places {
 /// Whether `a` and `b` name one file: equal, or equal once their
 /// directories' links are followed (systemd's `/var/lib/NAME` is a link to
 /// `/var/lib/private/NAME` with `DynamicUser=`).
-pub fn same_file(a: &Path, b: &Path) -> bool {
+pub(crate) fn same_file(a: &Path, b: &Path) -> bool {
     let real = |p: &Path| {
         let dir = p.parent().and_then(|d| std::fs::canonicalize(d).ok())?;
         Some(dir.join(p.file_name()?))
@@ -67,7 +67,7 @@ pub fn same_file(a: &Path, b: &Path) -> bool {
 
 /// A directory with an entry besides lock files, or a file that is not
 /// empty (the relay makes its dead-letter file, empty, at start).
-pub fn holds_data(path: &Path) -> bool {
+pub(crate) fn holds_data(path: &Path) -> bool {
     match std::fs::read_dir(path) {
         Ok(entries) => entries
             .flatten()
@@ -78,7 +78,7 @@ pub fn holds_data(path: &Path) -> bool {
 
 /// Where the relay's files are, every path absolute.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct Paths {
+pub(crate) struct Paths {
     /// The data directory (made, owner-only, when something in it is used).
     pub data_dir: PathBuf,
     /// The journal's directory (also the state file's, statuses' and
@@ -94,7 +94,7 @@ pub struct Paths {
 }
 
 /// The paths `s` gives in `places`, or why the relay must not start.
-pub fn resolve(s: &Settings, places: &Places) -> Result<Paths, String> {
+pub(crate) fn resolve(s: &Settings, places: &Places) -> Result<Paths, String> {
     let abs = |p: &Path| places.cwd.join(p);
     let data_dir = match (&s.data_dir, places.state_directory.as_deref()) {
         (Some(dir), _) => abs(dir),

@@ -13,7 +13,7 @@ fn source(origin: Option<&Origin>) -> String {
 }
 
 /// The configuration in force, with each value's source.
-pub fn render(cfg: &Config) -> String {
+pub(crate) fn render(cfg: &Config) -> String {
     let mut out = String::from("# dripfeed-relay: the settings in force, each with its source\n");
     for (key, value) in cfg.settings.shown() {
         let from = source(cfg.origin(key));

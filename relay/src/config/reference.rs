@@ -10,9 +10,9 @@ use super::declare::flag_of;
 use super::settings::KEYS;
 
 /// The line before the generated part of the page.
-pub const BEGIN: &str = "<!-- generated from relay/src/config/settings.rs: UPDATE_DOCS=1 cargo test -p dripfeed-relay reference -->";
+pub(super) const BEGIN: &str = "<!-- generated from relay/src/config/settings.rs: UPDATE_DOCS=1 cargo test -p dripfeed-relay reference -->";
 /// The line after it.
-pub const END: &str = "<!-- end of the generated part -->";
+pub(super) const END: &str = "<!-- end of the generated part -->";
 
 /// A doc comment as one line of a Markdown table cell.
 fn cell(doc: &str) -> String {
@@ -36,7 +36,7 @@ fn cell(doc: &str) -> String {
 
 /// Every setting (key, flag, variable, default, meaning), then the flags
 /// that are not settings and the subcommands, as Markdown.
-pub fn markdown(cmd: &clap::Command) -> String {
+pub(super) fn markdown(cmd: &clap::Command) -> String {
     let mut out = String::new();
     out.push_str("## Settings\n\n");
     out.push_str("| key | flag, variable | default | meaning |\n|---|---|---|---|\n");
@@ -113,7 +113,7 @@ pub fn markdown(cmd: &clap::Command) -> String {
 
 /// The page with its generated part replaced by `generated`; `None` when
 /// the page lacks the two marker lines.
-pub fn splice(page: &str, generated: &str) -> Option<String> {
+pub(super) fn splice(page: &str, generated: &str) -> Option<String> {
     let start = page.find(BEGIN)? + BEGIN.len();
     let end = start + page[start..].find(END)?;
     Some(format!(

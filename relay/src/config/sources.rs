@@ -14,7 +14,7 @@ use super::settings::{KEYS, Layer};
 use super::tenants::{self, Tenant};
 
 /// The variables' prefix.
-pub const PREFIX: &str = "DRIPFEED_";
+pub(super) const PREFIX: &str = "DRIPFEED_";
 
 /// Actions given on the command line only: never a file key or a variable.
 const ACTIONS: [&str; 4] = ["config", "demo", "demo_fanout", "redrive"];

@@ -36,7 +36,7 @@ pub(super) const KEY_FIELDS: [&str; 2] = ["sha256", "expires_at"];
 
 /// One configured tenant.
 #[derive(Clone, Debug)]
-pub struct Tenant {
+pub(crate) struct Tenant {
     /// Its name: what its quota, its idempotency keys and its dead letters
     /// go by (1 to 64 of `A-Z a-z 0-9 . _ -`).
     pub name: String,
@@ -54,7 +54,7 @@ pub struct Tenant {
 
 /// One API key of a tenant.
 #[derive(Clone, Debug)]
-pub struct TenantKey {
+pub(crate) struct TenantKey {
     /// The SHA-256 of the key.
     pub digest: KeyDigest,
     /// When it stops working, if it does.
@@ -77,7 +77,7 @@ impl Doc<'_> {
 
 /// `[[tenants]]` of the `--config` file, each table checked on its own
 /// (names, rates, digests, expiries); [`check`] then checks them together.
-pub fn from_toml(
+pub(crate) fn from_toml(
     value: &toml::Spanned<DeValue<'_>>,
     path: &Path,
     text: &str,
@@ -270,7 +270,7 @@ fn expiry(v: &DeValue<'_>) -> Result<SystemTime, String> {
 /// The rules between tenants, and with the rest of the configuration:
 /// unique names, no key digest given twice, destinations that exist, and a
 /// burst only with a rate (its own or `tenant_rate`).
-pub fn check(
+pub(crate) fn check(
     tenants: &[Tenant],
     destinations: &[Destination],
     tenant_rate: Option<f64>,
@@ -335,7 +335,7 @@ pub fn check(
 
 impl Tenant {
     /// The tenant as `[[tenants]]` (and `[[tenants.keys]]`) lines.
-    pub fn shown(&self) -> Vec<String> {
+    pub(crate) fn shown(&self) -> Vec<String> {
         let mut out = vec![format!("name = {}", quoted(&self.name))];
         out.extend(self.rate.map(|r| format!("rate = {}", r.show())));
         out.extend(self.burst.map(|b| format!("burst = {}", b.show())));

@@ -218,7 +218,7 @@ pub(super) fn check(cfg: &Config, errors: &mut Vec<ConfigError>) {
 }
 
 /// A relay that serves needs somewhere to deliver.
-pub fn require_destination(cfg: &Config) -> Result<(), ConfigError> {
+pub(crate) fn require_destination(cfg: &Config) -> Result<(), ConfigError> {
     if !cfg.destinations.is_empty() {
         return Ok(());
     }
@@ -233,14 +233,14 @@ pub fn require_destination(cfg: &Config) -> Result<(), ConfigError> {
 
 impl Config {
     /// Where `key`'s value came from.
-    pub fn origin(&self, key: &str) -> Option<&Origin> {
+    pub(crate) fn origin(&self, key: &str) -> Option<&Origin> {
         self.origins.iter().find(|(k, _)| *k == key).map(|(_, o)| o)
     }
 
     /// Every address the relay listens on, with its setting and whether it
     /// is locked (intake by tenants' keys, admin by the admin token): an
     /// unlocked listener is on loopback only, unless allowed.
-    pub fn listeners(&self) -> Vec<(&'static str, std::net::SocketAddr, bool)> {
+    pub(crate) fn listeners(&self) -> Vec<(&'static str, std::net::SocketAddr, bool)> {
         let s = &self.settings;
         vec![
             ("listen", s.listen, !self.tenants.is_empty()),
@@ -254,7 +254,7 @@ impl Config {
 
     /// Whether some tenant has a quota: `tenant_rate` for all, or a
     /// tenant's own rate.
-    pub fn tenant_quotas(&self) -> bool {
+    pub(crate) fn tenant_quotas(&self) -> bool {
         self.settings.tenant_rate.is_some() || self.tenants.iter().any(|t| t.rate.is_some())
     }
 }
@@ -263,7 +263,7 @@ impl Settings {
     /// The deliveries one destination may run: the setting, else 8, else
     /// with a single destination the whole budget (a cap protects the
     /// others, and there are none).
-    pub fn per_destination_cap(&self, destinations: usize) -> usize {
+    pub(crate) fn per_destination_cap(&self, destinations: usize) -> usize {
         match (self.max_in_flight_per_destination, destinations) {
             (Some(n), _) => n.min(self.max_in_flight),
             (None, 0 | 1) => self.max_in_flight,

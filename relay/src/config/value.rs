@@ -13,7 +13,7 @@ use std::time::Duration;
 use toml::de::DeValue;
 
 /// A type a setting can have.
-pub trait Value: Sized + Clone + Send + Sync + 'static {
+pub(crate) trait Value: Sized + Clone + Send + Sync + 'static {
     /// What the type accepts, for error messages ("a number").
     const KIND: &'static str;
     /// A switch: on the command line `--name` alone means `true`.
@@ -37,17 +37,17 @@ pub trait Value: Sized + Clone + Send + Sync + 'static {
 }
 
 /// "expected a number, found a string".
-pub fn expected(kind: &str, found: &DeValue<'_>) -> String {
+pub(crate) fn expected(kind: &str, found: &DeValue<'_>) -> String {
     format!("expected {kind}, found {}", found.type_str())
 }
 
 /// A TOML basic string for `s` (JSON's escapes are TOML's).
-pub fn quoted(s: &str) -> String {
+pub(crate) fn quoted(s: &str) -> String {
     serde_json::to_string(s).unwrap_or_else(|_| "\"\"".to_owned())
 }
 
 /// For clap: a flag's text read as the setting's type.
-pub fn parse_text<T: Value>(text: &str) -> Result<T, String> {
+pub(crate) fn parse_text<T: Value>(text: &str) -> Result<T, String> {
     T::from_text(text)
 }
 
@@ -173,7 +173,7 @@ macro_rules! named_enum {
     ($(#[$doc:meta])* $name:ident { $($(#[$vdoc:meta])* $variant:ident = $text:literal),+ $(,)? }) => {
         $(#[$doc])*
         #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-        pub enum $name { $($(#[$vdoc])* $variant),+ }
+        pub(crate) enum $name { $($(#[$vdoc])* $variant),+ }
 
         impl Value for $name {
             const KIND: &'static str = concat!("one of", $(" \"", $text, "\""),+);
@@ -204,7 +204,7 @@ named_enum!(
 
 impl OverflowPolicy {
     /// The library's policy of the same name.
-    pub fn policy(self) -> dripfeed::Overflow {
+    pub(crate) fn policy(self) -> dripfeed::Overflow {
         match self {
             OverflowPolicy::TailDrop => dripfeed::Overflow::TailDrop,
             OverflowPolicy::HeadDrop => dripfeed::Overflow::HeadDrop,
@@ -271,7 +271,7 @@ named_enum!(
 impl FailureMode {
     /// The library's failure mode: open keeps `1 / fleet_size` of a shared
     /// limit (at least one relay is assumed).
-    pub fn failure(self, fleet_size: u32) -> dripfeed::global::Failure {
+    pub(crate) fn failure(self, fleet_size: u32) -> dripfeed::global::Failure {
         match self {
             FailureMode::Open => dripfeed::global::Failure::FailOpen {
                 local_share: 1.0 / f64::from(fleet_size.max(1)),
@@ -285,7 +285,7 @@ impl FailureMode {
 /// query: no user info, no fragment), or `None` when a request cannot name
 /// its host (a host the URL standard allows, such as `a{b}`, is not a
 /// request URI's).
-pub fn request_uri(url: &reqwest::Url) -> Option<axum::http::Uri> {
+pub(crate) fn request_uri(url: &reqwest::Url) -> Option<axum::http::Uri> {
     let mut bare = url.clone();
     bare.set_username("").ok()?;
     bare.set_password(None).ok()?;
@@ -295,11 +295,11 @@ pub fn request_uri(url: &reqwest::Url) -> Option<axum::http::Uri> {
 
 /// An `http://` or `https://` URL a webhook may be delivered to.
 #[derive(Clone, PartialEq, Eq)]
-pub struct HttpUrl(String);
+pub(crate) struct HttpUrl(String);
 
 impl HttpUrl {
     /// The URL as given.
-    pub fn as_str(&self) -> &str {
+    pub(crate) fn as_str(&self) -> &str {
         &self.0
     }
 }
@@ -340,11 +340,11 @@ impl Value for HttpUrl {
 
 /// The address of a store (Redis, PostgreSQL): shown without its password.
 #[derive(Clone, PartialEq, Eq)]
-pub struct StoreUrl(String);
+pub(crate) struct StoreUrl(String);
 
 impl StoreUrl {
     /// The address as given, password included.
-    pub fn as_str(&self) -> &str {
+    pub(crate) fn as_str(&self) -> &str {
         &self.0
     }
 }
@@ -370,7 +370,7 @@ impl Value for StoreUrl {
 
 /// `url` with any password replaced by `***`: in a URL's user info, or a
 /// `password=` pair of a PostgreSQL key/value string.
-pub fn redact_url(url: &str) -> String {
+pub(crate) fn redact_url(url: &str) -> String {
     if url.contains(',') && url.matches("://").count() > 1 {
         // A cluster's nodes.
         return url.split(',').map(redact_url).collect::<Vec<_>>().join(",");

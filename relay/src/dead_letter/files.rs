@@ -27,7 +27,7 @@ const CHUNK: usize = 64 * 1024;
 const REWRITES: u32 = 3;
 
 /// The live file and the rotated ones.
-pub struct Files {
+pub(super) struct Files {
     path: PathBuf,
     max_bytes: u64,
     keep: u32,
@@ -78,7 +78,7 @@ fn sync_dir(dir: &Path) -> std::io::Result<()> {
 impl Files {
     /// Opens (appends to, or makes) the live file at `path`, counting its
     /// lines and those of the rotated files beside it.
-    pub fn open(path: PathBuf, max_bytes: u64, keep: u32) -> Result<Files, WriteError> {
+    pub(super) fn open(path: PathBuf, max_bytes: u64, keep: u32) -> Result<Files, WriteError> {
         let mut files = Files {
             path,
             max_bytes,
@@ -92,17 +92,17 @@ impl Files {
     }
 
     /// The live file's path.
-    pub fn path(&self) -> &Path {
+    pub(super) fn path(&self) -> &Path {
         &self.path
     }
 
     /// Lines in the live file and the rotated ones.
-    pub fn lines(&self) -> u64 {
+    pub(super) fn lines(&self) -> u64 {
         self.live.as_ref().map_or(0, |l| l.lines) + self.rotated.lines()
     }
 
     /// Finds the rotated files as they are now.
-    pub fn scan(&mut self) -> Result<(), WriteError> {
+    pub(super) fn scan(&mut self) -> Result<(), WriteError> {
         self.rotated
             .scan(&self.path)
             .map_err(|e| WriteError::io(rotated::dir_of(&self.path), e))
@@ -110,7 +110,7 @@ impl Files {
 
     /// Makes sure the open file is the one at the path: a file deleted,
     /// moved or replaced is let go and the path opened (made) again.
-    pub fn check(&mut self) -> Result<(), WriteError> {
+    pub(super) fn check(&mut self) -> Result<(), WriteError> {
         let Some(live) = &self.live else {
             return self.open_live();
         };
@@ -135,7 +135,10 @@ impl Files {
 
     /// Writes `lines` in order, each batch synced; how many are written
     /// (durably), and what stopped the rest.
-    pub fn append<L: AsRef<[u8]>>(&mut self, lines: &[L]) -> (usize, Result<(), WriteError>) {
+    pub(super) fn append<L: AsRef<[u8]>>(
+        &mut self,
+        lines: &[L],
+    ) -> (usize, Result<(), WriteError>) {
         let mut done = 0;
         let mut rewrites = 0;
         while done < lines.len() {

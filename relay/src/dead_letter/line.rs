@@ -32,7 +32,11 @@ struct Line<'a> {
 
 /// `job`'s line, ending in a newline; `destination` names the destination
 /// of a webhook that never learnt one (recovered and never tried).
-pub fn encode(job: &Job, reason: &str, destination: &str) -> Result<Vec<u8>, serde_json::Error> {
+pub(super) fn encode(
+    job: &Job,
+    reason: &str,
+    destination: &str,
+) -> Result<Vec<u8>, serde_json::Error> {
     let text = std::str::from_utf8(&job.body).ok();
     let attempts = job.trail.attempts();
     let error = job.trail.last_error();

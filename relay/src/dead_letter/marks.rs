@@ -15,11 +15,11 @@ use std::path::{Path, PathBuf};
 use super::rotated::{dir_of, numbers, path_of};
 
 /// A line's place: its file's inode and its byte offset there.
-pub type Place = (u64, u64);
+pub(crate) type Place = (u64, u64);
 
 /// The lines redriven so far.
 #[derive(Debug, Default)]
-pub struct Marks {
+pub(crate) struct Marks {
     /// By the hash of their bytes.
     hashes: HashSet<u64>,
     /// By their place (marks an older relay wrote).
@@ -28,28 +28,28 @@ pub struct Marks {
 
 impl Marks {
     /// Whether `line` (at `place`, if known) was redriven.
-    pub fn contains(&self, line: &str, place: Option<Place>) -> bool {
+    pub(crate) fn contains(&self, line: &str, place: Option<Place>) -> bool {
         self.hashes.contains(&hash(line)) || place.is_some_and(|p| self.places.contains(&p))
     }
 }
 
 /// The hash a line is marked by: FNV-1a over its bytes without the line
 /// end, stable across processes and versions.
-pub fn hash(line: &str) -> u64 {
+pub(crate) fn hash(line: &str) -> u64 {
     line.trim_end().bytes().fold(0xcbf2_9ce4_8422_2325, |h, b| {
         (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
     })
 }
 
 /// `FILE.redriven` for the live file `live`.
-pub fn marks_of(live: &Path) -> PathBuf {
+pub(crate) fn marks_of(live: &Path) -> PathBuf {
     let mut name = live.as_os_str().to_owned();
     name.push(".redriven");
     PathBuf::from(name)
 }
 
 /// The lines already redriven.
-pub fn load(live: &Path) -> std::io::Result<Marks> {
+pub(crate) fn load(live: &Path) -> std::io::Result<Marks> {
     let file = match crate::domain::private::read(&marks_of(live)) {
         Ok(f) => f,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Marks::default()),
@@ -72,7 +72,10 @@ pub fn load(live: &Path) -> std::io::Result<Marks> {
 }
 
 /// Notes `lines` as redriven, synced.
-pub fn add<'a>(live: &Path, lines: impl IntoIterator<Item = &'a str>) -> std::io::Result<()> {
+pub(crate) fn add<'a>(
+    live: &Path,
+    lines: impl IntoIterator<Item = &'a str>,
+) -> std::io::Result<()> {
     let text: String = lines
         .into_iter()
         .map(|l| format!("h:{:016x}\n", hash(l)))
@@ -90,7 +93,7 @@ pub fn add<'a>(live: &Path, lines: impl IntoIterator<Item = &'a str>) -> std::io
 /// Up to `max` lines that `wanted` takes and that are not in `done`, oldest
 /// first, across the rotated files and the live one; and whether more such
 /// lines remain.
-pub fn pick(
+pub(crate) fn pick(
     live: &Path,
     done: &Marks,
     max: usize,

@@ -18,13 +18,13 @@
 //! memory is bounded by the byte budget (each job holds its bytes until its
 //! line is written).
 
-pub mod error;
+pub(crate) mod error;
 mod files;
-pub mod health;
+pub(crate) mod health;
 mod line;
-pub mod marks;
-pub mod page;
-pub mod redrive;
+pub(crate) mod marks;
+pub(crate) mod page;
+pub(crate) mod redrive;
 mod rotated;
 mod writer;
 
@@ -36,10 +36,10 @@ use dripfeed::{DeadLetterReason, DeadLetterSink, FlushError};
 use tokio::sync::oneshot;
 
 use crate::domain::job::Job;
-pub use error::WriteError;
+pub(crate) use error::WriteError;
 use files::Files;
-pub use health::Health;
-pub use writer::Flushed;
+pub(crate) use health::Health;
+pub(crate) use writer::Flushed;
 use writer::{Msg, Writer};
 
 /// The dead-letter file's writer.

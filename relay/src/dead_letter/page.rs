@@ -22,7 +22,7 @@ const PAGE_BYTES: usize = 4 << 20;
 
 /// One dead-letter line as the admin API shows it.
 #[derive(Serialize, Deserialize, ToSchema, Debug)]
-pub struct DeadLetter {
+pub(crate) struct DeadLetter {
     /// Why it was dead-lettered: `failed`, `expired`, `evicted`, `overflow`, `shutdown`, ….
     pub reason: String,
     /// The webhook's id (absent if it was never tried).
@@ -56,24 +56,24 @@ pub struct DeadLetter {
 
 /// A place in the dead-letter files.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Cursor {
+pub(crate) struct Cursor {
     inode: u64,
     offset: u64,
 }
 
 /// A cursor that does not read.
 #[derive(Debug, PartialEq, Eq)]
-pub struct BadCursor;
+pub(crate) struct BadCursor;
 
 impl Cursor {
     /// Its opaque text.
-    pub fn text(self) -> String {
+    pub(crate) fn text(self) -> String {
         let raw = format!("{}:{}", self.inode, self.offset);
         base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(raw)
     }
 
     /// Reads [`text`](Self::text)'s output back.
-    pub fn parse(text: &str) -> Result<Cursor, BadCursor> {
+    pub(crate) fn parse(text: &str) -> Result<Cursor, BadCursor> {
         let raw = base64::engine::general_purpose::URL_SAFE_NO_PAD
             .decode(text)
             .map_err(|_| BadCursor)?;
@@ -87,7 +87,7 @@ impl Cursor {
 }
 
 /// A page.
-pub struct Page {
+pub(crate) struct Page {
     /// The lines, oldest first.
     pub lines: Vec<DeadLetter>,
     /// Where the next page starts (`None`: no file yet).
@@ -108,7 +108,7 @@ fn files(live: &Path) -> std::io::Result<Vec<PathBuf>> {
 }
 
 /// Up to `limit` lines of `destination` (all when `None`) after `from`.
-pub fn read(
+pub(crate) fn read(
     live: &Path,
     from: Option<Cursor>,
     destination: Option<&str>,

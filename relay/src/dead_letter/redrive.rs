@@ -21,7 +21,7 @@ use crate::domain::job::Job;
 
 /// A dead-letter line, as `dead_letter` writes it.
 #[derive(Deserialize)]
-pub struct Letter {
+pub(crate) struct Letter {
     /// The webhook's id.
     pub id: Option<String>,
     /// The destination it was dead-lettered from (its URL in lines an
@@ -35,7 +35,7 @@ pub struct Letter {
 }
 
 /// Where a redrive of `path` keeps the lines it did not re-admit: `FILE.rest`.
-pub fn rest_of(path: &Path) -> PathBuf {
+pub(crate) fn rest_of(path: &Path) -> PathBuf {
     let mut name = path.as_os_str().to_owned();
     name.push(".rest");
     PathBuf::from(name)
@@ -43,7 +43,7 @@ pub fn rest_of(path: &Path) -> PathBuf {
 
 /// Refuses to redrive `path` if it is the relay's own dead-letter file
 /// `own`, or if an earlier redrive's `FILE.rest` holds lines.
-pub fn check_source(path: &Path, own: &Path) -> Result<(), String> {
+pub(crate) fn check_source(path: &Path, own: &Path) -> Result<(), String> {
     let from = std::fs::canonicalize(path).map_err(|e| format!("{}: {e}", path.display()))?;
     if std::fs::canonicalize(own).is_ok_and(|own| own == from) {
         return Err(format!(
@@ -65,7 +65,7 @@ pub fn check_source(path: &Path, own: &Path) -> Result<(), String> {
 
 /// The lines a redrive keeps, in `FILE.rest` (made at the first one,
 /// owner-only: it holds bodies and tenants).
-pub struct Rest {
+pub(crate) struct Rest {
     path: PathBuf,
     out: Option<BufWriter<File>>,
     lines: u64,
@@ -73,7 +73,7 @@ pub struct Rest {
 
 impl Rest {
     /// The rest of a redrive of `path`.
-    pub fn of(path: &Path) -> Rest {
+    pub(crate) fn of(path: &Path) -> Rest {
         Rest {
             path: rest_of(path),
             out: None,
@@ -82,7 +82,7 @@ impl Rest {
     }
 
     /// Keeps `line`.
-    pub fn keep(&mut self, line: &str) -> Result<(), String> {
+    pub(crate) fn keep(&mut self, line: &str) -> Result<(), String> {
         let err = |e: std::io::Error| format!("{}: {e}", self.path.display());
         let out = match &mut self.out {
             Some(out) => out,
@@ -102,7 +102,7 @@ impl Rest {
     }
 
     /// Writes out and syncs what was kept; how many lines.
-    pub fn close(self) -> Result<u64, String> {
+    pub(crate) fn close(self) -> Result<u64, String> {
         let err = |e: std::io::Error| format!("{}: {e}", self.path.display());
         if let Some(out) = self.out {
             let file = out.into_inner().map_err(|e| err(e.into_error()))?;
@@ -119,7 +119,7 @@ impl Rest {
 
 /// Where a line goes back to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Route<'a> {
+pub(crate) enum Route<'a> {
     /// The destination it came from, open now.
     To(&'a str),
     /// The destination it came from is gone: it stays where it is.
@@ -132,7 +132,7 @@ pub enum Route<'a> {
 /// or by URL for lines an older relay wrote), else, for a line that names
 /// none, `default` if that is open. Never another destination: a letter
 /// from one receiver is not another's to get.
-pub fn route<'a>(named: Option<&str>, targets: &'a [(Arc<str>, String)]) -> Route<'a> {
+pub(crate) fn route<'a>(named: Option<&str>, targets: &'a [(Arc<str>, String)]) -> Route<'a> {
     let find = |n: &str| targets.iter().find(|(name, url)| &**name == n || url == n);
     match named {
         Some(n) => find(n).map_or(Route::Gone, |(name, _)| Route::To(name)),
@@ -144,7 +144,7 @@ pub fn route<'a>(named: Option<&str>, targets: &'a [(Arc<str>, String)]) -> Rout
 
 /// A line as the relay writes it, `None` if it does not parse (or its
 /// base64 body does not decode).
-pub fn parse(line: &str) -> Option<Letter> {
+pub(crate) fn parse(line: &str) -> Option<Letter> {
     let letter: Letter = serde_json::from_str(line).ok()?;
     if let (None, Some(b64)) = (&letter.body, &letter.body_base64) {
         base64::engine::general_purpose::STANDARD.decode(b64).ok()?;
@@ -154,7 +154,7 @@ pub fn parse(line: &str) -> Option<Letter> {
 
 /// The job a line describes, holding its bytes against the budget; `None`
 /// when the budget has no room for its body.
-pub fn job_of(letter: Letter, budget: &ByteBudget) -> Option<Job> {
+pub(crate) fn job_of(letter: Letter, budget: &ByteBudget) -> Option<Job> {
     let body = match (letter.body, letter.body_base64) {
         (Some(text), _) => Bytes::from(text),
         (None, Some(b64)) => {

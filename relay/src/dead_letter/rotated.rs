@@ -9,19 +9,19 @@ use std::path::{Path, PathBuf};
 
 /// The rotated files the relay knows of: number → lines.
 #[derive(Debug, Default)]
-pub struct Rotated {
+pub(super) struct Rotated {
     files: BTreeMap<u64, u64>,
 }
 
 /// The rotated file numbered `n` beside `live`.
-pub fn path_of(live: &Path, n: u64) -> PathBuf {
+pub(super) fn path_of(live: &Path, n: u64) -> PathBuf {
     let mut name = live.as_os_str().to_owned();
     name.push(format!(".{n}"));
     PathBuf::from(name)
 }
 
 /// The directory holding `live` (`.` for a bare file name).
-pub fn dir_of(live: &Path) -> &Path {
+pub(super) fn dir_of(live: &Path) -> &Path {
     match live.parent() {
         Some(p) if !p.as_os_str().is_empty() => p,
         _ => Path::new("."),
@@ -31,7 +31,7 @@ pub fn dir_of(live: &Path) -> &Path {
 /// Newlines in the file at `path`, and whether it ends with one (or is
 /// empty; anything but a regular file counts as empty). Read in blocks: a
 /// large file costs time, not memory.
-pub fn count_lines(path: &Path) -> std::io::Result<(u64, bool)> {
+pub(super) fn count_lines(path: &Path) -> std::io::Result<(u64, bool)> {
     let mut file = crate::domain::private::read(path)?;
     if !file.metadata()?.is_file() {
         return Ok((0, true));
@@ -50,7 +50,7 @@ pub fn count_lines(path: &Path) -> std::io::Result<(u64, bool)> {
 
 /// The numbers of the rotated files of `live` there are now, lowest
 /// (oldest) first.
-pub fn numbers(live: &Path) -> std::io::Result<Vec<u64>> {
+pub(super) fn numbers(live: &Path) -> std::io::Result<Vec<u64>> {
     let Some(name) = live.file_name().map(|n| n.to_string_lossy().into_owned()) else {
         return Ok(Vec::new());
     };
@@ -74,7 +74,7 @@ pub fn numbers(live: &Path) -> std::io::Result<Vec<u64>> {
 impl Rotated {
     /// Finds the rotated files of `live` as they are now: those moved away
     /// are forgotten, new ones counted.
-    pub fn scan(&mut self, live: &Path) -> std::io::Result<()> {
+    pub(super) fn scan(&mut self, live: &Path) -> std::io::Result<()> {
         let mut found = BTreeMap::new();
         for n in numbers(live)? {
             let lines = match self.files.get(&n) {
@@ -88,22 +88,22 @@ impl Rotated {
     }
 
     /// How many there are.
-    pub fn len(&self) -> usize {
+    pub(super) fn len(&self) -> usize {
         self.files.len()
     }
 
     /// The number the next rotated file takes: one above the highest.
-    pub fn next(&self) -> u64 {
+    pub(super) fn next(&self) -> u64 {
         self.files.keys().next_back().map_or(1, |n| n + 1)
     }
 
     /// Notes a file rotated as number `n` with `lines` lines.
-    pub fn add(&mut self, n: u64, lines: u64) {
+    pub(super) fn add(&mut self, n: u64, lines: u64) {
         self.files.insert(n, lines);
     }
 
     /// Lines in them.
-    pub fn lines(&self) -> u64 {
+    pub(super) fn lines(&self) -> u64 {
         self.files.values().sum()
     }
 }

@@ -34,7 +34,7 @@ const CHECK_EVERY: Duration = Duration::from_secs(1);
 const BATCH: usize = 4096;
 
 /// What the writer is sent.
-pub enum Msg {
+pub(super) enum Msg {
     /// A dead letter, with its reason.
     Letter(Job, &'static str),
     /// A flush: answered once what came before is written, or cannot be.
@@ -66,7 +66,7 @@ impl AsRef<[u8]> for Held {
 }
 
 /// The writer's state.
-pub struct Writer {
+pub(super) struct Writer {
     files: Files,
     health: Arc<Health>,
     /// The destination named for a webhook that never learnt one.
@@ -82,7 +82,7 @@ pub struct Writer {
 
 impl Writer {
     /// A writer over `files`, reporting to `health`.
-    pub fn new(files: Files, health: Arc<Health>, fallback: Arc<str>) -> Writer {
+    pub(super) fn new(files: Files, health: Arc<Health>, fallback: Arc<str>) -> Writer {
         metrics::describe_gauge!(
             DEAD_LETTER_LINES,
             "Lines in the dead-letter files the relay keeps (the live file and its rotated ones)."
@@ -109,7 +109,7 @@ impl Writer {
     }
 
     /// Runs until every sender is gone.
-    pub fn run(mut self, rx: Receiver<Msg>) {
+    pub(super) fn run(mut self, rx: Receiver<Msg>) {
         let mut next_check = Instant::now() + CHECK_EVERY;
         loop {
             let wake = self.retry_at.map_or(next_check, |r| r.min(next_check));

@@ -56,7 +56,7 @@ type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
 /// The client deliveries share.
 #[derive(Clone, Debug)]
-pub struct Client {
+pub(crate) struct Client {
     connector: Connector,
     timeout: Duration,
     /// Idle connections kept per destination.
@@ -65,7 +65,7 @@ pub struct Client {
 
 /// A receiver's answer.
 #[derive(Debug)]
-pub struct Answer {
+pub(crate) struct Answer {
     /// Its status.
     pub status: StatusCode,
     /// Its `Retry-After`, as a wait from now.
@@ -74,7 +74,7 @@ pub struct Answer {
 
 /// Why a delivery got no answer.
 #[derive(Debug)]
-pub enum Failure {
+pub(crate) enum Failure {
     /// No answer within the delivery timeout.
     TimedOut(Duration),
     /// No connection: the name, the address (the guard's refusal among
@@ -118,7 +118,7 @@ impl std::error::Error for Failure {
 impl Client {
     /// Sends `req` (origin form, with its `Host`) to `endpoint`: its answer
     /// (or why there is none) and how long it took.
-    pub async fn send(
+    pub(crate) async fn send(
         &self,
         endpoint: &Endpoint,
         req: Request<Full<Bytes>>,
@@ -191,7 +191,7 @@ impl Client {
 
 /// The client of the settings `s`: deliveries time out after
 /// `deliver_timeout`, and `ca_file`'s roots are trusted with the system's.
-pub fn client(
+pub(crate) fn client(
     s: &Settings,
     pool_per_host: usize,
     guard: Arc<AddressGuard>,
@@ -208,7 +208,7 @@ pub fn client(
 /// system's roots and `ca_file`'s, keeping up to `pool_per_host` idle
 /// connections to each destination, connecting only where `guard` allows;
 /// or why it cannot be made (an unreadable `ca_file`).
-pub fn build(
+pub(crate) fn build(
     timeout: Duration,
     ca_file: Option<&std::path::Path>,
     pool_per_host: usize,
@@ -234,7 +234,9 @@ pub fn build(
 /// The TLS settings of an HTTPS client: TLS 1.2 and 1.3 over ring, the
 /// system's roots and `ca_file`'s (added to them, not instead), ALPN
 /// `http/1.1`; or why they cannot be made (an unreadable `ca_file`).
-pub fn tls_config(ca_file: Option<&std::path::Path>) -> Result<rustls::ClientConfig, String> {
+pub(crate) fn tls_config(
+    ca_file: Option<&std::path::Path>,
+) -> Result<rustls::ClientConfig, String> {
     // rustls with ring, installed once per process (a second call finds
     // it) for the other TLS users; this client names its provider.
     let _ = rustls::crypto::ring::default_provider().install_default();
@@ -261,7 +263,7 @@ pub fn tls_config(ca_file: Option<&std::path::Path>) -> Result<rustls::ClientCon
 }
 
 /// `ca_file`, if given, is a PEM file of certificates deliveries can trust.
-pub fn check_ca_file(cfg: &crate::config::Config) -> Option<crate::config::ConfigError> {
+pub(crate) fn check_ca_file(cfg: &crate::config::Config) -> Option<crate::config::ConfigError> {
     let path = cfg.settings.ca_file.as_ref()?;
     let e = ca_certs(path).err()?;
     let origin = cfg.origin("ca_file").cloned();
@@ -269,7 +271,7 @@ pub fn check_ca_file(cfg: &crate::config::Config) -> Option<crate::config::Confi
 }
 
 /// The certificates of a PEM file (`ca_file`), or why there are none.
-pub fn ca_certs(path: &std::path::Path) -> Result<Vec<CertificateDer<'static>>, String> {
+pub(crate) fn ca_certs(path: &std::path::Path) -> Result<Vec<CertificateDer<'static>>, String> {
     let pem = std::fs::read(path).map_err(|e| format!("{}: {e}", path.display()))?;
     let certs = CertificateDer::pem_slice_iter(&pem)
         .collect::<Result<Vec<_>, _>>()

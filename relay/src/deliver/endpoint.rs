@@ -13,7 +13,7 @@ use percent_encoding::percent_decode_str;
 
 /// Where and how a destination's deliveries are sent.
 #[derive(Clone, Debug)]
-pub struct Endpoint {
+pub(crate) struct Endpoint {
     /// Where to connect: scheme, host, port, path and query.
     pub uri: Uri,
     /// What the request names (origin form): its path and query.
@@ -31,7 +31,7 @@ impl Endpoint {
     /// that is not one or that an HTTP request cannot name (a host the URL
     /// standard allows but a request's URI does not, such as `a{b}`):
     /// configuration refuses both before they get here.
-    pub fn parse(url: &str) -> Option<Endpoint> {
+    pub(crate) fn parse(url: &str) -> Option<Endpoint> {
         let parsed = reqwest::Url::parse(url).ok()?;
         if !matches!(parsed.scheme(), "http" | "https") {
             return None;

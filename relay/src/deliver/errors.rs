@@ -24,7 +24,7 @@ const LOG_EVERY: Duration = Duration::from_secs(10);
 
 /// What kind of failure an attempt met.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Kind {
+pub(crate) enum Kind {
     /// The receiver's name did not resolve.
     Dns,
     /// No TCP connection (refused, unreachable, reset).
@@ -45,7 +45,7 @@ pub enum Kind {
 
 impl Kind {
     /// Its label and name in words.
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             Kind::Dns => "dns",
             Kind::Connect => "connect",
@@ -61,7 +61,7 @@ impl Kind {
 
 /// One attempt's failure.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct AttemptError {
+pub(crate) struct AttemptError {
     /// Its kind.
     pub kind: Kind,
     /// What happened, as the stage that failed said it.
@@ -70,7 +70,7 @@ pub struct AttemptError {
 
 impl AttemptError {
     /// The receiver answered `status` (not 2xx).
-    pub fn status(status: u16) -> AttemptError {
+    pub(crate) fn status(status: u16) -> AttemptError {
         match status {
             413 => AttemptError {
                 kind: Kind::TooLarge,
@@ -84,7 +84,7 @@ impl AttemptError {
     }
 
     /// The address guard refused the receiver's address.
-    pub fn refused(why: &impl std::fmt::Display) -> AttemptError {
+    pub(crate) fn refused(why: &impl std::fmt::Display) -> AttemptError {
         AttemptError {
             kind: Kind::Refused,
             message: why.to_string(),
@@ -92,7 +92,7 @@ impl AttemptError {
     }
 
     /// What a request that got no answer met.
-    pub fn of(failure: &Failure) -> AttemptError {
+    pub(crate) fn of(failure: &Failure) -> AttemptError {
         let kind = match failure {
             Failure::TimedOut(_) => Kind::Timeout,
             Failure::Http(_) => Kind::Closed,
@@ -107,7 +107,7 @@ impl AttemptError {
     }
 
     /// `kind: message`, as the webhook's `last_error`.
-    pub fn text(&self) -> String {
+    pub(crate) fn text(&self) -> String {
         format!("{}: {}", self.kind.as_str(), self.message)
     }
 }
@@ -162,7 +162,7 @@ fn connect_kind(e: &(dyn std::error::Error + Send + Sync + 'static)) -> Kind {
 
 /// A destination's last error, as the admin API shows it.
 #[derive(Debug, Clone, Serialize, ToSchema)]
-pub struct LastError {
+pub(crate) struct LastError {
     /// `dns`, `connect`, `tls`, `timeout`, `closed`, `status`, `too_large`
     /// or `refused`.
     pub kind: &'static str,
@@ -185,14 +185,14 @@ struct Book {
 
 /// Every destination's last error (see the [module](self) docs).
 #[derive(Default)]
-pub struct Errors {
+pub(crate) struct Errors {
     books: Mutex<HashMap<String, Book>>,
 }
 
 impl Errors {
     /// Counts, keeps and (within the log's pace) logs `error` of
     /// `destination`.
-    pub fn record(&self, destination: &str, error: &AttemptError) {
+    pub(crate) fn record(&self, destination: &str, error: &AttemptError) {
         let kind = error.kind.as_str();
         metrics::counter!(DELIVERY_ERRORS, "destination" => destination.to_owned(), "kind" => kind)
             .increment(1);
@@ -243,13 +243,13 @@ impl Errors {
     }
 
     /// `destination`'s last error, if it met one.
-    pub fn last(&self, destination: &str) -> Option<LastError> {
+    pub(crate) fn last(&self, destination: &str) -> Option<LastError> {
         let books = self.books.lock().unwrap_or_else(|p| p.into_inner());
         books.get(destination).map(|b| b.last.clone())
     }
 
     /// Forgets `destination` (deleted).
-    pub fn forget(&self, destination: &str) {
+    pub(crate) fn forget(&self, destination: &str) {
         let mut books = self.books.lock().unwrap_or_else(|p| p.into_inner());
         books.remove(destination);
     }

@@ -29,7 +29,7 @@ const LOOKUP_AT_START: Duration = Duration::from_secs(3);
 
 /// A kind of address deliveries do not go to unless allowed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Range {
+pub(crate) enum Range {
     /// 127.0.0.0/8, ::1.
     Loopback,
     /// RFC 1918 (10/8, 172.16/12, 192.168/16) and IPv6 unique local (fc00::/7).
@@ -100,7 +100,7 @@ const REFUSED_V6: [(Ipv6Net, Range); 5] = [
 /// The refused range `ip` is in, with the range as a CIDR; `None` for an
 /// address deliveries may go to. An IPv6 address that carries an IPv4 one
 /// (mapped, NAT64, compatible, 6to4) is classified as that IPv4 address.
-pub fn classify(ip: IpAddr) -> Option<(Range, IpNet)> {
+pub(crate) fn classify(ip: IpAddr) -> Option<(Range, IpNet)> {
     let v4 = |a: Ipv4Addr| {
         REFUSED_V4
             .iter()
@@ -137,7 +137,7 @@ fn carried_v4(a: Ipv6Addr) -> Option<Ipv4Addr> {
 
 /// A connection the guard refused: the address and why.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Refused {
+pub(crate) struct Refused {
     /// The address.
     pub addr: IpAddr,
     /// Its range.
@@ -162,24 +162,24 @@ impl std::error::Error for Refused {}
 
 /// Which addresses deliveries may connect to.
 #[derive(Clone, Debug, Default)]
-pub struct AddressGuard {
+pub(crate) struct AddressGuard {
     allow: Vec<IpNet>,
 }
 
 impl AddressGuard {
     /// A guard refusing every range of [`classify`] that `allow` does not cover.
-    pub fn new(allow: Vec<IpNet>) -> AddressGuard {
+    pub(crate) fn new(allow: Vec<IpNet>) -> AddressGuard {
         AddressGuard { allow }
     }
 
     /// The guard of `cfg`'s `allow_destination_cidrs`.
-    pub fn from_config(cfg: &Config) -> AddressGuard {
+    pub(crate) fn from_config(cfg: &Config) -> AddressGuard {
         let allow = cfg.settings.allow_destination_cidrs.clone();
         AddressGuard::new(allow.unwrap_or_default().0)
     }
 
     /// Whether a delivery may connect to `ip`.
-    pub fn check(&self, ip: IpAddr) -> Result<(), Refused> {
+    pub(crate) fn check(&self, ip: IpAddr) -> Result<(), Refused> {
         let Some((range, net)) = classify(ip) else {
             return Ok(());
         };
@@ -202,7 +202,11 @@ impl AddressGuard {
     /// with `resolve` every address its name resolves to now. A name that
     /// does not resolve (DNS down, not yet published) passes: every
     /// connection is checked anyway.
-    pub async fn check_destination(&self, url: &HttpUrl, resolve: bool) -> Result<(), Refused> {
+    pub(crate) async fn check_destination(
+        &self,
+        url: &HttpUrl,
+        resolve: bool,
+    ) -> Result<(), Refused> {
         match host(url.as_str()) {
             Some(Host::Ip(ip)) => self.check(ip),
             Some(Host::Name(name)) if resolve => {
@@ -236,7 +240,7 @@ fn host(url: &str) -> Option<Host> {
 }
 
 /// The IP address a URL's host is, if it is a literal.
-pub fn ip_literal(url: &str) -> Option<IpAddr> {
+pub(crate) fn ip_literal(url: &str) -> Option<IpAddr> {
     match host(url)? {
         Host::Ip(ip) => Some(ip),
         Host::Name(_) => None,
@@ -245,7 +249,7 @@ pub fn ip_literal(url: &str) -> Option<IpAddr> {
 
 /// Every configured destination the guard refuses, as configuration
 /// errors naming the destination and the flag that would allow it.
-pub async fn check_destinations(cfg: &Config, guard: &AddressGuard) -> Vec<ConfigError> {
+pub(crate) async fn check_destinations(cfg: &Config, guard: &AddressGuard) -> Vec<ConfigError> {
     let resolve = cfg.settings.resolve_destinations_at_start;
     let mut errors = Vec::new();
     for d in &cfg.destinations {
@@ -265,7 +269,7 @@ pub async fn check_destinations(cfg: &Config, guard: &AddressGuard) -> Vec<Confi
 }
 
 /// The guard's refusal inside a failed request, if that is why it failed.
-pub fn refusal(error: &(dyn std::error::Error + 'static)) -> Option<Refused> {
+pub(crate) fn refusal(error: &(dyn std::error::Error + 'static)) -> Option<Refused> {
     let mut next = Some(error);
     while let Some(e) = next {
         if let Some(r) = e.downcast_ref::<Refused>() {

@@ -7,16 +7,16 @@ use std::time::Duration;
 use hdrhistogram::Histogram;
 
 /// Microseconds, 3 significant figures, up to an hour.
-pub struct Latencies(Mutex<Option<Histogram<u64>>>);
+pub(crate) struct Latencies(Mutex<Option<Histogram<u64>>>);
 
 /// A histogram of microseconds up to an hour, with `figures` significant
 /// figures; `None` only if hdrhistogram ever refused these constant bounds.
-pub fn histogram(figures: u8) -> Option<Histogram<u64>> {
+pub(crate) fn histogram(figures: u8) -> Option<Histogram<u64>> {
     Histogram::new_with_bounds(1, 3_600_000_000, figures).ok()
 }
 
 /// `latency` as a histogram records it: whole microseconds, at least 1.
-pub fn micros(latency: Duration) -> u64 {
+pub(crate) fn micros(latency: Duration) -> u64 {
     u64::try_from(latency.as_micros())
         .unwrap_or(u64::MAX)
         .max(1)
@@ -31,7 +31,7 @@ impl Default for Latencies {
 
 impl Latencies {
     /// Records one delivery's latency.
-    pub fn record(&self, latency: Duration) {
+    pub(crate) fn record(&self, latency: Duration) {
         let mut h = self.0.lock().unwrap_or_else(|p| p.into_inner());
         if let Some(h) = h.as_mut() {
             h.saturating_record(micros(latency));
@@ -39,7 +39,7 @@ impl Latencies {
     }
 
     /// The p99 since the last call, then starts afresh; `None` when nothing was recorded.
-    pub fn take_p99(&self) -> Option<Duration> {
+    pub(crate) fn take_p99(&self) -> Option<Duration> {
         let mut h = self.0.lock().unwrap_or_else(|p| p.into_inner());
         let h = h.as_mut()?;
         let p99 = (!h.is_empty()).then(|| Duration::from_micros(h.value_at_quantile(0.99)));

@@ -7,16 +7,16 @@
 //! private address not allowed) is final too, with no status. Every
 //! failed attempt is told in [`errors`]: counted, kept and logged.
 
-pub mod client;
-pub mod endpoint;
-pub mod errors;
-pub mod guard;
-pub mod latency;
-pub mod pool;
-pub mod recent;
-pub mod resolver;
-pub mod signing;
-pub mod target;
+pub(crate) mod client;
+pub(crate) mod endpoint;
+pub(crate) mod errors;
+pub(crate) mod guard;
+pub(crate) mod latency;
+pub(crate) mod pool;
+pub(crate) mod recent;
+pub(crate) mod resolver;
+pub(crate) mod signing;
+pub(crate) mod target;
 
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
@@ -33,7 +33,7 @@ use errors::{AttemptError, Errors};
 use latency::Latencies;
 
 /// One destination's deliveries.
-pub struct HttpDownstream {
+pub(crate) struct HttpDownstream {
     /// The shared client.
     pub client: client::Client,
     /// The destination's name.

@@ -24,27 +24,27 @@ use http_body_util::Full;
 use hyper::client::conn::http1::SendRequest;
 
 /// What a pooled connection sends.
-pub type Sender = SendRequest<Full<Bytes>>;
+pub(crate) type Sender = SendRequest<Full<Bytes>>;
 
 /// How long a connection may stay idle and still be used (hyper-util's
 /// pool, and reqwest's, use the same).
-pub const IDLE_TIMEOUT: Duration = Duration::from_secs(90);
+pub(crate) const IDLE_TIMEOUT: Duration = Duration::from_secs(90);
 
 /// One destination's idle connections.
 #[derive(Debug, Default)]
-pub struct Idle {
+pub(crate) struct Idle {
     /// Oldest first; each with when it was given back.
     senders: Mutex<VecDeque<(Sender, Instant)>>,
 }
 
 impl Idle {
     /// An open, ready connection, if one is idle: the newest.
-    pub fn take(&self) -> Option<Sender> {
+    pub(crate) fn take(&self) -> Option<Sender> {
         self.take_at(Instant::now())
     }
 
     /// [`take`](Idle::take) as at `now`.
-    pub fn take_at(&self, now: Instant) -> Option<Sender> {
+    pub(crate) fn take_at(&self, now: Instant) -> Option<Sender> {
         let mut senders = self.senders.lock().unwrap_or_else(|p| p.into_inner());
         // The oldest first: closed or idle too long, let go (even while
         // newer ones keep being used).
@@ -69,12 +69,12 @@ impl Idle {
 
     /// Keeps `sender` for a later delivery, unless its connection has
     /// closed; with `most` kept already, the oldest is let go.
-    pub fn give_back(&self, sender: Sender, most: usize) {
+    pub(crate) fn give_back(&self, sender: Sender, most: usize) {
         self.give_back_at(sender, most, Instant::now());
     }
 
     /// [`give_back`](Idle::give_back) as at `now`.
-    pub fn give_back_at(&self, sender: Sender, most: usize, now: Instant) {
+    pub(crate) fn give_back_at(&self, sender: Sender, most: usize, now: Instant) {
         if sender.is_closed() || most == 0 {
             return;
         }
@@ -87,7 +87,7 @@ impl Idle {
 
     /// How many are kept: all, and those ready to send.
     #[cfg(test)]
-    pub fn count(&self) -> (usize, usize) {
+    pub(crate) fn count(&self) -> (usize, usize) {
         let senders = self.senders.lock().unwrap_or_else(|p| p.into_inner());
         let ready = senders.iter().filter(|(s, _)| s.is_ready()).count();
         (senders.len(), ready)

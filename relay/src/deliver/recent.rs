@@ -12,11 +12,11 @@ use hdrhistogram::Histogram;
 use tokio::time::Instant;
 
 /// How long one histogram fills before it becomes the last one.
-pub const SPAN: Duration = Duration::from_secs(10);
+pub(crate) const SPAN: Duration = Duration::from_secs(10);
 
 /// One destination's window (`None` only if hdrhistogram ever refused
 /// its constant bounds).
-pub struct Window(Mutex<Option<Halves>>);
+pub(crate) struct Window(Mutex<Option<Halves>>);
 
 struct Halves {
     began: Instant,
@@ -43,7 +43,7 @@ impl Halves {
 
 impl Window {
     /// An empty window starting at `now`.
-    pub fn new(now: Instant) -> Window {
+    pub(crate) fn new(now: Instant) -> Window {
         let histogram = || super::latency::histogram(2);
         Window(Mutex::new(histogram().zip(histogram()).map(
             |(filling, last)| Halves {
@@ -55,7 +55,7 @@ impl Window {
     }
 
     /// Records a delivery's latency at `now`.
-    pub fn record(&self, now: Instant, latency: Duration) {
+    pub(crate) fn record(&self, now: Instant, latency: Duration) {
         let mut h = self.0.lock().unwrap_or_else(|p| p.into_inner());
         if let Some(h) = h.as_mut() {
             h.at(now)
@@ -65,7 +65,7 @@ impl Window {
     }
 
     /// The p99 of the last 10 to 20 s at `now`; `None` without a delivery.
-    pub fn p99(&self, now: Instant) -> Option<Duration> {
+    pub(crate) fn p99(&self, now: Instant) -> Option<Duration> {
         let mut h = self.0.lock().unwrap_or_else(|p| p.into_inner());
         let h = h.as_mut()?.at(now);
         let mut both = h.last.clone();
@@ -77,11 +77,11 @@ impl Window {
 
 /// Every destination's window, by name.
 #[derive(Default)]
-pub struct Recents(Mutex<HashMap<Arc<str>, Arc<Window>>>);
+pub(crate) struct Recents(Mutex<HashMap<Arc<str>, Arc<Window>>>);
 
 impl Recents {
     /// `name`'s window, made if new.
-    pub fn of(&self, name: &str) -> Arc<Window> {
+    pub(crate) fn of(&self, name: &str) -> Arc<Window> {
         let mut all = self.0.lock().unwrap_or_else(|p| p.into_inner());
         if let Some(w) = all.get(name) {
             return w.clone();
@@ -92,7 +92,7 @@ impl Recents {
     }
 
     /// `name`'s p99 now, if it delivered lately.
-    pub fn p99(&self, name: &str) -> Option<Duration> {
+    pub(crate) fn p99(&self, name: &str) -> Option<Duration> {
         let w = self
             .0
             .lock()
@@ -103,7 +103,7 @@ impl Recents {
     }
 
     /// Forgets `name` (a deleted destination).
-    pub fn forget(&self, name: &str) {
+    pub(crate) fn forget(&self, name: &str) {
         self.0
             .lock()
             .unwrap_or_else(|p| p.into_inner())

@@ -22,13 +22,13 @@ type LookupError = Box<dyn std::error::Error + Send + Sync>;
 
 /// A resolver that connects only where the guard allows.
 #[derive(Clone, Debug)]
-pub struct GuardedResolver {
+pub(crate) struct GuardedResolver {
     guard: Arc<AddressGuard>,
 }
 
 impl GuardedResolver {
     /// Resolves through the system, then drops what `guard` refuses.
-    pub fn new(guard: Arc<AddressGuard>) -> GuardedResolver {
+    pub(crate) fn new(guard: Arc<AddressGuard>) -> GuardedResolver {
         GuardedResolver { guard }
     }
 }

@@ -7,7 +7,7 @@ use hmac::{Hmac, Mac};
 use sha2::Sha256;
 
 /// The `webhook-signature` value for one attempt.
-pub fn sign(key: &[u8], id: &str, timestamp: u64, body: &[u8]) -> String {
+pub(crate) fn sign(key: &[u8], id: &str, timestamp: u64, body: &[u8]) -> String {
     // HMAC takes a key of any length.
     let Ok(mut mac) = Hmac::<Sha256>::new_from_slice(key) else {
         return String::new();

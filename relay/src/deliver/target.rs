@@ -9,7 +9,7 @@ use crate::config::Destination;
 /// Where a destination's deliveries go, and its signing keys: parsed once
 /// when it is configured, not at every delivery.
 #[derive(Debug)]
-pub struct Target {
+pub(crate) struct Target {
     /// Its URL.
     pub url: String,
     /// The same, as each delivery sends to it.
@@ -23,7 +23,7 @@ pub struct Target {
 }
 
 impl Target {
-    pub fn of(d: &Destination) -> Target {
+    pub(crate) fn of(d: &Destination) -> Target {
         Target {
             url: d.url.as_str().to_owned(),
             endpoint: super::endpoint::Endpoint::parse(d.url.as_str()),
@@ -38,7 +38,7 @@ impl Target {
 }
 
 /// Where deliveries look their destination's target up by name.
-pub trait Targets: Send + Sync {
+pub(crate) trait Targets: Send + Sync {
     /// `name`'s target while it is held (open, or draining after a
     /// deletion); `None` once it is gone.
     fn target(&self, name: &str) -> Option<Arc<Target>>;

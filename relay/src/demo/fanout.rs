@@ -15,14 +15,14 @@ use crate::domain::job::Job;
 
 /// The demo's destinations: name, rate and ceiling (the dead one's queue
 /// of 100, 2 s at 50/s, is full in 2.5 s).
-pub const DESTINATIONS: [(&str, f64, f64); 3] = [
+pub(crate) const DESTINATIONS: [(&str, f64, f64); 3] = [
     ("healthy", 100.0, 100.0),
     ("slow", 18.0, 20.0),
     ("dead", 50.0, 50.0),
 ];
 
 /// A receiver that accepts connections and never answers; returns its address.
-pub async fn serve_dead() -> std::io::Result<SocketAddr> {
+pub(crate) async fn serve_dead() -> std::io::Result<SocketAddr> {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
     let addr = listener.local_addr()?;
     tokio::spawn(async move {
@@ -35,13 +35,13 @@ pub async fn serve_dead() -> std::io::Result<SocketAddr> {
 }
 
 /// The three receivers: healthy, slow (20/s), dead.
-pub struct Receivers {
+pub(crate) struct Receivers {
     /// Name and URL of each.
     pub urls: [(String, String); 3],
 }
 
 /// Starts the three receivers on ports the system picks.
-pub async fn start_receivers() -> std::io::Result<Receivers> {
+pub(crate) async fn start_receivers() -> std::io::Result<Receivers> {
     let any: SocketAddr = ([127, 0, 0, 1], 0).into();
     let healthy = receiver::Receiver::new(5_000.0);
     let slow = receiver::Receiver::new(20.0);
@@ -59,7 +59,7 @@ pub async fn start_receivers() -> std::io::Result<Receivers> {
 
 /// What one destination's senders saw.
 #[derive(Default, Debug, Clone)]
-pub struct Sent {
+pub(crate) struct Sent {
     /// Requests sent.
     pub sent: u64,
     /// Answered 202.
@@ -74,7 +74,7 @@ pub struct Sent {
 
 /// POSTs `per_second` webhooks a second for `seconds` to each destination
 /// (named with `header`), concurrently.
-pub async fn flood(
+pub(crate) async fn flood(
     addr: SocketAddr,
     header: &str,
     names: &[&str],
@@ -131,7 +131,7 @@ pub async fn flood(
 
 /// Floods the three destinations, waits for the healthy and slow queues
 /// to drain, prints the table.
-pub async fn run(
+pub(crate) async fn run(
     addr: SocketAddr,
     set: &Destinations<Job>,
     header: &str,

@@ -4,8 +4,8 @@
 //! built-in fragile receiver (`receiver`) starts only for these, on a port
 //! the system picks.
 
-pub mod fanout;
-pub mod receiver;
+pub(crate) mod fanout;
+pub(crate) mod receiver;
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -20,7 +20,7 @@ use receiver::Receiver;
 
 /// What the burst saw from the outside.
 #[derive(Default, Debug)]
-pub struct BurstResult {
+pub(crate) struct BurstResult {
     /// Answers by status.
     pub statuses: BTreeMap<u16, u64>,
     /// (status, Retry-After seconds) of each answer that carried one.
@@ -35,12 +35,12 @@ pub struct BurstResult {
 
 impl BurstResult {
     /// Answers with `status`.
-    pub fn count(&self, status: u16) -> u64 {
+    pub(crate) fn count(&self, status: u16) -> u64 {
         self.statuses.get(&status).copied().unwrap_or(0)
     }
 
     /// Retry-After values (seconds) sent with `status`.
-    pub fn waits(&self, status: u16) -> Vec<u64> {
+    pub(crate) fn waits(&self, status: u16) -> Vec<u64> {
         self.retry_after
             .iter()
             .filter(|(s, _)| *s == status)
@@ -49,7 +49,7 @@ impl BurstResult {
     }
 
     /// "lo–hi s" of the Retry-After values sent with `status`, or "-".
-    pub fn range(&self, status: u16) -> String {
+    pub(crate) fn range(&self, status: u16) -> String {
         let w = self.waits(status);
         match (w.iter().min(), w.iter().max()) {
             (Some(lo), Some(hi)) => format!("{lo}–{hi} s"),
@@ -69,7 +69,7 @@ fn deeper(set: &Destinations<Job>, name: &str, a: (u64, u64)) -> (u64, u64) {
 
 /// Sends `per_second` POSTs a second for `seconds` to `addr`, with `tenant`
 /// if given, watching the destination `name`'s depth.
-pub async fn burst(
+pub(crate) async fn burst(
     addr: SocketAddr,
     (set, name): (&Destinations<Job>, &str),
     per_second: u32,
@@ -135,7 +135,7 @@ pub async fn burst(
 }
 
 /// What `--demo` needs of the running relay.
-pub struct Demo<'a> {
+pub(crate) struct Demo<'a> {
     /// The relay's address.
     pub addr: SocketAddr,
     /// The destinations set, and the one the burst goes to.
@@ -153,7 +153,7 @@ pub struct Demo<'a> {
 }
 
 /// The burst, the drain, and the table.
-pub async fn run(demo: Demo<'_>) -> Result<(), String> {
+pub(crate) async fn run(demo: Demo<'_>) -> Result<(), String> {
     let Demo {
         addr,
         set,

@@ -25,7 +25,7 @@ const FAIL_AFTER: f64 = 0.25;
 
 /// What the receiver saw.
 #[derive(Default, Serialize, Clone, Copy, Debug)]
-pub struct ReceiverStats {
+pub(crate) struct ReceiverStats {
     /// Requests received.
     pub received: u64,
     /// Answered 204.
@@ -44,7 +44,7 @@ struct Model {
 }
 
 /// A receiver of `capacity` requests/s that degrades past it.
-pub struct Receiver {
+pub(crate) struct Receiver {
     model: Mutex<Model>,
     /// The `idempotency-key` of each webhook answered 2xx (the first million).
     keys: Mutex<HashSet<String>>,
@@ -55,7 +55,7 @@ pub struct Receiver {
 
 impl Receiver {
     /// A receiver taking `capacity` requests/s.
-    pub fn new(capacity: f64) -> Arc<Self> {
+    pub(crate) fn new(capacity: f64) -> Arc<Self> {
         Arc::new(Receiver {
             model: Mutex::new(Model {
                 capacity: capacity.max(1.0),
@@ -71,7 +71,7 @@ impl Receiver {
     }
 
     /// What it saw so far.
-    pub fn stats(&self) -> ReceiverStats {
+    pub(crate) fn stats(&self) -> ReceiverStats {
         ReceiverStats {
             received: self.received.load(Ordering::Relaxed),
             ok: self.ok.load(Ordering::Relaxed),
@@ -80,7 +80,7 @@ impl Receiver {
     }
 
     /// The idempotency keys of the webhooks answered 2xx.
-    pub fn delivered_keys(&self) -> HashSet<String> {
+    pub(crate) fn delivered_keys(&self) -> HashSet<String> {
         self.keys.lock().unwrap_or_else(|p| p.into_inner()).clone()
     }
 
@@ -127,7 +127,10 @@ async fn stats(State(rx): State<Arc<Receiver>>) -> Json<ReceiverStats> {
 }
 
 /// Serves the receiver on `addr` (any path takes a POST); returns its address.
-pub async fn serve(addr: SocketAddr, receiver: Arc<Receiver>) -> std::io::Result<SocketAddr> {
+pub(crate) async fn serve(
+    addr: SocketAddr,
+    receiver: Arc<Receiver>,
+) -> std::io::Result<SocketAddr> {
     let app = Router::new()
         .route("/stats", get(stats))
         .fallback(post(hook))

@@ -11,11 +11,11 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 /// Bookkeeping charged per job on top of its body and tenant name.
-pub const JOB_OVERHEAD: u64 = 256;
+pub(crate) const JOB_OVERHEAD: u64 = 256;
 
 /// Bytes held for clients, against a maximum.
 #[derive(Clone)]
-pub struct ByteBudget {
+pub(crate) struct ByteBudget {
     held: Arc<AtomicU64>,
     max: u64,
 }
@@ -29,7 +29,7 @@ pub struct Ticket {
 
 impl ByteBudget {
     /// A budget of `max` bytes.
-    pub fn new(max: u64) -> Self {
+    pub(crate) fn new(max: u64) -> Self {
         ByteBudget {
             held: Arc::new(AtomicU64::new(0)),
             max,
@@ -38,12 +38,12 @@ impl ByteBudget {
 
     /// Reserves a job's bytes (`body_len` and [`JOB_OVERHEAD`]), or `None`
     /// when that would pass the budget.
-    pub fn try_take(&self, body_len: usize) -> Option<Ticket> {
+    pub(crate) fn try_take(&self, body_len: usize) -> Option<Ticket> {
         self.try_hold(body_len as u64 + JOB_OVERHEAD)
     }
 
     /// Reserves `bytes`, or `None` when that would pass the budget.
-    pub fn try_hold(&self, bytes: u64) -> Option<Ticket> {
+    pub(crate) fn try_hold(&self, bytes: u64) -> Option<Ticket> {
         self.held
             .fetch_update(Ordering::AcqRel, Ordering::Acquire, |h| {
                 h.checked_add(bytes).filter(|&n| n <= self.max)
@@ -56,12 +56,12 @@ impl ByteBudget {
     }
 
     /// Bytes held now.
-    pub fn held(&self) -> u64 {
+    pub(crate) fn held(&self) -> u64 {
         self.held.load(Ordering::Relaxed)
     }
 
     /// The bound.
-    pub fn max(&self) -> u64 {
+    pub(crate) fn max(&self) -> u64 {
         self.max
     }
 }

@@ -21,17 +21,17 @@ use crate::config::{Config, Destination};
 
 /// Webhooks the relay holds at once, across destinations; also the most
 /// one destination's queue may hold.
-pub const MAX_JOBS: u64 = 1_000_000;
+pub(crate) const MAX_JOBS: u64 = 1_000_000;
 
 /// The webhooks a queue holds for a latency `budget` at `rate` per
 /// second: `budget × rate`, rounded up, at least one.
-pub fn held(budget: Duration, rate: f64) -> f64 {
+pub(crate) fn held(budget: Duration, rate: f64) -> f64 {
     (budget.as_secs_f64() * rate).ceil().max(1.0)
 }
 
 /// What a destination must fit, from the settings.
 #[derive(Clone, Copy, Debug)]
-pub struct Limits {
+pub(crate) struct Limits {
     /// `drain_rate`: the rate of a destination without its own.
     pub rate: f64,
     /// `latency_budget`: the budget of a destination without its own.
@@ -47,7 +47,7 @@ pub struct Limits {
 impl Limits {
     /// The limits of `cfg` for the local engine: the highest rate is the
     /// adaptive ceiling, else the largest rate any destination is given.
-    pub fn local(cfg: &Config) -> Limits {
+    pub(crate) fn local(cfg: &Config) -> Limits {
         let s = &cfg.settings;
         let max_rate = match s.adaptive {
             true => s.ceiling,
@@ -65,7 +65,7 @@ impl Limits {
     }
 
     /// The limits of `cfg` for the fleet's queue (no ring).
-    pub fn fleet(cfg: &Config) -> Limits {
+    pub(crate) fn fleet(cfg: &Config) -> Limits {
         let s = &cfg.settings;
         Limits {
             rate: s.drain_rate,
@@ -76,13 +76,13 @@ impl Limits {
     }
 
     /// The most webhooks one destination's queue (its ring) may hold.
-    pub fn most_held(&self) -> u64 {
+    pub(crate) fn most_held(&self) -> u64 {
         (self.max_queue_bytes / JOB_OVERHEAD).clamp(1, MAX_JOBS)
     }
 
     /// `d`'s capacity (`budget × rate`), or what is wrong with it, in
     /// words a `PUT`'s 422 and a configuration error both use.
-    pub fn check(&self, d: &Destination) -> Result<u64, String> {
+    pub(crate) fn check(&self, d: &Destination) -> Result<u64, String> {
         let mut overrides = DestinationConfig::default();
         if let Some(r) = d.rate {
             overrides = overrides.rate(r);

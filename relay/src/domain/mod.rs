@@ -7,12 +7,12 @@
 //! goes through. It imports only the configuration (plain data) and the
 //! library.
 
-pub mod budget;
-pub mod job;
-pub mod limits;
-pub mod mutex;
-pub mod names;
-pub mod private;
-pub mod problem;
-pub mod schemas;
-pub mod swap;
+pub(crate) mod budget;
+pub(crate) mod job;
+pub(crate) mod limits;
+pub(crate) mod mutex;
+pub(crate) mod names;
+pub(crate) mod private;
+pub(crate) mod problem;
+pub(crate) mod schemas;
+pub(crate) mod swap;

@@ -5,7 +5,7 @@
 use std::sync::{Mutex, MutexGuard};
 
 /// `m`, locked, poisoned or not (see the [module](self) docs).
-pub fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
 

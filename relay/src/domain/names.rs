@@ -7,14 +7,14 @@
 use axum::http::HeaderMap;
 
 /// The longest `Idempotency-Key` or tenant name taken, bytes.
-pub const MAX_NAME_BYTES: usize = 256;
+pub(crate) const MAX_NAME_BYTES: usize = 256;
 
 /// The tenant of a request that names none readable.
-pub const DEFAULT_TENANT: &str = "default";
+pub(crate) const DEFAULT_TENANT: &str = "default";
 
 /// Why a name is refused.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum BadName {
+pub(crate) enum BadName {
     /// Empty or only spaces.
     Blank,
     /// Bytes other than visible ASCII and spaces.
@@ -35,14 +35,14 @@ impl std::fmt::Display for BadName {
 
 /// A request's tenant as intake resolves it.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Tenant {
+pub(crate) struct Tenant {
     /// The name it gave, if readable.
     pub named: Option<String>,
 }
 
 impl Tenant {
     /// The name its quota and its keys go by: its own, or [`DEFAULT_TENANT`].
-    pub fn scope(&self) -> &str {
+    pub(crate) fn scope(&self) -> &str {
         self.named.as_deref().unwrap_or(DEFAULT_TENANT)
     }
 }
@@ -64,7 +64,7 @@ fn readable(bytes: &[u8]) -> Result<&str, BadName> {
 
 /// The `Idempotency-Key`: `None` without the header, an error for one that
 /// is blank, unreadable or too long (or given twice).
-pub fn idempotency_key(headers: &HeaderMap) -> Result<Option<String>, BadName> {
+pub(crate) fn idempotency_key(headers: &HeaderMap) -> Result<Option<String>, BadName> {
     let mut all = headers.get_all("idempotency-key").iter();
     let Some(first) = all.next() else {
         return Ok(None);
@@ -81,7 +81,7 @@ pub fn idempotency_key(headers: &HeaderMap) -> Result<Option<String>, BadName> {
 
 /// The tenant named by `header`: a name over [`MAX_NAME_BYTES`] is an
 /// error; absent, blank or unreadable is the default tenant.
-pub fn tenant(headers: &HeaderMap, header: &str) -> Result<Tenant, BadName> {
+pub(crate) fn tenant(headers: &HeaderMap, header: &str) -> Result<Tenant, BadName> {
     let named = match headers.get(header).map(|v| readable(v.as_bytes())) {
         None | Some(Err(BadName::Blank | BadName::Unreadable)) => None,
         Some(Err(BadName::TooLong)) => return Err(BadName::TooLong),
@@ -92,7 +92,7 @@ pub fn tenant(headers: &HeaderMap, header: &str) -> Result<Tenant, BadName> {
 
 /// FNV-1a: a stable hash of a body across processes and versions (what an
 /// idempotency key's request names beside its destination).
-pub fn body_hash(body: &[u8]) -> u64 {
+pub(crate) fn body_hash(body: &[u8]) -> u64 {
     body.iter().fold(0xcbf2_9ce4_8422_2325, |h, &b| {
         (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
     })
@@ -101,12 +101,12 @@ pub fn body_hash(body: &[u8]) -> u64 {
 /// A tenant's `Idempotency-Key` as one text no other tenant and key can
 /// give: the tenant's length first (`4:acme:order-1`), so tenant `a:b` with
 /// key `c` and tenant `a` with key `b:c` stay apart.
-pub fn scoped_key(tenant: &str, key: &str) -> String {
+pub(crate) fn scoped_key(tenant: &str, key: &str) -> String {
     format!("{}:{tenant}:{key}", tenant.len())
 }
 
 /// The tenant and key of a [`scoped_key`].
-pub fn unscoped(scoped: &str) -> Option<(&str, &str)> {
+pub(crate) fn unscoped(scoped: &str) -> Option<(&str, &str)> {
     let (len, rest) = scoped.split_once(':')?;
     let len: usize = len.parse().ok()?;
     let tenant = rest.get(..len)?;

@@ -12,36 +12,36 @@ use std::fs::{File, OpenOptions};
 use std::path::Path;
 use std::sync::OnceLock;
 
-pub use dripfeed::journal::files::FileModes;
+pub(crate) use dripfeed::journal::files::FileModes;
 
 /// `file_modes`, set once at start.
 static MODES: OnceLock<FileModes> = OnceLock::new();
 
 /// What to do with a file or directory others may read or write, from
 /// now on (the first call wins).
-pub fn set_modes(modes: FileModes) {
+pub(crate) fn set_modes(modes: FileModes) {
     let _ = MODES.set(modes);
 }
 
 /// `file_modes` (fix until set).
-pub fn modes() -> FileModes {
+pub(crate) fn modes() -> FileModes {
     MODES.get().copied().unwrap_or_default()
 }
 
 /// Opens `path` with `options`: made `0600`, never through a link, a
 /// regular file owner-only (fixed or refused).
-pub fn open(options: &OpenOptions, path: &Path) -> std::io::Result<File> {
+pub(crate) fn open(options: &OpenOptions, path: &Path) -> std::io::Result<File> {
     dripfeed::journal::files::open(options, path, modes())
 }
 
 /// Opens `path` to read, never through a link.
-pub fn read(path: &Path) -> std::io::Result<File> {
+pub(crate) fn read(path: &Path) -> std::io::Result<File> {
     dripfeed::journal::files::read(path)
 }
 
 /// `dir` made if missing (with its parents), owner-only (`0700`); one
 /// already there others may read or write is fixed or refused.
-pub fn dir(dir: &Path) -> std::io::Result<()> {
+pub(crate) fn dir(dir: &Path) -> std::io::Result<()> {
     dripfeed::journal::files::dir(dir, modes())
 }
 

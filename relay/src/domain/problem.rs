@@ -10,11 +10,11 @@ use serde_json::json;
 /// `dripfeed_relay_intake_answers_total`: the problem type, or a finer
 /// cause set over it (`queue-full`, `byte-budget`, `journal-full`, …).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Reason(pub &'static str);
+pub(crate) struct Reason(pub &'static str);
 
 /// A `application/problem+json` response of `kind` (`urn:dripfeed:problem:KIND`)
 /// with `fields` as headers, its [`Reason`] the kind.
-pub fn problem(
+pub(crate) fn problem(
     status: StatusCode,
     kind: &'static str,
     detail: String,

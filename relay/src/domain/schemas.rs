@@ -13,7 +13,7 @@ use utoipa::ToSchema;
 
 /// An RFC 9457 problem (`application/problem+json`): every refusal.
 #[derive(Serialize, ToSchema)]
-pub struct Problem {
+pub(crate) struct Problem {
     /// `urn:dripfeed:problem:KIND`, e.g. `urn:dripfeed:problem:over-quota`.
     #[schema(example = "urn:dripfeed:problem:overloaded")]
     pub r#type: String,
@@ -30,7 +30,7 @@ pub struct Problem {
 
 /// `202 Accepted`: the webhook is queued (durable, with the journal).
 #[derive(Serialize, ToSchema)]
-pub struct Accepted {
+pub(crate) struct Accepted {
     /// `queued`, `deferred` (admitted to start later), or `duplicate` (an
     /// `Idempotency-Key` already accepted: nothing new was queued).
     #[schema(example = "queued")]
@@ -43,7 +43,7 @@ pub struct Accepted {
 
 /// `GET /readyz`: ready.
 #[derive(Serialize, ToSchema)]
-pub struct Ready {
+pub(crate) struct Ready {
     /// `ready`.
     #[schema(example = "ready")]
     pub status: String,
@@ -51,7 +51,7 @@ pub struct Ready {
 
 /// One thing that is down.
 #[derive(Serialize, ToSchema)]
-pub struct Down {
+pub(crate) struct Down {
     /// `journal`, `dead-letter`, `redis` or `postgres`.
     pub name: String,
     /// Why.
@@ -60,7 +60,7 @@ pub struct Down {
 
 /// `GET /readyz`: not ready, a problem naming what is down.
 #[derive(Serialize, ToSchema)]
-pub struct NotReady {
+pub(crate) struct NotReady {
     /// `urn:dripfeed:problem:not-ready`.
     pub r#type: String,
     /// `Service Unavailable`.
@@ -77,7 +77,7 @@ pub struct NotReady {
 /// with `queue = redis` the fleet's (its depth, bound and counts are every
 /// relay's together).
 #[derive(Serialize, ToSchema, Debug, Clone, Default)]
-pub struct Live {
+pub(crate) struct Live {
     /// Whether its throttle runs now (with `queue = redis`: this relay's drain).
     pub active: bool,
     /// Its drain rate now, webhooks/s; while idle, the rate it would start at.
@@ -104,7 +104,7 @@ pub struct Live {
 
 /// What a `DELETE` left to drain.
 #[derive(Serialize, ToSchema, Debug, Clone)]
-pub struct Deleting {
+pub(crate) struct Deleting {
     /// The destination.
     pub name: String,
     /// Webhooks it held when deleted (with `queue = redis`: the fleet's

@@ -6,21 +6,21 @@ use std::sync::{Arc, RwLock};
 
 /// See the [module](self) docs.
 #[derive(Debug, Default)]
-pub struct Swap<T>(RwLock<Arc<T>>);
+pub(crate) struct Swap<T>(RwLock<Arc<T>>);
 
 impl<T> Swap<T> {
     /// `value`, in force until [`set`](Self::set).
-    pub fn new(value: T) -> Swap<T> {
+    pub(crate) fn new(value: T) -> Swap<T> {
         Swap(RwLock::new(Arc::new(value)))
     }
 
     /// The value in force.
-    pub fn get(&self) -> Arc<T> {
+    pub(crate) fn get(&self) -> Arc<T> {
         self.0.read().unwrap_or_else(|p| p.into_inner()).clone()
     }
 
     /// Puts `value` in force: readers from now on get it.
-    pub fn set(&self, value: T) {
+    pub(crate) fn set(&self, value: T) {
         *self.0.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(value);
     }
 }

@@ -15,7 +15,7 @@ use axum::response::Response;
 /// status one of a few fixed words, so nothing needs escaping, and the
 /// body every accepted webhook gets is one allocation of its exact length
 /// (a longer one would cost `Bytes` a second), not nine.
-pub fn accepted_202(status: &'static str, id: u64) -> Response {
+pub(super) fn accepted_202(status: &'static str, id: u64) -> Response {
     use std::fmt::Write;
     let digits = id.checked_ilog10().map_or(1, |d| d as usize + 1);
     let mut body = String::with_capacity(21 + digits + status.len());
@@ -31,7 +31,7 @@ pub fn accepted_202(status: &'static str, id: u64) -> Response {
 
 /// Answers by kind since start.
 #[derive(Default)]
-pub struct Answers {
+pub(crate) struct Answers {
     /// 202, queued.
     pub queued: AtomicU64,
     /// 202, deferred to the dead-letter file (overflow `dead-letter`).
@@ -65,18 +65,18 @@ pub struct Answers {
 
 impl Answers {
     /// Counts one answer of a kind.
-    pub fn bump(counter: &AtomicU64) {
+    pub(crate) fn bump(counter: &AtomicU64) {
         counter.fetch_add(1, Ordering::Relaxed);
     }
 
     /// Reads a count.
-    pub fn get(counter: &AtomicU64) -> u64 {
+    pub(crate) fn get(counter: &AtomicU64) -> u64 {
         counter.load(Ordering::Relaxed)
     }
 
     /// Counts `resp` by its status and [`Reason`](crate::domain::problem::Reason)
     /// (`none` without one). A 202 is counted where it is made, by kind.
-    pub fn count(&self, resp: &Response) {
+    pub(crate) fn count(&self, resp: &Response) {
         let status = resp.status().as_u16();
         if status == 202 {
             return;
@@ -90,7 +90,7 @@ impl Answers {
     }
 
     /// Every answer counted: status, reason, count.
-    pub fn all(&self) -> Vec<(u16, &'static str, u64)> {
+    pub(crate) fn all(&self) -> Vec<(u16, &'static str, u64)> {
         let mut all = vec![
             (202, "queued", Answers::get(&self.queued)),
             (202, "deferred", Answers::get(&self.deferred)),

@@ -14,7 +14,7 @@ use crate::domain::problem::problem;
 
 /// Why a body was not taken.
 #[derive(Debug, PartialEq, Eq)]
-pub enum BodyError {
+pub(crate) enum BodyError {
     /// Framing the relay does not accept (400).
     Framing(&'static str),
     /// Over the limit, announced or sent (413).
@@ -27,7 +27,7 @@ pub enum BodyError {
 
 impl BodyError {
     /// The problem answered for it; the connection closes after a 408.
-    pub fn answer(&self) -> Response {
+    pub(crate) fn answer(&self) -> Response {
         let (status, kind, detail) = match self {
             BodyError::Framing(why) => (StatusCode::BAD_REQUEST, "bad-framing", why.to_string()),
             BodyError::TooLarge(max) => (
@@ -55,7 +55,7 @@ impl BodyError {
 }
 
 /// Asks for the connection to close after `resp`.
-pub fn close(resp: &mut Response) {
+pub(crate) fn close(resp: &mut Response) {
     resp.headers_mut()
         .insert(header::CONNECTION, HeaderValue::from_static("close"));
 }
@@ -64,7 +64,7 @@ pub fn close(resp: &mut Response) {
 /// exactly `chunked`, or with a `Content-Length` (`both_lengths`, seen by
 /// the listener), is refused; an announced length over `max` is refused.
 /// Returns the announced length.
-pub fn check_framing(
+pub(crate) fn check_framing(
     headers: &HeaderMap,
     both_lengths: bool,
     max: u64,
@@ -97,7 +97,7 @@ pub fn check_framing(
 }
 
 /// Reads `body`: at most `max` bytes, within `limit`.
-pub async fn read(body: Body, max: u64, limit: Duration) -> Result<Bytes, BodyError> {
+pub(crate) async fn read(body: Body, max: u64, limit: Duration) -> Result<Bytes, BodyError> {
     let cap = usize::try_from(max).unwrap_or(usize::MAX);
     let collect = Limited::new(body, cap).collect();
     match tokio::time::timeout(limit, collect).await {

@@ -16,7 +16,7 @@ use crate::auth::tenants::Account;
 use crate::domain::names::{self, Tenant};
 
 /// Who a request is from.
-pub struct Caller {
+pub(super) struct Caller {
     /// Its tenant: its quota and its idempotency keys go by this name.
     pub tenant: Tenant,
     /// The tenant's account when tenants are configured: what it may do.
@@ -27,7 +27,7 @@ pub struct Caller {
 
 impl Caller {
     /// Whether it may post to `destination`.
-    pub fn may_use(&self, destination: &str) -> bool {
+    pub(super) fn may_use(&self, destination: &str) -> bool {
         self.account.as_ref().is_none_or(|a| a.may_use(destination))
     }
 }

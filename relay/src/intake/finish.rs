@@ -15,7 +15,7 @@ use std::task::{Context, Poll};
 
 /// The admission `F`, finished in a task of its own if dropped unfinished;
 /// its output, or `None` if it panicked (caught, as a task's panic is).
-pub struct Finish<F>
+pub(super) struct Finish<F>
 where
     F: Future + Send + 'static,
     F::Output: Send + 'static,
@@ -29,7 +29,7 @@ where
     F::Output: Send + 'static,
 {
     /// Wraps `fut`.
-    pub fn new(fut: F) -> Self {
+    pub(super) fn new(fut: F) -> Self {
         Finish {
             fut: Some(Box::pin(fut)),
         }

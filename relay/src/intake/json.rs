@@ -24,7 +24,7 @@ fn labelled_json(headers: &HeaderMap) -> bool {
 }
 
 /// Refuses a body labelled JSON that is not JSON (at most 128 levels deep).
-pub fn check(headers: &HeaderMap, body: &[u8]) -> Result<(), Refusal> {
+pub(super) fn check(headers: &HeaderMap, body: &[u8]) -> Result<(), Refusal> {
     if !labelled_json(headers) {
         return Ok(());
     }

@@ -26,7 +26,7 @@ use crate::status::view::{self, WebhookStatus};
         (status = 404, description = "Unknown, forgotten after status_retention, or another tenant's: the same answer.", body = Problem, content_type = "application/problem+json"),
         (status = 503, description = "The listener serves its most connections, or (queue = redis) Redis cannot be read.", body = Problem, content_type = "application/problem+json"),
     ))]
-pub async fn webhook(
+pub(crate) async fn webhook(
     State(intake): State<Arc<Intake>>,
     Path(id): Path<String>,
     headers: HeaderMap,
@@ -46,7 +46,7 @@ pub async fn webhook(
 /// The status of webhook `id` for a caller who may see the webhooks of
 /// `owner` (`None`: every webhook), from the queue (with `queue = redis`
 /// the fleet's records: any relay answers for any webhook).
-pub async fn answer(queue: &dyn Queue, id: &str, owner: Option<&Arc<str>>) -> Response {
+pub(crate) async fn answer(queue: &dyn Queue, id: &str, owner: Option<&Arc<str>>) -> Response {
     let Some(number) = view::parse(id) else {
         return view::unknown();
     };

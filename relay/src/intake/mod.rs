@@ -37,11 +37,11 @@
 //! charged: one without a readable tenant to the `default` tenant.
 
 mod answers;
-pub mod body;
+pub(crate) mod body;
 mod caller;
 mod finish;
 mod json;
-pub mod lookup;
+pub(crate) mod lookup;
 mod refused;
 mod route;
 
@@ -65,14 +65,14 @@ use crate::domain::problem::problem;
 use crate::domain::schemas::{Accepted, Problem};
 use crate::openapi;
 use crate::queue::{Admission, Queue};
-pub use answers::Answers;
+pub(crate) use answers::Answers;
 use body::BodyError;
 use refused::refused;
 
 use crate::listener::framing::Framing;
 
 /// What intake needs to take a webhook in.
-pub struct Intake {
+pub(crate) struct Intake {
     /// The queue (whichever engine keeps it): the only way a webhook goes.
     pub queue: Arc<dyn Queue>,
     /// The destinations in force (configured, and changed through the
@@ -102,7 +102,7 @@ pub struct Intake {
 /// The intake routes, each with its OpenAPI description. A layer added
 /// here (or in `openapi::finish`) does not reach `POST
 /// /v1/webhooks/deliver`, which the listener answers directly ([`direct`]).
-pub fn routes() -> OpenApiRouter<Arc<Intake>> {
+pub(crate) fn routes() -> OpenApiRouter<Arc<Intake>> {
     OpenApiRouter::new()
         .routes(routes!(deliver))
         .routes(routes!(lookup::webhook))
@@ -112,7 +112,7 @@ pub fn routes() -> OpenApiRouter<Arc<Intake>> {
 }
 
 /// The intake router, serving its document at `/openapi.json`.
-pub fn router(intake: Arc<Intake>) -> Router {
+pub(crate) fn router(intake: Arc<Intake>) -> Router {
     let (destination, tenant) = (
         intake.destination_header.clone(),
         intake.tenant_header.clone(),
@@ -125,12 +125,12 @@ pub fn router(intake: Arc<Intake>) -> Router {
 }
 
 /// The path of [`deliver`].
-pub const DELIVER_PATH: &str = "/v1/webhooks/deliver";
+pub(crate) const DELIVER_PATH: &str = "/v1/webhooks/deliver";
 
 /// `POST /v1/webhooks/deliver` answered by the listener without the router
 /// (see [`crate::listener::app`]); the router's route stays for the
 /// OpenAPI document and answers nothing the direct one does not.
-pub fn direct(intake: Arc<Intake>) -> crate::listener::app::Direct {
+pub(crate) fn direct(intake: Arc<Intake>) -> crate::listener::app::Direct {
     crate::listener::app::Direct {
         method: axum::http::Method::POST,
         path: DELIVER_PATH,

@@ -9,7 +9,7 @@ use crate::domain::problem::{Reason, problem};
 use crate::queue::{Cause, Refusal, Store};
 
 /// The problem for `r`, counted in `answers`.
-pub fn refused(answers: &Answers, r: Refusal) -> Response {
+pub(super) fn refused(answers: &Answers, r: Refusal) -> Response {
     use StatusCode as S;
     // The reason counted: the problem type, or a finer cause.
     let mut reason = None;

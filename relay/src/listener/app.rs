@@ -21,11 +21,11 @@ use axum::response::Response;
 use tower::ServiceExt;
 
 /// An answer on its way.
-pub type Answer = Pin<Box<dyn Future<Output = Result<Response, Infallible>> + Send>>;
+pub(crate) type Answer = Pin<Box<dyn Future<Output = Result<Response, Infallible>> + Send>>;
 
 /// A route answered without the router.
 #[derive(Clone)]
-pub struct Direct {
+pub(crate) struct Direct {
     /// Its method.
     pub method: Method,
     /// Its path, matched exactly (a query string may follow).
@@ -36,7 +36,7 @@ pub struct Direct {
 
 /// What a listener serves.
 #[derive(Clone)]
-pub struct App {
+pub(crate) struct App {
     router: Router,
     direct: Option<Direct>,
 }
@@ -52,7 +52,7 @@ impl From<Router> for App {
 
 impl App {
     /// `router`, with `direct` answered before it.
-    pub fn with_direct(router: Router, direct: Direct) -> App {
+    pub(crate) fn with_direct(router: Router, direct: Direct) -> App {
         App {
             router,
             direct: Some(direct),
@@ -61,7 +61,7 @@ impl App {
 
     /// Answers `req`: a head over 64 KiB with 431 (the connection closed
     /// after), as every listener does; else its route.
-    pub fn call(&self, req: Request) -> Answer {
+    pub(crate) fn call(&self, req: Request) -> Answer {
         if req
             .extensions()
             .get::<super::framing::Framing>()

@@ -27,7 +27,7 @@ const MAX_HEAD: usize = 64 * 1024;
 /// answers 431: hyper checks its buffer only while a head is incomplete,
 /// so a long head read whole would pass).
 #[derive(Clone, Default, Debug)]
-pub struct Framing(Arc<Found>);
+pub(crate) struct Framing(Arc<Found>);
 
 #[derive(Default, Debug)]
 struct Found {
@@ -37,12 +37,12 @@ struct Found {
 
 impl Framing {
     /// Whether a head had both framing headers.
-    pub fn both_lengths(&self) -> bool {
+    pub(crate) fn both_lengths(&self) -> bool {
         self.0.both_lengths.load(Ordering::Relaxed)
     }
 
     /// Whether a head was longer than 64 KiB.
-    pub fn too_long(&self) -> bool {
+    pub(crate) fn too_long(&self) -> bool {
         self.0.too_long.load(Ordering::Relaxed)
     }
 }
@@ -114,7 +114,7 @@ enum Scan {
 }
 
 /// A stream whose request heads are scanned as they are read.
-pub struct Scanned<S> {
+pub(crate) struct Scanned<S> {
     inner: S,
     scan: Scan,
     framing: Framing,
@@ -122,7 +122,7 @@ pub struct Scanned<S> {
 
 impl<S> Scanned<S> {
     /// Wraps `inner`, reporting into `framing`.
-    pub fn new(inner: S, framing: Framing) -> Self {
+    pub(crate) fn new(inner: S, framing: Framing) -> Self {
         Scanned {
             inner,
             scan: Scan::Head(Head::default()),

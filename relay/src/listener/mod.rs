@@ -19,9 +19,9 @@
 //!   accept; a connection past the limit is closed without an answer (a
 //!   plain-text 503 means nothing to a TLS client).
 
-pub mod app;
-pub mod framing;
-pub mod tls;
+pub(crate) mod app;
+pub(crate) mod framing;
+pub(crate) mod tls;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -38,13 +38,13 @@ use tokio_rustls::TlsAcceptor;
 use crate::telemetry;
 
 /// The largest request head read, bytes (hyper's buffer per connection).
-pub const MAX_HEAD: usize = 64 * 1024;
+pub(crate) const MAX_HEAD: usize = 64 * 1024;
 /// How long shutdown lets connections finish their answers before
 /// closing them.
-pub const CLOSE_WAIT: Duration = Duration::from_secs(1);
+pub(crate) const CLOSE_WAIT: Duration = Duration::from_secs(1);
 /// Connections past the limit being answered 503 at once; more are closed
 /// without an answer.
-pub const REFUSERS: usize = 64;
+pub(crate) const REFUSERS: usize = 64;
 
 /// The answer to a connection past the limit.
 const REFUSAL: &[u8] = b"HTTP/1.1 503 Service Unavailable\r\n\
@@ -54,7 +54,7 @@ content-length: 157\r\n\r\n\
 
 /// Limits on what clients may hold.
 #[derive(Clone, Copy, Debug)]
-pub struct Limits {
+pub(crate) struct Limits {
     /// Connections served at once.
     pub max_connections: usize,
     /// How long a request head may take to arrive.
@@ -72,7 +72,7 @@ enum Phase {
 }
 
 /// A running listener.
-pub struct Listener {
+pub(crate) struct Listener {
     phase: watch::Sender<Phase>,
     slots: Arc<Semaphore>,
     max: u32,
@@ -88,7 +88,7 @@ fn open_file_limit() -> Option<u64> {
 
 /// Starts serving `app` (a router, or an [`App`] with a direct route) on
 /// `listener` within `limits`, over TLS with `tls`.
-pub fn spawn(
+pub(crate) fn spawn(
     listener: TcpListener,
     app: impl Into<App>,
     limits: Limits,
@@ -126,13 +126,13 @@ pub fn spawn(
 
 impl Listener {
     /// Connections open now.
-    pub fn open(&self) -> usize {
+    pub(crate) fn open(&self) -> usize {
         (self.max as usize).saturating_sub(self.slots.available_permits())
     }
 
     /// Stops accepting, lets connections finish their answers for up to
     /// [`CLOSE_WAIT`], then closes the rest; returns once all are closed.
-    pub async fn shutdown(self) {
+    pub(crate) async fn shutdown(self) {
         let _ = self.phase.send(Phase::Closing);
         let all_closed = || self.slots.acquire_many(self.max);
         if tokio::time::timeout(CLOSE_WAIT, all_closed())

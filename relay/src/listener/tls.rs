@@ -20,7 +20,7 @@ use tokio_rustls::TlsAcceptor;
 
 /// The certificate a listener serves, swapped by a reload.
 #[derive(Debug)]
-pub struct Certs {
+pub(crate) struct Certs {
     current: RwLock<Arc<CertifiedKey>>,
 }
 
@@ -31,7 +31,7 @@ fn provider() -> CryptoProvider {
 
 /// The chain of `cert` and the key of `key` (PEM), checked to belong
 /// together; or why not, naming the file.
-pub fn load(cert: &Path, key: &Path) -> Result<Arc<CertifiedKey>, String> {
+pub(crate) fn load(cert: &Path, key: &Path) -> Result<Arc<CertifiedKey>, String> {
     let chain = CertificateDer::pem_file_iter(cert)
         .map_err(|e| format!("{}: {e}", cert.display()))?
         .collect::<Result<Vec<_>, _>>()
@@ -52,19 +52,19 @@ pub fn load(cert: &Path, key: &Path) -> Result<Arc<CertifiedKey>, String> {
 
 impl Certs {
     /// The certificate of `cert` and `key` ([`load`]).
-    pub fn open(cert: &Path, key: &Path) -> Result<Arc<Certs>, String> {
+    pub(crate) fn open(cert: &Path, key: &Path) -> Result<Arc<Certs>, String> {
         Ok(Arc::new(Certs {
             current: RwLock::new(load(cert, key)?),
         }))
     }
 
     /// Serves `key` from the next handshake on.
-    pub fn set(&self, key: Arc<CertifiedKey>) {
+    pub(crate) fn set(&self, key: Arc<CertifiedKey>) {
         *self.current.write().unwrap_or_else(|p| p.into_inner()) = key;
     }
 
     /// What a TLS listener accepts connections with.
-    pub fn acceptor(self: &Arc<Self>) -> Result<TlsAcceptor, String> {
+    pub(crate) fn acceptor(self: &Arc<Self>) -> Result<TlsAcceptor, String> {
         let mut config = rustls::ServerConfig::builder_with_provider(Arc::new(provider()))
             .with_safe_default_protocol_versions()
             .map_err(|e| format!("the TLS versions: {e}"))?

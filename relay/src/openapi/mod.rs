@@ -27,7 +27,7 @@ use crate::domain::schemas::Problem;
 
 /// Which listener a document describes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Listener {
+pub(crate) enum Listener {
     /// Intake (`listen`).
     Intake,
     /// The admin listener (`admin_listen`).
@@ -36,7 +36,7 @@ pub enum Listener {
 
 impl Listener {
     /// Its name on the command line.
-    pub fn parse(name: &str) -> Option<Listener> {
+    pub(crate) fn parse(name: &str) -> Option<Listener> {
         match name {
             "intake" => Some(Listener::Intake),
             "admin" => Some(Listener::Admin),
@@ -46,7 +46,7 @@ impl Listener {
 
     /// Where its document is checked in, under `relay/`.
     #[cfg(test)]
-    pub fn file(self) -> &'static str {
+    pub(crate) fn file(self) -> &'static str {
         match self {
             Listener::Intake => "openapi.json",
             Listener::Admin => "openapi-admin.json",
@@ -75,7 +75,7 @@ async fn document(Extension(doc): Extension<Arc<Document>>) -> Response {
 /// serving their document, its header parameters renamed as `headers`
 /// says (default name, configured name): the document served names the
 /// headers this relay reads.
-pub fn finish<S>(
+pub(crate) fn finish<S>(
     routes: OpenApiRouter<S>,
     listener: Listener,
     state: S,
@@ -132,7 +132,7 @@ pub(crate) fn renamed(text: &str, headers: &[(&str, &str)]) -> String {
 }
 
 /// The document of `routes` (as [`finish`] serves it).
-pub fn of<S>(routes: OpenApiRouter<S>, listener: Listener) -> String
+pub(crate) fn of<S>(routes: OpenApiRouter<S>, listener: Listener) -> String
 where
     S: Clone + Send + Sync + 'static,
 {

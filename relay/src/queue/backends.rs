@@ -13,12 +13,12 @@ use super::stores::StoreCheck;
 use crate::config::Settings;
 
 /// A shared store and the check `/readyz` makes of it.
-pub type Shared = (Arc<dyn BucketStore>, Option<StoreCheck>);
+pub(crate) type Shared = (Arc<dyn BucketStore>, Option<StoreCheck>);
 
 /// The fleet's permits, if `redis` is set: every destination of every
 /// relay of the local engine draws from one bucket, so the fleet delivers
 /// at `global_rate` in all, exactly.
-pub async fn fleet_permits(s: &Settings) -> Result<Option<Arc<dyn PermitSource>>, String> {
+pub(crate) async fn fleet_permits(s: &Settings) -> Result<Option<Arc<dyn PermitSource>>, String> {
     let Some(url) = &s.redis else {
         return Ok(None);
     };
@@ -42,7 +42,7 @@ pub async fn fleet_permits(s: &Settings) -> Result<Option<Arc<dyn PermitSource>>
 }
 
 /// Tenant quotas in PostgreSQL, table `dripfeed_tenants`.
-pub async fn quotas_in_postgres(
+pub(crate) async fn quotas_in_postgres(
     url: &str,
     quota: Quota,
     failure: Failure,
@@ -72,7 +72,11 @@ pub async fn quotas_in_postgres(
 }
 
 /// Tenant quotas in Redis, keys `{webhook_relay_tenants:…}`.
-pub async fn quotas_in_redis(url: &str, quota: Quota, failure: Failure) -> Result<Shared, String> {
+pub(crate) async fn quotas_in_redis(
+    url: &str,
+    quota: Quota,
+    failure: Failure,
+) -> Result<Shared, String> {
     #[cfg(feature = "redis")]
     {
         use dripfeed::global::RedisBuckets;
@@ -94,7 +98,7 @@ pub async fn quotas_in_redis(url: &str, quota: Quota, failure: Failure) -> Resul
 
 /// The fleet's destination changes as read at start (`queue = redis`),
 /// and its Redis's durability, checked.
-pub struct FleetStart {
+pub(crate) struct FleetStart {
     #[cfg(feature = "redis")]
     start: super::fleet::changes::Start,
     #[cfg(feature = "redis")]
@@ -102,7 +106,7 @@ pub struct FleetStart {
 }
 
 /// Why a fleet relay does not start.
-pub enum StartError {
+pub(crate) enum StartError {
     /// The setting `key` refuses it (exit 2).
     #[cfg_attr(not(feature = "redis"), allow(dead_code))]
     Refused {
@@ -119,7 +123,7 @@ pub enum StartError {
 /// (`redis_durability`), then reads the fleet's destination changes and
 /// applies them over `cfg`'s destinations, as a state file is read in the
 /// local engine.
-pub async fn fleet_start(cfg: &mut crate::config::Config) -> Result<FleetStart, StartError> {
+pub(crate) async fn fleet_start(cfg: &mut crate::config::Config) -> Result<FleetStart, StartError> {
     #[cfg(feature = "redis")]
     {
         let s = &cfg.settings;
@@ -148,7 +152,7 @@ pub async fn fleet_start(cfg: &mut crate::config::Config) -> Result<FleetStart, 
 }
 
 /// What the fleet's engine is opened with, besides the configuration.
-pub struct FleetParts {
+pub(crate) struct FleetParts {
     /// The destinations in force.
     pub catalog: Arc<crate::catalog::Catalog>,
     /// Each destination's deliveries, by name.
@@ -162,7 +166,7 @@ pub struct FleetParts {
 }
 
 /// The fleet's engine (`queue = redis`), its drains started.
-pub async fn open_fleet(
+pub(crate) async fn open_fleet(
     cfg: &crate::config::Config,
     start: FleetStart,
     parts: FleetParts,

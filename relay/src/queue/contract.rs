@@ -37,7 +37,7 @@ use crate::domain::schemas::{Deleting, Live};
 use crate::status::Found;
 
 /// One webhook offered for admission, its request checked and its body read.
-pub struct Admission {
+pub(crate) struct Admission {
     /// The destination it names (open when intake picked it).
     pub destination: Arc<str>,
     /// Its tenant: whose quota it is charged to and whose keys it uses.
@@ -52,7 +52,7 @@ pub struct Admission {
 
 /// A webhook taken: the 202's `status` and `id`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Accepted {
+pub(crate) enum Accepted {
     /// Queued for delivery.
     Queued(u64),
     /// Admitted to start later (overflow `dead-letter`: in the dead-letter
@@ -64,7 +64,7 @@ pub enum Accepted {
 
 impl Accepted {
     /// The webhook's id.
-    pub fn id(self) -> u64 {
+    pub(crate) fn id(self) -> u64 {
         match self {
             Accepted::Queued(id) | Accepted::Deferred(id) | Accepted::Duplicate(id) => id,
         }
@@ -74,7 +74,7 @@ impl Accepted {
 /// Why a webhook was not taken, and the header fields that say when to
 /// try again (`Retry-After`, and `RateLimit` for a full queue or a quota).
 #[derive(Debug)]
-pub struct Refusal {
+pub(crate) struct Refusal {
     /// Why.
     pub cause: Cause,
     /// Header fields for the answer.
@@ -84,7 +84,7 @@ pub struct Refusal {
 impl Refusal {
     /// A refusal for `cause` with a `Retry-After` of `wait`, spread by the
     /// library's rule.
-    pub fn after(cause: Cause, wait: Duration) -> Refusal {
+    pub(crate) fn after(cause: Cause, wait: Duration) -> Refusal {
         let secs = dripfeed::headers::spread_seconds(wait);
         Refusal {
             cause,
@@ -93,7 +93,7 @@ impl Refusal {
     }
 
     /// A refusal for `cause` without a hint (waiting does not help).
-    pub fn now(cause: Cause) -> Refusal {
+    pub(crate) fn now(cause: Cause) -> Refusal {
         Refusal {
             cause,
             fields: Vec::new(),
@@ -104,7 +104,7 @@ impl Refusal {
 /// Why a webhook was refused (intake answers each with its status and
 /// problem type).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Cause {
+pub(crate) enum Cause {
     /// 503 `overloaded`: the destination's queue (or the relay's bound on
     /// webhooks held) is full.
     Full,
@@ -132,7 +132,7 @@ pub enum Cause {
 
 /// Which store refused a webhook.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Store {
+pub(crate) enum Store {
     /// The journal holds its size bound.
     JournalFull,
     /// The journal cannot write.
@@ -147,7 +147,7 @@ pub enum Store {
 
 /// A destination change made: 201 or 200.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Put {
+pub(crate) enum Put {
     /// Made (201).
     Made,
     /// Changed (200).
@@ -156,7 +156,7 @@ pub enum Put {
 
 /// A destination change made, and the destination's entity tag after it.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Changed {
+pub(crate) struct Changed {
     /// Made or changed.
     pub put: Put,
     /// Its `ETag` now.
@@ -165,7 +165,7 @@ pub struct Changed {
 
 /// A destination change refused: the status, problem type and detail.
 #[derive(Debug, Clone)]
-pub struct ChangeRefused {
+pub(crate) struct ChangeRefused {
     /// 404, 409, 422 or 503.
     pub status: u16,
     /// The problem type.
@@ -176,7 +176,7 @@ pub struct ChangeRefused {
 
 impl ChangeRefused {
     /// A refusal with `status`, `kind` and `detail`.
-    pub fn new(status: u16, kind: &'static str, detail: impl Into<String>) -> ChangeRefused {
+    pub(crate) fn new(status: u16, kind: &'static str, detail: impl Into<String>) -> ChangeRefused {
         ChangeRefused {
             status,
             kind,
@@ -185,7 +185,7 @@ impl ChangeRefused {
     }
 
     /// 404: no destination of that name.
-    pub fn unknown() -> ChangeRefused {
+    pub(crate) fn unknown() -> ChangeRefused {
         ChangeRefused::new(
             404,
             "unknown-destination",
@@ -194,12 +194,12 @@ impl ChangeRefused {
     }
 
     /// 503: shutdown has begun.
-    pub fn closing() -> ChangeRefused {
+    pub(crate) fn closing() -> ChangeRefused {
         ChangeRefused::new(503, "closed", "the relay is shutting down")
     }
 
     /// 412: `If-Match` or `If-None-Match` no longer holds.
-    pub fn precondition() -> ChangeRefused {
+    pub(crate) fn precondition() -> ChangeRefused {
         ChangeRefused::new(
             412,
             "precondition-failed",
@@ -227,7 +227,7 @@ impl From<Unfit> for ChangeRefused {
 
 /// What `GET /v1/dead-letters` asks for.
 #[derive(Debug, Clone)]
-pub struct LetterQuery {
+pub(crate) struct LetterQuery {
     /// Only this destination's letters.
     pub destination: Option<String>,
     /// Where to start: a cursor a page gave.
@@ -238,7 +238,7 @@ pub struct LetterQuery {
 
 /// A page of dead letters.
 #[derive(Debug, Default)]
-pub struct LetterPage {
+pub(crate) struct LetterPage {
     /// The letters, oldest first.
     pub lines: Vec<DeadLetter>,
     /// Where the next page starts.
@@ -249,7 +249,7 @@ pub struct LetterPage {
 
 /// Why dead letters could not be read or redriven.
 #[derive(Debug, Clone)]
-pub enum LetterError {
+pub(crate) enum LetterError {
     /// 422: a cursor this relay did not give.
     BadCursor,
     /// 503: the store holding them cannot be read or written.
@@ -258,7 +258,7 @@ pub enum LetterError {
 
 /// Which dead letters to redrive.
 #[derive(Debug, Clone)]
-pub enum Redrive {
+pub(crate) enum Redrive {
     /// Those with these ids.
     Ids(HashSet<String>),
     /// Every one of this destination.
@@ -267,7 +267,7 @@ pub enum Redrive {
 
 /// What a redrive did.
 #[derive(Debug, Default)]
-pub struct Redriven {
+pub(crate) struct Redriven {
     /// Letters admitted again (and marked: never redriven twice).
     pub readmitted: u64,
     /// Letters refused for now (a full queue or byte budget): left to
@@ -282,7 +282,7 @@ pub struct Redriven {
 
 /// A dead letter a redrive left where it is.
 #[derive(Debug, Clone, serde::Serialize, utoipa::ToSchema)]
-pub struct Kept {
+pub(crate) struct Kept {
     /// Its id (absent on a letter without one).
     pub id: Option<String>,
     /// The destination it came from (absent on a letter without one).
@@ -294,7 +294,7 @@ pub struct Kept {
 
 /// What a shutdown left.
 #[derive(Debug, Default, Clone, Copy)]
-pub struct Drained {
+pub(crate) struct Drained {
     /// Webhooks this relay delivered over its life.
     pub delivered: u64,
     /// Left in the journal for the next start (local engine).
@@ -309,7 +309,7 @@ pub struct Drained {
 
 /// A queue: see the [module](self) docs for the rules every engine keeps.
 #[async_trait::async_trait]
-pub trait Queue: Send + Sync + 'static {
+pub(crate) trait Queue: Send + Sync + 'static {
     /// Why a webhook taken now could not be kept (a dead letter could not
     /// be written), or `None`: asked before a body is read.
     fn not_keeping(&self) -> Option<Unavailable>;

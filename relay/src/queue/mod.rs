@@ -13,15 +13,15 @@
 //! ([`quotas`]) and the checks `/readyz` makes of shared stores
 //! ([`stores`]).
 
-pub mod backends;
-pub mod contract;
+pub(crate) mod backends;
+pub(crate) mod contract;
 #[cfg(feature = "redis")]
-pub mod fleet;
-pub mod local;
-pub mod quotas;
-pub mod stores;
+pub(crate) mod fleet;
+pub(crate) mod local;
+pub(crate) mod quotas;
+pub(crate) mod stores;
 
-pub use contract::*;
+pub(crate) use contract::*;
 
 /// The metrics' `throttle` label.
-pub const NAME: &str = "webhook_relay";
+pub(crate) const NAME: &str = "webhook_relay";

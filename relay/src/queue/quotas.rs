@@ -19,16 +19,16 @@ use super::stores::StoreCheck;
 use crate::config::{Config, Settings, Tenant};
 
 /// Tenants a relay's own table holds at once (the idlest go first).
-pub const LOCAL_TENANTS: usize = 10_000;
+pub(crate) const LOCAL_TENANTS: usize = 10_000;
 
 /// Bytes the relay's own table may hold, names included: reserved in the
 /// byte budget at start (its buckets come and go with traffic, but never
 /// past this).
-pub const LOCAL_TABLE_BYTES: u64 =
+pub(crate) const LOCAL_TABLE_BYTES: u64 =
     LOCAL_TENANTS as u64 * (crate::domain::names::MAX_NAME_BYTES as u64 + 128);
 
 /// Whether the configuration keeps tenant quotas in this relay's memory.
-pub fn local(cfg: &Config) -> bool {
+pub(crate) fn local(cfg: &Config) -> bool {
     let s = &cfg.settings;
     cfg.tenant_quotas() && s.postgres.is_none() && s.redis.is_none()
 }
@@ -52,7 +52,7 @@ fn own_quota(t: &Tenant, s: &Settings) -> Result<Option<Quota>, String> {
 /// PostgreSQL down at start) gets them once it does, tried again every few
 /// seconds in the background: the relay starts meanwhile, its tenants
 /// charged by the store's failure mode.
-pub async fn set_overrides_when_up(store: Arc<dyn BucketStore>, cfg: &Config) {
+pub(crate) async fn set_overrides_when_up(store: Arc<dyn BucketStore>, cfg: &Config) {
     let Err(e) = set_overrides(store.as_ref(), cfg).await else {
         return;
     };
@@ -76,7 +76,7 @@ pub async fn set_overrides_when_up(store: Arc<dyn BucketStore>, cfg: &Config) {
 /// The tenant quota store the configuration asks for, with the check
 /// `/readyz` makes of it when it is shared (Redis, PostgreSQL); `None` when
 /// no tenant has a quota (no `tenant_rate`, no tenant's own rate).
-pub async fn open(
+pub(crate) async fn open(
     cfg: &Config,
 ) -> Result<Option<(Arc<dyn BucketStore>, Option<StoreCheck>)>, String> {
     let s = &cfg.settings;
@@ -112,7 +112,7 @@ pub async fn open(
 /// Sets each configured tenant's own quota in `store`, and puts every
 /// other tenant back on the default (a shared store may remember an
 /// override an earlier configuration set).
-pub async fn set_overrides(store: &dyn BucketStore, cfg: &Config) -> Result<(), String> {
+pub(crate) async fn set_overrides(store: &dyn BucketStore, cfg: &Config) -> Result<(), String> {
     for t in &cfg.tenants {
         let done = match own_quota(t, &cfg.settings)? {
             Some(q) => store.set_quota(&t.name, q).await,

@@ -17,7 +17,7 @@ const PROBE_KEY: &str = "dripfeed-relay-readyz";
 
 /// A store, and how to tell it is in its fallback.
 #[derive(Clone)]
-pub struct StoreCheck {
+pub(crate) struct StoreCheck {
     /// `redis` or `postgres`.
     pub name: &'static str,
     store: Arc<dyn BucketStore>,
@@ -29,7 +29,7 @@ impl StoreCheck {
     /// answers from its local fallback now. Only the backends make one: a
     /// build without them never does.
     #[allow(dead_code)]
-    pub fn new(
+    pub(crate) fn new(
         name: &'static str,
         store: Arc<dyn BucketStore>,
         in_fallback: impl Fn() -> bool + Send + Sync + 'static,
@@ -42,7 +42,7 @@ impl StoreCheck {
     }
 
     /// Why the store is down, or `None` while it answers.
-    pub async fn down(&self) -> Option<String> {
+    pub(crate) async fn down(&self) -> Option<String> {
         let name = self.name;
         match tokio::time::timeout(PROBE, self.store.quota(PROBE_KEY)).await {
             Err(_) => Some(format!("{name} did not answer within {PROBE:?}")),

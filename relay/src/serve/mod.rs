@@ -28,12 +28,12 @@ use crate::{admin, deliver, demo, listener, shutdown, telemetry};
 
 mod demo_prep;
 mod local_prep;
-pub mod openapi;
-pub mod reload;
+pub(crate) mod openapi;
+pub(crate) mod reload;
 
 /// What the relay does once it listens.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Mode {
+pub(crate) enum Mode {
     /// Serve until a signal.
     Serve,
     /// `--demo`: the burst against one destination (the built-in receiver
@@ -45,7 +45,7 @@ pub enum Mode {
 
 /// Why the relay stopped short.
 #[derive(Debug)]
-pub enum Failure {
+pub(crate) enum Failure {
     /// The configuration is refused (exit code 2).
     Config(ConfigErrors),
     /// Something failed while starting or running (exit code 1).
@@ -65,7 +65,7 @@ pub(crate) fn refused(key: &str, origin: Option<Origin>, message: impl Into<Stri
 /// Every check a destination goes through before the relay starts, for
 /// the engine `cfg` picks: the library's template, each destination's
 /// limits ([`Limits`]), the address guard, `ca_file`.
-pub async fn check(cfg: &Config, guard: &deliver::guard::AddressGuard) -> Vec<ConfigError> {
+pub(crate) async fn check(cfg: &Config, guard: &deliver::guard::AddressGuard) -> Vec<ConfigError> {
     let mut errors = match cfg.settings.queue {
         QueueKind::Local => queue::local::build::check(cfg),
         QueueKind::Redis => queue::local::build::destination_errors(cfg, &Limits::fleet(cfg)),
@@ -109,7 +109,7 @@ fn listener_certs(cfg: &Config) -> Result<[Option<Arc<listener::tls::Certs>>; 2]
 
 /// Where a reload reads the configuration again, and the SIGHUPs that ask
 /// for one.
-pub struct Reload {
+pub(crate) struct Reload {
     /// The flags the relay started with.
     pub flags: crate::config::SourceFlags,
     /// SIGHUP, handled from the process's start.
@@ -118,7 +118,7 @@ pub struct Reload {
 
 /// Runs the relay with `cfg` in `mode`, first re-admitting `redrive`'s
 /// dead letters if given; reloads on SIGHUP.
-pub async fn run(
+pub(crate) async fn run(
     mut cfg: Config,
     mode: Mode,
     redrive_file: Option<PathBuf>,
@@ -525,7 +525,7 @@ fn announce(cfg: &Config, addr: SocketAddr, fleet: bool, scheme: &str) {
 /// What a stop may take past `shutdown_grace` to close the listeners and
 /// flush the last traces; with the runtime's own end (`main`) the process
 /// exits within the grace and a second.
-pub const AFTER_GRACE: std::time::Duration = std::time::Duration::from_millis(700);
+pub(crate) const AFTER_GRACE: std::time::Duration = std::time::Duration::from_millis(700);
 
 /// Serves until Ctrl-C or SIGTERM, then drains (see `shutdown`); when the
 /// rest of the stop must be done by (the grace and [`AFTER_GRACE`] from

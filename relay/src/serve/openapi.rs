@@ -6,7 +6,7 @@
 use crate::openapi::{Listener, of};
 
 /// The document of `listener`, as text.
-pub fn generate(listener: Listener) -> String {
+pub(crate) fn generate(listener: Listener) -> String {
     match listener {
         Listener::Intake => of(crate::intake::routes(), listener),
         Listener::Admin => of(crate::admin::routes(), listener),

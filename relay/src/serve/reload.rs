@@ -44,7 +44,7 @@ const RELOADABLE: &[&str] = &[
 ];
 
 /// What a reload reaches.
-pub struct Reloader {
+pub(crate) struct Reloader {
     /// Where the configuration came from.
     pub flags: SourceFlags,
     /// The configuration in force (its destinations as configured, before
@@ -68,7 +68,7 @@ pub struct Reloader {
 
 /// What a reload did.
 #[derive(Debug, Default)]
-pub struct Reloaded {
+pub(crate) struct Reloaded {
     /// Settings that changed and need a restart (left as they run).
     pub need_restart: Vec<&'static str>,
     /// Destinations made, changed and removed.
@@ -79,7 +79,7 @@ pub struct Reloaded {
 
 impl Reloader {
     /// Reloads on every SIGHUP until the process ends.
-    pub fn spawn(self: Arc<Self>, mut hangups: crate::shutdown::Hangups) {
+    pub(crate) fn spawn(self: Arc<Self>, mut hangups: crate::shutdown::Hangups) {
         tokio::spawn(async move {
             while hangups.recv().await.is_some() {
                 tracing::info!("SIGHUP: reloading the configuration");
@@ -89,7 +89,7 @@ impl Reloader {
     }
 
     /// One reload: logged and counted; the errors if it was refused.
-    pub async fn reload(&self) -> Result<Reloaded, Vec<String>> {
+    pub(crate) async fn reload(&self) -> Result<Reloaded, Vec<String>> {
         let result = self.try_reload().await;
         let label = match &result {
             Ok(done) => {

@@ -10,7 +10,7 @@ use super::record::Rec;
 
 /// An ended webhook.
 #[derive(Clone, Debug)]
-pub struct Ended {
+pub(crate) struct Ended {
     /// Its status when it ended.
     pub rec: Rec,
     /// When it ended, ms since the Unix epoch.
@@ -18,7 +18,7 @@ pub struct Ended {
 }
 
 /// The ended webhooks, by public id, in the order they ended.
-pub struct EndedSet {
+pub(crate) struct EndedSet {
     by_id: HashMap<u64, Ended>,
     order: VecDeque<(u64, u64)>,
     retention: Duration,
@@ -27,12 +27,12 @@ pub struct EndedSet {
 
 /// The bytes one remembered webhook takes, roughly: its entry in the map
 /// and in the order (names are indexes into shared tables).
-pub const ENTRY_BYTES: usize =
+pub(crate) const ENTRY_BYTES: usize =
     std::mem::size_of::<(u64, Ended)>() + std::mem::size_of::<(u64, u64)>() + 16;
 
 impl EndedSet {
     /// Remembers webhooks for `retention`, at most `max` of them.
-    pub fn new(retention: Duration, max: usize) -> EndedSet {
+    pub(crate) fn new(retention: Duration, max: usize) -> EndedSet {
         EndedSet {
             by_id: HashMap::new(),
             order: VecDeque::new(),
@@ -42,13 +42,13 @@ impl EndedSet {
     }
 
     /// Webhooks remembered.
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.by_id.len()
     }
 
     /// Remembers `status` as ended at `now` (ms since the epoch), forgetting
     /// the oldest past the bounds.
-    pub fn insert(&mut self, id: u64, rec: Rec, now: u64) {
+    pub(crate) fn insert(&mut self, id: u64, rec: Rec, now: u64) {
         if self.max == 0 {
             return;
         }
@@ -78,13 +78,13 @@ impl EndedSet {
     }
 
     /// The webhook `id` if it is still remembered at `now`.
-    pub fn get(&mut self, id: u64, now: u64) -> Option<&Ended> {
+    pub(crate) fn get(&mut self, id: u64, now: u64) -> Option<&Ended> {
         self.forget_expired(now);
         self.by_id.get(&id)
     }
 
     /// Sets the owner of a webhook that ended before intake named it.
-    pub fn own(&mut self, id: u64, tenant: u16, destination: u32) {
+    pub(crate) fn own(&mut self, id: u64, tenant: u16, destination: u32) {
         if let Some(e) = self.by_id.get_mut(&id) {
             if e.rec.tenant == 0 {
                 e.rec.tenant = tenant;
@@ -96,12 +96,12 @@ impl EndedSet {
     }
 
     /// Whether `id` is remembered (ended).
-    pub fn contains(&self, id: u64) -> bool {
+    pub(crate) fn contains(&self, id: u64) -> bool {
         self.by_id.contains_key(&id)
     }
 
     /// Forgets what ended longer than the retention before `now`.
-    pub fn forget_expired(&mut self, now: u64) {
+    pub(crate) fn forget_expired(&mut self, now: u64) {
         let keep = u64::try_from(self.retention.as_millis()).unwrap_or(u64::MAX);
         while let Some(&(_, at)) = self.order.front() {
             if at.saturating_add(keep) > now {

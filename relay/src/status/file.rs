@@ -25,13 +25,13 @@ use serde::{Deserialize, Serialize};
 use super::{State, Status};
 
 /// The live file's name.
-pub const FILE: &str = "statuses.jsonl";
+pub(crate) const FILE: &str = "statuses.jsonl";
 /// The previous file's name.
-pub const OLD: &str = "statuses.1.jsonl";
+pub(crate) const OLD: &str = "statuses.1.jsonl";
 
 /// Lines waiting for the writer at most: past it an end is not written
 /// (counted), rather than the drain waiting for the disk.
-pub const BACKLOG: usize = 65_536;
+pub(crate) const BACKLOG: usize = 65_536;
 
 /// How long the writer lets lines gather before it writes them.
 const GATHER: std::time::Duration = std::time::Duration::from_millis(100);
@@ -41,7 +41,7 @@ const GATHER: std::time::Duration = std::time::Duration::from_millis(100);
 const BUFFER: usize = 256 * 1024;
 
 /// What the writer is sent.
-pub enum Msg {
+pub(crate) enum Msg {
     /// A line to append.
     Line(Line),
     /// Flush and end (at shutdown).
@@ -49,13 +49,13 @@ pub enum Msg {
 }
 
 /// Sends `msg` without waiting; `false` when the backlog is full.
-pub fn offer(tx: &SyncSender<Msg>, msg: Msg) -> bool {
+pub(crate) fn offer(tx: &SyncSender<Msg>, msg: Msg) -> bool {
     !matches!(tx.try_send(msg), Err(TrySendError::Full(_)))
 }
 
 /// One ended webhook, as a line.
 #[derive(Serialize, Deserialize)]
-pub struct Line {
+pub(crate) struct Line {
     /// Its public id.
     id: u64,
     /// `delivered` or `dead_lettered`.
@@ -78,7 +78,7 @@ pub struct Line {
 
 impl Line {
     /// The line for webhook `id`, ended at `ended` with `status`.
-    pub fn of(id: u64, status: &Status, ended: u64) -> Line {
+    pub(crate) fn of(id: u64, status: &Status, ended: u64) -> Line {
         Line {
             id,
             state: status.state,
@@ -94,11 +94,11 @@ impl Line {
 }
 
 /// An end read back: public id, status, when it ended.
-pub type Restored = (u64, Status, u64);
+pub(crate) type Restored = (u64, Status, u64);
 
 /// Reads both files of `dir`, older first, giving each end to `each`;
 /// returns how many lines did not read (a line torn by a crash).
-pub fn load(dir: &Path, mut each: impl FnMut(Restored)) -> usize {
+pub(crate) fn load(dir: &Path, mut each: impl FnMut(Restored)) -> usize {
     let mut names: HashMap<String, Arc<str>> = HashMap::new();
     let mut shared = |name: String| {
         names
@@ -140,7 +140,7 @@ pub fn load(dir: &Path, mut each: impl FnMut(Restored)) -> usize {
 /// Starts the writer thread appending to `dir`'s file, rotating at
 /// `rotate_at` lines: the sender its lines go through, and the thread,
 /// which ends once every sender is dropped and its lines are written.
-pub fn writer(
+pub(crate) fn writer(
     dir: &Path,
     rotate_at: usize,
 ) -> std::io::Result<(SyncSender<Msg>, std::thread::JoinHandle<()>)> {

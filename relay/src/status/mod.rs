@@ -18,10 +18,10 @@
 //! receiver sees); a redriven webhook keeps its earlier public id while the
 //! set gives it a new one, so the registry maps one to the other.
 
-pub mod ended;
-pub mod file;
-pub mod record;
-pub mod view;
+pub(crate) mod ended;
+pub(crate) mod file;
+pub(crate) mod record;
+pub(crate) mod view;
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -49,7 +49,7 @@ use record::{Names, Rec};
     utoipa::ToSchema,
 )]
 #[serde(rename_all = "snake_case")]
-pub enum State {
+pub(crate) enum State {
     /// Admitted, waiting for its first attempt.
     #[default]
     Queued,
@@ -65,7 +65,7 @@ pub enum State {
 
 /// What is known of one webhook, as the routes show it.
 #[derive(Clone, Debug, Default)]
-pub struct Status {
+pub(crate) struct Status {
     /// Its state.
     pub state: State,
     /// The tenant that sent it (`None` on an open relay, or when its tenant
@@ -98,7 +98,7 @@ struct Books {
 }
 
 /// See the [module](self) docs.
-pub struct Registry {
+pub(crate) struct Registry {
     books: Mutex<Books>,
     /// Where ended statuses are written, once [`attach`](Self::attach)ed.
     persist: OnceLock<SyncSender<file::Msg>>,
@@ -109,7 +109,7 @@ pub struct Registry {
 }
 
 /// A status found by id, and when it ended (if it did).
-pub struct Found {
+pub(crate) struct Found {
     /// What is known.
     pub status: Status,
     /// When it ended, ms since the Unix epoch.
@@ -119,7 +119,7 @@ pub struct Found {
 impl Registry {
     /// A registry remembering ended webhooks for `retention`, at most
     /// `max`; `tenants` are the configured tenants' names.
-    pub fn new<'a>(
+    pub(crate) fn new<'a>(
         retention: Duration,
         max: usize,
         tenants: impl IntoIterator<Item = &'a str>,
@@ -140,7 +140,11 @@ impl Registry {
     /// Reads the ended statuses kept in `dir` (the journal directory) and
     /// writes every later end there: how many were read back, and how many
     /// lines did not read.
-    pub fn attach(&self, dir: &std::path::Path, max: usize) -> std::io::Result<(usize, usize)> {
+    pub(crate) fn attach(
+        &self,
+        dir: &std::path::Path,
+        max: usize,
+    ) -> std::io::Result<(usize, usize)> {
         if max == 0 {
             return Ok((0, 0)); // nothing ended is remembered
         }
@@ -163,7 +167,7 @@ impl Registry {
     /// At shutdown, once the set has drained: every end written, the
     /// writer ended. Returns how many ends could not be written (its
     /// backlog was full).
-    pub async fn finish(&self) -> u64 {
+    pub(crate) async fn finish(&self) -> u64 {
         let thread = self.writer.lock().unwrap_or_else(|e| e.into_inner()).take();
         if let (Some(tx), Some(thread)) = (self.persist.get().cloned(), thread) {
             let _ = tokio::task::spawn_blocking(move || {
@@ -194,7 +198,13 @@ impl Registry {
     }
 
     /// Intake admitted webhook `id` for `tenant`, to `destination`.
-    pub fn queued(&self, id: u64, tenant: Option<&str>, destination: &Arc<str>, received: u64) {
+    pub(crate) fn queued(
+        &self,
+        id: u64,
+        tenant: Option<&str>,
+        destination: &Arc<str>,
+        received: u64,
+    ) {
         let mut guard = self.books();
         let books = &mut *guard;
         let tenant = books.names.tenant(tenant);
@@ -213,7 +223,7 @@ impl Registry {
 
     /// The set's job `id` (public id `public`) was recovered from the
     /// journal for `destination`: known, queued, before its first attempt.
-    pub fn recovered(
+    pub(crate) fn recovered(
         &self,
         id: u64,
         public: u64,
@@ -226,7 +236,7 @@ impl Registry {
 
     /// Attempt `attempt` of the set's job (public id `public`) starts,
     /// to `destination`.
-    pub fn started(
+    pub(crate) fn started(
         &self,
         attempt: Attempt,
         public: u64,
@@ -241,20 +251,20 @@ impl Registry {
     }
 
     /// The receiver answered the running attempt of job `id` with `status`.
-    pub fn answered(&self, id: u64, status: u16) {
+    pub(crate) fn answered(&self, id: u64, status: u16) {
         if let Some(r) = self.books().held.get_mut(&id) {
             r.last_status = status;
         }
     }
 
     /// Tenants a reload added: their webhooks' statuses are theirs.
-    pub fn add_tenants<'a>(&self, tenants: impl IntoIterator<Item = &'a str>) {
+    pub(crate) fn add_tenants<'a>(&self, tenants: impl IntoIterator<Item = &'a str>) {
         self.books().names.add_tenants(tenants);
     }
 
     /// The running attempt of job `id` failed with `error` (`kind:
     /// message`, its kind `kind`).
-    pub fn failed(&self, id: u64, kind: &str, error: &str) {
+    pub(crate) fn failed(&self, id: u64, kind: &str, error: &str) {
         let mut guard = self.books();
         let books = &mut *guard;
         if let Some(r) = books.held.get_mut(&id) {
@@ -263,7 +273,7 @@ impl Registry {
     }
 
     /// The status of webhook `public` (a public id) at `now`.
-    pub fn find(&self, public: u64, now: u64) -> Option<Found> {
+    pub(crate) fn find(&self, public: u64, now: u64) -> Option<Found> {
         let mut guard = self.books();
         let books = &mut *guard;
         let id = books.aliases.get(&public).copied().unwrap_or(public);
@@ -284,14 +294,14 @@ impl Registry {
     }
 
     /// Webhooks followed (held, ended) and the bytes their tables take.
-    pub fn counts(&self) -> (usize, usize) {
+    pub(crate) fn counts(&self) -> (usize, usize) {
         let books = self.books();
         (books.held.len(), books.ended.len())
     }
 
     /// The bytes the statuses' tables take (entries allocated, whether
     /// full or not), roughly.
-    pub fn bytes(&self) -> usize {
+    pub(crate) fn bytes(&self) -> usize {
         let books = self.books();
         let held = books.held.capacity() * (std::mem::size_of::<(u64, Rec)>() + 1);
         held + books.ended.len() * ENTRY_BYTES

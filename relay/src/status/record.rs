@@ -11,7 +11,7 @@ use super::{State, Status};
 
 /// One webhook's status, compact. Zero means "none" in every field.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct Rec {
+pub(crate) struct Rec {
     /// When the next attempt is due, ms since the Unix epoch.
     pub next_attempt_ms: u64,
     /// When the relay received it, ms since the Unix epoch.
@@ -37,7 +37,7 @@ pub struct Rec {
 /// met (the first [`MOST_ERRORS`]; past them, an error is kept as its kind
 /// alone).
 #[derive(Default)]
-pub struct Names {
+pub(crate) struct Names {
     tenants: Vec<Arc<str>>,
     tenant_index: HashMap<Arc<str>, u16>,
     destinations: Vec<Arc<str>>,
@@ -47,7 +47,7 @@ pub struct Names {
 }
 
 /// Distinct error texts kept word for word.
-pub const MOST_ERRORS: usize = 4096;
+pub(crate) const MOST_ERRORS: usize = 4096;
 
 /// `Some(v)` unless `v` is zero.
 fn some<T: Default + PartialEq>(v: T) -> Option<T> {
@@ -57,7 +57,7 @@ fn some<T: Default + PartialEq>(v: T) -> Option<T> {
 impl Names {
     /// The tables for the configured `tenants` (beyond 65,534 of them the
     /// rest own no statuses: only the admin token sees theirs).
-    pub fn new<'a>(tenants: impl IntoIterator<Item = &'a str>) -> Names {
+    pub(crate) fn new<'a>(tenants: impl IntoIterator<Item = &'a str>) -> Names {
         let mut names = Names::default();
         for (i, t) in tenants
             .into_iter()
@@ -73,7 +73,7 @@ impl Names {
 
     /// Names `tenants` that it did not know yet (a reload added them);
     /// indexes given stay as they were.
-    pub fn add_tenants<'a>(&mut self, tenants: impl IntoIterator<Item = &'a str>) {
+    pub(crate) fn add_tenants<'a>(&mut self, tenants: impl IntoIterator<Item = &'a str>) {
         for t in tenants {
             if self.tenant_index.contains_key(t) || self.tenants.len() >= usize::from(u16::MAX - 1)
             {
@@ -86,14 +86,14 @@ impl Names {
     }
 
     /// The index of a configured tenant (0: none, or not configured).
-    pub fn tenant(&self, name: Option<&str>) -> u16 {
+    pub(crate) fn tenant(&self, name: Option<&str>) -> u16 {
         name.and_then(|n| self.tenant_index.get(n))
             .copied()
             .unwrap_or(0)
     }
 
     /// The index of `destination`, given one if new.
-    pub fn destination(&mut self, destination: &str) -> u32 {
+    pub(crate) fn destination(&mut self, destination: &str) -> u32 {
         if let Some(&i) = self.destination_index.get(destination) {
             return i;
         }
@@ -106,7 +106,7 @@ impl Names {
 
     /// The index of the error `text` (of kind `kind`), given one if new
     /// (past [`MOST_ERRORS`], the index of `kind` alone).
-    pub fn error(&mut self, kind: &str, text: &str) -> u16 {
+    pub(crate) fn error(&mut self, kind: &str, text: &str) -> u16 {
         let text = match self.errors.len() < MOST_ERRORS {
             true => text,
             false => kind,
@@ -137,7 +137,7 @@ impl Names {
     }
 
     /// The record as the routes show it.
-    pub fn status(&self, r: &Rec) -> Status {
+    pub(crate) fn status(&self, r: &Rec) -> Status {
         Status {
             state: r.state,
             tenant: self.tenant_name(r.tenant),
@@ -151,7 +151,7 @@ impl Names {
     }
 
     /// A status read back from the file, as a record.
-    pub fn record(&mut self, s: &Status) -> Rec {
+    pub(crate) fn record(&mut self, s: &Status) -> Rec {
         Rec {
             state: s.state,
             tenant: self.tenant(s.tenant.as_deref()),

@@ -16,7 +16,7 @@ use crate::domain::problem::problem;
 
 /// A webhook's status.
 #[derive(Serialize, Debug, ToSchema)]
-pub struct WebhookStatus {
+pub(crate) struct WebhookStatus {
     /// The webhook's id, as its 202 named it.
     pub id: String,
     /// Where it is.
@@ -64,7 +64,7 @@ impl WebhookStatus {
 }
 
 /// 404: unknown, forgotten, or not the caller's.
-pub fn unknown() -> Response {
+pub(crate) fn unknown() -> Response {
     let detail = "no webhook of that id is known to this caller (unknown, or forgotten after status_retention)";
     problem(
         StatusCode::NOT_FOUND,
@@ -76,7 +76,7 @@ pub fn unknown() -> Response {
 
 /// The answer for `id`, `found` (or not), to a caller who may see the
 /// webhooks of `owner` (`None`: every webhook).
-pub fn respond(id: u64, found: Option<Found>, owner: Option<&Arc<str>>) -> Response {
+pub(crate) fn respond(id: u64, found: Option<Found>, owner: Option<&Arc<str>>) -> Response {
     let Some(found) = found else {
         return unknown();
     };
@@ -89,7 +89,7 @@ pub fn respond(id: u64, found: Option<Found>, owner: Option<&Arc<str>>) -> Respo
 }
 
 /// An id: 1 to 20 decimal digits.
-pub fn parse(id: &str) -> Option<u64> {
+pub(crate) fn parse(id: &str) -> Option<u64> {
     if id.is_empty() || id.len() > 20 || !id.bytes().all(|b| b.is_ascii_digit()) {
         return None;
     }

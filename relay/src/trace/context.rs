@@ -19,7 +19,7 @@ pub struct TraceContext {
 }
 
 /// The bytes [`TraceContext::to_bytes`] writes.
-pub const ENCODED_LEN: usize = 25;
+pub(crate) const ENCODED_LEN: usize = 25;
 
 impl TraceContext {
     /// Whether the trace is sampled (kept).

@@ -27,7 +27,7 @@ use crate::config::Settings;
 use crate::telemetry::{TRACE_EXPORTS, TRACE_SPANS_DROPPED};
 
 /// The variables the OTLP specification names for the traces' endpoint.
-pub const ENDPOINT_VARIABLES: [&str; 2] = [
+pub(super) const ENDPOINT_VARIABLES: [&str; 2] = [
     "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
     "OTEL_EXPORTER_OTLP_ENDPOINT",
 ];
@@ -51,13 +51,13 @@ enum Message {
 
 /// The queue's sending end, given to the tracer provider.
 #[derive(Debug, Clone)]
-pub struct Handle {
+pub(super) struct Handle {
     queue: mpsc::Sender<Message>,
 }
 
 impl Handle {
     /// Exports what was queued before, within `limit`.
-    pub async fn flush(&self, limit: Duration) {
+    pub(super) async fn flush(&self, limit: Duration) {
         let (done, wait) = oneshot::channel();
         let _ = tokio::time::timeout(limit, async {
             if self.queue.send(Message::Flush(done)).await.is_ok() {
@@ -168,7 +168,7 @@ impl HttpClient for Otlp {
 /// The tracer of the settings `s`, or `None` when no endpoint is
 /// configured (nor named by the OTLP variables); an endpoint the exporter
 /// refuses is an error.
-pub fn start(s: &Settings) -> Result<Option<Traces>, String> {
+pub(crate) fn start(s: &Settings) -> Result<Option<Traces>, String> {
     if !super::wanted(s) {
         return Ok(None);
     }

@@ -15,7 +15,7 @@
 //! that. The relay's log lines stay on `tracing`. Without an endpoint no
 //! provider exists and intake does one `Option` check.
 
-pub mod context;
+pub(crate) mod context;
 mod export;
 
 use std::sync::Arc;
@@ -29,27 +29,27 @@ use opentelemetry::trace::{
 use opentelemetry::{Context, KeyValue};
 use opentelemetry_sdk::trace::{SdkTracer, SdkTracerProvider, Span};
 
-pub use context::TraceContext;
-pub use export::start;
+pub(crate) use context::TraceContext;
+pub(crate) use export::start;
 
 use crate::config::Settings;
 
 /// The relay's tracer, and the queue its spans wait in for export.
-pub struct Traces {
+pub(crate) struct Traces {
     tracer: SdkTracer,
     provider: SdkTracerProvider,
     exporter: export::Handle,
 }
 
 /// An intake span, ended with the answer.
-pub struct IntakeSpan {
+pub(crate) struct IntakeSpan {
     span: Span,
     context: TraceContext,
 }
 
 /// A delivery attempt's span; one dropped before [`end`](Self::end) (the
 /// attempt timed out or was cancelled) ends as an error.
-pub struct AttemptSpan {
+pub(crate) struct AttemptSpan {
     span: Option<Span>,
     context: TraceContext,
 }
@@ -88,7 +88,7 @@ fn context_of(span: &Span) -> TraceContext {
 impl Traces {
     /// The span of one `POST /v1/webhooks/deliver`, continuing the
     /// request's `traceparent` if it has a readable one.
-    pub fn intake(&self, headers: &HeaderMap) -> IntakeSpan {
+    pub(crate) fn intake(&self, headers: &HeaderMap) -> IntakeSpan {
         let parent = headers
             .get("traceparent")
             .and_then(|v| v.to_str().ok())
@@ -110,7 +110,7 @@ impl Traces {
     /// The span of attempt `number` to `destination`, in the webhook's
     /// trace (`parent`, its intake span), or in a trace of its own for a
     /// webhook taken without one.
-    pub fn attempt(
+    pub(crate) fn attempt(
         &self,
         parent: Option<&TraceContext>,
         destination: &str,
@@ -137,7 +137,7 @@ impl Traces {
     }
 
     /// Exports what waits, within `limit` (at shutdown).
-    pub async fn flush(&self, limit: Duration) {
+    pub(crate) async fn flush(&self, limit: Duration) {
         self.exporter.flush(limit).await;
     }
 }
@@ -150,18 +150,18 @@ impl Drop for Traces {
 
 impl IntakeSpan {
     /// What the webhook keeps: its attempts' parent.
-    pub fn context(&self) -> TraceContext {
+    pub(crate) fn context(&self) -> TraceContext {
         self.context
     }
 
     /// Names the webhook the 202 names.
-    pub fn taken(&mut self, id: u64) {
+    pub(crate) fn taken(&mut self, id: u64) {
         self.span
             .set_attribute(KeyValue::new("dripfeed.webhook.id", id.to_string()));
     }
 
     /// Ends the span with the answer's status.
-    pub fn end<B>(mut self, answer: &Response<B>) {
+    pub(crate) fn end<B>(mut self, answer: &Response<B>) {
         let status = answer.status().as_u16();
         self.span.set_attribute(KeyValue::new(
             "http.response.status_code",
@@ -175,7 +175,7 @@ impl IntakeSpan {
 }
 
 /// How an attempt ended, for its span.
-pub enum Ended {
+pub(crate) enum Ended {
     /// The receiver answered 2xx.
     Delivered,
     /// Another attempt follows (after the receiver's `Retry-After`, if it
@@ -187,13 +187,13 @@ pub enum Ended {
 
 impl AttemptSpan {
     /// The receiver's `traceparent`: this attempt, in the webhook's trace.
-    pub fn header(&self) -> Option<HeaderValue> {
+    pub(crate) fn header(&self) -> Option<HeaderValue> {
         HeaderValue::try_from(self.context.header()).ok()
     }
 
     /// Ends the span: the receiver's status (0: no answer), the error
     /// (`kind: message`) if the attempt failed, and what follows.
-    pub fn end(mut self, status: u16, error: Option<&str>, then: Ended) {
+    pub(crate) fn end(mut self, status: u16, error: Option<&str>, then: Ended) {
         let Some(mut span) = self.span.take() else {
             return;
         };
@@ -226,7 +226,7 @@ impl AttemptSpan {
 
 /// Whether traces are to be exported: an endpoint configured, or named by
 /// the standard OTLP variables.
-pub fn wanted(s: &Settings) -> bool {
+pub(crate) fn wanted(s: &Settings) -> bool {
     s.otlp_endpoint.is_some()
         || export::ENDPOINT_VARIABLES
             .iter()
@@ -234,4 +234,4 @@ pub fn wanted(s: &Settings) -> bool {
 }
 
 /// The tracer, shared by intake and the deliveries.
-pub type Shared = Option<Arc<Traces>>;
+pub(crate) type Shared = Option<Arc<Traces>>;

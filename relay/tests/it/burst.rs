@@ -240,7 +240,7 @@ async fn a_burst_ten_times_the_drain_rate_loses_nothing_and_says_when_to_retry()
 }
 
 /// Runs `promtool check metrics` on the page; under CI it must be there.
-pub fn promtool_check(page: &str) {
+pub(crate) fn promtool_check(page: &str) {
     use std::io::Write;
     use std::process::{Command, Stdio};
     let child = Command::new("promtool")

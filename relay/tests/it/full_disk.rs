@@ -20,7 +20,7 @@ enum Kind {
 }
 
 /// A directory on a disk the test can fill and free.
-pub struct FullDisk {
+pub(crate) struct FullDisk {
     dir: TempDir,
     kind: Kind,
     /// The file whose writes fail while full (for `/dev/full`).
@@ -29,7 +29,7 @@ pub struct FullDisk {
 
 impl FullDisk {
     /// A directory of `size` (`4m`) for the file `name` in it.
-    pub fn new(test: &str, size: &str, name: &str) -> Option<FullDisk> {
+    pub(crate) fn new(test: &str, size: &str, name: &str) -> Option<FullDisk> {
         let dir = TempDir::new(test);
         let file = dir.join(name);
         let mounted = Command::new("mount")
@@ -62,23 +62,23 @@ impl FullDisk {
 
     /// Whether the disk is a tmpfs (every file in it fills up, not only
     /// the one file).
-    pub fn is_tmpfs(&self) -> bool {
+    pub(crate) fn is_tmpfs(&self) -> bool {
         matches!(self.kind, Kind::Tmpfs)
     }
 
     /// A path in the directory, as text for a flag.
-    pub fn arg(&self, name: &str) -> String {
+    pub(crate) fn arg(&self, name: &str) -> String {
         self.dir.arg(name)
     }
 
     /// The file's path, as text for a flag.
-    pub fn file_arg(&self) -> String {
+    pub(crate) fn file_arg(&self) -> String {
         self.file.to_string_lossy().into_owned()
     }
 
     /// Fills the disk: no write to the file can succeed. For `/dev/full`
     /// the file must still be empty.
-    pub fn fill(&self) {
+    pub(crate) fn fill(&self) {
         match self.kind {
             Kind::Tmpfs => {
                 let filler = self.dir.join("filler");
@@ -100,7 +100,7 @@ impl FullDisk {
     }
 
     /// Frees the disk again.
-    pub fn free(&self) {
+    pub(crate) fn free(&self) {
         match self.kind {
             Kind::Tmpfs => std::fs::remove_file(self.dir.join("filler")).expect("the filler"),
             Kind::DevFull => std::fs::remove_file(&self.file).expect("the link"),

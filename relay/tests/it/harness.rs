@@ -17,12 +17,12 @@ use tokio::sync::Notify;
 use tokio::time::Instant;
 
 /// The binary cargo built for these tests.
-pub const BIN: &str = env!("CARGO_BIN_EXE_dripfeed-relay");
+pub(crate) const BIN: &str = env!("CARGO_BIN_EXE_dripfeed-relay");
 
 /// What every relay [`Relay::start`] starts is given first: free
 /// loopback ports for intake and the admin listener, and deliveries allowed to the tests' receivers on
 /// 127.0.0.1 (the address guard refuses loopback otherwise).
-pub const LOOPBACK: &[&str] = &[
+pub(crate) const LOOPBACK: &[&str] = &[
     "--listen",
     "127.0.0.1:0",
     "--admin-listen",
@@ -35,7 +35,7 @@ pub const LOOPBACK: &[&str] = &[
 const START: Duration = Duration::from_secs(60);
 
 /// An HTTP client (reqwest on rustls, whose provider goes first).
-pub fn http() -> reqwest::Client {
+pub(crate) fn http() -> reqwest::Client {
     let _ = rustls::crypto::ring::default_provider().install_default();
     reqwest::Client::builder()
         .pool_max_idle_per_host(256)
@@ -47,7 +47,7 @@ pub fn http() -> reqwest::Client {
 /// The binary the tests run: the one cargo built, unless
 /// `DRIPFEED_RELAY_BIN` names another (an older build, to see a test fail
 /// before a change).
-pub fn bin() -> PathBuf {
+pub(crate) fn bin() -> PathBuf {
     std::env::var_os("DRIPFEED_RELAY_BIN").map_or_else(|| PathBuf::from(BIN), PathBuf::from)
 }
 
@@ -75,7 +75,7 @@ fn command_of(bin: &std::path::Path, args: &[String], env: &[(&str, &str)]) -> C
 /// A command line split on whitespace (the tests' paths have no spaces).
 /// The hex SHA-256 of `key`, as `hash-key` prints it (what
 /// `admin_token_sha256` and API keys' digests are given as).
-pub fn digest(key: &str) -> String {
+pub(crate) fn digest(key: &str) -> String {
     use sha2::{Digest, Sha256};
     Sha256::digest(key.as_bytes())
         .iter()
@@ -83,25 +83,25 @@ pub fn digest(key: &str) -> String {
         .collect()
 }
 
-pub fn argv(line: &str) -> Vec<String> {
+pub(crate) fn argv(line: &str) -> Vec<String> {
     line.split_whitespace().map(str::to_owned).collect()
 }
 
 /// `["--a", "b"]` from `&["--a", "b"]`.
-pub fn owned(args: &[&str]) -> Vec<String> {
+pub(crate) fn owned(args: &[&str]) -> Vec<String> {
     args.iter().map(|s| s.to_string()).collect()
 }
 
 /// Lines a child printed, and a wake-up for each new one.
 #[derive(Default)]
-pub struct Lines {
+pub(crate) struct Lines {
     lines: Mutex<Vec<String>>,
     more: Notify,
 }
 
 impl Lines {
     /// Collects the lines `from` gives, in a task of their own.
-    pub fn follow(self: &Arc<Self>, from: impl AsyncRead + Unpin + Send + 'static) {
+    pub(crate) fn follow(self: &Arc<Self>, from: impl AsyncRead + Unpin + Send + 'static) {
         let me = self.clone();
         tokio::spawn(async move {
             let mut lines = BufReader::new(from).lines();
@@ -114,12 +114,16 @@ impl Lines {
     }
 
     /// Everything printed so far.
-    pub fn all(&self) -> Vec<String> {
+    pub(crate) fn all(&self) -> Vec<String> {
         self.lines.lock().unwrap().clone()
     }
 
     /// The first line matching `want`, waiting up to `limit` for it.
-    pub async fn find(&self, limit: Duration, want: impl Fn(&str) -> bool) -> Option<String> {
+    pub(crate) async fn find(
+        &self,
+        limit: Duration,
+        want: impl Fn(&str) -> bool,
+    ) -> Option<String> {
         let wait = async {
             loop {
                 let more = self.more.notified();
@@ -134,7 +138,7 @@ impl Lines {
 }
 
 /// A running relay.
-pub struct Relay {
+pub(crate) struct Relay {
     child: Child,
     /// Where it listens.
     pub addr: SocketAddr,
@@ -154,26 +158,30 @@ pub struct Relay {
 impl Relay {
     /// Starts the binary with the command line `args` (split on
     /// whitespace, after `--listen 127.0.0.1:0`).
-    pub async fn start(args: &str) -> Relay {
+    pub(crate) async fn start(args: &str) -> Relay {
         Relay::start_with(&argv(args), &[]).await
     }
 
     /// Starts the binary with `args` and `env`; panics, showing its output,
     /// if it does not listen within a minute.
-    pub async fn start_with(args: &[String], env: &[(&str, &str)]) -> Relay {
+    pub(crate) async fn start_with(args: &[String], env: &[(&str, &str)]) -> Relay {
         let mut all = owned(LOOPBACK);
         all.extend_from_slice(args);
         Relay::spawn(&all, env).await
     }
 
     /// Starts the binary with exactly `args` and `env`.
-    pub async fn spawn(args: &[String], env: &[(&str, &str)]) -> Relay {
+    pub(crate) async fn spawn(args: &[String], env: &[(&str, &str)]) -> Relay {
         Relay::launch(command(args, env), args).await
     }
 
     /// Starts the binary as [`start_with`](Self::start_with) does, in the
     /// working directory `dir`.
-    pub async fn start_in(dir: &std::path::Path, args: &[String], env: &[(&str, &str)]) -> Relay {
+    pub(crate) async fn start_in(
+        dir: &std::path::Path,
+        args: &[String],
+        env: &[(&str, &str)],
+    ) -> Relay {
         let mut all = owned(LOOPBACK);
         all.extend_from_slice(args);
         let mut cmd = command(&all, env);
@@ -185,7 +193,7 @@ impl Relay {
     /// gid): root ignores file permissions, an unprivileged user does not.
     /// It runs a copy of the binary the user can reach ([`Reachable`]),
     /// removed once the relay is dropped.
-    pub async fn start_as(args: &str, user: (u32, u32)) -> Relay {
+    pub(crate) async fn start_as(args: &str, user: (u32, u32)) -> Relay {
         let mut all = owned(LOOPBACK);
         all.extend(argv(args));
         let bin = Reachable::new();
@@ -248,18 +256,18 @@ impl Relay {
     }
 
     /// `http://ADDR{path}` (`https://` when intake speaks TLS).
-    pub fn url(&self, path: &str) -> String {
+    pub(crate) fn url(&self, path: &str) -> String {
         let scheme = if self.tls { "https" } else { "http" };
         format!("{scheme}://{}{path}", self.addr)
     }
 
     /// The child's process id.
-    pub fn pid(&self) -> u32 {
+    pub(crate) fn pid(&self) -> u32 {
         self.child.id().expect("the relay is running")
     }
 
     /// Sends `signal` (`TERM`, `INT`) with kill(1).
-    pub fn signal(&self, signal: &str) {
+    pub(crate) fn signal(&self, signal: &str) {
         let sent = std::process::Command::new("kill")
             .args([format!("-{signal}"), self.pid().to_string()])
             .status();
@@ -267,13 +275,13 @@ impl Relay {
     }
 
     /// SIGKILL, and the exit.
-    pub async fn kill(&mut self) {
+    pub(crate) async fn kill(&mut self) {
         self.child.start_kill().expect("SIGKILL");
         let _ = self.child.wait().await;
     }
 
     /// Waits for the relay to exit, at most `limit`.
-    pub async fn exit(&mut self, limit: Duration) -> ExitStatus {
+    pub(crate) async fn exit(&mut self, limit: Duration) -> ExitStatus {
         match tokio::time::timeout(limit, self.child.wait()).await {
             Ok(status) => status.expect("waiting for the relay"),
             Err(_) => panic!(
@@ -285,7 +293,7 @@ impl Relay {
     }
 
     /// Its resident memory, KiB.
-    pub fn rss_kib(&self) -> u64 {
+    pub(crate) fn rss_kib(&self) -> u64 {
         std::fs::read_to_string(format!("/proc/{}/statm", self.pid()))
             .ok()
             .and_then(|s| s.split_whitespace().nth(1)?.parse::<u64>().ok())
@@ -293,18 +301,18 @@ impl Relay {
     }
 
     /// `GET /metrics`, parsed.
-    pub async fn metrics(&self) -> Metrics {
+    pub(crate) async fn metrics(&self) -> Metrics {
         Metrics::parse(&self.metrics_page().await)
     }
 
     /// `http://ADMIN{path}`: the admin listener.
-    pub fn admin_url(&self, path: &str) -> String {
+    pub(crate) fn admin_url(&self, path: &str) -> String {
         let addr = self.admin.expect("the relay printed its admin address");
         format!("http://{addr}{path}")
     }
 
     /// `GET /metrics` (on the admin listener) as text.
-    pub async fn metrics_page(&self) -> String {
+    pub(crate) async fn metrics_page(&self) -> String {
         let resp = http()
             .get(self.admin_url("/metrics"))
             .send()
@@ -314,7 +322,11 @@ impl Relay {
     }
 
     /// POSTs `body` to `/v1/webhooks/deliver` with `headers`; status and body.
-    pub async fn post(&self, headers: &[(&str, &str)], body: &str) -> (u16, serde_json::Value) {
+    pub(crate) async fn post(
+        &self,
+        headers: &[(&str, &str)],
+        body: &str,
+    ) -> (u16, serde_json::Value) {
         let mut req = http()
             .post(self.url("/v1/webhooks/deliver"))
             .body(body.to_owned());
@@ -329,7 +341,7 @@ impl Relay {
 
     /// Posts webhook `{"n":N}` for `destination` (`X-Destination`): the
     /// status, and the id a 202 named.
-    pub async fn post_for(&self, destination: &str, n: u64) -> (u16, Option<String>) {
+    pub(crate) async fn post_for(&self, destination: &str, n: u64) -> (u16, Option<String>) {
         let headers = [
             ("x-destination", destination),
             ("content-type", "application/json"),
@@ -341,13 +353,13 @@ impl Relay {
 }
 
 /// Runs the binary with `args` and `env` to its end: exit code, stdout, stderr.
-pub async fn run(args: &[&str], env: &[(&str, &str)]) -> (i32, String, String) {
+pub(crate) async fn run(args: &[&str], env: &[(&str, &str)]) -> (i32, String, String) {
     finish(command(&owned(args), env)).await
 }
 
 /// Runs the binary with `args` and `env` in the working directory `dir`
 /// to its end: exit code, stdout, stderr.
-pub async fn run_in(
+pub(crate) async fn run_in(
     dir: &std::path::Path,
     args: &[&str],
     env: &[(&str, &str)],
@@ -359,7 +371,7 @@ pub async fn run_in(
 
 /// Runs the binary with `args` as `user` (uid, gid) to its end: exit
 /// code, stdout, stderr. It runs a copy the user can reach ([`Reachable`]).
-pub async fn run_as(args: &[&str], user: (u32, u32)) -> (i32, String, String) {
+pub(crate) async fn run_as(args: &[&str], user: (u32, u32)) -> (i32, String, String) {
     let bin = Reachable::new();
     let mut cmd = command_of(&bin.path, &owned(args), &[]);
     cmd.uid(user.0).gid(user.1);
@@ -371,7 +383,7 @@ pub async fn run_as(args: &[&str], user: (u32, u32)) -> (i32, String, String) {
 /// a `mktemp -d` folder), so a relay started as an unprivileged user could
 /// not reach it. The copy is in a directory of its own under the temporary
 /// directory (mode 0755, the binary 0755), removed when dropped.
-pub struct Reachable {
+pub(crate) struct Reachable {
     _dir: TempDir,
     /// The copy.
     pub path: PathBuf,
@@ -379,7 +391,7 @@ pub struct Reachable {
 
 impl Reachable {
     /// A fresh copy.
-    pub fn new() -> Reachable {
+    pub(crate) fn new() -> Reachable {
         use std::os::unix::fs::PermissionsExt;
         let dir = TempDir::new("bin");
         let path = dir.join("dripfeed-relay");
@@ -410,11 +422,11 @@ async fn finish(mut cmd: Command) -> (i32, String, String) {
 }
 
 /// A Prometheus text page.
-pub struct Metrics(Vec<(String, HashMap<String, String>, f64)>);
+pub(crate) struct Metrics(Vec<(String, HashMap<String, String>, f64)>);
 
 impl Metrics {
     /// Reads `name{labels} value` lines.
-    pub fn parse(page: &str) -> Metrics {
+    pub(crate) fn parse(page: &str) -> Metrics {
         let mut out = Vec::new();
         for line in page
             .lines()
@@ -442,7 +454,7 @@ impl Metrics {
 
     /// The sum over the series of `name` carrying every label of `labels`
     /// (`None` when there is none).
-    pub fn find(&self, name: &str, labels: &[(&str, &str)]) -> Option<f64> {
+    pub(crate) fn find(&self, name: &str, labels: &[(&str, &str)]) -> Option<f64> {
         let matching: Vec<f64> = self
             .0
             .iter()
@@ -458,13 +470,13 @@ impl Metrics {
     }
 
     /// [`find`](Self::find), 0 when there is no such series.
-    pub fn get(&self, name: &str, labels: &[(&str, &str)]) -> f64 {
+    pub(crate) fn get(&self, name: &str, labels: &[(&str, &str)]) -> f64 {
         self.find(name, labels).unwrap_or(0.0)
     }
 }
 
 /// Polls `check` every 20 ms until it holds, at most `limit`; whether it held.
-pub async fn eventually<F, Fut>(limit: Duration, mut check: F) -> bool
+pub(crate) async fn eventually<F, Fut>(limit: Duration, mut check: F) -> bool
 where
     F: FnMut() -> Fut,
     Fut: std::future::Future<Output = bool>,
@@ -482,11 +494,11 @@ where
 }
 
 /// A directory of its own, removed when dropped.
-pub struct TempDir(pub PathBuf);
+pub(crate) struct TempDir(pub PathBuf);
 
 impl TempDir {
     /// A fresh directory for `tag`.
-    pub fn new(tag: &str) -> TempDir {
+    pub(crate) fn new(tag: &str) -> TempDir {
         let dir = std::env::temp_dir().join(format!(
             "dripfeed-relay-it-{tag}-{}-{}",
             std::process::id(),
@@ -498,12 +510,12 @@ impl TempDir {
     }
 
     /// A path inside it.
-    pub fn join(&self, name: &str) -> PathBuf {
+    pub(crate) fn join(&self, name: &str) -> PathBuf {
         self.0.join(name)
     }
 
     /// A path inside it, as text for a flag.
-    pub fn arg(&self, name: &str) -> String {
+    pub(crate) fn arg(&self, name: &str) -> String {
         self.join(name).to_string_lossy().into_owned()
     }
 }

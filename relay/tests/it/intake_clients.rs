@@ -30,7 +30,7 @@ async fn relay(rx: SocketAddr, dir: &TempDir, extra: &str) -> Relay {
 
 /// A connection that sends `first`, then one more byte (`each`) every
 /// 200 ms for up to 60 s; whether the relay closed it within `limit`.
-pub async fn trickle(addr: SocketAddr, first: String, each: u8, limit: Duration) -> bool {
+pub(crate) async fn trickle(addr: SocketAddr, first: String, each: u8, limit: Duration) -> bool {
     let (mut rd, mut wr) = raw::connect(addr).await.into_split();
     if wr.write_all(first.as_bytes()).await.is_err() {
         return true;

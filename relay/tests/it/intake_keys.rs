@@ -24,7 +24,7 @@ async fn relay(rx: SocketAddr, dir: &TempDir, extra: &str) -> Relay {
 }
 
 /// POSTs `body` with raw header values; status and parsed body.
-pub async fn post_raw(
+pub(crate) async fn post_raw(
     addr: SocketAddr,
     headers: &[(&str, &[u8])],
     body: &str,

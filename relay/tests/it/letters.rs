@@ -20,7 +20,7 @@ const REFUSE: &str = "\"refuse\":true";
 
 /// A receiver answering 400 (final: never retried) to a body marked
 /// `"refuse":true`, 204 to the others.
-pub async fn refusing(log: Arc<Log>) -> SocketAddr {
+pub(crate) async fn refusing(log: Arc<Log>) -> SocketAddr {
     let answer = |hit: &Hit, _| match String::from_utf8_lossy(&hit.body).contains(REFUSE) {
         true => StatusCode::BAD_REQUEST.into_response(),
         false => StatusCode::NO_CONTENT.into_response(),
@@ -30,7 +30,7 @@ pub async fn refusing(log: Arc<Log>) -> SocketAddr {
 
 /// What the relay answered to one webhook.
 #[derive(Debug, Clone)]
-pub struct Answer {
+pub(crate) struct Answer {
     /// The status.
     pub status: u16,
     /// A 202's id.
@@ -43,13 +43,13 @@ pub struct Answer {
 
 impl Answer {
     /// A 503 whose problem `type` ends with `kind`.
-    pub fn is_503(&self, kind: &str) -> bool {
+    pub(crate) fn is_503(&self, kind: &str) -> bool {
         self.status == 503 && self.kind.as_deref() == Some(&format!("urn:dripfeed:problem:{kind}"))
     }
 }
 
 /// POSTs webhook `n`, which the receiver refuses, to `relay`.
-pub async fn post(relay: &Relay, n: u64) -> Answer {
+pub(crate) async fn post(relay: &Relay, n: u64) -> Answer {
     post_body(relay, format!("{{{REFUSE},\"n\":{n}}}")).await
 }
 
@@ -83,7 +83,7 @@ async fn post_body(relay: &Relay, body: String) -> Answer {
 /// destination's breaker opens after five failures in a row or when half
 /// of the last twenty failed, and this keeps it closed. The first answer
 /// that is not a 202, else webhook `n`'s.
-pub async fn send(relay: &Relay, log: &Log, n: u64) -> Answer {
+pub(crate) async fn send(relay: &Relay, log: &Log, n: u64) -> Answer {
     for k in 0..2 {
         let a = post_body(relay, format!("{{\"ok\":true,\"n\":{n},\"k\":{k}}}")).await;
         if a.status != 202 {
@@ -110,7 +110,7 @@ async fn arrived(log: &Log, id: &str) {
 
 /// The lines of a dead-letter file (none if it is missing): the ids of
 /// those that parse, and how many do not.
-pub fn lines(path: &Path) -> (Vec<String>, usize) {
+pub(crate) fn lines(path: &Path) -> (Vec<String>, usize) {
     // Only a regular file: a path linked to /dev/full reads zeros forever.
     if !std::fs::metadata(path).is_ok_and(|m| m.is_file()) {
         return (Vec::new(), 0);
@@ -128,6 +128,6 @@ pub fn lines(path: &Path) -> (Vec<String>, usize) {
 }
 
 /// The ids in the dead-letter files at `paths`.
-pub fn ids_in(paths: &[&Path]) -> HashSet<String> {
+pub(crate) fn ids_in(paths: &[&Path]) -> HashSet<String> {
     paths.iter().flat_map(|p| lines(p).0).collect()
 }

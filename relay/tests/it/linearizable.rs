@@ -17,14 +17,14 @@ use crate::harness::{Relay, TempDir, argv, digest, eventually, http};
 const TOKEN: &str = "linearizable-admin-token";
 
 /// An admin API answer: status, `ETag`, JSON body.
-pub struct Answer {
+pub(crate) struct Answer {
     pub status: u16,
     pub etag: Option<String>,
     pub body: serde_json::Value,
 }
 
 /// `method` on `relay`'s admin API at `path` with `body` and `headers`.
-pub async fn admin(
+pub(crate) async fn admin(
     relay: &Relay,
     method: reqwest::Method,
     path: &str,

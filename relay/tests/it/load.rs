@@ -11,7 +11,7 @@ use crate::harness::http;
 
 /// What a burst saw.
 #[derive(Default, Debug)]
-pub struct Burst {
+pub(crate) struct Burst {
     /// Answers by status.
     pub statuses: BTreeMap<u16, u64>,
     /// (status, Retry-After seconds) of each answer that carried one.
@@ -26,12 +26,12 @@ pub struct Burst {
 
 impl Burst {
     /// Answers with `status`.
-    pub fn count(&self, status: u16) -> u64 {
+    pub(crate) fn count(&self, status: u16) -> u64 {
         self.statuses.get(&status).copied().unwrap_or(0)
     }
 
     /// The Retry-After values sent with `status`.
-    pub fn waits(&self, status: u16) -> Vec<u64> {
+    pub(crate) fn waits(&self, status: u16) -> Vec<u64> {
         self.retry_after
             .iter()
             .filter(|(s, _)| *s == status)
@@ -42,7 +42,7 @@ impl Burst {
 
 /// Sends `per_second` POSTs a second for `seconds` to the relay at `addr`;
 /// `headers(n)` gives the n-th request's extra headers (tenant, destination).
-pub async fn burst(
+pub(crate) async fn burst(
     addr: SocketAddr,
     per_second: u32,
     seconds: u32,

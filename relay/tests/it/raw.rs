@@ -8,21 +8,21 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
 /// Connects to `addr`.
-pub async fn connect(addr: SocketAddr) -> TcpStream {
+pub(crate) async fn connect(addr: SocketAddr) -> TcpStream {
     TcpStream::connect(addr).await.expect("a connection")
 }
 
 /// Sends `bytes` on a new connection and reads the answer's status line,
 /// at most `limit`: `Some(status)`, or `None` when the connection closed
 /// (or nothing came) without one.
-pub async fn exchange(addr: SocketAddr, bytes: &[u8], limit: Duration) -> Option<u16> {
+pub(crate) async fn exchange(addr: SocketAddr, bytes: &[u8], limit: Duration) -> Option<u16> {
     let mut s = connect(addr).await;
     s.write_all(bytes).await.ok()?;
     status(&mut s, limit).await
 }
 
 /// Reads an answer's status line from `s`, at most `limit`.
-pub async fn status(s: &mut TcpStream, limit: Duration) -> Option<u16> {
+pub(crate) async fn status(s: &mut TcpStream, limit: Duration) -> Option<u16> {
     let read = async {
         let mut got = Vec::new();
         let mut buf = [0u8; 1024];
@@ -41,7 +41,7 @@ pub async fn status(s: &mut TcpStream, limit: Duration) -> Option<u16> {
 
 /// Whether the peer has closed `s` (EOF or reset) within `limit`; bytes
 /// it sends first (an answer) are read and dropped.
-pub async fn closed_within(s: &mut TcpStream, limit: Duration) -> bool {
+pub(crate) async fn closed_within(s: &mut TcpStream, limit: Duration) -> bool {
     let wait = async {
         let mut buf = [0u8; 4096];
         loop {
@@ -56,6 +56,6 @@ pub async fn closed_within(s: &mut TcpStream, limit: Duration) -> bool {
 
 /// A `POST /v1/webhooks/deliver` head with `extra` header lines (each
 /// ending in `\r\n`), without the blank line that ends it.
-pub fn head(extra: &str) -> String {
+pub(crate) fn head(extra: &str) -> String {
     format!("POST /v1/webhooks/deliver HTTP/1.1\r\nhost: relay\r\n{extra}")
 }

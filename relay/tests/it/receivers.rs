@@ -15,7 +15,7 @@ use tokio::sync::Notify;
 
 /// One request a receiver got.
 #[derive(Clone, Debug)]
-pub struct Hit {
+pub(crate) struct Hit {
     /// Its `idempotency-key`.
     pub key: String,
     /// Its query (`d=a`: which destination sent it).
@@ -30,13 +30,13 @@ pub struct Hit {
 
 /// Every request, in arrival order.
 #[derive(Default)]
-pub struct Log {
+pub(crate) struct Log {
     hits: Mutex<Vec<Hit>>,
     more: Notify,
 }
 
 impl Log {
-    pub fn record(&self, uri: &Uri, headers: &HeaderMap, body: Bytes) -> (Hit, usize) {
+    pub(crate) fn record(&self, uri: &Uri, headers: &HeaderMap, body: Bytes) -> (Hit, usize) {
         let key = headers
             .get("idempotency-key")
             .and_then(|v| v.to_str().ok())
@@ -60,12 +60,12 @@ impl Log {
     }
 
     /// Every request so far.
-    pub fn hits(&self) -> Vec<Hit> {
+    pub(crate) fn hits(&self) -> Vec<Hit> {
         self.hits.lock().unwrap().clone()
     }
 
     /// Requests so far, by idempotency key.
-    pub fn keys(&self) -> HashMap<String, u32> {
+    pub(crate) fn keys(&self) -> HashMap<String, u32> {
         let mut keys = HashMap::new();
         for h in self.hits.lock().unwrap().iter() {
             *keys.entry(h.key.clone()).or_default() += 1;
@@ -74,12 +74,12 @@ impl Log {
     }
 
     /// Requests so far.
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.hits.lock().unwrap().len()
     }
 
     /// Waits until `done` holds over the hits, at most `limit`.
-    pub async fn until(&self, limit: Duration, done: impl Fn(&[Hit]) -> bool) -> bool {
+    pub(crate) async fn until(&self, limit: Duration, done: impl Fn(&[Hit]) -> bool) -> bool {
         let wait = async {
             loop {
                 let more = self.more.notified();
@@ -95,16 +95,16 @@ impl Log {
 
 /// How a receiver answers a request, given the request and which try of
 /// its key this is (1 = first).
-pub type Answer = Arc<dyn Fn(&Hit, usize) -> Response + Send + Sync>;
+pub(crate) type Answer = Arc<dyn Fn(&Hit, usize) -> Response + Send + Sync>;
 
 /// A receiver that records every request in `log`, waits `delay`, and
 /// answers as `answer` says.
-pub async fn recording(log: Arc<Log>, delay: Duration, answer: Answer) -> SocketAddr {
+pub(crate) async fn recording(log: Arc<Log>, delay: Duration, answer: Answer) -> SocketAddr {
     serve(recording_app(log, delay, answer)).await
 }
 
 /// The routes of [`recording`], to serve on any transport.
-pub fn recording_app(log: Arc<Log>, delay: Duration, answer: Answer) -> Router {
+pub(crate) fn recording_app(log: Arc<Log>, delay: Duration, answer: Answer) -> Router {
     Router::new().fallback(move |uri: Uri, headers: HeaderMap, body: Bytes| {
         let (log, answer) = (log.clone(), answer.clone());
         async move {
@@ -120,7 +120,7 @@ pub fn recording_app(log: Arc<Log>, delay: Duration, answer: Answer) -> Router {
 }
 
 /// A receiver answering 204 to everything after `delay`.
-pub async fn ok(log: Arc<Log>, delay: Duration) -> SocketAddr {
+pub(crate) async fn ok(log: Arc<Log>, delay: Duration) -> SocketAddr {
     recording(
         log,
         delay,
@@ -130,7 +130,7 @@ pub async fn ok(log: Arc<Log>, delay: Duration) -> SocketAddr {
 }
 
 /// Serves `app` on a free loopback port.
-pub async fn serve(app: Router) -> SocketAddr {
+pub(crate) async fn serve(app: Router) -> SocketAddr {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     tokio::spawn(async move { axum::serve(listener, app).await });
@@ -138,7 +138,7 @@ pub async fn serve(app: Router) -> SocketAddr {
 }
 
 /// A receiver that accepts connections and never answers.
-pub async fn dead() -> SocketAddr {
+pub(crate) async fn dead() -> SocketAddr {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     tokio::spawn(async move {

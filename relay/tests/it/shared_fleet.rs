@@ -148,7 +148,12 @@ async fn fleet(store: &mut Store, fault: Fault) {
     // the relay's fleet engine names them by).
     let queues: Vec<(String, String)> = DESTINATIONS
         .iter()
-        .map(|d| (format!("dripfeed:q:{{{d}}}:s"), format!("dripfeed:q:{{{d}}}:r")))
+        .map(|d| {
+            (
+                format!("dripfeed:q:{{{d}}}:s"),
+                format!("dripfeed:q:{{{d}}}:r"),
+            )
+        })
         .collect();
     let deepest = Arc::new(Mutex::new([0u64; 2]));
     let sampling = Arc::new(AtomicBool::new(true));

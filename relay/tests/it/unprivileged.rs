@@ -22,7 +22,7 @@ fn ids(name: &str) -> Option<(u32, u32)> {
 }
 
 /// Whether the tests run under CI (`CI=true`): then nothing skips.
-pub fn in_ci() -> bool {
+pub(crate) fn in_ci() -> bool {
     std::env::var("CI").is_ok_and(|v| v == "true")
 }
 
@@ -37,7 +37,7 @@ fn root() -> bool {
 /// The (uid, gid) of an unprivileged user to run the relay as: `nobody`,
 /// else one `useradd` makes. `None` (the test skips, saying why) when it
 /// cannot have one; under `CI=true` it panics instead.
-pub fn user(test: &str) -> Option<(u32, u32)> {
+pub(crate) fn user(test: &str) -> Option<(u32, u32)> {
     let found = if root() {
         ids("nobody").or_else(|| {
             let _ = Command::new("useradd")
@@ -63,7 +63,7 @@ pub fn user(test: &str) -> Option<(u32, u32)> {
 }
 
 /// Gives `path` to `user` (`chown -R`).
-pub fn give(path: &Path, user: (u32, u32)) {
+pub(crate) fn give(path: &Path, user: (u32, u32)) {
     let ok = Command::new("chown")
         .arg("-R")
         .arg(format!("{}:{}", user.0, user.1))
@@ -74,7 +74,7 @@ pub fn give(path: &Path, user: (u32, u32)) {
 }
 
 /// Sets `path`'s mode (octal, as chmod takes it).
-pub fn mode(path: &Path, mode: &str) {
+pub(crate) fn mode(path: &Path, mode: &str) {
     let ok = Command::new("chmod")
         .arg(mode)
         .arg(path)

@@ -13,7 +13,7 @@ const CSS: &str = include_str!("page.css");
 const JS: &str = include_str!("page.js");
 
 /// `text` safe inside HTML text and attribute values.
-pub fn escape(text: &str) -> String {
+pub(super) fn escape(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
     for c in text.chars() {
         match c {
@@ -44,7 +44,7 @@ fn page(title: &str, body: &str, script: bool) -> String {
 }
 
 /// The sign-in form (`failed`: the token given was not the admin token).
-pub fn sign_in(failed: bool) -> String {
+pub(super) fn sign_in(failed: bool) -> String {
     let note = if failed {
         "<p class=\"bad\">That is not the admin token.</p>"
     } else {
@@ -124,7 +124,7 @@ fn card(out: &mut String, d: &DestinationStatus) {
 }
 
 /// The status page of `now`.
-pub fn status(now: &StatusPage) -> String {
+pub(super) fn status(now: &StatusPage) -> String {
     let mut body = String::new();
     let ready = match now.ready {
         true => "ready".to_owned(),

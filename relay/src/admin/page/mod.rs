@@ -11,8 +11,8 @@
 //! admin API is (loopback, unless `allow_unauthenticated`).
 
 mod html;
-pub mod session;
-pub mod view;
+pub(crate) mod session;
+pub(crate) mod view;
 
 use std::sync::Arc;
 
@@ -39,7 +39,7 @@ fn html(status: StatusCode, body: String) -> Response {
 }
 
 /// `GET /`: the page, or (with a token, not signed in) the sign-in form.
-pub async fn index(State(admin): State<Arc<Admin>>, headers: HeaderMap) -> Response {
+pub(crate) async fn index(State(admin): State<Arc<Admin>>, headers: HeaderMap) -> Response {
     match super::token::authorized(&admin, &headers) {
         Ok(()) => html(StatusCode::OK, html::status(&view::now(&admin).await)),
         Err(_) if admin.token.get().is_some() => html(StatusCode::OK, html::sign_in(false)),
@@ -49,7 +49,11 @@ pub async fn index(State(admin): State<Arc<Admin>>, headers: HeaderMap) -> Respo
 
 /// `POST /sign-in` (a form with `token`): the cookie and back to the
 /// page (303), or the form again (401); from another origin, 403.
-pub async fn sign_in(State(admin): State<Arc<Admin>>, headers: HeaderMap, body: Bytes) -> Response {
+pub(crate) async fn sign_in(
+    State(admin): State<Arc<Admin>>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
     if !session::same_origin(&headers) {
         return html(StatusCode::FORBIDDEN, html::sign_in(false));
     }

@@ -18,7 +18,7 @@ use sha2::Sha256;
 use crate::config::digest::KeyDigest;
 
 /// The admin listener's browser sessions.
-pub struct Session {
+pub(crate) struct Session {
     key: [u8; 32],
     name: String,
     tls: bool,
@@ -27,7 +27,7 @@ pub struct Session {
 impl Session {
     /// Sessions for the admin listener on `port`, over TLS or not; a key
     /// drawn from the system's random source.
-    pub fn new(port: u16, tls: bool) -> Result<Session, String> {
+    pub(crate) fn new(port: u16, tls: bool) -> Result<Session, String> {
         let mut key = [0u8; 32];
         rustls::crypto::ring::default_provider()
             .secure_random
@@ -49,7 +49,7 @@ impl Session {
     }
 
     /// Whether `headers` carry this listener's cookie for `token`.
-    pub fn signed_in(&self, headers: &HeaderMap, token: &KeyDigest) -> bool {
+    pub(crate) fn signed_in(&self, headers: &HeaderMap, token: &KeyDigest) -> bool {
         let Some(want) = self.value(token) else {
             return false;
         };
@@ -66,7 +66,7 @@ impl Session {
     }
 
     /// The `Set-Cookie` signing a browser in as the holder of `token`.
-    pub fn set_cookie(&self, token: &KeyDigest) -> Option<HeaderValue> {
+    pub(crate) fn set_cookie(&self, token: &KeyDigest) -> Option<HeaderValue> {
         let value = self.value(token)?;
         let secure = if self.tls { "; Secure" } else { "" };
         HeaderValue::from_str(&format!(
@@ -81,7 +81,7 @@ impl Session {
 /// Whether `headers` name the listener by an IP address or `localhost`
 /// (what a relay without an admin token requires: a name of another site
 /// resolving here is DNS rebinding).
-pub fn local_host(headers: &HeaderMap) -> bool {
+pub(crate) fn local_host(headers: &HeaderMap) -> bool {
     let Some(host) = headers.get(header::HOST).and_then(|h| h.to_str().ok()) else {
         return false;
     };
@@ -94,7 +94,7 @@ pub fn local_host(headers: &HeaderMap) -> bool {
 
 /// Whether a request may change something: without `Origin` (not a
 /// browser), or with the listener's own (its host and port as `Host` says).
-pub fn same_origin(headers: &HeaderMap) -> bool {
+pub(crate) fn same_origin(headers: &HeaderMap) -> bool {
     let Some(origin) = headers.get(header::ORIGIN) else {
         return true;
     };

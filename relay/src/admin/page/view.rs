@@ -17,7 +17,7 @@ use crate::domain::schemas::Problem;
 
 /// The relay now.
 #[derive(Serialize, ToSchema, Debug, Clone)]
-pub struct StatusPage {
+pub(crate) struct StatusPage {
     /// `local` (this relay's queue and journal) or `redis` (the fleet's
     /// queue: depths, bounds and counts are the fleet's).
     pub queue: &'static str,
@@ -32,7 +32,7 @@ pub struct StatusPage {
 
 /// A part that is down.
 #[derive(Serialize, ToSchema, Debug, Clone)]
-pub struct Down {
+pub(crate) struct Down {
     /// The part.
     pub name: &'static str,
     /// Why.
@@ -41,7 +41,7 @@ pub struct Down {
 
 /// One destination now.
 #[derive(Serialize, ToSchema, Debug, Clone)]
-pub struct DestinationStatus {
+pub(crate) struct DestinationStatus {
     /// Its name.
     pub name: String,
     /// Webhooks queued (with `queue = redis`, the fleet's).
@@ -90,12 +90,12 @@ pub struct DestinationStatus {
         (status = 403, description = "Without an admin token, a request that names the listener by a host name other than localhost (not-local: DNS rebinding).", body = Problem, content_type = "application/problem+json"),
         (status = 503, description = "The listener serves its most connections.", body = Problem, content_type = "application/problem+json"),
     ))]
-pub async fn status(State(admin): State<Arc<Admin>>) -> Json<StatusPage> {
+pub(crate) async fn status(State(admin): State<Arc<Admin>>) -> Json<StatusPage> {
     Json(now(&admin).await)
 }
 
 /// The relay now.
-pub async fn now(admin: &Admin) -> StatusPage {
+pub(crate) async fn now(admin: &Admin) -> StatusPage {
     let down = admin.queue.down().await;
     let ms = |d: std::time::Duration| d.as_secs_f64() * 1000.0;
     let mut destinations = Vec::new();

@@ -11,7 +11,7 @@ use crate::domain::names::scoped_key;
 use crate::queue::contract::{Accepted, Admission, Cause, Refusal, Store};
 
 /// `a` admitted into `shared`.
-pub async fn admit(shared: &Shared, a: Admission) -> Result<Accepted, Refusal> {
+pub(crate) async fn admit(shared: &Shared, a: Admission) -> Result<Accepted, Refusal> {
     let Admission {
         destination,
         tenant,

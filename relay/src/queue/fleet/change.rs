@@ -110,7 +110,7 @@ async fn read(q: &FleetQueue, name: &str) -> Result<(Option<String>, Now), Chang
 }
 
 /// `name`'s fields as the fleet keeps them now.
-pub async fn current(q: &FleetQueue, name: &str) -> Result<Option<Fields>, ChangeRefused> {
+pub(crate) async fn current(q: &FleetQueue, name: &str) -> Result<Option<Fields>, ChangeRefused> {
     Ok(match read(q, name).await?.1 {
         Now::Here(fields) => Some(fields),
         Now::Absent | Now::Deleting => None,
@@ -119,7 +119,7 @@ pub async fn current(q: &FleetQueue, name: &str) -> Result<Option<Fields>, Chang
 
 /// `PUT` or `PATCH`: the fleet's change, resolved against the value its
 /// compare-and-set checks.
-pub async fn change(
+pub(crate) async fn change(
     q: &FleetQueue,
     name: &str,
     edit: Edit,
@@ -185,7 +185,7 @@ pub async fn change(
 }
 
 /// `DELETE`: the fleet's deletion.
-pub async fn delete(
+pub(crate) async fn delete(
     q: &FleetQueue,
     name: &str,
     pre: &Precondition,

@@ -39,10 +39,10 @@ use crate::queue::contract::ChangeRefused;
 /// The map's name.
 const MAP: &str = "webhook_relay:destinations";
 /// How often each relay asks whether the map changed.
-pub const POLL: Duration = Duration::from_millis(500);
+pub(crate) const POLL: Duration = Duration::from_millis(500);
 /// How long past a deletion's deadline the name may be made again: every
 /// relay has seen the deadline pass and dead-lettered what was left.
-pub const REMAKE_AFTER: Duration = Duration::from_secs(5);
+pub(crate) const REMAKE_AFTER: Duration = Duration::from_secs(5);
 /// How long reading the map at start may take before the relay starts from
 /// its configuration alone (and applies the map once Redis answers).
 const START_READ: Duration = Duration::from_secs(2);
@@ -50,7 +50,7 @@ const START_READ: Duration = Duration::from_secs(2);
 /// What the map holds for a name.
 #[derive(Clone, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case", deny_unknown_fields)]
-pub enum Change {
+pub(crate) enum Change {
     /// Made or replaced: the `PUT` body, with its name.
     Put(Fields),
     /// Deleted: what it holds is delivered until this time (Unix ms), then
@@ -84,12 +84,12 @@ fn origin() -> Origin {
 }
 
 /// `fields` checked as a destination, or why not.
-pub fn checked(fields: &Fields) -> Result<Destination, String> {
+pub(crate) fn checked(fields: &Fields) -> Result<Destination, String> {
     fields.clone().check_body(&origin())
 }
 
 /// The map as read at start.
-pub struct Start {
+pub(crate) struct Start {
     map: RedisMap,
     version: u64,
     entries: Vec<(String, String)>,
@@ -99,7 +99,7 @@ pub struct Start {
 /// (an entry that does not read or check is skipped, with an error in the
 /// log). Redis not answering within [`START_READ`]: none applied now (the
 /// poll applies them once it answers).
-pub async fn read_at_start(cfg: &mut Config) -> Result<Start, String> {
+pub(crate) async fn read_at_start(cfg: &mut Config) -> Result<Start, String> {
     let url = cfg
         .settings
         .redis
@@ -148,7 +148,7 @@ pub async fn read_at_start(cfg: &mut Config) -> Result<Start, String> {
 }
 
 /// The fleet's changes on this relay: applied as they come.
-pub struct Fleet {
+pub(crate) struct Fleet {
     map: RedisMap,
     shared: Arc<Shared>,
     catalog: Arc<Catalog>,
@@ -170,7 +170,7 @@ impl Fleet {
     /// The fleet's changes as read at `start` (applied to the
     /// configuration already), with deletions' ends scheduled and the poll
     /// started.
-    pub async fn start(
+    pub(crate) async fn start(
         start: Start,
         shared: Arc<Shared>,
         catalog: Arc<Catalog>,
@@ -202,7 +202,7 @@ impl Fleet {
     }
 
     /// The Redis server's clock (the fleet's), else this relay's.
-    pub async fn now(&self) -> u64 {
+    pub(crate) async fn now(&self) -> u64 {
         self.map.server_ms().await.unwrap_or_else(|_| now_ms())
     }
 
@@ -245,7 +245,10 @@ impl Fleet {
 
     /// What `name` holds in the map now (`None`: nothing, it is as
     /// configured), read from Redis.
-    pub async fn read(&self, name: &str) -> Result<(Option<String>, Option<Change>), String> {
+    pub(crate) async fn read(
+        &self,
+        name: &str,
+    ) -> Result<(Option<String>, Option<Change>), String> {
         let raw = self.map.get(name).await.map_err(|e| e.to_string())?;
         let change = raw.as_deref().and_then(Change::parse);
         Ok((raw, change))
@@ -256,7 +259,7 @@ impl Fleet {
     /// holds [`turn`](Self::turn)). `Ok(false)`: another change came
     /// first, nothing written; `Err`: Redis did not answer (the change may
     /// or may not have been written).
-    pub async fn write(
+    pub(crate) async fn write(
         &self,
         name: &str,
         change: &Change,
@@ -319,7 +322,7 @@ impl Fleet {
     /// left to the relays that still have it), unless the fleet's admin
     /// API holds the name (returned). Every one is checked before any is
     /// applied.
-    pub async fn reconfigure(
+    pub(crate) async fn reconfigure(
         &self,
         changes: Vec<(String, Option<Destination>)>,
     ) -> Result<Vec<String>, ChangeRefused> {
@@ -394,12 +397,12 @@ impl Fleet {
     }
 
     /// A deletion's deadline `grace` after `now`, Unix ms.
-    pub fn deadline(now: u64, grace: Duration) -> u64 {
+    pub(crate) fn deadline(now: u64, grace: Duration) -> u64 {
         now.saturating_add(u64::try_from(grace.as_millis()).unwrap_or(u64::MAX))
     }
 
     /// The shared queue.
-    pub fn shared(&self) -> &Arc<Shared> {
+    pub(crate) fn shared(&self) -> &Arc<Shared> {
         &self.shared
     }
 }

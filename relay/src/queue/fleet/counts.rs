@@ -23,7 +23,7 @@ use crate::telemetry::{FLEET_QUEUE_CAPACITY, FLEET_QUEUE_DEPTH, FLEET_RATE_LEADE
 
 /// Why a webhook was refused, as the library labels it (`reason`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Refused {
+pub(crate) enum Refused {
     /// The fleet's queue was full (tail-drop).
     Overloaded,
     /// Its tenant was over its quota.
@@ -33,7 +33,7 @@ pub enum Refused {
 }
 
 /// The handles of one destination.
-pub struct Counts {
+pub(crate) struct Counts {
     admitted: Counter,
     overloaded: Counter,
     over_quota: Counter,
@@ -71,7 +71,7 @@ pub struct Counts {
 impl Counts {
     /// The handles of destination `name`, whose full queue does as
     /// `policy` says.
-    pub fn new(name: &str, policy: dripfeed::Overflow) -> Counts {
+    pub(crate) fn new(name: &str, policy: dripfeed::Overflow) -> Counts {
         let base = vec![
             Label::new("throttle", NAME),
             Label::new("destination", name.to_owned()),
@@ -122,7 +122,7 @@ impl Counts {
     }
 
     /// The destination's bound and rate (the fleet's), shown from the start.
-    pub fn shape(&self, bound: u64, rate: f64) {
+    pub(crate) fn shape(&self, bound: u64, rate: f64) {
         self.capacity.set(bound as f64);
         self.fleet_capacity.set(bound as f64);
         self.rate.set(rate);
@@ -130,23 +130,23 @@ impl Counts {
 
     /// The fleet's adaptive rate in force and the bound it gives with
     /// `budget`, and whether this relay decides the rate.
-    pub fn rate_now(&self, rate: f64, budget: std::time::Duration, leading: bool) {
+    pub(crate) fn rate_now(&self, rate: f64, budget: std::time::Duration, leading: bool) {
         self.shape(held(budget, rate) as u64, rate);
         self.leader.set(if leading { 1.0 } else { 0.0 });
     }
 
     /// The fleet's depth, as last read.
-    pub fn fleet_depth(&self, depth: u64) {
+    pub(crate) fn fleet_depth(&self, depth: u64) {
         self.fleet_depth.set(depth as f64);
     }
 
     /// One webhook admitted here.
-    pub fn admitted(&self) {
+    pub(crate) fn admitted(&self) {
         self.admitted.increment(1);
     }
 
     /// One webhook refused here.
-    pub fn refused(&self, why: Refused) {
+    pub(crate) fn refused(&self, why: Refused) {
         self.refused.increment(1);
         match why {
             Refused::Overloaded => {
@@ -160,49 +160,49 @@ impl Counts {
 
     /// The oldest unclaimed webhook evicted by one admitted here
     /// (head-drop): it went to the dead letters.
-    pub fn evicted(&self) {
+    pub(crate) fn evicted(&self) {
         self.head_drop.increment(1);
         self.evicted.increment(1);
     }
 
     /// One webhook arriving here at a full queue sent to the dead letters
     /// (dead-letter).
-    pub fn overflowed(&self) {
+    pub(crate) fn overflowed(&self) {
         self.dead_letter.increment(1);
         self.dead_lettered.increment(1);
     }
 
     /// One webhook delivered here.
-    pub fn delivered(&self) {
+    pub(crate) fn delivered(&self) {
         self.delivered.increment(1);
         self.delivered_here.fetch_add(1, Ordering::Relaxed);
     }
 
     /// `n` webhooks dead-lettered here.
-    pub fn dead_lettered(&self, n: u64) {
+    pub(crate) fn dead_lettered(&self, n: u64) {
         self.dead_lettered.increment(n);
     }
 
     /// A delivery starts here.
-    pub fn started(&self) {
+    pub(crate) fn started(&self) {
         self.emitted.increment(1);
         self.in_flight.increment(1.0);
         self.in_flight_now.fetch_add(1, Ordering::Relaxed);
     }
 
     /// A delivery ended here.
-    pub fn ended(&self) {
+    pub(crate) fn ended(&self) {
         self.in_flight.decrement(1.0);
         self.in_flight_now.fetch_sub(1, Ordering::Relaxed);
     }
 
     /// This relay's deliveries running.
-    pub fn in_flight_now(&self) -> u64 {
+    pub(crate) fn in_flight_now(&self) -> u64 {
         self.in_flight_now.load(Ordering::Relaxed)
     }
 
     /// Delivered by this relay since it started.
-    pub fn delivered_here(&self) -> u64 {
+    pub(crate) fn delivered_here(&self) -> u64 {
         self.delivered_here.load(Ordering::Relaxed)
     }
 }

@@ -34,7 +34,7 @@ struct Seen {
 }
 
 /// See the [module](self) docs.
-pub struct Watch {
+pub(crate) struct Watch {
     conn: RedisConnection,
     wanted: Durability,
     /// Redis refused `CONFIG`: the operator's word is taken.
@@ -63,7 +63,7 @@ impl Watch {
     /// when it keeps less than `accepted` (unset: everysec) or refuses
     /// `CONFIG` without `accepted`; a Redis that does not answer is read
     /// once it does.
-    pub async fn start(
+    pub(crate) async fn start(
         conn: RedisConnection,
         accepted: Option<RedisDurability>,
     ) -> Result<Arc<Watch>, String> {
@@ -113,7 +113,7 @@ impl Watch {
     }
 
     /// Reads the settings every minute until the process ends.
-    pub fn spawn(self: &Arc<Self>) {
+    pub(crate) fn spawn(self: &Arc<Self>) {
         if self.trusted {
             return;
         }
@@ -129,7 +129,7 @@ impl Watch {
 
     /// Why Redis keeps less than accepted now (read again if the last
     /// reading is older than 5 s), for `/readyz`.
-    pub async fn short(&self) -> Option<String> {
+    pub(crate) async fn short(&self) -> Option<String> {
         let stale = {
             let seen = self.seen.lock().unwrap_or_else(|p| p.into_inner());
             seen.at.is_none_or(|at| at.elapsed() >= FRESH)

@@ -16,7 +16,7 @@ use dripfeed::{Permit, PermitSource};
 const KEY: &str = "webhook_relay:global_rate:{global}";
 
 /// The fleet's global bucket at `rate` deliveries per second.
-pub fn bucket(conn: RedisConnection, rate: f64) -> Result<Arc<dyn PermitSource>, String> {
+pub(super) fn bucket(conn: RedisConnection, rate: f64) -> Result<Arc<dyn PermitSource>, String> {
     let source = RedisRate::builder(conn, KEY, rate)
         .name("webhook_relay_queue_global")
         .on_failure(Failure::FailClosed)
@@ -27,7 +27,7 @@ pub fn bucket(conn: RedisConnection, rate: f64) -> Result<Arc<dyn PermitSource>,
 }
 
 /// A permit from each of two sources, or none.
-pub struct Both {
+pub(super) struct Both {
     /// The destination's.
     pub one: Arc<dyn PermitSource>,
     /// The fleet's, shared by every destination.

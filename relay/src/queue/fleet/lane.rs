@@ -44,7 +44,7 @@ impl Lane {
 /// An entry's id as the webhook's number (ids are given as numbers; an
 /// entry written otherwise is known by its stream id `MS-SEQ`, as
 /// `MS × 2^20 + SEQ`).
-pub fn number_of(id: &str) -> u64 {
+pub(crate) fn number_of(id: &str) -> u64 {
     if let Ok(n) = id.parse() {
         return n;
     }

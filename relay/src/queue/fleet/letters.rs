@@ -15,7 +15,7 @@ use crate::domain::job::Job;
 use crate::queue::contract::{Kept, Redriven};
 
 /// A page of the fleet's dead letters.
-pub struct Page {
+pub(crate) struct Page {
     /// The letters, by destination name then oldest first.
     pub lines: Vec<DeadLetter>,
     /// Where the next page starts (`r:DESTINATION:ENTRY`).
@@ -25,7 +25,7 @@ pub struct Page {
 }
 
 /// Where a page starts: a destination, and the entry after which.
-pub struct Cursor {
+pub(crate) struct Cursor {
     destination: String,
     entry: String,
 }
@@ -33,7 +33,7 @@ pub struct Cursor {
 impl Cursor {
     /// A cursor as [`Page::next`] gives it: `r:DESTINATION:ENTRY` in
     /// unpadded URL-safe base64 (opaque, as the local engine's are).
-    pub fn parse(text: &str) -> Option<Cursor> {
+    pub(crate) fn parse(text: &str) -> Option<Cursor> {
         let raw = base64::engine::general_purpose::URL_SAFE_NO_PAD
             .decode(text)
             .ok()?;
@@ -97,7 +97,7 @@ impl Shared {
 
     /// Up to `limit` dead letters of `destination` (or every destination's,
     /// in name order), from `cursor` on.
-    pub async fn dead_letters(
+    pub(crate) async fn dead_letters(
         &self,
         destination: Option<&str>,
         cursor: Option<Cursor>,
@@ -139,7 +139,7 @@ impl Shared {
     /// whose id is in `ids`, or every one of `destination`, each into the
     /// queue it came from. A letter of a deleted destination stays where
     /// it is, named in [`Redriven::kept`].
-    pub async fn redrive(
+    pub(crate) async fn redrive(
         &self,
         ids: Option<&HashSet<String>>,
         destination: Option<&str>,

@@ -10,7 +10,7 @@ use dripfeed::global::RedisConnection;
 const CLUSTER_START: Duration = Duration::from_secs(10);
 
 /// The nodes `url` names: more than one is a cluster.
-pub fn nodes(url: &str) -> Vec<&str> {
+pub(crate) fn nodes(url: &str) -> Vec<&str> {
     url.split(',')
         .map(str::trim)
         .filter(|u| !u.is_empty())
@@ -20,7 +20,7 @@ pub fn nodes(url: &str) -> Vec<&str> {
 /// A connection to the server (lazy: Redis down at start shows in
 /// `/readyz`, not here) or to the cluster (reached now: a cluster that
 /// cannot be reached at start is an error).
-pub async fn connect(url: &str) -> Result<RedisConnection, String> {
+pub(crate) async fn connect(url: &str) -> Result<RedisConnection, String> {
     match nodes(url)[..] {
         [] => Err("redis: no URL".into()),
         [one] => RedisConnection::open(one).map_err(|e| format!("redis: {e}")),

@@ -8,19 +8,19 @@
 //! dead-lettered ([`sweep`]). [`link`] is the one way to reach Redis, a
 //! server or a cluster.
 
-pub mod admit;
-pub mod change;
-pub mod changes;
-pub mod counts;
+pub(crate) mod admit;
+pub(crate) mod change;
+pub(crate) mod changes;
+pub(crate) mod counts;
 mod drain;
-pub mod durability;
+pub(crate) mod durability;
 mod global;
-pub mod lane;
-pub mod letters;
-pub mod link;
-pub mod open;
-pub mod redis;
-pub mod shared;
+pub(crate) mod lane;
+pub(crate) mod letters;
+pub(crate) mod link;
+pub(crate) mod open;
+pub(crate) mod redis;
+pub(crate) mod shared;
 mod steer;
 mod sweep;
 
@@ -47,7 +47,7 @@ use changes::Fleet;
 use shared::Shared;
 
 /// The fleet's engine (see the [module](self) docs).
-pub struct FleetQueue {
+pub(crate) struct FleetQueue {
     shared: Arc<Shared>,
     changes: Arc<Fleet>,
     catalog: Arc<Catalog>,

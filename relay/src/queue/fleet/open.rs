@@ -33,7 +33,7 @@ fn node_name(cfg: &Config) -> String {
 }
 
 /// What the fleet's engine is opened with, besides the configuration.
-pub struct Parts {
+pub(crate) struct Parts {
     /// The fleet's changes, read at start.
     pub start: Start,
     /// The destinations in force.
@@ -52,7 +52,7 @@ pub struct Parts {
 }
 
 /// The engine, its drains started.
-pub async fn open(cfg: &Config, parts: Parts) -> Result<Arc<FleetQueue>, String> {
+pub(crate) async fn open(cfg: &Config, parts: Parts) -> Result<Arc<FleetQueue>, String> {
     let s = &cfg.settings;
     let node = node_name(cfg);
     parts.durability.spawn();

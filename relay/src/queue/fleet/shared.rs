@@ -63,13 +63,13 @@ use crate::domain::mutex::lock;
 use crate::domain::names::body_hash;
 
 /// Dead letters each destination keeps in Redis, about (the oldest go).
-pub const DEAD_LETTERS_KEPT: u64 = 100_000;
+pub(crate) const DEAD_LETTERS_KEPT: u64 = 100_000;
 
 /// Connections of their own for admissions that wait for replicas.
 const ADMITTERS: usize = 8;
 
 /// What admission answered.
-pub enum Admit {
+pub(crate) enum Admit {
     /// Queued: the webhook's id.
     Queued(u64),
     /// The idempotency key was seen for the same request: the first
@@ -97,7 +97,7 @@ pub enum Admit {
 /// The fleet's queues, one per destination this relay knows (configured,
 /// made through the admin API of any relay, or deleted and still listed
 /// for its dead letters).
-pub struct Shared {
+pub(crate) struct Shared {
     lanes: RwLock<HashMap<String, Arc<Lane>>>,
     /// The fleet's idempotency keys.
     keys: RedisKeys,
@@ -156,7 +156,7 @@ struct Made {
 }
 
 /// What the drains need from the relay.
-pub struct Drains {
+pub(crate) struct Drains {
     /// Deliveries, one downstream per destination.
     pub downstream: Arc<dyn Fn(&str) -> HttpDownstream + Send + Sync>,
 }
@@ -164,7 +164,7 @@ pub struct Drains {
 impl Shared {
     /// The queues of `cfg`'s destinations, read as `node`, charging
     /// tenants to `quotas` when they have quotas.
-    pub async fn open(
+    pub(crate) async fn open(
         cfg: &Config,
         node: &str,
         quotas: Option<Arc<dyn BucketStore>>,
@@ -294,7 +294,7 @@ impl Shared {
 
     /// Makes or changes (and opens) `d`'s lane, its drain started, or
     /// started again at a new rate (the old one ends what it holds).
-    pub fn define(&self, d: &Destination) {
+    pub(crate) fn define(&self, d: &Destination) {
         let rate = d.rate.unwrap_or(self.made.rate);
         let budget = d.budget.unwrap_or(self.made.budget);
         let mut lane = self.made_lane(&d.name, rate, budget, true);
@@ -306,7 +306,7 @@ impl Shared {
 
     /// Knows `name` (deleted through the admin API) for its dead letters,
     /// closed, if it is not known yet.
-    pub fn remember_deleted(&self, name: &str) {
+    pub(crate) fn remember_deleted(&self, name: &str) {
         let lane = self.made_lane(name, self.made.rate, self.made.budget, false);
         self.write()
             .entry(name.to_owned())
@@ -315,7 +315,7 @@ impl Shared {
 
     /// Closes `name`'s lane: no admissions, no redrives; its drain keeps
     /// delivering until [`stop_drain`](Self::stop_drain).
-    pub fn close(&self, name: &str) {
+    pub(crate) fn close(&self, name: &str) {
         let mut lanes = self.write();
         if let Some(lane) = lanes.get_mut(name) {
             let mut closed = Lane::clone(lane);
@@ -325,7 +325,7 @@ impl Shared {
     }
 
     /// Stops `name`'s drain and waits until it has ended what it holds.
-    pub async fn stop_drain(&self, name: &str) {
+    pub(crate) async fn stop_drain(&self, name: &str) {
         lock(&self.steers).remove(name);
         let running = lock(&self.drains).remove(name);
         if let Some(r) = running {
@@ -420,19 +420,19 @@ impl Shared {
     }
 
     /// Whether a drain for `name` runs on this relay.
-    pub fn draining(&self, name: &str) -> bool {
+    pub(crate) fn draining(&self, name: &str) -> bool {
         lock(&self.drains).contains_key(name)
     }
 
     /// `name`'s deliveries running on this relay.
-    pub fn in_flight(&self, name: &str) -> u64 {
+    pub(crate) fn in_flight(&self, name: &str) -> u64 {
         lock(&self.counts)
             .get(name)
             .map_or(0, |c| c.in_flight_now())
     }
 
     /// Webhooks this relay delivered since it started.
-    pub fn delivered_here(&self) -> u64 {
+    pub(crate) fn delivered_here(&self) -> u64 {
         lock(&self.counts)
             .values()
             .map(|c| c.delivered_here())
@@ -440,7 +440,7 @@ impl Shared {
     }
 
     /// Whether Redis answers (`/readyz`): one destination's depth read.
-    pub async fn ping(&self) -> Result<(), String> {
+    pub(crate) async fn ping(&self) -> Result<(), String> {
         let first = self.read().values().next().cloned();
         match first {
             Some(lane) => lane
@@ -459,7 +459,7 @@ impl Shared {
     /// not take it. With an idempotency `key` (already scoped by tenant and
     /// encoded) the key is the fleet's ([`RedisKeys`]): it names this
     /// destination and body, whichever relay and queue see it again.
-    pub async fn admit(
+    pub(crate) async fn admit(
         &self,
         destination: &str,
         job: &Job,
@@ -634,7 +634,7 @@ impl Shared {
 
     /// Webhook `id`'s status and its destination, from whichever
     /// destination's queue knows it (one round trip per destination asked).
-    pub async fn status(&self, id: u64) -> Result<Option<(String, JobStatus)>, String> {
+    pub(crate) async fn status(&self, id: u64) -> Result<Option<(String, JobStatus)>, String> {
         let id = id.to_string();
         for (name, lane) in self.all() {
             if let Some(found) = lane.queue.status(&id).await.map_err(|e| e.to_string())? {
@@ -648,7 +648,7 @@ impl Shared {
     /// fleet's permits for that destination (a bucket in Redis at its rate:
     /// the fleet together delivers at most the rate, not each relay); a
     /// destination defined later gets its drain then.
-    pub fn spawn(&self, drains: Drains) {
+    pub(crate) fn spawn(&self, drains: Drains) {
         if self.deliveries.set(drains).is_err() {
             return; // started already
         }
@@ -661,7 +661,7 @@ impl Shared {
 
     /// At shutdown: the drains claim nothing more and end the deliveries
     /// they hold (within `grace`), their acknowledgements sent.
-    pub async fn finish(&self, grace: Duration) {
+    pub(crate) async fn finish(&self, grace: Duration) {
         let running: Vec<Running> = {
             let mut drains = lock(&self.drains);
             self.finishing.store(true, Ordering::Release);

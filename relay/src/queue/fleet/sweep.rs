@@ -27,7 +27,7 @@ impl Shared {
     /// this relay took is handed back to the new destination's drains);
     /// returns how many this relay dead-lettered. Redis failing: tried
     /// again.
-    pub async fn sweep(&self, name: &str, map: &RedisMap, tombstone: &str) -> u64 {
+    pub(crate) async fn sweep(&self, name: &str, map: &RedisMap, tombstone: &str) -> u64 {
         let Some(lane) = self.lane(name) else {
             return 0;
         };

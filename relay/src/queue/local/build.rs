@@ -29,7 +29,7 @@ use crate::domain::limits::{Limits, MAX_JOBS};
 use crate::status::Registry;
 
 /// The running set.
-pub struct Built {
+pub(crate) struct Built {
     /// The destinations.
     pub set: Destinations<Job>,
     /// Webhooks found unfinished in the journal at start.
@@ -39,7 +39,7 @@ pub struct Built {
 }
 
 /// What the set is built with besides the configuration.
-pub struct Parts {
+pub(crate) struct Parts {
     /// The dead-letter file.
     pub sink: Arc<FileSink>,
     /// Each destination's deliveries, by name.
@@ -92,7 +92,7 @@ fn template(cfg: &Config) -> Result<ThrottleBuilder<Job>, String> {
 }
 
 /// A destination's overrides.
-pub fn overrides(d: &crate::config::Destination) -> DestinationConfig {
+pub(crate) fn overrides(d: &crate::config::Destination) -> DestinationConfig {
     let mut c = DestinationConfig::default();
     if let Some(r) = d.rate {
         c = c.rate(r);
@@ -110,7 +110,7 @@ pub fn overrides(d: &crate::config::Destination) -> DestinationConfig {
 /// before start): the template the library refuses (rates against
 /// ceilings, a ring too large), and each destination as
 /// [`Limits::check`] finds it.
-pub fn check(cfg: &Config) -> Vec<ConfigError> {
+pub(crate) fn check(cfg: &Config) -> Vec<ConfigError> {
     let mut errors = Vec::new();
     match template(cfg) {
         Err(e) => errors.push(ConfigError::new(
@@ -133,7 +133,7 @@ pub fn check(cfg: &Config) -> Vec<ConfigError> {
 }
 
 /// Each destination of `cfg` that `limits` refuses, as a configuration error.
-pub fn destination_errors(cfg: &Config, limits: &Limits) -> Vec<ConfigError> {
+pub(crate) fn destination_errors(cfg: &Config, limits: &Limits) -> Vec<ConfigError> {
     cfg.destinations
         .iter()
         .filter_map(|d| {
@@ -148,7 +148,7 @@ pub fn destination_errors(cfg: &Config, limits: &Limits) -> Vec<ConfigError> {
 }
 
 /// The set, its journal in `journal` (`None`: memory only).
-pub fn build(cfg: &Config, journal: Option<&Path>, parts: Parts) -> Result<Built, String> {
+pub(crate) fn build(cfg: &Config, journal: Option<&Path>, parts: Parts) -> Result<Built, String> {
     let s: &Settings = &cfg.settings;
     let evicted_to = parts.sink.clone();
     let mut t = template(cfg)?

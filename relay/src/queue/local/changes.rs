@@ -37,7 +37,7 @@ const NO_STATE: &str = "this relay has no state file (no_journal without state_d
                         a change would not survive a restart; give state_dir";
 
 /// The admin API's changes of the local engine.
-pub struct Changes {
+pub(crate) struct Changes {
     /// The state file the changes go to (`None`: no state directory,
     /// changes refused); held by the change running.
     pub state: tokio::sync::Mutex<Option<StateFile>>,
@@ -48,7 +48,7 @@ pub struct Changes {
 }
 
 /// The state file's path, as a destination made here names its origin.
-pub fn state_path(state: &Option<StateFile>) -> PathBuf {
+pub(crate) fn state_path(state: &Option<StateFile>) -> PathBuf {
     state
         .as_ref()
         .map_or_else(Default::default, |f| f.path().to_owned())
@@ -104,7 +104,7 @@ impl Changes {
 
     /// `name`'s fields as kept now (`None`: it does not exist, or is
     /// being deleted).
-    pub fn current(catalog: &Catalog, name: &str) -> Option<Fields> {
+    pub(crate) fn current(catalog: &Catalog, name: &str) -> Option<Fields> {
         catalog
             .get(name)
             .filter(|l| l.open)
@@ -114,7 +114,7 @@ impl Changes {
     /// Makes or changes `name` by `edit`: read, resolved, checked and
     /// written under the state file's lock, so no other change comes
     /// between the value the edit is resolved against and the write.
-    pub async fn change(
+    pub(crate) async fn change(
         &self,
         set: &Destinations<Job>,
         catalog: &Catalog,
@@ -170,7 +170,7 @@ impl Changes {
 
     /// Deletes `name`: closed now, drained within the grace, the rest
     /// dead-lettered.
-    pub async fn delete(
+    pub(crate) async fn delete(
         &self,
         set: &Destinations<Job>,
         catalog: &Arc<Catalog>,
@@ -208,7 +208,7 @@ impl Changes {
     /// left as it is (returned). Every definition is checked (room, an
     /// active destination's ring) before any is applied, under the state
     /// file's lock and while none of their throttles can start or stop.
-    pub async fn reconfigure(
+    pub(crate) async fn reconfigure(
         &self,
         set: &Destinations<Job>,
         catalog: &Arc<Catalog>,

@@ -16,7 +16,7 @@ use crate::dead_letter::redrive::{self as lines, Rest, Route};
 use crate::queue::contract::{Kept, LetterError, LetterPage, LetterQuery, Redrive, Redriven};
 
 /// A page of the dead-letter files of `live`.
-pub async fn page(live: &Path, q: LetterQuery) -> Result<LetterPage, LetterError> {
+pub(crate) async fn page(live: &Path, q: LetterQuery) -> Result<LetterPage, LetterError> {
     let cursor = match q.cursor.as_deref().map(Cursor::parse) {
         Some(Err(_)) => return Err(LetterError::BadCursor),
         Some(Ok(c)) => Some(c),
@@ -57,7 +57,11 @@ fn unreadable(e: impl std::fmt::Display) -> LetterError {
 
 /// The API's redrive: up to `most` unmarked letters `what` names, each to
 /// the destination it came from, under its id.
-pub async fn redrive(local: &Local, what: Redrive, most: usize) -> Result<Redriven, LetterError> {
+pub(crate) async fn redrive(
+    local: &Local,
+    what: Redrive,
+    most: usize,
+) -> Result<Redriven, LetterError> {
     let wanted: Box<dyn Fn(&Probe) -> bool + Send> = match what {
         Redrive::Ids(ids) => Box::new(move |p| p.id.as_ref().is_some_and(|id| ids.contains(id))),
         Redrive::Destination(name) => {
@@ -128,7 +132,7 @@ pub async fn redrive(local: &Local, what: Redrive, most: usize) -> Result<Redriv
 
 /// What `--redrive FILE` did.
 #[derive(Debug, Default, PartialEq, Eq)]
-pub struct FileRedrive {
+pub(crate) struct FileRedrive {
     /// Admitted again.
     pub readmitted: u64,
     /// Refused: a full queue or byte budget.
@@ -149,7 +153,7 @@ impl Local {
     /// to the destination it came from, under its id; the rest go to
     /// `FILE.rest`. Marked in this relay's record of redriven letters (its
     /// `dead_letter_file`'s), as the admin API's redrive is.
-    pub async fn redrive_file(&self, path: &Path) -> Result<FileRedrive, String> {
+    pub(crate) async fn redrive_file(&self, path: &Path) -> Result<FileRedrive, String> {
         let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
         let done_before: Marks = marks::load(&self.dead_letter_file).map_err(|e| {
             let file = marks::marks_of(&self.dead_letter_file);

@@ -10,10 +10,10 @@
 //!   and `--redrive FILE`);
 //! - [`idempotency`]: the keys, scoped by tenant, each naming its request.
 
-pub mod build;
-pub mod changes;
-pub mod idempotency;
-pub mod letters;
+pub(crate) mod build;
+pub(crate) mod changes;
+pub(crate) mod idempotency;
+pub(crate) mod letters;
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -43,7 +43,7 @@ use crate::telemetry;
 use idempotency::{Begin, Idempotency, body_hash};
 
 /// The local engine (see the [module](self) docs).
-pub struct Local {
+pub(crate) struct Local {
     /// The destinations set (the demos drive it).
     pub set: Destinations<Job>,
     /// The journal, holding its directory's lock (`None`: memory only).
@@ -65,7 +65,7 @@ pub struct Local {
 }
 
 /// What the engine is made of, besides its set.
-pub struct Parts {
+pub(crate) struct Parts {
     /// The set, its journal and what was recovered.
     pub built: build::Built,
     /// The dead-letter file.
@@ -90,7 +90,7 @@ pub struct Parts {
 
 impl Local {
     /// The engine of `parts`.
-    pub fn new(parts: Parts) -> Local {
+    pub(crate) fn new(parts: Parts) -> Local {
         Local {
             set: parts.built.set,
             journal: parts.built.journal,
@@ -130,7 +130,7 @@ impl Local {
 }
 
 /// A destination's stats as the admin API shows them.
-pub fn live_of(s: &DestinationStats) -> Live {
+pub(crate) fn live_of(s: &DestinationStats) -> Live {
     Live {
         active: s.is_active(),
         rate_now: s.drain_rate(),

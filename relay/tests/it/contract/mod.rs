@@ -26,7 +26,7 @@ use crate::support_redis::RedisServer;
 
 /// Which engine a relay runs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Engine {
+pub(crate) enum Engine {
     /// The local one.
     Local,
     /// The fleet's, on Redis.
@@ -55,7 +55,7 @@ pub(crate) use both;
 
 /// A relay of one engine, with its directory (journal, dead-letter file)
 /// and, for the fleet's, its Redis.
-pub struct Bench {
+pub(crate) struct Bench {
     /// The relay.
     pub relay: Relay,
     /// Its engine.
@@ -71,7 +71,7 @@ pub struct Bench {
 impl Bench {
     /// A relay of `engine` started with `args` (destinations, rates…); its
     /// journal and dead-letter file in a directory of its own.
-    pub async fn start(engine: Engine, tag: &str, args: &str) -> Bench {
+    pub(crate) async fn start(engine: Engine, tag: &str, args: &str) -> Bench {
         let dir = TempDir::new(&format!("contract-{tag}"));
         let redis = (engine == Engine::Fleet).then(RedisServer::start);
         let relay =
@@ -110,25 +110,25 @@ impl Bench {
     }
 
     /// Another relay of the same fleet (the fleet's engine only), called `node`.
-    pub async fn another(&self, node: &str) -> Relay {
+    pub(crate) async fn another(&self, node: &str) -> Relay {
         let line = Self::line(self.engine, &self.dir, &self.redis, node, &self.args);
         Relay::start_with(&argv(&line), &[]).await
     }
 
     /// The live state of destination `name` (`GET /v1/destinations/{name}`).
-    pub async fn live(&self, name: &str) -> serde_json::Value {
+    pub(crate) async fn live(&self, name: &str) -> serde_json::Value {
         get_json(&self.relay.admin_url(&format!("/v1/destinations/{name}"))).await["live"].clone()
     }
 }
 
 /// `GET url` as JSON.
-pub async fn get_json(url: &str) -> serde_json::Value {
+pub(crate) async fn get_json(url: &str) -> serde_json::Value {
     let resp = http().get(url).send().await.expect("the relay answers");
     serde_json::from_str(&resp.text().await.unwrap_or_default()).unwrap_or_default()
 }
 
 /// `method url` with a JSON `body`: status and body.
-pub async fn send_json(
+pub(crate) async fn send_json(
     method: reqwest::Method,
     url: &str,
     body: &serde_json::Value,
@@ -148,14 +148,14 @@ pub async fn send_json(
 }
 
 /// What the relay answered a POST: status, body and `Retry-After`.
-pub struct Posted {
+pub(crate) struct Posted {
     pub status: u16,
     pub body: serde_json::Value,
     pub retry_after: Option<u64>,
 }
 
 /// POSTs `body` to `relay` for `destination`, with `headers` besides.
-pub async fn post(
+pub(crate) async fn post(
     relay: &Relay,
     destination: &str,
     headers: &[(&str, &str)],
@@ -185,7 +185,7 @@ pub async fn post(
 
 /// A receiver recording every request in `log`, answering `status` to
 /// each after `delay`.
-pub async fn receiver(log: Arc<Log>, status: u16, delay: Duration) -> std::net::SocketAddr {
+pub(crate) async fn receiver(log: Arc<Log>, status: u16, delay: Duration) -> std::net::SocketAddr {
     let answer = move |_: &Hit, _| {
         use axum::response::IntoResponse;
         axum::http::StatusCode::from_u16(status)
@@ -197,7 +197,7 @@ pub async fn receiver(log: Arc<Log>, status: u16, delay: Duration) -> std::net::
 
 /// Skips the rest of a test with `engine` unless it is the local one
 /// (for what only it does: `--redrive FILE`, the state file).
-pub fn local_only(engine: Engine, what: &str) -> bool {
+pub(crate) fn local_only(engine: Engine, what: &str) -> bool {
     if engine == Engine::Fleet {
         eprintln!("{what}: the local engine's only (the README's table says why)");
     }

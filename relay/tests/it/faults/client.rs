@@ -25,7 +25,7 @@ const HOSTILE: usize = 40;
 const CUT_WITHIN: Duration = Duration::from_secs(15);
 
 /// The client faults.
-pub fn faults() -> Vec<Fault> {
+pub(super) fn faults() -> Vec<Fault> {
     vec![
         Fault::new("client slow headers", |n, _| {
             Box::pin(run(n, Hostile::SlowHead))

@@ -17,7 +17,7 @@ use crate::harness::{Relay, eventually, run_as};
 use crate::unprivileged;
 
 /// The disk faults.
-pub fn faults() -> Vec<Fault> {
+pub(super) fn faults() -> Vec<Fault> {
     vec![
         Fault::new("dead-letter disk full", |n, _| Box::pin(full(n))),
         Fault::new("journal dir unwritable", |n, _| Box::pin(unwritable(n))),

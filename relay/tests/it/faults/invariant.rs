@@ -8,11 +8,11 @@ use std::collections::HashSet;
 use super::scenario::MAX_QUEUE_BYTES;
 
 /// The resident memory a relay may reach, KiB.
-pub const RSS_BOUND_KIB: u64 = (MAX_QUEUE_BYTES * 5 / 4 + (64 << 20)) / 1024;
+pub(super) const RSS_BOUND_KIB: u64 = (MAX_QUEUE_BYTES * 5 / 4 + (64 << 20)) / 1024;
 
 /// One fault's line of the table.
 #[derive(Debug, Clone)]
-pub struct Row {
+pub(crate) struct Row {
     /// The fault.
     pub fault: &'static str,
     /// Webhooks answered 202.
@@ -33,7 +33,7 @@ pub struct Row {
 
 impl Row {
     /// Counts `accepted` against what was delivered, dead-lettered and kept.
-    pub fn count(
+    pub(crate) fn count(
         fault: &'static str,
         accepted: &[String],
         delivered: &HashSet<String>,
@@ -62,13 +62,13 @@ impl Row {
     }
 
     /// The row with `note`.
-    pub fn note(mut self, note: impl Into<String>) -> Row {
+    pub(crate) fn note(mut self, note: impl Into<String>) -> Row {
         self.note = note.into();
         self
     }
 
     /// A fault that could not run here (and why).
-    pub fn skipped(fault: &'static str, why: &str) -> Row {
+    pub(crate) fn skipped(fault: &'static str, why: &str) -> Row {
         Row {
             fault,
             accepted: 0,
@@ -82,7 +82,7 @@ impl Row {
     }
 
     /// A fault whose run panicked (its message is printed where it did).
-    pub fn panicked(fault: &'static str) -> Row {
+    pub(crate) fn panicked(fault: &'static str) -> Row {
         Row {
             lost: usize::MAX,
             ..Row::skipped(fault, "")
@@ -91,13 +91,13 @@ impl Row {
     }
 
     /// Whether it keeps the invariant (and did something to keep it on).
-    pub fn holds(&self) -> bool {
+    pub(crate) fn holds(&self) -> bool {
         self.lost == 0 && self.rss_kib <= RSS_BOUND_KIB
     }
 }
 
 /// The table, one line per fault, then each row's note.
-pub fn table(rows: &[Row]) -> String {
+pub(super) fn table(rows: &[Row]) -> String {
     let mut out = format!(
         "| {:<29} | {:>8} | {:>9} | {:>13} | {:>4} | {:>4} | {:>7} |\n",
         "fault", "accepted", "delivered", "dead-lettered", "kept", "lost", "RSS MiB"

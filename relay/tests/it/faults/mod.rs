@@ -34,7 +34,7 @@ use invariant::{RSS_BOUND_KIB, Row};
 
 /// Webhooks each run posts (before its fault, and after when it has two
 /// phases: each phase posts half).
-pub const N: u64 = 40;
+pub(crate) const N: u64 = 40;
 
 /// Runs at once.
 const AT_ONCE: usize = 4;
@@ -43,10 +43,10 @@ const AT_ONCE: usize = 4;
 const SUITE: Duration = Duration::from_secs(300);
 
 /// A fault's run: given its name and the suite's seed, its row.
-pub type Run = fn(&'static str, u64) -> Pin<Box<dyn Future<Output = Row> + Send>>;
+pub(crate) type Run = fn(&'static str, u64) -> Pin<Box<dyn Future<Output = Row> + Send>>;
 
 /// One fault of the suite.
-pub struct Fault {
+pub(crate) struct Fault {
     /// Its name (the table's first column).
     pub name: &'static str,
     /// What applies it and counts.
@@ -55,7 +55,7 @@ pub struct Fault {
 
 impl Fault {
     /// The fault `name`, run by `run`.
-    pub fn new(name: &'static str, run: Run) -> Fault {
+    pub(crate) fn new(name: &'static str, run: Run) -> Fault {
         Fault { name, run }
     }
 }

@@ -14,7 +14,7 @@ use super::{Fault, N};
 const ROUNDS: u64 = 3;
 
 /// The process faults.
-pub fn faults() -> Vec<Fault> {
+pub(super) fn faults() -> Vec<Fault> {
     vec![
         Fault::new("SIGKILL at random, restart", |n, seed| {
             Box::pin(run(n, seed, Signal::Kill))

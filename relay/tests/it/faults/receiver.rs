@@ -9,7 +9,7 @@ use super::scenario::{Rss, Setup, kept, post, settle, start, stop};
 use super::{Fault, N};
 
 /// The receiver faults.
-pub fn faults() -> Vec<Fault> {
+pub(super) fn faults() -> Vec<Fault> {
     vec![
         Fault::new("receiver hangs", |n, _| Box::pin(run(n, Plan::Hang))),
         Fault::new("receiver answers 5xx", |n, _| {

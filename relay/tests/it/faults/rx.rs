@@ -23,7 +23,7 @@ use crate::receivers;
 
 /// How the receiver answers.
 #[derive(Clone, Copy, Debug)]
-pub enum Plan {
+pub(super) enum Plan {
     /// 204 at once.
     Ok,
     /// 204 after 400 ms (below the deliver timeout).
@@ -54,7 +54,7 @@ pub enum Plan {
 
 /// A running receiver.
 #[derive(Clone)]
-pub struct Rx {
+pub(super) struct Rx {
     /// Where it listens.
     pub addr: SocketAddr,
     /// The idempotency keys it answered 2xx in time.
@@ -69,7 +69,7 @@ pub struct Rx {
 
 impl Rx {
     /// Starts a receiver answering as `plan` says.
-    pub async fn start(plan: Plan) -> Rx {
+    pub(super) async fn start(plan: Plan) -> Rx {
         let mut rx = Rx {
             addr: ([127, 0, 0, 1], 0).into(),
             took: Arc::default(),
@@ -86,23 +86,23 @@ impl Rx {
     }
 
     /// The URL to deliver to.
-    pub fn url(&self) -> String {
+    pub(super) fn url(&self) -> String {
         format!("http://{}/hooks", self.addr)
     }
 
     /// The keys answered 2xx in time so far.
-    pub fn delivered(&self) -> HashSet<String> {
+    pub(super) fn delivered(&self) -> HashSet<String> {
         self.took.lock().unwrap().clone()
     }
 
     /// Requests that followed a redirect (a followed redirect is answered
     /// 204 there and never counts as delivered).
-    pub fn followed(&self) -> u64 {
+    pub(super) fn followed(&self) -> u64 {
         self.followed.load(Ordering::Relaxed)
     }
 
     /// Opens or shuts the gate of a [`Plan::Gated`] receiver.
-    pub fn open(&self, open: bool) {
+    pub(super) fn open(&self, open: bool) {
         self.gate.store(open, Ordering::Relaxed);
     }
 

@@ -16,23 +16,23 @@ use crate::harness::{Relay, TempDir, argv, eventually, http};
 use crate::letters;
 
 /// The relay's `--deliver-timeout`.
-pub const DELIVER_TIMEOUT: Duration = Duration::from_secs(1);
+pub(super) const DELIVER_TIMEOUT: Duration = Duration::from_secs(1);
 
 /// The relay's `--max-queue-bytes` (8 MiB).
-pub const MAX_QUEUE_BYTES: u64 = 8 << 20;
+pub(super) const MAX_QUEUE_BYTES: u64 = 8 << 20;
 
 /// How long a run waits for every webhook to be delivered or dead-lettered
 /// before it stops the relay (what is left stays in the journal).
-pub const SETTLE: Duration = Duration::from_secs(20);
+pub(super) const SETTLE: Duration = Duration::from_secs(20);
 
 /// A run stops waiting sooner once no webhook has ended for this long (a
 /// hanging receiver behind an open breaker ends none): longer than an
 /// attempt (1 s), a retry's backoff (at most 500 ms) and a poll together.
-pub const QUIET: Duration = Duration::from_secs(4);
+pub(super) const QUIET: Duration = Duration::from_secs(4);
 
 /// One fault's places: a directory with `journal/` and
 /// `dead-letter.jsonl` (unless the dead-letter file lives elsewhere).
-pub struct Setup {
+pub(super) struct Setup {
     /// The fault's name, in bodies and the table.
     pub name: &'static str,
     /// Its directory, removed when dropped.
@@ -45,7 +45,7 @@ pub struct Setup {
 
 impl Setup {
     /// A fresh directory for `name`.
-    pub fn new(name: &'static str) -> Setup {
+    pub(super) fn new(name: &'static str) -> Setup {
         let tag: String = name
             .chars()
             .map(|c| if c.is_ascii_alphanumeric() { c } else { '-' })
@@ -61,7 +61,7 @@ impl Setup {
     }
 
     /// The suite's flags for a relay delivering to `url`, then `extra`.
-    pub fn args(&self, url: &str, extra: &str) -> Vec<String> {
+    pub(super) fn args(&self, url: &str, extra: &str) -> Vec<String> {
         argv(&format!(
             "--downstream {url} --deliver-timeout 1s --max-queue-bytes {MAX_QUEUE_BYTES} \
              --retries 2 --retry-min 50ms --retry-max 500ms --shutdown-grace 1s \
@@ -73,7 +73,7 @@ impl Setup {
     }
 
     /// The ids in the dead-letter file now.
-    pub fn dead_lettered(&self) -> HashSet<String> {
+    pub(super) fn dead_lettered(&self) -> HashSet<String> {
         letters::ids_in(&[&self.dead_letter])
     }
 }
@@ -81,7 +81,7 @@ impl Setup {
 /// What posting saw: the ids answered 202, and every answer by status
 /// (0: no answer).
 #[derive(Default, Debug, Clone)]
-pub struct Posted {
+pub(super) struct Posted {
     /// Ids answered 202.
     pub accepted: Vec<String>,
     /// Answers by status.
@@ -90,7 +90,7 @@ pub struct Posted {
 
 impl Posted {
     /// Adds `other`'s answers to these.
-    pub fn extend(&mut self, other: Posted) {
+    pub(super) fn extend(&mut self, other: Posted) {
         self.accepted.extend(other.accepted);
         for (s, n) in other.statuses {
             *self.statuses.entry(s).or_default() += n;
@@ -98,7 +98,7 @@ impl Posted {
     }
 
     /// The statuses as `202×40 503×3`.
-    pub fn summary(&self) -> String {
+    pub(super) fn summary(&self) -> String {
         let parts: Vec<String> = self
             .statuses
             .iter()
@@ -111,7 +111,7 @@ impl Posted {
 /// POSTs webhooks `from..to` of fault `name` (`{"fault":name,"n":N}`) to
 /// the relay at `addr`, four at a time; a request the relay does not
 /// answer (it died) counts as status 0.
-pub async fn post(addr: std::net::SocketAddr, name: &str, from: u64, to: u64) -> Posted {
+pub(super) async fn post(addr: std::net::SocketAddr, name: &str, from: u64, to: u64) -> Posted {
     let client = http();
     let next = Arc::new(AtomicU64::new(from));
     let mut senders = JoinSet::new();
@@ -174,11 +174,11 @@ async fn post_one(
 /// The relays' peak resident memory over a run (KiB), sampled every 50 ms
 /// from `/proc/PID/status` (`VmRSS`) while each one lives.
 #[derive(Clone, Default)]
-pub struct Rss(Arc<AtomicU64>);
+pub(super) struct Rss(Arc<AtomicU64>);
 
 impl Rss {
     /// Samples `relay` until it exits.
-    pub fn watch(&self, relay: &Relay) {
+    pub(super) fn watch(&self, relay: &Relay) {
         let (peak, path) = (self.0.clone(), format!("/proc/{}/status", relay.pid()));
         tokio::spawn(async move {
             while let Ok(text) = std::fs::read_to_string(&path) {
@@ -196,14 +196,14 @@ impl Rss {
     }
 
     /// The peak so far, KiB.
-    pub fn peak_kib(&self) -> u64 {
+    pub(super) fn peak_kib(&self) -> u64 {
         self.0.load(Ordering::Relaxed)
     }
 }
 
 /// Starts the relay with `args` (after `--listen 127.0.0.1:0`) and has
 /// `rss` watch it.
-pub async fn start(args: &[String], rss: &Rss) -> Relay {
+pub(super) async fn start(args: &[String], rss: &Rss) -> Relay {
     let relay = Relay::start_with(args, &[]).await;
     rss.watch(&relay);
     relay
@@ -212,7 +212,11 @@ pub async fn start(args: &[String], rss: &Rss) -> Relay {
 /// Waits (at most [`SETTLE`]) until every id of `accepted` is delivered
 /// (`delivered()`) or in the dead-letter file, or none has ended for
 /// [`QUIET`].
-pub async fn settle(setup: &Setup, accepted: &[String], delivered: impl Fn() -> HashSet<String>) {
+pub(super) async fn settle(
+    setup: &Setup,
+    accepted: &[String],
+    delivered: impl Fn() -> HashSet<String>,
+) {
     let mut last = (usize::MAX, std::time::Instant::now());
     eventually(SETTLE, || {
         let (done, dead) = (delivered(), setup.dead_lettered());
@@ -231,14 +235,14 @@ pub async fn settle(setup: &Setup, accepted: &[String], delivered: impl Fn() -> 
 
 /// SIGTERM, and the exit (within 30 s): what was not delivered within the
 /// grace stays in the journal.
-pub async fn stop(relay: &mut Relay) {
+pub(super) async fn stop(relay: &mut Relay) {
     relay.signal("TERM");
     relay.exit(Duration::from_secs(30)).await;
 }
 
 /// The ids still in the journal at `dir`, opened with the library once the
 /// relay has exited (none if there is no journal there).
-pub fn kept(dir: &Path) -> HashSet<String> {
+pub(super) fn kept(dir: &Path) -> HashSet<String> {
     if !dir.exists() {
         return HashSet::new();
     }

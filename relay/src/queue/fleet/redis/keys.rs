@@ -12,7 +12,7 @@ use super::{CALL, array, bounded, count, text};
 /// What [`RedisKeys::claim`] found.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
-pub enum KeyClaim {
+pub(crate) enum KeyClaim {
     /// A new key, now claimed for the id given (pending): admit its job
     /// under that id, then [`accept`](RedisKeys::accept) it (or
     /// [`release`](RedisKeys::release) it if the job was refused).
@@ -47,7 +47,7 @@ pub enum KeyClaim {
 /// answers as seen if the first got in. Keys are the caller's to scope (by
 /// tenant, say) and to encode so that no two scopes' keys collide.
 #[derive(Clone)]
-pub struct RedisKeys {
+pub(crate) struct RedisKeys {
     conn: RedisConnection,
     prefix: String,
     script: Script,
@@ -68,7 +68,7 @@ fn ms(d: Duration) -> u64 {
 impl RedisKeys {
     /// The keys of `name` (Redis keys `dripfeed:k:NAME:KEY`), through
     /// `conn`; round trips counted as `keys`.
-    pub fn new(conn: RedisConnection, name: &str) -> RedisKeys {
+    pub(crate) fn new(conn: RedisConnection, name: &str) -> RedisKeys {
         RedisKeys {
             conn: conn.counted_as("keys"),
             prefix: format!("dripfeed:k:{name}:"),
@@ -77,7 +77,7 @@ impl RedisKeys {
     }
 
     /// The Redis key that holds `key`.
-    pub fn key_of(&self, key: &str) -> String {
+    pub(crate) fn key_of(&self, key: &str) -> String {
         format!("{}{key}", self.prefix)
     }
 
@@ -93,7 +93,7 @@ impl RedisKeys {
 
     /// Looks `key` up for `request`; a new key is claimed for `id`
     /// (pending, remembered for `remember`). One round trip.
-    pub async fn claim(
+    pub(crate) async fn claim(
         &self,
         key: &str,
         request: &str,
@@ -115,7 +115,7 @@ impl RedisKeys {
 
     /// `key`'s job was admitted as `id`: remembered for `remember` from
     /// now. Whether the key was still pending for `id`. One round trip.
-    pub async fn accept(
+    pub(crate) async fn accept(
         &self,
         key: &str,
         id: &str,
@@ -129,7 +129,7 @@ impl RedisKeys {
     /// `key`'s job (`id`) was refused: the key is forgotten, so a retry
     /// may try again. Whether it was still pending for `id`. One round
     /// trip.
-    pub async fn release(&self, key: &str, id: &str) -> Result<bool, RedisError> {
+    pub(crate) async fn release(&self, key: &str, id: &str) -> Result<bool, RedisError> {
         let answer = self.call(key, &["release", id]).await?;
         Ok(count(&answer)? == 1)
     }

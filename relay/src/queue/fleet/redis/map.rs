@@ -37,7 +37,7 @@ const READ: &str = "local v = redis.call('GET', KEYS[2]) or '0' \
 /// A value is the caller's to encode (a deletion the fleet must remember is
 /// a value too, e.g. a tombstone).
 #[derive(Clone)]
-pub struct RedisMap {
+pub(crate) struct RedisMap {
     conn: RedisConnection,
     hash: String,
     version: String,
@@ -56,7 +56,7 @@ impl std::fmt::Debug for RedisMap {
 impl RedisMap {
     /// The map called `name` (keys `dripfeed:map:{name}` and
     /// `dripfeed:map:{name}:v`), through `conn`.
-    pub fn new(conn: RedisConnection, name: &str) -> RedisMap {
+    pub(crate) fn new(conn: RedisConnection, name: &str) -> RedisMap {
         let hash = format!("dripfeed:map:{{{name}}}");
         RedisMap {
             conn,
@@ -69,13 +69,13 @@ impl RedisMap {
 
     /// The hash's key.
     #[cfg(test)]
-    pub fn key(&self) -> &str {
+    pub(crate) fn key(&self) -> &str {
         &self.hash
     }
 
     /// Sets `name` to `value`; returns the map's version after the change.
     #[cfg(test)]
-    pub async fn set(&self, name: &str, value: &str) -> Result<u64, RedisError> {
+    pub(crate) async fn set(&self, name: &str, value: &str) -> Result<u64, RedisError> {
         let mut conn = self.conn.clone();
         let set = Script::new(SET);
         let mut call = set.prepare_invoke();
@@ -89,7 +89,7 @@ impl RedisMap {
     /// changing one name at once cannot undo each other unseen. Returns
     /// the version after the change, or `None` when `name` held something
     /// else (nothing changed).
-    pub async fn set_if(
+    pub(crate) async fn set_if(
         &self,
         name: &str,
         value: &str,
@@ -111,7 +111,7 @@ impl RedisMap {
     }
 
     /// What `name` holds now, if anything.
-    pub async fn get(&self, name: &str) -> Result<Option<String>, RedisError> {
+    pub(crate) async fn get(&self, name: &str) -> Result<Option<String>, RedisError> {
         let mut conn = self.conn.clone();
         let mut cmd = redis::cmd("HGET");
         cmd.arg(&self.hash).arg(name);
@@ -127,7 +127,7 @@ impl RedisMap {
     /// The Redis server's clock, ms since the Unix epoch: the one clock
     /// every node shares, for deadlines kept in the map (a node's own clock
     /// may be off).
-    pub async fn server_ms(&self) -> Result<u64, RedisError> {
+    pub(crate) async fn server_ms(&self) -> Result<u64, RedisError> {
         let mut conn = self.conn.clone();
         let v: Value = bounded(redis::cmd("TIME").query_async(&mut conn), CALL).await?;
         let parts = array(v, 2, "the time")?;
@@ -137,7 +137,7 @@ impl RedisMap {
     }
 
     /// The map's version: 0 until the first change.
-    pub async fn version(&self) -> Result<u64, RedisError> {
+    pub(crate) async fn version(&self) -> Result<u64, RedisError> {
         let mut conn = self.conn.clone();
         let mut cmd = redis::cmd("GET");
         cmd.arg(&self.version);
@@ -149,7 +149,7 @@ impl RedisMap {
     }
 
     /// The version and every entry (name, value), read at one instant.
-    pub async fn entries(&self) -> Result<(u64, Vec<(String, String)>), RedisError> {
+    pub(crate) async fn entries(&self) -> Result<(u64, Vec<(String, String)>), RedisError> {
         let mut conn = self.conn.clone();
         let mut call = self.read.prepare_invoke();
         call.key(&self.hash).key(&self.version);

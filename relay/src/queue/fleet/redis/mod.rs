@@ -14,12 +14,12 @@
 //! Each script touches the keys of one destination, hash-tagged by it:
 //! one Redis Cluster slot.
 
-pub mod keys;
-pub mod map;
-pub mod persistence;
-pub mod queue;
-pub mod queue_dead;
-pub mod queue_status;
+pub(crate) mod keys;
+pub(crate) mod map;
+pub(crate) mod persistence;
+pub(crate) mod queue;
+pub(crate) mod queue_dead;
+pub(crate) mod queue_status;
 #[cfg(test)]
 mod tests;
 
@@ -30,10 +30,10 @@ use dripfeed::global::RedisError;
 use redis::Value;
 
 /// How long one call may take.
-pub const CALL: Duration = Duration::from_secs(2);
+pub(crate) const CALL: Duration = Duration::from_secs(2);
 
 /// A value Redis sent as bytes.
-pub fn bytes(v: &Value) -> Option<Vec<u8>> {
+pub(crate) fn bytes(v: &Value) -> Option<Vec<u8>> {
     match v {
         Value::BulkString(b) => Some(b.clone()),
         Value::SimpleString(s) => Some(s.clone().into_bytes()),
@@ -42,12 +42,12 @@ pub fn bytes(v: &Value) -> Option<Vec<u8>> {
 }
 
 /// A value Redis sent as text.
-pub fn text(v: &Value) -> Option<String> {
+pub(crate) fn text(v: &Value) -> Option<String> {
     String::from_utf8(bytes(v)?).ok()
 }
 
 /// A count Redis sent as an integer or as text.
-pub fn count(v: &Value) -> Result<u64, RedisError> {
+pub(crate) fn count(v: &Value) -> Result<u64, RedisError> {
     match v {
         Value::Int(i) => u64::try_from(*i).map_err(|_| RedisError::unexpected("negative count")),
         other => text(other)
@@ -57,7 +57,7 @@ pub fn count(v: &Value) -> Result<u64, RedisError> {
 }
 
 /// The array a script returned, at least `len` long.
-pub fn array(v: Value, len: usize, what: &str) -> Result<Vec<Value>, RedisError> {
+pub(crate) fn array(v: Value, len: usize, what: &str) -> Result<Vec<Value>, RedisError> {
     match v {
         Value::Array(items) if items.len() >= len => Ok(items),
         _ => Err(RedisError::unexpected(what)),
@@ -65,7 +65,7 @@ pub fn array(v: Value, len: usize, what: &str) -> Result<Vec<Value>, RedisError>
 }
 
 /// Runs `fut` with a deadline; a late answer is a failure.
-pub async fn bounded<T>(
+pub(crate) async fn bounded<T>(
     fut: impl Future<Output = Result<T, redis::RedisError>>,
     limit: Duration,
 ) -> Result<T, RedisError> {

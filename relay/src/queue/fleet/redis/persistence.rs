@@ -11,7 +11,7 @@ use redis::Value;
 
 /// How much a Redis keeps of what it acknowledged, least to most.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-pub enum Durability {
+pub(crate) enum Durability {
     /// Nothing promised: no append-only file, an fsync left to the system
     /// (`appendfsync no`), or keys evicted when memory runs out.
     None,
@@ -25,7 +25,7 @@ pub enum Durability {
 impl Durability {
     /// `always`, `everysec` or `none`.
     #[cfg(test)]
-    pub fn parse(text: &str) -> Option<Durability> {
+    pub(crate) fn parse(text: &str) -> Option<Durability> {
         match text {
             "always" => Some(Durability::Always),
             "everysec" => Some(Durability::Everysec),
@@ -35,7 +35,7 @@ impl Durability {
     }
 
     /// Its name.
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             Durability::None => "none",
             Durability::Everysec => "everysec",
@@ -46,7 +46,7 @@ impl Durability {
 
 /// One server's persistence settings.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Persistence {
+pub(crate) struct Persistence {
     /// The server (`host:port`, or `redis` for a single server).
     pub node: String,
     /// `appendonly`: whether it keeps an append-only file.
@@ -59,7 +59,7 @@ pub struct Persistence {
 
 impl Persistence {
     /// What it keeps.
-    pub fn durability(&self) -> Durability {
+    pub(crate) fn durability(&self) -> Durability {
         if !self.appendonly || self.maxmemory_policy != "noeviction" {
             return Durability::None;
         }
@@ -72,7 +72,7 @@ impl Persistence {
 
     /// Why it keeps less than `wanted`, naming each setting and what it
     /// would lose; `None` when it keeps enough.
-    pub fn shortfall(&self, wanted: Durability) -> Option<String> {
+    pub(crate) fn shortfall(&self, wanted: Durability) -> Option<String> {
         if self.durability() >= wanted {
             return None;
         }
@@ -106,7 +106,7 @@ impl Persistence {
 
 /// Why the settings could not be read.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum PersistenceError {
+pub(crate) enum PersistenceError {
     /// Redis answered with a refusal (a managed Redis without `CONFIG`, an
     /// ACL without it): its text.
     Refused(String),
@@ -153,7 +153,9 @@ fn config_value(v: &Value) -> Option<String> {
 
 /// The persistence settings of the server, or of every primary of a
 /// cluster; one round trip per setting (three), each bounded.
-pub async fn persistence(conn: &RedisConnection) -> Result<Vec<Persistence>, PersistenceError> {
+pub(crate) async fn persistence(
+    conn: &RedisConnection,
+) -> Result<Vec<Persistence>, PersistenceError> {
     let mut found: Vec<Persistence> = Vec::new();
     for param in ["appendonly", "appendfsync", "maxmemory-policy"] {
         let mut cmd = redis::cmd("CONFIG");

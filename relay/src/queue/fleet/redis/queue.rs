@@ -21,7 +21,7 @@ const RELEASED_IDLE_MS: u64 = 10 * 86_400_000;
 /// What [`RedisQueue::admit`] did.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
-pub enum Admission {
+pub(crate) enum Admission {
     /// Queued under `id` (the id the caller gave); `depth` entries are
     /// outstanding with it.
     Added {
@@ -97,7 +97,7 @@ enum Mode {
 /// fleet: written by the scripts that admit and end its jobs
 /// ([`RedisQueue::counts`]).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct QueueCounts {
+pub(crate) struct QueueCounts {
     /// Jobs admitted (redriven dead letters among them).
     pub accepted: u64,
     /// Admissions refused: the queue was full, or
@@ -112,7 +112,7 @@ pub struct QueueCounts {
 /// A job a consumer holds until it [`ack`](RedisQueue::end)s or
 /// [`retry`](RedisQueue::retry_failed)s it.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Claimed {
+pub(crate) struct Claimed {
     /// Its entry in the stream now.
     pub stream_id: String,
     /// Its id for good, as given at admission (kept across retries, which
@@ -160,7 +160,7 @@ pub struct Claimed {
 /// Every call is one round trip ([`RedisConnection::round_trips`]).
 ///
 #[derive(Clone)]
-pub struct RedisQueue {
+pub(crate) struct RedisQueue {
     pub(super) conn: Purposes,
     pub(super) stream: String,
     pub(super) retries: String,
@@ -269,7 +269,7 @@ impl RedisQueue {
     /// The queue of `destination` (its keys hash-tagged by it), read as
     /// `consumer` (this node's name: unique in the fleet, stable across
     /// its restarts so it takes its own pending entries back first).
-    pub fn new(conn: RedisConnection, destination: &str, consumer: &str) -> RedisQueue {
+    pub(crate) fn new(conn: RedisConnection, destination: &str, consumer: &str) -> RedisQueue {
         let prefix = format!("dripfeed:q:{{{destination}}}");
         RedisQueue {
             conn: Purposes::new(&conn),
@@ -302,7 +302,7 @@ impl RedisQueue {
     /// for `retention` and at most `max` of them (the oldest forgotten
     /// first). A held job's status is always kept (bounded by the queue's
     /// bound).
-    pub fn with_status(mut self, retention: Duration, max: u64) -> Self {
+    pub(crate) fn with_status(mut self, retention: Duration, max: u64) -> Self {
         self.keep = Some(Keep { retention, max });
         self
     }
@@ -312,7 +312,7 @@ impl RedisQueue {
     /// job ([`end`](Self::end) with [`Ending::dead_lettered`]), atomically
     /// with its acknowledgement, and read ([`dead_letters`](Self::dead_letters))
     /// and put back ([`redrive`](Self::redrive)) from any node.
-    pub fn with_dead_letters(mut self, max: u64) -> Self {
+    pub(crate) fn with_dead_letters(mut self, max: u64) -> Self {
         self.dead_max = max;
         self
     }
@@ -328,14 +328,14 @@ impl RedisQueue {
     /// Either way in the admission's one script. Dead letters are kept in
     /// Redis with [`with_dead_letters`](Self::with_dead_letters) (without,
     /// they are only counted).
-    pub fn with_overflow(mut self, policy: dripfeed::Overflow) -> Self {
+    pub(crate) fn with_overflow(mut self, policy: dripfeed::Overflow) -> Self {
         self.overflow = policy;
         self
     }
 
     /// What a full queue does ([`with_overflow`](Self::with_overflow)).
     #[cfg(test)]
-    pub fn overflow(&self) -> dripfeed::Overflow {
+    pub(crate) fn overflow(&self) -> dripfeed::Overflow {
         self.overflow
     }
 
@@ -349,7 +349,7 @@ impl RedisQueue {
     /// (each from [`RedisConnection::open`], to the same primary), not the
     /// queue's: claims and acknowledgements are not held up. With none
     /// given, the queue's connection is used.
-    pub fn with_replicas(
+    pub(crate) fn with_replicas(
         mut self,
         replicas: u32,
         timeout: Duration,
@@ -375,7 +375,7 @@ impl RedisQueue {
 
     /// The stream's key.
     #[cfg(test)]
-    pub fn stream_key(&self) -> &str {
+    pub(crate) fn stream_key(&self) -> &str {
         &self.stream
     }
 
@@ -385,7 +385,7 @@ impl RedisQueue {
     /// (already scoped by tenant, e.g. `"acme:order-17"`) a key seen within
     /// `remember` answers the first job's id instead. One round trip.
     #[cfg(test)]
-    pub async fn admit(
+    pub(crate) async fn admit(
         &self,
         id: &str,
         job: &[u8],
@@ -399,7 +399,7 @@ impl RedisQueue {
 
     /// [`admit`](Self::admit), the job's status (when kept) naming `owner`
     /// (e.g. its tenant).
-    pub async fn admit_owned(
+    pub(crate) async fn admit_owned(
         &self,
         id: &str,
         job: &[u8],
@@ -420,7 +420,7 @@ impl RedisQueue {
     /// [`RedisKeys`](super::keys::RedisKeys)) and may be admitting it a second
     /// time. It tells only with statuses kept
     /// ([`with_status`](Self::with_status)), for as long as they are.
-    pub async fn admit_fresh(
+    pub(crate) async fn admit_fresh(
         &self,
         id: &str,
         job: &[u8],
@@ -445,7 +445,7 @@ impl RedisQueue {
     /// replicas asked for have it, else [`Admission::Unconfirmed`]; without,
     /// [`Admission::Seen`] at once. Nothing is admitted. One round trip
     /// (two with replicas).
-    pub async fn confirm(&self, id: &str) -> Result<Admission, RedisError> {
+    pub(crate) async fn confirm(&self, id: &str) -> Result<Admission, RedisError> {
         if self.replicas.0 == 0 {
             return Ok(Admission::Seen { id: id.to_owned() });
         }
@@ -555,7 +555,7 @@ impl RedisQueue {
     /// The fleet's counts for this queue (one round trip, counted as
     /// `queue_status`): what every node admitted, refused, delivered and
     /// dead-lettered through it.
-    pub async fn counts(&self) -> Result<QueueCounts, RedisError> {
+    pub(crate) async fn counts(&self) -> Result<QueueCounts, RedisError> {
         let mut conn = self.conn.status.clone();
         let mut all = redis::cmd("HGETALL");
         all.arg(&self.counts);
@@ -576,7 +576,7 @@ impl RedisQueue {
     /// Counts one admission refused for another cause than a full queue
     /// (e.g. a tenant over its quota), in [`counts`](Self::counts): one
     /// round trip, counted as `queue_admit`.
-    pub async fn count_refused(&self) -> Result<(), RedisError> {
+    pub(crate) async fn count_refused(&self) -> Result<(), RedisError> {
         let mut conn = self.conn.admit.clone();
         let mut incr = redis::cmd("HINCRBY");
         incr.arg(&self.counts).arg("f").arg(1);
@@ -620,7 +620,7 @@ impl RedisQueue {
     /// without blocking): they stay pending for it until acknowledged or
     /// retried, or reclaimed by another consumer once it has been gone long
     /// enough.
-    pub async fn claim(&self, max: usize) -> Result<Vec<Claimed>, RedisError> {
+    pub(crate) async fn claim(&self, max: usize) -> Result<Vec<Claimed>, RedisError> {
         let mut read = redis::cmd("XREADGROUP");
         read.arg("GROUP")
             .arg(&self.group)
@@ -650,7 +650,7 @@ impl RedisQueue {
     /// `cursor` (`"0-0"` to start); returns the cursor to go on from (Redis
     /// scans at most ten times `max` pending entries a call, so a caller
     /// taking few at a time keeps it to reach the whole list).
-    pub async fn reclaim_from(
+    pub(crate) async fn reclaim_from(
         &self,
         cursor: &str,
         idle: Duration,
@@ -678,7 +678,7 @@ impl RedisQueue {
     /// taken over; 0 if no longer pending): one round trip, counted as
     /// `queue_upkeep`. An entry taken over again and again is one whose
     /// holders keep dying with it.
-    pub async fn deliveries(&self, job: &Claimed) -> Result<u64, RedisError> {
+    pub(crate) async fn deliveries(&self, job: &Claimed) -> Result<u64, RedisError> {
         let mut pending = redis::cmd("XPENDING");
         pending
             .arg(&self.stream)
@@ -699,7 +699,11 @@ impl RedisQueue {
 
     /// [`reclaim_from`](Self::reclaim_from) the start of the pending list.
     #[cfg(test)]
-    pub async fn reclaim(&self, idle: Duration, max: usize) -> Result<Vec<Claimed>, RedisError> {
+    pub(crate) async fn reclaim(
+        &self,
+        idle: Duration,
+        max: usize,
+    ) -> Result<Vec<Claimed>, RedisError> {
         Ok(self.reclaim_from("0-0", idle, max).await?.1)
     }
 
@@ -707,7 +711,7 @@ impl RedisQueue {
     /// in one round trip; returns how many were still pending for the
     /// group.
     #[cfg(test)]
-    pub async fn ack(&self, stream_ids: &[String]) -> Result<u64, RedisError> {
+    pub(crate) async fn ack(&self, stream_ids: &[String]) -> Result<u64, RedisError> {
         let ends: Vec<Ending> = stream_ids
             .iter()
             .map(|id| Ending::delivered(id.clone(), None))
@@ -719,7 +723,7 @@ impl RedisQueue {
     /// statuses, when kept, say which and the receiver's last answer):
     /// acknowledged and deleted, a batch in one round trip; returns how
     /// many were still pending for the group.
-    pub async fn end(&self, ends: &[Ending]) -> Result<u64, RedisError> {
+    pub(crate) async fn end(&self, ends: &[Ending]) -> Result<u64, RedisError> {
         if ends.is_empty() {
             return Ok(0);
         }
@@ -746,7 +750,7 @@ impl RedisQueue {
 
     /// The status of job `id`, if kept ([`with_status`](Self::with_status))
     /// and not forgotten: one round trip, counted as `queue_status`.
-    pub async fn status(&self, id: &str) -> Result<Option<JobStatus>, RedisError> {
+    pub(crate) async fn status(&self, id: &str) -> Result<Option<JobStatus>, RedisError> {
         let mut conn = self.conn.status.clone();
         let mut call = self.lookup.prepare_invoke();
         call.key(&self.stream)
@@ -787,7 +791,7 @@ impl RedisQueue {
     /// another consumer's [`reclaim`](Self::reclaim_from) takes it at once
     /// instead of waiting out the take-over time. One round trip, counted
     /// as `queue_claim`; returns how many were handed back.
-    pub async fn release(&self, jobs: &[Claimed]) -> Result<u64, RedisError> {
+    pub(crate) async fn release(&self, jobs: &[Claimed]) -> Result<u64, RedisError> {
         if jobs.is_empty() {
             return Ok(0);
         }
@@ -806,7 +810,7 @@ impl RedisQueue {
     /// `false` when another consumer took it over meanwhile: then it is
     /// not this consumer's to deliver. For a job held a while before it is
     /// sent, so that a take-over cannot start while it is delivered.
-    pub async fn hold(&self, job: &Claimed) -> Result<bool, RedisError> {
+    pub(crate) async fn hold(&self, job: &Claimed) -> Result<bool, RedisError> {
         let mut conn = self.conn.claim.clone();
         let mut call = self.settle_call("hold");
         call.arg(&job.stream_id).arg(&self.consumer);
@@ -818,14 +822,14 @@ impl RedisQueue {
     /// clock), with one more attempt counted; `false` when this consumer no
     /// longer holds it (another took it over): then nothing is retried.
     #[cfg(test)]
-    pub async fn retry(&self, job: &Claimed, after: Duration) -> Result<bool, RedisError> {
+    pub(crate) async fn retry(&self, job: &Claimed, after: Duration) -> Result<bool, RedisError> {
         self.retry_answered(job, after, None).await
     }
 
     /// [`retry`](Self::retry), the job's status (when kept) noting the
     /// receiver's answer `status`.
     #[cfg(test)]
-    pub async fn retry_answered(
+    pub(crate) async fn retry_answered(
         &self,
         job: &Claimed,
         after: Duration,
@@ -837,7 +841,7 @@ impl RedisQueue {
     /// [`retry_answered`](Self::retry_failed), the job's status (when
     /// kept) noting the attempt's `error` too (`""`: none), as its
     /// [`JobStatus::last_error`].
-    pub async fn retry_failed(
+    pub(crate) async fn retry_failed(
         &self,
         job: &Claimed,
         after: Duration,
@@ -868,7 +872,7 @@ impl RedisQueue {
 
     /// Moves up to `max` retries whose time has come back into the
     /// stream; returns how many.
-    pub async fn promote_due(&self, max: usize) -> Result<u64, RedisError> {
+    pub(crate) async fn promote_due(&self, max: usize) -> Result<u64, RedisError> {
         self.promote(max, "due").await
     }
 
@@ -876,7 +880,7 @@ impl RedisQueue {
     /// oldest due first: for a queue being emptied (a destination deleted,
     /// its webhooks dead-lettered), where no retry may wait out its time.
     /// Returns how many moved.
-    pub async fn promote_all(&self, max: usize) -> Result<u64, RedisError> {
+    pub(crate) async fn promote_all(&self, max: usize) -> Result<u64, RedisError> {
         self.promote(max, "all").await
     }
 
@@ -893,7 +897,7 @@ impl RedisQueue {
     }
 
     /// Entries outstanding: queued, being delivered, waiting for a retry.
-    pub async fn depth(&self) -> Result<u64, RedisError> {
+    pub(crate) async fn depth(&self) -> Result<u64, RedisError> {
         let mut conn = self.conn.upkeep.clone();
         let mut pipe = redis::pipe();
         pipe.cmd("XLEN").arg(&self.stream);

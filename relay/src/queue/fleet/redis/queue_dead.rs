@@ -11,7 +11,7 @@ use super::{CALL, array, bounded, bytes, count, text};
 
 /// One dead letter of a shared queue.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct DeadLetter {
+pub(crate) struct DeadLetter {
     /// Its entry in the dead letters' stream: where a reader goes on from,
     /// and what [`RedisQueue::redrive`] takes.
     pub entry: String,
@@ -66,7 +66,7 @@ impl RedisQueue {
     /// Up to `count` dead letters after the entry `after` (`None`: from the
     /// oldest), oldest first; one round trip, counted as
     /// `queue_dead_letters`.
-    pub async fn dead_letters(
+    pub(crate) async fn dead_letters(
         &self,
         after: Option<&str>,
         count: usize,
@@ -91,7 +91,11 @@ impl RedisQueue {
     /// while the queue is under `bound`; one round trip, counted as
     /// `queue_dead_letters`. Returns how many went back and how many did
     /// not (gone meanwhile, or no room).
-    pub async fn redrive(&self, entries: &[String], bound: u64) -> Result<(u64, u64), RedisError> {
+    pub(crate) async fn redrive(
+        &self,
+        entries: &[String],
+        bound: u64,
+    ) -> Result<(u64, u64), RedisError> {
         if entries.is_empty() {
             return Ok((0, 0));
         }

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 /// Where a job of a shared queue is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum JobState {
+pub(crate) enum JobState {
     /// Waiting in the stream for its first attempt (or its next one, once
     /// a retry is due).
     Queued,
@@ -22,7 +22,7 @@ pub enum JobState {
 
 /// A job's status ([`RedisQueue::status`](super::queue::RedisQueue::status)).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct JobStatus {
+pub(crate) struct JobStatus {
     /// Where it is.
     pub state: JobState,
     /// Attempts made.
@@ -47,7 +47,7 @@ pub struct JobStatus {
 impl JobStatus {
     /// Reads a record (`state|attempts|last|next|received|ended|stream
     /// id|owner`), `held` if a consumer holds its entry now.
-    pub fn parse(record: &str, held: bool) -> Option<JobStatus> {
+    pub(crate) fn parse(record: &str, held: bool) -> Option<JobStatus> {
         let mut f = record.splitn(8, '|');
         let mut next = || f.next();
         let state = match (next()?, held) {
@@ -80,7 +80,7 @@ impl JobStatus {
 
 /// How a held job ended ([`RedisQueue::end`](super::queue::RedisQueue::end)).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Ending {
+pub(crate) struct Ending {
     /// The entry it was claimed as.
     pub stream_id: String,
     /// Dead-lettered (`true`) or delivered.
@@ -95,7 +95,7 @@ pub struct Ending {
 
 impl Ending {
     /// A delivery, answered `status`.
-    pub fn delivered(stream_id: String, status: Option<u16>) -> Ending {
+    pub(crate) fn delivered(stream_id: String, status: Option<u16>) -> Ending {
         Ending {
             stream_id,
             dead_lettered: false,
@@ -106,7 +106,7 @@ impl Ending {
     }
 
     /// A job dead-lettered for `reason` after its last answer `status`.
-    pub fn dead_lettered(stream_id: String, status: Option<u16>, reason: &str) -> Ending {
+    pub(crate) fn dead_lettered(stream_id: String, status: Option<u16>, reason: &str) -> Ending {
         Ending {
             stream_id,
             dead_lettered: true,
@@ -118,7 +118,7 @@ impl Ending {
 
     /// The same ending, noting its last failed attempt's `error` (kept
     /// with its status, and with its dead letter).
-    pub fn with_error(self, error: &str) -> Ending {
+    pub(crate) fn with_error(self, error: &str) -> Ending {
         Ending {
             error: error.to_owned(),
             ..self

@@ -15,13 +15,13 @@ use serde::{Deserialize, Serialize};
 use crate::domain::mutex::lock;
 
 /// The longest line read; a longer one is skipped.
-pub const MAX_LINE: u64 = 4096;
+pub(super) const MAX_LINE: u64 = 4096;
 /// Below this size the file is never rewritten while running.
-pub const COMPACT_FLOOR: u64 = 64 * 1024;
+pub(super) const COMPACT_FLOOR: u64 = 64 * 1024;
 
 /// One accepted key.
 #[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq)]
-pub struct Line {
+pub(super) struct Line {
     /// The tenant whose key it is; absent in files written before keys
     /// were scoped (read as the default tenant).
     #[serde(default)]
@@ -42,7 +42,7 @@ pub struct Line {
 
 impl Line {
     /// The line as written, newline included.
-    pub fn encode(&self) -> Vec<u8> {
+    pub(super) fn encode(&self) -> Vec<u8> {
         let mut bytes = serde_json::to_vec(self).unwrap_or_default();
         bytes.push(b'\n');
         bytes
@@ -52,7 +52,7 @@ impl Line {
 /// Reads `path` a line at a time, handing each line that parses to
 /// `each`; a missing file is empty. Torn or garbled lines (a crash
 /// mid-write) are skipped.
-pub fn read(path: &Path, mut each: impl FnMut(Line)) -> std::io::Result<()> {
+pub(super) fn read(path: &Path, mut each: impl FnMut(Line)) -> std::io::Result<()> {
     let file = match crate::domain::private::read(path) {
         Ok(f) => f,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
@@ -87,7 +87,7 @@ struct Appender {
 
 /// `idempotency.jsonl`, shared by every request appending to it.
 #[derive(Clone)]
-pub struct KeysFile {
+pub(super) struct KeysFile {
     path: PathBuf,
     appender: Arc<Mutex<Appender>>,
 }
@@ -124,7 +124,10 @@ fn rewrite(path: &Path, lines: impl IntoIterator<Item = Line>) -> std::io::Resul
 
 impl KeysFile {
     /// Rewrites `path` with `lines` and opens it for appending.
-    pub fn create(path: PathBuf, lines: impl IntoIterator<Item = Line>) -> std::io::Result<Self> {
+    pub(super) fn create(
+        path: PathBuf,
+        lines: impl IntoIterator<Item = Line>,
+    ) -> std::io::Result<Self> {
         let bytes = rewrite(&path, lines)?;
         let file = crate::domain::private::open(OpenOptions::new().append(true), &path)?;
         Ok(KeysFile {
@@ -138,7 +141,7 @@ impl KeysFile {
     }
 
     /// The file's path.
-    pub fn path(&self) -> &Path {
+    pub(super) fn path(&self) -> &Path {
         &self.path
     }
 
@@ -146,7 +149,7 @@ impl KeysFile {
     /// more than twice `live()` bytes of lines (and is over the floor),
     /// rewrites it with `snapshot()`: the accepted keys, read while the
     /// file is held, so no append falls between the two.
-    pub fn append(
+    pub(super) fn append(
         &self,
         line: &[u8],
         live: impl FnOnce() -> u64,

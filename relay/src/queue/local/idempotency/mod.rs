@@ -24,20 +24,20 @@ use dripfeed::journal::Journal;
 
 use crate::domain::budget::{ByteBudget, Ticket};
 use crate::domain::mutex::lock;
-pub use crate::domain::names::body_hash;
+pub(crate) use crate::domain::names::body_hash;
 use crate::domain::names::{DEFAULT_TENANT, MAX_NAME_BYTES};
 use file::{KeysFile, Line};
 
 /// The most keys remembered.
-pub const MAX_KEYS: usize = 1_000_000;
+pub(crate) const MAX_KEYS: usize = 1_000_000;
 
 /// Bytes charged per remembered key on top of its key and tenant: its map
 /// entry and its place in the order.
-pub const KEY_OVERHEAD: u64 = 128;
+pub(crate) const KEY_OVERHEAD: u64 = 128;
 
 /// What a request's key says.
 #[derive(Debug, PartialEq, Eq)]
-pub enum Begin {
+pub(crate) enum Begin {
     /// Not seen: admit it, then [`Idempotency::accepted`] or [`Idempotency::refused`].
     New,
     /// Accepted before with the same body: answer 202 with this id.
@@ -158,7 +158,7 @@ impl Keys {
 }
 
 /// The accepted keys, in memory and (with a journal) on disk.
-pub struct Idempotency {
+pub(crate) struct Idempotency {
     keys: Arc<Mutex<Keys>>,
     file: Option<KeysFile>,
     budget: ByteBudget,
@@ -174,7 +174,7 @@ fn now_ms() -> u64 {
 
 impl Idempotency {
     /// Keys in memory only, holding their bytes in `budget`.
-    pub fn in_memory(budget: ByteBudget, window: Duration, max_keys: usize) -> Self {
+    pub(crate) fn in_memory(budget: ByteBudget, window: Duration, max_keys: usize) -> Self {
         Idempotency {
             keys: Arc::default(),
             file: None,
@@ -188,7 +188,7 @@ impl Idempotency {
     /// (so a second relay on the directory fails before touching it): read
     /// a line at a time, the unexpired ones kept (as many as `budget` and
     /// `max_keys` allow, newest first), the file rewritten with only them.
-    pub fn open(
+    pub(crate) fn open(
         journal: &Journal,
         budget: ByteBudget,
         window: Duration,
@@ -251,7 +251,7 @@ impl Idempotency {
 
     /// Forgets expired keys, then the oldest accepted ones until `bytes`
     /// more fit in the budget; how many were forgotten to make room.
-    pub fn make_room(&self, bytes: u64) -> usize {
+    pub(crate) fn make_room(&self, bytes: u64) -> usize {
         let mut keys = self.lock();
         let oldest = now_ms().saturating_sub(self.window_ms());
         keys.expire(oldest, self.max_keys.saturating_add(1));
@@ -261,7 +261,13 @@ impl Idempotency {
     /// Looks `key` up among `tenant`'s for a request to `destination`
     /// with a body hashing to `hash`; a new key is marked as being
     /// admitted, holding its bytes.
-    pub fn begin(&self, tenant: &str, key: &str, destination: &Arc<str>, hash: u64) -> Begin {
+    pub(crate) fn begin(
+        &self,
+        tenant: &str,
+        key: &str,
+        destination: &Arc<str>,
+        hash: u64,
+    ) -> Begin {
         let now = now_ms();
         let mut keys = self.lock();
         keys.expire(now.saturating_sub(self.window_ms()), self.max_keys);
@@ -297,7 +303,7 @@ impl Idempotency {
     }
 
     /// `tenant`'s key was accepted as `id`: durable before the 202.
-    pub async fn accepted(&self, tenant: &str, key: &str, id: u64) -> std::io::Result<()> {
+    pub(crate) async fn accepted(&self, tenant: &str, key: &str, id: u64) -> std::io::Result<()> {
         let encoded = {
             let mut keys = self.lock();
             let keys = &mut *keys;
@@ -333,7 +339,7 @@ impl Idempotency {
 
     /// `tenant`'s key was refused: forgotten at once (its bytes given
     /// back), so a retry may try again.
-    pub fn refused(&self, tenant: &str, key: &str) {
+    pub(crate) fn refused(&self, tenant: &str, key: &str) {
         let mut keys = self.lock();
         let scoped = scoped(tenant, key);
         if matches!(
@@ -348,7 +354,7 @@ impl Idempotency {
     }
 
     /// Keys remembered now.
-    pub fn count(&self) -> usize {
+    pub(crate) fn count(&self) -> usize {
         self.lock().map.len()
     }
 }
