@@ -42,7 +42,9 @@ mod serve;
 mod shutdown;
 mod status;
 mod telemetry;
+mod tls;
 mod trace;
+mod util;
 
 use std::path::PathBuf;
 use std::process::ExitCode;

@@ -160,7 +160,7 @@ impl<J: Send + Sync + 'static> Dest<J> {
             .budget_override()
             .or(s.latency_budget)
             .unwrap_or(Duration::from_secs(1));
-        crate::handle::state::bound_for(budget, self.start_rate(inner, cfg))
+        crate::drain::shared::bound_for(budget, self.start_rate(inner, cfg))
     }
 
     /// Shows its resting bound and rate (a named destination without a

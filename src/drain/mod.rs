@@ -16,6 +16,7 @@ pub(crate) mod hook;
 pub(crate) mod pacer;
 pub(crate) mod retry_policy;
 pub(crate) mod retry_queue;
+pub(crate) mod shared;
 pub(crate) mod stop;
 pub(crate) mod task;
 
@@ -27,7 +28,7 @@ use std::task::{Context, Poll};
 use tokio::task::JoinHandle;
 
 use crate::accounting::outcome::Stats;
-use crate::handle::state::Shared;
+use crate::drain::shared::Shared;
 
 /// What a shutdown hands back.
 ///

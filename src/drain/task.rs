@@ -23,7 +23,7 @@ use crate::accounting::endings::Offer;
 use crate::accounting::ledger::Event;
 use crate::accounting::outcome::Outcome;
 use crate::drain::downstream::Downstream;
-use crate::handle::state::Shared;
+use crate::drain::shared::Shared;
 use crate::limits::in_flight::InFlightPermit;
 use crate::limits::permits::PermitSource;
 use crate::rate::Aimd;

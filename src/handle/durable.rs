@@ -5,7 +5,7 @@
 //! Without the `journal` feature these are no-ops the compiler removes.
 
 use crate::admission::rejected::Rejected;
-use crate::handle::state::Shared;
+use crate::drain::shared::Shared;
 use crate::handle::throttle::{Admitted, Throttle};
 
 #[cfg(feature = "journal")]
@@ -129,34 +129,6 @@ impl<J: 'static> Shared<J> {
         }
     }
 
-    #[inline]
-    pub(crate) fn ended(&self, _id: u64) {
-        #[cfg(feature = "journal")]
-        if let Some(j) = &self.journal {
-            j.journal.end(_id);
-        }
-    }
-
-    /// Job `id` went to the dead-letter sink: its end is recorded once the
-    /// sink has stored it durably (after the sink's `flush`).
-    #[inline]
-    pub(crate) fn dead_lettered(&self, _id: u64) {
-        #[cfg(feature = "journal")]
-        if let Some(j) = &self.journal {
-            j.dead_lettered(_id, self.endings.sink.as_ref());
-        }
-    }
-
-    /// A job given up on: to the sink (`taken`) or to its hook.
-    #[inline]
-    pub(crate) fn gone(&self, id: u64, taken: bool) {
-        if taken {
-            self.dead_lettered(id);
-        } else {
-            self.ended(id);
-        }
-    }
-
     /// After an admission of a journaled job `id`: a refusal ends it, a
     /// deferral dead-letters it.
     #[inline]
@@ -165,29 +137,6 @@ impl<J: 'static> Shared<J> {
             Ok(a) if a.is_deferred() => self.dead_lettered(id),
             Ok(_) => {}
             Err(_) => self.ended(id),
-        }
-    }
-
-    /// Whether shutdown leaves unfinished jobs in the journal for the next
-    /// start instead of handing them off.
-    pub(crate) fn keeps_leftovers(&self) -> bool {
-        #[cfg(feature = "journal")]
-        if self.journal.is_some() {
-            // Retired for good with a sink: the sink takes them (their
-            // records end once it has stored them).
-            let retiring = self.retiring.load(std::sync::atomic::Ordering::Acquire);
-            return !(retiring && self.endings.sink.is_some());
-        }
-        false
-    }
-
-    /// Shutdown's last step: the dead-lettered jobs' ends if the sink's
-    /// flush (`flushed`) stored them, else they stay in the journal; then
-    /// everything written and `fsync`ed.
-    pub(crate) async fn close_journal(&self, _flushed: bool) {
-        #[cfg(feature = "journal")]
-        if let Some(j) = &self.journal {
-            j.close(_flushed).await;
         }
     }
 }
@@ -204,7 +153,7 @@ mod with_journal {
 
     /// Queues the jobs an earlier run left unfinished, with their ids, in
     /// the retry structure: due now, ahead of new jobs, outside the bound.
-    pub(crate) fn requeue<J>(shared: &crate::handle::state::Shared<J>, jobs: Vec<(u64, J)>) {
+    pub(crate) fn requeue<J>(shared: &crate::drain::shared::Shared<J>, jobs: Vec<(u64, J)>) {
         let (Some(retries), n) = (&shared.retries, jobs.len()) else {
             return;
         };

@@ -13,8 +13,8 @@ use crate::admission::reason::Reason;
 use crate::admission::rejected::Rejected;
 use crate::admission::{Full, Place};
 use crate::drain::ShutdownReport;
+use crate::drain::shared::Shared;
 use crate::error::RateError;
-use crate::handle::state::Shared;
 
 /// An admitted job: its id, and whether it was queued or deferred to the
 /// dead-letter sink.

@@ -42,10 +42,10 @@ use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
 use utoipa::ToSchema;
 
-use axum::http::{HeaderMap, HeaderValue, header};
+use axum::http::HeaderMap;
 
 use super::Admin;
-use super::change_answers::{read_body, refusal, unprocessable};
+use super::change_answers::{precondition, read_body, refusal, tagged, unprocessable};
 use crate::catalog::edit::{Edit, Precondition, Replacement, merge};
 use crate::config::{Fields, valid_name};
 use crate::domain::problem::problem;
@@ -152,39 +152,6 @@ fn bad_name(name: &str) -> Option<Response> {
         let detail = "a destination name is 1 to 64 of A-Z a-z 0-9 . _ -".to_owned();
         unprocessable("bad-destination", detail)
     })
-}
-
-/// The conditions `If-Match` and `If-None-Match` put on a change, or
-/// their 400.
-pub(super) fn precondition(headers: &HeaderMap) -> Result<Precondition, Box<Response>> {
-    let text = |name: header::HeaderName| -> Result<Option<&str>, String> {
-        match headers.get(&name) {
-            None => Ok(None),
-            Some(v) => v
-                .to_str()
-                .map(Some)
-                .map_err(|_| format!("{name}: not visible ASCII")),
-        }
-    };
-    text(header::IF_MATCH)
-        .and_then(|m| Ok((m, text(header::IF_NONE_MATCH)?)))
-        .and_then(|(m, n)| Precondition::of(m, n))
-        .map_err(|detail| {
-            Box::new(problem(
-                StatusCode::BAD_REQUEST,
-                "bad-precondition",
-                detail,
-                Vec::new(),
-            ))
-        })
-}
-
-/// `response` with the entity tag `etag`.
-pub(super) fn tagged(mut response: Response, etag: &str) -> Response {
-    if let Ok(v) = HeaderValue::from_str(etag) {
-        response.headers_mut().insert(header::ETAG, v);
-    }
-    response
 }
 
 /// `PUT /v1/destinations/{name}`.

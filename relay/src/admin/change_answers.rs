@@ -3,9 +3,10 @@
 
 use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
-use axum::http::StatusCode;
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::Response;
 
+use crate::catalog::edit::Precondition;
 use crate::domain::problem::problem;
 use crate::queue::ChangeRefused;
 
@@ -48,4 +49,37 @@ pub(super) fn read_body(body: Result<Bytes, BytesRejection>) -> Result<Bytes, Bo
             ),
         })
     })
+}
+
+/// The conditions `If-Match` and `If-None-Match` put on a change, or
+/// their 400.
+pub(super) fn precondition(headers: &HeaderMap) -> Result<Precondition, Box<Response>> {
+    let text = |name: header::HeaderName| -> Result<Option<&str>, String> {
+        match headers.get(&name) {
+            None => Ok(None),
+            Some(v) => v
+                .to_str()
+                .map(Some)
+                .map_err(|_| format!("{name}: not visible ASCII")),
+        }
+    };
+    text(header::IF_MATCH)
+        .and_then(|m| Ok((m, text(header::IF_NONE_MATCH)?)))
+        .and_then(|(m, n)| Precondition::of(m, n))
+        .map_err(|detail| {
+            Box::new(problem(
+                StatusCode::BAD_REQUEST,
+                "bad-precondition",
+                detail,
+                Vec::new(),
+            ))
+        })
+}
+
+/// `response` with the entity tag `etag`.
+pub(super) fn tagged(mut response: Response, etag: &str) -> Response {
+    if let Ok(v) = HeaderValue::from_str(etag) {
+        response.headers_mut().insert(header::ETAG, v);
+    }
+    response
 }

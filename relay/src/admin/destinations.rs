@@ -183,7 +183,9 @@ pub(crate) async fn one(State(admin): State<Arc<Admin>>, Path(name): Path<String
     // Its tag as the queue keeps it (the fleet's, read from Redis): what
     // an If-Match is checked against. Unknown while Redis does not answer.
     match admin.queue.current(&name).await {
-        Ok(Some(fields)) => super::change::tagged(Json(view).into_response(), &etag(&fields)),
+        Ok(Some(fields)) => {
+            super::change_answers::tagged(Json(view).into_response(), &etag(&fields))
+        }
         _ => Json(view).into_response(),
     }
 }

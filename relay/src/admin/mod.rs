@@ -64,7 +64,7 @@ pub(crate) struct Admin {
     pub prometheus: PrometheusHandle,
     /// The admin token's digest; `None`: the routes are open (loopback).
     /// A reload may change it.
-    pub token: crate::domain::swap::Swap<Option<KeyDigest>>,
+    pub token: crate::util::swap::Swap<Option<KeyDigest>>,
     /// The destinations in force: what `/v1/destinations` shows beside
     /// their live state.
     pub catalog: Arc<Catalog>,

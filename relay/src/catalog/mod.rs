@@ -25,7 +25,7 @@ use tokio::task::JoinHandle;
 
 use crate::config::Destination;
 use crate::deliver::target::{Target, Targets};
-use crate::domain::mutex::lock;
+use crate::util::mutex::lock;
 
 /// Admissions under way for one destination.
 #[derive(Default)]

@@ -63,7 +63,7 @@ pub(crate) struct StateFile {
 fn read(path: &Path) -> Result<Saved, String> {
     let read = || -> std::io::Result<Vec<u8>> {
         let mut bytes = Vec::new();
-        let mut file = crate::domain::private::read(path)?;
+        let mut file = crate::util::private::read(path)?;
         std::io::Read::read_to_end(&mut file, &mut bytes)?;
         Ok(bytes)
     };
@@ -140,12 +140,11 @@ impl StateFile {
     /// changed), making `dir` (mode 0700) if it is missing.
     pub(crate) fn open(dir: &Path) -> Result<StateFile, String> {
         let path = dir.join(FILE);
-        crate::domain::private::dir(dir)
-            .map_err(|e| format!("state_dir {}: {e}", dir.display()))?;
+        crate::util::private::dir(dir).map_err(|e| format!("state_dir {}: {e}", dir.display()))?;
         let lock_path = dir.join("state.lock");
         let mut options = std::fs::OpenOptions::new();
         options.create(true).truncate(false).write(true);
-        let lock = crate::domain::private::open(&options, &lock_path)
+        let lock = crate::util::private::open(&options, &lock_path)
             .map_err(|e| format!("state_dir {}: {e}", lock_path.display()))?;
         match fs4::fs_std::FileExt::try_lock_exclusive(&lock) {
             Ok(true) => {}
@@ -276,7 +275,7 @@ fn write_atomically(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     let written = (|| {
         let mut options = std::fs::OpenOptions::new();
         options.write(true).create_new(true);
-        let mut file = crate::domain::private::open(&options, &tmp)?;
+        let mut file = crate::util::private::open(&options, &tmp)?;
         file.write_all(bytes)?;
         file.sync_all()?;
         std::fs::rename(&tmp, path)

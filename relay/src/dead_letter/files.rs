@@ -227,7 +227,7 @@ impl Files {
         let existed = std::fs::symlink_metadata(&self.path).is_ok();
         let mut options = std::fs::OpenOptions::new();
         options.create(true).append(true);
-        let mut file = crate::domain::private::open(&options, &self.path).map_err(io)?;
+        let mut file = crate::util::private::open(&options, &self.path).map_err(io)?;
         let meta = file.metadata().map_err(io)?;
         let (mut bytes, mut lines) = (meta.len(), 0);
         if meta.is_file() && bytes > 0 {

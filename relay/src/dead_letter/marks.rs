@@ -50,7 +50,7 @@ pub(crate) fn marks_of(live: &Path) -> PathBuf {
 
 /// The lines already redriven.
 pub(crate) fn load(live: &Path) -> std::io::Result<Marks> {
-    let file = match crate::domain::private::read(&marks_of(live)) {
+    let file = match crate::util::private::read(&marks_of(live)) {
         Ok(f) => f,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Marks::default()),
         Err(e) => return Err(e),
@@ -85,7 +85,7 @@ pub(crate) fn add<'a>(
     }
     let mut options = std::fs::OpenOptions::new();
     options.create(true).append(true);
-    let mut file = crate::domain::private::open(&options, &marks_of(live))?;
+    let mut file = crate::util::private::open(&options, &marks_of(live))?;
     file.write_all(text.as_bytes())?;
     file.sync_all()
 }
@@ -109,7 +109,7 @@ pub(crate) fn pick(
     paths.push(live.to_path_buf());
     let mut out = Vec::new();
     for path in paths {
-        let file = match crate::domain::private::read(&path) {
+        let file = match crate::util::private::read(&path) {
             Ok(f) => f,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
             Err(e) => return Err(e),

@@ -136,7 +136,7 @@ pub(crate) fn read(
     };
     let mut bytes = 0usize;
     for (path, inode) in found.iter().skip(start) {
-        let file = match crate::domain::private::read(path) {
+        let file = match crate::util::private::read(path) {
             Ok(file) => file,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
             Err(e) => return Err(e),

@@ -89,7 +89,7 @@ impl Rest {
             None => {
                 let mut options = std::fs::OpenOptions::new();
                 options.write(true).create(true).truncate(true);
-                let file = crate::domain::private::open(&options, &self.path).map_err(err)?;
+                let file = crate::util::private::open(&options, &self.path).map_err(err)?;
                 self.out.insert(BufWriter::new(file))
             }
         };

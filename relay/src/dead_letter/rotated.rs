@@ -32,7 +32,7 @@ pub(super) fn dir_of(live: &Path) -> &Path {
 /// empty; anything but a regular file counts as empty). Read in blocks: a
 /// large file costs time, not memory.
 pub(super) fn count_lines(path: &Path) -> std::io::Result<(u64, bool)> {
-    let mut file = crate::domain::private::read(path)?;
+    let mut file = crate::util::private::read(path)?;
     if !file.metadata()?.is_file() {
         return Ok((0, true));
     }

@@ -8,7 +8,7 @@ use axum::body::Bytes;
 use dripfeed::journal::{DecodeError, JobCodec};
 
 use super::budget::Ticket;
-use crate::trace::context::{ENCODED_LEN, TraceContext};
+use crate::domain::trace_context::{ENCODED_LEN, TraceContext};
 
 /// A queued webhook. Its ticket holds its bytes against the byte budget
 /// until dropped; a webhook recovered from the journal has none (the

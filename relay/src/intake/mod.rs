@@ -84,7 +84,7 @@ pub(crate) struct Intake {
     pub tenant_header: String,
     /// The tenants and their keys (a reload may change them); `None`: the
     /// relay is open (loopback, or `allow_unauthenticated`).
-    pub tenants: Option<crate::domain::swap::Swap<Tenants>>,
+    pub tenants: Option<crate::util::swap::Swap<Tenants>>,
     /// Tenants have quotas (the set's template has a key store).
     pub keyed: bool,
     /// Bytes held for clients: bodies, keys, tenant names.

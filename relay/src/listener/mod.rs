@@ -21,7 +21,6 @@
 
 pub(crate) mod app;
 pub(crate) mod framing;
-pub(crate) mod tls;
 
 use std::sync::Arc;
 use std::time::Duration;

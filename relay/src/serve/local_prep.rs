@@ -67,7 +67,7 @@ pub(super) async fn open(cfg: &Config, parts: Parts) -> Result<Arc<Local>, Failu
             .map_or("none".into(), |st| st.path().display().to_string()),
     );
     if paths.dead_letter_file.parent() == Some(paths.data_dir.as_path()) {
-        crate::domain::private::dir(&paths.data_dir)
+        crate::util::private::dir(&paths.data_dir)
             .map_err(|e| format!("data_dir {}: {e}", paths.data_dir.display()))?;
     }
     let sink = Arc::new(
@@ -83,7 +83,7 @@ pub(super) async fn open(cfg: &Config, parts: Parts) -> Result<Arc<Local>, Failu
     // Ended statuses kept beside the journal, read back before recovery
     // starts delivering (so the ends it makes are written after them).
     if let Some(dir) = &parts.journal_dir {
-        crate::domain::private::dir(dir)
+        crate::util::private::dir(dir)
             .map_err(|e| format!("journal_dir {}: {e}", dir.display()))?;
         match status.attach(dir, s.status_max) {
             Ok((remembered, bad)) => tracing::info!(

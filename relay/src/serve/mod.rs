@@ -20,10 +20,10 @@ use crate::deliver::HttpDownstream;
 use crate::deliver::latency::Latencies;
 use crate::domain::budget::ByteBudget;
 use crate::domain::limits::Limits;
-use crate::domain::swap::Swap;
 use crate::intake::{self, Answers, Intake};
 use crate::queue::{self, Queue, backends, quotas};
 use crate::status::Registry;
+use crate::util::swap::Swap;
 use crate::{admin, deliver, demo, listener, shutdown, telemetry};
 
 mod demo_prep;
@@ -71,7 +71,7 @@ pub(crate) async fn check(cfg: &Config, guard: &deliver::guard::AddressGuard) ->
         QueueKind::Redis => queue::local::build::destination_errors(cfg, &Limits::fleet(cfg)),
     };
     errors.extend(deliver::guard::check_destinations(cfg, guard).await);
-    errors.extend(deliver::client::check_ca_file(cfg));
+    errors.extend(crate::tls::client::check_ca_file(cfg));
     errors.extend(tls_errors(cfg));
     errors
 }
@@ -88,17 +88,17 @@ fn tls_errors(cfg: &Config) -> Vec<ConfigError> {
         let (Some(cert), Some(pem_key)) = (cert, pem_key) else {
             return None;
         };
-        let e = listener::tls::load(cert, pem_key).err()?;
+        let e = crate::tls::server::load(cert, pem_key).err()?;
         Some(ConfigError::new(key, cfg.origin(key).cloned(), e))
     })
     .collect()
 }
 
 /// The listeners' certificates (`None` for one without TLS).
-fn listener_certs(cfg: &Config) -> Result<[Option<Arc<listener::tls::Certs>>; 2], String> {
+fn listener_certs(cfg: &Config) -> Result<[Option<Arc<crate::tls::server::Certs>>; 2], String> {
     let s = &cfg.settings;
     let open = |cert: &Option<PathBuf>, key: &Option<PathBuf>| match (cert, key) {
-        (Some(cert), Some(key)) => listener::tls::Certs::open(cert, key).map(Some),
+        (Some(cert), Some(key)) => crate::tls::server::Certs::open(cert, key).map(Some),
         _ => Ok(None),
     };
     Ok([
@@ -125,9 +125,9 @@ pub(crate) async fn run(
     reload: Reload,
 ) -> Result<(), Failure> {
     // Files and directories the relay keeps are opened by this policy.
-    crate::domain::private::set_modes(match cfg.settings.file_modes {
-        crate::config::value::ModePolicy::Fix => crate::domain::private::FileModes::Fix,
-        crate::config::value::ModePolicy::Refuse => crate::domain::private::FileModes::Refuse,
+    crate::util::private::set_modes(match cfg.settings.file_modes {
+        crate::config::value::ModePolicy::Fix => crate::util::private::FileModes::Fix,
+        crate::config::value::ModePolicy::Refuse => crate::util::private::FileModes::Refuse,
     });
     // A demo has no graceful stop: Ctrl-C ends it at once.
     if mode != Mode::Serve {
@@ -374,7 +374,7 @@ pub(crate) async fn run(
         label: "admin",
         ..limits
     };
-    let acceptor = |certs: &Option<Arc<listener::tls::Certs>>| match certs {
+    let acceptor = |certs: &Option<Arc<crate::tls::server::Certs>>| match certs {
         Some(c) => c.acceptor().map(Some),
         None => Ok(None),
     };
@@ -468,7 +468,7 @@ pub(crate) async fn run(
 }
 
 /// `https` for a listener with a certificate, else `http`.
-fn scheme(certs: &Option<Arc<listener::tls::Certs>>) -> &'static str {
+fn scheme(certs: &Option<Arc<crate::tls::server::Certs>>) -> &'static str {
     match certs {
         Some(_) => "https",
         None => "http",

@@ -28,10 +28,10 @@ use crate::auth::tenants::Tenants;
 use crate::config::{self, Config, Destination, SourceFlags};
 use crate::deliver::guard::AddressGuard;
 use crate::intake::Intake;
-use crate::listener::tls::{self, Certs};
 use crate::queue::Queue;
 use crate::status::Registry;
 use crate::telemetry::{self, RELOADS};
+use crate::tls::server::{self as tls, Certs};
 
 /// Settings a reload changes; every other one needs a restart.
 const RELOADABLE: &[&str] = &[

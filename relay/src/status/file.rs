@@ -108,7 +108,7 @@ pub(crate) fn load(dir: &Path, mut each: impl FnMut(Restored)) -> usize {
     };
     let mut bad = 0;
     for name in [OLD, FILE] {
-        let Ok(file) = crate::domain::private::read(&dir.join(name)) else {
+        let Ok(file) = crate::util::private::read(&dir.join(name)) else {
             continue;
         };
         // By bytes: a torn or garbled line is skipped, and a read error
@@ -145,7 +145,7 @@ pub(crate) fn writer(
     rotate_at: usize,
 ) -> std::io::Result<(SyncSender<Msg>, std::thread::JoinHandle<()>)> {
     let path = dir.join(FILE);
-    let lines = match crate::domain::private::read(&path) {
+    let lines = match crate::util::private::read(&path) {
         Ok(f) => std::io::BufReader::new(f).split(b'\n').count(),
         Err(_) => 0,
     };
@@ -168,7 +168,7 @@ pub(crate) fn writer(
 fn append(path: &Path) -> std::io::Result<std::fs::File> {
     let mut options = std::fs::OpenOptions::new();
     options.create(true).append(true).read(true);
-    crate::domain::private::open(&options, path)
+    crate::util::private::open(&options, path)
 }
 
 /// A file a crash left without its last newline gets one, so the next

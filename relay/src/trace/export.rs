@@ -172,7 +172,7 @@ pub(crate) fn start(s: &Settings) -> Result<Option<Traces>, String> {
     if !super::wanted(s) {
         return Ok(None);
     }
-    let tls = crate::deliver::client::tls_config(s.ca_file.as_deref())?;
+    let tls = crate::tls::client::config(s.ca_file.as_deref())?;
     let mut http = HttpConnector::new();
     http.enforce_http(false);
     let connector = HttpsConnector::from((http, std::sync::Arc::new(tls)));

@@ -15,7 +15,6 @@
 //! that. The relay's log lines stay on `tracing`. Without an endpoint no
 //! provider exists and intake does one `Option` check.
 
-pub(crate) mod context;
 mod export;
 
 use std::sync::Arc;
@@ -29,7 +28,7 @@ use opentelemetry::trace::{
 use opentelemetry::{Context, KeyValue};
 use opentelemetry_sdk::trace::{SdkTracer, SdkTracerProvider, Span};
 
-pub(crate) use context::TraceContext;
+pub(crate) use crate::domain::trace_context::TraceContext;
 pub(crate) use export::start;
 
 use crate::config::Settings;

@@ -33,8 +33,8 @@ use crate::catalog::Catalog;
 use crate::config::{Config, Destination, Fields, Origin};
 use crate::deliver::guard::AddressGuard;
 use crate::domain::limits::Limits;
-use crate::domain::mutex::lock;
 use crate::queue::contract::ChangeRefused;
+use crate::util::mutex::lock;
 
 /// The map's name.
 const MAP: &str = "webhook_relay:destinations";

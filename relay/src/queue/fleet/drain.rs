@@ -18,7 +18,7 @@ use super::lane::{Lane, number_of};
 use super::steer::{self, Steering};
 use crate::deliver::HttpDownstream;
 use crate::domain::job::Job;
-use crate::domain::mutex::lock;
+use crate::util::mutex::lock;
 
 /// Acknowledgements sent together at most.
 const ACK_BATCH: usize = 256;

@@ -59,8 +59,8 @@ use crate::config::{Config, Destination};
 use crate::deliver::HttpDownstream;
 use crate::domain::job::Job;
 use crate::domain::limits::held;
-use crate::domain::mutex::lock;
 use crate::domain::names::body_hash;
+use crate::util::mutex::lock;
 
 /// Dead letters each destination keeps in Redis, about (the oldest go).
 pub(crate) const DEAD_LETTERS_KEPT: u64 = 100_000;

@@ -16,7 +16,7 @@ use tokio::sync::watch;
 use tokio::time::Instant;
 
 use super::counts::Counts;
-use crate::domain::mutex::lock;
+use crate::util::mutex::lock;
 
 /// How often a relay reports and learns the rate.
 const EVERY: Duration = Duration::from_secs(1);

@@ -178,7 +178,7 @@ pub(crate) fn build(cfg: &Config, journal: Option<&Path>, parts: Parts) -> Resul
     let journal = match journal {
         Some(dir) => {
             let journal = Journal::options()
-                .file_modes(crate::domain::private::modes())
+                .file_modes(crate::util::private::modes())
                 .open(dir)
                 .map_err(|e| format!("journal {}: {e}", dir.display()))?;
             recovered = journal.recovered();

@@ -12,7 +12,7 @@ use std::sync::{Arc, Mutex};
 
 use serde::{Deserialize, Serialize};
 
-use crate::domain::mutex::lock;
+use crate::util::mutex::lock;
 
 /// The longest line read; a longer one is skipped.
 pub(super) const MAX_LINE: u64 = 4096;
@@ -53,7 +53,7 @@ impl Line {
 /// `each`; a missing file is empty. Torn or garbled lines (a crash
 /// mid-write) are skipped.
 pub(super) fn read(path: &Path, mut each: impl FnMut(Line)) -> std::io::Result<()> {
-    let file = match crate::domain::private::read(path) {
+    let file = match crate::util::private::read(path) {
         Ok(f) => f,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
         Err(e) => return Err(e),
@@ -103,7 +103,7 @@ fn rewrite(path: &Path, lines: impl IntoIterator<Item = Line>) -> std::io::Resul
     }
     let mut options = OpenOptions::new();
     options.write(true).create_new(true);
-    let file = crate::domain::private::open(&options, &tmp)?;
+    let file = crate::util::private::open(&options, &tmp)?;
     let mut out = BufWriter::new(file);
     let mut bytes = 0u64;
     for line in lines {
@@ -129,7 +129,7 @@ impl KeysFile {
         lines: impl IntoIterator<Item = Line>,
     ) -> std::io::Result<Self> {
         let bytes = rewrite(&path, lines)?;
-        let file = crate::domain::private::open(OpenOptions::new().append(true), &path)?;
+        let file = crate::util::private::open(OpenOptions::new().append(true), &path)?;
         Ok(KeysFile {
             path,
             appender: Arc::new(Mutex::new(Appender {
@@ -164,7 +164,7 @@ impl KeysFile {
         }
         let before = a.bytes;
         let compacted = rewrite(&self.path, snapshot()).and_then(|bytes| {
-            let file = crate::domain::private::open(OpenOptions::new().append(true), &self.path)?;
+            let file = crate::util::private::open(OpenOptions::new().append(true), &self.path)?;
             Ok((file, bytes))
         });
         match compacted {

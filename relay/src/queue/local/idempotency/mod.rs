@@ -23,9 +23,9 @@ use std::time::Duration;
 use dripfeed::journal::Journal;
 
 use crate::domain::budget::{ByteBudget, Ticket};
-use crate::domain::mutex::lock;
 pub(crate) use crate::domain::names::body_hash;
 use crate::domain::names::{DEFAULT_TENANT, MAX_NAME_BYTES};
+use crate::util::mutex::lock;
 use file::{KeysFile, Line};
 
 /// The most keys remembered.

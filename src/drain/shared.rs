@@ -1,6 +1,7 @@
 //! What the handles and the drain share: the admission object, the clock,
-//! the ledger, the rate and the lifecycle (pause, close, done). What only
-//! the drain touches (pacer, fleet permits, the adaptive controller, idle
+//! the ledger, the rate and the lifecycle (pause, close, done). The drain
+//! owns it (the handles, above, reach the drain through it); what only the
+//! drain touches (pacer, fleet permits, the adaptive controller, idle
 //! state) lives in the drain task, not here.
 
 use std::hash::RandomState;
@@ -10,6 +11,10 @@ use std::time::Duration;
 
 use tokio::sync::watch;
 
+use super::feedback::Feedback;
+use super::hook::DrainHook;
+use super::retry_queue::Retries;
+use super::stop::Stop;
 use crate::accounting::endings::Endings;
 use crate::accounting::ledger::{Gauges, Ledger};
 use crate::accounting::outcome::Stats;
@@ -18,10 +23,6 @@ use crate::admission::rate_limit::RateLimit;
 use crate::admission::reason::Reason;
 use crate::admission::rejected::Rejected;
 use crate::admission::{Admission, Entry};
-use crate::drain::feedback::Feedback;
-use crate::drain::hook::DrainHook;
-use crate::drain::retry_queue::Retries;
-use crate::drain::stop::Stop;
 use crate::error::RateError;
 use crate::keyed::{BucketStore, KeyedBuckets};
 use crate::limits::in_flight::InFlight;
@@ -424,5 +425,61 @@ impl<J> Shared<J> {
 
     pub(crate) fn is_done(&self) -> bool {
         *self.done.borrow()
+    }
+}
+
+/// What the journal records of a job's end, whoever ends it (the drain,
+/// an admission that refused it, a shutdown).
+impl<J: 'static> Shared<J> {
+    /// Job `id` ended for good (not into the dead-letter sink).
+    #[inline]
+    pub(crate) fn ended(&self, _id: u64) {
+        #[cfg(feature = "journal")]
+        if let Some(j) = &self.journal {
+            j.journal.end(_id);
+        }
+    }
+
+    /// Job `id` went to the dead-letter sink: its end is recorded once the
+    /// sink has stored it durably (after the sink's `flush`).
+    #[inline]
+    pub(crate) fn dead_lettered(&self, _id: u64) {
+        #[cfg(feature = "journal")]
+        if let Some(j) = &self.journal {
+            j.dead_lettered(_id, self.endings.sink.as_ref());
+        }
+    }
+
+    /// A job given up on: to the sink (`taken`) or to its hook.
+    #[inline]
+    pub(crate) fn gone(&self, id: u64, taken: bool) {
+        if taken {
+            self.dead_lettered(id);
+        } else {
+            self.ended(id);
+        }
+    }
+
+    /// Whether shutdown leaves unfinished jobs in the journal for the next
+    /// start instead of handing them off.
+    pub(crate) fn keeps_leftovers(&self) -> bool {
+        #[cfg(feature = "journal")]
+        if self.journal.is_some() {
+            // Retired for good with a sink: the sink takes them (their
+            // records end once it has stored them).
+            let retiring = self.retiring.load(std::sync::atomic::Ordering::Acquire);
+            return !(retiring && self.endings.sink.is_some());
+        }
+        false
+    }
+
+    /// Shutdown's last step: the dead-lettered jobs' ends if the sink's
+    /// flush (`flushed`) stored them, else they stay in the journal; then
+    /// everything written and `fsync`ed.
+    pub(crate) async fn close_journal(&self, _flushed: bool) {
+        #[cfg(feature = "journal")]
+        if let Some(j) = &self.journal {
+            j.close(_flushed).await;
+        }
     }
 }

@@ -1,0 +1,8 @@
+//! Small helpers every part may use, beneath the domain: a poison-tolerant
+//! mutex lock ([`mutex`]), a value swapped whole while read ([`swap`]),
+//! and the one way the relay opens the files it keeps ([`private`]:
+//! owner-only, never through a link).
+
+pub(crate) mod mutex;
+pub(crate) mod private;
+pub(crate) mod swap;
