@@ -14,7 +14,7 @@
 //!   [`CLOSE_WAIT`] closes whatever is left (stalled heads and bodies).
 //! - Each connection's bytes are scanned for heads with both framing
 //!   headers ([`framing`]).
-//! - With a certificate ([`tls`]) it speaks TLS: the handshake must end
+//! - With a certificate ([`crate::tls::server`]) it speaks TLS: the handshake must end
 //!   within `header_read_timeout` and holds a connection slot from its
 //!   accept; a connection past the limit is closed without an answer (a
 //!   plain-text 503 means nothing to a TLS client).
