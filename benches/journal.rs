@@ -1,5 +1,5 @@
 //! The journal's cost: jobs admitted per second through
-//! `try_submit_durable` with 1, 8 and 64 producers, journal off (the same
+//! `submit_timeout` (no wait for room) with 1, 8 and 64 producers, journal off (the same
 //! throttle in memory), `Durability::Written` and `Durability::Sync` (group
 //! commit: one `fsync` per batch), in one run. Each admitted job is also
 //! delivered to a no-op downstream, so its end is journaled too.
@@ -174,7 +174,7 @@ async fn admit(t: &Throttle<Vec<u8>>, producers: usize, jobs: usize) -> Duration
         let t = t.clone();
         async move {
             let mut job = vec![b'x'; 200]; // a small webhook
-            while let Err(refused) = t.try_submit_durable(job).await {
+            while let Err(refused) = t.submit_timeout(job, std::time::Duration::ZERO).await {
                 job = refused.into_job();
                 tokio::task::yield_now().await; // full: the drain catches up
             }
@@ -332,7 +332,10 @@ fn child(store: &str, path: &str) -> ! {
                 let (t, out) = (t.clone(), out.clone());
                 tasks.push(tokio::spawn(async move {
                     loop {
-                        if let Ok(a) = t.try_submit_durable(vec![b'x'; 200]).await {
+                        if let Ok(a) = t
+                            .submit_timeout(vec![b'x'; 200], std::time::Duration::ZERO)
+                            .await
+                        {
                             let _ = writeln!(out.lock().expect("stdout"), "{}", a.id());
                         }
                     }

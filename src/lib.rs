@@ -116,6 +116,7 @@ pub use drain::{Drain, DrainFuture, ShutdownReport};
 pub use error::{BuildError, RateError};
 pub use handle::builder::ThrottleBuilder;
 pub use handle::settings::Settings;
+pub use handle::submission::{Key, Submission};
 pub use handle::throttle::{Admitted, Throttle};
 pub use limits::in_flight::InFlightBudget;
 pub use limits::permits::{Permit, PermitSource};

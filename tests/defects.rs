@@ -36,7 +36,7 @@ async fn a_per_key_refusal_never_strands_a_waiting_submit() {
             let mut refused = 0u64;
             while !stop.load(Ordering::Relaxed) && refused < 50_000_000 {
                 // A cost above the key's size: always refused.
-                let r = throttle.try_submit_keyed("k", 5.0, 0);
+                let r = throttle.try_submit(dripfeed::Submission::new(0).key("k", 5.0));
                 assert_eq!(r.map_err(|r| r.reason()), Err(Reason::Invalid));
                 refused += 1;
             }
@@ -269,7 +269,7 @@ async fn published_counters_equal_stats() {
             .unwrap()
     });
     for i in 0..200 {
-        let _ = throttle.try_submit_keyed(i % 7, 1.0, i);
+        let _ = throttle.try_submit(dripfeed::Submission::new(i).key(i % 7, 1.0));
         let _ = throttle.try_submit(i);
         if i % 20 == 0 {
             sleep(Duration::from_millis(30)).await;

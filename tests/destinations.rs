@@ -511,9 +511,32 @@ async fn a_template_setting_a_set_cannot_share_is_refused_with_what_to_use() {
     let set = Destinations::builder(Throttle::builder().drain_rate(10.0).key_store(store))
         .build(receivers(&down, &tries))
         .unwrap();
-    assert!(set.submit_keyed("a", "acme", 1.0, 1).await.is_ok());
-    assert!(set.submit_keyed("b", "acme", 1.0, 2).await.is_ok());
-    let over = set.submit_keyed("b", "acme", 1.0, 3).await.unwrap_err();
+    assert!(
+        set.submit_timeout(
+            "a",
+            dripfeed::Submission::new(1).key("acme", 1.0),
+            std::time::Duration::ZERO
+        )
+        .await
+        .is_ok()
+    );
+    assert!(
+        set.submit_timeout(
+            "b",
+            dripfeed::Submission::new(2).key("acme", 1.0),
+            std::time::Duration::ZERO
+        )
+        .await
+        .is_ok()
+    );
+    let over = set
+        .submit_timeout(
+            "b",
+            dripfeed::Submission::new(3).key("acme", 1.0),
+            std::time::Duration::ZERO,
+        )
+        .await
+        .unwrap_err();
     assert_eq!(over.reason(), Reason::OverQuota);
     let b = set.stats("b").unwrap();
     assert_eq!((b.accepted(), b.refused()), (1, 1));

@@ -98,7 +98,7 @@ proptest! {
             .build_unspawned(|_: &u8, _| async { Delivery::Done });
         let Ok((throttle, _drain)) = built else { return Ok(()); };
         for (i, cost) in costs.into_iter().enumerate() {
-            if let Err(refused) = throttle.try_submit_keyed(i % 3, cost, 0) {
+            if let Err(refused) = throttle.try_submit(dripfeed::Submission::new(0).key(i % 3, cost)) {
                 let _ = refused.retry_after();
                 let _ = refused.rate_limit().map(|l| (l.header(), l.policy_header()));
                 prop_assert!(headers::for_rejected(&refused).len() <= 3);

@@ -240,7 +240,7 @@ async fn a_full_journal_refuses_with_503_and_loses_nothing() {
     seen.reach(admitted).await;
     // Delivered jobs give their space back, so admission works again.
     assert_eq!(settled(throttle.journal().unwrap()).await.live, 0);
-    assert!(throttle.submit("after".into()).await.is_ok());
+    assert!(throttle.submit("after".to_string()).await.is_ok());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -284,7 +284,7 @@ async fn finished_jobs_give_their_space_back_even_behind_a_long_lived_one() {
             }
         })
         .unwrap();
-    throttle.submit("stuck".into()).await.unwrap();
+    throttle.submit("stuck".to_string()).await.unwrap();
     for i in 0..3000 {
         throttle.submit(format!("job-{i:05}")).await.unwrap();
     }
@@ -309,7 +309,7 @@ async fn a_dead_lettered_job_ends_in_the_journal_after_the_sinks_flush() {
         .journal(Journal::open(&dir).unwrap())
         .build(|_: &String, _| async { Delivery::Failed })
         .unwrap();
-    throttle.submit("doomed".into()).await.unwrap();
+    throttle.submit("doomed".to_string()).await.unwrap();
     assert_eq!(dead.recv().await.map(|d| d.job), Some("doomed".to_string()));
     let report = throttle.shutdown(Duration::ZERO).await;
     assert_eq!(report.stats.outcome(Outcome::DeadLettered), 1);
@@ -392,7 +392,7 @@ async fn a_closed_throttle_refuses_before_recording() {
         .build(|_: &String, _| async { Delivery::Done })
         .unwrap();
     throttle.shutdown(Duration::ZERO).await;
-    let refused = throttle.submit("late".into()).await.unwrap_err();
+    let refused = throttle.submit("late".to_string()).await.unwrap_err();
     assert_eq!(refused.reason(), Reason::Closed);
     throttle.journal().unwrap().flush().await;
     assert_eq!(throttle.journal().unwrap().stats().live, 0);
@@ -456,7 +456,7 @@ async fn a_sets_journal_gives_each_job_back_to_its_destination_with_its_id() {
         again.contains("c"),
         "a destination no longer named is made for its jobs"
     );
-    again.try_submit("b", "new".into()).unwrap();
+    again.try_submit("b", "new".to_string()).unwrap();
     seen.reach(11).await;
     let mut seen = seen.jobs();
     let new = seen.iter().position(|(_, j)| j == "b:new").unwrap();
@@ -545,7 +545,7 @@ async fn a_removed_destination_dead_letters_what_it_holds_and_the_journal_forget
     .build(|_: &str| |_: &String, _| async { Delivery::Done })
     .unwrap();
     for n in 0..3 {
-        set.try_submit_durable("old", format!("job {n}"))
+        set.submit_timeout("old", format!("job {n}"), std::time::Duration::ZERO)
             .await
             .unwrap();
     }

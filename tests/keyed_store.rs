@@ -95,13 +95,25 @@ fn throttle(store: Arc<Switchable>, capacity: usize) -> Throttle<u32> {
 async fn a_store_failure_is_a_503_never_a_429() {
     let store = Switchable::new(Quota::per_second(1.0).burst(2.0).unwrap());
     let throttle = throttle(store.clone(), 100);
-    throttle.submit_keyed("a", 1.0, 1).await.unwrap();
+    throttle
+        .submit_timeout(
+            dripfeed::Submission::new(1).key("a", 1.0),
+            std::time::Duration::ZERO,
+        )
+        .await
+        .unwrap();
     store.down.store(true, Ordering::Relaxed);
     let down = Reason::Unavailable {
         cause: Cause::StoreDown,
     };
     for job in 2..5 {
-        let r = throttle.submit_keyed("a", 1.0, job).await.unwrap_err();
+        let r = throttle
+            .submit_timeout(
+                dripfeed::Submission::new(job).key("a", 1.0),
+                std::time::Duration::ZERO,
+            )
+            .await
+            .unwrap_err();
         assert_eq!((r.reason(), r.status()), (down, 503));
         let wait = r.retry_after().expect("a Retry-After");
         assert!(wait >= Duration::from_secs(1) && wait <= Duration::from_millis(1200));
@@ -114,8 +126,20 @@ async fn a_store_failure_is_a_503_never_a_429() {
     assert_eq!(throttle.stats().rejected(down), 3);
     assert_eq!(throttle.stats().rejected(Reason::OverQuota), 0);
     store.down.store(false, Ordering::Relaxed);
-    throttle.submit_keyed("a", 1.0, 5).await.unwrap();
-    let r = throttle.submit_keyed("a", 1.0, 6).await.unwrap_err();
+    throttle
+        .submit_timeout(
+            dripfeed::Submission::new(5).key("a", 1.0),
+            std::time::Duration::ZERO,
+        )
+        .await
+        .unwrap();
+    let r = throttle
+        .submit_timeout(
+            dripfeed::Submission::new(6).key("a", 1.0),
+            std::time::Duration::ZERO,
+        )
+        .await
+        .unwrap_err();
     assert_eq!(r.reason(), Reason::OverQuota, "the key's own refusal again");
 }
 
@@ -124,9 +148,27 @@ async fn a_queue_refusal_refunds_the_key_in_the_store() {
     let store = Switchable::new(Quota::per_second(1.0).burst(10.0).unwrap());
     let throttle = throttle(store.clone(), 2);
     throttle.pause();
-    throttle.submit_keyed("a", 3.0, 1).await.unwrap();
-    throttle.submit_keyed("b", 3.0, 2).await.unwrap();
-    let r = throttle.submit_keyed("a", 3.0, 3).await.unwrap_err();
+    throttle
+        .submit_timeout(
+            dripfeed::Submission::new(1).key("a", 3.0),
+            std::time::Duration::ZERO,
+        )
+        .await
+        .unwrap();
+    throttle
+        .submit_timeout(
+            dripfeed::Submission::new(2).key("b", 3.0),
+            std::time::Duration::ZERO,
+        )
+        .await
+        .unwrap();
+    let r = throttle
+        .submit_timeout(
+            dripfeed::Submission::new(3).key("a", 3.0),
+            std::time::Duration::ZERO,
+        )
+        .await
+        .unwrap_err();
     assert_eq!(r.reason(), Reason::Overloaded, "the key had room");
     assert_eq!(
         store.debt("a").await.unwrap(),
@@ -135,7 +177,13 @@ async fn a_queue_refusal_refunds_the_key_in_the_store() {
     );
     // A refund the store cannot take: the job still comes back, refused.
     store.refunds_fail.store(true, Ordering::Relaxed);
-    let r = throttle.submit_keyed("b", 3.0, 4).await.unwrap_err();
+    let r = throttle
+        .submit_timeout(
+            dripfeed::Submission::new(4).key("b", 3.0),
+            std::time::Duration::ZERO,
+        )
+        .await
+        .unwrap_err();
     assert_eq!((r.reason(), r.into_job()), (Reason::Overloaded, 4));
 }
 
@@ -143,30 +191,56 @@ async fn a_queue_refusal_refunds_the_key_in_the_store() {
 async fn over_quota_through_a_store_is_exact_and_carries_the_key_limit() {
     let store = Switchable::new(Quota::per_second(2.0).burst(10.0).unwrap());
     let throttle = throttle(store.clone(), 100);
-    throttle.submit_keyed("k", 9.0, 1).await.unwrap();
+    throttle
+        .submit_timeout(
+            dripfeed::Submission::new(1).key("k", 9.0),
+            std::time::Duration::ZERO,
+        )
+        .await
+        .unwrap();
     sleep(Duration::from_millis(500)).await; // debt 9 - 0.5 × 2 = 8
-    let r = throttle.submit_keyed("k", 5.0, 2).await.unwrap_err();
+    let r = throttle
+        .submit_timeout(
+            dripfeed::Submission::new(2).key("k", 5.0),
+            std::time::Duration::ZERO,
+        )
+        .await
+        .unwrap_err();
     let wait = r.retry_after().unwrap(); // (8 + 5 - 10) / 2 = 1.5 s, + jitter
     assert!(wait >= Duration::from_millis(1500) && wait <= Duration::from_millis(1800));
     let limit = r.rate_limit().unwrap();
     assert_eq!(limit.policy_header(), r#""key";q=10;w=5"#);
     assert_eq!(limit.header(), r#""key";r=2;t=2"#);
     // Costs the key can never hold are 400s, not endless 429s.
-    let r = throttle.submit_keyed("k", 11.0, 3).await.unwrap_err();
+    let r = throttle
+        .submit_timeout(
+            dripfeed::Submission::new(3).key("k", 11.0),
+            std::time::Duration::ZERO,
+        )
+        .await
+        .unwrap_err();
     assert_eq!((r.reason(), r.status()), (Reason::Invalid, 400));
     // An override in the store applies at once.
     store
         .set_quota("k", Quota::per_second(2.0).burst(20.0).unwrap())
         .await
         .unwrap();
-    throttle.submit_keyed("k", 11.0, 4).await.unwrap();
+    throttle
+        .submit_timeout(
+            dripfeed::Submission::new(4).key("k", 11.0),
+            std::time::Duration::ZERO,
+        )
+        .await
+        .unwrap();
 }
 
 #[tokio::test(start_paused = true)]
 async fn the_sync_path_needs_the_throttles_own_table_and_the_later_setting_wins() {
     let store = Switchable::new(Quota::per_second(1.0).burst(1.0).unwrap());
     let throttle = throttle(store.clone(), 100);
-    let r = throttle.try_submit_keyed("k", 1.0, 1).unwrap_err();
+    let r = throttle
+        .try_submit(dripfeed::Submission::new(1).key("k", 1.0))
+        .unwrap_err();
     assert_eq!(
         r.reason(),
         Reason::Invalid,
@@ -182,9 +256,22 @@ async fn the_sync_path_needs_the_throttles_own_table_and_the_later_setting_wins(
         .unwrap();
     assert!(local.key_store().is_none() && local.keyed().is_some());
     // submit_keyed works with the throttle's own table too, without waiting.
-    local.submit_keyed("k", 1.0, 1).await.unwrap();
+    local
+        .submit_timeout(
+            dripfeed::Submission::new(1).key("k", 1.0),
+            std::time::Duration::ZERO,
+        )
+        .await
+        .unwrap();
     assert_eq!(
-        local.submit_keyed("k", 1.0, 2).await.unwrap_err().reason(),
+        local
+            .submit_timeout(
+                dripfeed::Submission::new(2).key("k", 1.0),
+                std::time::Duration::ZERO
+            )
+            .await
+            .unwrap_err()
+            .reason(),
         Reason::OverQuota
     );
     assert_eq!(local.key_debt("k"), 1.0);

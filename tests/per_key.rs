@@ -25,7 +25,7 @@ async fn a_hot_tenant_is_refused_and_the_polite_ones_never_are() {
     let mut tick = tokio::time::interval(Duration::from_millis(10));
     while start.elapsed() < Duration::from_secs(30) {
         tick.tick().await;
-        match throttle.try_submit_keyed("hot", 1.0, 0) {
+        match throttle.try_submit(dripfeed::Submission::new(0).key("hot", 1.0)) {
             Ok(_) => hot_ok += 1,
             Err(r) => {
                 assert_eq!(r.reason(), Reason::OverQuota);
@@ -41,7 +41,10 @@ async fn a_hot_tenant_is_refused_and_the_polite_ones_never_are() {
         let n = (start.elapsed().as_millis() / 10) as u32;
         if n.is_multiple_of(20) {
             for tenant in 0..9u32 {
-                match throttle.try_submit_keyed(("polite", tenant), 1.0, tenant) {
+                match throttle.try_submit(
+                    dripfeed::Submission::new(tenant)
+                        .key(dripfeed::Key::of(&("polite", tenant)), 1.0),
+                ) {
                     Ok(_) => polite_ok += 1,
                     Err(_) => polite_refused += 1,
                 }
@@ -66,9 +69,15 @@ async fn a_job_the_queue_refuses_leaves_no_debt_on_its_key() {
         .build(Recorder::<u32>::new())
         .unwrap();
     throttle.pause();
-    throttle.try_submit_keyed("a", 3.0, 1).unwrap();
-    throttle.try_submit_keyed("b", 3.0, 2).unwrap();
-    let refused = throttle.try_submit_keyed("a", 3.0, 3).unwrap_err();
+    throttle
+        .try_submit(dripfeed::Submission::new(1).key("a", 3.0))
+        .unwrap();
+    throttle
+        .try_submit(dripfeed::Submission::new(2).key("b", 3.0))
+        .unwrap();
+    let refused = throttle
+        .try_submit(dripfeed::Submission::new(3).key("a", 3.0))
+        .unwrap_err();
     assert_eq!(
         refused.reason(),
         Reason::Overloaded,
@@ -76,7 +85,9 @@ async fn a_job_the_queue_refuses_leaves_no_debt_on_its_key() {
     );
     assert_eq!(throttle.key_debt("a"), 3.0, "only the admitted job's cost");
     // over quota and queue full: the key is checked first
-    let refused = throttle.try_submit_keyed("a", 8.0, 4).unwrap_err();
+    let refused = throttle
+        .try_submit(dripfeed::Submission::new(4).key("a", 8.0))
+        .unwrap_err();
     assert_eq!(refused.reason(), Reason::OverQuota);
 }
 
@@ -87,9 +98,13 @@ async fn over_quota_waits_are_exact_and_carry_the_key_limit() {
         .per_key(100, Quota::per_second(2.0).burst(10.0).unwrap())
         .build(Recorder::<u32>::new())
         .unwrap();
-    throttle.try_submit_keyed(7u64, 9.0, 1).unwrap();
+    throttle
+        .try_submit(dripfeed::Submission::new(1).key(7u64, 9.0))
+        .unwrap();
     sleep(Duration::from_millis(500)).await; // debt 9 - 0.5 × 2 = 8
-    let refused = throttle.try_submit_keyed(7u64, 5.0, 2).unwrap_err();
+    let refused = throttle
+        .try_submit(dripfeed::Submission::new(2).key(7u64, 5.0))
+        .unwrap_err();
     // (8 + 5 - 10) / 2 = 1.5 s
     let wait = refused.retry_after().unwrap();
     assert!(
@@ -101,7 +116,9 @@ async fn over_quota_waits_are_exact_and_carry_the_key_limit() {
     assert_eq!(limit.header(), r#""key";r=2;t=2"#);
     sleep(Duration::from_millis(1500)).await;
     assert!(
-        throttle.try_submit_keyed(7u64, 5.0, 3).is_ok(),
+        throttle
+            .try_submit(dripfeed::Submission::new(3).key(7u64, 5.0))
+            .is_ok(),
         "fits exactly after the wait"
     );
 }
@@ -118,15 +135,22 @@ async fn deferred_jobs_owe_their_cost_and_refused_ones_get_it_back() {
         .build(Recorder::<u32>::new())
         .unwrap();
     throttle.pause();
-    assert!(throttle.try_submit_keyed("k", 2.0, 1).unwrap().is_queued());
     assert!(
         throttle
-            .try_submit_keyed("k", 2.0, 2)
+            .try_submit(dripfeed::Submission::new(1).key("k", 2.0))
+            .unwrap()
+            .is_queued()
+    );
+    assert!(
+        throttle
+            .try_submit(dripfeed::Submission::new(2).key("k", 2.0))
             .unwrap()
             .is_deferred()
     );
     assert_eq!(throttle.key_debt("k"), 4.0);
-    let refused = throttle.try_submit_keyed("k", 2.0, 3).unwrap_err();
+    let refused = throttle
+        .try_submit(dripfeed::Submission::new(3).key("k", 2.0))
+        .unwrap_err();
     assert_eq!(refused.reason(), Reason::Overloaded, "the sink is full");
     assert_eq!(throttle.key_debt("k"), 4.0, "refunded");
 }
@@ -138,7 +162,10 @@ async fn invalid_costs_and_unkeyed_throttles_are_typed_refusals() {
         .build(Recorder::<u32>::new())
         .unwrap();
     assert_eq!(
-        plain.try_submit_keyed("k", 1.0, 1).unwrap_err().reason(),
+        plain
+            .try_submit(dripfeed::Submission::new(1).key("k", 1.0))
+            .unwrap_err()
+            .reason(),
         Reason::Invalid
     );
     let (keyed, _d) = Throttle::builder()
@@ -147,7 +174,9 @@ async fn invalid_costs_and_unkeyed_throttles_are_typed_refusals() {
         .build(Recorder::<u32>::new())
         .unwrap();
     for bad in [0.0, -1.0, f64::NAN, f64::INFINITY, 5.5] {
-        let r = keyed.try_submit_keyed("k", bad, 9).unwrap_err();
+        let r = keyed
+            .try_submit(dripfeed::Submission::new(9).key("k", bad))
+            .unwrap_err();
         assert_eq!(
             (r.reason(), r.status(), r.into_job()),
             (Reason::Invalid, 400, 9),
@@ -167,7 +196,9 @@ async fn a_flood_of_keys_stays_within_the_table() {
         .build(Recorder::<u32>::new())
         .unwrap();
     for i in 0..50_000u32 {
-        throttle.try_submit_keyed(i, 1.0, i).unwrap();
+        throttle
+            .try_submit(dripfeed::Submission::new(i).key(i, 1.0))
+            .unwrap();
         assert!(throttle.keyed().unwrap().len() <= 1_000);
     }
     assert!(throttle.keyed().unwrap().evictions() >= 49_000);

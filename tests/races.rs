@@ -206,7 +206,10 @@ async fn keyed_refusals_hold_no_place() {
         std::thread::spawn(move || {
             let mut n = 0u64;
             while !stop.load(Ordering::Relaxed) && n < 10_000_000 {
-                assert!(t.try_submit_keyed("k", 2.0, 0).is_err());
+                assert!(
+                    t.try_submit(dripfeed::Submission::new(0).key("k", 2.0))
+                        .is_err()
+                );
                 n += 1;
             }
         })

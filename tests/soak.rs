@@ -138,7 +138,10 @@ fn soak(seed: u64) -> Report {
                         let r = if rng.bool() {
                             throttle.try_submit(job)
                         } else {
-                            throttle.try_submit_keyed(rng.u8(0..80), 0.5 + rng.f64() * 5.0, job)
+                            throttle.try_submit(
+                                dripfeed::Submission::new(job)
+                                    .key(rng.u8(0..80), 0.5 + rng.f64() * 5.0),
+                            )
                         };
                         match r {
                             Ok(a) if a.is_deferred() => ends.lock().unwrap().deferred += 1,

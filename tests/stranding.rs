@@ -43,8 +43,11 @@ async fn every_admitted_job_is_emitted_across_idle_edges() {
                     for _ in 0..rng.usize(1..3) {
                         let ok = if rng.u8(0..4) == 0 {
                             // cost 3 > size 2: refused by its key
-                            t.try_submit_keyed(i % 5, if rng.bool() { 1.0 } else { 3.0 }, i)
-                                .is_ok()
+                            t.try_submit(
+                                dripfeed::Submission::new(i)
+                                    .key(i % 5, if rng.bool() { 1.0 } else { 3.0 }),
+                            )
+                            .is_ok()
                         } else {
                             t.try_submit(i).is_ok()
                         };

@@ -74,7 +74,7 @@ async fn a_polite_tenant_gets_in_beside_a_flooder_in_memory() {
         .build(|_: &u32, _| async { Delivery::Done })
         .unwrap();
     let t = flood(|key, job| {
-        let r = throttle.try_submit_keyed(key, 1.0, job);
+        let r = throttle.try_submit(dripfeed::Submission::new(job).key(key, 1.0));
         async move { r.map(|_| ()).map_err(|e| e.reason()) }
     })
     .await;
@@ -94,7 +94,10 @@ async fn a_polite_tenant_gets_in_beside_a_flooder_through_a_store() {
         let throttle = throttle.clone();
         async move {
             throttle
-                .submit_keyed(key, 1.0, job)
+                .submit_timeout(
+                    dripfeed::Submission::new(job).key(key, 1.0),
+                    std::time::Duration::ZERO,
+                )
                 .await
                 .map(|_| ())
                 .map_err(|e| e.reason())

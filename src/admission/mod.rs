@@ -5,8 +5,9 @@
 //!
 //! # The order of admission
 //!
-//! Every entry point (`try_submit`, `try_submit_until`, `submit`,
-//! `try_submit_keyed`, [`Slots`](crate::Slots)) takes the same steps, in
+//! Every entry point (`try_submit`, `submit`, `submit_timeout`, whatever
+//! the [`Submission`](crate::Submission), and [`Slots`](crate::Slots))
+//! takes the same steps, in
 //! this order:
 //!
 //! 1. the journal, when there is one (a later capability);
@@ -172,14 +173,10 @@ impl<J> Admission<J> {
         }
     }
 
-    /// Takes a place, waiting for room while the queue is at its bound.
-    /// Cancel-safe: a dropped wait holds no place. Fails only when closed.
-    pub(crate) async fn reserve(&self) -> Result<Place<'_, J>, Full> {
-        self.reserve_for(NO_KEY).await
-    }
-
-    /// [`reserve`](Self::reserve) for a job of `key`: also waits while the
-    /// key is above its share near the bound.
+    /// Takes a place for a job of `key` ([`NO_KEY`] for none), waiting for
+    /// room while the queue is at its bound, and while the key is above its
+    /// share near the bound. Cancel-safe: a dropped wait holds no place.
+    /// Fails only when closed.
     pub(crate) async fn reserve_for(&self, key: u64) -> Result<Place<'_, J>, Full> {
         let try_now = || self.try_reserve_for(key);
         // A busy drain frees a place within microseconds: yielding a few
@@ -439,7 +436,7 @@ mod tests {
         assert!(first);
         let waiter = {
             let adm = adm.clone();
-            tokio::spawn(async move { adm.reserve().await.is_ok() })
+            tokio::spawn(async move { adm.reserve_for(NO_KEY).await.is_ok() })
         };
         tokio::task::yield_now().await;
         assert!(!waiter.is_finished());

@@ -17,7 +17,6 @@
 //! drain is paused) are purged when a new waiter needs their room.
 
 use std::future::Future;
-use std::hash::Hash;
 use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -36,6 +35,7 @@ use crate::drain::downstream::{Attempt, Delivery, Downstream};
 use crate::drain::feedback::AttemptEnd;
 use crate::error::{BuildError, RateError};
 use crate::handle::builder::ThrottleBuilder;
+use crate::handle::submission::{Key, Submission};
 use crate::handle::throttle::{Admitted, Throttle};
 
 const WAITING: u8 = 0;
@@ -258,11 +258,16 @@ impl Slots {
     /// Like [`acquire`](Self::acquire), counted against `key`'s own quota
     /// (see [`ThrottleBuilder::per_key`]): a key over its quota is refused
     /// at once (`OverQuota`, 429); a full queue is waited for.
-    pub async fn acquire_keyed(&self, key: impl Hash, cost: f64) -> Result<Slot, Rejected<()>> {
+    pub async fn acquire_keyed<'k>(
+        &self,
+        key: impl Into<Key<'k>>,
+        cost: f64,
+    ) -> Result<Slot, Rejected<()>> {
         let (waiter, pending) = pending();
         let admitted = {
             let _turn = self.line.lock().await;
-            self.throttle.submit_keyed_waiting(key, cost, waiter).await
+            let keyed = Submission::new(waiter).key(key, cost);
+            self.throttle.submit(keyed).await
         };
         self.granted(admitted, pending).await
     }

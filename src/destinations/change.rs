@@ -361,7 +361,9 @@ mod tests {
         let found = set.dest("a").unwrap();
         let (stats, returned) = set.remove("a", Duration::from_secs(5)).await.unwrap();
         assert_eq!((stats.delivered(), returned.len()), (1, 0));
-        let refused = found.try_submit(&set.inner, 2).unwrap_err();
+        let refused = found
+            .try_submit(&set.inner, 2, |t, j| t.try_submit(j))
+            .unwrap_err();
         assert_eq!(refused.reason(), Reason::Closed);
         assert!(!found.is_active(), "no throttle made for a removed record");
         assert_eq!(set.held(), 0, "the refused job holds no place");

@@ -359,16 +359,18 @@ impl<J: Send + Sync + 'static> Dest<J> {
         self.active.decrement(1.0);
     }
 
-    /// Queues `job` now, or hands it back.
+    /// Queues `job` now through `push` (a throttle's admission that never
+    /// waits), or hands it back.
     pub(crate) fn try_submit(
         self: &Arc<Self>,
         inner: &Arc<Inner<J>>,
         job: J,
+        push: impl Fn(&Throttle<J>, J) -> Result<Admitted, Rejected<J>>,
     ) -> Result<Admitted, Rejected<J>> {
         let mut job = self.hold(inner, job)?;
         for _ in 0..RACES {
             let (throttle, j) = self.throttle_for(inner, job)?;
-            match self.settle(inner, throttle.try_submit(j)) {
+            match self.settle(inner, push(&throttle, j)) {
                 Settled::Done(result) => return result,
                 Settled::Again(j) => job = j,
             }

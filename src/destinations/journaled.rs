@@ -83,8 +83,8 @@ impl<J: JobCodec + Send + Sync + 'static> DestinationsBuilder<J> {
     /// unfinished back to its destination (made if the configuration no
     /// longer names it), with the ids the jobs had, ahead of new ones.
     ///
-    /// [`try_submit_durable`](Destinations::try_submit_durable) and
-    /// [`submit_keyed`](Destinations::submit_keyed) answer once the job's
+    /// [`submit_timeout`](Destinations::submit_timeout) and
+    /// [`submit`](Destinations::submit) answer once the job's
     /// record is durable; [`try_submit`](Destinations::try_submit) sends
     /// it without waiting. [`shutdown`](Destinations::shutdown) leaves
     /// unfinished jobs in the journal (counted

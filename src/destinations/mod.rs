@@ -92,7 +92,7 @@ pub use stats::DestinationStats;
 use crate::accounting::metrics::DESTINATIONS;
 use crate::{
     Admitted, BuildError, Downstream, Drain, DrainHook, InFlightBudget, Reason, Rejected, Settings,
-    Throttle, ThrottleBuilder,
+    Submission, Throttle, ThrottleBuilder,
 };
 use dest::Dest;
 use tally::SetTally;
@@ -446,10 +446,12 @@ impl<J> Inner<J> {
 }
 
 impl<J: Send + Sync + 'static> Destinations<J> {
-    /// Queues `job` for `destination` now, or hands it back: 503
+    /// Queues a job for `destination` now, or hands it back, as
+    /// [`Throttle::try_submit`] does on the destination's own throttle: 503
     /// (`Overloaded`) when the destination's queue or the set's bound is
-    /// full, or the set holds its most destinations; `Closed` after shutdown.
-    /// The destination is made from the template the first time it is named.
+    /// full, or the set holds its most destinations; `Closed` after
+    /// shutdown. The destination is made from the template the first time
+    /// it is named.
     ///
     /// ```
     /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
@@ -469,9 +471,14 @@ impl<J: Send + Sync + 'static> Destinations<J> {
     /// # Ok(())
     /// # }
     /// ```
-    pub fn try_submit(&self, destination: &str, job: J) -> Result<Admitted, Rejected<J>> {
+    pub fn try_submit<'k>(
+        &self,
+        destination: &str,
+        submission: impl Into<Submission<'k, J>>,
+    ) -> Result<Admitted, Rejected<J>> {
+        let (job, how) = submission.into().into_parts();
         let (d, job) = self.dest_for(destination, job)?;
-        d.try_submit(&self.inner, job)
+        d.try_submit(&self.inner, job, |t, j| t.try_submit(how.with_job(j)))
     }
 
     /// The record for a job's destination, or the job refused: `Closed`
@@ -490,107 +497,99 @@ impl<J: Send + Sync + 'static> Destinations<J> {
         }
     }
 
-    /// Like [`try_submit`](Self::try_submit): never waits for room. With
-    /// the set's [`journal`](DestinationsBuilder::journal) it first waits
-    /// until the job's record is as durable as the journal promises, so an
-    /// `Ok` survives a crash: answer a 202 with it. Without one it is
-    /// `try_submit`.
-    ///
-    /// ```
-    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
-    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
-    /// use dripfeed::destinations::Destinations;
-    /// use dripfeed::{Delivery, Reason, Throttle};
-    /// let set = Destinations::builder(Throttle::builder().drain_rate(1.0).capacity(1))
-    ///     .build(|_: &str| |_: &u32, _| async { Delivery::Done })?;
-    /// assert!(set.try_submit_durable("a", 1).await.is_ok());
-    /// let full = set.try_submit_durable("a", 2).await.unwrap_err();
-    /// assert_eq!(full.reason(), Reason::Overloaded, "refused at once, not waiting for room");
-    /// assert_eq!(full.into_job(), 2);
-    /// # Ok(())
-    /// # }
-    /// ```
-    pub async fn try_submit_durable(
-        &self,
-        destination: &str,
-        job: J,
-    ) -> Result<Admitted, Rejected<J>> {
-        let (d, job) = self.dest_for(destination, job)?;
-        d.admit_with(&self.inner, job, |t, j| async move {
-            t.try_submit_durable(j).await
-        })
-        .await
-    }
-
-    /// Admits `job` for `destination`, charging `key` (a tenant, say)
-    /// `cost` in the template's [`key_store`](ThrottleBuilder::key_store)
-    /// first, as [`Throttle::submit_keyed`](crate::Throttle::submit_keyed)
-    /// does: one store for every destination, so a tenant's quota holds
-    /// whichever receivers its webhooks go to. 429 (`OverQuota`) when the
-    /// key is over its quota; a queue that refuses gives the charge back.
-    /// With the set's journal it answers once the job is durable.
-    ///
-    /// ```
-    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
-    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
-    /// use dripfeed::destinations::Destinations;
-    /// use dripfeed::keyed::{BucketStore, KeyedBuckets, Quota};
-    /// use dripfeed::{Delivery, Reason, Throttle};
-    /// use std::sync::Arc;
-    /// let tenants: Arc<dyn BucketStore> = Arc::new(KeyedBuckets::<String>::new(1000, Quota::per_second(1.0).burst(2.0)?)?);
-    /// let set = Destinations::builder(Throttle::builder().drain_rate(100.0).key_store(tenants))
-    ///     .build(|_: &str| |_: &u32, _| async { Delivery::Done })?;
-    /// set.submit_keyed("a", "acme", 1.0, 1).await?;
-    /// set.submit_keyed("b", "acme", 1.0, 2).await?;
-    /// let refused = set.submit_keyed("c", "acme", 1.0, 3).await.unwrap_err();
-    /// assert_eq!(refused.reason(), Reason::OverQuota, "one quota across destinations");
-    /// assert!(set.submit_keyed("c", "globex", 1.0, 4).await.is_ok());
-    /// # Ok(())
-    /// # }
-    /// ```
-    pub async fn submit_keyed(
-        &self,
-        destination: &str,
-        key: &str,
-        cost: f64,
-        job: J,
-    ) -> Result<Admitted, Rejected<J>> {
-        let (d, job) = self.dest_for(destination, job)?;
-        d.admit_with(&self.inner, job, |t, j| async move {
-            t.submit_keyed(key, cost, j).await
-        })
-        .await
-    }
-
-    /// Admits again, under its original `id`, a job admitted before and
-    /// handed off (a dead-letter line, say), for `destination`: as
-    /// [`try_submit_durable`](Self::try_submit_durable), so its receiver
-    /// sees the id it may already have deduplicated on (see
-    /// [`Throttle::resubmit`](crate::Throttle::resubmit)).
+    /// Admits a job for `destination` as [`Throttle::submit`] does on its
+    /// throttle: waiting for room, and for the set's journal and key store.
+    /// A key is charged in the template's
+    /// [`key_store`](ThrottleBuilder::key_store): one store for every
+    /// destination, so a tenant's quota holds whichever receivers its
+    /// webhooks go to.
     ///
     /// ```
     /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
     /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
     /// use dripfeed::destinations::Destinations;
     /// use dripfeed::{Delivery, Throttle};
-    /// let set = Destinations::builder(Throttle::builder().drain_rate(10.0))
+    /// use std::time::Duration;
+    /// let set = Destinations::builder(Throttle::builder().drain_rate(10.0).capacity(1))
     ///     .build(|_: &str| |_: &u32, _| async { Delivery::Done })?;
-    /// assert_eq!(set.resubmit("partner", 42, 7).await?.id(), 42);
+    /// let start = tokio::time::Instant::now();
+    /// for job in 0..4 {
+    ///     set.submit("partner", job).await?;
+    /// }
+    /// assert!(start.elapsed() >= Duration::from_millis(200), "held back to 10/s");
     /// # Ok(())
     /// # }
     /// ```
-    pub async fn resubmit(
+    pub async fn submit<'k>(
         &self,
         destination: &str,
-        id: u64,
-        job: J,
+        submission: impl Into<Submission<'k, J>>,
     ) -> Result<Admitted, Rejected<J>> {
+        self.submit_waiting(destination, submission.into(), None)
+            .await
+    }
+
+    /// Admits a job for `destination` as [`Throttle::submit_timeout`] does
+    /// on its throttle: waiting at most `wait` for room (zero: the overflow
+    /// policy decides at once), and for the set's journal (an `Ok` survives
+    /// a crash: answer a 202 with it) and key store (429 `OverQuota` when
+    /// the key is over its quota; a queue that refuses gives the charge
+    /// back).
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// use dripfeed::destinations::Destinations;
+    /// use dripfeed::keyed::{BucketStore, KeyedBuckets, Quota};
+    /// use dripfeed::{Delivery, Reason, Submission, Throttle};
+    /// use std::sync::Arc;
+    /// use std::time::Duration;
+    /// let tenants: Arc<dyn BucketStore> = Arc::new(KeyedBuckets::<String>::new(1000, Quota::per_second(1.0).burst(2.0)?)?);
+    /// let set = Destinations::builder(Throttle::builder().drain_rate(100.0).key_store(tenants))
+    ///     .build(|_: &str| |_: &u32, _| async { Delivery::Done })?;
+    /// let now = Duration::ZERO;
+    /// let acme = |job| Submission::new(job).key("acme", 1.0);
+    /// set.submit_timeout("a", acme(1), now).await?;
+    /// set.submit_timeout("b", acme(2), now).await?;
+    /// let refused = set.submit_timeout("c", acme(3), now).await.unwrap_err();
+    /// assert_eq!(refused.reason(), Reason::OverQuota, "one quota across destinations");
+    /// let globex = Submission::new(4).key("globex", 1.0);
+    /// assert!(set.submit_timeout("c", globex, now).await.is_ok());
+    /// // Again under an earlier id (a dead letter redriven), for its receiver.
+    /// let again = set.submit_timeout("partner", Submission::new(7).again(42), now).await?;
+    /// assert_eq!(again.id(), 42);
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn submit_timeout<'k>(
+        &self,
+        destination: &str,
+        submission: impl Into<Submission<'k, J>>,
+        wait: Duration,
+    ) -> Result<Admitted, Rejected<J>> {
+        self.submit_waiting(destination, submission.into(), Some(wait))
+            .await
+    }
+
+    /// [`submit`](Self::submit) (`wait` `None`) or
+    /// [`submit_timeout`](Self::submit_timeout).
+    async fn submit_waiting(
+        &self,
+        destination: &str,
+        submission: Submission<'_, J>,
+        wait: Option<Duration>,
+    ) -> Result<Admitted, Rejected<J>> {
+        let (job, how) = submission.into_parts();
         let (d, job) = self.dest_for(destination, job)?;
-        d.admit_with(
-            &self.inner,
-            job,
-            |t, j| async move { t.resubmit(id, j).await },
-        )
+        d.admit_with(&self.inner, job, |t, j| {
+            let s = how.with_job(j);
+            async move {
+                match wait {
+                    None => t.submit(s).await,
+                    Some(wait) => t.submit_timeout(s, wait).await,
+                }
+            }
+        })
         .await
     }
 

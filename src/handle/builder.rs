@@ -272,14 +272,14 @@ impl<J: Send + Sync + 'static> ThrottleBuilder<J> {
         self
     }
 
-    /// Gives every key its own reverse leaky bucket (see
-    /// [`try_submit_keyed`](Throttle::try_submit_keyed)): `quota` is the
+    /// Gives every key its own reverse leaky bucket (a keyed
+    /// [`Submission`](crate::Submission)): `quota` is the
     /// default size and drain rate, and at most `max_keys` buckets are live
     /// at once (a full table evicts a drained bucket, else the one that
     /// empties soonest), so memory stays bounded whatever keys arrive.
     ///
-    /// The table answers synchronously, so
-    /// [`try_submit_keyed`](Throttle::try_submit_keyed) never waits; to
+    /// The table answers synchronously, so a keyed
+    /// [`try_submit`](Throttle::try_submit) never waits; to
     /// share buckets between processes use
     /// [`key_store`](Self::key_store) instead (the later call wins).
     pub fn per_key(mut self, max_keys: usize, quota: Quota) -> Self {
@@ -290,17 +290,19 @@ impl<J: Send + Sync + 'static> ThrottleBuilder<J> {
 
     /// Gives every key its own reverse leaky bucket held in `store` (any
     /// [`BucketStore`]: `global::RedisBuckets` or `global::PgBuckets` for a
-    /// fleet, a `KeyedBuckets<String>`, your own), admitted through with
-    /// [`submit_keyed`](Throttle::submit_keyed), which awaits the store.
+    /// fleet, a `KeyedBuckets<String>`, your own), charged by a keyed
+    /// [`submit_timeout`](Throttle::submit_timeout) or
+    /// [`submit`](Throttle::submit), which await the store.
     /// Replaces [`per_key`](Self::per_key) (the later call wins). Keep a
     /// clone of the `Arc` to set quota overrides or read debts.
     ///
     /// ```
     /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
     /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
-    /// use dripfeed::{Delivery, Throttle};
+    /// use dripfeed::{Delivery, Submission, Throttle};
     /// use dripfeed::keyed::{BucketStore, KeyedBuckets, Quota};
     /// use std::sync::Arc;
+    /// use std::time::Duration;
     /// let tenants: Arc<dyn BucketStore> =
     ///     Arc::new(KeyedBuckets::<String>::new(1_000, Quota::per_second(1.0).burst(1.0)?)?);
     /// let (throttle, _drain) = Throttle::builder()
@@ -308,10 +310,11 @@ impl<J: Send + Sync + 'static> ThrottleBuilder<J> {
     ///     .key_store(tenants.clone())
     ///     .build(|_: &u32, _| async { Delivery::Done })?;
     /// tenants.set_quota("vip", Quota::per_second(1.0).burst(2.0)?).await?;
-    /// throttle.submit_keyed("vip", 1.0, 1).await?;
-    /// throttle.submit_keyed("vip", 1.0, 2).await?;
-    /// assert!(throttle.submit_keyed("guest", 1.0, 3).await.is_ok());
-    /// assert!(throttle.submit_keyed("guest", 1.0, 4).await.is_err());
+    /// let charged = |tenant, job| Submission::new(job).key(tenant, 1.0);
+    /// throttle.submit_timeout(charged("vip", 1), Duration::ZERO).await?;
+    /// throttle.submit_timeout(charged("vip", 2), Duration::ZERO).await?;
+    /// assert!(throttle.submit_timeout(charged("guest", 3), Duration::ZERO).await.is_ok());
+    /// assert!(throttle.submit_timeout(charged("guest", 4), Duration::ZERO).await.is_err());
     /// # Ok(())
     /// # }
     /// ```

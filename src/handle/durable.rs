@@ -12,75 +12,6 @@ use crate::handle::throttle::{Admitted, Throttle};
 pub(crate) use with_journal::requeue;
 
 impl<J: 'static> Throttle<J> {
-    /// Like [`try_submit`](Self::try_submit): never waits for room, and at
-    /// the bound the overflow policy decides. With a journal
-    /// ([`ThrottleBuilder::journal`](crate::ThrottleBuilder::journal),
-    /// feature `journal`) it first waits until the job's record is as
-    /// durable as the journal promises, so an `Ok` is a promise that
-    /// survives a crash: answer a 202 with it. Without a journal it is
-    /// `try_submit`.
-    ///
-    /// ```
-    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
-    /// # async fn main() {
-    /// use dripfeed::{Delivery, Reason, Throttle};
-    /// let (throttle, _drain) = Throttle::builder()
-    ///     .drain_rate(1.0)
-    ///     .capacity(1)
-    ///     .build(|_: &u32, _| async { Delivery::Done })
-    ///     .unwrap();
-    /// throttle.pause();
-    /// assert!(throttle.try_submit_durable(1).await.is_ok());
-    /// let full = throttle.try_submit_durable(2).await.unwrap_err();
-    /// assert_eq!(full.reason(), Reason::Overloaded); // refused at once, not waiting for room
-    /// # }
-    /// ```
-    pub async fn try_submit_durable(&self, job: J) -> Result<Admitted, Rejected<J>> {
-        self.admit_durably(crate::util::ids::next(), job).await
-    }
-
-    /// Admits again, under its original `id`, a job that was admitted
-    /// before and handed off (a dead-letter file's line, say): like
-    /// [`try_submit_durable`](Self::try_submit_durable), so its receiver
-    /// sees the id it may already have deduplicated on. The id must come
-    /// from an earlier admission ([`Admitted::id`]); a made-up one may
-    /// collide with a live job's.
-    ///
-    /// ```
-    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
-    /// # async fn main() {
-    /// use dripfeed::{Attempt, Delivery, Throttle};
-    /// use std::sync::{Arc, Mutex};
-    /// let seen = Arc::new(Mutex::new(Vec::new()));
-    /// let ids = seen.clone();
-    /// let (throttle, _drain) = Throttle::builder()
-    ///     .drain_rate(10.0)
-    ///     .build(move |_: &u8, a: Attempt| {
-    ///         ids.lock().unwrap().push(a.id());
-    ///         async { Delivery::Done }
-    ///     })
-    ///     .unwrap();
-    /// let admitted = throttle.resubmit(42, 1).await.unwrap();
-    /// assert_eq!(admitted.id(), 42);
-    /// tokio::time::sleep(std::time::Duration::from_secs(1)).await;
-    /// assert_eq!(*seen.lock().unwrap(), vec![42]);
-    /// # }
-    /// ```
-    pub async fn resubmit(&self, id: u64, job: J) -> Result<Admitted, Rejected<J>> {
-        self.admit_durably(id, job).await
-    }
-
-    /// The journal first, then a place without waiting for room.
-    async fn admit_durably(&self, id: u64, job: J) -> Result<Admitted, Rejected<J>> {
-        let guard = self.shared.unended(id);
-        let job = self.journal_first(id, job).await;
-        guard.disarm();
-        let job = job?;
-        let admitted = self.admit_as(id, crate::admission::holders::NO_KEY, job, None);
-        self.shared.after_journaled(id, &admitted);
-        admitted
-    }
-
     /// Records `job` as `id` in the journal (if any) and waits until it is
     /// as durable as the journal promises.
     pub(crate) async fn journal_first(&self, id: u64, job: J) -> Result<J, Rejected<J>> {
@@ -246,38 +177,19 @@ mod with_journal {
             Ok(job)
         }
 
-        /// `try_submit` with a journal: the record is sent, not awaited.
+        /// An admission that takes no wait for room, with a journal: the
+        /// record under `id` (or a new one) is sent, not awaited.
         pub(crate) fn admit_journaled(
             &self,
             j: &Journaling<J>,
+            id: Option<u64>,
             key: u64,
             job: J,
             until: Option<u64>,
         ) -> Result<Admitted, Rejected<J>> {
-            let id = crate::util::ids::next();
+            let id = id.unwrap_or_else(crate::util::ids::next);
             let (_, job) = self.send_record(j, id, job)?;
             let admitted = self.admit_as(id, key, job, until);
-            self.shared.after_journaled(id, &admitted);
-            admitted
-        }
-
-        /// `submit` with a journal: the record is awaited, then a place.
-        pub(crate) async fn submit_journaled(
-            &self,
-            j: &Journaling<J>,
-            job: J,
-        ) -> Result<Admitted, Rejected<J>> {
-            let id = crate::util::ids::next();
-            let guard = self.shared.unended(id);
-            let job = match self.record(j, id, job).await {
-                Ok(job) => job,
-                Err(refused) => {
-                    guard.disarm();
-                    return Err(refused);
-                }
-            };
-            let admitted = self.submit_as(id, job).await;
-            guard.disarm();
             self.shared.after_journaled(id, &admitted);
             admitted
         }

@@ -8,4 +8,6 @@ pub(crate) mod builder;
 pub(crate) mod durable;
 pub(crate) mod keyed;
 pub(crate) mod settings;
+pub(crate) mod submission;
+pub(crate) mod submit;
 pub(crate) mod throttle;

@@ -7,7 +7,6 @@ use std::time::Duration;
 use crate::accounting::dead_letter::DeadLetterReason;
 use crate::accounting::ledger::Event;
 use crate::accounting::outcome::{Outcome, Stats};
-use crate::admission::holders::NO_KEY;
 use crate::admission::overflow::Overflow;
 use crate::admission::reason::Reason;
 use crate::admission::rejected::Rejected;
@@ -149,89 +148,6 @@ impl<J: 'static> std::fmt::Debug for Throttle<J> {
 }
 
 impl<J: 'static> Throttle<J> {
-    /// Admits `job` now or refuses it at once; never waits.
-    ///
-    /// Under the bound the job is queued. At the bound the overflow policy
-    /// decides: tail-drop refuses it (`Err`, the job handed back with a
-    /// `retry_after`), head-drop evicts the oldest queued job and queues this
-    /// one, dead-letter offers it to the sink (`Ok(Deferred)`, or `Err` if the
-    /// sink is full). After shutdown every job is refused as `Closed`.
-    ///
-    /// ```
-    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
-    /// # async fn main() {
-    /// use dripfeed::{Delivery, Reason, Throttle};
-    /// let (throttle, _drain) = Throttle::builder()
-    ///     .drain_rate(1.0)
-    ///     .capacity(2)
-    ///     .build(|_: &u32, _| async { Delivery::Done })
-    ///     .unwrap();
-    /// throttle.pause();
-    /// assert!(throttle.try_submit(1).is_ok());
-    /// assert!(throttle.try_submit(2).is_ok());
-    /// let refused = throttle.try_submit(3).unwrap_err();
-    /// assert_eq!((refused.reason(), refused.into_job()), (Reason::Overloaded, 3));
-    /// # }
-    /// ```
-    pub fn try_submit(&self, job: J) -> Result<Admitted, Rejected<J>> {
-        self.admit(job, None)
-    }
-
-    /// Like [`try_submit`](Self::try_submit), with a deadline for this job:
-    /// if it is still queued (or waiting for a retry) at `deadline`, it is
-    /// expired instead of delivered: to the dead-letter sink, else
-    /// `on_expired`. The builder's `max_queue_wait`, if set, still applies;
-    /// the earlier of the two wins.
-    ///
-    /// ```
-    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
-    /// # async fn main() {
-    /// use dripfeed::{Delivery, Outcome, Throttle};
-    /// use std::time::Duration;
-    /// use tokio::time::Instant;
-    /// let (throttle, _drain) = Throttle::builder()
-    ///     .drain_rate(1.0)
-    ///     .capacity(10)
-    ///     .build(|_: &u32, _| async { Delivery::Done })
-    ///     .unwrap();
-    /// let soon = Instant::now() + Duration::from_millis(500);
-    /// throttle.try_submit_until(1, soon).unwrap(); // goes out at once
-    /// throttle.try_submit_until(2, soon).unwrap(); // due at 1 s: too late
-    /// tokio::time::sleep(Duration::from_secs(2)).await;
-    /// let stats = throttle.stats();
-    /// assert_eq!((stats.delivered(), stats.outcome(Outcome::Expired)), (1, 1));
-    /// # }
-    /// ```
-    pub fn try_submit_until(
-        &self,
-        job: J,
-        deadline: tokio::time::Instant,
-    ) -> Result<Admitted, Rejected<J>> {
-        self.admit(job, Some(self.shared.clock.ns(deadline)))
-    }
-
-    /// The one admission path: a place, or the overflow policy at the bound.
-    /// Out of line: its result is built straight into the caller's slot.
-    #[inline(never)]
-    pub(crate) fn admit(&self, job: J, until: Option<u64>) -> Result<Admitted, Rejected<J>> {
-        self.admit_for(NO_KEY, job, until)
-    }
-
-    /// Admission of a job of `key` (a hash from `key_of`, or [`NO_KEY`]).
-    #[inline]
-    pub(crate) fn admit_for(
-        &self,
-        key: u64,
-        job: J,
-        until: Option<u64>,
-    ) -> Result<Admitted, Rejected<J>> {
-        #[cfg(feature = "journal")]
-        if let Some(j) = &self.shared.journal {
-            return self.admit_journaled(j, key, job, until);
-        }
-        self.admit_as(crate::util::ids::next(), key, job, until)
-    }
-
     /// Admission of a job whose id is given. A key above its share of a
     /// queue near its bound is refused as the full queue would refuse it
     /// (503), whatever the overflow policy: it evicts no one.
@@ -249,47 +165,6 @@ impl<J: 'static> Throttle<J> {
             Err(Full::Closed) => Err(s.refuse(job, Reason::Closed)),
             Err(Full::Bound) => self.overflow(id, job, until),
             Err(Full::Share) => Err(s.refuse(job, Reason::Overloaded)),
-        }
-    }
-
-    /// Admits `job`, waiting for room when the queue is at its bound (the
-    /// overflow policy does not apply: the caller chose to wait).
-    ///
-    /// Cancel-safe: a dropped wait holds no place. Refused only when the
-    /// throttle closes (`Closed`, the job handed back).
-    ///
-    /// ```
-    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
-    /// # async fn main() {
-    /// use dripfeed::{Delivery, Throttle};
-    /// use std::time::Duration;
-    /// let (throttle, _drain) = Throttle::builder()
-    ///     .drain_rate(10.0)
-    ///     .capacity(1)
-    ///     .build(|_: &u32, _| async { Delivery::Done })
-    ///     .unwrap();
-    /// let start = tokio::time::Instant::now();
-    /// for job in 0..5 {
-    ///     assert!(throttle.submit(job).await.unwrap().is_queued());
-    /// }
-    /// // one place, drained at 10/s: the producer was held back to the drain rate
-    /// assert!(start.elapsed() >= Duration::from_millis(300));
-    /// # }
-    /// ```
-    pub async fn submit(&self, job: J) -> Result<Admitted, Rejected<J>> {
-        #[cfg(feature = "journal")]
-        if let Some(j) = &self.shared.journal {
-            return self.submit_journaled(j, job).await;
-        }
-        self.submit_as(crate::util::ids::next(), job).await
-    }
-
-    /// [`submit`](Self::submit) of a job whose id is given.
-    pub(crate) async fn submit_as(&self, id: u64, job: J) -> Result<Admitted, Rejected<J>> {
-        let s = &*self.shared;
-        match s.admission.reserve().await {
-            Ok(place) => self.queue(place, id, job, None),
-            Err(_) => Err(s.refuse(job, Reason::Closed)),
         }
     }
 

@@ -10,8 +10,8 @@
 //! places get the refusals first, and the last quarter stays for those
 //! below their share and for newcomers.
 //!
-//! A throttle applies it to the keys ([`try_submit_keyed`](crate::Throttle::try_submit_keyed),
-//! [`submit_keyed`](crate::Throttle::submit_keyed)) queued in its ring, the
+//! A throttle applies it to the keys (a [`Submission`](crate::Submission)
+//! with a key) queued in its ring, the
 //! destinations set to the destinations holding jobs.
 
 /// Whether a holder holding `own` places may take one more when `total`

@@ -24,7 +24,8 @@ use super::{Admit, AdmitError, BucketError, KeyedBuckets, Quota};
 ///
 /// A throttle takes any store with
 /// [`ThrottleBuilder::key_store`](crate::ThrottleBuilder::key_store) and
-/// admits through it with [`Throttle::submit_keyed`](crate::Throttle::submit_keyed).
+/// admits through it with [`Throttle::submit_timeout`](crate::Throttle::submit_timeout)
+/// (or [`submit`](crate::Throttle::submit)) of a keyed [`Submission`](crate::Submission).
 /// A failure of the store is [`BucketError::Unavailable`] (the throttle
 /// answers 503, not 429: the key is not to blame).
 ///

@@ -33,7 +33,13 @@ async fn a_durable_admission_dropped_half_way_holds_no_place_and_no_record() {
         .unwrap();
     let mut finished = 0;
     for n in 0..20 {
-        if poll_once_and_drop(set.try_submit_durable("a", format!("dropped {n}"))).await {
+        if poll_once_and_drop(set.submit_timeout(
+            "a",
+            format!("dropped {n}"),
+            std::time::Duration::ZERO,
+        ))
+        .await
+        {
             finished += 1;
         }
     }
@@ -42,7 +48,7 @@ async fn a_durable_admission_dropped_half_way_holds_no_place_and_no_record() {
         finished < 2,
         "{finished} of 20 finished at their first poll"
     );
-    set.try_submit_durable("a", "kept".to_string())
+    set.submit_timeout("a", "kept".to_string(), std::time::Duration::ZERO)
         .await
         .expect("the dropped admissions gave their places back");
     let journal = set.journal().unwrap().clone();

@@ -70,7 +70,7 @@ async fn a_dead_letter_the_sink_cannot_store_stays_in_the_journal_until_it_can()
         .journal(Journal::open(&dir).unwrap())
         .build(|_: &String, _| async { Delivery::Failed })
         .unwrap();
-    let id = throttle.submit("doomed".into()).await.unwrap().id();
+    let id = throttle.submit("doomed".to_string()).await.unwrap().id();
     let journal = throttle.journal().unwrap().clone();
     // Failed, then tried again after a backoff: still failing.
     sink.tried(3).await;
@@ -108,7 +108,7 @@ async fn a_flush_that_fails_at_shutdown_leaves_the_job_for_the_next_start() {
         .journal(Journal::open(&dir).unwrap())
         .build(|_: &String, _| async { Delivery::Failed })
         .unwrap();
-    let id = throttle.submit("doomed".into()).await.unwrap().id();
+    let id = throttle.submit("doomed".to_string()).await.unwrap().id();
     sink.tried(1).await;
     let report = throttle.shutdown(Duration::ZERO).await;
     assert_eq!(

@@ -73,7 +73,9 @@ async fn a_deleted_directory_refuses_until_it_is_back_and_loses_nothing() {
     // Still refused while it cannot come back (several checks pass).
     let mut still = 0;
     while still < 60 {
-        let r = throttle.try_submit_durable("blocked".into()).await;
+        let r = throttle
+            .submit_timeout("blocked".to_string(), std::time::Duration::ZERO)
+            .await;
         let cause = r.map(|_| ()).map_err(|r| r.reason());
         assert_eq!(
             cause,
@@ -89,7 +91,7 @@ async fn a_deleted_directory_refuses_until_it_is_back_and_loses_nothing() {
     std::fs::remove_file(&base).unwrap();
     std::fs::create_dir_all(&dir).unwrap();
     let back = Instant::now();
-    let first = poll(async || throttle.submit("after-0".into()).await.ok())
+    let first = poll(async || throttle.submit("after-0".to_string()).await.ok())
         .await
         .expect("accepted again within 10 s");
     let resumed = back.elapsed();
@@ -143,7 +145,7 @@ async fn a_deleted_lock_file_is_taken_again() {
         ),
         "the lock is held again"
     );
-    let again = poll(async || throttle.submit("again".into()).await.ok()).await;
+    let again = poll(async || throttle.submit("again".to_string()).await.ok()).await;
     accepted.insert(again.expect("accepted again").id());
     throttle.shutdown(Duration::ZERO).await;
     drop((throttle, journal));
@@ -244,7 +246,7 @@ async fn the_first_admission_after_a_deletion_is_refused_and_a_kill_then_loses_n
         accepted.insert(throttle.submit(format!("job-{i}")).await.unwrap().id());
     }
     std::fs::remove_dir_all(&dir).unwrap();
-    let after = throttle.submit("after".into()).await;
+    let after = throttle.submit("after".to_string()).await;
     assert!(
         after.is_err(),
         "an admission answered Ok with its record in a deleted directory"

@@ -109,7 +109,11 @@ pub(crate) async fn redrive(
             }
         };
         let admitted = match lines::job_of(letter, &local.budget) {
-            Some(job) => local.set.try_submit_durable(name, job).await.is_ok(),
+            Some(job) => local
+                .set
+                .submit_timeout(name, job, std::time::Duration::ZERO)
+                .await
+                .is_ok(),
             None => false,
         };
         match admitted {
@@ -182,7 +186,11 @@ impl Local {
                 }
             };
             let admitted = match lines::job_of(letter, &self.budget) {
-                Some(job) => self.set.try_submit_durable(name, job).await.is_ok(),
+                Some(job) => self
+                    .set
+                    .submit_timeout(name, job, std::time::Duration::ZERO)
+                    .await
+                    .is_ok(),
                 None => false,
             };
             match admitted {

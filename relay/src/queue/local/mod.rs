@@ -21,7 +21,7 @@ use std::time::Duration;
 
 use dripfeed::destinations::{DestinationStats, Destinations};
 use dripfeed::journal::{Health, Journal};
-use dripfeed::{Cause as LibCause, Reason, Rejected, headers};
+use dripfeed::{Cause as LibCause, Reason, Rejected, Submission, headers};
 
 use super::contract::{
     Accepted, Admission, Cause, ChangeRefused, Changed, Drained, LetterError, LetterPage,
@@ -199,10 +199,18 @@ impl Queue for Local {
         let admitted = match charged {
             true => {
                 self.set
-                    .submit_keyed(&destination, tenant.scope(), 1.0, job)
+                    .submit_timeout(
+                        &destination,
+                        Submission::new(job).key(tenant.scope(), 1.0),
+                        Duration::ZERO,
+                    )
                     .await
             }
-            false => self.set.try_submit_durable(&destination, job).await,
+            false => {
+                self.set
+                    .submit_timeout(&destination, job, Duration::ZERO)
+                    .await
+            }
         };
         let admitted = match admitted {
             Ok(a) => a,

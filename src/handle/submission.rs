@@ -1,0 +1,263 @@
+//! What is submitted: a job, and how it is to be admitted. The "how to
+//! wait" axis is the method ([`Throttle::try_submit`],
+//! [`Throttle::submit`], [`Throttle::submit_timeout`]); the "what" axis is
+//! this value: a plain job converts into one, and a [`Submission`] adds a
+//! key and its cost, a delivery deadline, or an earlier id to admit the
+//! job under again.
+//!
+//! [`Throttle::try_submit`]: crate::Throttle::try_submit
+//! [`Throttle::submit`]: crate::Throttle::submit
+//! [`Throttle::submit_timeout`]: crate::Throttle::submit_timeout
+
+use std::borrow::Cow;
+use std::hash::{BuildHasher, Hash, RandomState};
+use std::sync::OnceLock;
+
+use tokio::time::Instant;
+
+/// A job and how it is to be admitted.
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+/// # async fn main() {
+/// use dripfeed::keyed::Quota;
+/// use dripfeed::{Delivery, Outcome, Reason, Submission, Throttle};
+/// use std::time::Duration;
+/// use tokio::time::Instant;
+/// let (throttle, _drain) = Throttle::builder()
+///     .drain_rate(1.0)
+///     .capacity(10)
+///     .per_key(100, Quota::per_second(1.0).burst(2.0).unwrap())
+///     .build(|_: &u32, _| async { Delivery::Done })
+///     .unwrap();
+/// throttle.try_submit(1).unwrap(); // a plain job
+/// throttle.try_submit(Submission::new(2).key("acme", 2.0)).unwrap(); // its tenant charged 2
+/// let over = throttle.try_submit(Submission::new(3).key("acme", 1.0)).unwrap_err();
+/// assert_eq!(over.reason(), Reason::OverQuota);
+/// let soon = Instant::now() + Duration::from_millis(500);
+/// throttle.try_submit(Submission::new(4).deadline(soon)).unwrap(); // due at 2 s: too late
+/// let again = throttle.try_submit(Submission::new(5).again(42)).unwrap(); // under an earlier id
+/// assert_eq!(again.id(), 42);
+/// tokio::time::sleep(Duration::from_secs(5)).await;
+/// assert_eq!(throttle.stats().outcome(Outcome::Expired), 1);
+/// # }
+/// ```
+#[derive(Debug, Clone)]
+pub struct Submission<'k, J> {
+    pub(crate) job: J,
+    pub(crate) key: Option<(Key<'k>, f64)>,
+    pub(crate) deadline: Option<Instant>,
+    pub(crate) id: Option<u64>,
+}
+
+impl<J> Submission<'static, J> {
+    /// `job`, admitted as it is: no key, no deadline, a new id.
+    ///
+    /// ```
+    /// use dripfeed::Submission;
+    /// assert_eq!(Submission::new(7).into_job(), 7);
+    /// ```
+    pub fn new(job: J) -> Self {
+        Submission {
+            job,
+            key: None,
+            deadline: None,
+            id: None,
+        }
+    }
+}
+
+impl<'k, J> Submission<'k, J> {
+    /// Charged to `key` (a tenant, a caller, an endpoint) at `cost` (a
+    /// batch of 1,000 rows might cost 1,000) in the throttle's per-key
+    /// buckets first: over its quota, refused `OverQuota` (429) with the
+    /// exact wait; a job the queue then refuses gives the charge back. A
+    /// throttle without per-key buckets refuses it `Invalid`.
+    ///
+    /// ```
+    /// use dripfeed::{Key, Submission};
+    /// let s = Submission::new("body").key("acme", 1.0);
+    /// let t = Submission::new("body").key(17u64, 3.0);
+    /// let u = Submission::new("body").key(Key::of(&("acme", "eu")), 1.0);
+    /// # let _ = (s, t, u);
+    /// ```
+    pub fn key<'a>(self, key: impl Into<Key<'a>>, cost: f64) -> Submission<'a, J> {
+        Submission {
+            job: self.job,
+            key: Some((key.into(), cost)),
+            deadline: self.deadline,
+            id: self.id,
+        }
+    }
+
+    /// Delivered by `at` or not at all: still queued (or waiting for a
+    /// retry) at `at`, it is expired instead, to the dead-letter sink, else
+    /// the `on_expired` hook. The builder's `max_queue_wait`, if set,
+    /// still applies; the earlier of the two wins.
+    ///
+    /// ```
+    /// use dripfeed::Submission;
+    /// use tokio::time::Instant;
+    /// let s = Submission::new(1).deadline(Instant::now());
+    /// # let _ = s;
+    /// ```
+    pub fn deadline(mut self, at: Instant) -> Self {
+        self.deadline = Some(at);
+        self
+    }
+
+    /// Admitted again under `id`, the id an earlier admission gave it
+    /// ([`Admitted::id`](crate::Admitted::id)), so its receiver sees the id
+    /// it may already have deduplicated on (a dead letter redriven, say). A
+    /// made-up id may collide with a live job's.
+    ///
+    /// ```
+    /// use dripfeed::Submission;
+    /// let s = Submission::new(1).again(42);
+    /// # let _ = s;
+    /// ```
+    pub fn again(mut self, id: u64) -> Self {
+        self.id = Some(id);
+        self
+    }
+
+    /// The job, back.
+    ///
+    /// ```
+    /// use dripfeed::Submission;
+    /// assert_eq!(Submission::new("x").key("k", 1.0).into_job(), "x");
+    /// ```
+    pub fn into_job(self) -> J {
+        self.job
+    }
+
+    /// The job, and how it is to be admitted without it: to hold the
+    /// job apart (in a set's bound, say) and submit it later as it came
+    /// ([`with_job`](Self::with_job)).
+    ///
+    /// ```
+    /// use dripfeed::Submission;
+    /// let (job, how) = Submission::new("x").key("acme", 2.0).into_parts();
+    /// assert_eq!(job, "x");
+    /// let again = how.with_job("y");
+    /// assert_eq!(again.into_job(), "y");
+    /// ```
+    pub fn into_parts(self) -> (J, Submission<'k, ()>) {
+        let how = Submission {
+            job: (),
+            key: self.key,
+            deadline: self.deadline,
+            id: self.id,
+        };
+        (self.job, how)
+    }
+
+    /// The same submission (key, cost, deadline, id) of another job.
+    ///
+    /// ```
+    /// use dripfeed::Submission;
+    /// let how = Submission::new(()).again(42);
+    /// assert_eq!(how.with_job(7).into_job(), 7);
+    /// ```
+    pub fn with_job<K>(&self, job: K) -> Submission<'k, K> {
+        Submission {
+            job,
+            key: self.key,
+            deadline: self.deadline,
+            id: self.id,
+        }
+    }
+}
+
+/// A plain job is submitted as it is.
+impl<J> From<J> for Submission<'static, J> {
+    fn from(job: J) -> Self {
+        Submission::new(job)
+    }
+}
+
+/// A per-key bucket's key: text (a tenant's name; what a shared store
+/// keys by, as given) or a number. Any other `Hash` value goes through
+/// [`Key::of`].
+///
+/// ```
+/// use dripfeed::Key;
+/// let by_name: Key = "acme".into();
+/// let by_number: Key = 7u32.into();
+/// assert_eq!(by_name.text(), "acme");
+/// assert_eq!(by_number.text(), "7");
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Key<'k>(Repr<'k>);
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+enum Repr<'k> {
+    Text(&'k str),
+    Number(u64),
+}
+
+impl Key<'static> {
+    /// The key of any `Hash` value (a tuple, a struct): its hash under
+    /// this process's random seed, so no one outside can aim collisions at
+    /// it. A number: a store shared by several processes would see a
+    /// different one in each; give such a store text keys.
+    ///
+    /// ```
+    /// use dripfeed::Key;
+    /// assert_eq!(Key::of(&("acme", 3)), Key::of(&("acme", 3)));
+    /// assert_ne!(Key::of(&("acme", 3)), Key::of(&("acme", 4)));
+    /// ```
+    pub fn of<T: Hash + ?Sized>(value: &T) -> Key<'static> {
+        static SEED: OnceLock<RandomState> = OnceLock::new();
+        Key(Repr::Number(
+            SEED.get_or_init(RandomState::new).hash_one(value),
+        ))
+    }
+}
+
+impl<'k> Key<'k> {
+    /// The key as a store keys by it: the text as given, a number in
+    /// decimal.
+    ///
+    /// ```
+    /// use dripfeed::Key;
+    /// assert_eq!(Key::from("acme").text(), "acme");
+    /// ```
+    pub fn text(&self) -> Cow<'k, str> {
+        match self.0 {
+            Repr::Text(t) => Cow::Borrowed(t),
+            Repr::Number(n) => Cow::Owned(n.to_string()),
+        }
+    }
+
+    /// The key's hash under a table's `seed`.
+    pub(crate) fn hash_with(&self, seed: &RandomState) -> u64 {
+        match self.0 {
+            Repr::Text(t) => seed.hash_one(t),
+            Repr::Number(n) => seed.hash_one(n),
+        }
+    }
+}
+
+impl<'k> From<&'k str> for Key<'k> {
+    fn from(text: &'k str) -> Self {
+        Key(Repr::Text(text))
+    }
+}
+
+impl<'k> From<&'k String> for Key<'k> {
+    fn from(text: &'k String) -> Self {
+        Key(Repr::Text(text))
+    }
+}
+
+macro_rules! number_keys {
+    ($($t:ty),+) => {$(
+        impl From<$t> for Key<'static> {
+            fn from(n: $t) -> Self {
+                Key(Repr::Number(n as u64))
+            }
+        }
+    )+};
+}
+number_keys!(u8, u16, u32, u64, usize, i8, i16, i32, i64, isize);
