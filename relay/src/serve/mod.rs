@@ -12,7 +12,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use crate::auth::tenants::Tenants;
-use crate::catalog::{self, Catalog};
+use crate::catalog::Catalog;
 use crate::config::value::QueueKind;
 use crate::config::{Config, ConfigError, ConfigErrors, DEFAULT_NAME, Origin};
 use crate::dead_letter::redrive;
@@ -20,13 +20,14 @@ use crate::deliver::HttpDownstream;
 use crate::deliver::latency::Latencies;
 use crate::domain::budget::ByteBudget;
 use crate::domain::limits::Limits;
-use crate::intake::{self, Answers, Intake};
-use crate::queue::{self, Queue, backends, quotas};
-use crate::status::Registry;
+use crate::intake::{Answers, Intake};
+use crate::queue::{self, quotas};
 use crate::util::swap::Swap;
-use crate::{admin, deliver, demo, listener, shutdown, telemetry};
+use crate::{admin, deliver, demo, shutdown, telemetry};
 
 mod demo_prep;
+mod engine;
+mod listen;
 mod local_prep;
 pub(crate) mod openapi;
 pub(crate) mod reload;
@@ -94,19 +95,6 @@ fn tls_errors(cfg: &Config) -> Vec<ConfigError> {
     .collect()
 }
 
-/// The listeners' certificates (`None` for one without TLS).
-fn listener_certs(cfg: &Config) -> Result<[Option<Arc<crate::tls::server::Certs>>; 2], String> {
-    let s = &cfg.settings;
-    let open = |cert: &Option<PathBuf>, key: &Option<PathBuf>| match (cert, key) {
-        (Some(cert), Some(key)) => crate::tls::server::Certs::open(cert, key).map(Some),
-        _ => Ok(None),
-    };
-    Ok([
-        open(&s.tls_cert, &s.tls_key)?,
-        open(&s.admin_tls_cert, &s.admin_tls_key)?,
-    ])
-}
-
 /// Where a reload reads the configuration again, and the SIGHUPs that ask
 /// for one.
 pub(crate) struct Reload {
@@ -139,58 +127,15 @@ pub(crate) async fn run(
     // The configuration as given, before the admin API's changes: what a
     // reload compares the file with.
     let configured = cfg.clone();
-    // The admin API's changes over the configured destinations (a demo
-    // keeps none): the local engine's state file, or the fleet's map in
-    // Redis.
-    let fleet_mode = cfg.settings.queue == QueueKind::Redis;
-    let state = match (mode, catalog::state::dir_of(&cfg)) {
-        (Mode::Serve, Some(dir)) if !fleet_mode => Some(catalog::state::StateFile::open(&dir)?),
-        (Mode::Serve, Some(dir)) if dir.join(catalog::state::FILE).exists() => {
-            tracing::warn!(file = %dir.join(catalog::state::FILE).display(), "with queue = redis the admin API's changes are the fleet's, in Redis: this state file is not read");
-            None
-        }
-        _ => None,
-    };
-    let fleet_start = match (mode, fleet_mode) {
-        (Mode::Serve, true) => match backends::fleet_start(&mut cfg).await {
-            Ok(start) => Some(start),
-            Err(backends::StartError::Failed(e)) => return Err(Failure::Run(e)),
-            Err(backends::StartError::Refused { key, why }) => {
-                return Err(refused(key, cfg.origin(key).cloned(), why));
-            }
-        },
-        _ => None,
-    };
-    if let Some(file) = &state {
-        let errors = file.apply(&mut cfg);
-        if !errors.is_empty() {
-            return Err(Failure::Config(ConfigErrors(errors)));
-        }
-    }
-    let changed = state.as_ref().is_some_and(|f| !f.is_empty());
-    let receiver = demo_prep::prepare(&mut cfg, mode, changed).await?;
+    let prepared = engine::Prepared::changes(&mut cfg, mode).await?;
+    let receiver = demo_prep::prepare(&mut cfg, mode, prepared.changed()).await?;
     let guard = Arc::new(deliver::guard::AddressGuard::from_config(&cfg));
     let mut errors = check(&cfg, &guard).await;
-    // A destination another relay of the fleet made that this one refuses
-    // does not stop it from starting: it is left out here (the rest of the
-    // fleet delivers it).
-    errors.retain(|e| {
-        let Some(crate::config::Origin::Fleet(_)) = &e.origin else {
-            return true;
-        };
-        let Some(name) = e.key.strip_prefix("destinations.") else {
-            return true;
-        };
-        tracing::error!(destination = %name, error = %e, "a destination the fleet's admin API made is refused here: left out on this relay");
-        cfg.destinations.retain(|d| {
-            d.name != name || !matches!(d.origin, crate::config::Origin::Fleet(_))
-        });
-        false
-    });
+    prepared.excuse(&mut cfg, &mut errors);
     if !errors.is_empty() {
         return Err(Failure::Config(ConfigErrors(errors)));
     }
-    let [intake_certs, admin_certs] = listener_certs(&cfg).map_err(Failure::Run)?;
+    let [intake_certs, admin_certs] = listen::certs(&cfg).map_err(Failure::Run)?;
     let s = &cfg.settings;
     for (key, addr, locked) in cfg.listeners() {
         if !locked && s.allow_unauthenticated && !addr.ip().to_canonical().is_loopback() {
@@ -202,26 +147,8 @@ pub(crate) async fn run(
         }
     }
     if let Some(path) = &redrive_file {
-        redrive::check_source(path, &cfg.paths.dead_letter_file)
-            .map_err(|e| refused("redrive", Some(Origin::Flag("--redrive".into())), e))?;
-        if fleet_mode {
-            return Err(refused(
-                "redrive",
-                Some(Origin::Flag("--redrive".into())),
-                "with queue = redis dead letters live in Redis and are redriven through the \
-                 admin API (POST /v1/dead-letters/redrive), not from a file",
-            ));
-        }
+        prepared.check_redrive(path, &cfg)?;
     }
-    let journal_dir = match (s.no_journal, mode) {
-        (true, _) => None,
-        // One demo never replays into the next.
-        (false, Mode::Demo) => Some(std::env::temp_dir().join(format!(
-            "dripfeed-relay-demo-journal-{}",
-            std::process::id()
-        ))),
-        (false, _) => Some(cfg.paths.journal_dir.clone()),
-    };
     let prometheus = telemetry::install_prometheus()?;
     let latencies = Arc::new(Latencies::default());
     let tenant_store = quotas::open(&cfg).await?;
@@ -248,79 +175,39 @@ pub(crate) async fn run(
         false => None,
     };
     let client = deliver::client::client(s, s.max_in_flight, guard.clone())?;
-    // Statuses are kept by the local engine's registry; the fleet's in
-    // Redis, by its scripts.
-    let status = (!fleet_mode).then(|| {
-        Arc::new(Registry::new(
-            s.status_retention,
-            s.status_max,
-            cfg.tenants.iter().map(|t| t.name.as_str()),
-        ))
-    });
+    let status = prepared.statuses(&cfg);
     let errors = Arc::new(deliver::errors::Errors::default());
     let recents = Arc::new(deliver::recent::Recents::default());
     let traces = crate::trace::start(s)
         .map_err(|e| refused("otlp_endpoint", cfg.origin("otlp_endpoint").cloned(), e))?
         .map(Arc::new);
-    let deliveries: Arc<dyn Fn(&str) -> HttpDownstream + Send + Sync> = {
-        let (catalog, latencies, guard, status, errors, recents, traces) = (
-            catalog.clone(),
-            latencies.clone(),
-            guard.clone(),
-            status.clone(),
-            errors.clone(),
-            recents.clone(),
-            traces.clone(),
-        );
-        let retries = s.retries;
-        Arc::new(move |name: &str| HttpDownstream {
-            client: client.clone(),
-            name: Arc::from(name),
-            targets: catalog.clone(),
-            latencies: latencies.clone(),
-            recent: recents.of(name),
-            guard: guard.clone(),
-            status: status.clone(),
-            errors: errors.clone(),
-            traces: traces.clone(),
-            retries,
-        })
+    let deliveries = deliveries(Delivering {
+        client,
+        catalog: catalog.clone(),
+        latencies: latencies.clone(),
+        guard: guard.clone(),
+        status: status.clone(),
+        errors: errors.clone(),
+        recents: recents.clone(),
+        traces: traces.clone(),
+        retries: s.retries,
+    });
+    let fleet_mode = prepared.is_fleet();
+    let origin = prepared.origin();
+    let parts = engine::Parts {
+        catalog: catalog.clone(),
+        deliveries,
+        guard: guard.clone(),
+        quotas: quota_store.clone(),
+        stores,
+        budget: budget.clone(),
+        status: status.clone(),
     };
-    let (registry, quotas_held) = (status.clone(), quota_store.clone());
-    let origin = match (fleet_mode, &state) {
-        (true, _) => Origin::Fleet("dripfeed:map:{webhook_relay:destinations}".into()),
-        (false, state) => Origin::Api(queue::local::changes::state_path(state)),
-    };
-    // The engine: the one place the relay asks which.
-    let (queue, local): (Arc<dyn Queue>, _) = match fleet_start {
-        Some(start) => {
-            let parts = backends::FleetParts {
-                catalog: catalog.clone(),
-                deliveries,
-                guard: guard.clone(),
-                quotas: quota_store,
-                stores,
-            };
-            (backends::open_fleet(&cfg, start, parts).await?, None)
-        }
-        None => {
-            let parts = local_prep::Parts {
-                journal_dir: journal_dir.clone(),
-                state,
-                catalog: catalog.clone(),
-                status: status.unwrap_or_else(|| {
-                    Arc::new(Registry::new(s.status_retention, s.status_max, []))
-                }),
-                deliveries,
-                quotas: quota_store,
-                stores,
-                permits: backends::fleet_permits(s).await?,
-                budget: budget.clone(),
-            };
-            let local = local_prep::open(&cfg, parts).await?;
-            (local.clone() as Arc<dyn Queue>, Some(local))
-        }
-    };
+    let engine::Engine {
+        queue,
+        local,
+        journal_dir,
+    } = prepared.open(&cfg, mode, parts).await?;
     let intake = Arc::new(Intake {
         queue: queue.clone(),
         catalog: catalog.clone(),
@@ -334,11 +221,6 @@ pub(crate) async fn run(
         body_read_timeout: s.body_read_timeout,
         traces: traces.clone(),
     });
-    let limits = listener::Limits {
-        max_connections: s.max_connections,
-        header_read_timeout: s.header_read_timeout,
-        label: "intake",
-    };
     let admin = Arc::new(admin::Admin {
         intake: intake.clone(),
         queue: queue.clone(),
@@ -365,45 +247,18 @@ pub(crate) async fn run(
         queue: queue.clone(),
         guard: guard.clone(),
         certs: [intake_certs.clone(), admin_certs.clone()],
-        status: registry,
-        quotas: quotas_held,
+        status,
+        quotas: quota_store,
     });
-    let (admin_tcp, admin_addr) = bind(s.admin_listen, "admin_listen").await?;
-    let (tcp, addr) = bind(s.listen, "listen").await?;
-    let admin_limits = listener::Limits {
-        label: "admin",
-        ..limits
-    };
-    let acceptor = |certs: &Option<Arc<crate::tls::server::Certs>>| match certs {
-        Some(c) => c.acceptor().map(Some),
-        None => Ok(None),
-    };
-    let admin_server = listener::spawn(
-        admin_tcp,
-        admin::router(admin),
-        admin_limits,
-        acceptor(&admin_certs).map_err(Failure::Run)?,
-    );
-    let app = listener::app::App::with_direct(
-        intake::router(intake.clone()),
-        intake::direct(intake.clone()),
-    );
-    let server = listener::spawn(
-        tcp,
-        app,
-        limits,
-        acceptor(&intake_certs).map_err(Failure::Run)?,
-    );
-    tracing::info!(%addr, %admin_addr, destinations = cfg.destinations.len(), "listening");
-    println!(
-        "admin on {}://{admin_addr}: GET /metrics, /healthz, /readyz, /v1/destinations{}",
-        scheme(&admin_certs),
-        match s.admin_token_sha256 {
-            Some(_) => " (the last with the admin token)",
-            None => " (no admin token: loopback only)",
-        }
-    );
-    announce(&cfg, addr, fleet_mode, scheme(&intake_certs));
+    let listening = listen::start(
+        &cfg,
+        intake.clone(),
+        admin,
+        [&intake_certs, &admin_certs],
+        fleet_mode,
+    )
+    .await?;
+    let addr = listening.addr;
     if mode == Mode::Serve {
         reloader.spawn(reload.hangups);
     }
@@ -451,13 +306,9 @@ pub(crate) async fn run(
     };
     // Idle and stalled connections are closed too, both listeners at once,
     // by the end serving until stopped left (AFTER_GRACE past the grace).
-    let close = async {
-        tokio::join!(server.shutdown(), admin_server.shutdown());
-    };
-    let end = stop_by.unwrap_or_else(|| tokio::time::Instant::now() + AFTER_GRACE);
-    if tokio::time::timeout_at(end, close).await.is_err() {
-        tracing::info!("connections still open past the grace: closed");
-    }
+    listening
+        .close(stop_by.unwrap_or_else(|| tokio::time::Instant::now() + AFTER_GRACE))
+        .await;
     if mode == Mode::Demo
         && let Some(dir) = &journal_dir
     {
@@ -467,59 +318,33 @@ pub(crate) async fn run(
     outcome.map_err(Failure::Run)
 }
 
-/// `https` for a listener with a certificate, else `http`.
-fn scheme(certs: &Option<Arc<crate::tls::server::Certs>>) -> &'static str {
-    match certs {
-        Some(_) => "https",
-        None => "http",
-    }
+/// What each destination's deliveries share.
+struct Delivering {
+    client: deliver::client::Client,
+    catalog: Arc<Catalog>,
+    latencies: Arc<Latencies>,
+    guard: Arc<deliver::guard::AddressGuard>,
+    status: Option<Arc<crate::status::Registry>>,
+    errors: Arc<deliver::errors::Errors>,
+    recents: Arc<deliver::recent::Recents>,
+    traces: Option<Arc<crate::trace::Traces>>,
+    retries: u32,
 }
 
-/// A listener on `addr` (the setting `key`), and the address it got.
-async fn bind(
-    addr: SocketAddr,
-    key: &str,
-) -> Result<(tokio::net::TcpListener, SocketAddr), String> {
-    let tcp = tokio::net::TcpListener::bind(addr)
-        .await
-        .map_err(|e| format!("{key} {addr}: {e}"))?;
-    let got = tcp.local_addr().map_err(|e| format!("{key} {addr}: {e}"))?;
-    Ok((tcp, got))
-}
-
-/// The stable lines a starting relay prints: where it listens (tests and
-/// scripts read `webhook relay on http://ADDR:`), and where it delivers.
-fn announce(cfg: &Config, addr: SocketAddr, fleet: bool, scheme: &str) {
-    let s = &cfg.settings;
-    let limits = match fleet {
-        true => Limits::fleet(cfg),
-        false => Limits::local(cfg),
-    };
-    match &cfg.destinations[..] {
-        [d] => println!(
-            "webhook relay on {scheme}://{addr}: POST /v1/webhooks/deliver, GET /healthz\n\
-             delivering to {} at {}/s, capacity {} ({:?} budget), overflow {:?}",
-            d.url,
-            d.rate.unwrap_or(s.drain_rate),
-            limits.check(d).unwrap_or(0),
-            d.budget.unwrap_or(s.latency_budget),
-            s.overflow,
-        ),
-        all => println!(
-            "webhook relay on {scheme}://{addr}: POST /v1/webhooks/deliver with {}: NAME, GET /healthz\n\
-             {} destinations ({}), each at {}/s unless configured, {:?} budget, {} in flight each of {} shared",
-            s.destination_header,
-            all.len(),
-            all.iter()
-                .map(|d| d.name.as_str())
-                .collect::<Vec<_>>()
-                .join(", "),
-            s.drain_rate,
-            s.latency_budget,
-            s.per_destination_cap(all.len()),
-            s.max_in_flight,
-        ),
-    }
+/// Each destination's deliveries, by name.
+fn deliveries(d: Delivering) -> Arc<dyn Fn(&str) -> HttpDownstream + Send + Sync> {
+    Arc::new(move |name: &str| HttpDownstream {
+        client: d.client.clone(),
+        name: Arc::from(name),
+        targets: d.catalog.clone(),
+        latencies: d.latencies.clone(),
+        recent: d.recents.of(name),
+        guard: d.guard.clone(),
+        status: d.status.clone(),
+        errors: d.errors.clone(),
+        traces: d.traces.clone(),
+        retries: d.retries,
+    })
 }
 
 /// What a stop may take past `shutdown_grace` to close the listeners and
