@@ -202,7 +202,29 @@ impl<J: 'static> Throttle<J> {
         &self,
         submission: impl Into<Submission<'k, J>>,
     ) -> Result<Admitted, Rejected<J>> {
-        self.submit_waiting(submission.into(), Wait::Forever).await
+        let submission = submission.into();
+        if self.plain(&submission) {
+            // Nothing to record or charge first: straight to a place.
+            let s = &*self.shared;
+            let Submission { job, deadline, .. } = submission;
+            let until = deadline.map(|d| s.clock.ns(d));
+            return match s.admission.reserve_for(NO_KEY).await {
+                Ok(place) => self.queue(place, crate::util::ids::next(), job, until),
+                Err(_) => Err(s.refuse(job, Reason::Closed)),
+            };
+        }
+        self.submit_waiting(submission, Wait::Forever).await
+    }
+
+    /// Whether `submission` needs nothing before its place: no key, no
+    /// id of its own, no journal to record it in.
+    #[inline]
+    fn plain(&self, submission: &Submission<'_, J>) -> bool {
+        #[cfg(feature = "journal")]
+        if self.shared.journal.is_some() {
+            return false;
+        }
+        submission.key.is_none() && submission.id.is_none()
     }
 
     /// Admits a job, waiting at most `wait` for room; then (or at once,
@@ -372,8 +394,9 @@ impl<J: 'static> Throttle<J> {
 
     /// An admission that takes no wait for room: under `id` (or a new
     /// one), recorded in the journal if there is one (written, not
-    /// awaited), then a place or the overflow policy.
-    #[inline]
+    /// awaited), then a place or the overflow policy. Out of line: its
+    /// result is built straight into the caller's slot.
+    #[inline(never)]
     pub(crate) fn admit_now(
         &self,
         id: Option<u64>,
