@@ -1,5 +1,5 @@
 //! A throttle admitting through a `BucketStore` (`key_store` +
-//! `submit_keyed`): the key's refusal is a 429 with the exact wait and its
+//! a keyed `submit_timeout`): the key's refusal is a 429 with the exact wait and its
 //! limit, the queue's refusal refunds the key inside the library, and the
 //! store's own failure is a 503 (`store_down`), never a 429. The store here
 //! is the in-memory table behind a switch that makes it fail, as a user's
@@ -244,7 +244,7 @@ async fn the_sync_path_needs_the_throttles_own_table_and_the_later_setting_wins(
     assert_eq!(
         r.reason(),
         Reason::Invalid,
-        "a store is awaited: submit_keyed"
+        "a store is awaited: submit or submit_timeout"
     );
     assert!(throttle.key_store().is_some() && throttle.keyed().is_none());
 
@@ -255,7 +255,7 @@ async fn the_sync_path_needs_the_throttles_own_table_and_the_later_setting_wins(
         .build(Recorder::<u32>::new())
         .unwrap();
     assert!(local.key_store().is_none() && local.keyed().is_some());
-    // submit_keyed works with the throttle's own table too, without waiting.
+    // A keyed submit_timeout works with the throttle's own table too, without waiting.
     local
         .submit_timeout(
             dripfeed::Submission::new(1).key("k", 1.0),

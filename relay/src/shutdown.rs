@@ -84,15 +84,19 @@ impl Hangups {
 }
 
 /// Waits for Ctrl-C or SIGTERM (one that came since [`catch`] counts).
+/// Several that came together are one: a second is one that comes after.
 pub(crate) async fn signal() {
     let Some(stops) = STOPS.get() else {
         return std::future::pending().await;
     };
     let mut stops = stops.lock().await;
-    let mut byte = [0u8; 1];
-    if !stops.read(&mut byte).await.is_ok_and(|n| n > 0) {
+    let mut bytes = [0u8; 64];
+    if !stops.read(&mut bytes).await.is_ok_and(|n| n > 0) {
         std::future::pending::<()>().await;
     }
+    // What came with it (Ctrl-C pressed twice while starting, SIGINT and
+    // SIGTERM from a supervisor) is the same stop.
+    while stops.try_read(&mut bytes).is_ok_and(|n| n > 0) {}
 }
 
 /// Runs `drain` unless a second signal comes first: then exits with code 130.

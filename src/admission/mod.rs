@@ -7,14 +7,16 @@
 //!
 //! Every entry point (`try_submit`, `submit`, `submit_timeout`, whatever
 //! the [`Submission`](crate::Submission), and [`Slots`](crate::Slots))
-//! takes the same steps, in
-//! this order:
+//! takes the same steps:
 //!
-//! 1. the journal, when there is one (a later capability);
-//! 2. the key's budget: the key is charged first (a 429 ends here);
+//! 1. the journal, when there is one: the awaited paths record the job
+//!    first, so it is durable before anything is charged for it;
+//! 2. the key's budget: the key is charged (a 429 ends here; `try_submit`
+//!    charges its table here before recording the job, since the table
+//!    answers at once);
 //! 3. a place in the queue: [`Admission::try_reserve`] hands out a
 //!    [`Place`]; at the bound the overflow policy decides. If the queue
-//!    refuses, the key's charge is refunded.
+//!    refuses, the key's charge is refunded and the record ended.
 //!
 //! A store that needs a round trip is awaited in step 2, before any place is
 //! taken: a ring place is never held across an await.

@@ -293,25 +293,27 @@ impl<J: Send + Sync + 'static> Destinations<J> {
                 None => made += 1,
             }
         }
-        if table.len() + made > inner.max_destinations {
-            let retirable = table
-                .values()
-                .filter(|d| d.retirable() && !changes.iter().any(|(n, _)| **n == *d.name))
-                .count();
-            if table.len() + made > inner.max_destinations + retirable
-                && let Some((i, _)) = changes
-                    .iter()
-                    .enumerate()
-                    .find(|(_, (n, _))| !table.contains_key(*n))
-            {
-                return refuse(
-                    changes[i].0,
-                    DestinationError::Full {
-                        max: inner.max_destinations,
-                    },
-                );
-            }
+        // Room for the new ones: the records idle longest that may be
+        // retired (none of the names changed), chosen now and retired only
+        // once every check has passed.
+        let need = (table.len() + made).saturating_sub(inner.max_destinations);
+        let mut victims: Vec<_> = table
+            .values()
+            .filter(|d| d.retirable() && !changes.iter().any(|(n, _)| **n == *d.name))
+            .map(|d| (d.last_active(), d.name.clone()))
+            .collect();
+        if victims.len() < need
+            && let Some((name, _)) = changes.iter().find(|(n, _)| !table.contains_key(*n))
+        {
+            return refuse(
+                name,
+                DestinationError::Full {
+                    max: inner.max_destinations,
+                },
+            );
         }
+        victims.sort();
+        victims.truncate(need);
         // Every named one held (in name order: no two holders wait on
         // each other), and checked before any is changed.
         named.sort_by(|a, b| a.1.name.cmp(&b.1.name));
@@ -325,6 +327,11 @@ impl<J: Send + Sync + 'static> Destinations<J> {
             d.configure_held(inner, changes[*i].1, live);
         }
         drop(held);
+        for (_, gone) in victims {
+            if let Some(d) = table.remove(&gone) {
+                d.retire(); // a submission that found it makes no throttle in it
+            }
+        }
         let mut new = vec![false; changes.len()];
         for (i, (name, cfg)) in changes.iter().enumerate() {
             if named.iter().any(|(j, _)| *j == i) {
@@ -332,10 +339,6 @@ impl<J: Send + Sync + 'static> Destinations<J> {
             }
             if let Some(old) = table.remove(*name) {
                 old.retire(); // an empty unnamed record, replaced
-            } else if make_room(inner, &mut table).is_err() {
-                // Counted above: there is room.
-                tracing::error!(destination = %name, "no room after all for a destination counted in");
-                continue;
             }
             let d = Arc::new(Dest::new(inner, name, true, *cfg));
             table.insert(d.name.clone(), d);
@@ -350,6 +353,39 @@ impl<J: Send + Sync + 'static> Destinations<J> {
 mod tests {
     use super::*;
     use crate::{Delivery, Reason, Throttle};
+
+    #[tokio::test(start_paused = true)]
+    async fn define_all_retires_the_idlest_unnamed_records_it_needs_room_from() {
+        let set = Destinations::builder(Throttle::builder().drain_rate(100.0).capacity(10))
+            .max_destinations(3)
+            .idle_after(Duration::from_millis(10))
+            .build(|_: &str| |_: &u32, _| async { Delivery::Done })
+            .unwrap();
+        for (n, name) in ["old", "mid", "new"].into_iter().enumerate() {
+            set.try_submit(name, n as u32).unwrap();
+            tokio::time::sleep(Duration::from_secs(1)).await; // delivered, idle
+        }
+        let made = set
+            .define_all(&[
+                ("a", DestinationConfig::default()),
+                ("b", DestinationConfig::default()),
+            ])
+            .unwrap();
+        assert_eq!(made, vec![true, true]);
+        assert!(
+            !set.contains("old") && !set.contains("mid"),
+            "the two idle longest went"
+        );
+        assert!(set.contains("new") && set.contains("a") && set.contains("b"));
+        let full = set
+            .define_all(&[
+                ("c", DestinationConfig::default()),
+                ("d", DestinationConfig::default()),
+            ])
+            .unwrap_err();
+        assert_eq!(full.error, DestinationError::Full { max: 3 });
+        assert!(!set.contains("c") && set.contains("new"), "nothing changed");
+    }
 
     #[tokio::test(start_paused = true)]
     async fn an_admission_racing_a_removal_is_refused_not_orphaned() {

@@ -7,8 +7,11 @@
 //! | [`submit_timeout`](Throttle::submit_timeout) | at most the time given, then the policy decides (zero: at once) | yes |
 //!
 //! What is submitted is a [`Submission`]: a plain job, or one with a key
-//! and its cost, a delivery deadline, or an earlier id. Every path goes
-//! through one admission, in one order: the journal, the key, a place.
+//! and its cost, a delivery deadline, or an earlier id. The awaited paths
+//! admit in one order: the journal, the key, a place; `try_submit`
+//! charges a key in its table first (it answers at once), then records
+//! the job and takes a place. A key charged is given back whenever the
+//! job is not queued.
 
 use std::time::Duration;
 
@@ -59,14 +62,16 @@ impl Charge<'_> {
     /// Gives the charge back now, a store's awaited: the refusal that
     /// follows leaves the key as it found it.
     async fn refund(&mut self) {
-        match self.0.take() {
-            Some(Charged::Store(store, key, cost)) => {
-                if let Err(e) = store.refund(&key, cost).await {
-                    tracing::warn!(key, error = %e, "could not refund a key's charge after the queue refused");
-                }
+        if let Some(Charged::Store(store, key, cost)) = &self.0 {
+            let (store, key, cost) = (store.clone(), key.clone(), *cost);
+            // Cleared once given back: a submitter gone meanwhile leaves it
+            // to the drop, in the background.
+            if let Err(e) = store.refund(&key, cost).await {
+                tracing::warn!(key, error = %e, "could not refund a key's charge after the queue refused");
             }
-            table => self.0 = table, // given back as it drops
+            self.0 = None;
         }
+        // A table's is given back as it drops.
     }
 
     /// The key's hash for its share of the queue (a table's key).

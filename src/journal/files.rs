@@ -1,6 +1,8 @@
 //! How the journal opens its files, and how a program keeping its own
 //! files beside it (a dead-letter file, an index) can open them alike:
-//! owner-only and never through a link.
+//! owner-only and never through a link. (The journal checks its directory
+//! and lock file as [`FileModes`] says; its segments it makes `0600` itself
+//! and reads back without following a link.)
 //!
 //! - A file is opened with `O_NOFOLLOW`: a symbolic link planted where it
 //!   should be is refused, naming the path, never followed (what is
@@ -8,9 +10,10 @@
 //!   `0600` whatever the umask.
 //! - A file or directory that is already there and that others may read
 //!   or write (any group or other permission bit) is fixed (`0600`,
-//!   `0700`, with a warning naming it) or refused, as [`FileModes`] says.
-//!   Directories are not checked for links: a directory given by its
-//!   path may be one (systemd's `StateDirectory` with `DynamicUser`).
+//!   `0700`, with a warning naming it), refused, or left with a warning,
+//!   as [`FileModes`] says. Directories are not checked for links: a
+//!   directory given by its path may be one (systemd's `StateDirectory`
+//!   with `DynamicUser`). A device (`/dev/null`) is left as it is.
 
 use std::fs::{DirBuilder, File, OpenOptions};
 use std::io;
@@ -26,11 +29,16 @@ use std::path::Path;
 #[non_exhaustive]
 pub enum FileModes {
     /// Make it owner-only (`0600` a file, `0700` a directory) and log a
-    /// warning naming it.
+    /// warning naming it. What cannot be made so (another user's, or a
+    /// shared directory with the sticky bit, such as `/tmp`) is left as it
+    /// is, with the warning.
     #[default]
     Fix,
     /// Refuse it: the open fails with an error naming it and its mode.
     Refuse,
+    /// Leave it as it is, with a warning naming it (the permissions are
+    /// managed elsewhere: a log shipper's group, say).
+    Warn,
 }
 
 /// A refusal that names `path`.
@@ -149,6 +157,9 @@ fn fix_mode(
         if mode & 0o077 == 0 {
             return Ok(());
         }
+        let left = |why: &str| {
+            tracing::warn!(path = %path.display(), mode = %format!("{mode:04o}"), "others may read or write it ({why}): left as it is");
+        };
         match modes {
             FileModes::Refuse => Err(named(
                 path,
@@ -157,18 +168,31 @@ fn fix_mode(
                      (or let the relay fix it: file_modes = \"fix\")"
                 ),
             )),
-            FileModes::Fix => {
-                set(std::fs::Permissions::from_mode(owner_only)).map_err(|e| {
-                    named(
-                        path,
-                        format_args!(
-                            "mode {mode:04o}, and it cannot be made {owner_only:04o}: {e}"
-                        ),
-                    )
-                })?;
-                tracing::warn!(path = %path.display(), was = %format!("{mode:04o}"), now = %format!("{owner_only:04o}"), "a file others could read or write was made owner-only");
+            FileModes::Warn => {
+                left("file_modes = \"warn\"");
                 Ok(())
             }
+            // A shared directory (the sticky bit: /tmp) is not the relay's
+            // to close.
+            FileModes::Fix if mode & 0o1000 != 0 => {
+                left("a shared directory, the sticky bit set");
+                Ok(())
+            }
+            FileModes::Fix => match set(std::fs::Permissions::from_mode(owner_only)) {
+                Ok(()) => {
+                    tracing::warn!(path = %path.display(), was = %format!("{mode:04o}"), now = %format!("{owner_only:04o}"), "a file others could read or write was made owner-only");
+                    Ok(())
+                }
+                // Not ours to change (another user's): said, and kept.
+                Err(e) if e.kind() == io::ErrorKind::PermissionDenied => {
+                    left("not this user's to change");
+                    Ok(())
+                }
+                Err(e) => Err(named(
+                    path,
+                    format_args!("mode {mode:04o}, and it cannot be made {owner_only:04o}: {e}"),
+                )),
+            },
         }
     }
     #[cfg(not(unix))]

@@ -231,6 +231,7 @@ impl Journal {
             files: found.files,
             gauges: gauges.clone(),
             bytes_gauge: metrics::gauge!(crate::accounting::metrics::JOURNAL_BYTES),
+            failed_bytes: 0,
         };
         let (tx, rx) = mpsc::channel();
         // The first batch publishes the gauges and reclaims what recovery freed.
@@ -317,7 +318,8 @@ impl Journal {
     /// - [`Health::WritesFailing`]: the last write or `fsync` failed (a
     ///   full disk, an I/O error), and the admissions it carried were
     ///   refused; it turns healthy at the next write that succeeds (an
-    ///   admission's, or the writer's own probe every few seconds).
+    ///   admission's, or the writer's own probe every half second, as
+    ///   large as the largest batch that failed).
     ///
     /// One log line marks each episode's start and one its end.
     ///

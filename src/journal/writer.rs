@@ -84,8 +84,10 @@ impl Default for Gauges {
 /// Most commands taken into one batch.
 const BATCH: usize = 8192;
 
-/// The bytes a probe of a failing journal writes (and cuts off again).
+/// The least a probe of a failing journal writes (and cuts off again).
 const PROBE: usize = 16 * 1024;
+/// The most a probe writes.
+const PROBE_MAX: usize = 4 << 20;
 
 pub(crate) struct Writer {
     pub(crate) dir: PathBuf,
@@ -104,6 +106,9 @@ pub(crate) struct Writer {
     pub(crate) gauges: Arc<Gauges>,
     /// `leaky_bucket_journal_bytes`, registered once.
     pub(crate) bytes_gauge: metrics::Gauge,
+    /// The largest batch whose write failed in the episode under way: a
+    /// probe writes as much before it says writes succeed again.
+    pub(crate) failed_bytes: usize,
 }
 
 /// A batch's answers, sent once its effects are published.
@@ -170,6 +175,9 @@ impl Writer {
                 let mut answers = self.commit(&mut cmds, &mut buf);
                 // A batch of ends alone may fit where an admission does not
                 // (the page a failed write left): only admissions tell.
+                if answers.written.is_some() {
+                    self.failed_bytes = self.failed_bytes.max(buf.len());
+                }
                 if answers.written.is_some() || admitting {
                     self.note_write(answers.written.as_ref());
                 }
@@ -213,7 +221,7 @@ impl Writer {
     /// the number of batches between; [`Journal::health`] reads it.
     ///
     /// [`Journal::health`]: super::Journal::health
-    pub(crate) fn note_write(&self, failed: Option<&std::io::Error>) {
+    pub(crate) fn note_write(&mut self, failed: Option<&std::io::Error>) {
         let was = self
             .gauges
             .writes_failing
@@ -223,6 +231,7 @@ impl Writer {
                 tracing::error!(dir = %self.dir.display(), error = %e, "journal: writing fails; admissions are refused until a write succeeds");
             }
             (true, None) => {
+                self.failed_bytes = 0;
                 tracing::warn!(dir = %self.dir.display(), "journal: writes succeed again; admissions resume");
             }
             _ => {}
@@ -231,15 +240,18 @@ impl Writer {
 
     /// While writes fail and no batch comes (a readiness check may have
     /// turned the traffic away), a record that changes nothing (the end of
-    /// no job, [`PROBE`] bytes long, room for a batch of admissions) is
-    /// written, `fsync`ed and cut off again, to learn when writes work.
+    /// no job, as long as the largest batch that failed and at least
+    /// [`PROBE`] bytes) is written, `fsync`ed and cut off again, to learn
+    /// when writes work: a disk with room for a small probe and not for
+    /// the batches does not flap between the two.
     pub(crate) fn probe(&mut self) {
         if !self.gauges.writes_failing.load(Ordering::Acquire) || self.home.is_gone() {
             return;
         }
         let before = self.active_len();
         let mut buf = Vec::new();
-        frame::encode(&mut buf, &self.key, Kind::End, 0, &[0u8; PROBE]);
+        let len = self.failed_bytes.clamp(PROBE, PROBE_MAX);
+        frame::encode(&mut buf, &self.key, Kind::End, 0, &vec![0u8; len]);
         let wrote = self
             .active
             .write_all(&buf)

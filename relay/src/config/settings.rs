@@ -110,9 +110,11 @@ declare_settings! {
     state_dir: PathBuf;
     /// A data directory (data_dir, journal_dir, state_dir) or a file the
     /// relay keeps in them that others may read or write: fix (made
-    /// owner-only, 0700 and 0600, with a warning) or refuse (the start
-    /// fails naming it). A symbolic link where such a file is kept is
-    /// always refused, never followed.
+    /// owner-only, 0700 and 0600, with a warning; one that is not this
+    /// user's, or a shared sticky directory, is left with the warning),
+    /// refuse (the start fails naming it) or warn (left as it is). A
+    /// symbolic link where such a file is kept (the dead-letter file
+    /// among them) is always refused, never followed.
     file_modes: ModePolicy = "fix";
     /// The most destinations, configured and made through the admin API
     /// together (each has its own metric labels).

@@ -255,6 +255,8 @@ named_enum!(
         Fix = "fix",
         /// Refuse to start (or to open it), naming it and its mode.
         Refuse = "refuse",
+        /// Leave it as it is, with a warning (permissions managed elsewhere).
+        Warn = "warn",
     }
 );
 

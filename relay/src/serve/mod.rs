@@ -116,6 +116,7 @@ pub(crate) async fn run(
     crate::util::private::set_modes(match cfg.settings.file_modes {
         crate::config::value::ModePolicy::Fix => crate::util::private::FileModes::Fix,
         crate::config::value::ModePolicy::Refuse => crate::util::private::FileModes::Refuse,
+        crate::config::value::ModePolicy::Warn => crate::util::private::FileModes::Warn,
     });
     // A demo has no graceful stop: Ctrl-C ends it at once.
     if mode != Mode::Serve {

@@ -139,6 +139,9 @@ pub(crate) async fn change(
             Now::Deleting if matches!(edit, Edit::Merge(_)) => {
                 return Err(ChangeRefused::unknown());
             }
+            // If-Match names a tag this destination no longer has (412),
+            // as the local engine answers.
+            Now::Deleting if !pre.holds(None) => return Err(ChangeRefused::precondition()),
             Now::Deleting => {
                 let detail = format!(
                     "it is being deleted across the fleet; make it again once its grace and {}s more \

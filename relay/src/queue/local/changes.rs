@@ -245,9 +245,12 @@ impl Changes {
             defs.push((name.as_str(), overrides(dest)));
         }
         if made > 0 && catalog.held() + made > self.max_destinations {
+            let removing = changes.iter().filter(|(_, d)| d.is_none()).count();
             let detail = format!(
                 "the relay holds {} destinations and the reload makes {made} more: more than \
-                 max_destinations ({})",
+                 max_destinations ({}); a destination being removed holds its place until it \
+                 has drained ({removing} here): reload again once they have, or raise \
+                 max_destinations",
                 catalog.held(),
                 self.max_destinations
             );

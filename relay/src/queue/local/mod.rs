@@ -332,20 +332,22 @@ impl Queue for Local {
     }
 
     async fn shutdown(&self, grace: Duration) -> Drained {
-        // One grace for all of it: deletions still draining end first, so
-        // what they dead-letter is in the file before it is flushed, then
-        // the set delivers what it holds until the same deadline.
+        // One grace for all of it: deletions still draining and the set
+        // deliver what they hold until the same deadline, and what they
+        // dead-letter is in the file before it is flushed.
         let until = tokio::time::Instant::now() + grace;
-        if tokio::time::timeout_at(until, self.catalog.finish())
-            .await
-            .is_err()
-        {
-            tracing::warn!(
-                "a deleted destination was still draining at the end of the grace; the journal keeps what it held"
-            );
-        }
-        let left = until.saturating_duration_since(tokio::time::Instant::now());
-        let (stats, returned) = self.set.shutdown(left).await;
+        let deletions = async {
+            if tokio::time::timeout_at(until, self.catalog.finish())
+                .await
+                .is_err()
+            {
+                tracing::warn!(
+                    "a deleted destination was still draining at the end of the grace; the journal keeps what it held"
+                );
+            }
+        };
+        // The set closes to new webhooks at once, and both drain together.
+        let ((), (stats, returned)) = tokio::join!(deletions, self.set.shutdown(grace));
         for (name, job) in returned {
             job.trail.tried_by(&name.into());
             if self.sink.offer(job, "shutdown").is_err() {
