@@ -294,21 +294,19 @@ async fn serve_run(cli: Cli, caught: shutdown::Caught) -> ExitCode {
     }
 }
 
-/// The admin API's changes kept in the state file, applied over `cfg` as a
-/// start would apply them (for `check-config` and `print-config`).
+/// The admin API's changes kept in the registry (or a state file not yet
+/// migrated), applied over `cfg` as a start would apply them (for
+/// `check-config` and `print-config`).
 fn kept_changes(cfg: &mut config::Config) -> Result<(), ConfigErrors> {
     let Some(dir) = catalog::state::dir_of(cfg) else {
         return Ok(());
     };
-    match catalog::state::apply_kept(&dir, cfg) {
-        Ok(true) => {
-            eprintln!(
-                "note: with the admin API's changes kept in {}",
-                dir.join(catalog::state::FILE).display()
-            );
+    match catalog::registry::apply_kept(&dir, cfg) {
+        Ok(Some(note)) => {
+            eprintln!("note: {note}");
             Ok(())
         }
-        Ok(false) => Ok(()),
+        Ok(None) => Ok(()),
         Err(errors) => Err(ConfigErrors(errors)),
     }
 }

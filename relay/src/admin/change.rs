@@ -24,7 +24,7 @@
 //!   rest: never lost. It answers 202 with what it still held.
 //!
 //! The queue makes the change: with the local engine it is written to the
-//! state file before the answer, so a restart keeps it (without a state
+//! registry before the answer, so a restart keeps it (without a state
 //! file, `no_journal` without `state_dir`, both answer 409); with `queue =
 //! redis` it is the fleet's, written to Redis and applied by every relay
 //! within a second. Once shutdown has begun, 503. Both check the
@@ -172,11 +172,11 @@ fn bad_name(name: &str) -> Option<Response> {
         (status = 401, description = "No admin token, or not the admin token.", body = Problem, content_type = "application/problem+json",
             headers(("WWW-Authenticate" = String, description = "`Bearer realm=\"dripfeed-relay\"`"))),
         (status = 403, description = "Sent by a browser from another origin (Origin is not this listener's: cross-origin), or, without an admin token, naming the listener by a host name other than localhost (not-local).", body = Problem, content_type = "application/problem+json"),
-        (status = 409, description = "It is being deleted (with queue = redis: until the fleet has ended it, its grace and 5 s), an older destination of that name is still draining, the relay has no state file, or (with queue = redis) other relays changed it again and again meanwhile.", body = Problem, content_type = "application/problem+json"),
+        (status = 409, description = "It is being deleted (with queue = redis: until the fleet has ended it, its grace and 5 s), an older destination of that name is still draining, the relay has no registry (no_journal without state_dir), or (with queue = redis) other relays changed it again and again meanwhile.", body = Problem, content_type = "application/problem+json"),
         (status = 412, description = "If-Match or If-None-Match does not hold: it was changed, made or deleted meanwhile (nothing changed).", body = Problem, content_type = "application/problem+json"),
         (status = 413, description = "The body is larger than the admin API takes (64 KiB).", body = Problem, content_type = "application/problem+json"),
         (status = 422, description = "A bad name, field or address, a rate its ring cannot hold, max_destinations reached, or a secret left out of a destination that has one (give it, or null to stop signing).", body = Problem, content_type = "application/problem+json"),
-        (status = 503, description = "The state file (with queue = redis: Redis) cannot be written (nothing changed), the relay is shutting down, or the listener serves its most connections.", body = Problem, content_type = "application/problem+json"),
+        (status = 503, description = "The registry (with queue = redis: Redis) cannot be written (nothing changed), the relay is shutting down, or the listener serves its most connections.", body = Problem, content_type = "application/problem+json"),
     ))]
 pub(crate) async fn put(
     State(admin): State<Arc<Admin>>,
@@ -246,11 +246,11 @@ pub(crate) async fn put(
             headers(("WWW-Authenticate" = String, description = "`Bearer realm=\"dripfeed-relay\"`"))),
         (status = 403, description = "Sent by a browser from another origin (Origin is not this listener's: cross-origin), or, without an admin token, naming the listener by a host name other than localhost (not-local).", body = Problem, content_type = "application/problem+json"),
         (status = 404, description = "No destination of that name (or it is being deleted): a patch never makes one.", body = Problem, content_type = "application/problem+json"),
-        (status = 409, description = "The relay has no state file, or (with queue = redis) other relays changed it again and again meanwhile.", body = Problem, content_type = "application/problem+json"),
+        (status = 409, description = "The relay has no registry (no_journal without state_dir), or (with queue = redis) other relays changed it again and again meanwhile.", body = Problem, content_type = "application/problem+json"),
         (status = 412, description = "If-Match does not hold: it was changed or deleted meanwhile (nothing changed).", body = Problem, content_type = "application/problem+json"),
         (status = 413, description = "The body is larger than the admin API takes (64 KiB).", body = Problem, content_type = "application/problem+json"),
         (status = 422, description = "Not a JSON object, an unknown field, or the destination it makes is refused as a PUT's would be.", body = Problem, content_type = "application/problem+json"),
-        (status = 503, description = "The state file (with queue = redis: Redis) cannot be written (nothing changed), the relay is shutting down, or the listener serves its most connections.", body = Problem, content_type = "application/problem+json"),
+        (status = 503, description = "The registry (with queue = redis: Redis) cannot be written (nothing changed), the relay is shutting down, or the listener serves its most connections.", body = Problem, content_type = "application/problem+json"),
     ))]
 pub(crate) async fn patch(
     State(admin): State<Arc<Admin>>,
@@ -322,9 +322,9 @@ async fn change(admin: &Admin, name: &str, edit: Edit, pre: &Precondition) -> Re
             headers(("WWW-Authenticate" = String, description = "`Bearer realm=\"dripfeed-relay\"`"))),
         (status = 403, description = "Sent by a browser from another origin (Origin is not this listener's: cross-origin), or, without an admin token, naming the listener by a host name other than localhost (not-local).", body = Problem, content_type = "application/problem+json"),
         (status = 404, description = "No destination of that name (or it is already being deleted).", body = Problem, content_type = "application/problem+json"),
-        (status = 409, description = "The relay has no state file, or (with queue = redis) other relays changed it again and again meanwhile.", body = Problem, content_type = "application/problem+json"),
+        (status = 409, description = "The relay has no registry (no_journal without state_dir), or (with queue = redis) other relays changed it again and again meanwhile.", body = Problem, content_type = "application/problem+json"),
         (status = 412, description = "If-Match does not hold: it was changed meanwhile (nothing deleted).", body = Problem, content_type = "application/problem+json"),
-        (status = 503, description = "The state file (with queue = redis: Redis) cannot be written (nothing changed), or the listener serves its most connections.", body = Problem, content_type = "application/problem+json"),
+        (status = 503, description = "The registry (with queue = redis: Redis) cannot be written (nothing changed), or the listener serves its most connections.", body = Problem, content_type = "application/problem+json"),
     ))]
 pub(crate) async fn delete(
     State(admin): State<Arc<Admin>>,

@@ -112,7 +112,7 @@ pub(crate) struct DestinationView {
     /// Whether a previous secret is set: deliveries are signed with both.
     previous_secret_set: bool,
     /// Where it was configured (a file and line, a flag, a variable, or
-    /// the admin API and its state file).
+    /// the admin API and its registry).
     origin: String,
     /// Whether it is being deleted: new webhooks get 404, what it holds
     /// is still delivered within the shutdown grace, then dead-lettered.

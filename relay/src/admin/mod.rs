@@ -71,7 +71,7 @@ pub(crate) struct Admin {
     /// What a destination leaves to the settings.
     pub defaults: destinations::Defaults,
     /// The checks a destination made or changed here goes through (its
-    /// origin names the state file, or the fleet's map).
+    /// origin names the registry, or the fleet's map).
     pub vetter: crate::catalog::vet::Vetter,
     /// Each destination's last delivery error.
     pub errors: Arc<crate::deliver::errors::Errors>,

@@ -13,6 +13,7 @@
 //! answered 202 ever lands in a destination already taken out.
 
 pub(crate) mod edit;
+pub(crate) mod registry;
 pub(crate) mod state;
 pub(crate) mod vet;
 

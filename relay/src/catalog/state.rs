@@ -1,20 +1,12 @@
-//! The state file: the admin API's changes to destinations, kept so a
-//! restart keeps them. `state.json` in `state_dir` (the journal directory
-//! unless set) holds each destination made or changed through the API as
-//! its `PUT` body gave it (secrets included: the file is mode 0600) and the
-//! names deleted through it. At start it is applied over the configured
-//! destinations: a name it holds replaces the configured one, a name it
-//! deleted is gone even if the configuration still names it.
-//!
-//! Every change is written whole to a new temporary file (mode 0600, made
-//! afresh: never through a link someone left there), fsynced, renamed over
-//! `state.json`, and the directory fsynced, before the API answers: a crash
-//! leaves the old file or the new one, never a mix. The relay holds
-//! `state.lock` in the directory for as long as it runs: two relays never
-//! share a state file.
+//! The state file an earlier version kept: `state.json` in `state_dir`,
+//! each destination made or changed through the API as its `PUT` body gave
+//! it, and the names deleted through it, rewritten whole at every change.
+//! The registry ([`super::registry`]) replaces it: at the first start the
+//! file is read, migrated into the registry and renamed
+//! `state.json.migrated`. `check-config` and `print-config` still read one
+//! that was not migrated yet.
 
 use std::collections::BTreeSet;
-use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
@@ -45,18 +37,6 @@ impl Saved {
             .iter()
             .position(|f| f.name.as_deref() == Some(name))
     }
-}
-
-/// What the file held before a change, to put back if the change is
-/// refused after all.
-pub(crate) struct Undo(Saved);
-
-/// The state file of one relay.
-pub(crate) struct StateFile {
-    path: PathBuf,
-    saved: Saved,
-    /// `state.lock`, held while the relay runs.
-    _lock: std::fs::File,
 }
 
 /// Reads `path` (absent: nothing changed yet).
@@ -135,113 +115,38 @@ fn apply(saved: &Saved, path: &Path, cfg: &mut Config) -> Vec<ConfigError> {
     errors
 }
 
-impl StateFile {
-    /// Takes `dir`'s lock and reads `dir/state.json` (none yet: nothing
-    /// changed), making `dir` (mode 0700) if it is missing.
-    pub(crate) fn open(dir: &Path) -> Result<StateFile, String> {
-        let path = dir.join(FILE);
-        crate::util::private::dir(dir).map_err(|e| format!("state_dir {}: {e}", dir.display()))?;
-        let lock_path = dir.join("state.lock");
-        let mut options = std::fs::OpenOptions::new();
-        options.create(true).truncate(false).write(true);
-        let lock = crate::util::private::open(&options, &lock_path)
-            .map_err(|e| format!("state_dir {}: {e}", lock_path.display()))?;
-        match fs4::fs_std::FileExt::try_lock_exclusive(&lock) {
-            Ok(true) => {}
-            Ok(false) => {
-                return Err(format!(
-                    "state_dir {}: in use by another process (state.lock): give each relay its own",
-                    dir.display()
-                ));
-            }
-            Err(e) => return Err(format!("state_dir {}: {e}", lock_path.display())),
+/// What `dir`'s state file keeps, to write into the registry, in the order
+/// it was made (deletions last); nothing when there is none.
+pub(crate) fn migrate(dir: &Path) -> Result<Vec<(String, super::registry::Kept)>, String> {
+    use super::registry::Kept;
+    let path = dir.join(FILE);
+    if !path.exists() {
+        return Ok(Vec::new());
+    }
+    let saved = read(&path)?;
+    let mut out = Vec::new();
+    for fields in saved.destinations {
+        if let Some(name) = fields.name.clone() {
+            out.push((name, Kept::Put(fields)));
         }
-        // Held: no other relay writes here. What a crashed run left
-        // half-written (a temporary file, 0600, perhaps holding secrets)
-        // goes.
-        remove_stale(dir);
-        let saved = read(&path)?;
-        Ok(StateFile {
-            path,
-            saved,
-            _lock: lock,
-        })
     }
+    out.extend(saved.deleted.into_iter().map(|name| (name, Kept::Deleted)));
+    tracing::info!(file = %path.display(), changes = out.len(), "the state file is migrated into the registry");
+    Ok(out)
+}
 
-    /// Its path.
-    pub(crate) fn path(&self) -> &Path {
-        &self.path
-    }
-
-    /// Whether the API has changed anything.
-    pub(crate) fn is_empty(&self) -> bool {
-        self.saved.destinations.is_empty() && self.saved.deleted.is_empty()
-    }
-
-    /// Applies the saved changes over `cfg`'s destinations; what the file
-    /// holds that no longer checks is an error naming the file.
-    pub(crate) fn apply(&self, cfg: &mut Config) -> Vec<ConfigError> {
-        apply(&self.saved, &self.path, cfg)
-    }
-
-    /// What the file holds now, to [`restore`](Self::restore) if the change
-    /// about to be made is refused after all.
-    pub(crate) fn undo_point(&self) -> Undo {
-        Undo(self.saved.clone())
-    }
-
-    /// Puts back what the file held at `undo`.
-    pub(crate) fn restore(&mut self, undo: Undo) -> std::io::Result<()> {
-        let written = self.replace(undo.0.clone());
-        // Even unwritten, what it holds in memory is what stands: the next
-        // change writes that, not the refused one.
-        self.saved = undo.0;
-        written
-    }
-
-    /// Whether the admin API changed or deleted `name` (the file holds it).
-    pub(crate) fn holds(&self, name: &str) -> bool {
-        self.saved.find(name).is_some() || self.saved.deleted.contains(name)
-    }
-
-    /// Keeps `fields` for `name` (written and fsynced before it returns);
-    /// on error nothing changed.
-    pub(crate) fn put(&mut self, name: &str, fields: &Fields) -> std::io::Result<()> {
-        let mut next = self.saved.clone();
-        let fields = Fields {
-            name: Some(name.to_owned()),
-            ..fields.clone()
-        };
-        match next.find(name) {
-            Some(i) => next.destinations[i] = fields,
-            None => next.destinations.push(fields),
-        }
-        next.deleted.remove(name);
-        self.replace(next)
-    }
-
-    /// Keeps `name` deleted (written and fsynced before it returns); on
-    /// error nothing changed.
-    pub(crate) fn delete(&mut self, name: &str) -> std::io::Result<()> {
-        let mut next = self.saved.clone();
-        if let Some(i) = next.find(name) {
-            next.destinations.remove(i);
-        }
-        next.deleted.insert(name.to_owned());
-        self.replace(next)
-    }
-
-    fn replace(&mut self, next: Saved) -> std::io::Result<()> {
-        let text = serde_json::to_vec_pretty(&next).map_err(std::io::Error::other)?;
-        write_atomically(&self.path, &text)?;
-        self.saved = next;
-        Ok(())
+/// The state file, once migrated, renamed `state.json.migrated` (kept, not
+/// read again).
+pub(crate) fn migrated(dir: &Path) {
+    let path = dir.join(FILE);
+    if let Err(e) = std::fs::rename(&path, dir.join("state.json.migrated")) {
+        tracing::warn!(file = %path.display(), error = %e, "the migrated state file could not be renamed: it is not read again while the registry holds changes");
     }
 }
 
-/// Removes the temporary files (`state.json.PID.tmp`) a crashed run left
-/// in `dir`.
-fn remove_stale(dir: &Path) {
+/// Removes what a crashed run of an earlier version left half-written
+/// (`state.json.PID.tmp`, owner-only, perhaps holding secrets).
+pub(crate) fn remove_stale(dir: &Path) {
     let Ok(entries) = std::fs::read_dir(dir) else {
         return;
     };
@@ -265,34 +170,7 @@ fn remove_stale(dir: &Path) {
     }
 }
 
-/// `bytes` at `path`, through a temporary file made afresh (mode 0600),
-/// fsynced and renamed over it; then the directory is fsynced. Once the
-/// rename is done the change is made (a failing directory fsync is logged:
-/// the file is in place).
-fn write_atomically(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    let tmp = path.with_extension(format!("json.{}.tmp", std::process::id()));
-    let _ = std::fs::remove_file(&tmp); // a crashed run's, never followed
-    let written = (|| {
-        let mut options = std::fs::OpenOptions::new();
-        options.write(true).create_new(true);
-        let mut file = crate::util::private::open(&options, &tmp)?;
-        file.write_all(bytes)?;
-        file.sync_all()?;
-        std::fs::rename(&tmp, path)
-    })();
-    if let Err(e) = written {
-        let _ = std::fs::remove_file(&tmp);
-        return Err(e);
-    }
-    if let Some(dir) = path.parent()
-        && let Err(e) = std::fs::File::open(dir).and_then(|d| d.sync_all())
-    {
-        tracing::warn!(file = %path.display(), error = %e, "state file written but its directory could not be fsynced");
-    }
-    Ok(())
-}
-
-/// Where the state file lives: `state_dir`, else the journal directory; none
+/// Where the registry lives: `state_dir`, else the journal directory; none
 /// without a journal.
 pub(crate) fn dir_of(cfg: &Config) -> Option<PathBuf> {
     cfg.paths.state_dir.clone()
@@ -302,81 +180,17 @@ pub(crate) fn dir_of(cfg: &Config) -> Option<PathBuf> {
 mod tests {
     use super::*;
 
-    fn fields(url: &str) -> Fields {
-        Fields {
-            url: Some(url.into()),
-            rate: Some(5.0),
-            secret: Some("whsec_c2VjcmV0".into()),
-            ..Fields::default()
-        }
-    }
-
-    fn scratch(tag: &str) -> PathBuf {
-        let dir = std::env::temp_dir().join(format!("dripfeed-state-{tag}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        dir
-    }
-
-    #[test]
-    fn changes_survive_a_reopen_and_the_file_is_private() {
-        let dir = scratch("reopen");
-        let mut s = StateFile::open(&dir).unwrap();
-        assert!(s.is_empty());
-        s.put("zeta", &fields("http://zeta.example/hook")).unwrap();
-        s.put("crm", &fields("http://crm.example/hook")).unwrap();
-        s.put("gone", &fields("http://gone.example/")).unwrap();
-        s.delete("gone").unwrap();
-        s.delete("billing").unwrap();
-        let undo = s.undo_point();
-        s.put("refused", &fields("http://refused.example/"))
-            .unwrap();
-        s.restore(undo).unwrap();
-        let err = StateFile::open(&dir).err().unwrap();
-        assert!(err.contains("in use by another process"), "{err}");
-        let text = |s: &StateFile| serde_json::to_string(&s.saved).unwrap();
-        let before = text(&s);
-        drop(s);
-        let again = StateFile::open(&dir).unwrap();
-        assert_eq!(text(&again), before);
-        let names: Vec<_> = again
-            .saved
-            .destinations
-            .iter()
-            .map(|f| f.name.clone().unwrap())
-            .collect();
-        assert_eq!(names, ["zeta", "crm"], "in the order they were made");
-        assert_eq!(
-            again.saved.deleted.iter().collect::<Vec<_>>(),
-            ["billing", "gone"]
-        );
-
-        #[cfg(unix)]
-        {
-            use std::os::unix::fs::PermissionsExt;
-            let mode = std::fs::metadata(dir.join(FILE))
-                .unwrap()
-                .permissions()
-                .mode();
-            assert_eq!(mode & 0o777, 0o600);
-        }
-        let left: Vec<_> = std::fs::read_dir(&dir)
-            .unwrap()
-            .filter_map(|e| e.ok()?.file_name().into_string().ok())
-            .filter(|n| n.ends_with(".tmp"))
-            .collect();
-        assert!(left.is_empty(), "{left:?}");
-        std::fs::remove_dir_all(&dir).unwrap();
-    }
-
     #[test]
     fn a_corrupt_file_is_refused_with_its_path() {
-        let dir = scratch("corrupt");
+        let dir =
+            std::env::temp_dir().join(format!("dripfeed-state-corrupt-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).unwrap();
         std::fs::write(dir.join(FILE), b"{\"version\":1,\"destinations\":{").unwrap();
-        let e = StateFile::open(&dir).err().unwrap();
+        let e = migrate(&dir).err().unwrap();
         assert!(e.contains("state.json") && e.contains("remove it"), "{e}");
         std::fs::write(dir.join(FILE), b"{\"version\":2}").unwrap();
-        assert!(StateFile::open(&dir).err().unwrap().contains("version 2"));
+        assert!(migrate(&dir).err().unwrap().contains("version 2"));
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }

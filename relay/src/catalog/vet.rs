@@ -13,7 +13,7 @@ use crate::domain::limits::Limits;
 
 /// Checks destinations made or changed through the admin API.
 pub(crate) struct Vetter {
-    /// The origin such a destination has (the state file, or the fleet's map).
+    /// The origin such a destination has (the registry, or the fleet's map).
     pub origin: Origin,
     /// Where deliveries may go.
     pub guard: Arc<AddressGuard>,

@@ -57,7 +57,7 @@ pub(crate) struct Destination {
 #[derive(Clone)]
 pub(crate) struct Secret {
     key: Arc<[u8]>,
-    /// As given (what a state file or the fleet's map keeps).
+    /// As given (what the registry or the fleet's map keeps).
     text: Arc<str>,
 }
 
@@ -110,7 +110,7 @@ pub(crate) fn valid_name(name: &str) -> bool {
 }
 
 /// The fields of one destination before they are checked, as a file, the
-/// admin API's `PUT` body and its state file give them.
+/// admin API's `PUT` body and its registry give them.
 #[derive(Clone, Default, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct Fields {

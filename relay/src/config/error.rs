@@ -53,7 +53,7 @@ impl fmt::Display for Origin {
             Origin::File { path, line: None } => write!(f, "file {}", path.display()),
             Origin::Env(var) => write!(f, "environment {var}"),
             Origin::Flag(flag) => write!(f, "flag {flag}"),
-            Origin::Api(path) => write!(f, "admin API (state file {})", path.display()),
+            Origin::Api(path) => write!(f, "admin API (registry {})", path.display()),
             Origin::Fleet(key) => write!(f, "admin API (the fleet's, in Redis {key})"),
         }
     }

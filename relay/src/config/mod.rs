@@ -251,4 +251,4 @@ pub(crate) fn describe_flags(mut cmd: clap::Command) -> clap::Command {
 }
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;

@@ -1,5 +1,5 @@
 //! Where the relay keeps its files: one data directory holding the journal
-//! (with the state file, the webhook statuses and the idempotency keys
+//! (with the registry, the webhook statuses and the idempotency keys
 //! beside it) and the dead letters, unless each is given on its own.
 //!
 //! The data directory is `data_dir`, else `$STATE_DIRECTORY` (what
@@ -81,12 +81,12 @@ pub(crate) fn holds_data(path: &Path) -> bool {
 pub(crate) struct Paths {
     /// The data directory (made, owner-only, when something in it is used).
     pub data_dir: PathBuf,
-    /// The journal's directory (also the state file's, statuses' and
+    /// The journal's directory (also the registry's, statuses' and
     /// idempotency keys' unless `state_dir` says otherwise).
     pub journal_dir: PathBuf,
     /// The live dead-letter file.
     pub dead_letter_file: PathBuf,
-    /// The admin API's state file's directory; `None` without a journal
+    /// The admin API's registry's directory; `None` without a journal
     /// and without `state_dir`.
     pub state_dir: Option<PathBuf>,
     /// Set when the old defaults were kept: what to tell the operator.

@@ -89,7 +89,7 @@ declare_settings! {
     retry_min: Duration = "1s";
     /// The longest backoff, and the cap on a receiver's Retry-After, e.g. 10m.
     retry_max: Duration = "10m";
-    /// The directory holding the journal (journal/, with the state file,
+    /// The directory holding the journal (journal/, with the registry,
     /// statuses and idempotency keys) and the dead letters
     /// (dead-letter.jsonl), unless each is given. Unset: $STATE_DIRECTORY
     /// (systemd's StateDirectory=), else ./dripfeed-data.
@@ -104,7 +104,7 @@ declare_settings! {
     /// Keep webhooks in memory only: a crash loses what was accepted.
     no_journal: bool = "false";
     /// Where the admin API's changes to destinations are kept
-    /// (state.json, mode 0600: it holds their secrets), applied over the
+    /// (registry.redb, mode 0600: it holds their secrets; a state.json of an earlier version is migrated into it), applied over the
     /// configured destinations at start. Unset: the journal directory; with
     /// no_journal and no state_dir the admin API cannot change destinations.
     state_dir: PathBuf;

@@ -25,7 +25,7 @@ fn env(vars: &[(&str, &str)]) -> BTreeMap<String, String> {
         .collect()
 }
 
-pub(super) fn load_with(
+pub(crate) fn load_with(
     argv: &[&str],
     vars: &[(&str, &str)],
     file: Option<&str>,

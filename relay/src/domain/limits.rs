@@ -1,6 +1,6 @@
 //! The one check of a destination's limits, whatever door it comes in by
 //! (the configuration file, a flag, `--destinations`, the admin API's
-//! `PUT`, the state file, the fleet's map): its rates and budget as the
+//! `PUT`, the registry, the fleet's map): its rates and budget as the
 //! library takes them, and a queue the process can hold. A destination
 //! that passes can take a webhook: no 201 followed by a 400 on every post,
 //! no ring of hundreds of MiB allocated by the first one.

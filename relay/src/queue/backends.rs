@@ -121,7 +121,7 @@ pub(crate) enum StartError {
 
 /// Checks that the fleet's Redis keeps what it acknowledges
 /// (`redis_durability`), then reads the fleet's destination changes and
-/// applies them over `cfg`'s destinations, as a state file is read in the
+/// applies them over `cfg`'s destinations, as the registry is read in the
 /// local engine.
 pub(crate) async fn fleet_start(cfg: &mut crate::config::Config) -> Result<FleetStart, StartError> {
     #[cfg(feature = "redis")]

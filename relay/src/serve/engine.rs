@@ -3,7 +3,7 @@
 //! redis`). In two steps, because the admin API's changes are applied
 //! over the configuration before it is checked:
 //!
-//! 1. [`Prepared::changes`]: the local engine's state file taken and
+//! 1. [`Prepared::changes`]: the local engine's registry opened and
 //!    applied, or the fleet's map read from Redis and applied (a demo keeps
 //!    none);
 //! 2. [`Prepared::open`]: the engine itself, from the checked
@@ -14,7 +14,8 @@ use std::sync::Arc;
 
 use super::{Failure, Mode, local_prep, refused};
 use crate::catalog::Catalog;
-use crate::catalog::state::{self, StateFile};
+use crate::catalog::registry;
+use crate::catalog::state;
 use crate::config::value::QueueKind;
 use crate::config::{Config, ConfigError, ConfigErrors, Origin};
 use crate::deliver::HttpDownstream;
@@ -28,9 +29,9 @@ use crate::status::Registry;
 /// What an engine keeps of the admin API's changes, taken before the
 /// configuration is checked.
 pub(crate) enum Prepared {
-    /// The local engine, with its state file (`None`: no state directory,
+    /// The local engine, with its registry (`None`: no state directory,
     /// or a demo).
-    Local(Option<StateFile>),
+    Local(Option<registry::Registry>),
     /// The fleet's, with its map as read.
     Fleet(backends::FleetStart),
 }
@@ -65,13 +66,15 @@ pub(crate) struct Engine {
 
 impl Prepared {
     /// The admin API's changes over `cfg`'s destinations: the local
-    /// engine's state file, or the fleet's map in Redis; none for a demo.
+    /// engine's registry, or the fleet's map in Redis; none for a demo.
     pub(crate) async fn changes(cfg: &mut Config, mode: Mode) -> Result<Prepared, Failure> {
         let serving = mode == Mode::Serve;
         // A demo runs the local engine, and keeps no changes.
         if cfg.settings.queue == QueueKind::Redis && serving {
-            if let Some(dir) = state::dir_of(cfg).filter(|d| d.join(state::FILE).exists()) {
-                tracing::warn!(file = %dir.join(state::FILE).display(), "with queue = redis the admin API's changes are the fleet's, in Redis: this state file is not read");
+            for file in [registry::FILE, state::FILE] {
+                if let Some(dir) = state::dir_of(cfg).filter(|d| d.join(file).exists()) {
+                    tracing::warn!(file = %dir.join(file).display(), "with queue = redis the admin API's changes are the fleet's, in Redis: this relay's own registry is not read");
+                }
             }
             return match backends::fleet_start(cfg).await {
                 Ok(start) => Ok(Prepared::Fleet(start)),
@@ -82,7 +85,12 @@ impl Prepared {
             };
         }
         let file = match (serving, state::dir_of(cfg)) {
-            (true, Some(dir)) => Some(StateFile::open(&dir)?),
+            (true, Some(dir)) => {
+                Some(registry::Registry::open(&dir, cfg).map_err(|e| match e {
+                    registry::Opening::Failed(e) => Failure::Run(e),
+                    registry::Opening::Refused(errors) => Failure::Config(ConfigErrors(errors)),
+                })?)
+            }
             _ => None,
         };
         if let Some(file) = &file {
@@ -94,10 +102,10 @@ impl Prepared {
         Ok(Prepared::Local(file))
     }
 
-    /// Whether the admin API changed the configured destinations (a state
-    /// file that holds changes).
+    /// Whether the admin API changed the configured destinations (a
+    /// registry that holds changes).
     pub(crate) fn changed(&self) -> bool {
-        matches!(self, Prepared::Local(Some(file)) if !file.is_empty())
+        matches!(self, Prepared::Local(Some(registry)) if !registry.is_empty())
     }
 
     /// Whether this is the fleet's engine.
@@ -143,7 +151,7 @@ impl Prepared {
     }
 
     /// The origin a destination made through the admin API names: the
-    /// state file, or the fleet's map.
+    /// registry, or the fleet's map.
     pub(crate) fn origin(&self) -> Origin {
         match self {
             Prepared::Fleet(_) => Origin::Fleet("dripfeed:map:{webhook_relay:destinations}".into()),

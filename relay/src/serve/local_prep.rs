@@ -2,14 +2,13 @@
 //! read back beside the journal, the destinations set and its journal
 //! (what the journal kept for destinations no longer configured
 //! dead-lettered at once), the idempotency keys, and the admin API's
-//! changes in the state file.
+//! changes in the registry.
 
 use std::path::PathBuf;
 use std::sync::Arc;
 
 use super::Failure;
 use crate::catalog::Catalog;
-use crate::catalog::state::StateFile;
 use crate::config::Config;
 use crate::dead_letter::{self, FileSink};
 use crate::deliver::HttpDownstream;
@@ -25,8 +24,9 @@ use crate::status::Registry;
 pub(super) struct Parts {
     /// The journal's directory (`None`: memory only).
     pub journal_dir: Option<PathBuf>,
-    /// The state file (`None`: no state directory, or a demo).
-    pub state: Option<StateFile>,
+    /// The registry of the admin API's changes (`None`: no state
+    /// directory, or a demo).
+    pub state: Option<crate::catalog::registry::Registry>,
     /// The destinations in force.
     pub catalog: Arc<Catalog>,
     /// Every webhook's status.
@@ -55,7 +55,7 @@ pub(super) async fn open(cfg: &Config, parts: Parts) -> Result<Arc<Local>, Failu
         tracing::warn!("{note}");
     }
     println!(
-        "files: journal {}, dead letters {}, state {}",
+        "files: journal {}, dead letters {}, registry {}",
         parts
             .journal_dir
             .as_deref()
@@ -164,10 +164,10 @@ pub(super) async fn open(cfg: &Config, parts: Parts) -> Result<Arc<Local>, Failu
         budget,
         stores: parts.stores,
         limits: Limits::local(cfg),
-        changes: changes::Changes {
-            state: tokio::sync::Mutex::new(parts.state),
-            max_destinations: s.max_destinations.max(cfg.destinations.len()),
-            grace: s.shutdown_grace,
-        },
+        changes: changes::Changes::new(
+            parts.state,
+            s.max_destinations.max(cfg.destinations.len()),
+            s.shutdown_grace,
+        ),
     })))
 }

@@ -1,6 +1,6 @@
 //! How the relay opens the files that hold webhook bodies, tenants, keys
 //! or secrets (dead letters and their rotated and companion files, webhook
-//! statuses, idempotency keys, the state file and its lock): owner-only,
+//! statuses, idempotency keys, the registry): owner-only,
 //! `0600`, and their directories `0700`, whatever the process's umask;
 //! never through a link (one planted where such a file is kept is
 //! refused, naming the path); and one already there that others may read

@@ -5,7 +5,7 @@
 //! the same step, applied at once by the relay that took it, and by every
 //! other relay within [`POLL`] (each polls the version: one `GET` per
 //! poll, the whole map read only when it moved). A relay starting reads the
-//! map over its configuration, as a state file is read in the local mode:
+//! map over its configuration, as the registry is read in the local mode:
 //! a name the map holds replaces the configured one, a name it deleted is
 //! gone even if the configuration still names it.
 //!

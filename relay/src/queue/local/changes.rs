@@ -1,11 +1,13 @@
 //! `PUT`, `PATCH` and `DELETE` of a destination in the local engine:
-//! written to the state file ([`crate::catalog::state`]) before the
-//! answer, so a restart keeps them. One change runs at a time, from the
-//! read of the destination it changes to its write, under the state
-//! file's lock (a change is written first and taken back if the set then
-//! refuses it): a change answered is never undone by another, and a
-//! `PATCH` never makes again what a `DELETE` took. Without a state file
-//! (`no_journal` without `state_dir`) all answer 409.
+//! written to the registry ([`crate::catalog::registry`]) before the
+//! answer, so a restart keeps them. One change of a name runs at a time,
+//! from the read of the destination it changes to its write, under the
+//! name's lock (one of [`STRIPES`], by the name's hash; a change is written
+//! first and taken back if the set then refuses it): a change answered is
+//! never undone by another, and a `PATCH` never makes again what a `DELETE`
+//! took. Changes of other names go on meanwhile, and those written together
+//! share the registry's fsync. A reload takes every name's lock. Without a
+//! registry (`no_journal` without `state_dir`) all answer 409.
 //!
 //! - `PUT` makes the destination or replaces it whole. A new rate, ceiling
 //!   or budget applies at once to an active destination whose ring holds a
@@ -15,16 +17,20 @@
 //!   deliver what it holds within the shutdown grace, then dead-letters
 //!   the rest: never lost.
 
+use std::hash::{BuildHasher, RandomState};
 use std::path::PathBuf;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
+
+use tokio::sync::{Mutex, MutexGuard};
 
 use dripfeed::destinations::{DestinationError, Destinations};
 
 use super::build::overrides;
 use crate::catalog::Catalog;
 use crate::catalog::edit::{Edit, Precondition, etag, resolve};
-use crate::catalog::state::StateFile;
+use crate::catalog::registry::Registry;
 use crate::catalog::vet::Vetter;
 use crate::config::{Destination, Fields};
 use crate::dead_letter::FileSink;
@@ -33,25 +39,45 @@ use crate::domain::limits::Limits;
 use crate::domain::schemas::Deleting;
 use crate::queue::contract::{ChangeRefused, Changed, Put};
 
-const NO_STATE: &str = "this relay has no state file (no_journal without state_dir): \
+const NO_STATE: &str = "this relay has no registry (no_journal without state_dir): \
                         a change would not survive a restart; give state_dir";
+
+/// How many locks the names are spread over.
+pub(crate) const STRIPES: usize = 64;
 
 /// The admin API's changes of the local engine.
 pub(crate) struct Changes {
-    /// The state file the changes go to (`None`: no state directory,
-    /// changes refused); held by the change running.
-    pub state: tokio::sync::Mutex<Option<StateFile>>,
+    /// Where the changes are kept (`None`: no state directory, changes
+    /// refused).
+    registry: Option<Registry>,
+    /// One change of a name at a time: each name's lock is one of these.
+    stripes: Box<[Mutex<()>]>,
+    seed: RandomState,
+    /// New destinations being made now, counted against `max_destinations`
+    /// before they are in the catalog.
+    making: AtomicUsize,
     /// `max_destinations`.
-    pub max_destinations: usize,
+    max_destinations: usize,
     /// How long a deleted destination may still deliver (`shutdown_grace`).
-    pub grace: Duration,
+    grace: Duration,
 }
 
-/// The state file's path, as a destination made here names its origin.
-pub(crate) fn state_path(state: &Option<StateFile>) -> PathBuf {
-    state
+/// The registry's path, as a destination made here names its origin.
+pub(crate) fn state_path(registry: &Option<Registry>) -> PathBuf {
+    registry
         .as_ref()
-        .map_or_else(Default::default, |f| f.path().to_owned())
+        .map_or_else(Default::default, |r| r.path().to_owned())
+}
+
+/// A place among the destinations being made, given back when dropped.
+struct Making<'a>(Option<&'a AtomicUsize>);
+
+impl Drop for Making<'_> {
+    fn drop(&mut self) {
+        if let Some(n) = self.0 {
+            n.fetch_sub(1, Ordering::AcqRel);
+        }
+    }
 }
 
 /// The library's refusal of a destination's settings.
@@ -68,37 +94,74 @@ fn refused(e: DestinationError) -> ChangeRefused {
     }
 }
 
-fn unwritable(e: std::io::Error) -> ChangeRefused {
+fn unwritable(e: String) -> ChangeRefused {
     ChangeRefused::new(
         503,
         "state-unwritable",
-        format!("the state file cannot be written, nothing changed: {e}"),
+        format!("the registry cannot be written, nothing changed: {e}"),
     )
 }
 
 impl Changes {
+    /// The changes kept in `registry`, within `max_destinations`.
+    pub(crate) fn new(
+        registry: Option<Registry>,
+        max_destinations: usize,
+        grace: Duration,
+    ) -> Changes {
+        Changes {
+            registry,
+            stripes: (0..STRIPES).map(|_| Mutex::new(())).collect(),
+            seed: RandomState::new(),
+            making: AtomicUsize::new(0),
+            max_destinations,
+            grace,
+        }
+    }
+
+    /// `name`'s lock.
+    async fn turn(&self, name: &str) -> MutexGuard<'_, ()> {
+        let i = self.seed.hash_one(name) as usize % self.stripes.len();
+        self.stripes[i].lock().await
+    }
+
+    /// Every name's lock, in order (a reload's).
+    async fn every_turn(&self) -> Vec<MutexGuard<'_, ()>> {
+        let mut all = Vec::with_capacity(self.stripes.len());
+        for stripe in self.stripes.iter() {
+            all.push(stripe.lock().await);
+        }
+        all
+    }
+
     /// Whether a destination listed as `before` may be made or changed: not
     /// while it is being deleted (409, `then` saying what happens after), and
-    /// a new one only below `max_destinations` (422).
+    /// a new one only below `max_destinations` (422), its place held while
+    /// it is made.
     fn may_make(
         &self,
         catalog: &Catalog,
         before: Option<&crate::catalog::Listed>,
         then: &str,
-    ) -> Result<(), ChangeRefused> {
+    ) -> Result<Making<'_>, ChangeRefused> {
         match before {
             Some(l) if !l.open => {
                 let detail = format!("it is being deleted; {then}");
                 Err(ChangeRefused::new(409, "destination-deleting", detail))
             }
-            None if catalog.held() >= self.max_destinations => {
-                let detail = format!(
-                    "the relay holds its {} destinations (max_destinations)",
-                    self.max_destinations
-                );
-                Err(ChangeRefused::new(422, "too-many-destinations", detail))
+            None => {
+                let making = self.making.fetch_add(1, Ordering::AcqRel) + 1;
+                let held = Making(Some(&self.making));
+                if catalog.held() + making > self.max_destinations {
+                    let detail = format!(
+                        "the relay holds its {} destinations (max_destinations)",
+                        self.max_destinations
+                    );
+                    return Err(ChangeRefused::new(422, "too-many-destinations", detail));
+                }
+                Ok(held)
             }
-            _ => Ok(()),
+            Some(_) => Ok(Making(None)),
         }
     }
 
@@ -112,7 +175,7 @@ impl Changes {
     }
 
     /// Makes or changes `name` by `edit`: read, resolved, checked and
-    /// written under the state file's lock, so no other change comes
+    /// written under the name's lock, so no other change comes
     /// between the value the edit is resolved against and the write.
     pub(crate) async fn change(
         &self,
@@ -126,8 +189,8 @@ impl Changes {
         if catalog.is_closing() {
             return Err(ChangeRefused::closing());
         }
-        let mut state = self.state.lock().await;
-        let Some(file) = state.as_mut() else {
+        let _turn = self.turn(name).await;
+        let Some(registry) = &self.registry else {
             return Err(ChangeRefused::new(409, "no-state-file", NO_STATE));
         };
         if catalog.is_closing() {
@@ -140,19 +203,19 @@ impl Changes {
             return Err(ChangeRefused::unknown());
         }
         let fields = resolve(name, current.as_ref(), edit, pre)?;
-        self.may_make(
+        let _making = self.may_make(
             catalog,
             before.as_ref(),
             "make it again once it has drained",
         )?;
         let dest = vet.0.vet(fields.clone(), vet.1).await?;
-        // The file first: if it cannot be written, nothing has changed; if
-        // the set then refuses the change, the file is put back.
-        let undo = file.undo_point();
-        file.put(name, &fields).map_err(unwritable)?;
+        // The registry first: if it cannot be written, nothing has changed;
+        // if the set then refuses the change, the registry is put back.
+        let prior = registry.kept(name);
+        registry.put(name, &fields).await.map_err(unwritable)?;
         if let Err(e) = set.define(name, overrides(&dest)) {
-            if let Err(undo_error) = file.restore(undo) {
-                tracing::error!(destination = %name, error = %undo_error, "the state file keeps a change the relay refused: it applies at the next start");
+            if let Err(undo_error) = registry.restore(name, prior).await {
+                tracing::error!(destination = %name, error = %undo_error, "the registry keeps a change the relay refused: it applies at the next start");
             }
             return Err(refused(e));
         }
@@ -181,8 +244,8 @@ impl Changes {
         if catalog.is_closing() {
             return Err(ChangeRefused::closing());
         }
-        let mut state = self.state.lock().await;
-        let Some(file) = state.as_mut() else {
+        let turn = self.turn(name).await;
+        let Some(registry) = &self.registry else {
             return Err(ChangeRefused::new(409, "no-state-file", NO_STATE));
         };
         if catalog.is_closing() {
@@ -194,20 +257,20 @@ impl Changes {
         if !pre.holds(Some(&etag(&current))) {
             return Err(ChangeRefused::precondition());
         }
-        file.delete(name).map_err(unwritable)?;
+        registry.delete(name).await.map_err(unwritable)?;
         // Closed before the lock is let go: a change waiting for it finds
         // the destination gone, never open to be changed (and made again).
         let deleting = self.drain_away(set, catalog, sink, name);
-        drop(state);
+        drop(turn);
         Ok(deleting)
     }
 
     /// The configured destinations a reload changes, all or none: each
-    /// defined in the set (`Some`) or drained away (`None`), the state
-    /// file untouched; a name the state file holds (the admin API's) is
-    /// left as it is (returned). Every definition is checked (room, an
-    /// active destination's ring) before any is applied, under the state
-    /// file's lock and while none of their throttles can start or stop.
+    /// defined in the set (`Some`) or drained away (`None`), the registry
+    /// untouched; a name the registry holds (the admin API's) is left as
+    /// it is (returned). Every definition is checked (room, an active
+    /// destination's ring) before any is applied, under every name's lock
+    /// and while none of their throttles can start or stop.
     pub(crate) async fn reconfigure(
         &self,
         set: &Destinations<Job>,
@@ -218,10 +281,10 @@ impl Changes {
         if catalog.is_closing() {
             return Err(ChangeRefused::closing());
         }
-        let state = self.state.lock().await;
+        let turns = self.every_turn().await;
         let (kept, changes): (Vec<_>, Vec<_>) = changes
             .into_iter()
-            .partition(|(name, _)| state.as_ref().is_some_and(|f| f.holds(name)));
+            .partition(|(name, _)| self.registry.as_ref().is_some_and(|r| r.holds(name)));
         let kept = kept.into_iter().map(|(name, _)| name).collect();
         let named = |name: &str, e: ChangeRefused| {
             ChangeRefused::new(e.status, e.kind, format!("{name}: {}", e.detail))
@@ -270,7 +333,7 @@ impl Changes {
                 None => {}
             }
         }
-        drop(state);
+        drop(turns);
         Ok(kept)
     }
 

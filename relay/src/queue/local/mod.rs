@@ -2,10 +2,10 @@
 //! (one leaky bucket per destination, with its journal), the dead-letter
 //! file beside it, the idempotency keys and webhook statuses kept in the
 //! relay (beside the journal when it has one), and the admin API's changes
-//! in the state file.
+//! in the registry.
 //!
 //! - [`build`]: the set made from the configuration;
-//! - [`changes`]: `PUT` and `DELETE` of a destination, kept in the state file;
+//! - [`changes`]: `PUT` and `DELETE` of a destination, kept in the registry;
 //! - [`letters`]: the dead-letter files paged and redriven (the admin API
 //!   and `--redrive FILE`);
 //! - [`idempotency`]: the keys, scoped by tenant, each naming its request.

@@ -37,8 +37,8 @@ async fn files_live_in_one_data_directory_named_in_full() {
                 data.join("dead-letter.jsonl").display()
             ))
             && line.contains(&format!(
-                "state {}",
-                data.join("journal/state.json").display()
+                "registry {}",
+                data.join("journal/registry.redb").display()
             )),
         "{line}"
     );

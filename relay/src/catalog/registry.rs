@@ -1,0 +1,505 @@
+//! The registry: the admin API's changes to destinations, kept so a restart
+//! keeps them, in an embedded store (`registry.redb` in `state_dir`, the
+//! journal directory unless set; redb: a B-tree, copy-on-write, checksummed).
+//! Each destination made or changed through the API is kept as its body
+//! gave it (secrets included: the file is owner-only), and each name
+//! deleted through it as a tombstone. At start it is applied over the
+//! configured destinations: a name it holds replaces the configured one, a
+//! name it deleted is gone even if the configuration still names it.
+//!
+//! A change costs one B-tree write, O(log n), durable (fsynced) before the
+//! API answers; changes arriving together share one transaction and its
+//! fsync (a writer thread takes every change waiting at once, as the
+//! journal does). The store holds an exclusive lock on its file for as
+//! long as the relay runs: two relays never share it.
+//!
+//! A `state.json` that an earlier version kept in the directory is
+//! migrated at the first start: its changes are written to the registry in
+//! the order they were made, and the file is renamed `state.json.migrated`.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use redb::{Database, ReadableTable, TableDefinition};
+use serde::{Deserialize, Serialize};
+use tokio::sync::oneshot;
+
+use crate::config::{Config, ConfigError, Fields, Origin};
+use crate::util::mutex::lock;
+
+/// The store's file in its directory.
+pub(crate) const FILE: &str = "registry.redb";
+
+/// Destinations by name: a [`Record`] as JSON.
+const DESTINATIONS: TableDefinition<&str, &[u8]> = TableDefinition::new("destinations");
+
+/// What the registry keeps of a name.
+#[derive(Clone, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub(crate) enum Kept {
+    /// Made or changed through the API: its fields, with its name.
+    Put(Fields),
+    /// Deleted through the API.
+    Deleted,
+}
+
+/// A name's record: what is kept, and its place in the order the API's
+/// changes were first made (the listing's order after the configured).
+#[derive(Clone, Serialize, Deserialize)]
+struct Record {
+    seq: u64,
+    kept: Kept,
+}
+
+/// One write for the writer thread: `None` removes the name's record.
+struct Write {
+    name: String,
+    bytes: Option<Vec<u8>>,
+    done: oneshot::Sender<Result<(), String>>,
+}
+
+/// Why the registry did not open.
+#[derive(Debug)]
+pub(crate) enum Opening {
+    /// It could not be read or written.
+    Failed(String),
+    /// A state file to migrate does not check.
+    Refused(Vec<ConfigError>),
+}
+
+impl From<String> for Opening {
+    fn from(e: String) -> Opening {
+        Opening::Failed(e)
+    }
+}
+
+/// The registry of one relay (see the [module](self) docs).
+pub(crate) struct Registry {
+    path: PathBuf,
+    /// To the writer thread (`None` once dropped).
+    writes: Option<std::sync::mpsc::Sender<Write>>,
+    writer: Option<std::thread::JoinHandle<()>>,
+    /// What the store holds, mirrored: changed once each write is durable.
+    kept: Mutex<BTreeMap<String, Record>>,
+    next_seq: AtomicU64,
+    /// Transactions committed by the writer (each one fsync).
+    commits: std::sync::Arc<AtomicU64>,
+}
+
+impl Registry {
+    /// Opens (or makes) the registry in `dir` (made owner-only if
+    /// missing), taking its lock; migrates a `state.json` found there
+    /// while it holds nothing, once the file checks over `cfg` whole.
+    pub(crate) fn open(dir: &Path, cfg: &Config) -> Result<Registry, Opening> {
+        let at = |e: &dyn std::fmt::Display| format!("state_dir {}: {e}", dir.display());
+        crate::util::private::dir(dir).map_err(|e| at(&e))?;
+        let path = dir.join(FILE);
+        let db = open_db(&path)?;
+        // Held: no other relay works here.
+        super::state::remove_stale(dir);
+        let mut kept = load(&db).map_err(|e| format!("registry {}: {e}", path.display()))?;
+        let migrated = match kept.is_empty() {
+            true => {
+                // Nothing half-migrated, nothing migrated that does not check.
+                super::state::apply_kept(dir, &mut cfg.clone()).map_err(Opening::Refused)?;
+                super::state::migrate(dir)?
+            }
+            false => Vec::new(),
+        };
+        let next_seq = AtomicU64::new(kept.values().map(|r| r.seq + 1).max().unwrap_or(0));
+        if !migrated.is_empty() {
+            let txn = db.begin_write().map_err(|e| at(&e))?;
+            {
+                let mut table = txn.open_table(DESTINATIONS).map_err(|e| at(&e))?;
+                for (name, k) in migrated {
+                    let record = Record {
+                        seq: next_seq.fetch_add(1, Ordering::Relaxed),
+                        kept: k,
+                    };
+                    let bytes = serde_json::to_vec(&record).map_err(|e| at(&e))?;
+                    table
+                        .insert(name.as_str(), bytes.as_slice())
+                        .map_err(|e| at(&e))?;
+                    kept.insert(name, record);
+                }
+            }
+            txn.commit().map_err(|e| at(&e))?;
+            super::state::migrated(dir);
+        }
+        let (writes, rx) = std::sync::mpsc::channel();
+        let commits = std::sync::Arc::new(AtomicU64::new(0));
+        let counted = commits.clone();
+        let writer = std::thread::Builder::new()
+            .name("dripfeed-registry".into())
+            .spawn(move || writer(db, rx, &counted))
+            .map_err(|e| at(&e))?;
+        Ok(Registry {
+            path,
+            writes: Some(writes),
+            writer: Some(writer),
+            kept: Mutex::new(kept),
+            next_seq,
+            commits,
+        })
+    }
+
+    /// Its file.
+    pub(crate) fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// How many transactions (fsyncs) the writes took so far.
+    pub(crate) fn commits(&self) -> u64 {
+        self.commits.load(Ordering::Relaxed)
+    }
+
+    /// Whether the API has changed anything.
+    pub(crate) fn is_empty(&self) -> bool {
+        lock(&self.kept).is_empty()
+    }
+
+    /// Whether the admin API changed or deleted `name`.
+    pub(crate) fn holds(&self, name: &str) -> bool {
+        lock(&self.kept).contains_key(name)
+    }
+
+    /// What the registry keeps of `name`.
+    pub(crate) fn kept(&self, name: &str) -> Option<Kept> {
+        lock(&self.kept).get(name).map(|r| r.kept.clone())
+    }
+
+    /// Applies what it keeps over `cfg`'s destinations; what no longer
+    /// checks is an error naming the registry.
+    pub(crate) fn apply(&self, cfg: &mut Config) -> Vec<ConfigError> {
+        let kept = lock(&self.kept);
+        apply(&kept, &self.path, cfg)
+    }
+
+    /// Keeps `fields` for `name`, durable before it returns; on error
+    /// nothing changed.
+    pub(crate) async fn put(&self, name: &str, fields: &Fields) -> Result<(), String> {
+        let fields = Fields {
+            name: Some(name.to_owned()),
+            ..fields.clone()
+        };
+        self.keep(name, Some(Kept::Put(fields))).await
+    }
+
+    /// Keeps `name` deleted, durable before it returns; on error nothing
+    /// changed.
+    pub(crate) async fn delete(&self, name: &str) -> Result<(), String> {
+        self.keep(name, Some(Kept::Deleted)).await
+    }
+
+    /// Puts back what the registry kept of `name` before a change (`None`:
+    /// nothing).
+    pub(crate) async fn restore(&self, name: &str, before: Option<Kept>) -> Result<(), String> {
+        self.keep(name, before).await
+    }
+
+    /// Writes `kept` for `name` (`None`: removes its record) and mirrors
+    /// it once durable.
+    async fn keep(&self, name: &str, kept: Option<Kept>) -> Result<(), String> {
+        let seq = {
+            let mirror = lock(&self.kept);
+            mirror
+                .get(name)
+                .map(|r| r.seq)
+                .unwrap_or_else(|| self.next_seq.fetch_add(1, Ordering::Relaxed))
+        };
+        let record = kept.map(|kept| Record { seq, kept });
+        let bytes = match &record {
+            Some(r) => Some(serde_json::to_vec(r).map_err(|e| e.to_string())?),
+            None => None,
+        };
+        let (done, answer) = oneshot::channel();
+        let write = Write {
+            name: name.to_owned(),
+            bytes,
+            done,
+        };
+        self.writes
+            .as_ref()
+            .and_then(|w| w.send(write).ok())
+            .ok_or_else(|| "the registry's writer has stopped".to_owned())?;
+        answer
+            .await
+            .map_err(|_| "the registry's writer has stopped".to_owned())??;
+        let mut mirror = lock(&self.kept);
+        match record {
+            Some(r) => mirror.insert(name.to_owned(), r),
+            None => mirror.remove(name),
+        };
+        Ok(())
+    }
+}
+
+/// The writer ends once every write sent is committed, and with it the
+/// store and its lock.
+impl Drop for Registry {
+    fn drop(&mut self) {
+        drop(self.writes.take());
+        if let Some(writer) = self.writer.take() {
+            let _ = writer.join();
+        }
+    }
+}
+
+/// The store at `path`, made if missing, its file owner-only.
+fn open_db(path: &Path) -> Result<Database, String> {
+    let at = |e: &dyn std::fmt::Display| format!("registry {}: {e}", path.display());
+    // Made (or checked) owner-only and never through a link, before redb
+    // opens it.
+    let mut options = std::fs::OpenOptions::new();
+    options.read(true).write(true).create(true).truncate(false);
+    drop(crate::util::private::open(&options, path).map_err(|e| at(&e))?);
+    Database::create(path).map_err(|e| match e {
+        redb::DatabaseError::DatabaseAlreadyOpen => {
+            at(&"in use by another process: give each relay its own state_dir")
+        }
+        e => at(&e),
+    })
+}
+
+/// Every record in the store.
+fn load(db: &Database) -> Result<BTreeMap<String, Record>, String> {
+    let txn = db.begin_read().map_err(|e| e.to_string())?;
+    let table = match txn.open_table(DESTINATIONS) {
+        Ok(t) => t,
+        Err(redb::TableError::TableDoesNotExist(_)) => return Ok(BTreeMap::new()),
+        Err(e) => return Err(e.to_string()),
+    };
+    let mut out = BTreeMap::new();
+    for row in table.iter().map_err(|e| e.to_string())? {
+        let (name, value) = row.map_err(|e| e.to_string())?;
+        let record: Record = serde_json::from_slice(value.value())
+            .map_err(|e| format!("the record of {:?} does not read: {e}", name.value()))?;
+        out.insert(name.value().to_owned(), record);
+    }
+    Ok(out)
+}
+
+/// The writer: takes every write waiting, applies them in one transaction
+/// (one fsync), answers each.
+fn writer(db: Database, rx: std::sync::mpsc::Receiver<Write>, commits: &AtomicU64) {
+    while let Ok(first) = rx.recv() {
+        let mut batch = vec![first];
+        while let Ok(more) = rx.try_recv() {
+            batch.push(more);
+        }
+        let written = commit(&db, &batch);
+        commits.fetch_add(1, Ordering::Relaxed);
+        for w in batch {
+            let _ = w.done.send(written.clone());
+        }
+    }
+}
+
+/// `batch` in one durable transaction.
+fn commit(db: &Database, batch: &[Write]) -> Result<(), String> {
+    let txn = db.begin_write().map_err(|e| e.to_string())?;
+    {
+        let mut table = txn.open_table(DESTINATIONS).map_err(|e| e.to_string())?;
+        for w in batch {
+            match &w.bytes {
+                Some(bytes) => table.insert(w.name.as_str(), bytes.as_slice()),
+                None => table.remove(w.name.as_str()),
+            }
+            .map_err(|e| e.to_string())?;
+        }
+    }
+    txn.commit().map_err(|e| e.to_string())
+}
+
+/// `kept` (read from `path`) over `cfg`'s destinations, in the order the
+/// API first made them.
+fn apply(kept: &BTreeMap<String, Record>, path: &Path, cfg: &mut Config) -> Vec<ConfigError> {
+    let origin = Origin::Api(path.to_owned());
+    let mut errors = Vec::new();
+    cfg.destinations.retain(|d| !kept.contains_key(&d.name));
+    let mut made: Vec<(&String, &Record)> = kept.iter().collect();
+    made.sort_by_key(|(_, r)| r.seq);
+    for (name, record) in made {
+        if let Kept::Put(fields) = &record.kept {
+            let at = format!("destinations.{name}");
+            let fields = Fields {
+                name: Some(name.clone()),
+                ..fields.clone()
+            };
+            cfg.destinations
+                .extend(fields.check(&at, &origin, &mut errors));
+        }
+    }
+    errors
+}
+
+/// For `check-config` and `print-config`: the changes kept in `dir` (if
+/// any) applied over `cfg`; `Ok(None)` when there is no registry, and a
+/// note when it is in use (a relay runs on it: its changes are not shown).
+pub(crate) fn apply_kept(dir: &Path, cfg: &mut Config) -> Result<Option<String>, Vec<ConfigError>> {
+    let path = dir.join(FILE);
+    if !path.exists() {
+        return super::state::apply_kept(dir, cfg).map(|applied| {
+            applied.then(|| {
+                format!(
+                    "with the admin API's changes kept in {}",
+                    dir.join(super::state::FILE).display()
+                )
+            })
+        });
+    }
+    let refused = |e: String| vec![ConfigError::new("state_dir", None, e)];
+    let db = match Database::open(&path) {
+        Ok(db) => db,
+        Err(redb::DatabaseError::DatabaseAlreadyOpen) => {
+            return Ok(Some(format!(
+                "a relay runs on {}: the admin API's changes kept there are not shown",
+                path.display()
+            )));
+        }
+        Err(e) => return Err(refused(format!("registry {}: {e}", path.display()))),
+    };
+    let kept = load(&db).map_err(|e| refused(format!("registry {}: {e}", path.display())))?;
+    let errors = apply(&kept, &path, cfg);
+    match errors.is_empty() {
+        true => Ok(Some(format!(
+            "with the admin API's changes kept in {}",
+            path.display()
+        ))),
+        false => Err(errors),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn fields(url: &str) -> Fields {
+        Fields {
+            url: Some(url.into()),
+            rate: Some(5.0),
+            secret: Some("whsec_c2VjcmV0".into()),
+            ..Fields::default()
+        }
+    }
+
+    fn none() -> Config {
+        crate::config::tests::load_with(&[], &[], None).unwrap()
+    }
+
+    fn scratch(tag: &str) -> PathBuf {
+        let dir =
+            std::env::temp_dir().join(format!("dripfeed-registry-{tag}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        dir
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn changes_survive_a_reopen_in_the_order_made_and_the_file_is_private() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = scratch("reopen");
+        {
+            let r = Registry::open(&dir, &none()).unwrap();
+            assert!(r.is_empty());
+            r.put("zeta", &fields("http://zeta.example/hook"))
+                .await
+                .unwrap();
+            r.put("crm", &fields("http://crm.example/hook"))
+                .await
+                .unwrap();
+            r.put("gone", &fields("http://gone.example/"))
+                .await
+                .unwrap();
+            r.delete("gone").await.unwrap();
+            r.delete("billing").await.unwrap();
+            r.put("zeta", &fields("http://zeta2.example/hook"))
+                .await
+                .unwrap();
+            assert!(
+                matches!(Registry::open(&dir, &none()), Err(Opening::Failed(e)) if e.contains("in use")),
+                "one relay at a time"
+            );
+        }
+        let mode = std::fs::metadata(dir.join(FILE))
+            .unwrap()
+            .permissions()
+            .mode()
+            & 0o777;
+        assert_eq!(mode, 0o600);
+        let r = Registry::open(&dir, &none()).unwrap();
+        assert!(r.holds("billing") && r.holds("gone") && !r.holds("other"));
+        let mut cfg = crate::config::tests::load_with(
+            &["--destination", "billing=http://billing.example/"],
+            &[],
+            None,
+        )
+        .unwrap();
+        assert!(r.apply(&mut cfg).is_empty());
+        let names: Vec<_> = cfg.destinations.iter().map(|d| d.name.as_str()).collect();
+        assert_eq!(names, ["zeta", "crm"], "first made first; billing deleted");
+        assert_eq!(
+            cfg.destinations[0].url.as_str(),
+            "http://zeta2.example/hook"
+        );
+        r.restore("zeta", None).await.unwrap();
+        assert!(!r.holds("zeta"));
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn writes_arriving_together_share_a_transaction() {
+        let dir = scratch("batch");
+        let r = std::sync::Arc::new(Registry::open(&dir, &none()).unwrap());
+        let all: Vec<_> = (0..200)
+            .map(|i| {
+                let r = r.clone();
+                tokio::spawn(
+                    async move { r.put(&format!("d{i}"), &fields("http://x.example/")).await },
+                )
+            })
+            .collect();
+        for w in all {
+            w.await.unwrap().unwrap();
+        }
+        assert!(r.commits() < 200, "{} commits for 200 writes", r.commits());
+        drop(r);
+        let r = Registry::open(&dir, &none()).unwrap();
+        assert!((0..200).all(|i| r.holds(&format!("d{i}"))));
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_state_file_is_migrated_once_in_its_order() {
+        let dir = scratch("migrate");
+        std::fs::create_dir_all(&dir).unwrap();
+        let saved = serde_json::json!({"version": 1, "destinations": [
+            {"name": "b", "url": "http://b.example/"},
+            {"name": "a", "url": "http://a.example/"}
+        ], "deleted": ["gone"]});
+        std::fs::write(dir.join(super::super::state::FILE), saved.to_string()).unwrap();
+        std::fs::write(dir.join("state.json.77.tmp"), b"{}").unwrap();
+        let r = Registry::open(&dir, &none()).unwrap();
+        assert!(!dir.join(super::super::state::FILE).exists());
+        assert!(dir.join("state.json.migrated").exists());
+        assert!(
+            !dir.join("state.json.77.tmp").exists(),
+            "a crashed run's file removed"
+        );
+        let mut cfg = crate::config::tests::load_with(
+            &["--destination", "gone=http://gone.example/"],
+            &[],
+            None,
+        )
+        .unwrap();
+        assert!(r.apply(&mut cfg).is_empty());
+        let names: Vec<_> = cfg.destinations.iter().map(|d| d.name.as_str()).collect();
+        assert_eq!(names, ["b", "a"]);
+        drop(r);
+        // Not migrated again: a later state.json is not read.
+        std::fs::write(dir.join(super::super::state::FILE), b"not json").unwrap();
+        assert!(Registry::open(&dir, &none()).unwrap().holds("gone"));
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}
