@@ -85,6 +85,7 @@ pub(crate) struct Registry {
     kept: Mutex<BTreeMap<String, Record>>,
     next_seq: AtomicU64,
     /// Transactions committed by the writer (each one fsync).
+    #[cfg_attr(not(test), allow(dead_code))]
     commits: std::sync::Arc<AtomicU64>,
 }
 
@@ -151,6 +152,7 @@ impl Registry {
     }
 
     /// How many transactions (fsyncs) the writes took so far.
+    #[cfg(test)]
     pub(crate) fn commits(&self) -> u64 {
         self.commits.load(Ordering::Relaxed)
     }
