@@ -67,6 +67,9 @@ class Receiver(http.server.BaseHTTPRequestHandler):
             Receiver.total += 1
         self.send_response(204)
         self.send_header("content-length", "0")
+        if os.environ.get("CLOSE"):
+            self.send_header("connection", "close")
+            self.close_connection = True
         self.end_headers()
 
     def log_message(self, *args):
@@ -176,6 +179,16 @@ def metrics_bytes(admin):
     return len(data)
 
 
+def heap_bytes(admin):
+    """dripfeed_relay_heap_bytes, with a relay built with heap-count (else 0)."""
+    conn = connection(admin)
+    _, data = request(conn, "GET", "/metrics")
+    for line in data.decode().splitlines():
+        if line.startswith("dripfeed_relay_heap_bytes "):
+            return float(line.split()[1])
+    return 0.0
+
+
 def post_work(intake, names):
     """Two webhooks for each of `names`, from CLIENTS threads."""
 
@@ -201,9 +214,13 @@ def main():
             proc, intake, admin = start_relay(work, n, rx_port)
             ready(admin, 0)
             base = rss_kib(proc.pid)
+            heap0 = heap_bytes(admin)
             took = create(admin, n, rx_port)
             time.sleep(2)
             idle = rss_kib(proc.pid)
+            if heap0:
+                print(f"  {n}: heap per idle destination: {(heap_bytes(admin) - heap0) / n:,.0f} bytes",
+                      file=sys.stderr)
             per_idle = (idle - base) * 1024 / n
             mbytes = metrics_bytes(admin)
             proc.send_signal(signal.SIGTERM)
@@ -212,6 +229,7 @@ def main():
             proc, intake, admin = start_relay(work, n, rx_port)
             restart = time.monotonic() - began + ready(admin, n)
             base2 = rss_kib(proc.pid)
+            heap2 = heap_bytes(admin)
             busy = min(n, WORK)
             names = [f"e{i}" for i in range(busy)]
             Receiver.arrivals.clear()
@@ -228,6 +246,10 @@ def main():
             time.sleep(SETTLE)
             after = rss_kib(proc.pid)
             per_after = (after - base2) * 1024 / busy
+            heap_after = heap_bytes(admin)
+            if heap2:
+                print(f"  {n}: heap per destination with work, {SETTLE} s after: "
+                      f"{(heap_after - heap2) / busy:,.0f} bytes", file=sys.stderr)
             worst = max((max(s.values()) for s in Receiver.arrivals.values()), default=0)
             proc.send_signal(signal.SIGTERM)
             proc.wait(timeout=120)

@@ -405,6 +405,74 @@ async fn a_named_destination_shows_its_capacity_and_rate_while_idle() {
     assert_eq!(shown("vip"), (0.0, 0.0), "taken out of the set");
 }
 
+/// A named destination without its own series is summed into `_other`
+/// (no resting gauges of its own), and turning its series on or off moves
+/// them at once: the resting gauges, and the jobs of its next spell.
+#[tokio::test(start_paused = true)]
+async fn a_destination_without_its_own_series_is_summed_and_can_be_given_them() {
+    use dripfeed::metrics::{DRAIN_RATE, QUEUE_CAPACITY};
+    let (down, tries) = flags();
+    let recorder = DebuggingRecorder::new();
+    let set = metrics::with_local_recorder(&recorder, || {
+        Destinations::builder(
+            Throttle::builder()
+                .name("hooks")
+                .drain_rate(10.0)
+                .latency_budget(Duration::from_secs(2)),
+        )
+        .destination(
+            "quiet",
+            DestinationConfig::default().rate(5.0).own_series(false),
+        )
+        .build(receivers(&down, &tries))
+        .unwrap()
+    });
+    let mut gauges = Shown {
+        recorder: &recorder,
+        names: [QUEUE_CAPACITY, DRAIN_RATE],
+        total: Default::default(),
+    };
+    assert_eq!(gauges.of("quiet"), (0.0, 0.0), "no series of its own");
+    assert_eq!(
+        gauges.of("_other"),
+        (0.0, 0.0),
+        "and none resting in _other"
+    );
+    assert!(
+        set.stats("quiet").unwrap().is_named(),
+        "still never retired"
+    );
+    metrics::with_local_recorder(&recorder, || {
+        set.try_submit("quiet", 1).unwrap();
+    });
+    sleep(Duration::from_secs(3)).await;
+    let delivered = series(&recorder, dripfeed::metrics::JOBS);
+    assert_eq!(delivered, vec![("_other".to_owned(), 1.0)]);
+
+    metrics::with_local_recorder(&recorder, || {
+        set.configure("quiet", DestinationConfig::default().rate(5.0))
+            .unwrap();
+    });
+    assert_eq!(gauges.of("quiet"), (10.0, 5.0), "its own from now on");
+    metrics::with_local_recorder(&recorder, || {
+        set.try_submit("quiet", 2).unwrap();
+    });
+    sleep(Duration::from_secs(3)).await;
+    let delivered: Vec<_> = series(&recorder, dripfeed::metrics::JOBS)
+        .into_iter()
+        .filter(|(_, n)| *n > 0.0) // a snapshot hands each count out once
+        .collect();
+    assert_eq!(delivered, vec![("quiet".to_owned(), 1.0)]);
+    metrics::with_local_recorder(&recorder, || {
+        set.configure(
+            "quiet",
+            DestinationConfig::default().rate(5.0).own_series(false),
+        )
+        .unwrap();
+    });
+    assert_eq!(gauges.of("quiet"), (0.0, 0.0), "taken back out");
+}
+
 #[tokio::test(start_paused = true)]
 async fn an_active_destination_takes_new_limits_at_once_within_its_ring() {
     let (down, tries) = flags();
@@ -559,4 +627,58 @@ async fn lingering_destinations_hold_no_delivery_place() {
     let delivered: u64 = set.all_stats().iter().map(|s| s.delivered()).sum();
     assert_eq!(delivered, 200);
     assert_eq!((set.active(), set.held()), (0, 0));
+}
+
+/// One scheduler for many drains: 1,000 destinations at 1/s and 10 at
+/// 1,000/s, all driven by two tasks, are each paced at their own rate
+/// (within one emission over 10 s: 0.1 % at 1,000/s).
+#[tokio::test(start_paused = true)]
+async fn two_drivers_pace_a_thousand_slow_destinations_and_ten_fast_ones() {
+    let set = Destinations::builder(
+        Throttle::builder()
+            .drain_rate(1.0)
+            .max_rate(1000.0)
+            .latency_budget(Duration::from_secs(12))
+            .max_in_flight(64),
+    )
+    .max_in_flight(100_000)
+    .max_destinations(2_000)
+    .drivers(2)
+    .build(|_: &str| |_: &u32, _| async { Delivery::Done })
+    .unwrap();
+    for d in 0..1_000 {
+        let name = format!("slow{d}");
+        set.define(&name, DestinationConfig::default().rate(1.0))
+            .unwrap();
+        for job in 0..12 {
+            set.try_submit(&name, job).unwrap();
+        }
+    }
+    for d in 0..10 {
+        let name = format!("fast{d}");
+        set.define(&name, DestinationConfig::default().rate(1000.0))
+            .unwrap();
+        for job in 0..11_000 {
+            set.try_submit(&name, job).unwrap();
+        }
+    }
+    let tasks = tokio::runtime::Handle::current()
+        .metrics()
+        .num_alive_tasks();
+    assert!(
+        tasks <= 3,
+        "two drivers, not a task per destination: {tasks}"
+    );
+    sleep(Duration::from_secs(10)).await;
+    for d in 0..1_000 {
+        let n = set.stats(&format!("slow{d}")).unwrap().delivered();
+        assert!((10..=11).contains(&n), "slow{d}: {n} in 10 s at 1/s");
+    }
+    for d in 0..10 {
+        let n = set.stats(&format!("fast{d}")).unwrap().delivered();
+        assert!(
+            (10_000..=10_001).contains(&n),
+            "fast{d}: {n} in 10 s at 1000/s"
+        );
+    }
 }

@@ -36,7 +36,6 @@ fn error_messages_are_short_lowercase() {
         WindowError::ZeroWindow,
         WindowError::SubWindows(0),
         WindowError::SubWindowTooShort,
-        WindowError::Histogram,
     ] {
         let m = e.to_string();
         assert!(m.chars().next().is_some_and(|c| c.is_lowercase()), "{m}");
@@ -55,7 +54,11 @@ fn slides_one_sub_window_at_a_time() {
     assert_eq!(w.summary(t0 + S * 4).samples, 5);
     let s = w.summary(t0 + S * 6);
     assert_eq!(s.samples, 3);
-    assert_eq!(s.max.as_millis(), 500, "within 0.1 %, never below");
+    let max = s.max.as_millis();
+    assert!(
+        (500..=532).contains(&max),
+        "within a bucket (6.25 %), never below: {max}"
+    );
     assert_eq!(w.summary(t0 + S * 8 + MS * 999).samples, 1);
     assert_eq!(w.summary(t0 + S * 9).samples, 0);
 }
@@ -150,10 +153,11 @@ fn percentiles_match_within_precision() {
         );
     }
     let s = w.summary(t0 + S * 4);
+    // A quantile is the top of its bucket: never below, at most 6.25 % above.
     let p99 = s.p99.as_secs_f64();
-    assert!((p99 - 0.495).abs() / 0.495 < 0.002, "{p99}");
+    assert!((0.495..=0.495 * 1.0625).contains(&p99), "{p99}");
     let p50 = s.p50.as_secs_f64();
-    assert!((p50 - 0.25).abs() / 0.25 < 0.002, "{p50}");
+    assert!((0.25..=0.25 * 1.0625).contains(&p50), "{p50}");
 }
 
 #[tokio::test(start_paused = true)]

@@ -275,6 +275,7 @@ async fn serve_run(cli: Cli, caught: shutdown::Caught) -> ExitCode {
         Err(e) => return refuse(&e),
     };
     telemetry::init_logs(cfg.settings.log_format, cfg.settings.log_filter.as_deref());
+    telemetry::return_freed_pages();
     let mode = match (cli.demo, cli.demo_fanout) {
         (true, _) => Mode::Demo,
         (_, true) => Mode::DemoFanout,

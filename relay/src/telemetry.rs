@@ -99,7 +99,24 @@ pub(crate) const HEAP_BYTES: &str = "dripfeed_relay_heap_bytes";
 /// With `heap-count`: every allocation counted, for `dripfeed_relay_heap_bytes`.
 #[cfg(feature = "heap-count")]
 #[global_allocator]
-static HEAP: cap::Cap<std::alloc::System> = cap::Cap::new(std::alloc::System, usize::MAX);
+static HEAP: cap::Cap<tikv_jemallocator::Jemalloc> =
+    cap::Cap::new(tikv_jemallocator::Jemalloc, usize::MAX);
+
+/// jemalloc: see [`return_freed_pages`].
+#[cfg(not(feature = "heap-count"))]
+#[global_allocator]
+static HEAP: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
+
+/// Starts jemalloc's background thread, which hands pages freed and
+/// unused for a few seconds back to the system (its decay): what a
+/// destination frees when it goes idle leaves the relay's RSS, even while
+/// nothing else allocates. Without it the pages stay until the next
+/// allocations.
+pub(crate) fn return_freed_pages() {
+    if let Err(e) = tikv_jemalloc_ctl::background_thread::write(true) {
+        tracing::warn!(error = %e, "jemalloc's background thread did not start: freed memory returns to the system only as the relay allocates");
+    }
+}
 
 /// The bytes the process holds on the heap, when counted (`heap-count`).
 pub(crate) fn heap_bytes() -> Option<usize> {
@@ -289,6 +306,37 @@ pub(crate) fn only_held(page: &str, held: impl Fn(&str) -> bool) -> String {
         }
     }
     out
+}
+
+/// Gauge, labels `destination` and `by` (`held`: webhooks it holds here;
+/// `errors`: failed attempts since the relay started, among destinations
+/// that failed in the last [`FAILING_WITHIN`]): the `metrics_busiest`
+/// destinations with the most, whatever their `metrics` setting, so the
+/// few that need a look are named however many there are. Written into
+/// each scrape afresh: a destination no longer among them leaves the page.
+pub(crate) const BUSIEST: &str = "dripfeed_relay_busiest";
+
+/// How recently a destination must have failed to be among the busiest
+/// by errors.
+pub(crate) const FAILING_WITHIN: std::time::Duration = std::time::Duration::from_secs(300);
+
+/// Appends the [`BUSIEST`] series to `page`.
+pub(crate) fn busiest(page: &mut String, held: &[(String, u64)], errors: &[(String, u64)]) {
+    use std::fmt::Write as _;
+    if held.is_empty() && errors.is_empty() {
+        return;
+    }
+    let _ = writeln!(
+        page,
+        "# HELP {BUSIEST} The busiest destinations (by webhooks held here, and by failed attempts)."
+    );
+    let _ = writeln!(page, "# TYPE {BUSIEST} gauge");
+    for (by, all) in [("held", held), ("errors", errors)] {
+        for (name, n) in all {
+            // Names are 1 to 64 of A-Z a-z 0-9 . _ -: nothing to escape.
+            let _ = writeln!(page, "{BUSIEST}{{destination=\"{name}\",by=\"{by}\"}} {n}");
+        }
+    }
 }
 
 /// Gauge: lines in the dead-letter files the relay keeps (the live file and

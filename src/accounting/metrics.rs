@@ -199,12 +199,26 @@ pub(crate) struct Metrics {
     pub(crate) retry_wait: Gauge,
 }
 
+/// [`describe`], once per recorder: each throttle and destination record
+/// calls it, and a recorder keeps every description it is given (the
+/// Prometheus exporter appends each to a log), so describing again for
+/// each of 100,000 destinations would cost memory for nothing.
+pub(crate) fn describe_once() {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    static DESCRIBED: AtomicUsize = AtomicUsize::new(0);
+    // The recorder in force, by address: one installed later is described too.
+    let at = metrics::with_recorder(|r| std::ptr::from_ref(r).cast::<()>() as usize);
+    if DESCRIBED.swap(at, Ordering::Relaxed) != at {
+        describe();
+    }
+}
+
 /// The capacity and drain-rate gauges of the series `throttle = name`
 /// with `labels`: the ones a throttle of that series publishes, for a
 /// destination set to show an idle named destination's bound and rate
 /// while it has no throttle.
 pub(crate) fn resting(name: &str, labels: &[(String, String)]) -> (Gauge, Gauge) {
-    describe();
+    describe_once();
     let mut base = vec![Label::new("throttle", name.to_owned())];
     base.extend(labels.iter().map(|(k, v)| Label::new(k.clone(), v.clone())));
     (
@@ -216,7 +230,7 @@ pub(crate) fn resting(name: &str, labels: &[(String, String)]) -> (Gauge, Gauge)
 impl Metrics {
     /// Handles labelled `throttle = name` and the builder's `labels`.
     pub(crate) fn register(name: &str, labels: &[(String, String)]) -> Self {
-        describe();
+        describe_once();
         let mut base = vec![Label::new("throttle", name.to_owned())];
         base.extend(labels.iter().map(|(k, v)| Label::new(k.clone(), v.clone())));
         let with = |key: &'static str, value: &'static str| {

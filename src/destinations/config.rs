@@ -17,6 +17,8 @@ use crate::BuildError;
 ///     .ceiling(20.0)
 ///     .budget(Duration::from_secs(10));
 /// assert_eq!(slow.rate_override(), Some(5.0));
+/// assert!(slow.has_own_series());
+/// assert!(!slow.own_series(false).has_own_series());
 /// assert!(DestinationConfig::default().rate(-1.0).validate(100.0).is_err());
 /// ```
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
@@ -24,6 +26,8 @@ pub struct DestinationConfig {
     rate: Option<f64>,
     ceiling: Option<f64>,
     budget: Option<Duration>,
+    /// `Some(false)`: summed into `_other` although named.
+    series: Option<bool>,
 }
 
 impl DestinationConfig {
@@ -43,6 +47,29 @@ impl DestinationConfig {
     pub fn budget(mut self, budget: Duration) -> Self {
         self.budget = Some(budget);
         self
+    }
+
+    /// Whether a named destination has its own metric series (label
+    /// `destination` = its name; the default) or is summed into
+    /// [`OTHER`](super::OTHER) with the unnamed ones: with many
+    /// destinations, give the few you watch their own and leave the rest
+    /// summed, so a scrape stays small. A change applies to the series at
+    /// once and to a throttle from its next spell of work.
+    ///
+    /// ```
+    /// use dripfeed::destinations::DestinationConfig;
+    /// let quiet = DestinationConfig::default().own_series(false);
+    /// assert!(!quiet.has_own_series());
+    /// ```
+    pub fn own_series(mut self, own: bool) -> Self {
+        self.series = Some(own);
+        self
+    }
+
+    /// Whether it has its own metric series when named (see
+    /// [`own_series`](Self::own_series)).
+    pub fn has_own_series(&self) -> bool {
+        self.series.unwrap_or(true)
     }
 
     /// The rate set, if any.

@@ -58,8 +58,8 @@ pub(crate) struct Dest<J> {
     /// The set's count of active destinations.
     active: metrics::Gauge,
     /// A named destination's capacity and rate gauges while it is idle
-    /// (see [`Resting`]).
-    resting: Option<Mutex<Resting>>,
+    /// (see [`Resting`]), when it has its own series.
+    resting: Mutex<Option<Box<Resting>>>,
 }
 
 /// What an idle named destination shows in its series: the bound and the
@@ -76,6 +76,18 @@ struct Resting {
 }
 
 impl Resting {
+    /// The resting gauges of `label` in the set's series.
+    fn of<J>(inner: &Inner<J>, label: &str) -> Resting {
+        let mut labels = inner.settings.labels.clone();
+        labels.push(("destination".to_owned(), label.to_owned()));
+        let (capacity, rate) = crate::accounting::metrics::resting(&inner.settings.name, &labels);
+        Resting {
+            capacity,
+            rate,
+            shown: None,
+        }
+    }
+
     /// Shows `now` (capacity, rate), or nothing.
     fn show(&mut self, now: Option<(f64, f64)>) {
         let (was_cap, was_rate) = self.shown.unwrap_or((0.0, 0.0));
@@ -117,18 +129,9 @@ fn since_start() -> u64 {
 
 impl<J: Send + Sync + 'static> Dest<J> {
     pub(crate) fn new(inner: &Inner<J>, name: &str, named: bool, cfg: DestinationConfig) -> Self {
-        let label = if named { name } else { OTHER };
-        let resting = named.then(|| {
-            let mut labels = inner.settings.labels.clone();
-            labels.push(("destination".to_owned(), label.to_owned()));
-            let (capacity, rate) =
-                crate::accounting::metrics::resting(&inner.settings.name, &labels);
-            Mutex::new(Resting {
-                capacity,
-                rate,
-                shown: None,
-            })
-        });
+        let own = named && cfg.has_own_series();
+        let label = if own { name } else { OTHER };
+        let resting = own.then(|| Box::new(Resting::of(inner, label)));
         let dest = Dest {
             name: Arc::from(name),
             named,
@@ -144,7 +147,7 @@ impl<J: Send + Sync + 'static> Dest<J> {
             activations: AtomicU64::new(0),
             last_active: AtomicU64::new(0),
             active: inner.active.clone(),
-            resting,
+            resting: Mutex::new(resting),
         };
         dest.rest(inner, Some(&cfg));
         dest
@@ -166,18 +169,17 @@ impl<J: Send + Sync + 'static> Dest<J> {
     /// Shows its resting bound and rate (a named destination without a
     /// throttle), as `cfg` (its own when `None`) gives them.
     fn rest(&self, inner: &Inner<J>, cfg: Option<&DestinationConfig>) {
-        let Some(resting) = &self.resting else {
-            return;
-        };
         let cfg = cfg.copied().unwrap_or_else(|| *lock(&self.cfg));
         let now = (
             self.idle_capacity(inner, &cfg) as f64,
             self.start_rate(inner, &cfg),
         );
-        let mut resting = lock(resting);
+        let mut resting = lock(&self.resting);
         // Under the lock, as `retire` takes it: a destination taken out
         // of the set never shows again.
-        if !self.is_retired() {
+        if let Some(resting) = &mut *resting
+            && !self.is_retired()
+        {
             resting.show(Some(now));
         }
     }
@@ -185,8 +187,8 @@ impl<J: Send + Sync + 'static> Dest<J> {
     /// Takes its resting bound and rate out of its series (a throttle
     /// starts, or it is taken out of the set).
     fn unrest(&self) {
-        if let Some(resting) = &self.resting {
-            lock(resting).show(None);
+        if let Some(resting) = &mut *lock(&self.resting) {
+            resting.show(None);
         }
     }
 
@@ -196,6 +198,11 @@ impl<J: Send + Sync + 'static> Dest<J> {
 
     pub(crate) fn last_active(&self) -> u64 {
         self.last_active.load(Ordering::Relaxed)
+    }
+
+    /// Jobs it holds (queued, waiting for a retry, in flight).
+    pub(crate) fn held(&self) -> u64 {
+        self.tally.held() as u64
     }
 
     pub(crate) fn is_active(&self) -> bool {
@@ -208,6 +215,15 @@ impl<J: Send + Sync + 'static> Dest<J> {
     /// [`Destinations::define`]: super::Destinations::define
     pub(crate) fn is_named(&self) -> bool {
         self.named
+    }
+
+    /// The `destination` label of its series under `cfg`: its name when
+    /// named and given its own series, else [`OTHER`].
+    fn label(&self, cfg: &DestinationConfig) -> &str {
+        match self.named && cfg.has_own_series() {
+            true => &self.name,
+            false => OTHER,
+        }
     }
 
     /// Marks it taken out of the set: from now on it makes no throttle.
@@ -265,7 +281,7 @@ impl<J: Send + Sync + 'static> Dest<J> {
         if let Some(budget) = cfg.budget_override() {
             b = b.latency_budget(budget);
         }
-        let label = if self.named { &*self.name } else { OTHER };
+        let label = self.label(&cfg);
         // Weak: the set holds the destination that holds the throttle
         // that holds the hook.
         let (weak, set) = (Arc::downgrade(self), Arc::downgrade(inner));
@@ -546,8 +562,20 @@ impl<J: Send + Sync + 'static> Dest<J> {
                 tracing::error!(destination = %self.name, error = %e, "limits checked under the same hold were refused");
             }
         }
-        *lock(&self.cfg) = cfg;
+        let was = std::mem::replace(&mut *lock(&self.cfg), cfg);
         *lock(&self.learned) = None;
+        if self.label(&was) != self.label(&cfg) {
+            // Its series move: the breaker's at once, the resting gauges
+            // (shown again below while idle), a throttle's from its next
+            // spell of work.
+            let label = self.label(&cfg);
+            self.gate.relabel(&inner.name, label);
+            let mut resting = lock(&self.resting);
+            if let Some(old) = &mut *resting {
+                old.show(None);
+            }
+            *resting = (label != OTHER).then(|| Box::new(Resting::of(inner, label)));
+        }
         if live.0.is_none() {
             self.rest(inner, Some(&cfg));
         }

@@ -17,8 +17,26 @@ use crate::{AttemptEnd, Delivery};
 pub(crate) struct Gate {
     epoch: Instant,
     breaker: Option<Mutex<Breaker>>,
+    series: Mutex<Series>,
+}
+
+/// The breaker's series, under the destination's label.
+struct Series {
     open: Gauge,
     opened: Counter,
+}
+
+impl Series {
+    fn of(name: &str, destination: &str) -> Series {
+        let labels = vec![
+            Label::new("throttle", name.to_owned()),
+            Label::new("destination", destination.to_owned()),
+        ];
+        Series {
+            open: gauge!(BREAKER_OPEN, labels.clone()),
+            opened: counter!(BREAKER_OPENED, labels),
+        }
+    }
 }
 
 /// Whether an attempt's end counts against the breaker: `None` for a live
@@ -34,16 +52,23 @@ fn failed(ended: AttemptEnd) -> Option<bool> {
 impl Gate {
     /// A gate for `destination` of the set `name`; no breaker when `cfg` is `None`.
     pub(crate) fn new(name: &str, destination: &str, cfg: Option<BreakerConfig>) -> Self {
-        let labels = vec![
-            Label::new("throttle", name.to_owned()),
-            Label::new("destination", destination.to_owned()),
-        ];
         Gate {
             epoch: Instant::now(),
             breaker: cfg.map(|c| Mutex::new(Breaker::new(c))),
-            open: gauge!(BREAKER_OPEN, labels.clone()),
-            opened: counter!(BREAKER_OPENED, labels),
+            series: Mutex::new(Series::of(name, destination)),
         }
+    }
+
+    /// Moves its series to the label `destination` (an open breaker's
+    /// count with it).
+    pub(crate) fn relabel(&self, name: &str, destination: &str) {
+        let next = Series::of(name, destination);
+        let mut series = self.series.lock().unwrap_or_else(|p| p.into_inner());
+        if self.state() != BreakerState::Closed {
+            series.open.decrement(1.0);
+            next.open.increment(1.0);
+        }
+        *series = next;
     }
 
     fn ns(&self, at: Instant) -> u64 {
@@ -77,21 +102,24 @@ impl Gate {
             return false;
         };
         let now = self.ns(Instant::now());
+        // The series first, then the breaker (as `relabel` takes them): a
+        // change and its count land under the same label.
+        let series = self.series.lock().unwrap_or_else(|p| p.into_inner());
         let (before, change) = self.with((BreakerState::Closed, Change::None), |b| {
             (b.state(), b.record(now, failed))
         });
         match change {
             Change::None => false,
             Change::Opened => {
-                self.opened.increment(1);
+                series.opened.increment(1);
                 if before == BreakerState::Closed {
-                    self.open.increment(1.0);
+                    series.open.increment(1.0);
                 }
                 tracing::warn!(failed, "destination breaker opened");
                 true
             }
             Change::Closed => {
-                self.open.decrement(1.0);
+                series.open.decrement(1.0);
                 tracing::info!("destination breaker closed");
                 true
             }

@@ -71,6 +71,7 @@ mod breaker;
 mod change;
 mod config;
 mod dest;
+mod drivers;
 mod gate;
 #[cfg(feature = "journal")]
 mod journaled;
@@ -119,6 +120,8 @@ pub struct DestinationsBuilder<J> {
     breaker: Option<BreakerConfig>,
     named: Vec<(String, DestinationConfig)>,
     idle_after: Duration,
+    /// Driver tasks for the drains (0: a task each).
+    drivers: usize,
     hook: Option<Arc<dyn DrainHook>>,
     #[cfg(feature = "journal")]
     journal: Option<journaled::Recovery<J>>,
@@ -174,6 +177,7 @@ impl<J: Send + Sync + 'static> Destinations<J> {
             breaker: Some(BreakerConfig::default()),
             named: Vec::new(),
             idle_after: Duration::from_secs(1),
+            drivers: 0,
             hook: None,
             #[cfg(feature = "journal")]
             journal: None,
@@ -205,6 +209,39 @@ impl<J: Send + Sync + 'static> DestinationsBuilder<J> {
     /// The circuit breaker every destination has (default: [`BreakerConfig::default`]).
     pub fn breaker(mut self, cfg: BreakerConfig) -> Self {
         self.breaker = Some(cfg);
+        self
+    }
+
+    /// Runs the active destinations' drains on `tasks` driver tasks (one
+    /// scheduler for many drains) instead of a task each (`0`, the
+    /// default). Each drain keeps its next emission time as a tokio timer,
+    /// and a driver polls only the drains woken: with thousands of
+    /// destinations active at once, a few tasks instead of thousands, each
+    /// drain still one emitter deciding in order at its own rate. Two per
+    /// core is plenty.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// use dripfeed::destinations::Destinations;
+    /// use dripfeed::{Delivery, Throttle};
+    /// use std::time::Duration;
+    /// let set = Destinations::builder(Throttle::builder().drain_rate(10.0).capacity(10))
+    ///     .drivers(1)
+    ///     .build(|_: &str| |_: &u32, _| async { Delivery::Done })?;
+    /// for d in 0..100 {
+    ///     set.try_submit(&format!("d{d}"), d)?;
+    /// }
+    /// let tasks = tokio::runtime::Handle::current().metrics().num_alive_tasks();
+    /// assert!(tasks <= 2, "one driver for 100 drains: {tasks}");
+    /// tokio::time::sleep(Duration::from_secs(1)).await;
+    /// let delivered: u64 = set.all_stats().iter().map(|s| s.delivered()).sum();
+    /// assert_eq!(delivered, 100);
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn drivers(mut self, tasks: usize) -> Self {
+        self.drivers = tasks;
         self
     }
 
@@ -324,8 +361,9 @@ impl<J: Send + Sync + 'static> DestinationsBuilder<J> {
         downstream: impl Fn(&str) -> D + Send + Sync + 'static,
     ) -> Result<Destinations<J>, DestinationError> {
         let max_rate = self.validate()?;
-        tokio::runtime::Handle::try_current()
+        let runtime = tokio::runtime::Handle::try_current()
             .map_err(|_| DestinationError::Build(BuildError::NoRuntime))?;
+        let drivers = (self.drivers > 0).then(|| drivers::Drivers::start(self.drivers, &runtime));
         let settings = self.template.settings();
         let name = settings.name.clone();
         #[cfg(feature = "journal")]
@@ -349,7 +387,14 @@ impl<J: Send + Sync + 'static> DestinationsBuilder<J> {
             template: self.template,
             settings,
             max_rate,
-            factory: Box::new(move |b: ThrottleBuilder<J>, name: &str| b.build(downstream(name))),
+            factory: Box::new(move |b: ThrottleBuilder<J>, name: &str| match &drivers {
+                None => b.build(downstream(name)),
+                Some(drivers) => {
+                    let (throttle, drain) = b.build_unspawned(downstream(name))?;
+                    let (drain, shared) = drain.into_parts();
+                    Ok((throttle, Drain::driven(drivers.run(drain), shared)))
+                }
+            }),
             in_flight: InFlightBudget::new(self.max_in_flight),
             tally: Arc::new(SetTally::default()),
             max_jobs: self.max_jobs,
@@ -615,9 +660,8 @@ impl<J: Send + Sync + 'static> Destinations<J> {
     /// ```
     pub fn retry_after(&self) -> Duration {
         let (depth, rate) = self
-            .all_stats()
+            .active_stats()
             .iter()
-            .filter(|s| s.is_active())
             .fold((0u64, 0.0f64), |(d, r), s| {
                 (d + s.depth(), r + s.drain_rate())
             });
@@ -639,6 +683,85 @@ impl<J: Send + Sync + 'static> Destinations<J> {
         let dests: Vec<_> = self.inner.lock().values().cloned().collect();
         let mut all: Vec<_> = dests.iter().map(|d| d.stats(&self.inner)).collect();
         all.sort_by(|a, b| b.named.cmp(&a.named).then_with(|| a.name.cmp(&b.name)));
+        all
+    }
+
+    /// The (at most) `k` destinations holding the most jobs (queued,
+    /// waiting for a retry or in flight), most first, each with how many:
+    /// what to watch among many destinations without a series for each.
+    /// One pass over the set, O(n log k); destinations holding none are
+    /// left out.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// use dripfeed::destinations::Destinations;
+    /// use dripfeed::{Delivery, Throttle};
+    /// let set = Destinations::builder(Throttle::builder().drain_rate(1.0).capacity(10))
+    ///     .build(|_: &str| |_: &u32, _| async { Delivery::Done })?;
+    /// for (name, jobs) in [("a", 1), ("b", 3), ("c", 2)] {
+    ///     for job in 0..jobs {
+    ///         set.try_submit(name, job)?;
+    ///     }
+    /// }
+    /// let top = set.busiest(2);
+    /// assert_eq!(top, vec![("b".to_string(), 3), ("c".to_string(), 2)]);
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn busiest(&self, k: usize) -> Vec<(String, u64)> {
+        use std::cmp::Reverse;
+        use std::collections::BinaryHeap;
+        let mut top: BinaryHeap<Reverse<(u64, Arc<str>)>> = BinaryHeap::with_capacity(k + 1);
+        for d in self.inner.lock().values() {
+            let held = d.held();
+            if held == 0 || k == 0 {
+                continue;
+            }
+            if top.len() < k {
+                top.push(Reverse((held, d.name.clone())));
+            } else if top.peek().is_some_and(|Reverse((least, _))| held > *least) {
+                top.pop();
+                top.push(Reverse((held, d.name.clone())));
+            }
+        }
+        let mut out: Vec<_> = top
+            .into_iter()
+            .map(|Reverse((held, name))| (name.to_string(), held))
+            .collect();
+        out.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+        out
+    }
+
+    /// The stats of the destinations with a throttle now (work queued,
+    /// waiting or in flight), by name: with many destinations mostly
+    /// idle, far less than [`all_stats`](Self::all_stats). Reading them
+    /// also has each throttle publish its gauges.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// use dripfeed::destinations::{DestinationConfig, Destinations};
+    /// use dripfeed::{Delivery, Throttle};
+    /// let set = Destinations::builder(Throttle::builder().drain_rate(1.0).capacity(10))
+    ///     .destination("idle", DestinationConfig::default())
+    ///     .build(|_: &str| |_: &u32, _| async { Delivery::Done })?;
+    /// set.try_submit("busy", 1)?;
+    /// let active: Vec<_> = set.active_stats().into_iter().map(|s| s.name().to_owned()).collect();
+    /// assert_eq!(active, ["busy"]);
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn active_stats(&self) -> Vec<DestinationStats> {
+        let dests: Vec<_> = self
+            .inner
+            .lock()
+            .values()
+            .filter(|d| d.is_active())
+            .cloned()
+            .collect();
+        let mut all: Vec<_> = dests.iter().map(|d| d.stats(&self.inner)).collect();
+        all.sort_by(|a, b| a.name.cmp(&b.name));
         all
     }
 

@@ -79,8 +79,14 @@ pub struct ShutdownReport<J> {
 /// # }
 /// ```
 pub struct Drain<J> {
-    handle: JoinHandle<()>,
+    ending: Ending,
     shared: Arc<Shared<J>>,
+}
+
+/// How a drain's end is heard: its own task's, or a driver's word.
+enum Ending {
+    Task(JoinHandle<()>),
+    Driven(tokio::sync::oneshot::Receiver<()>),
 }
 
 impl<J: 'static> std::fmt::Debug for Drain<J> {
@@ -93,7 +99,21 @@ impl<J: 'static> std::fmt::Debug for Drain<J> {
 
 impl<J: 'static> Drain<J> {
     pub(crate) fn new(handle: JoinHandle<()>, shared: Arc<Shared<J>>) -> Self {
-        Drain { handle, shared }
+        Drain {
+            ending: Ending::Task(handle),
+            shared,
+        }
+    }
+
+    /// A drain run by a set's driver, which tells its end on `ended`.
+    pub(crate) fn driven(
+        ended: tokio::sync::oneshot::Receiver<()>,
+        shared: Arc<Shared<J>>,
+    ) -> Self {
+        Drain {
+            ending: Ending::Driven(ended),
+            shared,
+        }
     }
 
     /// Waits until the drain task has finished (after a shutdown, or after
@@ -101,7 +121,10 @@ impl<J: 'static> Drain<J> {
     /// go to whoever asks first: this or [`Throttle::shutdown`](crate::Throttle::shutdown).
     pub async fn join(self) -> ShutdownReport<J> {
         // The task never panics; if it did, the report still tells what is known.
-        let _ = self.handle.await;
+        match self.ending {
+            Ending::Task(handle) => drop(handle.await),
+            Ending::Driven(ended) => drop(ended.await),
+        }
         ShutdownReport {
             stats: self.shared.stats(),
             returned: self.shared.take_leftovers(),
@@ -113,6 +136,9 @@ impl<J: 'static> Drain<J> {
         self.shared.is_done()
     }
 }
+
+/// A drain's loop, boxed.
+pub(crate) type BoxedDrain = Pin<Box<dyn Future<Output = ()> + Send>>;
 
 /// The drain task as a future, from
 /// [`build_unspawned`](crate::ThrottleBuilder::build_unspawned): spawn it
@@ -149,6 +175,11 @@ impl<J> DrainFuture<J> {
 
     pub(crate) fn into_inner(self) -> Pin<Box<dyn Future<Output = ()> + Send>> {
         self.inner
+    }
+
+    /// The future, and what its drain shares with its throttle.
+    pub(crate) fn into_parts(self) -> (BoxedDrain, Arc<Shared<J>>) {
+        (self.inner, self.shared)
     }
 }
 

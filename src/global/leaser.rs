@@ -72,7 +72,7 @@ struct Lease {
 
 impl Inner {
     pub(crate) fn new(cfg: Config, conn: RedisConnection) -> Self {
-        crate::accounting::metrics::describe();
+        crate::accounting::metrics::describe_once();
         let errors_metric = metrics::counter!(crate::accounting::metrics::GLOBAL_ERRORS, "throttle" => cfg.name.clone());
         let fallback_metric = metrics::gauge!(crate::accounting::metrics::GLOBAL_FALLBACK, "throttle" => cfg.name.clone());
         fallback_metric.set(0.0);

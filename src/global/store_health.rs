@@ -25,7 +25,7 @@ pub(crate) struct StoreHealth {
 impl StoreHealth {
     /// Healthy; metrics labelled `throttle = name`.
     pub(crate) fn new(name: &str, probe_interval: Duration) -> Self {
-        crate::accounting::metrics::describe();
+        crate::accounting::metrics::describe_once();
         let errors = metrics::counter!(crate::accounting::metrics::GLOBAL_ERRORS, "throttle" => name.to_owned());
         let fallback = metrics::gauge!(crate::accounting::metrics::GLOBAL_FALLBACK, "throttle" => name.to_owned());
         fallback.set(0.0);

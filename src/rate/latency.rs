@@ -1,9 +1,12 @@
 //! Sliding window of delivery outcomes: p50, p99 and max latency plus
 //! failure, timeout and congestion counts over the last few seconds.
 //!
-//! The window is a ring of sub-windows, each an [`hdrhistogram`] histogram
-//! allocated once at construction. Time comes from the caller (`now`), so the
-//! window is tested without a runtime and follows tokio's paused clock.
+//! The window is a ring of sub-windows, each a [`Tally`]: latencies in
+//! logarithmic buckets 1/16 of a power of two wide, so a quantile is within
+//! 6.25 % above the value it stands for, and a window holds a few hundred
+//! bytes per sub-window that saw deliveries (nothing for one that saw none).
+//! Time comes from the caller (`now`), so the window is tested without a
+//! runtime and follows tokio's paused clock.
 //!
 //! ```
 //! use dripfeed::rate::{LatencyWindow, DEFAULT_SUB_WINDOWS, DEFAULT_WINDOW};
@@ -16,8 +19,9 @@ use std::error::Error;
 use std::fmt;
 use std::time::Duration;
 
-use hdrhistogram::Histogram;
 use tokio::time::Instant;
+
+use super::tally::Tally;
 
 /// Default span of the window: the last 5 seconds.
 ///
@@ -40,12 +44,6 @@ pub const DEFAULT_SUB_WINDOWS: usize = 5;
 /// assert!(LatencyWindow::new(Duration::from_secs(65), MAX_SUB_WINDOWS + 1).is_err());
 /// ```
 pub const MAX_SUB_WINDOWS: usize = 64;
-/// Smallest latency told apart, in microseconds (smaller ones count as 1 µs).
-const LOWEST_MICROS: u64 = 1;
-/// Largest latency tracked, in microseconds (60 s); larger ones saturate.
-const HIGHEST_MICROS: u64 = 60_000_000;
-/// Significant decimal digits kept by the histograms.
-const SIGFIG: u8 = 3;
 
 /// Why a [`LatencyWindow`] could not be built.
 ///
@@ -61,8 +59,6 @@ pub enum WindowError {
     SubWindows(usize),
     /// A sub-window would be shorter than one millisecond.
     SubWindowTooShort,
-    /// The histogram library refused the configuration.
-    Histogram,
 }
 
 impl fmt::Display for WindowError {
@@ -74,7 +70,6 @@ impl fmt::Display for WindowError {
                 "sub-window count must be in 1..={MAX_SUB_WINDOWS}, got {n}"
             ),
             Self::SubWindowTooShort => f.write_str("sub-windows must be at least 1 ms long"),
-            Self::Histogram => f.write_str("latency histogram could not be created"),
         }
     }
 }
@@ -138,40 +133,34 @@ impl WindowSummary {
     }
 }
 
-/// One sub-window: a histogram and counters for one slice of time.
-#[derive(Debug)]
+/// One sub-window: the outcomes of one slice of time.
+#[derive(Debug, Default)]
 struct Slot {
     /// Index of the time slice this slot holds (`elapsed / sub_len`).
     epoch: u64,
-    hist: Histogram<u64>,
-    failures: u64,
-    timeouts: u64,
-    congestion: u64,
-    retry_hint: Option<Duration>,
+    tally: Tally,
 }
 
 impl Slot {
     fn clear(&mut self, epoch: u64) {
-        if !self.hist.is_empty() {
-            self.hist.reset();
+        if !self.tally.is_empty() {
+            self.tally = Tally::default();
         }
         self.epoch = epoch;
-        self.failures = 0;
-        self.timeouts = 0;
-        self.congestion = 0;
-        self.retry_hint = None;
     }
 }
 
 /// A sliding window of delivery latency and outcomes over the last few
-/// seconds, as a ring of sub-window histograms rotated on the caller's clock.
+/// seconds, as a ring of sub-window tallies rotated on the caller's clock.
 ///
-/// Recording never allocates: every histogram is sized at construction for
-/// 1 µs to 60 s at 3 significant digits, and values outside that range
-/// saturate. The live span is the current (partial) sub-window plus the
-/// `sub_windows - 1` before it; older sub-windows are cleared when the ring
-/// rotates past them, so a gap longer than the window clears everything. A
-/// `now` earlier than one already seen counts as the latest one seen.
+/// Latencies go into logarithmic buckets (1/16 of a power of two wide) from
+/// 1 µs to 60 s; longer ones saturate, and a quantile is reported at the
+/// top of its bucket (at most 6.25 % above). The live span is the current
+/// (partial) sub-window plus the `sub_windows - 1` before it; older
+/// sub-windows are cleared when the ring rotates past them, so a gap longer
+/// than the window clears everything. A `now` earlier than one already
+/// seen counts as the latest one seen. A window that saw nothing holds no
+/// memory beyond its ring of empty slots.
 ///
 /// ```
 /// use std::time::Duration;
@@ -185,8 +174,8 @@ impl Slot {
 /// }
 /// let s = w.summary(t0);
 /// assert_eq!(s.samples, 100);
-/// assert_eq!(s.p50.as_millis(), 50);
-/// assert_eq!(s.p99.as_millis(), 99);
+/// assert!((50..=53).contains(&s.p50.as_millis()), "within a bucket");
+/// assert!((99..=105).contains(&s.p99.as_millis()));
 /// // Ten seconds later every sample has left the window.
 /// assert_eq!(w.summary(t0 + Duration::from_secs(10)).samples, 0);
 /// # Ok::<(), dripfeed::rate::WindowError>(())
@@ -194,7 +183,6 @@ impl Slot {
 #[derive(Debug)]
 pub struct LatencyWindow {
     slots: Vec<Slot>,
-    scratch: Histogram<u64>,
     sub_len: Duration,
     origin: Option<Instant>,
     latest: u64,
@@ -225,21 +213,9 @@ impl LatencyWindow {
         if sub_len < Duration::from_millis(1) {
             return Err(WindowError::SubWindowTooShort);
         }
-        let scratch = Histogram::new_with_bounds(LOWEST_MICROS, HIGHEST_MICROS, SIGFIG)
-            .map_err(|_| WindowError::Histogram)?;
-        let slots = (0..sub_windows)
-            .map(|_| Slot {
-                epoch: 0,
-                hist: Histogram::new_from(&scratch),
-                failures: 0,
-                timeouts: 0,
-                congestion: 0,
-                retry_hint: None,
-            })
-            .collect();
+        let slots = (0..sub_windows).map(|_| Slot::default()).collect();
         Ok(Self {
             slots,
-            scratch,
             sub_len,
             origin: None,
             latest: 0,
@@ -273,10 +249,7 @@ impl LatencyWindow {
     /// # Ok::<(), dripfeed::rate::WindowError>(())
     /// ```
     pub fn record(&mut self, now: Instant, latency: Duration) {
-        let micros = u64::try_from(latency.as_micros()).unwrap_or(u64::MAX);
-        self.slot(now)
-            .hist
-            .saturating_record(micros.clamp(LOWEST_MICROS, HIGHEST_MICROS));
+        self.slot(now).tally.record(latency);
     }
 
     /// Records a failed delivery.
@@ -293,8 +266,8 @@ impl LatencyWindow {
     /// # Ok::<(), dripfeed::rate::WindowError>(())
     /// ```
     pub fn record_failure(&mut self, now: Instant) {
-        let slot = self.slot(now);
-        slot.failures = slot.failures.saturating_add(1);
+        let t = &mut self.slot(now).tally;
+        t.failures = t.failures.saturating_add(1);
     }
 
     /// Records a delivery that timed out.
@@ -311,8 +284,8 @@ impl LatencyWindow {
     /// # Ok::<(), dripfeed::rate::WindowError>(())
     /// ```
     pub fn record_timeout(&mut self, now: Instant) {
-        let slot = self.slot(now);
-        slot.timeouts = slot.timeouts.saturating_add(1);
+        let t = &mut self.slot(now).tally;
+        t.timeouts = t.timeouts.saturating_add(1);
     }
 
     /// Records a downstream "slow down" answer (429 or 503), with its
@@ -331,13 +304,11 @@ impl LatencyWindow {
     /// # Ok::<(), dripfeed::rate::WindowError>(())
     /// ```
     pub fn record_congestion(&mut self, now: Instant, hint: Option<Duration>) {
-        let slot = self.slot(now);
-        slot.congestion = slot.congestion.saturating_add(1);
-        slot.retry_hint = slot.retry_hint.max(hint);
+        self.slot(now).tally.record_congestion(hint);
     }
 
     /// Merges the live sub-windows into a summary. Takes `&mut self` to
-    /// rotate the ring and reuse a pre-allocated scratch histogram.
+    /// rotate the ring.
     ///
     /// ```
     /// use std::time::Duration;
@@ -358,33 +329,16 @@ impl LatencyWindow {
     pub fn summary(&mut self, now: Instant) -> WindowSummary {
         let current = self.advance(now);
         let live = self.slots.len() as u64;
-        self.scratch.reset();
-        let mut out = WindowSummary::default();
+        let mut all = Tally::default();
         for slot in &mut self.slots {
             if current.saturating_sub(slot.epoch) >= live {
                 // Rotated past: clear it so stale data never resurfaces.
                 slot.clear(current.saturating_sub(live));
                 continue;
             }
-            // Same bounds as the scratch histogram, so adding cannot fail;
-            // should it, the slot's latencies are left out rather than panic.
-            let _ = self.scratch.add(&slot.hist);
-            out.failures = out.failures.saturating_add(slot.failures);
-            out.timeouts = out.timeouts.saturating_add(slot.timeouts);
-            out.congestion = out.congestion.saturating_add(slot.congestion);
-            out.retry_hint = out.retry_hint.max(slot.retry_hint);
+            all.merge(&slot.tally);
         }
-        out.samples = self.scratch.len();
-        if out.samples > 0 {
-            out.p50 = micros(self.scratch.value_at_quantile(0.50));
-            out.p99 = micros(self.scratch.value_at_quantile(0.99));
-            out.max = micros(self.scratch.max());
-        }
-        let attempts = out.attempts();
-        if attempts > 0 {
-            let bad = out.failures.saturating_add(out.timeouts);
-            out.failure_share = bad as f64 / attempts as f64;
-        }
+        let mut out = all.summary();
         // The span seen: the current sub-window so far and the full ones
         // before it that the window holds (none before the first record).
         let origin = self.origin.unwrap_or(now);
@@ -422,8 +376,4 @@ impl LatencyWindow {
         }
         slot
     }
-}
-
-fn micros(value: u64) -> Duration {
-    Duration::from_micros(value)
 }

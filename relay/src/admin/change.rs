@@ -84,6 +84,10 @@ pub(crate) struct DestinationPut {
     #[serde(default, deserialize_with = "present")]
     #[schema(value_type = Option<String>, nullable = true, pattern = "^(whsec_)?(([A-Za-z0-9+/]{4})+([A-Za-z0-9+/]{2}(==)?|[A-Za-z0-9+/]{3}=?)?|[A-Za-z0-9+/]{2}(==)?|[A-Za-z0-9+/]{3}=?)$")]
     previous_secret: Option<Option<String>>,
+    /// Whether it has its own metric series (label `destination` = its
+    /// name); absent: no, it is summed into `_other` (the busiest are
+    /// shown by `dripfeed_relay_busiest` whatever this says).
+    metrics: Option<bool>,
 }
 
 /// A field given (`Some`, `null` as `Some(None)`) or left out (`None`).
@@ -131,6 +135,9 @@ pub(crate) struct DestinationPatch {
         pattern = "^(whsec_)?(([A-Za-z0-9+/]{4})+([A-Za-z0-9+/]{2}(==)?|[A-Za-z0-9+/]{3}=?)?|[A-Za-z0-9+/]{2}(==)?|[A-Za-z0-9+/]{3}=?)$"
     )]
     previous_secret: Option<String>,
+    /// Whether it has its own metric series; `null`: as its origin decides.
+    #[schema(nullable = true)]
+    metrics: Option<bool>,
 }
 
 /// The body as JSON, or its 400.
@@ -210,6 +217,7 @@ pub(crate) async fn put(
         budget: given.budget,
         secret: None,
         previous_secret: None,
+        metrics: given.metrics,
     };
     // Its shape first, whatever the destination is now: a bad body is a
     // 422 before any precondition.

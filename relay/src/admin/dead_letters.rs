@@ -36,68 +36,12 @@ pub(crate) struct DeadLetterPage {
     more: bool,
 }
 
-/// What the query asks for.
-struct Query {
-    destination: Option<String>,
-    limit: usize,
-    cursor: Option<String>,
-}
-
-/// A 400 naming the parameter.
-fn bad(what: &str) -> Box<Response> {
-    Box::new(problem(
-        StatusCode::BAD_REQUEST,
-        "bad-query",
-        format!("the {what}"),
-        Vec::new(),
-    ))
-}
-
-/// Reads the query; a parameter given twice or unreadable is a 400.
-fn parse(raw: Option<&str>) -> Result<Query, Box<Response>> {
-    let mut q = Query {
-        destination: None,
-        limit: DEFAULT_LIMIT,
-        cursor: None,
-    };
-    let mut seen = Vec::new();
-    for (key, value) in form_urlencoded::parse(raw.unwrap_or("").as_bytes()) {
-        if seen.contains(&key) {
-            return Err(bad(&format!("parameter {key} is given twice")));
-        }
-        match &*key {
-            "destination" => q.destination = Some(value.to_string()),
-            "limit" => {
-                q.limit = value
-                    .parse()
-                    .ok()
-                    .filter(|n| (1..=MAX_LIMIT).contains(n))
-                    .ok_or_else(|| bad(&format!("limit must be 1 to {MAX_LIMIT}")))?;
-            }
-            "cursor" => q.cursor = Some(value.to_string()),
-            _ => {}
-        }
-        seen.push(key);
-    }
-    Ok(q)
-}
-
 /// 503: the dead letters cannot be read.
 pub(super) fn unreadable(detail: String) -> Response {
     problem(
         StatusCode::SERVICE_UNAVAILABLE,
         "dead-letter-unreadable",
         detail,
-        Vec::new(),
-    )
-}
-
-/// Well formed for the document, but not a cursor: 422.
-fn bad_cursor() -> Response {
-    problem(
-        StatusCode::UNPROCESSABLE_ENTITY,
-        "bad-cursor",
-        "the cursor is not one this relay gave".to_owned(),
         Vec::new(),
     )
 }
@@ -120,12 +64,12 @@ fn bad_cursor() -> Response {
         (status = 503, description = "The dead-letter files (with queue = redis, Redis) cannot be read, or the listener serves its most connections.", body = Problem, content_type = "application/problem+json"),
     ))]
 pub(crate) async fn list(State(admin): State<Arc<Admin>>, RawQuery(raw): RawQuery) -> Response {
-    let q = match parse(raw.as_deref()) {
+    let q = match super::paging::parse(raw.as_deref(), DEFAULT_LIMIT, MAX_LIMIT, &["destination"]) {
         Ok(q) => q,
         Err(resp) => return *resp,
     };
     let query = LetterQuery {
-        destination: q.destination,
+        destination: q.filter("destination").map(str::to_owned),
         cursor: q.cursor,
         limit: q.limit,
     };
@@ -136,22 +80,7 @@ pub(crate) async fn list(State(admin): State<Arc<Admin>>, RawQuery(raw): RawQuer
             more: p.more,
         })
         .into_response(),
-        Err(LetterError::BadCursor) => bad_cursor(),
+        Err(LetterError::BadCursor) => super::paging::bad_cursor(),
         Err(LetterError::Unreadable(e)) => unreadable(e),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_query_is_read_strictly() {
-        let q = parse(Some("destination=billing&limit=5")).ok().unwrap();
-        assert_eq!((q.destination.as_deref(), q.limit), (Some("billing"), 5));
-        for bad in ["limit=0", "limit=1001", "limit=x", "limit=1&limit=2"] {
-            assert!(parse(Some(bad)).is_err(), "{bad}");
-        }
-        assert_eq!(parse(None).ok().unwrap().limit, DEFAULT_LIMIT);
     }
 }

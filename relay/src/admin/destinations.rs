@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use axum::Json;
-use axum::extract::{Path, State};
+use axum::extract::{Path, RawQuery, State};
 use axum::response::{IntoResponse, Response};
 use serde::Serialize;
 use utoipa::ToSchema;
@@ -86,6 +86,7 @@ impl Defaults {
                 .unwrap_or(u64::MAX),
             secret_set: d.secret.is_some(),
             previous_secret_set: d.previous_secret.is_some(),
+            metrics: d.own_series(),
             origin: d.origin.to_string(),
             deleting: !listed.open,
             live,
@@ -111,6 +112,10 @@ pub(crate) struct DestinationView {
     secret_set: bool,
     /// Whether a previous secret is set: deliveries are signed with both.
     previous_secret_set: bool,
+    /// Whether it has its own metric series (label `destination` = its
+    /// name) or is summed into `_other`: as its `metrics` field says,
+    /// else yes when configured, no when made through the admin API.
+    metrics: bool,
     /// Where it was configured (a file and line, a flag, a variable, or
     /// the admin API and its registry).
     origin: String,
@@ -126,13 +131,21 @@ pub(crate) struct DestinationView {
     last_error: Option<LastError>,
 }
 
-/// `GET /v1/destinations`.
+/// `GET /v1/destinations`: a page of them.
 #[derive(Serialize, ToSchema)]
 pub(crate) struct DestinationList {
-    /// Every destination, in configuration order, then those made
+    /// The destinations, in configuration order, then those made
     /// through the admin API in the order they were made.
     destinations: Vec<DestinationView>,
+    /// Where the next page starts: pass it as `cursor`; `null` on the
+    /// last page.
+    next_cursor: Option<String>,
 }
+
+/// Destinations a page holds unless `limit` says.
+const DEFAULT_LIMIT: usize = 1000;
+/// The most a page holds.
+const MAX_LIMIT: usize = 1000;
 
 impl Admin {
     /// `name`'s view, if it is held.
@@ -146,21 +159,41 @@ impl Admin {
 /// `GET /v1/destinations`.
 #[utoipa::path(get, path = "/v1/destinations", tag = "admin",
     security(("admin_token" = [])),
+    params(
+        ("limit" = Option<u32>, Query, description = "Destinations in the page (default and most 1000).", minimum = 1, maximum = 1000),
+        ("cursor" = Option<String>, Query, pattern = "^[0-9]{1,20}$", nullable = false, description = "Where to start: a next_cursor an earlier page gave. Absent: the first destination. A destination made after the listing began appears on a later page; one deleted meanwhile is left out."),
+    ),
     responses(
-        (status = 200, description = "Every destination, without secrets.", body = DestinationList),
+        (status = 200, description = "A page of destinations, without secrets.", body = DestinationList),
+        (status = 400, description = "A limit that is not a number from 1 to 1000, or a parameter given twice.", body = Problem, content_type = "application/problem+json"),
+        (status = 422, description = "A cursor this relay did not give.", body = Problem, content_type = "application/problem+json"),
         (status = 401, description = "No admin token, or not the admin token.", body = Problem, content_type = "application/problem+json",
             headers(("WWW-Authenticate" = String, description = "`Bearer realm=\"dripfeed-relay\"`"))),
         (status = 403, description = "Without an admin token, a request that names the listener by a host name other than localhost (not-local: DNS rebinding).", body = Problem, content_type = "application/problem+json"),
         (status = 503, description = "The listener serves its most connections.", body = Problem, content_type = "application/problem+json"),
     ))]
-pub(crate) async fn list(State(admin): State<Arc<Admin>>) -> Json<DestinationList> {
-    let mut destinations = Vec::new();
-    for listed in admin.catalog.list() {
+pub(crate) async fn list(State(admin): State<Arc<Admin>>, RawQuery(raw): RawQuery) -> Response {
+    let q = match super::paging::parse(raw.as_deref(), DEFAULT_LIMIT, MAX_LIMIT, &[]) {
+        Ok(q) => q,
+        Err(resp) => return *resp,
+    };
+    let after = match q.cursor.as_deref().map(str::parse::<u64>) {
+        None => None,
+        Some(Ok(place)) => Some(place),
+        Some(Err(_)) => return super::paging::bad_cursor(),
+    };
+    let page = admin.catalog.page(after, q.limit);
+    let mut destinations = Vec::with_capacity(page.listed.len());
+    for listed in page.listed {
         let live = admin.queue.live(&listed.dest.name).await;
         let last_error = admin.errors.last(&listed.dest.name);
         destinations.push(admin.defaults.view(&listed, live, last_error));
     }
-    Json(DestinationList { destinations })
+    Json(DestinationList {
+        destinations,
+        next_cursor: page.next.map(|n| n.to_string()),
+    })
+    .into_response()
 }
 
 /// `GET /v1/destinations/{name}`.

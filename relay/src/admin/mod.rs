@@ -29,6 +29,7 @@ mod change_answers;
 pub(crate) mod dead_letters;
 pub(crate) mod destinations;
 pub(crate) mod page;
+pub(crate) mod paging;
 pub(crate) mod probes;
 pub(crate) mod redrive;
 pub(crate) mod status;
@@ -79,6 +80,8 @@ pub(crate) struct Admin {
     pub recents: Arc<crate::deliver::recent::Recents>,
     /// The p99 the adaptive drain aims under, when adaptive.
     pub target_p99: Option<std::time::Duration>,
+    /// How many of the busiest destinations /metrics names.
+    pub metrics_busiest: usize,
     /// Whether the queue is the fleet's (`queue = redis`).
     pub fleet: bool,
     /// The status page's browser sessions.
@@ -158,7 +161,7 @@ async fn metrics(State(admin): State<Arc<Admin>>) -> Response {
         let is_down = down.iter().any(|(name, _)| name == part);
         metrics::gauge!(telemetry::DOWN, "part" => *part).set(f64::from(u8::from(is_down)));
     }
-    for listed in admin.catalog.list() {
+    for listed in admin.catalog.list_own_series() {
         let d = &listed.dest;
         let rates = admin.defaults.rates(d);
         let bounds = [
@@ -184,8 +187,14 @@ async fn metrics(State(admin): State<Arc<Admin>>) -> Response {
         metrics::gauge!(telemetry::HEAP_BYTES).set(bytes as f64);
     }
     let catalog = &admin.catalog;
-    let page = telemetry::only_held(&admin.prometheus.render(), |name| {
-        catalog.get(name).is_some()
+    let mut page = telemetry::only_held(&admin.prometheus.render(), |name| {
+        catalog.has_own_series(name)
     });
+    let k = admin.metrics_busiest;
+    telemetry::busiest(
+        &mut page,
+        &admin.queue.busiest(k),
+        &admin.errors.most_failing(k, telemetry::FAILING_WITHIN),
+    );
     ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], page).into_response()
 }

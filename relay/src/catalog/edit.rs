@@ -215,6 +215,13 @@ pub(crate) fn merge(
             "budget" => fields.budget = text("budget", v)?,
             "secret" => fields.secret = text("secret", v)?,
             "previous_secret" => fields.previous_secret = text("previous_secret", v)?,
+            "metrics" => {
+                fields.metrics = match v {
+                    Value::Null => None,
+                    Value::Bool(b) => Some(b),
+                    _ => return Err("metrics: true, false or null".into()),
+                }
+            }
             other => return Err(format!("{other}: not a destination's field")),
         }
     }

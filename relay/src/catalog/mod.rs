@@ -17,9 +17,9 @@ pub(crate) mod registry;
 pub(crate) mod state;
 pub(crate) mod vet;
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, RwLock, RwLockReadGuard, RwLockWriteGuard};
+use std::sync::{Arc, Mutex, RwLock, RwLockReadGuard, RwLockWriteGuard, Weak};
 
 use tokio::sync::Notify;
 use tokio::task::JoinHandle;
@@ -60,7 +60,10 @@ impl Drop for Pass {
 /// One destination in force.
 struct Entry {
     dest: Destination,
-    target: Arc<Target>,
+    /// Where its deliveries go (with its idle connections), parsed at a
+    /// delivery and held by its deliveries while it has work: an idle
+    /// destination holds none, nor any connection.
+    target: Mutex<Weak<Target>>,
     admitting: Arc<Admitting>,
     /// False while it is being deleted (intake no longer takes webhooks
     /// for it).
@@ -78,10 +81,37 @@ pub(crate) struct Listed {
     pub open: bool,
 }
 
+/// The destinations by name, and their order.
+#[derive(Default)]
+struct Table {
+    /// Boxed: the map's spare room (it grows by doubling) holds a
+    /// pointer per slot, not a whole entry.
+    by_name: HashMap<Arc<str>, Box<Entry>>,
+    /// Listing order: each entry's `seq`.
+    order: BTreeMap<u64, Arc<str>>,
+    /// Those with their own metric series.
+    own_series: BTreeSet<Arc<str>>,
+    next_seq: u64,
+}
+
+impl Table {
+    fn get(&self, name: &str) -> Option<&Entry> {
+        self.by_name.get(name).map(|e| &**e)
+    }
+}
+
+/// One page of the listing, and where the next begins.
+pub(crate) struct Page {
+    /// The destinations on it, in listing order.
+    pub listed: Vec<Listed>,
+    /// The place after its last (`None`: it is the last page).
+    pub next: Option<u64>,
+}
+
 /// The table (see the [module](self) docs).
 #[derive(Default)]
 pub(crate) struct Catalog {
-    table: RwLock<HashMap<Arc<str>, Entry>>,
+    table: RwLock<Table>,
     /// Deletions draining.
     removals: Mutex<Vec<JoinHandle<()>>>,
     /// Set once shutdown begins: no more changes.
@@ -106,18 +136,18 @@ impl Catalog {
         c
     }
 
-    fn read(&self) -> RwLockReadGuard<'_, HashMap<Arc<str>, Entry>> {
+    fn read(&self) -> RwLockReadGuard<'_, Table> {
         self.table.read().unwrap_or_else(|p| p.into_inner())
     }
 
-    fn write(&self) -> RwLockWriteGuard<'_, HashMap<Arc<str>, Entry>> {
+    fn write(&self) -> RwLockWriteGuard<'_, Table> {
         self.table.write().unwrap_or_else(|p| p.into_inner())
     }
 
     /// A pass for the open destination called `name`.
     pub(crate) fn open(&self, name: &str) -> Option<Pass> {
         let table = self.read();
-        let (key, e) = table.get_key_value(name)?;
+        let (key, e) = table.by_name.get_key_value(name)?;
         e.open.then(|| pass(key, e))
     }
 
@@ -130,7 +160,10 @@ impl Catalog {
     /// exactly one is.
     pub(crate) fn only(&self, usable: impl Fn(&str) -> bool) -> Option<Pass> {
         let table = self.read();
-        let mut found = table.iter().filter(|(name, e)| e.open && usable(name));
+        let mut found = table
+            .by_name
+            .iter()
+            .filter(|(name, e)| e.open && usable(name));
         match (found.next(), found.next()) {
             (Some((name, e)), None) => Some(pass(name, e)),
             _ => None,
@@ -139,25 +172,53 @@ impl Catalog {
 
     /// Destinations held, open or being deleted.
     pub(crate) fn held(&self) -> usize {
-        self.read().len()
+        self.read().by_name.len()
     }
 
     /// Every open destination's name and URL (where redriven lines go).
     pub(crate) fn targets(&self) -> Vec<(Arc<str>, String)> {
         let table = self.read();
-        let mut all: Vec<_> = table.iter().filter(|(_, e)| e.open).collect();
-        all.sort_by_key(|(_, e)| e.seq);
-        all.into_iter()
-            .map(|(n, e)| (n.clone(), e.target.url.clone()))
+        table
+            .order
+            .values()
+            .filter_map(|n| table.get(n).filter(|e| e.open).map(|e| (n, e)))
+            .map(|(n, e)| (n.clone(), e.dest.url.as_str().to_owned()))
             .collect()
     }
 
     /// Every destination held, in listing order.
     pub(crate) fn list(&self) -> Vec<Listed> {
+        self.page(None, usize::MAX).listed
+    }
+
+    /// At most `limit` destinations in listing order, from the place
+    /// `after` names (`None`: the first): O(log n + limit).
+    pub(crate) fn page(&self, after: Option<u64>, limit: usize) -> Page {
         let table = self.read();
-        let mut all: Vec<&Entry> = table.values().collect();
-        all.sort_by_key(|e| e.seq);
-        all.into_iter()
+        let from = after.map_or(std::ops::Bound::Unbounded, std::ops::Bound::Excluded);
+        let mut places = table.order.range((from, std::ops::Bound::Unbounded));
+        let mut listed = Vec::new();
+        let mut last = None;
+        for (seq, name) in places.by_ref().take(limit) {
+            if let Some(e) = table.get(name) {
+                listed.push(Listed {
+                    dest: e.dest.clone(),
+                    open: e.open,
+                });
+            }
+            last = Some(*seq);
+        }
+        let next = places.next().and(last);
+        Page { listed, next }
+    }
+
+    /// The destinations with their own metric series.
+    pub(crate) fn list_own_series(&self) -> Vec<Listed> {
+        let table = self.read();
+        table
+            .own_series
+            .iter()
+            .filter_map(|n| table.get(n))
             .map(|e| Listed {
                 dest: e.dest.clone(),
                 open: e.open,
@@ -173,32 +234,42 @@ impl Catalog {
         })
     }
 
+    /// Whether `name` has its own metric series.
+    pub(crate) fn has_own_series(&self, name: &str) -> bool {
+        self.read().own_series.contains(name)
+    }
+
     /// Makes or replaces (and opens) `d`; returns what it replaced.
     pub(crate) fn put(&self, d: Destination) -> Option<Destination> {
         let mut table = self.write();
         // A change keeps the admissions under way counted where a later
-        // deletion will wait for them.
-        let (seq, admitting) = match table.get(d.name.as_str()) {
-            Some(e) => (e.seq, e.admitting.clone()),
-            None => (
-                table.values().map(|e| e.seq + 1).max().unwrap_or(0),
-                Arc::default(),
-            ),
+        // deletion will wait for them, and its name and place.
+        let (key, seq, admitting) = match table.by_name.get_key_value(d.name.as_str()) {
+            Some((k, e)) => (k.clone(), e.seq, e.admitting.clone()),
+            None => {
+                let seq = table.next_seq;
+                table.next_seq += 1;
+                (Arc::from(d.name.as_str()), seq, Arc::default())
+            }
         };
+        match d.own_series() {
+            true => table.own_series.insert(key.clone()),
+            false => table.own_series.remove(&key),
+        };
+        table.order.insert(seq, key.clone());
         let entry = Entry {
-            target: Arc::new(Target::of(&d)),
+            target: Mutex::new(Weak::new()),
             admitting,
             dest: d,
             open: true,
             seq,
         };
-        let key: Arc<str> = Arc::from(entry.dest.name.as_str());
-        table.insert(key, entry).map(|e| e.dest)
+        table.by_name.insert(key, Box::new(entry)).map(|e| e.dest)
     }
 
     /// Closes `name` to new webhooks; false if it is not open.
     pub(crate) fn close(&self, name: &str) -> bool {
-        match self.write().get_mut(name) {
+        match self.write().by_name.get_mut(name) {
             Some(e) if e.open => {
                 e.open = false;
                 true
@@ -256,8 +327,11 @@ impl Catalog {
     /// Forgets `name` once it has drained (if it was not made again).
     pub(crate) fn forget(&self, name: &str) {
         let mut table = self.write();
-        if table.get(name).is_some_and(|e| !e.open) {
-            table.remove(name);
+        if table.get(name).is_some_and(|e| !e.open)
+            && let Some(e) = table.by_name.remove(name)
+        {
+            table.order.remove(&e.seq);
+            table.own_series.remove(name);
         }
     }
 }
@@ -266,7 +340,15 @@ impl Catalog {
 /// held (open or draining).
 impl Targets for Catalog {
     fn target(&self, name: &str) -> Option<Arc<Target>> {
-        self.read().get(name).map(|e| e.target.clone())
+        let table = self.read();
+        let e = table.get(name)?;
+        let mut held = lock(&e.target);
+        if let Some(t) = held.upgrade() {
+            return Some(t);
+        }
+        let t = Arc::new(Target::of(&e.dest));
+        *held = Arc::downgrade(&t);
+        Some(t)
     }
 }
 
@@ -296,7 +378,8 @@ mod tests {
         assert!(c.close("a"));
         assert!(!c.close("a"), "closed once");
         assert!(c.open("a").is_none());
-        assert_eq!(c.target("a").unwrap().url, "http://a.example/");
+        assert!(c.target("a").unwrap().endpoint.is_some());
+        assert_eq!(c.get("a").unwrap().dest.url.as_str(), "http://a.example/");
         assert_eq!(
             c.only(|_| true).map(|p| p.name().clone()).as_deref(),
             Some("b")
@@ -315,7 +398,7 @@ mod tests {
         assert_eq!(old.url.as_str(), "http://z/");
         let names: Vec<_> = c.list().into_iter().map(|l| l.dest.name).collect();
         assert_eq!(names, ["z", "a", "m"]);
-        assert_eq!(c.target("z").unwrap().url, "http://z2/");
+        assert_eq!(c.get("z").unwrap().dest.url.as_str(), "http://z2/");
         c.close("m");
         c.put(dest("m", "http://m2/"));
         c.forget("m");

@@ -19,18 +19,20 @@
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use redb::{Database, ReadableTable, TableDefinition};
+use redb::{Database, ReadableTable, ReadableTableMetadata, TableDefinition};
 use serde::{Deserialize, Serialize};
 use tokio::sync::oneshot;
 
 use crate::config::{Config, ConfigError, Fields, Origin};
-use crate::util::mutex::lock;
 
 /// The store's file in its directory.
 pub(crate) const FILE: &str = "registry.redb";
+
+/// The most of the store's pages redb keeps in memory.
+const CACHE_BYTES: usize = 4 << 20;
 
 /// Destinations by name: a [`Record`] as JSON.
 const DESTINATIONS: TableDefinition<&str, &[u8]> = TableDefinition::new("destinations");
@@ -81,8 +83,10 @@ pub(crate) struct Registry {
     /// To the writer thread (`None` once dropped).
     writes: Option<std::sync::mpsc::Sender<Write>>,
     writer: Option<std::thread::JoinHandle<()>>,
-    /// What the store holds, mirrored: changed once each write is durable.
-    kept: Mutex<BTreeMap<String, Record>>,
+    /// The store, read here (a read sees every write answered before it)
+    /// and written by the writer thread. Nothing of it is kept in memory
+    /// besides redb's own page cache.
+    db: Arc<Database>,
     next_seq: AtomicU64,
     /// Transactions committed by the writer (each one fsync).
     #[cfg_attr(not(test), allow(dead_code))]
@@ -129,18 +133,21 @@ impl Registry {
             txn.commit().map_err(|e| at(&e))?;
             super::state::migrated(dir);
         }
+        drop(kept);
+        let db = Arc::new(db);
         let (writes, rx) = std::sync::mpsc::channel();
-        let commits = std::sync::Arc::new(AtomicU64::new(0));
+        let commits = Arc::new(AtomicU64::new(0));
         let counted = commits.clone();
+        let written = db.clone();
         let writer = std::thread::Builder::new()
             .name("dripfeed-registry".into())
-            .spawn(move || writer(db, rx, &counted))
+            .spawn(move || writer(&written, rx, &counted))
             .map_err(|e| at(&e))?;
         Ok(Registry {
             path,
             writes: Some(writes),
             writer: Some(writer),
-            kept: Mutex::new(kept),
+            db,
             next_seq,
             commits,
         })
@@ -159,24 +166,54 @@ impl Registry {
 
     /// Whether the API has changed anything.
     pub(crate) fn is_empty(&self) -> bool {
-        lock(&self.kept).is_empty()
+        let read = || -> Result<bool, String> {
+            let txn = self.db.begin_read().map_err(|e| e.to_string())?;
+            match txn.open_table(DESTINATIONS) {
+                Ok(t) => t.is_empty().map_err(|e| e.to_string()),
+                Err(redb::TableError::TableDoesNotExist(_)) => Ok(true),
+                Err(e) => Err(e.to_string()),
+            }
+        };
+        read().unwrap_or(false)
     }
 
     /// Whether the admin API changed or deleted `name`.
     pub(crate) fn holds(&self, name: &str) -> bool {
-        lock(&self.kept).contains_key(name)
+        matches!(self.record(name), Ok(Some(_)))
     }
 
     /// What the registry keeps of `name`.
-    pub(crate) fn kept(&self, name: &str) -> Option<Kept> {
-        lock(&self.kept).get(name).map(|r| r.kept.clone())
+    pub(crate) fn kept(&self, name: &str) -> Result<Option<Kept>, String> {
+        Ok(self.record(name)?.map(|r| r.kept))
+    }
+
+    /// `name`'s record: one B-tree read.
+    fn record(&self, name: &str) -> Result<Option<Record>, String> {
+        let txn = self.db.begin_read().map_err(|e| e.to_string())?;
+        let table = match txn.open_table(DESTINATIONS) {
+            Ok(t) => t,
+            Err(redb::TableError::TableDoesNotExist(_)) => return Ok(None),
+            Err(e) => return Err(e.to_string()),
+        };
+        let Some(value) = table.get(name).map_err(|e| e.to_string())? else {
+            return Ok(None);
+        };
+        serde_json::from_slice(value.value())
+            .map(Some)
+            .map_err(|e| format!("the record of {name:?} does not read: {e}"))
     }
 
     /// Applies what it keeps over `cfg`'s destinations; what no longer
-    /// checks is an error naming the registry.
+    /// checks (or does not read) is an error naming the registry.
     pub(crate) fn apply(&self, cfg: &mut Config) -> Vec<ConfigError> {
-        let kept = lock(&self.kept);
-        apply(&kept, &self.path, cfg)
+        match load(&self.db) {
+            Ok(kept) => apply(&kept, &self.path, cfg),
+            Err(e) => vec![ConfigError::new(
+                "state_dir",
+                None,
+                format!("registry {}: {e}", self.path.display()),
+            )],
+        }
     }
 
     /// Keeps `fields` for `name`, durable before it returns; on error
@@ -201,15 +238,13 @@ impl Registry {
         self.keep(name, before).await
     }
 
-    /// Writes `kept` for `name` (`None`: removes its record) and mirrors
-    /// it once durable.
+    /// Writes `kept` for `name` (`None`: removes its record), durable
+    /// before it returns. One change of a name at a time (its caller holds
+    /// the name's lock), so the place read here is still its own.
     async fn keep(&self, name: &str, kept: Option<Kept>) -> Result<(), String> {
-        let seq = {
-            let mirror = lock(&self.kept);
-            mirror
-                .get(name)
-                .map(|r| r.seq)
-                .unwrap_or_else(|| self.next_seq.fetch_add(1, Ordering::Relaxed))
+        let seq = match self.record(name)? {
+            Some(r) => r.seq,
+            None => self.next_seq.fetch_add(1, Ordering::Relaxed),
         };
         let record = kept.map(|kept| Record { seq, kept });
         let bytes = match &record {
@@ -228,13 +263,7 @@ impl Registry {
             .ok_or_else(|| "the registry's writer has stopped".to_owned())?;
         answer
             .await
-            .map_err(|_| "the registry's writer has stopped".to_owned())??;
-        let mut mirror = lock(&self.kept);
-        match record {
-            Some(r) => mirror.insert(name.to_owned(), r),
-            None => mirror.remove(name),
-        };
-        Ok(())
+            .map_err(|_| "the registry's writer has stopped".to_owned())?
     }
 }
 
@@ -257,12 +286,17 @@ fn open_db(path: &Path) -> Result<Database, String> {
     let mut options = std::fs::OpenOptions::new();
     options.read(true).write(true).create(true).truncate(false);
     drop(crate::util::private::open(&options, path).map_err(|e| at(&e))?);
-    Database::create(path).map_err(|e| match e {
-        redb::DatabaseError::DatabaseAlreadyOpen => {
-            at(&"in use by another process: give each relay its own state_dir")
-        }
-        e => at(&e),
-    })
+    // A small cache: the registry is read at start and at each change of
+    // a name, never on a webhook's path (redb's default is 1 GiB).
+    Database::builder()
+        .set_cache_size(CACHE_BYTES)
+        .create(path)
+        .map_err(|e| match e {
+            redb::DatabaseError::DatabaseAlreadyOpen => {
+                at(&"in use by another process: give each relay its own state_dir")
+            }
+            e => at(&e),
+        })
 }
 
 /// Every record in the store.
@@ -285,13 +319,13 @@ fn load(db: &Database) -> Result<BTreeMap<String, Record>, String> {
 
 /// The writer: takes every write waiting, applies them in one transaction
 /// (one fsync), answers each.
-fn writer(db: Database, rx: std::sync::mpsc::Receiver<Write>, commits: &AtomicU64) {
+fn writer(db: &Database, rx: std::sync::mpsc::Receiver<Write>, commits: &AtomicU64) {
     while let Ok(first) = rx.recv() {
         let mut batch = vec![first];
         while let Ok(more) = rx.try_recv() {
             batch.push(more);
         }
-        let written = commit(&db, &batch);
+        let written = commit(db, &batch);
         commits.fetch_add(1, Ordering::Relaxed);
         for w in batch {
             let _ = w.done.send(written.clone());
@@ -318,7 +352,7 @@ fn commit(db: &Database, batch: &[Write]) -> Result<(), String> {
 /// `kept` (read from `path`) over `cfg`'s destinations, in the order the
 /// API first made them.
 fn apply(kept: &BTreeMap<String, Record>, path: &Path, cfg: &mut Config) -> Vec<ConfigError> {
-    let origin = Origin::Api(path.to_owned());
+    let origin = Origin::Api(path.into());
     let mut errors = Vec::new();
     cfg.destinations.retain(|d| !kept.contains_key(&d.name));
     let mut made: Vec<(&String, &Record)> = kept.iter().collect();

@@ -88,7 +88,7 @@ pub(crate) fn apply_kept(dir: &Path, cfg: &mut Config) -> Result<bool, Vec<Confi
 
 /// `saved` (read from `path`) over `cfg`'s destinations.
 fn apply(saved: &Saved, path: &Path, cfg: &mut Config) -> Vec<ConfigError> {
-    let origin = Origin::Api(path.to_owned());
+    let origin = Origin::Api(path.into());
     let mut errors = Vec::new();
     for (i, fields) in saved.destinations.iter().enumerate() {
         let Some(name) = &fields.name else { continue };

@@ -21,7 +21,7 @@ use super::value::{HttpUrl, Value, quoted};
 pub(crate) const DEFAULT_NAME: &str = "default";
 
 /// The keys a destination table may have.
-pub(super) const FIELDS: [&str; 7] = [
+pub(super) const FIELDS: [&str; 8] = [
     "name",
     "url",
     "rate",
@@ -29,6 +29,7 @@ pub(super) const FIELDS: [&str; 7] = [
     "budget",
     "secret",
     "previous_secret",
+    "metrics",
 ];
 
 /// One configured receiver.
@@ -49,6 +50,9 @@ pub(crate) struct Destination {
     /// The secret being replaced, while receivers move to `secret`: each
     /// delivery is signed with both (`webhook-signature: v1,NEW v1,OLD`).
     pub previous_secret: Option<Secret>,
+    /// Whether it has its own metric series (`None`: as its origin
+    /// decides, see [`own_series`](Self::own_series)).
+    pub metrics: Option<bool>,
     /// Where it was configured.
     pub origin: Origin,
 }
@@ -134,6 +138,9 @@ pub(crate) struct Fields {
     /// `whsec_` + base64.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub previous_secret: Option<String>,
+    /// Its own metric series, or summed into `_other`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub metrics: Option<bool>,
 }
 
 /// Its secrets redacted.
@@ -148,6 +155,7 @@ impl std::fmt::Debug for Fields {
             .field("budget", &self.budget)
             .field("secret", &redacted(&self.secret))
             .field("previous_secret", &redacted(&self.previous_secret))
+            .field("metrics", &self.metrics)
             .finish()
     }
 }
@@ -290,6 +298,7 @@ impl Fields {
             budget,
             secret,
             previous_secret,
+            metrics: self.metrics,
             origin: origin.clone(),
         })
     }
@@ -349,6 +358,7 @@ fn fields_of(
             "budget" => String::from_toml(v).map(|s| f.budget = Some(s)),
             "secret" => String::from_toml(v).map(|s| f.secret = Some(s)),
             "previous_secret" => String::from_toml(v).map(|s| f.previous_secret = Some(s)),
+            "metrics" => bool::from_toml(v).map(|b| f.metrics = Some(b)),
             other => Err(format!(
                 "unknown key {other:?} (a destination has {})",
                 FIELDS.join(", ")
@@ -490,6 +500,7 @@ pub(super) fn from_downstream(url: &HttpUrl, origin: Origin) -> Destination {
         budget: None,
         secret: None,
         previous_secret: None,
+        metrics: None,
         origin,
     }
 }
@@ -525,7 +536,18 @@ impl Destination {
                 .map(|b| humantime::format_duration(b).to_string()),
             secret: self.secret.as_ref().map(|s| s.text().to_owned()),
             previous_secret: self.previous_secret.as_ref().map(|s| s.text().to_owned()),
+            metrics: self.metrics,
         }
+    }
+
+    /// Whether it has its own metric series (label `destination` = its
+    /// name) rather than being summed into `_other`: as `metrics` says,
+    /// else yes for a destination configured (a file, a flag, a variable)
+    /// and no for one made through the admin API (in the fleet too), the
+    /// many, so a scrape stays small however many there are.
+    pub(crate) fn own_series(&self) -> bool {
+        self.metrics
+            .unwrap_or(!matches!(self.origin, Origin::Api(_) | Origin::Fleet(_)))
     }
 
     /// The destination as a `[[destinations]]` table, its secret redacted.
@@ -544,6 +566,7 @@ impl Destination {
                 .as_ref()
                 .map(|_| ("previous_secret", quoted("(redacted)"))),
         );
+        out.extend(self.metrics.map(|m| ("metrics", m.show())));
         out
     }
 }

@@ -20,13 +20,13 @@ pub(crate) enum Origin {
     Env(String),
     /// The command line: the flag as written.
     Flag(String),
-    /// The admin API (`PUT /v1/destinations/{name}`), kept in this state
-    /// file.
-    Api(PathBuf),
+    /// The admin API (`PUT /v1/destinations/{name}`), kept in this
+    /// registry (shared: each destination made there names it).
+    Api(std::sync::Arc<std::path::Path>),
     /// The admin API of a relay of the fleet (`queue = redis`), kept in
     /// Redis under this key.
     #[cfg_attr(not(feature = "redis"), allow(dead_code))]
-    Fleet(String),
+    Fleet(std::sync::Arc<str>),
 }
 
 impl Origin {

@@ -117,8 +117,14 @@ declare_settings! {
     /// among them) is always refused, never followed.
     file_modes: ModePolicy = "fix";
     /// The most destinations, configured and made through the admin API
-    /// together (each has its own metric labels).
-    max_destinations: usize = "100";
+    /// together: a guard against a runaway client, not a cost (an idle
+    /// destination holds its settings and under a KiB; one with work, its
+    /// ring and a few KiB more, given back once it is idle).
+    max_destinations: usize = "100000";
+    /// How many of the busiest destinations /metrics names in
+    /// dripfeed_relay_busiest (by webhooks held, and by failed attempts),
+    /// whatever their metrics setting; 0: none.
+    metrics_busiest: usize = "10";
     /// How long shutdown keeps draining before leaving the rest in the
     /// journal (or the dead-letter file without one), deliveries still
     /// running at its end included: the relay exits within it and a second.

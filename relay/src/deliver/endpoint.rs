@@ -22,7 +22,8 @@ pub(crate) struct Endpoint {
     pub host: HeaderValue,
     /// `Basic` credentials from the URL's user info, if it had any.
     pub authorization: Option<HeaderValue>,
-    /// Its idle connections.
+    /// The idle connections to its origin (shared with every destination
+    /// there).
     pub idle: Arc<super::pool::Idle>,
 }
 
@@ -58,12 +59,15 @@ impl Endpoint {
             Some(pq) => Uri::try_from(pq.as_str()).ok()?,
             None => Uri::from_static("/"),
         };
+        // Every destination at this scheme, host and port shares its idle
+        // connections (the host as the request names it, and as TLS does).
+        let idle = super::pool::shared(&format!("{}://{host}", parsed.scheme()));
         Some(Endpoint {
             uri,
             origin,
             host: HeaderValue::try_from(host).ok()?,
             authorization,
-            idle: Arc::default(),
+            idle,
         })
     }
 }

@@ -177,6 +177,8 @@ pub(crate) struct LastError {
 /// A destination's errors.
 struct Book {
     last: LastError,
+    /// When it last failed.
+    at: Instant,
     /// When its last WARN line was written.
     logged: Instant,
     /// Errors since then, not logged.
@@ -190,11 +192,11 @@ pub(crate) struct Errors {
 }
 
 impl Errors {
-    /// Counts, keeps and (within the log's pace) logs `error` of
-    /// `destination`.
-    pub(crate) fn record(&self, destination: &str, error: &AttemptError) {
+    /// Counts (under the series `label`: its name, or `_other`), keeps and
+    /// (within the log's pace) logs `error` of `destination`.
+    pub(crate) fn record(&self, destination: &str, label: &str, error: &AttemptError) {
         let kind = error.kind.as_str();
-        metrics::counter!(DELIVERY_ERRORS, "destination" => destination.to_owned(), "kind" => kind)
+        metrics::counter!(DELIVERY_ERRORS, "destination" => label.to_owned(), "kind" => kind)
             .increment(1);
         let now = Instant::now();
         let mut books = self.books.lock().unwrap_or_else(|p| p.into_inner());
@@ -210,6 +212,7 @@ impl Errors {
                     destination.to_owned(),
                     Book {
                         last,
+                        at: now,
                         logged: now,
                         folded: 0,
                     },
@@ -217,6 +220,7 @@ impl Errors {
                 Some(0)
             }
             Some(book) => {
+                book.at = now;
                 book.last = LastError {
                     count: book.last.count + 1,
                     ..last
@@ -248,6 +252,23 @@ impl Errors {
         books.get(destination).map(|b| b.last.clone())
     }
 
+    /// The (at most) `k` destinations with the most failed attempts among
+    /// those that failed in the last `within`, most first, with their
+    /// count since the relay started.
+    pub(crate) fn most_failing(&self, k: usize, within: std::time::Duration) -> Vec<(String, u64)> {
+        let now = Instant::now();
+        let books = self.books.lock().unwrap_or_else(|p| p.into_inner());
+        let mut all: Vec<(String, u64)> = books
+            .iter()
+            .filter(|(_, b)| now.duration_since(b.at) <= within)
+            .map(|(name, b)| (name.clone(), b.last.count))
+            .collect();
+        drop(books);
+        all.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+        all.truncate(k);
+        all
+    }
+
     /// Forgets `destination` (deleted).
     pub(crate) fn forget(&self, destination: &str) {
         let mut books = self.books.lock().unwrap_or_else(|p| p.into_inner());
@@ -266,7 +287,7 @@ mod tests {
         assert_eq!(e.text(), "status: the receiver answered 503");
         assert_eq!(AttemptError::status(413).kind, Kind::TooLarge);
         for _ in 0..3 {
-            errors.record("a", &e);
+            errors.record("a", "a", &e);
         }
         let last = errors.last("a").unwrap();
         assert_eq!((last.kind, last.count), ("status", 3));

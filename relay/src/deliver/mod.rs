@@ -60,6 +60,9 @@ pub(crate) struct HttpDownstream {
     /// Retries after the first attempt (`retries`): which attempt is the
     /// last, for its span.
     pub retries: u32,
+    /// The target its last attempt used, held while the destination has
+    /// work (its idle connections with it); let go with the throttle.
+    pub held: std::sync::Mutex<Option<Arc<target::Target>>>,
 }
 
 #[async_trait::async_trait]
@@ -104,6 +107,7 @@ impl HttpDownstream {
         let Some(target) = self.targets.target(&self.name) else {
             return Delivery::Failed;
         };
+        *self.held.lock().unwrap_or_else(|p| p.into_inner()) = Some(target.clone());
         let Some(endpoint) = &target.endpoint else {
             // Checked at configuration: unreachable, but never silent.
             trail.attempted(attempt.number(), 0);
@@ -232,7 +236,16 @@ impl HttpDownstream {
         if let Some(registry) = &self.status {
             registry.failed(attempt.id(), error.kind.as_str(), &text);
         }
-        self.errors.record(&self.name, error);
+        let own = self
+            .targets
+            .target(&self.name)
+            .is_some_and(|t| t.own_series);
+        let label = if own {
+            &*self.name
+        } else {
+            dripfeed::destinations::OTHER
+        };
+        self.errors.record(&self.name, label, error);
     }
 }
 

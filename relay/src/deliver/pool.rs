@@ -1,9 +1,11 @@
-//! A destination's idle connections: HTTP/1.1 senders (hyper's
-//! `client::conn`) kept for the next delivery, newest first, at most a
-//! bound of them. Each destination's [`Endpoint`](super::endpoint::Endpoint)
-//! holds its own, so taking one is a lock and a short scan (no pool key to
-//! hash, as a shared pool needs); a destination changed through the admin
-//! API starts with none.
+//! The idle connections to one origin (scheme, host and port): HTTP/1.1
+//! senders (hyper's `client::conn`) kept for the next delivery, newest
+//! first, at most a bound of them. Every destination at that origin
+//! shares them ([`shared`]): its [`Endpoint`](super::endpoint::Endpoint)
+//! holds the pool, found once when the endpoint is parsed, so taking one is
+//! a lock and a short scan (no key hashed per delivery). A pool lives as
+//! long as a destination at its origin has work: once they are all idle
+//! it is dropped, and its connections closed.
 //!
 //! A sender is given back as soon as its answer's head came, even if its
 //! connection is still finishing the answer (hyper drains a short body it
@@ -15,8 +17,8 @@
 //! that stops receiving keeps its idle connections until it is used again
 //! or the receiver closes them.
 
-use std::collections::VecDeque;
-use std::sync::Mutex;
+use std::collections::{HashMap, VecDeque};
+use std::sync::{Arc, Mutex, OnceLock, Weak};
 use std::time::{Duration, Instant};
 
 use axum::body::Bytes;
@@ -30,7 +32,38 @@ pub(crate) type Sender = SendRequest<Full<Bytes>>;
 /// pool, and reqwest's, use the same).
 pub(crate) const IDLE_TIMEOUT: Duration = Duration::from_secs(90);
 
-/// One destination's idle connections.
+/// The pool of `origin` (`scheme://host:port`, as the request names it),
+/// shared by every endpoint at that origin while any of them holds it.
+pub(crate) fn shared(origin: &str) -> Arc<Idle> {
+    /// Pools by origin, weakly: held by the endpoints of destinations with
+    /// work.
+    #[derive(Default)]
+    struct Pools {
+        by_origin: HashMap<String, Weak<Idle>>,
+        /// Pools made since the map was last swept of those let go.
+        made: usize,
+    }
+    static POOLS: OnceLock<Mutex<Pools>> = OnceLock::new();
+    let mut pools = POOLS
+        .get_or_init(Mutex::default)
+        .lock()
+        .unwrap_or_else(|p| p.into_inner());
+    if let Some(idle) = pools.by_origin.get(origin).and_then(Weak::upgrade) {
+        return idle;
+    }
+    let idle = Arc::new(Idle::default());
+    pools
+        .by_origin
+        .insert(origin.to_owned(), Arc::downgrade(&idle));
+    pools.made += 1;
+    if pools.made > pools.by_origin.len() / 2 + 64 {
+        pools.by_origin.retain(|_, p| p.strong_count() > 0);
+        pools.made = 0;
+    }
+    idle
+}
+
+/// The idle connections to one origin.
 #[derive(Debug, Default)]
 pub(crate) struct Idle {
     /// Oldest first; each with when it was given back.

@@ -1,27 +1,28 @@
 //! Each destination's recent delivery latencies, for the status page's
-//! p99: two HDR histograms per destination, the one filling and the last
-//! full one, swapped every [`SPAN`]; the p99 is over both, so it covers the
-//! last 10 to 20 seconds and never reads empty just after a swap. This
-//! relay's deliveries only (with `queue = redis`, each relay shows its own).
+//! p99: two tallies per destination (the library's log-bucket
+//! [`Tally`]: a few hundred bytes with deliveries, none without), the one
+//! filling and the last full one, swapped every [`SPAN`]; the p99 is over
+//! both, so it covers the last 10 to 20 seconds and never reads empty just
+//! after a swap. This relay's deliveries only (with `queue = redis`, each
+//! relay shows its own).
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
-use hdrhistogram::Histogram;
+use dripfeed::rate::Tally;
 use tokio::time::Instant;
 
 /// How long one histogram fills before it becomes the last one.
 pub(crate) const SPAN: Duration = Duration::from_secs(10);
 
-/// One destination's window (`None` only if hdrhistogram ever refused
-/// its constant bounds).
-pub(crate) struct Window(Mutex<Option<Halves>>);
+/// One destination's window.
+pub(crate) struct Window(Mutex<Halves>);
 
 struct Halves {
     began: Instant,
-    filling: Histogram<u64>,
-    last: Histogram<u64>,
+    filling: Tally,
+    last: Tally,
 }
 
 impl Halves {
@@ -30,11 +31,11 @@ impl Halves {
     fn at(&mut self, now: Instant) -> &mut Halves {
         let age = now.saturating_duration_since(self.began);
         if age >= SPAN {
-            match age >= 2 * SPAN {
-                true => self.last.reset(),
-                false => std::mem::swap(&mut self.filling, &mut self.last),
-            }
-            self.filling.reset();
+            self.last = match age >= 2 * SPAN {
+                true => Tally::default(),
+                false => std::mem::take(&mut self.filling),
+            };
+            self.filling = Tally::default();
             self.began = now;
         }
         self
@@ -44,61 +45,68 @@ impl Halves {
 impl Window {
     /// An empty window starting at `now`.
     pub(crate) fn new(now: Instant) -> Window {
-        let histogram = || super::latency::histogram(2);
-        Window(Mutex::new(histogram().zip(histogram()).map(
-            |(filling, last)| Halves {
-                began: now,
-                filling,
-                last,
-            },
-        )))
+        Window(Mutex::new(Halves {
+            began: now,
+            filling: Tally::default(),
+            last: Tally::default(),
+        }))
     }
 
     /// Records a delivery's latency at `now`.
     pub(crate) fn record(&self, now: Instant, latency: Duration) {
         let mut h = self.0.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(h) = h.as_mut() {
-            h.at(now)
-                .filling
-                .saturating_record(super::latency::micros(latency));
-        }
+        h.at(now).filling.record(latency);
     }
 
     /// The p99 of the last 10 to 20 s at `now`; `None` without a delivery.
     pub(crate) fn p99(&self, now: Instant) -> Option<Duration> {
         let mut h = self.0.lock().unwrap_or_else(|p| p.into_inner());
-        let h = h.as_mut()?.at(now);
+        let h = h.at(now);
         let mut both = h.last.clone();
-        // Same bounds: adding cannot fail.
-        both.add(&h.filling).ok()?;
-        (!both.is_empty()).then(|| Duration::from_micros(both.value_at_quantile(0.99)))
+        both.merge(&h.filling);
+        let summary = both.summary();
+        (summary.samples > 0).then_some(summary.p99)
     }
 }
 
-/// Every destination's window, by name.
+/// Every active destination's window, by name: held by its deliveries
+/// while it has work (weakly here), so an idle destination keeps none.
 #[derive(Default)]
-pub(crate) struct Recents(Mutex<HashMap<Arc<str>, Arc<Window>>>);
+pub(crate) struct Recents(Mutex<Windows>);
+
+#[derive(Default)]
+struct Windows {
+    by_name: HashMap<Arc<str>, Weak<Window>>,
+    /// Windows made since the map was last swept of those let go.
+    made: usize,
+}
 
 impl Recents {
-    /// `name`'s window, made if new.
+    /// `name`'s window, made if it has none.
     pub(crate) fn of(&self, name: &str) -> Arc<Window> {
         let mut all = self.0.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(w) = all.get(name) {
-            return w.clone();
+        if let Some(w) = all.by_name.get(name).and_then(Weak::upgrade) {
+            return w;
         }
         let w = Arc::new(Window::new(Instant::now()));
-        all.insert(Arc::from(name), w.clone());
+        all.by_name.insert(Arc::from(name), Arc::downgrade(&w));
+        all.made += 1;
+        if all.made > all.by_name.len() / 2 + 64 {
+            all.by_name.retain(|_, w| w.strong_count() > 0);
+            all.made = 0;
+        }
         w
     }
 
-    /// `name`'s p99 now, if it delivered lately.
+    /// `name`'s p99 now, if it delivered lately and still has work.
     pub(crate) fn p99(&self, name: &str) -> Option<Duration> {
         let w = self
             .0
             .lock()
             .unwrap_or_else(|p| p.into_inner())
+            .by_name
             .get(name)?
-            .clone();
+            .upgrade()?;
         w.p99(Instant::now())
     }
 
@@ -107,6 +115,7 @@ impl Recents {
         self.0
             .lock()
             .unwrap_or_else(|p| p.into_inner())
+            .by_name
             .remove(name);
     }
 }
@@ -125,7 +134,7 @@ mod tests {
         }
         let p99 = w.p99(t0).unwrap();
         assert!(
-            p99 >= Duration::from_millis(98) && p99 <= Duration::from_millis(101),
+            p99 >= Duration::from_millis(99) && p99 <= Duration::from_millis(106),
             "{p99:?}"
         );
         // A span later the old half still counts; a fast delivery is added.
@@ -134,7 +143,7 @@ mod tests {
         assert!(w.p99(t1).unwrap() >= Duration::from_millis(98));
         // Two spans after the slow ones, only the fast one is left.
         let t2 = t1 + SPAN;
-        assert!(w.p99(t2).unwrap() <= Duration::from_millis(2));
+        assert!(w.p99(t2).unwrap() <= Duration::from_micros(1_063));
         // Long quiet: nothing.
         assert_eq!(w.p99(t2 + 3 * SPAN), None);
     }
@@ -143,11 +152,21 @@ mod tests {
     fn each_destination_has_its_own_window_until_forgotten() {
         let r = Recents::default();
         let now = Instant::now();
-        r.of("a").record(now, Duration::from_millis(40));
-        assert!(Arc::ptr_eq(&r.of("a"), &r.of("a")));
+        let a = r.of("a");
+        a.record(now, Duration::from_millis(40));
+        assert!(Arc::ptr_eq(&r.of("a"), &a));
         assert!(r.p99("a").is_some());
         assert_eq!(r.p99("b"), None);
         r.forget("a");
         assert_eq!(r.p99("a"), None);
+        // Let go by its deliveries (idle), it is gone, and swept away.
+        let b = r.of("b");
+        b.record(now, Duration::from_millis(40));
+        drop(b);
+        assert_eq!(r.p99("b"), None);
+        for i in 0..200 {
+            drop(r.of(&format!("x{i}")));
+        }
+        assert!(r.0.lock().unwrap().by_name.len() < 150, "swept");
     }
 }

@@ -10,8 +10,6 @@ use crate::config::Destination;
 /// when it is configured, not at every delivery.
 #[derive(Debug)]
 pub(crate) struct Target {
-    /// Its URL.
-    pub url: String,
     /// The same, as each delivery sends to it.
     pub endpoint: Option<super::endpoint::Endpoint>,
     /// Its host when that is an IP literal (checked by the address guard
@@ -20,12 +18,13 @@ pub(crate) struct Target {
     /// The bytes of its `whsec_` secrets: the secret, then the previous one
     /// while it is being replaced; none: unsigned.
     pub secrets: Vec<Arc<[u8]>>,
+    /// Whether its delivery errors have their own series (else `_other`).
+    pub own_series: bool,
 }
 
 impl Target {
     pub(crate) fn of(d: &Destination) -> Target {
         Target {
-            url: d.url.as_str().to_owned(),
             endpoint: super::endpoint::Endpoint::parse(d.url.as_str()),
             literal: super::guard::ip_literal(d.url.as_str()),
             secrets: [&d.secret, &d.previous_secret]
@@ -33,6 +32,7 @@ impl Target {
                 .flatten()
                 .map(|s| s.key())
                 .collect(),
+            own_series: d.own_series(),
         }
     }
 }

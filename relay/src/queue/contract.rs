@@ -335,6 +335,10 @@ pub(crate) trait Queue: Send + Sync + 'static {
     /// (the fleet's, in fleet mode); `None` for a name it does not know.
     async fn live(&self, name: &str) -> Option<Live>;
 
+    /// The (at most) `k` destinations holding the most webhooks here,
+    /// most first, with how many (the fleet's: what this relay claimed).
+    fn busiest(&self, k: usize) -> Vec<(String, u64)>;
+
     /// Destination `name`'s fields as the engine keeps them now (the
     /// fleet's, read from Redis, in fleet mode), for its `ETag`; `None`
     /// when it does not exist (or is being deleted).

@@ -25,6 +25,7 @@ fn demo_destination(
         budget: None,
         secret: None,
         previous_secret: None,
+        metrics: None,
         origin: Origin::Flag(format!("--demo ({name})")),
     })
 }

@@ -155,7 +155,9 @@ impl Prepared {
     pub(crate) fn origin(&self) -> Origin {
         match self {
             Prepared::Fleet(_) => Origin::Fleet("dripfeed:map:{webhook_relay:destinations}".into()),
-            Prepared::Local(file) => Origin::Api(crate::queue::local::changes::state_path(file)),
+            Prepared::Local(file) => {
+                Origin::Api(crate::queue::local::changes::state_path(file).into())
+            }
         }
     }
 

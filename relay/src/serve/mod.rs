@@ -237,6 +237,7 @@ pub(crate) async fn run(
         errors,
         recents,
         target_p99: s.adaptive.then_some(s.target_p99),
+        metrics_busiest: s.metrics_busiest,
         fleet: fleet_mode,
         session: admin::page::session::Session::new(s.admin_listen.port(), admin_certs.is_some())?,
     });
@@ -345,6 +346,7 @@ fn deliveries(d: Delivering) -> Arc<dyn Fn(&str) -> HttpDownstream + Send + Sync
         errors: d.errors.clone(),
         traces: d.traces.clone(),
         retries: d.retries,
+        held: std::sync::Mutex::new(None),
     })
 }
 

@@ -80,7 +80,7 @@ fn now_ms() -> u64 {
 
 /// The origin a destination made through the fleet's admin API has.
 fn origin() -> Origin {
-    Origin::Fleet(format!("dripfeed:map:{{{MAP}}}"))
+    Origin::Fleet(format!("dripfeed:map:{{{MAP}}}").into())
 }
 
 /// `fields` checked as a destination, or why not.

@@ -104,6 +104,10 @@ impl Queue for FleetQueue {
         self.shared.status(id).await.map(|f| f.map(found))
     }
 
+    fn busiest(&self, k: usize) -> Vec<(String, u64)> {
+        self.shared.busiest(k)
+    }
+
     async fn live(&self, name: &str) -> Option<Live> {
         let lane = self.shared.lane(name)?;
         let (depth, counts) = tokio::join!(lane.queue.depth(), lane.queue.counts());

@@ -431,6 +431,19 @@ impl Shared {
             .map_or(0, |c| c.in_flight_now())
     }
 
+    /// The (at most) `k` destinations with the most deliveries running on
+    /// this relay, most first.
+    pub(crate) fn busiest(&self, k: usize) -> Vec<(String, u64)> {
+        let mut all: Vec<(String, u64)> = lock(&self.counts)
+            .iter()
+            .map(|(n, c)| (n.clone(), c.in_flight_now()))
+            .filter(|(_, n)| *n > 0)
+            .collect();
+        all.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+        all.truncate(k);
+        all
+    }
+
     /// Webhooks this relay delivered since it started.
     pub(crate) fn delivered_here(&self) -> u64 {
         lock(&self.counts)

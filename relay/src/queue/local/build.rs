@@ -93,7 +93,7 @@ fn template(cfg: &Config) -> Result<ThrottleBuilder<Job>, String> {
 
 /// A destination's overrides.
 pub(crate) fn overrides(d: &crate::config::Destination) -> DestinationConfig {
-    let mut c = DestinationConfig::default();
+    let mut c = DestinationConfig::default().own_series(d.own_series());
     if let Some(r) = d.rate {
         c = c.rate(r);
     }
@@ -170,6 +170,9 @@ pub(crate) fn build(cfg: &Config, journal: Option<&Path>, parts: Parts) -> Resul
         .max_jobs(MAX_JOBS as usize)
         .max_destinations(s.max_destinations.max(cfg.destinations.len()).max(1))
         .breaker(BreakerConfig::default())
+        // One scheduler for the drains: a few driver tasks however many
+        // destinations have work (two per core), not a task each.
+        .drivers(2 * std::thread::available_parallelism().map_or(1, |n| n.get()))
         .drain_hook(parts.status.clone());
     for d in &cfg.destinations {
         builder = builder.destination(d.name.clone(), overrides(d));

@@ -211,7 +211,7 @@ impl Changes {
         let dest = vet.0.vet(fields.clone(), vet.1).await?;
         // The registry first: if it cannot be written, nothing has changed;
         // if the set then refuses the change, the registry is put back.
-        let prior = registry.kept(name);
+        let prior = registry.kept(name).map_err(unwritable)?;
         registry.put(name, &fields).await.map_err(unwritable)?;
         if let Err(e) = set.define(name, overrides(&dest)) {
             if let Err(undo_error) = registry.restore(name, prior).await {

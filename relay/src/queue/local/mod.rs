@@ -155,9 +155,8 @@ impl Queue for Local {
     fn drain_wait(&self) -> Duration {
         let (depth, rate) = self
             .set
-            .all_stats()
+            .active_stats()
             .iter()
-            .filter(|s| s.is_active())
             .fold((0u64, 0.0f64), |(d, r), s| {
                 (d + s.depth(), r + s.drain_rate())
             });
@@ -245,6 +244,10 @@ impl Queue for Local {
         self.set.stats(name).map(|s| live_of(&s))
     }
 
+    fn busiest(&self, k: usize) -> Vec<(String, u64)> {
+        self.set.busiest(k)
+    }
+
     async fn current(&self, name: &str) -> Result<Option<Fields>, ChangeRefused> {
         Ok(changes::Changes::current(&self.catalog, name))
     }
@@ -323,7 +326,7 @@ impl Queue for Local {
         // Each throttle's gauges from a reading taken now: a drain waiting
         // for a free delivery (a receiver that hangs) does not tick, and
         // its depth gauge would read what it was before the queue grew.
-        let _ = self.set.all_stats();
+        let _ = self.set.active_stats();
         metrics::gauge!(telemetry::IDEMPOTENCY_KEYS).set(self.keys.count() as f64);
         let (held, ended) = self.status.counts();
         metrics::gauge!(telemetry::WEBHOOK_STATUSES, "kind" => "held").set(held as f64);
