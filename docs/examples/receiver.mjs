@@ -42,7 +42,9 @@ const server = createServer((req, res) => {
       [status, line] = [204, `duplicate ${key}`];
     } else {
       seen.add(key); // your work goes here, before the 2xx
-      [status, line] = [204, `valid ${key} ${body.toString()}`];
+      // An event's copy names its type (absent on a plain webhook).
+      const kind = req.headers["webhook-event-type"];
+      [status, line] = [204, `valid ${key} ${kind ? kind + " " : ""}${body.toString()}`];
     }
     console.log(line.replace(/\n/g, " ")); // stdout to a pipe is synchronous on Linux
     res.writeHead(status).end();

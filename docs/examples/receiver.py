@@ -41,7 +41,10 @@ class Receiver(BaseHTTPRequestHandler):
                 status, line = 204, f"duplicate {key}"
             else:
                 seen.add(key)  # your work goes here, before the 2xx
-                status, line = 204, f"valid {key} {body.decode(errors='replace')}"
+                # An event's copy names its type (absent on a plain webhook).
+                kind = self.headers.get("webhook-event-type")
+                shown = f"{kind} " if kind else ""
+                status, line = 204, f"valid {key} {shown}{body.decode(errors='replace')}"
             print(line.replace("\n", " "), flush=True)
         self.send_response(status)
         self.send_header("content-length", "0")

@@ -34,6 +34,7 @@ mod dead_letter;
 mod deliver;
 mod demo;
 mod domain;
+mod events;
 mod intake;
 mod listener;
 mod openapi;

@@ -233,6 +233,14 @@ pub(crate) fn install_prometheus() -> Result<PrometheusHandle, String> {
         "with queue = redis and adaptive: 1 on the relay deciding a destination's rate for the fleet"
     );
     metrics::describe_counter!(
+        crate::queue::local::events::counted::EVENTS,
+        "events posted: fanned_out, no_endpoints (none subscribed), or duplicate (an idempotency key seen)"
+    );
+    metrics::describe_counter!(
+        crate::queue::local::events::counted::COPIES,
+        "an event's copies for its endpoints: queued, or overflow (dead-lettered at once)"
+    );
+    metrics::describe_counter!(
         CONNECTIONS_REFUSED,
         "connections answered 503 and closed past max_connections"
     );

@@ -288,7 +288,14 @@ impl<J> Shared<J> {
         self.closing_ns.fetch_min(deadline, Ordering::AcqRel);
         self.admission.close();
         if first {
-            tracing::info!(throttle = %self.cfg.name, ?grace, depth = self.admission.depth(), "shutdown started");
+            // An empty throttle closing (a destination going idle, which
+            // thousands may do a second) is not news.
+            match self.admission.depth() {
+                0 => tracing::debug!(throttle = %self.cfg.name, ?grace, "shutdown started"),
+                depth => {
+                    tracing::info!(throttle = %self.cfg.name, ?grace, depth, "shutdown started")
+                }
+            }
         }
     }
 

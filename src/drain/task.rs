@@ -610,13 +610,18 @@ impl<J: Send + Sync + 'static, F: Future<Output = ()> + Send + 'static> DrainTas
         let flushed = s.endings.flush().await;
         s.close_journal(flushed).await;
         let stats = s.stats();
-        tracing::info!(
-            throttle = %s.cfg.name,
-            delivered = stats.delivered(),
-            returned = returned.len(),
-            dead_lettered = stats.outcome(Outcome::DeadLettered),
-            "shutdown complete"
-        );
+        let dead_lettered = stats.outcome(Outcome::DeadLettered);
+        if returned.is_empty() && dead_lettered == 0 {
+            tracing::debug!(throttle = %s.cfg.name, delivered = stats.delivered(), "shutdown complete");
+        } else {
+            tracing::info!(
+                throttle = %s.cfg.name,
+                delivered = stats.delivered(),
+                returned = returned.len(),
+                dead_lettered,
+                "shutdown complete"
+            );
+        }
         s.mark_done(returned);
     }
 

@@ -48,6 +48,8 @@ pub struct Submission<'k, J> {
     pub(crate) key: Option<(Key<'k>, f64)>,
     pub(crate) deadline: Option<Instant>,
     pub(crate) id: Option<u64>,
+    /// Recorded in the throttle's journal, if it has one (the default).
+    pub(crate) journaled: bool,
 }
 
 impl<J> Submission<'static, J> {
@@ -63,6 +65,7 @@ impl<J> Submission<'static, J> {
             key: None,
             deadline: None,
             id: None,
+            journaled: true,
         }
     }
 }
@@ -87,6 +90,7 @@ impl<'k, J> Submission<'k, J> {
             key: Some((key.into(), cost)),
             deadline: self.deadline,
             id: self.id,
+            journaled: self.journaled,
         }
     }
 
@@ -121,6 +125,22 @@ impl<'k, J> Submission<'k, J> {
         self
     }
 
+    /// Not recorded in the throttle's journal (it has one): the caller
+    /// keeps the job durable itself (in its own store, with what it tells
+    /// of the job's end) and submits it again after a crash. A shutdown
+    /// counts it `kept` like a journaled one, and it is not in the journal.
+    /// Without a journal it changes nothing.
+    ///
+    /// ```
+    /// use dripfeed::Submission;
+    /// let s = Submission::new(1).unjournaled();
+    /// # let _ = s;
+    /// ```
+    pub fn unjournaled(mut self) -> Self {
+        self.journaled = false;
+        self
+    }
+
     /// The job, back.
     ///
     /// ```
@@ -148,6 +168,7 @@ impl<'k, J> Submission<'k, J> {
             key: self.key,
             deadline: self.deadline,
             id: self.id,
+            journaled: self.journaled,
         };
         (self.job, how)
     }
@@ -165,6 +186,7 @@ impl<'k, J> Submission<'k, J> {
             key: self.key,
             deadline: self.deadline,
             id: self.id,
+            journaled: self.journaled,
         }
     }
 }

@@ -147,11 +147,12 @@ impl<J: 'static> Throttle<J> {
             key,
             deadline,
             id,
+            journaled,
         } = submission.into();
         let until = deadline.map(|d| self.shared.clock.ns(d));
         match key {
-            None => self.admit_now(id, NO_KEY, job, until),
-            Some((key, cost)) => self.admit_keyed_now(key, cost, job, id, until),
+            None => self.admit_now(id, NO_KEY, job, until, journaled),
+            Some((key, cost)) => self.admit_keyed_now(key, cost, job, (id, journaled), until),
         }
     }
 
@@ -163,7 +164,7 @@ impl<J: 'static> Throttle<J> {
         key: Key<'_>,
         cost: f64,
         job: J,
-        id: Option<u64>,
+        (id, journaled): (Option<u64>, bool),
         until: Option<u64>,
     ) -> Result<Admitted, Rejected<J>> {
         let mut charge = match self.charge_table(&key, cost) {
@@ -171,7 +172,7 @@ impl<J: 'static> Throttle<J> {
             Err(e) => return Err(self.refuse_charge(job, e)),
         };
         let hash = charge.hash();
-        let admitted = self.admit_now(id, hash, job, until);
+        let admitted = self.admit_now(id, hash, job, until, journaled);
         if admitted.is_ok() {
             charge.keep();
         }
@@ -226,7 +227,7 @@ impl<J: 'static> Throttle<J> {
     #[inline]
     fn plain(&self, submission: &Submission<'_, J>) -> bool {
         #[cfg(feature = "journal")]
-        if self.shared.journal.is_some() {
+        if self.shared.journal.is_some() && submission.journaled {
             return false;
         }
         submission.key.is_none() && submission.id.is_none()
@@ -288,6 +289,7 @@ impl<J: 'static> Throttle<J> {
             key,
             deadline,
             id,
+            journaled,
         } = submission;
         let s = &*self.shared;
         let until = deadline.map(|d| s.clock.ns(d));
@@ -295,12 +297,15 @@ impl<J: 'static> Throttle<J> {
         // The journal first: the job is durable before anything is charged
         // for it; a submitter gone half way leaves no live record behind.
         let guard = s.unended(id);
-        let job = match self.journal_first(id, job).await {
-            Ok(job) => job,
-            Err(refused) => {
-                guard.disarm();
-                return Err(refused);
-            }
+        let job = match journaled {
+            true => match self.journal_first(id, job).await {
+                Ok(job) => job,
+                Err(refused) => {
+                    guard.disarm();
+                    return Err(refused);
+                }
+            },
+            false => job,
         };
         // Then the key (a 429 or a store failure ends here).
         let (mut charge, hash) = match key {
@@ -408,11 +413,16 @@ impl<J: 'static> Throttle<J> {
         key: u64,
         job: J,
         until: Option<u64>,
+        journaled: bool,
     ) -> Result<Admitted, Rejected<J>> {
         #[cfg(feature = "journal")]
-        if let Some(j) = &self.shared.journal {
+        if let Some(j) = &self.shared.journal
+            && journaled
+        {
             return self.admit_journaled(j, id, key, job, until);
         }
+        #[cfg(not(feature = "journal"))]
+        let _ = journaled;
         let id = id.unwrap_or_else(crate::util::ids::next);
         self.admit_as(id, key, job, until)
     }

@@ -88,6 +88,25 @@ pub(crate) struct DestinationPut {
     /// name); absent: no, it is summed into `_other` (the busiest are
     /// shown by `dripfeed_relay_busiest` whatever this says).
     metrics: Option<bool>,
+    /// The application whose endpoint it is (1 to 64 of `A-Z a-z 0-9 . _
+    /// -`; it must exist). Under `/v1/applications/{app}/endpoints` the
+    /// path gives it.
+    #[schema(example = "acme", pattern = "^[A-Za-z0-9._-]{1,64}$")]
+    application: Option<String>,
+    /// The event types it takes: exact names (`invoice.paid`), prefixes
+    /// (`invoice.*`) or `*`; absent or empty: every type.
+    #[schema(example = json!(["invoice.*"]), max_items = 256)]
+    event_types: Option<Vec<String>>,
+    /// Equality on the payload's fields: each key a field's path (dotted:
+    /// `customer.tier`), each value what it must equal. An event whose
+    /// payload differs (or lacks one) is not sent to it.
+    #[schema(value_type = Option<Object>, example = json!({"status": "paid"}))]
+    filter: Option<serde_json::Map<String, serde_json::Value>>,
+    /// Disabled: it takes no new event (what it holds is still delivered).
+    disabled: Option<bool>,
+    /// What it is, for people (at most 1,024 bytes).
+    #[schema(max_length = 1024)]
+    description: Option<String>,
 }
 
 /// A field given (`Some`, `null` as `Some(None)`) or left out (`None`).
@@ -138,6 +157,22 @@ pub(crate) struct DestinationPatch {
     /// Whether it has its own metric series; `null`: as its origin decides.
     #[schema(nullable = true)]
     metrics: Option<bool>,
+    /// The application whose endpoint it is; it cannot be changed (delete
+    /// the endpoint and make it under the other application).
+    #[schema(nullable = false)]
+    application: Option<String>,
+    /// The event types it takes; `null`: every type.
+    #[schema(nullable = true)]
+    event_types: Option<Vec<String>>,
+    /// Equality on the payload's fields; `null`: no filter.
+    #[schema(value_type = Option<Object>, nullable = true)]
+    filter: Option<serde_json::Map<String, serde_json::Value>>,
+    /// Disabled: it takes no new event; `null`: enabled.
+    #[schema(nullable = true)]
+    disabled: Option<bool>,
+    /// What it is; `null`: none.
+    #[schema(nullable = true)]
+    description: Option<String>,
 }
 
 /// The body as JSON, or its 400.
@@ -218,6 +253,11 @@ pub(crate) async fn put(
         secret: None,
         previous_secret: None,
         metrics: given.metrics,
+        application: given.application,
+        event_types: given.event_types,
+        filter: given.filter,
+        disabled: given.disabled,
+        description: given.description,
     };
     // Its shape first, whatever the destination is now: a bad body is a
     // 422 before any precondition.

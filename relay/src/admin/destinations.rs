@@ -177,10 +177,9 @@ pub(crate) async fn list(State(admin): State<Arc<Admin>>, RawQuery(raw): RawQuer
         Ok(q) => q,
         Err(resp) => return *resp,
     };
-    let after = match q.cursor.as_deref().map(str::parse::<u64>) {
-        None => None,
-        Some(Ok(place)) => Some(place),
-        Some(Err(_)) => return super::paging::bad_cursor(),
+    let after = match super::paging::place(q.cursor.as_deref()) {
+        Ok(after) => after,
+        Err(resp) => return *resp,
     };
     let page = admin.catalog.page(after, q.limit);
     let mut destinations = Vec::with_capacity(page.listed.len());

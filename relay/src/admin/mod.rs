@@ -24,10 +24,12 @@
 //!
 //! The status line on stdout is [`status`].
 
+pub(crate) mod applications;
 pub(crate) mod change;
 mod change_answers;
 pub(crate) mod dead_letters;
 pub(crate) mod destinations;
+pub(crate) mod events;
 pub(crate) mod page;
 pub(crate) mod paging;
 pub(crate) mod probes;
@@ -99,6 +101,24 @@ fn guarded() -> OpenApiRouter<Arc<Admin>> {
             change::delete
         ))
         .routes(routes!(webhooks::webhook))
+        .routes(routes!(applications::list))
+        .routes(routes!(
+            applications::one,
+            applications::put,
+            applications::delete
+        ))
+        .routes(routes!(applications::endpoints))
+        .routes(routes!(
+            applications::endpoint,
+            applications::put_endpoint,
+            applications::patch_endpoint,
+            applications::delete_endpoint
+        ))
+        .routes(routes!(events::list))
+        .routes(routes!(events::one))
+        .routes(routes!(events::resend))
+        .routes(routes!(events::attempts))
+        .routes(routes!(events::recover))
         .routes(routes!(dead_letters::list))
         .routes(routes!(redrive::redrive))
         .routes(routes!(page::view::status))

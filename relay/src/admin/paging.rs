@@ -48,6 +48,18 @@ pub(crate) fn bad_cursor() -> Response {
     )
 }
 
+/// A numeric cursor: digits, and one past any u64 is read as `u64::MAX`
+/// (beyond every place); anything else is a 422.
+pub(crate) fn place(raw: Option<&str>) -> Result<Option<u64>, Box<Response>> {
+    match raw {
+        None => Ok(None),
+        Some(c) if !c.is_empty() && c.bytes().all(|b| b.is_ascii_digit()) => {
+            Ok(Some(c.parse::<u64>().unwrap_or(u64::MAX)))
+        }
+        Some(_) => Err(Box::new(bad_cursor())),
+    }
+}
+
 /// Reads `raw`: `limit` (1 to `max`, else `default`), `cursor`, and the
 /// `filters` named.
 pub(crate) fn parse(

@@ -21,12 +21,21 @@ pub(crate) struct Account {
     pub name: Arc<str>,
     /// The destinations it may post to; `None`: every one.
     destinations: Option<Vec<Arc<str>>>,
+    /// The applications it may post events for; `None`: every one.
+    applications: Option<Vec<Arc<str>>>,
     /// Whether it has a quota (its own rate, or `tenant_rate`); without
     /// one it is not limited.
     pub limited: bool,
 }
 
 impl Account {
+    /// Whether it may post events for application `app`.
+    pub(crate) fn may_post_for(&self, app: &str) -> bool {
+        self.applications
+            .as_ref()
+            .is_none_or(|all| all.iter().any(|a| &**a == app))
+    }
+
     /// Whether it may post to `destination`.
     pub(crate) fn may_use(&self, destination: &str) -> bool {
         self.destinations
@@ -62,6 +71,10 @@ impl Tenants {
                 name: Arc::from(t.name.as_str()),
                 destinations: t
                     .destinations
+                    .as_ref()
+                    .map(|d| d.iter().map(|n| Arc::from(n.as_str())).collect()),
+                applications: t
+                    .applications
                     .as_ref()
                     .map(|d| d.iter().map(|n| Arc::from(n.as_str())).collect()),
                 limited: t.rate.is_some() || cfg.settings.tenant_rate.is_some(),
@@ -133,6 +146,7 @@ mod tests {
             Arc::new(Account {
                 name: Arc::from(name),
                 destinations,
+                applications: None,
                 limited: false,
             })
         };

@@ -24,6 +24,9 @@ use sha2::{Digest, Sha256};
 use crate::config::Fields;
 
 /// What a change asks for (no `Debug`: it holds secrets).
+// Fields is large, and these are few and short-lived (one per change):
+// boxing it would cost every reader an indirection for nothing.
+#[allow(clippy::large_enum_variant)]
 #[derive(Clone)]
 pub(crate) enum Edit {
     /// `PUT`: the whole destination. Its secrets are `None` when left out
@@ -199,6 +202,11 @@ pub(crate) fn merge(
         Value::String(s) => Ok(Some(s)),
         _ => Err(format!("{k}: a string or null")),
     };
+    let flag = |k: &str, v: Value| match v {
+        Value::Null => Ok(None),
+        Value::Bool(b) => Ok(Some(b)),
+        _ => Err(format!("{k}: true, false or null")),
+    };
     let number = |k: &str, v: Value| match v {
         Value::Null => Ok(None),
         Value::Number(n) => n.as_f64().map(Some).ok_or_else(|| format!("{k}: a number")),
@@ -215,11 +223,39 @@ pub(crate) fn merge(
             "budget" => fields.budget = text("budget", v)?,
             "secret" => fields.secret = text("secret", v)?,
             "previous_secret" => fields.previous_secret = text("previous_secret", v)?,
-            "metrics" => {
-                fields.metrics = match v {
+            "metrics" => fields.metrics = flag("metrics", v)?,
+            "disabled" => fields.disabled = flag("disabled", v)?,
+            "description" => fields.description = text("description", v)?,
+            "application" => match v {
+                Value::String(app) if fields.application.as_deref() == Some(app.as_str()) => {}
+                _ => {
+                    return Err(
+                        "application: it cannot be changed (delete the endpoint and \
+                                make it under the other application)"
+                            .into(),
+                    );
+                }
+            },
+            "event_types" => {
+                fields.event_types = match v {
                     Value::Null => None,
-                    Value::Bool(b) => Some(b),
-                    _ => return Err("metrics: true, false or null".into()),
+                    Value::Array(items) => Some(
+                        items
+                            .into_iter()
+                            .map(|i| match i {
+                                Value::String(s) => Ok(s),
+                                _ => Err("event_types: an array of strings, or null".to_owned()),
+                            })
+                            .collect::<Result<_, _>>()?,
+                    ),
+                    _ => return Err("event_types: an array of strings, or null".into()),
+                }
+            }
+            "filter" => {
+                fields.filter = match v {
+                    Value::Null => None,
+                    Value::Object(m) => Some(m),
+                    _ => return Err("filter: an object, or null".into()),
                 }
             }
             other => return Err(format!("{other}: not a destination's field")),

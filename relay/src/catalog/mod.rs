@@ -15,6 +15,7 @@
 pub(crate) mod edit;
 pub(crate) mod registry;
 pub(crate) mod state;
+pub(crate) mod subs;
 pub(crate) mod vet;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -92,11 +93,49 @@ struct Table {
     /// Those with their own metric series.
     own_series: BTreeSet<Arc<str>>,
     next_seq: u64,
+    /// The applications, by name.
+    apps: BTreeMap<Arc<str>, App>,
+    /// Each application's open endpoints by the event types they take.
+    subs: HashMap<Arc<str>, subs::AppSubs>,
+}
+
+/// An application: one of the sender's customers, owning endpoints.
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+pub(crate) struct App {
+    /// What it is, for people.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
 }
 
 impl Table {
     fn get(&self, name: &str) -> Option<&Entry> {
         self.by_name.get(name).map(|e| &**e)
+    }
+
+    /// Indexes `name`'s subscription (if it is an endpoint); its
+    /// application exists from then on.
+    fn subscribe(&mut self, name: &Arc<str>, d: &Destination) {
+        if let Some(sub) = &d.endpoint {
+            self.apps
+                .entry(sub.application.clone())
+                .or_insert(App { description: None });
+            self.subs
+                .entry(sub.application.clone())
+                .or_default()
+                .add(name, sub);
+        }
+    }
+
+    /// Takes `name`'s subscription out of the index.
+    fn unsubscribe(&mut self, name: &str, d: &Destination) {
+        if let Some(sub) = &d.endpoint
+            && let Some(app) = self.subs.get_mut(&*sub.application)
+        {
+            app.remove(name, sub);
+            if app.is_empty() {
+                self.subs.remove(&*sub.application);
+            }
+        }
     }
 }
 
@@ -234,6 +273,112 @@ impl Catalog {
         })
     }
 
+    /// Passes for the open, enabled endpoints of `app` that take an event
+    /// of type `kind` with `payload`: O(the endpoints its type matches).
+    pub(crate) fn subscribed(
+        &self,
+        app: &str,
+        kind: &str,
+        payload: &serde_json::Value,
+    ) -> Vec<Pass> {
+        let table = self.read();
+        let Some(subs) = table.subs.get(app) else {
+            return Vec::new();
+        };
+        subs.matching(kind)
+            .into_iter()
+            .filter_map(|name| {
+                let (key, e) = table.by_name.get_key_value(&*name)?;
+                let sub = e.dest.endpoint.as_ref()?;
+                (e.open && !sub.disabled && sub.takes_payload(payload)).then(|| pass(key, e))
+            })
+            .collect()
+    }
+
+    /// Application `name`, if it exists.
+    pub(crate) fn app(&self, name: &str) -> Option<App> {
+        self.read().apps.get(name).cloned()
+    }
+
+    /// Makes or replaces application `name`.
+    pub(crate) fn put_app(&self, name: &str, app: App) {
+        self.write().apps.insert(Arc::from(name), app);
+    }
+
+    /// Forgets application `name` (its endpoints deleted first).
+    pub(crate) fn remove_app(&self, name: &str) {
+        self.write().apps.remove(name);
+    }
+
+    /// At most `limit` applications by name, after `after`.
+    pub(crate) fn apps_page(
+        &self,
+        after: Option<&str>,
+        limit: usize,
+    ) -> (Vec<(String, App)>, Option<String>) {
+        let table = self.read();
+        let from = match after {
+            Some(a) => std::ops::Bound::Excluded(a),
+            None => std::ops::Bound::Unbounded,
+        };
+        let mut all = table
+            .apps
+            .range::<str, _>((from, std::ops::Bound::Unbounded));
+        let page: Vec<(String, App)> = all
+            .by_ref()
+            .take(limit)
+            .map(|(n, a)| (n.to_string(), a.clone()))
+            .collect();
+        let next = all.next().and(page.last().map(|(n, _)| n.clone()));
+        (page, next)
+    }
+
+    /// The endpoints of application `app` (open or being deleted), by
+    /// name, at most `limit` after `after`.
+    pub(crate) fn endpoints_page(
+        &self,
+        app: &str,
+        after: Option<&str>,
+        limit: usize,
+    ) -> (Vec<Listed>, Option<String>) {
+        let table = self.read();
+        let mut names: Vec<&Arc<str>> = Vec::new();
+        let mut more = false;
+        if let Some(subs) = table.subs.get(app) {
+            let from = match after {
+                Some(a) => std::ops::Bound::Excluded(a),
+                None => std::ops::Bound::Unbounded,
+            };
+            let mut it = subs
+                .members
+                .range::<str, _>((from, std::ops::Bound::Unbounded));
+            names.extend(it.by_ref().take(limit));
+            more = it.next().is_some();
+        }
+        // Those being deleted are not indexed: not listed.
+        let listed: Vec<Listed> = names
+            .iter()
+            .filter_map(|n| table.get(n))
+            .map(|e| Listed {
+                dest: e.dest.clone(),
+                open: e.open,
+            })
+            .collect();
+        let next = more
+            .then(|| listed.last().map(|l| l.dest.name.clone()))
+            .flatten();
+        (listed, next)
+    }
+
+    /// The names of application `app`'s open endpoints.
+    pub(crate) fn endpoints_of(&self, app: &str) -> Vec<Arc<str>> {
+        self.read()
+            .subs
+            .get(app)
+            .map(|s| s.members.iter().cloned().collect())
+            .unwrap_or_default()
+    }
+
     /// Whether `name` has its own metric series.
     pub(crate) fn has_own_series(&self, name: &str) -> bool {
         self.read().own_series.contains(name)
@@ -257,6 +402,10 @@ impl Catalog {
             false => table.own_series.remove(&key),
         };
         table.order.insert(seq, key.clone());
+        if let Some(old) = table.by_name.get(&key).map(|e| e.dest.clone()) {
+            table.unsubscribe(&key, &old);
+        }
+        table.subscribe(&key, &d);
         let entry = Entry {
             target: Mutex::new(Weak::new()),
             admitting,
@@ -269,13 +418,15 @@ impl Catalog {
 
     /// Closes `name` to new webhooks; false if it is not open.
     pub(crate) fn close(&self, name: &str) -> bool {
-        match self.write().by_name.get_mut(name) {
-            Some(e) if e.open => {
-                e.open = false;
-                true
-            }
-            _ => false,
-        }
+        let mut table = self.write();
+        let Some(e) = table.by_name.get_mut(name).filter(|e| e.open) else {
+            return false;
+        };
+        e.open = false;
+        let d = e.dest.clone();
+        // No new event finds it.
+        table.unsubscribe(name, &d);
+        true
     }
 
     /// Waits until no admission holds a pass for `name` (none can be given
@@ -332,6 +483,7 @@ impl Catalog {
         {
             table.order.remove(&e.seq);
             table.own_series.remove(name);
+            table.unsubscribe(name, &e.dest);
         }
     }
 }

@@ -37,7 +37,13 @@ const CACHE_BYTES: usize = 4 << 20;
 /// Destinations by name: a [`Record`] as JSON.
 const DESTINATIONS: TableDefinition<&str, &[u8]> = TableDefinition::new("destinations");
 
+/// Applications by name: a [`super::App`] as JSON.
+const APPS: TableDefinition<&str, &[u8]> = TableDefinition::new("applications");
+
 /// What the registry keeps of a name.
+// Fields is large, and these are few and short-lived (one per change):
+// boxing it would cost every reader an indirection for nothing.
+#[allow(clippy::large_enum_variant)]
 #[derive(Clone, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub(crate) enum Kept {
@@ -57,6 +63,8 @@ struct Record {
 
 /// One write for the writer thread: `None` removes the name's record.
 struct Write {
+    /// Its table.
+    table: TableDefinition<'static, &'static str, &'static [u8]>,
     name: String,
     bytes: Option<Vec<u8>>,
     done: oneshot::Sender<Result<(), String>>,
@@ -251,8 +259,20 @@ impl Registry {
             Some(r) => Some(serde_json::to_vec(r).map_err(|e| e.to_string())?),
             None => None,
         };
+        self.send(DESTINATIONS, name, bytes).await
+    }
+
+    /// Writes `bytes` for `name` in `table` (`None`: removes it), durable
+    /// before it returns.
+    async fn send(
+        &self,
+        table: TableDefinition<'static, &'static str, &'static [u8]>,
+        name: &str,
+        bytes: Option<Vec<u8>>,
+    ) -> Result<(), String> {
         let (done, answer) = oneshot::channel();
         let write = Write {
+            table,
             name: name.to_owned(),
             bytes,
             done,
@@ -264,6 +284,35 @@ impl Registry {
         answer
             .await
             .map_err(|_| "the registry's writer has stopped".to_owned())?
+    }
+
+    /// Keeps application `name`, durable before it returns.
+    pub(crate) async fn put_app(&self, name: &str, app: &super::App) -> Result<(), String> {
+        let bytes = serde_json::to_vec(app).map_err(|e| e.to_string())?;
+        self.send(APPS, name, Some(bytes)).await
+    }
+
+    /// Forgets application `name`, durable before it returns.
+    pub(crate) async fn delete_app(&self, name: &str) -> Result<(), String> {
+        self.send(APPS, name, None).await
+    }
+
+    /// Every application kept.
+    pub(crate) fn apps(&self) -> Result<Vec<(String, super::App)>, String> {
+        let txn = self.db.begin_read().map_err(|e| e.to_string())?;
+        let table = match txn.open_table(APPS) {
+            Ok(t) => t,
+            Err(redb::TableError::TableDoesNotExist(_)) => return Ok(Vec::new()),
+            Err(e) => return Err(e.to_string()),
+        };
+        let mut out = Vec::new();
+        for row in table.iter().map_err(|e| e.to_string())? {
+            let (name, value) = row.map_err(|e| e.to_string())?;
+            let app = serde_json::from_slice(value.value())
+                .map_err(|e| format!("the application {:?} does not read: {e}", name.value()))?;
+            out.push((name.value().to_owned(), app));
+        }
+        Ok(out)
     }
 }
 
@@ -336,15 +385,13 @@ fn writer(db: &Database, rx: std::sync::mpsc::Receiver<Write>, commits: &AtomicU
 /// `batch` in one durable transaction.
 fn commit(db: &Database, batch: &[Write]) -> Result<(), String> {
     let txn = db.begin_write().map_err(|e| e.to_string())?;
-    {
-        let mut table = txn.open_table(DESTINATIONS).map_err(|e| e.to_string())?;
-        for w in batch {
-            match &w.bytes {
-                Some(bytes) => table.insert(w.name.as_str(), bytes.as_slice()),
-                None => table.remove(w.name.as_str()),
-            }
-            .map_err(|e| e.to_string())?;
+    for w in batch {
+        let mut table = txn.open_table(w.table).map_err(|e| e.to_string())?;
+        match &w.bytes {
+            Some(bytes) => table.insert(w.name.as_str(), bytes.as_slice()),
+            None => table.remove(w.name.as_str()),
         }
+        .map_err(|e| e.to_string())?;
     }
     txn.commit().map_err(|e| e.to_string())
 }

@@ -21,7 +21,7 @@ use super::value::{HttpUrl, Value, quoted};
 pub(crate) const DEFAULT_NAME: &str = "default";
 
 /// The keys a destination table may have.
-pub(super) const FIELDS: [&str; 8] = [
+pub(super) const FIELDS: [&str; 13] = [
     "name",
     "url",
     "rate",
@@ -30,6 +30,11 @@ pub(super) const FIELDS: [&str; 8] = [
     "secret",
     "previous_secret",
     "metrics",
+    "application",
+    "event_types",
+    "filter",
+    "disabled",
+    "description",
 ];
 
 /// One configured receiver.
@@ -53,6 +58,8 @@ pub(crate) struct Destination {
     /// Whether it has its own metric series (`None`: as its origin
     /// decides, see [`own_series`](Self::own_series)).
     pub metrics: Option<bool>,
+    /// With an application: an endpoint, the events it takes.
+    pub endpoint: Option<Arc<super::subscription::Subscription>>,
     /// Where it was configured.
     pub origin: Origin,
 }
@@ -141,6 +148,21 @@ pub(crate) struct Fields {
     /// Its own metric series, or summed into `_other`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub metrics: Option<bool>,
+    /// The application whose endpoint it is.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub application: Option<String>,
+    /// The event types it takes (exact, `prefix.*`); absent: every type.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub event_types: Option<Vec<String>>,
+    /// Equality on the payload's fields (dotted paths).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub filter: Option<serde_json::Map<String, serde_json::Value>>,
+    /// Takes no new event.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub disabled: Option<bool>,
+    /// What it is, for people.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
 }
 
 /// Its secrets redacted.
@@ -156,6 +178,11 @@ impl std::fmt::Debug for Fields {
             .field("secret", &redacted(&self.secret))
             .field("previous_secret", &redacted(&self.previous_secret))
             .field("metrics", &self.metrics)
+            .field("application", &self.application)
+            .field("event_types", &self.event_types)
+            .field("filter", &self.filter)
+            .field("disabled", &self.disabled)
+            .field("description", &self.description)
             .finish()
     }
 }
@@ -204,6 +231,7 @@ impl Fields {
             Option<Duration>,
             Option<Secret>,
             Option<Secret>,
+            Option<Arc<super::subscription::Subscription>>,
         ),
         Vec<(&'static str, String)>,
     ) {
@@ -244,7 +272,16 @@ impl Fields {
         };
         let secret = secret_of("secret", self.secret.as_deref());
         let previous_secret = secret_of("previous_secret", self.previous_secret.as_deref());
-        ((url, budget, secret, previous_secret), errors)
+        let endpoint = super::subscription::check(
+            self.application.as_deref(),
+            self.event_types.as_deref(),
+            self.filter.as_ref(),
+            self.disabled,
+            self.description.as_deref(),
+            &mut errors,
+        )
+        .map(Arc::new);
+        ((url, budget, secret, previous_secret, endpoint), errors)
     }
 
     /// The destination, or what is wrong with each field (keys `at.field`).
@@ -273,7 +310,7 @@ impl Fields {
                 None
             }
         };
-        let ((url, budget, secret, previous_secret), wrong) = self.field_errors();
+        let ((url, budget, secret, previous_secret, endpoint), wrong) = self.field_errors();
         for (field, e) in wrong {
             fail(field, e);
         }
@@ -299,6 +336,7 @@ impl Fields {
             secret,
             previous_secret,
             metrics: self.metrics,
+            endpoint,
             origin: origin.clone(),
         })
     }
@@ -359,6 +397,17 @@ fn fields_of(
             "secret" => String::from_toml(v).map(|s| f.secret = Some(s)),
             "previous_secret" => String::from_toml(v).map(|s| f.previous_secret = Some(s)),
             "metrics" => bool::from_toml(v).map(|b| f.metrics = Some(b)),
+            "application" => String::from_toml(v).map(|s| f.application = Some(s)),
+            "event_types" => strings(v).map(|t| f.event_types = Some(t)),
+            "filter" => json_of_toml(v).and_then(|j| match j {
+                serde_json::Value::Object(m) => {
+                    f.filter = Some(m);
+                    Ok(())
+                }
+                _ => Err("a table of fields and the values they must have".into()),
+            }),
+            "disabled" => bool::from_toml(v).map(|b| f.disabled = Some(b)),
+            "description" => String::from_toml(v).map(|s| f.description = Some(s)),
             other => Err(format!(
                 "unknown key {other:?} (a destination has {})",
                 FIELDS.join(", ")
@@ -501,8 +550,70 @@ pub(super) fn from_downstream(url: &HttpUrl, origin: Origin) -> Destination {
         secret: None,
         previous_secret: None,
         metrics: None,
+        endpoint: None,
         origin,
     }
+}
+
+/// A JSON value as TOML, inline (a null, which TOML has no word for, as
+/// the string "null").
+fn toml_inline(v: &serde_json::Value) -> String {
+    use serde_json::Value as J;
+    match v {
+        J::Null => quoted("null"),
+        J::Bool(b) => b.to_string(),
+        J::Number(n) => n.to_string(),
+        J::String(s) => quoted(s),
+        J::Array(a) => format!(
+            "[{}]",
+            a.iter().map(toml_inline).collect::<Vec<_>>().join(", ")
+        ),
+        J::Object(o) => format!(
+            "{{ {} }}",
+            o.iter()
+                .map(|(k, v)| format!("{} = {}", quoted(k), toml_inline(v)))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+    }
+}
+
+/// An array of strings in a TOML table.
+fn strings(v: &DeValue<'_>) -> Result<Vec<String>, String> {
+    let Some(items) = v.as_array() else {
+        return Err(format!(
+            "expected an array of strings, found {}",
+            v.type_str()
+        ));
+    };
+    items
+        .iter()
+        .map(|i| String::from_toml(i.get_ref()))
+        .collect()
+}
+
+/// A TOML value as JSON (a filter's values).
+fn json_of_toml(v: &DeValue<'_>) -> Result<serde_json::Value, String> {
+    use serde_json::Value as J;
+    Ok(match v {
+        DeValue::String(s) => J::String(s.to_string()),
+        DeValue::Boolean(b) => J::Bool(*b),
+        DeValue::Integer(_) | DeValue::Float(_) => {
+            let n = f64::from_toml(v)?;
+            serde_json::Number::from_f64(n).map_or(J::Null, J::Number)
+        }
+        DeValue::Array(a) => J::Array(
+            a.iter()
+                .map(|i| json_of_toml(i.get_ref()))
+                .collect::<Result<_, _>>()?,
+        ),
+        DeValue::Table(t) => J::Object(
+            t.iter()
+                .map(|(k, i)| Ok((k.get_ref().to_string(), json_of_toml(i.get_ref())?)))
+                .collect::<Result<_, String>>()?,
+        ),
+        DeValue::Datetime(d) => J::String(d.to_string()),
+    })
 }
 
 /// Names configured twice.
@@ -537,6 +648,15 @@ impl Destination {
             secret: self.secret.as_ref().map(|s| s.text().to_owned()),
             previous_secret: self.previous_secret.as_ref().map(|s| s.text().to_owned()),
             metrics: self.metrics,
+            application: self.endpoint.as_ref().map(|e| e.application.to_string()),
+            event_types: self
+                .endpoint
+                .as_ref()
+                .filter(|e| !e.event_types.is_empty())
+                .map(|e| e.event_types.clone()),
+            filter: self.endpoint.as_ref().and_then(|e| e.filter.clone()),
+            disabled: self.endpoint.as_ref().filter(|e| e.disabled).map(|_| true),
+            description: self.endpoint.as_ref().and_then(|e| e.description.clone()),
         }
     }
 
@@ -567,6 +687,22 @@ impl Destination {
                 .map(|_| ("previous_secret", quoted("(redacted)"))),
         );
         out.extend(self.metrics.map(|m| ("metrics", m.show())));
+        if let Some(e) = &self.endpoint {
+            out.push(("application", quoted(&e.application)));
+            if !e.event_types.is_empty() {
+                let types: Vec<String> = e.event_types.iter().map(|t| quoted(t)).collect();
+                out.push(("event_types", format!("[{}]", types.join(", "))));
+            }
+            if let Some(f) = &e.filter {
+                out.push(("filter", toml_inline(&serde_json::Value::Object(f.clone()))));
+            }
+            if e.disabled {
+                out.push(("disabled", "true".to_owned()));
+            }
+            if let Some(d) = &e.description {
+                out.push(("description", quoted(d)));
+            }
+        }
         out
     }
 }

@@ -33,6 +33,7 @@ mod print;
 mod reference;
 mod settings;
 mod sources;
+pub(crate) mod subscription;
 pub(crate) mod tenants;
 mod validate;
 pub(crate) mod value;

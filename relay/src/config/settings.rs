@@ -121,6 +121,18 @@ declare_settings! {
     /// destination holds its settings and under a KiB; one with work, its
     /// ring and a few KiB more, given back once it is idle).
     max_destinations: usize = "100000";
+    /// The longest a destination's open circuit breaker waits before it
+    /// probes its receiver again (the wait starts at 1s and doubles while
+    /// the receiver stays down; its queue waits meanwhile, what does not
+    /// fit is refused or dead-lettered by the overflow policy), e.g. 5min.
+    breaker_max_cool_down: Duration = "5min";
+    /// How long an event (its payload, copies and attempts) is kept once
+    /// every copy has ended, e.g. 7days; a copy still on its way keeps
+    /// its event.
+    event_retention: Duration = "7days";
+    /// The most bytes the events store holds: past it, the oldest ended
+    /// events go first, whatever event_retention says.
+    event_retention_bytes: u64 = "1073741824";
     /// How many of the busiest destinations /metrics names in
     /// dripfeed_relay_busiest (by webhooks held, and by failed attempts),
     /// whatever their metrics setting; 0: none.

@@ -10,6 +10,7 @@
 //! rate = 20                 # optional: overrides tenant_rate / tenant_burst
 //! burst = 20
 //! destinations = ["billing"]   # optional: absent, every destination
+//! applications = ["acme"]      # optional: absent, every application's events
 //! [[tenants.keys]]
 //! sha256 = "…"              # dripfeed-relay hash-key prints it
 //! expires_at = "2027-01-01T00:00:00Z"
@@ -29,7 +30,14 @@ use super::value::{Value, quoted};
 use crate::config::digest::KeyDigest;
 
 /// The keys a tenant table may have.
-pub(super) const FIELDS: [&str; 5] = ["name", "rate", "burst", "destinations", "keys"];
+pub(super) const FIELDS: [&str; 6] = [
+    "name",
+    "rate",
+    "burst",
+    "destinations",
+    "applications",
+    "keys",
+];
 
 /// The keys a key table may have.
 pub(super) const KEY_FIELDS: [&str; 2] = ["sha256", "expires_at"];
@@ -46,6 +54,8 @@ pub(crate) struct Tenant {
     pub burst: Option<f64>,
     /// The destinations it may post to; `None`: every one.
     pub destinations: Option<Vec<String>>,
+    /// The applications it may post events for; `None`: every one.
+    pub applications: Option<Vec<String>>,
     /// Its API keys.
     pub keys: Vec<TenantKey>,
     /// Where it was configured.
@@ -119,6 +129,7 @@ fn tenant(
         rate: None,
         burst: None,
         destinations: None,
+        applications: None,
         keys: Vec::new(),
         origin: origin.clone(),
     };
@@ -147,6 +158,7 @@ fn tenant(
                 Ok(())
             }),
             "destinations" => names(v).map(|d| t.destinations = Some(d)),
+            "applications" => names(v).map(|a| t.applications = Some(a)),
             "keys" => {
                 t.keys = keys(value, &format!("{at}.keys"), doc, errors);
                 Ok(())
@@ -343,6 +355,10 @@ impl Tenant {
             let names: Vec<String> = d.iter().map(|n| quoted(n)).collect();
             out.push(format!("destinations = [{}]", names.join(", ")));
         }
+        if let Some(a) = &self.applications {
+            let names: Vec<String> = a.iter().map(|n| quoted(n)).collect();
+            out.push(format!("applications = [{}]", names.join(", ")));
+        }
         for k in &self.keys {
             out.push("[[tenants.keys]]".into());
             out.push(format!("sha256 = {}", k.digest.show()));
@@ -404,7 +420,7 @@ mod tests {
             errors,
             // A table's keys are read in name order.
             [
-                "r.toml:4: tenants[0].colour: unknown key \"colour\" (a tenant has name, rate, burst, destinations, keys)",
+                "r.toml:4: tenants[0].colour: unknown key \"colour\" (a tenant has name, rate, burst, destinations, applications, keys)",
                 "r.toml:7: tenants[0].keys[0].expires_at: expected an RFC 3339 time in UTC such as \"2027-01-01T00:00:00Z\", found \"next week\" (timestamp format is invalid)",
                 "r.toml:6: tenants[0].keys[0].sha256: expected a SHA-256 digest, 64 hex characters (dripfeed-relay hash-key prints one), found 3 characters",
                 "r.toml:2: tenants[0].name: \"a b\": 1 to 64 of A-Z a-z 0-9 . _ -",

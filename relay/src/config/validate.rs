@@ -32,6 +32,8 @@ pub(super) fn check(cfg: &Config, errors: &mut Vec<ConfigError>) {
         ("idempotency_window", s.idempotency_window),
         ("header_read_timeout", s.header_read_timeout),
         ("body_read_timeout", s.body_read_timeout),
+        ("breaker_max_cool_down", s.breaker_max_cool_down),
+        ("event_retention", s.event_retention),
     ] {
         if value.is_zero() {
             bad(key, "must be above 0".into());

@@ -46,6 +46,9 @@ use writer::{Msg, Writer};
 pub struct FileSink {
     tx: mpsc::Sender<Msg>,
     health: Arc<Health>,
+    /// Destinations being deleted, with the reason their leftovers get
+    /// in place of `shutdown` (what the throttle's end calls them).
+    retiring: std::sync::Mutex<std::collections::HashMap<Arc<str>, &'static str>>,
 }
 
 /// Where dead letters go, and how much each file holds.
@@ -72,7 +75,11 @@ impl FileSink {
             .name("dead-letter".into())
             .spawn(move || writer.run(rx))
             .map_err(|e| WriteError::io(&options.path, e))?;
-        Ok(FileSink { tx, health })
+        Ok(FileSink {
+            tx,
+            health,
+            retiring: std::sync::Mutex::default(),
+        })
     }
 
     /// Whether the file takes lines (intake reads it).
@@ -80,10 +87,43 @@ impl FileSink {
         self.health.clone()
     }
 
+    /// From now until [`FileSink::retired`], what destination `name`'s
+    /// throttle dead-letters at its end (`shutdown`) is written with
+    /// `reason` (`destination-deleted`, `application-deleted`).
+    pub fn retiring(&self, name: &Arc<str>, reason: &'static str) {
+        if let Ok(mut r) = self.retiring.lock() {
+            r.insert(name.clone(), reason);
+        }
+    }
+
+    /// `name` is gone: its reason is no longer needed.
+    pub fn retired(&self, name: &str) {
+        if let Ok(mut r) = self.retiring.lock() {
+            r.remove(name);
+        }
+    }
+
+    /// The reason a letter gets: `why`, or its destination's retiring
+    /// reason in place of a throttle's `shutdown`.
+    fn reason(&self, job: &Job, why: DeadLetterReason) -> &'static str {
+        if why == DeadLetterReason::Shutdown
+            && let Some(d) = &job.destination
+            && let Ok(r) = self.retiring.lock()
+            && let Some(reason) = r.get(d)
+        {
+            return reason;
+        }
+        why.as_str()
+    }
+
     /// Queues `job` for the file with a free-form reason (e.g. "evicted").
     // The job comes back whole (it is refused only when the writer is gone).
     #[allow(clippy::result_large_err)]
     pub fn offer(&self, job: Job, reason: &'static str) -> Result<(), Job> {
+        // An event's copy: the events store learns where it is.
+        if let Some(copy) = &job.event {
+            copy.dead_lettered(reason);
+        }
         match self.tx.send(Msg::Letter(job, reason)) {
             Ok(()) => Ok(()),
             Err(mpsc::SendError(Msg::Letter(job, _))) => Err(job),
@@ -116,7 +156,8 @@ impl FileSink {
 #[async_trait::async_trait]
 impl DeadLetterSink<Job> for Arc<FileSink> {
     fn try_offer(&self, job: Job, why: DeadLetterReason) -> Result<(), Job> {
-        self.offer(job, why.as_str())
+        let reason = self.reason(&job, why);
+        self.offer(job, reason)
     }
 
     /// A webhook deferred by `--overflow dead-letter` is named here, as
@@ -124,7 +165,8 @@ impl DeadLetterSink<Job> for Arc<FileSink> {
     /// keeps its own), so its line carries that id.
     fn try_offer_admitted(&self, id: u64, job: Job, why: DeadLetterReason) -> Result<(), Job> {
         job.trail.name(id);
-        self.offer(job, why.as_str())
+        let reason = self.reason(&job, why);
+        self.offer(job, reason)
     }
 
     async fn flush(&self) -> Result<(), FlushError> {

@@ -68,6 +68,39 @@ pub(crate) struct HttpDownstream {
 #[async_trait::async_trait]
 impl Downstream<Job> for HttpDownstream {
     async fn deliver(&self, job: &Job, attempt: Attempt) -> Delivery {
+        let Some(copy) = &job.event else {
+            return self.traced(job, attempt).await;
+        };
+        // An event's copy: each attempt kept in the events store.
+        let (at_ms, began) = (unix_ms(), std::time::Instant::now());
+        let number = attempt.number();
+        let delivery = self.traced(job, attempt).await;
+        let made = job.trail.attempts() == number;
+        let error = (made && !delivery.is_done())
+            .then(|| job.trail.last_error())
+            .flatten()
+            .map(|e| e.split(':').next().unwrap_or_default().to_owned());
+        let record = crate::events::record::AttemptRecord {
+            at_ms,
+            status: match made {
+                true => u16::try_from(job.trail.last_status()).unwrap_or(0),
+                false => 0,
+            },
+            duration_ms: u64::try_from(began.elapsed().as_millis()).unwrap_or(u64::MAX),
+            error,
+            response: None,
+        };
+        let ended = delivery
+            .is_done()
+            .then_some(crate::events::record::CopyState::Delivered);
+        copy.attempted(record, ended);
+        delivery
+    }
+}
+
+impl HttpDownstream {
+    /// One attempt, in its span when traces are exported.
+    async fn traced(&self, job: &Job, attempt: Attempt) -> Delivery {
         let Some(traces) = &self.traces else {
             return self.attempt(job, attempt, None).await;
         };
@@ -92,9 +125,7 @@ impl Downstream<Job> for HttpDownstream {
         span.end(status, error.as_deref(), then);
         delivery
     }
-}
 
-impl HttpDownstream {
     /// One attempt, carrying `traceparent` when traced.
     async fn attempt(
         &self,
@@ -117,7 +148,7 @@ impl HttpDownstream {
         };
         // The id the 202 named (or, redriven, the id it had before).
         let public = trail.name(attempt.id());
-        if let Some(status) = &self.status {
+        if let Some(status) = self.status.as_ref().filter(|_| job.event.is_none()) {
             status.started(
                 attempt,
                 public,
@@ -141,6 +172,7 @@ impl HttpDownstream {
         let status = answer.as_ref().map_or(0, |a| a.status.as_u16());
         trail.attempted(attempt.number(), status);
         if status != 0
+            && job.event.is_none()
             && let Some(registry) = &self.status
         {
             registry.answered(attempt.id(), status);
@@ -215,6 +247,13 @@ fn request(
         headers.insert("webhook-timestamp", HeaderValue::from(ts));
         headers.insert("webhook-id", id_value.clone());
     }
+    if let Some(copy) = &job.event {
+        // An event's copy names its event on every attempt, signed or not.
+        headers.insert("webhook-id", id_value.clone());
+        if let Ok(kind) = HeaderValue::from_str(&copy.kind) {
+            headers.insert("webhook-event-type", kind);
+        }
+    }
     headers.insert("idempotency-key", id_value);
     req
 }
@@ -233,7 +272,7 @@ impl HttpDownstream {
     fn failed(&self, job: &Job, attempt: &Attempt, error: &AttemptError) {
         let text = error.text();
         job.trail.failed(&text);
-        if let Some(registry) = &self.status {
+        if let Some(registry) = self.status.as_ref().filter(|_| job.event.is_none()) {
             registry.failed(attempt.id(), error.kind.as_str(), &text);
         }
         let own = self

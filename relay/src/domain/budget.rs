@@ -81,6 +81,14 @@ impl Ticket {
     }
 }
 
+impl Ticket {
+    /// One ticket holding both `a`'s and `b`'s bytes (of one budget).
+    pub(crate) fn merged(mut a: Ticket, mut b: Ticket) -> Ticket {
+        a.bytes = a.bytes.saturating_add(std::mem::take(&mut b.bytes));
+        a
+    }
+}
+
 impl Drop for Ticket {
     fn drop(&mut self) {
         self.held.fetch_sub(self.bytes, Ordering::AcqRel);

@@ -32,6 +32,9 @@ pub struct Job {
     /// Its trace: the intake span its delivery attempts join (with traces
     /// exported; kept in the journal and the fleet's queue).
     pub trace: Option<TraceContext>,
+    /// An event's copy for one endpoint: its event, where it reports
+    /// (never journaled: the events store keeps it).
+    pub(crate) event: Option<Arc<crate::events::EventCopy>>,
     _ticket: Option<Ticket>,
 }
 
@@ -127,7 +130,27 @@ impl Job {
             redrive_id: None,
             trail: Arc::default(),
             trace: None,
+            event: None,
             _ticket: Some(ticket),
+        }
+    }
+
+    /// Endpoint's copy of an event: its payload (shared by every copy),
+    /// named by the event's id, its bytes held by the event (`copy`).
+    pub(crate) fn copy(payload: Bytes, copy: Arc<crate::events::EventCopy>) -> Job {
+        let trail = Trail::default();
+        trail.name(copy.seq);
+        Job {
+            body: payload,
+            content_type: Some("application/json".to_owned()),
+            tenant: copy.tenant.clone(),
+            received_unix_ms: copy.created_ms,
+            destination: Some(copy.endpoint.clone()),
+            redrive_id: None,
+            trail: Arc::new(trail),
+            trace: None,
+            event: Some(copy),
+            _ticket: None,
         }
     }
 
@@ -143,6 +166,7 @@ impl Job {
             redrive_id: None,
             trail: Arc::default(),
             trace: None,
+            event: None,
             _ticket: None,
         }
     }
@@ -170,6 +194,7 @@ impl Job {
             redrive_id: id,
             trail: Arc::new(trail),
             trace: None,
+            event: None,
             _ticket: Some(ticket),
         }
     }
@@ -270,6 +295,7 @@ impl JobCodec for Job {
             redrive_id,
             trail: Arc::new(trail),
             trace,
+            event: None,
             _ticket: None,
         })
     }

@@ -39,6 +39,7 @@
 mod answers;
 pub(crate) mod body;
 mod caller;
+mod events;
 mod finish;
 mod json;
 pub(crate) mod lookup;
@@ -105,6 +106,7 @@ pub(crate) struct Intake {
 pub(crate) fn routes() -> OpenApiRouter<Arc<Intake>> {
     OpenApiRouter::new()
         .routes(routes!(deliver))
+        .routes(routes!(events::post_event))
         .routes(routes!(lookup::webhook))
         .routes(routes!(healthz))
         // Intake reads bodies itself, within max_body_bytes.

@@ -128,6 +128,10 @@ pub(crate) enum Cause {
     Unreplicated(u64),
     /// 400 `invalid`: it can never be admitted (too large to record).
     Invalid,
+    /// 501 `not-implemented`: this engine does not do it (what, and what
+    /// to use instead).
+    #[allow(dead_code)]
+    Unsupported(&'static str),
 }
 
 /// Which store refused a webhook.
@@ -391,6 +395,9 @@ pub(crate) trait Queue: Send + Sync + 'static {
 
     /// Publishes the engine's own gauges, before `/metrics` is rendered.
     async fn publish(&self);
+
+    /// Its events: posting, history, sending again, applications.
+    fn events(&self) -> &dyn super::events::Events;
 
     /// Stops taking webhooks, delivers what it holds for up to `grace`,
     /// keeps or dead-letters the rest, and says what it left.

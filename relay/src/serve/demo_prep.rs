@@ -26,6 +26,7 @@ fn demo_destination(
         secret: None,
         previous_secret: None,
         metrics: None,
+        endpoint: None,
         origin: Origin::Flag(format!("--demo ({name})")),
     })
 }

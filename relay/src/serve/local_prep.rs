@@ -104,7 +104,7 @@ pub(super) async fn open(cfg: &Config, parts: Parts) -> Result<Arc<Local>, Failu
         build::Parts {
             sink: sink.clone(),
             deliveries: parts.deliveries,
-            tenants: parts.quotas,
+            tenants: parts.quotas.clone(),
             permits: parts.permits,
             status: status.clone(),
         },
@@ -154,7 +154,17 @@ pub(super) async fn open(cfg: &Config, parts: Parts) -> Result<Arc<Local>, Failu
         ),
         None => println!("no journal: accepted webhooks live in memory only"),
     }
-    Ok(Arc::new(Local::new(local::Parts {
+    // Opened once the journal holds its directory's lock (in memory
+    // without one).
+    let events =
+        crate::events::EventStore::open(built.journal.as_ref().map(|j| j.dir())).map(Arc::new)?;
+    let events_kept = events.clone();
+    if let Some(state) = &parts.state {
+        for (name, app) in state.apps()? {
+            catalog.put_app(&name, app);
+        }
+    }
+    let local = Arc::new(Local::new(local::Parts {
         built,
         sink,
         dead_letter_file: paths.dead_letter_file.clone(),
@@ -169,5 +179,53 @@ pub(super) async fn open(cfg: &Config, parts: Parts) -> Result<Arc<Local>, Failu
             s.max_destinations.max(cfg.destinations.len()),
             s.shutdown_grace,
         ),
-    })))
+        events: Some(events),
+        quotas: parts.quotas,
+    }));
+    tokio::spawn(sweep_events(
+        Arc::downgrade(&events_kept),
+        s.event_retention,
+        s.event_retention_bytes,
+    ));
+    // Copies of events a crash (or a stop) left on their way go out again.
+    let again = local.send_pending()?;
+    if again > 0 {
+        println!("events: {again} copies on their way at the last stop sent again");
+    }
+    Ok(local)
+}
+
+/// Every minute: the events older than `retention` whose copies have all
+/// ended are deleted, then the oldest ended ones while the store holds
+/// more than `max_bytes`. Ends with the store.
+async fn sweep_events(
+    store: std::sync::Weak<crate::events::EventStore>,
+    retention: std::time::Duration,
+    max_bytes: u64,
+) {
+    let mut tick = tokio::time::interval(std::time::Duration::from_secs(60));
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tick.tick().await;
+        let Some(store) = store.upgrade() else {
+            return;
+        };
+        let now = crate::domain::job::unix_ms();
+        let before = crate::queue::local::events::id_at(
+            now.saturating_sub(u64::try_from(retention.as_millis()).unwrap_or(u64::MAX)),
+        );
+        let mut swept = 0;
+        while let Ok(n @ 1..) = store.sweep(before, 10_000).await {
+            swept += n;
+        }
+        while store.stored_bytes().await.is_ok_and(|b| b > max_bytes) {
+            match store.sweep(u64::MAX, 1_000).await {
+                Ok(n @ 1..) => swept += n,
+                _ => break, // what is left is on its way
+            }
+        }
+        if swept > 0 {
+            tracing::info!(swept, "events past their retention deleted");
+        }
+    }
 }

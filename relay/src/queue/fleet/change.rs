@@ -54,6 +54,9 @@ fn changed_meanwhile() -> ChangeRefused {
 }
 
 /// What the fleet holds for a name, as a change sees it.
+// Fields is large, and these are few and short-lived (one per change):
+// boxing it would cost every reader an indirection for nothing.
+#[allow(clippy::large_enum_variant)]
 enum Now {
     /// Its fields as kept: in the map, or (`raw` `None`) as this relay is
     /// configured.

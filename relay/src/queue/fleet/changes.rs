@@ -48,6 +48,9 @@ pub(crate) const REMAKE_AFTER: Duration = Duration::from_secs(5);
 const START_READ: Duration = Duration::from_secs(2);
 
 /// What the map holds for a name.
+// Fields is large, and these are few and short-lived (one per change):
+// boxing it would cost every reader an indirection for nothing.
+#[allow(clippy::large_enum_variant)]
 #[derive(Clone, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case", deny_unknown_fields)]
 pub(crate) enum Change {

@@ -108,6 +108,14 @@ impl Queue for FleetQueue {
         self.shared.busiest(k)
     }
 
+    fn events(&self) -> &dyn crate::queue::events::Events {
+        const NOT_YET: crate::queue::events::Unsupported = crate::queue::events::Unsupported(
+            "events and applications are kept by the local engine only for now (queue = \
+             local); with queue = redis post webhooks by destination (X-Destination)",
+        );
+        &NOT_YET
+    }
+
     async fn live(&self, name: &str) -> Option<Live> {
         let lane = self.shared.lane(name)?;
         let (depth, counts) = tokio::join!(lane.queue.depth(), lane.queue.counts());

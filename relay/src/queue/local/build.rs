@@ -169,7 +169,10 @@ pub(crate) fn build(cfg: &Config, journal: Option<&Path>, parts: Parts) -> Resul
         .max_in_flight(s.max_in_flight)
         .max_jobs(MAX_JOBS as usize)
         .max_destinations(s.max_destinations.max(cfg.destinations.len()).max(1))
-        .breaker(BreakerConfig::default())
+        .breaker(BreakerConfig::default().cool_down(
+            s.breaker_max_cool_down.min(Duration::from_secs(1)),
+            s.breaker_max_cool_down,
+        ))
         // One scheduler for the drains: a few driver tasks however many
         // destinations have work (two per core), not a task each.
         .drivers(2 * std::thread::available_parallelism().map_or(1, |n| n.get()))

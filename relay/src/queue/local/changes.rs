@@ -231,6 +231,49 @@ impl Changes {
         })
     }
 
+    /// Makes or replaces application `name`, kept in the registry first:
+    /// whether it is new.
+    pub(crate) async fn put_app(
+        &self,
+        catalog: &Catalog,
+        name: &str,
+        app: crate::catalog::App,
+    ) -> Result<bool, ChangeRefused> {
+        if catalog.is_closing() {
+            return Err(ChangeRefused::closing());
+        }
+        let _turn = self.turn(&format!("\0application {name}")).await;
+        let Some(registry) = &self.registry else {
+            return Err(ChangeRefused::new(409, "no-state-file", NO_STATE));
+        };
+        let made = catalog.app(name).is_none();
+        registry.put_app(name, &app).await.map_err(unwritable)?;
+        catalog.put_app(name, app);
+        Ok(made)
+    }
+
+    /// Forgets application `name` (its endpoints deleted before).
+    pub(crate) async fn delete_app(
+        &self,
+        catalog: &Catalog,
+        name: &str,
+    ) -> Result<(), ChangeRefused> {
+        let _turn = self.turn(&format!("\0application {name}")).await;
+        let Some(registry) = &self.registry else {
+            return Err(ChangeRefused::new(409, "no-state-file", NO_STATE));
+        };
+        if catalog.app(name).is_none() {
+            return Err(ChangeRefused::new(
+                404,
+                "unknown-application",
+                "no application of that name",
+            ));
+        }
+        registry.delete_app(name).await.map_err(unwritable)?;
+        catalog.remove_app(name);
+        Ok(())
+    }
+
     /// Deletes `name`: closed now, drained within the grace, the rest
     /// dead-lettered.
     pub(crate) async fn delete(
@@ -240,6 +283,7 @@ impl Changes {
         sink: &Arc<FileSink>,
         name: &str,
         pre: &Precondition,
+        why: &'static str,
     ) -> Result<Deleting, ChangeRefused> {
         if catalog.is_closing() {
             return Err(ChangeRefused::closing());
@@ -260,7 +304,7 @@ impl Changes {
         registry.delete(name).await.map_err(unwritable)?;
         // Closed before the lock is let go: a change waiting for it finds
         // the destination gone, never open to be changed (and made again).
-        let deleting = self.drain_away(set, catalog, sink, name);
+        let deleting = self.drain_away(set, catalog, sink, name, why);
         drop(turn);
         Ok(deleting)
     }
@@ -328,7 +372,7 @@ impl Changes {
                     catalog.put(dest);
                 }
                 None if catalog.is_open(&name) => {
-                    self.drain_away(set, catalog, sink, &name);
+                    self.drain_away(set, catalog, sink, &name, "destination-deleted");
                 }
                 None => {}
             }
@@ -345,6 +389,7 @@ impl Changes {
         catalog: &Arc<Catalog>,
         sink: &Arc<FileSink>,
         name: &str,
+        why: &'static str,
     ) -> Deleting {
         // From here intake gives no pass for it: new webhooks get 404.
         catalog.close(name);
@@ -352,6 +397,7 @@ impl Changes {
         let grace = self.grace;
         let (set, catalog2, sink, gone) =
             (set.clone(), catalog.clone(), sink.clone(), name.to_owned());
+        sink.retiring(&Arc::from(name), why);
         let task = tokio::spawn(async move {
             // Admissions that picked it before it closed end first (each
             // admitted or refused), so none lands in a destination taken out.
@@ -360,11 +406,12 @@ impl Changes {
             // rest itself; anything handed back goes to the file too.
             if let Some((_, returned)) = set.remove(&gone, grace).await {
                 for job in returned {
-                    if sink.offer(job, "destination-deleted").is_err() {
+                    if sink.offer(job, why).is_err() {
                         tracing::error!(destination = %gone, "the dead-letter writer is gone: a webhook of a deleted destination was dropped");
                     }
                 }
             }
+            sink.retired(&gone);
             catalog2.forget(&gone);
             tracing::info!(destination = %gone, "deleted destination drained");
         });

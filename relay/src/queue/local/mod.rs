@@ -12,6 +12,7 @@
 
 pub(crate) mod build;
 pub(crate) mod changes;
+pub(crate) mod events;
 pub(crate) mod idempotency;
 pub(crate) mod letters;
 
@@ -62,6 +63,10 @@ pub(crate) struct Local {
     changes: changes::Changes,
     /// Held by the redrive running.
     redriving: tokio::sync::Mutex<()>,
+    /// The events store (`None`: this relay keeps no events).
+    events: Option<Arc<crate::events::EventStore>>,
+    /// The tenant quota store an event is charged in, once.
+    quotas: Option<Arc<dyn dripfeed::keyed::BucketStore>>,
 }
 
 /// What the engine is made of, besides its set.
@@ -86,6 +91,10 @@ pub(crate) struct Parts {
     pub limits: Limits,
     /// The admin API's changes and where they are kept.
     pub changes: changes::Changes,
+    /// The events store.
+    pub events: Option<Arc<crate::events::EventStore>>,
+    /// The tenant quota store, if tenants have quotas.
+    pub quotas: Option<Arc<dyn dripfeed::keyed::BucketStore>>,
 }
 
 impl Local {
@@ -104,6 +113,8 @@ impl Local {
             limits: parts.limits,
             changes: parts.changes,
             redriving: tokio::sync::Mutex::new(()),
+            events: parts.events,
+            quotas: parts.quotas,
         }
     }
 
@@ -126,6 +137,23 @@ impl Local {
             _ => Cause::Invalid,
         };
         Refusal { cause, fields }
+    }
+}
+
+impl Local {
+    /// How long until the queues have room again, roughly.
+    pub(crate) fn drain_wait_now(&self) -> Duration {
+        let (depth, rate) = self
+            .set
+            .active_stats()
+            .iter()
+            .fold((0u64, 0.0f64), |(d, r), s| {
+                (d + s.depth(), r + s.drain_rate())
+            });
+        match rate > 0.0 {
+            true => Duration::from_secs_f64((depth as f64 / rate).min(3600.0)),
+            false => Duration::from_secs(1),
+        }
     }
 }
 
@@ -153,17 +181,11 @@ impl Queue for Local {
     }
 
     fn drain_wait(&self) -> Duration {
-        let (depth, rate) = self
-            .set
-            .active_stats()
-            .iter()
-            .fold((0u64, 0.0f64), |(d, r), s| {
-                (d + s.depth(), r + s.drain_rate())
-            });
-        match rate > 0.0 {
-            true => Duration::from_secs_f64((depth as f64 / rate).min(3600.0)),
-            false => Duration::from_secs(1),
-        }
+        self.drain_wait_now()
+    }
+
+    fn events(&self) -> &dyn crate::queue::events::Events {
+        self
     }
 
     fn make_room(&self, bytes: u64) {
@@ -273,7 +295,14 @@ impl Queue for Local {
 
     async fn delete(&self, name: &str, pre: &Precondition) -> Result<Deleting, ChangeRefused> {
         self.changes
-            .delete(&self.set, &self.catalog, &self.sink, name, pre)
+            .delete(
+                &self.set,
+                &self.catalog,
+                &self.sink,
+                name,
+                pre,
+                "destination-deleted",
+            )
             .await
     }
 

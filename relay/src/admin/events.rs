@@ -1,0 +1,520 @@
+//! Events on the admin API: an application's events (newest first), one
+//! event with each endpoint's copy and every attempt, an endpoint's
+//! attempts (newest first, failed or delivered), and sending again:
+//! `resend` one event to one endpoint, `recover` an endpoint's
+//! dead-lettered copies in a time window (Svix's `recover {since,
+//! until}`). Each goes through the endpoint's bucket like any copy.
+
+use std::sync::Arc;
+
+use axum::Json;
+use axum::body::Bytes;
+use axum::extract::rejection::BytesRejection;
+use axum::extract::{Path, RawQuery, State};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
+
+use super::Admin;
+use crate::domain::problem::problem;
+use crate::domain::schemas::Problem;
+use crate::events::record::{AttemptRecord, CopyRecord, CopyState, EventRecord};
+use crate::queue::events::SendAgain;
+
+/// One delivery attempt.
+#[derive(Serialize, ToSchema)]
+pub(crate) struct AttemptView {
+    /// When it started, ms since the Unix epoch.
+    at_ms: u64,
+    /// The receiver's status; 0: no answer.
+    status: u16,
+    /// How long it took, ms.
+    duration_ms: u64,
+    /// Its error's kind when it failed: `dns`, `connect`, `tls`,
+    /// `timeout`, `closed`, `status`, `too_large`, `refused`.
+    error: Option<String>,
+    /// The first bytes of the receiver's answer, when kept.
+    response: Option<String>,
+}
+
+impl From<AttemptRecord> for AttemptView {
+    fn from(a: AttemptRecord) -> Self {
+        AttemptView {
+            at_ms: a.at_ms,
+            status: a.status,
+            duration_ms: a.duration_ms,
+            error: a.error,
+            response: a.response,
+        }
+    }
+}
+
+/// One endpoint's copy of an event.
+#[derive(Serialize, ToSchema)]
+pub(crate) struct CopyView {
+    /// The endpoint.
+    endpoint: String,
+    /// `pending` (queued, waiting for a retry, or in flight), `delivered`
+    /// or `dead_lettered`.
+    #[schema(example = "delivered")]
+    state: &'static str,
+    /// Why it was dead-lettered (`overflow`, `retries-exhausted`…).
+    reason: Option<String>,
+    /// Times it was sent again (resend, recover).
+    resent: u32,
+    /// Its attempts, oldest first (the latest 64).
+    attempts: Vec<AttemptView>,
+}
+
+fn state_name(s: CopyState) -> &'static str {
+    match s {
+        CopyState::Pending => "pending",
+        CopyState::Delivered => "delivered",
+        CopyState::DeadLettered => "dead_lettered",
+    }
+}
+
+fn copy_view(endpoint: String, c: CopyRecord) -> CopyView {
+    CopyView {
+        endpoint,
+        state: state_name(c.state),
+        reason: c.reason,
+        resent: c.resent,
+        attempts: c.attempts.into_iter().map(AttemptView::from).collect(),
+    }
+}
+
+/// An event.
+#[derive(Serialize, ToSchema)]
+pub(crate) struct EventView {
+    /// Its id (each copy's `webhook-id`).
+    #[schema(example = "1764338411000000001")]
+    id: String,
+    /// Its application.
+    application: String,
+    /// Its type.
+    #[serde(rename = "type")]
+    #[schema(example = "invoice.paid")]
+    kind: String,
+    /// When it was taken, ms since the Unix epoch.
+    created_at_ms: u64,
+    /// The tenant that posted it.
+    tenant: Option<String>,
+    /// The endpoints it went to.
+    endpoints: usize,
+    /// Its payload (`GET` of one event only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<Object>)]
+    payload: Option<serde_json::Value>,
+    /// Each endpoint's copy (`GET` of one event only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    copies: Option<Vec<CopyView>>,
+}
+
+fn event_view(id: u64, r: EventRecord) -> EventView {
+    EventView {
+        id: id.to_string(),
+        application: r.app,
+        kind: r.kind,
+        created_at_ms: r.created_ms,
+        tenant: r.tenant,
+        endpoints: r.copies.len(),
+        payload: None,
+        copies: None,
+    }
+}
+
+/// A page of events, newest first.
+#[derive(Serialize, ToSchema)]
+pub(crate) struct EventList {
+    events: Vec<EventView>,
+    /// Where the next (older) page starts (`cursor`); `null` on the last.
+    next_cursor: Option<String>,
+}
+
+/// One copy of an endpoint's, with its event.
+#[derive(Serialize, ToSchema)]
+pub(crate) struct EndpointCopy {
+    /// The event's id.
+    event: String,
+    /// Its type.
+    #[serde(rename = "type")]
+    kind: String,
+    #[serde(flatten)]
+    copy: CopyView,
+}
+
+/// A page of an endpoint's copies, newest first.
+#[derive(Serialize, ToSchema)]
+pub(crate) struct AttemptList {
+    copies: Vec<EndpointCopy>,
+    /// Where the next (older) page starts (`cursor`); `null` on the last.
+    next_cursor: Option<String>,
+}
+
+fn unreadable(e: String) -> Response {
+    problem(
+        StatusCode::SERVICE_UNAVAILABLE,
+        "events-unreadable",
+        e,
+        Vec::new(),
+    )
+}
+
+fn not_found(what: &str) -> Response {
+    problem(
+        StatusCode::NOT_FOUND,
+        "unknown-event",
+        format!("no {what}"),
+        Vec::new(),
+    )
+}
+
+/// `GET /v1/applications/{app}/events`.
+#[utoipa::path(get, path = "/v1/applications/{app}/events", tag = "events",
+    security(("admin_token" = [])),
+    params(
+        ("app" = String, Path, description = "The application."),
+        ("type" = Option<String>, Query, description = "Only events of this type."),
+        ("limit" = Option<u32>, Query, description = "Events in the page (default 100, most 1000).", minimum = 1, maximum = 1000),
+        ("cursor" = Option<String>, Query, pattern = "^[0-9]{1,20}$", nullable = false, description = "Where to continue: a next_cursor an earlier page gave."),
+    ),
+    responses(
+        (status = 200, description = "A page of the application's events, newest first.", body = EventList),
+        (status = 400, description = "A limit that is not a number from 1 to 1000, or a parameter given twice.", body = Problem, content_type = "application/problem+json"),
+        (status = 401, description = "No admin token, or not the admin token.", body = Problem, content_type = "application/problem+json",
+            headers(("WWW-Authenticate" = String, description = "`Bearer realm=\"dripfeed-relay\"`"))),
+        (status = 403, description = "Without an admin token, a request that names the listener by a host name other than localhost (not-local: DNS rebinding).", body = Problem, content_type = "application/problem+json"),
+        (status = 404, description = "No application of that name.", body = Problem, content_type = "application/problem+json"),
+        (status = 422, description = "A cursor this relay did not give.", body = Problem, content_type = "application/problem+json"),
+        (status = 503, description = "The events store cannot be read (with queue = redis: events are kept by the local engine only for now), or the listener serves its most connections.", body = Problem, content_type = "application/problem+json"),
+    ))]
+pub(crate) async fn list(
+    State(admin): State<Arc<Admin>>,
+    Path(app): Path<String>,
+    RawQuery(raw): RawQuery,
+) -> Response {
+    if admin.catalog.app(&app).is_none() {
+        return not_found("application of that name");
+    }
+    let q = match super::paging::parse(raw.as_deref(), 100, 1000, &["type"]) {
+        Ok(q) => q,
+        Err(r) => return *r,
+    };
+    let before = match super::paging::place(q.cursor.as_deref()) {
+        Ok(c) => c,
+        Err(r) => return *r,
+    };
+    match admin
+        .queue
+        .events()
+        .list(&app, q.filter("type"), before, q.limit)
+        .await
+    {
+        Ok(page) => Json(EventList {
+            events: page
+                .items
+                .into_iter()
+                .map(|(id, r)| event_view(id, r))
+                .collect(),
+            next_cursor: page.next.map(|n| n.to_string()),
+        })
+        .into_response(),
+        Err(e) => unreadable(e),
+    }
+}
+
+/// `GET /v1/applications/{app}/events/{id}`.
+#[utoipa::path(get, path = "/v1/applications/{app}/events/{id}", tag = "events",
+    security(("admin_token" = [])),
+    params(("app" = String, Path, description = "The application."), ("id" = String, Path, description = "The event's id.", pattern = "^[0-9]{1,20}$")),
+    responses(
+        (status = 200, description = "The event, its payload, and each endpoint's copy with every attempt.", body = EventView),
+        (status = 401, description = "No admin token, or not the admin token.", body = Problem, content_type = "application/problem+json",
+            headers(("WWW-Authenticate" = String, description = "`Bearer realm=\"dripfeed-relay\"`"))),
+        (status = 403, description = "Without an admin token, a request that names the listener by a host name other than localhost (not-local: DNS rebinding).", body = Problem, content_type = "application/problem+json"),
+        (status = 404, description = "No such event in this application (or no longer kept: event_retention).", body = Problem, content_type = "application/problem+json"),
+        (status = 503, description = "The events store cannot be read, or the listener serves its most connections.", body = Problem, content_type = "application/problem+json"),
+    ))]
+pub(crate) async fn one(
+    State(admin): State<Arc<Admin>>,
+    Path((app, id)): Path<(String, String)>,
+) -> Response {
+    let Ok(id) = id.parse::<u64>() else {
+        return not_found("such event");
+    };
+    match admin.queue.events().event(id).await {
+        Ok(Some((r, copies))) if r.app == app => {
+            let mut view = event_view(id, r);
+            let payload = admin.queue.events().payload(id).await.ok().flatten();
+            view.payload = payload.and_then(|p| serde_json::from_slice(&p).ok());
+            view.copies = Some(copies.into_iter().map(|(n, c)| copy_view(n, c)).collect());
+            Json(view).into_response()
+        }
+        Ok(_) => not_found("such event in this application"),
+        Err(e) => unreadable(e),
+    }
+}
+
+/// `GET /v1/applications/{app}/endpoints/{name}/attempts`.
+#[utoipa::path(get, path = "/v1/applications/{app}/endpoints/{name}/attempts", tag = "events",
+    security(("admin_token" = [])),
+    params(
+        ("app" = String, Path, description = "The application."),
+        ("name" = String, Path, description = "The endpoint."),
+        ("outcome" = Option<String>, Query, description = "failed (its last attempt failed, or dead-lettered) or delivered.", pattern = "^(failed|delivered)$"),
+        ("limit" = Option<u32>, Query, description = "Copies in the page (default 100, most 1000).", minimum = 1, maximum = 1000),
+        ("cursor" = Option<String>, Query, pattern = "^[0-9]{1,20}$", nullable = false, description = "Where to continue: a next_cursor an earlier page gave."),
+    ),
+    responses(
+        (status = 200, description = "The endpoint's copies, newest first, each with its attempts.", body = AttemptList),
+        (status = 400, description = "A limit or outcome that is not one, or a parameter given twice.", body = Problem, content_type = "application/problem+json"),
+        (status = 401, description = "No admin token, or not the admin token.", body = Problem, content_type = "application/problem+json",
+            headers(("WWW-Authenticate" = String, description = "`Bearer realm=\"dripfeed-relay\"`"))),
+        (status = 403, description = "Without an admin token, a request that names the listener by a host name other than localhost (not-local: DNS rebinding).", body = Problem, content_type = "application/problem+json"),
+        (status = 404, description = "No such application, or no endpoint of that name in it.", body = Problem, content_type = "application/problem+json"),
+        (status = 422, description = "A cursor this relay did not give.", body = Problem, content_type = "application/problem+json"),
+        (status = 503, description = "The events store cannot be read, or the listener serves its most connections.", body = Problem, content_type = "application/problem+json"),
+    ))]
+pub(crate) async fn attempts(
+    State(admin): State<Arc<Admin>>,
+    Path((app, name)): Path<(String, String)>,
+    RawQuery(raw): RawQuery,
+) -> Response {
+    if !is_endpoint_of(&admin, &app, &name) {
+        return not_found("endpoint of that name in this application");
+    }
+    let q = match super::paging::parse(raw.as_deref(), 100, 1000, &["outcome"]) {
+        Ok(q) => q,
+        Err(r) => return *r,
+    };
+    let failed = match q.filter("outcome") {
+        None => None,
+        Some("failed") => Some(true),
+        Some("delivered") => Some(false),
+        Some(_) => return *super::paging::bad("outcome must be failed or delivered"),
+    };
+    let before = match super::paging::place(q.cursor.as_deref()) {
+        Ok(c) => c,
+        Err(r) => return *r,
+    };
+    match admin
+        .queue
+        .events()
+        .copies(&name, failed, before, q.limit)
+        .await
+    {
+        Ok(page) => Json(AttemptList {
+            copies: page
+                .items
+                .into_iter()
+                .map(|(id, kind, c)| EndpointCopy {
+                    event: id.to_string(),
+                    kind,
+                    copy: copy_view(name.clone(), c),
+                })
+                .collect(),
+            next_cursor: page.next.map(|n| n.to_string()),
+        })
+        .into_response(),
+        Err(e) => unreadable(e),
+    }
+}
+
+/// Whether `name` is an endpoint of `app` (held, open or not).
+fn is_endpoint_of(admin: &Admin, app: &str, name: &str) -> bool {
+    admin
+        .catalog
+        .get(name)
+        .and_then(|l| l.dest.endpoint.clone())
+        .is_some_and(|e| &*e.application == app)
+}
+
+/// `POST /v1/applications/{app}/events/{id}/resend`.
+#[derive(Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct Resend {
+    /// The endpoint to send the event to again.
+    endpoint: String,
+}
+
+/// `POST /v1/applications/{app}/endpoints/{name}/recover`.
+#[derive(Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct Recover {
+    /// From when (RFC 3339, e.g. `2026-11-28T10:00:00Z`): events taken
+    /// since then.
+    #[schema(example = "2026-11-28T10:00:00Z")]
+    since: String,
+    /// Until when (RFC 3339); absent: now.
+    until: Option<String>,
+}
+
+/// How many were sent again.
+#[derive(Serialize, ToSchema)]
+pub(crate) struct SentAgain {
+    /// Copies sent again.
+    sent: usize,
+}
+
+fn send_again_refused(e: SendAgain) -> Response {
+    let (status, kind, detail) = match e {
+        SendAgain::NotFound => (
+            StatusCode::NOT_FOUND,
+            "unknown-event",
+            "no such event, or it has no copy for that endpoint".to_owned(),
+        ),
+        SendAgain::Gone => (
+            StatusCode::NOT_FOUND,
+            "unknown-destination",
+            "no endpoint of that name (or it is being deleted)".to_owned(),
+        ),
+        SendAgain::Pending => (
+            StatusCode::CONFLICT,
+            "copy-pending",
+            "that copy is still on its way: it can be sent again once it has ended".to_owned(),
+        ),
+        SendAgain::Failed(e) => (StatusCode::SERVICE_UNAVAILABLE, "events-unreadable", e),
+        SendAgain::Unsupported => (
+            StatusCode::NOT_IMPLEMENTED,
+            "not-implemented",
+            "events are kept by the local engine only for now".to_owned(),
+        ),
+    };
+    problem(status, kind, detail, Vec::new())
+}
+
+/// The body read as `T`, or its answer.
+fn body_of<T: serde::de::DeserializeOwned>(
+    body: Result<Bytes, BytesRejection>,
+) -> Result<T, Box<Response>> {
+    let body = body.map_err(|e| Box::new(e.into_response()))?;
+    let v: serde_json::Value = serde_json::from_slice(&body).map_err(|e| {
+        Box::new(problem(
+            StatusCode::BAD_REQUEST,
+            "bad-json",
+            format!("the body is not JSON: {e}"),
+            Vec::new(),
+        ))
+    })?;
+    if !v.is_object() {
+        return Err(Box::new(problem(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "bad-request",
+            "the body is a JSON object".to_owned(),
+            Vec::new(),
+        )));
+    }
+    serde_json::from_value(v).map_err(|e| {
+        Box::new(problem(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "bad-request",
+            e.to_string(),
+            Vec::new(),
+        ))
+    })
+}
+
+/// `POST /v1/applications/{app}/events/{id}/resend`.
+#[utoipa::path(post, path = "/v1/applications/{app}/events/{id}/resend", tag = "events",
+    security(("admin_token" = [])),
+    params(("app" = String, Path, description = "The application."), ("id" = String, Path, description = "The event's id.", pattern = "^[0-9]{1,20}$")),
+    request_body(content = Resend, content_type = "application/json"),
+    responses(
+        (status = 202, description = "Sent again: queued to the endpoint (through its bucket), or dead-lettered with reason overflow if its queue is full.", body = SentAgain),
+        (status = 400, description = "A body that is not JSON.", body = Problem, content_type = "application/problem+json"),
+        (status = 401, description = "No admin token, or not the admin token.", body = Problem, content_type = "application/problem+json",
+            headers(("WWW-Authenticate" = String, description = "`Bearer realm=\"dripfeed-relay\"`"))),
+        (status = 403, description = "Without an admin token, a request that names the listener by a host name other than localhost (not-local: DNS rebinding).", body = Problem, content_type = "application/problem+json"),
+        (status = 404, description = "No such event in this application, no copy of it for that endpoint, or no such endpoint.", body = Problem, content_type = "application/problem+json"),
+        (status = 409, description = "That copy is still on its way.", body = Problem, content_type = "application/problem+json"),
+        (status = 422, description = "Not a resend ({\"endpoint\": \"...\"}).", body = Problem, content_type = "application/problem+json"),
+        (status = 501, description = "With queue = redis: events are kept by the local engine only for now.", body = Problem, content_type = "application/problem+json"),
+        (status = 503, description = "The events store cannot be read, or the listener serves its most connections.", body = Problem, content_type = "application/problem+json"),
+    ))]
+pub(crate) async fn resend(
+    State(admin): State<Arc<Admin>>,
+    Path((app, id)): Path<(String, String)>,
+    body: Result<Bytes, BytesRejection>,
+) -> Response {
+    let given: Resend = match body_of(body) {
+        Ok(r) => r,
+        Err(r) => return *r,
+    };
+    let Ok(id) = id.parse::<u64>() else {
+        return not_found("such event");
+    };
+    match admin.queue.events().event(id).await {
+        Ok(Some((r, _))) if r.app == app => {}
+        Ok(_) => return not_found("such event in this application"),
+        Err(e) => return unreadable(e),
+    }
+    match admin.queue.events().resend(id, &given.endpoint).await {
+        Ok(()) => (StatusCode::ACCEPTED, Json(SentAgain { sent: 1 })).into_response(),
+        Err(e) => send_again_refused(e),
+    }
+}
+
+/// `POST /v1/applications/{app}/endpoints/{name}/recover`.
+#[utoipa::path(post, path = "/v1/applications/{app}/endpoints/{name}/recover", tag = "events",
+    security(("admin_token" = [])),
+    params(("app" = String, Path, description = "The application."), ("name" = String, Path, description = "The endpoint.")),
+    request_body(content = Recover, content_type = "application/json"),
+    responses(
+        (status = 202, description = "The endpoint's dead-lettered copies of events taken in the window, sent again (through its bucket): how many.", body = SentAgain),
+        (status = 400, description = "A body that is not JSON.", body = Problem, content_type = "application/problem+json"),
+        (status = 401, description = "No admin token, or not the admin token.", body = Problem, content_type = "application/problem+json",
+            headers(("WWW-Authenticate" = String, description = "`Bearer realm=\"dripfeed-relay\"`"))),
+        (status = 403, description = "Without an admin token, a request that names the listener by a host name other than localhost (not-local: DNS rebinding).", body = Problem, content_type = "application/problem+json"),
+        (status = 404, description = "No such application, or no endpoint of that name in it.", body = Problem, content_type = "application/problem+json"),
+        (status = 422, description = "Not a window (since, and until if given, RFC 3339; since before until).", body = Problem, content_type = "application/problem+json"),
+        (status = 501, description = "With queue = redis: events are kept by the local engine only for now.", body = Problem, content_type = "application/problem+json"),
+        (status = 503, description = "The events store cannot be read, or the listener serves its most connections.", body = Problem, content_type = "application/problem+json"),
+    ))]
+pub(crate) async fn recover(
+    State(admin): State<Arc<Admin>>,
+    Path((app, name)): Path<(String, String)>,
+    body: Result<Bytes, BytesRejection>,
+) -> Response {
+    let given: Recover = match body_of(body) {
+        Ok(r) => r,
+        Err(r) => return *r,
+    };
+    if !is_endpoint_of(&admin, &app, &name) {
+        return not_found("endpoint of that name in this application");
+    }
+    let at = |t: &str| {
+        humantime::parse_rfc3339_weak(t)
+            .ok()
+            .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+            .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+    };
+    let bad = |what: &str| {
+        problem(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "bad-window",
+            what.to_owned(),
+            Vec::new(),
+        )
+    };
+    let Some(since) = at(&given.since) else {
+        return bad("since: an RFC 3339 time, e.g. 2026-11-28T10:00:00Z");
+    };
+    let until = match given.until.as_deref().map(at) {
+        None => crate::domain::job::unix_ms(),
+        Some(Some(u)) => u,
+        Some(None) => return bad("until: an RFC 3339 time, e.g. 2026-11-28T12:00:00Z"),
+    };
+    if since > until {
+        return bad("since is after until");
+    }
+    let (from, to) = (
+        crate::queue::local::events::id_at(since),
+        crate::queue::local::events::id_at(until.saturating_add(1)),
+    );
+    match admin.queue.events().recover(&name, from, to).await {
+        Ok(sent) => (StatusCode::ACCEPTED, Json(SentAgain { sent })).into_response(),
+        Err(e) => send_again_refused(e),
+    }
+}

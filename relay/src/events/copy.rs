@@ -1,0 +1,54 @@
+//! One endpoint's copy of an event, as it travels as a [`Job`]: its
+//! event, and where it reports what happened (the events store). The copy
+//! holds its share of the event's bytes in the byte budget (the payload
+//! once for every copy, and each copy's bookkeeping).
+//!
+//! [`Job`]: crate::domain::job::Job
+
+use std::sync::Arc;
+
+use super::record::{AttemptRecord, CopyState, Told};
+use super::store::EventStore;
+use crate::domain::budget::Ticket;
+
+/// An endpoint's copy of an event (see the [module](self) docs).
+pub(crate) struct EventCopy {
+    /// The event's sequence number (its id).
+    pub seq: u64,
+    /// The endpoint.
+    pub endpoint: Arc<str>,
+    /// The event's type (sent as `webhook-event-type`).
+    pub kind: Arc<str>,
+    /// The tenant that posted it.
+    pub tenant: Option<String>,
+    /// When the event was taken, ms since the Unix epoch.
+    pub created_ms: u64,
+    /// Where it reports.
+    pub store: Arc<EventStore>,
+    /// The event's bytes in the budget: held (never read) while any copy
+    /// lives, given back with the last.
+    #[allow(dead_code)]
+    pub held: Option<Arc<Ticket>>,
+}
+
+impl EventCopy {
+    /// An attempt ended: its answer (`status` 0: none), how long it took,
+    /// its error's kind if it failed, and where the copy is now if that
+    /// was its last.
+    pub(crate) fn attempted(&self, attempt: AttemptRecord, ended: Option<CopyState>) {
+        self.store.tell(
+            self.seq,
+            self.endpoint.clone(),
+            Told::Attempt { attempt, ended },
+        );
+    }
+
+    /// Dead-lettered for `reason`.
+    pub(crate) fn dead_lettered(&self, reason: &str) {
+        self.store.tell(
+            self.seq,
+            self.endpoint.clone(),
+            Told::DeadLettered(reason.to_owned()),
+        );
+    }
+}

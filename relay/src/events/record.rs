@@ -1,0 +1,110 @@
+//! What the events store keeps: each event (its application, type,
+//! payload, the endpoints it went to), and each copy's state and attempts.
+
+use serde::{Deserialize, Serialize};
+
+/// The most attempts a copy keeps (its latest).
+pub(crate) const MAX_ATTEMPTS: usize = 64;
+
+/// An event, as posted.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub(crate) struct EventRecord {
+    /// Its application.
+    pub app: String,
+    /// Its type.
+    #[serde(rename = "type")]
+    pub kind: String,
+    /// When it was taken, ms since the Unix epoch.
+    pub created_ms: u64,
+    /// The tenant that posted it, if tenants are named.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tenant: Option<String>,
+    /// Its `Idempotency-Key`, if it had one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub key: Option<String>,
+    /// The endpoints it went to, by name.
+    pub copies: Vec<String>,
+}
+
+/// Where a copy is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub(crate) enum CopyState {
+    /// Queued, waiting for a retry, or in flight.
+    Pending,
+    /// Its receiver took it (2xx).
+    Delivered,
+    /// Dead-lettered (its reason says why): `recover` sends it again.
+    DeadLettered,
+}
+
+/// One delivery attempt.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub(crate) struct AttemptRecord {
+    /// When it started, ms since the Unix epoch.
+    pub at_ms: u64,
+    /// The receiver's status; 0: no answer.
+    pub status: u16,
+    /// How long it took, ms.
+    pub duration_ms: u64,
+    /// The kind of error when it failed (`dns`, `connect`, `timeout`,
+    /// `status`…).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    /// The first bytes of the receiver's answer (`attempt_response_bytes`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub response: Option<String>,
+}
+
+/// One endpoint's copy of an event.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub(crate) struct CopyRecord {
+    /// Where it is.
+    pub state: CopyState,
+    /// Why it was dead-lettered (`overflow`, `retries-exhausted`…).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    /// Its attempts, oldest first (the latest [`MAX_ATTEMPTS`]).
+    #[serde(default)]
+    pub attempts: Vec<AttemptRecord>,
+    /// Times it was sent again (resend, recover).
+    #[serde(default)]
+    pub resent: u32,
+}
+
+impl CopyRecord {
+    /// A copy just made.
+    pub(crate) fn pending() -> CopyRecord {
+        CopyRecord {
+            state: CopyState::Pending,
+            reason: None,
+            attempts: Vec::new(),
+            resent: 0,
+        }
+    }
+
+    /// Whether its last attempt failed or it was dead-lettered: what
+    /// `outcome=failed` lists.
+    pub(crate) fn failed(&self) -> bool {
+        self.state == CopyState::DeadLettered
+            || self
+                .attempts
+                .last()
+                .is_some_and(|a| !(200..300).contains(&a.status))
+    }
+}
+
+/// What happened to a copy, as its delivery or the dead-letter file tells.
+#[derive(Clone, Debug)]
+pub(crate) enum Told {
+    /// An attempt ended (not the last, or the last: `ended` says where the
+    /// copy is then).
+    Attempt {
+        attempt: AttemptRecord,
+        ended: Option<CopyState>,
+    },
+    /// Dead-lettered without (another) attempt: its reason.
+    DeadLettered(String),
+    /// Sent again (resend, recover): pending.
+    Again,
+}

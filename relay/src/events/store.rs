@@ -1,0 +1,498 @@
+//! The events store: `events.redb` beside the journal (in memory without
+//! one). Each event is written with every copy it fans out to in one
+//! transaction, durable (fsynced) before its 202: a crash never leaves
+//! half a fan-out, and a copy is never in the journal (it is submitted
+//! unjournaled) but here, where a restart finds it pending and sends it
+//! again. Each attempt and each copy's end are written here too; those
+//! arriving together share a transaction (a batch with an event or a
+//! copy's end is fsynced, one of attempts alone is not: a crash may lose
+//! the last attempts' records, never an event or a copy's end).
+//!
+//! Tables (keys are bytes: a sequence number is 8 bytes big-endian, so the
+//! B-tree's order is time order):
+//!
+//! - `events`: seq → the [`EventRecord`] (JSON); `payloads`: seq → bytes;
+//! - `copies`: seq ‖ endpoint → the [`CopyRecord`] (JSON);
+//! - `by_endpoint`: endpoint ‖ 0 ‖ seq → (); `by_app`: app ‖ 0 ‖ seq → type;
+//! - `pending`: seq ‖ endpoint → (), the copies not ended;
+//! - `keys`: app ‖ 0 ‖ `Idempotency-Key` → seq.
+
+use std::path::Path;
+use std::sync::Arc;
+use std::sync::mpsc;
+
+use redb::{Database, Durability, ReadableTable, TableDefinition};
+use tokio::sync::oneshot;
+
+use super::record::{CopyRecord, CopyState, EventRecord, MAX_ATTEMPTS, Told};
+
+pub(super) type Table = TableDefinition<'static, &'static [u8], &'static [u8]>;
+pub(super) const EVENTS: Table = TableDefinition::new("events");
+pub(super) const PAYLOADS: Table = TableDefinition::new("payloads");
+pub(super) const COPIES: Table = TableDefinition::new("copies");
+pub(super) const BY_ENDPOINT: Table = TableDefinition::new("by_endpoint");
+pub(super) const BY_APP: Table = TableDefinition::new("by_app");
+pub(super) const PENDING: Table = TableDefinition::new("pending");
+pub(super) const KEYS: Table = TableDefinition::new("keys");
+
+/// The store's file in the journal's directory.
+pub(crate) const FILE: &str = "events.redb";
+
+/// `seq` as a key.
+pub(super) fn seq_key(seq: u64) -> [u8; 8] {
+    seq.to_be_bytes()
+}
+
+/// A key's sequence number (its first or last 8 bytes).
+pub(super) fn seq_of(bytes: &[u8]) -> u64 {
+    let mut b = [0u8; 8];
+    if bytes.len() >= 8 {
+        b.copy_from_slice(&bytes[..8]);
+    }
+    u64::from_be_bytes(b)
+}
+
+/// `name ‖ 0 ‖ seq`.
+pub(super) fn named_key(name: &str, seq: u64) -> Vec<u8> {
+    let mut k = Vec::with_capacity(name.len() + 9);
+    k.extend_from_slice(name.as_bytes());
+    k.push(0);
+    k.extend_from_slice(&seq_key(seq));
+    k
+}
+
+/// `seq ‖ endpoint`.
+pub(super) fn copy_key(seq: u64, endpoint: &str) -> Vec<u8> {
+    let mut k = Vec::with_capacity(8 + endpoint.len());
+    k.extend_from_slice(&seq_key(seq));
+    k.extend_from_slice(endpoint.as_bytes());
+    k
+}
+
+/// `app ‖ 0 ‖ key`.
+fn idempotency(app: &str, key: &str) -> Vec<u8> {
+    let mut k = Vec::with_capacity(app.len() + 1 + key.len());
+    k.extend_from_slice(app.as_bytes());
+    k.push(0);
+    k.extend_from_slice(key.as_bytes());
+    k
+}
+
+/// What a post found.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Posted {
+    /// Written.
+    New,
+    /// Its `Idempotency-Key` was taken before: that event, and how many
+    /// copies it made.
+    Duplicate { seq: u64, copies: usize },
+}
+
+/// One write for the writer thread.
+enum Op {
+    Post {
+        seq: u64,
+        event: EventRecord,
+        payload: axum::body::Bytes,
+        done: oneshot::Sender<Result<Posted, String>>,
+    },
+    Tell {
+        seq: u64,
+        endpoint: Arc<str>,
+        told: Told,
+    },
+    Sweep {
+        before_seq: u64,
+        most: usize,
+        done: oneshot::Sender<Result<usize, String>>,
+    },
+    Size {
+        done: oneshot::Sender<Result<u64, String>>,
+    },
+}
+
+impl Op {
+    /// Whether its batch must be fsynced before the writer answers.
+    fn durable(&self) -> bool {
+        match self {
+            Op::Post { .. } | Op::Sweep { .. } => true,
+            Op::Size { .. } => false,
+            Op::Tell { told, .. } => !matches!(told, Told::Attempt { ended: None, .. }),
+        }
+    }
+}
+
+/// The events store (see the [module](self) docs).
+pub(crate) struct EventStore {
+    pub(super) db: Arc<Database>,
+    writes: Option<mpsc::Sender<Op>>,
+    writer: Option<std::thread::JoinHandle<()>>,
+}
+
+impl EventStore {
+    /// Opens (or makes) the store in `dir`, owner-only; in memory without
+    /// a directory.
+    pub(crate) fn open(dir: Option<&Path>) -> Result<EventStore, String> {
+        let db = match dir {
+            Some(dir) => {
+                let path = dir.join(FILE);
+                let at = |e: &dyn std::fmt::Display| format!("events {}: {e}", path.display());
+                let mut options = std::fs::OpenOptions::new();
+                options.read(true).write(true).create(true).truncate(false);
+                drop(crate::util::private::open(&options, &path).map_err(|e| at(&e))?);
+                Database::builder()
+                    .set_cache_size(16 << 20)
+                    .create(&path)
+                    .map_err(|e| at(&e))?
+            }
+            None => Database::builder()
+                .create_with_backend(redb::backends::InMemoryBackend::new())
+                .map_err(|e| format!("events (in memory): {e}"))?,
+        };
+        let db = Arc::new(db);
+        let (tx, rx) = mpsc::channel();
+        let written = db.clone();
+        let writer = std::thread::Builder::new()
+            .name("dripfeed-events".into())
+            .spawn(move || writer(&written, &rx))
+            .map_err(|e| format!("events: {e}"))?;
+        Ok(EventStore {
+            db,
+            writes: Some(tx),
+            writer: Some(writer),
+        })
+    }
+
+    fn send(&self, op: Op) -> bool {
+        self.writes.as_ref().is_some_and(|w| w.send(op).is_ok())
+    }
+
+    /// Writes event `seq` with its payload and every copy (pending), or
+    /// finds its `Idempotency-Key` taken; durable before it answers.
+    pub(crate) async fn post(
+        &self,
+        seq: u64,
+        event: EventRecord,
+        payload: axum::body::Bytes,
+    ) -> Result<Posted, String> {
+        let (done, answer) = oneshot::channel();
+        if !self.send(Op::Post {
+            seq,
+            event,
+            payload,
+            done,
+        }) {
+            return Err("the events store's writer has stopped".into());
+        }
+        answer
+            .await
+            .map_err(|_| "the events store's writer has stopped".to_owned())?
+    }
+
+    /// Records what happened to endpoint's copy of event `seq` (not
+    /// awaited: see the [module](self) docs for what a crash may lose).
+    pub(crate) fn tell(&self, seq: u64, endpoint: Arc<str>, told: Told) {
+        if !self.send(Op::Tell {
+            seq,
+            endpoint,
+            told,
+        }) {
+            tracing::warn!(
+                event = seq,
+                "the events store's writer has stopped: a copy's attempt is not recorded"
+            );
+        }
+    }
+
+    /// Deletes (at most `most` of) the events before `before_seq` whose
+    /// copies have all ended, oldest first; how many went.
+    pub(crate) async fn sweep(&self, before_seq: u64, most: usize) -> Result<usize, String> {
+        let (done, answer) = oneshot::channel();
+        if !self.send(Op::Sweep {
+            before_seq,
+            most,
+            done,
+        }) {
+            return Err("the events store's writer has stopped".into());
+        }
+        answer
+            .await
+            .map_err(|_| "the events store's writer has stopped".to_owned())?
+    }
+
+    /// The bytes the store holds (its B-trees' data, not its file's size).
+    pub(crate) async fn stored_bytes(&self) -> Result<u64, String> {
+        let (done, answer) = oneshot::channel();
+        if !self.send(Op::Size { done }) {
+            return Err("the events store's writer has stopped".into());
+        }
+        answer
+            .await
+            .map_err(|_| "the events store's writer has stopped".to_owned())?
+    }
+}
+
+/// The writer ends once every write sent is committed.
+impl Drop for EventStore {
+    fn drop(&mut self) {
+        drop(self.writes.take());
+        if let Some(w) = self.writer.take() {
+            let _ = w.join();
+        }
+    }
+}
+
+/// Takes every write waiting, applies them in one transaction, answers.
+fn writer(db: &Database, rx: &mpsc::Receiver<Op>) {
+    while let Ok(first) = rx.recv() {
+        let mut batch = vec![first];
+        while batch.len() < 4096
+            && let Ok(more) = rx.try_recv()
+        {
+            batch.push(more);
+        }
+        let durable = batch.iter().any(Op::durable);
+        let answers = commit(db, &mut batch, durable);
+        let size = batch
+            .iter()
+            .any(|op| matches!(op, Op::Size { .. }))
+            .then(|| stored(db));
+        for (op, answer) in batch.into_iter().zip(answers) {
+            match op {
+                Op::Post { done, .. } => {
+                    let _ = done.send(answer.map(|a| a.unwrap_or(Posted::New)));
+                }
+                Op::Sweep { done, .. } => {
+                    let _ = done.send(answer.map(|a| match a {
+                        Some(Posted::Duplicate { copies, .. }) => copies,
+                        _ => 0,
+                    }));
+                }
+                Op::Size { done } => {
+                    let _ = done.send(size.clone().unwrap_or_else(|| Err("not read".into())));
+                }
+                Op::Tell { .. } => {}
+            }
+        }
+    }
+}
+
+/// The bytes the store's tables hold.
+fn stored(db: &Database) -> Result<u64, String> {
+    let txn = db.begin_write().map_err(|e| e.to_string())?;
+    let bytes = txn.stats().map_err(|e| e.to_string())?.stored_bytes();
+    txn.abort().map_err(|e| e.to_string())?;
+    Ok(bytes)
+}
+
+type Answer = Result<Option<Posted>, String>;
+
+/// `batch` in one transaction: each op's answer (a failed commit fails
+/// them all).
+// redb's error is large; it is made once per failed batch, never per op.
+#[allow(clippy::result_large_err)]
+fn commit(db: &Database, batch: &mut [Op], durable: bool) -> Vec<Answer> {
+    let run = || -> Result<Vec<Answer>, redb::Error> {
+        let mut txn = db.begin_write()?;
+        if !durable {
+            txn.set_durability(Durability::Eventual);
+        }
+        let mut answers = Vec::with_capacity(batch.len());
+        {
+            let mut t = Tables {
+                events: txn.open_table(EVENTS)?,
+                payloads: txn.open_table(PAYLOADS)?,
+                copies: txn.open_table(COPIES)?,
+                by_endpoint: txn.open_table(BY_ENDPOINT)?,
+                by_app: txn.open_table(BY_APP)?,
+                pending: txn.open_table(PENDING)?,
+                keys: txn.open_table(KEYS)?,
+            };
+            for op in batch.iter() {
+                answers.push(t.apply(op));
+            }
+        }
+        txn.commit()?;
+        Ok(answers)
+    };
+    match run() {
+        Ok(a) => a,
+        Err(e) => {
+            tracing::error!(error = %e, "the events store cannot write");
+            batch.iter().map(|_| Err(e.to_string())).collect()
+        }
+    }
+}
+
+/// The tables of one write transaction.
+struct Tables<'t> {
+    events: redb::Table<'t, &'static [u8], &'static [u8]>,
+    payloads: redb::Table<'t, &'static [u8], &'static [u8]>,
+    copies: redb::Table<'t, &'static [u8], &'static [u8]>,
+    by_endpoint: redb::Table<'t, &'static [u8], &'static [u8]>,
+    by_app: redb::Table<'t, &'static [u8], &'static [u8]>,
+    pending: redb::Table<'t, &'static [u8], &'static [u8]>,
+    keys: redb::Table<'t, &'static [u8], &'static [u8]>,
+}
+
+impl Tables<'_> {
+    fn apply(&mut self, op: &Op) -> Answer {
+        let e = |e: redb::StorageError| e.to_string();
+        match op {
+            Op::Post {
+                seq,
+                event,
+                payload,
+                ..
+            } => {
+                if let Some(key) = &event.key {
+                    let k = idempotency(&event.app, key);
+                    if let Some(had) = self.keys.get(k.as_slice()).map_err(e)? {
+                        let had = seq_of(had.value());
+                        let copies = self
+                            .events
+                            .get(seq_key(had).as_slice())
+                            .map_err(e)?
+                            .and_then(|r| serde_json::from_slice::<EventRecord>(r.value()).ok())
+                            .map_or(0, |r| r.copies.len());
+                        return Ok(Some(Posted::Duplicate { seq: had, copies }));
+                    }
+                    self.keys
+                        .insert(k.as_slice(), seq_key(*seq).as_slice())
+                        .map_err(e)?;
+                }
+                let record = serde_json::to_vec(event).map_err(|x| x.to_string())?;
+                let sk = seq_key(*seq);
+                self.events
+                    .insert(sk.as_slice(), record.as_slice())
+                    .map_err(e)?;
+                self.payloads
+                    .insert(sk.as_slice(), &payload[..])
+                    .map_err(e)?;
+                self.by_app
+                    .insert(
+                        named_key(&event.app, *seq).as_slice(),
+                        event.kind.as_bytes(),
+                    )
+                    .map_err(e)?;
+                let pending =
+                    serde_json::to_vec(&CopyRecord::pending()).map_err(|x| x.to_string())?;
+                for name in &event.copies {
+                    let ck = copy_key(*seq, name);
+                    self.copies
+                        .insert(ck.as_slice(), pending.as_slice())
+                        .map_err(e)?;
+                    self.pending.insert(ck.as_slice(), &[][..]).map_err(e)?;
+                    self.by_endpoint
+                        .insert(named_key(name, *seq).as_slice(), &[][..])
+                        .map_err(e)?;
+                }
+                Ok(None)
+            }
+            Op::Tell {
+                seq,
+                endpoint,
+                told,
+            } => {
+                let ck = copy_key(*seq, endpoint);
+                let Some(mut copy) = self
+                    .copies
+                    .get(ck.as_slice())
+                    .map_err(e)?
+                    .and_then(|r| serde_json::from_slice::<CopyRecord>(r.value()).ok())
+                else {
+                    return Ok(None); // swept meanwhile
+                };
+                match told {
+                    Told::Attempt { attempt, ended } => {
+                        copy.attempts.push(attempt.clone());
+                        if copy.attempts.len() > MAX_ATTEMPTS {
+                            copy.attempts.remove(0);
+                        }
+                        if let Some(state) = ended {
+                            copy.state = *state;
+                        }
+                    }
+                    Told::DeadLettered(reason) => {
+                        copy.state = CopyState::DeadLettered;
+                        copy.reason = Some(reason.clone());
+                    }
+                    Told::Again => {
+                        copy.state = CopyState::Pending;
+                        copy.reason = None;
+                        copy.resent = copy.resent.saturating_add(1);
+                    }
+                }
+                let bytes = serde_json::to_vec(&copy).map_err(|x| x.to_string())?;
+                self.copies
+                    .insert(ck.as_slice(), bytes.as_slice())
+                    .map_err(e)?;
+                match copy.state {
+                    CopyState::Pending => self.pending.insert(ck.as_slice(), &[][..]).map(drop),
+                    _ => self.pending.remove(ck.as_slice()).map(drop),
+                }
+                .map_err(e)?;
+                Ok(None)
+            }
+            Op::Size { .. } => Ok(None),
+            Op::Sweep {
+                before_seq, most, ..
+            } => {
+                let mut gone = Vec::new();
+                for row in self
+                    .events
+                    .range(..seq_key(*before_seq).as_slice())
+                    .map_err(e)?
+                {
+                    let (k, v) = row.map_err(e)?;
+                    let seq = seq_of(k.value());
+                    if let Ok(r) = serde_json::from_slice::<EventRecord>(v.value()) {
+                        gone.push((seq, r));
+                    }
+                    if gone.len() >= *most {
+                        break;
+                    }
+                }
+                let mut swept = 0;
+                for (seq, r) in gone {
+                    let held = r.copies.iter().any(|n| {
+                        self.pending
+                            .get(copy_key(seq, n).as_slice())
+                            .is_ok_and(|p| p.is_some())
+                    });
+                    if held {
+                        continue; // a copy still on its way is kept, and its event
+                    }
+                    let sk = seq_key(seq);
+                    self.events.remove(sk.as_slice()).map_err(e)?;
+                    self.payloads.remove(sk.as_slice()).map_err(e)?;
+                    self.by_app
+                        .remove(named_key(&r.app, seq).as_slice())
+                        .map_err(e)?;
+                    if let Some(key) = &r.key {
+                        let k = idempotency(&r.app, key);
+                        let ours = self
+                            .keys
+                            .get(k.as_slice())
+                            .map_err(e)?
+                            .is_some_and(|v| seq_of(v.value()) == seq);
+                        if ours {
+                            self.keys.remove(k.as_slice()).map_err(e)?;
+                        }
+                    }
+                    for n in &r.copies {
+                        self.copies.remove(copy_key(seq, n).as_slice()).map_err(e)?;
+                        self.by_endpoint
+                            .remove(named_key(n, seq).as_slice())
+                            .map_err(e)?;
+                    }
+                    swept += 1;
+                }
+                Ok(Some(Posted::Duplicate {
+                    seq: 0,
+                    copies: swept,
+                }))
+            }
+        }
+    }
+}

@@ -1,0 +1,178 @@
+//! The events part of the queue contract: posting an event (fanned out to
+//! its application's subscribed endpoints in one admission), reading
+//! events and attempts back, sending a copy again, and the applications.
+//! Each engine keeps these rules:
+//!
+//! - an event and every copy it fans out to are durable in one write
+//!   before its 202: a crash never leaves half a fan-out, and a retried
+//!   post with the same `Idempotency-Key` (scoped by application) never
+//!   fans out twice;
+//! - one slow or full endpoint never refuses or delays the event for the
+//!   others: a copy its endpoint's queue does not take follows that
+//!   endpoint's overflow policy, and one not queued is dead-lettered with
+//!   its reason (`overflow`), counted and recoverable;
+//! - a copy goes through its endpoint's bucket like any webhook, signed
+//!   with its endpoint's secret, `webhook-id` the event's id on every copy
+//!   and attempt, its type in `webhook-event-type`.
+
+use axum::body::Bytes;
+
+use super::contract::{ChangeRefused, Refusal};
+use crate::catalog::App;
+use crate::domain::budget::Ticket;
+use crate::domain::names::Tenant;
+use crate::events::read::Page;
+use crate::events::record::{CopyRecord, EventRecord};
+
+/// An event offered: its request checked and its payload read.
+pub(crate) struct EventPost {
+    /// Its application (it exists).
+    pub app: String,
+    /// Its type (checked).
+    pub kind: String,
+    /// Its payload, as posted (JSON).
+    pub payload: Bytes,
+    /// The same, read (for the endpoints' filters).
+    pub json: serde_json::Value,
+    /// Its tenant.
+    pub tenant: Tenant,
+    /// Whether its tenant's quota applies.
+    pub charged: bool,
+    /// Its `Idempotency-Key`, if any.
+    pub key: Option<String>,
+    /// Its bytes in the budget.
+    pub ticket: Ticket,
+}
+
+/// An event taken: its id, and how many endpoints it went to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct EventTaken {
+    /// Its id.
+    pub id: u64,
+    /// The endpoints it went to (queued, or dead-lettered for overflow).
+    pub endpoints: usize,
+    /// A repeat of an `Idempotency-Key` taken before: nothing new.
+    pub duplicate: bool,
+}
+
+/// Why a copy could not be sent again.
+#[derive(Debug)]
+pub(crate) enum SendAgain {
+    /// No such event, or it has no copy for that endpoint.
+    NotFound,
+    /// The endpoint no longer exists (or is being deleted).
+    Gone,
+    /// Still on its way: it has not ended yet.
+    Pending,
+    /// The store cannot be read or written.
+    Failed(String),
+    /// Not with this engine.
+    #[cfg_attr(not(feature = "redis"), allow(dead_code))]
+    Unsupported,
+}
+
+/// The events part of a queue (see the [module](self) docs).
+#[async_trait::async_trait]
+pub(crate) trait Events: Send + Sync {
+    /// Takes an event in, fanned out to every endpoint of its application
+    /// subscribed to its type (whose filter its payload passes).
+    async fn post(&self, post: EventPost) -> Result<EventTaken, Refusal>;
+
+    /// Event `id`, with each copy.
+    async fn event(
+        &self,
+        id: u64,
+    ) -> Result<Option<(EventRecord, Vec<(String, CopyRecord)>)>, String>;
+
+    /// Event `id`'s payload.
+    async fn payload(&self, id: u64) -> Result<Option<Vec<u8>>, String>;
+
+    /// `app`'s events newest first.
+    async fn list(
+        &self,
+        app: &str,
+        kind: Option<&str>,
+        before: Option<u64>,
+        limit: usize,
+    ) -> Result<Page<(u64, EventRecord)>, String>;
+
+    /// `endpoint`'s copies newest first (`failed`: only the failed, or
+    /// only the delivered).
+    async fn copies(
+        &self,
+        endpoint: &str,
+        failed: Option<bool>,
+        before: Option<u64>,
+        limit: usize,
+    ) -> Result<Page<(u64, String, CopyRecord)>, String>;
+
+    /// Sends event `id` to `endpoint` again (delivered or not, once it has
+    /// ended).
+    async fn resend(&self, id: u64, endpoint: &str) -> Result<(), SendAgain>;
+
+    /// Sends `endpoint`'s dead-lettered copies of the events from `from`
+    /// to `to` (ids) again: how many.
+    async fn recover(&self, endpoint: &str, from: u64, to: u64) -> Result<usize, SendAgain>;
+
+    /// Makes or replaces application `name`: whether it is new.
+    async fn put_app(&self, name: &str, app: App) -> Result<bool, ChangeRefused>;
+
+    /// Deletes application `name` and every endpoint of it (each drained
+    /// as a deleted destination is): how many endpoints.
+    async fn delete_app(&self, name: &str) -> Result<usize, ChangeRefused>;
+}
+
+/// The events of an engine that keeps none: every call refused, saying so.
+#[cfg_attr(not(feature = "redis"), allow(dead_code))]
+pub(crate) struct Unsupported(pub &'static str);
+
+#[async_trait::async_trait]
+impl Events for Unsupported {
+    async fn post(&self, _: EventPost) -> Result<EventTaken, Refusal> {
+        Err(Refusal::now(super::contract::Cause::Unsupported(self.0)))
+    }
+
+    async fn event(&self, _: u64) -> Result<Option<crate::events::read::WithCopies>, String> {
+        Err(self.0.to_owned())
+    }
+
+    async fn payload(&self, _: u64) -> Result<Option<Vec<u8>>, String> {
+        Err(self.0.to_owned())
+    }
+
+    async fn list(
+        &self,
+        _: &str,
+        _: Option<&str>,
+        _: Option<u64>,
+        _: usize,
+    ) -> Result<Page<(u64, EventRecord)>, String> {
+        Err(self.0.to_owned())
+    }
+
+    async fn copies(
+        &self,
+        _: &str,
+        _: Option<bool>,
+        _: Option<u64>,
+        _: usize,
+    ) -> Result<Page<(u64, String, CopyRecord)>, String> {
+        Err(self.0.to_owned())
+    }
+
+    async fn resend(&self, _: u64, _: &str) -> Result<(), SendAgain> {
+        Err(SendAgain::Unsupported)
+    }
+
+    async fn recover(&self, _: &str, _: u64, _: u64) -> Result<usize, SendAgain> {
+        Err(SendAgain::Unsupported)
+    }
+
+    async fn put_app(&self, _: &str, _: App) -> Result<bool, ChangeRefused> {
+        Err(ChangeRefused::new(501, "not-implemented", self.0))
+    }
+
+    async fn delete_app(&self, _: &str) -> Result<usize, ChangeRefused> {
+        Err(ChangeRefused::new(501, "not-implemented", self.0))
+    }
+}

@@ -1,0 +1,390 @@
+//! The local engine's events: an event and its copies written to the
+//! events store in one transaction (durable before the 202), then each
+//! copy submitted to its endpoint's throttle unjournaled (the store keeps
+//! it, and a restart sends the pending ones again); a copy the endpoint's
+//! queue does not take is dead-lettered with the reason `overflow`.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use dripfeed::Submission;
+use dripfeed::keyed::{AdmitError, BucketError};
+
+use super::Local;
+use crate::catalog::App;
+use crate::catalog::edit::Precondition;
+use crate::domain::budget::JOB_OVERHEAD;
+use crate::domain::job::{Job, unix_ms};
+use crate::events::EventCopy;
+use crate::events::read::Page;
+use crate::events::record::{CopyRecord, CopyState, EventRecord, Told};
+use crate::queue::contract::{Cause, ChangeRefused, Refusal, Store};
+use crate::queue::events::{EventPost, EventTaken, Events, SendAgain};
+
+/// An event's id: the time it was taken in ns since the Unix epoch, made
+/// unique (and increasing) in this process: its place in time order.
+pub(crate) fn next_id() -> u64 {
+    static LAST: AtomicU64 = AtomicU64::new(0);
+    let now = u64::try_from(
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos()),
+    )
+    .unwrap_or(u64::MAX);
+    let mut last = LAST.load(Ordering::Relaxed);
+    loop {
+        let next = now.max(last + 1);
+        match LAST.compare_exchange_weak(last, next, Ordering::Relaxed, Ordering::Relaxed) {
+            Ok(_) => return next,
+            Err(seen) => last = seen,
+        }
+    }
+}
+
+/// The id a time (ms since the Unix epoch) begins.
+pub(crate) fn id_at(unix_ms: u64) -> u64 {
+    unix_ms.saturating_mul(1_000_000)
+}
+
+/// Counts for the metrics.
+pub(crate) mod counted {
+    /// Counter, label `result` (`fanned_out`, `no_endpoints`,
+    /// `duplicate`): events taken.
+    pub(crate) const EVENTS: &str = "dripfeed_relay_events_total";
+    /// Counter, label `outcome` (`queued`, `overflow`): copies made.
+    pub(crate) const COPIES: &str = "dripfeed_relay_event_copies_total";
+}
+
+/// What sends copies: the set, the dead-letter file, the store.
+#[derive(Clone)]
+struct Sender {
+    set: dripfeed::destinations::Destinations<Job>,
+    catalog: Arc<crate::catalog::Catalog>,
+    sink: Arc<crate::dead_letter::FileSink>,
+    store: Arc<crate::events::EventStore>,
+}
+
+impl Sender {
+    /// Endpoint's copy of event `seq` (`record`) as a job.
+    fn job(
+        &self,
+        seq: u64,
+        record: &EventRecord,
+        payload: &axum::body::Bytes,
+        endpoint: &Arc<str>,
+        held: Option<Arc<crate::domain::budget::Ticket>>,
+    ) -> Job {
+        Job::copy(
+            payload.clone(),
+            Arc::new(EventCopy {
+                seq,
+                endpoint: endpoint.clone(),
+                kind: Arc::from(record.kind.as_str()),
+                tenant: record.tenant.clone(),
+                created_ms: record.created_ms,
+                store: self.store.clone(),
+                held,
+            }),
+        )
+    }
+
+    /// What a refused copy becomes: dead-lettered with its reason.
+    fn refused(&self, endpoint: &str, refused: dripfeed::Rejected<Job>) {
+        if refused.reason() == dripfeed::Reason::Closed && self.catalog.is_open(endpoint) {
+            // The relay is stopping: the copy stays pending in the store,
+            // and the next start sends it.
+            return;
+        }
+        let reason = match refused.reason() {
+            dripfeed::Reason::Overloaded => "overflow",
+            dripfeed::Reason::Closed => "closed",
+            _ => "refused",
+        };
+        metrics::counter!(counted::COPIES, "outcome" => "overflow").increment(1);
+        // The file records it (and tells the store where it is).
+        if self.sink.offer(refused.into_job(), reason).is_err() {
+            tracing::error!(endpoint = %endpoint, "the dead-letter writer is gone: an event's copy the endpoint's queue refused is only in the events store");
+        }
+    }
+
+    /// Submits a copy now (never waits): a fan-out's. Whether it was
+    /// queued; one not taken follows the endpoint's overflow policy and
+    /// is dead-lettered.
+    fn send_now(&self, job: Job, endpoint: &Arc<str>) -> bool {
+        match self
+            .set
+            .try_submit(endpoint, Submission::new(job).unjournaled())
+        {
+            Ok(_) => {
+                metrics::counter!(counted::COPIES, "outcome" => "queued").increment(1);
+                true
+            }
+            Err(refused) => {
+                self.refused(endpoint, refused);
+                false
+            }
+        }
+    }
+
+    /// Sends `endpoint` its copies of events `seqs` again, in order, each
+    /// waiting for room in its queue (a recover or a restart can hold far
+    /// more than a queue): one task per endpoint, so a dead one holds up
+    /// no other.
+    fn send_waiting(&self, endpoint: Arc<str>, seqs: Vec<u64>) {
+        let me = self.clone();
+        tokio::spawn(async move {
+            for seq in seqs {
+                let (Ok(Some((record, _))), Ok(payload)) =
+                    (me.store.event(seq), me.store.payload(seq))
+                else {
+                    continue; // swept meanwhile
+                };
+                let payload: axum::body::Bytes = payload.unwrap_or_default().into();
+                let job = me.job(seq, &record, &payload, &endpoint, None);
+                match me
+                    .set
+                    .submit(&endpoint, Submission::new(job).unjournaled())
+                    .await
+                {
+                    Ok(_) => {
+                        metrics::counter!(counted::COPIES, "outcome" => "queued").increment(1);
+                    }
+                    Err(refused) => me.refused(&endpoint, refused),
+                }
+            }
+        });
+    }
+}
+
+impl Local {
+    /// The store, or why this relay keeps no events.
+    fn store(&self) -> Result<&Arc<crate::events::EventStore>, String> {
+        self.events
+            .as_ref()
+            .ok_or_else(|| "this relay keeps no events".to_owned())
+    }
+
+    fn sender(&self) -> Result<Sender, String> {
+        Ok(Sender {
+            set: self.set.clone(),
+            catalog: self.catalog.clone(),
+            sink: self.sink.clone(),
+            store: self.store()?.clone(),
+        })
+    }
+
+    /// Sends the copies a restart finds pending again, each endpoint's in
+    /// order and as its queue has room (those of endpoints no longer held
+    /// are dead-lettered): how many.
+    pub(crate) fn send_pending(&self) -> Result<usize, String> {
+        let sender = self.sender()?;
+        let mut by_endpoint: std::collections::BTreeMap<String, Vec<u64>> = Default::default();
+        for (seq, endpoint) in sender.store.pending()? {
+            by_endpoint.entry(endpoint).or_default().push(seq);
+        }
+        let mut sent = 0;
+        for (endpoint, seqs) in by_endpoint {
+            let endpoint: Arc<str> = Arc::from(endpoint.as_str());
+            if !self.catalog.is_open(&endpoint) {
+                for seq in seqs {
+                    sender.store.tell(
+                        seq,
+                        endpoint.clone(),
+                        Told::DeadLettered("destination-deleted".into()),
+                    );
+                }
+                continue;
+            }
+            sent += seqs.len();
+            sender.send_waiting(endpoint, seqs);
+        }
+        Ok(sent)
+    }
+}
+
+#[async_trait::async_trait]
+impl Events for Local {
+    async fn post(&self, p: EventPost) -> Result<EventTaken, Refusal> {
+        let store = self
+            .store()
+            .map_err(|_| Refusal::now(Cause::Unavailable(Store::JournalFailed)))?
+            .clone();
+        // The tenant's quota: one event, one charge, however many copies.
+        if p.charged
+            && let Some(quotas) = &self.quotas
+        {
+            match quotas.try_admit(p.tenant.scope(), 1.0).await {
+                Ok(_) => {}
+                Err(BucketError::Admit(AdmitError::OverQuota(o))) => {
+                    return Err(Refusal::after(Cause::OverQuota, o.retry_after()));
+                }
+                Err(BucketError::Unavailable(_)) => {
+                    return Err(Refusal::now(Cause::Unavailable(Store::Quotas)));
+                }
+                Err(_) => return Err(Refusal::now(Cause::Invalid)),
+            }
+        }
+        let passes = self.catalog.subscribed(&p.app, &p.kind, &p.json);
+        // Each copy's bookkeeping beside the payload (held once).
+        let overhead = JOB_OVERHEAD.saturating_mul(passes.len() as u64);
+        let Some(extra) = self.budget.try_hold(overhead) else {
+            return Err(Refusal::after(Cause::NoRoom, self.drain_wait_now()));
+        };
+        let seq = next_id();
+        let record = EventRecord {
+            app: p.app,
+            kind: p.kind,
+            created_ms: unix_ms(),
+            tenant: p.tenant.named.clone(),
+            key: p.key,
+            copies: passes.iter().map(|pass| pass.name().to_string()).collect(),
+        };
+        match store.post(seq, record.clone(), p.payload.clone()).await {
+            Ok(crate::events::store::Posted::New) => {}
+            Ok(crate::events::store::Posted::Duplicate { seq, copies }) => {
+                metrics::counter!(counted::EVENTS, "result" => "duplicate").increment(1);
+                return Ok(EventTaken {
+                    id: seq,
+                    endpoints: copies,
+                    duplicate: true,
+                });
+            }
+            Err(e) => {
+                tracing::error!(error = %e, "an event could not be written: refused");
+                return Err(Refusal::now(Cause::Unavailable(Store::JournalFailed)));
+            }
+        }
+        let result = if passes.is_empty() {
+            "no_endpoints"
+        } else {
+            "fanned_out"
+        };
+        metrics::counter!(counted::EVENTS, "result" => result).increment(1);
+        let held = Arc::new(crate::domain::budget::Ticket::merged(p.ticket, extra));
+        let sender = Sender {
+            set: self.set.clone(),
+            catalog: self.catalog.clone(),
+            sink: self.sink.clone(),
+            store,
+        };
+        for pass in &passes {
+            let job = sender.job(seq, &record, &p.payload, pass.name(), Some(held.clone()));
+            sender.send_now(job, pass.name());
+        }
+        drop(passes);
+        Ok(EventTaken {
+            id: seq,
+            endpoints: record.copies.len(),
+            duplicate: false,
+        })
+    }
+
+    async fn event(
+        &self,
+        id: u64,
+    ) -> Result<Option<(EventRecord, Vec<(String, CopyRecord)>)>, String> {
+        self.store()?.event(id)
+    }
+
+    async fn payload(&self, id: u64) -> Result<Option<Vec<u8>>, String> {
+        self.store()?.payload(id)
+    }
+
+    async fn list(
+        &self,
+        app: &str,
+        kind: Option<&str>,
+        before: Option<u64>,
+        limit: usize,
+    ) -> Result<Page<(u64, EventRecord)>, String> {
+        self.store()?.events(app, kind, before, limit)
+    }
+
+    async fn copies(
+        &self,
+        endpoint: &str,
+        failed: Option<bool>,
+        before: Option<u64>,
+        limit: usize,
+    ) -> Result<Page<(u64, String, CopyRecord)>, String> {
+        self.store()?.copies_of(endpoint, failed, before, limit)
+    }
+
+    async fn resend(&self, id: u64, endpoint: &str) -> Result<(), SendAgain> {
+        let store = self.store().map_err(SendAgain::Failed)?.clone();
+        let (record, copies) = store
+            .event(id)
+            .map_err(SendAgain::Failed)?
+            .ok_or(SendAgain::NotFound)?;
+        let copy = copies
+            .iter()
+            .find(|(n, _)| n == endpoint)
+            .ok_or(SendAgain::NotFound)?;
+        if copy.1.state == CopyState::Pending {
+            return Err(SendAgain::Pending);
+        }
+        if !self.catalog.is_open(endpoint) {
+            return Err(SendAgain::Gone);
+        }
+        let payload = store
+            .payload(id)
+            .map_err(SendAgain::Failed)?
+            .unwrap_or_default();
+        let endpoint: Arc<str> = Arc::from(endpoint);
+        store.tell(id, endpoint.clone(), Told::Again);
+        let sender = self.sender().map_err(SendAgain::Failed)?;
+        let job = sender.job(id, &record, &payload.into(), &endpoint, None);
+        sender.send_now(job, &endpoint);
+        Ok(())
+    }
+
+    async fn recover(&self, endpoint: &str, from: u64, to: u64) -> Result<usize, SendAgain> {
+        let store = self.store().map_err(SendAgain::Failed)?.clone();
+        if !self.catalog.is_open(endpoint) {
+            return Err(SendAgain::Gone);
+        }
+        let dead = store
+            .dead_lettered(endpoint, from, to)
+            .map_err(SendAgain::Failed)?;
+        let endpoint: Arc<str> = Arc::from(endpoint);
+        // Marked pending first (a restart sends them if this one stops),
+        // then sent as the endpoint's queue has room.
+        for id in &dead {
+            store.tell(*id, endpoint.clone(), Told::Again);
+        }
+        let sent = dead.len();
+        self.sender()
+            .map_err(SendAgain::Failed)?
+            .send_waiting(endpoint, dead);
+        Ok(sent)
+    }
+
+    async fn put_app(&self, name: &str, app: App) -> Result<bool, ChangeRefused> {
+        self.changes.put_app(&self.catalog, name, app).await
+    }
+
+    async fn delete_app(&self, name: &str) -> Result<usize, ChangeRefused> {
+        let endpoints = self.catalog.endpoints_of(name);
+        let mut deleted = 0;
+        for endpoint in endpoints {
+            match self
+                .changes
+                .delete(
+                    &self.set,
+                    &self.catalog,
+                    &self.sink,
+                    &endpoint,
+                    &Precondition::default(),
+                    "application-deleted",
+                )
+                .await
+            {
+                Ok(_) => deleted += 1,
+                Err(e) if e.status == 404 => {}
+                Err(e) => return Err(e),
+            }
+        }
+        self.changes.delete_app(&self.catalog, name).await?;
+        Ok(deleted)
+    }
+}

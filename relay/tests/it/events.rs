@@ -1,0 +1,480 @@
+//! Events, not addresses: an application with four endpoints — one
+//! subscribed to `invoice.*`, one to `invoice.paid` only, one to every
+//! type but fragile (20/s, a receiver that serves 20/s, its latency
+//! growing with its backlog), one dead (connection refused; `--retries 1`)
+//! — gets 1,000 events of mixed types posted at 100/s, the relay SIGKILLed
+//! half way and started again on its directory. Every copy ends in one
+//! place: each live endpoint receives each event it subscribes to (more
+//! than once only for deliveries in flight at the kill); where the
+//! fragile one's queue overflowed, the copy is dead-lettered with reason
+//! `overflow` and `recover` delivers it; no endpoint receives a type it
+//! does not take; the fragile one never gets more than its rate + 1 in
+//! any second; the dead one's copies are all dead-lettered, and once it
+//! is back `recover` delivers every one. Every copy's history is kept.
+//!
+//! Real time and real processes (a loopback integration test): bounded in
+//! time and count, asserting counts and generous bounds only.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use axum::Router;
+use axum::http::HeaderMap;
+use axum::routing::post;
+use serde_json::{Value, json};
+
+use crate::harness::{Relay, TempDir, argv, eventually, http};
+
+const EVENTS: usize = 1000;
+const TYPES: [&str; 4] = [
+    "invoice.paid",
+    "invoice.created",
+    "user.created",
+    "user.deleted",
+];
+/// The fragile endpoint's rate (and what its receiver serves).
+const FRAGILE: u32 = 20;
+
+/// What each endpoint received: event ids (with how many times), the
+/// types, arrivals per second, and when each id first arrived.
+#[derive(Default)]
+struct Seen {
+    ids: Mutex<HashMap<(String, String), u32>>,
+    types: Mutex<HashMap<String, HashSet<String>>>,
+    seconds: Mutex<HashMap<String, BTreeMap<u64, u32>>>,
+    first: Mutex<HashMap<(String, String), Instant>>,
+}
+
+impl Seen {
+    fn got(&self, endpoint: &str) -> HashSet<String> {
+        let ids = self.ids.lock().unwrap();
+        ids.keys()
+            .filter(|(e, _)| e == endpoint)
+            .map(|(_, id)| id.clone())
+            .collect()
+    }
+
+    fn duplicates(&self, endpoint: &str) -> u32 {
+        let ids = self.ids.lock().unwrap();
+        ids.iter()
+            .filter(|((e, _), _)| e == endpoint)
+            .map(|(_, n)| n - 1)
+            .sum()
+    }
+}
+
+/// A receiver on `listener` for every endpoint (by path); the fragile one
+/// serves one request at a time, 50 ms each.
+fn receive(seen: Arc<Seen>, listener: tokio::net::TcpListener, epoch: Instant) {
+    let fragile = Arc::new(tokio::sync::Semaphore::new(1));
+    let app = Router::new().route(
+        "/{endpoint}",
+        post(
+            move |axum::extract::Path(endpoint): axum::extract::Path<String>,
+                  headers: HeaderMap| {
+                let (seen, fragile) = (seen.clone(), fragile.clone());
+                async move {
+                    if endpoint == "fragile" {
+                        let _one = fragile.acquire().await;
+                        tokio::time::sleep(Duration::from_millis(1000 / u64::from(FRAGILE))).await;
+                    }
+                    let header = |n: &str| {
+                        headers
+                            .get(n)
+                            .and_then(|v| v.to_str().ok())
+                            .unwrap_or_default()
+                            .to_owned()
+                    };
+                    let (id, kind) = (header("webhook-id"), header("webhook-event-type"));
+                    let now = Instant::now();
+                    *seen
+                        .ids
+                        .lock()
+                        .unwrap()
+                        .entry((endpoint.clone(), id.clone()))
+                        .or_default() += 1;
+                    seen.first
+                        .lock()
+                        .unwrap()
+                        .entry((endpoint.clone(), id))
+                        .or_insert(now);
+                    seen.types
+                        .lock()
+                        .unwrap()
+                        .entry(endpoint.clone())
+                        .or_default()
+                        .insert(kind);
+                    *seen
+                        .seconds
+                        .lock()
+                        .unwrap()
+                        .entry(endpoint)
+                        .or_default()
+                        .entry(now.duration_since(epoch).as_secs())
+                        .or_default() += 1;
+                    "ok"
+                }
+            },
+        ),
+    );
+    tokio::spawn(async move { axum::serve(listener, app).await });
+}
+
+async fn send(method: reqwest::Method, url: &str, body: Option<Value>) -> (u16, Value) {
+    let mut req = http().request(method, url);
+    if let Some(b) = body {
+        req = req
+            .header("content-type", "application/json")
+            .body(b.to_string());
+    }
+    match req.send().await {
+        Ok(r) => {
+            let status = r.status().as_u16();
+            let text = r.text().await.unwrap_or_default();
+            (status, serde_json::from_str(&text).unwrap_or(Value::Null))
+        }
+        Err(_) => (0, Value::Null),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn events_fan_out_survive_a_kill_and_every_copy_ends_in_one_place() {
+    let epoch = Instant::now();
+    let seen = Arc::new(Seen::default());
+    let rx = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let rx_addr = rx.local_addr().unwrap();
+    receive(seen.clone(), rx, epoch);
+    // The dead endpoint's port: free now (connection refused), served later.
+    let dead_port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let dir = TempDir::new("events");
+    let args = format!(
+        "--destination seed=http://{rx_addr}/seed --data-dir {} --retries 1 \
+         --breaker-max-cool-down 1s",
+        dir.arg("data")
+    );
+    let mut relay = Relay::start_with(&argv(&args), &[]).await;
+    let admin = |r: &Relay, p: &str| r.admin_url(p);
+    assert_eq!(
+        send(
+            reqwest::Method::PUT,
+            &admin(&relay, "/v1/applications/acme"),
+            Some(json!({}))
+        )
+        .await
+        .0,
+        201
+    );
+    for (name, types, url, rate) in [
+        (
+            "inv",
+            json!(["invoice.*"]),
+            format!("http://{rx_addr}/inv"),
+            None,
+        ),
+        (
+            "paid",
+            json!(["invoice.paid"]),
+            format!("http://{rx_addr}/paid"),
+            None,
+        ),
+        (
+            "fragile",
+            json!(null),
+            format!("http://{rx_addr}/fragile"),
+            Some(FRAGILE),
+        ),
+        (
+            "dead",
+            json!(["*"]),
+            format!("http://127.0.0.1:{dead_port}/dead"),
+            None,
+        ),
+    ] {
+        let mut body = json!({"url": url, "event_types": types});
+        if let Some(r) = rate {
+            body["rate"] = json!(r);
+        }
+        let (status, v) = send(
+            reqwest::Method::PUT,
+            &admin(&relay, &format!("/v1/applications/acme/endpoints/{name}")),
+            Some(body),
+        )
+        .await;
+        assert_eq!(status, 201, "{name}: {v}");
+    }
+
+    // 1,000 events at 100/s; the relay killed after 400 and started again.
+    let mut posted: Vec<(String, &str, Instant)> = Vec::with_capacity(EVENTS);
+    let mut ticker = tokio::time::interval(Duration::from_millis(10));
+    for n in 0..EVENTS {
+        ticker.tick().await;
+        if n == EVENTS * 2 / 5 {
+            relay.kill().await;
+            relay = Relay::start_with(&argv(&args), &[]).await;
+        }
+        let kind = TYPES[n % TYPES.len()];
+        let url = relay.url("/v1/applications/acme/events");
+        let body = json!({"type": kind, "payload": {"n": n}});
+        let id = loop {
+            let r = http()
+                .post(&url)
+                .header("idempotency-key", format!("e{n}"))
+                .header("content-type", "application/json")
+                .body(body.to_string())
+                .send()
+                .await;
+            match r {
+                Ok(r) if r.status() == 202 => {
+                    let v: Value = serde_json::from_str(&r.text().await.unwrap()).unwrap();
+                    break v["id"].as_str().unwrap().to_owned();
+                }
+                other => {
+                    let status = other.map(|r| r.status().as_u16()).unwrap_or(0);
+                    assert!(status == 0 || status == 503, "event {n}: {status}");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                }
+            }
+        };
+        posted.push((id, kind, Instant::now()));
+    }
+    let subscribed = |endpoint: &str| -> HashSet<String> {
+        posted
+            .iter()
+            .filter(|(_, k, _)| match endpoint {
+                "inv" => k.starts_with("invoice."),
+                "paid" => *k == "invoice.paid",
+                _ => true,
+            })
+            .map(|(id, _, _)| id.clone())
+            .collect()
+    };
+    let all: HashSet<String> = posted.iter().map(|(id, _, _)| id.clone()).collect();
+    assert_eq!(
+        all.len(),
+        EVENTS,
+        "one id per event, a retried post answered the same"
+    );
+
+    // The healthy ones get every event they subscribe to.
+    for endpoint in ["inv", "paid"] {
+        let want = subscribed(endpoint);
+        let got = eventually(Duration::from_secs(60), || async {
+            want.is_subset(&seen.got(endpoint))
+        })
+        .await;
+        let missing = want.difference(&seen.got(endpoint)).count();
+        assert!(got, "{endpoint}: {missing} of {} not received", want.len());
+        assert!(
+            seen.got(endpoint).is_subset(&want),
+            "{endpoint} got an event it does not take"
+        );
+    }
+    // The dead one's copies all end dead-lettered.
+    let dead_letters = |endpoint: &'static str, relay_admin: String| async move {
+        let mut n = 0;
+        let mut cursor: Option<String> = None;
+        loop {
+            let url = match &cursor {
+                Some(c) => format!("{relay_admin}?outcome=failed&limit=1000&cursor={c}"),
+                None => format!("{relay_admin}?outcome=failed&limit=1000"),
+            };
+            let (status, v) = send(reqwest::Method::GET, &url, None).await;
+            assert_eq!(status, 200, "{endpoint}: {v}");
+            n += v["copies"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .filter(|c| c["state"] == "dead_lettered")
+                .count();
+            match v["next_cursor"].as_str() {
+                Some(c) => cursor = Some(c.to_owned()),
+                None => return n,
+            }
+        }
+    };
+    // The dead one's copies: none delivered while it is down; what its
+    // queue (2 s at 200/s) does not hold is dead-lettered at once (its
+    // breaker holds the queue, probing each second).
+    let dead_url = admin(&relay, "/v1/applications/acme/endpoints/dead/attempts");
+    let most_dead = eventually(Duration::from_secs(60), || async {
+        dead_letters("dead", dead_url.clone()).await >= EVENTS / 2
+    })
+    .await;
+    let dead_lettered = dead_letters("dead", dead_url.clone()).await;
+    assert!(most_dead, "dead: {dead_lettered} of {EVENTS} dead-lettered");
+    assert!(seen.got("dead").is_empty());
+    // The fragile one: what it took came at its rate; the rest overflowed.
+    let fragile_url = admin(&relay, "/v1/applications/acme/endpoints/fragile/attempts");
+    let settled = eventually(Duration::from_secs(90), || async {
+        seen.got("fragile").len() + dead_letters("fragile", fragile_url.clone()).await >= EVENTS
+    })
+    .await;
+    let overflowed = dead_letters("fragile", fragile_url.clone()).await;
+    assert!(
+        settled,
+        "fragile: {} received, {overflowed} dead-lettered",
+        seen.got("fragile").len()
+    );
+    assert!(overflowed > 0, "posting at 100/s overflows 20/s");
+
+    // Back: the dead endpoint listens now; recover sends every copy again.
+    let back = tokio::net::TcpListener::bind(("127.0.0.1", dead_port))
+        .await
+        .unwrap();
+    receive(seen.clone(), back, epoch);
+    let since = "2020-01-01T00:00:00Z";
+    for endpoint in ["dead", "fragile"] {
+        let (status, v) = send(
+            reqwest::Method::POST,
+            &admin(
+                &relay,
+                &format!("/v1/applications/acme/endpoints/{endpoint}/recover"),
+            ),
+            Some(json!({"since": since})),
+        )
+        .await;
+        assert_eq!(status, 202, "{endpoint}: {v}");
+    }
+    let recovered = eventually(Duration::from_secs(120), || async {
+        seen.got("dead").len() == EVENTS && seen.got("fragile").len() == EVENTS
+    })
+    .await;
+    assert!(
+        recovered,
+        "after recover: dead {} and fragile {} of {EVENTS}",
+        seen.got("dead").len(),
+        seen.got("fragile").len()
+    );
+
+    // Never above the fragile one's rate + 1 in any second.
+    let worst = seen.seconds.lock().unwrap()["fragile"]
+        .values()
+        .copied()
+        .max()
+        .unwrap_or(0);
+    assert!(worst <= FRAGILE + 1, "fragile: {worst} in one second");
+    // Duplicates only for deliveries in flight at the kill.
+    for endpoint in ["inv", "paid", "fragile", "dead"] {
+        let dups = seen.duplicates(endpoint);
+        assert!(dups <= 20, "{endpoint}: {dups} duplicates");
+    }
+    // A copy's history: the dead one's first attempts failed, then it was
+    // delivered once recovered.
+    let (id, _, _) = &posted[EVENTS - 1];
+    let (status, v) = send(
+        reqwest::Method::GET,
+        &admin(&relay, &format!("/v1/applications/acme/events/{id}")),
+        None,
+    )
+    .await;
+    assert_eq!(status, 200, "{v}");
+    let dead = v["copies"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["endpoint"] == "dead")
+        .unwrap();
+    assert_eq!(dead["state"], "delivered", "{dead}");
+    assert!(!dead["attempts"].as_array().unwrap().is_empty(), "{dead}");
+
+    // 202 to receipt at the healthy endpoints, beside the fragile and dead ones.
+    {
+        let first = seen.first.lock().unwrap();
+        let mut lat: Vec<Duration> = posted
+            .iter()
+            .filter(|(_, k, _)| k.starts_with("invoice."))
+            .filter_map(|(id, _, at)| {
+                first
+                    .get(&("inv".to_owned(), id.clone()))
+                    .map(|r| r.saturating_duration_since(*at))
+            })
+            .collect();
+        lat.sort();
+        let p99 = lat[lat.len() * 99 / 100];
+        eprintln!(
+            "events: p99 202 to receipt at inv {p99:?}; fragile overflowed {overflowed}; dead dead-lettered {dead_lettered}; duplicates inv {} paid {} fragile {} dead {}",
+            seen.duplicates("inv"),
+            seen.duplicates("paid"),
+            seen.duplicates("fragile"),
+            seen.duplicates("dead")
+        );
+        assert!(p99 < Duration::from_secs(10), "generous: {p99:?}");
+    }
+    relay.signal("TERM");
+    assert!(relay.exit(Duration::from_secs(30)).await.success());
+}
+
+/// Deleting an application deletes its endpoints: new events for it are
+/// 404, and what an endpoint still held (here a dead receiver's copies,
+/// held by its breaker) is dead-lettered once the grace ends, each line
+/// with reason `application-deleted`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn deleting_an_application_dead_letters_what_its_endpoints_held() {
+    let dead_port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let dir = TempDir::new("events-delete");
+    let args = format!(
+        "--destination seed=http://127.0.0.1:{dead_port}/seed --data-dir {} \
+         --shutdown-grace 1s",
+        dir.arg("data")
+    );
+    let mut relay = Relay::start_with(&argv(&args), &[]).await;
+    let (status, _) = send(
+        reqwest::Method::PUT,
+        &relay.admin_url("/v1/applications/gone"),
+        None,
+    )
+    .await;
+    assert_eq!(status, 201, "an application needs no body");
+    for name in ["one", "two"] {
+        let body = json!({"url": format!("http://127.0.0.1:{dead_port}/{name}"), "rate": 1, "budget": "30s"});
+        let url = relay.admin_url(&format!("/v1/applications/gone/endpoints/{name}"));
+        assert_eq!(send(reqwest::Method::PUT, &url, Some(body)).await.0, 201);
+    }
+    let post = relay.url("/v1/applications/gone/events");
+    for n in 0..5 {
+        let body = json!({"type": "thing.happened", "payload": {"n": n}});
+        let (status, v) = send(reqwest::Method::POST, &post, Some(body)).await;
+        assert_eq!(status, 202, "{v}");
+        assert_eq!(v["endpoints"], 2, "{v}");
+    }
+    let (status, v) = send(
+        reqwest::Method::DELETE,
+        &relay.admin_url("/v1/applications/gone"),
+        None,
+    )
+    .await;
+    assert_eq!(status, 200, "{v}");
+    let body = json!({"type": "thing.happened", "payload": {}});
+    assert_eq!(send(reqwest::Method::POST, &post, Some(body)).await.0, 404);
+    let url = relay.admin_url("/v1/applications/gone/endpoints/one");
+    assert_eq!(send(reqwest::Method::GET, &url, None).await.0, 404);
+
+    // Ten copies (five events, two endpoints), each in one place: the
+    // dead-letter file, with the deletion's reason (none was delivered).
+    let file = dir.join("data").join("dead-letter.jsonl");
+    let lines = || -> Vec<Value> {
+        std::fs::read_to_string(&file)
+            .unwrap_or_default()
+            .lines()
+            .filter_map(|l| serde_json::from_str(l).ok())
+            .collect()
+    };
+    let all = eventually(Duration::from_secs(30), || async { lines().len() >= 10 }).await;
+    assert!(all, "dead letters: {:?}", lines());
+    let lines = lines();
+    assert_eq!(lines.len(), 10, "{lines:?}");
+    for line in &lines {
+        assert_eq!(line["reason"], "application-deleted", "{line}");
+    }
+    relay.signal("TERM");
+    assert!(relay.exit(Duration::from_secs(30)).await.success());
+}
