@@ -13,7 +13,11 @@ on free loopback ports in a temporary directory, then
   - work: min(N, WORK) destinations at 1/s each get 2 webhooks each, at a
     receiver that answers at once: RSS per destination while they drain,
     and RSS a minute after the last delivery (back near the idle figure?);
-  - pacing: the most any destination received in one second.
+  - pacing: the most any destination received in one second;
+  - fan-out: an application with 1, 100 and 1,000 endpoints subscribed
+    (at 1,000/s each, so none waits for its rate), 20 events posted one
+    after another to each: the 202's p99, and the p99 of the time from
+    the post to the last copy's receipt.
 
 Prints one markdown table. Loopback only; each step bounded in time.
 
@@ -54,6 +58,7 @@ class Receiver(http.server.BaseHTTPRequestHandler):
     """Answers 204 and counts each destination's arrivals per second."""
 
     arrivals = defaultdict(lambda: defaultdict(int))
+    by_group = defaultdict(int)
     total = 0
     lock = threading.Lock()
     protocol_version = "HTTP/1.1"
@@ -64,6 +69,7 @@ class Receiver(http.server.BaseHTTPRequestHandler):
         second = int(time.monotonic())
         with Receiver.lock:
             Receiver.arrivals[name][second] += 1
+            Receiver.by_group[name.split("-", 1)[0]] += 1
             Receiver.total += 1
         self.send_response(204)
         self.send_header("content-length", "0")
@@ -91,7 +97,7 @@ def start_relay(work, n, rx_port):
         "--allow-destination-cidr", "127.0.0.0/8",
         "--data-dir", work,
         "--drain-rate", "5",
-        "--max-destinations", str(n + 16),
+        "--max-destinations", str(n + 1200),
         "--status-line=false",
         "--retries", "0",
         # A relay starts with one destination; the rest come through the API.
@@ -206,9 +212,51 @@ def post_work(intake, names):
         t.join()
 
 
+def p99(values):
+    values = sorted(values)
+    return values[min(len(values) - 1, len(values) * 99 // 100)]
+
+
+def fan_out(intake, admin, rx_port, events=20):
+    """For K in 1, 100, 1000: an application with K endpoints taking every
+    type, EVENTS events posted one after another: (K, 202 p99 in ms, p99 ms
+    from the post to the last copy's receipt)."""
+    conn = connection(admin)
+    rows = []
+    for k in (1, 100, 1000):
+        app = f"fan{k}"
+        request(conn, "PUT", f"/v1/applications/{app}", b"{}", {"content-type": "application/json"})
+        for i in range(k):
+            body = json.dumps({"url": f"http://127.0.0.1:{rx_port}/d/{app}-{i}", "rate": 1000})
+            status, data = request(conn, "PUT", f"/v1/applications/{app}/endpoints/{app}-{i}", body,
+                                   {"content-type": "application/json"})
+            if status not in (200, 201):
+                print(f"  fan-out endpoint {i}: {status} {data[:200]}", file=sys.stderr)
+        post = connection(intake)
+        answers, lasts = [], []
+        for e in range(events):
+            with Receiver.lock:
+                before = Receiver.by_group[app]
+            began = time.monotonic()
+            status, data = request(post, "POST", f"/v1/applications/{app}/events",
+                                   json.dumps({"type": "bench.event", "payload": {"e": e}}),
+                                   {"content-type": "application/json"})
+            answers.append(time.monotonic() - began)
+            if status != 202:
+                print(f"  fan-out event: {status} {data[:200]}", file=sys.stderr)
+                continue
+            deadline = began + 60
+            while Receiver.by_group[app] < before + k and time.monotonic() < deadline:
+                time.sleep(0.001)
+            lasts.append(time.monotonic() - began)
+        rows.append((k, p99(answers) * 1000, p99(lasts) * 1000 if lasts else float("nan")))
+    return rows
+
+
 def main():
     rx_port = start_receiver()
     rows = []
+    fans = []
     for n in COUNTS:
         with tempfile.TemporaryDirectory(prefix=f"dripfeed-scale-{n}-") as work:
             proc, intake, admin = start_relay(work, n, rx_port)
@@ -251,6 +299,8 @@ def main():
                 print(f"  {n}: heap per destination with work, {SETTLE} s after: "
                       f"{(heap_after - heap2) / busy:,.0f} bytes", file=sys.stderr)
             worst = max((max(s.values()) for s in Receiver.arrivals.values()), default=0)
+            if QUEUE != "redis":  # the fleet keeps no events yet
+                fans.append((n, fan_out(intake, admin, rx_port)))
             proc.send_signal(signal.SIGTERM)
             proc.wait(timeout=120)
             rows.append((n, took, n / took, per_idle, mbytes, restart, busy, delivered,
@@ -264,6 +314,13 @@ def main():
         print(f"| {n:,} | {took:.1f} s | {rate:,.0f} | {per_idle / 1024:.1f} KiB "
               f"| {mbytes / 1024:,.0f} KiB | {restart:.1f} s | {busy:,} | {delivered:,} "
               f"| {per_work / 1024:.1f} KiB | {per_after / 1024:.1f} KiB | {worst} |")
+
+    print()
+    print(f"| destinations ({QUEUE}) | endpoints an event goes to | 202 p99 | post to the last copy, p99 |")
+    print("|---|---|---|---|")
+    for n, fan in fans:
+        for k, answer, last in fan:
+            print(f"| {n:,} | {k:,} | {answer:.1f} ms | {last:.1f} ms |")
 
 
 if __name__ == "__main__":

@@ -244,3 +244,57 @@ fn key_rotation_flood_keeps_memory_flat() {
         );
     }
 }
+
+/// 3,072 keys take turns through a table with room for 1,024 (10/s,
+/// burst 10), each asking 20 times per turn, 10 turns in 3 s. Without a
+/// ledger an evicted key comes back with a fresh burst, so keys are let
+/// through far above their quota; with one, none is let through more than
+/// its burst and 3 s of its rate (10 + 30), and most get at least their
+/// burst.
+#[test]
+fn a_ledger_keeps_rotating_keys_to_their_quota() {
+    const KEYS: u64 = 3072;
+    const TURNS: u64 = 10;
+    let quota = Quota::per_second(10.0).burst(10.0).unwrap();
+    let run = |ledger: usize| {
+        let t: KeyedBuckets<u64> = KeyedBuckets::builder(1024, quota)
+            .remember_evicted(ledger)
+            .build()
+            .unwrap();
+        let t0 = Instant::now();
+        let step = secs(3.0) / u32::try_from(KEYS * TURNS).unwrap();
+        let mut admitted = vec![0u32; KEYS as usize];
+        let mut now = t0;
+        for _ in 0..TURNS {
+            for key in 0..KEYS {
+                for _ in 0..20 {
+                    if t.try_admit_at(&key, 1.0, now).is_ok() {
+                        admitted[key as usize] += 1;
+                    }
+                }
+                now += step;
+            }
+        }
+        admitted
+    };
+    let without = run(0);
+    let most = without.iter().max().copied().unwrap_or(0);
+    assert!(
+        most > 40,
+        "without a ledger the rotation walks through: {most}"
+    );
+
+    let with = run(4 * KEYS as usize);
+    let most_with = with.iter().max().copied().unwrap_or(0);
+    eprintln!("rotation: at most {most} per key without a ledger, {most_with} with one");
+    let most = most_with;
+    assert!(
+        most <= 41,
+        "with a ledger: {most} admitted for one key (at most 40)"
+    );
+    let at_least_burst = with.iter().filter(|n| **n >= 10).count();
+    assert!(
+        at_least_burst * 10 >= KEYS as usize * 9,
+        "{at_least_burst} of {KEYS} got their burst"
+    );
+}

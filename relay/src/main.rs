@@ -239,10 +239,11 @@ async fn command_run(cli: Cli) -> ExitCode {
             if let Err(e) = config::require_destination(&cfg) {
                 println!("note: {e} (needed to serve)");
             }
+            let n = cfg.destinations.len();
             println!(
-                "configuration ok: {} settings, {} destinations",
+                "configuration ok: {} settings, {n} destination{}",
                 config::KEYS.len(),
-                cfg.destinations.len()
+                if n == 1 { "" } else { "s" }
             );
             ExitCode::SUCCESS
         }

@@ -286,6 +286,7 @@ impl<J: Send + Sync + 'static> Dest<J> {
         // that holds the hook.
         let (weak, set) = (Arc::downgrade(self), Arc::downgrade(inner));
         let member = Member {
+            destination: self.name.clone(),
             gate: self.gate.clone(),
             tally: self.tally.clone(),
             on_idle: Box::new(move || {

@@ -96,8 +96,9 @@ impl Gate {
         self.with((), Breaker::probing);
     }
 
-    /// An attempt ended; whether the breaker changed state.
-    pub(crate) fn record(&self, ended: AttemptEnd) -> bool {
+    /// An attempt of `destination` ended; whether the breaker changed
+    /// state.
+    pub(crate) fn record(&self, destination: &str, ended: AttemptEnd) -> bool {
         let Some(failed) = failed(ended) else {
             return false;
         };
@@ -115,12 +116,12 @@ impl Gate {
                 if before == BreakerState::Closed {
                     series.open.increment(1.0);
                 }
-                tracing::warn!(failed, "destination breaker opened");
+                tracing::warn!(destination, failed, "destination breaker opened");
                 true
             }
             Change::Closed => {
                 series.open.decrement(1.0);
-                tracing::info!("destination breaker closed");
+                tracing::info!(destination, "destination breaker closed");
                 true
             }
         }

@@ -15,6 +15,8 @@ use crate::{Attempt, AttemptEnd, DrainHook, Emit, Outcome};
 
 /// What a destination's throttle takes from its set.
 pub(crate) struct Member {
+    /// The destination's name (its breaker's log lines say it).
+    pub(crate) destination: Arc<str>,
     pub(crate) gate: Arc<Gate>,
     pub(crate) tally: Arc<Tally>,
     /// Called when the drain has been idle for `idle_after`: the
@@ -46,7 +48,7 @@ impl DrainHook for Member {
     }
 
     fn attempt_ended(&self, attempt: Attempt, end: AttemptEnd) {
-        self.gate.record(end);
+        self.gate.record(&self.destination, end);
         if let Some(outer) = &self.outer {
             outer.attempt_ended(attempt, end);
         }

@@ -101,13 +101,28 @@ pub(crate) struct Shard<K> {
     heap: BinaryHeap<Reverse<Entry>>,
     heap_limit: usize,
     pub(crate) overrides: HashMap<K, Quota>,
+    /// When evicted buckets that still owed finish paying (nanos since the
+    /// epoch), by two hash-chosen entries each (a power of two long; empty:
+    /// no ledger). A key comes back owing what both its entries say at
+    /// least: never less than it owed, more only when both are shared.
+    ledger: Box<[u64]>,
 }
 
-/// The bytes a shard of `cap` buckets reserves (excluding key-owned heap
-/// data and overrides).
-pub(crate) fn reserved_bytes<K>(cap: usize) -> usize {
+/// The bytes a shard of `cap` buckets with a ledger of `ledger` entries
+/// reserves (excluding key-owned heap data and overrides).
+pub(crate) fn reserved_bytes<K>(cap: usize, ledger: usize) -> usize {
     let (positions, heap_limit) = sizes(cap);
-    positions * (size_of::<Option<Slot<K>>>() + 1) + heap_limit * size_of::<Entry>()
+    positions * (size_of::<Option<Slot<K>>>() + 1)
+        + heap_limit * size_of::<Entry>()
+        + ledger * size_of::<u64>()
+}
+
+/// The two ledger entries of `hash` in a ledger of `len` (a power of two).
+fn ledger_at(hash: u64, len: usize) -> (usize, usize) {
+    let mask = len as u64 - 1;
+    let a = (hash >> 40) & mask;
+    let b = hash.wrapping_mul(0x9E37_79B9_7F4A_7C15).rotate_left(17) & mask;
+    (a as usize, b as usize)
 }
 
 fn sizes(cap: usize) -> (usize, usize) {
@@ -142,8 +157,11 @@ fn drained<K>(slot: &Slot<K>, quota: &Quota, now: u64) -> f64 {
 impl<K: Hash + Eq + Clone> Shard<K> {
     /// A shard for at most `cap` buckets (`1 <= cap < 2^31`), or `None` if
     /// the memory cannot be reserved.
-    pub(crate) fn new(cap: usize) -> Option<Self> {
+    pub(crate) fn new(cap: usize, ledger: usize) -> Option<Self> {
         let (positions, heap_limit) = sizes(cap);
+        let mut owed = Vec::new();
+        owed.try_reserve_exact(ledger).ok()?;
+        owed.resize(ledger, 0);
         let mut tags = Vec::new();
         tags.try_reserve_exact(positions).ok()?;
         tags.resize(positions, 0);
@@ -160,7 +178,33 @@ impl<K: Hash + Eq + Clone> Shard<K> {
             heap: BinaryHeap::from(heap),
             heap_limit,
             overrides: HashMap::new(),
+            ledger: owed.into_boxed_slice(),
         })
+    }
+
+    /// What a key of `hash` with no bucket owes at `now`: what the ledger
+    /// says an evicted one still owed (0 without a ledger).
+    fn owed(&self, hash: u64, quota: &Quota, now: u64) -> f64 {
+        if self.ledger.is_empty() {
+            return 0.0;
+        }
+        let (a, b) = ledger_at(hash, self.ledger.len());
+        let until = self.ledger[a].min(self.ledger[b]);
+        if until > now {
+            elapsed_secs(until - now) * quota.rate()
+        } else {
+            0.0
+        }
+    }
+
+    /// Writes down that the bucket of `hash`, evicted, owes until `until`.
+    fn remember(&mut self, hash: u64, until: u64) {
+        if self.ledger.is_empty() {
+            return;
+        }
+        let (a, b) = ledger_at(hash, self.ledger.len());
+        self.ledger[a] = self.ledger[a].max(until);
+        self.ledger[b] = self.ledger[b].max(until);
     }
 
     pub(crate) fn quota(&self, key: &K, default: &Quota) -> Quota {
@@ -320,7 +364,19 @@ impl<K: Hash + Eq + Clone> Shard<K> {
             Placed::Added
         } else {
             match self.victim(ctx.default) {
-                Some(pos) => self.remove(pos, ctx),
+                Some(pos) => {
+                    // Its debt outlives it in the ledger (if there is one).
+                    if !self.ledger.is_empty()
+                        && let Some(victim) = self.slot(pos)
+                    {
+                        let until = empty_at(victim, &self.overrides, ctx.default);
+                        if until > now {
+                            let h = ctx.hasher.hash_one(&victim.key);
+                            self.remember(h, until);
+                        }
+                    }
+                    self.remove(pos, ctx);
+                }
                 None => return Placed::Nothing, // unreachable: a full shard has entries
             }
             Placed::Evicted
@@ -337,9 +393,10 @@ impl<K: Hash + Eq + Clone> Shard<K> {
     }
 
     pub(crate) fn debt(&self, hash: u64, key: &K, default: &Quota, now: u64) -> f64 {
+        let quota = self.quota(key, default);
         match self.find(hash, key).ok().and_then(|pos| self.slot(pos)) {
-            Some(slot) => drained(slot, &self.quota(key, default), now),
-            None => 0.0,
+            Some(slot) => drained(slot, &quota, now),
+            None => self.owed(hash, &quota, now),
         }
     }
 
@@ -355,7 +412,7 @@ impl<K: Hash + Eq + Clone> Shard<K> {
         check_cost(cost, &quota)?;
         let debt = match self.find(hash, key).ok().and_then(|pos| self.slot(pos)) {
             Some(slot) => drained(slot, &quota, now),
-            None => 0.0,
+            None => self.owed(hash, &quota, now),
         };
         Ok(decide(debt, cost, &quota)?)
     }
@@ -382,7 +439,7 @@ impl<K: Hash + Eq + Clone> Shard<K> {
                 Ok((admit, Placed::Nothing))
             }
             None => {
-                let admit = decide(0.0, cost, &quota)?;
+                let admit = decide(self.owed(hash, &quota, now), cost, &quota)?;
                 Ok((admit, self.insert(hash, key, admit.debt(), now, ctx)))
             }
         }
@@ -410,7 +467,7 @@ impl<K: Hash + Eq + Clone> Shard<K> {
                 Ok((debt, Placed::Nothing))
             }
             None => {
-                let debt = settle_debt(0.0, estimated, actual);
+                let debt = settle_debt(self.owed(hash, &quota, now), estimated, actual);
                 let placed = if debt > 0.0 {
                     self.insert(hash, key, debt, now, ctx)
                 } else {
@@ -519,7 +576,7 @@ mod tests {
             let hasher = RandomState::new();
             let default = Quota::per_second(1.0).burst(5.0).unwrap();
             let ctx = Ctx { default: &default, hasher: &hasher };
-            let mut shard = Shard::<u8>::new(5).unwrap();
+            let mut shard = Shard::<u8>::new(5, 0).unwrap();
             let mut now = 0u64;
             for op in ops {
                 match op {

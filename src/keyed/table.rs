@@ -67,6 +67,7 @@ pub struct KeyedBucketsBuilder<K> {
     default_quota: Quota,
     shards: Option<usize>,
     max_overrides: Option<usize>,
+    remember_evicted: usize,
 }
 
 impl<K> fmt::Debug for KeyedBucketsBuilder<K> {
@@ -76,6 +77,7 @@ impl<K> fmt::Debug for KeyedBucketsBuilder<K> {
             .field("default_quota", &self.default_quota)
             .field("shards", &self.shards)
             .field("max_overrides", &self.max_overrides)
+            .field("remember_evicted", &self.remember_evicted)
             .finish()
     }
 }
@@ -108,6 +110,31 @@ impl<K: Hash + Eq + Clone> KeyedBucketsBuilder<K> {
     /// ```
     pub fn max_overrides(mut self, max: usize) -> Self {
         self.max_overrides = Some(max);
+        self
+    }
+
+    /// Keeps what evicted buckets still owed in a ledger of about `entries`
+    /// 8-byte entries (split across the shards), so a key evicted while in
+    /// debt comes back owing what it still would: a rotating set of keys
+    /// larger than `max_keys` cannot walk through its quota by being
+    /// evicted. A key is never let off (it owes at least its own debt); it
+    /// may owe more when both of its two entries are shared with keys that
+    /// owed more (size the ledger at a few times the keys that rotate).
+    /// Default 0: no ledger, an evicted key comes back with a fresh burst.
+    ///
+    /// ```
+    /// # use dripfeed::keyed::{KeyedBuckets, Quota};
+    /// # use tokio::time::Instant;
+    /// let q = Quota::per_second(1.0).burst(1.0)?;
+    /// let t = KeyedBuckets::<u32>::builder(1, q).shards(1).remember_evicted(64).build()?;
+    /// let now = Instant::now();
+    /// assert!(t.try_admit_at(&1, 1.0, now).is_ok()); // key 1 owes a second
+    /// assert!(t.try_admit_at(&2, 1.0, now).is_ok()); // and is evicted
+    /// assert!(t.try_admit_at(&1, 1.0, now).is_err(), "its debt was kept");
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn remember_evicted(mut self, entries: usize) -> Self {
+        self.remember_evicted = entries;
         self
     }
 
@@ -146,10 +173,17 @@ impl<K: Hash + Eq + Clone> KeyedBucketsBuilder<K> {
             .try_reserve_exact(count)
             .map_err(|_| TableError::OutOfMemory)?;
         let mut reserved = 0;
+        let ledger = match self.remember_evicted {
+            0 => 0,
+            n => n
+                .div_ceil(count)
+                .checked_next_power_of_two()
+                .ok_or(TableError::OutOfMemory)?,
+        };
         for i in 0..count {
             let cap = self.max_keys / count + usize::from(i < self.max_keys % count);
-            reserved += shard::reserved_bytes::<K>(cap);
-            let shard = Shard::new(cap).ok_or(TableError::OutOfMemory)?;
+            reserved += shard::reserved_bytes::<K>(cap, ledger);
+            let shard = Shard::new(cap, ledger).ok_or(TableError::OutOfMemory)?;
             shards.push(Padded(Mutex::new(shard)));
         }
         Ok(KeyedBuckets {
@@ -266,6 +300,7 @@ impl<K: Hash + Eq + Clone> KeyedBuckets<K> {
             default_quota,
             shards: None,
             max_overrides: None,
+            remember_evicted: 0,
         }
     }
 

@@ -250,7 +250,7 @@ pub(crate) struct ApplicationDeleted {
     /// Its name.
     name: String,
     /// Its endpoints deleted with it (each drained within the shutdown
-    /// grace, the rest dead-lettered with reason `destination-deleted`).
+    /// grace, the rest dead-lettered with reason `application-deleted`).
     endpoints: usize,
 }
 

@@ -89,8 +89,9 @@ pub(crate) struct DestinationPut {
     /// shown by `dripfeed_relay_busiest` whatever this says).
     metrics: Option<bool>,
     /// The application whose endpoint it is (1 to 64 of `A-Z a-z 0-9 . _
-    /// -`; it must exist). Under `/v1/applications/{app}/endpoints` the
-    /// path gives it.
+    /// -`; one not made yet is made with it). Fixed once set: a PUT that
+    /// names another (or none) is a 422. Under
+    /// `/v1/applications/{app}/endpoints` the path gives it.
     #[schema(example = "acme", pattern = "^[A-Za-z0-9._-]{1,64}$")]
     application: Option<String>,
     /// The event types it takes: exact names (`invoice.paid`), prefixes

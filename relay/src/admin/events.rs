@@ -302,7 +302,7 @@ pub(crate) async fn attempts(
     match admin
         .queue
         .events()
-        .copies(&name, failed, before, q.limit)
+        .copies(&app, &name, failed, before, q.limit)
         .await
     {
         Ok(page) => Json(AttemptList {
@@ -356,6 +356,9 @@ pub(crate) struct Recover {
 pub(crate) struct SentAgain {
     /// Copies sent again.
     sent: usize,
+    /// More dead-lettered copies are left in the window (a recover sends
+    /// at most 10,000): ask again.
+    more: bool,
 }
 
 fn send_again_refused(e: SendAgain) -> Response {
@@ -450,8 +453,18 @@ pub(crate) async fn resend(
         Ok(_) => return not_found("such event in this application"),
         Err(e) => return unreadable(e),
     }
+    if !is_endpoint_of(&admin, &app, &given.endpoint) {
+        return not_found("endpoint of that name in this application");
+    }
     match admin.queue.events().resend(id, &given.endpoint).await {
-        Ok(()) => (StatusCode::ACCEPTED, Json(SentAgain { sent: 1 })).into_response(),
+        Ok(()) => (
+            StatusCode::ACCEPTED,
+            Json(SentAgain {
+                sent: 1,
+                more: false,
+            }),
+        )
+            .into_response(),
         Err(e) => send_again_refused(e),
     }
 }
@@ -513,8 +526,8 @@ pub(crate) async fn recover(
         crate::queue::local::events::id_at(since),
         crate::queue::local::events::id_at(until.saturating_add(1)),
     );
-    match admin.queue.events().recover(&name, from, to).await {
-        Ok(sent) => (StatusCode::ACCEPTED, Json(SentAgain { sent })).into_response(),
+    match admin.queue.events().recover(&app, &name, (from, to)).await {
+        Ok((sent, more)) => (StatusCode::ACCEPTED, Json(SentAgain { sent, more })).into_response(),
         Err(e) => send_again_refused(e),
     }
 }

@@ -21,7 +21,8 @@ pub(crate) struct Account {
     pub name: Arc<str>,
     /// The destinations it may post to; `None`: every one.
     destinations: Option<Vec<Arc<str>>>,
-    /// The applications it may post events for; `None`: every one.
+    /// The applications it may post events for; `None`: every one, or
+    /// none when `destinations` limits it (see [`Account::may_post_for`]).
     applications: Option<Vec<Arc<str>>>,
     /// Whether it has a quota (its own rate, or `tenant_rate`); without
     /// one it is not limited.
@@ -29,11 +30,15 @@ pub(crate) struct Account {
 }
 
 impl Account {
-    /// Whether it may post events for application `app`.
+    /// Whether it may post events for application `app`: one it lists;
+    /// without `applications`, any, unless it is limited to some
+    /// `destinations` (then none: a tenant held to some receivers does not
+    /// reach every customer's endpoints by events).
     pub(crate) fn may_post_for(&self, app: &str) -> bool {
-        self.applications
-            .as_ref()
-            .is_none_or(|all| all.iter().any(|a| &**a == app))
+        match &self.applications {
+            Some(all) => all.iter().any(|a| &**a == app),
+            None => self.destinations.is_none(),
+        }
     }
 
     /// Whether it may post to `destination`.
@@ -124,6 +129,23 @@ impl Tenants {
 
 #[cfg(test)]
 mod tests {
+    use super::Account;
+    use std::sync::Arc;
+
+    #[test]
+    fn a_tenant_held_to_destinations_posts_events_only_for_applications_it_names() {
+        let account = |destinations: Option<&[&str]>, applications: Option<&[&str]>| Account {
+            name: Arc::from("t"),
+            destinations: destinations.map(|d| d.iter().map(|n| Arc::from(*n)).collect()),
+            applications: applications.map(|a| a.iter().map(|n| Arc::from(*n)).collect()),
+            limited: false,
+        };
+        assert!(account(None, None).may_post_for("acme"), "unrestricted");
+        assert!(!account(Some(&["billing"]), None).may_post_for("acme"));
+        assert!(account(Some(&["billing"]), Some(&["acme"])).may_post_for("acme"));
+        assert!(!account(None, Some(&["acme"])).may_post_for("globex"));
+    }
+
     use super::*;
     use axum::http::{HeaderMap, HeaderValue, header};
     use std::time::Duration;

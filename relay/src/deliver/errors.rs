@@ -235,14 +235,21 @@ impl Errors {
             }
         };
         drop(books);
-        if let Some(folded) = log {
-            tracing::warn!(
+        match log {
+            Some(0) => tracing::warn!(
+                destination,
+                kind,
+                error = %error.message,
+                "delivery failed"
+            ),
+            Some(folded) => tracing::warn!(
                 destination,
                 kind,
                 error = %error.message,
                 folded,
                 "delivery failed ({folded} more since the last line like it)"
-            );
+            ),
+            None => {}
         }
     }
 

@@ -129,11 +129,13 @@ impl EventStore {
         Ok(Page { items, next })
     }
 
-    /// `endpoint`'s copies newest first, before `before`, only the failed
-    /// ones (`Some(true)`) or the delivered (`Some(false)`): each with its
-    /// event's sequence number and type.
+    /// `endpoint`'s copies of application `app`'s events newest first,
+    /// before `before`, only the failed ones (`Some(true)`) or the
+    /// delivered (`Some(false)`): each with its event's sequence number
+    /// and type.
     pub(crate) fn copies_of(
         &self,
+        app: &str,
         endpoint: &str,
         failed: Option<bool>,
         before: Option<u64>,
@@ -182,13 +184,17 @@ impl EventStore {
             if !wanted {
                 continue;
             }
-            let kind = events
+            // An endpoint of that name under another application once
+            // (deleted, made again elsewhere): not this one's history.
+            let Some(event) = events
                 .get(seq_key(seq).as_slice())
                 .map_err(|e| e.to_string())?
                 .and_then(|r| serde_json::from_slice::<EventRecord>(r.value()).ok())
-                .map(|r| r.kind)
-                .unwrap_or_default();
-            items.push((seq, kind, copy));
+                .filter(|r| r.app == app)
+            else {
+                continue;
+            };
+            items.push((seq, event.kind, copy));
         }
         Ok(Page { items, next })
     }
@@ -209,19 +215,23 @@ impl EventStore {
         Ok(out)
     }
 
-    /// `endpoint`'s dead-lettered copies of events from `from` to `to`
-    /// (sequence numbers), oldest first: what `recover` sends again.
+    /// `endpoint`'s dead-lettered copies of application `app`'s events
+    /// from `from` to `to` (sequence numbers), oldest first, at most
+    /// `most`: what `recover` sends again, and whether there are more.
     pub(crate) fn dead_lettered(
         &self,
+        app: &str,
         endpoint: &str,
-        from: u64,
-        to: u64,
-    ) -> Result<Vec<u64>, String> {
+        (from, to): (u64, u64),
+        most: usize,
+    ) -> Result<(Vec<u64>, bool), String> {
         let txn = self.read()?;
-        let (Some(by_endpoint), Some(copies)) =
-            (Self::table(&txn, BY_ENDPOINT)?, Self::table(&txn, COPIES)?)
-        else {
-            return Ok(Vec::new());
+        let (Some(by_endpoint), Some(copies), Some(events)) = (
+            Self::table(&txn, BY_ENDPOINT)?,
+            Self::table(&txn, COPIES)?,
+            Self::table(&txn, EVENTS)?,
+        ) else {
+            return Ok((Vec::new(), false));
         };
         let (a, b) = (named_key(endpoint, from), named_key(endpoint, to));
         let mut out = Vec::new();
@@ -236,10 +246,19 @@ impl EventStore {
                 .map_err(|e| e.to_string())?
                 .and_then(|r| serde_json::from_slice::<CopyRecord>(r.value()).ok())
                 .is_some_and(|c| c.state == CopyState::DeadLettered);
-            if dead {
+            let ours = dead
+                && events
+                    .get(seq_key(seq).as_slice())
+                    .map_err(|e| e.to_string())?
+                    .and_then(|r| serde_json::from_slice::<EventRecord>(r.value()).ok())
+                    .is_some_and(|r| r.app == app);
+            if ours {
+                if out.len() == most {
+                    return Ok((out, true));
+                }
                 out.push(seq);
             }
         }
-        Ok(out)
+        Ok((out, false))
     }
 }

@@ -105,6 +105,4 @@ pub(crate) enum Told {
     },
     /// Dead-lettered without (another) attempt: its reason.
     DeadLettered(String),
-    /// Sent again (resend, recover): pending.
-    Again,
 }

@@ -102,9 +102,15 @@ enum Op {
         told: Told,
     },
     Sweep {
+        from_seq: u64,
         before_seq: u64,
         most: usize,
-        done: oneshot::Sender<Result<usize, String>>,
+        done: oneshot::Sender<Result<(usize, Option<u64>), String>>,
+    },
+    Again {
+        seqs: Vec<u64>,
+        endpoint: Arc<str>,
+        done: oneshot::Sender<Result<Vec<u64>, String>>,
     },
     Size {
         done: oneshot::Sender<Result<u64, String>>,
@@ -115,7 +121,7 @@ impl Op {
     /// Whether its batch must be fsynced before the writer answers.
     fn durable(&self) -> bool {
         match self {
-            Op::Post { .. } | Op::Sweep { .. } => true,
+            Op::Post { .. } | Op::Sweep { .. } | Op::Again { .. } => true,
             Op::Size { .. } => false,
             Op::Tell { told, .. } => !matches!(told, Told::Attempt { ended: None, .. }),
         }
@@ -204,13 +210,42 @@ impl EventStore {
         }
     }
 
-    /// Deletes (at most `most` of) the events before `before_seq` whose
-    /// copies have all ended, oldest first; how many went.
-    pub(crate) async fn sweep(&self, before_seq: u64, most: usize) -> Result<usize, String> {
+    /// Looks at (at most `most` of) the events from `from_seq` and before
+    /// `before_seq`, oldest first, and deletes those whose copies have all
+    /// ended: how many went, and where to go on (`None`: none left).
+    pub(crate) async fn sweep(
+        &self,
+        from_seq: u64,
+        before_seq: u64,
+        most: usize,
+    ) -> Result<(usize, Option<u64>), String> {
         let (done, answer) = oneshot::channel();
         if !self.send(Op::Sweep {
+            from_seq,
             before_seq,
             most,
+            done,
+        }) {
+            return Err("the events store's writer has stopped".into());
+        }
+        answer
+            .await
+            .map_err(|_| "the events store's writer has stopped".to_owned())?
+    }
+
+    /// Marks `endpoint`'s copies of events `seqs` to be sent again, each
+    /// only if it has ended (delivered or dead-lettered): those it marked,
+    /// durable before the answer. Two resends of one copy at once send it
+    /// once.
+    pub(crate) async fn again(
+        &self,
+        seqs: Vec<u64>,
+        endpoint: Arc<str>,
+    ) -> Result<Vec<u64>, String> {
+        let (done, answer) = oneshot::channel();
+        if !self.send(Op::Again {
+            seqs,
+            endpoint,
             done,
         }) {
             return Err("the events store's writer has stopped".into());
@@ -260,12 +295,21 @@ fn writer(db: &Database, rx: &mpsc::Receiver<Op>) {
         for (op, answer) in batch.into_iter().zip(answers) {
             match op {
                 Op::Post { done, .. } => {
-                    let _ = done.send(answer.map(|a| a.unwrap_or(Posted::New)));
+                    let _ = done.send(answer.map(|a| match a {
+                        Some(Done::Posted(p)) => p,
+                        _ => Posted::New,
+                    }));
                 }
                 Op::Sweep { done, .. } => {
                     let _ = done.send(answer.map(|a| match a {
-                        Some(Posted::Duplicate { copies, .. }) => copies,
-                        _ => 0,
+                        Some(Done::Swept { swept, next }) => (swept, next),
+                        _ => (0, None),
+                    }));
+                }
+                Op::Again { done, .. } => {
+                    let _ = done.send(answer.map(|a| match a {
+                        Some(Done::Granted(seqs)) => seqs,
+                        _ => Vec::new(),
                     }));
                 }
                 Op::Size { done } => {
@@ -285,7 +329,14 @@ fn stored(db: &Database) -> Result<u64, String> {
     Ok(bytes)
 }
 
-type Answer = Result<Option<Posted>, String>;
+/// What one op's apply gives its caller.
+enum Done {
+    Posted(Posted),
+    Swept { swept: usize, next: Option<u64> },
+    Granted(Vec<u64>),
+}
+
+type Answer = Result<Option<Done>, String>;
 
 /// `batch` in one transaction: each op's answer (a failed commit fails
 /// them all).
@@ -355,7 +406,7 @@ impl Tables<'_> {
                             .map_err(e)?
                             .and_then(|r| serde_json::from_slice::<EventRecord>(r.value()).ok())
                             .map_or(0, |r| r.copies.len());
-                        return Ok(Some(Posted::Duplicate { seq: had, copies }));
+                        return Ok(Some(Done::Posted(Posted::Duplicate { seq: had, copies })));
                     }
                     self.keys
                         .insert(k.as_slice(), seq_key(*seq).as_slice())
@@ -417,11 +468,6 @@ impl Tables<'_> {
                         copy.state = CopyState::DeadLettered;
                         copy.reason = Some(reason.clone());
                     }
-                    Told::Again => {
-                        copy.state = CopyState::Pending;
-                        copy.reason = None;
-                        copy.resent = copy.resent.saturating_add(1);
-                    }
                 }
                 let bytes = serde_json::to_vec(&copy).map_err(|x| x.to_string())?;
                 self.copies
@@ -435,24 +481,63 @@ impl Tables<'_> {
                 Ok(None)
             }
             Op::Size { .. } => Ok(None),
+            Op::Again { seqs, endpoint, .. } => {
+                let mut granted = Vec::with_capacity(seqs.len());
+                for seq in seqs {
+                    let ck = copy_key(*seq, endpoint);
+                    let Some(mut copy) = self
+                        .copies
+                        .get(ck.as_slice())
+                        .map_err(e)?
+                        .and_then(|r| serde_json::from_slice::<CopyRecord>(r.value()).ok())
+                    else {
+                        continue; // swept meanwhile
+                    };
+                    if copy.state == CopyState::Pending {
+                        continue; // on its way already
+                    }
+                    copy.state = CopyState::Pending;
+                    copy.reason = None;
+                    copy.resent = copy.resent.saturating_add(1);
+                    let bytes = serde_json::to_vec(&copy).map_err(|x| x.to_string())?;
+                    self.copies
+                        .insert(ck.as_slice(), bytes.as_slice())
+                        .map_err(e)?;
+                    self.pending.insert(ck.as_slice(), &[][..]).map_err(e)?;
+                    granted.push(*seq);
+                }
+                Ok(Some(Done::Granted(granted)))
+            }
             Op::Sweep {
-                before_seq, most, ..
+                from_seq,
+                before_seq,
+                most,
+                ..
             } => {
                 let mut gone = Vec::new();
-                for row in self
-                    .events
-                    .range(..seq_key(*before_seq).as_slice())
-                    .map_err(e)?
-                {
-                    let (k, v) = row.map_err(e)?;
-                    let seq = seq_of(k.value());
-                    if let Ok(r) = serde_json::from_slice::<EventRecord>(v.value()) {
-                        gone.push((seq, r));
-                    }
-                    if gone.len() >= *most {
-                        break;
+                let (mut looked, mut last) = (0, None);
+                if from_seq < before_seq {
+                    for row in self
+                        .events
+                        .range(seq_key(*from_seq).as_slice()..seq_key(*before_seq).as_slice())
+                        .map_err(e)?
+                    {
+                        let (k, v) = row.map_err(e)?;
+                        let seq = seq_of(k.value());
+                        if let Ok(r) = serde_json::from_slice::<EventRecord>(v.value()) {
+                            gone.push((seq, r));
+                        }
+                        looked += 1;
+                        last = Some(seq);
+                        if looked >= *most {
+                            break;
+                        }
                     }
                 }
+                // Looked at `most`: there may be more after the last.
+                let next = last
+                    .filter(|_| looked >= *most)
+                    .map(|l: u64| l.saturating_add(1));
                 let mut swept = 0;
                 for (seq, r) in gone {
                     let held = r.copies.iter().any(|n| {
@@ -488,11 +573,64 @@ impl Tables<'_> {
                     }
                     swept += 1;
                 }
-                Ok(Some(Posted::Duplicate {
-                    seq: 0,
-                    copies: swept,
-                }))
+                Ok(Some(Done::Swept { swept, next }))
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use super::EventStore;
+    use crate::events::record::{CopyState, EventRecord, Told};
+
+    fn event(copies: &[&str]) -> EventRecord {
+        EventRecord {
+            app: "acme".into(),
+            kind: "thing.done".into(),
+            created_ms: 0,
+            tenant: None,
+            key: None,
+            copies: copies.iter().map(|c| (*c).to_owned()).collect(),
+        }
+    }
+
+    #[tokio::test]
+    async fn a_copy_is_sent_again_once_and_only_once_it_has_ended() {
+        let store = EventStore::open(None).unwrap();
+        store.post(1, event(&["a"]), "{}".into()).await.unwrap();
+        let a: Arc<str> = Arc::from("a");
+        assert!(
+            store.again(vec![1], a.clone()).await.unwrap().is_empty(),
+            "pending"
+        );
+        store.tell(1, a.clone(), Told::DeadLettered("overflow".into()));
+        // Two at once: one is granted, the other finds it pending.
+        let (x, y) = tokio::join!(
+            store.again(vec![1], a.clone()),
+            store.again(vec![1], a.clone())
+        );
+        let granted = x.unwrap().len() + y.unwrap().len();
+        assert_eq!(granted, 1);
+        let (_, copies) = store.event(1).unwrap().unwrap();
+        assert_eq!(copies[0].1.state, CopyState::Pending);
+        assert_eq!(copies[0].1.resent, 1);
+    }
+
+    #[tokio::test]
+    async fn the_sweep_walks_past_an_event_still_on_its_way() {
+        let store = EventStore::open(None).unwrap();
+        store.post(1, event(&["slow"]), "{}".into()).await.unwrap();
+        store.post(2, event(&["fast"]), "{}".into()).await.unwrap();
+        store.tell(2, Arc::from("fast"), Told::DeadLettered("overflow".into()));
+        // One at a time: the first is held (pending), the walk goes on.
+        let (swept, next) = store.sweep(0, u64::MAX, 1).await.unwrap();
+        assert_eq!((swept, next), (0, Some(2)));
+        let (swept, _) = store.sweep(2, u64::MAX, 1).await.unwrap();
+        assert_eq!(swept, 1);
+        assert!(store.event(1).unwrap().is_some(), "kept while on its way");
+        assert!(store.event(2).unwrap().is_none(), "swept");
     }
 }

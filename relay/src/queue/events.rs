@@ -55,6 +55,10 @@ pub(crate) struct EventTaken {
     pub duplicate: bool,
 }
 
+/// The most copies one `recover` sends again (the caller asks again for
+/// the rest).
+pub(crate) const MOST_RECOVERED: usize = 10_000;
+
 /// Why a copy could not be sent again.
 #[derive(Debug)]
 pub(crate) enum SendAgain {
@@ -100,6 +104,7 @@ pub(crate) trait Events: Send + Sync {
     /// only the delivered).
     async fn copies(
         &self,
+        app: &str,
         endpoint: &str,
         failed: Option<bool>,
         before: Option<u64>,
@@ -110,9 +115,15 @@ pub(crate) trait Events: Send + Sync {
     /// ended).
     async fn resend(&self, id: u64, endpoint: &str) -> Result<(), SendAgain>;
 
-    /// Sends `endpoint`'s dead-lettered copies of the events from `from`
-    /// to `to` (ids) again: how many.
-    async fn recover(&self, endpoint: &str, from: u64, to: u64) -> Result<usize, SendAgain>;
+    /// Sends `endpoint`'s dead-lettered copies of application `app`'s
+    /// events from `from` to `to` (ids) again, at most [`MOST_RECOVERED`]:
+    /// how many, and whether more are left in the window.
+    async fn recover(
+        &self,
+        app: &str,
+        endpoint: &str,
+        window: (u64, u64),
+    ) -> Result<(usize, bool), SendAgain>;
 
     /// Makes or replaces application `name`: whether it is new.
     async fn put_app(&self, name: &str, app: App) -> Result<bool, ChangeRefused>;
@@ -153,6 +164,7 @@ impl Events for Unsupported {
     async fn copies(
         &self,
         _: &str,
+        _: &str,
         _: Option<bool>,
         _: Option<u64>,
         _: usize,
@@ -164,7 +176,7 @@ impl Events for Unsupported {
         Err(SendAgain::Unsupported)
     }
 
-    async fn recover(&self, _: &str, _: u64, _: u64) -> Result<usize, SendAgain> {
+    async fn recover(&self, _: &str, _: &str, _: (u64, u64)) -> Result<(usize, bool), SendAgain> {
         Err(SendAgain::Unsupported)
     }
 

@@ -214,14 +214,24 @@ async fn sweep_events(
         let before = crate::queue::local::events::id_at(
             now.saturating_sub(u64::try_from(retention.as_millis()).unwrap_or(u64::MAX)),
         );
+        // Past its age: every event before `before` whose copies ended (a
+        // copy still on its way keeps its event, and the walk goes past it).
         let mut swept = 0;
-        while let Ok(n @ 1..) = store.sweep(before, 10_000).await {
-            swept += n;
+        let mut from = Some(0);
+        while let Some(at) = from {
+            match store.sweep(at, before, 10_000).await {
+                Ok((n, next)) => (swept, from) = (swept + n, next),
+                Err(_) => break,
+            }
         }
-        while store.stored_bytes().await.is_ok_and(|b| b > max_bytes) {
-            match store.sweep(u64::MAX, 1_000).await {
-                Ok(n @ 1..) => swept += n,
-                _ => break, // what is left is on its way
+        // Over its bytes: the oldest ended ones until under the bound.
+        let mut from = Some(0);
+        while let Some(at) = from
+            && store.stored_bytes().await.is_ok_and(|b| b > max_bytes)
+        {
+            match store.sweep(at, u64::MAX, 1_000).await {
+                Ok((n, next)) => (swept, from) = (swept + n, next),
+                Err(_) => break,
             }
         }
         if swept > 0 {

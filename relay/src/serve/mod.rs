@@ -355,6 +355,39 @@ fn deliveries(d: Delivering) -> Arc<dyn Fn(&str) -> HttpDownstream + Send + Sync
 /// exits within the grace and a second.
 pub(crate) const AFTER_GRACE: std::time::Duration = std::time::Duration::from_millis(700);
 
+/// The start's hint: a request that works against this configuration
+/// (its scheme, a key when tenants need one, a destination when there are
+/// several), and `--demo` only where it would run.
+fn try_line(addr: SocketAddr, cfg: &Config) -> String {
+    let scheme = if cfg.settings.tls_cert.is_some() {
+        "https"
+    } else {
+        "http"
+    };
+    let mut curl =
+        String::from("try: curl -X POST -d '{\"hello\":1}' -H 'content-type: application/json'");
+    if !cfg.tenants.is_empty() {
+        curl.push_str(" -H \"Authorization: Bearer $KEY\"");
+    }
+    if let [_, _, ..] = cfg.destinations.as_slice() {
+        let first = &cfg.destinations[0].name;
+        curl.push_str(&format!(
+            " -H '{}: {first}'",
+            cfg.settings.destination_header
+        ));
+    }
+    if scheme == "https" {
+        curl.push_str(" --cacert CA.pem");
+    }
+    curl.push_str(&format!(" {scheme}://{addr}/v1/webhooks/deliver"));
+    if cfg.tenants.is_empty() {
+        curl.push_str("\nor run with --demo; Ctrl-C drains the queue and exits");
+    } else {
+        curl.push_str("\nCtrl-C drains the queue and exits");
+    }
+    curl
+}
+
 /// Serves until Ctrl-C or SIGTERM, then drains (see `shutdown`); when the
 /// rest of the stop must be done by (the grace and [`AFTER_GRACE`] from
 /// the signal).
@@ -364,10 +397,7 @@ async fn serve_until_stopped(
     latencies: &Arc<Latencies>,
     cfg: &Config,
 ) -> tokio::time::Instant {
-    println!(
-        "try: curl -X POST -d '{{\"hello\":1}}' -H 'content-type: application/json' http://{addr}/v1/webhooks/deliver"
-    );
-    println!("or run with --demo; Ctrl-C drains the queue and exits");
+    println!("{}", try_line(addr, cfg));
     let show = admin::status::Show::choose(cfg.settings.status_line);
     let status = admin::status::spawn(intake.clone(), latencies.clone(), show);
     shutdown::signal().await;

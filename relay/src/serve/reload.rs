@@ -303,7 +303,11 @@ impl Reloader {
         let mut counts = (0, 0, 0);
         for (name, dest) in changes {
             if kept.contains(&name) {
-                tracing::info!(destination = %name, "changed in the configuration, kept as the admin API left it");
+                tracing::warn!(
+                    destination = %name,
+                    "changed in the configuration file, but the admin API changed it last, so the \
+                     API's version is kept: change it through the admin API"
+                );
                 continue;
             }
             match (dest, was.contains_key(name.as_str())) {

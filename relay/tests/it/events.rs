@@ -412,7 +412,8 @@ async fn events_fan_out_survive_a_kill_and_every_copy_ends_in_one_place() {
 /// Deleting an application deletes its endpoints: new events for it are
 /// 404, and what an endpoint still held (here a dead receiver's copies,
 /// held by its breaker) is dead-lettered once the grace ends, each line
-/// with reason `application-deleted`.
+/// with reason `application-deleted`; an endpoint made again under that
+/// name in another application does not inherit their history.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn deleting_an_application_dead_letters_what_its_endpoints_held() {
     let dead_port = std::net::TcpListener::bind("127.0.0.1:0")
@@ -475,6 +476,34 @@ async fn deleting_an_application_dead_letters_what_its_endpoints_held() {
     for line in &lines {
         assert_eq!(line["reason"], "application-deleted", "{line}");
     }
+
+    // The name made again under another application: the first one's
+    // history is not its own (nothing listed, nothing recovered).
+    let other = relay.admin_url("/v1/applications/other");
+    assert_eq!(send(reqwest::Method::PUT, &other, None).await.0, 201);
+    let url = relay.admin_url("/v1/applications/other/endpoints/one");
+    let body = json!({"url": format!("http://127.0.0.1:{dead_port}/one")});
+    let made = eventually(Duration::from_secs(30), || async {
+        send(reqwest::Method::PUT, &url, Some(body.clone())).await.0 == 201
+    })
+    .await;
+    assert!(made, "made again once the first has drained");
+    let (status, v) = send(
+        reqwest::Method::GET,
+        &relay.admin_url("/v1/applications/other/endpoints/one/attempts"),
+        None,
+    )
+    .await;
+    assert_eq!(status, 200, "{v}");
+    assert_eq!(v["copies"], json!([]), "{v}");
+    let (status, v) = send(
+        reqwest::Method::POST,
+        &relay.admin_url("/v1/applications/other/endpoints/one/recover"),
+        Some(json!({"since": "2020-01-01T00:00:00Z"})),
+    )
+    .await;
+    assert_eq!(status, 202, "{v}");
+    assert_eq!(v["sent"], 0, "{v}");
     relay.signal("TERM");
     assert!(relay.exit(Duration::from_secs(30)).await.success());
 }

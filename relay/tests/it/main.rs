@@ -33,6 +33,7 @@ mod json_bodies;
 mod letters;
 mod linearizable;
 mod load;
+mod many;
 mod memory;
 mod openapi;
 mod operator;

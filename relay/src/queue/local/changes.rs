@@ -90,6 +90,15 @@ fn refused(e: DestinationError) -> ChangeRefused {
              are still being dead-lettered; retry shortly",
         ),
         DestinationError::Closed => ChangeRefused::closing(),
+        e @ DestinationError::AboveMax { .. } => ChangeRefused::new(
+            422,
+            "bad-destination",
+            format!(
+                "{e}: a rate is at most the destination's own ceiling (raise it in the same \
+                 change), and both at most the relay's highest rate, fixed at start: `ceiling` \
+                 with `adaptive`, else the highest `drain_rate`, `rate` or `ceiling` configured"
+            ),
+        ),
         e => ChangeRefused::new(422, "bad-destination", e.to_string()),
     }
 }
@@ -203,6 +212,16 @@ impl Changes {
             return Err(ChangeRefused::unknown());
         }
         let fields = resolve(name, current.as_ref(), edit, pre)?;
+        if let Some(now) = &current
+            && now.application != fields.application
+        {
+            return Err(ChangeRefused::new(
+                422,
+                "bad-destination",
+                "application: it cannot be changed (delete the endpoint and make it under the \
+                 other application): its events' history stays its application's",
+            ));
+        }
         let _making = self.may_make(
             catalog,
             before.as_ref(),

@@ -17,9 +17,9 @@ use crate::domain::budget::JOB_OVERHEAD;
 use crate::domain::job::{Job, unix_ms};
 use crate::events::EventCopy;
 use crate::events::read::Page;
-use crate::events::record::{CopyRecord, CopyState, EventRecord, Told};
+use crate::events::record::{CopyRecord, CopyState, EventRecord};
 use crate::queue::contract::{Cause, ChangeRefused, Refusal, Store};
-use crate::queue::events::{EventPost, EventTaken, Events, SendAgain};
+use crate::queue::events::{EventPost, EventTaken, Events, MOST_RECOVERED, SendAgain};
 
 /// An event's id: the time it was taken in ns since the Unix epoch, made
 /// unique (and increasing) in this process: its place in time order.
@@ -126,30 +126,80 @@ impl Sender {
         }
     }
 
-    /// Sends `endpoint` its copies of events `seqs` again, in order, each
-    /// waiting for room in its queue (a recover or a restart can hold far
-    /// more than a queue): one task per endpoint, so a dead one holds up
-    /// no other.
-    fn send_waiting(&self, endpoint: Arc<str>, seqs: Vec<u64>) {
-        let me = self.clone();
-        tokio::spawn(async move {
-            for seq in seqs {
-                let (Ok(Some((record, _))), Ok(payload)) =
-                    (me.store.event(seq), me.store.payload(seq))
-                else {
-                    continue; // swept meanwhile
-                };
-                let payload: axum::body::Bytes = payload.unwrap_or_default().into();
-                let job = me.job(seq, &record, &payload, &endpoint, None);
-                match me
+    /// `endpoint`'s copy of event `seq` as a job, read from the store
+    /// (`None`: swept meanwhile).
+    fn stored_job(&self, seq: u64, endpoint: &Arc<str>) -> Option<Job> {
+        let (Ok(Some((record, _))), Ok(payload)) = (self.store.event(seq), self.store.payload(seq))
+        else {
+            return None;
+        };
+        let payload: axum::body::Bytes = payload.unwrap_or_default().into();
+        Some(self.job(seq, &record, &payload, endpoint, None))
+    }
+
+    /// Offers `job` to `endpoint` once its queue has room, holding a pass
+    /// while it is offered (so a deletion never finds it in a destination
+    /// taken out of the set, and it never makes one anew): `Err(job)` once
+    /// the endpoint is closed (deleted).
+    async fn offer_when_room(&self, endpoint: &Arc<str>, mut job: Job) -> Result<(), Job> {
+        loop {
+            let Some(pass) = self.catalog.open(endpoint) else {
+                return Err(job);
+            };
+            let room = self
+                .set
+                .stats(endpoint)
+                .is_none_or(|s| s.held() < s.capacity());
+            if room {
+                match self
                     .set
-                    .submit(&endpoint, Submission::new(job).unjournaled())
-                    .await
+                    .try_submit(endpoint, Submission::new(job).unjournaled())
                 {
                     Ok(_) => {
                         metrics::counter!(counted::COPIES, "outcome" => "queued").increment(1);
+                        return Ok(());
                     }
-                    Err(refused) => me.refused(&endpoint, refused),
+                    Err(refused) if refused.reason() == dripfeed::Reason::Overloaded => {
+                        job = refused.into_job(); // filled meanwhile: wait again
+                    }
+                    Err(refused) => {
+                        self.refused(endpoint, refused);
+                        return Ok(());
+                    }
+                }
+            }
+            drop(pass);
+            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        }
+    }
+
+    /// Dead-letters `endpoint`'s copy `job` as its endpoint's deletion's.
+    fn deleted(&self, endpoint: &str, job: Job) {
+        if self.sink.offer(job, "destination-deleted").is_err() {
+            tracing::error!(endpoint = %endpoint, "the dead-letter writer is gone: a copy of a deleted endpoint is only in the events store");
+        }
+    }
+
+    /// Sends `endpoint` its copies of events `seqs` again, in order, each
+    /// waiting for room in its queue (a recover or a restart can hold far
+    /// more than a queue): one task per endpoint, so a dead one holds up
+    /// no other. Once the endpoint is deleted the rest are dead-lettered.
+    fn send_waiting(&self, endpoint: Arc<str>, seqs: Vec<u64>) {
+        let me = self.clone();
+        tokio::spawn(async move {
+            let mut seqs = seqs.into_iter();
+            for seq in seqs.by_ref() {
+                let Some(job) = me.stored_job(seq, &endpoint) else {
+                    continue;
+                };
+                if let Err(job) = me.offer_when_room(&endpoint, job).await {
+                    me.deleted(&endpoint, job);
+                    break;
+                }
+            }
+            for seq in seqs {
+                if let Some(job) = me.stored_job(seq, &endpoint) {
+                    me.deleted(&endpoint, job);
                 }
             }
         });
@@ -186,12 +236,12 @@ impl Local {
         for (endpoint, seqs) in by_endpoint {
             let endpoint: Arc<str> = Arc::from(endpoint.as_str());
             if !self.catalog.is_open(&endpoint) {
+                // Its endpoint is gone: each copy to the dead-letter file
+                // (which tells the store).
                 for seq in seqs {
-                    sender.store.tell(
-                        seq,
-                        endpoint.clone(),
-                        Told::DeadLettered("destination-deleted".into()),
-                    );
+                    if let Some(job) = sender.stored_job(seq, &endpoint) {
+                        sender.deleted(&endpoint, job);
+                    }
                 }
                 continue;
             }
@@ -302,12 +352,14 @@ impl Events for Local {
 
     async fn copies(
         &self,
+        app: &str,
         endpoint: &str,
         failed: Option<bool>,
         before: Option<u64>,
         limit: usize,
     ) -> Result<Page<(u64, String, CopyRecord)>, String> {
-        self.store()?.copies_of(endpoint, failed, before, limit)
+        self.store()?
+            .copies_of(app, endpoint, failed, before, limit)
     }
 
     async fn resend(&self, id: u64, endpoint: &str) -> Result<(), SendAgain> {
@@ -323,40 +375,56 @@ impl Events for Local {
         if copy.1.state == CopyState::Pending {
             return Err(SendAgain::Pending);
         }
-        if !self.catalog.is_open(endpoint) {
-            return Err(SendAgain::Gone);
-        }
         let payload = store
             .payload(id)
             .map_err(SendAgain::Failed)?
             .unwrap_or_default();
         let endpoint: Arc<str> = Arc::from(endpoint);
-        store.tell(id, endpoint.clone(), Told::Again);
+        // Held open while it is marked and offered: a deletion waits.
+        let Some(_pass) = self.catalog.open(&endpoint) else {
+            return Err(SendAgain::Gone);
+        };
+        // Marked pending, durably, only if it has ended: of two resends
+        // at once one sends it, the other is told it is on its way.
+        let granted = store
+            .again(vec![id], endpoint.clone())
+            .await
+            .map_err(SendAgain::Failed)?;
+        if granted.is_empty() {
+            return Err(SendAgain::Pending);
+        }
         let sender = self.sender().map_err(SendAgain::Failed)?;
         let job = sender.job(id, &record, &payload.into(), &endpoint, None);
         sender.send_now(job, &endpoint);
         Ok(())
     }
 
-    async fn recover(&self, endpoint: &str, from: u64, to: u64) -> Result<usize, SendAgain> {
+    async fn recover(
+        &self,
+        app: &str,
+        endpoint: &str,
+        window: (u64, u64),
+    ) -> Result<(usize, bool), SendAgain> {
         let store = self.store().map_err(SendAgain::Failed)?.clone();
         if !self.catalog.is_open(endpoint) {
             return Err(SendAgain::Gone);
         }
-        let dead = store
-            .dead_lettered(endpoint, from, to)
+        let (dead, more) = store
+            .dead_lettered(app, endpoint, window, MOST_RECOVERED)
             .map_err(SendAgain::Failed)?;
         let endpoint: Arc<str> = Arc::from(endpoint);
-        // Marked pending first (a restart sends them if this one stops),
-        // then sent as the endpoint's queue has room.
-        for id in &dead {
-            store.tell(*id, endpoint.clone(), Told::Again);
-        }
-        let sent = dead.len();
+        // Marked pending first, durably and only those still ended (a
+        // restart sends them if this one stops; two recovers at once send
+        // each once), then sent as the endpoint's queue has room.
+        let granted = store
+            .again(dead, endpoint.clone())
+            .await
+            .map_err(SendAgain::Failed)?;
+        let sent = granted.len();
         self.sender()
             .map_err(SendAgain::Failed)?
-            .send_waiting(endpoint, dead);
-        Ok(sent)
+            .send_waiting(endpoint, granted);
+        Ok((sent, more))
     }
 
     async fn put_app(&self, name: &str, app: App) -> Result<bool, ChangeRefused> {

@@ -1,0 +1,214 @@
+//! Many endpoints on one relay, driven through the binary as a team with
+//! thousands of customers would (the heap counted by the allocator: the
+//! relay built with `heap-count`, as `cargo test --all-features` builds
+//! it):
+//!
+//! - 20,000 destinations made through the admin API by 8 clients at once
+//!   cost at most 1.5 KiB of heap each while idle, `/metrics` is the same
+//!   size at 20,000 as at 1,000, and after a restart every one is there,
+//!   as it was made;
+//! - 2,000 destinations at 1/s, each given 3 webhooks at once, each
+//!   receive theirs at their own rate (never 3 within one second), and
+//!   once they have drained the heap they took is given back (at most
+//!   4 KiB each stays: the ended webhooks' statuses, kept on purpose).
+//!
+//! Real time and a real process (a loopback integration test): bounded in
+//! time and count, asserting counts and generous bounds only.
+
+#![cfg(feature = "heap-count")]
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+use crate::harness::{Relay, TempDir, argv, eventually, http};
+use crate::receivers::{Log, ok};
+
+const CLIENTS: usize = 8;
+
+/// The heap the relay holds now.
+async fn heap(relay: &Relay) -> f64 {
+    relay.metrics().await.get("dripfeed_relay_heap_bytes", &[])
+}
+
+/// PUTs destinations `from..to` (each `{"url": URL?d=eN, "rate": 1,
+/// "budget": "10s"}`)
+/// from [`CLIENTS`] tasks; panics on any answer but 201.
+async fn make(relay: &Relay, rx: std::net::SocketAddr, from: usize, to: usize) {
+    let mut clients = Vec::new();
+    for c in 0..CLIENTS {
+        let url = relay.admin_url("/v1/destinations/");
+        clients.push(tokio::spawn(async move {
+            let client = http();
+            for i in (from + c..to).step_by(CLIENTS) {
+                let body =
+                    json!({"url": format!("http://{rx}/h?d=e{i}"), "rate": 1, "budget": "10s"});
+                let resp = client
+                    .put(format!("{url}e{i}"))
+                    .header("content-type", "application/json")
+                    .body(body.to_string())
+                    .send()
+                    .await
+                    .expect("the relay answers");
+                assert_eq!(resp.status().as_u16(), 201, "e{i}");
+            }
+        }));
+    }
+    for c in clients {
+        c.await.unwrap();
+    }
+}
+
+/// Every destination the admin API lists, page by page: name → url.
+async fn listed(relay: &Relay) -> HashMap<String, String> {
+    let mut all = HashMap::new();
+    let mut cursor: Option<String> = None;
+    loop {
+        let url = match &cursor {
+            Some(c) => relay.admin_url(&format!("/v1/destinations?limit=1000&cursor={c}")),
+            None => relay.admin_url("/v1/destinations?limit=1000"),
+        };
+        let text = http().get(url).send().await.unwrap().text().await.unwrap();
+        let page: Value = serde_json::from_str(&text).unwrap();
+        for d in page["destinations"].as_array().unwrap() {
+            all.insert(
+                d["name"].as_str().unwrap().to_owned(),
+                d["url"].as_str().unwrap_or_default().to_owned(),
+            );
+        }
+        match page["next_cursor"].as_str() {
+            Some(c) => cursor = Some(c.to_owned()),
+            None => return all,
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn twenty_thousand_destinations_cost_little_and_survive_a_restart() {
+    const N: usize = 20_000;
+    let rx = ok(Arc::new(Log::default()), Duration::ZERO).await;
+    let dir = TempDir::new("many");
+    let args = format!(
+        "--destination seed=http://{rx}/h?d=seed --data-dir {} --max-destinations 30000",
+        dir.arg("data")
+    );
+    let mut relay = Relay::start_with(&argv(&args), &[]).await;
+    make(&relay, rx, 0, 1000).await;
+    let metrics_at_1000 = relay.metrics_page().await.len();
+    let before = heap(&relay).await;
+    make(&relay, rx, 1000, N).await;
+    let per_idle = (heap(&relay).await - before) / (N - 1000) as f64;
+    let metrics_at_n = relay.metrics_page().await.len();
+    eprintln!(
+        "many: {per_idle:.0} bytes of heap per idle destination; /metrics {metrics_at_1000} bytes at 1,000, {metrics_at_n} at {N}"
+    );
+    assert!(
+        per_idle <= 1536.0,
+        "{per_idle:.0} bytes per idle destination"
+    );
+    assert!(
+        metrics_at_n.abs_diff(metrics_at_1000) <= 1024,
+        "/metrics: {metrics_at_1000} bytes at 1,000, {metrics_at_n} at {N}"
+    );
+
+    relay.signal("TERM");
+    assert!(relay.exit(Duration::from_secs(60)).await.success());
+    relay = Relay::start_with(&argv(&args), &[]).await;
+    let ready = eventually(Duration::from_secs(60), || async {
+        http()
+            .get(relay.admin_url("/readyz"))
+            .send()
+            .await
+            .is_ok_and(|r| r.status() == 200)
+    })
+    .await;
+    assert!(ready, "ready after a restart with {N}");
+    let all = listed(&relay).await;
+    assert_eq!(all.len(), N + 1, "every destination, and the seed");
+    for i in 0..N {
+        let url = all.get(&format!("e{i}")).map(String::as_str);
+        assert_eq!(url, Some(format!("http://{rx}/h?d=e{i}").as_str()), "e{i}");
+    }
+    relay.signal("TERM");
+    assert!(relay.exit(Duration::from_secs(60)).await.success());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_thousand_active_destinations_each_keep_their_rate_and_give_memory_back() {
+    const N: usize = 2_000;
+    const EACH: usize = 3;
+    let log = Arc::new(Log::default());
+    let rx = ok(log.clone(), Duration::ZERO).await;
+    let dir = TempDir::new("many-active");
+    let args = format!(
+        "--destination seed=http://{rx}/h?d=seed --data-dir {} --max-destinations 3000 --retries 0",
+        dir.arg("data")
+    );
+    let relay = Relay::start_with(&argv(&args), &[]).await;
+    make(&relay, rx, 0, N).await;
+    let idle = heap(&relay).await;
+
+    // Three webhooks for each, all posted at once (8 clients).
+    let mut clients = Vec::new();
+    for c in 0..CLIENTS {
+        let url = relay.url("/v1/webhooks/deliver");
+        clients.push(tokio::spawn(async move {
+            let client = http();
+            for i in (c..N).step_by(CLIENTS) {
+                for n in 0..EACH {
+                    let resp = client
+                        .post(&url)
+                        .header("x-destination", format!("e{i}"))
+                        .header("content-type", "application/json")
+                        .body(format!("{{\"n\":{n}}}"))
+                        .send()
+                        .await
+                        .expect("the relay answers");
+                    let status = resp.status().as_u16();
+                    let text = resp.text().await.unwrap_or_default();
+                    assert_eq!(status, 202, "e{i}: {text}");
+                }
+            }
+        }));
+    }
+    for c in clients {
+        c.await.unwrap();
+    }
+    let all = log
+        .until(Duration::from_secs(120), |hits| hits.len() >= N * EACH)
+        .await;
+    assert!(all, "{} of {} delivered", log.len(), N * EACH);
+
+    // At 1/s, a destination's three are at least a second apart from the
+    // first to the third: never all three within one second.
+    let mut arrivals: BTreeMap<String, Vec<std::time::Instant>> = BTreeMap::new();
+    for hit in log.hits() {
+        arrivals.entry(hit.query.clone()).or_default().push(hit.at);
+    }
+    assert_eq!(arrivals.len(), N);
+    for (d, at) in &arrivals {
+        assert_eq!(at.len(), EACH, "{d}");
+        let spread = at[EACH - 1].saturating_duration_since(at[0]);
+        assert!(
+            spread >= Duration::from_millis(1900),
+            "{d}: {EACH} within {spread:?} at 1/s"
+        );
+    }
+
+    // Drained and idle: the heap comes back (within a minute).
+    let until = std::time::Instant::now() + Duration::from_secs(60);
+    let last = loop {
+        let held = (heap(&relay).await - idle) / N as f64;
+        if held <= 4096.0 || std::time::Instant::now() >= until {
+            break held;
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    };
+    eprintln!("many: {last:.0} bytes of heap per destination once drained");
+    assert!(
+        last <= 4096.0,
+        "{last:.0} bytes per destination still held once drained"
+    );
+}
