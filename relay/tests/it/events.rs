@@ -507,3 +507,45 @@ async fn deleting_an_application_dead_letters_what_its_endpoints_held() {
     relay.signal("TERM");
     assert!(relay.exit(Duration::from_secs(30)).await.success());
 }
+
+/// A tenant's quota is charged once per event taken: a repeat of an
+/// `Idempotency-Key` (answered with the first event) is given back, so a
+/// sender retrying a post does not spend its quota.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_repeated_event_does_not_spend_the_tenants_quota() {
+    let dir = TempDir::new("events-quota");
+    let args = format!(
+        "--destination seed=http://127.0.0.1:9/seed --data-dir {} \
+         --tenant-rate 0.001 --tenant-burst 2 --tenant-header x-tenant",
+        dir.arg("data")
+    );
+    let mut relay = Relay::start_with(&argv(&args), &[]).await;
+    let url = relay.admin_url("/v1/applications/acme");
+    assert_eq!(send(reqwest::Method::PUT, &url, None).await.0, 201);
+    let post = |key: &'static str| {
+        let url = relay.url("/v1/applications/acme/events");
+        async move {
+            let resp = http()
+                .post(url)
+                .header("x-tenant", "t")
+                .header("idempotency-key", key)
+                .header("content-type", "application/json")
+                .body(r#"{"type": "thing.done", "payload": {}}"#)
+                .send()
+                .await
+                .expect("the relay answers");
+            let status = resp.status().as_u16();
+            (status, resp.text().await.unwrap_or_default())
+        }
+    };
+    assert_eq!(post("k1").await.0, 202);
+    for _ in 0..5 {
+        let (status, body) = post("k1").await;
+        assert_eq!(status, 202, "{body}");
+        assert!(body.contains("duplicate"), "{body}");
+    }
+    assert_eq!(post("k2").await.0, 202, "the repeats were given back");
+    assert_eq!(post("k3").await.0, 429, "a burst of 2");
+    relay.signal("TERM");
+    assert!(relay.exit(Duration::from_secs(30)).await.success());
+}

@@ -259,10 +259,18 @@ impl Events for Local {
             .store()
             .map_err(|_| Refusal::now(Cause::Unavailable(Store::JournalFailed)))?
             .clone();
-        // The tenant's quota: one event, one charge, however many copies.
-        if p.charged
-            && let Some(quotas) = &self.quotas
-        {
+        // The tenant's quota: one event, one charge, however many copies;
+        // given back if the event is not taken (or was taken before).
+        let charged = p.charged.then_some(self.quotas.as_ref()).flatten();
+        let scope = p.tenant.scope().to_owned();
+        let give_back = || async {
+            if let Some(quotas) = charged
+                && let Err(e) = quotas.refund(&scope, 1.0).await
+            {
+                tracing::warn!(error = %e, "an event's quota charge could not be given back");
+            }
+        };
+        if let Some(quotas) = charged {
             match quotas.try_admit(p.tenant.scope(), 1.0).await {
                 Ok(_) => {}
                 Err(BucketError::Admit(AdmitError::OverQuota(o))) => {
@@ -278,6 +286,7 @@ impl Events for Local {
         // Each copy's bookkeeping beside the payload (held once).
         let overhead = JOB_OVERHEAD.saturating_mul(passes.len() as u64);
         let Some(extra) = self.budget.try_hold(overhead) else {
+            give_back().await;
             return Err(Refusal::after(Cause::NoRoom, self.drain_wait_now()));
         };
         let seq = next_id();
@@ -292,6 +301,7 @@ impl Events for Local {
         match store.post(seq, record.clone(), p.payload.clone()).await {
             Ok(crate::events::store::Posted::New) => {}
             Ok(crate::events::store::Posted::Duplicate { seq, copies }) => {
+                give_back().await;
                 metrics::counter!(counted::EVENTS, "result" => "duplicate").increment(1);
                 return Ok(EventTaken {
                     id: seq,
@@ -301,6 +311,7 @@ impl Events for Local {
             }
             Err(e) => {
                 tracing::error!(error = %e, "an event could not be written: refused");
+                give_back().await;
                 return Err(Refusal::now(Cause::Unavailable(Store::JournalFailed)));
             }
         }
