@@ -22,6 +22,9 @@ struct Line<'a> {
     #[serde(skip_serializing_if = "Option::is_none")]
     error: Option<&'a str>,
     tenant: Option<&'a str>,
+    /// An event's copy: the event's type (its id is `id`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    event_type: Option<&'a str>,
     content_type: Option<&'a str>,
     received_unix_ms: u64,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -51,6 +54,7 @@ pub(super) fn encode(
         last_status: (attempts > 0).then(|| job.trail.last_status()),
         error: error.as_deref(),
         tenant: job.tenant.as_deref(),
+        event_type: job.event.as_ref().map(|e| &*e.kind),
         content_type: job.content_type.as_deref(),
         received_unix_ms: job.received_unix_ms,
         body: text,

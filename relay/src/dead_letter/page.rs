@@ -41,6 +41,9 @@ pub(crate) struct DeadLetter {
     /// The tenant that sent it.
     #[serde(default)]
     pub tenant: Option<String>,
+    /// An event's copy: the event's type (its id is the event's).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub event_type: Option<String>,
     /// Its content type.
     #[serde(default)]
     pub content_type: Option<String>,

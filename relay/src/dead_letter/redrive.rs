@@ -27,6 +27,9 @@ pub(crate) struct Letter {
     /// The destination it was dead-lettered from (its URL in lines an
     /// older relay wrote; absent in older still).
     pub destination: Option<String>,
+    /// An event's copy: its event's type (its id is the event's).
+    #[serde(default)]
+    pub event_type: Option<String>,
     tenant: Option<String>,
     content_type: Option<String>,
     received_unix_ms: Option<u64>,

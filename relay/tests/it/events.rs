@@ -549,3 +549,82 @@ async fn a_repeated_event_does_not_spend_the_tenants_quota() {
     relay.signal("TERM");
     assert!(relay.exit(Duration::from_secs(30)).await.success());
 }
+
+/// A dead-lettered copy redriven through the dead-letter API goes back as
+/// the copy it is: its receiver sees `webhook-event-type`, and the
+/// event's history says delivered.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_redriven_copy_stays_its_events() {
+    let seen = Arc::new(Seen::default());
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let dir = TempDir::new("events-redrive");
+    let args = format!(
+        "--destination seed=http://127.0.0.1:{port}/seed --data-dir {} --retries 0",
+        dir.arg("data")
+    );
+    let mut relay = Relay::start_with(&argv(&args), &[]).await;
+    let app = relay.admin_url("/v1/applications/acme");
+    assert_eq!(send(reqwest::Method::PUT, &app, None).await.0, 201);
+    let url = relay.admin_url("/v1/applications/acme/endpoints/down");
+    let body = json!({"url": format!("http://127.0.0.1:{port}/down")});
+    assert_eq!(send(reqwest::Method::PUT, &url, Some(body)).await.0, 201);
+    let (status, v) = send(
+        reqwest::Method::POST,
+        &relay.url("/v1/applications/acme/events"),
+        Some(json!({"type": "order.shipped", "payload": {"order": 7}})),
+    )
+    .await;
+    assert_eq!(status, 202, "{v}");
+    let id = v["id"].as_str().unwrap().to_owned();
+    // Refused (nothing listens), no retry: dead-lettered, with its type.
+    let event = relay.admin_url(&format!("/v1/applications/acme/events/{id}"));
+    let dead = eventually(Duration::from_secs(30), || async {
+        send(reqwest::Method::GET, &event, None).await.1["copies"][0]["state"] == "dead_lettered"
+    })
+    .await;
+    assert!(dead, "{}", send(reqwest::Method::GET, &event, None).await.1);
+    let (_, letters) = send(
+        reqwest::Method::GET,
+        &relay.admin_url("/v1/dead-letters?destination=down"),
+        None,
+    )
+    .await;
+    assert_eq!(
+        letters["dead_letters"][0]["event_type"], "order.shipped",
+        "{letters}"
+    );
+
+    // The receiver is up; the letter is redriven.
+    let rx = tokio::net::TcpListener::bind(("127.0.0.1", port))
+        .await
+        .unwrap();
+    receive(seen.clone(), rx, Instant::now());
+    let (status, v) = send(
+        reqwest::Method::POST,
+        &relay.admin_url("/v1/dead-letters/redrive"),
+        Some(json!({"ids": [id]})),
+    )
+    .await;
+    assert_eq!(status, 200, "{v}");
+    let got = eventually(Duration::from_secs(30), || async {
+        seen.got("down").contains(&id)
+    })
+    .await;
+    assert!(got, "the redriven copy arrives");
+    assert!(seen.types.lock().unwrap()["down"].contains("order.shipped"));
+    let delivered = eventually(Duration::from_secs(30), || async {
+        send(reqwest::Method::GET, &event, None).await.1["copies"][0]["state"] == "delivered"
+    })
+    .await;
+    assert!(
+        delivered,
+        "{}",
+        send(reqwest::Method::GET, &event, None).await.1
+    );
+    relay.signal("TERM");
+    assert!(relay.exit(Duration::from_secs(30)).await.success());
+}

@@ -207,6 +207,32 @@ impl Sender {
 }
 
 impl Local {
+    /// A dead letter of `endpoint`'s copy of event `seq` redriven: marked
+    /// pending in the store if it has ended, then offered as the copy it
+    /// is (its headers, its history). Whether it was taken (one already
+    /// on its way counts as taken: the letter is done); `None` when the
+    /// store no longer holds that copy (the letter goes back as a plain
+    /// webhook).
+    pub(crate) async fn redrive_copy(&self, seq: u64, endpoint: &str) -> Option<bool> {
+        let store = self.store().ok()?.clone();
+        let (record, copies) = store.event(seq).ok()??;
+        if !copies.iter().any(|(n, _)| n == endpoint) {
+            return None;
+        }
+        let payload = store.payload(seq).ok()??;
+        let endpoint: Arc<str> = Arc::from(endpoint);
+        let Some(_pass) = self.catalog.open(&endpoint) else {
+            return Some(false);
+        };
+        let granted = store.again(vec![seq], endpoint.clone()).await.ok()?;
+        if granted.is_empty() {
+            return Some(true); // on its way already
+        }
+        let sender = self.sender().ok()?;
+        let job = sender.job(seq, &record, &payload.into(), &endpoint, None);
+        Some(sender.send_now(job, &endpoint))
+    }
+
     /// The store, or why this relay keeps no events.
     fn store(&self) -> Result<&Arc<crate::events::EventStore>, String> {
         self.events

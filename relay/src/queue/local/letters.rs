@@ -108,13 +108,22 @@ pub(crate) async fn redrive(
                 continue;
             }
         };
-        let admitted = match lines::job_of(letter, &local.budget) {
-            Some(job) => local
-                .set
-                .submit_timeout(name, job, std::time::Duration::ZERO)
-                .await
-                .is_ok(),
-            None => false,
+        // An event's copy goes back as one, through the events store (its
+        // history, its headers), while the store still holds its event.
+        let copy = match (&letter.event_type, id.as_deref().map(str::parse::<u64>)) {
+            (Some(_), Some(Ok(seq))) => local.redrive_copy(seq, name).await,
+            _ => None,
+        };
+        let admitted = match copy {
+            Some(admitted) => admitted,
+            None => match lines::job_of(letter, &local.budget) {
+                Some(job) => local
+                    .set
+                    .submit_timeout(name, job, std::time::Duration::ZERO)
+                    .await
+                    .is_ok(),
+                None => false,
+            },
         };
         match admitted {
             true => readmitted.push(line),
