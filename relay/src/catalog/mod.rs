@@ -230,6 +230,23 @@ impl Catalog {
         self.page(None, usize::MAX).listed
     }
 
+    /// The destinations whose names contain `text`, in listing order, at
+    /// most `limit` (the status page's search: a scan of the names).
+    pub(crate) fn find(&self, text: &str, limit: usize) -> Vec<Listed> {
+        let table = self.read();
+        table
+            .order
+            .values()
+            .filter(|n| n.contains(text))
+            .filter_map(|n| table.get(n))
+            .take(limit)
+            .map(|e| Listed {
+                dest: e.dest.clone(),
+                open: e.open,
+            })
+            .collect()
+    }
+
     /// At most `limit` destinations in listing order, from the place
     /// `after` names (`None`: the first): O(log n + limit).
     pub(crate) fn page(&self, after: Option<u64>, limit: usize) -> Page {

@@ -51,7 +51,8 @@ pub(super) fn encode(
         },
         destination: job.destination_name().unwrap_or(destination),
         attempts,
-        last_status: (attempts > 0).then(|| job.trail.last_status()),
+        // 0: no answer (a DNS, connect or TLS error, a timeout): none.
+        last_status: Some(job.trail.last_status()).filter(|s| attempts > 0 && *s != 0),
         error: error.as_deref(),
         tenant: job.tenant.as_deref(),
         event_type: job.event.as_ref().map(|e| &*e.kind),

@@ -228,3 +228,72 @@ async fn with_a_token_the_page_signs_in_with_a_cookie_and_refuses_other_origins(
         .unwrap();
     assert_eq!(bearer.status(), 200);
 }
+
+/// With more destinations than the page shows (50), `GET /v1/status` and
+/// the page show the busiest (those holding webhooks first) and find any
+/// one by name.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_many_destinations_the_page_shows_the_busiest_and_finds_any() {
+    // A receiver that never answers within the test: what is sent is held.
+    let rx = receivers::ok(
+        std::sync::Arc::new(receivers::Log::default()),
+        Duration::from_secs(60),
+    )
+    .await;
+    let dir = crate::harness::TempDir::new("page-many");
+    let relay = Relay::start(&format!(
+        "--destination seed=http://{rx}/seed --data-dir {} --max-in-flight 1",
+        dir.arg("data")
+    ))
+    .await;
+    for i in 0..80 {
+        let url = relay.admin_url(&format!("/v1/destinations/d{i}"));
+        let body = format!("{{\"url\": \"http://{rx}/d{i}\", \"rate\": 1}}");
+        let resp = http()
+            .put(url)
+            .header("content-type", "application/json")
+            .body(body)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(resp.status().as_u16(), 201);
+    }
+    for _ in 0..2 {
+        assert_eq!(relay.post_for("d77", 1).await.0, 202);
+    }
+    let status = |query: &'static str| {
+        let url = relay.admin_url(&format!("/v1/status{query}"));
+        async move {
+            let text = http().get(url).send().await.unwrap().text().await.unwrap();
+            serde_json::from_str::<serde_json::Value>(&text).unwrap()
+        }
+    };
+    let busiest = status("").await;
+    assert_eq!(busiest["held"], 81, "{busiest}");
+    assert_eq!(busiest["shown"], "busiest");
+    let shown = busiest["destinations"].as_array().unwrap();
+    assert!(shown.len() <= 50);
+    assert_eq!(shown[0]["name"], "d77", "the one holding webhooks first");
+
+    let found = status("?find=d7").await;
+    assert_eq!(found["shown"], "found");
+    let names: Vec<&str> = found["destinations"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| d["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names.len(), 11, "d7 and d70 to d79: {names:?}");
+    assert!(names.iter().all(|n| n.contains("d7")));
+
+    let page = http()
+        .get(relay.admin_url("/?find=d42"))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(page.contains("data-name=\"d42\""), "the page finds it");
+    assert!(page.contains("1 found of 81"), "{page}");
+}

@@ -28,6 +28,19 @@ pub(super) fn escape(text: &str) -> String {
     out
 }
 
+/// What the page shows, said above the cards.
+fn shown_note(now: &StatusPage) -> String {
+    let n = now.destinations.len();
+    match now.shown {
+        "found" => format!("{n} found of {} destinations (at most 50)", now.held),
+        "busiest" => format!(
+            "the {n} busiest of {} destinations (most webhooks held here); find any one by name",
+            now.held
+        ),
+        _ => format!("{} destinations", now.held),
+    }
+}
+
 /// A whole page around `body`.
 fn page(title: &str, body: &str, script: bool) -> String {
     let js = if script {
@@ -123,8 +136,8 @@ fn card(out: &mut String, d: &DestinationStatus) {
     );
 }
 
-/// The status page of `now`.
-pub(super) fn status(now: &StatusPage) -> String {
+/// The status page of `now` (`find`: the search that picked them).
+pub(super) fn status(now: &StatusPage, find: Option<&str>) -> String {
     let mut body = String::new();
     let ready = match now.ready {
         true => "ready".to_owned(),
@@ -140,8 +153,14 @@ pub(super) fn status(now: &StatusPage) -> String {
     let _ = write!(
         body,
         "<header><h1>dripfeed relay</h1><p><span class=\"ready\" data-ready=\"{}\" id=\"ready\">{ready}</span> · \
-         queue <b>{}</b> · <span id=\"updated\">rendered by the relay</span></p></header><main>",
-        now.ready, now.queue
+         queue <b>{}</b> · <span id=\"updated\">rendered by the relay</span></p>\
+         <form class=\"find\" method=\"get\" action=\"/\"><input name=\"find\" value=\"{}\" \
+         placeholder=\"find a destination by name\" aria-label=\"find a destination by name\"> \
+         <button>Find</button></form><p class=\"shown\" id=\"shown\">{}</p></header><main>",
+        now.ready,
+        now.queue,
+        escape(find.unwrap_or("")),
+        shown_note(now),
     );
     for d in &now.destinations {
         card(&mut body, d);
@@ -183,12 +202,17 @@ mod tests {
             dead_lettered: 0,
             last_error: None,
         };
-        let html = status(&StatusPage {
-            queue: "local",
-            ready: true,
-            down: Vec::new(),
-            destinations: vec![d],
-        });
+        let html = status(
+            &StatusPage {
+                queue: "local",
+                ready: true,
+                held: 1,
+                shown: "all",
+                down: Vec::new(),
+                destinations: vec![d],
+            },
+            None,
+        );
         for want in [
             "data-name=\"billing\"",
             "data-k=\"depth\">12<",

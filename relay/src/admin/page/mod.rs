@@ -17,7 +17,7 @@ pub(crate) mod view;
 use std::sync::Arc;
 
 use axum::body::Bytes;
-use axum::extract::State;
+use axum::extract::{RawQuery, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 
@@ -39,9 +39,17 @@ fn html(status: StatusCode, body: String) -> Response {
 }
 
 /// `GET /`: the page, or (with a token, not signed in) the sign-in form.
-pub(crate) async fn index(State(admin): State<Arc<Admin>>, headers: HeaderMap) -> Response {
+pub(crate) async fn index(
+    State(admin): State<Arc<Admin>>,
+    RawQuery(raw): RawQuery,
+    headers: HeaderMap,
+) -> Response {
     match super::token::authorized(&admin, &headers) {
-        Ok(()) => html(StatusCode::OK, html::status(&view::now(&admin).await)),
+        Ok(()) => {
+            let find = view::find_in(raw.as_deref());
+            let now = view::now(&admin, find.as_deref()).await;
+            html(StatusCode::OK, html::status(&now, find.as_deref()))
+        }
         Err(_) if admin.token.get().is_some() => html(StatusCode::OK, html::sign_in(false)),
         Err(refused) => *refused,
     }

@@ -34,7 +34,9 @@
     status.destinations.forEach(function (d) {
       known[d.name] = true;
       var card = document.querySelector('.dest[data-name="' + CSS.escape(d.name) + '"]');
-      if (!card) { location.reload(); return; }
+      // A new one among all (or found) is drawn by the relay; among the
+      // busiest, the set moves each second, so it waits for a reload.
+      if (!card) { if (status.shown !== "busiest") location.reload(); return; }
       card.querySelectorAll("[data-k]").forEach(function (el) {
         var k = el.getAttribute("data-k");
         var v = k === "last_error" && !d[k] ? "none" : text(d[k]);
@@ -60,7 +62,7 @@
       status.down.map(function (d) { return d.name + " (" + d.detail + ")"; }).join(", ");
   }
   function poll() {
-    fetch("/v1/status", { headers: { accept: "application/json" }, cache: "no-store" })
+    fetch("/v1/status" + location.search, { headers: { accept: "application/json" }, cache: "no-store" })
       .then(function (r) {
         if (r.status === 401) { location.reload(); throw new Error("signed out"); }
         return r.json();

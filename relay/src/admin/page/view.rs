@@ -7,7 +7,7 @@
 use std::sync::Arc;
 
 use axum::Json;
-use axum::extract::State;
+use axum::extract::{RawQuery, State};
 use serde::Serialize;
 use utoipa::ToSchema;
 
@@ -26,8 +26,26 @@ pub(crate) struct StatusPage {
     /// What is down when not ready: `journal`, `dead-letter`, `redis`,
     /// `redis_durability`, `postgres`, each with why.
     pub down: Vec<Down>,
-    /// Every destination, in configuration order.
+    /// The destinations the relay holds.
+    pub held: usize,
+    /// Which are shown: `all` (every one, in configuration order, when
+    /// there are at most 50), `busiest` (the 50 holding the most webhooks
+    /// here, most first) or `found` (those whose names contain `find`, at
+    /// most 50).
+    pub shown: &'static str,
+    /// The destinations shown.
     pub destinations: Vec<DestinationStatus>,
+}
+
+/// The most destinations the page (and `GET /v1/status`) shows at once.
+pub(crate) const SHOWN: usize = 50;
+
+/// `find=TEXT` of a query, if given (and not blank).
+pub(crate) fn find_in(raw: Option<&str>) -> Option<String> {
+    form_urlencoded::parse(raw.unwrap_or("").as_bytes())
+        .find(|(k, _)| k == "find")
+        .map(|(_, v)| v.trim().to_owned())
+        .filter(|v| !v.is_empty())
 }
 
 /// A part that is down.
@@ -83,6 +101,9 @@ pub(crate) struct DestinationStatus {
 /// `GET /v1/status`.
 #[utoipa::path(get, path = "/v1/status", tag = "admin",
     security(("admin_token" = [])),
+    params(
+        ("find" = Option<String>, Query, description = "Only the destinations whose names contain this (at most 50)."),
+    ),
     responses(
         (status = 200, description = "The relay now, as the status page shows it.", body = StatusPage),
         (status = 401, description = "No admin token, or not the admin token.", body = Problem, content_type = "application/problem+json",
@@ -90,16 +111,34 @@ pub(crate) struct DestinationStatus {
         (status = 403, description = "Without an admin token, a request that names the listener by a host name other than localhost (not-local: DNS rebinding).", body = Problem, content_type = "application/problem+json"),
         (status = 503, description = "The listener serves its most connections.", body = Problem, content_type = "application/problem+json"),
     ))]
-pub(crate) async fn status(State(admin): State<Arc<Admin>>) -> Json<StatusPage> {
-    Json(now(&admin).await)
+pub(crate) async fn status(
+    State(admin): State<Arc<Admin>>,
+    RawQuery(raw): RawQuery,
+) -> Json<StatusPage> {
+    Json(now(&admin, find_in(raw.as_deref()).as_deref()).await)
 }
 
-/// The relay now.
-pub(crate) async fn now(admin: &Admin) -> StatusPage {
+/// The relay now: every destination, the busiest, or those `find` names
+/// (at most [`SHOWN`]).
+pub(crate) async fn now(admin: &Admin, find: Option<&str>) -> StatusPage {
     let down = admin.queue.down().await;
     let ms = |d: std::time::Duration| d.as_secs_f64() * 1000.0;
+    let held = admin.catalog.held();
+    let (shown, picked) = match find {
+        Some(text) => ("found", admin.catalog.find(text, SHOWN)),
+        None if held <= SHOWN => ("all", admin.catalog.list()),
+        None => (
+            "busiest",
+            admin
+                .queue
+                .busiest(SHOWN)
+                .into_iter()
+                .filter_map(|(name, _)| admin.catalog.get(&name))
+                .collect(),
+        ),
+    };
     let mut destinations = Vec::new();
-    for listed in admin.catalog.list() {
+    for listed in picked {
         let dest = &listed.dest;
         let live = admin.queue.live(&dest.name).await.unwrap_or_default();
         let rates = admin.defaults.rates(dest);
@@ -129,6 +168,8 @@ pub(crate) async fn now(admin: &Admin) -> StatusPage {
     StatusPage {
         queue: if admin.fleet { "redis" } else { "local" },
         ready: down.is_empty(),
+        held,
+        shown,
         down: down
             .into_iter()
             .map(|(name, detail)| Down { name, detail })
