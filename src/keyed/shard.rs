@@ -103,8 +103,10 @@ pub(crate) struct Shard<K> {
     pub(crate) overrides: HashMap<K, Quota>,
     /// When evicted buckets that still owed finish paying (nanos since the
     /// epoch), by two hash-chosen entries each (a power of two long; empty:
-    /// no ledger). A key comes back owing what both its entries say at
-    /// least: never less than it owed, more only when both are shared.
+    /// no ledger). A key with no bucket owes until the earlier of its two
+    /// entries: never less than it owed when evicted (less what has
+    /// drained since, at its rate now); more when both entries were raised
+    /// by other keys, or by its own earlier eviction.
     ledger: Box<[u64]>,
 }
 
@@ -112,15 +114,15 @@ pub(crate) struct Shard<K> {
 /// reserves (excluding key-owned heap data and overrides).
 pub(crate) fn reserved_bytes<K>(cap: usize, ledger: usize) -> usize {
     let (positions, heap_limit) = sizes(cap);
-    positions * (size_of::<Option<Slot<K>>>() + 1)
-        + heap_limit * size_of::<Entry>()
-        + ledger * size_of::<u64>()
+    (positions * (size_of::<Option<Slot<K>>>() + 1))
+        .saturating_add(heap_limit * size_of::<Entry>())
+        .saturating_add(ledger.saturating_mul(size_of::<u64>()))
 }
 
 /// The two ledger entries of `hash` in a ledger of `len` (a power of two).
 fn ledger_at(hash: u64, len: usize) -> (usize, usize) {
     let mask = len as u64 - 1;
-    let a = (hash >> 40) & mask;
+    let a = hash & mask;
     let b = hash.wrapping_mul(0x9E37_79B9_7F4A_7C15).rotate_left(17) & mask;
     (a as usize, b as usize)
 }

@@ -117,10 +117,12 @@ impl<K: Hash + Eq + Clone> KeyedBucketsBuilder<K> {
     /// 8-byte entries (split across the shards), so a key evicted while in
     /// debt comes back owing what it still would: a rotating set of keys
     /// larger than `max_keys` cannot walk through its quota by being
-    /// evicted. A key is never let off (it owes at least its own debt); it
-    /// may owe more when both of its two entries are shared with keys that
-    /// owed more (size the ledger at a few times the keys that rotate).
-    /// Default 0: no ledger, an evicted key comes back with a fresh burst.
+    /// evicted. A key is never let off (it owes at least its own debt, less
+    /// what has drained since, at its rate now); it may owe more when both
+    /// of its two entries were raised by keys that owed longer (size the
+    /// ledger at a few times the keys that rotate; each shard gets at
+    /// least 64 entries). Default 0: no ledger, an evicted key comes back
+    /// with a fresh burst.
     ///
     /// ```
     /// # use dripfeed::keyed::{KeyedBuckets, Quota};
@@ -177,6 +179,7 @@ impl<K: Hash + Eq + Clone> KeyedBucketsBuilder<K> {
             0 => 0,
             n => n
                 .div_ceil(count)
+                .max(64)
                 .checked_next_power_of_two()
                 .ok_or(TableError::OutOfMemory)?,
         };

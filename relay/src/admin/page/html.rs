@@ -34,7 +34,7 @@ fn shown_note(now: &StatusPage) -> String {
     match now.shown {
         "found" => format!("{n} found of {} destinations (at most 50)", now.held),
         "busiest" => format!(
-            "the {n} busiest of {} destinations (most webhooks held here); find any one by name",
+            "{n} of {} destinations: the busiest (most webhooks held) first; find any one by name",
             now.held
         ),
         _ => format!("{} destinations", now.held),

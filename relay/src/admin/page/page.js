@@ -4,6 +4,7 @@
 (function () {
   "use strict";
   var KEEP = 300;
+  var loaded = Date.now();
   var history = {};
   var polls = 0;
   function text(v) {
@@ -34,9 +35,12 @@
     status.destinations.forEach(function (d) {
       known[d.name] = true;
       var card = document.querySelector('.dest[data-name="' + CSS.escape(d.name) + '"]');
-      // A new one among all (or found) is drawn by the relay; among the
-      // busiest, the set moves each second, so it waits for a reload.
-      if (!card) { if (status.shown !== "busiest") location.reload(); return; }
+      // A new one is drawn by the relay: reloaded at once, or (among the
+      // busiest, a set that moves each second) at most every 10 s.
+      if (!card) {
+        if (status.shown !== "busiest" || Date.now() - loaded > 10000) location.reload();
+        return;
+      }
       card.querySelectorAll("[data-k]").forEach(function (el) {
         var k = el.getAttribute("data-k");
         var v = k === "last_error" && !d[k] ? "none" : text(d[k]);

@@ -29,9 +29,9 @@ pub(crate) struct StatusPage {
     /// The destinations the relay holds.
     pub held: usize,
     /// Which are shown: `all` (every one, in configuration order, when
-    /// there are at most 50), `busiest` (the 50 holding the most webhooks
-    /// here, most first) or `found` (those whose names contain `find`, at
-    /// most 50).
+    /// there are at most 50), `busiest` (50: those holding the most
+    /// webhooks, most first, then the first in configuration order) or
+    /// `found` (those whose names contain `find`, at most 50).
     pub shown: &'static str,
     /// The destinations shown.
     pub destinations: Vec<DestinationStatus>,
@@ -127,15 +127,26 @@ pub(crate) async fn now(admin: &Admin, find: Option<&str>) -> StatusPage {
     let (shown, picked) = match find {
         Some(text) => ("found", admin.catalog.find(text, SHOWN)),
         None if held <= SHOWN => ("all", admin.catalog.list()),
-        None => (
-            "busiest",
-            admin
+        None => {
+            // The busiest, then (when fewer hold anything) the first in
+            // listing order, so the page is never empty.
+            let mut picked: Vec<_> = admin
                 .queue
                 .busiest(SHOWN)
                 .into_iter()
                 .filter_map(|(name, _)| admin.catalog.get(&name))
-                .collect(),
-        ),
+                .collect();
+            let more = admin.catalog.page(None, SHOWN).listed;
+            for listed in more {
+                if picked.len() >= SHOWN {
+                    break;
+                }
+                if !picked.iter().any(|p| p.dest.name == listed.dest.name) {
+                    picked.push(listed);
+                }
+            }
+            ("busiest", picked)
+        }
     };
     let mut destinations = Vec::new();
     for listed in picked {

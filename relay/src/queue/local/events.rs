@@ -216,21 +216,52 @@ impl Local {
     pub(crate) async fn redrive_copy(&self, seq: u64, endpoint: &str) -> Option<bool> {
         let store = self.store().ok()?.clone();
         let (record, copies) = store.event(seq).ok()??;
-        if !copies.iter().any(|(n, _)| n == endpoint) {
-            return None;
+        let (_, copy) = copies.iter().find(|(n, _)| n == endpoint)?;
+        // The endpoint of that name now belongs to another application:
+        // not its history to send (the letter stays).
+        let app = self
+            .catalog
+            .get(endpoint)
+            .and_then(|l| l.dest.endpoint.map(|e| e.application.clone()));
+        if app.as_deref() != Some(record.app.as_str()) {
+            return Some(false);
+        }
+        // Delivered since (a recover, a resend), or on its way: done.
+        if copy.state != CopyState::DeadLettered {
+            return Some(true);
         }
         let payload = store.payload(seq).ok()??;
         let endpoint: Arc<str> = Arc::from(endpoint);
         let Some(_pass) = self.catalog.open(&endpoint) else {
             return Some(false);
         };
-        let granted = store.again(vec![seq], endpoint.clone()).await.ok()?;
+        let Ok(granted) = store.again(vec![seq], endpoint.clone()).await else {
+            return Some(false); // the store cannot write: the letter stays
+        };
         if granted.is_empty() {
-            return Some(true); // on its way already
+            return Some(true); // sent again meanwhile
         }
         let sender = self.sender().ok()?;
         let job = sender.job(seq, &record, &payload.into(), &endpoint, None);
-        Some(sender.send_now(job, &endpoint))
+        match self
+            .set
+            .try_submit(&endpoint, Submission::new(job).unjournaled())
+        {
+            Ok(_) => {
+                metrics::counter!(counted::COPIES, "outcome" => "queued").increment(1);
+                Some(true)
+            }
+            Err(_) => {
+                // Refused: dead-lettered as it was, by this letter (the
+                // store says so; no second line is written).
+                store.tell(
+                    seq,
+                    endpoint,
+                    crate::events::record::Told::DeadLettered("overflow".into()),
+                );
+                Some(false)
+            }
+        }
     }
 
     /// The store, or why this relay keeps no events.
