@@ -181,18 +181,13 @@ impl EventStore {
         event: EventRecord,
         payload: axum::body::Bytes,
     ) -> Result<Posted, String> {
-        let (done, answer) = oneshot::channel();
-        if !self.send(Op::Post {
+        self.ask(|done| Op::Post {
             seq,
             event,
             payload,
             done,
-        }) {
-            return Err("the events store's writer has stopped".into());
-        }
-        answer
-            .await
-            .map_err(|_| "the events store's writer has stopped".to_owned())?
+        })
+        .await
     }
 
     /// Records what happened to endpoint's copy of event `seq` (not
@@ -219,18 +214,13 @@ impl EventStore {
         before_seq: u64,
         most: usize,
     ) -> Result<(usize, Option<u64>), String> {
-        let (done, answer) = oneshot::channel();
-        if !self.send(Op::Sweep {
+        self.ask(|done| Op::Sweep {
             from_seq,
             before_seq,
             most,
             done,
-        }) {
-            return Err("the events store's writer has stopped".into());
-        }
-        answer
-            .await
-            .map_err(|_| "the events store's writer has stopped".to_owned())?
+        })
+        .await
     }
 
     /// Marks `endpoint`'s copies of events `seqs` to be sent again, each
@@ -242,28 +232,31 @@ impl EventStore {
         seqs: Vec<u64>,
         endpoint: Arc<str>,
     ) -> Result<Vec<u64>, String> {
-        let (done, answer) = oneshot::channel();
-        if !self.send(Op::Again {
+        self.ask(|done| Op::Again {
             seqs,
             endpoint,
             done,
-        }) {
-            return Err("the events store's writer has stopped".into());
-        }
-        answer
-            .await
-            .map_err(|_| "the events store's writer has stopped".to_owned())?
+        })
+        .await
     }
 
     /// The bytes the store holds (its B-trees' data, not its file's size).
     pub(crate) async fn stored_bytes(&self) -> Result<u64, String> {
+        self.ask(|done| Op::Size { done }).await
+    }
+
+    /// Sends the writer the op `make` builds around its answer's sender,
+    /// and waits for the answer.
+    async fn ask<T>(
+        &self,
+        make: impl FnOnce(oneshot::Sender<Result<T, String>>) -> Op,
+    ) -> Result<T, String> {
+        const STOPPED: &str = "the events store's writer has stopped";
         let (done, answer) = oneshot::channel();
-        if !self.send(Op::Size { done }) {
-            return Err("the events store's writer has stopped".into());
+        if !self.send(make(done)) {
+            return Err(STOPPED.into());
         }
-        answer
-            .await
-            .map_err(|_| "the events store's writer has stopped".to_owned())?
+        answer.await.map_err(|_| STOPPED.to_owned())?
     }
 }
 
