@@ -233,11 +233,11 @@ pub(crate) fn install_prometheus() -> Result<PrometheusHandle, String> {
         "with queue = redis and adaptive: 1 on the relay deciding a destination's rate for the fleet"
     );
     metrics::describe_counter!(
-        crate::queue::local::events::counted::EVENTS,
+        EVENTS,
         "events posted: fanned_out, no_endpoints (none subscribed), or duplicate (an idempotency key seen)"
     );
     metrics::describe_counter!(
-        crate::queue::local::events::counted::COPIES,
+        EVENT_COPIES,
         "an event's copies for its endpoints: queued, or overflow (dead-lettered at once)"
     );
     metrics::describe_counter!(
@@ -346,6 +346,13 @@ pub(crate) fn busiest(page: &mut String, held: &[(String, u64)], errors: &[(Stri
         }
     }
 }
+
+/// Counter, label `result` (`fanned_out`, `no_endpoints`, `duplicate`):
+/// events taken.
+pub(crate) const EVENTS: &str = "dripfeed_relay_events_total";
+
+/// Counter, label `outcome` (`queued`, `overflow`): events' copies made.
+pub(crate) const EVENT_COPIES: &str = "dripfeed_relay_event_copies_total";
 
 /// Gauge: lines in the dead-letter files the relay keeps (the live file and
 /// its rotated ones), as of its last write or check.

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use super::latency::WindowSummary;
+use super::summary::WindowSummary;
 
 /// Longest pause a [`Decision`] suggests, whatever the downstream's hint.
 ///

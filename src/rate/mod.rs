@@ -22,10 +22,12 @@
 
 mod aimd;
 mod latency;
+mod summary;
 mod tally;
 
 pub use aimd::{Action, Aimd, AimdConfig, AimdError, Decision, HoldReason, MAX_PAUSE, Signal};
 pub use latency::{
-    DEFAULT_SUB_WINDOWS, DEFAULT_WINDOW, LatencyWindow, MAX_SUB_WINDOWS, WindowError, WindowSummary,
+    DEFAULT_SUB_WINDOWS, DEFAULT_WINDOW, LatencyWindow, MAX_SUB_WINDOWS, WindowError,
 };
+pub use summary::WindowSummary;
 pub use tally::Tally;

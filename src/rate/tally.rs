@@ -10,7 +10,7 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use super::latency::WindowSummary;
+use super::summary::WindowSummary;
 
 /// Sub-buckets per power of two (4 bits of mantissa).
 const SUB: u64 = 16;

@@ -126,10 +126,10 @@ impl Registry {
             let txn = db.begin_write().map_err(|e| at(&e))?;
             {
                 let mut table = txn.open_table(DESTINATIONS).map_err(|e| at(&e))?;
-                for (name, k) in migrated {
+                for (name, fields) in migrated {
                     let record = Record {
                         seq: next_seq.fetch_add(1, Ordering::Relaxed),
-                        kept: k,
+                        kept: fields.map_or(Kept::Deleted, Kept::Put),
                     };
                     let bytes = serde_json::to_vec(&record).map_err(|e| at(&e))?;
                     table

@@ -116,9 +116,9 @@ fn apply(saved: &Saved, path: &Path, cfg: &mut Config) -> Vec<ConfigError> {
 }
 
 /// What `dir`'s state file keeps, to write into the registry, in the order
-/// it was made (deletions last); nothing when there is none.
-pub(crate) fn migrate(dir: &Path) -> Result<Vec<(String, super::registry::Kept)>, String> {
-    use super::registry::Kept;
+/// it was made (deletions last): each name with its fields, or `None` for
+/// one deleted; nothing when there is no file.
+pub(crate) fn migrate(dir: &Path) -> Result<Vec<(String, Option<Fields>)>, String> {
     let path = dir.join(FILE);
     if !path.exists() {
         return Ok(Vec::new());
@@ -127,10 +127,10 @@ pub(crate) fn migrate(dir: &Path) -> Result<Vec<(String, super::registry::Kept)>
     let mut out = Vec::new();
     for fields in saved.destinations {
         if let Some(name) = fields.name.clone() {
-            out.push((name, Kept::Put(fields)));
+            out.push((name, Some(fields)));
         }
     }
-    out.extend(saved.deleted.into_iter().map(|name| (name, Kept::Deleted)));
+    out.extend(saved.deleted.into_iter().map(|name| (name, None)));
     tracing::info!(file = %path.display(), changes = out.len(), "the state file is migrated into the registry");
     Ok(out)
 }

@@ -15,6 +15,7 @@ use serde::{Deserialize, Serialize};
 use toml::de::{DeTable, DeValue};
 
 use super::error::{ConfigError, Origin};
+use super::subscription::valid_name;
 use super::value::{HttpUrl, Value, quoted};
 
 /// The name `downstream` gives its destination.
@@ -110,14 +111,6 @@ impl std::fmt::Debug for Secret {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str("Secret(redacted)")
     }
-}
-
-/// A destination name: 1 to 64 of `A-Z a-z 0-9 . _ -`.
-pub(crate) fn valid_name(name: &str) -> bool {
-    (1..=64).contains(&name.len())
-        && name
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'))
 }
 
 /// The fields of one destination before they are checked, as a file, the

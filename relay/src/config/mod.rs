@@ -41,10 +41,11 @@ pub(crate) mod value;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-pub(crate) use destinations::{DEFAULT_NAME, Destination, Fields, valid_name};
+pub(crate) use destinations::{DEFAULT_NAME, Destination, Fields};
 pub(crate) use error::{ConfigError, ConfigErrors, Origin};
 pub(crate) use print::render;
 pub(crate) use settings::{KEYS, SettingFlags, Settings};
+pub(crate) use subscription::valid_name;
 pub(crate) use tenants::Tenant;
 pub(crate) use validate::require_destination;
 

@@ -10,6 +10,15 @@ use std::sync::Arc;
 
 use serde_json::{Map, Value};
 
+/// A destination's or an application's name: 1 to 64 of
+/// `A-Z a-z 0-9 . _ -`.
+pub(crate) fn valid_name(name: &str) -> bool {
+    (1..=64).contains(&name.len())
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'))
+}
+
 /// The longest event type (and type pattern).
 pub(crate) const MAX_TYPE_LEN: usize = 128;
 /// The most event types an endpoint lists.
@@ -131,7 +140,7 @@ pub(crate) fn check(
         return None;
     };
     let before = errors.len();
-    if !super::destinations::valid_name(application) {
+    if !valid_name(application) {
         errors.push((
             "application",
             format!("{application:?}: 1 to 64 of A-Z a-z 0-9 . _ -"),

@@ -24,8 +24,9 @@ use std::time::SystemTime;
 
 use toml::de::{DeTable, DeValue};
 
-use super::destinations::{Destination, valid_name};
+use super::destinations::Destination;
 use super::error::{ConfigError, Origin};
+use super::subscription::valid_name;
 use super::value::{Value, quoted};
 use crate::config::digest::KeyDigest;
 

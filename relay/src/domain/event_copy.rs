@@ -3,13 +3,13 @@
 //! holds its share of the event's bytes in the byte budget (the payload
 //! once for every copy, and each copy's bookkeeping).
 //!
-//! [`Job`]: crate::domain::job::Job
+//! [`Job`]: super::job::Job
 
 use std::sync::Arc;
 
-use super::record::{AttemptRecord, CopyState, Told};
-use super::store::EventStore;
-use crate::domain::budget::Ticket;
+use super::budget::Ticket;
+use crate::events::EventStore;
+use crate::events::record::{AttemptRecord, CopyState, Told};
 
 /// An endpoint's copy of an event (see the [module](self) docs).
 pub(crate) struct EventCopy {

@@ -34,7 +34,7 @@ pub struct Job {
     pub trace: Option<TraceContext>,
     /// An event's copy for one endpoint: its event, where it reports
     /// (never journaled: the events store keeps it).
-    pub(crate) event: Option<Arc<crate::events::EventCopy>>,
+    pub(crate) event: Option<Arc<crate::domain::event_copy::EventCopy>>,
     _ticket: Option<Ticket>,
 }
 
@@ -137,7 +137,7 @@ impl Job {
 
     /// Endpoint's copy of an event: its payload (shared by every copy),
     /// named by the event's id, its bytes held by the event (`copy`).
-    pub(crate) fn copy(payload: Bytes, copy: Arc<crate::events::EventCopy>) -> Job {
+    pub(crate) fn copy(payload: Bytes, copy: Arc<crate::domain::event_copy::EventCopy>) -> Job {
         let trail = Trail::default();
         trail.name(copy.seq);
         Job {

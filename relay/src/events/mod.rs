@@ -6,15 +6,14 @@
 //! - [`store`]: the events store (the event and its copies durable in one
 //!   transaction before the 202; each attempt and each copy's end);
 //! - [`read`]: the store's queries;
-//! - [`record`]: what it keeps;
-//! - [`copy`]: a copy as a job, and how it reports.
+//! - [`record`]: what it keeps.
+//!
+//! A copy travels as a job (`domain::event_copy`) and reports to the store.
 //!
 //! The engines post, fan out and send again (`queue::local::events`).
 
-pub(crate) mod copy;
 pub(crate) mod read;
 pub(crate) mod record;
 pub(crate) mod store;
 
-pub(crate) use copy::EventCopy;
 pub(crate) use store::EventStore;

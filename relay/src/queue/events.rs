@@ -17,7 +17,7 @@
 
 use axum::body::Bytes;
 
-use super::contract::{ChangeRefused, Refusal};
+use super::refusal::{ChangeRefused, Refusal};
 use crate::catalog::App;
 use crate::domain::budget::Ticket;
 use crate::domain::names::Tenant;
@@ -140,7 +140,7 @@ pub(crate) struct Unsupported(pub &'static str);
 #[async_trait::async_trait]
 impl Events for Unsupported {
     async fn post(&self, _: EventPost) -> Result<EventTaken, Refusal> {
-        Err(Refusal::now(super::contract::Cause::Unsupported(self.0)))
+        Err(Refusal::now(super::refusal::Cause::Unsupported(self.0)))
     }
 
     async fn event(&self, _: u64) -> Result<Option<crate::events::read::WithCopies>, String> {

@@ -20,6 +20,7 @@ pub(crate) mod events;
 pub(crate) mod fleet;
 pub(crate) mod local;
 pub(crate) mod quotas;
+pub(crate) mod refusal;
 pub(crate) mod stores;
 
 pub(crate) use contract::*;

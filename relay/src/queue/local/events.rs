@@ -14,12 +14,13 @@ use super::Local;
 use crate::catalog::App;
 use crate::catalog::edit::Precondition;
 use crate::domain::budget::JOB_OVERHEAD;
+use crate::domain::event_copy::EventCopy;
 use crate::domain::job::{Job, unix_ms};
-use crate::events::EventCopy;
 use crate::events::read::Page;
 use crate::events::record::{CopyRecord, CopyState, EventRecord};
 use crate::queue::contract::{Cause, ChangeRefused, Refusal, Store};
 use crate::queue::events::{EventPost, EventTaken, Events, MOST_RECOVERED, SendAgain};
+use crate::telemetry::{EVENT_COPIES, EVENTS};
 
 /// An event's id: the time it was taken in ns since the Unix epoch, made
 /// unique (and increasing) in this process: its place in time order.
@@ -44,15 +45,6 @@ pub(crate) fn next_id() -> u64 {
 /// The id a time (ms since the Unix epoch) begins.
 pub(crate) fn id_at(unix_ms: u64) -> u64 {
     unix_ms.saturating_mul(1_000_000)
-}
-
-/// Counts for the metrics.
-pub(crate) mod counted {
-    /// Counter, label `result` (`fanned_out`, `no_endpoints`,
-    /// `duplicate`): events taken.
-    pub(crate) const EVENTS: &str = "dripfeed_relay_events_total";
-    /// Counter, label `outcome` (`queued`, `overflow`): copies made.
-    pub(crate) const COPIES: &str = "dripfeed_relay_event_copies_total";
 }
 
 /// What sends copies: the set, the dead-letter file, the store.
@@ -100,7 +92,7 @@ impl Sender {
             dripfeed::Reason::Closed => "closed",
             _ => "refused",
         };
-        metrics::counter!(counted::COPIES, "outcome" => "overflow").increment(1);
+        metrics::counter!(EVENT_COPIES, "outcome" => "overflow").increment(1);
         // The file records it (and tells the store where it is).
         if self.sink.offer(refused.into_job(), reason).is_err() {
             tracing::error!(endpoint = %endpoint, "the dead-letter writer is gone: an event's copy the endpoint's queue refused is only in the events store");
@@ -116,7 +108,7 @@ impl Sender {
             .try_submit(endpoint, Submission::new(job).unjournaled())
         {
             Ok(_) => {
-                metrics::counter!(counted::COPIES, "outcome" => "queued").increment(1);
+                metrics::counter!(EVENT_COPIES, "outcome" => "queued").increment(1);
                 true
             }
             Err(refused) => {
@@ -156,7 +148,7 @@ impl Sender {
                     .try_submit(endpoint, Submission::new(job).unjournaled())
                 {
                     Ok(_) => {
-                        metrics::counter!(counted::COPIES, "outcome" => "queued").increment(1);
+                        metrics::counter!(EVENT_COPIES, "outcome" => "queued").increment(1);
                         return Ok(());
                     }
                     Err(refused) if refused.reason() == dripfeed::Reason::Overloaded => {
@@ -248,7 +240,7 @@ impl Local {
             .try_submit(&endpoint, Submission::new(job).unjournaled())
         {
             Ok(_) => {
-                metrics::counter!(counted::COPIES, "outcome" => "queued").increment(1);
+                metrics::counter!(EVENT_COPIES, "outcome" => "queued").increment(1);
                 Some(true)
             }
             Err(_) => {
@@ -359,7 +351,7 @@ impl Events for Local {
             Ok(crate::events::store::Posted::New) => {}
             Ok(crate::events::store::Posted::Duplicate { seq, copies }) => {
                 give_back().await;
-                metrics::counter!(counted::EVENTS, "result" => "duplicate").increment(1);
+                metrics::counter!(EVENTS, "result" => "duplicate").increment(1);
                 return Ok(EventTaken {
                     id: seq,
                     endpoints: copies,
@@ -377,7 +369,7 @@ impl Events for Local {
         } else {
             "fanned_out"
         };
-        metrics::counter!(counted::EVENTS, "result" => result).increment(1);
+        metrics::counter!(EVENTS, "result" => result).increment(1);
         let held = Arc::new(crate::domain::budget::Ticket::merged(p.ticket, extra));
         let sender = Sender {
             set: self.set.clone(),
