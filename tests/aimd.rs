@@ -313,6 +313,34 @@ fn falling_latency_above_target_holds() {
 }
 
 #[test]
+fn a_queue_draining_too_slowly_is_cut_anyway() {
+    // Default target 100 ms. 75/s sent, 78/s delivered, p99 flat at 1.2 s:
+    // the queue drains 3/78 of a second of wait per second, about 29 s to
+    // the target. Holding would keep the p99 high for half a minute.
+    let slow = WindowSummary {
+        throughput: 78.0,
+        ..window(1200)
+    };
+    let d = aimd().decide(Instant::now(), 75.0, &slow, true);
+    assert_eq!(d.action, cut(Signal::Latency), "{d:?}");
+    assert!(d.rate < 75.0);
+    // The same queue drained at 100/s sends 75: 0.25 s of wait shed per
+    // second, under the target in about 4.4 s: held.
+    let fast = WindowSummary {
+        throughput: 100.0,
+        ..slow
+    };
+    let d = aimd().decide(Instant::now(), 75.0, &fast, true);
+    assert_eq!(d.action, hold(HoldReason::LatencyFalling));
+    // A p99 falling 30 ms a second from 1.2 s (37 s to go) is cut too.
+    let mut a = aimd();
+    let t0 = Instant::now();
+    a.decide(t0, 100.0, &window(1230), true);
+    let d = a.decide(t0 + S * 7, 75.0, &window(1200), true);
+    assert_eq!(d.action, cut(Signal::Latency), "{d:?}");
+}
+
+#[test]
 fn rising_latency_holds_then_projection_cuts_before_target() {
     let mut a = aimd();
     let t0 = Instant::now();

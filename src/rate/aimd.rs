@@ -28,6 +28,11 @@ const RISE: f64 = 0.10;
 /// A latency cut also removes the p99 above the target within about this
 /// many seconds.
 const DRAIN_SECS: f64 = 2.0;
+/// A p99 above the target that is draining holds only if, at the pace it
+/// drains, it is back under the target within about this many seconds;
+/// slower than that (a rate a hair under the capacity, a deep queue) it is
+/// cut anyway.
+const DRAIN_HORIZON: f64 = 8.0;
 /// Within a cooldown, a signal this much worse than at the cut cuts again.
 const ESCALATION: f64 = 1.25;
 /// A downstream delivering this much more than the rate sends is draining
@@ -404,7 +409,10 @@ struct Cut {
 ///   and the cut lands under it too: at most `throughput × (0.97 − (p99 − target) /
 ///   2 s)`. And a p99 above the target while the downstream delivers 2 %
 ///   more than the rate sends holds: the queue behind it is draining, and
-///   a cut would only take the rate under the capacity.
+///   a cut would only take the rate under the capacity. Either hold lasts
+///   only while the queue drains fast enough to bring the p99 under the
+///   target within about 8 s; a rate a hair under the capacity drains a
+///   deep queue for minutes, and is cut.
 /// * **Cooldown.** For `cooldown` after a cut (default 6 s: one 5 s window
 ///   plus one interval) the window still holds the samples that caused it, so
 ///   the controller neither cuts again for the same evidence nor increases.
@@ -655,10 +663,22 @@ impl Aimd {
             .last_cut
             .filter(|cut| now.saturating_duration_since(cut.at) < self.cfg.cooldown);
 
+        // The p99 above the target, and how many seconds of it the
+        // downstream's queue sheds per second: by what it delivers over
+        // what is sent, and by how fast the p99 fell since the last look.
+        let excess = window.p99.saturating_sub(self.cfg.target_p99).as_secs_f64();
+        let shedding = match window.throughput > 0.0 {
+            true => (window.throughput - rate).max(0.0) / window.throughput,
+            false => 0.0,
+        };
+        let falling = fall.as_secs_f64() / since.as_secs_f64();
+        let soon = |pace: f64| pace * DRAIN_HORIZON >= excess;
+
         if let Some(signal) = self.signal(window, judged, projected) {
             // Delivering more than is sent: the queue behind the p99 is
-            // draining already, and a cut would only go under capacity.
-            if signal == Signal::Latency && window.throughput >= rate * DRAINING {
+            // draining already, and a cut would only go under capacity,
+            // unless it drains too slowly to matter.
+            if signal == Signal::Latency && window.throughput >= rate * DRAINING && soon(shedding) {
                 return hold(HoldReason::LatencyFalling);
             }
             if let Some(cut) = cooling
@@ -669,6 +689,7 @@ impl Aimd {
             if signal == Signal::Latency
                 && cooling.is_none()
                 && fall > self.cfg.target_p99.mul_f64(RISE)
+                && soon(falling)
             {
                 return hold(HoldReason::LatencyFalling);
             }
