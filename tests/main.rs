@@ -44,6 +44,8 @@ mod redis_cluster;
 #[cfg(feature = "redis")]
 mod redis_fleet;
 #[cfg(feature = "redis")]
+mod redis_sentinel;
+#[cfg(feature = "redis")]
 mod redis_sink;
 mod retry_after;
 mod retry_metrics;

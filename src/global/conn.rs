@@ -1,5 +1,5 @@
-//! One handle to Redis, a single server or a cluster, that reconnects in the
-//! background and counts its round trips.
+//! One handle to Redis, a single server, a primary Sentinel watches, or a
+//! cluster, that reconnects in the background and counts its round trips.
 
 use std::fmt;
 use std::sync::Arc;
@@ -10,6 +10,8 @@ use redis::aio::{ConnectionLike, ConnectionManager, ConnectionManagerConfig};
 use redis::cluster::ClusterClientBuilder;
 use redis::cluster_async::ClusterConnection;
 use redis::{Cmd, Pipeline, RedisFuture, Value};
+
+use super::sentinel::{self, Followed};
 
 /// How long one command may take before it counts as a failure.
 const RESPONSE_TIMEOUT: Duration = Duration::from_millis(250);
@@ -46,6 +48,9 @@ pub struct RedisConnection {
 pub(super) enum Link {
     Single(ConnectionManager),
     Cluster(ClusterConnection),
+    Sentinel(Arc<Followed>),
+    /// One primary the sentinels named, and its generation.
+    Pinned(Arc<Followed>, u64, ConnectionManager),
 }
 
 impl RedisConnection {
@@ -54,21 +59,39 @@ impl RedisConnection {
     /// timeouts (250 ms per command and per connection attempt). Must be
     /// called within a tokio runtime.
     ///
+    /// A `redis+sentinel://[user:password@]host:port[,host:port…]/name[/db]
+    /// [?sentinel_password=…]` URL names Redis Sentinels and the primary
+    /// they watch under `name` (the user and password are the primary's):
+    /// the primary is asked of the sentinels at the first command and
+    /// again whenever a command says it may have moved (the connection
+    /// lost, refused or timed out, `READONLY` or `MASTERDOWN`), so every
+    /// type built on this handle follows a failover. A command that fails
+    /// so fails; the next one goes to the primary the sentinels name then.
+    /// Sentinel and Cluster are either-or: a cluster does its own failover.
+    ///
     /// ```
     /// # #[tokio::main(flavor = "current_thread")]
     /// # async fn main() {
     /// use dripfeed::global::RedisConnection;
     /// assert!(RedisConnection::open("redis://127.0.0.1:6379/").is_ok());
+    /// let watched = "redis+sentinel://10.0.0.1:26379,10.0.0.2:26379/hooks";
+    /// assert!(RedisConnection::open(watched).is_ok());
+    /// let nameless = RedisConnection::open("redis+sentinel://10.0.0.1:26379").unwrap_err();
+    /// assert!(nameless.to_string().contains("no primary name"), "{nameless}");
     /// # }
     /// ```
     pub fn open(url: &str) -> Result<Self, RedisError> {
-        let client = redis::Client::open(url).map_err(RedisError::from)?;
         let config = ConnectionManagerConfig::new()
             .set_number_of_retries(1)
             .set_min_delay(Duration::from_millis(10))
             .set_max_delay(Duration::from_millis(100))
             .set_response_timeout(Some(RESPONSE_TIMEOUT))
             .set_connection_timeout(Some(CONNECT_TIMEOUT));
+        if url.starts_with(sentinel::SCHEME) {
+            let followed = Followed::new(url, config).map_err(RedisError::from)?;
+            return Ok(Self::from_link(Link::Sentinel(Arc::new(followed))));
+        }
+        let client = redis::Client::open(url).map_err(RedisError::from)?;
         let manager = client
             .get_connection_manager_lazy(config)
             .map_err(RedisError::from)?;
@@ -166,6 +189,58 @@ impl RedisConnection {
         }
     }
 
+    /// A clone that keeps to the server it reaches now: with a
+    /// `redis+sentinel://` URL, the primary the sentinels name now (asked
+    /// if none is known), even once another is named; otherwise the same
+    /// handle. For commands that must reach one server, such as a write
+    /// and the `WAIT` for its replicas: after a failover the pinned
+    /// handle's commands fail rather than reach the new primary.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() {
+    /// use dripfeed::global::RedisConnection;
+    /// let conn = RedisConnection::open("redis://127.0.0.1:1/").unwrap();
+    /// let pinned = conn.pinned().await.unwrap();
+    /// assert_eq!(pinned.round_trips(), conn.round_trips());
+    /// // No sentinel answers: no primary to pin.
+    /// let watched = RedisConnection::open("redis+sentinel://127.0.0.1:1/hooks").unwrap();
+    /// assert!(watched.pinned().await.is_err());
+    /// # }
+    /// ```
+    pub async fn pinned(&self) -> Result<Self, RedisError> {
+        let Link::Sentinel(f) = &self.link else {
+            return Ok(self.clone());
+        };
+        let (generation, manager) = f.primary().await.map_err(RedisError::from)?;
+        Ok(Self {
+            link: Link::Pinned(f.clone(), generation, manager),
+            ..self.clone()
+        })
+    }
+
+    /// `counted`'s round-trip counts over this handle's connection: a
+    /// [`pinned`](Self::pinned) handle's server, counted under another
+    /// purpose.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() {
+    /// use dripfeed::global::RedisConnection;
+    /// let conn = RedisConnection::open("redis://127.0.0.1:1/").unwrap();
+    /// let other = RedisConnection::open("redis://127.0.0.1:2/").unwrap();
+    /// let both = conn.counted_like(&other);
+    /// assert_eq!(both.round_trips(), other.round_trips());
+    /// # }
+    /// ```
+    pub fn counted_like(&self, counted: &RedisConnection) -> Self {
+        Self {
+            link: self.link.clone(),
+            trips: counted.trips.clone(),
+            purpose: counted.purpose.clone(),
+        }
+    }
+
     /// Whether this handle talks to a cluster.
     ///
     /// ```
@@ -209,8 +284,8 @@ impl RedisConnection {
             ))
         };
         let answer = match &self.link {
-            Link::Single(manager) => {
-                let mut conn = manager.clone();
+            Link::Single(_) | Link::Sentinel(_) | Link::Pinned(..) => {
+                let mut conn = self.clone();
                 let v = tokio::time::timeout(limit, cmd.query_async::<Value>(&mut conn))
                     .await
                     .map_err(|_| late())??;
@@ -252,6 +327,20 @@ impl ConnectionLike for RedisConnection {
         match &mut self.link {
             Link::Single(c) => c.req_packed_command(cmd),
             Link::Cluster(c) => c.req_packed_command(cmd),
+            Link::Sentinel(f) => {
+                let f = f.clone();
+                Box::pin(async move { f.command(cmd).await })
+            }
+            Link::Pinned(f, generation, c) => {
+                let (f, generation, mut c) = (f.clone(), *generation, c.clone());
+                Box::pin(async move {
+                    let answer = c.req_packed_command(cmd).await;
+                    if let Err(e) = &answer {
+                        f.judge(generation, e);
+                    }
+                    answer
+                })
+            }
         }
     }
 
@@ -265,6 +354,20 @@ impl ConnectionLike for RedisConnection {
         match &mut self.link {
             Link::Single(c) => c.req_packed_commands(pipeline, offset, count),
             Link::Cluster(c) => c.req_packed_commands(pipeline, offset, count),
+            Link::Sentinel(f) => {
+                let f = f.clone();
+                Box::pin(async move { f.commands(pipeline, offset, count).await })
+            }
+            Link::Pinned(f, generation, c) => {
+                let (f, generation, mut c) = (f.clone(), *generation, c.clone());
+                Box::pin(async move {
+                    let answer = c.req_packed_commands(pipeline, offset, count).await;
+                    if let Err(e) = &answer {
+                        f.judge(generation, e);
+                    }
+                    answer
+                })
+            }
         }
     }
 
@@ -272,6 +375,7 @@ impl ConnectionLike for RedisConnection {
         match &self.link {
             Link::Single(c) => c.get_db(),
             Link::Cluster(c) => c.get_db(),
+            Link::Sentinel(f) | Link::Pinned(f, ..) => f.db(),
         }
     }
 }

@@ -41,6 +41,9 @@ pub(crate) struct Inner {
     script: Script,
     /// Permits here, ready to take.
     pub(crate) pool: AtomicU64,
+    /// When the pool was last filled: ns since `epoch`.
+    filled: AtomicU64,
+    epoch: Instant,
     /// Permits per lease, from the local rate.
     batch: AtomicU64,
     /// Permits taken so far (to see a quiet pool).
@@ -84,6 +87,8 @@ impl Inner {
             conn,
             script: Script::new(include_str!("scripts/rate.lua")),
             pool: AtomicU64::new(0),
+            filled: AtomicU64::new(0),
+            epoch: Instant::now(),
             batch: AtomicU64::new(1),
             takes: AtomicU64::new(0),
             granted: AtomicU64::new(0),
@@ -148,7 +153,21 @@ impl Inner {
         self.need.notify_one();
     }
 
+    /// Takes one permit of the pool. A pool filled more than three lease
+    /// lifetimes ago has sat through a stall (the process stopped, its
+    /// runtime starved): the leasing task gives unused permits back after
+    /// one or two, so these would be spent late, on top of what the fleet
+    /// sends now. They are dropped instead (the bucket drained meanwhile)
+    /// and a fresh lease is asked for.
     pub(crate) fn try_take(&self) -> bool {
+        let age = self
+            .epoch
+            .elapsed()
+            .saturating_sub(Duration::from_nanos(self.filled.load(Ordering::Acquire)));
+        if age > self.cfg.lease_ttl.saturating_mul(3) && self.pool.swap(0, Ordering::AcqRel) > 0 {
+            self.need.notify_one();
+            return false;
+        }
         let low = self.batch() / 2;
         match self
             .pool
@@ -187,6 +206,8 @@ impl Inner {
 
     fn add(&self, permits: u64) {
         if permits > 0 {
+            let now = u64::try_from(self.epoch.elapsed().as_nanos()).unwrap_or(u64::MAX);
+            self.filled.store(now, Ordering::Release);
             self.pool.fetch_add(permits, Ordering::AcqRel);
             self.refilled.notify_waiters();
         }
@@ -390,5 +411,41 @@ async fn return_unused(inner: &Inner) {
     }
     if let Err(err) = inner.call("return", unused).await {
         inner.failed(&err);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn inner() -> Inner {
+        let cfg = Config {
+            name: "t".into(),
+            key: "k".into(),
+            rate: 100.0,
+            burst: 10.0,
+            lease_interval: Duration::from_millis(10),
+            lease_ttl: Duration::from_millis(100),
+            probe_interval: Duration::from_secs(1),
+            call_timeout: Duration::from_secs(1),
+            failure: Failure::FailClosed,
+        };
+        let conn = RedisConnection::open("redis://127.0.0.1:1/").expect("a lazy handle");
+        Inner::new(cfg, conn)
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn permits_that_sat_through_a_stall_are_dropped_not_spent() {
+        let pool = inner();
+        pool.add(3);
+        assert!(pool.try_take(), "a fresh pool is spent");
+        tokio::time::advance(Duration::from_millis(250)).await;
+        assert!(pool.try_take(), "within three lease lifetimes");
+        // The process stopped for a second: nothing the task gave back.
+        tokio::time::advance(Duration::from_secs(1)).await;
+        assert!(!pool.try_take(), "stale permits are not spent");
+        assert_eq!(pool.pool.load(Ordering::Acquire), 0, "they are dropped");
+        pool.add(1);
+        assert!(pool.try_take(), "a fresh lease is");
     }
 }

@@ -13,7 +13,8 @@
 //! every node's measurements), [`RedisBuckets`] (per-key reverse buckets
 //! shared by the fleet, a [`BucketStore`](crate::keyed::BucketStore)) and
 //! [`RedisStreamSink`] (a dead-letter stream with redrive), all over one
-//! [`RedisConnection`] to a server or a cluster. (A queue shared by a
+//! [`RedisConnection`] to a server, a primary Sentinel watches (followed
+//! through a failover), or a cluster. (A queue shared by a
 //! fleet, its idempotency keys and its shared settings are the relay's:
 //! `dripfeed-relay`'s fleet engine, built on these.)
 //!
@@ -43,6 +44,8 @@ mod redis_buckets;
 mod redis_rate;
 #[cfg(feature = "redis")]
 mod redis_sink;
+#[cfg(feature = "redis")]
+mod sentinel;
 #[cfg(any(feature = "redis", feature = "postgres"))]
 mod store_health;
 

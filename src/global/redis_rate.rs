@@ -25,7 +25,9 @@ use crate::limits::permits::{Permit, PermitSource};
 /// the pool falls to half a lease) and round trips per job stay
 /// far below one. Permits that sit unused for a lease's lifetime go back to
 /// Redis, so a node holds at most one and a half leases the fleet could
-/// use.
+/// use; a pool filled more than three lease lifetimes ago (the process was
+/// stopped, its runtime starved, so nothing gave them back) is dropped at
+/// the next take rather than spent on top of what the fleet sends now.
 ///
 /// When Redis fails, the permits in the pool are dropped (the bucket drains
 /// while it cannot be reached: spent afterwards they would be a burst), and

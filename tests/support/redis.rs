@@ -257,3 +257,154 @@ impl RedisCluster {
             .collect()
     }
 }
+
+/// The name three sentinels watch the primary under.
+pub(crate) const WATCHED: &str = "hooks";
+
+/// A primary with two replicas and three sentinels watching them (quorum
+/// 2, a primary taken as down after 1 s), on free loopback ports. Each
+/// server fsyncs every write (`appendfsync always`).
+pub(crate) struct SentinelSet {
+    /// The first primary, then its replicas.
+    pub servers: Vec<RedisServer>,
+    sentinels: Vec<(u16, Child)>,
+    dir: PathBuf,
+}
+
+impl SentinelSet {
+    pub(crate) fn start() -> Self {
+        let always = ["--appendfsync", "always"];
+        let primary =
+            RedisServer::start_with(free_port(), always.map(String::from).to_vec(), "primary");
+        let mut servers = vec![primary];
+        for _ in 0..2 {
+            let mut of = vec![
+                "--replicaof".to_owned(),
+                "127.0.0.1".to_owned(),
+                servers[0].port.to_string(),
+            ];
+            of.extend(always.map(String::from));
+            servers.push(RedisServer::start_with(free_port(), of, "replica"));
+        }
+        let dir = temp_dir("sentinel");
+        let mut set = SentinelSet {
+            servers,
+            sentinels: Vec::new(),
+            dir,
+        };
+        for _ in 0..3 {
+            let port = free_port();
+            let conf = set.dir.join(format!("sentinel-{port}.conf"));
+            let text = format!(
+                "port {port}\nbind 127.0.0.1\ndir {}\n\
+                 sentinel monitor {WATCHED} 127.0.0.1 {} 2\n\
+                 sentinel down-after-milliseconds {WATCHED} 1000\n\
+                 sentinel failover-timeout {WATCHED} 4000\n\
+                 sentinel parallel-syncs {WATCHED} 2\n",
+                set.dir.display(),
+                set.servers[0].port
+            );
+            std::fs::write(&conf, text).expect("write a sentinel's config");
+            let child = Command::new("redis-server")
+                .arg(&conf)
+                .arg("--sentinel")
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .expect("spawn redis-server --sentinel");
+            set.sentinels.push((port, child));
+            wait_ping(port);
+        }
+        // Each sentinel knows the two others and both replicas, so a
+        // failover can be agreed on.
+        let start = Instant::now();
+        while start.elapsed() < Duration::from_secs(30) {
+            let ready = set.sentinels.iter().all(|(port, _)| {
+                let info = cli(*port, &["SENTINEL", "MASTER", WATCHED]);
+                let field = |name: &str| {
+                    let lines: Vec<&str> = info.lines().collect();
+                    lines
+                        .iter()
+                        .position(|l| *l == name)
+                        .and_then(|i| lines.get(i + 1))
+                        .map(|v| v.trim().to_owned())
+                };
+                field("num-other-sentinels").as_deref() == Some("2")
+                    && field("num-slaves").as_deref() == Some("2")
+            });
+            let info = set.servers[0].cli(&["INFO", "replication"]);
+            let synced =
+                info.contains("connected_slaves:2") && info.matches("state=online").count() == 2;
+            if ready && synced {
+                return set;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        panic!("the sentinels did not find each other and both replicas (in sync) within 30 s");
+    }
+
+    /// `redis+sentinel://` naming the three sentinels.
+    pub(crate) fn url(&self) -> String {
+        let hosts: Vec<String> = self
+            .sentinels
+            .iter()
+            .map(|(p, _)| format!("127.0.0.1:{p}"))
+            .collect();
+        format!("redis+sentinel://{}/{WATCHED}", hosts.join(","))
+    }
+
+    /// The primary's port as the first sentinel that answers names it.
+    pub(crate) fn primary_port(&self) -> Option<u16> {
+        self.sentinels.iter().find_map(|(p, _)| {
+            let out = cli(*p, &["SENTINEL", "GET-MASTER-ADDR-BY-NAME", WATCHED]);
+            out.lines().nth(1)?.trim().parse().ok()
+        })
+    }
+
+    /// The server now primary.
+    pub(crate) fn primary(&mut self) -> &mut RedisServer {
+        let port = self.primary_port().expect("the sentinels name a primary");
+        self.servers
+            .iter_mut()
+            .find(|s| s.port == port)
+            .expect("the primary is one of the set")
+    }
+
+    /// Kills the primary (SIGKILL) and waits until the sentinels name
+    /// another that says it is one; returns the old primary's port.
+    pub(crate) fn fail_over(&mut self) -> u16 {
+        let old = self.primary_port().expect("a primary");
+        self.primary().kill();
+        let start = Instant::now();
+        while start.elapsed() < Duration::from_secs(60) {
+            if let Some(now) = self.primary_port().filter(|p| *p != old)
+                && cli(now, &["ROLE"]).lines().next() == Some("master")
+            {
+                return old;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        panic!("no failover within 60 s");
+    }
+
+    /// Starts the server on `port` again (the sentinels make it a replica
+    /// of the primary now).
+    pub(crate) fn bring_back(&mut self, port: u16) {
+        let server = self
+            .servers
+            .iter_mut()
+            .find(|s| s.port == port)
+            .expect("one of the set");
+        server.restart();
+    }
+}
+
+impl Drop for SentinelSet {
+    fn drop(&mut self) {
+        for (_, child) in &mut self.sentinels {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}

@@ -143,7 +143,9 @@ declare_settings! {
     shutdown_grace: Duration = "10s";
     /// Redis URL holding the fleet-wide delivery limit shared by every relay
     /// (and the tenant quotas, without postgres); several URLs separated by
-    /// commas name nodes of a Redis Cluster.
+    /// commas name nodes of a Redis Cluster; redis+sentinel://host:port,…/NAME
+    /// names the sentinels watching the primary NAME (followed through a
+    /// failover).
     redis: StoreUrl;
     /// Where accepted webhooks wait: local (this relay, journaled on its
     /// disk) or redis (Redis Streams shared by every relay with the same

@@ -197,7 +197,11 @@ pub(super) fn check(cfg: &Config, errors: &mut Vec<ConfigError>) {
             "replicas confirm the shared queue's webhooks: it needs queue = redis".into(),
         );
     }
-    if s.redis_wait_replicas > 0 && s.redis.as_ref().is_some_and(|u| u.as_str().contains(',')) {
+    let cluster = s.redis.as_ref().is_some_and(|u| {
+        let u = u.as_str().trim();
+        u.contains(',') && !u.starts_with("redis+sentinel://")
+    });
+    if s.redis_wait_replicas > 0 && cluster {
         bad(
             "redis_wait_replicas",
             "WAIT on a Redis Cluster asks every primary, not the one holding the \

@@ -373,6 +373,29 @@ impl Value for StoreUrl {
 /// `url` with any password replaced by `***`: in a URL's user info, or a
 /// `password=` pair of a PostgreSQL key/value string.
 pub(crate) fn redact_url(url: &str) -> String {
+    if let Some(rest) = url.strip_prefix("redis+sentinel://") {
+        // Sentinels separated by commas: no URL parser takes the hosts.
+        let (rest, query) = rest.split_once('?').unwrap_or((rest, ""));
+        let rest = match rest.rsplit_once('@') {
+            Some((auth, hosts)) => match auth.split_once(':') {
+                Some((user, _)) => format!("{user}:***@{hosts}"),
+                None => format!("{auth}@{hosts}"),
+            },
+            None => rest.to_owned(),
+        };
+        let query: Vec<String> = query
+            .split('&')
+            .filter(|p| !p.is_empty())
+            .map(|p| match p.split_once('=') {
+                Some((k, _)) if k.ends_with("password") => format!("{k}=***"),
+                _ => p.to_owned(),
+            })
+            .collect();
+        return match query.is_empty() {
+            true => format!("redis+sentinel://{rest}"),
+            false => format!("redis+sentinel://{rest}?{}", query.join("&")),
+        };
+    }
     if url.contains(',') && url.matches("://").count() > 1 {
         // A cluster's nodes.
         return url.split(',').map(redact_url).collect::<Vec<_>>().join(",");
@@ -395,6 +418,18 @@ pub(crate) fn redact_url(url: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_sentinel_url_is_shown_without_its_passwords() {
+        assert_eq!(
+            redact_url("redis+sentinel://app:s3cret@h1:1,h2:2/hooks?sentinel_password=x"),
+            "redis+sentinel://app:***@h1:1,h2:2/hooks?sentinel_password=***"
+        );
+        assert_eq!(
+            redact_url("redis+sentinel://h1:1,h2:2/hooks"),
+            "redis+sentinel://h1:1,h2:2/hooks"
+        );
+    }
 
     #[test]
     fn a_url_no_request_can_name_is_refused() {

@@ -131,6 +131,10 @@ pub(crate) async fn fleet_start(cfg: &mut crate::config::Config) -> Result<Fleet
         let conn = super::fleet::link::connect(url.as_deref().unwrap_or_default())
             .await
             .map_err(StartError::Failed)?;
+        super::fleet::durability::through_failover(
+            url.as_deref().unwrap_or_default(),
+            s.redis_wait_replicas,
+        );
         let durability = super::fleet::durability::Watch::start(conn, s.redis_durability)
             .await
             .map_err(|why| StartError::Refused {

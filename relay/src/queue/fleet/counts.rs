@@ -13,7 +13,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use dripfeed::metrics::{
     ADMITTED, DELIVERY, DELIVERY_FAILURES, DRAIN_RATE, EMITTED, IN_FLIGHT, JOBS, OVERFLOW,
-    QUEUE_CAPACITY, QUEUE_DEPTH, REJECTED, RETRIES,
+    QUEUE_CAPACITY, QUEUE_DEPTH, QUEUE_WAIT, REJECTED, RETRIES,
 };
 use metrics::{Counter, Gauge, Histogram, Label};
 
@@ -54,6 +54,9 @@ pub(crate) struct Counts {
     pub failures: Counter,
     /// Each attempt's latency, seconds.
     pub latency: Histogram,
+    /// How long each webhook waited in the fleet's queue before it was
+    /// sent (from its entry in the stream, on Redis's clock), seconds.
+    pub queue_wait: Histogram,
     /// This relay's deliveries running.
     in_flight: Gauge,
     in_flight_now: AtomicU64,
@@ -109,6 +112,7 @@ impl Counts {
             emitted: metrics::counter!(EMITTED, b()),
             failures: metrics::counter!(DELIVERY_FAILURES, b()),
             latency: metrics::histogram!(DELIVERY, b()),
+            queue_wait: metrics::histogram!(QUEUE_WAIT, b()),
             in_flight: metrics::gauge!(IN_FLIGHT, b()),
             in_flight_now: AtomicU64::new(0),
             depth: metrics::gauge!(QUEUE_DEPTH, b()),

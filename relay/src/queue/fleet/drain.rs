@@ -14,6 +14,7 @@ use dripfeed::{Attempt, Delivery, Downstream, PermitSource};
 use tokio::sync::{Semaphore, mpsc};
 use tokio::time::Instant;
 
+use super::breaker::Pass;
 use super::lane::{Lane, number_of};
 use super::steer::{self, Steering};
 use crate::deliver::HttpDownstream;
@@ -38,6 +39,10 @@ const HOLD_REFRESH: Duration = Duration::from_secs(1);
 const TAKEN_OVER_MAX: u64 = 3;
 /// How long an idle drain waits before it asks for work again.
 const IDLE_POLL: Duration = Duration::from_millis(50);
+/// While the fleet's breaker is open, how often at least and at most the
+/// drain looks at it again.
+const BREAKER_MIN_WAIT: Duration = Duration::from_millis(50);
+const BREAKER_MAX_WAIT: Duration = Duration::from_secs(1);
 
 /// How long an entry must have been pending before another relay takes it
 /// over, for a drain whose attempts end within `timeout`: the attempt, what
@@ -138,6 +143,34 @@ impl Drain {
                     _ = stop.changed() => break 'run,
                 }
             }
+            // The fleet's breaker for the destination: open, nothing is
+            // sent nor claimed (what was claimed ahead goes back to the
+            // fleet); past its cool-down one relay probes.
+            let mut probe = false;
+            loop {
+                match this.lane.breaker.pass() {
+                    Pass::Send => break,
+                    Pass::Probe => {
+                        probe = true;
+                        break;
+                    }
+                    Pass::Wait(wait) => {
+                        if !buffer.is_empty() {
+                            let left: Vec<Claimed> = buffer.drain(..).map(|(_, e)| e).collect();
+                            let _ = this.lane.queue.release(&left).await;
+                            let mut ours = lock(&held);
+                            for e in &left {
+                                ours.remove(&e.stream_id);
+                            }
+                        }
+                        tokio::select! {
+                            _ = tokio::time::sleep(wait.clamp(BREAKER_MIN_WAIT, BREAKER_MAX_WAIT)) => {}
+                            _ = stop.changed() => break 'run,
+                        }
+                        this.lane.breaker.look().await;
+                    }
+                }
+            }
             let mut permit = None;
             if !quiet {
                 match this.permit(&mut stop).await {
@@ -215,6 +248,9 @@ impl Drain {
                 // has stayed quiet for the lease's lifetime.
                 drop(permit);
                 drop(place);
+                if probe {
+                    this.lane.breaker.unprobe();
+                }
                 quiet = true;
                 if let Some(s) = &steer {
                     s.idle();
@@ -264,13 +300,16 @@ impl Drain {
             }
             let counts = &this.lane.counts;
             counts.depth.set(buffer.len() as f64);
+            if let Some(waited) = waited(&entry.stream_id, std::time::SystemTime::now()) {
+                counts.queue_wait.record(waited.as_secs_f64());
+            }
             counts.started();
             let (this, acks, held) = (this.clone(), acks.clone(), held.clone());
             tokio::spawn(async move {
                 let stream_id = entry.stream_id.clone();
                 // Held until its end is acknowledged (the acknowledger lets
                 // it go), or now if it was not ended here.
-                if !this.deliver(entry, &acks).await {
+                if !this.deliver(entry, &acks, probe).await {
                     lock(&held).remove(&stream_id);
                 }
                 this.lane.counts.ended();
@@ -331,7 +370,12 @@ impl Drain {
     /// One attempt, and what follows from its answer.
     /// Whether its end went to the acknowledgements (`false`: retried, or
     /// left pending to be taken over).
-    async fn deliver(&self, entry: Claimed, acks: &mpsc::UnboundedSender<Ending>) -> bool {
+    async fn deliver(
+        &self,
+        entry: Claimed,
+        acks: &mpsc::UnboundedSender<Ending>,
+        probe: bool,
+    ) -> bool {
         let job = match Job::decode(&entry.job) {
             Ok(job) => job,
             Err(e) => {
@@ -354,6 +398,7 @@ impl Drain {
         if let Some(s) = &self.lane.steer {
             s.attempted(&answer, took, timed_out);
         }
+        self.lane.breaker.ended(&answer, timed_out, probe);
         let counts = &self.lane.counts;
         counts.latency.record(took.as_secs_f64());
         if !matches!(answer, Delivery::Done) {
@@ -410,6 +455,15 @@ impl Drain {
         self.lane.counts.dead_lettered(1);
         acks.send(ending).is_ok()
     }
+}
+
+/// How long the entry `stream_id` (`<ms>-<seq>`, the time Redis added it)
+/// has waited at `now`; `None` for an id of another shape. A clock behind
+/// Redis's reads zero.
+fn waited(stream_id: &str, now: std::time::SystemTime) -> Option<Duration> {
+    let ms: u64 = stream_id.split_once('-')?.0.parse().ok()?;
+    let added = std::time::UNIX_EPOCH + Duration::from_millis(ms);
+    Some(now.duration_since(added).unwrap_or_default())
 }
 
 /// A run of failed claims, logged at its start, then at most every 30 s
@@ -484,5 +538,26 @@ async fn acknowledge(
         }
         drop(ours);
         batch.clear();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_stream_entry_waited_since_redis_added_it() {
+        let at = std::time::UNIX_EPOCH + Duration::from_millis(1_700_000_001_500);
+        assert_eq!(
+            waited("1700000000000-3", at),
+            Some(Duration::from_millis(1_500))
+        );
+        assert_eq!(
+            waited("1700000009000-0", at),
+            Some(Duration::ZERO),
+            "a clock behind Redis's"
+        );
+        assert_eq!(waited("not-an-id", at), None);
+        assert_eq!(waited("17", at), None);
     }
 }

@@ -58,6 +58,22 @@ fn judge(found: &[super::redis::persistence::Persistence], wanted: Durability) -
     (!short.is_empty()).then(|| short.join(" | "))
 }
 
+/// What a failover can lose under these settings, said once at start: a
+/// primary found through Sentinel (`url`) whose 202s no replica confirmed
+/// (`wait_replicas` 0) can lose the last moments' webhooks when it dies,
+/// since Redis replicates after it answers. Returns the warning given.
+pub(crate) fn through_failover(url: &str, wait_replicas: u32) -> Option<&'static str> {
+    let sentinel = url.trim().starts_with("redis+sentinel://");
+    if !sentinel || wait_replicas > 0 {
+        return None;
+    }
+    let why = "a primary Sentinel watches, but no replica confirms a webhook before its 202 \
+               (redis_wait_replicas = 0): a failover can lose the webhooks answered 202 just \
+               before it, as Redis replicates after it answers; set redis_wait_replicas = 1";
+    tracing::warn!("{why}");
+    Some(why)
+}
+
 impl Watch {
     /// Reads the Redis of `conn` now: an error (a start refused, exit 2)
     /// when it keeps less than `accepted` (unset: everysec) or refuses
@@ -163,5 +179,24 @@ impl Watch {
             }
         }
         seen.short = short;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_sentinel_primary_without_confirming_replicas_is_warned_of() {
+        let watched = "redis+sentinel://a:26379,b:26379/hooks";
+        assert!(
+            through_failover(watched, 0).is_some_and(|w| w.contains("redis_wait_replicas = 1"))
+        );
+        assert_eq!(through_failover(watched, 1), None);
+        assert_eq!(
+            through_failover("redis://a:6379/", 0),
+            None,
+            "no failover to follow"
+        );
     }
 }

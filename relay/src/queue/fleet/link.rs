@@ -1,6 +1,8 @@
-//! The relay's one way to reach Redis: `redis` is one server's URL, or the
-//! URLs of some of a Redis Cluster's nodes separated by commas (the rest are
-//! found from them).
+//! The relay's one way to reach Redis: `redis` is one server's URL, a
+//! `redis+sentinel://` URL naming the sentinels that watch the primary
+//! (followed through a failover), or the URLs of some of a Redis Cluster's
+//! nodes separated by commas (the rest are found from them). Sentinel and
+//! Cluster are either-or.
 
 use std::time::Duration;
 
@@ -9,8 +11,12 @@ use dripfeed::global::RedisConnection;
 /// How long reaching a cluster at start may take.
 const CLUSTER_START: Duration = Duration::from_secs(10);
 
-/// The nodes `url` names: more than one is a cluster.
+/// The nodes `url` names: more than one is a cluster. A sentinel URL
+/// (whose sentinels are separated by commas) is one.
 pub(crate) fn nodes(url: &str) -> Vec<&str> {
+    if url.trim().starts_with("redis+sentinel://") {
+        return vec![url.trim()];
+    }
     url.split(',')
         .map(str::trim)
         .filter(|u| !u.is_empty())
@@ -43,5 +49,11 @@ mod tests {
             vec!["redis://a:1", "redis://b:2"]
         );
         assert!(nodes(" , ").is_empty());
+        let watched = "redis+sentinel://a:26379,b:26379/hooks";
+        assert_eq!(
+            nodes(watched),
+            vec![watched],
+            "one primary, three sentinels"
+        );
     }
 }

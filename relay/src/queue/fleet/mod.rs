@@ -9,6 +9,7 @@
 //! server or a cluster.
 
 pub(crate) mod admit;
+mod breaker;
 pub(crate) mod change;
 pub(crate) mod changes;
 pub(crate) mod counts;
@@ -129,7 +130,7 @@ impl Queue for FleetQueue {
             capacity: lane.bound_now(),
             in_flight: self.shared.in_flight(name),
             held: depth,
-            breaker: "closed".to_owned(),
+            breaker: lane.breaker.label().to_owned(),
             accepted: counts.accepted,
             refused: counts.refused,
             delivered: counts.delivered,

@@ -51,9 +51,11 @@ use super::redis::queue::{Admission, RedisQueue};
 use super::redis::queue_status::JobStatus;
 use tokio::task::JoinHandle;
 
+use super::breaker::FleetBreaker;
 use super::counts::Counts;
 use super::drain::Drain;
 use super::lane::{Lane, number_of};
+use super::redis::breaker::{RedisBreaker, Rule};
 use super::steer::{Steer, Steering};
 use crate::config::{Config, Destination};
 use crate::deliver::HttpDownstream;
@@ -106,6 +108,9 @@ pub(crate) struct Shared {
     /// With `adaptive`: each destination's fleet rate as this relay knows
     /// it (kept across a lane's changes).
     steers: Mutex<HashMap<String, Arc<Steer>>>,
+    /// Each destination's breaker as this relay sees the fleet's (kept
+    /// across a lane's changes).
+    breakers: Mutex<HashMap<String, Arc<FleetBreaker>>>,
     remember: Duration,
     conn: RedisConnection,
     /// The tenant quotas, shared by the fleet (in Redis or PostgreSQL).
@@ -153,6 +158,8 @@ struct Made {
     /// With `adaptive`: the controller's settings (a destination's
     /// `ceiling` overrides its ceiling).
     aimd: Option<AimdConfig>,
+    /// The breaker's rule.
+    breaker: Rule,
 }
 
 /// What the drains need from the relay.
@@ -190,6 +197,7 @@ impl Shared {
             keys: RedisKeys::new(conn.clone(), super::super::NAME),
             counts: Mutex::default(),
             steers: Mutex::default(),
+            breakers: Mutex::default(),
             remember: s.idempotency_window,
             conn,
             quotas,
@@ -207,6 +215,7 @@ impl Shared {
                 timeout: s.deliver_timeout + Duration::from_secs(1),
                 cap: s.per_destination_cap(cfg.destinations.len()),
                 overflow: s.overflow.policy(),
+                breaker: breaker_rule(s.breaker_max_cool_down, s.deliver_timeout),
                 aimd: s.adaptive.then(|| {
                     AimdConfig::default()
                         .with_floor(s.floor)
@@ -268,7 +277,15 @@ impl Shared {
             steer.start_from(rate);
             steer
         });
+        let breaker = lock(&self.breakers)
+            .entry(name.to_owned())
+            .or_insert_with(|| {
+                let redis = RedisBreaker::new(&self.conn, name, &m.node, m.breaker);
+                Arc::new(FleetBreaker::new(redis, name))
+            })
+            .clone();
         Lane {
+            breaker,
             steer,
             ceiling: None,
             counts,
@@ -327,6 +344,7 @@ impl Shared {
     /// Stops `name`'s drain and waits until it has ended what it holds.
     pub(crate) async fn stop_drain(&self, name: &str) {
         lock(&self.steers).remove(name);
+        lock(&self.breakers).remove(name);
         let running = lock(&self.drains).remove(name);
         if let Some(r) = running {
             let _ = r.stop.send(true);
@@ -703,4 +721,19 @@ fn encoded(job: &Job) -> Vec<u8> {
     let mut bytes = Vec::with_capacity(job.body.len() + 64);
     job.encode(&mut bytes);
     bytes
+}
+
+/// The fleet's breaker rule: the library's (5 failures in a row, or half
+/// of the last 20), its cool-down from 1 s (or `max_cool`, if shorter)
+/// doubling up to `max_cool`; a probe held as long as a delivery may take.
+fn breaker_rule(max_cool: Duration, deliver_timeout: Duration) -> Rule {
+    let lib = dripfeed::destinations::BreakerConfig::default();
+    Rule {
+        trip_after: lib.trip_after_failures(),
+        window: 20,
+        share: 0.5,
+        cool: max_cool.min(Duration::from_secs(1)),
+        max_cool,
+        probe_lease: deliver_timeout + Duration::from_secs(1),
+    }
 }

@@ -14,6 +14,7 @@
 //! Each script touches the keys of one destination, hash-tagged by it:
 //! one Redis Cluster slot.
 
+pub(crate) mod breaker;
 pub(crate) mod keys;
 pub(crate) mod map;
 pub(crate) mod persistence;

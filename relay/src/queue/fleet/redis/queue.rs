@@ -467,7 +467,14 @@ impl RedisQueue {
     ) -> Result<Admission, RedisError> {
         let key = format!("{}:i:{}", self.prefix, idempotency.unwrap_or(""));
         let (admitter, waiter) = self.admitter();
-        let mut conn = admitter.clone();
+        // The script and its WAIT reach one server: should the primary
+        // move between them, the WAIT fails rather than ask the new one
+        // about a write it never had.
+        let mut conn = match self.replicas.0 {
+            0 => admitter.clone(),
+            _ => admitter.pinned().await?,
+        };
+        let waiter = conn.counted_like(waiter);
         let mut call = self.admit.prepare_invoke();
         call.key(&self.stream)
             .key(&self.retries)

@@ -1,0 +1,194 @@
+//! The chaos run's checker: from the client's answers, the receiver's log
+//! and the dead letters, accounts for every webhook.
+//!
+//! - every request answered 202 is delivered (answered 2xx) or
+//!   dead-lettered: none lost;
+//! - a key answered 202 more than once (its retries) names one webhook;
+//! - a webhook delivered more than once is a duplicate, each caused by a
+//!   fault (a delivery under way when its relay was killed or stopped, or
+//!   answered while Redis failed over): at most the faults' count times
+//!   the deliveries a relay has in flight;
+//! - nothing is delivered for a request never answered 202, unless one of
+//!   its answers left that open: no answer (the relay died under it) or
+//!   503 `unreplicated` (queued, the replicas short);
+//! - in no second does the receiver get more than the rate + 2 requests.
+
+use std::collections::{HashMap, HashSet};
+use std::time::{Duration, Instant};
+
+use super::client::{Answer, Answers};
+use super::rx::Arrival;
+
+/// What a run saw, counted.
+#[derive(Debug, Default)]
+pub(super) struct Tally {
+    pub posted: usize,
+    pub accepted: usize,
+    pub refused: usize,
+    pub delivered: usize,
+    pub duplicates: usize,
+    pub dead_lettered: usize,
+    pub lost: usize,
+    /// Delivered though never answered 202, and of those, left open by an
+    /// answer (no answer, `unreplicated`).
+    pub refused_delivered: usize,
+    pub refused_open: usize,
+    /// Keys answered 202 with two different ids.
+    pub split_keys: usize,
+    /// The most requests the receiver got in one second.
+    pub worst_second: usize,
+    /// The faults applied, by kind.
+    pub faults: Vec<(&'static str, usize)>,
+}
+
+impl Tally {
+    /// The faults that can each repeat a delivery.
+    pub(super) fn repeating_faults(&self) -> usize {
+        self.faults
+            .iter()
+            .filter(|(k, _)| matches!(*k, "kill" | "stop" | "failover" | "full disk"))
+            .map(|(_, n)| n)
+            .sum()
+    }
+
+    /// One line of the run's table.
+    pub(super) fn line(&self, engine: &str, secs: u64) -> String {
+        let faults: Vec<String> = self
+            .faults
+            .iter()
+            .map(|(k, n)| format!("{k} {n}"))
+            .collect();
+        format!(
+            "| {engine} | {secs} s | {} | {} | {} | {} | {} | {} | {} | {} ({} open) | {} | {} |",
+            self.posted,
+            self.accepted,
+            self.refused,
+            self.delivered,
+            self.duplicates,
+            self.dead_lettered,
+            self.lost,
+            self.refused_delivered,
+            self.refused_open,
+            faults.join(", "),
+            self.worst_second,
+        )
+    }
+}
+
+/// The table's head.
+pub(super) const HEAD: &str = "| engine | length | posted | 202 | refused | delivered | duplicates | dead-lettered | lost | delivered unanswered 202 | faults | worst second |\n|---|---|---|---|---|---|---|---|---|---|---|---|";
+
+/// Counts the run: `answers` by the client, `arrivals` at the receiver
+/// (from `start`), `dead` the dead-lettered ids.
+pub(super) fn count(
+    answers: &Answers,
+    arrivals: &[Arrival],
+    dead: &HashSet<String>,
+    start: Instant,
+) -> Tally {
+    let mut t = Tally {
+        posted: answers.len(),
+        ..Tally::default()
+    };
+    let mut accepted: HashSet<&str> = HashSet::new();
+    let mut never: HashMap<u64, bool> = HashMap::new();
+    for (n, tries) in answers {
+        let ids: HashSet<&str> = tries
+            .iter()
+            .filter_map(|a| match a {
+                Answer::Accepted(id) => Some(id.as_str()),
+                _ => None,
+            })
+            .collect();
+        if ids.len() > 1 {
+            t.split_keys += 1;
+        }
+        if ids.is_empty() {
+            t.refused += 1;
+            let open = tries.iter().any(|a| {
+                matches!(a, Answer::None)
+                    || matches!(a, Answer::Refused(503, k) if k == "unreplicated")
+            });
+            never.insert(*n, open);
+        }
+        accepted.extend(ids);
+    }
+    t.accepted = accepted.len();
+    let mut delivered: HashMap<&str, usize> = HashMap::new();
+    let mut per_second: HashMap<u64, usize> = HashMap::new();
+    let mut refused_seen: HashSet<u64> = HashSet::new();
+    for a in arrivals {
+        *per_second
+            .entry(a.at.saturating_duration_since(start).as_secs())
+            .or_default() += 1;
+        if a.ok {
+            *delivered.entry(a.id.as_str()).or_default() += 1;
+            if let Some(n) = a.n
+                && let Some(open) = never.get(&n)
+                && refused_seen.insert(n)
+            {
+                t.refused_delivered += 1;
+                if *open {
+                    t.refused_open += 1;
+                }
+            }
+        }
+    }
+    t.delivered = accepted
+        .iter()
+        .filter(|id| delivered.contains_key(*id))
+        .count();
+    t.duplicates = delivered.values().filter(|n| **n > 1).map(|n| n - 1).sum();
+    t.dead_lettered = accepted
+        .iter()
+        .filter(|id| !delivered.contains_key(*id) && dead.contains(**id))
+        .count();
+    t.lost = accepted
+        .iter()
+        .filter(|id| !delivered.contains_key(*id) && !dead.contains(**id))
+        .count();
+    t.worst_second = per_second.values().copied().max().unwrap_or(0);
+    t
+}
+
+/// Whether every 202 is delivered or dead-lettered yet.
+pub(super) fn settled(answers: &Answers, arrivals: &[Arrival], dead: &HashSet<String>) -> bool {
+    let delivered: HashSet<&str> = arrivals
+        .iter()
+        .filter(|a| a.ok)
+        .map(|a| a.id.as_str())
+        .collect();
+    answers.values().flatten().all(|a| match a {
+        Answer::Accepted(id) => delivered.contains(id.as_str()) || dead.contains(id),
+        _ => true,
+    })
+}
+
+/// Asserts what the run must hold; `in_flight` the deliveries a relay has
+/// at once, `rate` the receiver's bound per second.
+pub(super) fn hold(engine: &str, t: &Tally, in_flight: usize, rate: usize) {
+    assert!(t.accepted > 0, "{engine}: nothing accepted: {t:?}");
+    assert_eq!(t.lost, 0, "{engine}: webhooks answered 202 lost: {t:?}");
+    assert_eq!(t.split_keys, 0, "{engine}: a key named two webhooks: {t:?}");
+    assert_eq!(
+        t.refused_delivered, t.refused_open,
+        "{engine}: delivered though refused: {t:?}"
+    );
+    let bound = (t.repeating_faults() * in_flight).max(1);
+    assert!(
+        t.duplicates <= bound,
+        "{engine}: {} duplicates, more than {bound} (faults × in flight): {t:?}",
+        t.duplicates
+    );
+    assert!(
+        t.worst_second <= rate + 2,
+        "{engine}: {} in one second at {rate}/s: {t:?}",
+        t.worst_second
+    );
+}
+
+/// How long the run lasts: `DRIPFEED_CHAOS_SECS`, or `None` (skipped).
+pub(super) fn length() -> Option<Duration> {
+    let secs: u64 = std::env::var("DRIPFEED_CHAOS_SECS").ok()?.parse().ok()?;
+    (secs > 0).then(|| Duration::from_secs(secs))
+}

@@ -1,0 +1,209 @@
+//! The fleet under chaos: three relays on a primary with two replicas and
+//! three sentinels (`--redis redis+sentinel://…`, each 202 confirmed by a
+//! replica), while the client posts and, every 2 to 5 s, one fault: a
+//! relay SIGKILLed (restarted 1 to 3 s later), a relay SIGSTOPped for 1 to
+//! 4 s, the receiver's mood changed, or (at most every 30 s) the Redis
+//! primary SIGKILLed, so the sentinels fail over, and brought back 5 to
+//! 10 s later as a replica.
+
+use std::collections::HashSet;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use tokio::sync::watch;
+
+use super::check::{self, HEAD};
+use super::client::{self, Targets};
+use super::rx::{Flapping, Mode};
+use crate::harness::{Relay, TempDir, argv, http};
+use crate::support_redis::{self, SentinelSet};
+
+/// The destination's rate (the fleet's), and what the client posts.
+const RATE: usize = 20;
+const POSTED: u32 = 12;
+/// Deliveries one relay has at once.
+const IN_FLIGHT: usize = 4;
+/// Relays in the fleet.
+const RELAYS: usize = 3;
+
+/// The fleet's dead letters, read from `relay`'s admin API.
+async fn dead_letters(relay: &Relay) -> HashSet<String> {
+    let mut ids = HashSet::new();
+    let mut query = "?limit=1000".to_owned();
+    for _ in 0..100 {
+        let url = relay.admin_url(&format!("/v1/dead-letters{query}"));
+        let Ok(resp) = http().get(url).send().await else {
+            break;
+        };
+        let Ok(text) = resp.text().await else {
+            break;
+        };
+        let Ok(page) = serde_json::from_str::<serde_json::Value>(&text) else {
+            break;
+        };
+        for line in page["dead_letters"].as_array().into_iter().flatten() {
+            if let Some(id) = line["id"].as_str() {
+                ids.insert(id.to_owned());
+            }
+        }
+        match (page["more"].as_bool(), page["next_cursor"].as_str()) {
+            (Some(true), Some(c)) => query = format!("?limit=1000&cursor={c}"),
+            _ => break,
+        }
+    }
+    ids
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fleet_through_minutes_of_chaos_loses_nothing() {
+    let Some(length) = check::length() else {
+        eprintln!("chaos: skipped (DRIPFEED_CHAOS_SECS unset; scripts/chaos.sh runs it)");
+        return;
+    };
+    if !support_redis::available("a_fleet_through_minutes_of_chaos_loses_nothing") {
+        return;
+    }
+    let seed = std::env::var("DRIPFEED_CHAOS_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| fastrand::u64(..));
+    eprintln!("chaos (fleet): seed {seed} (DRIPFEED_CHAOS_SEED replays it), {length:?}");
+    let mut rng = fastrand::Rng::with_seed(seed);
+    let mut set = tokio::task::block_in_place(SentinelSet::start);
+    let rx = Flapping::start().await;
+    let dir = TempDir::new("chaos-fleet");
+    let url = set.url();
+    let line = |i: usize| {
+        argv(&format!(
+            "--queue redis --redis {url} --node-name c{i} --redis-wait-replicas 1 \
+             --destination hooks=http://{}/hooks --drain-rate {RATE} --latency-budget 120s \
+             --deliver-timeout 1s --retries 40 --retry-min 200ms --retry-max 2s \
+             --breaker-max-cool-down 2s --max-in-flight-per-destination {IN_FLIGHT} \
+             --shutdown-grace 2s --journal-dir {} --dead-letter-file {}",
+            rx.addr,
+            dir.arg(&format!("journal-{i}")),
+            dir.arg(&format!("dl-{i}.jsonl")),
+        ))
+    };
+    let mut relays: Vec<Option<Relay>> = Vec::new();
+    for i in 0..RELAYS {
+        relays.push(Some(Relay::start_with(&line(i), &[]).await));
+    }
+    let targets: Targets = Arc::new(Mutex::new(
+        relays.iter().map(|r| r.as_ref().map(|r| r.addr)).collect(),
+    ));
+    let start = Instant::now();
+    let (stop_tx, stop_rx) = watch::channel(false);
+    let client = tokio::spawn(client::post(targets.clone(), POSTED, stop_rx));
+
+    let (mut kills, mut stops, mut failovers, mut moods) = (0, 0, 0, 0);
+    let mut down: Vec<(usize, Instant)> = Vec::new();
+    let mut stopped: Vec<(usize, Instant)> = Vec::new();
+    let mut away: Option<(u16, Instant)> = None;
+    let mut last_failover = Instant::now();
+    let mut next = Instant::now() + Duration::from_secs(2);
+    while start.elapsed() < length {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        let now = Instant::now();
+        // Bring back what is due.
+        for (i, _) in down.iter().filter(|(_, at)| *at <= now) {
+            let relay = Relay::start_with(&line(*i), &[]).await;
+            targets.lock().unwrap()[*i] = Some(relay.addr);
+            relays[*i] = Some(relay);
+        }
+        down.retain(|(_, at)| *at > now);
+        for (i, _) in stopped.iter().filter(|(_, at)| *at <= now) {
+            if let Some(r) = &relays[*i] {
+                r.signal("CONT");
+            }
+        }
+        stopped.retain(|(_, at)| *at > now);
+        if let Some((port, at)) = away
+            && at <= now
+        {
+            tokio::task::block_in_place(|| set.bring_back(port));
+            away = None;
+        }
+        if now < next {
+            continue;
+        }
+        next = now + Duration::from_millis(rng.u64(2000..5000));
+        let up: Vec<usize> = (0..RELAYS)
+            .filter(|i| relays[*i].is_some() && !stopped.iter().any(|(s, _)| s == i))
+            .collect();
+        match rng.u8(0..4) {
+            // Keep one relay up: the fleet goes on while the others come back.
+            0 if up.len() > 1 => {
+                let i = up[rng.usize(0..up.len())];
+                if let Some(mut r) = relays[i].take() {
+                    targets.lock().unwrap()[i] = None;
+                    r.kill().await;
+                    kills += 1;
+                    down.push((i, now + Duration::from_millis(rng.u64(1000..3000))));
+                }
+            }
+            1 if up.len() > 1 => {
+                let i = up[rng.usize(0..up.len())];
+                if let Some(r) = &relays[i] {
+                    r.signal("STOP");
+                    stops += 1;
+                    stopped.push((i, now + Duration::from_millis(rng.u64(1000..4000))));
+                }
+            }
+            2 if away.is_none() && last_failover.elapsed() > Duration::from_secs(30) => {
+                let old = tokio::task::block_in_place(|| set.fail_over());
+                failovers += 1;
+                last_failover = Instant::now();
+                away = Some((
+                    old,
+                    Instant::now() + Duration::from_millis(rng.u64(5000..10000)),
+                ));
+            }
+            _ => {
+                let mode = Mode::ALL[rng.usize(0..Mode::ALL.len())];
+                rx.set(mode);
+                moods += 1;
+            }
+        }
+    }
+    // The chaos ends: everything back, the receiver well, the client done.
+    let _ = stop_tx.send(true);
+    for (i, _) in &stopped {
+        if let Some(r) = &relays[*i] {
+            r.signal("CONT");
+        }
+    }
+    for (i, _) in &down {
+        let relay = Relay::start_with(&line(*i), &[]).await;
+        relays[*i] = Some(relay);
+    }
+    if let Some((port, _)) = away {
+        tokio::task::block_in_place(|| set.bring_back(port));
+    }
+    rx.set(Mode::Ok);
+    let answers = client.await.expect("the client");
+    let ask: Vec<&Relay> = relays.iter().flatten().collect();
+    let settle = Instant::now();
+    let mut dead = HashSet::new();
+    while settle.elapsed() < Duration::from_secs(120) {
+        dead = dead_letters(ask[0]).await;
+        if check::settled(&answers, &rx.arrivals(), &dead) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_secs(2)).await;
+    }
+    let mut t = check::count(&answers, &rx.arrivals(), &dead, start);
+    t.faults = vec![
+        ("kill", kills),
+        ("stop", stops),
+        ("failover", failovers),
+        ("mood", moods),
+    ];
+    eprintln!(
+        "chaos (fleet), settled in {:?}, receiver last {:?}:\n{HEAD}\n{}",
+        settle.elapsed(),
+        rx.mode(),
+        t.line("fleet", length.as_secs())
+    );
+    check::hold("fleet", &t, IN_FLIGHT * RELAYS, RATE);
+}

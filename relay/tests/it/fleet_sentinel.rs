@@ -1,0 +1,130 @@
+//! The fleet through a Redis failover: two relays reach a primary with two
+//! replicas through three sentinels (`--redis redis+sentinel://…`), each
+//! 202 confirmed by a replica (`--redis-wait-replicas 1`). While webhooks
+//! arrive at a steady pace the primary is SIGKILLed; the sentinels promote
+//! a replica and the relays follow it. Every webhook answered 202 is
+//! delivered (none lost), each at most twice (a delivery in flight at the
+//! failover can be repeated); requests during the failover are refused
+//! with 503 and a Retry-After, never left without an answer; `/readyz`
+//! is ready again after it. Loopback, real time, bounded; counts only.
+
+#![cfg(feature = "redis")]
+
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::harness::{Relay, TempDir, argv, http};
+use crate::load::burst;
+use crate::receivers::{self, Log};
+use crate::support_redis::{self, SentinelSet};
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fleet_follows_a_sentinel_failover_and_loses_no_202() {
+    if !support_redis::available("a_fleet_follows_a_sentinel_failover_and_loses_no_202") {
+        return;
+    }
+    let mut set = tokio::task::block_in_place(SentinelSet::start);
+    let log = Arc::new(Log::default());
+    let rx = receivers::ok(log.clone(), Duration::from_millis(5)).await;
+    let dir = TempDir::new("fleet-sentinel");
+    let line = |name: &str| {
+        argv(&format!(
+            "--queue redis --redis {} --node-name {name} --redis-wait-replicas 1 \
+             --destination hooks=http://{rx}/hooks --drain-rate 200 --latency-budget 60s \
+             --retries 8 --journal-dir {} --dead-letter-file {}",
+            set.url(),
+            dir.arg(&format!("journal-{name}")),
+            dir.arg(&format!("dl-{name}.jsonl")),
+        ))
+    };
+    let a = Relay::start_with(&line("a"), &[]).await;
+    let b = Relay::start_with(&line("b"), &[]).await;
+
+    // 40/s to each relay for 12 s; the primary dies 4 s in.
+    let flood_a = tokio::spawn(burst(a.addr, 40, 12, |_| Vec::new()));
+    let flood_b = tokio::spawn(burst(b.addr, 40, 12, |_| Vec::new()));
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    let old = tokio::task::block_in_place(|| set.fail_over());
+    let (fa, fb) = (flood_a.await.unwrap(), flood_b.await.unwrap());
+
+    let accepted: HashSet<String> = fa
+        .accepted_ids
+        .iter()
+        .chain(&fb.accepted_ids)
+        .cloned()
+        .collect();
+    let refused = fa.count(503) + fb.count(503);
+    eprintln!(
+        "a: {:?} ({} unanswered); b: {:?} ({} unanswered); old primary {old}",
+        fa.statuses, fa.errors, fb.statuses, fb.errors
+    );
+    assert_eq!(fa.errors + fb.errors, 0, "every request is answered");
+    assert!(
+        accepted.len() >= 600,
+        "the fleet took webhooks before and after the failover: {}",
+        accepted.len()
+    );
+    let others: u64 = [&fa, &fb]
+        .iter()
+        .flat_map(|f| f.statuses.iter())
+        .filter(|(s, _)| **s != 202 && **s != 503)
+        .map(|(_, n)| n)
+        .sum();
+    assert_eq!(
+        others, 0,
+        "only 202 or 503: {:?} {:?}",
+        fa.statuses, fb.statuses
+    );
+
+    // Every 202 reaches the receiver.
+    let delivered = log
+        .until(Duration::from_secs(60), |hits| {
+            let keys: HashSet<&str> = hits.iter().map(|h| h.key.as_str()).collect();
+            accepted.iter().all(|id| keys.contains(id.as_str()))
+        })
+        .await;
+    let keys: HashMap<String, u32> = log.keys();
+    let lost: Vec<&String> = accepted
+        .iter()
+        .filter(|id| !keys.contains_key(*id))
+        .collect();
+    let twice = keys.values().filter(|n| **n > 1).count();
+    let most = keys.values().copied().max().unwrap_or(0);
+    eprintln!(
+        "202: {}, 503: {refused}, delivered: {} ({} requests), repeated: {twice}, lost: {}",
+        accepted.len(),
+        keys.len(),
+        log.len(),
+        lost.len()
+    );
+    assert!(
+        delivered && lost.is_empty(),
+        "lost {} of the 202s: {lost:?}",
+        lost.len()
+    );
+    assert!(most <= 2, "a webhook was delivered {most} times");
+
+    // Both relays are ready again on the new primary, and a webhook posted
+    // now is delivered.
+    for relay in [&a, &b] {
+        let ready = http()
+            .get(relay.admin_url("/readyz"))
+            .send()
+            .await
+            .map(|r| r.status().as_u16());
+        assert_eq!(ready.ok(), Some(200));
+    }
+    let (status, body) = a
+        .post(&[("content-type", "application/json")], "{\"after\":true}")
+        .await;
+    assert_eq!(status, 202, "{body}");
+    let id = body["id"].as_str().unwrap_or_default().to_owned();
+    assert!(
+        log.until(Duration::from_secs(20), |hits| hits
+            .iter()
+            .any(|h| h.key == id))
+            .await,
+        "a webhook after the failover is delivered"
+    );
+}
