@@ -11,6 +11,9 @@
 //! dripfeed-relay check-config relay.toml                 # exit 0, or 2 with every error
 //! dripfeed-relay print-config --config relay.toml        # the settings in force, with sources
 //! echo "$KEY" | dripfeed-relay hash-key                # an API key's digest, for [[tenants.keys]]
+//! dripfeed-relay health --config relay.toml              # exit 0 if its /readyz answers 200
+//! dripfeed-relay completions bash                        # shell completions (bash, zsh, fish…)
+//! dripfeed-relay man > dripfeed-relay.1                  # the manual page
 //! ```
 //!
 //! The modules follow a webhook: `config` (settings and their sources, plain
@@ -112,12 +115,29 @@ enum Command {
         #[arg(default_value = "intake")]
         listener: String,
     },
+    /// Ask the relay this configuration describes whether it is ready: its
+    /// admin listener's /readyz (on loopback when it listens on every
+    /// address), within 3 s. Exit 0 when ready, 1 otherwise: a container
+    /// HEALTHCHECK that needs no curl.
+    Health {
+        #[command(flatten)]
+        sources: SourceFlags,
+    },
+    /// Print shell completions for `bash`, `zsh`, `fish`, `elvish` or
+    /// `powershell` (for example into
+    /// /usr/share/bash-completion/completions/dripfeed-relay).
+    Completions {
+        /// The shell.
+        shell: clap_complete::Shell,
+    },
+    /// Print the manual page (roff), as relay/dripfeed-relay.1 holds it.
+    Man,
 }
 
 /// The command line, with each setting's help naming its default and variable.
 fn command() -> clap::Command {
     let mut cmd = config::describe_flags(Cli::command());
-    for sub in ["check-config", "print-config"] {
+    for sub in ["check-config", "print-config", "health"] {
         cmd = cmd.mut_subcommand(sub, config::describe_flags);
     }
     cmd
@@ -131,7 +151,8 @@ fn parse() -> Cli {
     cli.sources.settings.gather(&matches);
     match (&mut cli.command, matches.subcommand()) {
         (Some(Command::CheckConfig { sources, .. }), Some((_, sub)))
-        | (Some(Command::PrintConfig { sources }), Some((_, sub))) => sources.settings.gather(sub),
+        | (Some(Command::PrintConfig { sources }), Some((_, sub)))
+        | (Some(Command::Health { sources }), Some((_, sub))) => sources.settings.gather(sub),
         _ => {}
     }
     cli
@@ -155,6 +176,14 @@ fn hash_key() -> ExitCode {
     }
     println!("{}", config::digest::KeyDigest::of(key).hex());
     ExitCode::SUCCESS
+}
+
+/// The manual page: every flag with its default and variable, and the
+/// commands.
+fn manual() -> std::io::Result<String> {
+    let mut out = Vec::new();
+    clap_mangen::Man::new(command()).render(&mut out)?;
+    String::from_utf8(out).map_err(std::io::Error::other)
 }
 
 /// Prints every configuration error; exit code 2.
@@ -247,6 +276,29 @@ async fn command_run(cli: Cli) -> ExitCode {
             );
             ExitCode::SUCCESS
         }
+        Some(Command::Health { sources }) => match config::from_process(sources) {
+            Ok(cfg) => serve::health::check(&cfg).await,
+            Err(e) => refuse(&e),
+        },
+        Some(Command::Completions { shell }) => {
+            clap_complete::generate(
+                shell,
+                &mut command(),
+                "dripfeed-relay",
+                &mut std::io::stdout(),
+            );
+            ExitCode::SUCCESS
+        }
+        Some(Command::Man) => match manual() {
+            Ok(page) => {
+                print!("{page}");
+                ExitCode::SUCCESS
+            }
+            Err(e) => {
+                eprintln!("dripfeed-relay man: {e}");
+                ExitCode::FAILURE
+            }
+        },
         Some(Command::PrintConfig { sources }) => match config::from_process(sources) {
             Ok(mut cfg) => {
                 if let Err(e) = kept_changes(&mut cfg) {
@@ -311,5 +363,55 @@ fn kept_changes(cfg: &mut config::Config) -> Result<(), ConfigErrors> {
         }
         Ok(None) => Ok(()),
         Err(errors) => Err(ConfigErrors(errors)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// relay/dripfeed-relay.1 is the page `man` prints, and names every
+    /// command.
+    #[test]
+    fn the_checked_in_manual_page_is_current() {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("dripfeed-relay.1");
+        let now = manual().expect("the page renders");
+        for command in [
+            "check\\-config",
+            "health",
+            "completions",
+            "man",
+            "hash\\-key",
+        ] {
+            assert!(now.contains(command), "the page names {command}");
+        }
+        if std::env::var_os("UPDATE_MAN").is_some_and(|v| v == "1") {
+            std::fs::write(&path, &now).expect("write the page");
+            return;
+        }
+        let had = std::fs::read_to_string(&path).unwrap_or_default();
+        assert!(
+            had == now,
+            "relay/dripfeed-relay.1 differs from the page the code renders: run \
+             `UPDATE_MAN=1 cargo test -p dripfeed-relay manual` (or `dripfeed-relay man > \
+             relay/dripfeed-relay.1`) and commit it"
+        );
+    }
+
+    /// Completions for each shell name the commands and the flags.
+    #[test]
+    fn completions_name_commands_and_flags() {
+        for shell in [
+            clap_complete::Shell::Bash,
+            clap_complete::Shell::Zsh,
+            clap_complete::Shell::Fish,
+        ] {
+            let mut out = Vec::new();
+            clap_complete::generate(shell, &mut command(), "dripfeed-relay", &mut out);
+            let text = String::from_utf8(out).expect("text");
+            for word in ["check-config", "health", "drain-rate", "redis"] {
+                assert!(text.contains(word), "{shell}: {word} missing");
+            }
+        }
     }
 }

@@ -335,9 +335,7 @@ impl ConnectionLike for RedisConnection {
                 let (f, generation, mut c) = (f.clone(), *generation, c.clone());
                 Box::pin(async move {
                     let answer = c.req_packed_command(cmd).await;
-                    if let Err(e) = &answer {
-                        f.judge(generation, e);
-                    }
+                    f.ended(generation, &answer);
                     answer
                 })
             }
@@ -362,9 +360,7 @@ impl ConnectionLike for RedisConnection {
                 let (f, generation, mut c) = (f.clone(), *generation, c.clone());
                 Box::pin(async move {
                     let answer = c.req_packed_commands(pipeline, offset, count).await;
-                    if let Err(e) = &answer {
-                        f.judge(generation, e);
-                    }
+                    f.ended(generation, &answer);
                     answer
                 })
             }

@@ -8,36 +8,66 @@
 //! timed out, or an answer `READONLY` or `MASTERDOWN`), and the next
 //! command asks the sentinels again. Only one lookup runs at a time.
 
-use std::sync::Mutex;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use redis::aio::{ConnectionLike, ConnectionManager, ConnectionManagerConfig};
 use redis::sentinel::{SentinelClient, SentinelNodeConnectionInfo, SentinelServerType};
-use redis::{Cmd, ErrorKind, Pipeline, RedisConnectionInfo, ServerErrorKind, Value};
+use redis::{
+    Cmd, ErrorKind, IntoConnectionInfo, Pipeline, RedisConnectionInfo, ServerErrorKind, Value,
+};
 
 /// The scheme of a URL that names sentinels.
 pub(crate) const SCHEME: &str = "redis+sentinel://";
 
-/// How long asking the sentinels for the primary may take.
-const LOOKUP: Duration = Duration::from_secs(2);
+/// How long asking the sentinels for the primary may take (each sentinel
+/// that does not answer costs its connect timeout).
+const LOOKUP: Duration = Duration::from_secs(5);
 
 /// What a `redis+sentinel://` URL says.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct SentinelUrl {
-    /// Each sentinel's `redis://` URL.
+    /// Each sentinel's `host:port`.
     pub(crate) sentinels: Vec<String>,
     /// The name the sentinels monitor the primary under.
     pub(crate) service: String,
     /// The primary's database.
     pub(crate) db: i64,
-    /// The primary's user and password, if any.
+    /// The primary's user and password, if any (percent-decoded).
     pub(crate) username: Option<String>,
     pub(crate) password: Option<String>,
+    /// The sentinels' own password, if any (percent-decoded).
+    pub(crate) sentinel_password: Option<String>,
+}
+
+/// `text` with its `%XX` escapes decoded (as a URL's user information and
+/// query are written: `@`, `:`, `/`, `?`, `#` and `%` escaped).
+fn decoded(text: &str, what: &str) -> Result<String, String> {
+    let bytes = text.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'%' {
+            let hex = bytes
+                .get(i + 1..i + 3)
+                .and_then(|h| std::str::from_utf8(h).ok())
+                .and_then(|h| u8::from_str_radix(h, 16).ok())
+                .ok_or_else(|| format!("{what}: a % not followed by two hex digits"))?;
+            out.push(hex);
+            i += 3;
+        } else {
+            out.push(bytes[i]);
+            i += 1;
+        }
+    }
+    String::from_utf8(out).map_err(|_| format!("{what}: not UTF-8 once decoded"))
 }
 
 /// Reads `redis+sentinel://[user:password@]host:port[,host:port…]/name[/db]
 /// [?sentinel_password=…]`: the user and password are the primary's; the
-/// sentinels' own password, if they have one, is the query's.
+/// sentinels' own password, if they have one, is the query's. Passwords
+/// are percent-encoded as in any URL; an error never repeats them.
 pub(crate) fn parse(url: &str) -> Result<SentinelUrl, String> {
     let rest = url
         .strip_prefix(SCHEME)
@@ -65,18 +95,22 @@ pub(crate) fn parse(url: &str) -> Result<SentinelUrl, String> {
     let mut sentinel_password = None;
     for pair in query.split('&').filter(|p| !p.is_empty()) {
         match pair.split_once('=') {
-            Some(("sentinel_password", v)) => sentinel_password = Some(v.to_owned()),
-            _ => return Err(format!("unknown parameter {pair:?} (sentinel_password=…)")),
+            Some(("sentinel_password", v)) => {
+                sentinel_password = Some(decoded(v, "sentinel_password")?);
+            }
+            _ => {
+                let name = pair.split('=').next().unwrap_or_default();
+                return Err(format!(
+                    "unknown parameter {name:?} (only sentinel_password=…)"
+                ));
+            }
         }
     }
     let sentinels: Vec<String> = hosts
         .split(',')
         .map(str::trim)
         .filter(|h| !h.is_empty())
-        .map(|h| match &sentinel_password {
-            Some(p) => format!("redis://:{p}@{h}/"),
-            None => format!("redis://{h}/"),
-        })
+        .map(str::to_owned)
         .collect();
     if sentinels.is_empty() {
         return Err("no sentinel address".into());
@@ -84,8 +118,11 @@ pub(crate) fn parse(url: &str) -> Result<SentinelUrl, String> {
     let (username, password) = match auth {
         None => (None, None),
         Some(a) => match a.split_once(':') {
-            Some((u, p)) => ((!u.is_empty()).then(|| u.to_owned()), Some(p.to_owned())),
-            None => (Some(a.to_owned()), None),
+            Some((u, p)) => (
+                (!u.is_empty()).then(|| decoded(u, "user")).transpose()?,
+                Some(decoded(p, "password")?),
+            ),
+            None => (Some(decoded(a, "user")?), None),
         },
     };
     Ok(SentinelUrl {
@@ -94,15 +131,41 @@ pub(crate) fn parse(url: &str) -> Result<SentinelUrl, String> {
         db,
         username,
         password,
+        sentinel_password,
     })
+}
+
+/// How long a failed lookup answers for itself before the sentinels are
+/// asked again (no storm of lookups while a failover is under way).
+const RETRY: Duration = Duration::from_millis(200);
+
+/// Timeouts in a row that count as the primary gone (one is a slow
+/// command; several, a primary stopped or cut off).
+const TIMEOUTS_MOVED: u32 = 3;
+
+/// What is known of the primary.
+#[derive(Default)]
+struct Known {
+    /// The primary in use, its address and generation.
+    manager: Option<ConnectionManager>,
+    addr: String,
+    generation: u64,
+    /// The last lookup failed, when and why.
+    failed: Option<(tokio::time::Instant, String)>,
+    /// A lookup is under way.
+    looking: bool,
 }
 
 /// The primary the sentinels name, connected to until it may have moved.
 pub(crate) struct Followed {
-    /// Asks the sentinels (one lookup at a time).
+    /// Asks the sentinels (one lookup at a time, in a task of its own so
+    /// that no caller's deadline cuts it short).
     client: tokio::sync::Mutex<SentinelClient>,
-    /// The primary in use and its generation, if one is known.
-    current: Mutex<(u64, Option<ConnectionManager>)>,
+    known: Mutex<Known>,
+    /// A lookup ended.
+    looked: tokio::sync::Notify,
+    /// Commands that timed out in a row.
+    timeouts: AtomicU32,
     config: ConnectionManagerConfig,
     db: i64,
 }
@@ -121,65 +184,126 @@ impl Followed {
             info = info.set_password(p);
         }
         let node = SentinelNodeConnectionInfo::default().set_redis_connection_info(info);
+        let mut sentinels = Vec::new();
+        for host in &parsed.sentinels {
+            let mut at = format!("redis://{host}/").into_connection_info()?;
+            if let Some(p) = &parsed.sentinel_password {
+                at = at.set_redis_settings(RedisConnectionInfo::default().set_password(p));
+            }
+            sentinels.push(at);
+        }
         let client = SentinelClient::build(
-            parsed.sentinels.iter().map(String::as_str).collect(),
+            sentinels,
             parsed.service.clone(),
             Some(node),
             SentinelServerType::Master,
         )?;
         Ok(Followed {
             client: tokio::sync::Mutex::new(client),
-            current: Mutex::new((0, None)),
+            known: Mutex::default(),
+            looked: tokio::sync::Notify::new(),
+            timeouts: AtomicU32::new(0),
             config,
             db: parsed.db,
         })
     }
 
-    fn current(&self) -> std::sync::MutexGuard<'_, (u64, Option<ConnectionManager>)> {
-        self.current.lock().unwrap_or_else(|p| p.into_inner())
+    fn known(&self) -> std::sync::MutexGuard<'_, Known> {
+        self.known.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     /// The primary's connection and its generation, asking the sentinels
-    /// if none is known.
-    pub(crate) async fn primary(&self) -> redis::RedisResult<(u64, ConnectionManager)> {
-        if let (generation, Some(m)) = &*self.current() {
-            return Ok((*generation, m.clone()));
+    /// if none is known. A lookup that failed less than [`RETRY`] ago
+    /// answers for itself.
+    pub(crate) async fn primary(self: &Arc<Self>) -> redis::RedisResult<(u64, ConnectionManager)> {
+        loop {
+            let looked = self.looked.notified();
+            tokio::pin!(looked);
+            looked.as_mut().enable();
+            {
+                let mut known = self.known();
+                if let Some(m) = &known.manager {
+                    return Ok((known.generation, m.clone()));
+                }
+                if let Some((at, why)) = &known.failed
+                    && at.elapsed() < RETRY
+                {
+                    return Err(redis::RedisError::from(std::io::Error::new(
+                        std::io::ErrorKind::NotConnected,
+                        format!("no primary known: {why}"),
+                    )));
+                }
+                if !known.looking {
+                    known.looking = true;
+                    tokio::spawn(self.clone().look());
+                }
+            }
+            looked.await;
         }
-        let mut client = self.client.lock().await;
-        // Another caller may have found it while this one waited.
-        if let (generation, Some(m)) = &*self.current() {
-            return Ok((*generation, m.clone()));
+    }
+
+    /// One lookup: the primary the sentinels name (the same connection
+    /// kept if it is the same server), or why not.
+    async fn look(self: Arc<Self>) {
+        let found = {
+            let mut client = self.client.lock().await;
+            tokio::time::timeout(LOOKUP, client.async_get_client()).await
+        };
+        let found = match found {
+            Ok(Ok(client)) => {
+                let addr = client.get_connection_info().addr().to_string();
+                client
+                    .get_connection_manager_lazy(self.config.clone())
+                    .map(|m| (addr, m))
+                    .map_err(|e| e.to_string())
+            }
+            Ok(Err(e)) => Err(e.to_string()),
+            Err(_) => Err(format!("no sentinel named it within {LOOKUP:?}")),
+        };
+        {
+            let mut known = self.known();
+            known.looking = false;
+            match found {
+                Ok((addr, manager)) => {
+                    if addr != known.addr || known.manager.is_none() {
+                        known.generation += 1;
+                        tracing::info!(primary = %addr, generation = known.generation, "redis: the sentinels name the primary");
+                    }
+                    // The same server: its connection reconnects by itself.
+                    known.manager = Some(manager);
+                    known.addr = addr;
+                    known.failed = None;
+                }
+                Err(why) => {
+                    tracing::debug!(error = %why, "redis: no primary named yet");
+                    known.failed = Some((tokio::time::Instant::now(), why));
+                }
+            }
         }
-        let found = tokio::time::timeout(LOOKUP, client.async_get_client())
-            .await
-            .map_err(|_| {
-                redis::RedisError::from(std::io::Error::new(
-                    std::io::ErrorKind::TimedOut,
-                    "no sentinel named the primary in time",
-                ))
-            })??;
-        let manager = found.get_connection_manager_lazy(self.config.clone())?;
-        let mut current = self.current();
-        current.0 += 1;
-        current.1 = Some(manager.clone());
-        tracing::info!(
-            generation = current.0,
-            "redis: the sentinels name the primary"
-        );
-        Ok((current.0, manager))
+        self.looked.notify_waiters();
     }
 
     /// Forgets generation `generation` of the primary if `error` says it
     /// may have moved, so the next command asks the sentinels again.
     pub(crate) fn judge(&self, generation: u64, error: &redis::RedisError) {
-        if !moved(error) {
+        let moved = match error.is_timeout() {
+            true => self.timeouts.fetch_add(1, Ordering::Relaxed) + 1 >= TIMEOUTS_MOVED,
+            false => moved(error),
+        };
+        if !moved {
             return;
         }
-        let mut current = self.current();
-        if current.0 == generation && current.1.is_some() {
-            current.1 = None;
+        self.timeouts.store(0, Ordering::Relaxed);
+        let mut known = self.known();
+        if known.generation == generation && known.manager.is_some() {
+            known.manager = None;
             tracing::warn!(error = %error, "redis: the primary may have moved; asking the sentinels again");
         }
+    }
+
+    /// A command answered: the timeouts in a row end.
+    pub(crate) fn answered(&self) {
+        self.timeouts.store(0, Ordering::Relaxed);
     }
 
     /// The primary's database.
@@ -188,33 +312,41 @@ impl Followed {
     }
 
     /// Sends `cmd` to the primary.
-    pub(crate) async fn command(&self, cmd: &Cmd) -> redis::RedisResult<Value> {
+    pub(crate) async fn command(self: &Arc<Self>, cmd: &Cmd) -> redis::RedisResult<Value> {
         let (generation, mut conn) = self.primary().await?;
         let answer = conn.req_packed_command(cmd).await;
-        if let Err(e) = &answer {
-            self.judge(generation, e);
-        }
+        self.ended(generation, &answer);
         answer
+    }
+
+    /// What a command's `answer` says of the primary.
+    pub(crate) fn ended<T>(&self, generation: u64, answer: &redis::RedisResult<T>) {
+        match answer {
+            Ok(_) => self.answered(),
+            Err(e) => self.judge(generation, e),
+        }
     }
 
     /// Sends `pipeline`'s commands to the primary.
     pub(crate) async fn commands(
-        &self,
+        self: &Arc<Self>,
         pipeline: &Pipeline,
         offset: usize,
         count: usize,
     ) -> redis::RedisResult<Vec<Value>> {
         let (generation, mut conn) = self.primary().await?;
         let answer = conn.req_packed_commands(pipeline, offset, count).await;
-        if let Err(e) = &answer {
-            self.judge(generation, e);
-        }
+        self.ended(generation, &answer);
         answer
     }
 }
 
-/// Whether `error` says the primary may be elsewhere now.
+/// Whether `error` says the primary may be elsewhere now (a timeout alone
+/// does not: [`Followed::judge`] counts those in a row).
 fn moved(e: &redis::RedisError) -> bool {
+    if e.is_timeout() {
+        return false;
+    }
     let server = matches!(
         e.kind(),
         ErrorKind::Server(ServerErrorKind::ReadOnly | ServerErrorKind::MasterDown)
@@ -225,12 +357,7 @@ fn moved(e: &redis::RedisError) -> bool {
         .is_some_and(|c| c == "READONLY" || c == "MASTERDOWN")
         || e.to_string().contains("READONLY")
         || e.to_string().contains("MASTERDOWN");
-    server
-        || said
-        || e.is_io_error()
-        || e.is_connection_refusal()
-        || e.is_connection_dropped()
-        || e.is_timeout()
+    server || said || e.is_io_error() || e.is_connection_refusal() || e.is_connection_dropped()
 }
 
 #[cfg(test)]
@@ -240,21 +367,36 @@ mod tests {
     #[test]
     fn a_sentinel_url_names_sentinels_a_primary_and_its_database() {
         let u = parse("redis+sentinel://10.0.0.1:26379,10.0.0.2:26379/hooks").unwrap();
-        assert_eq!(
-            u.sentinels,
-            vec!["redis://10.0.0.1:26379/", "redis://10.0.0.2:26379/"]
-        );
+        assert_eq!(u.sentinels, vec!["10.0.0.1:26379", "10.0.0.2:26379"]);
         assert_eq!((u.service.as_str(), u.db), ("hooks", 0));
-        assert_eq!((u.username, u.password), (None, None));
+        assert_eq!(
+            (u.username, u.password, u.sentinel_password),
+            (None, None, None)
+        );
         let u = parse("redis+sentinel://app:s3cret@h:1/hooks/2?sentinel_password=x").unwrap();
-        assert_eq!(u.sentinels, vec!["redis://:x@h:1/"]);
+        assert_eq!(u.sentinels, vec!["h:1"]);
         assert_eq!(u.db, 2);
         assert_eq!(
             (u.username.as_deref(), u.password.as_deref()),
             (Some("app"), Some("s3cret"))
         );
+        assert_eq!(u.sentinel_password.as_deref(), Some("x"));
         let u = parse("redis+sentinel://:pw@h:1/m").unwrap();
         assert_eq!((u.username, u.password.as_deref()), (None, Some("pw")));
+    }
+
+    #[test]
+    fn passwords_are_percent_decoded_and_never_repeated_in_an_error() {
+        let u = parse("redis+sentinel://:p%40ss%3Fw%25rd@h:1/m?sentinel_password=a%26b").unwrap();
+        assert_eq!(u.password.as_deref(), Some("p@ss?w%rd"));
+        assert_eq!(u.sentinel_password.as_deref(), Some("a&b"));
+        let e = parse("redis+sentinel://h:1/m?sentinal_password=hunter2").unwrap_err();
+        assert!(
+            e.contains("sentinal_password") && !e.contains("hunter2"),
+            "{e}"
+        );
+        let e = parse("redis+sentinel://:bad%zzpass@h:1/m").unwrap_err();
+        assert!(e.contains("two hex digits") && !e.contains("bad"), "{e}");
     }
 
     #[test]
@@ -276,6 +418,11 @@ mod tests {
     fn a_lost_connection_or_a_replica_answer_means_the_primary_may_have_moved() {
         let io = redis::RedisError::from(std::io::Error::from(std::io::ErrorKind::BrokenPipe));
         assert!(moved(&io));
+        let late = redis::RedisError::from(std::io::Error::from(std::io::ErrorKind::TimedOut));
+        assert!(
+            !moved(&late),
+            "one slow command is not a move (three in a row are)"
+        );
         let readonly = redis::RedisError::from((
             ErrorKind::Server(ServerErrorKind::ReadOnly),
             "You can't write against a read only replica.",

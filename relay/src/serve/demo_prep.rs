@@ -53,6 +53,21 @@ pub(super) async fn prepare(
             format!("{flag} posts without API keys: run it without [[tenants]]"),
         ));
     }
+    // A demo keeps its dead letters where its journal is (a directory of
+    // its own under the system's temporary one), not in the directory it
+    // was run from, unless told where.
+    let told = |key| !matches!(cfg.origin(key), Some(Origin::Default) | None);
+    if mode != Mode::Serve && !told("dead_letter_file") && !told("data_dir") && !told("state_dir") {
+        cfg.paths.dead_letter_file = std::env::temp_dir()
+            .join(format!("dripfeed-relay-demo-{}", std::process::id()))
+            .join("dead-letter.jsonl");
+        cfg.paths.data_dir = cfg
+            .paths
+            .dead_letter_file
+            .parent()
+            .map(std::path::Path::to_path_buf)
+            .unwrap_or_else(std::env::temp_dir);
+    }
     match mode {
         Mode::Serve if api_changed => Ok(None),
         Mode::Serve => {

@@ -32,6 +32,10 @@ pub(crate) enum Prepared {
     /// The local engine, with its registry (`None`: no state directory,
     /// or a demo).
     Local(Option<registry::Registry>),
+    /// The local engine serving from a state directory that holds no
+    /// registry yet: nothing to apply, and nothing made on disk until the
+    /// configuration is checked (a refused start leaves no directory).
+    LocalLater(PathBuf),
     /// The fleet's, with its map as read.
     Fleet(backends::FleetStart),
 }
@@ -85,6 +89,11 @@ impl Prepared {
             };
         }
         let file = match (serving, state::dir_of(cfg)) {
+            (true, Some(dir))
+                if !dir.join(registry::FILE).exists() && !dir.join(state::FILE).exists() =>
+            {
+                return Ok(Prepared::LocalLater(dir));
+            }
             (true, Some(dir)) => {
                 Some(registry::Registry::open(&dir, cfg).map_err(|e| match e {
                     registry::Opening::Failed(e) => Failure::Run(e),
@@ -158,6 +167,7 @@ impl Prepared {
             Prepared::Local(file) => {
                 Origin::Api(crate::queue::local::changes::state_path(file).into())
             }
+            Prepared::LocalLater(dir) => Origin::Api(dir.join(registry::FILE).into()),
         }
     }
 
@@ -165,7 +175,7 @@ impl Prepared {
     /// fleet keeps them in Redis, by its scripts).
     pub(crate) fn statuses(&self, cfg: &Config) -> Option<Arc<Registry>> {
         let s = &cfg.settings;
-        matches!(self, Prepared::Local(_)).then(|| {
+        matches!(self, Prepared::Local(_) | Prepared::LocalLater(_)).then(|| {
             Arc::new(Registry::new(
                 s.status_retention,
                 s.status_max,
@@ -196,6 +206,14 @@ impl Prepared {
                     local: None,
                     journal_dir: None,
                 })
+            }
+            Prepared::LocalLater(dir) => {
+                // Checked: the registry is made now.
+                let file = registry::Registry::open(&dir, cfg).map_err(|e| match e {
+                    registry::Opening::Failed(e) => Failure::Run(e),
+                    registry::Opening::Refused(errors) => Failure::Config(ConfigErrors(errors)),
+                })?;
+                Box::pin(Prepared::Local(Some(file)).open(cfg, mode, parts)).await
             }
             Prepared::Local(state) => {
                 let journal_dir = match (s.no_journal, mode) {

@@ -27,6 +27,7 @@ use crate::{admin, deliver, demo, shutdown, telemetry};
 
 mod demo_prep;
 mod engine;
+pub(crate) mod health;
 mod listen;
 mod local_prep;
 pub(crate) mod openapi;
@@ -81,16 +82,26 @@ pub(crate) async fn check(cfg: &Config, guard: &deliver::guard::AddressGuard) ->
 fn tls_errors(cfg: &Config) -> Vec<ConfigError> {
     let s = &cfg.settings;
     [
-        ("tls_cert", &s.tls_cert, &s.tls_key),
-        ("admin_tls_cert", &s.admin_tls_cert, &s.admin_tls_key),
+        (("tls_cert", "tls_key"), &s.tls_cert, &s.tls_key),
+        (
+            ("admin_tls_cert", "admin_tls_key"),
+            &s.admin_tls_cert,
+            &s.admin_tls_key,
+        ),
     ]
     .into_iter()
-    .filter_map(|(key, cert, pem_key)| {
+    .filter_map(|((cert_name, key_name), cert, pem_key)| {
         let (Some(cert), Some(pem_key)) = (cert, pem_key) else {
             return None;
         };
-        let e = crate::tls::server::load(cert, pem_key).err()?;
-        Some(ConfigError::new(key, cfg.origin(key).cloned(), e))
+        let (fault, e) = crate::tls::server::load_blaming(cert, pem_key).err()?;
+        // The setting whose file is at fault, where it was given (a flag,
+        // a variable or a line of the file).
+        let name = match fault {
+            crate::tls::server::Fault::Cert => cert_name,
+            crate::tls::server::Fault::Key => key_name,
+        };
+        Some(ConfigError::new(name, cfg.origin(name).cloned(), e))
     })
     .collect()
 }

@@ -32,20 +32,40 @@ fn provider() -> CryptoProvider {
 /// The chain of `cert` and the key of `key` (PEM), checked to belong
 /// together; or why not, naming the file.
 pub(crate) fn load(cert: &Path, key: &Path) -> Result<Arc<CertifiedKey>, String> {
+    load_blaming(cert, key).map_err(|(_, why)| why)
+}
+
+/// Which of the pair [`load_blaming`] could not take.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Fault {
+    /// The certificate file.
+    Cert,
+    /// The key file, or a key that is not the certificate's.
+    Key,
+}
+
+/// [`load`], saying which file is at fault (so a configuration error
+/// names the setting, and where it was given, that holds it).
+pub(crate) fn load_blaming(cert: &Path, key: &Path) -> Result<Arc<CertifiedKey>, (Fault, String)> {
     let chain = CertificateDer::pem_file_iter(cert)
-        .map_err(|e| format!("{}: {e}", cert.display()))?
+        .map_err(|e| (Fault::Cert, format!("{}: {e}", cert.display())))?
         .collect::<Result<Vec<_>, _>>()
-        .map_err(|e| format!("{}: {e}", cert.display()))?;
+        .map_err(|e| (Fault::Cert, format!("{}: {e}", cert.display())))?;
     if chain.is_empty() {
-        return Err(format!("{}: no PEM certificate in it", cert.display()));
+        return Err((
+            Fault::Cert,
+            format!("{}: no PEM certificate in it", cert.display()),
+        ));
     }
-    let der = PrivateKeyDer::from_pem_file(key).map_err(|e| format!("{}: {e}", key.display()))?;
+    let der = PrivateKeyDer::from_pem_file(key)
+        .map_err(|e| (Fault::Key, format!("{}: {e}", key.display())))?;
     let certified = CertifiedKey::from_der(chain, der, &provider()).map_err(|e| {
-        format!(
+        let why = format!(
             "{} and {}: {e} (is the key the certificate's?)",
             cert.display(),
             key.display()
-        )
+        );
+        (Fault::Key, why)
     })?;
     Ok(Arc::new(certified))
 }

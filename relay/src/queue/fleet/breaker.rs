@@ -43,6 +43,8 @@ struct View {
     /// Ends not yet in Redis, and whether a call is on its way.
     pending: Vec<End>,
     sending: bool,
+    /// When Redis last told this relay the breaker's state.
+    heard: Option<Instant>,
 }
 
 /// See the [module](self) docs.
@@ -69,6 +71,7 @@ impl FleetBreaker {
                 probe_out: None,
                 pending: Vec::new(),
                 sending: false,
+                heard: None,
             }),
             open: metrics::gauge!(BREAKER_OPEN, labels.clone()),
             opened: metrics::counter!(BREAKER_OPENED, labels),
@@ -94,6 +97,17 @@ impl FleetBreaker {
     /// The probe taken was not sent (nothing to send): another may go.
     pub(crate) fn unprobe(&self) {
         lock(&self.view).probe_out = None;
+    }
+
+    /// Whether Redis has not told this relay the state for `for_` (or
+    /// never): a drain waking with work asks before it sends.
+    pub(crate) fn unheard(&self, for_: Duration) -> bool {
+        lock(&self.view).heard.is_none_or(|at| at.elapsed() >= for_)
+    }
+
+    /// Whether the breaker, as last heard, lets this relay send as usual.
+    pub(crate) fn closed(&self) -> bool {
+        lock(&self.view).state == State::Closed
     }
 
     /// The state's label: `closed`, `open` or `half_open`.
@@ -166,6 +180,7 @@ impl FleetBreaker {
         let mut v = lock(&self.view);
         let before = v.state;
         v.state = seen.state;
+        v.heard = Some(Instant::now());
         v.until = Instant::now() + seen.left;
         if seen.state != State::Probe {
             v.probe_out = None;

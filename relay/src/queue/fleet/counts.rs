@@ -55,7 +55,8 @@ pub(crate) struct Counts {
     /// Each attempt's latency, seconds.
     pub latency: Histogram,
     /// How long each webhook waited in the fleet's queue before it was
-    /// sent (from its entry in the stream, on Redis's clock), seconds.
+    /// sent, seconds: from the time in its stream id (Redis's clock when
+    /// it added the entry; a retry's return) to now on this relay's clock.
     pub queue_wait: Histogram,
     /// This relay's deliveries running.
     in_flight: Gauge,

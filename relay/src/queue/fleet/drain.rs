@@ -14,7 +14,7 @@ use dripfeed::{Attempt, Delivery, Downstream, PermitSource};
 use tokio::sync::{Semaphore, mpsc};
 use tokio::time::Instant;
 
-use super::breaker::Pass;
+use super::breaker::{FleetBreaker, Pass};
 use super::lane::{Lane, number_of};
 use super::steer::{self, Steering};
 use crate::deliver::HttpDownstream;
@@ -146,12 +146,12 @@ impl Drain {
             // The fleet's breaker for the destination: open, nothing is
             // sent nor claimed (what was claimed ahead goes back to the
             // fleet); past its cool-down one relay probes.
-            let mut probe = false;
+            let mut probing = Probing(None);
             loop {
                 match this.lane.breaker.pass() {
                     Pass::Send => break,
                     Pass::Probe => {
-                        probe = true;
+                        probing = Probing(Some(this.lane.breaker.clone()));
                         break;
                     }
                     Pass::Wait(wait) => {
@@ -225,10 +225,21 @@ impl Drain {
                     Ok(got) => {
                         failing.ended();
                         let now = Instant::now();
-                        let mut ours = lock(&held);
-                        ours.extend(got.iter().map(|e| e.stream_id.clone()));
-                        drop(ours);
+                        lock(&held).extend(got.iter().map(|e| e.stream_id.clone()));
                         buffer.extend(got.into_iter().map(|e| (now, e)));
+                        // Waking with work, the breaker not heard of for a
+                        // second: asked before anything is sent (another
+                        // relay may have opened it meanwhile).
+                        if quiet
+                            && probing.0.is_none()
+                            && !buffer.is_empty()
+                            && this.lane.breaker.unheard(Duration::from_secs(1))
+                        {
+                            this.lane.breaker.look().await;
+                            if !this.lane.breaker.closed() {
+                                continue;
+                            }
+                        }
                         entry = buffer.pop_front();
                     }
                     Err(e) => {
@@ -248,9 +259,6 @@ impl Drain {
                 // has stayed quiet for the lease's lifetime.
                 drop(permit);
                 drop(place);
-                if probe {
-                    this.lane.breaker.unprobe();
-                }
                 quiet = true;
                 if let Some(s) = &steer {
                     s.idle();
@@ -304,6 +312,7 @@ impl Drain {
                 counts.queue_wait.record(waited.as_secs_f64());
             }
             counts.started();
+            let probe = probing.sent();
             let (this, acks, held) = (this.clone(), acks.clone(), held.clone());
             tokio::spawn(async move {
                 let stream_id = entry.stream_id.clone();
@@ -382,6 +391,10 @@ impl Drain {
                 // Another version's encoding, or damage: kept as it is, in
                 // the dead-letter file, not dropped.
                 tracing::error!(id = %entry.id, error = %e, "shared queue: an entry does not decode; dead-lettered as it is");
+                if probe {
+                    // Nothing was sent: not the fleet's probe.
+                    self.lane.breaker.unprobe();
+                }
                 let ending = Ending::dead_lettered(entry.stream_id, None, "undecodable");
                 return self.dead_letter(ending, acks);
             }
@@ -454,6 +467,25 @@ impl Drain {
     fn dead_letter(&self, ending: Ending, acks: &mpsc::UnboundedSender<Ending>) -> bool {
         self.lane.counts.dead_lettered(1);
         acks.send(ending).is_ok()
+    }
+}
+
+/// The fleet's probe this drain took, handed back unless it is sent (an
+/// entry taken over, dead-lettered or not found meanwhile).
+struct Probing(Option<Arc<FleetBreaker>>);
+
+impl Probing {
+    /// Whether this is the probe; it is sent now, not handed back.
+    fn sent(&mut self) -> bool {
+        self.0.take().is_some()
+    }
+}
+
+impl Drop for Probing {
+    fn drop(&mut self) {
+        if let Some(b) = self.0.take() {
+            b.unprobe();
+        }
     }
 }
 

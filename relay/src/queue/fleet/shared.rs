@@ -55,6 +55,7 @@ use super::breaker::FleetBreaker;
 use super::counts::Counts;
 use super::drain::Drain;
 use super::lane::{Lane, number_of};
+use super::redis::CALL;
 use super::redis::breaker::{RedisBreaker, Rule};
 use super::steer::{Steer, Steering};
 use crate::config::{Config, Destination};
@@ -725,7 +726,9 @@ fn encoded(job: &Job) -> Vec<u8> {
 
 /// The fleet's breaker rule: the library's (5 failures in a row, or half
 /// of the last 20), its cool-down from 1 s (or `max_cool`, if shorter)
-/// doubling up to `max_cool`; a probe held as long as a delivery may take.
+/// doubling up to `max_cool`; a probe held as long as a delivery may take
+/// (the drain's bound on one) and its end may take to reach Redis (a
+/// call's bound), with a second to spare.
 fn breaker_rule(max_cool: Duration, deliver_timeout: Duration) -> Rule {
     let lib = dripfeed::destinations::BreakerConfig::default();
     Rule {
@@ -734,6 +737,6 @@ fn breaker_rule(max_cool: Duration, deliver_timeout: Duration) -> Rule {
         share: 0.5,
         cool: max_cool.min(Duration::from_secs(1)),
         max_cool,
-        probe_lease: deliver_timeout + Duration::from_secs(1),
+        probe_lease: deliver_timeout + Duration::from_secs(1) + CALL + Duration::from_secs(1),
     }
 }

@@ -11,7 +11,11 @@
 //! - nothing is delivered for a request never answered 202, unless one of
 //!   its answers left that open: no answer (the relay died under it) or
 //!   503 `unreplicated` (queued, the replicas short);
-//! - in no second does the receiver get more than the rate + 2 requests.
+//! - in no second does the receiver get more than its bound: the rate + 2
+//!   for one relay (its pacing, plus two for the test receiver's own
+//!   stalls on a busy machine), 1.1 × the rate + 1 (+ 2) for a fleet (the
+//!   shared bucket's burst and the permits each relay leased ahead, as
+//!   the book's fleet page says).
 
 use std::collections::{HashMap, HashSet};
 use std::time::{Duration, Instant};
@@ -25,6 +29,10 @@ pub(super) struct Tally {
     pub posted: usize,
     pub accepted: usize,
     pub refused: usize,
+    /// Tries answered other than 202 (the client tried again), and not
+    /// answered at all.
+    pub refused_tries: usize,
+    pub unanswered_tries: usize,
     pub delivered: usize,
     pub duplicates: usize,
     pub dead_lettered: usize,
@@ -59,10 +67,12 @@ impl Tally {
             .map(|(k, n)| format!("{k} {n}"))
             .collect();
         format!(
-            "| {engine} | {secs} s | {} | {} | {} | {} | {} | {} | {} | {} ({} open) | {} | {} |",
+            "| {engine} | {secs} s | {} | {} | {} ({} tries, {} unanswered) | {} | {} | {} | {} | {} ({} open) | {} | {} |",
             self.posted,
             self.accepted,
             self.refused,
+            self.refused_tries,
+            self.unanswered_tries,
             self.delivered,
             self.duplicates,
             self.dead_lettered,
@@ -93,6 +103,11 @@ pub(super) fn count(
     let mut accepted: HashSet<&str> = HashSet::new();
     let mut never: HashMap<u64, bool> = HashMap::new();
     for (n, tries) in answers {
+        t.refused_tries += tries
+            .iter()
+            .filter(|a| matches!(a, Answer::Refused(..)))
+            .count();
+        t.unanswered_tries += tries.iter().filter(|a| matches!(a, Answer::None)).count();
         let ids: HashSet<&str> = tries
             .iter()
             .filter_map(|a| match a {
@@ -164,9 +179,9 @@ pub(super) fn settled(answers: &Answers, arrivals: &[Arrival], dead: &HashSet<St
     })
 }
 
-/// Asserts what the run must hold; `in_flight` the deliveries a relay has
-/// at once, `rate` the receiver's bound per second.
-pub(super) fn hold(engine: &str, t: &Tally, in_flight: usize, rate: usize) {
+/// Asserts what the run must hold; `in_flight` the deliveries the relays
+/// have at once, `most` the receiver's bound per second.
+pub(super) fn hold(engine: &str, t: &Tally, in_flight: usize, most: usize) {
     assert!(t.accepted > 0, "{engine}: nothing accepted: {t:?}");
     assert_eq!(t.lost, 0, "{engine}: webhooks answered 202 lost: {t:?}");
     assert_eq!(t.split_keys, 0, "{engine}: a key named two webhooks: {t:?}");
@@ -181,8 +196,8 @@ pub(super) fn hold(engine: &str, t: &Tally, in_flight: usize, rate: usize) {
         t.duplicates
     );
     assert!(
-        t.worst_second <= rate + 2,
-        "{engine}: {} in one second at {rate}/s: {t:?}",
+        t.worst_second <= most,
+        "{engine}: {} in one second, bound {most}: {t:?}",
         t.worst_second
     );
 }

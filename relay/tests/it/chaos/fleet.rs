@@ -205,5 +205,8 @@ async fn a_fleet_through_minutes_of_chaos_loses_nothing() {
         rx.mode(),
         t.line("fleet", length.as_secs())
     );
-    check::hold("fleet", &t, IN_FLIGHT * RELAYS, RATE);
+    // The fleet's bound: 1.1 × the rate + 1, plus two for the test
+    // receiver's stalls (as relay/tests/it/shared_fleet.rs holds it).
+    let most = (1.1 * RATE as f64) as usize + 1 + 2;
+    check::hold("fleet", &t, IN_FLIGHT * RELAYS, most);
 }

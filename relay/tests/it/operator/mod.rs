@@ -8,6 +8,8 @@ mod defaults;
 mod durability;
 mod errors;
 mod files;
+mod first_day;
+mod health;
 mod limits;
 mod reload;
 mod secrets;

@@ -174,3 +174,45 @@ async fn both_listeners_speak_tls_and_take_new_certificates_on_sighup() {
         log.len()
     );
 }
+
+/// A key given by flag that cannot be read is blamed on the flag, not on
+/// the file's `tls_cert` line; a certificate given in the file that
+/// cannot be read is blamed on its line.
+#[tokio::test]
+async fn check_config_names_the_setting_and_place_at_fault() {
+    let dir = TempDir::new("tls-blame");
+    let (_, cert, _) = issue("blame CA");
+    std::fs::write(dir.join("relay.pem"), cert).unwrap();
+    std::fs::write(dir.join("bad.key"), "not a key").unwrap();
+    let file = dir.join("relay.toml");
+    std::fs::write(
+        &file,
+        format!(
+            "drain_rate = 10\ntls_cert = \"{}\"\n\n[[destinations]]\nname = \"a\"\nurl = \"http://127.0.0.1:9/\"\n",
+            dir.arg("relay.pem")
+        ),
+    )
+    .unwrap();
+    let file_arg = file.to_string_lossy().into_owned();
+    let key = dir.arg("bad.key");
+    let (code, out, err) =
+        crate::harness::run(&["check-config", &file_arg, "--tls-key", &key], &[]).await;
+    assert_eq!(code, 2, "{out}{err}");
+    assert!(err.contains("--tls-key"), "the flag is named: {err}");
+    assert!(
+        !err.contains("relay.toml:2"),
+        "not the file's tls_cert line: {err}"
+    );
+
+    std::fs::write(dir.join("relay.pem"), "not a certificate").unwrap();
+    let (code, _, err) = crate::harness::run(
+        &["check-config", &file_arg, "--tls-key", &dir.arg("bad.key")],
+        &[],
+    )
+    .await;
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("relay.toml:2"),
+        "the certificate's line: {err}"
+    );
+}

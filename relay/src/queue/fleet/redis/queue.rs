@@ -545,7 +545,15 @@ impl RedisQueue {
                 .max(1),
         );
         let mut conn = waiter.clone();
-        let replicas: u64 = bounded(wait.query_async(&mut conn), CALL).await?;
+        // The webhook is in: a WAIT that fails (the primary gone between
+        // the two) is no confirmation, not a refusal of what was queued.
+        let replicas: u64 = match bounded(wait.query_async(&mut conn), CALL).await {
+            Ok(n) => n,
+            Err(e) => {
+                tracing::debug!(error = %e, "shared queue: WAIT failed after the admission; unconfirmed");
+                0
+            }
+        };
         if replicas >= u64::from(self.replicas.0) {
             return Ok(answer);
         }
