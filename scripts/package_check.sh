@@ -38,7 +38,13 @@ check_list dripfeed-relay src/main.rs README.md relay.example.toml dripfeed-rela
   openapi.json openapi-admin.json
 
 # Both packed, and built from what is packed (cargo packs a workspace's
-# crates together, the relay against the library's package).
+# crates together, the relay against the library's package). Cargo
+# unpacks the library's package from a local overlay registry into
+# $CARGO_HOME/registry/src/-<hash>/ once per version and reuses it, so an
+# earlier run's library (same version, older code) would be built instead:
+# those unpacked copies go first.
+rm -rf "${CARGO_HOME:-$HOME/.cargo}"/registry/src/-*/dripfeed-[0-9]* \
+  "${CARGO_HOME:-$HOME/.cargo}"/registry/src/-*/dripfeed-relay-[0-9]*
 cargo publish --dry-run --allow-dirty -p dripfeed -p dripfeed-relay
 
 # The dependency line as the README and the book give it, pasted into a

@@ -6,7 +6,8 @@
 //! delivered (none lost), each at most twice (a delivery in flight at the
 //! failover can be repeated); requests during the failover are refused
 //! with 503 and a Retry-After, never left without an answer; `/readyz`
-//! is ready again after it. Loopback, real time, bounded; counts only.
+//! is ready again after it. Sentinels that do not answer leave the relay
+//! not ready. Loopback, real time, bounded; counts only.
 
 #![cfg(feature = "redis")]
 
@@ -127,4 +128,40 @@ async fn a_fleet_follows_a_sentinel_failover_and_loses_no_202() {
             .await,
         "a webhook after the failover is delivered"
     );
+}
+
+/// Sentinels that do not answer: the relay starts, answers 503 (never a
+/// 202 it cannot keep) and `/readyz` 503 naming `redis`, saying no
+/// primary is known.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_primary_known_is_not_ready() {
+    let port = support_redis::free_port();
+    let dir = TempDir::new("fleet-sentinel-none");
+    let relay = Relay::start_with(
+        &argv(&format!(
+            "--queue redis --redis redis+sentinel://127.0.0.1:{port}/hooks --node-name n \
+             --destination hooks=http://127.0.0.1:9/hooks --redis-durability always \
+             --journal-dir {} --dead-letter-file {}",
+            dir.arg("journal"),
+            dir.arg("dl.jsonl"),
+        )),
+        &[],
+    )
+    .await;
+    let resp = http()
+        .get(relay.admin_url("/readyz"))
+        .send()
+        .await
+        .expect("readyz answers");
+    let status = resp.status().as_u16();
+    let body = resp.text().await.unwrap_or_default();
+    assert_eq!(status, 503, "{body}");
+    assert!(
+        body.contains("redis") && (body.contains("no primary") || body.contains("did not answer")),
+        "{body}"
+    );
+    let (status, body) = relay
+        .post(&[("content-type", "application/json")], "{\"n\":1}")
+        .await;
+    assert_eq!(status, 503, "{body}");
 }
