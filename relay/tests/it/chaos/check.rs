@@ -36,6 +36,9 @@ pub(super) struct Tally {
     pub delivered: usize,
     pub duplicates: usize,
     pub dead_lettered: usize,
+    /// Not delivered yet when the run ended, still queued (in the
+    /// journal): kept, not lost.
+    pub kept: usize,
     pub lost: usize,
     /// Delivered though never answered 202, and of those, left open by an
     /// answer (no answer, `unreplicated`).
@@ -45,6 +48,12 @@ pub(super) struct Tally {
     pub split_keys: usize,
     /// The most requests the receiver got in one second.
     pub worst_second: usize,
+    /// Which second (from the start) that was, and the requests of each
+    /// second around it.
+    pub worst_at: u64,
+    pub around_worst: Vec<(u64, usize)>,
+    /// When each fault came, seconds from the start, and what it was.
+    pub log: Vec<(u64, String)>,
     /// The faults applied, by kind.
     pub faults: Vec<(&'static str, usize)>,
 }
@@ -67,7 +76,7 @@ impl Tally {
             .map(|(k, n)| format!("{k} {n}"))
             .collect();
         format!(
-            "| {engine} | {secs} s | {} | {} | {} ({} tries, {} unanswered) | {} | {} | {} | {} | {} ({} open) | {} | {} |",
+            "| {engine} | {secs} s | {} | {} | {} ({} tries, {} unanswered) | {} | {} | {} | {} | {} | {} ({} open) | {} | {} |",
             self.posted,
             self.accepted,
             self.refused,
@@ -76,6 +85,7 @@ impl Tally {
             self.delivered,
             self.duplicates,
             self.dead_lettered,
+            self.kept,
             self.lost,
             self.refused_delivered,
             self.refused_open,
@@ -86,14 +96,16 @@ impl Tally {
 }
 
 /// The table's head.
-pub(super) const HEAD: &str = "| engine | length | posted | 202 | refused | delivered | duplicates | dead-lettered | lost | delivered unanswered 202 | faults | worst second |\n|---|---|---|---|---|---|---|---|---|---|---|---|";
+pub(super) const HEAD: &str = "| engine | length | posted | 202 | refused | delivered | duplicates | dead-lettered | still queued | lost | delivered unanswered 202 | faults | worst second |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|";
 
 /// Counts the run: `answers` by the client, `arrivals` at the receiver
-/// (from `start`), `dead` the dead-lettered ids.
+/// (from `start`), `dead` the dead-lettered ids, `kept` those still
+/// queued at the end.
 pub(super) fn count(
     answers: &Answers,
     arrivals: &[Arrival],
     dead: &HashSet<String>,
+    kept: &HashSet<String>,
     start: Instant,
 ) -> Tally {
     let mut t = Tally {
@@ -158,11 +170,21 @@ pub(super) fn count(
         .iter()
         .filter(|id| !delivered.contains_key(*id) && dead.contains(**id))
         .count();
+    t.kept = accepted
+        .iter()
+        .filter(|id| !delivered.contains_key(*id) && !dead.contains(**id) && kept.contains(**id))
+        .count();
     t.lost = accepted
         .iter()
-        .filter(|id| !delivered.contains_key(*id) && !dead.contains(**id))
+        .filter(|id| !delivered.contains_key(*id) && !dead.contains(**id) && !kept.contains(**id))
         .count();
-    t.worst_second = per_second.values().copied().max().unwrap_or(0);
+    if let Some((at, n)) = per_second.iter().max_by_key(|(s, n)| (**n, u64::MAX - **s)) {
+        t.worst_second = *n;
+        t.worst_at = *at;
+        t.around_worst = (at.saturating_sub(5)..=at + 5)
+            .map(|s| (s, per_second.get(&s).copied().unwrap_or(0)))
+            .collect();
+    }
     t
 }
 
@@ -195,10 +217,17 @@ pub(super) fn hold(engine: &str, t: &Tally, in_flight: usize, most: usize) {
         "{engine}: {} duplicates, more than {bound} (faults × in flight): {t:?}",
         t.duplicates
     );
+    let near: Vec<&(u64, String)> = t
+        .log
+        .iter()
+        .filter(|(s, _)| s + 15 >= t.worst_at && *s <= t.worst_at + 2)
+        .collect();
     assert!(
         t.worst_second <= most,
-        "{engine}: {} in one second, bound {most}: {t:?}",
-        t.worst_second
+        "{engine}: {} in second {}, bound {most}; seconds around it {:?}; faults near it {near:?}",
+        t.worst_second,
+        t.worst_at,
+        t.around_worst,
     );
 }
 

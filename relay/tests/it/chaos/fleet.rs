@@ -97,6 +97,11 @@ async fn a_fleet_through_minutes_of_chaos_loses_nothing() {
     let client = tokio::spawn(client::post(targets.clone(), POSTED, stop_rx));
 
     let (mut kills, mut stops, mut failovers, mut moods) = (0, 0, 0, 0);
+    let mut log: Vec<(u64, String)> = Vec::new();
+    let every: u64 = std::env::var("DRIPFEED_CHAOS_FAILOVER_EVERY")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(30);
     let mut down: Vec<(usize, Instant)> = Vec::new();
     let mut stopped: Vec<(usize, Instant)> = Vec::new();
     let mut away: Option<(u16, Instant)> = None;
@@ -107,6 +112,7 @@ async fn a_fleet_through_minutes_of_chaos_loses_nothing() {
         let now = Instant::now();
         // Bring back what is due.
         for (i, _) in down.iter().filter(|(_, at)| *at <= now) {
+            log.push((start.elapsed().as_secs(), format!("start {i}")));
             let relay = Relay::start_with(&line(*i), &[]).await;
             targets.lock().unwrap()[*i] = Some(relay.addr);
             relays[*i] = Some(relay);
@@ -115,6 +121,7 @@ async fn a_fleet_through_minutes_of_chaos_loses_nothing() {
         for (i, _) in stopped.iter().filter(|(_, at)| *at <= now) {
             if let Some(r) = &relays[*i] {
                 r.signal("CONT");
+                log.push((start.elapsed().as_secs(), format!("cont {i}")));
             }
         }
         stopped.retain(|(_, at)| *at > now);
@@ -122,6 +129,7 @@ async fn a_fleet_through_minutes_of_chaos_loses_nothing() {
             && at <= now
         {
             tokio::task::block_in_place(|| set.bring_back(port));
+            log.push((start.elapsed().as_secs(), format!("back {port}")));
             away = None;
         }
         if now < next {
@@ -138,6 +146,7 @@ async fn a_fleet_through_minutes_of_chaos_loses_nothing() {
                 if let Some(mut r) = relays[i].take() {
                     targets.lock().unwrap()[i] = None;
                     r.kill().await;
+                    log.push((start.elapsed().as_secs(), format!("kill {i}")));
                     kills += 1;
                     down.push((i, now + Duration::from_millis(rng.u64(1000..3000))));
                 }
@@ -146,12 +155,15 @@ async fn a_fleet_through_minutes_of_chaos_loses_nothing() {
                 let i = up[rng.usize(0..up.len())];
                 if let Some(r) = &relays[i] {
                     r.signal("STOP");
+                    log.push((start.elapsed().as_secs(), format!("stop {i}")));
                     stops += 1;
                     stopped.push((i, now + Duration::from_millis(rng.u64(1000..4000))));
                 }
             }
-            2 if away.is_none() && last_failover.elapsed() > Duration::from_secs(30) => {
+            2 if away.is_none() && last_failover.elapsed() > Duration::from_secs(every) => {
+                log.push((start.elapsed().as_secs(), "kill primary".into()));
                 let old = tokio::task::block_in_place(|| set.fail_over());
+                log.push((start.elapsed().as_secs(), format!("failed over from {old}")));
                 failovers += 1;
                 last_failover = Instant::now();
                 away = Some((
@@ -162,6 +174,7 @@ async fn a_fleet_through_minutes_of_chaos_loses_nothing() {
             _ => {
                 let mode = Mode::ALL[rng.usize(0..Mode::ALL.len())];
                 rx.set(mode);
+                log.push((start.elapsed().as_secs(), format!("{mode:?}")));
                 moods += 1;
             }
         }
@@ -185,14 +198,15 @@ async fn a_fleet_through_minutes_of_chaos_loses_nothing() {
     let ask: Vec<&Relay> = relays.iter().flatten().collect();
     let settle = Instant::now();
     let mut dead = HashSet::new();
-    while settle.elapsed() < Duration::from_secs(120) {
+    while settle.elapsed() < Duration::from_secs(120) + length / 2 {
         dead = dead_letters(ask[0]).await;
         if check::settled(&answers, &rx.arrivals(), &dead) {
             break;
         }
         tokio::time::sleep(Duration::from_secs(2)).await;
     }
-    let mut t = check::count(&answers, &rx.arrivals(), &dead, start);
+    let mut t = check::count(&answers, &rx.arrivals(), &dead, &Default::default(), start);
+    t.log = log;
     t.faults = vec![
         ("kill", kills),
         ("stop", stops),
@@ -208,5 +222,34 @@ async fn a_fleet_through_minutes_of_chaos_loses_nothing() {
     // The fleet's bound: 1.1 × the rate + 1, plus two for the test
     // receiver's stalls (as relay/tests/it/shared_fleet.rs holds it).
     let most = (1.1 * RATE as f64) as usize + 1 + 2;
+    if t.lost > 0 {
+        // What the fleet says of the first few not delivered: still
+        // queued somewhere (stuck) or unknown (gone with a failover).
+        let delivered: HashSet<String> = rx
+            .arrivals()
+            .into_iter()
+            .filter(|a| a.ok)
+            .map(|a| a.id)
+            .collect();
+        let missing: Vec<String> = answers
+            .values()
+            .flatten()
+            .filter_map(|a| match a {
+                client::Answer::Accepted(id) if !delivered.contains(id) && !dead.contains(id) => {
+                    Some(id.clone())
+                }
+                _ => None,
+            })
+            .take(10)
+            .collect();
+        for id in missing {
+            let url = ask[0].admin_url(&format!("/v1/webhooks/{id}"));
+            let said = match http().get(url).send().await {
+                Ok(r) => format!("{} {}", r.status(), r.text().await.unwrap_or_default()),
+                Err(e) => e.to_string(),
+            };
+            eprintln!("not delivered: {id}: {said}");
+        }
+    }
     check::hold("fleet", &t, IN_FLIGHT * RELAYS, most);
 }

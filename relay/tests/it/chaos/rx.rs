@@ -56,6 +56,9 @@ pub(super) struct Flapping {
 }
 
 impl Flapping {
+    /// Starts the receiver on a thread and runtime of its own: what the
+    /// test does meanwhile (a blocking wait for a failover, starting a
+    /// relay) never stalls it, so its per-second counts are the relays'.
     pub(super) async fn start() -> Flapping {
         let mode = Arc::new(AtomicU8::new(Mode::Ok as u8));
         let log: Arc<Mutex<Vec<Arrival>>> = Arc::default();
@@ -64,8 +67,19 @@ impl Flapping {
             let (mode, log) = (Mode::of(m.load(Ordering::Relaxed)), l.clone());
             async move { answer(mode, &log, &headers, &body).await }
         });
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        std::thread::spawn(move || {
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .expect("the receiver's runtime");
+            runtime.block_on(async move {
+                let _ = tx.send(serve(app).await);
+                std::future::pending::<()>().await;
+            });
+        });
         Flapping {
-            addr: serve(app).await,
+            addr: rx.await.expect("the receiver listens"),
             mode,
             log,
         }
