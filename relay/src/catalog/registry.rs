@@ -1,14 +1,15 @@
 //! The registry: the admin API's changes to destinations, kept so a restart
-//! keeps them, in an embedded store (`registry.redb` in `state_dir`, the
-//! journal directory unless set; redb: a B-tree, copy-on-write, checksummed).
+//! keeps them, in a small store of its own (`registry.kv` in `state_dir`,
+//! the journal directory unless set: [`Kv`], an append-only checksummed
+//! file with its keys in memory).
 //! Each destination made or changed through the API is kept as its body
 //! gave it (secrets included: the file is owner-only), and each name
 //! deleted through it as a tombstone. At start it is applied over the
 //! configured destinations: a name it holds replaces the configured one, a
 //! name it deleted is gone even if the configuration still names it.
 //!
-//! A change costs one B-tree write, O(log n), durable (fsynced) before the
-//! API answers; changes arriving together share one transaction and its
+//! A change costs one ordered-map write, O(log n), and one appended frame,
+//! durable (fsynced) before the API answers; changes arriving together share one transaction and its
 //! fsync (a writer thread takes every change waiting at once, as the
 //! journal does). The store holds an exclusive lock on its file for as
 //! long as the relay runs: two relays never share it.
@@ -22,23 +23,26 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use redb::{Database, ReadableTable, ReadableTableMetadata, TableDefinition};
+use crate::util::kv::{Kv, Table};
 use serde::{Deserialize, Serialize};
 use tokio::sync::oneshot;
 
 use crate::config::{Config, ConfigError, Fields, Origin};
 
 /// The store's file in its directory.
-pub(crate) const FILE: &str = "registry.redb";
+pub(crate) const FILE: &str = "registry.kv";
 
-/// The most of the store's pages redb keeps in memory.
-const CACHE_BYTES: usize = 4 << 20;
+/// An earlier version's store (redb), no longer read.
+const EARLIER: &str = "registry.redb";
 
 /// Destinations by name: a [`Record`] as JSON.
-const DESTINATIONS: TableDefinition<&str, &[u8]> = TableDefinition::new("destinations");
+const DESTINATIONS: Table = 0;
 
 /// Applications by name: a [`super::App`] as JSON.
-const APPS: TableDefinition<&str, &[u8]> = TableDefinition::new("applications");
+const APPS: Table = 1;
+
+/// The tables.
+const TABLES: usize = 2;
 
 /// What the registry keeps of a name.
 // Fields is large, and these are few and short-lived (one per change):
@@ -64,7 +68,7 @@ struct Record {
 /// One write for the writer thread: `None` removes the name's record.
 struct Write {
     /// Its table.
-    table: TableDefinition<'static, &'static str, &'static [u8]>,
+    table: Table,
     name: String,
     bytes: Option<Vec<u8>>,
     done: oneshot::Sender<Result<(), String>>,
@@ -92,9 +96,9 @@ pub(crate) struct Registry {
     writes: Option<std::sync::mpsc::Sender<Write>>,
     writer: Option<std::thread::JoinHandle<()>>,
     /// The store, read here (a read sees every write answered before it)
-    /// and written by the writer thread. Nothing of it is kept in memory
-    /// besides redb's own page cache.
-    db: Arc<Database>,
+    /// and written by the writer thread. Its keys are in memory, its
+    /// values on disk.
+    db: Arc<Kv>,
     next_seq: AtomicU64,
     /// Transactions committed by the writer (each one fsync).
     #[cfg_attr(not(test), allow(dead_code))]
@@ -123,22 +127,17 @@ impl Registry {
         };
         let next_seq = AtomicU64::new(kept.values().map(|r| r.seq + 1).max().unwrap_or(0));
         if !migrated.is_empty() {
-            let txn = db.begin_write().map_err(|e| at(&e))?;
-            {
-                let mut table = txn.open_table(DESTINATIONS).map_err(|e| at(&e))?;
-                for (name, fields) in migrated {
-                    let record = Record {
-                        seq: next_seq.fetch_add(1, Ordering::Relaxed),
-                        kept: fields.map_or(Kept::Deleted, Kept::Put),
-                    };
-                    let bytes = serde_json::to_vec(&record).map_err(|e| at(&e))?;
-                    table
-                        .insert(name.as_str(), bytes.as_slice())
-                        .map_err(|e| at(&e))?;
-                    kept.insert(name, record);
-                }
+            let mut txn = db.write();
+            for (name, fields) in migrated {
+                let record = Record {
+                    seq: next_seq.fetch_add(1, Ordering::Relaxed),
+                    kept: fields.map_or(Kept::Deleted, Kept::Put),
+                };
+                let bytes = serde_json::to_vec(&record).map_err(|e| at(&e))?;
+                txn.insert(DESTINATIONS, name.as_bytes(), &bytes);
+                kept.insert(name, record);
             }
-            txn.commit().map_err(|e| at(&e))?;
+            txn.commit(true).map_err(|e| at(&e))?;
             super::state::migrated(dir);
         }
         drop(kept);
@@ -174,15 +173,11 @@ impl Registry {
 
     /// Whether the API has changed anything.
     pub(crate) fn is_empty(&self) -> bool {
-        let read = || -> Result<bool, String> {
-            let txn = self.db.begin_read().map_err(|e| e.to_string())?;
-            match txn.open_table(DESTINATIONS) {
-                Ok(t) => t.is_empty().map_err(|e| e.to_string()),
-                Err(redb::TableError::TableDoesNotExist(_)) => Ok(true),
-                Err(e) => Err(e.to_string()),
-            }
-        };
-        read().unwrap_or(false)
+        self.db
+            .read()
+            .range(DESTINATIONS, b"", None)
+            .next()
+            .is_none()
     }
 
     /// Whether the admin API changed or deleted `name`.
@@ -195,18 +190,12 @@ impl Registry {
         Ok(self.record(name)?.map(|r| r.kept))
     }
 
-    /// `name`'s record: one B-tree read.
+    /// `name`'s record: one map lookup and one read of its value.
     fn record(&self, name: &str) -> Result<Option<Record>, String> {
-        let txn = self.db.begin_read().map_err(|e| e.to_string())?;
-        let table = match txn.open_table(DESTINATIONS) {
-            Ok(t) => t,
-            Err(redb::TableError::TableDoesNotExist(_)) => return Ok(None),
-            Err(e) => return Err(e.to_string()),
-        };
-        let Some(value) = table.get(name).map_err(|e| e.to_string())? else {
+        let Some(value) = self.db.read().get(DESTINATIONS, name.as_bytes())? else {
             return Ok(None);
         };
-        serde_json::from_slice(value.value())
+        serde_json::from_slice(&value)
             .map(Some)
             .map_err(|e| format!("the record of {name:?} does not read: {e}"))
     }
@@ -264,12 +253,7 @@ impl Registry {
 
     /// Writes `bytes` for `name` in `table` (`None`: removes it), durable
     /// before it returns.
-    async fn send(
-        &self,
-        table: TableDefinition<'static, &'static str, &'static [u8]>,
-        name: &str,
-        bytes: Option<Vec<u8>>,
-    ) -> Result<(), String> {
+    async fn send(&self, table: Table, name: &str, bytes: Option<Vec<u8>>) -> Result<(), String> {
         let (done, answer) = oneshot::channel();
         let write = Write {
             table,
@@ -299,20 +283,7 @@ impl Registry {
 
     /// Every application kept.
     pub(crate) fn apps(&self) -> Result<Vec<(String, super::App)>, String> {
-        let txn = self.db.begin_read().map_err(|e| e.to_string())?;
-        let table = match txn.open_table(APPS) {
-            Ok(t) => t,
-            Err(redb::TableError::TableDoesNotExist(_)) => return Ok(Vec::new()),
-            Err(e) => return Err(e.to_string()),
-        };
-        let mut out = Vec::new();
-        for row in table.iter().map_err(|e| e.to_string())? {
-            let (name, value) = row.map_err(|e| e.to_string())?;
-            let app = serde_json::from_slice(value.value())
-                .map_err(|e| format!("the application {:?} does not read: {e}", name.value()))?;
-            out.push((name.value().to_owned(), app));
-        }
-        Ok(out)
+        rows(&self.db, APPS, "application")
     }
 }
 
@@ -327,48 +298,52 @@ impl Drop for Registry {
     }
 }
 
-/// The store at `path`, made if missing, its file owner-only.
-fn open_db(path: &Path) -> Result<Database, String> {
+/// The store at `path`, made if missing (owner-only, never through a
+/// link), locked. An earlier version's `registry.redb` beside it is not
+/// read: refused, saying so, rather than its changes silently dropped.
+fn open_db(path: &Path) -> Result<Kv, String> {
     let at = |e: &dyn std::fmt::Display| format!("registry {}: {e}", path.display());
-    // Made (or checked) owner-only and never through a link, before redb
-    // opens it.
-    let mut options = std::fs::OpenOptions::new();
-    options.read(true).write(true).create(true).truncate(false);
-    drop(crate::util::private::open(&options, path).map_err(|e| at(&e))?);
-    // A small cache: the registry is read at start and at each change of
-    // a name, never on a webhook's path (redb's default is 1 GiB).
-    Database::builder()
-        .set_cache_size(CACHE_BYTES)
-        .create(path)
-        .map_err(|e| match e {
-            redb::DatabaseError::DatabaseAlreadyOpen => {
-                at(&"in use by another process: give each relay its own state_dir")
-            }
-            e => at(&e),
+    let earlier = path.with_file_name(EARLIER);
+    if earlier.exists() && !path.exists() {
+        return Err(format!(
+            "{} is an earlier version's registry, which this version does not read: \
+             make the admin API's changes again (the earlier version's print-config shows \
+             them) and remove the file",
+            earlier.display()
+        ));
+    }
+    Kv::open(path, TABLES).map_err(|e| match e.contains("held by another process") {
+        true => at(&"in use by another process: give each relay its own state_dir"),
+        false => at(&e),
+    })
+}
+
+/// Every row of `table`, by name, each value as JSON (`what` names one
+/// in an error).
+fn rows<T: serde::de::DeserializeOwned>(
+    db: &Kv,
+    table: Table,
+    what: &str,
+) -> Result<Vec<(String, T)>, String> {
+    let read = db.read();
+    read.range(table, b"", None)
+        .map(|(name, value)| {
+            let name = String::from_utf8_lossy(name).into_owned();
+            let row = serde_json::from_slice(&value.bytes()?)
+                .map_err(|e| format!("the {what} {name:?} does not read: {e}"))?;
+            Ok((name, row))
         })
+        .collect()
 }
 
 /// Every record in the store.
-fn load(db: &Database) -> Result<BTreeMap<String, Record>, String> {
-    let txn = db.begin_read().map_err(|e| e.to_string())?;
-    let table = match txn.open_table(DESTINATIONS) {
-        Ok(t) => t,
-        Err(redb::TableError::TableDoesNotExist(_)) => return Ok(BTreeMap::new()),
-        Err(e) => return Err(e.to_string()),
-    };
-    let mut out = BTreeMap::new();
-    for row in table.iter().map_err(|e| e.to_string())? {
-        let (name, value) = row.map_err(|e| e.to_string())?;
-        let record: Record = serde_json::from_slice(value.value())
-            .map_err(|e| format!("the record of {:?} does not read: {e}", name.value()))?;
-        out.insert(name.value().to_owned(), record);
-    }
-    Ok(out)
+fn load(db: &Kv) -> Result<BTreeMap<String, Record>, String> {
+    Ok(rows(db, DESTINATIONS, "record of")?.into_iter().collect())
 }
 
 /// The writer: takes every write waiting, applies them in one transaction
 /// (one fsync), answers each.
-fn writer(db: &Database, rx: std::sync::mpsc::Receiver<Write>, commits: &AtomicU64) {
+fn writer(db: &Kv, rx: std::sync::mpsc::Receiver<Write>, commits: &AtomicU64) {
     while let Ok(first) = rx.recv() {
         let mut batch = vec![first];
         while let Ok(more) = rx.try_recv() {
@@ -383,17 +358,17 @@ fn writer(db: &Database, rx: std::sync::mpsc::Receiver<Write>, commits: &AtomicU
 }
 
 /// `batch` in one durable transaction.
-fn commit(db: &Database, batch: &[Write]) -> Result<(), String> {
-    let txn = db.begin_write().map_err(|e| e.to_string())?;
+fn commit(db: &Kv, batch: &[Write]) -> Result<(), String> {
+    let mut txn = db.write();
     for w in batch {
-        let mut table = txn.open_table(w.table).map_err(|e| e.to_string())?;
         match &w.bytes {
-            Some(bytes) => table.insert(w.name.as_str(), bytes.as_slice()),
-            None => table.remove(w.name.as_str()),
+            Some(bytes) => txn.insert(w.table, w.name.as_bytes(), bytes),
+            None => {
+                txn.remove(w.table, w.name.as_bytes());
+            }
         }
-        .map_err(|e| e.to_string())?;
     }
-    txn.commit().map_err(|e| e.to_string())
+    txn.commit(true)
 }
 
 /// `kept` (read from `path`) over `cfg`'s destinations, in the order the
@@ -434,15 +409,15 @@ pub(crate) fn apply_kept(dir: &Path, cfg: &mut Config) -> Result<Option<String>,
         });
     }
     let refused = |e: String| vec![ConfigError::new("state_dir", None, e)];
-    let db = match Database::open(&path) {
+    let db = match Kv::open(&path, TABLES) {
         Ok(db) => db,
-        Err(redb::DatabaseError::DatabaseAlreadyOpen) => {
+        Err(e) if e.contains("held by another process") => {
             return Ok(Some(format!(
                 "a relay runs on {}: the admin API's changes kept there are not shown",
                 path.display()
             )));
         }
-        Err(e) => return Err(refused(format!("registry {}: {e}", path.display()))),
+        Err(e) => return Err(refused(format!("registry {e}"))),
     };
     let kept = load(&db).map_err(|e| refused(format!("registry {}: {e}", path.display())))?;
     let errors = apply(&kept, &path, cfg);
@@ -477,6 +452,20 @@ mod tests {
             std::env::temp_dir().join(format!("dripfeed-registry-{tag}-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         dir
+    }
+
+    #[test]
+    fn an_earlier_versions_registry_is_refused_not_dropped() {
+        let dir = scratch("earlier");
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join(EARLIER), b"redb").unwrap();
+        let refused = Registry::open(&dir, &none());
+        assert!(
+            matches!(&refused, Err(Opening::Failed(e)) if e.contains("earlier version")),
+            "{:?}",
+            refused.err()
+        );
+        assert!(!dir.join(FILE).exists(), "nothing made beside it");
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

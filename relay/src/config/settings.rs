@@ -104,7 +104,7 @@ declare_settings! {
     /// Keep webhooks in memory only: a crash loses what was accepted.
     no_journal: bool = "false";
     /// Where the admin API's changes to destinations are kept
-    /// (registry.redb, mode 0600: it holds their secrets; a state.json of an earlier version is migrated into it), applied over the
+    /// (registry.kv, mode 0600: it holds their secrets; a state.json of an earlier version is migrated into it), applied over the
     /// configured destinations at start. Unset: the journal directory; with
     /// no_journal and no state_dir the admin API cannot change destinations.
     state_dir: PathBuf;

@@ -1,5 +1,5 @@
-//! The events store: `events.redb` beside the journal (in memory without
-//! one). Each event is written with every copy it fans out to in one
+//! The events store: `events.kv` beside the journal (in memory without
+//! one; [`Kv`]: its keys in memory, its values on disk). Each event is written with every copy it fans out to in one
 //! transaction, durable (fsynced) before its 202: a crash never leaves
 //! half a fan-out, and a copy is never in the journal (it is submitted
 //! unjournaled) but here, where a restart finds it pending and sends it
@@ -9,7 +9,7 @@
 //! the last attempts' records, never an event or a copy's end).
 //!
 //! Tables (keys are bytes: a sequence number is 8 bytes big-endian, so the
-//! B-tree's order is time order):
+//! keys' order is time order):
 //!
 //! - `events`: seq → the [`EventRecord`] (JSON); `payloads`: seq → bytes;
 //! - `copies`: seq ‖ endpoint → the [`CopyRecord`] (JSON);
@@ -21,22 +21,22 @@ use std::path::Path;
 use std::sync::Arc;
 use std::sync::mpsc;
 
-use redb::{Database, Durability, ReadableTable, TableDefinition};
 use tokio::sync::oneshot;
 
 use super::record::{CopyRecord, CopyState, EventRecord, MAX_ATTEMPTS, Told};
+use crate::util::kv::{Kv, Table, Tx};
 
-pub(super) type Table = TableDefinition<'static, &'static [u8], &'static [u8]>;
-pub(super) const EVENTS: Table = TableDefinition::new("events");
-pub(super) const PAYLOADS: Table = TableDefinition::new("payloads");
-pub(super) const COPIES: Table = TableDefinition::new("copies");
-pub(super) const BY_ENDPOINT: Table = TableDefinition::new("by_endpoint");
-pub(super) const BY_APP: Table = TableDefinition::new("by_app");
-pub(super) const PENDING: Table = TableDefinition::new("pending");
-pub(super) const KEYS: Table = TableDefinition::new("keys");
+pub(super) const EVENTS: Table = 0;
+pub(super) const PAYLOADS: Table = 1;
+pub(super) const COPIES: Table = 2;
+pub(super) const BY_ENDPOINT: Table = 3;
+pub(super) const BY_APP: Table = 4;
+pub(super) const PENDING: Table = 5;
+pub(super) const KEYS: Table = 6;
+const TABLES: usize = 7;
 
 /// The store's file in the journal's directory.
-pub(crate) const FILE: &str = "events.redb";
+pub(crate) const FILE: &str = "events.kv";
 
 /// `seq` as a key.
 pub(super) fn seq_key(seq: u64) -> [u8; 8] {
@@ -130,7 +130,7 @@ impl Op {
 
 /// The events store (see the [module](self) docs).
 pub(crate) struct EventStore {
-    pub(super) db: Arc<Database>,
+    pub(super) db: Arc<Kv>,
     writes: Option<mpsc::Sender<Op>>,
     writer: Option<std::thread::JoinHandle<()>>,
 }
@@ -140,20 +140,8 @@ impl EventStore {
     /// a directory.
     pub(crate) fn open(dir: Option<&Path>) -> Result<EventStore, String> {
         let db = match dir {
-            Some(dir) => {
-                let path = dir.join(FILE);
-                let at = |e: &dyn std::fmt::Display| format!("events {}: {e}", path.display());
-                let mut options = std::fs::OpenOptions::new();
-                options.read(true).write(true).create(true).truncate(false);
-                drop(crate::util::private::open(&options, &path).map_err(|e| at(&e))?);
-                Database::builder()
-                    .set_cache_size(16 << 20)
-                    .create(&path)
-                    .map_err(|e| at(&e))?
-            }
-            None => Database::builder()
-                .create_with_backend(redb::backends::InMemoryBackend::new())
-                .map_err(|e| format!("events (in memory): {e}"))?,
+            Some(dir) => Kv::open(&dir.join(FILE), TABLES).map_err(|e| format!("events {e}"))?,
+            None => Kv::memory(TABLES),
         };
         let db = Arc::new(db);
         let (tx, rx) = mpsc::channel();
@@ -240,7 +228,8 @@ impl EventStore {
         .await
     }
 
-    /// The bytes the store holds (its B-trees' data, not its file's size).
+    /// The bytes the store holds (its live keys and values, not its
+    /// file's size).
     pub(crate) async fn stored_bytes(&self) -> Result<u64, String> {
         self.ask(|done| Op::Size { done }).await
     }
@@ -271,7 +260,7 @@ impl Drop for EventStore {
 }
 
 /// Takes every write waiting, applies them in one transaction, answers.
-fn writer(db: &Database, rx: &mpsc::Receiver<Op>) {
+fn writer(db: &Kv, rx: &mpsc::Receiver<Op>) {
     while let Ok(first) = rx.recv() {
         let mut batch = vec![first];
         while batch.len() < 4096
@@ -284,7 +273,7 @@ fn writer(db: &Database, rx: &mpsc::Receiver<Op>) {
         let size = batch
             .iter()
             .any(|op| matches!(op, Op::Size { .. }))
-            .then(|| stored(db));
+            .then(|| Ok(db.live_bytes()));
         for (op, answer) in batch.into_iter().zip(answers) {
             match op {
                 Op::Post { done, .. } => {
@@ -314,14 +303,6 @@ fn writer(db: &Database, rx: &mpsc::Receiver<Op>) {
     }
 }
 
-/// The bytes the store's tables hold.
-fn stored(db: &Database) -> Result<u64, String> {
-    let txn = db.begin_write().map_err(|e| e.to_string())?;
-    let bytes = txn.stats().map_err(|e| e.to_string())?.stored_bytes();
-    txn.abort().map_err(|e| e.to_string())?;
-    Ok(bytes)
-}
-
 /// What one op's apply gives its caller.
 enum Done {
     Posted(Posted),
@@ -333,55 +314,39 @@ type Answer = Result<Option<Done>, String>;
 
 /// `batch` in one transaction: each op's answer (a failed commit fails
 /// them all).
-// redb's error is large; it is made once per failed batch, never per op.
-#[allow(clippy::result_large_err)]
-fn commit(db: &Database, batch: &mut [Op], durable: bool) -> Vec<Answer> {
-    let run = || -> Result<Vec<Answer>, redb::Error> {
-        let mut txn = db.begin_write()?;
-        if !durable {
-            txn.set_durability(Durability::Eventual);
-        }
-        let mut answers = Vec::with_capacity(batch.len());
-        {
-            let mut t = Tables {
-                events: txn.open_table(EVENTS)?,
-                payloads: txn.open_table(PAYLOADS)?,
-                copies: txn.open_table(COPIES)?,
-                by_endpoint: txn.open_table(BY_ENDPOINT)?,
-                by_app: txn.open_table(BY_APP)?,
-                pending: txn.open_table(PENDING)?,
-                keys: txn.open_table(KEYS)?,
-            };
-            for op in batch.iter() {
-                answers.push(t.apply(op));
-            }
-        }
-        txn.commit()?;
-        Ok(answers)
-    };
-    match run() {
-        Ok(a) => a,
+fn commit(db: &Kv, batch: &mut [Op], durable: bool) -> Vec<Answer> {
+    let mut t = Tables { tx: db.write() };
+    let answers: Vec<Answer> = batch.iter().map(|op| t.apply(op)).collect();
+    match t.tx.commit(durable) {
+        Ok(()) => answers,
         Err(e) => {
             tracing::error!(error = %e, "the events store cannot write");
-            batch.iter().map(|_| Err(e.to_string())).collect()
+            batch.iter().map(|_| Err(e.clone())).collect()
         }
     }
 }
 
-/// The tables of one write transaction.
+/// One write transaction over the tables.
 struct Tables<'t> {
-    events: redb::Table<'t, &'static [u8], &'static [u8]>,
-    payloads: redb::Table<'t, &'static [u8], &'static [u8]>,
-    copies: redb::Table<'t, &'static [u8], &'static [u8]>,
-    by_endpoint: redb::Table<'t, &'static [u8], &'static [u8]>,
-    by_app: redb::Table<'t, &'static [u8], &'static [u8]>,
-    pending: redb::Table<'t, &'static [u8], &'static [u8]>,
-    keys: redb::Table<'t, &'static [u8], &'static [u8]>,
+    tx: Tx<'t>,
 }
 
 impl Tables<'_> {
+    /// The record `table` holds at `key`, read as JSON (`None`: none, or
+    /// one that does not read).
+    fn json<T: serde::de::DeserializeOwned>(
+        &self,
+        table: Table,
+        key: &[u8],
+    ) -> Result<Option<T>, String> {
+        Ok(self
+            .tx
+            .get(table, key)?
+            .and_then(|v| serde_json::from_slice(&v).ok()))
+    }
+
     fn apply(&mut self, op: &Op) -> Answer {
-        let e = |e: redb::StorageError| e.to_string();
+        let tx = &mut self.tx;
         match op {
             Op::Post {
                 seq,
@@ -391,45 +356,27 @@ impl Tables<'_> {
             } => {
                 if let Some(key) = &event.key {
                     let k = idempotency(&event.app, key);
-                    if let Some(had) = self.keys.get(k.as_slice()).map_err(e)? {
-                        let had = seq_of(had.value());
+                    if let Some(had) = tx.get(KEYS, &k)? {
+                        let had = seq_of(&had);
                         let copies = self
-                            .events
-                            .get(seq_key(had).as_slice())
-                            .map_err(e)?
-                            .and_then(|r| serde_json::from_slice::<EventRecord>(r.value()).ok())
+                            .json::<EventRecord>(EVENTS, &seq_key(had))?
                             .map_or(0, |r| r.copies.len());
                         return Ok(Some(Done::Posted(Posted::Duplicate { seq: had, copies })));
                     }
-                    self.keys
-                        .insert(k.as_slice(), seq_key(*seq).as_slice())
-                        .map_err(e)?;
+                    tx.insert(KEYS, &k, &seq_key(*seq));
                 }
                 let record = serde_json::to_vec(event).map_err(|x| x.to_string())?;
                 let sk = seq_key(*seq);
-                self.events
-                    .insert(sk.as_slice(), record.as_slice())
-                    .map_err(e)?;
-                self.payloads
-                    .insert(sk.as_slice(), &payload[..])
-                    .map_err(e)?;
-                self.by_app
-                    .insert(
-                        named_key(&event.app, *seq).as_slice(),
-                        event.kind.as_bytes(),
-                    )
-                    .map_err(e)?;
+                tx.insert(EVENTS, &sk, &record);
+                tx.insert(PAYLOADS, &sk, &payload[..]);
+                tx.insert(BY_APP, &named_key(&event.app, *seq), event.kind.as_bytes());
                 let pending =
                     serde_json::to_vec(&CopyRecord::pending()).map_err(|x| x.to_string())?;
                 for name in &event.copies {
                     let ck = copy_key(*seq, name);
-                    self.copies
-                        .insert(ck.as_slice(), pending.as_slice())
-                        .map_err(e)?;
-                    self.pending.insert(ck.as_slice(), &[][..]).map_err(e)?;
-                    self.by_endpoint
-                        .insert(named_key(name, *seq).as_slice(), &[][..])
-                        .map_err(e)?;
+                    tx.insert(COPIES, &ck, &pending);
+                    tx.insert(PENDING, &ck, &[]);
+                    tx.insert(BY_ENDPOINT, &named_key(name, *seq), &[]);
                 }
                 Ok(None)
             }
@@ -439,12 +386,7 @@ impl Tables<'_> {
                 told,
             } => {
                 let ck = copy_key(*seq, endpoint);
-                let Some(mut copy) = self
-                    .copies
-                    .get(ck.as_slice())
-                    .map_err(e)?
-                    .and_then(|r| serde_json::from_slice::<CopyRecord>(r.value()).ok())
-                else {
+                let Some(mut copy) = self.json::<CopyRecord>(COPIES, &ck)? else {
                     return Ok(None); // swept meanwhile
                 };
                 match told {
@@ -463,14 +405,14 @@ impl Tables<'_> {
                     }
                 }
                 let bytes = serde_json::to_vec(&copy).map_err(|x| x.to_string())?;
-                self.copies
-                    .insert(ck.as_slice(), bytes.as_slice())
-                    .map_err(e)?;
+                let tx = &mut self.tx;
+                tx.insert(COPIES, &ck, &bytes);
                 match copy.state {
-                    CopyState::Pending => self.pending.insert(ck.as_slice(), &[][..]).map(drop),
-                    _ => self.pending.remove(ck.as_slice()).map(drop),
+                    CopyState::Pending => tx.insert(PENDING, &ck, &[]),
+                    _ => {
+                        tx.remove(PENDING, &ck);
+                    }
                 }
-                .map_err(e)?;
                 Ok(None)
             }
             Op::Size { .. } => Ok(None),
@@ -478,12 +420,7 @@ impl Tables<'_> {
                 let mut granted = Vec::with_capacity(seqs.len());
                 for seq in seqs {
                     let ck = copy_key(*seq, endpoint);
-                    let Some(mut copy) = self
-                        .copies
-                        .get(ck.as_slice())
-                        .map_err(e)?
-                        .and_then(|r| serde_json::from_slice::<CopyRecord>(r.value()).ok())
-                    else {
+                    let Some(mut copy) = self.json::<CopyRecord>(COPIES, &ck)? else {
                         continue; // swept meanwhile
                     };
                     if copy.state == CopyState::Pending {
@@ -493,10 +430,8 @@ impl Tables<'_> {
                     copy.reason = None;
                     copy.resent = copy.resent.saturating_add(1);
                     let bytes = serde_json::to_vec(&copy).map_err(|x| x.to_string())?;
-                    self.copies
-                        .insert(ck.as_slice(), bytes.as_slice())
-                        .map_err(e)?;
-                    self.pending.insert(ck.as_slice(), &[][..]).map_err(e)?;
+                    self.tx.insert(COPIES, &ck, &bytes);
+                    self.tx.insert(PENDING, &ck, &[]);
                     granted.push(*seq);
                 }
                 Ok(Some(Done::Granted(granted)))
@@ -507,62 +442,37 @@ impl Tables<'_> {
                 most,
                 ..
             } => {
-                let mut gone = Vec::new();
-                let (mut looked, mut last) = (0, None);
-                if from_seq < before_seq {
-                    for row in self
-                        .events
-                        .range(seq_key(*from_seq).as_slice()..seq_key(*before_seq).as_slice())
-                        .map_err(e)?
-                    {
-                        let (k, v) = row.map_err(e)?;
-                        let seq = seq_of(k.value());
-                        if let Ok(r) = serde_json::from_slice::<EventRecord>(v.value()) {
-                            gone.push((seq, r));
-                        }
-                        looked += 1;
-                        last = Some(seq);
-                        if looked >= *most {
-                            break;
-                        }
-                    }
-                }
+                let rows = tx.range(EVENTS, &seq_key(*from_seq), &seq_key(*before_seq), *most)?;
+                let looked = rows.len();
+                let last = rows.last().map(|(k, _)| seq_of(k));
+                let gone: Vec<(u64, EventRecord)> = rows
+                    .into_iter()
+                    .filter_map(|(k, v)| Some((seq_of(&k), serde_json::from_slice(&v).ok()?)))
+                    .collect();
                 // Looked at `most`: there may be more after the last.
                 let next = last
                     .filter(|_| looked >= *most)
                     .map(|l: u64| l.saturating_add(1));
                 let mut swept = 0;
                 for (seq, r) in gone {
-                    let held = r.copies.iter().any(|n| {
-                        self.pending
-                            .get(copy_key(seq, n).as_slice())
-                            .is_ok_and(|p| p.is_some())
-                    });
+                    let held = r.copies.iter().any(|n| tx.has(PENDING, &copy_key(seq, n)));
                     if held {
                         continue; // a copy still on its way is kept, and its event
                     }
                     let sk = seq_key(seq);
-                    self.events.remove(sk.as_slice()).map_err(e)?;
-                    self.payloads.remove(sk.as_slice()).map_err(e)?;
-                    self.by_app
-                        .remove(named_key(&r.app, seq).as_slice())
-                        .map_err(e)?;
+                    tx.remove(EVENTS, &sk);
+                    tx.remove(PAYLOADS, &sk);
+                    tx.remove(BY_APP, &named_key(&r.app, seq));
                     if let Some(key) = &r.key {
                         let k = idempotency(&r.app, key);
-                        let ours = self
-                            .keys
-                            .get(k.as_slice())
-                            .map_err(e)?
-                            .is_some_and(|v| seq_of(v.value()) == seq);
+                        let ours = tx.get(KEYS, &k)?.is_some_and(|v| seq_of(&v) == seq);
                         if ours {
-                            self.keys.remove(k.as_slice()).map_err(e)?;
+                            tx.remove(KEYS, &k);
                         }
                     }
                     for n in &r.copies {
-                        self.copies.remove(copy_key(seq, n).as_slice()).map_err(e)?;
-                        self.by_endpoint
-                            .remove(named_key(n, seq).as_slice())
-                            .map_err(e)?;
+                        tx.remove(COPIES, &copy_key(seq, n));
+                        tx.remove(BY_ENDPOINT, &named_key(n, seq));
                     }
                     swept += 1;
                 }

@@ -333,7 +333,7 @@ async fn destinations_change_under_load_and_a_restart_keeps_the_changes() {
     relay.signal("TERM");
     let mut relay = Arc::into_inner(relay).expect("the flow ended");
     assert!(relay.exit(Duration::from_secs(30)).await.success());
-    let state = dir.join("journal").join("registry.redb");
+    let state = dir.join("journal").join("registry.kv");
     #[cfg(unix)]
     {
         use std::os::unix::fs::PermissionsExt;

@@ -92,7 +92,7 @@ async fn a_link_planted_where_a_file_is_kept_is_refused_and_never_followed() {
         "dead-letter.jsonl",
         "journal/statuses.jsonl",
         "journal/idempotency.jsonl",
-        "journal/registry.redb",
+        "journal/registry.kv",
         "journal/LOCK",
         "journal/0000000000000001.seg",
     ] {

@@ -38,7 +38,7 @@ async fn files_live_in_one_data_directory_named_in_full() {
             ))
             && line.contains(&format!(
                 "registry {}",
-                data.join("journal/registry.redb").display()
+                data.join("journal/registry.kv").display()
             )),
         "{line}"
     );

@@ -65,7 +65,7 @@ async fn files_holding_bodies_or_secrets_are_owner_only() {
         bench.dir.join("dead-letter.jsonl.redriven"),
         journal.join("idempotency.jsonl"),
         journal.join("statuses.jsonl"),
-        journal.join("registry.redb"),
+        journal.join("registry.kv"),
     ] {
         let got = eventually(Duration::from_secs(5), || async { file.exists() }).await;
         assert!(got, "{} was written", file.display());

@@ -3,11 +3,12 @@
 //! nothing listens, 1, saying what it asked. `completions` and `man` print
 //! what a shell and `man` read.
 
-use crate::harness::{Relay, run};
+use crate::harness::{Relay, TempDir, argv, run};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn health_asks_the_relay_its_configuration_describes() {
-    let relay = Relay::start("--downstream http://127.0.0.1:9/hooks").await;
+    let cwd = TempDir::new("health");
+    let relay = Relay::start_in(&cwd.0, &argv("--downstream http://127.0.0.1:9/hooks"), &[]).await;
     let admin = relay.admin.expect("an admin listener").to_string();
     let (code, out, err) = run(&["health", "--admin-listen", &admin], &[]).await;
     assert_eq!(code, 0, "{out}{err}");

@@ -1,0 +1,636 @@
+//! A small ordered key-value store on one append-only file, for the
+//! registry and the events store: Bitcask's design. Every key, and where
+//! its value lies in the file, is held in memory (one ordered map per
+//! table); values stay on disk and are read where they lie. A write
+//! transaction appends one frame (`length`, `crc32`, then its puts and
+//! removals) and, when durable, fsyncs it before it answers: a crash keeps
+//! whole transactions or none (a torn last frame is cut off at the next
+//! open). When the file holds more than twice what is live (plus 8 MiB),
+//! a commit rewrites the live entries to a new file and renames it over
+//! the old one. The file is owner-only and locked for as long as the
+//! store is open: two relays never share it. Without a file the store is
+//! in memory.
+//!
+//! Memory: the keys, and about 40 bytes per entry; not the values.
+
+use std::collections::BTreeMap;
+use std::fs::{File, OpenOptions};
+use std::io::{BufReader, BufWriter, Read, Write as _};
+use std::ops::Bound;
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard};
+
+/// A table: its index among those the store was opened with.
+pub(crate) type Table = usize;
+
+/// A key and its value, as a range gives them.
+pub(crate) type Entry = (Vec<u8>, Vec<u8>);
+
+/// A put (`Some`) or a removal, as a transaction's frame will hold it.
+type Op = (Table, Vec<u8>, Option<Arc<[u8]>>);
+
+/// A rewrite is due once the file holds this much more than twice what is
+/// live.
+const COMPACT_SLACK: u64 = 8 << 20;
+
+/// A frame larger than this is damage, not a transaction.
+const MAX_FRAME: u64 = 1 << 30;
+
+/// The most one frame of a rewrite holds.
+const REWRITE_FRAME: usize = 1 << 20;
+
+/// Where a value lies.
+#[derive(Clone)]
+enum Loc {
+    /// In the file, at this offset, this long.
+    Disk { at: u64, len: u32 },
+    /// In memory: a store without a file, or written and not yet committed.
+    Mem(Arc<[u8]>),
+}
+
+impl Loc {
+    fn len(&self) -> u64 {
+        match self {
+            Loc::Disk { len, .. } => u64::from(*len),
+            Loc::Mem(v) => v.len() as u64,
+        }
+    }
+}
+
+/// The file, its length and its path.
+struct Log {
+    file: File,
+    len: u64,
+    path: PathBuf,
+}
+
+struct Inner {
+    maps: Vec<BTreeMap<Vec<u8>, Loc>>,
+    log: Option<Log>,
+    /// Bytes of the live keys and values.
+    live: u64,
+}
+
+impl Inner {
+    /// `key`'s value in `table` set to `loc` (`None`: removed); the one it
+    /// had.
+    fn set(&mut self, table: Table, key: &[u8], loc: Option<Loc>) -> Option<Loc> {
+        let map = &mut self.maps[table];
+        let had = match loc {
+            Some(loc) => {
+                self.live += key.len() as u64 + loc.len();
+                map.insert(key.to_vec(), loc)
+            }
+            None => map.remove(key),
+        };
+        if let Some(h) = &had {
+            self.live = self.live.saturating_sub(key.len() as u64 + h.len());
+        }
+        had
+    }
+
+    fn value(&self, loc: &Loc) -> Result<Vec<u8>, String> {
+        match loc {
+            Loc::Mem(v) => Ok(v.to_vec()),
+            Loc::Disk { at, len } => {
+                let log = self.log.as_ref().ok_or("a value on disk without a file")?;
+                let mut buf = vec![0u8; *len as usize];
+                log.file
+                    .read_exact_at(&mut buf, *at)
+                    .map_err(|e| format!("{}: {e}", log.path.display()))?;
+                Ok(buf)
+            }
+        }
+    }
+}
+
+/// See the [module](self) docs.
+pub(crate) struct Kv {
+    inner: RwLock<Inner>,
+}
+
+/// One put (`Some`) or removal, as a frame holds it.
+fn encode(body: &mut Vec<u8>, table: Table, key: &[u8], value: Option<&[u8]>) -> Option<u64> {
+    body.push(table as u8);
+    body.push(u8::from(value.is_some()));
+    body.extend_from_slice(&(key.len() as u32).to_le_bytes());
+    body.extend_from_slice(key);
+    let v = value?;
+    body.extend_from_slice(&(v.len() as u32).to_le_bytes());
+    let at = body.len() as u64;
+    body.extend_from_slice(v);
+    Some(at)
+}
+
+/// `body` framed: its length and checksum first.
+fn frame(body: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(body.len() + 8);
+    out.extend_from_slice(&(body.len() as u32).to_le_bytes());
+    out.extend_from_slice(&crc32fast::hash(body).to_le_bytes());
+    out.extend_from_slice(body);
+    out
+}
+
+/// The ops of a frame's `body` (starting at `start` in the file), applied
+/// to `inner`; `None` if the body is not whole.
+fn replay(inner: &mut Inner, body: &[u8], start: u64) -> Option<()> {
+    let mut i = 0usize;
+    let take = |i: &mut usize, n: usize| -> Option<std::ops::Range<usize>> {
+        let r = *i..i.checked_add(n)?;
+        (r.end <= body.len()).then(|| {
+            *i = r.end;
+            r
+        })
+    };
+    let word = |i: &mut usize| -> Option<usize> {
+        let r = take(i, 4)?;
+        Some(u32::from_le_bytes(body[r].try_into().ok()?) as usize)
+    };
+    while i < body.len() {
+        let head = take(&mut i, 2)?;
+        let (table, put) = (usize::from(body[head.start]), body[head.start + 1] == 1);
+        if table >= inner.maps.len() {
+            return None;
+        }
+        let klen = word(&mut i)?;
+        let key = body[take(&mut i, klen)?].to_vec();
+        let loc = match put {
+            true => {
+                let vlen = word(&mut i)?;
+                let at = take(&mut i, vlen)?.start as u64;
+                Some(Loc::Disk {
+                    at: start + 8 + at,
+                    len: vlen as u32,
+                })
+            }
+            false => None,
+        };
+        inner.set(table, &key, loc);
+    }
+    Some(())
+}
+
+impl Kv {
+    /// A store of `tables` tables in memory.
+    pub(crate) fn memory(tables: usize) -> Kv {
+        Kv {
+            inner: RwLock::new(Inner {
+                maps: vec![BTreeMap::new(); tables],
+                log: None,
+                live: 0,
+            }),
+        }
+    }
+
+    /// Opens (or makes, owner-only) the store of `tables` tables at `path`,
+    /// taking its lock, and reads its keys; a torn last frame is cut off.
+    pub(crate) fn open(path: &Path, tables: usize) -> Result<Kv, String> {
+        let at = |e: &dyn std::fmt::Display| format!("{}: {e}", path.display());
+        let mut options = OpenOptions::new();
+        options.read(true).write(true).create(true).truncate(false);
+        let file = crate::util::private::open(&options, path).map_err(|e| at(&e))?;
+        lock(&file).map_err(|e| at(&e))?;
+        let mut inner = Inner {
+            maps: vec![BTreeMap::new(); tables],
+            log: None,
+            live: 0,
+        };
+        let size = file.metadata().map_err(|e| at(&e))?.len();
+        let mut reader = BufReader::with_capacity(1 << 20, &file);
+        let mut pos = 0u64;
+        while pos < size {
+            let mut head = [0u8; 8];
+            let whole = reader.read_exact(&mut head).is_ok() && {
+                let len = u64::from(u32::from_le_bytes([head[0], head[1], head[2], head[3]]));
+                let crc = u32::from_le_bytes([head[4], head[5], head[6], head[7]]);
+                let mut body = vec![0u8; len.min(MAX_FRAME) as usize];
+                len < MAX_FRAME
+                    && pos + 8 + len <= size
+                    && reader.read_exact(&mut body).is_ok()
+                    && crc32fast::hash(&body) == crc
+                    && replay(&mut inner, &body, pos).is_some()
+            };
+            if !whole {
+                tracing::warn!(file = %path.display(), at = pos, dropped = size - pos, "a torn or damaged last write is cut off");
+                file.set_len(pos).map_err(|e| at(&e))?;
+                file.sync_all().map_err(|e| at(&e))?;
+                break;
+            }
+            let len = u64::from(u32::from_le_bytes([head[0], head[1], head[2], head[3]]));
+            pos += 8 + len;
+        }
+        drop(reader);
+        inner.log = Some(Log {
+            file,
+            len: pos,
+            path: path.to_path_buf(),
+        });
+        Ok(Kv {
+            inner: RwLock::new(inner),
+        })
+    }
+
+    /// Reads, seeing every transaction committed before.
+    pub(crate) fn read(&self) -> Reader<'_> {
+        Reader(self.inner.read().unwrap_or_else(|p| p.into_inner()))
+    }
+
+    /// A write transaction (one at a time; reads wait for its commit).
+    pub(crate) fn write(&self) -> Tx<'_> {
+        Tx {
+            inner: self.inner.write().unwrap_or_else(|p| p.into_inner()),
+            ops: Vec::new(),
+            undo: Vec::new(),
+        }
+    }
+
+    /// The bytes of the live keys and values.
+    pub(crate) fn live_bytes(&self) -> u64 {
+        self.read().0.live
+    }
+}
+
+/// The file's exclusive lock, or why it cannot be had.
+fn lock(file: &File) -> std::io::Result<()> {
+    match fs4::fs_std::FileExt::try_lock_exclusive(file) {
+        Ok(true) => Ok(()),
+        Ok(false) => Err(std::io::Error::other(
+            "held by another process (another relay on this directory?)",
+        )),
+        Err(e) => Err(e),
+    }
+}
+
+/// A value as it lies: read with [`Stored::bytes`].
+pub(crate) struct Stored<'a> {
+    inner: &'a Inner,
+    loc: &'a Loc,
+}
+
+impl Stored<'_> {
+    pub(crate) fn bytes(&self) -> Result<Vec<u8>, String> {
+        self.inner.value(self.loc)
+    }
+}
+
+/// A read: what was committed when it began.
+pub(crate) struct Reader<'a>(RwLockReadGuard<'a, Inner>);
+
+impl<'a> Reader<'a> {
+    /// `key`'s value in `table`.
+    pub(crate) fn get(&self, table: Table, key: &[u8]) -> Result<Option<Vec<u8>>, String> {
+        match self.0.maps[table].get(key) {
+            Some(loc) => self.0.value(loc).map(Some),
+            None => Ok(None),
+        }
+    }
+
+    /// The entries of `table` from `from` (included) to `to` (excluded; `None`:
+    /// to the end), in key order (`.rev()` for the other).
+    pub(crate) fn range<'s>(
+        &'s self,
+        table: Table,
+        from: &[u8],
+        to: Option<&[u8]>,
+    ) -> impl DoubleEndedIterator<Item = (&'s [u8], Stored<'s>)> + 's {
+        // An end before the start is an empty range (a map's range would
+        // panic).
+        let to = to.map_or(Bound::Unbounded, |t| Bound::Excluded(t.max(from).to_vec()));
+        let inner: &'s Inner = &self.0;
+        inner.maps[table]
+            .range::<Vec<u8>, _>((Bound::Included(from.to_vec()), to))
+            .map(move |(k, loc)| (k.as_slice(), Stored { inner, loc }))
+    }
+}
+
+/// One write transaction: its changes are seen by its own reads at once,
+/// by others once committed; dropped without [`commit`](Tx::commit), they
+/// are undone.
+pub(crate) struct Tx<'a> {
+    inner: RwLockWriteGuard<'a, Inner>,
+    /// What the frame will hold.
+    ops: Vec<Op>,
+    /// Each change's previous value, to undo.
+    undo: Vec<(Table, Vec<u8>, Option<Loc>)>,
+}
+
+impl Tx<'_> {
+    /// `key`'s value in `table`, this transaction's changes included.
+    pub(crate) fn get(&self, table: Table, key: &[u8]) -> Result<Option<Vec<u8>>, String> {
+        match self.inner.maps[table].get(key) {
+            Some(loc) => self.inner.value(loc).map(Some),
+            None => Ok(None),
+        }
+    }
+
+    /// Whether `table` holds `key`.
+    pub(crate) fn has(&self, table: Table, key: &[u8]) -> bool {
+        self.inner.maps[table].contains_key(key)
+    }
+
+    /// The first `most` entries of `table` from `from` (included) to `to`
+    /// (excluded), in key order.
+    pub(crate) fn range(
+        &self,
+        table: Table,
+        from: &[u8],
+        to: &[u8],
+        most: usize,
+    ) -> Result<Vec<Entry>, String> {
+        if from >= to {
+            return Ok(Vec::new());
+        }
+        self.inner.maps[table]
+            .range::<[u8], _>((Bound::Included(from), Bound::Excluded(to)))
+            .take(most)
+            .map(|(k, loc)| Ok((k.clone(), self.inner.value(loc)?)))
+            .collect()
+    }
+
+    /// Sets `key` to `value` in `table`.
+    pub(crate) fn insert(&mut self, table: Table, key: &[u8], value: &[u8]) {
+        let value: Arc<[u8]> = Arc::from(value);
+        let had = self.inner.set(table, key, Some(Loc::Mem(value.clone())));
+        self.undo.push((table, key.to_vec(), had));
+        self.ops.push((table, key.to_vec(), Some(value)));
+    }
+
+    /// Removes `key` from `table`: whether it was there.
+    pub(crate) fn remove(&mut self, table: Table, key: &[u8]) -> bool {
+        let had = self.inner.set(table, key, None);
+        let was = had.is_some();
+        if was {
+            self.undo.push((table, key.to_vec(), had));
+            self.ops.push((table, key.to_vec(), None));
+        }
+        was
+    }
+
+    /// Writes the transaction's frame, fsynced if `durable` (a later
+    /// durable commit covers earlier ones), and rewrites the file if it
+    /// is due. On a failure nothing of it stays.
+    pub(crate) fn commit(mut self, durable: bool) -> Result<(), String> {
+        if self.ops.is_empty() {
+            return Ok(());
+        }
+        let inner = &mut *self.inner;
+        let Some(log) = inner.log.as_mut() else {
+            self.undo.clear();
+            return Ok(());
+        };
+        let mut body = Vec::new();
+        let mut placed = Vec::with_capacity(self.ops.len());
+        for (table, key, value) in &self.ops {
+            if let Some(at) = encode(&mut body, *table, key, value.as_deref()) {
+                placed.push(at);
+            }
+        }
+        let start = log.len;
+        let written = log
+            .file
+            .write_all_at(&frame(&body), start)
+            .and_then(|()| match durable {
+                true => log.file.sync_data(),
+                false => Ok(()),
+            });
+        if let Err(e) = written {
+            // Whatever part of the frame landed is cut off (or, if not,
+            // its checksum fails at the next open).
+            let _ = log.file.set_len(start);
+            return Err(format!("{}: {e}", log.path.display()));
+        }
+        log.len = start + 8 + body.len() as u64;
+        // Each value written now lies in the file (unless a later write of
+        // this transaction replaced it).
+        let mut at = placed.into_iter();
+        for (table, key, value) in std::mem::take(&mut self.ops) {
+            let Some(value) = value else {
+                continue;
+            };
+            let Some(offset) = at.next() else {
+                break;
+            };
+            if let Some(Loc::Mem(now)) = inner.maps[table].get_mut(&key)
+                && Arc::ptr_eq(now, &value)
+            {
+                let disk = Loc::Disk {
+                    at: start + 8 + offset,
+                    len: value.len() as u32,
+                };
+                inner.maps[table].insert(key, disk);
+            }
+        }
+        self.undo.clear();
+        if log.len > inner.live.saturating_mul(2) + COMPACT_SLACK
+            && let Err(e) = rewrite(inner)
+        {
+            tracing::warn!(error = %e, "the store's file was not rewritten; it stays as it is");
+        }
+        Ok(())
+    }
+}
+
+impl Drop for Tx<'_> {
+    fn drop(&mut self) {
+        while let Some((table, key, had)) = self.undo.pop() {
+            self.inner.set(table, &key, had);
+        }
+    }
+}
+
+/// Writes the live entries to a new file beside the old one, fsyncs and
+/// locks it, and renames it over the old one.
+fn rewrite(inner: &mut Inner) -> Result<(), String> {
+    let Some(old) = inner.log.as_ref() else {
+        return Ok(());
+    };
+    let path = old.path.clone();
+    let tmp = path.with_extension("rewriting");
+    let at = |e: &dyn std::fmt::Display| format!("{}: {e}", tmp.display());
+    let mut options = OpenOptions::new();
+    options.read(true).write(true).create(true).truncate(true);
+    let file = crate::util::private::open(&options, &tmp).map_err(|e| at(&e))?;
+    lock(&file).map_err(|e| at(&e))?;
+    let mut out = BufWriter::with_capacity(1 << 20, &file);
+    let mut moved: Vec<(Table, Vec<u8>, Loc)> = Vec::new();
+    let (mut pos, mut body, mut pending) = (0u64, Vec::new(), Vec::new());
+    let mut flush = |body: &mut Vec<u8>,
+                     pending: &mut Vec<(Table, Vec<u8>, u64, u32)>,
+                     pos: &mut u64|
+     -> Result<(), String> {
+        out.write_all(&frame(body)).map_err(|e| at(&e))?;
+        for (t, k, off, len) in pending.drain(..) {
+            moved.push((
+                t,
+                k,
+                Loc::Disk {
+                    at: *pos + 8 + off,
+                    len,
+                },
+            ));
+        }
+        *pos += 8 + body.len() as u64;
+        body.clear();
+        Ok(())
+    };
+    for (t, map) in inner.maps.iter().enumerate() {
+        for (key, loc) in map {
+            let value = inner.value(loc)?;
+            if let Some(off) = encode(&mut body, t, key, Some(&value)) {
+                pending.push((t, key.clone(), off, value.len() as u32));
+            }
+            if body.len() >= REWRITE_FRAME {
+                flush(&mut body, &mut pending, &mut pos)?;
+            }
+        }
+    }
+    if !body.is_empty() {
+        flush(&mut body, &mut pending, &mut pos)?;
+    }
+    out.flush().map_err(|e| at(&e))?;
+    drop(out);
+    file.sync_all().map_err(|e| at(&e))?;
+    std::fs::rename(&tmp, &path).map_err(|e| at(&e))?;
+    if let Some(dir) = path.parent() {
+        let _ = File::open(dir).and_then(|d| d.sync_all());
+    }
+    for (t, k, loc) in moved {
+        inner.maps[t].insert(k, loc);
+    }
+    inner.log = Some(Log {
+        file,
+        len: pos,
+        path,
+    });
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn dir(tag: &str) -> PathBuf {
+        let d = std::env::temp_dir().join(format!(
+            "dripfeed-kv-{tag}-{}-{}",
+            std::process::id(),
+            fastrand::u64(..)
+        ));
+        std::fs::create_dir_all(&d).unwrap();
+        d
+    }
+
+    #[test]
+    fn committed_writes_survive_a_reopen_and_undone_ones_do_not() {
+        let d = dir("reopen");
+        let path = d.join("s.kv");
+        {
+            let kv = Kv::open(&path, 2).unwrap();
+            let mut tx = kv.write();
+            tx.insert(0, b"a", b"1");
+            tx.insert(1, b"b", b"2");
+            tx.insert(0, b"a", b"3");
+            assert_eq!(tx.get(0, b"a").unwrap().as_deref(), Some(&b"3"[..]));
+            tx.commit(true).unwrap();
+            let mut tx = kv.write();
+            tx.insert(0, b"c", b"4");
+            assert!(tx.remove(1, b"b"));
+            drop(tx); // not committed
+            assert_eq!(kv.read().get(1, b"b").unwrap().as_deref(), Some(&b"2"[..]));
+            assert_eq!(kv.read().get(0, b"c").unwrap(), None);
+            let mut tx = kv.write();
+            assert!(tx.remove(1, b"b"));
+            tx.commit(false).unwrap();
+        }
+        let kv = Kv::open(&path, 2).unwrap();
+        let r = kv.read();
+        assert_eq!(r.get(0, b"a").unwrap().as_deref(), Some(&b"3"[..]));
+        assert_eq!(r.get(1, b"b").unwrap(), None);
+        let keys: Vec<&[u8]> = r.range(0, b"", None).map(|(k, _)| k).collect();
+        assert_eq!(keys, vec![&b"a"[..]]);
+        drop(r);
+        let _ = std::fs::remove_dir_all(d);
+    }
+
+    #[test]
+    fn a_torn_last_frame_is_cut_off_and_the_rest_kept() {
+        let d = dir("torn");
+        let path = d.join("s.kv");
+        {
+            let kv = Kv::open(&path, 1).unwrap();
+            for i in 0..3u8 {
+                let mut tx = kv.write();
+                tx.insert(0, &[i], &[i; 100]);
+                tx.commit(true).unwrap();
+            }
+        }
+        let len = std::fs::metadata(&path).unwrap().len();
+        let f = OpenOptions::new().write(true).open(&path).unwrap();
+        f.set_len(len - 7).unwrap();
+        drop(f);
+        let kv = Kv::open(&path, 1).unwrap();
+        let r = kv.read();
+        assert_eq!(r.get(0, &[1]).unwrap(), Some(vec![1; 100]));
+        assert_eq!(r.get(0, &[2]).unwrap(), None, "the torn one is gone");
+        drop(r);
+        let mut tx = kv.write();
+        tx.insert(0, &[9], b"after");
+        tx.commit(true).unwrap();
+        drop(kv);
+        let kv = Kv::open(&path, 1).unwrap();
+        assert_eq!(
+            kv.read().get(0, &[9]).unwrap().as_deref(),
+            Some(&b"after"[..])
+        );
+        let _ = std::fs::remove_dir_all(d);
+    }
+
+    #[test]
+    fn the_file_is_rewritten_once_it_holds_mostly_dead_values_and_is_locked() {
+        let d = dir("rewrite");
+        let path = d.join("s.kv");
+        let kv = Kv::open(&path, 1).unwrap();
+        assert!(Kv::open(&path, 1).is_err(), "one process at a time");
+        let big = vec![7u8; 64 << 10];
+        for round in 0..300u32 {
+            let mut tx = kv.write();
+            tx.insert(0, &(round % 4).to_be_bytes(), &big);
+            tx.commit(false).unwrap();
+        }
+        // 300 writes of 64 KiB (19 MiB) over 4 live keys: rewritten.
+        let size = std::fs::metadata(&path).unwrap().len();
+        assert!(size < COMPACT_SLACK + (2 << 20), "{size}");
+        assert_eq!(
+            kv.read().get(0, &3u32.to_be_bytes()).unwrap(),
+            Some(big.clone())
+        );
+        drop(kv);
+        let kv = Kv::open(&path, 1).unwrap();
+        assert_eq!(kv.read().range(0, b"", None).count(), 4);
+        assert_eq!(kv.live_bytes(), 4 * (4 + big.len() as u64));
+        let _ = std::fs::remove_dir_all(d);
+    }
+
+    #[test]
+    fn in_memory_it_keeps_nothing_on_disk() {
+        let kv = Kv::memory(1);
+        let mut tx = kv.write();
+        tx.insert(0, b"k", b"v");
+        tx.commit(true).unwrap();
+        assert_eq!(kv.read().get(0, b"k").unwrap().as_deref(), Some(&b"v"[..]));
+        let mut tx = kv.write();
+        tx.insert(0, b"a", b"1");
+        tx.insert(0, b"z", b"2");
+        tx.commit(true).unwrap();
+        let tx = kv.write();
+        let got = tx.range(0, b"a", b"l", 10).unwrap();
+        assert_eq!(got.len(), 2, "a and k");
+        assert!(
+            tx.range(0, b"z", b"a", 10).unwrap().is_empty(),
+            "an end before the start"
+        );
+        drop(tx);
+        assert_eq!(kv.read().range(0, b"z", Some(b"a")).count(), 0);
+        assert_eq!(kv.read().range(0, b"k", Some(b"z")).count(), 1);
+    }
+}
