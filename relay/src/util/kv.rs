@@ -90,6 +90,14 @@ impl Inner {
         had
     }
 
+    /// `key`'s value in `table`.
+    fn get(&self, table: Table, key: &[u8]) -> Result<Option<Vec<u8>>, String> {
+        self.maps[table]
+            .get(key)
+            .map(|loc| self.value(loc))
+            .transpose()
+    }
+
     fn value(&self, loc: &Loc) -> Result<Vec<u8>, String> {
         match loc {
             Loc::Mem(v) => Ok(v.to_vec()),
@@ -280,10 +288,7 @@ pub(crate) struct Reader<'a>(RwLockReadGuard<'a, Inner>);
 impl<'a> Reader<'a> {
     /// `key`'s value in `table`.
     pub(crate) fn get(&self, table: Table, key: &[u8]) -> Result<Option<Vec<u8>>, String> {
-        match self.0.maps[table].get(key) {
-            Some(loc) => self.0.value(loc).map(Some),
-            None => Ok(None),
-        }
+        self.0.get(table, key)
     }
 
     /// The entries of `table` from `from` (included) to `to` (excluded; `None`:
@@ -318,10 +323,7 @@ pub(crate) struct Tx<'a> {
 impl Tx<'_> {
     /// `key`'s value in `table`, this transaction's changes included.
     pub(crate) fn get(&self, table: Table, key: &[u8]) -> Result<Option<Vec<u8>>, String> {
-        match self.inner.maps[table].get(key) {
-            Some(loc) => self.inner.value(loc).map(Some),
-            None => Ok(None),
-        }
+        self.inner.get(table, key)
     }
 
     /// Whether `table` holds `key`.

@@ -29,6 +29,19 @@ async fn breaker_of(relay: &Relay) -> String {
         .to_owned()
 }
 
+/// `name` of destination `hooks`, summed over `relays`.
+async fn summed(relays: &[Relay], name: &str) -> f64 {
+    let mut sum = 0.0;
+    for r in relays {
+        sum += r
+            .metrics()
+            .await
+            .find(name, &[("destination", "hooks")])
+            .unwrap_or(0.0);
+    }
+    sum
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn three_relays_share_one_breaker() {
     if !support_redis::available("three_relays_share_one_breaker") {
@@ -78,17 +91,9 @@ async fn three_relays_share_one_breaker() {
     // each relay, and one probe per cool-down (1 s, then 2 s).
     tokio::time::sleep(Duration::from_secs(6)).await;
     let attempts = log.len();
-    let mut opened = 0.0;
+    let opened = summed(&relays, "leaky_bucket_breaker_opened_total").await;
     let mut states = Vec::new();
     for r in &relays {
-        opened += r
-            .metrics()
-            .await
-            .find(
-                "leaky_bucket_breaker_opened_total",
-                &[("destination", "hooks")],
-            )
-            .unwrap_or(0.0);
         states.push(breaker_of(r).await);
     }
     let in_redis = redis.cli(&["HGET", "dripfeed:q:{hooks}:b", "n"]);
@@ -148,16 +153,6 @@ async fn three_relays_share_one_breaker() {
     }
     assert!(closed, "the breaker closed on every relay that sent since");
     // Each webhook's wait in the fleet's queue was recorded.
-    let mut waits = 0.0;
-    for r in &relays {
-        waits += r
-            .metrics()
-            .await
-            .find(
-                "leaky_bucket_queue_wait_seconds_count",
-                &[("destination", "hooks")],
-            )
-            .unwrap_or(0.0);
-    }
+    let waits = summed(&relays, "leaky_bucket_queue_wait_seconds_count").await;
     assert!(waits >= 30.0, "queue waits recorded: {waits}");
 }

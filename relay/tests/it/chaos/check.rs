@@ -231,8 +231,23 @@ pub(super) fn hold(engine: &str, t: &Tally, in_flight: usize, most: usize) {
     );
 }
 
-/// How long the run lasts: `DRIPFEED_CHAOS_SECS`, or `None` (skipped).
-pub(super) fn length() -> Option<Duration> {
-    let secs: u64 = std::env::var("DRIPFEED_CHAOS_SECS").ok()?.parse().ok()?;
-    (secs > 0).then(|| Duration::from_secs(secs))
+/// How long `engine`'s run lasts (`DRIPFEED_CHAOS_SECS`) and the
+/// generator of its faults (`DRIPFEED_CHAOS_SEED`, or a new seed),
+/// printed; `None`: skipped.
+pub(super) fn begin(engine: &str) -> Option<(Duration, fastrand::Rng)> {
+    let secs: u64 = std::env::var("DRIPFEED_CHAOS_SECS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .filter(|s| *s > 0)
+        .or_else(|| {
+            eprintln!("chaos: skipped (DRIPFEED_CHAOS_SECS unset; scripts/chaos.sh runs it)");
+            None
+        })?;
+    let length = Duration::from_secs(secs);
+    let seed = std::env::var("DRIPFEED_CHAOS_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| fastrand::u64(..));
+    eprintln!("chaos ({engine}): seed {seed} (DRIPFEED_CHAOS_SEED replays it), {length:?}");
+    Some((length, fastrand::Rng::with_seed(seed)))
 }

@@ -56,19 +56,12 @@ async fn dead_letters(relay: &Relay) -> HashSet<String> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_fleet_through_minutes_of_chaos_loses_nothing() {
-    let Some(length) = check::length() else {
-        eprintln!("chaos: skipped (DRIPFEED_CHAOS_SECS unset; scripts/chaos.sh runs it)");
+    let Some((length, mut rng)) = check::begin("fleet") else {
         return;
     };
     if !support_redis::available("a_fleet_through_minutes_of_chaos_loses_nothing") {
         return;
     }
-    let seed = std::env::var("DRIPFEED_CHAOS_SEED")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or_else(|| fastrand::u64(..));
-    eprintln!("chaos (fleet): seed {seed} (DRIPFEED_CHAOS_SEED replays it), {length:?}");
-    let mut rng = fastrand::Rng::with_seed(seed);
     let mut set = tokio::task::block_in_place(SentinelSet::start);
     let rx = Flapping::start().await;
     let dir = TempDir::new("chaos-fleet");

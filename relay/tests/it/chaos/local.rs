@@ -24,16 +24,9 @@ const IN_FLIGHT: usize = 4;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_relay_through_minutes_of_chaos_loses_nothing() {
-    let Some(length) = check::length() else {
-        eprintln!("chaos: skipped (DRIPFEED_CHAOS_SECS unset; scripts/chaos.sh runs it)");
+    let Some((length, mut rng)) = check::begin("local") else {
         return;
     };
-    let seed = std::env::var("DRIPFEED_CHAOS_SEED")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or_else(|| fastrand::u64(..));
-    eprintln!("chaos (local): seed {seed} (DRIPFEED_CHAOS_SEED replays it), {length:?}");
-    let mut rng = fastrand::Rng::with_seed(seed);
     let rx = Flapping::start().await;
     let dir = TempDir::new("chaos-local");
     let disk = FullDisk::new("chaos-local-journal", "64m", "journal");
