@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Whether both crates are ready to publish: what each package holds (the
 # source and what a user needs, no tests, benches, scripts or CI), that
-# `cargo publish --dry-run` packs and builds them together, and that the
+# `cargo publish --dry-run` packs them, that what is packed builds (checked
+# with every feature, the relay against the packed library), and that the
 # dependency line the README and the book give resolves when pasted into a
 # project beside a checkout.
 #
@@ -37,20 +38,37 @@ check_list dripfeed src/lib.rs README.md CHANGELOG.md LICENSE-MIT LICENSE-APACHE
 check_list dripfeed-relay src/main.rs README.md relay.example.toml dripfeed-relay.service \
   openapi.json openapi-admin.json
 
-# Both packed, and built from what is packed (cargo packs a workspace's
-# crates together, the relay against the library's package). Cargo
-# unpacks the library's package from a local overlay registry into
-# $CARGO_HOME/registry/src/-<hash>/ once per version and reuses it, so an
-# earlier run's library (same version, older code) would be built instead:
-# those unpacked copies go first.
-rm -rf "${CARGO_HOME:-$HOME/.cargo}"/registry/src/-*/dripfeed-[0-9]* \
-  "${CARGO_HOME:-$HOME/.cargo}"/registry/src/-*/dripfeed-relay-[0-9]*
-cargo publish --dry-run --allow-dirty -p dripfeed -p dripfeed-relay
+# Both packed (cargo publish --dry-run, which also checks what a registry
+# would refuse), then checked from what is packed: the two .crate files
+# unpacked side by side in a scratch workspace, the relay's dependency on
+# the library patched to the unpacked copy, `cargo check` on every feature
+# with the workspace's own target directory and lock file, so the
+# dependencies clippy compiled are reused (a packed crate missing a file
+# its code names fails here as it would for a user).
+scratch=$(mktemp -d)
+trap 'rm -rf "$scratch"' EXIT
+cargo publish --dry-run --no-verify --allow-dirty -p dripfeed -p dripfeed-relay
+cargo package -q --no-verify --allow-dirty -p dripfeed -p dripfeed-relay
+mkdir -p "$scratch/packed"
+version=$(sed -n 's/^version = "\(.*\)"$/\1/p' Cargo.toml | head -1)
+for pkg in dripfeed dripfeed-relay; do
+  tar -xzf "target/package/$pkg-$version.crate" -C "$scratch/packed"
+done
+cat > "$scratch/packed/Cargo.toml" <<TOML
+[workspace]
+members = ["dripfeed-$version", "dripfeed-relay-$version"]
+resolver = "3"
+
+[patch.crates-io]
+dripfeed = { path = "dripfeed-$version" }
+TOML
+rm -f "$scratch"/packed/*/Cargo.lock
+cp Cargo.lock "$scratch/packed/Cargo.lock" 2>/dev/null || true
+(cd "$scratch/packed" && CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$root/target}" \
+  cargo check -q --workspace --all-features)
 
 # The dependency line as the README and the book give it, pasted into a
 # project beside a checkout named dripfeed: it resolves.
-scratch=$(mktemp -d)
-trap 'rm -rf "$scratch"' EXIT
 ln -s "$root" "$scratch/dripfeed"
 for page in README.md docs/src/quick-start.md docs/src/library/guide.md; do
   mkdir -p "$scratch/app/src"

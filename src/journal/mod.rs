@@ -232,6 +232,7 @@ impl Journal {
             gauges: gauges.clone(),
             bytes_gauge: metrics::gauge!(crate::accounting::metrics::JOURNAL_BYTES),
             failed_bytes: 0,
+            unwritten_ends: Vec::new(),
         };
         let (tx, rx) = mpsc::channel();
         // The first batch publishes the gauges and reclaims what recovery freed.

@@ -109,6 +109,11 @@ pub(crate) struct Writer {
     /// The largest batch whose write failed in the episode under way: a
     /// probe writes as much before it says writes succeed again.
     pub(crate) failed_bytes: usize,
+    /// Jobs whose `End` a failed write did not record: still live on disk,
+    /// they are written again with the next batch (or within
+    /// [`Home`]'s idle check), so a crash after the disk fills and frees
+    /// does not deliver them a second time.
+    pub(crate) unwritten_ends: Vec<u64>,
 }
 
 /// A batch's answers, sent once its effects are published.
@@ -157,6 +162,11 @@ impl Writer {
                 Ok(first) => cmds.push(first),
                 Err(mpsc::RecvTimeoutError::Timeout) => {
                     self.watch();
+                    if !self.unwritten_ends.is_empty() && !self.home.is_gone() {
+                        self.commit(&mut cmds, &mut buf);
+                        self.reclaim();
+                        self.publish();
+                    }
                     continue;
                 }
                 Err(mpsc::RecvTimeoutError::Disconnected) => break,
@@ -275,6 +285,10 @@ impl Writer {
         let mut acks = Vec::new();
         let mut flushes = Vec::new();
         let mut admitted = 0u64;
+        for id in std::mem::take(&mut self.unwritten_ends) {
+            frame::encode(buf, &self.key, Kind::End, id, &[]);
+            ops.push(Op::End { id });
+        }
         for cmd in cmds.drain(..) {
             match cmd {
                 Cmd::Admit { id, frame, ack } => {
@@ -327,9 +341,14 @@ impl Writer {
                 Op::Admit { id, len } if wrote => self.live.admit(id, seq, len),
                 // Not written: nothing to track (its end comes, unknown, ignored).
                 Op::Admit { .. } => {}
-                Op::End { id } => {
+                Op::End { id } if wrote => {
                     self.live.end(id);
                 }
+                // Its `Admit` is on disk and its `End` is not: try again.
+                Op::End { id } if self.live.jobs.contains_key(&id) => {
+                    self.unwritten_ends.push(id);
+                }
+                Op::End { .. } => {}
             }
         }
         if self.active_len() >= self.opts.segment_bytes {
@@ -463,5 +482,76 @@ impl Writer {
         g.segments
             .store(self.live.segs.len() as u64, Ordering::Relaxed);
         self.bytes_gauge.set(disk_bytes as f64);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A writer on `dir`, opened as [`Journal::open`](super::super::Journal::open) does.
+    fn writer(dir: &std::path::Path) -> Writer {
+        let opts = JournalOptions::default();
+        let lock = segments::lock(dir, opts.file_modes).unwrap();
+        let found = super::super::recovery::recover(dir, opts.max_record_bytes).unwrap();
+        let active = segments::create(dir, found.next_seq, &found.key).unwrap();
+        let mut live = found.live;
+        live.started(found.next_seq);
+        Writer {
+            dir: dir.to_path_buf(),
+            key: found.key,
+            opts,
+            live,
+            home: Home::new(dir, lock, &active),
+            active,
+            active_seq: found.next_seq,
+            files: found.files,
+            gauges: Arc::new(Gauges::default()),
+            bytes_gauge: metrics::gauge!("dripfeed_test_journal_bytes"),
+            failed_bytes: 0,
+            unwritten_ends: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn an_end_a_full_disk_refused_is_written_once_it_frees() {
+        let dir =
+            std::env::temp_dir().join(format!("dripfeed-unit-unwritten-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let mut w = writer(&dir);
+        let mut buf = Vec::new();
+        let mut admit = Vec::new();
+        frame::encode(&mut admit, &w.key, Kind::Admit, 7, b"job");
+        let mut cmds = vec![Cmd::Admit {
+            id: 7,
+            frame: admit,
+            ack: None,
+        }];
+        assert!(w.commit(&mut cmds, &mut buf).written.is_none());
+
+        // The disk fills as the job is delivered: its end cannot be written.
+        let seq = w.active_seq;
+        w.active = File::options().write(true).open("/dev/full").unwrap();
+        let failed = w.commit(&mut vec![Cmd::End { id: 7 }], &mut buf);
+        assert!(failed.written.is_some());
+        assert!(
+            w.live.jobs.contains_key(&7),
+            "live until its end is on disk"
+        );
+        assert_eq!(w.unwritten_ends, [7]);
+        if w.active_seq == seq {
+            w.roll(); // the disk is free again: a segment that takes writes
+        }
+
+        // The next batch, with nothing of its own, writes it.
+        assert!(w.commit(&mut Vec::new(), &mut buf).written.is_none());
+        assert!(w.unwritten_ends.is_empty());
+        assert!(!w.live.jobs.contains_key(&7));
+        drop(w);
+        let found =
+            super::super::recovery::recover(&dir, JournalOptions::default().max_record_bytes)
+                .unwrap();
+        assert!(found.jobs.is_empty(), "a restart delivers it again");
+        let _ = std::fs::remove_dir_all(&dir);
     }
 }
