@@ -77,6 +77,21 @@ impl Quota {
         QuotaBuilder { rate: units / 60.0 }
     }
 
+    /// A quota sustaining `units` per hour; give its burst next (the
+    /// bucket law: at most `burst + units` in any hour).
+    ///
+    /// ```
+    /// use dripfeed::keyed::Quota;
+    /// let q = Quota::per_hour(7_200.0).burst(100.0)?;
+    /// assert_eq!(q.rate(), 2.0);
+    /// # Ok::<(), dripfeed::keyed::QuotaError>(())
+    /// ```
+    pub fn per_hour(units: f64) -> QuotaBuilder {
+        QuotaBuilder {
+            rate: units / 3600.0,
+        }
+    }
+
     /// A quota of `size` debt units draining at `rate` units per second.
     /// Two numbers of one type in a row are easy to swap: use
     /// [`Quota::per_second`]`(rate).burst(size)`.

@@ -10,6 +10,8 @@
 //! - the pure maths of one bucket ([`Quota`], [`Bucket`], the admission
 //!   outcome types); every function takes `now`;
 //! - the sharded, bounded table ([`KeyedBuckets`]);
+//! - [`AllOf`], several limits on one key (100/s *and* 10,000/h), each a
+//!   store of its own, the tightest deciding;
 //! - [`BucketStore`], the operations every store of buckets has (this
 //!   table, `global::RedisBuckets`, `global::PgBuckets`), so a throttle
 //!   takes any of them.
@@ -30,6 +32,7 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
+mod all_of;
 pub(crate) mod bucket;
 mod shard;
 mod share;
@@ -37,6 +40,7 @@ mod store;
 mod store_error;
 mod table;
 
+pub use all_of::AllOf;
 pub use bucket::{
     Admit, AdmitError, Bucket, InvalidCost, OverQuota, Quota, QuotaBuilder, QuotaError,
 };
