@@ -75,6 +75,15 @@ pub enum BuildError {
         /// The other.
         second: &'static str,
     },
+    /// Two settings that cannot work together.
+    Incompatible {
+        /// One, in the builder's terms.
+        first: &'static str,
+        /// The other.
+        second: &'static str,
+        /// Why not.
+        why: &'static str,
+    },
 }
 
 impl fmt::Display for BuildError {
@@ -107,6 +116,9 @@ impl fmt::Display for BuildError {
                 write!(f, "max in flight must be in 1..=4294967295, got {n}")
             }
             BuildError::MissingSink => write!(f, "dead-letter overflow needs a dead-letter sink"),
+            BuildError::Incompatible { first, second, why } => {
+                write!(f, "{first} cannot go with {second}: {why}")
+            }
             BuildError::Conflict { first, second } => {
                 write!(
                     f,

@@ -109,6 +109,7 @@ pub use client::slots::{Slot, Slots, Waiter};
 pub use client::tower;
 pub use drain::dispatch::Dispatch;
 pub use drain::downstream::{Attempt, Delivery, Downstream};
+pub use drain::fair::DeliveryOrder;
 pub use drain::feedback::AttemptEnd;
 pub use drain::hook::{DrainHook, Emit};
 pub use drain::retry_policy::RetryPolicy;

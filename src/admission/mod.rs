@@ -218,6 +218,30 @@ impl<J> Admission<J> {
         }
     }
 
+    /// Takes the oldest live entry and keeps its place (and its key's
+    /// share) taken until [`release_held`](Self::release_held): for a
+    /// drain that holds entries in its own queues before it emits them
+    /// ([`Fair`](crate::drain::fair::Fair)), so they count against the
+    /// bound until then.
+    pub(crate) fn pop_held(&self) -> Option<Entry<J>> {
+        loop {
+            let entry = self.ring.pop()?;
+            self.left.fetch_add(1, Ordering::Relaxed);
+            if self.withdrawal.is_some_and(|w| !(w.claim)(&entry.job)) {
+                self.release_key(entry.key);
+                continue;
+            }
+            return Some(entry);
+        }
+    }
+
+    /// An entry taken by [`pop_held`](Self::pop_held), emitted (or handed
+    /// off): its place and its key's share go back.
+    pub(crate) fn release_held(&self, key: u64) {
+        self.release_key(key);
+        self.give_back(false);
+    }
+
     /// A queued entry was withdrawn by its caller: its place goes back now,
     /// though the entry stays in the ring until it is popped or purged.
     pub(crate) fn withdrawn(&self) {

@@ -11,6 +11,7 @@
 pub(crate) mod adapt;
 pub(crate) mod dispatch;
 pub(crate) mod downstream;
+pub(crate) mod fair;
 pub(crate) mod feedback;
 pub(crate) mod hook;
 pub(crate) mod pacer;

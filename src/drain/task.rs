@@ -32,6 +32,7 @@ use crate::util::num::nanos;
 
 use super::adapt::Adapt;
 use super::dispatch::{Dispatch, Dispatcher, Job, Target, dispatcher};
+use super::fair::{DeliveryOrder, Fair};
 use super::hook::Emit;
 use super::pacer::{Pacer, TICK_NS, TIMER_SLACK_NS};
 
@@ -88,6 +89,7 @@ pub(crate) struct DrainParts {
     /// their callers' calls instead).
     pub(crate) report_deliveries: bool,
     pub(crate) dispatch: Dispatch,
+    pub(crate) order: DeliveryOrder,
 }
 
 /// What a drain with a hook that wants to hear of idleness does with
@@ -127,6 +129,9 @@ pub(crate) struct DrainTask<J, F> {
     idle_since: Option<u64>,
     /// The clock of the last turn that emitted all that was due, ns.
     last_turn_ns: u64,
+    /// The jobs taken from the ring into one queue per key, when the
+    /// drain emits round-robin across keys.
+    fair: Option<Fair<J>>,
 }
 
 /// The drain of `shared`, delivering to `downstream`.
@@ -168,6 +173,10 @@ impl<J: Send + Sync + 'static, F: Future<Output = ()> + Send + 'static> DrainTas
             idle_after_ns: shared.hook.as_ref().and_then(|h| h.idle_after()).map(nanos),
             idle_since: None,
             last_turn_ns: 0,
+            fair: match parts.order {
+                DeliveryOrder::Fifo => None,
+                DeliveryOrder::RoundRobinByKey => Some(Fair::new()),
+            },
             shared,
         }
     }
@@ -423,6 +432,11 @@ impl<J: Send + Sync + 'static, F: Future<Output = ()> + Send + 'static> DrainTas
             }
             self.shared.ledger.record(Event::Emitted { waited });
             self.pacer.emitted(now);
+            if let Some(cost) = &self.shared.cost {
+                let units = cost(&job.entry.job).max(1);
+                self.pacer.charge(units - 1);
+                self.shared.note_cost(units);
+            }
             if probe && let Some(hook) = &self.shared.hook {
                 hook.probe_sent();
             }
@@ -450,9 +464,21 @@ impl<J: Send + Sync + 'static, F: Future<Output = ()> + Send + 'static> DrainTas
             };
             return Next::Job(job, None);
         }
-        match s.admission.pop() {
-            Some((entry, place)) => {
+        let popped = match &mut self.fair {
+            None => s.admission.pop().map(|(entry, place)| {
                 drop(place);
+                entry
+            }),
+            Some(fair) => {
+                while let Some(entry) = s.admission.pop_held() {
+                    fair.push(entry);
+                }
+                fair.pop()
+                    .inspect(|entry| s.admission.release_held(entry.key))
+            }
+        };
+        match popped {
+            Some(entry) => {
                 let waited = Duration::from_nanos(now.saturating_sub(entry.admitted_ns));
                 Next::Job(Job { entry, attempt: 1 }, Some(waited))
             }
@@ -571,6 +597,11 @@ impl<J: Send + Sync + 'static, F: Future<Output = ()> + Send + 'static> DrainTas
         let shared = self.shared.clone();
         let s = &*shared;
         let mut returned = Vec::new();
+        let held = self.fair.as_mut().map(Fair::take_all).unwrap_or_default();
+        for entry in held {
+            s.admission.release_held(entry.key);
+            self.hand_back(entry.id, entry.job, &mut returned);
+        }
         // Closed: no new place can be taken, so this ends once the pushes under way land.
         while s.admission.depth() > 0 {
             match s.admission.pop() {
