@@ -166,6 +166,15 @@ impl Pacer {
         self.next_due = self.next_due.saturating_add(whole as u64);
     }
 
+    /// The job just emitted costs `extra` units more than one: the next is
+    /// due that many intervals later.
+    pub(crate) fn charge(&mut self, extra: u32) {
+        let step = self.interval * f64::from(extra) + self.frac;
+        let whole = step.floor();
+        self.frac = step - whole;
+        self.next_due = self.next_due.saturating_add(whole as u64);
+    }
+
     /// The queue was empty (or emission paused): no credit for the idle time.
     pub(crate) fn restart(&mut self, now: u64) {
         if self.next_due < now {

@@ -81,6 +81,11 @@ pub(crate) struct Shared<J> {
     pub(crate) journal: Option<crate::journal::journaling::Journaling<J>>,
     /// The user's drain hook, asked before each emission and told of ends.
     pub(crate) hook: Option<Arc<dyn DrainHook>>,
+    /// A job's cost in units of the drain's rate (`None`: one each).
+    pub(crate) cost: Option<CostFn<J>>,
+    /// The mean cost of the jobs emitted lately (an f64), for the wait a
+    /// full queue answers with.
+    mean_cost_bits: AtomicU64,
     rate_bits: AtomicU64,
     /// The highest rate now (at most `cfg.max_rate`; lowered by
     /// [`set_limits`](Self::set_limits)).
@@ -121,8 +126,12 @@ pub(crate) struct Parts<J> {
     /// Whether the metric series may be shared (published as increments).
     pub(crate) summed: bool,
     pub(crate) hook: Option<Arc<dyn DrainHook>>,
+    pub(crate) cost: Option<CostFn<J>>,
     pub(crate) rate: f64,
 }
+
+/// What a job costs the drain, in units of its rate.
+pub(crate) type CostFn<J> = Arc<dyn Fn(&J) -> u32 + Send + Sync>;
 
 impl<J> Shared<J> {
     pub(crate) fn new(parts: Parts<J>) -> Self {
@@ -154,6 +163,8 @@ impl<J> Shared<J> {
             #[cfg(feature = "journal")]
             journal: parts.journal,
             hook: parts.hook,
+            cost: parts.cost,
+            mean_cost_bits: AtomicU64::new(0f64.to_bits()),
             rate_bits: AtomicU64::new(parts.rate.to_bits()),
             limit_bits: AtomicU64::new(parts.cfg.max_rate.to_bits()),
             budget_ns: AtomicU64::new(parts.cfg.budget.map_or(u64::MAX, nanos)),
@@ -326,14 +337,39 @@ impl<J> Shared<J> {
         }
     }
 
-    /// The time until the queue as it stands has drained.
+    /// The time until the queue as it stands has drained (with costs,
+    /// each queued job taken at the mean cost of those emitted lately).
     pub(crate) fn queue_wait(&self) -> Duration {
-        secs(self.admission.depth() as f64 / self.rate())
+        secs(self.admission.depth() as f64 / self.job_rate())
+    }
+
+    /// Jobs a second the drain emits now: its rate, or with costs its
+    /// rate over the mean cost of the jobs emitted lately.
+    fn job_rate(&self) -> f64 {
+        let mean = f64::from_bits(self.mean_cost_bits.load(Ordering::Relaxed)).max(1.0);
+        self.rate() / mean
+    }
+
+    /// A job of `units` was emitted: the mean cost moves an eighth of the
+    /// way toward it, the first taken as it is (only the drain writes it).
+    pub(crate) fn note_cost(&self, units: u32) {
+        let mean = f64::from_bits(self.mean_cost_bits.load(Ordering::Relaxed));
+        let units = f64::from(units);
+        let next = if mean == 0.0 {
+            units
+        } else {
+            mean + (units - mean) / 8.0
+        };
+        self.mean_cost_bits.store(next.to_bits(), Ordering::Relaxed);
     }
 
     /// The queue's `RateLimit` state.
     pub(crate) fn queue_limit(&self) -> RateLimit {
-        RateLimit::queue(self.admission.depth(), self.admission.bound(), self.rate())
+        RateLimit::queue(
+            self.admission.depth(),
+            self.admission.bound(),
+            self.job_rate(),
+        )
     }
 
     /// Counts a refusal and builds it, with the queue's state for `Overloaded`.
@@ -345,7 +381,7 @@ impl<J> Shared<J> {
                 job,
                 self.admission.depth(),
                 self.admission.bound(),
-                self.rate(),
+                self.job_rate(),
                 nth,
             ),
             _ => Rejected::new(job, reason, None, None),

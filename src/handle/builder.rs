@@ -9,11 +9,12 @@ use crate::admission::overflow::Overflow;
 use crate::admission::{Admission, Entry, MAX_CAPACITY, Withdrawal};
 use crate::drain::dispatch::Dispatch;
 use crate::drain::downstream::Downstream;
+use crate::drain::fair::DeliveryOrder;
 use crate::drain::feedback::Feedback;
 use crate::drain::hook::DrainHook;
 use crate::drain::retry_policy::RetryPolicy;
 use crate::drain::retry_queue::Retries;
-use crate::drain::shared::{Config, Parts, Shared, bound_for};
+use crate::drain::shared::{Config, CostFn, Parts, Shared, bound_for};
 use crate::drain::task::{DrainParts, drain_task};
 use crate::drain::{Drain, DrainFuture};
 use crate::error::BuildError;
@@ -77,6 +78,8 @@ pub struct ThrottleBuilder<J> {
     withdrawal: Option<Withdrawal<J>>,
     retry: Option<RetryPolicy>,
     dispatch: Dispatch,
+    order: DeliveryOrder,
+    cost: Option<CostFn<J>>,
     hook: Option<Arc<dyn DrainHook>>,
     shared_in_flight: Option<InFlightBudget>,
     labels: Vec<(String, String)>,
@@ -127,6 +130,8 @@ impl<J: Send + Sync + 'static> ThrottleBuilder<J> {
             withdrawal: None,
             retry: None,
             dispatch: Dispatch::Inline,
+            order: DeliveryOrder::Fifo,
+            cost: None,
             hook: None,
             shared_in_flight: None,
             labels: Vec::new(),
@@ -381,6 +386,71 @@ impl<J: Send + Sync + 'static> ThrottleBuilder<J> {
         self
     }
 
+    /// The order queued jobs are emitted in (default
+    /// [`DeliveryOrder::Fifo`]). [`DeliveryOrder::RoundRobinByKey`] emits
+    /// one job of each key with jobs waiting in turn, so a cold key's job
+    /// is not held behind a hot key's backlog; it costs a hash map of the
+    /// keys with jobs queued, in the drain. Not with
+    /// [`Overflow::HeadDrop`] (a [`BuildError::Incompatible`]).
+    ///
+    /// ```
+    /// use dripfeed::{BuildError, DeliveryOrder, Overflow, Throttle};
+    /// let b = Throttle::<u32>::builder().drain_rate(10.0).delivery_order(DeliveryOrder::RoundRobinByKey);
+    /// assert!(b.validate().is_ok());
+    /// let both = b.overflow(Overflow::HeadDrop).validate();
+    /// assert!(matches!(both, Err(BuildError::Incompatible { .. })));
+    /// ```
+    pub fn delivery_order(mut self, order: DeliveryOrder) -> Self {
+        self.order = order;
+        self
+    }
+
+    /// What each job costs the drain, in units of its rate: the drain
+    /// emits units at `drain_rate`, so a job of cost 5 takes five units'
+    /// time before the next goes out (an API limited in tokens or bytes
+    /// per second, not requests: rate in tokens a second, each job its
+    /// tokens). `cost` is called once per emission (each attempt), must
+    /// be cheap and say the same of a job each time; 0 counts as 1. A
+    /// full queue's `Retry-After` takes each queued job at the mean cost
+    /// of those emitted lately. The queue's bound stays in jobs: with
+    /// costs, size it with [`capacity`](Self::capacity) (the latency
+    /// budget counts a job as one unit). A keyed job's cost in its key's
+    /// budget is the one its [`Submission`](crate::Submission) gives;
+    /// give the same number there.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// use dripfeed::{Delivery, Throttle};
+    /// use std::sync::{Arc, Mutex};
+    /// use tokio::time::{Duration, Instant};
+    ///
+    /// let start = Instant::now();
+    /// let times = Arc::new(Mutex::new(Vec::new()));
+    /// let seen = times.clone();
+    /// let (throttle, _drain) = Throttle::builder()
+    ///     .drain_rate(10.0) // 10 tokens a second
+    ///     .capacity(100)
+    ///     .cost_by(|tokens: &u32| *tokens)
+    ///     .build(move |_: &u32, _| {
+    ///         seen.lock().unwrap().push(start.elapsed());
+    ///         async { Delivery::Done }
+    ///     })?;
+    /// for tokens in [5, 1, 1] {
+    ///     throttle.try_submit(tokens)?;
+    /// }
+    /// tokio::time::sleep(Duration::from_secs(1)).await;
+    /// // 5 tokens take half a second of the drain; then 1 each.
+    /// let ms: Vec<u128> = times.lock().unwrap().iter().map(|d| d.as_millis()).collect();
+    /// assert_eq!(ms, [0, 500, 600]);
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn cost_by(mut self, cost: impl Fn(&J) -> u32 + Send + Sync + 'static) -> Self {
+        self.cost = Some(Arc::new(cost));
+        self
+    }
+
     /// Asks `hook` before each emission and tells it of each ended
     /// attempt, each job's end and the drain's idleness (see
     /// [`DrainHook`]). One hook per throttle; the later call wins.
@@ -479,6 +549,8 @@ impl<J: Send + Sync + 'static> ThrottleBuilder<J> {
             withdrawal: self.withdrawal,
             retry: self.retry,
             dispatch: self.dispatch,
+            order: self.order,
+            cost: self.cost.clone(),
             hook: self.hook.clone(),
             shared_in_flight: self.shared_in_flight.clone(),
             labels: self.labels.clone(),
@@ -611,6 +683,13 @@ impl<J: Send + Sync + 'static> ThrottleBuilder<J> {
         if self.overflow == Overflow::DeadLetter && self.sink.is_none() {
             return Err(BuildError::MissingSink);
         }
+        if self.overflow == Overflow::HeadDrop && self.order == DeliveryOrder::RoundRobinByKey {
+            return Err(BuildError::Incompatible {
+                first: "delivery_order(RoundRobinByKey)",
+                second: "overflow(HeadDrop)",
+                why: "the jobs the drain holds per key are out of head-drop's reach; use TailDrop or DeadLetter",
+            });
+        }
         // Both fit in usize: ring <= MAX_CAPACITY and bound <= ring.
         Ok((rate, max_rate, bound as usize, ring as usize))
     }
@@ -703,6 +782,7 @@ impl<J: Send + Sync + 'static> ThrottleBuilder<J> {
             labels: self.labels,
             summed: self.summed,
             hook: self.hook,
+            cost: self.cost,
             feedback: self.adaptive.as_ref().map(|_| Feedback::new()),
             retries,
             #[cfg(feature = "journal")]
@@ -719,6 +799,7 @@ impl<J: Send + Sync + 'static> ThrottleBuilder<J> {
                 permits: self.permits,
                 report_deliveries: self.withdrawal.is_none(),
                 dispatch: self.dispatch,
+                order: self.order,
             },
         );
         let future = DrainFuture::new(Box::pin(task.run()), shared.clone());
