@@ -5,8 +5,13 @@
 //! it answers, and the primary must say `ROLE` master: the redis crate's
 //! [`SentinelClient`]); a connection to it is kept until a command fails in
 //! a way that says it may have moved (the connection lost, refused or
-//! timed out, or an answer `READONLY` or `MASTERDOWN`), and the next
-//! command asks the sentinels again. Only one lookup runs at a time.
+//! timed out, or an answer `READONLY`, `MASTERDOWN` or `NOREPLICAS`), and
+//! the next command asks the sentinels again. A primary that still answers
+//! is also checked against the sentinels' word about once every
+//! [`RECHECK`], in the background: a server that came back as a writable
+//! primary the sentinels no longer name (before they make it a replica)
+//! is left within that, so two relays never grant from two copies of one
+//! bucket for long. Only one lookup runs at a time.
 
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
@@ -24,6 +29,9 @@ pub(crate) const SCHEME: &str = "redis+sentinel://";
 /// How long asking the sentinels for the primary may take (each sentinel
 /// that does not answer costs its connect timeout).
 const LOOKUP: Duration = Duration::from_secs(5);
+
+/// How often a primary in use is checked against what the sentinels name.
+const RECHECK: Duration = Duration::from_secs(1);
 
 /// What a `redis+sentinel://` URL says.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -154,6 +162,8 @@ struct Known {
     failed: Option<(tokio::time::Instant, String)>,
     /// A lookup is under way.
     looking: bool,
+    /// When the sentinels last named the primary in use.
+    named: Option<tokio::time::Instant>,
 }
 
 /// The primary the sentinels name, connected to until it may have moved.
@@ -223,7 +233,12 @@ impl Followed {
             {
                 let mut known = self.known();
                 if let Some(m) = &known.manager {
-                    return Ok((known.generation, m.clone()));
+                    let answer = Ok((known.generation, m.clone()));
+                    if !known.looking && known.named.is_none_or(|at| at.elapsed() >= RECHECK) {
+                        known.looking = true;
+                        tokio::spawn(self.clone().look());
+                    }
+                    return answer;
                 }
                 if let Some((at, why)) = &known.failed
                     && at.elapsed() < RETRY
@@ -268,15 +283,24 @@ impl Followed {
                     if addr != known.addr || known.manager.is_none() {
                         known.generation += 1;
                         tracing::info!(primary = %addr, generation = known.generation, "redis: the sentinels name the primary");
+                        known.manager = Some(manager);
+                        known.addr = addr;
                     }
-                    // The same server: its connection reconnects by itself.
-                    known.manager = Some(manager);
-                    known.addr = addr;
+                    // The same server: its connection, kept, reconnects by itself.
                     known.failed = None;
+                    known.named = Some(tokio::time::Instant::now());
                 }
                 Err(why) => {
                     tracing::debug!(error = %why, "redis: no primary named yet");
-                    known.failed = Some((tokio::time::Instant::now(), why));
+                    // A check of a primary in use that found no answer
+                    // keeps it (the sentinels may be the ones away); its
+                    // commands say whether it moved.
+                    let now = tokio::time::Instant::now();
+                    if known.manager.is_some() {
+                        known.named = Some(now);
+                    } else {
+                        known.failed = Some((now, why));
+                    }
                 }
             }
         }
@@ -352,11 +376,14 @@ fn moved(e: &redis::RedisError) -> bool {
         ErrorKind::Server(ServerErrorKind::ReadOnly | ServerErrorKind::MasterDown)
     );
     // A script's write refused on a replica can arrive wrapped.
+    // NOREPLICAS: a primary cut off from its replicas (min-replicas-to-write)
+    // may be the side a failover left behind.
     let said = e
         .code()
-        .is_some_and(|c| c == "READONLY" || c == "MASTERDOWN")
-        || e.to_string().contains("READONLY")
-        || e.to_string().contains("MASTERDOWN");
+        .is_some_and(|c| matches!(c, "READONLY" | "MASTERDOWN" | "NOREPLICAS"))
+        || ["READONLY", "MASTERDOWN", "NOREPLICAS"]
+            .iter()
+            .any(|c| e.to_string().contains(c));
     server || said || e.is_io_error() || e.is_connection_refusal() || e.is_connection_dropped()
 }
 

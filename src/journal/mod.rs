@@ -11,7 +11,9 @@
 //! What it promises: a job whose admission was answered survives the
 //! process being killed (and, with [`Durability::Sync`], a power cut), and
 //! is delivered at least once. What it does not: exactly once (a delivery
-//! running at the crash is made again), or surviving the loss of the disk.
+//! running at the crash is made again, and so is one that ended while the
+//! disk was full: its end is written once the disk takes writes again,
+//! within half a second), or surviving the loss of the disk.
 //!
 //! Durability costs a batch, not a flush per job: one writer thread takes
 //! every record waiting, writes them at once and `fsync`s once (group

@@ -130,6 +130,19 @@ impl RedisServer {
         format!("redis://127.0.0.1:{}/", self.port)
     }
 
+    /// Restarts the server as a replica of the server on `primary`.
+    pub(crate) fn restart_replica_of(&mut self, primary: u16) {
+        if let Some(at) = self.extra.iter().position(|a| a == "--replicaof") {
+            self.extra.drain(at..(at + 3).min(self.extra.len()));
+        }
+        self.extra.extend([
+            "--replicaof".to_owned(),
+            "127.0.0.1".to_owned(),
+            primary.to_string(),
+        ]);
+        self.restart();
+    }
+
     /// Kills the server (SIGKILL) and waits for it to exit.
     pub(crate) fn kill(&mut self) {
         if let Some(mut c) = self.child.take() {
@@ -263,7 +276,9 @@ pub(crate) const WATCHED: &str = "hooks";
 
 /// A primary with two replicas and three sentinels watching them (quorum
 /// 2, a primary taken as down after 1 s), on free loopback ports. Each
-/// server fsyncs every write (`appendfsync always`).
+/// server fsyncs every write (`appendfsync always`), and a primary with
+/// no replica in sync refuses writes (`min-replicas-to-write 1`), as the
+/// book's fleet page promises its settings.
 pub(crate) struct SentinelSet {
     /// The first primary, then its replicas.
     pub servers: Vec<RedisServer>,
@@ -273,7 +288,14 @@ pub(crate) struct SentinelSet {
 
 impl SentinelSet {
     pub(crate) fn start() -> Self {
-        let always = ["--appendfsync", "always"];
+        let always = [
+            "--appendfsync",
+            "always",
+            "--min-replicas-to-write",
+            "1",
+            "--min-replicas-max-lag",
+            "5",
+        ];
         let primary =
             RedisServer::start_with(free_port(), always.map(String::from).to_vec(), "primary");
         let mut servers = vec![primary];
@@ -387,15 +409,21 @@ impl SentinelSet {
         panic!("no failover within 60 s");
     }
 
-    /// Starts the server on `port` again (the sentinels make it a replica
-    /// of the primary now).
+    /// Starts the server on `port` again as a replica of the primary the
+    /// sentinels name now, as an operator (or the server's config file,
+    /// which the sentinels rewrite) would: restarted as a primary with
+    /// its old data it would take writes until the sentinels turn it.
     pub(crate) fn bring_back(&mut self, port: u16) {
+        let primary = self.primary_port();
         let server = self
             .servers
             .iter_mut()
             .find(|s| s.port == port)
             .expect("one of the set");
-        server.restart();
+        match primary.filter(|p| *p != port) {
+            Some(p) => server.restart_replica_of(p),
+            None => server.restart(),
+        }
     }
 }
 

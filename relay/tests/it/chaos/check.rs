@@ -35,6 +35,9 @@ pub(super) struct Tally {
     pub unanswered_tries: usize,
     pub delivered: usize,
     pub duplicates: usize,
+    /// Each duplicated webhook's arrivals, ms from the start (the first
+    /// twenty), to set beside the fault log.
+    pub duplicated_at: Vec<Vec<u64>>,
     pub dead_lettered: usize,
     /// Not delivered yet when the run ended, still queued (in the
     /// journal): kept, not lost.
@@ -52,7 +55,7 @@ pub(super) struct Tally {
     /// second around it.
     pub worst_at: u64,
     pub around_worst: Vec<(u64, usize)>,
-    /// When each fault came, seconds from the start, and what it was.
+    /// The faults as they came, ms from the start.
     pub log: Vec<(u64, String)>,
     /// The faults applied, by kind.
     pub faults: Vec<(&'static str, usize)>,
@@ -166,6 +169,20 @@ pub(super) fn count(
         .filter(|id| delivered.contains_key(*id))
         .count();
     t.duplicates = delivered.values().filter(|n| **n > 1).map(|n| n - 1).sum();
+    let mut at: HashMap<&str, Vec<u64>> = HashMap::new();
+    for a in arrivals
+        .iter()
+        .filter(|a| a.ok && delivered.get(a.id.as_str()).is_some_and(|n| *n > 1))
+    {
+        let ms = a.at.saturating_duration_since(start).as_millis();
+        at.entry(a.id.as_str())
+            .or_default()
+            .push(u64::try_from(ms).unwrap_or(u64::MAX));
+    }
+    let mut twice: Vec<Vec<u64>> = at.into_values().collect();
+    twice.sort();
+    twice.truncate(20);
+    t.duplicated_at = twice;
     t.dead_lettered = accepted
         .iter()
         .filter(|id| !delivered.contains_key(*id) && dead.contains(**id))
@@ -186,6 +203,11 @@ pub(super) fn count(
             .collect();
     }
     t
+}
+
+/// Milliseconds since `start`, for the fault log.
+pub(super) fn ms(start: Instant) -> u64 {
+    u64::try_from(start.elapsed().as_millis()).unwrap_or(u64::MAX)
 }
 
 /// Whether every 202 is delivered or dead-lettered yet.
@@ -214,13 +236,15 @@ pub(super) fn hold(engine: &str, t: &Tally, in_flight: usize, most: usize) {
     let bound = (t.repeating_faults() * in_flight).max(1);
     assert!(
         t.duplicates <= bound,
-        "{engine}: {} duplicates, more than {bound} (faults × in flight): {t:?}",
-        t.duplicates
+        "{engine}: {} duplicates, more than {bound} (faults × in flight); arrivals of the first, ms: {:?}; faults: {:?}; {t:?}",
+        t.duplicates,
+        t.duplicated_at,
+        t.log,
     );
     let near: Vec<&(u64, String)> = t
         .log
         .iter()
-        .filter(|(s, _)| s + 15 >= t.worst_at && *s <= t.worst_at + 2)
+        .filter(|(ms, _)| ms / 1000 + 15 >= t.worst_at && ms / 1000 <= t.worst_at + 2)
         .collect();
     assert!(
         t.worst_second <= most,

@@ -99,13 +99,16 @@ async fn a_fleet_through_minutes_of_chaos_loses_nothing() {
     let mut stopped: Vec<(usize, Instant)> = Vec::new();
     let mut away: Option<(u16, Instant)> = None;
     let mut last_failover = Instant::now();
+    // The first failover comes by the middle of the run, whatever its length.
+    let half = u64::try_from(length.as_millis() / 2).unwrap_or(u64::MAX);
+    let first_failover = start + Duration::from_millis(rng.u64(8_000.min(half)..=half.max(8_000)));
     let mut next = Instant::now() + Duration::from_secs(2);
     while start.elapsed() < length {
         tokio::time::sleep(Duration::from_millis(100)).await;
         let now = Instant::now();
         // Bring back what is due.
         for (i, _) in down.iter().filter(|(_, at)| *at <= now) {
-            log.push((start.elapsed().as_secs(), format!("start {i}")));
+            log.push((check::ms(start), format!("start {i}")));
             let relay = Relay::start_with(&line(*i), &[]).await;
             targets.lock().unwrap()[*i] = Some(relay.addr);
             relays[*i] = Some(relay);
@@ -114,7 +117,7 @@ async fn a_fleet_through_minutes_of_chaos_loses_nothing() {
         for (i, _) in stopped.iter().filter(|(_, at)| *at <= now) {
             if let Some(r) = &relays[*i] {
                 r.signal("CONT");
-                log.push((start.elapsed().as_secs(), format!("cont {i}")));
+                log.push((check::ms(start), format!("cont {i}")));
             }
         }
         stopped.retain(|(_, at)| *at > now);
@@ -122,7 +125,7 @@ async fn a_fleet_through_minutes_of_chaos_loses_nothing() {
             && at <= now
         {
             tokio::task::block_in_place(|| set.bring_back(port));
-            log.push((start.elapsed().as_secs(), format!("back {port}")));
+            log.push((check::ms(start), format!("back {port}")));
             away = None;
         }
         if now < next {
@@ -132,14 +135,18 @@ async fn a_fleet_through_minutes_of_chaos_loses_nothing() {
         let up: Vec<usize> = (0..RELAYS)
             .filter(|i| relays[*i].is_some() && !stopped.iter().any(|(s, _)| s == i))
             .collect();
-        match rng.u8(0..4) {
+        let pick = match failovers == 0 && now >= first_failover {
+            true => 2,
+            false => rng.u8(0..4),
+        };
+        match pick {
             // Keep one relay up: the fleet goes on while the others come back.
             0 if up.len() > 1 => {
                 let i = up[rng.usize(0..up.len())];
                 if let Some(mut r) = relays[i].take() {
                     targets.lock().unwrap()[i] = None;
                     r.kill().await;
-                    log.push((start.elapsed().as_secs(), format!("kill {i}")));
+                    log.push((check::ms(start), format!("kill {i}")));
                     kills += 1;
                     down.push((i, now + Duration::from_millis(rng.u64(1000..3000))));
                 }
@@ -148,15 +155,17 @@ async fn a_fleet_through_minutes_of_chaos_loses_nothing() {
                 let i = up[rng.usize(0..up.len())];
                 if let Some(r) = &relays[i] {
                     r.signal("STOP");
-                    log.push((start.elapsed().as_secs(), format!("stop {i}")));
+                    log.push((check::ms(start), format!("stop {i}")));
                     stops += 1;
                     stopped.push((i, now + Duration::from_millis(rng.u64(1000..4000))));
                 }
             }
-            2 if away.is_none() && last_failover.elapsed() > Duration::from_secs(every) => {
-                log.push((start.elapsed().as_secs(), "kill primary".into()));
+            2 if away.is_none()
+                && (failovers == 0 || last_failover.elapsed() > Duration::from_secs(every)) =>
+            {
+                log.push((check::ms(start), "kill primary".into()));
                 let old = tokio::task::block_in_place(|| set.fail_over());
-                log.push((start.elapsed().as_secs(), format!("failed over from {old}")));
+                log.push((check::ms(start), format!("failed over from {old}")));
                 failovers += 1;
                 last_failover = Instant::now();
                 away = Some((
@@ -167,7 +176,7 @@ async fn a_fleet_through_minutes_of_chaos_loses_nothing() {
             _ => {
                 let mode = Mode::ALL[rng.usize(0..Mode::ALL.len())];
                 rx.set(mode);
-                log.push((start.elapsed().as_secs(), format!("{mode:?}")));
+                log.push((check::ms(start), format!("{mode:?}")));
                 moods += 1;
             }
         }
