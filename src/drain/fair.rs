@@ -13,6 +13,7 @@
 //! so the bound, `Retry-After` and the depth gauge stay what they were.
 
 use std::collections::{HashMap, VecDeque};
+use std::hash::{BuildHasherDefault, Hasher};
 
 use crate::admission::Entry;
 
@@ -64,9 +65,34 @@ pub enum DeliveryOrder {
     RoundRobinByKey,
 }
 
+/// The keys are hashes already (with a per-throttle seed): used as they are.
+#[derive(Default)]
+struct Hashed(u64);
+
+impl Hasher for Hashed {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        for b in bytes {
+            self.0 = self.0.rotate_left(8) ^ u64::from(*b);
+        }
+    }
+
+    fn write_u64(&mut self, n: u64) {
+        self.0 = n;
+    }
+}
+
+/// Emptied queues kept for reuse, at most (their allocations).
+const SPARE: usize = 256;
+
 /// Queued jobs taken from the ring, one queue per key, and the keys' turn.
 pub(crate) struct Fair<J> {
-    queues: HashMap<u64, VecDeque<Entry<J>>>,
+    queues: HashMap<u64, VecDeque<Entry<J>>, BuildHasherDefault<Hashed>>,
+    /// Emptied queues, for keys that come back.
+    spare: Vec<VecDeque<Entry<J>>>,
     /// Keys with jobs queued, in the order of their next turn.
     turn: VecDeque<u64>,
     len: usize,
@@ -75,7 +101,8 @@ pub(crate) struct Fair<J> {
 impl<J> Fair<J> {
     pub(crate) fn new() -> Self {
         Fair {
-            queues: HashMap::new(),
+            queues: HashMap::default(),
+            spare: Vec::new(),
             turn: VecDeque::new(),
             len: 0,
         }
@@ -85,7 +112,11 @@ impl<J> Fair<J> {
     /// takes its turn after every key waiting now.
     pub(crate) fn push(&mut self, entry: Entry<J>) {
         let key = entry.key;
-        let queue = self.queues.entry(key).or_default();
+        let spare = &mut self.spare;
+        let queue = self
+            .queues
+            .entry(key)
+            .or_insert_with(|| spare.pop().unwrap_or_default());
         if queue.is_empty() {
             self.turn.push_back(key);
         }
@@ -95,13 +126,17 @@ impl<J> Fair<J> {
 
     /// The next key's oldest job; the key goes to the back of the turn
     /// while it has more. A key left with none is forgotten (memory is
-    /// what is queued, not every key ever seen).
+    /// what is queued, not every key ever seen, plus a few emptied queues).
     pub(crate) fn pop(&mut self) -> Option<Entry<J>> {
         let key = self.turn.pop_front()?;
         let queue = self.queues.get_mut(&key)?;
         let entry = queue.pop_front()?;
         if queue.is_empty() {
-            self.queues.remove(&key);
+            if let Some(q) = self.queues.remove(&key)
+                && self.spare.len() < SPARE
+            {
+                self.spare.push(q);
+            }
         } else {
             self.turn.push_back(key);
         }

@@ -20,13 +20,14 @@ use super::{Admit, AdmitError, BucketError, BucketStore, Quota};
 /// refused as such, and a store that fails answers
 /// [`BucketError::Unavailable`] for the whole.
 ///
-/// How it admits: each limit is asked first
-/// ([`can_admit`](BucketStore::can_admit), changing nothing); if all have
-/// room, each is charged in order. A concurrent caller can take the room of
-/// a later limit between the two: then the limits already charged are
-/// refunded and the refusal is returned. So a key is never admitted above
-/// any of its limits; a race can refuse a caller that a single atomic
-/// check would have admitted (the refund gives the room back at once).
+/// How it admits: each limit is charged in order; if one refuses, the
+/// limits already charged are refunded, and the limits after it are asked
+/// (changing nothing) so that the refusal returned is the one that waits
+/// longest. An admission costs one call per limit; a refusal at most two.
+/// A key is never admitted above any of its limits; a concurrent caller
+/// can find the room of an earlier limit taken for the instant between a
+/// charge and its refund, and be refused where a single atomic check
+/// would have admitted it.
 ///
 /// Each limit keeps the bucket law on its own: over any span `T` a key is
 /// admitted at most `size + rate × T` by each. "At most 10,000 in any
@@ -114,20 +115,42 @@ impl AllOf {
         &self.limits
     }
 
-    /// Asks every limit (changing nothing): the refusal that decides, if any.
-    async fn ask(&self, key: &str, cost: f64) -> Result<(), BucketError> {
-        let mut refusal: Option<BucketError> = None;
-        for limit in &self.limits {
+    /// `refused`, or a later limit's refusal if it waits longer (asked,
+    /// changing nothing).
+    async fn longest(
+        &self,
+        key: &str,
+        cost: f64,
+        refused: BucketError,
+        after: usize,
+    ) -> BucketError {
+        let mut refusal = refused;
+        for limit in &self.limits[after..] {
             if let Err(e) = limit.can_admit(key, cost).await {
                 if !matches!(e.as_admit(), Some(AdmitError::OverQuota(_))) {
-                    return Err(e); // never fits, or the store failed
+                    return e; // never fits, or the store failed
                 }
-                if wait(&e) > refusal.as_ref().map_or(std::time::Duration::ZERO, wait) {
-                    refusal = Some(e);
+                if wait(&e) > wait(&refusal) {
+                    refusal = e;
                 }
             }
         }
-        refusal.map_or(Ok(()), Err)
+        refusal
+    }
+}
+
+impl AllOf {
+    /// Limit `at` refused with `e` during an admission: the limits before
+    /// it get their charge back, and the refusal that waits longest is
+    /// returned.
+    async fn refused(&self, key: &str, cost: f64, e: BucketError, at: usize) -> BucketError {
+        for earlier in &self.limits[..at] {
+            let _ = earlier.refund(key, cost).await;
+        }
+        match e.as_admit() {
+            Some(AdmitError::OverQuota(_)) => self.longest(key, cost, e, at + 1).await,
+            _ => e,
+        }
     }
 }
 
@@ -146,30 +169,30 @@ impl BucketStore for AllOf {
     }
 
     async fn try_admit(&self, key: &str, cost: f64) -> Result<Admit, BucketError> {
-        self.ask(key, cost).await?;
-        let mut tightest = self.limits[0].try_admit(key, cost).await?;
+        let mut tightest = match self.limits[0].try_admit(key, cost).await {
+            Ok(a) => a,
+            Err(e) => return Err(self.refused(key, cost, e, 0).await),
+        };
         for (i, limit) in self.limits.iter().enumerate().skip(1) {
             match limit.try_admit(key, cost).await {
-                Ok(a) => {
-                    if a.remaining() < tightest.remaining() {
-                        tightest = a;
-                    }
-                }
-                Err(e) => {
-                    // Another caller took this limit's room since it was
-                    // asked: give the others theirs back.
-                    for earlier in &self.limits[..i] {
-                        let _ = earlier.refund(key, cost).await;
-                    }
-                    return Err(e);
-                }
+                Ok(a) if a.remaining() < tightest.remaining() => tightest = a,
+                Ok(_) => {}
+                Err(e) => return Err(self.refused(key, cost, e, i).await),
             }
         }
         Ok(tightest)
     }
 
     async fn can_admit(&self, key: &str, cost: f64) -> Result<(), BucketError> {
-        self.ask(key, cost).await
+        for (i, limit) in self.limits.iter().enumerate() {
+            if let Err(e) = limit.can_admit(key, cost).await {
+                return Err(match e.as_admit() {
+                    Some(AdmitError::OverQuota(_)) => self.longest(key, cost, e, i + 1).await,
+                    _ => e,
+                });
+            }
+        }
+        Ok(())
     }
 
     async fn debt(&self, key: &str) -> Result<f64, BucketError> {
