@@ -18,7 +18,7 @@ check_list() { # PACKAGE REQUIRED...
   local list
   list=$(cargo package --list --allow-dirty -p "$pkg" 2>/dev/null)
   local stray
-  stray=$(grep -E '^(tests|benches|scripts|dashboards|fuzz|loom|\.ci|\.github)/|^docs/' <<<"$list" \
+  stray=$(grep -E '^(tests|benches|scripts|dashboards|fuzz|loom|sdk|\.ci|\.github)/|^docs/' <<<"$list" \
     | grep -vE '^docs/src/library/guide\.md$|^docs/src/quick-start\.md$' || true)
   if [ -n "$stray" ]; then
     echo "$pkg packs files a user does not need:" >&2

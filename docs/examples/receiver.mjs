@@ -7,6 +7,10 @@ import { createHmac, timingSafeEqual } from "node:crypto";
 const TOLERANCE = 5 * 60; // seconds a webhook-timestamp may be away from our clock
 
 // The key is the base64 after "whsec_".
+if (!process.env.WEBHOOK_SECRET) {
+  console.error("receiver.mjs: set WEBHOOK_SECRET to the destination's secret (whsec_...)");
+  process.exit(1);
+}
 const KEY = Buffer.from(process.env.WEBHOOK_SECRET.replace(/^whsec_/, ""), "base64");
 
 const seen = new Set(); // keep these in your database, beside what the webhook changed

@@ -7,6 +7,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 TOLERANCE = 5 * 60  # seconds a webhook-timestamp may be away from our clock
 
 # The key is the base64 after "whsec_" (the relay also takes it without padding).
+if not os.environ.get("WEBHOOK_SECRET"):
+    sys.exit("receiver.py: set WEBHOOK_SECRET to the destination's secret (whsec_...)")
 secret = os.environ["WEBHOOK_SECRET"].removeprefix("whsec_")
 KEY = base64.b64decode(secret + "=" * (-len(secret) % 4))
 

@@ -101,7 +101,7 @@ impl Admin {
 }
 
 /// `GET /v1/applications`.
-#[utoipa::path(get, path = "/v1/applications", tag = "events",
+#[utoipa::path(get, path = "/v1/applications", tag = "events", operation_id = "list_applications",
     security(("admin_token" = [])),
     params(
         ("limit" = Option<u32>, Query, description = "Applications in the page (default and most 1000).", minimum = 1, maximum = 1000),
@@ -139,7 +139,7 @@ pub(crate) async fn list(State(admin): State<Arc<Admin>>, RawQuery(raw): RawQuer
 }
 
 /// `GET /v1/applications/{app}`.
-#[utoipa::path(get, path = "/v1/applications/{app}", tag = "events",
+#[utoipa::path(get, path = "/v1/applications/{app}", tag = "events", operation_id = "get_application",
     security(("admin_token" = [])),
     params(("app" = String, Path, description = "The application.")),
     responses(
@@ -158,7 +158,7 @@ pub(crate) async fn one(State(admin): State<Arc<Admin>>, Path(app): Path<String>
 }
 
 /// `PUT /v1/applications/{app}`.
-#[utoipa::path(put, path = "/v1/applications/{app}", tag = "events",
+#[utoipa::path(put, path = "/v1/applications/{app}", tag = "events", operation_id = "put_application",
     security(("admin_token" = [])),
     params(("app" = String, Path, description = "The application: 1 to 64 of A-Z a-z 0-9 . _ -.", pattern = "^[A-Za-z0-9._-]{1,64}$")),
     request_body(content = Option<ApplicationPut>, content_type = "application/json", description = "Optional: no body makes an application with no description."),
@@ -255,7 +255,7 @@ pub(crate) struct ApplicationDeleted {
 }
 
 /// `DELETE /v1/applications/{app}`.
-#[utoipa::path(delete, path = "/v1/applications/{app}", tag = "events",
+#[utoipa::path(delete, path = "/v1/applications/{app}", tag = "events", operation_id = "delete_application",
     security(("admin_token" = [])),
     params(("app" = String, Path, description = "The application.")),
     responses(

@@ -198,7 +198,7 @@ fn bad_name(name: &str) -> Option<Response> {
 }
 
 /// `PUT /v1/destinations/{name}`.
-#[utoipa::path(put, path = "/v1/destinations/{name}", tag = "admin",
+#[utoipa::path(put, path = "/v1/destinations/{name}", tag = "admin", operation_id = "put_destination",
     security(("admin_token" = [])),
     params(
         ("name" = String, Path, pattern = "^[A-Za-z0-9._-]{1,64}$", description = "The destination's name: 1 to 64 of `A-Z a-z 0-9 . _ -`."),
@@ -279,7 +279,7 @@ pub(crate) async fn put(
 }
 
 /// `PATCH /v1/destinations/{name}`.
-#[utoipa::path(patch, path = "/v1/destinations/{name}", tag = "admin",
+#[utoipa::path(patch, path = "/v1/destinations/{name}", tag = "admin", operation_id = "patch_destination",
     security(("admin_token" = [])),
     params(
         ("name" = String, Path, pattern = "^[A-Za-z0-9._-]{1,64}$", description = "The destination's name."),
@@ -358,7 +358,7 @@ async fn change(admin: &Admin, name: &str, edit: Edit, pre: &Precondition) -> Re
 }
 
 /// `DELETE /v1/destinations/{name}`.
-#[utoipa::path(delete, path = "/v1/destinations/{name}", tag = "admin",
+#[utoipa::path(delete, path = "/v1/destinations/{name}", tag = "admin", operation_id = "delete_destination",
     security(("admin_token" = [])),
     params(
         ("name" = String, Path, description = "The destination's name."),

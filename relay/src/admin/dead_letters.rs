@@ -47,7 +47,7 @@ pub(super) fn unreadable(detail: String) -> Response {
 }
 
 /// `GET /v1/dead-letters`.
-#[utoipa::path(get, path = "/v1/dead-letters", tag = "admin",
+#[utoipa::path(get, path = "/v1/dead-letters", tag = "admin", operation_id = "list_dead_letters",
     security(("admin_token" = [])),
     params(
         ("destination" = Option<String>, Query, description = "Only this destination's lines."),

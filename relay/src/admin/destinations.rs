@@ -157,7 +157,7 @@ impl Admin {
 }
 
 /// `GET /v1/destinations`.
-#[utoipa::path(get, path = "/v1/destinations", tag = "admin",
+#[utoipa::path(get, path = "/v1/destinations", tag = "admin", operation_id = "list_destinations",
     security(("admin_token" = [])),
     params(
         ("limit" = Option<u32>, Query, description = "Destinations in the page (default and most 1000).", minimum = 1, maximum = 1000),
@@ -196,7 +196,7 @@ pub(crate) async fn list(State(admin): State<Arc<Admin>>, RawQuery(raw): RawQuer
 }
 
 /// `GET /v1/destinations/{name}`.
-#[utoipa::path(get, path = "/v1/destinations/{name}", tag = "admin",
+#[utoipa::path(get, path = "/v1/destinations/{name}", tag = "admin", operation_id = "get_destination",
     security(("admin_token" = [])),
     params(("name" = String, Path, description = "The destination's name.")),
     responses(

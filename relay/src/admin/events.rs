@@ -172,7 +172,7 @@ fn not_found(what: &str) -> Response {
 }
 
 /// `GET /v1/applications/{app}/events`.
-#[utoipa::path(get, path = "/v1/applications/{app}/events", tag = "events",
+#[utoipa::path(get, path = "/v1/applications/{app}/events", tag = "events", operation_id = "list_events",
     security(("admin_token" = [])),
     params(
         ("app" = String, Path, description = "The application."),
@@ -226,7 +226,7 @@ pub(crate) async fn list(
 }
 
 /// `GET /v1/applications/{app}/events/{id}`.
-#[utoipa::path(get, path = "/v1/applications/{app}/events/{id}", tag = "events",
+#[utoipa::path(get, path = "/v1/applications/{app}/events/{id}", tag = "events", operation_id = "get_event",
     security(("admin_token" = [])),
     params(("app" = String, Path, description = "The application."), ("id" = String, Path, description = "The event's id.", pattern = "^[0-9]{1,20}$")),
     responses(

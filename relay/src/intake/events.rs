@@ -45,7 +45,7 @@ pub(crate) struct EventIn {
     kind: String,
     /// What each endpoint receives as its body (any JSON), the event's
     /// id as `webhook-id` and its type as `webhook-event-type`.
-    #[schema(value_type = Object, example = json!({"invoice": "in_123", "amount": 4200}))]
+    #[schema(value_type = Value, example = json!({"invoice": "in_123", "amount": 4200}))]
     payload: serde_json::Value,
 }
 

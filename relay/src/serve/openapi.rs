@@ -62,6 +62,27 @@ mod tests {
         }
     }
 
+    /// Each operation has an id of its own in its document (OpenAPI
+    /// requires it; generated clients name a function each, and two
+    /// operations called `list` made one of them vanish from the SDK).
+    #[test]
+    fn operation_ids_are_unique() {
+        for listener in [Listener::Intake, Listener::Admin] {
+            let doc: serde_json::Value = serde_json::from_str(&generate(listener)).unwrap();
+            let mut seen = std::collections::HashMap::new();
+            for (path, ops) in doc["paths"].as_object().unwrap() {
+                for (method, op) in ops.as_object().unwrap() {
+                    let Some(id) = op["operationId"].as_str() else {
+                        continue;
+                    };
+                    if let Some(other) = seen.insert(id.to_owned(), format!("{method} {path}")) {
+                        panic!("operationId {id} names both {other} and {method} {path}");
+                    }
+                }
+            }
+        }
+    }
+
     /// Every status the issue names is in the documents where it applies.
     #[test]
     fn deliver_documents_every_refusal() {

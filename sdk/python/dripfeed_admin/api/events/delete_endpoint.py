@@ -1,0 +1,247 @@
+from http import HTTPStatus
+from typing import Any, cast
+from urllib.parse import quote
+
+import httpx
+
+from ...client import AuthenticatedClient, Client
+from ...types import Response, UNSET
+from ... import errors
+
+from ...models.deleting import Deleting
+from ...models.problem import Problem
+from ...types import UNSET, Unset
+from typing import cast
+
+
+
+def _get_kwargs(
+    app: str,
+    name: str,
+    *,
+    if_match: str | Unset = UNSET,
+
+) -> dict[str, Any]:
+    headers: dict[str, Any] = {}
+    if not isinstance(if_match, Unset):
+        headers["If-Match"] = if_match
+
+
+
+    
+
+    
+
+    _kwargs: dict[str, Any] = {
+        "method": "delete",
+        "url": "/v1/applications/{app}/endpoints/{name}".format(app=quote(str(app), safe=""),name=quote(str(name), safe=""),),
+    }
+
+
+    _kwargs["headers"] = headers
+    return _kwargs
+
+
+
+def _parse_response(*, client: AuthenticatedClient | Client, response: httpx.Response) -> Deleting | Problem | None:
+    if response.status_code == 202:
+        response_202 = Deleting.from_dict(response.json())
+
+
+
+        return response_202
+
+    if response.status_code == 401:
+        response_401 = Problem.from_dict(response.json())
+
+
+
+        return response_401
+
+    if response.status_code == 403:
+        response_403 = Problem.from_dict(response.json())
+
+
+
+        return response_403
+
+    if response.status_code == 404:
+        response_404 = Problem.from_dict(response.json())
+
+
+
+        return response_404
+
+    if response.status_code == 409:
+        response_409 = Problem.from_dict(response.json())
+
+
+
+        return response_409
+
+    if response.status_code == 412:
+        response_412 = Problem.from_dict(response.json())
+
+
+
+        return response_412
+
+    if response.status_code == 503:
+        response_503 = Problem.from_dict(response.json())
+
+
+
+        return response_503
+
+    if client.raise_on_unexpected_status:
+        raise errors.UnexpectedStatus(response.status_code, response.content)
+    else:
+        return None
+
+
+def _build_response(*, client: AuthenticatedClient | Client, response: httpx.Response) -> Response[Deleting | Problem]:
+    return Response(
+        status_code=HTTPStatus(response.status_code),
+        content=response.content,
+        headers=response.headers,
+        parsed=_parse_response(client=client, response=response),
+    )
+
+
+def sync_detailed(
+    app: str,
+    name: str,
+    *,
+    client: AuthenticatedClient,
+    if_match: str | Unset = UNSET,
+
+) -> Response[Deleting | Problem]:
+    """ `DELETE /v1/applications/{app}/endpoints/{name}`.
+
+    Args:
+        app (str):
+        name (str):
+        if_match (str | Unset):
+
+    Raises:
+        errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
+        httpx.TimeoutException: If the request takes longer than Client.timeout.
+
+    Returns:
+        Response[Deleting | Problem]
+     """
+
+
+    kwargs = _get_kwargs(
+        app=app,
+name=name,
+if_match=if_match,
+
+    )
+
+    response = client.get_httpx_client().request(
+        **kwargs,
+    )
+
+    return _build_response(client=client, response=response)
+
+def sync(
+    app: str,
+    name: str,
+    *,
+    client: AuthenticatedClient,
+    if_match: str | Unset = UNSET,
+
+) -> Deleting | Problem | None:
+    """ `DELETE /v1/applications/{app}/endpoints/{name}`.
+
+    Args:
+        app (str):
+        name (str):
+        if_match (str | Unset):
+
+    Raises:
+        errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
+        httpx.TimeoutException: If the request takes longer than Client.timeout.
+
+    Returns:
+        Deleting | Problem
+     """
+
+
+    return sync_detailed(
+        app=app,
+name=name,
+client=client,
+if_match=if_match,
+
+    ).parsed
+
+async def asyncio_detailed(
+    app: str,
+    name: str,
+    *,
+    client: AuthenticatedClient,
+    if_match: str | Unset = UNSET,
+
+) -> Response[Deleting | Problem]:
+    """ `DELETE /v1/applications/{app}/endpoints/{name}`.
+
+    Args:
+        app (str):
+        name (str):
+        if_match (str | Unset):
+
+    Raises:
+        errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
+        httpx.TimeoutException: If the request takes longer than Client.timeout.
+
+    Returns:
+        Response[Deleting | Problem]
+     """
+
+
+    kwargs = _get_kwargs(
+        app=app,
+name=name,
+if_match=if_match,
+
+    )
+
+    response = await client.get_async_httpx_client().request(
+        **kwargs
+    )
+
+    return _build_response(client=client, response=response)
+
+async def asyncio(
+    app: str,
+    name: str,
+    *,
+    client: AuthenticatedClient,
+    if_match: str | Unset = UNSET,
+
+) -> Deleting | Problem | None:
+    """ `DELETE /v1/applications/{app}/endpoints/{name}`.
+
+    Args:
+        app (str):
+        name (str):
+        if_match (str | Unset):
+
+    Raises:
+        errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
+        httpx.TimeoutException: If the request takes longer than Client.timeout.
+
+    Returns:
+        Deleting | Problem
+     """
+
+
+    return (await asyncio_detailed(
+        app=app,
+name=name,
+client=client,
+if_match=if_match,
+
+    )).parsed

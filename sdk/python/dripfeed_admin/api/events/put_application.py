@@ -1,0 +1,260 @@
+from http import HTTPStatus
+from typing import Any, cast
+from urllib.parse import quote
+
+import httpx
+
+from ...client import AuthenticatedClient, Client
+from ...types import Response, UNSET
+from ... import errors
+
+from ...models.application_put import ApplicationPut
+from ...models.application_view import ApplicationView
+from ...models.problem import Problem
+from ...types import UNSET, Unset
+from typing import cast
+
+
+
+def _get_kwargs(
+    app: str,
+    *,
+    body: ApplicationPut | None | Unset = UNSET,
+
+) -> dict[str, Any]:
+    headers: dict[str, Any] = {}
+
+
+    
+
+    
+
+    _kwargs: dict[str, Any] = {
+        "method": "put",
+        "url": "/v1/applications/{app}".format(app=quote(str(app), safe=""),),
+    }
+
+    
+    if isinstance(body, ApplicationPut):
+        _kwargs["json"] = body.to_dict()
+    else:
+        _kwargs["json"] = body
+
+    headers["Content-Type"] = "application/json"
+
+    _kwargs["headers"] = headers
+    return _kwargs
+
+
+
+def _parse_response(*, client: AuthenticatedClient | Client, response: httpx.Response) -> ApplicationView | Problem | None:
+    if response.status_code == 200:
+        response_200 = ApplicationView.from_dict(response.json())
+
+
+
+        return response_200
+
+    if response.status_code == 201:
+        response_201 = ApplicationView.from_dict(response.json())
+
+
+
+        return response_201
+
+    if response.status_code == 400:
+        response_400 = Problem.from_dict(response.json())
+
+
+
+        return response_400
+
+    if response.status_code == 401:
+        response_401 = Problem.from_dict(response.json())
+
+
+
+        return response_401
+
+    if response.status_code == 403:
+        response_403 = Problem.from_dict(response.json())
+
+
+
+        return response_403
+
+    if response.status_code == 409:
+        response_409 = Problem.from_dict(response.json())
+
+
+
+        return response_409
+
+    if response.status_code == 413:
+        response_413 = Problem.from_dict(response.json())
+
+
+
+        return response_413
+
+    if response.status_code == 422:
+        response_422 = Problem.from_dict(response.json())
+
+
+
+        return response_422
+
+    if response.status_code == 501:
+        response_501 = Problem.from_dict(response.json())
+
+
+
+        return response_501
+
+    if response.status_code == 503:
+        response_503 = Problem.from_dict(response.json())
+
+
+
+        return response_503
+
+    if client.raise_on_unexpected_status:
+        raise errors.UnexpectedStatus(response.status_code, response.content)
+    else:
+        return None
+
+
+def _build_response(*, client: AuthenticatedClient | Client, response: httpx.Response) -> Response[ApplicationView | Problem]:
+    return Response(
+        status_code=HTTPStatus(response.status_code),
+        content=response.content,
+        headers=response.headers,
+        parsed=_parse_response(client=client, response=response),
+    )
+
+
+def sync_detailed(
+    app: str,
+    *,
+    client: AuthenticatedClient,
+    body: ApplicationPut | None | Unset = UNSET,
+
+) -> Response[ApplicationView | Problem]:
+    """ `PUT /v1/applications/{app}`.
+
+    Args:
+        app (str):
+        body (ApplicationPut | None | Unset):
+
+    Raises:
+        errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
+        httpx.TimeoutException: If the request takes longer than Client.timeout.
+
+    Returns:
+        Response[ApplicationView | Problem]
+     """
+
+
+    kwargs = _get_kwargs(
+        app=app,
+body=body,
+
+    )
+
+    response = client.get_httpx_client().request(
+        **kwargs,
+    )
+
+    return _build_response(client=client, response=response)
+
+def sync(
+    app: str,
+    *,
+    client: AuthenticatedClient,
+    body: ApplicationPut | None | Unset = UNSET,
+
+) -> ApplicationView | Problem | None:
+    """ `PUT /v1/applications/{app}`.
+
+    Args:
+        app (str):
+        body (ApplicationPut | None | Unset):
+
+    Raises:
+        errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
+        httpx.TimeoutException: If the request takes longer than Client.timeout.
+
+    Returns:
+        ApplicationView | Problem
+     """
+
+
+    return sync_detailed(
+        app=app,
+client=client,
+body=body,
+
+    ).parsed
+
+async def asyncio_detailed(
+    app: str,
+    *,
+    client: AuthenticatedClient,
+    body: ApplicationPut | None | Unset = UNSET,
+
+) -> Response[ApplicationView | Problem]:
+    """ `PUT /v1/applications/{app}`.
+
+    Args:
+        app (str):
+        body (ApplicationPut | None | Unset):
+
+    Raises:
+        errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
+        httpx.TimeoutException: If the request takes longer than Client.timeout.
+
+    Returns:
+        Response[ApplicationView | Problem]
+     """
+
+
+    kwargs = _get_kwargs(
+        app=app,
+body=body,
+
+    )
+
+    response = await client.get_async_httpx_client().request(
+        **kwargs
+    )
+
+    return _build_response(client=client, response=response)
+
+async def asyncio(
+    app: str,
+    *,
+    client: AuthenticatedClient,
+    body: ApplicationPut | None | Unset = UNSET,
+
+) -> ApplicationView | Problem | None:
+    """ `PUT /v1/applications/{app}`.
+
+    Args:
+        app (str):
+        body (ApplicationPut | None | Unset):
+
+    Raises:
+        errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
+        httpx.TimeoutException: If the request takes longer than Client.timeout.
+
+    Returns:
+        ApplicationView | Problem
+     """
+
+
+    return (await asyncio_detailed(
+        app=app,
+client=client,
+body=body,
+
+    )).parsed

@@ -1,0 +1,86 @@
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, TypeVar, BinaryIO, TextIO, TYPE_CHECKING, Generator
+
+from attrs import define as _attrs_define
+from attrs import field as _attrs_field
+
+from ..types import UNSET, Unset
+
+
+
+
+
+
+
+T = TypeVar("T", bound="ApplicationDeleted")
+
+
+
+@_attrs_define
+class ApplicationDeleted:
+    """ What a deletion of an application did.
+
+        Attributes:
+            endpoints (int): Its endpoints deleted with it (each drained within the shutdown
+                grace, the rest dead-lettered with reason `application-deleted`).
+            name (str): Its name.
+     """
+
+    endpoints: int
+    name: str
+    additional_properties: dict[str, Any] = _attrs_field(init=False, factory=dict)
+
+
+
+
+
+    def to_dict(self) -> dict[str, Any]:
+        endpoints = self.endpoints
+
+        name = self.name
+
+
+        field_dict: dict[str, Any] = {}
+        field_dict.update(self.additional_properties)
+        field_dict.update({
+            "endpoints": endpoints,
+            "name": name,
+        })
+
+        return field_dict
+
+
+
+    @classmethod
+    def from_dict(cls: type[T], src_dict: Mapping[str, Any]) -> T:
+        d = dict(src_dict)
+        endpoints = d.pop("endpoints")
+
+        name = d.pop("name")
+
+        application_deleted = cls(
+            endpoints=endpoints,
+            name=name,
+        )
+
+
+        application_deleted.additional_properties = d
+        return application_deleted
+
+    @property
+    def additional_keys(self) -> list[str]:
+        return list(self.additional_properties.keys())
+
+    def __getitem__(self, key: str) -> Any:
+        return self.additional_properties[key]
+
+    def __setitem__(self, key: str, value: Any) -> None:
+        self.additional_properties[key] = value
+
+    def __delitem__(self, key: str) -> None:
+        del self.additional_properties[key]
+
+    def __contains__(self, key: str) -> bool:
+        return key in self.additional_properties

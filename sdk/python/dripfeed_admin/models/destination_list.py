@@ -1,0 +1,119 @@
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, TypeVar, BinaryIO, TextIO, TYPE_CHECKING, Generator
+
+from attrs import define as _attrs_define
+from attrs import field as _attrs_field
+
+from ..types import UNSET, Unset
+
+from ..types import UNSET, Unset
+from typing import cast
+
+if TYPE_CHECKING:
+  from ..models.destination_view import DestinationView
+
+
+
+
+
+T = TypeVar("T", bound="DestinationList")
+
+
+
+@_attrs_define
+class DestinationList:
+    """ `GET /v1/destinations`: a page of them.
+
+        Attributes:
+            destinations (list[DestinationView]): The destinations, in configuration order, then those made
+                through the admin API in the order they were made.
+            next_cursor (None | str | Unset): Where the next page starts: pass it as `cursor`; `null` on the
+                last page.
+     """
+
+    destinations: list[DestinationView]
+    next_cursor: None | str | Unset = UNSET
+    additional_properties: dict[str, Any] = _attrs_field(init=False, factory=dict)
+
+
+
+
+
+    def to_dict(self) -> dict[str, Any]:
+        from ..models.destination_view import DestinationView # noqa: PLC0415
+        destinations = []
+        for destinations_item_data in self.destinations:
+            destinations_item = destinations_item_data.to_dict()
+            destinations.append(destinations_item)
+
+
+
+        next_cursor: None | str | Unset
+        if isinstance(self.next_cursor, Unset):
+            next_cursor = UNSET
+        else:
+            next_cursor = self.next_cursor
+
+
+        field_dict: dict[str, Any] = {}
+        field_dict.update(self.additional_properties)
+        field_dict.update({
+            "destinations": destinations,
+        })
+        if next_cursor is not UNSET:
+            field_dict["next_cursor"] = next_cursor
+
+        return field_dict
+
+
+
+    @classmethod
+    def from_dict(cls: type[T], src_dict: Mapping[str, Any]) -> T:
+        from ..models.destination_view import DestinationView # noqa: PLC0415
+        d = dict(src_dict)
+        destinations = []
+        _destinations = d.pop("destinations")
+        for destinations_item_data in (_destinations):
+            destinations_item = DestinationView.from_dict(destinations_item_data)
+
+
+
+            destinations.append(destinations_item)
+
+
+        def _parse_next_cursor(data: object) -> None | str | Unset:
+            if data is None:
+                return data
+            if isinstance(data, Unset):
+                return data
+            return cast(None | str | Unset, data)
+
+        next_cursor = _parse_next_cursor(d.pop("next_cursor", UNSET))
+
+
+        destination_list = cls(
+            destinations=destinations,
+            next_cursor=next_cursor,
+        )
+
+
+        destination_list.additional_properties = d
+        return destination_list
+
+    @property
+    def additional_keys(self) -> list[str]:
+        return list(self.additional_properties.keys())
+
+    def __getitem__(self, key: str) -> Any:
+        return self.additional_properties[key]
+
+    def __setitem__(self, key: str, value: Any) -> None:
+        self.additional_properties[key] = value
+
+    def __delitem__(self, key: str) -> None:
+        del self.additional_properties[key]
+
+    def __contains__(self, key: str) -> bool:
+        return key in self.additional_properties

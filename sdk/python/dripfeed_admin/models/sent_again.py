@@ -1,0 +1,86 @@
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, TypeVar, BinaryIO, TextIO, TYPE_CHECKING, Generator
+
+from attrs import define as _attrs_define
+from attrs import field as _attrs_field
+
+from ..types import UNSET, Unset
+
+
+
+
+
+
+
+T = TypeVar("T", bound="SentAgain")
+
+
+
+@_attrs_define
+class SentAgain:
+    """ How many were sent again.
+
+        Attributes:
+            more (bool): More dead-lettered copies are left in the window (a recover sends
+                at most 10,000): ask again.
+            sent (int): Copies sent again.
+     """
+
+    more: bool
+    sent: int
+    additional_properties: dict[str, Any] = _attrs_field(init=False, factory=dict)
+
+
+
+
+
+    def to_dict(self) -> dict[str, Any]:
+        more = self.more
+
+        sent = self.sent
+
+
+        field_dict: dict[str, Any] = {}
+        field_dict.update(self.additional_properties)
+        field_dict.update({
+            "more": more,
+            "sent": sent,
+        })
+
+        return field_dict
+
+
+
+    @classmethod
+    def from_dict(cls: type[T], src_dict: Mapping[str, Any]) -> T:
+        d = dict(src_dict)
+        more = d.pop("more")
+
+        sent = d.pop("sent")
+
+        sent_again = cls(
+            more=more,
+            sent=sent,
+        )
+
+
+        sent_again.additional_properties = d
+        return sent_again
+
+    @property
+    def additional_keys(self) -> list[str]:
+        return list(self.additional_properties.keys())
+
+    def __getitem__(self, key: str) -> Any:
+        return self.additional_properties[key]
+
+    def __setitem__(self, key: str, value: Any) -> None:
+        self.additional_properties[key] = value
+
+    def __delitem__(self, key: str) -> None:
+        del self.additional_properties[key]
+
+    def __contains__(self, key: str) -> bool:
+        return key in self.additional_properties
