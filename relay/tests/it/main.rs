@@ -59,6 +59,7 @@ mod tenants;
 mod traces;
 mod unprivileged;
 mod unwritable_start;
+mod walkthrough;
 mod watch;
 mod webhook_status;
 
