@@ -26,6 +26,16 @@ const MAX_SHARD_KEYS: usize = 1 << 31;
 /// instant. Per-key quota overrides live in a separate, bounded map that is
 /// never evicted: the caller sets and clears them.
 ///
+/// Each shard's room is its own (`max_keys / shards`), not borrowed from
+/// the others: with uneven hashing a shard can evict while the table as a
+/// whole has room (100,000 live keys in room for exactly 100,000 evicted
+/// 41,000 to 55,000 buckets still owing over a million checks). Borrowing
+/// would put a shared count or a second shard's lock on every new key, the
+/// hot path; instead give the table room above the keys you expect and,
+/// where an evicted key must not come back with a fresh burst, a ledger
+/// ([`remember_evicted`](KeyedBucketsBuilder::remember_evicted)), which
+/// keeps what it owed whichever shard evicted it.
+///
 /// ```
 /// use dripfeed::keyed::{AdmitError, KeyedBuckets, Quota};
 /// let table = KeyedBuckets::new(1000, Quota::per_second(1.0).burst(2.0)?)?;
