@@ -85,3 +85,49 @@ async fn a_full_queue_answers_with_the_wait_in_units() {
     let wait = refused.retry_after().expect("a wait");
     assert!(wait >= Duration::from_secs(4), "{wait:?}");
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_panicking_cost_counts_one_and_the_drain_goes_on() {
+    let start = Instant::now();
+    let times: Times = Arc::default();
+    let seen = times.clone();
+    let (t, _d) = Throttle::builder()
+        .drain_rate(10.0)
+        .capacity(10)
+        .cost_by(|n: &u32| if *n == 0 { panic!("no cost for 0") } else { *n })
+        .build(move |n: &u32, _| {
+            seen.lock().unwrap().push((*n, start.elapsed()));
+            async { Delivery::Done }
+        })
+        .unwrap();
+    for n in [0, 2, 1] {
+        t.try_submit(n).unwrap();
+    }
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let ms: Vec<(u32, u128)> = times
+        .lock()
+        .unwrap()
+        .iter()
+        .map(|(u, d)| (*u, d.as_millis()))
+        .collect();
+    assert_eq!(ms, [(0, 0), (2, 100), (1, 300)]);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_rate_change_keeps_the_last_jobs_cost() {
+    let (t, _d, times) = throttle(10.0, 100);
+    t.try_submit(5).unwrap();
+    tokio::time::sleep(Duration::from_millis(10)).await;
+    // Five units at the new 5/s: the next is due 1 s after the first
+    // (not 200 ms: the rate change keeps what the last job cost).
+    t.set_drain_rate(5.0).unwrap();
+    t.try_submit(1).unwrap();
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let ms: Vec<(u32, u128)> = times
+        .lock()
+        .unwrap()
+        .iter()
+        .map(|(u, d)| (*u, d.as_millis()))
+        .collect();
+    assert_eq!(ms, [(5, 0), (1, 1_000)]);
+}

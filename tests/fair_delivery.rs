@@ -136,3 +136,15 @@ async fn held_jobs_count_against_the_bound_and_come_back_at_shutdown() {
     );
     assert_eq!(report.stats.delivered() as usize, delivered);
 }
+
+#[tokio::test(start_paused = true)]
+async fn slots_cannot_take_round_robin() {
+    let built = dripfeed::Slots::builder()
+        .drain_rate(10.0)
+        .delivery_order(DeliveryOrder::RoundRobinByKey)
+        .build_slots();
+    assert!(
+        matches!(built, Err(dripfeed::BuildError::Incompatible { .. })),
+        "a waiter held per key could not be withdrawn"
+    );
+}

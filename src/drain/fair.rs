@@ -88,6 +88,10 @@ impl Hasher for Hashed {
 /// Emptied queues kept for reuse, at most (their allocations).
 const SPARE: usize = 256;
 
+/// The room an emptied queue keeps when it is kept for reuse: a hot key's
+/// backlog does not stay allocated after it drains.
+const SPARE_ROOM: usize = 16;
+
 /// Queued jobs taken from the ring, one queue per key, and the keys' turn.
 pub(crate) struct Fair<J> {
     queues: HashMap<u64, VecDeque<Entry<J>>, BuildHasherDefault<Hashed>>,
@@ -132,9 +136,10 @@ impl<J> Fair<J> {
         let queue = self.queues.get_mut(&key)?;
         let entry = queue.pop_front()?;
         if queue.is_empty() {
-            if let Some(q) = self.queues.remove(&key)
+            if let Some(mut q) = self.queues.remove(&key)
                 && self.spare.len() < SPARE
             {
+                q.shrink_to(SPARE_ROOM);
                 self.spare.push(q);
             }
         } else {

@@ -74,6 +74,9 @@ pub(crate) struct Pacer {
     /// Nothing is emitted before this (a downstream-requested pause). Kept
     /// apart from the schedule, so re-planning for a new rate cannot drop it.
     hold_until: u64,
+    /// The units the last emitted job cost beyond one ([`charge`](Self::charge)),
+    /// kept when the rate changes.
+    last_extra: u32,
 }
 
 impl Pacer {
@@ -88,6 +91,7 @@ impl Pacer {
             recent: std::collections::VecDeque::new(),
             recent_jobs: 0,
             hold_until: 0,
+            last_extra: 0,
         }
     }
 
@@ -155,6 +159,7 @@ impl Pacer {
             _ => self.recent.push_back((now, 1)),
         }
         self.recent_jobs += 1;
+        self.last_extra = 0;
         if self.next_due < self.hold_until {
             // The first emission after a hold: the schedule restarts there.
             self.next_due = self.hold_until;
@@ -169,6 +174,7 @@ impl Pacer {
     /// The job just emitted costs `extra` units more than one: the next is
     /// due that many intervals later.
     pub(crate) fn charge(&mut self, extra: u32) {
+        self.last_extra = extra;
         let step = self.interval * f64::from(extra) + self.frac;
         let whole = step.floor();
         self.frac = step - whole;
@@ -205,7 +211,8 @@ impl Pacer {
         self.cap = cap_for(rate);
         self.frac = 0.0;
         if let Some(last) = self.last_emit {
-            self.next_due = last.saturating_add(self.interval as u64);
+            let units = 1.0 + f64::from(self.last_extra);
+            self.next_due = last.saturating_add((self.interval * units) as u64);
         }
     }
 }

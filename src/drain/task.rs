@@ -433,7 +433,12 @@ impl<J: Send + Sync + 'static, F: Future<Output = ()> + Send + 'static> DrainTas
             self.shared.ledger.record(Event::Emitted { waited });
             self.pacer.emitted(now);
             if let Some(cost) = &self.shared.cost {
-                let units = cost(&job.entry.job).max(1);
+                // User code: a panic in it counts as one unit, never the drain's end.
+                let units = crate::util::catch::guarded(&self.shared.cfg.name, "cost_by", || {
+                    cost(&job.entry.job)
+                })
+                .unwrap_or(1)
+                .max(1);
                 self.pacer.charge(units - 1);
                 self.shared.note_cost(units);
             }

@@ -5,8 +5,9 @@
 //! it answers, and the primary must say `ROLE` master: the redis crate's
 //! [`SentinelClient`]); a connection to it is kept until a command fails in
 //! a way that says it may have moved (the connection lost, refused or
-//! timed out, or an answer `READONLY`, `MASTERDOWN` or `NOREPLICAS`), and
-//! the next command asks the sentinels again. A primary that still answers
+//! timed out, or an answer `READONLY` or `MASTERDOWN`), and the next
+//! command asks the sentinels again (after `NOREPLICAS` too, keeping the
+//! connection unless they name another server). A primary that still answers
 //! is also checked against the sentinels' word about once every
 //! [`RECHECK`], in the background: a server that came back as a writable
 //! primary the sentinels no longer name (before they make it a replica)
@@ -166,6 +167,16 @@ struct Known {
     named: Option<tokio::time::Instant>,
 }
 
+/// A lookup under way: ends it however the task ends (its waiters told).
+struct Looking<'a>(&'a Followed);
+
+impl Drop for Looking<'_> {
+    fn drop(&mut self) {
+        self.0.known().looking = false;
+        self.0.looked.notify_waiters();
+    }
+}
+
 /// The primary the sentinels name, connected to until it may have moved.
 pub(crate) struct Followed {
     /// Asks the sentinels (one lookup at a time, in a task of its own so
@@ -260,6 +271,8 @@ impl Followed {
     /// One lookup: the primary the sentinels name (the same connection
     /// kept if it is the same server), or why not.
     async fn look(self: Arc<Self>) {
+        // Dropped unfinished (its runtime shutting down): not looking any more.
+        let _looking = Looking(&self);
         let found = {
             let mut client = self.client.lock().await;
             tokio::time::timeout(LOOKUP, client.async_get_client()).await
@@ -315,6 +328,16 @@ impl Followed {
             false => moved(error),
         };
         if !moved {
+            // NOREPLICAS: a primary without a replica in sync
+            // (min-replicas-to-write) may be the side a failover left
+            // behind, or a primary whose replica is resyncing: its
+            // connection stays, and the sentinels are asked at the next
+            // command (a server they no longer name is then left), at
+            // most once each RETRY while it lasts.
+            let mut known = self.known();
+            if noreplicas(error) && known.named.is_some_and(|at| at.elapsed() >= RETRY) {
+                known.named = None;
+            }
             return;
         }
         self.timeouts.store(0, Ordering::Relaxed);
@@ -365,6 +388,11 @@ impl Followed {
     }
 }
 
+/// Whether `error` is a primary's NOREPLICAS refusal.
+fn noreplicas(e: &redis::RedisError) -> bool {
+    e.code() == Some("NOREPLICAS") || e.to_string().contains("NOREPLICAS")
+}
+
 /// Whether `error` says the primary may be elsewhere now (a timeout alone
 /// does not: [`Followed::judge`] counts those in a row).
 fn moved(e: &redis::RedisError) -> bool {
@@ -376,12 +404,10 @@ fn moved(e: &redis::RedisError) -> bool {
         ErrorKind::Server(ServerErrorKind::ReadOnly | ServerErrorKind::MasterDown)
     );
     // A script's write refused on a replica can arrive wrapped.
-    // NOREPLICAS: a primary cut off from its replicas (min-replicas-to-write)
-    // may be the side a failover left behind.
     let said = e
         .code()
-        .is_some_and(|c| matches!(c, "READONLY" | "MASTERDOWN" | "NOREPLICAS"))
-        || ["READONLY", "MASTERDOWN", "NOREPLICAS"]
+        .is_some_and(|c| matches!(c, "READONLY" | "MASTERDOWN"))
+        || ["READONLY", "MASTERDOWN"]
             .iter()
             .any(|c| e.to_string().contains(c));
     server || said || e.is_io_error() || e.is_connection_refusal() || e.is_connection_dropped()

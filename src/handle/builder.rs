@@ -390,7 +390,9 @@ impl<J: Send + Sync + 'static> ThrottleBuilder<J> {
     /// [`DeliveryOrder::Fifo`]). [`DeliveryOrder::RoundRobinByKey`] emits
     /// one job of each key with jobs waiting in turn, so a cold key's job
     /// is not held behind a hot key's backlog; it costs a hash map of the
-    /// keys with jobs queued, in the drain. Not with
+    /// keys with jobs queued, in the drain. The key is the one a job was
+    /// admitted for (`per_key` or `key_store`): without either every job
+    /// shares one turn, which is first in, first out. Not with
     /// [`Overflow::HeadDrop`] (a [`BuildError::Incompatible`]).
     ///
     /// ```
@@ -682,6 +684,13 @@ impl<J: Send + Sync + 'static> ThrottleBuilder<J> {
         }
         if self.overflow == Overflow::DeadLetter && self.sink.is_none() {
             return Err(BuildError::MissingSink);
+        }
+        if self.withdrawal.is_some() && self.order == DeliveryOrder::RoundRobinByKey {
+            return Err(BuildError::Incompatible {
+                first: "delivery_order(RoundRobinByKey)",
+                second: "Slots",
+                why: "a waiter the drain holds per key could no longer be withdrawn when its caller gives up",
+            });
         }
         if self.overflow == Overflow::HeadDrop && self.order == DeliveryOrder::RoundRobinByKey {
             return Err(BuildError::Incompatible {

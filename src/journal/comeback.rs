@@ -69,6 +69,11 @@ impl Writer {
         }
         self.gauges.healthy.store(false, Ordering::Release);
         self.home.gone = Some(Gone::default());
+        // Ends a failed write left have nothing to be written into now: the
+        // jobs ended, and coming back journals only what is live.
+        for id in std::mem::take(&mut self.unwritten_ends) {
+            self.live.end(id);
+        }
         tracing::error!(dir = %self.dir.display(), live = self.live.jobs.len(), "journal: the directory, its lock or its active segment is gone; refusing jobs until it is back");
     }
 

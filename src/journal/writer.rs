@@ -200,6 +200,10 @@ impl Writer {
                 self.watch();
             }
         }
+        // Ends a failed write left: a last try before the journal closes.
+        if !self.unwritten_ends.is_empty() && !self.home.is_gone() {
+            self.commit(&mut cmds, &mut buf);
+        }
         let _ = self.active.sync_data();
         self.closing();
     }
@@ -455,12 +459,18 @@ impl Writer {
         let Ok(moved) = self.live_records(seq, &mut out) else {
             return false;
         };
+        let before = self.active_len();
         if self
             .active
             .write_all(&out)
             .and_then(|()| self.active.sync_data())
             .is_err()
         {
+            // A part written (a full disk) must not stay as a torn tail
+            // that later records follow.
+            if self.active.set_len(before).is_err() {
+                self.roll();
+            }
             return false;
         }
         self.gauges.fsyncs.fetch_add(1, Ordering::Relaxed);

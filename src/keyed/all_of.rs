@@ -145,7 +145,9 @@ impl AllOf {
     /// returned.
     async fn refused(&self, key: &str, cost: f64, e: BucketError, at: usize) -> BucketError {
         for earlier in &self.limits[..at] {
-            let _ = earlier.refund(key, cost).await;
+            if let Err(e) = earlier.refund(key, cost).await {
+                tracing::warn!(key, error = %e, "AllOf: could not refund a limit's charge after a later limit refused");
+            }
         }
         match e.as_admit() {
             Some(AdmitError::OverQuota(_)) => self.longest(key, cost, e, at + 1).await,
