@@ -203,19 +203,13 @@ impl<J> Admission<J> {
     /// Takes the oldest live entry, with its place. Withdrawn entries are
     /// skipped (their places went back when they were withdrawn).
     pub(crate) fn pop(&self) -> Option<(Entry<J>, Place<'_, J>)> {
-        loop {
-            let entry = self.ring.pop()?;
-            self.left.fetch_add(1, Ordering::Relaxed);
-            self.release_key(entry.key);
-            if self.withdrawal.is_some_and(|w| !(w.claim)(&entry.job)) {
-                continue;
-            }
-            let place = Place {
-                adm: Some(self),
-                word: NO_KEY,
-            };
-            return Some((entry, place));
-        }
+        let entry = self.pop_held()?;
+        self.release_key(entry.key);
+        let place = Place {
+            adm: Some(self),
+            word: NO_KEY,
+        };
+        Some((entry, place))
     }
 
     /// Takes the oldest live entry and keeps its place (and its key's

@@ -165,7 +165,13 @@ impl Pacer {
             self.next_due = self.hold_until;
             self.frac = 0.0;
         }
-        let step = self.interval + self.frac;
+        self.advance(1.0);
+    }
+
+    /// Moves the next due instant `intervals` intervals on, carrying the
+    /// fraction of a nanosecond.
+    fn advance(&mut self, intervals: f64) {
+        let step = self.interval * intervals + self.frac;
         let whole = step.floor();
         self.frac = step - whole;
         self.next_due = self.next_due.saturating_add(whole as u64);
@@ -175,10 +181,7 @@ impl Pacer {
     /// due that many intervals later.
     pub(crate) fn charge(&mut self, extra: u32) {
         self.last_extra = extra;
-        let step = self.interval * f64::from(extra) + self.frac;
-        let whole = step.floor();
-        self.frac = step - whole;
-        self.next_due = self.next_due.saturating_add(whole as u64);
+        self.advance(f64::from(extra));
     }
 
     /// The queue was empty (or emission paused): no credit for the idle time.

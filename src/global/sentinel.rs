@@ -390,7 +390,17 @@ impl Followed {
 
 /// Whether `error` is a primary's NOREPLICAS refusal.
 fn noreplicas(e: &redis::RedisError) -> bool {
-    e.code() == Some("NOREPLICAS") || e.to_string().contains("NOREPLICAS")
+    says(e, &["NOREPLICAS"])
+}
+
+/// Whether `e`'s code is one of `codes`, or its text names one (a
+/// script's refusal can arrive wrapped).
+fn says(e: &redis::RedisError, codes: &[&str]) -> bool {
+    if e.code().is_some_and(|c| codes.contains(&c)) {
+        return true;
+    }
+    let text = e.to_string();
+    codes.iter().any(|c| text.contains(c))
 }
 
 /// Whether `error` says the primary may be elsewhere now (a timeout alone
@@ -403,13 +413,7 @@ fn moved(e: &redis::RedisError) -> bool {
         e.kind(),
         ErrorKind::Server(ServerErrorKind::ReadOnly | ServerErrorKind::MasterDown)
     );
-    // A script's write refused on a replica can arrive wrapped.
-    let said = e
-        .code()
-        .is_some_and(|c| matches!(c, "READONLY" | "MASTERDOWN"))
-        || ["READONLY", "MASTERDOWN"]
-            .iter()
-            .any(|c| e.to_string().contains(c));
+    let said = says(e, &["READONLY", "MASTERDOWN"]);
     server || said || e.is_io_error() || e.is_connection_refusal() || e.is_connection_dropped()
 }
 

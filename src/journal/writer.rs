@@ -162,11 +162,7 @@ impl Writer {
                 Ok(first) => cmds.push(first),
                 Err(mpsc::RecvTimeoutError::Timeout) => {
                     self.watch();
-                    if !self.unwritten_ends.is_empty() && !self.home.is_gone() {
-                        self.commit(&mut cmds, &mut buf);
-                        self.reclaim();
-                        self.publish();
-                    }
+                    self.write_pending_ends(&mut buf);
                     continue;
                 }
                 Err(mpsc::RecvTimeoutError::Disconnected) => break,
@@ -200,10 +196,8 @@ impl Writer {
                 self.watch();
             }
         }
-        // Ends a failed write left: a last try before the journal closes.
-        if !self.unwritten_ends.is_empty() && !self.home.is_gone() {
-            self.commit(&mut cmds, &mut buf);
-        }
+        // A last try before the journal closes.
+        self.write_pending_ends(&mut buf);
         let _ = self.active.sync_data();
         self.closing();
     }
@@ -315,10 +309,7 @@ impl Writer {
         let write = self.active.write_all(buf);
         let wrote = write.is_ok();
         let written = if let Err(e) = write {
-            if self.active.set_len(before).is_err() {
-                // The tail may hold a torn record: later records must not follow it.
-                self.roll();
-            }
+            self.cut_back(before);
             Err(e)
         } else {
             self.gauges.batches.fetch_add(1, Ordering::Relaxed);
@@ -362,6 +353,25 @@ impl Writer {
             written: written.err(),
             acks,
             flushes,
+        }
+    }
+
+    /// A write that failed may have left part of it (a full disk): the
+    /// active segment is cut back to `before`, or, if that fails too, closed
+    /// (a torn record must not be followed by later ones).
+    fn cut_back(&mut self, before: u64) {
+        if self.active.set_len(before).is_err() {
+            self.roll();
+        }
+    }
+
+    /// Ends a failed write left ([`unwritten_ends`](Self::unwritten_ends)),
+    /// written in a batch of their own, and the space they free given back.
+    fn write_pending_ends(&mut self, buf: &mut Vec<u8>) {
+        if !self.unwritten_ends.is_empty() && !self.home.is_gone() {
+            self.commit(&mut Vec::new(), buf);
+            self.reclaim();
+            self.publish();
         }
     }
 
@@ -466,11 +476,7 @@ impl Writer {
             .and_then(|()| self.active.sync_data())
             .is_err()
         {
-            // A part written (a full disk) must not stay as a torn tail
-            // that later records follow.
-            if self.active.set_len(before).is_err() {
-                self.roll();
-            }
+            self.cut_back(before);
             return false;
         }
         self.gauges.fsyncs.fetch_add(1, Ordering::Relaxed);

@@ -115,8 +115,8 @@ impl AllOf {
         &self.limits
     }
 
-    /// `refused`, or a later limit's refusal if it waits longer (asked,
-    /// changing nothing).
+    /// `refused`, or, when it is over quota, a later limit's refusal if
+    /// that waits longer (asked, changing nothing).
     async fn longest(
         &self,
         key: &str,
@@ -124,6 +124,9 @@ impl AllOf {
         refused: BucketError,
         after: usize,
     ) -> BucketError {
+        if !matches!(refused.as_admit(), Some(AdmitError::OverQuota(_))) {
+            return refused; // never fits, or the store failed
+        }
         let mut refusal = refused;
         for limit in &self.limits[after..] {
             if let Err(e) = limit.can_admit(key, cost).await {
@@ -137,9 +140,7 @@ impl AllOf {
         }
         refusal
     }
-}
 
-impl AllOf {
     /// Limit `at` refused with `e` during an admission: the limits before
     /// it get their charge back, and the refusal that waits longest is
     /// returned.
@@ -149,10 +150,7 @@ impl AllOf {
                 tracing::warn!(key, error = %e, "AllOf: could not refund a limit's charge after a later limit refused");
             }
         }
-        match e.as_admit() {
-            Some(AdmitError::OverQuota(_)) => self.longest(key, cost, e, at + 1).await,
-            _ => e,
-        }
+        self.longest(key, cost, e, at + 1).await
     }
 }
 
@@ -188,10 +186,7 @@ impl BucketStore for AllOf {
     async fn can_admit(&self, key: &str, cost: f64) -> Result<(), BucketError> {
         for (i, limit) in self.limits.iter().enumerate() {
             if let Err(e) = limit.can_admit(key, cost).await {
-                return Err(match e.as_admit() {
-                    Some(AdmitError::OverQuota(_)) => self.longest(key, cost, e, i + 1).await,
-                    _ => e,
-                });
+                return Err(self.longest(key, cost, e, i + 1).await);
             }
         }
         Ok(())
