@@ -19,6 +19,7 @@ SCHEMATHESIS_VERSION=4.32.5
 EXAMPLES=${FUZZ_EXAMPLES:-100}
 SEEDS=${FUZZ_SEEDS:-${FUZZ_SEED:-1 2 3 4}}
 root=$(pwd)
+. scripts/lib.sh
 venv=$root/target/fuzz-venv
 work=$root/target/fuzz-api
 rm -rf "$work"
@@ -104,10 +105,9 @@ TOML
   "$bin" --config "$dir/relay.toml" >"$dir/relay.out" 2>"$dir/relay.err" &
   relay=$!
   pids+=($relay)
-  for _ in $(seq 100); do grep -q '^webhook relay on http://' "$dir/relay.out" && break; sleep 0.1; done
-  intake=$(sed -n 's|^webhook relay on http://\([^:]*:[0-9]*\):.*|\1|p' "$dir/relay.out")
-  admin=$(sed -n 's|^admin on http://\([^:]*:[0-9]*\):.*|\1|p' "$dir/relay.out")
-  [ -n "$intake" ] && [ -n "$admin" ] || { cat "$dir/relay.out" "$dir/relay.err" >&2; exit 1; }
+  local addresses
+  addresses=$(relay_addresses "$dir/relay.out" "$dir/relay.err") || exit 1
+  read -r intake admin <<<"$addresses"
   echo "seed $1: intake $intake, admin $admin, receiver 127.0.0.1:$rx_port"
 }
 

@@ -17,6 +17,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$(pwd)
+. scripts/lib.sh
 check=false
 [ "${1:-}" = "--check" ] && check=true
 version=$(sed -n 's/^version = "\(.*\)"$/\1/p' relay/Cargo.toml | head -1)
@@ -29,17 +30,9 @@ if [ -z "$bin" ]; then
   cargo build -q --release -p dripfeed-relay
   bin=$root/target/release/dripfeed-relay
 fi
-need() { # COMMAND PACKAGE
-  command -v "$1" >/dev/null 2>&1 && return
-  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
-    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$2" >/dev/null
-  else
-    echo "$1 is missing: install the Debian package $2" >&2
-    exit 1
-  fi
-}
-need buildah buildah
-[ -f /etc/ssl/certs/ca-certificates.crt ] || need update-ca-certificates ca-certificates
+need_tools buildah
+# The certificates file (no command of that name: installed when absent).
+[ -f /etc/ssl/certs/ca-certificates.crt ] || need_tools ca-certificates
 
 # The root: the binary (stripped), what ldd names, CA certificates, the user.
 rm -rf "$out/ctx"
@@ -169,15 +162,13 @@ env -i PATH=/usr/bin DRIPFEED_DATA_DIR=/var/lib/dripfeed-relay SSL_CERT_FILE=/et
   DRIPFEED_DOWNSTREAM="http://127.0.0.1:$port/hook" DRIPFEED_ALLOW_DESTINATION_CIDRS=127.0.0.0/8 \
   "$chroot" --userspec=65532:65532 "$mnt" /usr/bin/dripfeed-relay >"$work/out" 2>"$work/err" &
 pids+=($!)
-for _ in $(seq 100); do grep -q '^admin on http://' "$work/out" && break; sleep 0.1; done
-intake=$(sed -n 's|^webhook relay on \(http://[^:]*:[0-9]*\).*|\1|p' "$work/out")
-[ -n "$intake" ] || { cat "$work/out" "$work/err" >&2; exit 1; }
+addresses=$(relay_addresses "$work/out" "$work/err")
+read -r intake admin <<<"$addresses"
 code=$(curl -s -o /dev/null -w '%{http_code}' -X POST -H 'content-type: application/json' \
-  --data '{"from":"the image"}' "$intake/v1/webhooks/deliver")
+  --data '{"from":"the image"}' "http://$intake/v1/webhooks/deliver")
 [ "$code" = 202 ] || { echo "the image's relay answered $code" >&2; cat "$work/err" >&2; exit 1; }
 for _ in $(seq 100); do grep -q 'the image' "$work/got" 2>/dev/null && break; sleep 0.1; done
 grep -q 'the image' "$work/got" || { echo "the receiver got nothing from the image's relay" >&2; cat "$work/err" >&2; exit 1; }
-admin=$(sed -n 's|^admin on http://\([^:]*:[0-9]*\).*|\1|p' "$work/out")
 env -i PATH=/usr/bin DRIPFEED_ADMIN_LISTEN="$admin" "$chroot" --userspec=65532:65532 "$mnt" /usr/bin/dripfeed-relay health \
   || { echo "the HEALTHCHECK command failed" >&2; exit 1; }
 # Read-only root friendly: nothing written outside the volume.

@@ -1,5 +1,21 @@
-# Shared by the benchmark scripts (vs_nginx.sh, fleet_bench.sh): sourced,
-# not run.
+# Shared by the scripts that start relays and install tools (the
+# benchmarks, fuzz_api.sh, image.sh, sdk/test.sh): sourced, not run.
+
+# relay_addresses OUT ERR: waits (10 s at most) for the relay whose stdout
+# is the file OUT to print its listeners, then prints "INTAKE ADMIN"
+# (host:port each); a relay that printed neither has OUT and ERR shown on
+# stderr, and the function fails.
+relay_addresses() {
+  local intake admin
+  for _ in $(seq 100); do grep -q '^admin on http://' "$1" && break; sleep 0.1; done
+  intake=$(sed -n 's|^webhook relay on http://\([^:]*:[0-9]*\):.*|\1|p' "$1")
+  admin=$(sed -n 's|^admin on http://\([^:]*:[0-9]*\):.*|\1|p' "$1")
+  if [ -z "$intake" ] || [ -z "$admin" ]; then
+    cat "$1" "$2" >&2
+    return 1
+  fi
+  echo "$intake $admin"
+}
 
 # need_tools PACKAGE...: each tool (a Debian package of the same name, but
 # redis-server's CLI comes with it) on PATH, installed with apt-get when

@@ -9,6 +9,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$(pwd)
+. scripts/lib.sh
 bin=${RELAY_BIN:-}
 if [ -z "$bin" ]; then
   cargo build -q -p dripfeed-relay
@@ -50,14 +51,12 @@ sha256 = "$(digest "$key")"
 TOML
 "$bin" --config "$work/relay.toml" >"$work/relay.out" 2>"$work/relay.err" &
 relay=$!
-for _ in $(seq 100); do grep -q '^admin on http://' "$work/relay.out" && break; sleep 0.1; done
-intake=$(sed -n 's|^webhook relay on \(http://[^:]*:[0-9]*\).*|\1|p' "$work/relay.out")
-admin=$(sed -n 's|^admin on \(http://[^:]*:[0-9]*\).*|\1|p' "$work/relay.out")
-[ -n "$intake" ] && [ -n "$admin" ] || { cat "$work/relay.out" "$work/relay.err" >&2; exit 1; }
-export INTAKE_URL=$intake ADMIN_URL=$admin INTAKE_KEY=$key ADMIN_TOKEN=$token
+addresses=$(relay_addresses "$work/relay.out" "$work/relay.err")
+read -r intake admin <<<"$addresses"
+export INTAKE_URL=http://$intake ADMIN_URL=http://$admin INTAKE_KEY=$key ADMIN_TOKEN=$token
 
 status=0
-echo "-- python (intake $intake, admin $admin)"
+echo "-- python (intake $INTAKE_URL, admin $ADMIN_URL)"
 PYTHONPATH=sdk/python "$venv/bin/python" sdk/python/test_live.py || status=1
 echo "-- typescript"
 (cd sdk/typescript && node_modules/.bin/tsc -p . && node dist/test/live.js) || status=1
