@@ -172,7 +172,6 @@ pub(crate) async fn one(State(admin): State<Arc<Admin>>, Path(app): Path<String>
         (status = 409, description = "The relay has no registry (no_journal without state_dir).", body = Problem, content_type = "application/problem+json"),
         (status = 413, description = "The body is over 64 KiB.", body = Problem, content_type = "application/problem+json"),
         (status = 422, description = "Not an application (an unknown field, a description over 1,024 bytes).", body = Problem, content_type = "application/problem+json"),
-        (status = 501, description = "With queue = redis: applications are kept by the local engine only for now.", body = Problem, content_type = "application/problem+json"),
         (status = 503, description = "The registry cannot be written (nothing changed), the relay is shutting down, or the listener serves its most connections.", body = Problem, content_type = "application/problem+json"),
     ))]
 pub(crate) async fn put(
@@ -265,7 +264,6 @@ pub(crate) struct ApplicationDeleted {
         (status = 403, description = "Without an admin token, a request that names the listener by a host name other than localhost (not-local: DNS rebinding).", body = Problem, content_type = "application/problem+json"),
         (status = 404, description = "No application of that name.", body = Problem, content_type = "application/problem+json"),
         (status = 409, description = "The relay has no registry (no_journal without state_dir).", body = Problem, content_type = "application/problem+json"),
-        (status = 501, description = "With queue = redis: applications are kept by the local engine only for now.", body = Problem, content_type = "application/problem+json"),
         (status = 503, description = "The registry cannot be written, the relay is shutting down, or the listener serves its most connections.", body = Problem, content_type = "application/problem+json"),
     ))]
 pub(crate) async fn delete(State(admin): State<Arc<Admin>>, Path(app): Path<String>) -> Response {

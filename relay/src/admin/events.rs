@@ -244,10 +244,10 @@ pub(crate) async fn one(
     let Ok(id) = id.parse::<u64>() else {
         return not_found("such event");
     };
-    match admin.queue.events().event(id).await {
+    match admin.queue.events().event(&app, id).await {
         Ok(Some((r, copies))) if r.app == app => {
             let mut view = event_view(id, r);
-            let payload = admin.queue.events().payload(id).await.ok().flatten();
+            let payload = admin.queue.events().payload(&app, id).await.ok().flatten();
             view.payload = payload.and_then(|p| serde_json::from_slice(&p).ok());
             view.copies = Some(copies.into_iter().map(|(n, c)| copy_view(n, c)).collect());
             Json(view).into_response()
@@ -379,11 +379,6 @@ fn send_again_refused(e: SendAgain) -> Response {
             "that copy is still on its way: it can be sent again once it has ended".to_owned(),
         ),
         SendAgain::Failed(e) => (StatusCode::SERVICE_UNAVAILABLE, "events-unreadable", e),
-        SendAgain::Unsupported => (
-            StatusCode::NOT_IMPLEMENTED,
-            "not-implemented",
-            "events are kept by the local engine only for now".to_owned(),
-        ),
     };
     problem(status, kind, detail, Vec::new())
 }
@@ -433,7 +428,6 @@ fn body_of<T: serde::de::DeserializeOwned>(
         (status = 404, description = "No such event in this application, no copy of it for that endpoint, or no such endpoint.", body = Problem, content_type = "application/problem+json"),
         (status = 409, description = "That copy is still on its way.", body = Problem, content_type = "application/problem+json"),
         (status = 422, description = "Not a resend ({\"endpoint\": \"...\"}).", body = Problem, content_type = "application/problem+json"),
-        (status = 501, description = "With queue = redis: events are kept by the local engine only for now.", body = Problem, content_type = "application/problem+json"),
         (status = 503, description = "The events store cannot be read, or the listener serves its most connections.", body = Problem, content_type = "application/problem+json"),
     ))]
 pub(crate) async fn resend(
@@ -448,7 +442,7 @@ pub(crate) async fn resend(
     let Ok(id) = id.parse::<u64>() else {
         return not_found("such event");
     };
-    match admin.queue.events().event(id).await {
+    match admin.queue.events().event(&app, id).await {
         Ok(Some((r, _))) if r.app == app => {}
         Ok(_) => return not_found("such event in this application"),
         Err(e) => return unreadable(e),
@@ -456,7 +450,7 @@ pub(crate) async fn resend(
     if !is_endpoint_of(&admin, &app, &given.endpoint) {
         return not_found("endpoint of that name in this application");
     }
-    match admin.queue.events().resend(id, &given.endpoint).await {
+    match admin.queue.events().resend(&app, id, &given.endpoint).await {
         Ok(()) => (
             StatusCode::ACCEPTED,
             Json(SentAgain {
@@ -482,7 +476,6 @@ pub(crate) async fn resend(
         (status = 403, description = "Without an admin token, a request that names the listener by a host name other than localhost (not-local: DNS rebinding).", body = Problem, content_type = "application/problem+json"),
         (status = 404, description = "No such application, or no endpoint of that name in it.", body = Problem, content_type = "application/problem+json"),
         (status = 422, description = "Not a window (since, and until if given, RFC 3339; since before until).", body = Problem, content_type = "application/problem+json"),
-        (status = 501, description = "With queue = redis: events are kept by the local engine only for now.", body = Problem, content_type = "application/problem+json"),
         (status = 503, description = "The events store cannot be read, or the listener serves its most connections.", body = Problem, content_type = "application/problem+json"),
     ))]
 pub(crate) async fn recover(

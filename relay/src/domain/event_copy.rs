@@ -1,15 +1,22 @@
 //! One endpoint's copy of an event, as it travels as a [`Job`]: its
-//! event, and where it reports what happened (the events store). The copy
-//! holds its share of the event's bytes in the byte budget (the payload
-//! once for every copy, and each copy's bookkeeping).
+//! event, and where it reports what happened (the engine's events store:
+//! the local one, or the fleet's in Redis). The copy holds its share of
+//! the event's bytes in the byte budget (the payload once for every copy,
+//! and each copy's bookkeeping).
 //!
 //! [`Job`]: super::job::Job
 
 use std::sync::Arc;
 
 use super::budget::Ticket;
-use crate::events::EventStore;
 use crate::events::record::{AttemptRecord, CopyState, Told};
+
+/// Where an engine records what happened to a copy.
+pub(crate) trait CopyReports: Send + Sync {
+    /// `told` of `copy` (not awaited: a record lost to a crash loses an
+    /// attempt's line, never the copy).
+    fn tell(&self, copy: &EventCopy, told: Told);
+}
 
 /// An endpoint's copy of an event (see the [module](self) docs).
 pub(crate) struct EventCopy {
@@ -17,6 +24,8 @@ pub(crate) struct EventCopy {
     pub seq: u64,
     /// The endpoint.
     pub endpoint: Arc<str>,
+    /// The event's application.
+    pub app: Arc<str>,
     /// The event's type (sent as `webhook-event-type`).
     pub kind: Arc<str>,
     /// The tenant that posted it.
@@ -24,7 +33,7 @@ pub(crate) struct EventCopy {
     /// When the event was taken, ms since the Unix epoch.
     pub created_ms: u64,
     /// Where it reports.
-    pub store: Arc<EventStore>,
+    pub store: Arc<dyn CopyReports>,
     /// The event's bytes in the budget: held (never read) while any copy
     /// lives, given back with the last.
     #[allow(dead_code)]
@@ -36,19 +45,17 @@ impl EventCopy {
     /// its error's kind if it failed, and where the copy is now if that
     /// was its last.
     pub(crate) fn attempted(&self, attempt: AttemptRecord, ended: Option<CopyState>) {
-        self.store.tell(
-            self.seq,
-            self.endpoint.clone(),
-            Told::Attempt { attempt, ended },
-        );
+        self.store.tell(self, Told::Attempt { attempt, ended });
     }
 
     /// Dead-lettered for `reason`.
     pub(crate) fn dead_lettered(&self, reason: &str) {
-        self.store.tell(
-            self.seq,
-            self.endpoint.clone(),
-            Told::DeadLettered(reason.to_owned()),
-        );
+        self.store.tell(self, Told::DeadLettered(reason.to_owned()));
+    }
+}
+
+impl CopyReports for crate::events::EventStore {
+    fn tell(&self, copy: &EventCopy, told: Told) {
+        crate::events::EventStore::tell(self, copy.seq, copy.endpoint.clone(), told);
     }
 }

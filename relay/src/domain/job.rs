@@ -35,7 +35,20 @@ pub struct Job {
     /// An event's copy for one endpoint: its event, where it reports
     /// (never journaled: the events store keeps it).
     pub(crate) event: Option<Arc<crate::domain::event_copy::EventCopy>>,
+    /// An event's copy read back from a record (the fleet's queue): its
+    /// application and type, made an [`event`](Self::event) by the engine
+    /// that delivers it.
+    pub(crate) event_of: Option<Arc<EventOf>>,
     _ticket: Option<Ticket>,
+}
+
+/// The event a copy read back from a record belongs to.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct EventOf {
+    /// Its application.
+    pub app: Arc<str>,
+    /// Its type.
+    pub kind: Arc<str>,
 }
 
 /// A webhook's attempts so far: its public id (0 before it is known), how
@@ -131,6 +144,7 @@ impl Job {
             trail: Arc::default(),
             trace: None,
             event: None,
+            event_of: None,
             _ticket: Some(ticket),
         }
     }
@@ -150,6 +164,7 @@ impl Job {
             trail: Arc::new(trail),
             trace: None,
             event: Some(copy),
+            event_of: None,
             _ticket: None,
         }
     }
@@ -167,6 +182,7 @@ impl Job {
             trail: Arc::default(),
             trace: None,
             event: None,
+            event_of: None,
             _ticket: None,
         }
     }
@@ -195,6 +211,7 @@ impl Job {
             trail: Arc::new(trail),
             trace: None,
             event: None,
+            event_of: None,
             _ticket: Some(ticket),
         }
     }
@@ -213,17 +230,21 @@ const WITH_ID: u64 = u64::MAX;
 /// Marks a record that carries the webhook's trace context: then
 /// [`OLD_READERS`] and the 25 bytes.
 const WITH_TRACE: u64 = u64::MAX - 1;
-/// Written after [`WITH_TRACE`]: a relay that does not know the marker
+/// Marks a record of an event's copy: then [`OLD_READERS`], its
+/// application and its type (length-prefixed).
+const WITH_EVENT: u64 = u64::MAX - 2;
+/// Written after [`WITH_TRACE`] and [`WITH_EVENT`]: a relay that does not know the marker
 /// reads it as a content type's length no record can hold, and refuses
 /// the record the same way whatever the trace id (which a sender chose).
 const OLD_READERS: [u8; 4] = (u32::MAX - 1).to_le_bytes();
 /// The latest receive time a record keeps: the values above are markers
 /// (a redriven dead-letter line's time comes from the line).
-const LATEST: u64 = WITH_TRACE - 1;
+const LATEST: u64 = WITH_EVENT - 1;
 
 /// The journal's encoding: the receive time, the content type and tenant
 /// (length-prefixed, absent = `u32::MAX`), then the body. A traced
-/// webhook's record starts with `u64::MAX - 1` and its trace context, a
+/// webhook's record starts with `u64::MAX - 1` and its trace context, an
+/// event's copy's then with `u64::MAX - 2`, its application and type, a
 /// redriven one's then with `u64::MAX` and its earlier id; records without
 /// them read as before.
 impl JobCodec for Job {
@@ -232,6 +253,17 @@ impl JobCodec for Job {
             out.extend_from_slice(&WITH_TRACE.to_le_bytes());
             out.extend_from_slice(&OLD_READERS);
             out.extend_from_slice(&trace.to_bytes());
+        }
+        let of = self.event.as_ref().map(|e| (&e.app, &e.kind));
+        if let Some((app, kind)) = of.or(self.event_of.as_ref().map(|e| (&e.app, &e.kind))) {
+            out.extend_from_slice(&WITH_EVENT.to_le_bytes());
+            out.extend_from_slice(&OLD_READERS);
+            for s in [app, kind] {
+                // Names and types are short (checked at intake).
+                let len = u32::try_from(s.len()).unwrap_or(u32::MAX - 1);
+                out.extend_from_slice(&len.to_le_bytes());
+                out.extend_from_slice(&s.as_bytes()[..len as usize]);
+            }
         }
         if let Some(id) = self.redrive_id {
             out.extend_from_slice(&WITH_ID.to_le_bytes());
@@ -259,6 +291,22 @@ impl JobCodec for Job {
             let (_, after) = rest.split_first_chunk::<4>().ok_or_else(short)?;
             let (context, after) = after.split_first_chunk::<ENCODED_LEN>().ok_or_else(short)?;
             trace = Some(TraceContext::from_bytes(context));
+            (first, rest) = after.split_first_chunk::<8>().ok_or_else(short)?;
+        }
+        let mut event_of = None;
+        if u64::from_le_bytes(*first) == WITH_EVENT {
+            let (_, mut after) = rest.split_first_chunk::<4>().ok_or_else(short)?;
+            let mut name = || -> Result<Arc<str>, DecodeError> {
+                let (len, tail) = after.split_first_chunk::<4>().ok_or_else(short)?;
+                let len = u32::from_le_bytes(*len) as usize;
+                let (s, tail) = tail.split_at_checked(len).ok_or_else(short)?;
+                after = tail;
+                std::str::from_utf8(s)
+                    .map(Arc::from)
+                    .map_err(|_| DecodeError::new("an event's name that is not UTF-8"))
+            };
+            let (app, kind) = (name()?, name()?);
+            event_of = Some(Arc::new(EventOf { app, kind }));
             (first, rest) = after.split_first_chunk::<8>().ok_or_else(short)?;
         }
         let mut redrive_id = None;
@@ -296,6 +344,7 @@ impl JobCodec for Job {
             trail: Arc::new(trail),
             trace,
             event: None,
+            event_of,
             _ticket: None,
         })
     }
@@ -334,6 +383,19 @@ mod tests {
             budget.try_take(7).unwrap(),
         );
         traced.trace = trace;
+        let mut copy = Job::redriven(
+            Bytes::from_static(b"{}"),
+            None,
+            None,
+            5,
+            Some(44),
+            budget.try_take(2).unwrap(),
+        );
+        copy.trace = trace;
+        copy.event_of = Some(Arc::new(EventOf {
+            app: Arc::from("shop"),
+            kind: Arc::from("invoice.paid"),
+        }));
         // A redriven line's receive time is the line's: never a marker.
         let late = Job::redriven(
             Bytes::from_static(b"late"),
@@ -355,7 +417,7 @@ mod tests {
         let mut traced_bytes = Vec::new();
         traced.encode(&mut traced_bytes);
         assert_eq!(traced_bytes[8..12], OLD_READERS);
-        for job in [plain, redriven, traced] {
+        for job in [plain, redriven, traced, copy] {
             let mut out = Vec::new();
             job.encode(&mut out);
             let back = Job::decode(&out).unwrap();
@@ -365,6 +427,7 @@ mod tests {
             assert_eq!(back.tenant, job.tenant);
             assert_eq!(back.received_unix_ms, job.received_unix_ms);
             assert_eq!(back.redrive_id, job.redrive_id);
+            assert_eq!(back.event_of, job.event_of);
             assert_eq!(back.trail.id(), job.redrive_id.unwrap_or(0));
             assert!(Job::decode(&out[..5]).is_err(), "a record cut short");
         }

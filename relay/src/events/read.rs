@@ -22,6 +22,17 @@ pub(crate) struct Page<T> {
     pub next: Option<u64>,
 }
 
+impl<T> Page<T> {
+    /// A full page: the next goes on from (and with) the sequence number
+    /// `from`.
+    pub(crate) fn more(items: Vec<T>, from: u64) -> Page<T> {
+        Page {
+            items,
+            next: Some(from.saturating_add(1)),
+        }
+    }
+}
+
 /// An event with each copy, by endpoint name.
 pub(crate) type WithCopies = (EventRecord, Vec<(String, CopyRecord)>);
 

@@ -88,7 +88,6 @@ pub(crate) struct EventAccepted {
         (status = 422, description = "Not an event: type missing or not a type, payload missing, or another field.", body = Problem, content_type = "application/problem+json"),
         (status = 429, description = "The tenant is over its quota (one charge per event).", body = Problem, content_type = "application/problem+json",
             headers(("Retry-After" = u64, description = "Seconds until the quota has room."))),
-        (status = 501, description = "With queue = redis: events are kept by the local engine only for now.", body = Problem, content_type = "application/problem+json"),
         (status = 503, description = "The byte budget has no room, the events store or the dead-letter file cannot take it, the quota store is unavailable, the relay is shutting down, or the listener serves its most connections.", body = Problem, content_type = "application/problem+json",
             headers(("Retry-After" = u64, description = "Seconds until a retry may be taken."))),
     ))]

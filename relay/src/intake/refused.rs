@@ -86,7 +86,6 @@ pub(super) fn refused(answers: &Answers, r: Refusal) -> Response {
             let detail = "this webhook can never be admitted";
             (S::BAD_REQUEST, "invalid", detail.into())
         }
-        Cause::Unsupported(what) => (S::NOT_IMPLEMENTED, "not-implemented", what.into()),
     };
     let mut resp = problem(status, kind, detail, r.fields);
     if let Some(reason) = reason {

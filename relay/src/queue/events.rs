@@ -70,9 +70,6 @@ pub(crate) enum SendAgain {
     Pending,
     /// The store cannot be read or written.
     Failed(String),
-    /// Not with this engine.
-    #[cfg_attr(not(feature = "redis"), allow(dead_code))]
-    Unsupported,
 }
 
 /// The events part of a queue (see the [module](self) docs).
@@ -82,14 +79,16 @@ pub(crate) trait Events: Send + Sync {
     /// subscribed to its type (whose filter its payload passes).
     async fn post(&self, post: EventPost) -> Result<EventTaken, Refusal>;
 
-    /// Event `id`, with each copy.
+    /// Event `id` of application `app` (another's: `None`), with each
+    /// copy.
     async fn event(
         &self,
+        app: &str,
         id: u64,
     ) -> Result<Option<(EventRecord, Vec<(String, CopyRecord)>)>, String>;
 
-    /// Event `id`'s payload.
-    async fn payload(&self, id: u64) -> Result<Option<Vec<u8>>, String>;
+    /// Event `id`'s payload (of application `app`).
+    async fn payload(&self, app: &str, id: u64) -> Result<Option<Vec<u8>>, String>;
 
     /// `app`'s events newest first.
     async fn list(
@@ -113,7 +112,7 @@ pub(crate) trait Events: Send + Sync {
 
     /// Sends event `id` to `endpoint` again (delivered or not, once it has
     /// ended).
-    async fn resend(&self, id: u64, endpoint: &str) -> Result<(), SendAgain>;
+    async fn resend(&self, app: &str, id: u64, endpoint: &str) -> Result<(), SendAgain>;
 
     /// Sends `endpoint`'s dead-lettered copies of application `app`'s
     /// events from `from` to `to` (ids) again, at most [`MOST_RECOVERED`]:
@@ -131,60 +130,4 @@ pub(crate) trait Events: Send + Sync {
     /// Deletes application `name` and every endpoint of it (each drained
     /// as a deleted destination is): how many endpoints.
     async fn delete_app(&self, name: &str) -> Result<usize, ChangeRefused>;
-}
-
-/// The events of an engine that keeps none: every call refused, saying so.
-#[cfg_attr(not(feature = "redis"), allow(dead_code))]
-pub(crate) struct Unsupported(pub &'static str);
-
-#[async_trait::async_trait]
-impl Events for Unsupported {
-    async fn post(&self, _: EventPost) -> Result<EventTaken, Refusal> {
-        Err(Refusal::now(super::refusal::Cause::Unsupported(self.0)))
-    }
-
-    async fn event(&self, _: u64) -> Result<Option<crate::events::read::WithCopies>, String> {
-        Err(self.0.to_owned())
-    }
-
-    async fn payload(&self, _: u64) -> Result<Option<Vec<u8>>, String> {
-        Err(self.0.to_owned())
-    }
-
-    async fn list(
-        &self,
-        _: &str,
-        _: Option<&str>,
-        _: Option<u64>,
-        _: usize,
-    ) -> Result<Page<(u64, EventRecord)>, String> {
-        Err(self.0.to_owned())
-    }
-
-    async fn copies(
-        &self,
-        _: &str,
-        _: &str,
-        _: Option<bool>,
-        _: Option<u64>,
-        _: usize,
-    ) -> Result<Page<(u64, String, CopyRecord)>, String> {
-        Err(self.0.to_owned())
-    }
-
-    async fn resend(&self, _: u64, _: &str) -> Result<(), SendAgain> {
-        Err(SendAgain::Unsupported)
-    }
-
-    async fn recover(&self, _: &str, _: &str, _: (u64, u64)) -> Result<(usize, bool), SendAgain> {
-        Err(SendAgain::Unsupported)
-    }
-
-    async fn put_app(&self, _: &str, _: App) -> Result<bool, ChangeRefused> {
-        Err(ChangeRefused::new(501, "not-implemented", self.0))
-    }
-
-    async fn delete_app(&self, _: &str) -> Result<usize, ChangeRefused> {
-        Err(ChangeRefused::new(501, "not-implemented", self.0))
-    }
 }

@@ -66,10 +66,6 @@ pub(crate) enum Cause {
     Unreplicated(u64),
     /// 400 `invalid`: it can never be admitted (too large to record).
     Invalid,
-    /// 501 `not-implemented`: this engine does not do it (what, and what
-    /// to use instead).
-    #[allow(dead_code)]
-    Unsupported(&'static str),
 }
 
 /// Which store refused a webhook.

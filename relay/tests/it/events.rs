@@ -1,9 +1,11 @@
-//! Events, not addresses: an application with four endpoints — one
-//! subscribed to `invoice.*`, one to `invoice.paid` only, one to every
-//! type but fragile (20/s, a receiver that serves 20/s, its latency
-//! growing with its backlog), one dead (connection refused; `--retries 1`)
-//! — gets 1,000 events of mixed types posted at 100/s, the relay SIGKILLed
-//! half way and started again on its directory. Every copy ends in one
+//! Events, not addresses, in both engines: an application with four
+//! endpoints — one subscribed to `invoice.*`, one to `invoice.paid` only,
+//! one to every type but fragile (20/s, a receiver that serves 20/s, its
+//! latency growing with its backlog), one dead (connection refused;
+//! `--retries 1`) — gets 1,000 events of mixed types posted at 100/s, the
+//! relay SIGKILLed half way and started again on its directory (the
+//! fleet: two relays on one Redis taking turns, one of them SIGKILLed and
+//! started again). Every copy ends in one
 //! place: each live endpoint receives each event it subscribes to (more
 //! than once only for deliveries in flight at the kill); where the
 //! fragile one's queue overflowed, the copy is dead-lettered with reason
@@ -24,6 +26,7 @@ use axum::http::HeaderMap;
 use axum::routing::post;
 use serde_json::{Value, json};
 
+use crate::contract::{Bench, Engine, both};
 use crate::harness::{Relay, TempDir, argv, eventually, http};
 
 const EVENTS: usize = 1000;
@@ -138,8 +141,8 @@ async fn send(method: reqwest::Method, url: &str, body: Option<Value>) -> (u16, 
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn events_fan_out_survive_a_kill_and_every_copy_ends_in_one_place() {
+both!(events_fan_out_survive_a_kill_and_every_copy_ends_in_one_place);
+async fn events_fan_out_survive_a_kill_and_every_copy_ends_in_one_place(engine: Engine) {
     let epoch = Instant::now();
     let seen = Arc::new(Seen::default());
     let rx = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
@@ -151,18 +154,20 @@ async fn events_fan_out_survive_a_kill_and_every_copy_ends_in_one_place() {
         .local_addr()
         .unwrap()
         .port();
-    let dir = TempDir::new("events");
-    let args = format!(
-        "--destination seed=http://{rx_addr}/seed --data-dir {} --retries 1 \
-         --breaker-max-cool-down 1s",
-        dir.arg("data")
-    );
-    let mut relay = Relay::start_with(&argv(&args), &[]).await;
+    let args =
+        format!("--destination seed=http://{rx_addr}/seed --retries 1 --breaker-max-cool-down 1s");
+    let mut bench = Bench::start(engine, "events", &args).await;
+    // The fleet's second relay: events are posted to each in turn.
+    let mut other = match engine {
+        Engine::Fleet => Some(bench.another("n2").await),
+        Engine::Local => None,
+    };
     let admin = |r: &Relay, p: &str| r.admin_url(p);
+    let relay = &bench.relay;
     assert_eq!(
         send(
             reqwest::Method::PUT,
-            &admin(&relay, "/v1/applications/acme"),
+            &admin(relay, "/v1/applications/acme"),
             Some(json!({}))
         )
         .await
@@ -201,24 +206,39 @@ async fn events_fan_out_survive_a_kill_and_every_copy_ends_in_one_place() {
         }
         let (status, v) = send(
             reqwest::Method::PUT,
-            &admin(&relay, &format!("/v1/applications/acme/endpoints/{name}")),
+            &admin(relay, &format!("/v1/applications/acme/endpoints/{name}")),
             Some(body),
         )
         .await;
         assert_eq!(status, 201, "{name}: {v}");
     }
 
-    // 1,000 events at 100/s; the relay killed after 400 and started again.
+    // The fleet's other relay learns them within a poll.
+    if let Some(r) = &other {
+        let url = r.admin_url("/v1/applications/acme/endpoints");
+        let known = eventually(Duration::from_secs(10), || async {
+            let (_, v) = send(reqwest::Method::GET, &url, None).await;
+            v["endpoints"].as_array().is_some_and(|e| e.len() == 4)
+        })
+        .await;
+        assert!(known, "{:?}", send(reqwest::Method::GET, &url, None).await);
+    }
+    // 1,000 events at 100/s; the (first) relay killed after 400 and
+    // started again.
     let mut posted: Vec<(String, &str, Instant)> = Vec::with_capacity(EVENTS);
     let mut ticker = tokio::time::interval(Duration::from_millis(10));
     for n in 0..EVENTS {
         ticker.tick().await;
         if n == EVENTS * 2 / 5 {
-            relay.kill().await;
-            relay = Relay::start_with(&argv(&args), &[]).await;
+            bench.relay.kill().await;
+            bench.relay = bench.another("n1").await;
         }
         let kind = TYPES[n % TYPES.len()];
-        let url = relay.url("/v1/applications/acme/events");
+        let to = match &other {
+            Some(r) if n % 2 == 1 => r,
+            _ => &bench.relay,
+        };
+        let url = to.url("/v1/applications/acme/events");
         let body = json!({"type": kind, "payload": {"n": n}});
         let id = loop {
             let r = http()
@@ -253,6 +273,7 @@ async fn events_fan_out_survive_a_kill_and_every_copy_ends_in_one_place() {
             .map(|(id, _, _)| id.clone())
             .collect()
     };
+    let relay = &bench.relay;
     let all: HashSet<String> = posted.iter().map(|(id, _, _)| id.clone()).collect();
     assert_eq!(
         all.len(),
@@ -300,7 +321,7 @@ async fn events_fan_out_survive_a_kill_and_every_copy_ends_in_one_place() {
     // The dead one's copies: none delivered while it is down; what its
     // queue (2 s at 200/s) does not hold is dead-lettered at once (its
     // breaker holds the queue, probing each second).
-    let dead_url = admin(&relay, "/v1/applications/acme/endpoints/dead/attempts");
+    let dead_url = admin(relay, "/v1/applications/acme/endpoints/dead/attempts");
     let most_dead = eventually(Duration::from_secs(60), || async {
         dead_letters("dead", dead_url.clone()).await >= EVENTS / 2
     })
@@ -309,7 +330,7 @@ async fn events_fan_out_survive_a_kill_and_every_copy_ends_in_one_place() {
     assert!(most_dead, "dead: {dead_lettered} of {EVENTS} dead-lettered");
     assert!(seen.got("dead").is_empty());
     // The fragile one: what it took came at its rate; the rest overflowed.
-    let fragile_url = admin(&relay, "/v1/applications/acme/endpoints/fragile/attempts");
+    let fragile_url = admin(relay, "/v1/applications/acme/endpoints/fragile/attempts");
     let settled = eventually(Duration::from_secs(90), || async {
         seen.got("fragile").len() + dead_letters("fragile", fragile_url.clone()).await >= EVENTS
     })
@@ -332,7 +353,7 @@ async fn events_fan_out_survive_a_kill_and_every_copy_ends_in_one_place() {
         let (status, v) = send(
             reqwest::Method::POST,
             &admin(
-                &relay,
+                relay,
                 &format!("/v1/applications/acme/endpoints/{endpoint}/recover"),
             ),
             Some(json!({"since": since})),
@@ -368,7 +389,7 @@ async fn events_fan_out_survive_a_kill_and_every_copy_ends_in_one_place() {
     let (id, _, _) = &posted[EVENTS - 1];
     let (status, v) = send(
         reqwest::Method::GET,
-        &admin(&relay, &format!("/v1/applications/acme/events/{id}")),
+        &admin(relay, &format!("/v1/applications/acme/events/{id}")),
         None,
     )
     .await;
@@ -397,7 +418,7 @@ async fn events_fan_out_survive_a_kill_and_every_copy_ends_in_one_place() {
         lat.sort();
         let p99 = lat[lat.len() * 99 / 100];
         eprintln!(
-            "events: p99 202 to receipt at inv {p99:?}; fragile overflowed {overflowed}; dead dead-lettered {dead_lettered}; duplicates inv {} paid {} fragile {} dead {}",
+            "events ({engine:?}): p99 202 to receipt at inv {p99:?}; fragile overflowed {overflowed}; dead dead-lettered {dead_lettered}; duplicates inv {} paid {} fragile {} dead {}",
             seen.duplicates("inv"),
             seen.duplicates("paid"),
             seen.duplicates("fragile"),
@@ -405,29 +426,46 @@ async fn events_fan_out_survive_a_kill_and_every_copy_ends_in_one_place() {
         );
         assert!(p99 < Duration::from_secs(10), "generous: {p99:?}");
     }
-    relay.signal("TERM");
-    assert!(relay.exit(Duration::from_secs(30)).await.success());
+    for r in std::iter::once(&mut bench.relay).chain(other.as_mut()) {
+        r.signal("TERM");
+        assert!(r.exit(Duration::from_secs(30)).await.success());
+    }
 }
 
+/// Every dead letter the relay lists (`GET /v1/dead-letters`, each page).
+async fn dead_letters(relay: &Relay) -> Vec<Value> {
+    let mut all = Vec::new();
+    let mut cursor: Option<String> = None;
+    loop {
+        let url = match &cursor {
+            Some(c) => relay.admin_url(&format!("/v1/dead-letters?limit=1000&cursor={c}")),
+            None => relay.admin_url("/v1/dead-letters?limit=1000"),
+        };
+        let (status, v) = send(reqwest::Method::GET, &url, None).await;
+        assert_eq!(status, 200, "{v}");
+        all.extend(v["dead_letters"].as_array().cloned().unwrap_or_default());
+        match v["next_cursor"].as_str() {
+            Some(c) if v["more"] == true => cursor = Some(c.to_owned()),
+            _ => return all,
+        }
+    }
+}
+
+both!(deleting_an_application_dead_letters_what_its_endpoints_held);
 /// Deleting an application deletes its endpoints: new events for it are
 /// 404, and what an endpoint still held (here a dead receiver's copies,
 /// held by its breaker) is dead-lettered once the grace ends, each line
 /// with reason `application-deleted`; an endpoint made again under that
 /// name in another application does not inherit their history.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn deleting_an_application_dead_letters_what_its_endpoints_held() {
+async fn deleting_an_application_dead_letters_what_its_endpoints_held(engine: Engine) {
     let dead_port = std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()
         .local_addr()
         .unwrap()
         .port();
-    let dir = TempDir::new("events-delete");
-    let args = format!(
-        "--destination seed=http://127.0.0.1:{dead_port}/seed --data-dir {} \
-         --shutdown-grace 1s",
-        dir.arg("data")
-    );
-    let mut relay = Relay::start_with(&argv(&args), &[]).await;
+    let args = format!("--destination seed=http://127.0.0.1:{dead_port}/seed");
+    let mut bench = Bench::start(engine, "events-delete", &args).await;
+    let relay = &mut bench.relay;
     let (status, _) = send(
         reqwest::Method::PUT,
         &relay.admin_url("/v1/applications/gone"),
@@ -460,18 +498,13 @@ async fn deleting_an_application_dead_letters_what_its_endpoints_held() {
     assert_eq!(send(reqwest::Method::GET, &url, None).await.0, 404);
 
     // Ten copies (five events, two endpoints), each in one place: the
-    // dead-letter file, with the deletion's reason (none was delivered).
-    let file = dir.join("data").join("dead-letter.jsonl");
-    let lines = || -> Vec<Value> {
-        std::fs::read_to_string(&file)
-            .unwrap_or_default()
-            .lines()
-            .filter_map(|l| serde_json::from_str(l).ok())
-            .collect()
-    };
-    let all = eventually(Duration::from_secs(30), || async { lines().len() >= 10 }).await;
-    assert!(all, "dead letters: {:?}", lines());
-    let lines = lines();
+    // dead letters, with the deletion's reason (none was delivered).
+    let all = eventually(Duration::from_secs(30), || async {
+        dead_letters(relay).await.len() >= 10
+    })
+    .await;
+    let lines = dead_letters(relay).await;
+    assert!(all, "dead letters: {lines:?}");
     assert_eq!(lines.len(), 10, "{lines:?}");
     for line in &lines {
         assert_eq!(line["reason"], "application-deleted", "{line}");
@@ -550,23 +583,20 @@ async fn a_repeated_event_does_not_spend_the_tenants_quota() {
     assert!(relay.exit(Duration::from_secs(30)).await.success());
 }
 
+both!(a_redriven_copy_stays_its_events);
 /// A dead-lettered copy redriven through the dead-letter API goes back as
 /// the copy it is: its receiver sees `webhook-event-type`, and the
 /// event's history says delivered.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_redriven_copy_stays_its_events() {
+async fn a_redriven_copy_stays_its_events(engine: Engine) {
     let seen = Arc::new(Seen::default());
     let port = std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()
         .local_addr()
         .unwrap()
         .port();
-    let dir = TempDir::new("events-redrive");
-    let args = format!(
-        "--destination seed=http://127.0.0.1:{port}/seed --data-dir {} --retries 0",
-        dir.arg("data")
-    );
-    let mut relay = Relay::start_with(&argv(&args), &[]).await;
+    let args = format!("--destination seed=http://127.0.0.1:{port}/seed --retries 0");
+    let mut bench = Bench::start(engine, "events-redrive", &args).await;
+    let relay = &mut bench.relay;
     let app = relay.admin_url("/v1/applications/acme");
     assert_eq!(send(reqwest::Method::PUT, &app, None).await.0, 201);
     let url = relay.admin_url("/v1/applications/acme/endpoints/down");

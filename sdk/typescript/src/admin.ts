@@ -1399,15 +1399,6 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description With queue = redis: applications are kept by the local engine only for now. */
-            501: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/problem+json": components["schemas"]["Problem"];
-                };
-            };
             /** @description The registry cannot be written (nothing changed), the relay is shutting down, or the listener serves its most connections. */
             503: {
                 headers: {
@@ -1471,15 +1462,6 @@ export interface operations {
             };
             /** @description The relay has no registry (no_journal without state_dir). */
             409: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/problem+json": components["schemas"]["Problem"];
-                };
-            };
-            /** @description With queue = redis: applications are kept by the local engine only for now. */
-            501: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -2135,15 +2117,6 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description With queue = redis: events are kept by the local engine only for now. */
-            501: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/problem+json": components["schemas"]["Problem"];
-                };
-            };
             /** @description The events store cannot be read, or the listener serves its most connections. */
             503: {
                 headers: {
@@ -2380,15 +2353,6 @@ export interface operations {
             };
             /** @description Not a resend ({"endpoint": "..."}). */
             422: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/problem+json": components["schemas"]["Problem"];
-                };
-            };
-            /** @description With queue = redis: events are kept by the local engine only for now. */
-            501: {
                 headers: {
                     [name: string]: unknown;
                 };

@@ -376,15 +376,6 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description With queue = redis: events are kept by the local engine only for now. */
-            501: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/problem+json": components["schemas"]["Problem"];
-                };
-            };
             /** @description The byte budget has no room, the events store or the dead-letter file cannot take it, the quota store is unavailable, the relay is shutting down, or the listener serves its most connections. */
             503: {
                 headers: {

@@ -23,7 +23,7 @@
 use tokio::sync::MutexGuard;
 
 use super::FleetQueue;
-use super::changes::{Change, Fleet, REMAKE_AFTER, checked};
+use super::changes::{Change, Fleet, REMAKE_AFTER, app_entry, checked};
 use crate::catalog::edit::{Edit, Precondition, etag, resolve};
 use crate::catalog::vet::Vetter;
 use crate::config::Fields;
@@ -89,7 +89,7 @@ async fn read(q: &FleetQueue, name: &str) -> Result<(Option<String>, Now), Chang
             Ok(d) => Now::Here(d.fields()),
             Err(_) => Now::Here(fields),
         },
-        Some(Change::Deleted { until_unix_ms }) => {
+        Some(Change::Deleted { until_unix_ms, .. }) => {
             let remake_at = until_unix_ms.saturating_add(REMAKE_AFTER.as_secs() * 1000);
             // Its queue in Redis, whether or not this relay knew it.
             fleet.shared().remember_deleted(name);
@@ -102,6 +102,8 @@ async fn read(q: &FleetQueue, name: &str) -> Result<(Option<String>, Now), Chang
                 false => Now::Absent,
             }
         }
+        // Not a destination's (an application's name in the map).
+        Some(Change::App(_) | Change::AppDeleted) => Now::Absent,
         // As configured here (a relay's own configuration decides); an
         // entry that does not read is replaced by the change.
         None => match q.catalog.get(name).filter(|l| l.open) {
@@ -196,6 +198,17 @@ pub(crate) async fn delete(
     name: &str,
     pre: &Precondition,
 ) -> Result<Deleting, ChangeRefused> {
+    delete_for(q, name, pre, None).await
+}
+
+/// The fleet's deletion of `name`, its rest dead-lettered for `reason`
+/// (`None`: `destination-deleted`).
+pub(crate) async fn delete_for(
+    q: &FleetQueue,
+    name: &str,
+    pre: &Precondition,
+    reason: Option<&str>,
+) -> Result<Deleting, ChangeRefused> {
     let fleet = &q.changes;
     let _turn = turn(q, fleet).await?;
     for _ in 0..ATTEMPTS {
@@ -213,6 +226,7 @@ pub(crate) async fn delete(
         let until = Fleet::deadline(fleet.now().await, q.grace);
         let gone = Change::Deleted {
             until_unix_ms: until,
+            reason: reason.map(str::to_owned),
         };
         match fleet.write(name, &gone, raw.as_deref()).await {
             Ok(true) => {}
@@ -225,6 +239,40 @@ pub(crate) async fn delete(
             held,
             grace_ms: u64::try_from(q.grace.as_millis()).unwrap_or(u64::MAX),
         });
+    }
+    Err(changed_meanwhile())
+}
+
+/// `PUT` of application `name`: the fleet's, kept in the map beside the
+/// destinations (as `app:NAME`). Whether it is new.
+pub(crate) async fn put_app(
+    q: &FleetQueue,
+    name: &str,
+    app: crate::catalog::App,
+) -> Result<bool, ChangeRefused> {
+    write_app(q, name, &Change::App(app)).await
+}
+
+/// The end of a `DELETE` of application `name` (its endpoints deleted
+/// first): forgotten by the fleet.
+pub(crate) async fn forget_app(q: &FleetQueue, name: &str) -> Result<(), ChangeRefused> {
+    write_app(q, name, &Change::AppDeleted).await.map(|_| ())
+}
+
+/// Writes application `name`'s `change` (compare-and-set, resolved again
+/// when another relay's change came between): whether it did not exist.
+async fn write_app(q: &FleetQueue, name: &str, change: &Change) -> Result<bool, ChangeRefused> {
+    let fleet = &q.changes;
+    let _turn = turn(q, fleet).await?;
+    let entry = app_entry(name);
+    for _ in 0..ATTEMPTS {
+        let (raw, was) = fleet.read(&entry).await.map_err(unreachable)?;
+        let made = !matches!(was, Some(Change::App(_))) && q.catalog.app(name).is_none();
+        match fleet.write(&entry, change, raw.as_deref()).await {
+            Ok(true) => return Ok(made),
+            Ok(false) => continue,
+            Err(e) => return Err(unreachable(e)),
+        }
     }
     Err(changed_meanwhile())
 }

@@ -61,11 +61,25 @@ pub(crate) enum Change {
     Deleted {
         /// The deadline, Unix ms.
         until_unix_ms: u64,
+        /// Why the rest is dead-lettered, when not `destination-deleted`
+        /// (an application's deletion: `application-deleted`).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        reason: Option<String>,
     },
+    /// An application made or replaced (under the name `app:NAME`).
+    App(crate::catalog::App),
+    /// An application deleted (its endpoints first).
+    AppDeleted,
+}
+
+/// The map's name for application `name` (a destination's name has no
+/// `:`).
+pub(crate) fn app_entry(name: &str) -> String {
+    format!("app:{name}")
 }
 
 impl Change {
-    fn parse(raw: &str) -> Option<Change> {
+    pub(crate) fn parse(raw: &str) -> Option<Change> {
         serde_json::from_str(raw).ok()
     }
 
@@ -137,6 +151,8 @@ pub(crate) async fn read_at_start(cfg: &mut Config) -> Result<Start, String> {
                 }
             },
             Some(Change::Deleted { .. }) => cfg.destinations.retain(|c| c.name != *name),
+            // Applications are the catalog's (Fleet::start).
+            Some(Change::App(_) | Change::AppDeleted) => {}
             None => {
                 cfg.destinations.retain(|c| c.name != *name);
                 tracing::error!(destination = %name, "a fleet destination change does not read: left out on this relay");
@@ -195,8 +211,16 @@ impl Fleet {
         });
         let now = fleet.now().await;
         for (name, raw) in start.entries {
-            if let Some(Change::Deleted { until_unix_ms }) = Change::parse(&raw) {
-                fleet.deleting(&name, &raw, until_unix_ms.saturating_sub(now));
+            match Change::parse(&raw) {
+                Some(Change::Deleted { until_unix_ms, .. }) => {
+                    fleet.deleting(&name, &raw, until_unix_ms.saturating_sub(now));
+                }
+                Some(Change::App(app)) => {
+                    if let Some(app_name) = name.strip_prefix("app:") {
+                        fleet.catalog.put_app(app_name, app);
+                    }
+                }
+                _ => {}
             }
             lock(&fleet.applied).insert(name, raw);
         }
@@ -308,10 +332,20 @@ impl Fleet {
                 self.catalog.put(d);
                 tracing::info!(destination = %name, "destination changed by the fleet's admin API");
             }
-            Some(Change::Deleted { until_unix_ms }) => {
+            Some(Change::Deleted { until_unix_ms, .. }) => {
                 let wait = until_unix_ms.saturating_sub(self.now().await);
                 self.deleting(name, raw, wait);
                 tracing::info!(destination = %name, "destination deleted by the fleet's admin API");
+            }
+            Some(Change::App(app)) => {
+                if let Some(app_name) = name.strip_prefix("app:") {
+                    self.catalog.put_app(app_name, app);
+                }
+            }
+            Some(Change::AppDeleted) => {
+                if let Some(app_name) = name.strip_prefix("app:") {
+                    self.catalog.remove_app(app_name);
+                }
             }
             None => {
                 tracing::error!(destination = %name, "a fleet destination change does not read: closed on this relay");
@@ -432,13 +466,32 @@ mod tests {
             }
             _ => panic!("not a put: {text}"),
         }
-        let gone = Change::Deleted { until_unix_ms: 42 }.text();
+        let gone = Change::Deleted {
+            until_unix_ms: 42,
+            reason: None,
+        }
+        .text();
         assert_eq!(gone, "{\"deleted\":{\"until_unix_ms\":42}}");
         assert!(matches!(
             Change::parse(&gone),
-            Some(Change::Deleted { until_unix_ms: 42 })
+            Some(Change::Deleted {
+                until_unix_ms: 42,
+                reason: None
+            })
         ));
         assert!(Change::parse("{\"moved\":1}").is_none());
+        let app = Change::App(crate::catalog::App {
+            description: Some("shop".into()),
+        })
+        .text();
+        assert_eq!(app, "{\"app\":{\"description\":\"shop\"}}");
+        assert!(
+            matches!(Change::parse(&app), Some(Change::App(a)) if a.description.as_deref() == Some("shop"))
+        );
+        assert!(matches!(
+            Change::parse(&Change::AppDeleted.text()),
+            Some(Change::AppDeleted)
+        ));
         let bad = Fields {
             name: Some("x".into()),
             url: Some("ftp://x".into()),

@@ -62,6 +62,8 @@ pub(super) struct Drain {
     pub(super) retry_max: Duration,
     pub(super) timeout: Duration,
     pub(super) in_flight: Arc<Semaphore>,
+    /// Where an event's copy tells its attempts and its end.
+    pub(super) reports: Arc<dyn crate::domain::event_copy::CopyReports>,
 }
 
 impl Drain {
@@ -399,8 +401,22 @@ impl Drain {
                 return self.dead_letter(ending, acks);
             }
         };
+        let mut job = job;
         let public = number_of(&entry.id);
         job.trail.name(public);
+        if let Some(of) = job.event_of.take() {
+            // An event's copy: its attempts and end go to the fleet's events.
+            job.event = Some(Arc::new(crate::domain::event_copy::EventCopy {
+                seq: public,
+                endpoint: self.downstream.name.clone(),
+                app: of.app.clone(),
+                kind: of.kind.clone(),
+                tenant: job.tenant.clone(),
+                created_ms: job.received_unix_ms,
+                store: self.reports.clone(),
+                held: None,
+            }));
+        }
         let attempt = Attempt::new(public, entry.attempts + 1);
         let began = Instant::now();
         let answer =
@@ -451,10 +467,16 @@ impl Drain {
                 false
             }
             Delivery::Retry { .. } => {
+                if let Some(copy) = &job.event {
+                    copy.dead_lettered("retries_exhausted");
+                }
                 let ending = Ending::dead_lettered(entry.stream_id, last, "retries_exhausted");
                 self.dead_letter(ending.with_error(error), acks)
             }
             Delivery::Failed => {
+                if let Some(copy) = &job.event {
+                    copy.dead_lettered("failed");
+                }
                 let ending = Ending::dead_lettered(entry.stream_id, last, "failed");
                 self.dead_letter(ending.with_error(error), acks)
             }

@@ -71,7 +71,9 @@ fn shown(destination: &str, d: super::redis::queue_dead::DeadLetter) -> DeadLett
         last_status: d.last_status.map(u32::from),
         error: d.error,
         tenant: job.as_ref().and_then(|j| j.tenant.clone()),
-        event_type: None, // the fleet keeps no events yet
+        event_type: job
+            .as_ref()
+            .and_then(|j| j.event_of.as_ref().map(|e| e.kind.to_string())),
         content_type: job.as_ref().and_then(|j| j.content_type.clone()),
         received_unix_ms: job.as_ref().map_or(0, |j| j.received_unix_ms),
         body,

@@ -15,6 +15,7 @@ pub(crate) mod changes;
 pub(crate) mod counts;
 mod drain;
 pub(crate) mod durability;
+pub(crate) mod events;
 mod global;
 pub(crate) mod lane;
 pub(crate) mod letters;
@@ -110,11 +111,7 @@ impl Queue for FleetQueue {
     }
 
     fn events(&self) -> &dyn crate::queue::events::Events {
-        const NOT_YET: crate::queue::events::Unsupported = crate::queue::events::Unsupported(
-            "events and applications are kept by the local engine only for now (queue = \
-             local); with queue = redis post webhooks by destination (X-Destination)",
-        );
-        &NOT_YET
+        self
     }
 
     async fn live(&self, name: &str) -> Option<Live> {

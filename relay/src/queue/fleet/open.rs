@@ -71,7 +71,7 @@ pub(crate) async fn open(cfg: &Config, parts: Parts) -> Result<Arc<FleetQueue>, 
         limits,
     )
     .await;
-    Ok(Arc::new(FleetQueue {
+    let queue = Arc::new(FleetQueue {
         shared,
         changes,
         catalog: parts.catalog,
@@ -80,5 +80,8 @@ pub(crate) async fn open(cfg: &Config, parts: Parts) -> Result<Arc<FleetQueue>, 
         durability: parts.durability,
         max_destinations: s.max_destinations.max(cfg.destinations.len()),
         grace: s.shutdown_grace,
-    }))
+    });
+    // Fan-outs a relay left unfinished (it died) are made by the others.
+    tokio::spawn(super::events::sweep(Arc::downgrade(&queue)));
+    Ok(queue)
 }

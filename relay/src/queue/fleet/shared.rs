@@ -128,6 +128,8 @@ pub(crate) struct Shared {
     finishing: AtomicBool,
     /// The fleet's limit over every destination (`global_rate`), if any.
     global: Option<Arc<dyn PermitSource>>,
+    /// The fleet's events (applications' events, their copies' attempts).
+    pub(crate) events: super::redis::events::RedisEvents,
 }
 
 /// One running drain.
@@ -192,7 +194,14 @@ impl Shared {
             Some(rate) => Some(super::global::bucket(conn.clone(), rate)?),
             None => None,
         };
+        let events = super::redis::events::RedisEvents::new(
+            conn.clone(),
+            u64::try_from(s.event_retention.as_millis()).unwrap_or(u64::MAX),
+            // About a KiB an event: the byte bound as a count.
+            (s.event_retention_bytes / 1024).max(1_000),
+        );
         let shared = Shared {
+            events,
             global,
             lanes: RwLock::default(),
             keys: RedisKeys::new(conn.clone(), super::super::NAME),
@@ -241,6 +250,17 @@ impl Shared {
 
     fn write(&self) -> std::sync::RwLockWriteGuard<'_, HashMap<String, Arc<Lane>>> {
         self.lanes.write().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The tenant quotas, if tenants have quotas.
+    pub(crate) fn quotas(&self) -> Option<&Arc<dyn BucketStore>> {
+        self.quotas.as_ref()
+    }
+
+    /// The connections admissions that wait for replicas go through (none
+    /// without `redis_wait_replicas`), and how many replicas.
+    pub(crate) fn waiting(&self) -> (Option<&RedisConnection>, u32) {
+        (self.made.admitters.first(), self.made.wait_replicas)
     }
 
     /// `name`'s lane, open or deleted.
@@ -432,6 +452,7 @@ impl Shared {
             retry_max: m.retry_max,
             timeout: m.timeout,
             in_flight: Arc::new(Semaphore::new(m.cap)),
+            reports: Arc::new(super::events::Reports(self.events.clone())),
         };
         let (stop, stopped) = watch::channel(false);
         let task = tokio::spawn(d.run(steering, stopped));

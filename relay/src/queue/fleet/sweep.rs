@@ -18,7 +18,7 @@ use super::shared::Shared;
 const STEP: usize = 64;
 /// The pause between steps that found nothing while something is left.
 const PAUSE: Duration = Duration::from_secs(1);
-/// Why they are dead letters.
+/// Why they are dead letters (unless the deletion says otherwise).
 const REASON: &str = "destination-deleted";
 
 impl Shared {
@@ -32,6 +32,13 @@ impl Shared {
             return 0;
         };
         let q = &lane.queue;
+        let reason = match super::changes::Change::parse(tombstone) {
+            Some(super::changes::Change::Deleted {
+                reason: Some(r), ..
+            }) => r,
+            _ => REASON.to_owned(),
+        };
+        let reason = reason.as_str();
         let mut cursor = "0-0".to_owned();
         let mut swept = 0;
         loop {
@@ -51,7 +58,7 @@ impl Shared {
                 }
                 let ends: Vec<Ending> = taken
                     .iter()
-                    .map(|c| Ending::dead_lettered(c.stream_id.clone(), None, REASON))
+                    .map(|c| Ending::dead_lettered(c.stream_id.clone(), None, reason))
                     .collect();
                 if !ends.is_empty() {
                     q.end(&ends).await?;

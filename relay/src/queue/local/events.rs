@@ -8,7 +8,6 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use dripfeed::Submission;
-use dripfeed::keyed::{AdmitError, BucketError};
 
 use super::Local;
 use crate::catalog::App;
@@ -20,6 +19,7 @@ use crate::events::read::Page;
 use crate::events::record::{CopyRecord, CopyState, EventRecord};
 use crate::queue::contract::{Cause, ChangeRefused, Refusal, Store};
 use crate::queue::events::{EventPost, EventTaken, Events, MOST_RECOVERED, SendAgain};
+use crate::queue::quotas::EventCharge;
 use crate::telemetry::{EVENT_COPIES, EVENTS};
 
 /// An event's id: the time it was taken in ns since the Unix epoch, made
@@ -71,6 +71,7 @@ impl Sender {
             Arc::new(EventCopy {
                 seq,
                 endpoint: endpoint.clone(),
+                app: Arc::from(record.app.as_str()),
                 kind: Arc::from(record.kind.as_str()),
                 tenant: record.tenant.clone(),
                 created_ms: record.created_ms,
@@ -310,27 +311,9 @@ impl Events for Local {
             .clone();
         // The tenant's quota: one event, one charge, however many copies;
         // given back if the event is not taken (or was taken before).
-        let charged = p.charged.then_some(self.quotas.as_ref()).flatten();
-        let scope = p.tenant.scope().to_owned();
-        let give_back = || async {
-            if let Some(quotas) = charged
-                && let Err(e) = quotas.refund(&scope, 1.0).await
-            {
-                tracing::warn!(error = %e, "an event's quota charge could not be given back");
-            }
-        };
-        if let Some(quotas) = charged {
-            match quotas.try_admit(p.tenant.scope(), 1.0).await {
-                Ok(_) => {}
-                Err(BucketError::Admit(AdmitError::OverQuota(o))) => {
-                    return Err(Refusal::after(Cause::OverQuota, o.retry_after()));
-                }
-                Err(BucketError::Unavailable(_)) => {
-                    return Err(Refusal::now(Cause::Unavailable(Store::Quotas)));
-                }
-                Err(_) => return Err(Refusal::now(Cause::Invalid)),
-            }
-        }
+        let quotas = p.charged.then_some(self.quotas.as_ref()).flatten();
+        let charge = EventCharge::take(quotas, p.tenant.scope()).await?;
+        let give_back = || charge.give_back();
         let passes = self.catalog.subscribed(&p.app, &p.kind, &p.json);
         // Each copy's bookkeeping beside the payload (held once).
         let overhead = JOB_OVERHEAD.saturating_mul(passes.len() as u64);
@@ -391,12 +374,13 @@ impl Events for Local {
 
     async fn event(
         &self,
+        app: &str,
         id: u64,
     ) -> Result<Option<(EventRecord, Vec<(String, CopyRecord)>)>, String> {
-        self.store()?.event(id)
+        Ok(self.store()?.event(id)?.filter(|(r, _)| r.app == app))
     }
 
-    async fn payload(&self, id: u64) -> Result<Option<Vec<u8>>, String> {
+    async fn payload(&self, _app: &str, id: u64) -> Result<Option<Vec<u8>>, String> {
         self.store()?.payload(id)
     }
 
@@ -422,7 +406,7 @@ impl Events for Local {
             .copies_of(app, endpoint, failed, before, limit)
     }
 
-    async fn resend(&self, id: u64, endpoint: &str) -> Result<(), SendAgain> {
+    async fn resend(&self, _app: &str, id: u64, endpoint: &str) -> Result<(), SendAgain> {
         let store = self.store().map_err(SendAgain::Failed)?.clone();
         let (record, copies) = store
             .event(id)

@@ -9,12 +9,15 @@
 //!   one request;
 //! - [`map::RedisMap`]: settings the fleet shares (the destinations the
 //!   admin API changed), with a version each relay polls;
+//! - [`events::RedisEvents`]: applications' events, their copies' ends
+//!   and attempts;
 //! - [`persistence`]: what the Redis keeps of what it acknowledged.
 //!
-//! Each script touches the keys of one destination, hash-tagged by it:
-//! one Redis Cluster slot.
+//! Each script touches the keys of one destination (or one application's
+//! events), hash-tagged by it: one Redis Cluster slot.
 
 pub(crate) mod breaker;
+pub(crate) mod events;
 pub(crate) mod keys;
 pub(crate) mod map;
 pub(crate) mod persistence;

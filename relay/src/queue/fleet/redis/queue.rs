@@ -408,8 +408,17 @@ impl RedisQueue {
         remember: Duration,
         owner: Option<&str>,
     ) -> Result<Admission, RedisError> {
-        self.admit_with(id, job, idempotency, bound, remember, owner, Mode::Any)
-            .await
+        let overflow = self.overflow;
+        self.admit_with(
+            id,
+            job,
+            idempotency,
+            bound,
+            remember,
+            owner,
+            (Mode::Any, overflow),
+        )
+        .await
     }
 
     /// Queues `job` as `id` unless the queue holds `bound`, as
@@ -434,9 +443,37 @@ impl RedisQueue {
             bound,
             Duration::from_millis(1),
             owner,
-            Mode::Fresh,
+            (Mode::Fresh, self.overflow),
         )
         .await
+    }
+
+    /// Queues an event's copy `job` as `id` (the event's id: one copy per
+    /// endpoint and event), `fresh` only if no job with this id was
+    /// admitted before ([`admit_fresh`](Self::admit_fresh): a fan-out
+    /// made twice makes each copy once), else also an ended one again (a
+    /// resend). A full queue never refuses a copy: with head-drop it
+    /// evicts as any admission does, otherwise the copy goes to the dead
+    /// letters (reason `overflow`, [`Admission::Deferred`]), to be
+    /// recovered; `dead_letter` sends it there even under head-drop (a
+    /// queue whose every entry is claimed, [`Admission::Full`], has no
+    /// entry to evict).
+    pub(crate) async fn admit_copy(
+        &self,
+        id: &str,
+        job: &[u8],
+        bound: u64,
+        owner: Option<&str>,
+        (fresh, dead_letter): (bool, bool),
+    ) -> Result<Admission, RedisError> {
+        let overflow = match self.overflow {
+            dripfeed::Overflow::HeadDrop if !dead_letter => dripfeed::Overflow::HeadDrop,
+            _ => dripfeed::Overflow::DeadLetter,
+        };
+        let mode = if fresh { Mode::Fresh } else { Mode::Any };
+        let remember = Duration::from_millis(1);
+        self.admit_with(id, job, None, bound, remember, owner, (mode, overflow))
+            .await
     }
 
     /// A repeat of the job admitted as `id` (an idempotency key's, found
@@ -450,7 +487,8 @@ impl RedisQueue {
             return Ok(Admission::Seen { id: id.to_owned() });
         }
         let remember = Duration::from_millis(1);
-        self.admit_with(id, b"", None, 1, remember, None, Mode::Confirm)
+        let overflow = self.overflow;
+        self.admit_with(id, b"", None, 1, remember, None, (Mode::Confirm, overflow))
             .await
     }
 
@@ -463,7 +501,7 @@ impl RedisQueue {
         bound: u64,
         remember: Duration,
         owner: Option<&str>,
-        mode: Mode,
+        (mode, overflow): (Mode, dripfeed::Overflow),
     ) -> Result<Admission, RedisError> {
         let key = format!("{}:i:{}", self.prefix, idempotency.unwrap_or(""));
         let (admitter, waiter) = self.admitter();
@@ -500,7 +538,7 @@ impl RedisQueue {
                 Mode::Fresh => "1",
                 Mode::Confirm => "2",
             })
-            .arg(match self.overflow {
+            .arg(match overflow {
                 dripfeed::Overflow::HeadDrop => "h",
                 dripfeed::Overflow::DeadLetter => "d",
                 // Tail-drop, and any policy the script does not know.

@@ -714,3 +714,145 @@ mod pure {
         assert!(off.shortfall(Durability::None).is_none());
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_event_is_taken_once_its_copies_are_made_once_and_old_ones_are_forgotten() {
+    use super::events::{Ended, Posted, RedisEvents};
+    use crate::events::record::{AttemptRecord, EventRecord};
+    if !available("an_event_is_taken_once_its_copies_are_made_once_and_old_ones_are_forgotten") {
+        return;
+    }
+    let redis = RedisServer::start();
+    let conn = RedisConnection::open(&redis.url()).unwrap();
+    let events = RedisEvents::new(conn.clone(), 60_000, 1_000);
+    let record = |n: u64| EventRecord {
+        app: "acme".into(),
+        kind: format!("invoice.n{n}"),
+        created_ms: n,
+        tenant: None,
+        key: None,
+        copies: vec!["inv".into(), "all".into()],
+    };
+    // Taken once; a repeat of its key answers it; an id held is refused.
+    let post = |id: u64, key: Option<&'static str>, oldest: u64| {
+        let (events, r) = (events.clone(), record(id));
+        async move { events.post(None, id, &r, b"{}", key, oldest).await.unwrap() }
+    };
+    assert_eq!(post(100, Some("0::k1"), 0).await, Posted::New);
+    assert_eq!(
+        post(101, Some("0::k1"), 0).await,
+        Posted::Repeat { id: 100, copies: 2 }
+    );
+    assert_eq!(post(100, None, 0).await, Posted::Taken);
+    assert_eq!(post(200, None, 0).await, Posted::New);
+    assert_eq!(
+        events.newest("acme", None, 10).await.unwrap(),
+        vec![200, 100]
+    );
+    assert_eq!(
+        events.newest("acme", Some(200), 10).await.unwrap(),
+        vec![100]
+    );
+    assert_eq!(
+        events.window("acme", (150, 250), 10).await.unwrap(),
+        vec![200]
+    );
+    // Both wait for their fan-out until it is marked made.
+    assert_eq!(
+        events.unqueued("acme", 1_000, 10).await.unwrap(),
+        vec![100, 200]
+    );
+    events.fanned_out("acme", 100).await.unwrap();
+    assert_eq!(events.unqueued("acme", 1_000, 10).await.unwrap(), vec![200]);
+
+    // A copy made twice (a fan-out repeated by another relay) is made once;
+    // a full queue dead-letters a copy rather than refuse it.
+    let q = RedisQueue::new(conn.clone(), "inv", "a")
+        .with_status(DAY, 100)
+        .with_dead_letters(100);
+    let fresh_copy = (true, false);
+    assert!(matches!(
+        q.admit_copy("100", b"c", 1, None, fresh_copy)
+            .await
+            .unwrap(),
+        Admission::Added { .. }
+    ));
+    assert!(matches!(
+        q.admit_copy("100", b"c", 1, None, fresh_copy)
+            .await
+            .unwrap(),
+        Admission::Seen { .. }
+    ));
+    assert!(matches!(
+        q.admit_copy("200", b"c", 1, None, fresh_copy)
+            .await
+            .unwrap(),
+        Admission::Deferred { .. }
+    ));
+    assert_eq!(
+        q.status("200").await.unwrap().unwrap().state,
+        JobState::DeadLettered
+    );
+
+    // Attempts and ends are recorded beside the event; a resend clears
+    // the end and counts.
+    let attempt = AttemptRecord {
+        at_ms: 5,
+        status: 503,
+        duration_ms: 1,
+        error: Some("status".into()),
+        response: None,
+    };
+    events
+        .attempted("acme", 100, "inv", &attempt, Ended::No)
+        .await
+        .unwrap();
+    events
+        .attempted("acme", 100, "inv", &attempt, Ended::Delivered)
+        .await
+        .unwrap();
+    events
+        .ended("acme", 100, "all", Ended::DeadLettered("overflow".into()))
+        .await
+        .unwrap();
+    let read = events
+        .copies("acme", 100, &["inv".into(), "all".into()])
+        .await
+        .unwrap();
+    assert_eq!(read[0].attempts, vec![attempt.clone(), attempt.clone()]);
+    assert_eq!(read[0].ended, Ended::Delivered);
+    assert_eq!(read[1].ended, Ended::DeadLettered("overflow".into()));
+    events.again("acme", 100, "all").await.unwrap();
+    let read = events.copies("acme", 100, &["all".into()]).await.unwrap();
+    assert_eq!((read[0].ended.clone(), read[0].resent), (Ended::No, 1));
+    // An event no longer kept records nothing.
+    events
+        .attempted("acme", 999, "inv", &attempt, Ended::No)
+        .await
+        .unwrap();
+    assert!(
+        events.copies("acme", 999, &["inv".into()]).await.unwrap()[0]
+            .attempts
+            .is_empty()
+    );
+
+    // Older than the oldest kept: forgotten with its key, on the next post.
+    assert_eq!(post(300, None, 150).await, Posted::New);
+    assert_eq!(
+        events.newest("acme", None, 10).await.unwrap(),
+        vec![300, 200]
+    );
+    assert!(events.record("acme", 100).await.unwrap().is_none());
+    assert_eq!(
+        post(301, Some("0::k1"), 150).await,
+        Posted::New,
+        "its key forgotten with it"
+    );
+    assert_eq!(
+        events.record("acme", 300).await.unwrap().unwrap().kind,
+        "invoice.n300"
+    );
+    assert_eq!(events.payload("acme", 300).await.unwrap().unwrap(), b"{}");
+    // Another application's events are its own.
+    assert!(events.newest("globex", None, 10).await.unwrap().is_empty());
+}

@@ -86,13 +86,6 @@ def _parse_response(*, client: AuthenticatedClient | Client, response: httpx.Res
 
         return response_422
 
-    if response.status_code == 501:
-        response_501 = Problem.from_dict(response.json())
-
-
-
-        return response_501
-
     if response.status_code == 503:
         response_503 = Problem.from_dict(response.json())
 

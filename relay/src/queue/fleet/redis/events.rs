@@ -1,0 +1,463 @@
+//! [`RedisEvents`]: the fleet's events kept in Redis, each application's
+//! under its own hash tag (`dripfeed:ev:{app:NAME}:…`, one Redis Cluster
+//! slot): the records (an event's application, type, tenant, key and the
+//! endpoints its copies go to), the payloads, the ids in order, the ids
+//! whose copies are not all queued yet, the idempotency keys, and each
+//! copy's end, resends and attempts.
+//!
+//! An event is taken in one script ([`RedisEvents::post`]): durable with
+//! its list of copies before its 202, and due for fan-out; the copies are
+//! queued afterwards, each into its endpoint's queue under the event's id
+//! (so a fan-out made twice, by a relay that died and by the one that
+//! took over, makes each copy once), and then it is marked fanned out
+//! ([`RedisEvents::fanned_out`]). Old events are forgotten by the script
+//! that takes a new one (at most 64 at a time), by age and by count.
+
+use redis::{Script, Value};
+use serde::{Deserialize, Serialize};
+
+use dripfeed::global::{RedisConnection, RedisError};
+
+use super::{CALL, array, bounded, bytes, count, text};
+use crate::events::record::{AttemptRecord, EventRecord, MAX_ATTEMPTS};
+
+/// An id as the sorted sets hold it: 20 digits, so text order is number
+/// order.
+pub(crate) fn padded(id: u64) -> String {
+    format!("{id:020}")
+}
+
+/// An event as the records hold it: its record, and its scoped
+/// idempotency key (forgotten with it).
+#[derive(Serialize, Deserialize)]
+struct Stored {
+    #[serde(flatten)]
+    record: EventRecord,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    scoped: Option<String>,
+}
+
+/// What [`RedisEvents::post`] did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Posted {
+    /// Taken under the id given.
+    New,
+    /// Its idempotency key was seen: the event taken then, and its copies.
+    Repeat {
+        /// That event's id.
+        id: u64,
+        /// Its copies.
+        copies: usize,
+    },
+    /// An event holds this id already: nothing written, draw another.
+    Taken,
+}
+
+/// Where an event's copy is, as recorded.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Ended {
+    /// Not ended as far as these records know.
+    No,
+    /// Delivered.
+    Delivered,
+    /// Dead-lettered, with its reason.
+    DeadLettered(String),
+}
+
+impl Ended {
+    fn parse(raw: &str) -> Ended {
+        match raw {
+            "d" => Ended::Delivered,
+            "" => Ended::No,
+            other => Ended::DeadLettered(other.strip_prefix("x|").unwrap_or(other).to_owned()),
+        }
+    }
+
+    fn text(&self) -> String {
+        match self {
+            Ended::No => String::new(),
+            Ended::Delivered => "d".to_owned(),
+            Ended::DeadLettered(reason) => format!("x|{reason}"),
+        }
+    }
+}
+
+/// A copy as recorded: its end, its resends, its attempts (oldest first).
+#[derive(Debug, Clone)]
+pub(crate) struct CopyRead {
+    pub ended: Ended,
+    pub resent: u32,
+    pub attempts: Vec<AttemptRecord>,
+}
+
+/// One application's keys.
+struct Keys {
+    prefix: String,
+}
+
+impl Keys {
+    fn of(app: &str) -> Keys {
+        Keys {
+            prefix: format!("dripfeed:ev:{{app:{app}}}"),
+        }
+    }
+    fn records(&self) -> String {
+        format!("{}:r", self.prefix)
+    }
+    fn payloads(&self) -> String {
+        format!("{}:p", self.prefix)
+    }
+    fn ids(&self) -> String {
+        format!("{}:z", self.prefix)
+    }
+    fn unqueued(&self) -> String {
+        format!("{}:x", self.prefix)
+    }
+    fn keys(&self) -> String {
+        format!("{}:k", self.prefix)
+    }
+    fn copies(&self) -> String {
+        format!("{}:c", self.prefix)
+    }
+    fn attempts(&self, id: u64, endpoint: &str) -> String {
+        format!("{}:a:{}:{endpoint}", self.prefix, padded(id))
+    }
+}
+
+/// The fleet's events in Redis (see the [module](self) docs).
+#[derive(Clone)]
+pub(crate) struct RedisEvents {
+    conn: RedisConnection,
+    post: Script,
+    tell: Script,
+    copies: Script,
+    /// How long events are kept, ms.
+    retention_ms: u64,
+    /// The most events an application keeps.
+    most: u64,
+}
+
+impl RedisEvents {
+    /// The events over `conn`, each kept `retention_ms` and at most `most`
+    /// per application.
+    pub(crate) fn new(conn: RedisConnection, retention_ms: u64, most: u64) -> RedisEvents {
+        RedisEvents {
+            conn: conn.counted_as("events"),
+            post: Script::new(include_str!("scripts/event_post.lua")),
+            tell: Script::new(include_str!("scripts/event_tell.lua")),
+            copies: Script::new(include_str!("scripts/event_copies.lua")),
+            retention_ms,
+            most,
+        }
+    }
+
+    /// How long events are kept, ms.
+    pub(crate) fn retention_ms(&self) -> u64 {
+        self.retention_ms
+    }
+
+    /// Takes event `id` of `app` (`record`, `payload`), unless its scoped
+    /// idempotency key `scoped` names one taken before; forgets events
+    /// older than `oldest` (an id). One round trip, on `on` if given (a
+    /// connection a `WAIT` follows on, [`wait`](Self::wait)).
+    pub(crate) async fn post(
+        &self,
+        on: Option<&RedisConnection>,
+        id: u64,
+        record: &EventRecord,
+        payload: &[u8],
+        scoped: Option<&str>,
+        oldest: u64,
+    ) -> Result<Posted, RedisError> {
+        let k = Keys::of(&record.app);
+        let stored = Stored {
+            record: record.clone(),
+            scoped: scoped.map(str::to_owned),
+        };
+        let json = serde_json::to_string(&stored)
+            .map_err(|_| RedisError::unexpected("an event record"))?;
+        let mut conn = on.unwrap_or(&self.conn).clone();
+        let mut call = self.post.prepare_invoke();
+        call.key(k.records())
+            .key(k.payloads())
+            .key(k.ids())
+            .key(k.unqueued())
+            .key(k.keys())
+            .key(k.copies())
+            .arg(padded(id))
+            .arg(json)
+            .arg(payload)
+            .arg(scoped.unwrap_or(""))
+            .arg(record.copies.len())
+            .arg(padded(oldest))
+            .arg(self.most);
+        let v: Value = bounded(call.invoke_async(&mut conn), CALL).await?;
+        let items = array(v, 3, "event post")?;
+        match text(&items[0]).as_deref() {
+            Some("new") => Ok(Posted::New),
+            Some("taken") => Ok(Posted::Taken),
+            Some("repeat") => Ok(Posted::Repeat {
+                id: number(&items[1])?,
+                copies: usize::try_from(count(&items[2])?).unwrap_or(usize::MAX),
+            }),
+            _ => Err(RedisError::unexpected("event post")),
+        }
+    }
+
+    /// Waits (100 ms at most) for `replicas` replicas to have what was
+    /// written through `conn`: `None` once they have, else how many did.
+    pub(crate) async fn wait(&self, conn: &RedisConnection, replicas: u32) -> Option<u64> {
+        let mut wait = redis::cmd("WAIT");
+        wait.arg(replicas).arg(100);
+        match bounded(wait.query_async::<u64>(&mut conn.clone()), CALL).await {
+            Ok(n) if n >= u64::from(replicas) => None,
+            Ok(n) => Some(n),
+            Err(e) => {
+                tracing::debug!(error = %e, "the fleet's events: WAIT failed after a post; unconfirmed");
+                Some(0)
+            }
+        }
+    }
+
+    /// Event `id` of `app`, if kept. One round trip.
+    pub(crate) async fn record(
+        &self,
+        app: &str,
+        id: u64,
+    ) -> Result<Option<EventRecord>, RedisError> {
+        let mut cmd = redis::cmd("HGET");
+        cmd.arg(Keys::of(app).records()).arg(padded(id));
+        let v: Value = bounded(cmd.query_async(&mut self.conn.clone()), CALL).await?;
+        Ok(text(&v)
+            .and_then(|raw| serde_json::from_str::<Stored>(&raw).ok())
+            .map(|s| s.record))
+    }
+
+    /// Event `id`'s payload, if kept. One round trip.
+    pub(crate) async fn payload(&self, app: &str, id: u64) -> Result<Option<Vec<u8>>, RedisError> {
+        let mut cmd = redis::cmd("HGET");
+        cmd.arg(Keys::of(app).payloads()).arg(padded(id));
+        let v: Value = bounded(cmd.query_async(&mut self.conn.clone()), CALL).await?;
+        Ok(bytes(&v))
+    }
+
+    /// Events `ids` of `app` (each `None` if no longer kept). One round
+    /// trip.
+    pub(crate) async fn records(
+        &self,
+        app: &str,
+        ids: &[u64],
+    ) -> Result<Vec<Option<EventRecord>>, RedisError> {
+        if ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        let mut cmd = redis::cmd("HMGET");
+        cmd.arg(Keys::of(app).records());
+        for id in ids {
+            cmd.arg(padded(*id));
+        }
+        let v: Value = bounded(cmd.query_async(&mut self.conn.clone()), CALL).await?;
+        let items = array(v, ids.len(), "event records")?;
+        Ok(items
+            .iter()
+            .map(|v| {
+                text(v)
+                    .and_then(|raw| serde_json::from_str::<Stored>(&raw).ok())
+                    .map(|s| s.record)
+            })
+            .collect())
+    }
+
+    /// At most `n` of `app`'s event ids, newest first, before `before`
+    /// (`None`: from the newest). One round trip.
+    pub(crate) async fn newest(
+        &self,
+        app: &str,
+        before: Option<u64>,
+        n: usize,
+    ) -> Result<Vec<u64>, RedisError> {
+        let mut cmd = redis::cmd("ZREVRANGEBYLEX");
+        cmd.arg(Keys::of(app).ids())
+            .arg(before.map_or_else(|| "+".to_owned(), |b| format!("({}", padded(b))))
+            .arg("-")
+            .arg("LIMIT")
+            .arg(0)
+            .arg(n.max(1));
+        self.ids(cmd).await
+    }
+
+    /// At most `n` of `app`'s event ids from `from` to `to` (both kept),
+    /// oldest first; one round trip.
+    pub(crate) async fn window(
+        &self,
+        app: &str,
+        (from, to): (u64, u64),
+        n: usize,
+    ) -> Result<Vec<u64>, RedisError> {
+        let mut cmd = redis::cmd("ZRANGEBYLEX");
+        cmd.arg(Keys::of(app).ids())
+            .arg(format!("[{}", padded(from)))
+            .arg(format!("[{}", padded(to)))
+            .arg("LIMIT")
+            .arg(0)
+            .arg(n.max(1));
+        self.ids(cmd).await
+    }
+
+    /// At most `n` of `app`'s events whose copies may not all be queued
+    /// yet, taken before `before` (an id), oldest first; one round trip.
+    pub(crate) async fn unqueued(
+        &self,
+        app: &str,
+        before: u64,
+        n: usize,
+    ) -> Result<Vec<u64>, RedisError> {
+        let mut cmd = redis::cmd("ZRANGEBYLEX");
+        cmd.arg(Keys::of(app).unqueued())
+            .arg("-")
+            .arg(format!("({}", padded(before)))
+            .arg("LIMIT")
+            .arg(0)
+            .arg(n.max(1));
+        self.ids(cmd).await
+    }
+
+    /// Event `id`'s copies are all queued (or dead-lettered). One round
+    /// trip.
+    pub(crate) async fn fanned_out(&self, app: &str, id: u64) -> Result<(), RedisError> {
+        let mut cmd = redis::cmd("ZREM");
+        cmd.arg(Keys::of(app).unqueued()).arg(padded(id));
+        let _: Value = bounded(cmd.query_async(&mut self.conn.clone()), CALL).await?;
+        Ok(())
+    }
+
+    async fn ids(&self, cmd: redis::Cmd) -> Result<Vec<u64>, RedisError> {
+        let v: Value = bounded(cmd.query_async(&mut self.conn.clone()), CALL).await?;
+        array(v, 0, "event ids")?.iter().map(number).collect()
+    }
+
+    /// Records an attempt of `endpoint`'s copy of event `id` (with the
+    /// copy's end, if it was its last). One round trip.
+    pub(crate) async fn attempted(
+        &self,
+        app: &str,
+        id: u64,
+        endpoint: &str,
+        attempt: &AttemptRecord,
+        ended: Ended,
+    ) -> Result<(), RedisError> {
+        let json = serde_json::to_string(attempt)
+            .map_err(|_| RedisError::unexpected("an attempt record"))?;
+        self.told(app, id, endpoint, "a", &json, &ended.text())
+            .await
+    }
+
+    /// Records `endpoint`'s copy of event `id` ended. One round trip.
+    pub(crate) async fn ended(
+        &self,
+        app: &str,
+        id: u64,
+        endpoint: &str,
+        ended: Ended,
+    ) -> Result<(), RedisError> {
+        self.told(app, id, endpoint, "e", &ended.text(), "").await
+    }
+
+    /// Records `endpoint`'s copy of event `id` sent again. One round trip.
+    pub(crate) async fn again(&self, app: &str, id: u64, endpoint: &str) -> Result<(), RedisError> {
+        self.told(app, id, endpoint, "g", "", "").await
+    }
+
+    async fn told(
+        &self,
+        app: &str,
+        id: u64,
+        endpoint: &str,
+        what: &str,
+        value: &str,
+        end: &str,
+    ) -> Result<(), RedisError> {
+        let k = Keys::of(app);
+        let mut call = self.tell.prepare_invoke();
+        call.key(k.records())
+            .key(k.copies())
+            .key(k.attempts(id, endpoint))
+            .arg(padded(id))
+            .arg(format!("{}\n{endpoint}", padded(id)))
+            .arg(what)
+            .arg(value)
+            .arg(MAX_ATTEMPTS)
+            .arg(self.retention_ms.max(1))
+            .arg(end);
+        let _: Value = bounded(call.invoke_async(&mut self.conn.clone()), CALL).await?;
+        Ok(())
+    }
+
+    /// The copies of event `id` to `endpoints`, as recorded. One round
+    /// trip.
+    pub(crate) async fn copies(
+        &self,
+        app: &str,
+        id: u64,
+        endpoints: &[String],
+    ) -> Result<Vec<CopyRead>, RedisError> {
+        if endpoints.is_empty() {
+            return Ok(Vec::new());
+        }
+        let k = Keys::of(app);
+        let mut call = self.copies.prepare_invoke();
+        call.key(k.copies());
+        for e in endpoints {
+            call.key(k.attempts(id, e));
+        }
+        for e in endpoints {
+            call.arg(format!("{}\n{e}", padded(id)));
+        }
+        let v: Value = bounded(call.invoke_async(&mut self.conn.clone()), CALL).await?;
+        let items = array(v, endpoints.len(), "event copies")?;
+        items
+            .into_iter()
+            .map(|item| {
+                let parts = array(item, 3, "an event copy")?;
+                let attempts = match &parts[2] {
+                    Value::Array(list) => list
+                        .iter()
+                        .filter_map(|a| text(a).and_then(|t| serde_json::from_str(&t).ok()))
+                        .collect(),
+                    _ => Vec::new(),
+                };
+                Ok(CopyRead {
+                    ended: Ended::parse(&text(&parts[0]).unwrap_or_default()),
+                    resent: u32::try_from(count(&parts[1]).unwrap_or(0)).unwrap_or(u32::MAX),
+                    attempts,
+                })
+            })
+            .collect()
+    }
+}
+
+/// An id Redis sent as text (padded or not).
+fn number(v: &Value) -> Result<u64, RedisError> {
+    text(v)
+        .and_then(|t| t.parse().ok())
+        .ok_or_else(|| RedisError::unexpected("an event id"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ids_sort_as_text_and_ends_read_back() {
+        assert!(padded(9) < padded(10));
+        assert!(padded(u64::MAX - 1) < padded(u64::MAX));
+        assert_eq!(padded(42).len(), 20);
+        for end in [
+            Ended::No,
+            Ended::Delivered,
+            Ended::DeadLettered("overflow".into()),
+        ] {
+            assert_eq!(Ended::parse(&end.text()), end);
+        }
+    }
+}
