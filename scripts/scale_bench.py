@@ -17,12 +17,15 @@ on free loopback ports in a temporary directory, then
   - fan-out: an application with 1, 100 and 1,000 endpoints subscribed,
     20 events posted to each, 250 ms apart (so no endpoint waits for its
     rate): the 202's p99, and the p99 of the time from the post to the
-    last copy's receipt.
+    last copy's receipt; then CLIENTS clients posting events back to back
+    for BURST seconds: events answered 202 per second (their copies past
+    what the endpoints' queues hold are dead-lettered as overflow).
 
 Prints one markdown table. Loopback only; each step bounded in time.
 
   python3 scripts/scale_bench.py BIN [N ...]      (default N: 1000 10000)
   WORK=2000 CLIENTS=8 QUEUE=local|redis REDIS=redis://127.0.0.1:PORT/
+  KEEP=1 keeps each run's directory (the relay's logs)
 """
 import http.client
 import http.server
@@ -44,6 +47,7 @@ WORK = int(os.environ.get("WORK", "2000"))
 QUEUE = os.environ.get("QUEUE", "local")
 REDIS = os.environ.get("REDIS", "")
 SETTLE = int(os.environ.get("SETTLE", "60"))
+BURST = float(os.environ.get("BURST", "3"))
 
 
 def rss_kib(pid):
@@ -104,7 +108,7 @@ def start_relay(work, n, rx_port):
         "--drain-rate", "5",
         "--max-destinations", str(n + 1200),
         "--status-line=false",
-        "--retries", "0",
+        "--retries", os.environ.get("RETRIES", "0"),
         # A relay starts with one destination; the rest come through the API.
         "--destination", f"seed=http://127.0.0.1:{rx_port}/d/seed",
     ]
@@ -225,10 +229,11 @@ def p99(values):
 def fan_out(intake, admin, rx_port, events=20):
     """For K in 1, 100, 1000: an application with K endpoints taking every
     type, EVENTS events posted one after another: (K, 202 p99 in ms, p99 ms
-    from the post to the last copy's receipt)."""
-    conn = connection(admin)
+    from the post to the last copy's receipt, events taken per second by
+    CLIENTS clients posting back to back for BURST seconds)."""
     rows = []
     for k in (1, 100, 1000):
+        conn = connection(admin)  # the last one may have been idle too long
         app = f"fan{k}"
         request(conn, "PUT", f"/v1/applications/{app}", b"{}", {"content-type": "application/json"})
         for i in range(k):
@@ -260,8 +265,47 @@ def fan_out(intake, admin, rx_port, events=20):
             while Receiver.by_group[app] < before + k and time.monotonic() < deadline:
                 time.sleep(0.001)
             lasts.append(time.monotonic() - began)
-        rows.append((k, p99(answers) * 1000, p99(lasts) * 1000 if lasts else float("nan")))
+        rows.append((k, p99(answers) * 1000, p99(lasts) * 1000 if lasts else float("nan"),
+                     burst(intake, app)))
     return rows
+
+
+def burst(intake, app):
+    """Events taken (202) per second by CLIENTS clients posting `app`
+    events back to back for BURST seconds."""
+    taken = [0] * CLIENTS
+    body = json.dumps({"type": "bench.burst", "payload": {"n": 1}})
+    headers = {"content-type": "application/json"}
+    end = time.monotonic() + BURST
+
+    def worker(k):
+        conn = connection(intake)
+        while time.monotonic() < end:
+            try:
+                status, _ = request(conn, "POST", f"/v1/applications/{app}/events", body, headers)
+            except (OSError, http.client.HTTPException):
+                conn = connection(intake)
+                continue
+            if status == 202:
+                taken[k] += 1
+
+    began = time.monotonic()
+    threads = [threading.Thread(target=worker, args=(k,)) for k in range(CLIENTS)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return sum(taken) / (time.monotonic() - began)
+
+
+def workdir(prefix):
+    """A temporary directory, kept (and named on stderr) with KEEP=1."""
+    if os.environ.get("KEEP"):
+        import contextlib
+        path = tempfile.mkdtemp(prefix=prefix)
+        print(f"  kept: {path}", file=sys.stderr)
+        return contextlib.nullcontext(path)
+    return tempfile.TemporaryDirectory(prefix=prefix)
 
 
 def main():
@@ -269,7 +313,7 @@ def main():
     rows = []
     fans = []
     for n in COUNTS:
-        with tempfile.TemporaryDirectory(prefix=f"dripfeed-scale-{n}-") as work:
+        with workdir(f"dripfeed-scale-{n}-") as work:
             proc, intake, admin = start_relay(work, n, rx_port)
             ready(admin, 0)
             base = rss_kib(proc.pid)
@@ -310,8 +354,7 @@ def main():
                 print(f"  {n}: heap per destination with work, {SETTLE} s after: "
                       f"{(heap_after - heap2) / busy:,.0f} bytes", file=sys.stderr)
             worst = max((max(s.values()) for s in Receiver.arrivals.values()), default=0)
-            if QUEUE != "redis":  # the fleet keeps no events yet
-                fans.append((n, fan_out(intake, admin, rx_port)))
+            fans.append((n, fan_out(intake, admin, rx_port)))
             proc.send_signal(signal.SIGTERM)
             proc.wait(timeout=120)
             rows.append((n, took, n / took, per_idle, mbytes, restart, busy, delivered,
@@ -327,11 +370,12 @@ def main():
               f"| {per_work / 1024:.1f} KiB | {per_after / 1024:.1f} KiB | {worst} |")
 
     print()
-    print(f"| destinations ({QUEUE}) | endpoints an event goes to | 202 p99 | post to the last copy, p99 |")
-    print("|---|---|---|---|")
+    print(f"| destinations ({QUEUE}) | endpoints an event goes to | 202 p99 | post to the last copy, p99 "
+          f"| events taken per second ({CLIENTS} clients) |")
+    print("|---|---|---|---|---|")
     for n, fan in fans:
-        for k, answer, last in fan:
-            print(f"| {n:,} | {k:,} | {answer:.1f} ms | {last:.1f} ms |")
+        for k, answer, last, rate in fan:
+            print(f"| {n:,} | {k:,} | {answer:.1f} ms | {last:.1f} ms | {rate:,.0f} |")
 
 
 if __name__ == "__main__":

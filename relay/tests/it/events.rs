@@ -343,6 +343,12 @@ async fn events_fan_out_survive_a_kill_and_every_copy_ends_in_one_place(engine: 
     );
     assert!(overflowed > 0, "posting at 100/s overflows 20/s");
 
+    // What each had received before the recovers.
+    let before: HashMap<&str, usize> = ["inv", "paid", "fragile", "dead"]
+        .into_iter()
+        .map(|e| (e, seen.got(e).len()))
+        .collect();
+
     // Back: the dead endpoint listens now; recover sends every copy again.
     let back = tokio::net::TcpListener::bind(("127.0.0.1", dead_port))
         .await
@@ -425,6 +431,23 @@ async fn events_fan_out_survive_a_kill_and_every_copy_ends_in_one_place(engine: 
             seen.duplicates("dead")
         );
         assert!(p99 < Duration::from_secs(10), "generous: {p99:?}");
+        // Per endpoint: subscribed, received before the recovers,
+        // dead-lettered, recovered, duplicates.
+        for (e, dead) in [
+            ("inv", 0),
+            ("paid", 0),
+            ("fragile", overflowed),
+            ("dead", dead_lettered),
+        ] {
+            let got = seen.got(e).len();
+            eprintln!(
+                "| {engine:?} | {e} | {} | {} | {dead} | {} | {} |",
+                subscribed(e).len(),
+                before[e],
+                got - before[e],
+                seen.duplicates(e)
+            );
+        }
     }
     for r in std::iter::once(&mut bench.relay).chain(other.as_mut()) {
         r.signal("TERM");

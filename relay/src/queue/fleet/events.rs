@@ -46,7 +46,9 @@ pub(crate) const FAN_OUT_LATE: Duration = Duration::from_secs(5);
 /// How often each relay looks for such events.
 const SWEEP_EVERY: Duration = Duration::from_secs(2);
 /// Copies one fan-out queues at once.
-const AT_ONCE: usize = 64;
+const AT_ONCE: usize = 16;
+/// Fan-outs one relay makes at once (a post beyond them waits).
+pub(crate) const FAN_OUTS: usize = 16;
 /// The most events a listing reads to fill one page (the rest come with
 /// its cursor).
 const MAX_SCAN: usize = 10_000;
@@ -469,6 +471,12 @@ impl Events for FleetQueue {
         let quotas = p.charged.then(|| self.shared.quotas()).flatten();
         let charge = EventCharge::take(quotas, p.tenant.scope()).await?;
         let give_back = || charge.give_back();
+        // A place among the fan-outs under way: held until every copy is
+        // queued (waited for, so a burst of posts slows to Redis's pace).
+        let Ok(place) = self.fanning.clone().acquire_owned().await else {
+            give_back().await;
+            return Err(Refusal::now(Cause::Closed));
+        };
         // Held until every copy is queued: a deletion waits for them.
         let passes = self.catalog.subscribed(&p.app, &p.kind, &p.json);
         let record = EventRecord {
@@ -548,7 +556,7 @@ impl Events for FleetQueue {
             let payload = p.payload;
             tokio::spawn(async move {
                 fan_out(shared, id, Arc::new(record), &payload).await;
-                drop(passes);
+                drop((passes, place));
             });
         }
         if let Some(replicas) = unconfirmed {

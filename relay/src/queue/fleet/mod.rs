@@ -60,6 +60,10 @@ pub(crate) struct FleetQueue {
     durability: Arc<durability::Watch>,
     max_destinations: usize,
     grace: Duration,
+    /// Fan-outs under way on this relay, at most [`events::FAN_OUTS`]: a
+    /// post waits for a place, so intake slows down rather than piling
+    /// up copies in memory faster than Redis takes them.
+    fanning: Arc<tokio::sync::Semaphore>,
 }
 
 /// A status read from the fleet's records, as the registry's.

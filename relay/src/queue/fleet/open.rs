@@ -80,6 +80,7 @@ pub(crate) async fn open(cfg: &Config, parts: Parts) -> Result<Arc<FleetQueue>, 
         durability: parts.durability,
         max_destinations: s.max_destinations.max(cfg.destinations.len()),
         grace: s.shutdown_grace,
+        fanning: Arc::new(tokio::sync::Semaphore::new(super::events::FAN_OUTS)),
     });
     // Fan-outs a relay left unfinished (it died) are made by the others.
     tokio::spawn(super::events::sweep(Arc::downgrade(&queue)));
