@@ -238,7 +238,7 @@ pub(crate) fn install_prometheus() -> Result<PrometheusHandle, String> {
     );
     metrics::describe_counter!(
         EVENT_COPIES,
-        "an event's copies for its endpoints: queued, or overflow (dead-lettered at once)"
+        "an event's copies for its endpoints: queued, overflow (dead-lettered at once), or deleted (its endpoint deleted before the copy was queued: the fleet)"
     );
     metrics::describe_counter!(
         CONNECTIONS_REFUSED,
@@ -351,7 +351,8 @@ pub(crate) fn busiest(page: &mut String, held: &[(String, u64)], errors: &[(Stri
 /// events taken.
 pub(crate) const EVENTS: &str = "dripfeed_relay_events_total";
 
-/// Counter, label `outcome` (`queued`, `overflow`): events' copies made.
+/// Counter, label `outcome` (`queued`, `overflow`, `deleted`): events'
+/// copies made.
 pub(crate) const EVENT_COPIES: &str = "dripfeed_relay_event_copies_total";
 
 /// Gauge: lines in the dead-letter files the relay keeps (the live file and

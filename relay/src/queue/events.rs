@@ -3,10 +3,12 @@
 //! events and attempts back, sending a copy again, and the applications.
 //! Each engine keeps these rules:
 //!
-//! - an event and every copy it fans out to are durable in one write
-//!   before its 202: a crash never leaves half a fan-out, and a retried
-//!   post with the same `Idempotency-Key` (scoped by application) never
-//!   fans out twice;
+//! - an event is durable before its 202 with every copy it fans out to:
+//!   the local engine writes the copies in the same write, the fleet's
+//!   writes the list of them and queues them afterwards (any relay
+//!   finishing what one that died left). A crash never leaves half a
+//!   fan-out, and a retried post with the same `Idempotency-Key` (scoped
+//!   by application) never fans out twice;
 //! - one slow or full endpoint never refuses or delays the event for the
 //!   others: a copy its endpoint's queue does not take follows that
 //!   endpoint's overflow policy, and one not queued is dead-lettered with

@@ -366,6 +366,19 @@ async fn events_fan_out_survive_a_kill_and_every_copy_ends_in_one_place(engine: 
         )
         .await;
         assert_eq!(status, 202, "{endpoint}: {v}");
+        // Asked again at once: every copy is on its way already, none is
+        // sent twice.
+        let (status, again) = send(
+            reqwest::Method::POST,
+            &admin(
+                relay,
+                &format!("/v1/applications/acme/endpoints/{endpoint}/recover"),
+            ),
+            Some(json!({"since": since})),
+        )
+        .await;
+        assert_eq!(status, 202, "{endpoint}: {again}");
+        assert_eq!(again["sent"], 0, "{endpoint}: {v} then {again}");
     }
     let recovered = eventually(Duration::from_secs(120), || async {
         seen.got("dead").len() == EVENTS && seen.got("fragile").len() == EVENTS

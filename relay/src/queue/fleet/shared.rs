@@ -130,6 +130,8 @@ pub(crate) struct Shared {
     global: Option<Arc<dyn PermitSource>>,
     /// The fleet's events (applications' events, their copies' attempts).
     pub(crate) events: super::redis::events::RedisEvents,
+    /// Which admission connection [`waiting`](Self::waiting) gives next.
+    next_admitter: std::sync::atomic::AtomicUsize,
 }
 
 /// One running drain.
@@ -202,6 +204,7 @@ impl Shared {
         );
         let shared = Shared {
             events,
+            next_admitter: std::sync::atomic::AtomicUsize::new(0),
             global,
             lanes: RwLock::default(),
             keys: RedisKeys::new(conn.clone(), super::super::NAME),
@@ -257,10 +260,14 @@ impl Shared {
         self.quotas.as_ref()
     }
 
-    /// The connections admissions that wait for replicas go through (none
-    /// without `redis_wait_replicas`), and how many replicas.
+    /// One of the connections admissions that wait for replicas go
+    /// through, in turn (none without `redis_wait_replicas`), and how many
+    /// replicas.
     pub(crate) fn waiting(&self) -> (Option<&RedisConnection>, u32) {
-        (self.made.admitters.first(), self.made.wait_replicas)
+        let all = &self.made.admitters;
+        let next = self.next_admitter.fetch_add(1, Ordering::Relaxed);
+        let conn = (!all.is_empty()).then(|| &all[next % all.len()]);
+        (conn, self.made.wait_replicas)
     }
 
     /// `name`'s lane, open or deleted.

@@ -22,6 +22,24 @@ const PAUSE: Duration = Duration::from_secs(1);
 const REASON: &str = "destination-deleted";
 
 impl Shared {
+    /// The events' copies among `taken` (dead-lettered for `reason`),
+    /// recorded so beside their events: a copy's state then reads so even
+    /// once its status is forgotten.
+    async fn copies_ended(&self, name: &str, taken: &[Claimed], reason: &str) {
+        for c in taken {
+            let Ok(job) = <crate::domain::job::Job as dripfeed::journal::JobCodec>::decode(&c.job)
+            else {
+                continue;
+            };
+            let Some(of) = job.event_of else { continue };
+            let id = super::lane::number_of(&c.id);
+            let ended = super::redis::events::Ended::DeadLettered(reason.to_owned());
+            if let Err(e) = self.events.ended(&of.app, id, name, ended).await {
+                tracing::debug!(error = %e, "the fleet's events: a deleted endpoint's copy's end was not recorded");
+            }
+        }
+    }
+
     /// Dead-letters what `name`'s queue holds until it is empty, as long
     /// as `map` still holds `tombstone` for it (made again meanwhile: what
     /// this relay took is handed back to the new destination's drains);
@@ -62,6 +80,7 @@ impl Shared {
                     .collect();
                 if !ends.is_empty() {
                     q.end(&ends).await?;
+                    self.copies_ended(name, &taken, reason).await;
                 }
                 Ok::<_, dripfeed::global::RedisError>((ends.len() as u64, 1))
             };

@@ -62,10 +62,16 @@ pub(crate) enum Ended {
     Delivered,
     /// Dead-lettered, with its reason.
     DeadLettered(String),
+    /// Granted a resend or a recover at this time (Unix ms by Redis's
+    /// clock), not sent yet or on its way.
+    Again(u64),
 }
 
 impl Ended {
     fn parse(raw: &str) -> Ended {
+        if let Some(at) = raw.strip_prefix("s|") {
+            return Ended::Again(at.parse().unwrap_or(0));
+        }
         match raw {
             "d" => Ended::Delivered,
             "" => Ended::No,
@@ -78,9 +84,14 @@ impl Ended {
             Ended::No => String::new(),
             Ended::Delivered => "d".to_owned(),
             Ended::DeadLettered(reason) => format!("x|{reason}"),
+            Ended::Again(at) => format!("s|{at}"),
         }
     }
 }
+
+/// The applications whose events may wait for a fan-out (a sorted set
+/// by the time of their last post, ms): what the sweep looks at.
+const PENDING: &str = "dripfeed:ev:{pending}";
 
 /// A copy as recorded: its end, its resends, its attempts (oldest first).
 #[derive(Debug, Clone)]
@@ -131,6 +142,7 @@ pub(crate) struct RedisEvents {
     post: Script,
     tell: Script,
     copies: Script,
+    settled: Script,
     /// How long events are kept, ms.
     retention_ms: u64,
     /// The most events an application keeps.
@@ -146,6 +158,10 @@ impl RedisEvents {
             post: Script::new(include_str!("scripts/event_post.lua")),
             tell: Script::new(include_str!("scripts/event_tell.lua")),
             copies: Script::new(include_str!("scripts/event_copies.lua")),
+            settled: Script::new(
+                "if redis.call('ZSCORE', KEYS[1], ARGV[1]) == ARGV[2] then \
+                 return redis.call('ZREM', KEYS[1], ARGV[1]) end return 0",
+            ),
             retention_ms,
             most,
         }
@@ -190,7 +206,9 @@ impl RedisEvents {
             .arg(scoped.unwrap_or(""))
             .arg(record.copies.len())
             .arg(padded(oldest))
-            .arg(self.most);
+            .arg(self.most)
+            .arg(self.retention_ms.max(1))
+            .arg(if on.is_some() { "1" } else { "0" });
         let v: Value = bounded(call.invoke_async(&mut conn), CALL).await?;
         let items = array(v, 3, "event post")?;
         match text(&items[0]).as_deref() {
@@ -286,8 +304,8 @@ impl RedisEvents {
         self.ids(cmd).await
     }
 
-    /// At most `n` of `app`'s event ids from `from` to `to` (both kept),
-    /// oldest first; one round trip.
+    /// At most `n` of `app`'s event ids from `from` to before `to`, oldest
+    /// first; one round trip.
     pub(crate) async fn window(
         &self,
         app: &str,
@@ -297,7 +315,7 @@ impl RedisEvents {
         let mut cmd = redis::cmd("ZRANGEBYLEX");
         cmd.arg(Keys::of(app).ids())
             .arg(format!("[{}", padded(from)))
-            .arg(format!("[{}", padded(to)))
+            .arg(format!("({}", padded(to)))
             .arg("LIMIT")
             .arg(0)
             .arg(n.max(1));
@@ -305,16 +323,18 @@ impl RedisEvents {
     }
 
     /// At most `n` of `app`'s events whose copies may not all be queued
-    /// yet, taken before `before` (an id), oldest first; one round trip.
+    /// yet, after `after` (`None`: from the oldest) and taken before
+    /// `before` (an id), oldest first; one round trip.
     pub(crate) async fn unqueued(
         &self,
         app: &str,
+        after: Option<u64>,
         before: u64,
         n: usize,
     ) -> Result<Vec<u64>, RedisError> {
         let mut cmd = redis::cmd("ZRANGEBYLEX");
         cmd.arg(Keys::of(app).unqueued())
-            .arg("-")
+            .arg(after.map_or_else(|| "-".to_owned(), |a| format!("({}", padded(a))))
             .arg(format!("({}", padded(before)))
             .arg("LIMIT")
             .arg(0)
@@ -350,6 +370,7 @@ impl RedisEvents {
             .map_err(|_| RedisError::unexpected("an attempt record"))?;
         self.told(app, id, endpoint, "a", &json, &ended.text())
             .await
+            .map(|_| ())
     }
 
     /// Records `endpoint`'s copy of event `id` ended. One round trip.
@@ -360,12 +381,79 @@ impl RedisEvents {
         endpoint: &str,
         ended: Ended,
     ) -> Result<(), RedisError> {
-        self.told(app, id, endpoint, "e", &ended.text(), "").await
+        self.told(app, id, endpoint, "e", &ended.text(), "")
+            .await
+            .map(|_| ())
     }
 
-    /// Records `endpoint`'s copy of event `id` sent again. One round trip.
-    pub(crate) async fn again(&self, app: &str, id: u64, endpoint: &str) -> Result<(), RedisError> {
-        self.told(app, id, endpoint, "g", "", "").await
+    /// Grants `endpoint`'s copy of event `id` a resend: marked on its way
+    /// again (read as pending) unless it was already within the last
+    /// `hold_ms`. Whether it was granted; one round trip.
+    pub(crate) async fn again(
+        &self,
+        app: &str,
+        id: u64,
+        endpoint: &str,
+        hold_ms: u64,
+    ) -> Result<bool, RedisError> {
+        let v = self
+            .told(app, id, endpoint, "g", &hold_ms.to_string(), "")
+            .await?;
+        Ok(count(&v)? == 1)
+    }
+
+    /// Notes that `app` posts now (before its event is written): the
+    /// sweep looks at it once its events may be late. One round trip.
+    pub(crate) async fn posting(&self, app: &str, now_ms: u64) -> Result<(), RedisError> {
+        let mut cmd = redis::cmd("ZADD");
+        cmd.arg(PENDING).arg(now_ms).arg(app);
+        let _: Value = bounded(cmd.query_async(&mut self.conn.clone()), CALL).await?;
+        Ok(())
+    }
+
+    /// At most `n` applications that last posted before `before_ms`, with
+    /// the time noted (as Redis holds it). One round trip.
+    pub(crate) async fn posted_before(
+        &self,
+        before_ms: u64,
+        n: usize,
+    ) -> Result<Vec<(String, String)>, RedisError> {
+        let mut cmd = redis::cmd("ZRANGEBYSCORE");
+        cmd.arg(PENDING)
+            .arg("-inf")
+            .arg(format!("({before_ms}"))
+            .arg("WITHSCORES")
+            .arg("LIMIT")
+            .arg(0)
+            .arg(n.max(1));
+        let v: Value = bounded(cmd.query_async(&mut self.conn.clone()), CALL).await?;
+        let items = array(v, 0, "applications posting")?;
+        Ok(items
+            .chunks(2)
+            .filter_map(|p| match p {
+                [a, t] => Some((text(a)?, text(t)?)),
+                _ => None,
+            })
+            .collect())
+    }
+
+    /// `app` has no event waiting for its fan-out: forgotten by the sweep,
+    /// unless it posted again since `noted` (the time read). One round
+    /// trip.
+    pub(crate) async fn settled(&self, app: &str, noted: &str) -> Result<(), RedisError> {
+        let mut call = self.settled.prepare_invoke();
+        call.key(PENDING).arg(app).arg(noted);
+        let _: Value = bounded(call.invoke_async(&mut self.conn.clone()), CALL).await?;
+        Ok(())
+    }
+
+    /// Whether any of `app`'s events waits for its fan-out. One round
+    /// trip.
+    pub(crate) async fn any_unqueued(&self, app: &str) -> Result<bool, RedisError> {
+        let mut cmd = redis::cmd("ZCARD");
+        cmd.arg(Keys::of(app).unqueued());
+        let v: Value = bounded(cmd.query_async(&mut self.conn.clone()), CALL).await?;
+        Ok(count(&v)? > 0)
     }
 
     async fn told(
@@ -376,7 +464,7 @@ impl RedisEvents {
         what: &str,
         value: &str,
         end: &str,
-    ) -> Result<(), RedisError> {
+    ) -> Result<Value, RedisError> {
         let k = Keys::of(app);
         let mut call = self.tell.prepare_invoke();
         call.key(k.records())
@@ -389,8 +477,7 @@ impl RedisEvents {
             .arg(MAX_ATTEMPTS)
             .arg(self.retention_ms.max(1))
             .arg(end);
-        let _: Value = bounded(call.invoke_async(&mut self.conn.clone()), CALL).await?;
-        Ok(())
+        bounded(call.invoke_async(&mut self.conn.clone()), CALL).await
     }
 
     /// The copies of event `id` to `endpoints`, as recorded. One round
@@ -456,6 +543,7 @@ mod tests {
             Ended::No,
             Ended::Delivered,
             Ended::DeadLettered("overflow".into()),
+            Ended::Again(1_795_923_402_309),
         ] {
             assert_eq!(Ended::parse(&end.text()), end);
         }

@@ -82,6 +82,17 @@ pub(crate) enum Admission {
     },
 }
 
+/// Which of an event's copies [`RedisQueue::admit_copy`] admits again.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Again {
+    /// None: only a copy never admitted (a fan-out, made once).
+    Never,
+    /// One dead-lettered (or whose status is forgotten): a recover.
+    Dead,
+    /// Any that has ended, delivered too: a resend.
+    Ended,
+}
+
 /// Which ids an admission takes.
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Mode {
@@ -91,6 +102,9 @@ enum Mode {
     Fresh,
     /// None: a repeat of this id, to confirm.
     Confirm,
+    /// Only one whose status is dead-lettered or forgotten: a dead
+    /// letter's job admitted again once its letter is gone.
+    Dead,
 }
 
 /// What a queue has counted since its keys were made, for the whole
@@ -449,10 +463,9 @@ impl RedisQueue {
     }
 
     /// Queues an event's copy `job` as `id` (the event's id: one copy per
-    /// endpoint and event), `fresh` only if no job with this id was
-    /// admitted before ([`admit_fresh`](Self::admit_fresh): a fan-out
-    /// made twice makes each copy once), else also an ended one again (a
-    /// resend). A full queue never refuses a copy: with head-drop it
+    /// endpoint and event), admitting one with this id again as `again`
+    /// says ([`Again::Never`]: a fan-out made twice makes each copy once,
+    /// as [`admit_fresh`](Self::admit_fresh)). A full queue never refuses a copy: with head-drop it
     /// evicts as any admission does, otherwise the copy goes to the dead
     /// letters (reason `overflow`, [`Admission::Deferred`]), to be
     /// recovered; `dead_letter` sends it there even under head-drop (a
@@ -464,13 +477,17 @@ impl RedisQueue {
         job: &[u8],
         bound: u64,
         owner: Option<&str>,
-        (fresh, dead_letter): (bool, bool),
+        (again, dead_letter): (Again, bool),
     ) -> Result<Admission, RedisError> {
         let overflow = match self.overflow {
             dripfeed::Overflow::HeadDrop if !dead_letter => dripfeed::Overflow::HeadDrop,
             _ => dripfeed::Overflow::DeadLetter,
         };
-        let mode = if fresh { Mode::Fresh } else { Mode::Any };
+        let mode = match again {
+            Again::Never => Mode::Fresh,
+            Again::Dead => Mode::Dead,
+            Again::Ended => Mode::Any,
+        };
         let remember = Duration::from_millis(1);
         self.admit_with(id, job, None, bound, remember, owner, (mode, overflow))
             .await
@@ -537,6 +554,7 @@ impl RedisQueue {
                 Mode::Any => "0",
                 Mode::Fresh => "1",
                 Mode::Confirm => "2",
+                Mode::Dead => "3",
             })
             .arg(match overflow {
                 dripfeed::Overflow::HeadDrop => "h",

@@ -759,18 +759,21 @@ async fn an_event_is_taken_once_its_copies_are_made_once_and_old_ones_are_forgot
     );
     // Both wait for their fan-out until it is marked made.
     assert_eq!(
-        events.unqueued("acme", 1_000, 10).await.unwrap(),
+        events.unqueued("acme", None, 1_000, 10).await.unwrap(),
         vec![100, 200]
     );
     events.fanned_out("acme", 100).await.unwrap();
-    assert_eq!(events.unqueued("acme", 1_000, 10).await.unwrap(), vec![200]);
+    assert_eq!(
+        events.unqueued("acme", None, 1_000, 10).await.unwrap(),
+        vec![200]
+    );
 
     // A copy made twice (a fan-out repeated by another relay) is made once;
     // a full queue dead-letters a copy rather than refuse it.
     let q = RedisQueue::new(conn.clone(), "inv", "a")
         .with_status(DAY, 100)
         .with_dead_letters(100);
-    let fresh_copy = (true, false);
+    let fresh_copy = (super::queue::Again::Never, false);
     assert!(matches!(
         q.admit_copy("100", b"c", 1, None, fresh_copy)
             .await
@@ -793,9 +796,19 @@ async fn an_event_is_taken_once_its_copies_are_made_once_and_old_ones_are_forgot
         q.status("200").await.unwrap().unwrap().state,
         JobState::DeadLettered
     );
+    // Recovered (its letter gone): admitted again only while dead-lettered.
+    let dead = (super::queue::Again::Dead, false);
+    assert!(matches!(
+        q.admit_copy("200", b"c", 10, None, dead).await.unwrap(),
+        Admission::Added { .. }
+    ));
+    assert!(matches!(
+        q.admit_copy("200", b"c", 10, None, dead).await.unwrap(),
+        Admission::Seen { .. }
+    ));
 
-    // Attempts and ends are recorded beside the event; a resend clears
-    // the end and counts.
+    // Attempts and ends are recorded beside the event; a resend is
+    // granted once while on its way, and counted.
     let attempt = AttemptRecord {
         at_ms: 5,
         status: 503,
@@ -822,9 +835,18 @@ async fn an_event_is_taken_once_its_copies_are_made_once_and_old_ones_are_forgot
     assert_eq!(read[0].attempts, vec![attempt.clone(), attempt.clone()]);
     assert_eq!(read[0].ended, Ended::Delivered);
     assert_eq!(read[1].ended, Ended::DeadLettered("overflow".into()));
-    events.again("acme", 100, "all").await.unwrap();
+    assert!(events.again("acme", 100, "all", 60_000).await.unwrap());
+    assert!(
+        !events.again("acme", 100, "all", 60_000).await.unwrap(),
+        "granted once while on its way"
+    );
     let read = events.copies("acme", 100, &["all".into()]).await.unwrap();
-    assert_eq!((read[0].ended.clone(), read[0].resent), (Ended::No, 1));
+    assert!(
+        matches!(read[0].ended, Ended::Again(_)),
+        "{:?}",
+        read[0].ended
+    );
+    assert_eq!(read[0].resent, 1);
     // An event no longer kept records nothing.
     events
         .attempted("acme", 999, "inv", &attempt, Ended::No)

@@ -16,11 +16,17 @@
 -- ARGV[5]  how many copies it has
 -- ARGV[6]  the oldest id kept (padded): older events are forgotten
 -- ARGV[7]  the most events kept: past it the oldest are forgotten
+-- ARGV[8]  how long the application's events are kept after its last
+--          post, ms (each key's time to live)
+-- ARGV[9]  "1" if the caller waits for replicas (WAIT) after this script:
+--          a repeat then writes its key again, so the WAIT covers it
 --
 -- Forgets at most 64 old events, then: a key seen answers {"repeat",
 -- its event's id, its copies}; an id held answers {"taken", id, 0} (the
 -- caller draws another); else the event is written, due for fan-out when
--- it has copies, and the answer is {"new", id, copies}.
+-- it has copies, and the answer is {"new", id, copies}. An application
+-- that posts nothing more is forgotten whole once its last event is as
+-- old as the retention.
 local function forget(id)
   local rec = redis.call('HGET', KEYS[1], id)
   if rec then
@@ -63,6 +69,9 @@ if ARGV[4] ~= '' then
         n = #r.copies
       end
     end
+    if ARGV[9] == '1' then
+      redis.call('HSET', KEYS[5], ARGV[4], seen)
+    end
     return {'repeat', seen, n}
   end
 end
@@ -78,5 +87,8 @@ if n > 0 then
 end
 if ARGV[4] ~= '' then
   redis.call('HSET', KEYS[5], ARGV[4], ARGV[1])
+end
+for k = 1, 6 do
+  redis.call('PEXPIRE', KEYS[k], ARGV[8])
 end
 return {'new', ARGV[1], n}

@@ -22,7 +22,9 @@
 --          may be admitting it a second time); "2" for a repeat of the id
 --          to confirm: nothing is admitted, its status (if kept) is
 --          written again so that a WAIT after this script covers it, and
---          the answer is {"seen", id, 0}
+--          the answer is {"seen", id, 0}; "3" only if its status is
+--          dead-lettered or forgotten (a dead letter sent again whose
+--          letter is gone), else {"seen", id, 0}
 -- ARGV[10] what a full queue does: "t" refuses the arriving job
 --          (tail-drop), "h" takes it and moves the oldest entry no
 --          consumer has claimed yet to the dead letters (head-drop; with
@@ -95,9 +97,11 @@ if not bound then
   return redis.error_reply('ERR dripfeed queue: bad bound')
 end
 local kept = ARGV[6] == '1'
-if kept and ARGV[9] == '1' then
+if kept and (ARGV[9] == '1' or ARGV[9] == '3') then
   local had = redis.call('HGET', KEYS[4], ARGV[5])
-  if had then
+  -- "3": a dead letter's job admitted again (its letter gone): only while
+  -- its status says dead-lettered, or is forgotten.
+  if had and not (ARGV[9] == '3' and string.sub(had, 1, 1) == 'x') then
     if ARGV[8] == '1' then
       redis.call('HSET', KEYS[4], ARGV[5], had)
     end

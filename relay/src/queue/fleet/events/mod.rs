@@ -4,57 +4,57 @@
 //! endpoint's queue under the event's id, in a task of the relay that took
 //! it. A relay that dies before it has queued every copy leaves the event
 //! marked for fan-out, and any relay's sweep makes it after
-//! [`FAN_OUT_LATE`]: each copy is admitted only if its id is new to its
-//! endpoint's queue, so a fan-out made twice makes each copy once.
+//! [`fan_out::FAN_OUT_LATE`] ([`fan_out`]): each copy is admitted only if
+//! its id is new to its endpoint's queue (while its status is kept,
+//! `status_retention`), so a fan-out made twice makes each copy once.
 //!
 //! A copy its endpoint's queue has no room for follows the endpoint's
 //! overflow policy, as an admission does, except that it is never refused:
 //! it is evicted's victim (head-drop) or a dead letter (`overflow`), in
 //! the fleet's dead letters, recoverable. The relay that delivers a copy
 //! records each attempt and its end in Redis beside the event
-//! ([`Reports`]); a copy's state reads those, else its status in its
-//! endpoint's queue.
+//! ([`Reports`]); a copy's state is its status in its endpoint's queue
+//! while that is kept, else the end recorded. Resend and recover grant
+//! each copy once and send it as its queue has room ([`again`]).
 //!
 //! Applications are kept in the fleet's map of destinations, as
 //! `app:NAME` ([`super::change::put_app`]).
 
-use std::collections::{HashMap, HashSet};
-use std::sync::{Arc, Weak};
+mod again;
+mod fan_out;
+mod scan;
+
+use std::sync::Arc;
 use std::time::Duration;
 
 use super::FleetQueue;
 use super::redis::events::{CopyRead, Ended, Posted, RedisEvents};
-use super::redis::queue::Admission;
+use super::redis::queue::Again;
 use super::redis::queue_status::JobState;
-use super::shared::Shared;
 use crate::catalog::App;
 use crate::catalog::edit::Precondition;
 use crate::domain::event_copy::{CopyReports, EventCopy};
-use crate::domain::job::{EventOf, Job, unix_ms};
-use crate::domain::names::scoped_key;
+use crate::domain::job::unix_ms;
 use crate::events::read::Page;
 use crate::events::record::{CopyRecord, CopyState, EventRecord, Told};
 use crate::queue::events::{EventPost, EventTaken, Events, MOST_RECOVERED, SendAgain};
 use crate::queue::local::events::{id_at, next_id};
 use crate::queue::quotas::EventCharge;
 use crate::queue::refusal::{Cause, ChangeRefused, Refusal, Store};
-use crate::telemetry::{EVENT_COPIES, EVENTS};
+use crate::telemetry::EVENTS;
+use fan_out::{Queued, copy_bytes, queue_copy};
+use scan::Scan;
 
-/// How long an event may wait for its fan-out before any relay makes it
-/// (the relay that took it died first).
-pub(crate) const FAN_OUT_LATE: Duration = Duration::from_secs(5);
-/// How often each relay looks for such events.
-const SWEEP_EVERY: Duration = Duration::from_secs(2);
-/// Copies one fan-out queues at once.
-const AT_ONCE: usize = 16;
-/// Fan-outs one relay makes at once (a post beyond them waits).
-pub(crate) const FAN_OUTS: usize = 16;
+pub(crate) use fan_out::{FAN_OUTS, Fan, sweep};
+
 /// The most events a listing reads to fill one page (the rest come with
 /// its cursor).
 const MAX_SCAN: usize = 10_000;
-/// How long a recover waits between looks for room in its endpoint's
-/// queue.
-const ROOM_POLL: Duration = Duration::from_millis(200);
+/// How long a copy granted a resend reads as pending although its queue
+/// still says dead-lettered (its letter not yet put back: the endpoint's
+/// queue was full, or the relay sending it died): after it, it reads as
+/// dead-lettered again, and a recover grants it again.
+const AGAIN_HOLD_MS: u64 = 10 * 60 * 1000;
 
 /// Where a copy this relay delivers tells its attempts and its end: the
 /// fleet's events in Redis (not awaited by the delivery).
@@ -86,188 +86,23 @@ impl CopyReports for Reports {
     }
 }
 
-/// A copy of `record` as its endpoints' queues hold it.
-fn copy_bytes(record: &EventRecord, payload: &[u8]) -> Vec<u8> {
-    let mut job = Job::raw(axum::body::Bytes::copy_from_slice(payload));
-    job.content_type = Some("application/json".to_owned());
-    job.tenant = record.tenant.clone();
-    job.received_unix_ms = record.created_ms;
-    job.event_of = Some(Arc::new(EventOf {
-        app: Arc::from(record.app.as_str()),
-        kind: Arc::from(record.kind.as_str()),
-    }));
-    let mut out = Vec::with_capacity(payload.len() + 64);
-    dripfeed::journal::JobCodec::encode(&job, &mut out);
-    out
-}
-
-/// What queueing one copy did.
-#[derive(Debug, PartialEq, Eq)]
-enum Queued {
-    /// Queued (or queued before: a fan-out made twice).
-    Yes,
-    /// Its queue was full: a dead letter (`overflow`).
-    Overflow,
-    /// A copy with its id is still in its queue (a resend of one pending).
-    Held,
-    /// The endpoint is gone (deleted).
-    Gone,
-    /// Redis did not take it.
-    Failed(String),
-}
-
-/// Queues `endpoint`'s copy of event `id` (`bytes`), only if new to its
-/// queue (`fresh`: a fan-out) or also again once ended (a resend).
-async fn queue_copy(
-    shared: &Shared,
-    app: &str,
-    id: u64,
-    endpoint: &str,
-    bytes: &[u8],
-    owner: Option<&str>,
-    fresh: bool,
-) -> Queued {
-    let Some(lane) = shared.lane(endpoint).filter(|l| l.open) else {
-        return Queued::Gone;
-    };
-    let sid = id.to_string();
-    let bound = lane.bound_now();
-    let mut answer = lane
-        .queue
-        .admit_copy(&sid, bytes, bound, owner, (fresh, false))
-        .await;
-    if let Ok(Admission::Full { .. }) = answer {
-        // Head-drop with every entry claimed: nothing to evict.
-        answer = lane
-            .queue
-            .admit_copy(&sid, bytes, bound, owner, (fresh, true))
-            .await;
-    }
-    let counts = &lane.counts;
-    match answer {
-        Ok(Admission::Added { .. } | Admission::Unconfirmed { .. }) => {
-            counts.admitted();
-            metrics::counter!(EVENT_COPIES, "outcome" => "queued").increment(1);
-            Queued::Yes
-        }
-        Ok(Admission::Evicted { evicted, .. }) => {
-            counts.admitted();
-            counts.evicted();
-            metrics::counter!(EVENT_COPIES, "outcome" => "queued").increment(1);
-            // The copy evicted (if it was one) says why.
-            if let Ok(other) = evicted.parse::<u64>()
-                && let Err(e) = shared
-                    .events
-                    .ended(app, other, endpoint, Ended::DeadLettered("evicted".into()))
-                    .await
-            {
-                tracing::debug!(error = %e, "the fleet's events: an evicted copy's end was not recorded");
-            }
-            Queued::Yes
-        }
-        Ok(Admission::Deferred { .. }) => {
-            counts.overflowed();
-            metrics::counter!(EVENT_COPIES, "outcome" => "overflow").increment(1);
-            let ended = Ended::DeadLettered("overflow".into());
-            if let Err(e) = shared.events.ended(app, id, endpoint, ended).await {
-                tracing::debug!(error = %e, "the fleet's events: an overflowed copy's end was not recorded");
-            }
-            Queued::Overflow
-        }
-        Ok(Admission::Seen { .. } | Admission::Repeat { .. }) => Queued::Yes,
-        Ok(Admission::Taken) => Queued::Held,
-        Ok(Admission::Full { .. }) => Queued::Failed("its queue is full".into()),
-        Err(e) => Queued::Failed(e.to_string()),
-    }
-}
-
-/// Queues every copy of event `id` (`record`, `payload`), [`AT_ONCE`] at
-/// a time, then marks it fanned out. Whether every copy found its place
-/// (else the sweep tries again).
-async fn fan_out(shared: Arc<Shared>, id: u64, record: Arc<EventRecord>, payload: &[u8]) -> bool {
-    let bytes: Arc<[u8]> = Arc::from(copy_bytes(&record, payload));
-    let mut whole = true;
-    for chunk in record.copies.chunks(AT_ONCE) {
-        let mut set = tokio::task::JoinSet::new();
-        for endpoint in chunk {
-            let (shared, record, bytes) = (shared.clone(), record.clone(), bytes.clone());
-            let endpoint = endpoint.clone();
-            set.spawn(async move {
-                let owner = record.tenant.as_deref();
-                let queued =
-                    queue_copy(&shared, &record.app, id, &endpoint, &bytes, owner, true).await;
-                (endpoint, queued)
-            });
-        }
-        while let Some(done) = set.join_next().await {
-            let Ok((endpoint, queued)) = done else {
-                whole = false;
-                continue;
-            };
-            match queued {
-                Queued::Yes | Queued::Overflow | Queued::Held => {}
-                Queued::Gone => {
-                    // Deleted between the event's 202 and its fan-out.
-                    metrics::counter!(EVENT_COPIES, "outcome" => "overflow").increment(1);
-                    let ended = Ended::DeadLettered("destination-deleted".into());
-                    if let Err(e) = shared.events.ended(&record.app, id, &endpoint, ended).await {
-                        tracing::warn!(error = %e, "the fleet's events: a copy of a deleted endpoint was not recorded");
-                        whole = false;
-                    }
-                }
-                Queued::Failed(e) => {
-                    tracing::warn!(error = %e, event = id, endpoint = %endpoint, "the fleet's events: a copy was not queued; the sweep tries again");
-                    whole = false;
-                }
-            }
-        }
-    }
-    if whole && let Err(e) = shared.events.fanned_out(&record.app, id).await {
-        tracing::debug!(error = %e, "the fleet's events: a fan-out's end was not recorded; the sweep ends it");
-    }
-    whole
-}
-
-/// Until the relay stops: every [`SWEEP_EVERY`], the events of every
-/// application taken more than [`FAN_OUT_LATE`] ago and not yet fanned
-/// out are fanned out here.
-pub(crate) async fn sweep(queue: Weak<FleetQueue>) {
-    loop {
-        tokio::time::sleep(SWEEP_EVERY).await;
-        let Some(q) = queue.upgrade() else { return };
-        if q.catalog.is_closing() {
-            return;
-        }
-        let before = id_at(unix_ms().saturating_sub(FAN_OUT_LATE.as_millis() as u64));
-        let mut after: Option<String> = None;
-        loop {
-            let (apps, next) = q.catalog.apps_page(after.as_deref(), 256);
-            for (app, _) in &apps {
-                q.fan_out_late(app, before).await;
-            }
-            match next {
-                Some(n) => after = Some(n),
-                None => break,
-            }
-        }
-    }
-}
-
 /// A copy as recorded, its state its status in its endpoint's queue (the
 /// latest: a redriven letter is queued again there first) while that is
-/// kept, else the end recorded beside the event.
-fn copy_record(read: CopyRead, status: Option<JobState>) -> CopyRecord {
-    let reason = match &read.ended {
-        Ended::DeadLettered(r) => Some(r.clone()),
-        _ => None,
-    };
+/// kept, else the end recorded beside the event; granted a resend within
+/// [`AGAIN_HOLD_MS`] before `now_ms`, pending.
+fn copy_record(read: CopyRead, status: Option<JobState>, now_ms: u64) -> CopyRecord {
+    let again = matches!(read.ended, Ended::Again(at) if now_ms < at.saturating_add(AGAIN_HOLD_MS));
     let (state, reason) = match (status, read.ended) {
+        _ if again => (CopyState::Pending, None),
         (Some(JobState::Delivered), _) => (CopyState::Delivered, None),
-        (Some(JobState::DeadLettered), _) => (CopyState::DeadLettered, reason),
+        (Some(JobState::DeadLettered), Ended::DeadLettered(r)) => {
+            (CopyState::DeadLettered, Some(r))
+        }
+        (Some(JobState::DeadLettered), _) => (CopyState::DeadLettered, None),
         (Some(_), _) => (CopyState::Pending, None),
         (None, Ended::Delivered) => (CopyState::Delivered, None),
-        (None, Ended::DeadLettered(_)) => (CopyState::DeadLettered, reason),
-        (None, Ended::No) => (CopyState::Pending, None),
+        (None, Ended::DeadLettered(r)) => (CopyState::DeadLettered, Some(r)),
+        (None, Ended::No | Ended::Again(_)) => (CopyState::Pending, None),
     };
     CopyRecord {
         state,
@@ -278,27 +113,19 @@ fn copy_record(read: CopyRead, status: Option<JobState>) -> CopyRecord {
 }
 
 impl FleetQueue {
-    /// Fans out `app`'s events taken before `before` (an id) and not yet
-    /// fanned out.
-    async fn fan_out_late(&self, app: &str, before: u64) {
-        let ids = match self.shared.events.unqueued(app, before, 64).await {
-            Ok(ids) => ids,
-            Err(e) => {
-                tracing::debug!(error = %e, "the fleet's events: late fan-outs not read");
-                return;
-            }
-        };
-        for id in ids {
-            let (Ok(Some(record)), Ok(payload)) = (
-                self.shared.events.record(app, id).await,
-                self.shared.events.payload(app, id).await,
-            ) else {
-                continue;
-            };
-            let payload = payload.unwrap_or_default();
-            if fan_out(self.shared.clone(), id, Arc::new(record), &payload).await {
-                tracing::info!(app = %app, event = id, "an event's fan-out left unfinished was made");
-            }
+    /// Sends `endpoint`'s dead-lettered copies of `app`'s events `ids`
+    /// again ([`again::send_again`]).
+    fn send_again(&self, app: &str, endpoint: &str, ids: Vec<u64>) {
+        let (shared, catalog) = (self.shared.clone(), self.catalog.clone());
+        again::send_again(shared, catalog, app.to_owned(), endpoint.to_owned(), ids);
+    }
+
+    /// What a fan-out needs.
+    pub(crate) fn fan(&self) -> Fan {
+        Fan {
+            shared: self.shared.clone(),
+            catalog: self.catalog.clone(),
+            changes: self.changes.clone(),
         }
     }
 
@@ -315,6 +142,7 @@ impl FleetQueue {
             .copies(app, id, endpoints)
             .await
             .map_err(|e| e.to_string())?;
+        let now_ms = unix_ms();
         let mut out = Vec::with_capacity(reads.len());
         for (read, endpoint) in reads.into_iter().zip(endpoints) {
             let status = match self.shared.lane(endpoint) {
@@ -327,139 +155,9 @@ impl FleetQueue {
                     .map(|s| s.state),
                 None => None,
             };
-            out.push(copy_record(read, status));
+            out.push(copy_record(read, status, now_ms));
         }
         Ok(out)
-    }
-
-    /// Sends `endpoint`'s copies of `app`'s events `ids` (each ended)
-    /// again, as its queue has room: a dead letter goes back from the
-    /// dead letters (so it is not redriven twice), a delivered copy is
-    /// queued anew. In a task of its own; ends when the endpoint closes.
-    fn send_again(&self, app: &str, endpoint: &str, ids: Vec<u64>) {
-        let (shared, catalog) = (self.shared.clone(), self.catalog.clone());
-        let (app, endpoint) = (app.to_owned(), endpoint.to_owned());
-        tokio::spawn(async move {
-            let mut left: Vec<u64> = ids;
-            while !left.is_empty() {
-                let Some(lane) = shared.lane(&endpoint).filter(|l| l.open) else {
-                    tracing::warn!(endpoint = %endpoint, left = left.len(), "copies to send again were left: the endpoint was deleted");
-                    return;
-                };
-                if catalog.is_closing() {
-                    return;
-                }
-                let depth = lane.queue.depth().await.unwrap_or(u64::MAX);
-                let room = usize::try_from(lane.bound_now().saturating_sub(depth)).unwrap_or(0);
-                if room == 0 {
-                    tokio::time::sleep(ROOM_POLL).await;
-                    continue;
-                }
-                let now: Vec<u64> = left.drain(..room.min(left.len())).collect();
-                let wanted: HashSet<String> = now.iter().map(u64::to_string).collect();
-                // Those in the dead letters go back from there.
-                let letters = letters_of(&lane, &wanted).await;
-                if !letters.is_empty() {
-                    let entries: Vec<String> = letters.values().cloned().collect();
-                    if let Err(e) = lane.queue.redrive(&entries, lane.bound_now()).await {
-                        tracing::warn!(error = %e, "the fleet's events: copies were not sent again");
-                    }
-                }
-                for id in now
-                    .iter()
-                    .filter(|id| !letters.contains_key(&id.to_string()))
-                {
-                    let (Ok(Some(record)), Ok(payload)) = (
-                        shared.events.record(&app, *id).await,
-                        shared.events.payload(&app, *id).await,
-                    ) else {
-                        continue;
-                    };
-                    let bytes = copy_bytes(&record, &payload.unwrap_or_default());
-                    let owner = record.tenant.as_deref();
-                    let queued =
-                        queue_copy(&shared, &app, *id, &endpoint, &bytes, owner, false).await;
-                    if let Queued::Failed(e) = queued {
-                        tracing::warn!(error = %e, event = id, "the fleet's events: a copy was not sent again");
-                    }
-                }
-            }
-        });
-    }
-}
-
-/// The entries of `wanted` (job ids) in `lane`'s dead letters.
-async fn letters_of(lane: &super::lane::Lane, wanted: &HashSet<String>) -> HashMap<String, String> {
-    let mut found = HashMap::new();
-    let mut after: Option<String> = None;
-    loop {
-        let Ok(got) = lane.queue.dead_letters(after.as_deref(), 512).await else {
-            break;
-        };
-        let Some(last) = got.last() else { break };
-        after = Some(last.entry.clone());
-        let n = got.len();
-        for d in got {
-            if wanted.contains(&d.id) {
-                found.insert(d.id, d.entry);
-            }
-        }
-        if n < 512 || found.len() == wanted.len() {
-            break;
-        }
-    }
-    found
-}
-
-/// An application's events newest first, read a batch at a time: what a
-/// listing pages through.
-struct Scan<'a> {
-    events: &'a RedisEvents,
-    app: &'a str,
-    cursor: Option<u64>,
-    batch: std::vec::IntoIter<(u64, Option<EventRecord>)>,
-    last: bool,
-    /// Events handed out so far.
-    scanned: usize,
-}
-
-impl<'a> Scan<'a> {
-    /// `app`'s events before `before` (`None`: from the newest).
-    fn new(events: &'a RedisEvents, app: &'a str, before: Option<u64>) -> Scan<'a> {
-        Scan {
-            events,
-            app,
-            cursor: before,
-            batch: Vec::new().into_iter(),
-            last: false,
-            scanned: 0,
-        }
-    }
-
-    /// The next event still kept, newest first (`None`: no more).
-    async fn next(&mut self) -> Result<Option<(u64, EventRecord)>, String> {
-        loop {
-            if let Some((id, record)) = self.batch.next() {
-                self.cursor = Some(id);
-                if let Some(r) = record {
-                    self.scanned += 1;
-                    return Ok(Some((id, r)));
-                }
-                continue;
-            }
-            if self.last {
-                return Ok(None);
-            }
-            let err = |e: dripfeed::global::RedisError| e.to_string();
-            let ids = self
-                .events
-                .newest(self.app, self.cursor, 256)
-                .await
-                .map_err(err)?;
-            let records = self.events.records(self.app, &ids).await.map_err(err)?;
-            self.last = ids.len() < 256;
-            self.batch = ids.into_iter().zip(records).collect::<Vec<_>>().into_iter();
-        }
     }
 }
 
@@ -487,7 +185,8 @@ impl Events for FleetQueue {
             key: p.key.clone(),
             copies: passes.iter().map(|pass| pass.name().to_string()).collect(),
         };
-        let scoped = p.key.as_deref().map(|k| scoped_key(p.tenant.scope(), k));
+        // Keys are the application's, as in the local engine.
+        let key = p.key.as_deref();
         let oldest = id_at(unix_ms().saturating_sub(self.shared.events.retention_ms()));
         let events = &self.shared.events;
         // With replicas to wait for, on a connection of its own (WAIT
@@ -506,23 +205,42 @@ impl Events for FleetQueue {
             },
             _ => None,
         };
+        // Noted before it is written: a relay that dies between the two
+        // leaves the application for the sweep to look at.
+        if let Err(e) = events.posting(&record.app, unix_ms()).await {
+            give_back().await;
+            tracing::warn!(error = %e, "the fleet's events: an event could not be written: refused");
+            return Err(Refusal::after(
+                Cause::Unavailable(Store::Queue),
+                Duration::from_secs(1),
+            ));
+        }
         let mut answer = Ok(Posted::Taken);
         let mut id = 0;
         for _ in 0..4 {
             id = next_id();
             let on = pinned.as_ref().map(|(c, _)| c);
-            answer = events
-                .post(on, id, &record, &p.payload, scoped.as_deref(), oldest)
-                .await;
+            answer = events.post(on, id, &record, &p.payload, key, oldest).await;
             if !matches!(answer, Ok(Posted::Taken)) {
                 break;
             }
         }
+        let unconfirmed = match &pinned {
+            Some((conn, replicas)) if answer.is_ok() => events.wait(conn, *replicas).await,
+            _ => None,
+        };
         match answer {
             Ok(Posted::New) => {}
             Ok(Posted::Repeat { id, copies }) => {
                 give_back().await;
                 metrics::counter!(EVENTS, "result" => "duplicate").increment(1);
+                if let Some(replicas) = unconfirmed {
+                    // The first post's, written again: not confirmed yet.
+                    return Err(Refusal::after(
+                        Cause::Unreplicated(replicas),
+                        Duration::from_secs(1),
+                    ));
+                }
                 return Ok(EventTaken {
                     id,
                     endpoints: copies,
@@ -540,10 +258,6 @@ impl Events for FleetQueue {
                 ));
             }
         }
-        let unconfirmed = match &pinned {
-            Some((conn, replicas)) => events.wait(conn, *replicas).await,
-            None => None,
-        };
         let result = if record.copies.is_empty() {
             "no_endpoints"
         } else {
@@ -552,10 +266,9 @@ impl Events for FleetQueue {
         metrics::counter!(EVENTS, "result" => result).increment(1);
         let endpoints = record.copies.len();
         if endpoints > 0 {
-            let shared = self.shared.clone();
-            let payload = p.payload;
+            let (fan, payload) = (self.fan(), p.payload);
             tokio::spawn(async move {
-                fan_out(shared, id, Arc::new(record), &payload).await;
+                fan.fan_out(id, Arc::new(record), &payload).await;
                 drop((passes, place));
             });
         }
@@ -676,11 +389,16 @@ impl Events for FleetQueue {
         if copy.state == CopyState::Pending {
             return Err(SendAgain::Pending);
         }
-        self.shared
+        // Granted once: of two resends at once, one sends it.
+        let granted = self
+            .shared
             .events
-            .again(app, id, endpoint)
+            .again(app, id, endpoint, AGAIN_HOLD_MS)
             .await
             .map_err(|e| SendAgain::Failed(e.to_string()))?;
+        if !granted {
+            return Err(SendAgain::Pending);
+        }
         if copy.state == CopyState::DeadLettered {
             self.send_again(app, endpoint, vec![id]);
             return Ok(());
@@ -694,7 +412,7 @@ impl Events for FleetQueue {
             .unwrap_or_default();
         let bytes = copy_bytes(&record, &payload);
         let owner = record.tenant.as_deref();
-        match queue_copy(&self.shared, app, id, endpoint, &bytes, owner, false).await {
+        match queue_copy(&self.shared, app, id, endpoint, &bytes, owner, Again::Ended).await {
             Queued::Yes | Queued::Overflow => Ok(()),
             Queued::Held => Err(SendAgain::Pending),
             Queued::Gone => Err(SendAgain::Gone),
@@ -746,12 +464,20 @@ impl Events for FleetQueue {
                 break;
             }
         }
-        // Marked sent again first (its end cleared): read back as pending.
-        for id in &dead {
-            events.again(app, *id, endpoint).await.map_err(failed)?;
+        // Granted first, each once (read back as pending from then on: a
+        // recover made again meanwhile does not grant it again).
+        let mut granted = Vec::with_capacity(dead.len());
+        for id in dead {
+            if events
+                .again(app, id, endpoint, AGAIN_HOLD_MS)
+                .await
+                .map_err(failed)?
+            {
+                granted.push(id);
+            }
         }
-        let sent = dead.len();
-        self.send_again(app, endpoint, dead);
+        let sent = granted.len();
+        self.send_again(app, endpoint, granted);
         Ok((sent, more))
     }
 
@@ -779,6 +505,9 @@ impl Events for FleetQueue {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::domain::job::Job;
+
+    const NOW: u64 = 1_795_923_402_309;
 
     #[test]
     fn a_copy_reads_its_end_else_its_queue() {
@@ -788,26 +517,37 @@ mod tests {
             attempts: Vec::new(),
         };
         let dead = || Ended::DeadLettered("overflow".into());
-        let c = copy_record(read(dead()), Some(JobState::DeadLettered));
+        let c = copy_record(read(dead()), Some(JobState::DeadLettered), NOW);
         assert_eq!(
             (c.state, c.reason.as_deref()),
             (CopyState::DeadLettered, Some("overflow"))
         );
         // Redriven: queued again in its queue before anything records it.
-        let c = copy_record(read(dead()), Some(JobState::Queued));
+        let c = copy_record(read(dead()), Some(JobState::Queued), NOW);
         assert_eq!((c.state, c.reason), (CopyState::Pending, None));
-        let c = copy_record(read(Ended::No), Some(JobState::Delivered));
+        let c = copy_record(read(Ended::No), Some(JobState::Delivered), NOW);
         assert_eq!(c.state, CopyState::Delivered);
         for s in [None, Some(JobState::InFlight), Some(JobState::RetryWaiting)] {
-            assert_eq!(copy_record(read(Ended::No), s).state, CopyState::Pending);
+            assert_eq!(
+                copy_record(read(Ended::No), s, NOW).state,
+                CopyState::Pending
+            );
         }
+        // Granted a resend: pending while its letter goes back, then its
+        // queue's word again.
+        let again = || Ended::Again(NOW - 1_000);
+        let c = copy_record(read(again()), Some(JobState::DeadLettered), NOW);
+        assert_eq!(c.state, CopyState::Pending);
+        let late = NOW + AGAIN_HOLD_MS;
+        let c = copy_record(read(again()), Some(JobState::DeadLettered), late);
+        assert_eq!(c.state, CopyState::DeadLettered);
         // Its status forgotten: what was recorded.
         assert_eq!(
-            copy_record(read(Ended::Delivered), None).state,
+            copy_record(read(Ended::Delivered), None, NOW).state,
             CopyState::Delivered
         );
         assert_eq!(
-            copy_record(read(dead()), None).state,
+            copy_record(read(dead()), None, NOW).state,
             CopyState::DeadLettered
         );
     }
