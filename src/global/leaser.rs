@@ -15,6 +15,11 @@ use tokio::time::{Instant, sleep};
 use super::Failure;
 use super::conn::{RedisConnection, RedisError, array, bounded, number};
 
+/// The script, made once and shared by every instance (it holds its Lua
+/// source: one copy per instance would cost kilobytes each).
+static RATE: std::sync::LazyLock<Script> =
+    std::sync::LazyLock::new(|| Script::new(include_str!("scripts/rate.lua")));
+
 /// The longest a denied lease waits before asking again.
 const MAX_DENIED_WAIT: Duration = Duration::from_secs(1);
 /// The longest wait a lease may reserve: past it, Redis grants nothing.
@@ -38,7 +43,7 @@ pub(crate) struct Config {
 pub(crate) struct Inner {
     pub(crate) cfg: Config,
     pub(crate) conn: RedisConnection,
-    script: Script,
+    script: &'static Script,
     /// Permits here, ready to take.
     pub(crate) pool: AtomicU64,
     /// When the pool was last filled: ns since `epoch`.
@@ -85,7 +90,7 @@ impl Inner {
             burst_follows: false,
             cfg,
             conn,
-            script: Script::new(include_str!("scripts/rate.lua")),
+            script: &RATE,
             pool: AtomicU64::new(0),
             filled: AtomicU64::new(0),
             epoch: Instant::now(),

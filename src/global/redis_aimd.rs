@@ -11,6 +11,11 @@ use tokio::time::Instant;
 use super::conn::{CALL, RedisConnection, RedisError, array, bounded, count, number, text};
 use crate::rate::{Action, Aimd, AimdConfig, AimdError, Decision, Tally};
 
+/// The script, made once and shared by every instance (it holds its Lua
+/// source: one copy per instance would cost kilobytes each).
+static AIMD: std::sync::LazyLock<Script> =
+    std::sync::LazyLock::new(|| Script::new(include_str!("scripts/aimd.lua")));
+
 /// Seconds of tallies the deciding node reads: the controller's window.
 const WINDOW_SECONDS: u64 = 5;
 /// Seconds the ring of tallies in Redis holds (more than the window).
@@ -96,7 +101,7 @@ pub struct RedisAimd {
     fresh: Aimd,
     /// The controller while this node leads (fresh at each take-over).
     leading: Mutex<Option<Aimd>>,
-    script: Script,
+    script: &'static Script,
 }
 
 impl fmt::Debug for RedisAimd {
@@ -147,7 +152,7 @@ impl RedisAimd {
             start: start.to_string(),
             fresh,
             leading: Mutex::new(None),
-            script: Script::new(include_str!("scripts/aimd.lua")),
+            script: &AIMD,
         })
     }
 

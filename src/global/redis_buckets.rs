@@ -13,6 +13,11 @@ use super::fallback::Fallback;
 use crate::keyed::bucket::{check_cost, check_positive, check_settle, decide};
 use crate::keyed::{Admit, AdmitError, BucketError, BucketStore, Quota, QuotaError};
 
+/// The script, made once and shared by every instance (it holds its Lua
+/// source: one copy per instance would cost kilobytes each).
+static BUCKET: std::sync::LazyLock<Script> =
+    std::sync::LazyLock::new(|| Script::new(include_str!("scripts/bucket.lua")));
+
 /// Per-key reverse leaky buckets held in Redis, with the semantics of
 /// [`KeyedBuckets`](crate::keyed::KeyedBuckets): each key's bucket holds debt that
 /// drains at the key's rate; a cost is admitted iff `debt_now + cost <=
@@ -54,7 +59,7 @@ use crate::keyed::{Admit, AdmitError, BucketError, BucketStore, Quota, QuotaErro
 /// ```
 pub struct RedisBuckets {
     conn: RedisConnection,
-    script: Script,
+    script: &'static Script,
     prefix: String,
     default: Quota,
     call_timeout: Duration,
@@ -90,7 +95,7 @@ impl RedisBuckets {
         let prefix = prefix.into();
         Self {
             conn: conn.counted_as("quota"),
-            script: Script::new(include_str!("scripts/bucket.lua")),
+            script: &BUCKET,
             fallback: Fallback::new("redis", &prefix, default_quota),
             prefix,
             default: default_quota,

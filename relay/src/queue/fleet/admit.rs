@@ -30,6 +30,10 @@ pub(crate) async fn admit(shared: &Shared, a: Admission) -> Result<Accepted, Ref
     let answer = shared
         .admit(&destination, &job, scoped.as_deref(), charge, owner)
         .await;
+    if let Ok(Admit::Queued(_) | Admit::Evicted(_) | Admit::Unconfirmed(_)) = answer {
+        // Its drains wake (here at once, the fleet's within a poll).
+        shared.admitted(&destination);
+    }
     match answer {
         Ok(Admit::Queued(id)) => {
             counts.admitted();

@@ -39,6 +39,10 @@ const HOLD_REFRESH: Duration = Duration::from_secs(1);
 const TAKEN_OVER_MAX: u64 = 3;
 /// How long an idle drain waits before it asks for work again.
 const IDLE_POLL: Duration = Duration::from_millis(50);
+/// How long a drain stays quiet, its destination's queue empty
+/// fleet-wide, before it ends (sleeps): an admission wakes it again
+/// ([`super::wake`]).
+pub(super) const SLEEP_AFTER: Duration = Duration::from_secs(10);
 /// While the fleet's breaker is open, how often at least and at most the
 /// drain looks at it again.
 const BREAKER_MIN_WAIT: Duration = Duration::from_millis(50);
@@ -110,6 +114,8 @@ impl Drain {
         let mut cursor = "0-0".to_owned();
         let mut failing = Failing::default();
         let mut quiet = true;
+        // Since when nothing came, and the fleet's depth as last read.
+        let (mut quiet_since, mut depth_read): (Option<Instant>, Option<u64>) = (None, None);
         // Claimed ahead, each still waiting for its place, slot and permit.
         let mut buffer = std::collections::VecDeque::new();
         let cap = u32::try_from(this.in_flight.available_permits()).unwrap_or(u32::MAX);
@@ -187,7 +193,8 @@ impl Drain {
                 if let Err(e) = q.promote_due(256).await {
                     tracing::debug!(error = %e, "shared queue: retries not moved");
                 }
-                if let Ok(depth) = q.depth().await {
+                depth_read = q.depth().await.ok();
+                if let Some(depth) = depth_read {
                     this.lane.counts.fleet_depth(depth);
                 }
                 match q.reclaim_from(&cursor, idle, 1).await {
@@ -265,6 +272,16 @@ impl Drain {
                 if let Some(s) = &steer {
                     s.idle();
                 }
+                // Quiet long enough, nothing held here, nothing queued in
+                // the fleet: this drain ends until an admission wakes it.
+                let since = *quiet_since.get_or_insert_with(Instant::now);
+                if since.elapsed() >= SLEEP_AFTER
+                    && buffer.is_empty()
+                    && depth_read == Some(0)
+                    && this.in_flight.available_permits() == cap as usize
+                {
+                    break;
+                }
                 tokio::select! {
                     _ = tokio::time::sleep(IDLE_POLL) => {}
                     _ = stop.changed() => break,
@@ -272,6 +289,7 @@ impl Drain {
                 continue;
             };
             quiet = false;
+            quiet_since = None;
             let permit = match permit {
                 Some(p) => p,
                 // Waking up: the entry is held while the permit comes (a
@@ -348,6 +366,10 @@ impl Drain {
         drop(acks);
         let _ = acker.await;
         if let Some(task) = steering {
+            // Asleep (not stopped): the steering task ends with it.
+            if !*stop.borrow() {
+                task.abort();
+            }
             let _ = task.await;
         }
     }

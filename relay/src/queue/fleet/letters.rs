@@ -188,6 +188,9 @@ impl Shared {
                     .map_err(|e| e.to_string())?;
                 done.readmitted += m;
                 done.refused += r;
+                if m > 0 {
+                    self.admitted(&name);
+                }
             } else {
                 done.kept.extend(picked.into_iter().map(|(_, id)| Kept {
                     id: Some(id).filter(|id| !id.is_empty()),

@@ -25,6 +25,7 @@ pub(crate) mod redis;
 pub(crate) mod shared;
 mod steer;
 mod sweep;
+mod wake;
 
 use std::collections::HashSet;
 use std::sync::Arc;

@@ -132,6 +132,9 @@ pub(crate) struct Shared {
     pub(crate) events: super::redis::events::RedisEvents,
     /// Which admission connection [`waiting`](Self::waiting) gives next.
     next_admitter: std::sync::atomic::AtomicUsize,
+    /// When this relay last told the fleet of an admission, by
+    /// destination ([`super::wake`]).
+    pub(super) told: super::wake::Told,
 }
 
 /// One running drain.
@@ -205,6 +208,7 @@ impl Shared {
         let shared = Shared {
             events,
             next_admitter: std::sync::atomic::AtomicUsize::new(0),
+            told: super::wake::Told::default(),
             global,
             lanes: RwLock::default(),
             keys: RedisKeys::new(conn.clone(), super::super::NAME),
@@ -346,7 +350,11 @@ impl Shared {
         lane.ceiling = d.ceiling;
         let lane = Arc::new(lane);
         self.write().insert(d.name.clone(), lane.clone());
-        self.start_drain(&d.name, &lane);
+        // A drain running here starts again at the new shape; one that
+        // sleeps wakes with the next admission (or the scan).
+        if self.draining(&d.name) {
+            self.start_drain(&d.name, &lane);
+        }
     }
 
     /// Knows `name` (deleted through the admin API) for its dead letters,
@@ -383,7 +391,7 @@ impl Shared {
     /// Starts `name`'s drain if none runs at `lane`'s rate, ceiling and
     /// budget (once the relay's deliveries are given, and until it
     /// finishes).
-    fn start_drain(&self, name: &str, lane: &Lane) {
+    pub(super) fn start_drain(&self, name: &str, lane: &Lane) {
         let Some(deliveries) = self.deliveries.get() else {
             return; // spawn starts them
         };
@@ -392,7 +400,10 @@ impl Shared {
         if self.finishing.load(Ordering::Acquire) {
             return;
         }
-        if drains.get(name).is_some_and(|r| r.shape == shape) {
+        if drains
+            .get(name)
+            .is_some_and(|r| r.shape == shape && !r.task.is_finished())
+        {
             return;
         }
         let permits = match RedisRate::builder(
@@ -468,7 +479,19 @@ impl Shared {
 
     /// Whether a drain for `name` runs on this relay.
     pub(crate) fn draining(&self, name: &str) -> bool {
-        lock(&self.drains).contains_key(name)
+        lock(&self.drains)
+            .get(name)
+            .is_some_and(|r| !r.task.is_finished())
+    }
+
+    /// The connection this relay's queues share.
+    pub(super) fn conn(&self) -> &RedisConnection {
+        &self.conn
+    }
+
+    /// Whether shutdown has begun (no drain starts).
+    pub(super) fn finishing(&self) -> bool {
+        self.finishing.load(Ordering::Acquire)
     }
 
     /// `name`'s deliveries running on this relay.
@@ -704,19 +727,13 @@ impl Shared {
         Ok(None)
     }
 
-    /// Starts one drain per open destination, each emitting through the
-    /// fleet's permits for that destination (a bucket in Redis at its rate:
-    /// the fleet together delivers at most the rate, not each relay); a
-    /// destination defined later gets its drain then.
+    /// Makes drains possible: each destination's starts when it has work
+    /// ([`super::wake`]: an admission here, one told by another relay, or
+    /// the scan that runs at start), and emits through the fleet's permits
+    /// for that destination (a bucket in Redis at its rate: the fleet
+    /// together delivers at most the rate, not each relay).
     pub(crate) fn spawn(&self, drains: Drains) {
-        if self.deliveries.set(drains).is_err() {
-            return; // started already
-        }
-        for (name, lane) in self.all() {
-            if lane.open {
-                self.start_drain(&name, &lane);
-            }
-        }
+        let _ = self.deliveries.set(drains);
     }
 
     /// At shutdown: the drains claim nothing more and end the deliveries

@@ -91,7 +91,13 @@ pub(super) fn send_again(
             let letters = letters_of(&lane, &wanted).await;
             if !letters.is_empty() {
                 let entries: Vec<String> = letters.values().cloned().collect();
-                match lane.queue.redrive(&entries, lane.bound_now()).await {
+                let redriven = lane.queue.redrive(&entries, lane.bound_now()).await;
+                if let Ok((moved, _)) = redriven
+                    && moved > 0
+                {
+                    shared.admitted(&endpoint);
+                }
+                match redriven {
                     // All went back.
                     Ok((_, 0)) => {}
                     // Some did not (no room after all, or taken meanwhile):

@@ -89,6 +89,11 @@ pub(super) async fn queue_copy(
             .await;
     }
     let counts = &lane.counts;
+    if let Ok(Admission::Added { .. } | Admission::Evicted { .. } | Admission::Unconfirmed { .. }) =
+        answer
+    {
+        shared.admitted(endpoint);
+    }
     match answer {
         Ok(Admission::Added { .. } | Admission::Unconfirmed { .. }) => {
             counts.admitted();

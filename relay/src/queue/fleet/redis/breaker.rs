@@ -12,6 +12,11 @@ use redis::{Script, Value};
 
 use super::{CALL, array, bounded, count, text};
 
+/// The script, made once and shared by every instance (it holds its Lua
+/// source: one copy per instance would cost kilobytes each).
+static BREAKER: std::sync::LazyLock<Script> =
+    std::sync::LazyLock::new(|| Script::new(include_str!("scripts/breaker.lua")));
+
 /// The breaker's rule: when it opens and how long it stays open.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub(crate) struct Rule {
@@ -65,7 +70,7 @@ pub(crate) struct RedisBreaker {
     key: String,
     node: String,
     rule: Rule,
-    script: Script,
+    script: &'static Script,
 }
 
 impl RedisBreaker {
@@ -77,7 +82,7 @@ impl RedisBreaker {
             key: format!("dripfeed:q:{{{destination}}}:b"),
             node: node.to_owned(),
             rule,
-            script: Script::new(include_str!("scripts/breaker.lua")),
+            script: &BREAKER,
         }
     }
 

@@ -21,6 +21,15 @@ use dripfeed::global::{RedisConnection, RedisError};
 use super::{CALL, array, bounded, bytes, count, text};
 use crate::events::record::{AttemptRecord, EventRecord, MAX_ATTEMPTS};
 
+/// The scripts, made once and shared by every instance (each holds its
+/// Lua source: one copy per destination would cost kilobytes each).
+static POST: std::sync::LazyLock<Script> =
+    std::sync::LazyLock::new(|| Script::new(include_str!("scripts/event_post.lua")));
+static TELL: std::sync::LazyLock<Script> =
+    std::sync::LazyLock::new(|| Script::new(include_str!("scripts/event_tell.lua")));
+static COPIES: std::sync::LazyLock<Script> =
+    std::sync::LazyLock::new(|| Script::new(include_str!("scripts/event_copies.lua")));
+
 /// An id as the sorted sets hold it: 20 digits, so text order is number
 /// order.
 pub(crate) fn padded(id: u64) -> String {
@@ -139,9 +148,9 @@ impl Keys {
 #[derive(Clone)]
 pub(crate) struct RedisEvents {
     conn: RedisConnection,
-    post: Script,
-    tell: Script,
-    copies: Script,
+    post: &'static Script,
+    tell: &'static Script,
+    copies: &'static Script,
     settled: Script,
     /// How long events are kept, ms.
     retention_ms: u64,
@@ -155,9 +164,9 @@ impl RedisEvents {
     pub(crate) fn new(conn: RedisConnection, retention_ms: u64, most: u64) -> RedisEvents {
         RedisEvents {
             conn: conn.counted_as("events"),
-            post: Script::new(include_str!("scripts/event_post.lua")),
-            tell: Script::new(include_str!("scripts/event_tell.lua")),
-            copies: Script::new(include_str!("scripts/event_copies.lua")),
+            post: &POST,
+            tell: &TELL,
+            copies: &COPIES,
             settled: Script::new(
                 "if redis.call('ZSCORE', KEYS[1], ARGV[1]) == ARGV[2] then \
                  return redis.call('ZREM', KEYS[1], ARGV[1]) end return 0",

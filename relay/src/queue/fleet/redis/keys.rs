@@ -9,6 +9,11 @@ use dripfeed::global::{RedisConnection, RedisError};
 
 use super::{CALL, array, bounded, count, text};
 
+/// The script, made once and shared by every instance (it holds its Lua
+/// source: one copy per instance would cost kilobytes each).
+static KEYS: std::sync::LazyLock<Script> =
+    std::sync::LazyLock::new(|| Script::new(include_str!("scripts/keys.lua")));
+
 /// What [`RedisKeys::claim`] found.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
@@ -50,7 +55,7 @@ pub(crate) enum KeyClaim {
 pub(crate) struct RedisKeys {
     conn: RedisConnection,
     prefix: String,
-    script: Script,
+    script: &'static Script,
 }
 
 impl std::fmt::Debug for RedisKeys {
@@ -72,7 +77,7 @@ impl RedisKeys {
         RedisKeys {
             conn: conn.counted_as("keys"),
             prefix: format!("dripfeed:k:{name}:"),
-            script: Script::new(include_str!("scripts/keys.lua")),
+            script: &KEYS,
         }
     }
 

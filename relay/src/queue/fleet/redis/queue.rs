@@ -13,6 +13,19 @@ use dripfeed::global::{RedisConnection, RedisError};
 use super::queue_status::{Ending, JobStatus, Keep};
 use super::{CALL, array, bounded, bytes, count, text};
 
+/// The scripts, made once and shared by every instance (each holds its
+/// Lua source: one copy per destination would cost kilobytes each).
+static ADMIT: std::sync::LazyLock<Script> =
+    std::sync::LazyLock::new(|| Script::new(include_str!("scripts/queue_admit.lua")));
+static SETTLE: std::sync::LazyLock<Script> =
+    std::sync::LazyLock::new(|| Script::new(include_str!("scripts/queue_settle.lua")));
+static DUE: std::sync::LazyLock<Script> =
+    std::sync::LazyLock::new(|| Script::new(include_str!("scripts/queue_due.lua")));
+static LOOKUP: std::sync::LazyLock<Script> =
+    std::sync::LazyLock::new(|| Script::new(include_str!("scripts/queue_status.lua")));
+static REDRIVE: std::sync::LazyLock<Script> =
+    std::sync::LazyLock::new(|| Script::new(include_str!("scripts/queue_redrive.lua")));
+
 /// The idle time a [`RedisQueue::release`]d entry is given: ten days,
 /// beyond any take-over time (and, unlike a larger one, under the server's
 /// clock, which Redis would otherwise take as no idle time at all).
@@ -187,11 +200,11 @@ pub(crate) struct RedisQueue {
     prefix: String,
     group: String,
     consumer: String,
-    admit: Script,
-    settle: Script,
-    due: Script,
-    lookup: Script,
-    pub(super) redrive: Script,
+    admit: &'static Script,
+    settle: &'static Script,
+    due: &'static Script,
+    lookup: &'static Script,
+    pub(super) redrive: &'static Script,
     /// Ended statuses kept ([`with_status`](Self::with_status)).
     pub(super) keep: Option<Keep>,
     /// Dead letters kept in Redis, about ([`with_dead_letters`](Self::with_dead_letters)); 0: none.
@@ -296,11 +309,11 @@ impl RedisQueue {
             prefix,
             group: "dripfeed".to_owned(),
             consumer: consumer.to_owned(),
-            admit: Script::new(include_str!("scripts/queue_admit.lua")),
-            settle: Script::new(include_str!("scripts/queue_settle.lua")),
-            due: Script::new(include_str!("scripts/queue_due.lua")),
-            lookup: Script::new(include_str!("scripts/queue_status.lua")),
-            redrive: Script::new(include_str!("scripts/queue_redrive.lua")),
+            admit: &ADMIT,
+            settle: &SETTLE,
+            due: &DUE,
+            lookup: &LOOKUP,
+            redrive: &REDRIVE,
             keep: None,
             dead_max: 0,
             overflow: dripfeed::Overflow::TailDrop,
