@@ -691,6 +691,38 @@ async fn a_redriven_copy_stays_its_events(engine: Engine) {
         "{}",
         send(reqwest::Method::GET, &event, None).await.1
     );
+
+    // Delivered, and sent again on request: once, whoever asks twice at
+    // once (the second is told it is on its way, 409), counted on the copy.
+    let resend = relay.admin_url(&format!("/v1/applications/acme/events/{id}/resend"));
+    let body = json!({"endpoint": "down"});
+    let (first, second) = tokio::join!(
+        send(reqwest::Method::POST, &resend, Some(body.clone())),
+        send(reqwest::Method::POST, &resend, Some(body.clone())),
+    );
+    let mut statuses = [first.0, second.0];
+    statuses.sort();
+    assert!(
+        statuses == [202, 409] || statuses == [202, 202],
+        "{first:?} {second:?}"
+    );
+    let twice = eventually(Duration::from_secs(30), || async {
+        seen.ids
+            .lock()
+            .unwrap()
+            .get(&("down".to_owned(), id.clone()))
+            .copied()
+            .unwrap_or(0)
+            >= 2
+    })
+    .await;
+    assert!(twice, "the resent copy arrives");
+    let copy = eventually(Duration::from_secs(30), || async {
+        let v = send(reqwest::Method::GET, &event, None).await.1;
+        v["copies"][0]["state"] == "delivered" && v["copies"][0]["resent"].as_u64() >= Some(1)
+    })
+    .await;
+    assert!(copy, "{}", send(reqwest::Method::GET, &event, None).await.1);
     relay.signal("TERM");
     assert!(relay.exit(Duration::from_secs(30)).await.success());
 }

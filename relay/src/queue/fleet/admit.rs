@@ -30,8 +30,11 @@ pub(crate) async fn admit(shared: &Shared, a: Admission) -> Result<Accepted, Ref
     let answer = shared
         .admit(&destination, &job, scoped.as_deref(), charge, owner)
         .await;
-    if let Ok(Admit::Queued(_) | Admit::Evicted(_) | Admit::Unconfirmed(_)) = answer {
-        // Its drains wake (here at once, the fleet's within a poll).
+    if let Ok(Admit::Queued(_) | Admit::Evicted(_) | Admit::Unconfirmed(_) | Admit::Repeat(_)) =
+        answer
+    {
+        // Its drains wake (here at once, the fleet's within a poll); a
+        // repeat too (its first admission's relay may have died).
         shared.admitted(&destination);
     }
     match answer {

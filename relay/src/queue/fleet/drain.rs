@@ -68,6 +68,11 @@ pub(super) struct Drain {
     pub(super) in_flight: Arc<Semaphore>,
     /// Where an event's copy tells its attempts and its end.
     pub(super) reports: Arc<dyn crate::domain::event_copy::CopyReports>,
+    /// Set when it decides to sleep: from then on its relay no longer
+    /// counts it as draining, so an admission starts another.
+    pub(super) asleep: Arc<std::sync::atomic::AtomicBool>,
+    /// Where the fleet is told of entries it hands back.
+    pub(super) waker: dripfeed::global::RedisConnection,
 }
 
 impl Drain {
@@ -90,13 +95,16 @@ impl Drain {
         mut stop: tokio::sync::watch::Receiver<bool>,
     ) {
         let steer = self.lane.steer.clone();
+        // Its own stop: told when the drain stops or sleeps, so it gives
+        // its lease back either way.
+        let (steering_stop, steering_stopped) = tokio::sync::watch::channel(false);
         let steering = match (steering, &steer) {
             (Some(s), Some(steer)) => Some(tokio::spawn(steer::run(
                 steer.clone(),
                 s,
                 self.lane.counts.clone(),
                 self.lane.budget,
-                stop.clone(),
+                steering_stopped,
             ))),
             _ => None,
         };
@@ -280,7 +288,16 @@ impl Drain {
                     && depth_read == Some(0)
                     && this.in_flight.available_permits() == cap as usize
                 {
-                    break;
+                    // Asleep first, then the queue looked at once more: an
+                    // admission before the look is seen here, one after it
+                    // finds this drain asleep and starts another.
+                    this.asleep.store(true, std::sync::atomic::Ordering::SeqCst);
+                    if q.depth().await.is_ok_and(|d| d == 0) {
+                        break;
+                    }
+                    this.asleep
+                        .store(false, std::sync::atomic::Ordering::SeqCst);
+                    quiet_since = None;
                 }
                 tokio::select! {
                     _ = tokio::time::sleep(IDLE_POLL) => {}
@@ -350,10 +367,14 @@ impl Drain {
             // takes them at once (else after the take-over time).
             let left: Vec<Claimed> = buffer.into_iter().map(|(_, e)| e).collect();
             match this.lane.queue.release(&left).await {
-                Ok(n) => tracing::info!(
-                    entries = n,
-                    "shared queue: webhooks claimed ahead are handed back to the fleet"
-                ),
+                Ok(n) => {
+                    tracing::info!(
+                        entries = n,
+                        "shared queue: webhooks claimed ahead are handed back to the fleet"
+                    );
+                    // Whichever relays sleep for it wake and take them.
+                    super::wake::tell(&this.waker, &this.downstream.name);
+                }
                 Err(e) => tracing::warn!(
                     error = %e,
                     entries = left.len(),
@@ -365,11 +386,8 @@ impl Drain {
         let _ = this.in_flight.acquire_many(cap).await;
         drop(acks);
         let _ = acker.await;
+        let _ = steering_stop.send(true);
         if let Some(task) = steering {
-            // Asleep (not stopped): the steering task ends with it.
-            if !*stop.borrow() {
-                task.abort();
-            }
             let _ = task.await;
         }
     }

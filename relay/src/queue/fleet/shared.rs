@@ -140,10 +140,19 @@ pub(crate) struct Shared {
 /// One running drain.
 struct Running {
     stop: watch::Sender<bool>,
+    /// Set once it has decided to sleep.
+    asleep: Arc<AtomicBool>,
     task: JoinHandle<()>,
     /// The rate, adaptive ceiling and budget it runs with: a change of any
     /// starts it again.
     shape: (f64, Option<f64>, Duration),
+}
+
+impl Running {
+    /// Whether it runs and has not decided to sleep.
+    fn awake(&self) -> bool {
+        !self.task.is_finished() && !self.asleep.load(Ordering::SeqCst)
+    }
 }
 
 /// The settings lanes and drains are made with.
@@ -402,14 +411,15 @@ impl Shared {
         }
         if drains
             .get(name)
-            .is_some_and(|r| r.shape == shape && !r.task.is_finished())
+            .is_some_and(|r| r.shape == shape && r.awake())
         {
             return;
         }
+        let asleep = Arc::new(AtomicBool::new(false));
         let permits = match RedisRate::builder(
             self.conn.clone(),
             format!("webhook_relay:queue:{{{name}}}"),
-            lane.rate,
+            lane.rate_now(),
         )
         .name("webhook_relay_queue")
         .on_failure(Failure::FailClosed)
@@ -422,7 +432,7 @@ impl Shared {
             }
         };
         // Leases sized for this drain's pace (rate × the lease interval).
-        permits.set_local_rate(lane.rate);
+        permits.set_local_rate(lane.rate_now());
         let m = &self.made;
         let steering = match (&lane.steer, m.aimd.clone()) {
             (Some(steer), Some(aimd)) => {
@@ -471,17 +481,31 @@ impl Shared {
             timeout: m.timeout,
             in_flight: Arc::new(Semaphore::new(m.cap)),
             reports: Arc::new(super::events::Reports(self.events.clone())),
+            asleep: asleep.clone(),
+            waker: self.conn.counted_as("wake"),
         };
         let (stop, stopped) = watch::channel(false);
         let task = tokio::spawn(d.run(steering, stopped));
-        drains.insert(name.to_owned(), Running { stop, task, shape });
+        drains.insert(
+            name.to_owned(),
+            Running {
+                stop,
+                asleep,
+                task,
+                shape,
+            },
+        );
     }
 
     /// Whether a drain for `name` runs on this relay.
     pub(crate) fn draining(&self, name: &str) -> bool {
-        lock(&self.drains)
-            .get(name)
-            .is_some_and(|r| !r.task.is_finished())
+        lock(&self.drains).get(name).is_some_and(Running::awake)
+    }
+
+    /// Whether `name` has a drain here, awake or asleep, that was not
+    /// stopped (a deletion stops it for good).
+    pub(super) fn has_drain(&self, name: &str) -> bool {
+        lock(&self.drains).contains_key(name)
     }
 
     /// The connection this relay's queues share.

@@ -9,10 +9,11 @@
 //! - the relay that admitted tells the fleet, at most once a second per
 //!   destination, on one Redis stream (`dripfeed:wake`) every relay reads
 //!   every [`POLL`] ([`listen`]): the other relays' drains wake within it;
-//! - every [`SCAN_EVERY`] (and at start) each relay reads the depth of the
-//!   destinations whose drain sleeps here and wakes those with work (a
-//!   message lost with a Redis restart, a relay that died holding
-//!   webhooks).
+//! - entries a stopping drain hands back are told too, whatever the limit;
+//! - at start, and [`SCAN_EVERY`] after each scan, each relay reads the
+//!   depth of the destinations whose drain sleeps here and wakes those
+//!   with work (a message lost with a Redis restart, a relay that died
+//!   holding webhooks): one round trip per sleeping destination and scan.
 
 use std::collections::HashMap;
 use std::sync::Weak;
@@ -33,8 +34,11 @@ const KEPT: u64 = 10_000;
 const TELL_EVERY: Duration = Duration::from_secs(1);
 /// How often each relay reads the stream.
 const POLL: Duration = Duration::from_millis(250);
-/// How often each relay reads the depth of its sleeping destinations.
+/// How long each relay waits between scans of its sleeping destinations'
+/// depths.
 const SCAN_EVERY: Duration = Duration::from_secs(30);
+/// The most messages one read of the stream takes.
+const READ: usize = 1024;
 
 /// When this relay last told the fleet of an admission, by destination.
 #[derive(Default)]
@@ -54,60 +58,76 @@ impl Shared {
             {
                 return;
             }
+            // Bounded: forgotten whole now and then (a few more tells).
             if told.len() >= 4 * KEPT as usize {
-                told.retain(|_, at| now.duration_since(*at) < TELL_EVERY);
+                told.clear();
             }
             told.insert(name.to_owned(), now);
         }
-        let (conn, name) = (self.conn().clone(), name.to_owned());
-        tokio::spawn(async move {
-            let mut add = redis::cmd("XADD");
-            add.arg(STREAM)
-                .arg("MAXLEN")
-                .arg("~")
-                .arg(KEPT)
-                .arg("*")
-                .arg("d")
-                .arg(&name);
-            let sent: Result<Value, _> = bounded(add.query_async(&mut conn.clone()), CALL).await;
-            if let Err(e) = sent {
-                tracing::debug!(error = %e, destination = %name, "shared queue: an admission was not told to the fleet (its scan finds it)");
-            }
-        });
+        tell(&self.conn().counted_as("wake"), name);
     }
 
-    /// Starts `name`'s drain here if it sleeps (and `name` is open here).
+    /// Starts `name`'s drain here if it sleeps: an open destination, or
+    /// one being deleted whose drain was not stopped yet (it delivers
+    /// within the deletion's grace).
     pub(crate) fn wake(&self, name: &str) {
         if self.draining(name) {
             return;
         }
-        if let Some(lane) = self.lane(name).filter(|l| l.open) {
+        if let Some(lane) = self.lane(name).filter(|l| l.open || self.has_drain(name)) {
             self.start_drain(name, &lane);
         }
     }
 
-    /// Wakes every open destination whose drain sleeps here and whose
-    /// queue holds work: how many.
+    /// Wakes every destination whose drain sleeps here (and may wake) and
+    /// whose queue holds work: how many; stops at Redis's first failure.
     async fn scan(&self) -> usize {
         let mut woken = 0;
         for (name, lane) in self.all() {
-            if !lane.open || self.draining(&name) {
+            if self.finishing() || self.draining(&name) || !(lane.open || self.has_drain(&name)) {
                 continue;
             }
-            if lane.queue.depth().await.is_ok_and(|d| d > 0) {
-                self.wake(&name);
-                woken += 1;
+            match lane.queue.depth().await {
+                Ok(0) => {}
+                Ok(_) => {
+                    self.wake(&name);
+                    woken += 1;
+                }
+                Err(e) => {
+                    tracing::debug!(error = %e, "shared queue: the scan of sleeping destinations stops here");
+                    break;
+                }
             }
         }
         woken
     }
 }
 
+/// Tells every relay of the fleet that `name` has work (one message on
+/// the stream, sent in a task of its own).
+pub(super) fn tell(conn: &dripfeed::global::RedisConnection, name: &str) {
+    let (mut conn, name) = (conn.clone(), name.to_owned());
+    tokio::spawn(async move {
+        let mut add = redis::cmd("XADD");
+        add.arg(STREAM)
+            .arg("MAXLEN")
+            .arg("~")
+            .arg(KEPT)
+            .arg("*")
+            .arg("d")
+            .arg(&name);
+        let sent: Result<Value, _> = bounded(add.query_async(&mut conn), CALL).await;
+        if let Err(e) = sent {
+            tracing::debug!(error = %e, destination = %name, "shared queue: work was not told to the fleet (its scan finds it)");
+        }
+    });
+}
+
 /// The newest message's id on the stream (`0-0` when it has none).
 async fn newest(shared: &Shared) -> Option<String> {
     let mut cmd = redis::cmd("XREVRANGE");
     cmd.arg(STREAM).arg("+").arg("-").arg("COUNT").arg(1);
-    let v: Value = bounded(cmd.query_async(&mut shared.conn().clone()), CALL)
+    let v: Value = bounded(cmd.query_async(&mut shared.conn().counted_as("wake")), CALL)
         .await
         .ok()?;
     let first = array(v, 0, "wake stream").ok()?.into_iter().next();
@@ -121,11 +141,11 @@ async fn newest(shared: &Shared) -> Option<String> {
 async fn read(shared: &Shared, after: &str) -> Option<Vec<(String, String)>> {
     let mut cmd = redis::cmd("XREAD");
     cmd.arg("COUNT")
-        .arg(1024)
+        .arg(READ)
         .arg("STREAMS")
         .arg(STREAM)
         .arg(after);
-    let v: Value = bounded(cmd.query_async(&mut shared.conn().clone()), CALL)
+    let v: Value = bounded(cmd.query_async(&mut shared.conn().counted_as("wake")), CALL)
         .await
         .ok()?;
     if matches!(v, Value::Nil) {
@@ -151,12 +171,13 @@ async fn read(shared: &Shared, after: &str) -> Option<Vec<(String, String)>> {
 }
 
 /// Until the relay stops (`shared` dropped, or finishing): the stream read
-/// every [`POLL`] and each destination named woken here; every
-/// [`SCAN_EVERY`] (the first at once) the sleeping destinations' depths
-/// read.
+/// every [`POLL`] (until a read comes back short) and each destination
+/// named woken here; beside it, in a task of its own, the sleeping
+/// destinations' depths read at once and then [`SCAN_EVERY`] after each
+/// scan ends.
 pub(crate) async fn listen(shared: Weak<Shared>) {
+    tokio::spawn(scans(shared.clone()));
     let mut after: Option<String> = None;
-    let mut scan_at = Instant::now();
     loop {
         let Some(s) = shared.upgrade() else { return };
         if s.finishing() {
@@ -165,22 +186,35 @@ pub(crate) async fn listen(shared: Weak<Shared>) {
         if after.is_none() {
             after = newest(&s).await;
         }
-        if let Some(from) = after.clone()
+        while let Some(from) = after.clone()
             && let Some(told) = read(&s, &from).await
         {
+            let short = told.len() < READ;
             for (id, name) in told {
                 s.wake(&name);
                 after = Some(id);
             }
-        }
-        if scan_at <= Instant::now() {
-            scan_at = Instant::now() + SCAN_EVERY;
-            let woken = s.scan().await;
-            if woken > 0 {
-                tracing::debug!(woken, "shared queue: sleeping destinations with work woken");
+            if short {
+                break;
             }
         }
         drop(s);
         tokio::time::sleep(POLL).await;
+    }
+}
+
+/// The scans of [`listen`].
+async fn scans(shared: Weak<Shared>) {
+    loop {
+        let Some(s) = shared.upgrade() else { return };
+        if s.finishing() {
+            return;
+        }
+        let woken = s.scan().await;
+        if woken > 0 {
+            tracing::debug!(woken, "shared queue: sleeping destinations with work woken");
+        }
+        drop(s);
+        tokio::time::sleep(SCAN_EVERY).await;
     }
 }

@@ -1,6 +1,6 @@
 //! An event's fan-out in the fleet: each copy queued into its endpoint's
 //! queue under the event's id ([`queue_copy`]), [`AT_ONCE`] at a time,
-//! then the event marked fanned out ([`fan_out`]); the events a relay
+//! then the event marked fanned out ([`Fan::fan_out`]); the events a relay
 //! left unfinished (it died) made by any relay's [`sweep`].
 
 use std::sync::{Arc, Weak};
@@ -89,8 +89,12 @@ pub(super) async fn queue_copy(
             .await;
     }
     let counts = &lane.counts;
-    if let Ok(Admission::Added { .. } | Admission::Evicted { .. } | Admission::Unconfirmed { .. }) =
-        answer
+    if let Ok(
+        Admission::Added { .. }
+        | Admission::Evicted { .. }
+        | Admission::Unconfirmed { .. }
+        | Admission::Seen { .. },
+    ) = answer
     {
         shared.admitted(endpoint);
     }
