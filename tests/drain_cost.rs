@@ -58,12 +58,7 @@ async fn mixed_costs_each_take_their_own_time() {
         t.try_submit(units).unwrap();
     }
     tokio::time::sleep(Duration::from_secs(3)).await;
-    let ms: Vec<(u32, u128)> = times
-        .lock()
-        .unwrap()
-        .iter()
-        .map(|(u, d)| (*u, d.as_millis()))
-        .collect();
+    let ms = millis(&times);
     assert_eq!(ms, [(1, 0), (3, 100), (1, 400), (10, 500), (1, 1_500)]);
 }
 
@@ -104,12 +99,7 @@ async fn a_panicking_cost_counts_one_and_the_drain_goes_on() {
         t.try_submit(n).unwrap();
     }
     tokio::time::sleep(Duration::from_secs(1)).await;
-    let ms: Vec<(u32, u128)> = times
-        .lock()
-        .unwrap()
-        .iter()
-        .map(|(u, d)| (*u, d.as_millis()))
-        .collect();
+    let ms = millis(&times);
     assert_eq!(ms, [(0, 0), (2, 100), (1, 300)]);
 }
 
@@ -123,11 +113,16 @@ async fn a_rate_change_keeps_the_last_jobs_cost() {
     t.set_drain_rate(5.0).unwrap();
     t.try_submit(1).unwrap();
     tokio::time::sleep(Duration::from_secs(2)).await;
-    let ms: Vec<(u32, u128)> = times
+    let ms = millis(&times);
+    assert_eq!(ms, [(5, 0), (1, 1_000)]);
+}
+
+/// Each job's units and when it was emitted, in ms.
+fn millis(times: &Times) -> Vec<(u32, u128)> {
+    times
         .lock()
         .unwrap()
         .iter()
         .map(|(u, d)| (*u, d.as_millis()))
-        .collect();
-    assert_eq!(ms, [(5, 0), (1, 1_000)]);
+        .collect()
 }

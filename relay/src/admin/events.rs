@@ -516,8 +516,8 @@ pub(crate) async fn recover(
         return bad("since is after until");
     }
     let (from, to) = (
-        crate::queue::local::events::id_at(since),
-        crate::queue::local::events::id_at(until.saturating_add(1)),
+        crate::events::id::id_at(since),
+        crate::events::id::id_at(until.saturating_add(1)),
     );
     match admin.queue.events().recover(&app, &name, (from, to)).await {
         Ok((sent, more)) => (StatusCode::ACCEPTED, Json(SentAgain { sent, more })).into_response(),

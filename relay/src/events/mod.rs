@@ -12,6 +12,7 @@
 //!
 //! The engines post, fan out and send again (`queue::local::events`).
 
+pub(crate) mod id;
 pub(crate) mod read;
 pub(crate) mod record;
 pub(crate) mod store;

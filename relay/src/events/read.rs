@@ -135,12 +135,7 @@ impl EventStore {
             let Some(copy) = json::<CopyRecord>(&read, COPIES, &copy_key(seq, endpoint))? else {
                 continue;
             };
-            let wanted = match failed {
-                None => true,
-                Some(true) => copy.failed(),
-                Some(false) => copy.state == CopyState::Delivered,
-            };
-            if !wanted {
+            if !copy.listed(failed) {
                 continue;
             }
             // An endpoint of that name under another application once

@@ -83,6 +83,16 @@ impl CopyRecord {
         }
     }
 
+    /// Whether an endpoint's listing of attempts shows it: all (`None`),
+    /// only the failed (`Some(true)`) or only the delivered.
+    pub(crate) fn listed(&self, failed: Option<bool>) -> bool {
+        match failed {
+            None => true,
+            Some(true) => self.failed(),
+            Some(false) => self.state == CopyState::Delivered,
+        }
+    }
+
     /// Whether its last attempt failed or it was dead-lettered: what
     /// `outcome=failed` lists.
     pub(crate) fn failed(&self) -> bool {

@@ -15,6 +15,7 @@
 
 pub(crate) mod backends;
 pub(crate) mod contract;
+pub(crate) mod event_charge;
 pub(crate) mod events;
 #[cfg(feature = "redis")]
 pub(crate) mod fleet;

@@ -211,7 +211,7 @@ async fn sweep_events(
             return;
         };
         let now = crate::domain::job::unix_ms();
-        let before = crate::queue::local::events::id_at(
+        let before = crate::events::id::id_at(
             now.saturating_sub(u64::try_from(retention.as_millis()).unwrap_or(u64::MAX)),
         );
         // Past its age: every event before `before` whose copies ended (a

@@ -356,27 +356,16 @@ async fn events_fan_out_survive_a_kill_and_every_copy_ends_in_one_place(engine: 
     receive(seen.clone(), back, epoch);
     let since = "2020-01-01T00:00:00Z";
     for endpoint in ["dead", "fragile"] {
-        let (status, v) = send(
-            reqwest::Method::POST,
-            &admin(
-                relay,
-                &format!("/v1/applications/acme/endpoints/{endpoint}/recover"),
-            ),
-            Some(json!({"since": since})),
-        )
-        .await;
+        let url = admin(
+            relay,
+            &format!("/v1/applications/acme/endpoints/{endpoint}/recover"),
+        );
+        let recover = || send(reqwest::Method::POST, &url, Some(json!({"since": since})));
+        let (status, v) = recover().await;
         assert_eq!(status, 202, "{endpoint}: {v}");
         // Asked again at once: every copy is on its way already, none is
         // sent twice.
-        let (status, again) = send(
-            reqwest::Method::POST,
-            &admin(
-                relay,
-                &format!("/v1/applications/acme/endpoints/{endpoint}/recover"),
-            ),
-            Some(json!({"since": since})),
-        )
-        .await;
+        let (status, again) = recover().await;
         assert_eq!(status, 202, "{endpoint}: {again}");
         assert_eq!(again["sent"], 0, "{endpoint}: {v} then {again}");
     }

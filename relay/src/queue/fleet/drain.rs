@@ -373,7 +373,7 @@ impl Drain {
                         "shared queue: webhooks claimed ahead are handed back to the fleet"
                     );
                     // Whichever relays sleep for it wake and take them.
-                    super::wake::tell(&this.waker, &this.downstream.name);
+                    super::redis::wake_stream::tell(&this.waker, &this.downstream.name);
                 }
                 Err(e) => tracing::warn!(
                     error = %e,

@@ -22,6 +22,7 @@ pub(crate) mod letters;
 pub(crate) mod link;
 pub(crate) mod open;
 pub(crate) mod redis;
+mod reports;
 pub(crate) mod shared;
 mod steer;
 mod sweep;

@@ -134,7 +134,7 @@ pub(crate) struct Shared {
     next_admitter: std::sync::atomic::AtomicUsize,
     /// When this relay last told the fleet of an admission, by
     /// destination ([`super::wake`]).
-    pub(super) told: super::wake::Told,
+    pub(super) told: Mutex<HashMap<String, std::time::Instant>>,
 }
 
 /// One running drain.
@@ -217,7 +217,7 @@ impl Shared {
         let shared = Shared {
             events,
             next_admitter: std::sync::atomic::AtomicUsize::new(0),
-            told: super::wake::Told::default(),
+            told: Mutex::default(),
             global,
             lanes: RwLock::default(),
             keys: RedisKeys::new(conn.clone(), super::super::NAME),
@@ -480,7 +480,7 @@ impl Shared {
             retry_max: m.retry_max,
             timeout: m.timeout,
             in_flight: Arc::new(Semaphore::new(m.cap)),
-            reports: Arc::new(super::events::Reports(self.events.clone())),
+            reports: Arc::new(super::reports::Reports(self.events.clone())),
             asleep: asleep.clone(),
             waker: self.conn.counted_as("wake"),
         };

@@ -15,20 +15,13 @@
 //!   with work (a message lost with a Redis restart, a relay that died
 //!   holding webhooks): one round trip per sleeping destination and scan.
 
-use std::collections::HashMap;
 use std::sync::Weak;
 use std::time::{Duration, Instant};
 
-use redis::Value;
-
-use super::redis::{CALL, array, bounded, text};
+use super::redis::wake_stream::{READ, newest, read, tell};
 use super::shared::Shared;
 use crate::util::mutex::lock;
 
-/// The stream admissions are told on.
-const STREAM: &str = "dripfeed:wake";
-/// About how many messages the stream keeps.
-const KEPT: u64 = 10_000;
 /// How often a relay tells the fleet of admissions to one destination, at
 /// most.
 const TELL_EVERY: Duration = Duration::from_secs(1);
@@ -37,12 +30,6 @@ const POLL: Duration = Duration::from_millis(250);
 /// How long each relay waits between scans of its sleeping destinations'
 /// depths.
 const SCAN_EVERY: Duration = Duration::from_secs(30);
-/// The most messages one read of the stream takes.
-const READ: usize = 1024;
-
-/// When this relay last told the fleet of an admission, by destination.
-#[derive(Default)]
-pub(crate) struct Told(std::sync::Mutex<HashMap<String, Instant>>);
 
 impl Shared {
     /// After an admission to `name` on this relay: its drain here woken,
@@ -51,7 +38,7 @@ impl Shared {
         self.wake(name);
         let now = Instant::now();
         {
-            let mut told = lock(&self.told.0);
+            let mut told = lock(&self.told);
             if told
                 .get(name)
                 .is_some_and(|at| now.duration_since(*at) < TELL_EVERY)
@@ -59,7 +46,7 @@ impl Shared {
                 return;
             }
             // Bounded: forgotten whole now and then (a few more tells).
-            if told.len() >= 4 * KEPT as usize {
+            if told.len() >= 40_000 {
                 told.clear();
             }
             told.insert(name.to_owned(), now);
@@ -103,73 +90,6 @@ impl Shared {
     }
 }
 
-/// Tells every relay of the fleet that `name` has work (one message on
-/// the stream, sent in a task of its own).
-pub(super) fn tell(conn: &dripfeed::global::RedisConnection, name: &str) {
-    let (mut conn, name) = (conn.clone(), name.to_owned());
-    tokio::spawn(async move {
-        let mut add = redis::cmd("XADD");
-        add.arg(STREAM)
-            .arg("MAXLEN")
-            .arg("~")
-            .arg(KEPT)
-            .arg("*")
-            .arg("d")
-            .arg(&name);
-        let sent: Result<Value, _> = bounded(add.query_async(&mut conn), CALL).await;
-        if let Err(e) = sent {
-            tracing::debug!(error = %e, destination = %name, "shared queue: work was not told to the fleet (its scan finds it)");
-        }
-    });
-}
-
-/// The newest message's id on the stream (`0-0` when it has none).
-async fn newest(shared: &Shared) -> Option<String> {
-    let mut cmd = redis::cmd("XREVRANGE");
-    cmd.arg(STREAM).arg("+").arg("-").arg("COUNT").arg(1);
-    let v: Value = bounded(cmd.query_async(&mut shared.conn().counted_as("wake")), CALL)
-        .await
-        .ok()?;
-    let first = array(v, 0, "wake stream").ok()?.into_iter().next();
-    Some(match first {
-        Some(entry) => array(entry, 1, "wake entry").ok()?.first().and_then(text)?,
-        None => "0-0".to_owned(),
-    })
-}
-
-/// The messages after `after`: their ids and destinations.
-async fn read(shared: &Shared, after: &str) -> Option<Vec<(String, String)>> {
-    let mut cmd = redis::cmd("XREAD");
-    cmd.arg("COUNT")
-        .arg(READ)
-        .arg("STREAMS")
-        .arg(STREAM)
-        .arg(after);
-    let v: Value = bounded(cmd.query_async(&mut shared.conn().counted_as("wake")), CALL)
-        .await
-        .ok()?;
-    if matches!(v, Value::Nil) {
-        return Some(Vec::new());
-    }
-    let mut out = Vec::new();
-    for stream in array(v, 0, "wake read").ok()? {
-        let parts = array(stream, 2, "wake stream").ok()?;
-        let Some(Value::Array(entries)) = parts.into_iter().nth(1) else {
-            continue;
-        };
-        for entry in entries {
-            let fields = array(entry, 2, "wake entry").ok()?;
-            let id = text(&fields[0])?;
-            let name = match &fields[1] {
-                Value::Array(kv) => kv.get(1).and_then(text),
-                _ => None,
-            };
-            out.extend(name.map(|n| (id, n)));
-        }
-    }
-    Some(out)
-}
-
 /// Until the relay stops (`shared` dropped, or finishing): the stream read
 /// every [`POLL`] (until a read comes back short) and each destination
 /// named woken here; beside it, in a task of its own, the sleeping
@@ -184,10 +104,10 @@ pub(crate) async fn listen(shared: Weak<Shared>) {
             return;
         }
         if after.is_none() {
-            after = newest(&s).await;
+            after = newest(&s.conn().counted_as("wake")).await;
         }
         while let Some(from) = after.clone()
-            && let Some(told) = read(&s, &from).await
+            && let Some(told) = read(&s.conn().counted_as("wake"), &from).await
         {
             let short = told.len() < READ;
             for (id, name) in told {

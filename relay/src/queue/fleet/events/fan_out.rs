@@ -13,8 +13,8 @@ use super::super::redis::queue::{Admission, Again};
 use super::super::shared::Shared;
 use crate::catalog::Catalog;
 use crate::domain::job::{EventOf, Job, unix_ms};
+use crate::events::id::id_at;
 use crate::events::record::EventRecord;
-use crate::queue::local::events::id_at;
 use crate::telemetry::EVENT_COPIES;
 
 /// How long an event may wait for its fan-out before any relay makes it

@@ -1,6 +1,6 @@
 //! The fleet's events (`queue = redis`): an event is taken in one Redis
 //! script, durable with the list of endpoints its copies go to before its
-//! 202 ([`RedisEvents::post`]), then fanned out: each copy queued into its
+//! 202 ([`post`](super::redis::events::RedisEvents::post)), then fanned out: each copy queued into its
 //! endpoint's queue under the event's id, in a task of the relay that took
 //! it. A relay that dies before it has queued every copy leaves the event
 //! marked for fan-out, and any relay's sweep makes it after
@@ -13,7 +13,7 @@
 //! it is evicted's victim (head-drop) or a dead letter (`overflow`), in
 //! the fleet's dead letters, recoverable. The relay that delivers a copy
 //! records each attempt and its end in Redis beside the event
-//! ([`Reports`]); a copy's state is its status in its endpoint's queue
+//! ([`Reports`](super::reports::Reports)); a copy's state is its status in its endpoint's queue
 //! while that is kept, else the end recorded. Resend and recover grant
 //! each copy once and send it as its queue has room ([`again`]).
 //!
@@ -28,18 +28,17 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::FleetQueue;
-use super::redis::events::{CopyRead, Ended, Posted, RedisEvents};
+use super::redis::events::{CopyRead, Ended, Posted};
 use super::redis::queue::Again;
 use super::redis::queue_status::JobState;
 use crate::catalog::App;
 use crate::catalog::edit::Precondition;
-use crate::domain::event_copy::{CopyReports, EventCopy};
 use crate::domain::job::unix_ms;
+use crate::events::id::{id_at, next_id};
 use crate::events::read::Page;
-use crate::events::record::{CopyRecord, CopyState, EventRecord, Told};
+use crate::events::record::{CopyRecord, CopyState, EventRecord};
+use crate::queue::event_charge::EventCharge;
 use crate::queue::events::{EventPost, EventTaken, Events, MOST_RECOVERED, SendAgain};
-use crate::queue::local::events::{id_at, next_id};
-use crate::queue::quotas::EventCharge;
 use crate::queue::refusal::{Cause, ChangeRefused, Refusal, Store};
 use crate::telemetry::EVENTS;
 use fan_out::{Queued, copy_bytes, queue_copy};
@@ -55,36 +54,6 @@ const MAX_SCAN: usize = 10_000;
 /// queue was full, or the relay sending it died): after it, it reads as
 /// dead-lettered again, and a recover grants it again.
 const AGAIN_HOLD_MS: u64 = 10 * 60 * 1000;
-
-/// Where a copy this relay delivers tells its attempts and its end: the
-/// fleet's events in Redis (not awaited by the delivery).
-pub(crate) struct Reports(pub(crate) RedisEvents);
-
-impl CopyReports for Reports {
-    fn tell(&self, copy: &EventCopy, told: Told) {
-        let store = self.0.clone();
-        let (app, id, endpoint) = (copy.app.clone(), copy.seq, copy.endpoint.clone());
-        tokio::spawn(async move {
-            let written = match told {
-                Told::Attempt { attempt, ended } => {
-                    let ended = match ended {
-                        Some(CopyState::Delivered) => Ended::Delivered,
-                        _ => Ended::No,
-                    };
-                    store.attempted(&app, id, &endpoint, &attempt, ended).await
-                }
-                Told::DeadLettered(reason) => {
-                    store
-                        .ended(&app, id, &endpoint, Ended::DeadLettered(reason))
-                        .await
-                }
-            };
-            if let Err(e) = written {
-                tracing::warn!(error = %e, event = id, endpoint = %endpoint, "the fleet's events: a copy's attempt or end was not recorded");
-            }
-        });
-    }
-}
 
 /// A copy as recorded, its state its status in its endpoint's queue (the
 /// latest: a redriven letter is queued again there first) while that is
@@ -354,12 +323,7 @@ impl Events for FleetQueue {
             let Some(copy) = self.copies_of(app, id, &one).await?.pop() else {
                 continue;
             };
-            let wanted = match failed {
-                None => true,
-                Some(true) => copy.failed(),
-                Some(false) => copy.state == CopyState::Delivered,
-            };
-            if wanted {
+            if copy.listed(failed) {
                 items.push((id, record.kind, copy));
             }
         }

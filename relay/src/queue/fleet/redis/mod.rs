@@ -26,6 +26,7 @@ pub(crate) mod queue_dead;
 pub(crate) mod queue_status;
 #[cfg(test)]
 mod tests;
+pub(crate) mod wake_stream;
 
 use std::future::Future;
 use std::time::Duration;
