@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The relay against nginx on the same machine: how many webhooks per second
-# dripfeed-relay accepts (answers 202), next to what nginx proxies (204) with
-# the same load, and at what p99.
+# dripfeed-relay accepts (answers 202), next to what nginx proxies (204) and
+# what a bare hyper server on the relay's own stack answers (202, keeping
+# nothing: relay/examples/bare_hyper.rs) with the same load, and at what p99.
 #
 # Starts, on free loopback ports in a temporary directory:
 #   - nginx (worker_processes auto; access_log off): a receiver answering
@@ -24,6 +25,7 @@
 #
 #   RELAY_BIN=target/release/dripfeed-relay bash scripts/vs_nginx.sh
 # Without RELAY_BIN it builds the relay (cargo build --release -p dripfeed-relay).
+# Without BARE_BIN it builds the bare server (--example bare_hyper).
 # Knobs (environment):
 #   ROUNDS=3 DURATION=10s CONC=64
 #   JOURNAL=off|on      off: --no-journal; on: --journal-dir in the temp dir
@@ -31,6 +33,12 @@
 #   RELAY_BIN_B=path    a second relay binary (e.g. the build before a change),
 #                       run in the same rounds: nginx, relay A, relay B
 #   DELIVER_WAIT=30     seconds to wait for the 202s to be delivered
+#   INTAKE_ONLY=1       the relay's intake alone: it delivers to a receiver of
+#                       its own (a second bare hyper server) that is stopped
+#                       (SIGSTOP) while the relay is loaded and continued
+#                       after, so no delivery shares the cores with intake;
+#                       the relay's queue holds the run (budget 1 s at
+#                       1,000,000/s: keep DURATION × rate under 1,000,000)
 #   TMPDIR              where the temporary directory (and the journals) go
 # Loopback only and bounded in time: ROUNDS × (2 or 3) × DURATION, plus waits.
 set -euo pipefail
@@ -52,6 +60,11 @@ if [ -z "$bin_a" ]; then
   cargo build --release -p dripfeed-relay -q
   bin_a=target/release/dripfeed-relay
 fi
+bare_bin=${BARE_BIN:-}
+if [ -z "$bare_bin" ]; then
+  cargo build --release -p dripfeed-relay --example bare_hyper -q
+  bare_bin=target/release/examples/bare_hyper
+fi
 bin_b=${RELAY_BIN_B:-}
 for bin in "$bin_a" ${bin_b:+"$bin_b"}; do
   [ -x "$bin" ] || { echo "relay binary not found or not executable: $bin" >&2; exit 2; }
@@ -64,6 +77,8 @@ work=$(mktemp -d -t dripfeed-vs-nginx-XXXX)
 # their temp directories under the prefix.
 chmod 755 "$work"
 nginx_pid=""
+bare_pid=""
+held_pid=""
 relay_pids=()
 hey_pid=""
 cleanup() {
@@ -81,6 +96,10 @@ cleanup() {
     kill -KILL "$pid" 2>/dev/null || true
     wait "$pid" 2>/dev/null || true
   done
+  for pid in $bare_pid $held_pid; do
+    kill -KILL "$pid" 2>/dev/null || true
+    wait "$pid" 2>/dev/null || true
+  done
   if [ -n "$nginx_pid" ]; then
     kill -QUIT "$nginx_pid" 2>/dev/null || true
     for _ in $(seq 1 50); do kill -0 "$nginx_pid" 2>/dev/null || break; sleep 0.1; done
@@ -92,7 +111,7 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
-read -r recv_port proxy_port port_a port_b admin_a admin_b <<<"$(free_ports 6)"
+read -r recv_port proxy_port port_a port_b admin_a admin_b bare_port held_port <<<"$(free_ports 8)"
 
 # --- nginx: the 204 receiver and the keepalive proxy in front of it ---------
 # keepalive_requests is raised from its default of 1000 so that no side closes
@@ -140,6 +159,24 @@ if [ -z "$nginx_ok" ]; then
   exit 1
 fi
 
+# --- the bare hyper server: the relay's stack, keeping nothing -------------
+"$bare_bin" "127.0.0.1:$bare_port" >"$work/bare.log" 2>&1 &
+bare_pid=$!
+bare_url="http://127.0.0.1:$bare_port/v1/webhooks/deliver"
+for _ in $(seq 1 100); do
+  [ "$(curl -s -o /dev/null -w '%{http_code}' -X POST -d "$body" "$bare_url")" = 202 ] && break
+  sleep 0.1
+done
+
+relay_recv_url=$recv_url
+budget=(--latency-budget 200ms)
+if [ "${INTAKE_ONLY:-0}" = 1 ]; then
+  "$bare_bin" "127.0.0.1:$held_port" >"$work/held.log" 2>&1 &
+  held_pid=$!
+  relay_recv_url="http://127.0.0.1:$held_port/hooks"
+  budget=(--latency-budget 1s --max-queue-bytes 2000000000)
+fi
+
 # --- the relay(s) -----------------------------------------------------------
 # start_relay NAME BINARY PORT ADMIN_PORT: a relay with an admin listener
 # (round three on) serves /healthz and /metrics there, and delivers to the
@@ -153,8 +190,8 @@ start_relay() {
     admin=$port
   fi
   metrics_ports+=("$admin")
-  "$bin" --listen "127.0.0.1:$port" --downstream "$recv_url" \
-    --drain-rate 1000000 --latency-budget 200ms --max-in-flight 256 \
+  "$bin" --listen "127.0.0.1:$port" --downstream "$relay_recv_url" \
+    --drain-rate 1000000 "${budget[@]}" --max-in-flight 256 \
     --dead-letter-file "$work/dead-letter-$name.jsonl" "${journal[@]}" "${newer[@]}" "${extra_args[@]}" \
     >"$work/relay-$name.log" 2>&1 &
   pid=$!
@@ -284,14 +321,23 @@ for round in $(seq 1 "$rounds"); do
   echo "round $round nginx: $n_count 204s in $n_secs s = $n_rate/s, p99 $n_p99 ms; other statuses: $n_other;" \
     "CPU ms per 1,000: nginx (proxy and receiver) $(per_k "$n_cpu" "$n_count")"
   if [ "$n_count" -ge 1000000 ]; then capped=1; fi
-  row="| $round | $n_rate | $n_p99 |"
+  b_cpu=$(cpu_ms "$bare_pid")
+  load "$work/hey-bare.csv" "$bare_url"
+  b_cpu=$(($(cpu_ms "$bare_pid") - b_cpu))
+  read -r b_count b_secs b_rate b_p99 b_other <<<"$(stats "$work/hey-bare.csv" 202)"
+  echo "round $round bare hyper: $b_count 202s in $b_secs s = $b_rate/s, p99 $b_p99 ms; other statuses: $b_other;" \
+    "CPU ms per 1,000: $(per_k "$b_cpu" "$b_count")"
+  if [ "$b_count" -ge 1000000 ]; then capped=1; fi
+  row="| $round | $n_rate | $n_p99 | $b_rate | $b_p99 |"
   for i in "${!names[@]}"; do
     name=${names[$i]}
     port=${ports[$i]}
     r_cpu=$(cpu_ms "${relay_pids[$i]}")
     rx_cpu=$(cpu_ms $(nginx_all))
     during=$(delivered "${metrics_ports[$i]}")
+    if [ -n "$held_pid" ]; then kill -STOP "$held_pid"; fi
     load "$work/hey-$name.csv" "http://127.0.0.1:$port/v1/webhooks/deliver"
+    if [ -n "$held_pid" ]; then kill -CONT "$held_pid"; fi
     # delivered while the load ran: a relay whose deliveries fall behind
     # its intake builds a backlog that accepted/s alone does not show
     during=$(($(delivered "${metrics_ports[$i]}") - during))
@@ -323,33 +369,35 @@ for round in $(seq 1 "$rounds"); do
       lost=1
     fi
     ratio=$(awk -v r="$r_rate" -v n="$n_rate" 'BEGIN { printf "%.2f", (n > 0 ? r / n : 0) }')
+    bare_ratio=$(awk -v r="$r_rate" -v n="$b_rate" 'BEGIN { printf "%.2f", (n > 0 ? r / n : 0) }')
     echo "round $round relay ${name^^}: $r_count 202s in $r_secs s = $r_rate/s, p99 $r_p99 ms; other statuses: $r_other;" \
       "delivered $got of $want 202s so far: $ok ($during, $(awk -v d="$during" -v s="$r_secs" 'BEGIN { printf "%.0f", (s > 0 ? d / s : 0) }')/s, while the load ran);" \
       "CPU ms per 1,000: relay $(per_k "$r_cpu" "$r_count"), nginx (receiver) $(per_k "$rx_cpu" "$r_count")"
     if [ "$ok" != yes ]; then echo "  relay ${name^^} outcomes: $(outcomes "${metrics_ports[$i]}")"; fi
-    row+=" $r_rate | $r_p99 | $ratio | $ok |"
+    row+=" $r_rate | $r_p99 | $ratio | $bare_ratio | $ok |"
   done
   rows+=("$row")
 done
 
 echo
-header="| round | nginx accepted/s | nginx p99 ms |"
-rule="|---|---|---|"
+header="| round | nginx accepted/s | nginx p99 ms | bare hyper 202/s | bare hyper p99 ms |"
+rule="|---|---|---|---|---|"
 for name in "${names[@]}"; do
   N=${name^^}
-  header+=" relay $N accepted/s | relay $N p99 ms | $N/nginx | $N 202s delivered |"
-  rule+="---|---|---|---|"
+  header+=" relay $N accepted/s | relay $N p99 ms | $N/nginx | $N/bare hyper | $N 202s delivered |"
+  rule+="---|---|---|---|---|"
 done
 echo "$header"
 echo "$rule"
 printf '%s\n' "${rows[@]}"
 # min–max of each column over the rounds; the delivered columns say "all" if
-# every round delivered every 202. Columns: 3-4 nginx, then 4 per relay.
+# every round delivered every 202. Columns: 3-4 nginx, 5-6 bare hyper, then
+# 5 per relay.
 printf '%s\n' "${rows[@]}" | awk -F'|' '
   {
     for (c = 3; c < NF; c++) {
       v = $c; gsub(/^ +| +$/, "", v)
-      if (c >= 5 && (c - 5) % 4 == 3) { if (v != "yes") bad[c] = 1; continue }
+      if (c >= 7 && (c - 7) % 5 == 4) { if (v != "yes") bad[c] = 1; continue }
       if (!(c in lo) || v + 0 < lo[c]) lo[c] = v + 0
       if (!(c in hi) || v + 0 > hi[c]) hi[c] = v + 0
     }
@@ -358,8 +406,9 @@ printf '%s\n' "${rows[@]}" | awk -F'|' '
   END {
     line = "| min–max |"
     for (c = 3; c < nf; c++) {
-      k = (c < 5) ? c - 3 : (c - 5) % 4  # 0 accepted/s, 1 p99, 2 ratio, 3 delivered
-      if (k == 3) line = line (c in bad ? " not all |" : " all |")
+      # 0 accepted/s, 1 p99, 2 and 3 ratios, 4 delivered
+      k = (c < 7) ? (c - 3) % 2 : (c - 7) % 5
+      if (k == 4) line = line (c in bad ? " not all |" : " all |")
       else if (k == 0) line = line sprintf(" %.0f–%.0f |", lo[c], hi[c])
       else if (k == 1) line = line sprintf(" %.1f–%.1f |", lo[c], hi[c])
       else line = line sprintf(" %.2f–%.2f |", lo[c], hi[c])

@@ -20,7 +20,8 @@ use crate::admission::reason::Reason;
 pub(crate) enum Event {
     /// Job `id` reached its terminal outcome.
     Finished(u64, Outcome),
-    /// It was handed to the downstream; a first attempt carries its time in the queue.
+    /// It was handed to the downstream; a first attempt carries its time in
+    /// the queue. Recorded by the drain task only (its one writer).
     Emitted { waited: Option<Duration> },
     /// One attempt ended after `latency`.
     Attempted { latency: Duration, failed: bool },
@@ -62,8 +63,16 @@ pub(crate) struct Ledger {
     /// and the refusal path bumps one counter, not two.
     policy: Overflow,
     outcomes: [AtomicU64; 9],
+    /// Written by the drain task alone (the only one that emits), so
+    /// counted without a read-modify-write.
     emitted: AtomicU64,
-    in_flight: AtomicU64,
+    /// Attempts accounted: in flight is `emitted - landed`, one count per
+    /// job instead of an increment and a decrement.
+    landed: AtomicU64,
+    /// Deliveries run in the drain task (`Dispatch::Inline`): `landed` and
+    /// the delivered outcome have one writer, and are counted without a
+    /// read-modify-write. Otherwise each spawned delivery counts its own.
+    inline: bool,
     expired: AtomicU64,
     delivery_failures: AtomicU64,
     retried: AtomicU64,
@@ -118,6 +127,14 @@ fn bump(a: &AtomicU64) {
     a.fetch_add(1, Ordering::Relaxed);
 }
 
+/// Counts one more in a counter only the calling task writes (the drain,
+/// and the deliveries it polls): a plain store of the next value, where
+/// [`bump`]'s read-modify-write would cost an atomic operation. Readers on
+/// other threads see every count, at most a little late.
+fn bump_one_writer(a: &AtomicU64) {
+    a.store(a.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
+}
+
 fn load(a: &AtomicU64) -> u64 {
     a.load(Ordering::Relaxed)
 }
@@ -132,13 +149,15 @@ impl Ledger {
         labels: &[(String, String)],
         summed: bool,
         on_end: Option<OnEnd>,
+        inline: bool,
     ) -> Self {
         Ledger {
             name: name.to_owned(),
             policy,
             outcomes: Default::default(),
             emitted: AtomicU64::new(0),
-            in_flight: AtomicU64::new(0),
+            landed: AtomicU64::new(0),
+            inline,
             expired: AtomicU64::new(0),
             delivery_failures: AtomicU64::new(0),
             retried: AtomicU64::new(0),
@@ -158,15 +177,18 @@ impl Ledger {
         match event {
             Event::Finished(_, Outcome::Refused) => {} // counted by reason, see `refused`
             Event::Finished(id, outcome) => {
-                bump(&self.outcomes[outcome.index()]);
+                let count = &self.outcomes[outcome.index()];
+                match outcome {
+                    Outcome::Delivered if self.inline => bump_one_writer(count),
+                    _ => bump(count),
+                }
                 m.jobs[outcome.index()].increment(1);
                 if let Some(on_end) = &self.on_end {
                     on_end(id, outcome);
                 }
             }
             Event::Emitted { waited } => {
-                bump(&self.in_flight);
-                bump(&self.emitted);
+                bump_one_writer(&self.emitted);
                 m.emitted.increment(1);
                 if let Some(waited) = waited {
                     m.queue_wait.record(waited.as_secs_f64());
@@ -179,9 +201,8 @@ impl Ledger {
                     m.delivery_failures.increment(1);
                 }
             }
-            Event::Landed => {
-                self.in_flight.fetch_sub(1, Ordering::Relaxed);
-            }
+            Event::Landed if self.inline => bump_one_writer(&self.landed),
+            Event::Landed => bump(&self.landed),
             Event::Expired => {
                 bump(&self.expired);
                 m.expired.increment(1);
@@ -245,7 +266,9 @@ impl Ledger {
 
     /// Deliveries running.
     pub(crate) fn in_flight(&self) -> u64 {
-        load(&self.in_flight)
+        // Landed first: every attempt it counts was emitted before.
+        let landed = load(&self.landed);
+        load(&self.emitted).saturating_sub(landed)
     }
 
     /// Refusals by reason and overflow events by policy, read once.

@@ -52,7 +52,7 @@ use crate::util::waiting;
 
 /// How many times a `submit` finding the queue full yields before it waits
 /// to be woken.
-const SPIN_YIELDS: u32 = 4;
+const SPIN_YIELDS: u32 = 2;
 
 /// The largest ring the builder accepts, in jobs.
 pub(crate) const MAX_CAPACITY: usize = 1 << 28;

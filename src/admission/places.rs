@@ -67,6 +67,29 @@ impl Reservations {
         }
     }
 
+    /// [`try_reserve`](Self::try_reserve) for a count that one task alone
+    /// changes (never closed): a load and a store, no read-modify-write.
+    #[inline]
+    #[cfg_attr(dripfeed_loom, allow(dead_code))]
+    pub(crate) fn try_reserve_alone(&self) -> Result<bool, Full> {
+        let s = self.state.load(Ordering::Relaxed);
+        if s < self.bound.load(Ordering::Relaxed) {
+            self.state.store(s + 1, Ordering::Relaxed);
+            Ok(s == 0)
+        } else {
+            Err(Full::Bound)
+        }
+    }
+
+    /// [`release`](Self::release) for a count that one task alone changes.
+    #[inline]
+    #[cfg_attr(dripfeed_loom, allow(dead_code))]
+    pub(crate) fn release_alone(&self) -> usize {
+        let s = self.state.load(Ordering::Relaxed).saturating_sub(1);
+        self.state.store(s, Ordering::Relaxed);
+        s
+    }
+
     /// Gives one place back; returns the places still taken.
     #[inline]
     pub(crate) fn release(&self) -> usize {

@@ -31,7 +31,7 @@ use crate::drain::downstream::{Attempt, Delivery, Downstream};
 use crate::drain::feedback::AttemptEnd;
 use crate::drain::shared::Shared;
 use crate::drain::stop::Stop;
-use crate::limits::in_flight::InFlightPermit;
+use crate::limits::in_flight::{InFlightPermit, Spare};
 use crate::util::catch::CatchUnwind;
 use crate::util::clock::Clock;
 use crate::util::num::nanos;
@@ -134,7 +134,15 @@ pub enum Dispatch {
 }
 
 /// A delivery in progress (inline mode).
-type Running = Pin<Box<dyn Future<Output = ()> + Send>>;
+type Running<J> = Pin<Box<dyn Future<Output = Handed<J>> + Send>>;
+
+/// What a delivery hands back as it ends: its reference to the target and
+/// its permit's to the in-flight budget, for the next delivery to reuse (a
+/// reference taken and given back per delivery is two atomic operations).
+pub(crate) struct Handed<J> {
+    to: Arc<Target<J>>,
+    own: Option<Spare>,
+}
 
 /// How often a dispatcher whose deliveries do not end on their first poll
 /// tries one again at its start (see [`Dispatcher::start`]).
@@ -147,7 +155,10 @@ type Make<J, F> = fn(Arc<Target<J>>, Job<J>, InFlightPermit, bool, bool) -> F;
 /// Starts deliveries and, inline, polls them to their end.
 pub(crate) struct Dispatcher<J, F> {
     mode: Dispatch,
-    running: FuturesUnordered<Running>,
+    running: FuturesUnordered<Running<J>>,
+    /// The references a delivery that ended handed back ([`Handed`]).
+    spare: Option<Arc<Target<J>>>,
+    spare_own: Option<Spare>,
     /// Whether the last delivery polled at its start ended there.
     ends_at_start: bool,
     /// Deliveries started since the last one polled at its start.
@@ -163,10 +174,12 @@ pub(crate) struct Dispatcher<J, F> {
 /// A dispatcher for a drain's deliveries in `mode`.
 pub(crate) fn dispatcher<J: Send + Sync + 'static>(
     mode: Dispatch,
-) -> Dispatcher<J, impl Future<Output = ()> + Send + 'static> {
+) -> Dispatcher<J, impl Future<Output = Handed<J>> + Send + 'static> {
     Dispatcher {
         mode,
         running: FuturesUnordered::new(),
+        spare: None,
+        spare_own: None,
         ends_at_start: true,
         since_probe: 0,
         make: deliver::<J>,
@@ -174,7 +187,20 @@ pub(crate) fn dispatcher<J: Send + Sync + 'static>(
     }
 }
 
-impl<J, F: Future<Output = ()> + Send + 'static> Dispatcher<J, F> {
+impl<J, F: Future<Output = Handed<J>> + Send + 'static> Dispatcher<J, F> {
+    /// A permit's reference to the in-flight budget that a delivery handed
+    /// back, for [`InFlight::try_acquire_with`](crate::limits::in_flight::InFlight::try_acquire_with).
+    pub(crate) fn spare_permit(&mut self) -> Option<Spare> {
+        self.spare_own.take()
+    }
+
+    fn keep(&mut self, handed: Handed<J>) {
+        self.spare = Some(handed.to);
+        if handed.own.is_some() {
+            self.spare_own = handed.own;
+        }
+    }
+
     /// Whether to poll the next inline delivery as it starts: while
     /// deliveries end on their first poll (a downstream that queues the job
     /// in memory, a cache hit), one that ends there costs no place in the
@@ -196,12 +222,13 @@ impl<J, F: Future<Output = ()> + Send + 'static> Dispatcher<J, F> {
     /// `report` says whether the attempt feeds the adaptive window.
     pub(crate) fn start(
         &mut self,
-        to: Arc<Target<J>>,
+        to: &Arc<Target<J>>,
         job: Job<J>,
         permit: InFlightPermit,
         report: bool,
     ) {
         let inline = self.mode == Dispatch::Inline;
+        let to = self.spare.take().unwrap_or_else(|| to.clone());
         let delivery = (self.make)(to, job, permit, report, inline);
         match self.mode {
             Dispatch::Inline => {
@@ -220,15 +247,23 @@ impl<J, F: Future<Output = ()> + Send + 'static> Dispatcher<J, F> {
                 // A no-op waker: a delivery still pending goes into the
                 // set, which polls it again with its own.
                 let mut cx = Context::from_waker(Waker::noop());
-                self.ends_at_start = slot.as_mut().poll(&mut cx).is_ready();
-                if self.ends_at_start {
-                    self.ended_box = Some(slot);
-                } else {
-                    self.running.push(slot);
+                match slot.as_mut().poll(&mut cx) {
+                    Poll::Ready(handed) => {
+                        self.ends_at_start = true;
+                        self.keep(handed);
+                        self.ended_box = Some(slot);
+                    }
+                    Poll::Pending => {
+                        self.ends_at_start = false;
+                        self.running.push(slot);
+                    }
                 }
             }
             Dispatch::Spawn => {
-                tokio::spawn(delivery);
+                // The target handed back is dropped in the task.
+                tokio::spawn(async move {
+                    delivery.await;
+                });
             }
         }
     }
@@ -251,7 +286,10 @@ impl<J, F: Future<Output = ()> + Send + 'static> Dispatcher<J, F> {
         let mut landed = 0;
         loop {
             match self.running.poll_next_unpin(cx) {
-                Poll::Ready(Some(())) => landed += 1,
+                Poll::Ready(Some(handed)) => {
+                    landed += 1;
+                    self.keep(handed);
+                }
                 Poll::Ready(None) => return Poll::Ready(landed),
                 Poll::Pending if landed > 0 => return Poll::Ready(landed),
                 Poll::Pending => return Poll::Pending,
@@ -269,7 +307,7 @@ async fn deliver<J: Send + Sync + 'static>(
     permit: InFlightPermit,
     report: bool,
     inline: bool,
-) {
+) -> Handed<J> {
     let Job {
         entry,
         attempt: number,
@@ -306,9 +344,9 @@ async fn deliver<J: Send + Sync + 'static>(
                 .unwrap_or_else(|p| p.into_inner())
                 .push(entry);
             s.ledger.record(Event::Landed);
-            drop(permit);
+            let own = permit.free();
             s.admission.wake_drain();
-            return;
+            return Handed { to, own };
         }
     };
     let latency = Duration::from_nanos(read().saturating_sub(started));
@@ -339,12 +377,13 @@ async fn deliver<J: Send + Sync + 'static>(
         }
     }
     s.ledger.record(Event::Landed);
-    drop(permit);
+    let own = permit.free();
     if s.closing_deadline().is_some() || s.hook.is_some() {
         // A closing drain waits for the deliveries still running; a drain
         // with a hook learns it is idle, or that the hook's answer changed.
         s.admission.wake_drain();
     }
+    Handed { to, own }
 }
 
 /// Schedules another attempt when the failure is worth retrying and

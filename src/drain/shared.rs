@@ -112,6 +112,9 @@ pub(crate) struct Shared<J> {
 /// The parts a `Shared` is made of, from the builder.
 pub(crate) struct Parts<J> {
     pub(crate) cfg: Config,
+    /// Deliveries run in the drain task (`Dispatch::Inline`): the ledger's
+    /// delivery counts have one writer.
+    pub(crate) inline: bool,
     pub(crate) admission: Admission<J>,
     pub(crate) endings: Endings<J>,
     pub(crate) keyed: Option<KeyedBuckets<u64>>,
@@ -145,6 +148,7 @@ impl<J> Shared<J> {
             &parts.labels,
             parts.summed,
             on_end,
+            parts.inline,
         );
         Shared {
             admission: parts.admission,

@@ -31,7 +31,7 @@ use crate::util::clock::COARSE_REFRESH;
 use crate::util::num::nanos;
 
 use super::adapt::Adapt;
-use super::dispatch::{Dispatch, Dispatcher, Job, Target, dispatcher};
+use super::dispatch::{Dispatch, Dispatcher, Handed, Job, Target, dispatcher};
 use super::fair::{DeliveryOrder, Fair};
 use super::hook::Emit;
 use super::pacer::{Pacer, TICK_NS, TIMER_SLACK_NS};
@@ -139,12 +139,12 @@ pub(crate) fn drain_task<J: Send + Sync + 'static>(
     shared: Arc<Shared<J>>,
     downstream: Arc<dyn Downstream<J>>,
     parts: DrainParts,
-) -> DrainTask<J, impl Future<Output = ()> + Send + 'static> {
+) -> DrainTask<J, impl Future<Output = Handed<J>> + Send + 'static> {
     let deliveries = dispatcher(parts.dispatch);
     DrainTask::new(shared, downstream, parts, deliveries)
 }
 
-impl<J: Send + Sync + 'static, F: Future<Output = ()> + Send + 'static> DrainTask<J, F> {
+impl<J: Send + Sync + 'static, F: Future<Output = Handed<J>> + Send + 'static> DrainTask<J, F> {
     fn new(
         shared: Arc<Shared<J>>,
         downstream: Arc<dyn Downstream<J>>,
@@ -396,7 +396,12 @@ impl<J: Send + Sync + 'static, F: Future<Output = ()> + Send + 'static> DrainTas
                 Err(wait) => return wait,
             };
             let shared = &self.shared;
-            let Some(place) = self.spare.take().or_else(|| shared.in_flight.try_acquire()) else {
+            let dispatcher = &mut self.dispatcher;
+            let Some(place) = self
+                .spare
+                .take()
+                .or_else(|| shared.in_flight.try_acquire_with(dispatcher.spare_permit()))
+            else {
                 return Wait::Permit;
             };
             let retry_due = shared.retries.as_ref().is_some_and(|r| r.is_due(now));
@@ -446,7 +451,7 @@ impl<J: Send + Sync + 'static, F: Future<Output = ()> + Send + 'static> DrainTas
                 hook.probe_sent();
             }
             self.dispatcher
-                .start(self.target.clone(), job, place, self.report_deliveries);
+                .start(&self.target, job, place, self.report_deliveries);
         }
         // Only when the clock moved since the last such turn: a clock that
         // stands still (tokio's paused time) must end in a sleep.

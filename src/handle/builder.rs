@@ -767,8 +767,11 @@ impl<J: Send + Sync + 'static> ThrottleBuilder<J> {
             shutdown_grace: self.shutdown_grace,
             name: self.name.clone(),
         };
+        // Deliveries polled by the drain task: their counts have one writer.
+        let inline = self.dispatch == Dispatch::Inline;
         let shared = Arc::new(Shared::new(Parts {
             cfg,
+            inline,
             admission: Admission::new(
                 ring,
                 bound,
@@ -785,8 +788,8 @@ impl<J: Send + Sync + 'static> ThrottleBuilder<J> {
             keyed,
             store: self.key_store,
             in_flight: match &self.shared_in_flight {
-                Some(budget) => InFlight::within(self.max_in_flight as u32, budget),
-                None => InFlight::new(self.max_in_flight as u32),
+                Some(budget) => InFlight::within(self.max_in_flight as u32, budget, inline),
+                None => InFlight::new(self.max_in_flight as u32, inline),
             },
             labels: self.labels,
             summed: self.summed,

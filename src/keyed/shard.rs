@@ -3,19 +3,25 @@
 //! empty-at that picks the eviction victim exactly.
 //!
 //! Layout: `tags: Vec<u8>` (0 = empty, else `0x80 | 7 hash bits`) and
-//! `slots: Vec<Option<Slot<K>>>` side by side, `P = cap + cap/3 + 1`
-//! positions (load at most 3/4), linear probing from
+//! `slots: Vec<Option<Slot<K>>>` side by side, `P = cap + cap/6 + 1`
+//! positions (load at most 6/7), linear probing from
 //! `(low 32 hash bits × P) >> 32`, backward-shift deletion. A lookup scans
 //! tag bytes (a small, cache-resident array) and touches one slot. A
 //! [`Slot`] is `key`, `debt: f64`, `last: NonZeroU64` (nanos since the
 //! table's epoch, plus one, so `Option<Slot>` costs nothing extra). Heap
 //! entries are 12 bytes. Nothing is allocated after construction.
 //!
+//! The heap is only needed to evict, so it is built (in the room reserved
+//! for it) at the shard's first eviction and kept from then on: until a
+//! shard first fills, admissions never touch it, and a table with room for
+//! every key never writes (so never makes resident) its heap's memory.
+//!
 //! The heap is repaired lazily: admissions only *raise* a bucket's empty-at,
 //! so they leave its heap entry as a lower bound and never touch the heap.
-//! Invariant: every occupied position has a heap entry naming it whose time
-//! is <= its bucket's current empty-at (a mutation that lowers it, a new
-//! bucket, and a bucket moved by deletion each push a fresh entry). Eviction
+//! Invariant, once the heap is kept: every occupied position has a heap
+//! entry naming it whose time is <= its bucket's current empty-at (a
+//! mutation that lowers it, a new bucket, and a bucket moved by deletion
+//! each push a fresh entry). Eviction
 //! looks at the minimum: an entry for an empty position is dropped, a stale
 //! one is rewritten with the current time and sifted down, and an entry that
 //! matches is the exact minimum over all buckets.
@@ -100,6 +106,8 @@ pub(crate) struct Shard<K> {
     cap: usize,
     heap: BinaryHeap<Reverse<Entry>>,
     heap_limit: usize,
+    /// The heap is kept (see the module's notes): set at the first eviction.
+    tracked: bool,
     pub(crate) overrides: HashMap<K, Quota>,
     /// When evicted buckets that still owed finish paying (nanos since the
     /// epoch), by two hash-chosen entries each (a power of two long; empty:
@@ -128,7 +136,7 @@ fn ledger_at(hash: u64, len: usize) -> (usize, usize) {
 }
 
 fn sizes(cap: usize) -> (usize, usize) {
-    (cap + cap / 3 + 1, cap + cap / 4 + 16)
+    (cap + cap / 6 + 1, cap + cap / 4 + 16)
 }
 
 fn tag(hash: u64) -> u8 {
@@ -179,6 +187,7 @@ impl<K: Hash + Eq + Clone> Shard<K> {
             cap,
             heap: BinaryHeap::from(heap),
             heap_limit,
+            tracked: false,
             overrides: HashMap::new(),
             ledger: owed.into_boxed_slice(),
         })
@@ -255,6 +264,11 @@ impl<K: Hash + Eq + Clone> Shard<K> {
         let Some(slot) = self.slots.get_mut(pos).and_then(Option::as_mut) else {
             return;
         };
+        if !self.tracked {
+            slot.debt = debt;
+            slot.last = Slot::<K>::encode(last);
+            return;
+        }
         let old = empty_at(slot, &self.overrides, default);
         slot.debt = debt;
         slot.last = Slot::<K>::encode(last);
@@ -265,7 +279,9 @@ impl<K: Hash + Eq + Clone> Shard<K> {
     }
 
     fn push(&mut self, at: u64, pos: usize, default: &Quota) {
-        if self.heap.len() >= self.heap_limit {
+        if !self.tracked {
+            // Built whole at the first eviction.
+        } else if self.heap.len() >= self.heap_limit {
             self.rebuild(default); // includes `pos` as it is now
         } else {
             self.heap.push(Entry::new(at, pos));
@@ -287,6 +303,10 @@ impl<K: Hash + Eq + Clone> Shard<K> {
     /// The position of the bucket that empties soonest (zero-debt ones
     /// first), its entry popped.
     fn victim(&mut self, default: &Quota) -> Option<usize> {
+        if !self.tracked {
+            self.tracked = true;
+            self.rebuild(default);
+        }
         let mut repairs = 0;
         loop {
             let Self {
@@ -419,6 +439,7 @@ impl<K: Hash + Eq + Clone> Shard<K> {
         Ok(decide(debt, cost, &quota)?)
     }
 
+    #[inline]
     pub(crate) fn admit(
         &mut self,
         hash: u64,
@@ -562,9 +583,11 @@ mod tests {
                 assert_eq!(self.find(hasher.hash_one(&slot.key), &slot.key), Ok(pos));
                 let at = empty_at(slot, &self.overrides, default);
                 assert!(
-                    self.heap
-                        .iter()
-                        .any(|e| e.0.pos as usize == pos && e.0.at() <= at)
+                    !self.tracked
+                        || self
+                            .heap
+                            .iter()
+                            .any(|e| e.0.pos as usize == pos && e.0.at() <= at)
                 );
             }
         }

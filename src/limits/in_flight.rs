@@ -83,17 +83,27 @@ impl std::fmt::Debug for InFlightBudget {
 /// (a semaphore takes a lock on every release).
 struct Own {
     places: Reservations,
+    /// Only the drain task takes and frees places (`Dispatch::Inline`:
+    /// it polls the deliveries itself): counted without atomic
+    /// read-modify-writes.
+    one_task: bool,
     freed: Notify,
     waiters: AtomicUsize,
 }
 
 impl Own {
     fn try_take(&self) -> bool {
-        self.places.try_reserve().is_ok()
+        match self.one_task {
+            true => self.places.try_reserve_alone().is_ok(),
+            false => self.places.try_reserve().is_ok(),
+        }
     }
 
     fn free(&self) {
-        self.places.release();
+        match self.one_task {
+            true => self.places.release_alone(),
+            false => self.places.release(),
+        };
         if waiting::any(&self.waiters) {
             self.freed.notify_one();
         }
@@ -102,22 +112,42 @@ impl Own {
 
 /// One delivery's place in the budget (and in the shared one), freed on drop.
 pub(crate) struct InFlightPermit {
-    own: Arc<Own>,
+    /// `None` once freed by [`free`](Self::free).
+    own: Option<Arc<Own>>,
     _shared: Option<OwnedSemaphorePermit>,
 }
 
 impl Drop for InFlightPermit {
     fn drop(&mut self) {
-        self.own.free();
+        if let Some(own) = &self.own {
+            own.free();
+        }
+    }
+}
+
+/// A permit's reference to its budget, kept after the permit freed its
+/// place: the next permit reuses it ([`InFlight::try_acquire_with`])
+/// rather than taking a reference of its own (two atomic operations per
+/// delivery).
+pub(crate) struct Spare(Arc<Own>);
+
+impl InFlightPermit {
+    /// Frees the place now and keeps the reference for the next permit.
+    pub(crate) fn free(mut self) -> Option<Spare> {
+        let own = self.own.take()?;
+        own.free();
+        Some(Spare(own))
     }
 }
 
 impl InFlight {
-    /// A budget of `max` deliveries (at least 1).
-    pub(crate) fn new(max: u32) -> Self {
+    /// A budget of `max` deliveries (at least 1); `one_task`: only the
+    /// drain task takes and frees its places (`Dispatch::Inline`).
+    pub(crate) fn new(max: u32, one_task: bool) -> Self {
         InFlight {
             own: Arc::new(Own {
                 places: Reservations::new(max as usize),
+                one_task,
                 freed: Notify::new(),
                 waiters: AtomicUsize::new(0),
             }),
@@ -126,19 +156,29 @@ impl InFlight {
     }
 
     /// A budget of `max` of its own inside `shared`'s places.
-    pub(crate) fn within(max: u32, shared: &InFlightBudget) -> Self {
+    pub(crate) fn within(max: u32, shared: &InFlightBudget, one_task: bool) -> Self {
         InFlight {
             parent: Some(shared.sem.clone()),
-            ..InFlight::new(max)
+            ..InFlight::new(max, one_task)
         }
     }
 
     /// A place now, if one is free here and in the shared budget.
+    #[cfg(test)]
     pub(crate) fn try_acquire(&self) -> Option<InFlightPermit> {
+        self.try_acquire_with(None)
+    }
+
+    /// [`try_acquire`](Self::try_acquire), reusing `spare` (a freed
+    /// permit's reference to this budget) when given one.
+    pub(crate) fn try_acquire_with(&self, spare: Option<Spare>) -> Option<InFlightPermit> {
         if !self.own.try_take() {
             return None;
         }
-        let own = self.own.clone();
+        let own = match spare {
+            Some(Spare(own)) if Arc::ptr_eq(&own, &self.own) => own,
+            _ => self.own.clone(),
+        };
         let shared = match &self.parent {
             Some(parent) => match parent.clone().try_acquire_owned() {
                 Ok(permit) => Some(permit),
@@ -150,7 +190,7 @@ impl InFlight {
             None => None,
         };
         Some(InFlightPermit {
-            own,
+            own: Some(own),
             _shared: shared,
         })
     }
@@ -162,7 +202,7 @@ impl InFlight {
         // The place is ours from here: a permit frees it if the wait for
         // the shared budget is dropped.
         let mut permit = InFlightPermit {
-            own: self.own.clone(),
+            own: Some(self.own.clone()),
             _shared: None,
         };
         if let Some(parent) = &self.parent {
@@ -184,7 +224,7 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn places_are_guards() {
-        let budget = InFlight::new(2);
+        let budget = InFlight::new(2, false);
         let a = budget.try_acquire();
         let b = budget.try_acquire();
         assert!(a.is_some() && b.is_some());
@@ -206,8 +246,8 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn a_cap_inside_a_shared_budget() {
         let shared = InFlightBudget::new(3);
-        let dead = InFlight::within(2, &shared);
-        let live = InFlight::within(2, &shared);
+        let dead = InFlight::within(2, &shared, false);
+        let live = InFlight::within(2, &shared, false);
         let d1 = dead.try_acquire();
         let d2 = dead.try_acquire();
         assert!(d1.is_some() && d2.is_some());

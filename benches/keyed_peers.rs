@@ -1,0 +1,216 @@
+//! Per-key checks beside the peers: dripfeed's `KeyedBuckets`, governor's
+//! keyed (DashMap) limiter and throttle-net's `PerKey`, each with quota
+//! 10/s and burst 100 (dripfeed's table with room for every key,
+//! `max_keys` 2^17).
+//!
+//! - *ns per check*: 100,000 distinct keys each admitted once, then
+//!   1,000,000 checks cycling over them in a shuffled order, on 1 thread
+//!   and from 8 threads (each starting at its own offset; the time is the
+//!   wall time of all of them over the checks of all). Every check is an
+//!   admission. `u64` keys and `String` keys (`"tenant-00001234"`).
+//! - *bytes per key*: resident memory after filling 100,000 keys less
+//!   before building the store, in a fresh process per store and key type
+//!   (the bench runs itself again with `mem STORE KEY`). The keys
+//!   themselves are made before the first reading.
+//!
+//! The contenders take turns within each round (the first one rotates);
+//! each ratio is over governor's figure of the same round.
+//!
+//! ```sh
+//! cargo bench --bench keyed_peers -- --rounds 5
+//! ```
+
+#[path = "common/rounds.rs"]
+mod rounds;
+
+use std::hash::Hash;
+use std::num::NonZeroU32;
+use std::process::Command;
+use std::sync::Barrier;
+use std::time::Instant;
+
+use dripfeed::keyed::{KeyedBuckets, Quota};
+
+const KEYS: usize = 100_000;
+const CHECKS: usize = 1_000_000;
+const MAX_KEYS: usize = 1 << 17;
+const STORES: [&str; 3] = ["dripfeed", "governor", "throttle-net"];
+
+/// Resident memory, bytes (Linux; 0 elsewhere).
+fn rss() -> i64 {
+    std::fs::read_to_string("/proc/self/statm")
+        .ok()
+        .and_then(|s| s.split_whitespace().nth(1)?.parse::<i64>().ok())
+        .map_or(0, |pages| pages * 4096)
+}
+
+/// `0..KEYS` in a fixed pseudo-random order.
+fn shuffled() -> Vec<u64> {
+    let mut keys: Vec<u64> = (0..KEYS as u64).collect();
+    let mut x = 0x9e37_79b9_7f4a_7c15_u64;
+    for i in (1..keys.len()).rev() {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        keys.swap(i, (x % (i as u64 + 1)) as usize);
+    }
+    keys
+}
+
+fn text(keys: &[u64]) -> Vec<String> {
+    keys.iter().map(|k| format!("tenant-{k:08}")).collect()
+}
+
+/// One store's check, whatever the store.
+type Check<'a, K> = Box<dyn Fn(&K) -> bool + Sync + 'a>;
+
+/// The store `name`, filled with `keys`, and its check.
+fn store<K: Hash + Eq + Clone + Send + Sync + 'static>(
+    name: &str,
+    keys: &[K],
+) -> Check<'static, K> {
+    let check: Check<'static, K> = match name {
+        "dripfeed" => {
+            let quota = Quota::per_second(10.0).burst(100.0).expect("quota");
+            let table = KeyedBuckets::<K>::new(MAX_KEYS, quota).expect("table");
+            Box::new(move |k| table.try_admit(k, 1.0).is_ok())
+        }
+        "governor" => {
+            let q = governor::Quota::per_second(NonZeroU32::new(10).expect("10"))
+                .allow_burst(NonZeroU32::new(100).expect("100"));
+            let limiter = governor::RateLimiter::<K, _, _>::keyed(q);
+            Box::new(move |k| limiter.check_key(k).is_ok())
+        }
+        _ => {
+            let limiter = throttle_net::PerKey::<K>::builder()
+                .per_second(10)
+                .burst(100)
+                .build();
+            Box::new(move |k| limiter.try_acquire(k))
+        }
+    };
+    for k in keys {
+        assert!(check(k), "a first admission");
+    }
+    check
+}
+
+/// Nanoseconds per check over `CHECKS` checks from `threads` threads.
+fn ns_per_check<K: Sync>(check: &Check<'_, K>, keys: &[K], threads: usize) -> f64 {
+    let per = CHECKS / threads;
+    let barrier = Barrier::new(threads + 1);
+    let start = std::thread::scope(|s| {
+        for t in 0..threads {
+            let barrier = &barrier;
+            s.spawn(move || {
+                let mut i = t * keys.len() / threads;
+                barrier.wait();
+                let mut passed = 0;
+                for _ in 0..per {
+                    passed += usize::from(check(&keys[i]));
+                    i += 1;
+                    if i == keys.len() {
+                        i = 0;
+                    }
+                }
+                assert_eq!(passed, per, "every check is an admission");
+            });
+        }
+        barrier.wait();
+        Instant::now()
+    });
+    start.elapsed().as_nanos() as f64 / (per * threads) as f64
+}
+
+/// One round of ns per check, every store in turn from `first`.
+fn round<K>(keys: &[K], threads: usize, first: usize) -> [f64; 3]
+where
+    K: Hash + Eq + Clone + Send + Sync + 'static,
+{
+    let mut out = [f64::NAN; 3];
+    // ONLY=dripfeed (a store's name): that one alone, for a profile.
+    let only = std::env::var("ONLY").ok();
+    for i in 0..STORES.len() {
+        let k = (i + first) % STORES.len();
+        if only.as_deref().is_some_and(|o| o != STORES[k]) {
+            continue;
+        }
+        let check = store(STORES[k], keys);
+        out[k] = ns_per_check(&check, keys, threads);
+    }
+    out
+}
+
+/// In a child process: bytes per key of one store and key type.
+fn mem(name: &str, key: &str) {
+    let ids = shuffled();
+    let before;
+    let _keep: Box<dyn std::any::Any> = if key == "u64" {
+        before = rss();
+        Box::new(store(name, &ids))
+    } else {
+        let texts = text(&ids);
+        before = rss();
+        let check = store(name, &texts);
+        Box::new((check, texts))
+    };
+    println!("{}", (rss() - before) as f64 / KEYS as f64);
+}
+
+/// Bytes per key of `name` with `key` keys, from a fresh process.
+fn bytes_per_key(name: &str, key: &str) -> f64 {
+    let exe = std::env::current_exe().expect("the bench itself");
+    let out = Command::new(exe)
+        .args(["mem", name, key])
+        .output()
+        .expect("a child");
+    String::from_utf8_lossy(&out.stdout)
+        .trim()
+        .parse()
+        .unwrap_or(f64::NAN)
+}
+
+fn table<K>(label: &str, keys: &[K], rounds: usize)
+where
+    K: Hash + Eq + Clone + Send + Sync + 'static,
+{
+    for threads in [1, 8] {
+        if !rounds::wanted(&format!("{label}/{threads}t")) {
+            continue;
+        }
+        let runs: Vec<[f64; 3]> = (0..rounds).map(|r| round(keys, threads, r)).collect();
+        for (k, name) in STORES.iter().enumerate() {
+            let ns: Vec<f64> = runs.iter().map(|r| r[k]).collect();
+            let ratio: Vec<f64> = runs.iter().map(|r| r[k] / r[1]).collect();
+            println!(
+                "| {label} | {threads} | {name} | {} | {} |",
+                rounds::spread(&ns, 1),
+                rounds::spread(&ratio, 2)
+            );
+        }
+    }
+    if rounds::wanted(&format!("{label}/mem")) {
+        let bytes: Vec<f64> = STORES.iter().map(|s| bytes_per_key(s, label)).collect();
+        for (name, b) in STORES.iter().zip(&bytes) {
+            println!(
+                "| {label} | bytes per key | {name} | {b:.1} | {:.2} |",
+                b / bytes[1]
+            );
+        }
+    }
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    if args.get(1).map(String::as_str) == Some("mem") {
+        mem(&args[2], &args[3]);
+        return;
+    }
+    let rounds = rounds::rounds(5);
+    println!("keyed, {KEYS} keys, {CHECKS} checks per run, {rounds} rounds");
+    println!("| keys | threads | store | ns per check, median (min–max) | ÷ governor |");
+    println!("|---|---:|---|---:|---:|");
+    let ids = shuffled();
+    table("u64", &ids, rounds);
+    table("String", &text(&ids), rounds);
+}
