@@ -44,9 +44,9 @@ fn rss() -> i64 {
         .map_or(0, |pages| pages * 4096)
 }
 
-/// `0..KEYS` in a fixed pseudo-random order.
-fn shuffled() -> Vec<u64> {
-    let mut keys: Vec<u64> = (0..KEYS as u64).collect();
+/// `0..n` in a fixed pseudo-random order.
+fn shuffled(n: usize) -> Vec<u64> {
+    let mut keys: Vec<u64> = (0..n as u64).collect();
     let mut x = 0x9e37_79b9_7f4a_7c15_u64;
     for i in (1..keys.len()).rev() {
         x ^= x << 13;
@@ -143,7 +143,7 @@ where
 
 /// In a child process: bytes per key of one store and key type.
 fn mem(name: &str, key: &str) {
-    let ids = shuffled();
+    let ids = shuffled(KEYS);
     let before;
     let _keep: Box<dyn std::any::Any> = if key == "u64" {
         before = rss();
@@ -210,7 +210,36 @@ fn main() {
     println!("keyed, {KEYS} keys, {CHECKS} checks per run, {rounds} rounds");
     println!("| keys | threads | store | ns per check, median (min–max) | ÷ governor |");
     println!("|---|---:|---|---:|---:|");
-    let ids = shuffled();
+    let ids = shuffled(KEYS);
     table("u64", &ids, rounds);
     table("String", &text(&ids), rounds);
+    if rounds::wanted("evicting") {
+        evicting(rounds);
+    }
+}
+
+/// dripfeed's table when it evicts (no peer bounds its keys the same way:
+/// governor's grows, throttle-net's refuses new keys when full): twice
+/// `MAX_KEYS` keys cycled in a shuffled order, so every check after the
+/// first pass is a new key that evicts the soonest-empty bucket.
+fn evicting(rounds: usize) {
+    let keys = shuffled(2 * MAX_KEYS);
+    let quota = Quota::per_second(10.0).burst(100.0).expect("quota");
+    let ns: Vec<f64> = (0..rounds)
+        .map(|_| {
+            let table = KeyedBuckets::<u64>::new(MAX_KEYS, quota).expect("table");
+            for k in &keys {
+                let _ = table.try_admit(k, 1.0);
+            }
+            let start = Instant::now();
+            for i in 0..CHECKS {
+                let _ = table.try_admit(&keys[i % keys.len()], 1.0);
+            }
+            start.elapsed().as_nanos() as f64 / CHECKS as f64
+        })
+        .collect();
+    println!(
+        "| u64 | 1, every check evicting | dripfeed | {} | – |",
+        rounds::spread(&ns, 1)
+    );
 }

@@ -40,7 +40,7 @@
 #                       the relay's queue holds the run (budget 1 s at
 #                       1,000,000/s: keep DURATION × rate under 1,000,000)
 #   TMPDIR              where the temporary directory (and the journals) go
-# Loopback only and bounded in time: ROUNDS × (2 or 3) × DURATION, plus waits.
+# Loopback only and bounded in time: ROUNDS × (3 or 4) × DURATION, plus waits.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -66,7 +66,7 @@ if [ -z "$bare_bin" ]; then
   bare_bin=target/release/examples/bare_hyper
 fi
 bin_b=${RELAY_BIN_B:-}
-for bin in "$bin_a" ${bin_b:+"$bin_b"}; do
+for bin in "$bin_a" ${bin_b:+"$bin_b"} "$bare_bin"; do
   [ -x "$bin" ] || { echo "relay binary not found or not executable: $bin" >&2; exit 2; }
 done
 extra_args=()
@@ -163,10 +163,17 @@ fi
 "$bare_bin" "127.0.0.1:$bare_port" >"$work/bare.log" 2>&1 &
 bare_pid=$!
 bare_url="http://127.0.0.1:$bare_port/v1/webhooks/deliver"
-for _ in $(seq 1 100); do
-  [ "$(curl -s -o /dev/null -w '%{http_code}' -X POST -d "$body" "$bare_url")" = 202 ] && break
-  sleep 0.1
-done
+# answered 202: the bare server (and, INTAKE_ONLY, the held receiver) is up
+until_202() {
+  local _
+  for _ in $(seq 1 100); do
+    [ "$(curl -s -o /dev/null -w '%{http_code}' -X POST -d "$body" "$1")" = 202 ] && return 0
+    sleep 0.1
+  done
+  echo "$2 did not answer 202 within 10 s" >&2
+  exit 1
+}
+until_202 "$bare_url" "the bare hyper server ($bare_bin)"
 
 relay_recv_url=$recv_url
 budget=(--latency-budget 200ms)
@@ -174,7 +181,9 @@ if [ "${INTAKE_ONLY:-0}" = 1 ]; then
   "$bare_bin" "127.0.0.1:$held_port" >"$work/held.log" 2>&1 &
   held_pid=$!
   relay_recv_url="http://127.0.0.1:$held_port/hooks"
-  budget=(--latency-budget 1s --max-queue-bytes 2000000000)
+  until_202 "$relay_recv_url" "the relay's held receiver"
+  # deliveries wait on the stopped receiver: none may time out meanwhile
+  budget=(--latency-budget 1s --max-queue-bytes 2000000000 --deliver-timeout 300s)
 fi
 
 # --- the relay(s) -----------------------------------------------------------
@@ -337,7 +346,11 @@ for round in $(seq 1 "$rounds"); do
     during=$(delivered "${metrics_ports[$i]}")
     if [ -n "$held_pid" ]; then kill -STOP "$held_pid"; fi
     load "$work/hey-$name.csv" "http://127.0.0.1:$port/v1/webhooks/deliver"
-    if [ -n "$held_pid" ]; then kill -CONT "$held_pid"; fi
+    if [ -n "$held_pid" ]; then
+      # the intake's CPU alone: read before the held deliveries run
+      intake_cpu=$(($(cpu_ms "${relay_pids[$i]}") - r_cpu))
+      kill -CONT "$held_pid"
+    fi
     # delivered while the load ran: a relay whose deliveries fall behind
     # its intake builds a backlog that accepted/s alone does not show
     during=$(($(delivered "${metrics_ports[$i]}") - during))
@@ -357,6 +370,7 @@ for round in $(seq 1 "$rounds"); do
       got=$(delivered "${metrics_ports[$i]}")
     done
     r_cpu=$(($(cpu_ms "${relay_pids[$i]}") - r_cpu))
+    if [ -n "$held_pid" ]; then r_cpu=$intake_cpu; fi
     if [ "$r_cpu" -lt 0 ]; then r_cpu=0; fi # the relay exited (said below)
     rx_cpu=$(($(cpu_ms $(nginx_all)) - rx_cpu))
     if [ "$got" -eq "$want" ]; then

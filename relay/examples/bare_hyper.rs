@@ -1,9 +1,9 @@
 //! The relay's stack with nothing on it: the reference row of
 //! `scripts/vs_nginx.sh`. A hyper HTTP/1 server on the relay's runtime
-//! settings (a multi-thread runtime with every core, the listener's
-//! connection builder: tokio timer, header read timeout, head buffer) reads
-//! each request's body and answers 202 with a body shaped like the relay's
-//! (`{"id":"…","status":"queued"}`), keeping nothing.
+//! settings (a multi-thread runtime with every core, jemalloc, the
+//! listener's connection builder: tokio timer, header read timeout, head
+//! buffer) reads each request's body and answers 202 with a body shaped
+//! like the relay's (`{"id":"…","status":"queued"}`), keeping nothing.
 //!
 //! ```sh
 //! cargo run --release -p dripfeed-relay --example bare_hyper -- 127.0.0.1:8081
@@ -18,6 +18,10 @@ use hyper::body::{Bytes, Incoming};
 use hyper::{Request, Response, StatusCode, header};
 use hyper_util::rt::{TokioIo, TokioTimer};
 use tokio::net::TcpListener;
+
+/// The relay's allocator.
+#[global_allocator]
+static HEAP: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 
 /// Ids for the answers, as the relay gives each webhook one.
 static NEXT: AtomicU64 = AtomicU64::new(1);

@@ -201,8 +201,14 @@ impl Ledger {
                     m.delivery_failures.increment(1);
                 }
             }
-            Event::Landed if self.inline => bump_one_writer(&self.landed),
-            Event::Landed => bump(&self.landed),
+            // Released: a reader that sees a landing sees its emission.
+            Event::Landed if self.inline => {
+                let landed = self.landed.load(Ordering::Relaxed);
+                self.landed.store(landed + 1, Ordering::Release);
+            }
+            Event::Landed => {
+                self.landed.fetch_add(1, Ordering::Release);
+            }
             Event::Expired => {
                 bump(&self.expired);
                 m.expired.increment(1);
@@ -266,9 +272,22 @@ impl Ledger {
 
     /// Deliveries running.
     pub(crate) fn in_flight(&self) -> u64 {
-        // Landed first: every attempt it counts was emitted before.
-        let landed = load(&self.landed);
-        load(&self.emitted).saturating_sub(landed)
+        // Landed first (acquired: every attempt it counts was emitted
+        // before), then emitted, then landed again: when no attempt landed
+        // in between, the difference is exact at the reading of emitted (a
+        // reader held up between two loads would otherwise count every
+        // emission meanwhile as in flight). A few tries while deliveries
+        // land; then the last reading.
+        let mut landed = self.landed.load(Ordering::Acquire);
+        for _ in 0..8 {
+            let emitted = self.emitted.load(Ordering::Relaxed);
+            let again = self.landed.load(Ordering::Acquire);
+            if again == landed {
+                return emitted.saturating_sub(landed);
+            }
+            landed = again;
+        }
+        self.emitted.load(Ordering::Relaxed).saturating_sub(landed)
     }
 
     /// Refusals by reason and overflow events by policy, read once.

@@ -169,8 +169,9 @@ impl InFlight {
         self.try_acquire_with(None)
     }
 
-    /// [`try_acquire`](Self::try_acquire), reusing `spare` (a freed
-    /// permit's reference to this budget) when given one.
+    /// Takes a place if one is free (and the shared budget's, if any),
+    /// reusing `spare` (a freed permit's reference to this budget) when
+    /// given one.
     pub(crate) fn try_acquire_with(&self, spare: Option<Spare>) -> Option<InFlightPermit> {
         if !self.own.try_take() {
             return None;

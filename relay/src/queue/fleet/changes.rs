@@ -4,7 +4,9 @@
 //! `dripfeed:map:{webhook_relay:destinations}`) with a version bumped in
 //! the same step, applied at once by the relay that took it, and by every
 //! other relay within [`POLL`] (each polls the version: one `GET` per
-//! poll, the whole map read only when it moved). A relay starting reads the
+//! poll; when it moved, only the entries changed since the version applied,
+//! from the map's log of which name each version changed: a change costs
+//! each relay O(log n), not a read of the whole map). A relay starting reads the
 //! map over its configuration, as the registry is read in the local mode:
 //! a name the map holds replaces the configured one, a name it deleted is
 //! gone even if the configuration still names it.
@@ -254,7 +256,14 @@ impl Fleet {
             // Read under the turn: a change this relay makes meanwhile is
             // in what is read, never undone by an older reading.
             let _turn = self.turn.lock().await;
-            let (version, entries) = match self.map.entries().await {
+            let seen = self.seen.load(Ordering::Acquire);
+            let read = match self.map.since(seen).await {
+                Ok((version, Some(changed))) => Ok((version, changed)),
+                // The log cannot say what changed: every entry.
+                Ok((_, None)) => self.map.entries().await,
+                Err(e) => Err(e),
+            };
+            let (version, entries) = match read {
                 Ok(read) => read,
                 Err(e) => {
                     tracing::debug!(error = %e, "the fleet's destination changes: not read");

@@ -1,5 +1,7 @@
-//! [`RedisMap`]: a small map of settings a fleet shares, with a version
-//! every node polls to learn of a change in one cheap round trip.
+//! [`RedisMap`]: a map of settings a fleet shares, with a version every
+//! node polls to learn of a change in one cheap round trip, and a log of
+//! which name each version changed, so a node reads only what changed
+//! since the version it applied.
 
 use redis::{Script, Value};
 
@@ -9,10 +11,13 @@ use super::{array, bounded, count, text};
 
 use super::CALL;
 
-/// Sets a field and bumps the version, in one step.
+/// Sets a field and bumps the version, in one step; the log names the
+/// field at the new version.
 #[cfg(test)]
 const SET: &str = "redis.call('HSET', KEYS[1], ARGV[1], ARGV[2]) \
-                   return redis.call('INCR', KEYS[2])";
+                   local v = redis.call('INCR', KEYS[2]) \
+                   redis.call('ZADD', KEYS[3], v, ARGV[1]) \
+                   return v";
 
 /// Sets a field only if it holds what the caller last read (`ARGV[3]` `-`:
 /// absent; `=`: `ARGV[4]`), bumping the version; false when it did not.
@@ -20,20 +25,52 @@ const SET_IF: &str = "local cur = redis.call('HGET', KEYS[1], ARGV[1]) \
                       if (ARGV[3] == '-' and cur) or (ARGV[3] == '=' and cur ~= ARGV[4]) then \
                         return false end \
                       redis.call('HSET', KEYS[1], ARGV[1], ARGV[2]) \
-                      return redis.call('INCR', KEYS[2])";
+                      local v = redis.call('INCR', KEYS[2]) \
+                      redis.call('ZADD', KEYS[3], v, ARGV[1]) \
+                      return v";
 
 /// The version and every field, read at one instant.
 const READ: &str = "local v = redis.call('GET', KEYS[2]) or '0' \
                     return {v, redis.call('HGETALL', KEYS[1])}";
 
+/// The version and the fields changed after version `ARGV[1]`, read at one
+/// instant: `{v, 1, {name, value, ...}}`, or `{v, 0}` when the log cannot
+/// say (more than `ARGV[2]` changes, or fewer logged names than versions:
+/// a name changed twice, or a change by a node that keeps no log).
+const SINCE: &str = "local v = tonumber(redis.call('GET', KEYS[2]) or '0') \
+                     local seen = tonumber(ARGV[1]) \
+                     if v <= seen then return {v, 1, {}} end \
+                     if v - seen > tonumber(ARGV[2]) then return {v, 0} end \
+                     local names = redis.call('ZRANGEBYSCORE', KEYS[3], '(' .. ARGV[1], '+inf') \
+                     if #names ~= v - seen then return {v, 0} end \
+                     local out = {} \
+                     for _, n in ipairs(names) do \
+                       local val = redis.call('HGET', KEYS[1], n) \
+                       if val then out[#out + 1] = n out[#out + 1] = val end \
+                     end \
+                     return {v, 1, out}";
+
+/// The most changes read from the log at once; past it, the whole map.
+const SINCE_MOST: u64 = 1024;
+
+/// The scripts, one copy for every map.
+static SET_IF_SCRIPT: std::sync::LazyLock<Script> =
+    std::sync::LazyLock::new(|| Script::new(SET_IF));
+static READ_SCRIPT: std::sync::LazyLock<Script> = std::sync::LazyLock::new(|| Script::new(READ));
+static SINCE_SCRIPT: std::sync::LazyLock<Script> = std::sync::LazyLock::new(|| Script::new(SINCE));
+
 /// A map of names to values kept in one Redis hash and shared by a fleet
 /// (e.g. the destinations an admin API changed at run time), with a
 /// version bumped by every change in the same step.
 ///
-/// Each node polls [`version`](Self::version) (one `GET`) and reads
-/// [`entries`](Self::entries) only when it moved, so a change reaches every
-/// node within one poll interval at a round trip per interval. The hash and
-/// the version are hash-tagged by the map's name: one Redis Cluster slot.
+/// Each node polls [`version`](Self::version) (one `GET`) and, when it
+/// moved, reads what changed since the version it applied
+/// ([`since`](Self::since): O(log n + changes), the log being a sorted set
+/// of each name at the version that last changed it), or every entry when
+/// the log cannot say ([`entries`](Self::entries)); a change reaches every
+/// node within one poll interval at a round trip per interval. The hash,
+/// the version and the log are hash-tagged by the map's name: one Redis
+/// Cluster slot.
 /// A value is the caller's to encode (a deletion the fleet must remember is
 /// a value too, e.g. a tombstone).
 #[derive(Clone)]
@@ -41,8 +78,7 @@ pub(crate) struct RedisMap {
     conn: RedisConnection,
     hash: String,
     version: String,
-    set_if: Script,
-    read: Script,
+    log: String,
 }
 
 impl std::fmt::Debug for RedisMap {
@@ -61,9 +97,8 @@ impl RedisMap {
         RedisMap {
             conn,
             version: format!("{hash}:v"),
+            log: format!("{hash}:log"),
             hash,
-            set_if: Script::new(SET_IF),
-            read: Script::new(READ),
         }
     }
 
@@ -79,7 +114,11 @@ impl RedisMap {
         let mut conn = self.conn.clone();
         let set = Script::new(SET);
         let mut call = set.prepare_invoke();
-        call.key(&self.hash).key(&self.version).arg(name).arg(value);
+        call.key(&self.hash)
+            .key(&self.version)
+            .key(&self.log)
+            .arg(name)
+            .arg(value);
         let v: Value = bounded(call.invoke_async(&mut conn), CALL).await?;
         count(&v)
     }
@@ -96,8 +135,12 @@ impl RedisMap {
         expected: Option<&str>,
     ) -> Result<Option<u64>, RedisError> {
         let mut conn = self.conn.clone();
-        let mut call = self.set_if.prepare_invoke();
-        call.key(&self.hash).key(&self.version).arg(name).arg(value);
+        let mut call = SET_IF_SCRIPT.prepare_invoke();
+        call.key(&self.hash)
+            .key(&self.version)
+            .key(&self.log)
+            .arg(name)
+            .arg(value);
         match expected {
             None => call.arg("-").arg(""),
             Some(v) => call.arg("=").arg(v),
@@ -151,22 +194,52 @@ impl RedisMap {
     /// The version and every entry (name, value), read at one instant.
     pub(crate) async fn entries(&self) -> Result<(u64, Vec<(String, String)>), RedisError> {
         let mut conn = self.conn.clone();
-        let mut call = self.read.prepare_invoke();
+        let mut call = READ_SCRIPT.prepare_invoke();
         call.key(&self.hash).key(&self.version);
         let v: Value = bounded(call.invoke_async(&mut conn), CALL).await?;
         let mut parts = array(v, 2, "the version and the fields")?.into_iter();
         let version = parts.next().map_or(Ok(0), |v| count(&v))?;
         let fields = array(parts.next().unwrap_or(Value::Nil), 0, "the fields")?;
-        let mut all = Vec::with_capacity(fields.len() / 2);
-        for pair in fields.chunks(2) {
-            if let [k, v] = pair {
-                let (Some(k), Some(v)) = (text(k), text(v)) else {
-                    return Err(RedisError::unexpected("a field that is not text"));
-                };
-                all.push((k, v));
-            }
-        }
-        all.sort();
-        Ok((version, all))
+        Ok((version, pairs(&fields)?))
     }
+
+    /// The version and the entries changed after version `seen`, read at
+    /// one instant; `None` in place of the entries when the log cannot
+    /// say which (read them all with [`entries`](Self::entries)).
+    pub(crate) async fn since(
+        &self,
+        seen: u64,
+    ) -> Result<(u64, Option<Vec<(String, String)>>), RedisError> {
+        let mut conn = self.conn.clone();
+        let mut call = SINCE_SCRIPT.prepare_invoke();
+        call.key(&self.hash)
+            .key(&self.version)
+            .key(&self.log)
+            .arg(seen)
+            .arg(SINCE_MOST);
+        let v: Value = bounded(call.invoke_async(&mut conn), CALL).await?;
+        let mut parts = array(v, 2, "the version and the changes")?.into_iter();
+        let version = parts.next().map_or(Ok(0), |v| count(&v))?;
+        let known = parts.next().map_or(Ok(0), |v| count(&v))? == 1;
+        if !known {
+            return Ok((version, None));
+        }
+        let fields = array(parts.next().unwrap_or(Value::Nil), 0, "the changes")?;
+        Ok((version, Some(pairs(&fields)?)))
+    }
+}
+
+/// `[name, value, ...]` as pairs, sorted by name.
+fn pairs(fields: &[Value]) -> Result<Vec<(String, String)>, RedisError> {
+    let mut all = Vec::with_capacity(fields.len() / 2);
+    for pair in fields.chunks(2) {
+        if let [k, v] = pair {
+            let (Some(k), Some(v)) = (text(k), text(v)) else {
+                return Err(RedisError::unexpected("a field that is not text"));
+            };
+            all.push((k, v));
+        }
+    }
+    all.sort();
+    Ok(all)
 }

@@ -417,6 +417,30 @@ async fn a_queue_being_emptied_takes_its_retries_back_early_and_a_shared_map_has
     assert_eq!(a.set_if("new", "n", None).await.unwrap(), Some(5));
     assert_eq!(b.get("zeta").await.unwrap().as_deref(), Some("2"));
     assert_eq!(b.get("absent").await.unwrap(), None);
+    // What changed since a version, from the log (zeta at 1, 3 and 4,
+    // alpha at 2, new at 5).
+    let own = |pairs: &[(&str, &str)]| -> Vec<(String, String)> {
+        pairs
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect()
+    };
+    assert_eq!(b.since(5).await.unwrap(), (5, Some(Vec::new())));
+    assert_eq!(b.since(4).await.unwrap(), (5, Some(own(&[("new", "n")]))));
+    assert_eq!(
+        b.since(3).await.unwrap(),
+        (5, Some(own(&[("new", "n"), ("zeta", "2")])))
+    );
+    // zeta changed twice in (1, 5]: the log cannot say, read everything.
+    assert_eq!(b.since(1).await.unwrap(), (5, None));
+    // A change by a node that keeps no log (an older relay) is noticed.
+    let mut raw = RedisConnection::open(&redis.url()).unwrap();
+    let _: i64 = redis::cmd("INCR")
+        .arg(format!("{}:v", a.key()))
+        .query_async(&mut raw)
+        .await
+        .unwrap();
+    assert_eq!(b.since(5).await.unwrap(), (6, None));
     let t = a.server_ms().await.unwrap();
     let local = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
