@@ -52,7 +52,7 @@ if [ $# -gt 0 ]; then
   exec cargo test --workspace --all-features "$@"
 fi
 # The fleet's adaptive-rate test (relay/tests/it/fleet_adaptive.rs) counts a
-# receiver's answers per second for 45 s: it runs alone, after the rest, so
+# receiver's answers per second for 60 s: it runs alone, after the rest, so
 # the other tests' load does not take the receiver's capacity from under it.
 cargo test --workspace --all-features -- --skip fleet_adaptive --skip chaos::
 cargo test --workspace --all-features --test it -- fleet_adaptive

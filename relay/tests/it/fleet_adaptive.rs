@@ -1,15 +1,21 @@
 //! `--adaptive` with the fleet's queue: one rate per destination for every
 //! relay, decided from every relay's measurements. A fragile receiver (4
 //! workers, 50 ms a request: capacity C = 80/s, its latency growing with
-//! its backlog) is flooded at 2.5 C for 45 s through one relay and through
+//! its backlog) is flooded at 2.5 C for 60 s through one relay and through
 //! three, each fleet starting at 2 C. Over the last 15 s the receiver serves at least
 //! 0.9 C, its p99 from arrival to answer stays near the target (far below
 //! what the same fleet at a fixed 2 C makes it, run beside it), and the
-//! fleet's rate stays within [0.8, 1.3] C; the same when the relay
+//! fleet's rate stays within [0.8 × what the receiver serves flat out on
+//! the machine now (at most C), 1.3 C]; the same when the relay
 //! deciding the rate is SIGKILLed at 20 s, but for at least 0.85 C served
 //! (the new leader resumes from the last cut, and a cut made over the
 //! takeover's seconds is still being made up: 0.88 C seen once in CI on a
-//! busy machine). Real time, bounded; counts per
+//! busy machine). The flood lasts 60 s so the last 15 s begin 25 s after
+//! the kill: on a busy machine a fleet of three cut its rate twice while the
+//! receiver worked off the backlog of its first seconds at 2 C (192
+//! deliveries in flight: 160/s to 48/s, then 36/s), and its additive
+//! recovery reached C only at 37 s, inside a tail that began at 30 s when
+//! the flood lasted 45 s. Real time, bounded; counts per
 //! second with generous bands, no tight timing. It needs the machine's
 //! cores for itself (ten relays and their load): `scripts/test.sh` runs it
 //! alone, after the other tests.
@@ -37,7 +43,7 @@ const C: f64 = WORKERS as f64 * 1000.0 / 50.0;
 /// The p99 the fleet aims under.
 const TARGET_MS: u64 = 250;
 /// How long the flood lasts, and the measured tail of it.
-const FLOOD: Duration = Duration::from_secs(45);
+const FLOOD: Duration = Duration::from_secs(60);
 const TAIL: Duration = Duration::from_secs(15);
 
 /// Each request's answer: when it was answered and how long it waited and
@@ -146,7 +152,7 @@ async fn rate_on(relay: &Relay) -> Option<f64> {
 }
 
 /// `n` relays on their own Redis, adaptive or at a fixed 2 C, flooded at
-/// 2.5 C for 45 s; with `kill`, the relay deciding the rate is SIGKILLed
+/// 2.5 C for 60 s; with `kill`, the relay deciding the rate is SIGKILLed
 /// at 20 s.
 async fn fleet(tag: &str, n: usize, adaptive: bool, kill: bool) -> Tail {
     let redis = RedisServer::start();
@@ -305,9 +311,11 @@ async fn a_fleet_adapts_one_rate_to_a_fragile_receiver() {
             "{what}: the receiver's p99 {:?}, target {target:?}",
             t.p99
         );
+        // Around what the receiver serves now, as the served rate is
+        // judged: the fleet can only find the capacity the receiver has.
         assert!(
-            t.rate.0 >= 0.8 * C && t.rate.1 <= 1.3 * C,
-            "{what}: the fleet's rate ranged {:?}, capacity {C}",
+            t.rate.0 >= 0.8 * capacity && t.rate.1 <= 1.3 * C,
+            "{what}: the fleet's rate ranged {:?}, capacity {capacity:.1} (nominal {C})",
             t.rate
         );
         assert!(
