@@ -48,35 +48,61 @@ async fn a_fleet_follows_a_sentinel_failover_and_loses_no_202() {
     tokio::time::sleep(Duration::from_secs(4)).await;
     let old = tokio::task::block_in_place(|| set.fail_over());
     let (fa, fb) = (flood_a.await.unwrap(), flood_b.await.unwrap());
+    let before = fa.accepted_ids.len() + fb.accepted_ids.len();
 
-    let accepted: HashSet<String> = fa
-        .accepted_ids
+    // Both relays are ready again on the new primary (however long the
+    // sentinels took on this machine), and take webhooks again: 40/s to
+    // each for 3 s more.
+    for relay in [&a, &b] {
+        let mut ready = None;
+        for _ in 0..300 {
+            ready = http()
+                .get(relay.admin_url("/readyz"))
+                .send()
+                .await
+                .map(|r| r.status().as_u16())
+                .ok();
+            if ready == Some(200) {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        assert_eq!(ready, Some(200), "ready again after the failover");
+    }
+    let after_a = tokio::spawn(burst(a.addr, 40, 3, |_| Vec::new()));
+    let after_b = tokio::spawn(burst(b.addr, 40, 3, |_| Vec::new()));
+    let (ga, gb) = (after_a.await.unwrap(), after_b.await.unwrap());
+    let after = ga.accepted_ids.len() + gb.accepted_ids.len();
+
+    let accepted: HashSet<String> = [&fa, &fb, &ga, &gb]
         .iter()
-        .chain(&fb.accepted_ids)
+        .flat_map(|f| f.accepted_ids.iter())
         .cloned()
         .collect();
-    let refused = fa.count(503) + fb.count(503);
+    let refused = fa.count(503) + fb.count(503) + ga.count(503) + gb.count(503);
     eprintln!(
-        "a: {:?} ({} unanswered); b: {:?} ({} unanswered); old primary {old}",
-        fa.statuses, fa.errors, fb.statuses, fb.errors
+        "a: {:?} then {:?}; b: {:?} then {:?}; unanswered {}; old primary {old}",
+        fa.statuses,
+        ga.statuses,
+        fb.statuses,
+        gb.statuses,
+        fa.errors + fb.errors + ga.errors + gb.errors
     );
-    assert_eq!(fa.errors + fb.errors, 0, "every request is answered");
-    assert!(
-        accepted.len() >= 600,
-        "the fleet took webhooks before and after the failover: {}",
-        accepted.len()
+    assert_eq!(
+        fa.errors + fb.errors + ga.errors + gb.errors,
+        0,
+        "every request is answered"
     );
-    let others: u64 = [&fa, &fb]
+    // 320 requests in the 4 s before the kill; 240 in the 3 s after.
+    assert!(before >= 200, "the fleet took webhooks before: {before}");
+    assert!(after >= 200, "the fleet takes webhooks after: {after}");
+    let others: u64 = [&fa, &fb, &ga, &gb]
         .iter()
         .flat_map(|f| f.statuses.iter())
         .filter(|(s, _)| **s != 202 && **s != 503)
         .map(|(_, n)| n)
         .sum();
-    assert_eq!(
-        others, 0,
-        "only 202 or 503: {:?} {:?}",
-        fa.statuses, fb.statuses
-    );
+    assert_eq!(others, 0, "only 202 or 503");
 
     // Every 202 reaches the receiver.
     let delivered = log
@@ -105,29 +131,6 @@ async fn a_fleet_follows_a_sentinel_failover_and_loses_no_202() {
         lost.len()
     );
     assert!(most <= 2, "a webhook was delivered {most} times");
-
-    // Both relays are ready again on the new primary, and a webhook posted
-    // now is delivered.
-    for relay in [&a, &b] {
-        let ready = http()
-            .get(relay.admin_url("/readyz"))
-            .send()
-            .await
-            .map(|r| r.status().as_u16());
-        assert_eq!(ready.ok(), Some(200));
-    }
-    let (status, body) = a
-        .post(&[("content-type", "application/json")], "{\"after\":true}")
-        .await;
-    assert_eq!(status, 202, "{body}");
-    let id = body["id"].as_str().unwrap_or_default().to_owned();
-    assert!(
-        log.until(Duration::from_secs(20), |hits| hits
-            .iter()
-            .any(|h| h.key == id))
-            .await,
-        "a webhook after the failover is delivered"
-    );
 }
 
 /// Sentinels that do not answer: the relay starts, answers 503 (never a
