@@ -6,8 +6,9 @@ on free loopback ports in a temporary directory, then
 
   - create: N destinations through the admin API (PUT each) from 8
     concurrent clients: seconds and creations per second;
-  - idle: the relay's RSS per idle destination (RSS after creating them,
-    less RSS before, over N), and the size of /metrics;
+  - idle: the relay's RSS per idle destination (RSS IDLE_SETTLE seconds,
+    default 2, after creating them, less RSS before, over N), and the size
+    of /metrics;
   - restart: SIGTERM, start again on the same data: seconds until /readyz
     answers 200 and every destination is listed;
   - work: min(N, WORK) destinations at 1/s each get 2 webhooks each, at a
@@ -47,6 +48,7 @@ WORK = int(os.environ.get("WORK", "2000"))
 QUEUE = os.environ.get("QUEUE", "local")
 REDIS = os.environ.get("REDIS", "")
 SETTLE = int(os.environ.get("SETTLE", "60"))
+IDLE_SETTLE = float(os.environ.get("IDLE_SETTLE", "2"))
 BURST = float(os.environ.get("BURST", "3"))
 
 
@@ -319,7 +321,7 @@ def main():
             base = rss_kib(proc.pid)
             heap0 = heap_bytes(admin)
             took = create(admin, n, rx_port)
-            time.sleep(2)
+            time.sleep(IDLE_SETTLE)
             idle = rss_kib(proc.pid)
             if heap0:
                 print(f"  {n}: heap per idle destination: {(heap_bytes(admin) - heap0) / n:,.0f} bytes",

@@ -33,6 +33,19 @@ async fn heap(relay: &Relay) -> f64 {
     relay.metrics().await.get("dripfeed_relay_heap_bytes", &[])
 }
 
+/// The heap held above `base`, per destination of `n`, once it is at
+/// most 4 KiB each or a minute has passed.
+async fn held_once_drained(relay: &Relay, base: f64, n: usize) -> f64 {
+    let until = std::time::Instant::now() + Duration::from_secs(60);
+    loop {
+        let held = (heap(relay).await - base) / n as f64;
+        if held <= 4096.0 || std::time::Instant::now() >= until {
+            return held;
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+}
+
 /// PUTs destinations `from..to` (each `{"url": URL?d=eN, "rate": 1,
 /// "budget": "10s"}`)
 /// from [`CLIENTS`] tasks; panics on any answer but 201.
@@ -198,15 +211,97 @@ async fn two_thousand_active_destinations_each_keep_their_rate_and_give_memory_b
     }
 
     // Drained and idle: the heap comes back (within a minute).
-    let until = std::time::Instant::now() + Duration::from_secs(60);
-    let last = loop {
-        let held = (heap(&relay).await - idle) / N as f64;
-        if held <= 4096.0 || std::time::Instant::now() >= until {
-            break held;
-        }
-        tokio::time::sleep(Duration::from_millis(250)).await;
-    };
+    let last = held_once_drained(&relay, idle, N).await;
     eprintln!("many: {last:.0} bytes of heap per destination once drained");
+    assert!(
+        last <= 4096.0,
+        "{last:.0} bytes per destination still held once drained"
+    );
+}
+
+/// The fleet (`--queue redis`): 2,000 destinations made through the admin
+/// API cost at most 3 KiB of a relay's heap each while idle (no drain, no
+/// series of their own), `/metrics` is the same size at 2,000 as at 200,
+/// and their deliveries are counted under `_other`; once those given work
+/// have drained and slept, the heap they took is given back.
+#[cfg(feature = "redis")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fleet_destinations_cost_little_idle_and_sum_into_other() {
+    const N: usize = 2_000;
+    const BUSY: usize = 200;
+    if !crate::support_redis::available("fleet_destinations_cost_little_idle_and_sum_into_other") {
+        return;
+    }
+    let redis = crate::support_redis::RedisServer::start();
+    let log = Arc::new(Log::default());
+    let rx = ok(log.clone(), Duration::ZERO).await;
+    let dir = TempDir::new("many-fleet");
+    let args = format!(
+        "--queue redis --redis {} --node-name a --destination seed=http://{rx}/h?d=seed \
+         --journal-dir {} --dead-letter-file {} --max-destinations 3000 --retries 0",
+        redis.url(),
+        dir.arg("journal"),
+        dir.arg("dl.jsonl"),
+    );
+    let relay = Relay::start_with(&argv(&args), &[]).await;
+    make(&relay, rx, 0, N / 10).await;
+    // Settled: the fleet's map read, the admin connections idle.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let metrics_at_200 = relay.metrics_page().await.len();
+    let before = heap(&relay).await;
+    make(&relay, rx, N / 10, N).await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let after = heap(&relay).await;
+    let per_idle = (after - before) / (N - N / 10) as f64;
+    let metrics_at_n = relay.metrics_page().await.len();
+    eprintln!(
+        "many (fleet): {per_idle:.0} bytes of heap per idle destination; /metrics {metrics_at_200} bytes at 200, {metrics_at_n} at {N}"
+    );
+    assert!(
+        per_idle <= 3072.0,
+        "{per_idle:.0} bytes per idle destination"
+    );
+    assert!(
+        metrics_at_n.abs_diff(metrics_at_200) <= 1024,
+        "/metrics: {metrics_at_200} bytes at 200, {metrics_at_n} at {N}"
+    );
+
+    // One webhook each for 200 of them: delivered, and counted as
+    // `_other`'s, none under its own name.
+    for i in 0..BUSY {
+        let d = format!("e{i}");
+        let (status, body) = relay
+            .post(
+                &[("x-destination", &d), ("content-type", "application/json")],
+                "{}",
+            )
+            .await;
+        assert_eq!(status, 202, "{d}: {body}");
+    }
+    let all = log
+        .until(Duration::from_secs(60), |hits| hits.len() >= BUSY)
+        .await;
+    assert!(all, "{} of {BUSY} delivered", log.len());
+    let delivered = eventually(Duration::from_secs(10), || async {
+        relay.metrics().await.get(
+            "leaky_bucket_jobs_total",
+            &[("destination", "_other"), ("outcome", "delivered")],
+        ) >= BUSY as f64
+    })
+    .await;
+    assert!(delivered, "the deliveries are counted under _other");
+    let page = relay.metrics_page().await;
+    assert!(
+        !page.contains("destination=\"e"),
+        "no series of their own: {}",
+        page.lines()
+            .find(|l| l.contains("destination=\"e"))
+            .unwrap_or_default()
+    );
+
+    // Drained, their drains asleep (10 s quiet): the heap comes back.
+    let last = held_once_drained(&relay, after, BUSY).await;
+    eprintln!("many (fleet): {last:.0} bytes of heap per destination once drained");
     assert!(
         last <= 4096.0,
         "{last:.0} bytes per destination still held once drained"

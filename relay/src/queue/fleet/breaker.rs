@@ -49,22 +49,31 @@ struct View {
 
 /// See the [module](self) docs.
 pub(crate) struct FleetBreaker {
+    /// Whether its series are its own.
+    own: bool,
     redis: RedisBreaker,
-    destination: String,
+    destination: Box<str>,
     view: Mutex<View>,
     open: Gauge,
     opened: Counter,
 }
 
 impl FleetBreaker {
-    pub(crate) fn new(redis: RedisBreaker, destination: &str) -> Self {
+    /// `destination`'s breaker, its series its own when `own` (else
+    /// `_other`'s: the open gauge then counts those open).
+    pub(crate) fn new(redis: RedisBreaker, destination: &str, own: bool) -> Self {
+        let label = match own {
+            true => destination,
+            false => dripfeed::destinations::OTHER,
+        };
         let labels = vec![
             Label::new("throttle", NAME),
-            Label::new("destination", destination.to_owned()),
+            Label::new("destination", label.to_owned()),
         ];
         FleetBreaker {
+            own,
             redis,
-            destination: destination.to_owned(),
+            destination: destination.into(),
             view: Mutex::new(View {
                 state: State::Closed,
                 until: Instant::now(),
@@ -76,6 +85,11 @@ impl FleetBreaker {
             open: metrics::gauge!(BREAKER_OPEN, labels.clone()),
             opened: metrics::counter!(BREAKER_OPENED, labels),
         }
+    }
+
+    /// Whether its series are its own.
+    pub(crate) fn own(&self) -> bool {
+        self.own
     }
 
     /// What the drain may do now.
@@ -186,11 +200,12 @@ impl FleetBreaker {
             v.probe_out = None;
         }
         drop(v);
-        self.open.set(if seen.state == State::Closed {
-            0.0
-        } else {
-            1.0
-        });
+        // By its changes, so `_other`'s gauge sums the breakers open.
+        match (before == State::Closed, seen.state == State::Closed) {
+            (true, false) => self.open.increment(1.0),
+            (false, true) => self.open.decrement(1.0),
+            _ => {}
+        }
         if seen.opened_now {
             self.opened.increment(1);
             tracing::warn!(

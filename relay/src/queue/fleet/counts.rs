@@ -9,6 +9,7 @@
 //! the same on every relay: read them with `max()`. The drain rate and the
 //! capacity gauges show the destination's (the fleet's) from the start.
 
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use dripfeed::metrics::{
@@ -32,8 +33,33 @@ pub(crate) enum Refused {
     StoreDown,
 }
 
-/// The handles of one destination.
+/// One destination's counts on this relay: the series it adds to (its
+/// own, or `_other`'s with every destination that has none, so an idle
+/// destination registers nothing of its own and a scrape stays small
+/// however many there are), and what this relay reads of it.
 pub(crate) struct Counts {
+    series: Arc<Series>,
+    /// Whether `series` are its own (labelled with its name).
+    own: bool,
+    /// Its claimed entries not yet sent, as last added to `depth`.
+    depth_now: AtomicU64,
+    /// What this relay reads of it, kept when its series change.
+    here: Arc<Here>,
+}
+
+/// What this relay reads of one destination.
+#[derive(Default)]
+struct Here {
+    in_flight_now: AtomicU64,
+    /// Delivered by this relay (for the shutdown's summary).
+    delivered_here: AtomicU64,
+}
+
+/// The handles of one `destination` label: a destination's own, or
+/// `_other`'s, which sums those without their own. Gauges that a sum
+/// cannot give (the bound, the rate, the fleet's depth, the leader) are
+/// a destination's own only.
+pub(crate) struct Series {
     admitted: Counter,
     overloaded: Counter,
     over_quota: Counter,
@@ -48,37 +74,40 @@ pub(crate) struct Counts {
     delivered: Counter,
     dead_lettered: Counter,
     /// Deliveries scheduled again.
-    pub retries: Counter,
+    retries: Counter,
     emitted: Counter,
     /// Attempts that failed.
-    pub failures: Counter,
+    failures: Counter,
     /// Each attempt's latency, seconds.
-    pub latency: Histogram,
+    latency: Histogram,
     /// How long each webhook waited in the fleet's queue before it was
     /// sent, seconds: from the time in its stream id (Redis's clock when
     /// it added the entry; a retry's return) to now on this relay's clock.
-    pub queue_wait: Histogram,
+    queue_wait: Histogram,
     /// This relay's deliveries running.
     in_flight: Gauge,
-    in_flight_now: AtomicU64,
     /// What this relay has claimed and not sent yet.
-    pub depth: Gauge,
+    depth: Gauge,
+    shape: Option<Shape>,
+}
+
+/// A destination's own gauges.
+struct Shape {
     capacity: Gauge,
     rate: Gauge,
     fleet_depth: Gauge,
     fleet_capacity: Gauge,
     leader: Gauge,
-    /// Delivered by this relay (for the shutdown's summary).
-    delivered_here: AtomicU64,
 }
 
-impl Counts {
-    /// The handles of destination `name`, whose full queue does as
-    /// `policy` says.
-    pub(crate) fn new(name: &str, policy: dripfeed::Overflow) -> Counts {
+impl Series {
+    /// The handles labelled `destination` = `label` (a destination's own
+    /// when `own`, else [`OTHER`](dripfeed::destinations::OTHER)'s), a full
+    /// queue doing as `policy` says.
+    pub(crate) fn new(label: &str, own: bool, policy: dripfeed::Overflow) -> Series {
         let base = vec![
             Label::new("throttle", NAME),
-            Label::new("destination", name.to_owned()),
+            Label::new("destination", label.to_owned()),
         ];
         let with = |key: &'static str, value: &'static str| {
             let mut l = base.clone();
@@ -86,8 +115,8 @@ impl Counts {
             l
         };
         let b = || base.clone();
-        let fleet = vec![Label::new("destination", name.to_owned())];
-        Counts {
+        let fleet = || vec![Label::new("destination", label.to_owned())];
+        Series {
             admitted: metrics::counter!(ADMITTED, b()),
             overloaded: metrics::counter!(REJECTED, with("reason", "overloaded")),
             over_quota: metrics::counter!(REJECTED, with("reason", "over_quota")),
@@ -115,99 +144,160 @@ impl Counts {
             latency: metrics::histogram!(DELIVERY, b()),
             queue_wait: metrics::histogram!(QUEUE_WAIT, b()),
             in_flight: metrics::gauge!(IN_FLIGHT, b()),
-            in_flight_now: AtomicU64::new(0),
             depth: metrics::gauge!(QUEUE_DEPTH, b()),
-            capacity: metrics::gauge!(QUEUE_CAPACITY, b()),
-            rate: metrics::gauge!(DRAIN_RATE, b()),
-            fleet_depth: metrics::gauge!(FLEET_QUEUE_DEPTH, fleet.clone()),
-            fleet_capacity: metrics::gauge!(FLEET_QUEUE_CAPACITY, fleet.clone()),
-            leader: metrics::gauge!(FLEET_RATE_LEADER, fleet),
-            delivered_here: AtomicU64::new(0),
+            shape: own.then(|| Shape {
+                capacity: metrics::gauge!(QUEUE_CAPACITY, b()),
+                rate: metrics::gauge!(DRAIN_RATE, b()),
+                fleet_depth: metrics::gauge!(FLEET_QUEUE_DEPTH, fleet()),
+                fleet_capacity: metrics::gauge!(FLEET_QUEUE_CAPACITY, fleet()),
+                leader: metrics::gauge!(FLEET_RATE_LEADER, fleet()),
+            }),
+        }
+    }
+}
+
+impl Counts {
+    /// The counts of a destination adding to `series`, its own when `own`.
+    pub(crate) fn new(series: Arc<Series>, own: bool) -> Counts {
+        Counts {
+            series,
+            own,
+            depth_now: AtomicU64::new(0),
+            here: Arc::default(),
+        }
+    }
+
+    /// Whether its series are its own.
+    pub(crate) fn own(&self) -> bool {
+        self.own
+    }
+
+    /// The same destination adding to `series` instead (its `metrics`
+    /// setting changed): what this relay reads of it carries over.
+    pub(crate) fn moved_to(&self, series: Arc<Series>, own: bool) -> Counts {
+        Counts {
+            here: self.here.clone(),
+            ..Counts::new(series, own)
         }
     }
 
     /// The destination's bound and rate (the fleet's), shown from the start.
     pub(crate) fn shape(&self, bound: u64, rate: f64) {
-        self.capacity.set(bound as f64);
-        self.fleet_capacity.set(bound as f64);
-        self.rate.set(rate);
+        if let Some(s) = &self.series.shape {
+            s.capacity.set(bound as f64);
+            s.fleet_capacity.set(bound as f64);
+            s.rate.set(rate);
+        }
     }
 
     /// The fleet's adaptive rate in force and the bound it gives with
     /// `budget`, and whether this relay decides the rate.
     pub(crate) fn rate_now(&self, rate: f64, budget: std::time::Duration, leading: bool) {
         self.shape(held(budget, rate) as u64, rate);
-        self.leader.set(if leading { 1.0 } else { 0.0 });
+        if let Some(s) = &self.series.shape {
+            s.leader.set(if leading { 1.0 } else { 0.0 });
+        }
     }
 
     /// The fleet's depth, as last read.
     pub(crate) fn fleet_depth(&self, depth: u64) {
-        self.fleet_depth.set(depth as f64);
+        if let Some(s) = &self.series.shape {
+            s.fleet_depth.set(depth as f64);
+        }
     }
 
     /// One webhook admitted here.
     pub(crate) fn admitted(&self) {
-        self.admitted.increment(1);
+        self.series.admitted.increment(1);
     }
 
     /// One webhook refused here.
     pub(crate) fn refused(&self, why: Refused) {
-        self.refused.increment(1);
+        self.series.refused.increment(1);
         match why {
             Refused::Overloaded => {
-                self.overloaded.increment(1);
-                self.full.increment(1);
+                self.series.overloaded.increment(1);
+                self.series.full.increment(1);
             }
-            Refused::OverQuota => self.over_quota.increment(1),
-            Refused::StoreDown => self.store_down.increment(1),
+            Refused::OverQuota => self.series.over_quota.increment(1),
+            Refused::StoreDown => self.series.store_down.increment(1),
         }
     }
 
     /// The oldest unclaimed webhook evicted by one admitted here
     /// (head-drop): it went to the dead letters.
     pub(crate) fn evicted(&self) {
-        self.head_drop.increment(1);
-        self.evicted.increment(1);
+        self.series.head_drop.increment(1);
+        self.series.evicted.increment(1);
     }
 
     /// One webhook arriving here at a full queue sent to the dead letters
     /// (dead-letter).
     pub(crate) fn overflowed(&self) {
-        self.dead_letter.increment(1);
-        self.dead_lettered.increment(1);
+        self.series.dead_letter.increment(1);
+        self.series.dead_lettered.increment(1);
     }
 
     /// One webhook delivered here.
     pub(crate) fn delivered(&self) {
-        self.delivered.increment(1);
-        self.delivered_here.fetch_add(1, Ordering::Relaxed);
+        self.series.delivered.increment(1);
+        self.here.delivered_here.fetch_add(1, Ordering::Relaxed);
     }
 
     /// `n` webhooks dead-lettered here.
     pub(crate) fn dead_lettered(&self, n: u64) {
-        self.dead_lettered.increment(n);
+        self.series.dead_lettered.increment(n);
     }
 
     /// A delivery starts here.
     pub(crate) fn started(&self) {
-        self.emitted.increment(1);
-        self.in_flight.increment(1.0);
-        self.in_flight_now.fetch_add(1, Ordering::Relaxed);
+        self.series.emitted.increment(1);
+        self.series.in_flight.increment(1.0);
+        self.here.in_flight_now.fetch_add(1, Ordering::Relaxed);
     }
 
     /// A delivery ended here.
     pub(crate) fn ended(&self) {
-        self.in_flight.decrement(1.0);
-        self.in_flight_now.fetch_sub(1, Ordering::Relaxed);
+        self.series.in_flight.decrement(1.0);
+        self.here.in_flight_now.fetch_sub(1, Ordering::Relaxed);
+    }
+
+    /// One attempt took `took`; `failed` if it was not delivered.
+    pub(crate) fn attempted(&self, took: std::time::Duration, failed: bool) {
+        self.series.latency.record(took.as_secs_f64());
+        if failed {
+            self.series.failures.increment(1);
+        }
+    }
+
+    /// One delivery scheduled again.
+    pub(crate) fn retried(&self) {
+        self.series.retries.increment(1);
+    }
+
+    /// One webhook sent `waited` after it entered the fleet's queue.
+    pub(crate) fn waited(&self, waited: std::time::Duration) {
+        self.series.queue_wait.record(waited.as_secs_f64());
+    }
+
+    /// What this relay has claimed of it and not sent yet is `n` (added
+    /// as a change, so `_other` sums its destinations).
+    pub(crate) fn depth(&self, n: u64) {
+        let was = self.depth_now.swap(n, Ordering::Relaxed);
+        match n.cmp(&was) {
+            std::cmp::Ordering::Greater => self.series.depth.increment((n - was) as f64),
+            std::cmp::Ordering::Less => self.series.depth.decrement((was - n) as f64),
+            std::cmp::Ordering::Equal => {}
+        }
     }
 
     /// This relay's deliveries running.
     pub(crate) fn in_flight_now(&self) -> u64 {
-        self.in_flight_now.load(Ordering::Relaxed)
+        self.here.in_flight_now.load(Ordering::Relaxed)
     }
 
     /// Delivered by this relay since it started.
     pub(crate) fn delivered_here(&self) -> u64 {
-        self.delivered_here.load(Ordering::Relaxed)
+        self.here.delivered_here.load(Ordering::Relaxed)
     }
 }

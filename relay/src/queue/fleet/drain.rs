@@ -344,9 +344,9 @@ impl Drain {
                 s.worked();
             }
             let counts = &this.lane.counts;
-            counts.depth.set(buffer.len() as f64);
+            counts.depth(buffer.len() as u64);
             if let Some(waited) = waited(&entry.stream_id, std::time::SystemTime::now()) {
-                counts.queue_wait.record(waited.as_secs_f64());
+                counts.waited(waited);
             }
             counts.started();
             let probe = probing.sent();
@@ -362,6 +362,8 @@ impl Drain {
                 drop(place);
             });
         }
+        // What it claimed is no longer this relay's to send.
+        this.lane.counts.depth(0);
         if !buffer.is_empty() {
             // Claimed ahead and not delivered: handed back, so the fleet
             // takes them at once (else after the take-over time).
@@ -483,10 +485,7 @@ impl Drain {
         }
         self.lane.breaker.ended(&answer, timed_out, probe);
         let counts = &self.lane.counts;
-        counts.latency.record(took.as_secs_f64());
-        if !matches!(answer, Delivery::Done) {
-            counts.failures.increment(1);
-        }
+        counts.attempted(took, !matches!(answer, Delivery::Done));
         let made = entry.attempts + 1;
         // The receiver's answer, for the webhook's status (0: none).
         let last = u16::try_from(job.trail.last_status())
@@ -508,7 +507,7 @@ impl Drain {
                     .unwrap_or(backoff.min(self.retry_max))
                     .min(self.retry_max);
                 let jittered = wait.mul_f64(0.5 + fastrand::f64() / 2.0);
-                counts.retries.increment(1);
+                counts.retried();
                 if let Err(e) = self
                     .lane
                     .queue

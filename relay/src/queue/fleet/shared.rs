@@ -47,12 +47,12 @@ use dripfeed::rate::AimdConfig;
 use tokio::sync::{Semaphore, watch};
 
 use super::redis::keys::{KeyClaim, RedisKeys};
-use super::redis::queue::{Admission, RedisQueue};
+use super::redis::queue::{Admission, Purposes, RedisQueue};
 use super::redis::queue_status::JobStatus;
 use tokio::task::JoinHandle;
 
 use super::breaker::FleetBreaker;
-use super::counts::Counts;
+use super::counts::{Counts, Series};
 use super::drain::Drain;
 use super::lane::{Lane, number_of};
 use super::redis::CALL;
@@ -106,6 +106,8 @@ pub(crate) struct Shared {
     keys: RedisKeys,
     /// This relay's metrics, by destination (kept across a lane's changes).
     counts: Mutex<HashMap<String, Arc<Counts>>>,
+    /// The series of destinations without their own (`_other`).
+    other: Arc<Series>,
     /// With `adaptive`: each destination's fleet rate as this relay knows
     /// it (kept across a lane's changes).
     steers: Mutex<HashMap<String, Arc<Steer>>>,
@@ -114,6 +116,8 @@ pub(crate) struct Shared {
     breakers: Mutex<HashMap<String, Arc<FleetBreaker>>>,
     remember: Duration,
     conn: RedisConnection,
+    /// The connection handles every lane's queue shares.
+    links: Arc<Purposes>,
     /// The tenant quotas, shared by the fleet (in Redis or PostgreSQL).
     quotas: Option<Arc<dyn BucketStore>>,
     /// What every lane and drain is made with.
@@ -157,7 +161,7 @@ impl Running {
 
 /// The settings lanes and drains are made with.
 struct Made {
-    node: String,
+    node: Arc<str>,
     admitters: Vec<RedisConnection>,
     wait_replicas: u32,
     status_retention: Duration,
@@ -222,13 +226,19 @@ impl Shared {
             lanes: RwLock::default(),
             keys: RedisKeys::new(conn.clone(), super::super::NAME),
             counts: Mutex::default(),
+            other: Arc::new(Series::new(
+                dripfeed::destinations::OTHER,
+                false,
+                s.overflow.policy(),
+            )),
             steers: Mutex::default(),
             breakers: Mutex::default(),
             remember: s.idempotency_window,
+            links: Arc::new(Purposes::new(&conn).with_admitters(&admitters)),
             conn,
             quotas,
             made: Made {
-                node: node.to_owned(),
+                node: node.into(),
                 admitters,
                 wait_replicas: s.redis_wait_replicas,
                 status_retention: s.status_retention,
@@ -300,13 +310,19 @@ impl Shared {
     }
 
     /// A lane for `name` at `rate` and `budget`.
-    fn made_lane(&self, name: &str, rate: f64, budget: Duration, open: bool) -> Lane {
+    /// `own`: whether it has series of its own (`None`: as it had, else
+    /// not).
+    fn made_lane(
+        &self,
+        name: &str,
+        rate: f64,
+        budget: Duration,
+        open: bool,
+        own: Option<bool>,
+    ) -> Lane {
         let m = &self.made;
         let bound = held(budget, rate) as u64;
-        let counts = lock(&self.counts)
-            .entry(name.to_owned())
-            .or_insert_with(|| Arc::new(Counts::new(name, m.overflow)))
-            .clone();
+        let counts = self.counts_of(name, own);
         if open {
             counts.shape(bound, rate);
         }
@@ -318,24 +334,27 @@ impl Shared {
             steer.start_from(rate);
             steer
         });
-        let breaker = lock(&self.breakers)
-            .entry(name.to_owned())
-            .or_insert_with(|| {
-                let redis = RedisBreaker::new(&self.conn, name, &m.node, m.breaker);
-                Arc::new(FleetBreaker::new(redis, name))
-            })
-            .clone();
+        let own = counts.own();
+        let breaker = {
+            let mut all = lock(&self.breakers);
+            match all.get(name).filter(|b| b.own() == own) {
+                Some(b) => b.clone(),
+                None => {
+                    // Its state is the fleet's, read again from Redis.
+                    let redis = RedisBreaker::new(&self.conn, name, m.node.clone(), m.breaker);
+                    let b = Arc::new(FleetBreaker::new(redis, name, own));
+                    all.insert(name.to_owned(), b.clone());
+                    b
+                }
+            }
+        };
         Lane {
             breaker,
             steer,
             ceiling: None,
             counts,
-            queue: RedisQueue::new(self.conn.clone(), name, &m.node)
-                .with_replicas(
-                    m.wait_replicas,
-                    Duration::from_millis(100),
-                    m.admitters.clone(),
-                )
+            queue: RedisQueue::sharing(self.links.clone(), name, m.node.clone())
+                .with_replicas(m.wait_replicas, Duration::from_millis(100))
                 .with_status(m.status_retention, m.status_max)
                 .with_dead_letters(DEAD_LETTERS_KEPT)
                 .with_overflow(m.overflow),
@@ -343,6 +362,27 @@ impl Shared {
             budget,
             open,
         }
+    }
+
+    /// `name`'s counts, adding to its own series when `own` (`None`: as
+    /// they did, else `_other`'s).
+    fn counts_of(&self, name: &str, own: Option<bool>) -> Arc<Counts> {
+        let mut all = lock(&self.counts);
+        let found = all.get(name);
+        if let Some(c) = found.filter(|c| own.is_none_or(|o| o == c.own())) {
+            return c.clone();
+        }
+        let own = own.unwrap_or(false);
+        let series = match own {
+            true => Arc::new(Series::new(name, true, self.made.overflow)),
+            false => self.other.clone(),
+        };
+        let counts = Arc::new(match found {
+            Some(c) => c.moved_to(series, own),
+            None => Counts::new(series, own),
+        });
+        all.insert(name.to_owned(), counts.clone());
+        counts
     }
 
     /// How long an entry must have been pending before it is taken over.
@@ -355,7 +395,7 @@ impl Shared {
     pub(crate) fn define(&self, d: &Destination) {
         let rate = d.rate.unwrap_or(self.made.rate);
         let budget = d.budget.unwrap_or(self.made.budget);
-        let mut lane = self.made_lane(&d.name, rate, budget, true);
+        let mut lane = self.made_lane(&d.name, rate, budget, true, Some(d.own_series()));
         lane.ceiling = d.ceiling;
         let lane = Arc::new(lane);
         self.write().insert(d.name.clone(), lane.clone());
@@ -369,7 +409,7 @@ impl Shared {
     /// Knows `name` (deleted through the admin API) for its dead letters,
     /// closed, if it is not known yet.
     pub(crate) fn remember_deleted(&self, name: &str) {
-        let lane = self.made_lane(name, self.made.rate, self.made.budget, false);
+        let lane = self.made_lane(name, self.made.rate, self.made.budget, false, None);
         self.write()
             .entry(name.to_owned())
             .or_insert_with(|| Arc::new(lane));

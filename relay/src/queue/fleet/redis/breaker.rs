@@ -68,7 +68,7 @@ pub(crate) struct End {
 pub(crate) struct RedisBreaker {
     conn: RedisConnection,
     key: String,
-    node: String,
+    node: std::sync::Arc<str>,
     rule: Rule,
     script: &'static Script,
 }
@@ -76,11 +76,16 @@ pub(crate) struct RedisBreaker {
 impl RedisBreaker {
     /// The breaker of `destination` (its key beside the queue's, one
     /// cluster slot), seen by relay `node`.
-    pub(crate) fn new(conn: &RedisConnection, destination: &str, node: &str, rule: Rule) -> Self {
+    pub(crate) fn new(
+        conn: &RedisConnection,
+        destination: &str,
+        node: std::sync::Arc<str>,
+        rule: Rule,
+    ) -> Self {
         RedisBreaker {
             conn: conn.counted_as("breaker"),
             key: format!("dripfeed:q:{{{destination}}}:b"),
-            node: node.to_owned(),
+            node,
             rule,
             script: &BREAKER,
         }
@@ -91,7 +96,7 @@ impl RedisBreaker {
         let mut call = self.script.prepare_invoke();
         call.key(&self.key)
             .arg(op)
-            .arg(&self.node)
+            .arg(&*self.node)
             .arg(r.cool.as_millis() as u64)
             .arg(r.max_cool.as_millis() as u64)
             .arg(r.trip_after)

@@ -188,18 +188,12 @@ pub(crate) struct Claimed {
 ///
 #[derive(Clone)]
 pub(crate) struct RedisQueue {
-    pub(super) conn: Purposes,
-    pub(super) stream: String,
-    pub(super) retries: String,
-    pub(super) statuses: String,
-    pub(super) ended: String,
-    /// The dead letters' stream.
-    pub(super) dead: String,
-    /// The queue's counts (a hash).
-    pub(super) counts: String,
-    prefix: String,
-    group: String,
-    consumer: String,
+    pub(super) conn: std::sync::Arc<Purposes>,
+    /// Its keys' common start, `dripfeed:q:{DESTINATION}` (each key is
+    /// made from it when used: an idle destination holds one string).
+    prefix: Box<str>,
+    group: &'static str,
+    consumer: std::sync::Arc<str>,
     admit: &'static Script,
     settle: &'static Script,
     due: &'static Script,
@@ -214,25 +208,25 @@ pub(crate) struct RedisQueue {
     /// Replicas that must confirm an admission (`WAIT`), and for how long
     /// to wait for them.
     replicas: (u32, Duration),
-    /// The connections admissions go through when replicas confirm them
-    /// (each pair: the script's and the `WAIT`'s, one link), in turn.
-    admitters: std::sync::Arc<[(RedisConnection, RedisConnection)]>,
-    turn: std::sync::Arc<std::sync::atomic::AtomicUsize>,
 }
 
 impl std::fmt::Debug for RedisQueue {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("RedisQueue")
-            .field("stream", &self.stream)
+            .field("prefix", &self.prefix)
             .field("consumer", &self.consumer)
             .finish()
     }
 }
 
 /// The connection, once per purpose its round trips are counted under
-/// (`dripfeed_redis_round_trips_total{purpose}`).
-#[derive(Clone)]
-pub(super) struct Purposes {
+/// (`dripfeed_redis_round_trips_total{purpose}`), and the admissions'
+/// own connections: what every queue of a relay shares.
+pub(crate) struct Purposes {
+    /// The connections admissions go through when replicas confirm them
+    /// (each pair: the script's and the `WAIT`'s, one link), in turn.
+    admitters: Vec<(RedisConnection, RedisConnection)>,
+    turn: std::sync::atomic::AtomicUsize,
     admit: RedisConnection,
     claim: RedisConnection,
     ack: RedisConnection,
@@ -244,8 +238,11 @@ pub(super) struct Purposes {
 }
 
 impl Purposes {
-    fn new(conn: &RedisConnection) -> Self {
+    /// The handles of `conn`, each counted by what it is for.
+    pub(crate) fn new(conn: &RedisConnection) -> Self {
         Purposes {
+            admitters: Vec::new(),
+            turn: std::sync::atomic::AtomicUsize::new(0),
             admit: conn.counted_as("queue_admit"),
             claim: conn.counted_as("queue_claim"),
             ack: conn.counted_as("queue_ack"),
@@ -255,6 +252,19 @@ impl Purposes {
             status: conn.counted_as("queue_status"),
             dead: conn.counted_as("queue_dead_letters"),
         }
+    }
+
+    /// These links with admissions going in turn through `connections`
+    /// of their own (each from [`RedisConnection::open`], to the same
+    /// primary) rather than the shared one, so a `WAIT`
+    /// ([`RedisQueue::with_replicas`]) holds up no claim or
+    /// acknowledgement.
+    pub(crate) fn with_admitters(mut self, connections: &[RedisConnection]) -> Self {
+        self.admitters = connections
+            .iter()
+            .map(|c| (c.counted_as("queue_admit"), c.counted_as("queue_wait")))
+            .collect();
+        self
     }
 }
 
@@ -293,22 +303,28 @@ fn claimed(entry: Value) -> Option<Claimed> {
 }
 
 impl RedisQueue {
+    /// The queue of `destination` with links of its own (tests).
+    #[cfg(test)]
+    pub(crate) fn new(conn: RedisConnection, destination: &str, consumer: &str) -> RedisQueue {
+        let links = std::sync::Arc::new(Purposes::new(&conn));
+        RedisQueue::sharing(links, destination, consumer.into())
+    }
+
     /// The queue of `destination` (its keys hash-tagged by it), read as
     /// `consumer` (this node's name: unique in the fleet, stable across
-    /// its restarts so it takes its own pending entries back first).
-    pub(crate) fn new(conn: RedisConnection, destination: &str, consumer: &str) -> RedisQueue {
-        let prefix = format!("dripfeed:q:{{{destination}}}");
+    /// its restarts so it takes its own pending entries back first),
+    /// through `links` shared with other queues (a relay's many
+    /// destinations hold one set of connection handles, not one each).
+    pub(crate) fn sharing(
+        links: std::sync::Arc<Purposes>,
+        destination: &str,
+        consumer: std::sync::Arc<str>,
+    ) -> RedisQueue {
         RedisQueue {
-            conn: Purposes::new(&conn),
-            stream: format!("{prefix}:s"),
-            retries: format!("{prefix}:r"),
-            statuses: format!("{prefix}:st"),
-            ended: format!("{prefix}:e"),
-            dead: format!("{prefix}:dl"),
-            counts: format!("{prefix}:n"),
-            prefix,
-            group: "dripfeed".to_owned(),
-            consumer: consumer.to_owned(),
+            conn: links,
+            prefix: format!("dripfeed:q:{{{destination}}}").into(),
+            group: "dripfeed",
+            consumer,
             admit: &ADMIT,
             settle: &SETTLE,
             due: &DUE,
@@ -318,8 +334,6 @@ impl RedisQueue {
             dead_max: 0,
             overflow: dripfeed::Overflow::TailDrop,
             replicas: (0, Duration::ZERO),
-            admitters: std::sync::Arc::new([]),
-            turn: std::sync::Arc::default(),
         }
     }
 
@@ -372,38 +386,70 @@ impl RedisQueue {
     /// command timeout); fewer answer [`Admission::Unconfirmed`].
     ///
     /// `WAIT` holds up the connection it is sent on until the replicas
-    /// answer, so admissions go in turn through `connections` of their own
-    /// (each from [`RedisConnection::open`], to the same primary), not the
-    /// queue's: claims and acknowledgements are not held up. With none
-    /// given, the queue's connection is used.
-    pub(crate) fn with_replicas(
-        mut self,
-        replicas: u32,
-        timeout: Duration,
-        connections: Vec<RedisConnection>,
-    ) -> Self {
+    /// answer, so admissions go in turn through the links' admission
+    /// connections ([`Purposes::with_admitters`]) when they have some.
+    pub(crate) fn with_replicas(mut self, replicas: u32, timeout: Duration) -> Self {
         self.replicas = (replicas, timeout.min(Duration::from_millis(100)));
-        self.admitters = connections
-            .iter()
-            .map(|c| (c.counted_as("queue_admit"), c.counted_as("queue_wait")))
-            .collect();
         self
     }
 
     /// The connections one admission uses: the script's and the `WAIT`'s.
     fn admitter(&self) -> (&RedisConnection, &RedisConnection) {
-        if self.admitters.is_empty() {
-            return (&self.conn.admit, &self.conn.wait);
+        let links = &*self.conn;
+        if links.admitters.is_empty() {
+            return (&links.admit, &links.wait);
         }
-        let n = self.turn.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let (admit, wait) = &self.admitters[n % self.admitters.len()];
+        let n = links
+            .turn
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let (admit, wait) = &links.admitters[n % links.admitters.len()];
         (admit, wait)
     }
 
     /// The stream's key.
-    #[cfg(test)]
-    pub(crate) fn stream_key(&self) -> &str {
-        &self.stream
+    pub(crate) fn stream_key(&self) -> String {
+        format!("{}:s", self.prefix)
+    }
+
+    /// The key of the sorted set of retries waiting for their time.
+    pub(super) fn retries_key(&self) -> String {
+        format!("{}:r", self.prefix)
+    }
+
+    /// The key of the hash of statuses by id.
+    pub(super) fn statuses_key(&self) -> String {
+        format!("{}:st", self.prefix)
+    }
+
+    /// The key of the sorted set of ended statuses, by when they ended.
+    pub(super) fn ended_key(&self) -> String {
+        format!("{}:e", self.prefix)
+    }
+
+    /// The key of the dead letters' stream.
+    pub(super) fn dead_key(&self) -> String {
+        format!("{}:dl", self.prefix)
+    }
+
+    /// The key of the queue's counts (a hash).
+    pub(super) fn counts_key(&self) -> String {
+        format!("{}:n", self.prefix)
+    }
+
+    /// `script` with the keys of the scripts that end and move entries:
+    /// the stream, retries, statuses, ended, dead letters and counts.
+    pub(super) fn script_with_keys(
+        &self,
+        script: &'static Script,
+    ) -> redis::ScriptInvocation<'static> {
+        let mut call = script.prepare_invoke();
+        call.key(self.stream_key())
+            .key(self.retries_key())
+            .key(self.statuses_key())
+            .key(self.ended_key())
+            .key(self.dead_key())
+            .key(self.counts_key());
+        call
     }
 
     /// Queues `job` as `id` (unique in the fleet: a stream id is unique
@@ -544,13 +590,13 @@ impl RedisQueue {
         };
         let waiter = conn.counted_like(waiter);
         let mut call = self.admit.prepare_invoke();
-        call.key(&self.stream)
-            .key(&self.retries)
+        call.key(self.stream_key())
+            .key(self.retries_key())
             .key(key)
-            .key(&self.statuses)
-            .key(&self.ended)
-            .key(&self.counts)
-            .key(&self.dead)
+            .key(self.statuses_key())
+            .key(self.ended_key())
+            .key(self.counts_key())
+            .key(self.dead_key())
             .arg(bound)
             .arg(job)
             .arg(
@@ -575,7 +621,7 @@ impl RedisQueue {
                 // Tail-drop, and any policy the script does not know.
                 _ => "t",
             })
-            .arg(&self.group)
+            .arg(self.group)
             .arg(self.dead_max);
         let answer: Value = bounded(call.invoke_async(&mut conn), CALL).await?;
         let items = array(answer, 3, "queue admit")?;
@@ -642,7 +688,7 @@ impl RedisQueue {
     pub(crate) async fn counts(&self) -> Result<QueueCounts, RedisError> {
         let mut conn = self.conn.status.clone();
         let mut all = redis::cmd("HGETALL");
-        all.arg(&self.counts);
+        all.arg(self.counts_key());
         let pairs: Vec<(String, u64)> = bounded(all.query_async(&mut conn), CALL).await?;
         let mut c = QueueCounts::default();
         for (field, n) in pairs {
@@ -663,7 +709,7 @@ impl RedisQueue {
     pub(crate) async fn count_refused(&self) -> Result<(), RedisError> {
         let mut conn = self.conn.admit.clone();
         let mut incr = redis::cmd("HINCRBY");
-        incr.arg(&self.counts).arg("f").arg(1);
+        incr.arg(self.counts_key()).arg("f").arg(1);
         let _: i64 = bounded(incr.query_async(&mut conn), CALL).await?;
         Ok(())
     }
@@ -673,8 +719,8 @@ impl RedisQueue {
         let mut conn = conn.clone();
         let mut make = redis::cmd("XGROUP");
         make.arg("CREATE")
-            .arg(&self.stream)
-            .arg(&self.group)
+            .arg(self.stream_key())
+            .arg(self.group)
             .arg("0")
             .arg("MKSTREAM");
         match tokio::time::timeout(CALL, make.query_async::<()>(&mut conn)).await {
@@ -707,12 +753,12 @@ impl RedisQueue {
     pub(crate) async fn claim(&self, max: usize) -> Result<Vec<Claimed>, RedisError> {
         let mut read = redis::cmd("XREADGROUP");
         read.arg("GROUP")
-            .arg(&self.group)
-            .arg(&self.consumer)
+            .arg(self.group)
+            .arg(&*self.consumer)
             .arg("COUNT")
             .arg(max.max(1))
             .arg("STREAMS")
-            .arg(&self.stream)
+            .arg(self.stream_key())
             .arg(">");
         let reply = self.grouped(&self.conn.claim, &read).await?;
         // [[stream, [entry, …]]], or nil when there is nothing new.
@@ -741,9 +787,9 @@ impl RedisQueue {
         max: usize,
     ) -> Result<(String, Vec<Claimed>), RedisError> {
         let mut auto = redis::cmd("XAUTOCLAIM");
-        auto.arg(&self.stream)
-            .arg(&self.group)
-            .arg(&self.consumer)
+        auto.arg(self.stream_key())
+            .arg(self.group)
+            .arg(&*self.consumer)
             .arg(u64::try_from(idle.as_millis()).unwrap_or(u64::MAX))
             .arg(cursor)
             .arg("COUNT")
@@ -765,8 +811,8 @@ impl RedisQueue {
     pub(crate) async fn deliveries(&self, job: &Claimed) -> Result<u64, RedisError> {
         let mut pending = redis::cmd("XPENDING");
         pending
-            .arg(&self.stream)
-            .arg(&self.group)
+            .arg(self.stream_key())
+            .arg(self.group)
             .arg(&job.stream_id)
             .arg(&job.stream_id)
             .arg(1);
@@ -837,9 +883,9 @@ impl RedisQueue {
     pub(crate) async fn status(&self, id: &str) -> Result<Option<JobStatus>, RedisError> {
         let mut conn = self.conn.status.clone();
         let mut call = self.lookup.prepare_invoke();
-        call.key(&self.stream)
-            .key(&self.statuses)
-            .arg(&self.group)
+        call.key(self.stream_key())
+            .key(self.statuses_key())
+            .arg(self.group)
             .arg(id);
         let v: Value = bounded(call.invoke_async(&mut conn), CALL).await?;
         if matches!(v, Value::Nil | Value::Boolean(false)) {
@@ -858,15 +904,8 @@ impl RedisQueue {
     /// The settle script (`queue_settle.lua`) with its keys, the group and
     /// `op`: the rest of its arguments follow.
     fn settle_call(&self, op: &str) -> redis::ScriptInvocation<'_> {
-        let mut call = self.settle.prepare_invoke();
-        call.key(&self.stream)
-            .key(&self.retries)
-            .key(&self.statuses)
-            .key(&self.ended)
-            .key(&self.dead)
-            .key(&self.counts)
-            .arg(&self.group)
-            .arg(op);
+        let mut call = self.script_with_keys(self.settle);
+        call.arg(self.group).arg(op);
         call
     }
 
@@ -881,7 +920,7 @@ impl RedisQueue {
         }
         let mut conn = self.conn.claim.clone();
         let mut call = self.settle_call("release");
-        call.arg(&self.consumer).arg(RELEASED_IDLE_MS);
+        call.arg(&*self.consumer).arg(RELEASED_IDLE_MS);
         for j in jobs {
             call.arg(&j.stream_id);
         }
@@ -897,7 +936,7 @@ impl RedisQueue {
     pub(crate) async fn hold(&self, job: &Claimed) -> Result<bool, RedisError> {
         let mut conn = self.conn.claim.clone();
         let mut call = self.settle_call("hold");
-        call.arg(&job.stream_id).arg(&self.consumer);
+        call.arg(&job.stream_id).arg(&*self.consumer);
         let v: Value = bounded(call.invoke_async(&mut conn), CALL).await?;
         Ok(count(&v)? == 1)
     }
@@ -944,7 +983,7 @@ impl RedisQueue {
         call.arg(&job.stream_id)
             .arg(u64::try_from(after.as_millis()).unwrap_or(u64::MAX))
             .arg(member)
-            .arg(&self.consumer)
+            .arg(&*self.consumer)
             .arg(if self.keep.is_some() { "1" } else { "0" })
             .arg(status.map(|s| s.to_string()).unwrap_or_default())
             .arg(made)
@@ -971,9 +1010,9 @@ impl RedisQueue {
     async fn promote(&self, max: usize, which: &str) -> Result<u64, RedisError> {
         let mut conn = self.conn.upkeep.clone();
         let mut call = self.due.prepare_invoke();
-        call.key(&self.stream)
-            .key(&self.retries)
-            .key(&self.statuses)
+        call.key(self.stream_key())
+            .key(self.retries_key())
+            .key(self.statuses_key())
             .arg(max.max(1))
             .arg(which);
         let v: Value = bounded(call.invoke_async(&mut conn), CALL).await?;
@@ -984,8 +1023,8 @@ impl RedisQueue {
     pub(crate) async fn depth(&self) -> Result<u64, RedisError> {
         let mut conn = self.conn.upkeep.clone();
         let mut pipe = redis::pipe();
-        pipe.cmd("XLEN").arg(&self.stream);
-        pipe.cmd("ZCARD").arg(&self.retries);
+        pipe.cmd("XLEN").arg(self.stream_key());
+        pipe.cmd("ZCARD").arg(self.retries_key());
         let (queued, waiting): (u64, u64) = bounded(pipe.query_async(&mut conn), CALL).await?;
         Ok(queued + waiting)
     }

@@ -74,7 +74,7 @@ impl RedisQueue {
         let mut conn = self.conn.dead.clone();
         let mut range = redis::cmd("XRANGE");
         range
-            .arg(&self.dead)
+            .arg(self.dead_key())
             .arg(after.map_or_else(|| "-".to_owned(), |a| format!("({a}")))
             .arg("+")
             .arg("COUNT")
@@ -100,14 +100,8 @@ impl RedisQueue {
             return Ok((0, 0));
         }
         let mut conn = self.conn.dead.clone();
-        let mut call = self.redrive.prepare_invoke();
-        call.key(&self.stream)
-            .key(&self.retries)
-            .key(&self.statuses)
-            .key(&self.ended)
-            .key(&self.dead)
-            .key(&self.counts)
-            .arg(bound)
+        let mut call = self.script_with_keys(self.redrive);
+        call.arg(bound)
             .arg(if self.keep.is_some() { "1" } else { "0" });
         for e in entries {
             call.arg(e);

@@ -671,7 +671,7 @@ mod pure {
     use super::super::keys::RedisKeys;
     use super::super::map::RedisMap;
     use super::super::persistence::{Durability, Persistence};
-    use super::super::queue::RedisQueue;
+    use super::super::queue::{Purposes, RedisQueue};
     use super::super::queue_status::{Ending, JobState, JobStatus};
 
     #[test]
@@ -696,11 +696,12 @@ mod pure {
     #[tokio::test(flavor = "current_thread")]
     async fn keys_are_named_by_destination_and_tagged() {
         let conn = RedisConnection::open("redis://127.0.0.1:1/").unwrap();
-        let queue = RedisQueue::new(conn.clone(), "billing", "node-a")
+        let links = Purposes::new(&conn).with_admitters(std::slice::from_ref(&conn));
+        let queue = RedisQueue::sharing(std::sync::Arc::new(links), "billing", "node-a".into())
             .with_status(Duration::from_secs(86_400), 100_000)
             .with_dead_letters(100_000)
             .with_overflow(dripfeed::Overflow::HeadDrop)
-            .with_replicas(1, Duration::from_millis(100), vec![conn.clone()]);
+            .with_replicas(1, Duration::from_millis(100));
         assert_eq!(queue.stream_key(), "dripfeed:q:{billing}:s");
         assert_eq!(queue.overflow(), dripfeed::Overflow::HeadDrop);
         let keys = RedisKeys::new(conn.clone(), "hooks");
