@@ -3,6 +3,9 @@
 //! for both, from the growth of resident memory while 1,000,000 keys are
 //! inserted (each store is built and filled from a fresh baseline).
 
+#[path = "common/keys.rs"]
+mod keys;
+
 use std::hint::black_box;
 use std::num::NonZeroU32;
 use std::sync::Barrier;
@@ -11,14 +14,7 @@ use std::time::{Duration, Instant};
 use criterion::{BenchmarkGroup, Criterion, measurement::WallTime};
 use dripfeed::keyed::{KeyedBuckets, Quota};
 use governor::{DefaultKeyedRateLimiter, RateLimiter};
-
-/// Resident memory, bytes (Linux; 0 elsewhere).
-fn rss() -> i64 {
-    std::fs::read_to_string("/proc/self/statm")
-        .ok()
-        .and_then(|s| s.split_whitespace().nth(1)?.parse::<i64>().ok())
-        .map_or(0, |pages| pages * 4096)
-}
+use keys::rss;
 
 const KEYS: u64 = 1_000_000;
 /// Table bound for 1,000,000 live keys: 2^20 slots in 8 shards of 131,072,
@@ -34,19 +30,6 @@ fn theirs() -> DefaultKeyedRateLimiter<u64> {
     let rate = NonZeroU32::new(1_000_000_000).expect("rate");
     let burst = NonZeroU32::new(1_000_000).expect("burst");
     RateLimiter::keyed(governor::Quota::per_second(rate).allow_burst(burst))
-}
-
-/// The keys `0..KEYS` in a fixed pseudo-random order.
-fn shuffled() -> Vec<u64> {
-    let mut keys: Vec<u64> = (0..KEYS).collect();
-    let mut x = 0x9e37_79b9_7f4a_7c15_u64;
-    for i in (1..keys.len()).rev() {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        keys.swap(i, (x % (i as u64 + 1)) as usize);
-    }
-    keys
 }
 
 /// Runs `op` over `keys` on `threads` threads, `iters` calls in all.
@@ -113,7 +96,7 @@ fn pair(
 }
 
 fn bytes_per_key() {
-    let keys = shuffled();
+    let keys = keys::shuffled(KEYS as usize);
     let base = rss();
     let table = ours(TABLE);
     for k in &keys {
@@ -138,7 +121,7 @@ fn bytes_per_key() {
 
 fn main() {
     bytes_per_key();
-    let keys = shuffled();
+    let keys = keys::shuffled(KEYS as usize);
     let one = [42u64];
     let mut c = Criterion::default()
         .warm_up_time(Duration::from_millis(700))

@@ -20,6 +20,8 @@
 //! cargo bench --bench keyed_peers -- --rounds 5
 //! ```
 
+#[path = "common/keys.rs"]
+mod keys;
 #[path = "common/rounds.rs"]
 mod rounds;
 
@@ -30,32 +32,12 @@ use std::sync::Barrier;
 use std::time::Instant;
 
 use dripfeed::keyed::{KeyedBuckets, Quota};
+use keys::{rss, shuffled};
 
 const KEYS: usize = 100_000;
 const CHECKS: usize = 1_000_000;
 const MAX_KEYS: usize = 1 << 17;
 const STORES: [&str; 3] = ["dripfeed", "governor", "throttle-net"];
-
-/// Resident memory, bytes (Linux; 0 elsewhere).
-fn rss() -> i64 {
-    std::fs::read_to_string("/proc/self/statm")
-        .ok()
-        .and_then(|s| s.split_whitespace().nth(1)?.parse::<i64>().ok())
-        .map_or(0, |pages| pages * 4096)
-}
-
-/// `0..n` in a fixed pseudo-random order.
-fn shuffled(n: usize) -> Vec<u64> {
-    let mut keys: Vec<u64> = (0..n as u64).collect();
-    let mut x = 0x9e37_79b9_7f4a_7c15_u64;
-    for i in (1..keys.len()).rev() {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        keys.swap(i, (x % (i as u64 + 1)) as usize);
-    }
-    keys
-}
 
 fn text(keys: &[u64]) -> Vec<String> {
     keys.iter().map(|k| format!("tenant-{k:08}")).collect()

@@ -130,9 +130,11 @@ fn bump(a: &AtomicU64) {
 /// Counts one more in a counter only the calling task writes (the drain,
 /// and the deliveries it polls): a plain store of the next value, where
 /// [`bump`]'s read-modify-write would cost an atomic operation. Readers on
-/// other threads see every count, at most a little late.
+/// other threads see every count, at most a little late; stored with
+/// `Release` (a plain store on x86 and the like), so a reader that
+/// acquires the count sees what the writer did before it.
 fn bump_one_writer(a: &AtomicU64) {
-    a.store(a.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
+    a.store(a.load(Ordering::Relaxed) + 1, Ordering::Release);
 }
 
 fn load(a: &AtomicU64) -> u64 {
@@ -202,10 +204,7 @@ impl Ledger {
                 }
             }
             // Released: a reader that sees a landing sees its emission.
-            Event::Landed if self.inline => {
-                let landed = self.landed.load(Ordering::Relaxed);
-                self.landed.store(landed + 1, Ordering::Release);
-            }
+            Event::Landed if self.inline => bump_one_writer(&self.landed),
             Event::Landed => {
                 self.landed.fetch_add(1, Ordering::Release);
             }

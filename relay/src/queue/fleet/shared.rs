@@ -548,6 +548,19 @@ impl Shared {
         lock(&self.drains).contains_key(name)
     }
 
+    /// Forgets the drains that ended asleep for an open destination: a
+    /// sleeping destination holds no drain's handles (a deleted one's are
+    /// kept: [`has_drain`](Self::has_drain) answers for its grace).
+    pub(super) fn forget_sleepers(&self) {
+        let closed: std::collections::HashSet<String> = self
+            .read()
+            .iter()
+            .filter(|(_, lane)| !lane.open)
+            .map(|(name, _)| name.clone())
+            .collect();
+        lock(&self.drains).retain(|name, r| !r.task.is_finished() || closed.contains(name));
+    }
+
     /// The connection this relay's queues share.
     pub(super) fn conn(&self) -> &RedisConnection {
         &self.conn

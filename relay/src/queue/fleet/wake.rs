@@ -13,11 +13,14 @@
 //! - at start, and [`SCAN_EVERY`] after each scan, each relay reads the
 //!   depth of the destinations whose drain sleeps here and wakes those
 //!   with work (a message lost with a Redis restart, a relay that died
-//!   holding webhooks): one round trip per sleeping destination and scan.
+//!   holding webhooks): one round trip per 256 sleeping destinations and
+//!   scan (per destination in a cluster, whose pipelines cannot cross
+//!   slots).
 
 use std::sync::Weak;
 use std::time::{Duration, Instant};
 
+use super::redis::queue::RedisQueue;
 use super::redis::wake_stream::{READ, newest, read, tell};
 use super::shared::Shared;
 use crate::util::mutex::lock;
@@ -30,6 +33,8 @@ const POLL: Duration = Duration::from_millis(250);
 /// How long each relay waits between scans of its sleeping destinations'
 /// depths.
 const SCAN_EVERY: Duration = Duration::from_secs(30);
+/// Sleeping destinations whose depths one round trip of a scan reads.
+const SCAN_BATCH: usize = 256;
 
 impl Shared {
     /// After an admission to `name` on this relay: its drain here woken,
@@ -68,17 +73,27 @@ impl Shared {
 
     /// Wakes every destination whose drain sleeps here (and may wake) and
     /// whose queue holds work: how many; stops at Redis's first failure.
+    /// Their depths are read [`SCAN_BATCH`] to a round trip.
     async fn scan(&self) -> usize {
+        let asleep: Vec<_> = self
+            .all()
+            .into_iter()
+            .filter(|(name, lane)| !self.draining(name) && (lane.open || self.has_drain(name)))
+            .collect();
         let mut woken = 0;
-        for (name, lane) in self.all() {
-            if self.finishing() || self.draining(&name) || !(lane.open || self.has_drain(&name)) {
-                continue;
+        for batch in asleep.chunks(SCAN_BATCH) {
+            if self.finishing() {
+                break;
             }
-            match lane.queue.depth().await {
-                Ok(0) => {}
-                Ok(_) => {
-                    self.wake(&name);
-                    woken += 1;
+            let queues: Vec<&RedisQueue> = batch.iter().map(|(_, lane)| &lane.queue).collect();
+            match RedisQueue::depths(&queues).await {
+                Ok(depths) => {
+                    for ((name, _), depth) in batch.iter().zip(depths) {
+                        if depth > 0 {
+                            self.wake(name);
+                            woken += 1;
+                        }
+                    }
                 }
                 Err(e) => {
                     tracing::debug!(error = %e, "shared queue: the scan of sleeping destinations stops here");
@@ -131,6 +146,7 @@ async fn scans(shared: Weak<Shared>) {
             return;
         }
         let woken = s.scan().await;
+        s.forget_sleepers();
         if woken > 0 {
             tracing::debug!(woken, "shared queue: sleeping destinations with work woken");
         }

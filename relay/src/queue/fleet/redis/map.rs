@@ -102,6 +102,14 @@ impl RedisMap {
         }
     }
 
+    /// `script` with the keys of a change or a read of the changes: the
+    /// hash, the version and the log of which entry each version changed.
+    fn logged<'a>(&self, script: &'a Script) -> redis::ScriptInvocation<'a> {
+        let mut call = script.prepare_invoke();
+        call.key(&self.hash).key(&self.version).key(&self.log);
+        call
+    }
+
     /// The hash's key.
     #[cfg(test)]
     pub(crate) fn key(&self) -> &str {
@@ -113,12 +121,8 @@ impl RedisMap {
     pub(crate) async fn set(&self, name: &str, value: &str) -> Result<u64, RedisError> {
         let mut conn = self.conn.clone();
         let set = Script::new(SET);
-        let mut call = set.prepare_invoke();
-        call.key(&self.hash)
-            .key(&self.version)
-            .key(&self.log)
-            .arg(name)
-            .arg(value);
+        let mut call = self.logged(&set);
+        call.arg(name).arg(value);
         let v: Value = bounded(call.invoke_async(&mut conn), CALL).await?;
         count(&v)
     }
@@ -135,12 +139,8 @@ impl RedisMap {
         expected: Option<&str>,
     ) -> Result<Option<u64>, RedisError> {
         let mut conn = self.conn.clone();
-        let mut call = SET_IF_SCRIPT.prepare_invoke();
-        call.key(&self.hash)
-            .key(&self.version)
-            .key(&self.log)
-            .arg(name)
-            .arg(value);
+        let mut call = self.logged(&SET_IF_SCRIPT);
+        call.arg(name).arg(value);
         match expected {
             None => call.arg("-").arg(""),
             Some(v) => call.arg("=").arg(v),
@@ -211,12 +211,8 @@ impl RedisMap {
         seen: u64,
     ) -> Result<(u64, Option<Vec<(String, String)>>), RedisError> {
         let mut conn = self.conn.clone();
-        let mut call = SINCE_SCRIPT.prepare_invoke();
-        call.key(&self.hash)
-            .key(&self.version)
-            .key(&self.log)
-            .arg(seen)
-            .arg(SINCE_MOST);
+        let mut call = self.logged(&SINCE_SCRIPT);
+        call.arg(seen).arg(SINCE_MOST);
         let v: Value = bounded(call.invoke_async(&mut conn), CALL).await?;
         let mut parts = array(v, 2, "the version and the changes")?.into_iter();
         let version = parts.next().map_or(Ok(0), |v| count(&v))?;

@@ -1028,4 +1028,29 @@ impl RedisQueue {
         let (queued, waiting): (u64, u64) = bounded(pipe.query_async(&mut conn), CALL).await?;
         Ok(queued + waiting)
     }
+
+    /// The [`depth`](Self::depth) of each of `queues`, in one round trip
+    /// (one pipeline) unless the links are a cluster's, where each queue's
+    /// keys have a slot of their own and a pipeline may not cross slots:
+    /// then one round trip each.
+    pub(crate) async fn depths(queues: &[&RedisQueue]) -> Result<Vec<u64>, RedisError> {
+        let Some(first) = queues.first() else {
+            return Ok(Vec::new());
+        };
+        if first.conn.upkeep.is_cluster() {
+            let mut out = Vec::with_capacity(queues.len());
+            for q in queues {
+                out.push(q.depth().await?);
+            }
+            return Ok(out);
+        }
+        let mut pipe = redis::pipe();
+        for q in queues {
+            pipe.cmd("XLEN").arg(q.stream_key());
+            pipe.cmd("ZCARD").arg(q.retries_key());
+        }
+        let mut conn = first.conn.upkeep.clone();
+        let all: Vec<u64> = bounded(pipe.query_async(&mut conn), CALL).await?;
+        Ok(all.chunks(2).map(|p| p.iter().sum()).collect())
+    }
 }

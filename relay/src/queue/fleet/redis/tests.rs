@@ -68,6 +68,12 @@ async fn admission_is_bounded_fleet_wide_and_a_repeat_answers_the_first_id() {
         Admission::Full { depth: 3 }
     );
     assert_eq!(a.depth().await.unwrap(), 3);
+    let empty = RedisQueue::new(RedisConnection::open(&redis.url()).unwrap(), "empty", "a");
+    assert_eq!(
+        RedisQueue::depths(&[&a, &empty, &b]).await.unwrap(),
+        vec![3, 0, 3],
+        "the depths of many queues, read together"
+    );
     // A repeat is answered even when full; nothing was written for it.
     assert!(matches!(
         a.admit(&fresh(), b"x", Some("acme:k1"), 3, DAY)
