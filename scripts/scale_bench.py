@@ -191,8 +191,12 @@ def ready(admin, n, limit=300):
 
 
 def metrics_bytes(admin):
+    """The size of /metrics (and how long the scrape took, on stderr)."""
     conn = connection(admin)
+    began = time.monotonic()
     _, data = request(conn, "GET", "/metrics")
+    print(f"  /metrics: {len(data):,} bytes in {(time.monotonic() - began) * 1000:.0f} ms",
+          file=sys.stderr)
     return len(data)
 
 

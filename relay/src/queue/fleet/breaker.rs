@@ -58,6 +58,16 @@ pub(crate) struct FleetBreaker {
     opened: Counter,
 }
 
+impl Drop for FleetBreaker {
+    /// Takes its part out of the open gauge (a deleted destination's, or
+    /// one made again with other series).
+    fn drop(&mut self) {
+        if lock(&self.view).state != State::Closed {
+            self.open.decrement(1.0);
+        }
+    }
+}
+
 impl FleetBreaker {
     /// `destination`'s breaker, its series its own when `own` (else
     /// `_other`'s: the open gauge then counts those open).

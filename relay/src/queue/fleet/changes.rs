@@ -45,9 +45,13 @@ pub(crate) const POLL: Duration = Duration::from_millis(500);
 /// How long past a deletion's deadline the name may be made again: every
 /// relay has seen the deadline pass and dead-lettered what was left.
 pub(crate) const REMAKE_AFTER: Duration = Duration::from_secs(5);
+/// Changes read together past which the poll logs one line for them all.
+const QUIET_PAST: usize = 16;
 /// How long reading the map at start may take before the relay starts from
-/// its configuration alone (and applies the map once Redis answers).
-const START_READ: Duration = Duration::from_secs(2);
+/// its configuration alone (not ready until the map is applied, once Redis
+/// answers). The map is read a page at a time: 100,000 destinations take
+/// about a second.
+const START_READ: Duration = Duration::from_secs(10);
 
 /// What the map holds for a name.
 // Fields is large, and these are few and short-lived (one per change):
@@ -97,6 +101,12 @@ fn now_ms() -> u64 {
         .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
 }
 
+/// What [`Fleet`] keeps of a change it applied, to know it again: its
+/// length and its FNV-1a hash.
+fn seal(raw: &str) -> (usize, u64) {
+    (raw.len(), crate::domain::names::body_hash(raw.as_bytes()))
+}
+
 /// The origin a destination made through the fleet's admin API has.
 fn origin() -> Origin {
     Origin::Fleet(format!("dripfeed:map:{{{MAP}}}").into())
@@ -112,6 +122,8 @@ pub(crate) struct Start {
     map: RedisMap,
     version: u64,
     entries: Vec<(String, String)>,
+    /// Whether the map was read (else it is applied by the poll).
+    read: bool,
 }
 
 /// Reads the fleet's changes and applies them over `cfg`'s destinations
@@ -126,45 +138,55 @@ pub(crate) async fn read_at_start(cfg: &mut Config) -> Result<Start, String> {
         .ok_or("queue = redis needs redis")?;
     let conn = super::link::connect(url.as_str()).await?;
     let map = RedisMap::new(conn.counted_as("destinations"), MAP);
-    let (version, entries) = match tokio::time::timeout(START_READ, map.entries()).await {
-        Ok(Ok(read)) => read,
+    let ((version, entries), read) = match tokio::time::timeout(START_READ, map.entries()).await {
+        Ok(Ok(read)) => (read, true),
         Ok(Err(e)) => {
-            tracing::warn!(error = %e, "the fleet's destination changes cannot be read now: starting from the configuration; they apply once Redis answers");
-            (0, Vec::new())
+            tracing::warn!(error = %e, "the fleet's destination changes cannot be read now: starting from the configuration, not ready until they apply (once Redis answers)");
+            ((0, Vec::new()), false)
         }
         Err(_) => {
             tracing::warn!(
-                "the fleet's destination changes were not read within {START_READ:?}: starting from the configuration; they apply once Redis answers"
+                "the fleet's destination changes were not read within {START_READ:?}: starting from the configuration, not ready until they apply (once Redis answers)"
             );
-            (0, Vec::new())
+            ((0, Vec::new()), false)
         }
     };
+    // Each entry replaces the configured destination of its name (or
+    // takes it out): the names taken out in one pass, then those put in
+    // added (linear in the entries, as a start with 100,000 needs).
+    let mut replaced = std::collections::HashSet::new();
+    let mut put = Vec::new();
     for (name, raw) in &entries {
         match Change::parse(raw) {
-            Some(Change::Put(fields)) => match checked(&fields) {
-                Ok(d) => {
-                    cfg.destinations.retain(|c| c.name != *name);
-                    cfg.destinations.push(d);
-                }
-                Err(e) => {
+            Some(Change::Put(fields)) => {
+                replaced.insert(name.as_str());
+                match checked(&fields) {
+                    Ok(d) => put.push(d),
                     // Not as it was before either: left out on this relay.
-                    cfg.destinations.retain(|c| c.name != *name);
-                    tracing::error!(destination = %name, error = %e, "a destination the fleet's admin API made does not check here: left out on this relay");
+                    Err(e) => {
+                        tracing::error!(destination = %name, error = %e, "a destination the fleet's admin API made does not check here: left out on this relay");
+                    }
                 }
-            },
-            Some(Change::Deleted { .. }) => cfg.destinations.retain(|c| c.name != *name),
+            }
+            Some(Change::Deleted { .. }) => {
+                replaced.insert(name.as_str());
+            }
             // Applications are the catalog's (Fleet::start).
             Some(Change::App(_) | Change::AppDeleted) => {}
             None => {
-                cfg.destinations.retain(|c| c.name != *name);
+                replaced.insert(name.as_str());
                 tracing::error!(destination = %name, "a fleet destination change does not read: left out on this relay");
             }
         }
     }
+    cfg.destinations
+        .retain(|c| !replaced.contains(c.name.as_str()));
+    cfg.destinations.extend(put);
     Ok(Start {
         map,
         version,
         entries,
+        read,
     })
 }
 
@@ -179,8 +201,9 @@ pub(crate) struct Fleet {
     limits: Limits,
     /// The map's version applied.
     seen: AtomicU64,
-    /// Each name's change as applied here (its text in the map).
-    applied: Mutex<HashMap<String, String>>,
+    /// Each name's change as applied here: its length and a hash of its
+    /// text in the map (a few bytes a destination, not its text).
+    applied: Mutex<HashMap<String, (usize, u64)>>,
     /// Deletions under way here, by name.
     deletions: Mutex<HashMap<String, JoinHandle<()>>>,
     /// One change applied at a time (the poll's or the admin API's).
@@ -199,6 +222,7 @@ impl Fleet {
         resolve: bool,
         limits: Limits,
     ) -> Arc<Fleet> {
+        shared.map_read.store(start.read, Ordering::Release);
         let fleet = Arc::new(Fleet {
             map: start.map,
             shared,
@@ -224,7 +248,7 @@ impl Fleet {
                 }
                 _ => {}
             }
-            lock(&fleet.applied).insert(name, raw);
+            lock(&fleet.applied).insert(name, seal(&raw));
         }
         tokio::spawn(fleet.clone().poll());
         fleet
@@ -251,6 +275,7 @@ impl Fleet {
                 }
             };
             if version == self.seen.load(Ordering::Acquire) {
+                self.shared.map_read.store(true, Ordering::Release);
                 continue;
             }
             // Read under the turn: a change this relay makes meanwhile is
@@ -270,12 +295,21 @@ impl Fleet {
                     continue;
                 }
             };
+            // Many at once (a whole read): one line for them all, not one
+            // each.
+            let loud = entries.len() <= QUIET_PAST;
+            let mut changed = 0;
             for (name, raw) in entries {
-                if lock(&self.applied).get(&name) != Some(&raw) {
-                    self.apply(&name, &raw).await;
+                if lock(&self.applied).get(&name) != Some(&seal(&raw)) {
+                    self.apply(&name, &raw, loud).await;
+                    changed += 1;
                 }
             }
+            if !loud && changed > 0 {
+                tracing::info!(changed, "destinations changed by the fleet's admin API");
+            }
             self.seen.store(version, Ordering::Release);
+            self.shared.map_read.store(true, Ordering::Release);
         }
     }
 
@@ -308,14 +342,15 @@ impl Fleet {
             .await
             .map_err(|e| e.to_string())?;
         if written.is_some() {
-            self.apply(name, &raw).await;
+            self.apply(name, &raw, true).await;
         }
         Ok(written.is_some())
     }
 
-    /// Applies the change `raw` of `name` here.
-    async fn apply(&self, name: &str, raw: &str) {
-        lock(&self.applied).insert(name.to_owned(), raw.to_owned());
+    /// Applies the change `raw` of `name` here, saying so in the log when
+    /// `loud` (else at debug level).
+    async fn apply(&self, name: &str, raw: &str, loud: bool) {
+        lock(&self.applied).insert(name.to_owned(), seal(raw));
         match Change::parse(raw) {
             Some(Change::Put(fields)) => {
                 let d = match checked(&fields) {
@@ -339,7 +374,11 @@ impl Fleet {
                 }
                 self.shared.define(&d);
                 self.catalog.put(d);
-                tracing::info!(destination = %name, "destination changed by the fleet's admin API");
+                if loud {
+                    tracing::info!(destination = %name, "destination changed by the fleet's admin API");
+                } else {
+                    tracing::debug!(destination = %name, "destination changed by the fleet's admin API");
+                }
             }
             Some(Change::Deleted { until_unix_ms, .. }) => {
                 let wait = until_unix_ms.saturating_sub(self.now().await);

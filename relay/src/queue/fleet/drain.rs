@@ -59,6 +59,8 @@ pub(super) fn take_over_idle(timeout: Duration) -> Duration {
 /// One destination's drain on this relay.
 pub(super) struct Drain {
     pub(super) lane: Lane,
+    /// The fleet's breaker for its destination, as this relay sees it.
+    pub(super) breaker: Arc<FleetBreaker>,
     pub(super) downstream: Arc<HttpDownstream>,
     pub(super) permits: Arc<dyn PermitSource>,
     pub(super) retries: u32,
@@ -164,10 +166,10 @@ impl Drain {
             // fleet); past its cool-down one relay probes.
             let mut probing = Probing(None);
             loop {
-                match this.lane.breaker.pass() {
+                match this.breaker.pass() {
                     Pass::Send => break,
                     Pass::Probe => {
-                        probing = Probing(Some(this.lane.breaker.clone()));
+                        probing = Probing(Some(this.breaker.clone()));
                         break;
                     }
                     Pass::Wait(wait) => {
@@ -183,7 +185,7 @@ impl Drain {
                             _ = tokio::time::sleep(wait.clamp(BREAKER_MIN_WAIT, BREAKER_MAX_WAIT)) => {}
                             _ = stop.changed() => break 'run,
                         }
-                        this.lane.breaker.look().await;
+                        this.breaker.look().await;
                     }
                 }
             }
@@ -250,10 +252,10 @@ impl Drain {
                         if quiet
                             && probing.0.is_none()
                             && !buffer.is_empty()
-                            && this.lane.breaker.unheard(Duration::from_secs(1))
+                            && this.breaker.unheard(Duration::from_secs(1))
                         {
-                            this.lane.breaker.look().await;
-                            if !this.lane.breaker.closed() {
+                            this.breaker.look().await;
+                            if !this.breaker.closed() {
                                 continue;
                             }
                         }
@@ -437,7 +439,7 @@ impl Drain {
                 tracing::error!(id = %entry.id, error = %e, "shared queue: an entry does not decode; dead-lettered as it is");
                 if probe {
                     // Nothing was sent: not the fleet's probe.
-                    self.lane.breaker.unprobe();
+                    self.breaker.unprobe();
                 }
                 let ending = Ending::dead_lettered(entry.stream_id, None, "undecodable");
                 return self.dead_letter(ending, acks);
@@ -483,7 +485,7 @@ impl Drain {
         if let Some(s) = &self.lane.steer {
             s.attempted(&answer, took, timed_out);
         }
-        self.lane.breaker.ended(&answer, timed_out, probe);
+        self.breaker.ended(&answer, timed_out, probe);
         let counts = &self.lane.counts;
         counts.attempted(took, !matches!(answer, Delivery::Done));
         let made = entry.attempts + 1;

@@ -6,7 +6,6 @@ use std::sync::Arc;
 
 use super::redis::queue::RedisQueue;
 
-use super::breaker::FleetBreaker;
 use super::counts::Counts;
 use super::steer::Steer;
 use crate::domain::limits::held;
@@ -27,9 +26,6 @@ pub(crate) struct Lane {
     pub(crate) steer: Option<Arc<Steer>>,
     /// The destination's own adaptive ceiling, if it has one.
     pub(crate) ceiling: Option<f64>,
-    /// The fleet's breaker for it, as this relay sees it (kept across
-    /// changes of the lane).
-    pub(crate) breaker: Arc<FleetBreaker>,
 }
 
 impl Lane {

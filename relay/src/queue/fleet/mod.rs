@@ -32,6 +32,7 @@ use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::Duration;
 
+use redis::queue::RedisQueue;
 use redis::queue_status::{JobState, JobStatus};
 
 use super::contract::{
@@ -133,7 +134,7 @@ impl Queue for FleetQueue {
             capacity: lane.bound_now(),
             in_flight: self.shared.in_flight(name),
             held: depth,
-            breaker: lane.breaker.label().to_owned(),
+            breaker: self.shared.breaker_label(name).to_owned(),
             accepted: counts.accepted,
             refused: counts.refused,
             delivered: counts.delivered,
@@ -213,6 +214,16 @@ impl Queue for FleetQueue {
             Ok(Err(e)) => out.push(("redis", format!("redis (the shared queue): {e}"))),
             Ok(Ok(())) => {}
         }
+        if !self
+            .shared
+            .map_read
+            .load(std::sync::atomic::Ordering::Acquire)
+        {
+            out.push((
+                "redis",
+                "the fleet's destinations (made through its admin API) are not read yet".to_owned(),
+            ));
+        }
         for store in &self.stores {
             if let Some(why) = store.down().await {
                 out.push((store.name, why));
@@ -225,9 +236,24 @@ impl Queue for FleetQueue {
     }
 
     async fn publish(&self) {
-        for (_, lane) in self.shared.all() {
-            if let Ok(depth) = lane.queue.depth().await {
-                lane.counts.fleet_depth(depth);
+        // Only the destinations with series of their own show the fleet's
+        // depth (a scrape reads no depth for the many summed into
+        // `_other`), read 256 to a round trip.
+        let own: Vec<_> = self
+            .shared
+            .all()
+            .into_iter()
+            .filter(|(_, lane)| lane.counts.own())
+            .collect();
+        for batch in own.chunks(256) {
+            let queues: Vec<&RedisQueue> = batch.iter().map(|(_, lane)| &lane.queue).collect();
+            match RedisQueue::depths(&queues).await {
+                Ok(depths) => {
+                    for ((_, lane), depth) in batch.iter().zip(depths) {
+                        lane.counts.fleet_depth(depth);
+                    }
+                }
+                Err(_) => break,
             }
         }
     }

@@ -111,8 +111,8 @@ pub(crate) struct Shared {
     /// With `adaptive`: each destination's fleet rate as this relay knows
     /// it (kept across a lane's changes).
     steers: Mutex<HashMap<String, Arc<Steer>>>,
-    /// Each destination's breaker as this relay sees the fleet's (kept
-    /// across a lane's changes).
+    /// Each destination's breaker as this relay sees the fleet's, made at
+    /// its first drain here (kept across a lane's changes).
     breakers: Mutex<HashMap<String, Arc<FleetBreaker>>>,
     remember: Duration,
     conn: RedisConnection,
@@ -136,6 +136,10 @@ pub(crate) struct Shared {
     pub(crate) events: super::redis::events::RedisEvents,
     /// Which admission connection [`waiting`](Self::waiting) gives next.
     next_admitter: std::sync::atomic::AtomicUsize,
+    /// Whether the fleet's map (what its admin API made) has been read
+    /// and applied here: until then this relay does not know every
+    /// destination, and is not ready.
+    pub(crate) map_read: AtomicBool,
     /// When this relay last told the fleet of an admission, by
     /// destination ([`super::wake`]).
     pub(super) told: Mutex<HashMap<String, std::time::Instant>>,
@@ -222,6 +226,7 @@ impl Shared {
             events,
             next_admitter: std::sync::atomic::AtomicUsize::new(0),
             told: Mutex::default(),
+            map_read: AtomicBool::new(true),
             global,
             lanes: RwLock::default(),
             keys: RedisKeys::new(conn.clone(), super::super::NAME),
@@ -334,22 +339,7 @@ impl Shared {
             steer.start_from(rate);
             steer
         });
-        let own = counts.own();
-        let breaker = {
-            let mut all = lock(&self.breakers);
-            match all.get(name).filter(|b| b.own() == own) {
-                Some(b) => b.clone(),
-                None => {
-                    // Its state is the fleet's, read again from Redis.
-                    let redis = RedisBreaker::new(&self.conn, name, m.node.clone(), m.breaker);
-                    let b = Arc::new(FleetBreaker::new(redis, name, own));
-                    all.insert(name.to_owned(), b.clone());
-                    b
-                }
-            }
-        };
         Lane {
-            breaker,
             steer,
             ceiling: None,
             counts,
@@ -383,6 +373,30 @@ impl Shared {
         });
         all.insert(name.to_owned(), counts.clone());
         counts
+    }
+
+    /// `name`'s breaker as this relay sees the fleet's, made when its
+    /// first drain here starts (an idle destination holds none), its
+    /// series as its counts' (made again if that changed: its state is
+    /// the fleet's, read again from Redis).
+    fn breaker_of(&self, name: &str, own: bool) -> Arc<FleetBreaker> {
+        let mut all = lock(&self.breakers);
+        if let Some(b) = all.get(name).filter(|b| b.own() == own) {
+            return b.clone();
+        }
+        let m = &self.made;
+        let redis = RedisBreaker::new(&self.conn, name, m.node.clone(), m.breaker);
+        let b = Arc::new(FleetBreaker::new(redis, name, own));
+        all.insert(name.to_owned(), b.clone());
+        b
+    }
+
+    /// What `name`'s breaker is, as this relay last heard (`closed`
+    /// where no drain of it has run here).
+    pub(crate) fn breaker_label(&self, name: &str) -> &'static str {
+        lock(&self.breakers)
+            .get(name)
+            .map_or("closed", |b| b.label())
     }
 
     /// How long an entry must have been pending before it is taken over.
@@ -506,6 +520,7 @@ impl Shared {
             retiring.push(old.task);
         }
         let d = Drain {
+            breaker: self.breaker_of(name, lane.counts.own()),
             lane: lane.clone(),
             downstream: Arc::new((deliveries.downstream)(name)),
             permits: match &self.global {

@@ -50,6 +50,9 @@ const SINCE: &str = "local v = tonumber(redis.call('GET', KEYS[2]) or '0') \
                      end \
                      return {v, 1, out}";
 
+/// Entries one page of a whole read asks for.
+const PAGE: u64 = 1000;
+
 /// The most changes read from the log at once; past it, the whole map.
 const SINCE_MOST: u64 = 1024;
 
@@ -191,8 +194,52 @@ impl RedisMap {
         }
     }
 
-    /// The version and every entry (name, value), read at one instant.
+    /// The version and every entry (name, value) as of that version.
+    /// Read in pages ([`PAGE`] entries to an `HSCAN`, each well within a
+    /// command's timeout, where one read of a map of 100,000 entries
+    /// would not be), then the entries changed while the pages were read
+    /// from the log ([`since`](Self::since)) over them. A map changing too
+    /// fast for the log to say is read in one step after three tries.
     pub(crate) async fn entries(&self) -> Result<(u64, Vec<(String, String)>), RedisError> {
+        for _ in 0..3 {
+            let from = self.version().await?;
+            let mut all = self.pages().await?;
+            if let (version, Some(changed)) = self.since(from).await? {
+                all.extend(changed);
+                let mut all: Vec<_> = all.into_iter().collect();
+                all.sort();
+                return Ok((version, all));
+            }
+        }
+        self.entries_at_once().await
+    }
+
+    /// Every entry, read a page at a time (an entry changed meanwhile may
+    /// be read as it was or as it is).
+    async fn pages(&self) -> Result<std::collections::HashMap<String, String>, RedisError> {
+        let mut conn = self.conn.clone();
+        let mut all = std::collections::HashMap::new();
+        let mut cursor = "0".to_owned();
+        loop {
+            let mut cmd = redis::cmd("HSCAN");
+            cmd.arg(&self.hash).arg(&cursor).arg("COUNT").arg(PAGE);
+            let v: Value = bounded(cmd.query_async(&mut conn), CALL).await?;
+            let mut parts = array(v, 2, "a page of the map")?.into_iter();
+            cursor = parts
+                .next()
+                .as_ref()
+                .and_then(text)
+                .ok_or_else(|| RedisError::unexpected("the map's cursor"))?;
+            let fields = array(parts.next().unwrap_or(Value::Nil), 0, "the page's fields")?;
+            all.extend(pairs(&fields)?);
+            if cursor == "0" {
+                return Ok(all);
+            }
+        }
+    }
+
+    /// The version and every entry, read at one instant (one script).
+    async fn entries_at_once(&self) -> Result<(u64, Vec<(String, String)>), RedisError> {
         let mut conn = self.conn.clone();
         let mut call = READ_SCRIPT.prepare_invoke();
         call.key(&self.hash).key(&self.version);

@@ -462,6 +462,40 @@ async fn a_queue_being_emptied_takes_its_retries_back_early_and_a_shared_map_has
 /// destination, another body) is a conflict; a refused job's key is given
 /// back; a key whose admission's end was never recorded is found pending
 /// under its id, and the queue tells whether that id got in.
+/// A map larger than one page reads whole, as of one version, while
+/// another node changes it during the read.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_large_map_reads_whole_a_page_at_a_time() {
+    if !available("a_large_map_reads_whole_a_page_at_a_time") {
+        return;
+    }
+    let redis = RedisServer::start();
+    let a = RedisMap::new(RedisConnection::open(&redis.url()).unwrap(), "large");
+    let b = RedisMap::new(RedisConnection::open(&redis.url()).unwrap(), "large");
+    const N: usize = 2_500;
+    for i in 0..N {
+        a.set(&format!("d{i:05}"), &format!("v{i}")).await.unwrap();
+    }
+    let (at, all) = b.entries().await.unwrap();
+    assert_eq!(at, N as u64);
+    assert_eq!(all.len(), N, "every entry once");
+    assert_eq!(all[0], ("d00000".to_owned(), "v0".to_owned()));
+    assert_eq!(
+        all[N - 1],
+        (format!("d{:05}", N - 1), format!("v{}", N - 1))
+    );
+    // Changed while read: the read is as of a version, with the changes.
+    let (read, _) = tokio::join!(b.entries(), async {
+        for i in 0..50 {
+            a.set(&format!("d{i:05}"), "changed").await.unwrap();
+        }
+    });
+    let (at, all) = read.unwrap();
+    let changed = all.iter().filter(|(_, v)| v == "changed").count() as u64;
+    assert_eq!(all.len(), N);
+    assert_eq!(changed, at - N as u64, "as of version {at}");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_fleet_key_names_one_request_and_a_pending_one_resolves() {
     use super::keys::{KeyClaim, RedisKeys};
