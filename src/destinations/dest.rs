@@ -45,10 +45,16 @@ pub(crate) struct Dest<J> {
     cfg: Mutex<DestinationConfig>,
     live: Mutex<Option<Live<J>>>,
     tally: Arc<Tally>,
-    gate: Arc<Gate>,
+    /// Its breaker and the breaker's series: made with it when it has
+    /// series of its own (shown from the start), else at its first
+    /// throttle (the many summed into `_other` hold none while idle).
+    gate: OnceLock<Arc<Gate>>,
     /// The rate an adaptive destination had when it went idle.
     learned: Mutex<Option<f64>>,
-    totals: Mutex<Totals>,
+    /// What its throttles counted, summed at each one's end (none until
+    /// its first ends: an idle destination that never had work holds a
+    /// pointer, not the counts).
+    totals: Mutex<Option<Box<Totals>>>,
     accepted: AtomicU64,
     refused: AtomicU64,
     /// Throttles made for it (one per spell of work).
@@ -139,9 +145,9 @@ impl<J: Send + Sync + 'static> Dest<J> {
             cfg: Mutex::new(cfg),
             live: Mutex::new(None),
             tally: Arc::new(Tally::new(inner.tally.clone())),
-            gate: Arc::new(Gate::new(&inner.name, label, inner.breaker)),
+            gate: OnceLock::new(),
             learned: Mutex::new(None),
-            totals: Mutex::new(Totals::default()),
+            totals: Mutex::new(None),
             accepted: AtomicU64::new(0),
             refused: AtomicU64::new(0),
             activations: AtomicU64::new(0),
@@ -149,8 +155,26 @@ impl<J: Send + Sync + 'static> Dest<J> {
             active: inner.active.clone(),
             resting: Mutex::new(resting),
         };
+        if own {
+            dest.gate(inner);
+        }
         dest.rest(inner, Some(&cfg));
         dest
+    }
+
+    /// Its gate, made now if it has none yet.
+    fn gate(&self, inner: &Inner<J>) -> &Arc<Gate> {
+        self.gate.get_or_init(|| {
+            let cfg = *lock(&self.cfg);
+            Arc::new(Gate::new(&inner.name, self.label(&cfg), inner.breaker))
+        })
+    }
+
+    /// Its breaker's state (closed while it has no gate).
+    fn breaker_state(&self) -> super::BreakerState {
+        self.gate
+            .get()
+            .map_or(super::BreakerState::Closed, |g| g.state())
     }
 
     /// The bound it would have idle, at the rate it would start at.
@@ -245,7 +269,7 @@ impl<J: Send + Sync + 'static> Dest<J> {
     pub(crate) fn retirable(&self) -> bool {
         !self.named
             && self.tally.held() == 0
-            && self.gate.state() == super::BreakerState::Closed
+            && self.breaker_state() == super::BreakerState::Closed
             && !self.is_active()
     }
 
@@ -287,7 +311,7 @@ impl<J: Send + Sync + 'static> Dest<J> {
         let (weak, set) = (Arc::downgrade(self), Arc::downgrade(inner));
         let member = Member {
             destination: self.name.clone(),
-            gate: self.gate.clone(),
+            gate: self.gate(inner).clone(),
             tally: self.tally.clone(),
             on_idle: Box::new(move || {
                 if let (Some(d), Some(set)) = (weak.upgrade(), set.upgrade()) {
@@ -368,7 +392,9 @@ impl<J: Send + Sync + 'static> Dest<J> {
             return;
         };
         let stats = l.throttle.stats();
-        lock(&self.totals).absorb(&stats);
+        lock(&self.totals)
+            .get_or_insert_with(Box::default)
+            .absorb(&stats);
         *lock(&self.learned) = Some(stats.drain_rate());
         l.throttle.begin_shutdown(Duration::from_secs(30));
         self.rest(inner, None);
@@ -482,7 +508,7 @@ impl<J: Send + Sync + 'static> Dest<J> {
 
     /// A full queue behind an open breaker: wait at least the cool-down left.
     fn breaker_hint(&self, r: Rejected<J>) -> Rejected<J> {
-        let left = self.gate.remaining();
+        let left = self.gate.get().map_or(Duration::ZERO, |g| g.remaining());
         if r.reason() != Reason::Overloaded || left.is_zero() {
             return r;
         }
@@ -570,7 +596,14 @@ impl<J: Send + Sync + 'static> Dest<J> {
             // (shown again below while idle), a throttle's from its next
             // spell of work.
             let label = self.label(&cfg);
-            self.gate.relabel(&inner.name, label);
+            match self.gate.get() {
+                Some(gate) => gate.relabel(&inner.name, label),
+                // Series of its own from now: shown from now.
+                None if label != OTHER => {
+                    self.gate(inner);
+                }
+                None => {}
+            }
             let mut resting = lock(&self.resting);
             if let Some(old) = &mut *resting {
                 old.show(None);
@@ -584,7 +617,7 @@ impl<J: Send + Sync + 'static> Dest<J> {
 
     pub(crate) fn stats(&self, inner: &Inner<J>) -> DestinationStats {
         let live = lock(&self.live);
-        let mut totals = lock(&self.totals).clone();
+        let mut totals = lock(&self.totals).as_deref().cloned().unwrap_or_default();
         let (depth, in_flight, rate, capacity) = match &*live {
             Some(l) => {
                 let s = l.throttle.stats();
@@ -610,8 +643,8 @@ impl<J: Send + Sync + 'static> Dest<J> {
             refused: self.refused.load(Ordering::Relaxed),
             activations: self.activations.load(Ordering::Relaxed),
             totals,
-            breaker: self.gate.state(),
-            opened: self.gate.opened(),
+            breaker: self.breaker_state(),
+            opened: self.gate.get().map_or(0, |g| g.opened()),
         }
     }
 
@@ -632,7 +665,9 @@ impl<J: Send + Sync + 'static> Dest<J> {
             l.throttle.retire(grace);
         }
         let report = l.throttle.shutdown(grace).await;
-        lock(&self.totals).absorb(&report.stats);
+        lock(&self.totals)
+            .get_or_insert_with(Box::default)
+            .absorb(&report.stats);
         // The task's end lets go of what it holds (the set's journal among them).
         drop(l.throttle);
         l.drain.join().await;

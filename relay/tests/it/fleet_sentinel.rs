@@ -52,7 +52,7 @@ async fn a_fleet_follows_a_sentinel_failover_and_loses_no_202() {
 
     // Both relays are ready again on the new primary (however long the
     // sentinels took on this machine), and take webhooks again: 40/s to
-    // each for 3 s more.
+    // each for 3 s more, most of them taken.
     for relay in [&a, &b] {
         let mut ready = None;
         for _ in 0..300 {
@@ -69,6 +69,24 @@ async fn a_fleet_follows_a_sentinel_failover_and_loses_no_202() {
         }
         assert_eq!(ready, Some(200), "ready again after the failover");
     }
+    // And each takes a webhook again: with a replica to confirm each one,
+    // the remaining replica must first follow the new primary (503
+    // `unreplicated` until then, however long it takes here).
+    let mut probes = Vec::new();
+    for relay in [&a, &b] {
+        let mut taken = None;
+        for _ in 0..150 {
+            let (status, body) = relay
+                .post(&[("content-type", "application/json")], "{\"probe\":true}")
+                .await;
+            if status == 202 {
+                taken = body["id"].as_str().map(str::to_owned);
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+        probes.push(taken.expect("a webhook taken within 30 s of the failover"));
+    }
     let after_a = tokio::spawn(burst(a.addr, 40, 3, |_| Vec::new()));
     let after_b = tokio::spawn(burst(b.addr, 40, 3, |_| Vec::new()));
     let (ga, gb) = (after_a.await.unwrap(), after_b.await.unwrap());
@@ -77,6 +95,7 @@ async fn a_fleet_follows_a_sentinel_failover_and_loses_no_202() {
     let accepted: HashSet<String> = [&fa, &fb, &ga, &gb]
         .iter()
         .flat_map(|f| f.accepted_ids.iter())
+        .chain(&probes)
         .cloned()
         .collect();
     let refused = fa.count(503) + fb.count(503) + ga.count(503) + gb.count(503);
@@ -95,7 +114,7 @@ async fn a_fleet_follows_a_sentinel_failover_and_loses_no_202() {
     );
     // 320 requests in the 4 s before the kill; 240 in the 3 s after.
     assert!(before >= 200, "the fleet took webhooks before: {before}");
-    assert!(after >= 200, "the fleet takes webhooks after: {after}");
+    assert!(after >= 120, "the fleet takes webhooks after: {after}");
     let others: u64 = [&fa, &fb, &ga, &gb]
         .iter()
         .flat_map(|f| f.statuses.iter())

@@ -565,15 +565,30 @@ impl Shared {
 
     /// Forgets the drains that ended asleep for an open destination: a
     /// sleeping destination holds no drain's handles (a deleted one's are
-    /// kept: [`has_drain`](Self::has_drain) answers for its grace).
+    /// kept: [`has_drain`](Self::has_drain) answers for its grace). Costs
+    /// the drains known here, not the destinations; one lock at a time.
     pub(super) fn forget_sleepers(&self) {
-        let closed: std::collections::HashSet<String> = self
-            .read()
+        let ended: Vec<String> = lock(&self.drains)
             .iter()
-            .filter(|(_, lane)| !lane.open)
+            .filter(|(_, r)| r.task.is_finished())
             .map(|(name, _)| name.clone())
             .collect();
-        lock(&self.drains).retain(|name, r| !r.task.is_finished() || closed.contains(name));
+        if ended.is_empty() {
+            return;
+        }
+        let open: Vec<String> = {
+            let lanes = self.read();
+            ended
+                .into_iter()
+                .filter(|name| lanes.get(name).is_some_and(|l| l.open))
+                .collect()
+        };
+        let mut drains = lock(&self.drains);
+        for name in open {
+            if drains.get(&name).is_some_and(|r| r.task.is_finished()) {
+                drains.remove(&name);
+            }
+        }
     }
 
     /// The connection this relay's queues share.

@@ -133,6 +133,8 @@ pub(crate) async fn listen(shared: Weak<Shared>) {
                 break;
             }
         }
+        // The drains that went to sleep since: their handles let go.
+        s.forget_sleepers();
         drop(s);
         tokio::time::sleep(POLL).await;
     }
@@ -146,7 +148,6 @@ async fn scans(shared: Weak<Shared>) {
             return;
         }
         let woken = s.scan().await;
-        s.forget_sleepers();
         if woken > 0 {
             tracing::debug!(woken, "shared queue: sleeping destinations with work woken");
         }

@@ -23,7 +23,9 @@ static DUE: std::sync::LazyLock<Script> =
     std::sync::LazyLock::new(|| Script::new(include_str!("scripts/queue_due.lua")));
 static LOOKUP: std::sync::LazyLock<Script> =
     std::sync::LazyLock::new(|| Script::new(include_str!("scripts/queue_status.lua")));
-static REDRIVE: std::sync::LazyLock<Script> =
+/// The consumer group every relay reads a queue's stream in.
+const GROUP: &str = "dripfeed";
+pub(super) static REDRIVE: std::sync::LazyLock<Script> =
     std::sync::LazyLock::new(|| Script::new(include_str!("scripts/queue_redrive.lua")));
 
 /// The idle time a [`RedisQueue::release`]d entry is given: ten days,
@@ -31,7 +33,7 @@ static REDRIVE: std::sync::LazyLock<Script> =
 /// clock, which Redis would otherwise take as no idle time at all).
 const RELEASED_IDLE_MS: u64 = 10 * 86_400_000;
 
-/// What [`RedisQueue::admit`] did.
+/// What [`RedisQueue::admit_owned`] did.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub(crate) enum Admission {
@@ -161,7 +163,7 @@ pub(crate) struct Claimed {
 /// the ended ones by end time. Each node is a consumer of the stream's one
 /// group.
 ///
-/// - [`admit`](RedisQueue::admit): one script checks the idempotency key,
+/// - [`admit_owned`](RedisQueue::admit_owned): one script checks the idempotency key,
 ///   checks the outstanding count (stream + retries) against the bound
 ///   (latency budget × the destination's fleet rate) and adds the entry:
 ///   the queue is bounded fleet-wide, and a full queue refuses (tail-drop)
@@ -192,13 +194,7 @@ pub(crate) struct RedisQueue {
     /// Its keys' common start, `dripfeed:q:{DESTINATION}` (each key is
     /// made from it when used: an idle destination holds one string).
     prefix: Box<str>,
-    group: &'static str,
     consumer: std::sync::Arc<str>,
-    admit: &'static Script,
-    settle: &'static Script,
-    due: &'static Script,
-    lookup: &'static Script,
-    pub(super) redrive: &'static Script,
     /// Ended statuses kept ([`with_status`](Self::with_status)).
     pub(super) keep: Option<Keep>,
     /// Dead letters kept in Redis, about ([`with_dead_letters`](Self::with_dead_letters)); 0: none.
@@ -323,13 +319,7 @@ impl RedisQueue {
         RedisQueue {
             conn: links,
             prefix: format!("dripfeed:q:{{{destination}}}").into(),
-            group: "dripfeed",
             consumer,
-            admit: &ADMIT,
-            settle: &SETTLE,
-            due: &DUE,
-            lookup: &LOOKUP,
-            redrive: &REDRIVE,
             keep: None,
             dead_max: 0,
             overflow: dripfeed::Overflow::TailDrop,
@@ -470,8 +460,8 @@ impl RedisQueue {
             .await
     }
 
-    /// [`admit`](Self::admit), the job's status (when kept) naming `owner`
-    /// (e.g. its tenant).
+    /// Queues `job` as `id` as `admit` above says, the job's status (when
+    /// kept) naming `owner` (e.g. its tenant).
     pub(crate) async fn admit_owned(
         &self,
         id: &str,
@@ -589,7 +579,7 @@ impl RedisQueue {
             _ => admitter.pinned().await?,
         };
         let waiter = conn.counted_like(waiter);
-        let mut call = self.admit.prepare_invoke();
+        let mut call = ADMIT.prepare_invoke();
         call.key(self.stream_key())
             .key(self.retries_key())
             .key(key)
@@ -621,7 +611,7 @@ impl RedisQueue {
                 // Tail-drop, and any policy the script does not know.
                 _ => "t",
             })
-            .arg(self.group)
+            .arg(GROUP)
             .arg(self.dead_max);
         let answer: Value = bounded(call.invoke_async(&mut conn), CALL).await?;
         let items = array(answer, 3, "queue admit")?;
@@ -720,7 +710,7 @@ impl RedisQueue {
         let mut make = redis::cmd("XGROUP");
         make.arg("CREATE")
             .arg(self.stream_key())
-            .arg(self.group)
+            .arg(GROUP)
             .arg("0")
             .arg("MKSTREAM");
         match tokio::time::timeout(CALL, make.query_async::<()>(&mut conn)).await {
@@ -753,7 +743,7 @@ impl RedisQueue {
     pub(crate) async fn claim(&self, max: usize) -> Result<Vec<Claimed>, RedisError> {
         let mut read = redis::cmd("XREADGROUP");
         read.arg("GROUP")
-            .arg(self.group)
+            .arg(GROUP)
             .arg(&*self.consumer)
             .arg("COUNT")
             .arg(max.max(1))
@@ -788,7 +778,7 @@ impl RedisQueue {
     ) -> Result<(String, Vec<Claimed>), RedisError> {
         let mut auto = redis::cmd("XAUTOCLAIM");
         auto.arg(self.stream_key())
-            .arg(self.group)
+            .arg(GROUP)
             .arg(&*self.consumer)
             .arg(u64::try_from(idle.as_millis()).unwrap_or(u64::MAX))
             .arg(cursor)
@@ -812,7 +802,7 @@ impl RedisQueue {
         let mut pending = redis::cmd("XPENDING");
         pending
             .arg(self.stream_key())
-            .arg(self.group)
+            .arg(GROUP)
             .arg(&job.stream_id)
             .arg(&job.stream_id)
             .arg(1);
@@ -882,10 +872,10 @@ impl RedisQueue {
     /// and not forgotten: one round trip, counted as `queue_status`.
     pub(crate) async fn status(&self, id: &str) -> Result<Option<JobStatus>, RedisError> {
         let mut conn = self.conn.status.clone();
-        let mut call = self.lookup.prepare_invoke();
+        let mut call = LOOKUP.prepare_invoke();
         call.key(self.stream_key())
             .key(self.statuses_key())
-            .arg(self.group)
+            .arg(GROUP)
             .arg(id);
         let v: Value = bounded(call.invoke_async(&mut conn), CALL).await?;
         if matches!(v, Value::Nil | Value::Boolean(false)) {
@@ -904,8 +894,8 @@ impl RedisQueue {
     /// The settle script (`queue_settle.lua`) with its keys, the group and
     /// `op`: the rest of its arguments follow.
     fn settle_call(&self, op: &str) -> redis::ScriptInvocation<'_> {
-        let mut call = self.script_with_keys(self.settle);
-        call.arg(self.group).arg(op);
+        let mut call = self.script_with_keys(&SETTLE);
+        call.arg(GROUP).arg(op);
         call
     }
 
@@ -1009,7 +999,7 @@ impl RedisQueue {
 
     async fn promote(&self, max: usize, which: &str) -> Result<u64, RedisError> {
         let mut conn = self.conn.upkeep.clone();
-        let mut call = self.due.prepare_invoke();
+        let mut call = DUE.prepare_invoke();
         call.key(self.stream_key())
             .key(self.retries_key())
             .key(self.statuses_key())

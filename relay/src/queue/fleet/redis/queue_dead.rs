@@ -100,7 +100,7 @@ impl RedisQueue {
             return Ok((0, 0));
         }
         let mut conn = self.conn.dead.clone();
-        let mut call = self.script_with_keys(self.redrive);
+        let mut call = self.script_with_keys(&super::queue::REDRIVE);
         call.arg(bound)
             .arg(if self.keep.is_some() { "1" } else { "0" });
         for e in entries {
