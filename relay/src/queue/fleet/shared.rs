@@ -151,9 +151,9 @@ struct Running {
     /// Set once it has decided to sleep.
     asleep: Arc<AtomicBool>,
     task: JoinHandle<()>,
-    /// The rate, adaptive ceiling and budget it runs with: a change of any
-    /// starts it again.
-    shape: (f64, Option<f64>, Duration),
+    /// The rate, adaptive ceiling and budget it runs with, and whether its
+    /// series are its own: a change of any starts it again.
+    shape: (f64, Option<f64>, Duration, bool),
 }
 
 impl Running {
@@ -411,6 +411,10 @@ impl Shared {
         let budget = d.budget.unwrap_or(self.made.budget);
         let mut lane = self.made_lane(&d.name, rate, budget, true, Some(d.own_series()));
         lane.ceiling = d.ceiling;
+        if lane.counts.own() {
+            // Its breaker's series shown from the start.
+            self.breaker_of(&d.name, true);
+        }
         let lane = Arc::new(lane);
         self.write().insert(d.name.clone(), lane.clone());
         // A drain running here starts again at the new shape; one that
@@ -458,7 +462,7 @@ impl Shared {
         let Some(deliveries) = self.deliveries.get() else {
             return; // spawn starts them
         };
-        let shape = (lane.rate, lane.ceiling, lane.budget);
+        let shape = (lane.rate, lane.ceiling, lane.budget, lane.counts.own());
         let mut drains = lock(&self.drains);
         if self.finishing.load(Ordering::Acquire) {
             return;
@@ -565,28 +569,31 @@ impl Shared {
 
     /// Forgets the drains that ended asleep for an open destination: a
     /// sleeping destination holds no drain's handles (a deleted one's are
-    /// kept: [`has_drain`](Self::has_drain) answers for its grace). Costs
-    /// the drains known here, not the destinations; one lock at a time.
+    /// kept: [`has_drain`](Self::has_drain) answers for its grace), nor,
+    /// without series of its own, a closed breaker (made again at its next
+    /// drain, its state read from Redis). Costs the drains known here, not
+    /// the destinations.
     pub(super) fn forget_sleepers(&self) {
-        let ended: Vec<String> = lock(&self.drains)
-            .iter()
-            .filter(|(_, r)| r.task.is_finished())
-            .map(|(name, _)| name.clone())
-            .collect();
-        if ended.is_empty() {
+        if !lock(&self.drains).values().any(|r| r.task.is_finished()) {
             return;
         }
-        let open: Vec<String> = {
-            let lanes = self.read();
-            ended
-                .into_iter()
-                .filter(|name| lanes.get(name).is_some_and(|l| l.open))
-                .collect()
-        };
+        // The lanes, then the drains: the order every path takes them in.
+        let lanes = self.read();
         let mut drains = lock(&self.drains);
-        for name in open {
-            if drains.get(&name).is_some_and(|r| r.task.is_finished()) {
-                drains.remove(&name);
+        let mut forgot = Vec::new();
+        drains.retain(|name, r| {
+            let asleep = r.task.is_finished() && lanes.get(name.as_str()).is_some_and(|l| l.open);
+            if asleep && !lanes.get(name.as_str()).is_some_and(|l| l.counts.own()) {
+                forgot.push(name.clone());
+            }
+            !asleep
+        });
+        drop(drains);
+        drop(lanes);
+        let mut breakers = lock(&self.breakers);
+        for name in forgot {
+            if breakers.get(&name).is_some_and(|b| b.label() == "closed") {
+                breakers.remove(&name);
             }
         }
     }

@@ -29,10 +29,6 @@ const SET_IF: &str = "local cur = redis.call('HGET', KEYS[1], ARGV[1]) \
                       redis.call('ZADD', KEYS[3], v, ARGV[1]) \
                       return v";
 
-/// The version and every field, read at one instant.
-const READ: &str = "local v = redis.call('GET', KEYS[2]) or '0' \
-                    return {v, redis.call('HGETALL', KEYS[1])}";
-
 /// The version and the fields changed after version `ARGV[1]`, read at one
 /// instant: `{v, 1, {name, value, ...}}`, or `{v, 0}` when the log cannot
 /// say (more than `ARGV[2]` changes, or fewer logged names than versions:
@@ -59,7 +55,6 @@ const SINCE_MOST: u64 = 1024;
 /// The scripts, one copy for every map.
 static SET_IF_SCRIPT: std::sync::LazyLock<Script> =
     std::sync::LazyLock::new(|| Script::new(SET_IF));
-static READ_SCRIPT: std::sync::LazyLock<Script> = std::sync::LazyLock::new(|| Script::new(READ));
 static SINCE_SCRIPT: std::sync::LazyLock<Script> = std::sync::LazyLock::new(|| Script::new(SINCE));
 
 /// A map of names to values kept in one Redis hash and shared by a fleet
@@ -199,19 +194,31 @@ impl RedisMap {
     /// command's timeout, where one read of a map of 100,000 entries
     /// would not be), then the entries changed while the pages were read
     /// from the log ([`since`](Self::since)) over them. A map changing too
-    /// fast for the log to say is read in one step after three tries.
+    /// fast for the log to say (a name changed twice during the read)
+    /// three times running is answered as of the version before the last
+    /// read: each entry as it was at some moment of the read, so the next
+    /// read of the changes since that version brings every one up to date
+    /// (nothing is ever deleted from the map, an entry only rewritten).
     pub(crate) async fn entries(&self) -> Result<(u64, Vec<(String, String)>), RedisError> {
-        for _ in 0..3 {
+        let mut tries = 0;
+        loop {
             let from = self.version().await?;
             let mut all = self.pages().await?;
-            if let (version, Some(changed)) = self.since(from).await? {
-                all.extend(changed);
-                let mut all: Vec<_> = all.into_iter().collect();
-                all.sort();
-                return Ok((version, all));
-            }
+            let version = match self.since(from).await? {
+                (version, Some(changed)) => {
+                    all.extend(changed);
+                    version
+                }
+                _ if tries < 2 => {
+                    tries += 1;
+                    continue;
+                }
+                _ => from,
+            };
+            let mut all: Vec<_> = all.into_iter().collect();
+            all.sort();
+            return Ok((version, all));
         }
-        self.entries_at_once().await
     }
 
     /// Every entry, read a page at a time (an entry changed meanwhile may
@@ -236,18 +243,6 @@ impl RedisMap {
                 return Ok(all);
             }
         }
-    }
-
-    /// The version and every entry, read at one instant (one script).
-    async fn entries_at_once(&self) -> Result<(u64, Vec<(String, String)>), RedisError> {
-        let mut conn = self.conn.clone();
-        let mut call = READ_SCRIPT.prepare_invoke();
-        call.key(&self.hash).key(&self.version);
-        let v: Value = bounded(call.invoke_async(&mut conn), CALL).await?;
-        let mut parts = array(v, 2, "the version and the fields")?.into_iter();
-        let version = parts.next().map_or(Ok(0), |v| count(&v))?;
-        let fields = array(parts.next().unwrap_or(Value::Nil), 0, "the fields")?;
-        Ok((version, pairs(&fields)?))
     }
 
     /// The version and the entries changed after version `seen`, read at

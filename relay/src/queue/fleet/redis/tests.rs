@@ -457,11 +457,6 @@ async fn a_queue_being_emptied_takes_its_retries_back_early_and_a_shared_map_has
     assert_eq!(other.version().await.unwrap(), 0, "maps are apart");
 }
 
-/// A fleet's idempotency key names one request whatever queue its job went
-/// to: the same request again names the first id, another request (another
-/// destination, another body) is a conflict; a refused job's key is given
-/// back; a key whose admission's end was never recorded is found pending
-/// under its id, and the queue tells whether that id got in.
 /// A map larger than one page reads whole, as of one version, while
 /// another node changes it during the read.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -496,6 +491,11 @@ async fn a_large_map_reads_whole_a_page_at_a_time() {
     assert_eq!(changed, at - N as u64, "as of version {at}");
 }
 
+/// A fleet's idempotency key names one request whatever queue its job went
+/// to: the same request again names the first id, another request (another
+/// destination, another body) is a conflict; a refused job's key is given
+/// back; a key whose admission's end was never recorded is found pending
+/// under its id, and the queue tells whether that id got in.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_fleet_key_names_one_request_and_a_pending_one_resolves() {
     use super::keys::{KeyClaim, RedisKeys};
