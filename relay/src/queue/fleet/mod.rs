@@ -32,7 +32,6 @@ use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::Duration;
 
-use redis::queue::RedisQueue;
 use redis::queue_status::{JobState, JobStatus};
 
 use super::contract::{
@@ -245,17 +244,11 @@ impl Queue for FleetQueue {
             .into_iter()
             .filter(|(_, lane)| lane.counts.own())
             .collect();
-        for batch in own.chunks(256) {
-            let queues: Vec<&RedisQueue> = batch.iter().map(|(_, lane)| &lane.queue).collect();
-            match RedisQueue::depths(&queues).await {
-                Ok(depths) => {
-                    for ((_, lane), depth) in batch.iter().zip(depths) {
-                        lane.counts.fleet_depth(depth);
-                    }
-                }
-                Err(_) => break,
-            }
-        }
+        let _ = shared::Shared::each_depth(&own, |_, lane, depth| {
+            lane.counts.fleet_depth(depth);
+            true
+        })
+        .await;
     }
 
     async fn shutdown(&self, grace: Duration) -> Drained {

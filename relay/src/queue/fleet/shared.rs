@@ -145,6 +145,10 @@ pub(crate) struct Shared {
     pub(super) told: Mutex<HashMap<String, std::time::Instant>>,
 }
 
+/// Queues whose depths one round trip reads (a scan of the sleeping
+/// destinations, a scrape).
+const DEPTHS_AT_ONCE: usize = 256;
+
 /// One running drain.
 struct Running {
     stop: watch::Sender<bool>,
@@ -567,6 +571,28 @@ impl Shared {
         lock(&self.drains).contains_key(name)
     }
 
+    /// Reads the fleet's depth of each of `lanes` ([`RedisQueue::depths`],
+    /// [`DEPTHS_AT_ONCE`] to a round trip) and hands it to `each`, in
+    /// order; stops at Redis's first failure (returned), or before the
+    /// next round trip once `each` answers false.
+    pub(super) async fn each_depth(
+        lanes: &[(String, Arc<Lane>)],
+        mut each: impl FnMut(&str, &Lane, u64) -> bool,
+    ) -> Result<(), dripfeed::global::RedisError> {
+        for batch in lanes.chunks(DEPTHS_AT_ONCE) {
+            let queues: Vec<&RedisQueue> = batch.iter().map(|(_, lane)| &lane.queue).collect();
+            let depths = RedisQueue::depths(&queues).await?;
+            let mut go_on = true;
+            for ((name, lane), depth) in batch.iter().zip(depths) {
+                go_on = each(name, lane, depth);
+            }
+            if !go_on {
+                break;
+            }
+        }
+        Ok(())
+    }
+
     /// Forgets the drains that ended asleep for an open destination: a
     /// sleeping destination holds no drain's handles (a deleted one's are
     /// kept: [`has_drain`](Self::has_drain) answers for its grace), nor,
@@ -582,8 +608,9 @@ impl Shared {
         let mut drains = lock(&self.drains);
         let mut forgot = Vec::new();
         drains.retain(|name, r| {
-            let asleep = r.task.is_finished() && lanes.get(name.as_str()).is_some_and(|l| l.open);
-            if asleep && !lanes.get(name.as_str()).is_some_and(|l| l.counts.own()) {
+            let lane = lanes.get(name.as_str());
+            let asleep = r.task.is_finished() && lane.is_some_and(|l| l.open);
+            if asleep && !lane.is_some_and(|l| l.counts.own()) {
                 forgot.push(name.clone());
             }
             !asleep
@@ -592,7 +619,7 @@ impl Shared {
         drop(lanes);
         let mut breakers = lock(&self.breakers);
         for name in forgot {
-            if breakers.get(&name).is_some_and(|b| b.label() == "closed") {
+            if breakers.get(&name).is_some_and(|b| b.closed()) {
                 breakers.remove(&name);
             }
         }

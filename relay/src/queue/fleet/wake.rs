@@ -20,7 +20,6 @@
 use std::sync::Weak;
 use std::time::{Duration, Instant};
 
-use super::redis::queue::RedisQueue;
 use super::redis::wake_stream::{READ, newest, read, tell};
 use super::shared::Shared;
 use crate::util::mutex::lock;
@@ -33,8 +32,6 @@ const POLL: Duration = Duration::from_millis(250);
 /// How long each relay waits between scans of its sleeping destinations'
 /// depths.
 const SCAN_EVERY: Duration = Duration::from_secs(30);
-/// Sleeping destinations whose depths one round trip of a scan reads.
-const SCAN_BATCH: usize = 256;
 
 impl Shared {
     /// After an admission to `name` on this relay: its drain here woken,
@@ -73,7 +70,7 @@ impl Shared {
 
     /// Wakes every destination whose drain sleeps here (and may wake) and
     /// whose queue holds work: how many; stops at Redis's first failure.
-    /// Their depths are read [`SCAN_BATCH`] to a round trip.
+    /// Their depths are read many to a round trip ([`Shared::each_depth`]).
     async fn scan(&self) -> usize {
         let asleep: Vec<_> = self
             .all()
@@ -81,25 +78,19 @@ impl Shared {
             .filter(|(name, lane)| !self.draining(name) && (lane.open || self.has_drain(name)))
             .collect();
         let mut woken = 0;
-        for batch in asleep.chunks(SCAN_BATCH) {
-            if self.finishing() {
-                break;
+        if self.finishing() {
+            return woken;
+        }
+        let read = Shared::each_depth(&asleep, |name, _, depth| {
+            if depth > 0 {
+                self.wake(name);
+                woken += 1;
             }
-            let queues: Vec<&RedisQueue> = batch.iter().map(|(_, lane)| &lane.queue).collect();
-            match RedisQueue::depths(&queues).await {
-                Ok(depths) => {
-                    for ((name, _), depth) in batch.iter().zip(depths) {
-                        if depth > 0 {
-                            self.wake(name);
-                            woken += 1;
-                        }
-                    }
-                }
-                Err(e) => {
-                    tracing::debug!(error = %e, "shared queue: the scan of sleeping destinations stops here");
-                    break;
-                }
-            }
+            !self.finishing()
+        })
+        .await;
+        if let Err(e) = read {
+            tracing::debug!(error = %e, "shared queue: the scan of sleeping destinations stops here");
         }
         woken
     }
