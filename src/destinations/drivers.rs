@@ -26,8 +26,32 @@ use tokio::sync::{mpsc, oneshot};
 /// A drain as a driver runs it: it tells its end on `done`.
 type Driven = Pin<Box<dyn Future<Output = ()> + Send>>;
 
-/// The driver tasks of a set.
-pub(crate) struct Drivers {
+/// A few driver tasks that poll many long-lived futures (drains): one
+/// scheduler for many, instead of a task each. What a
+/// [`DestinationsBuilder::drivers`](super::DestinationsBuilder::drivers)
+/// set runs its drains on; public so a drain of your own making (one per
+/// queue in a shared store, say) can run on the same few tasks.
+///
+/// Each future keeps its own timers and wakers: a driver polls only those
+/// woken. A panic in one is caught and ends that one alone.
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+/// # async fn main() {
+/// use dripfeed::destinations::Drivers;
+/// use std::time::Duration;
+/// let drivers = Drivers::start(2, &tokio::runtime::Handle::current());
+/// let ends: Vec<_> = (0..1_000u64)
+///     .map(|i| drivers.run(tokio::time::sleep(Duration::from_millis(i))))
+///     .collect();
+/// let tasks = tokio::runtime::Handle::current().metrics().num_alive_tasks();
+/// assert!(tasks <= 2, "1,000 futures on two tasks");
+/// for end in ends {
+///     end.await.expect("each tells its end");
+/// }
+/// # }
+/// ```
+pub struct Drivers {
     to: Vec<mpsc::UnboundedSender<Driven>>,
     next: AtomicUsize,
 }
@@ -35,7 +59,15 @@ pub(crate) struct Drivers {
 impl Drivers {
     /// `n` (at least 1) driver tasks on `runtime`. They end once the set
     /// is dropped and their drains have ended.
-    pub(crate) fn start(n: usize, runtime: &tokio::runtime::Handle) -> Arc<Drivers> {
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() {
+    /// let drivers = dripfeed::destinations::Drivers::start(0, &tokio::runtime::Handle::current());
+    /// assert_eq!(drivers.len(), 1, "at least one");
+    /// # }
+    /// ```
+    pub fn start(n: usize, runtime: &tokio::runtime::Handle) -> Arc<Drivers> {
         let to = (0..n.max(1))
             .map(|_| {
                 let (tx, rx) = mpsc::unbounded_channel();
@@ -49,24 +81,57 @@ impl Drivers {
         })
     }
 
+    /// How many driver tasks the set has.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() {
+    /// let drivers = dripfeed::destinations::Drivers::start(3, &tokio::runtime::Handle::current());
+    /// assert_eq!(drivers.len(), 3);
+    /// # }
+    /// ```
+    #[allow(clippy::len_without_is_empty)] // never empty
+    pub fn len(&self) -> usize {
+        self.to.len()
+    }
+
     /// Runs `drain` on the next driver, round robin; the receiver hears
-    /// when it has ended. Should every driver be gone (a runtime shutting
-    /// down), it is spawned as a task of its own.
-    pub(crate) fn run(
-        &self,
-        drain: impl Future<Output = ()> + Send + 'static,
-    ) -> oneshot::Receiver<()> {
+    /// when it has ended (panicked too: caught, it ends that drain alone).
+    /// Should every driver be gone (a runtime shutting down), it is spawned
+    /// as a task of its own.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() {
+    /// let drivers = dripfeed::destinations::Drivers::start(1, &tokio::runtime::Handle::current());
+    /// let (tx, rx) = tokio::sync::oneshot::channel();
+    /// let ended = drivers.run(async move {
+    ///     let _ = tx.send(7);
+    /// });
+    /// ended.await.expect("told of its end");
+    /// assert_eq!(rx.await, Ok(7));
+    /// # }
+    /// ```
+    pub fn run(&self, drain: impl Future<Output = ()> + Send + 'static) -> oneshot::Receiver<()> {
         let (done, ended) = oneshot::channel();
-        let driven: Driven = Box::pin(async move {
-            // Caught: one drain's panic ends it alone.
-            let _ = AssertUnwindSafe(drain).catch_unwind().await;
+        // Caught: one drain's panic ends it alone. Combinators, not an
+        // async block: one holding `drain` would keep two copies of it.
+        let driven: Driven = Box::pin(AssertUnwindSafe(drain).catch_unwind().map(move |_| {
             let _ = done.send(());
-        });
+        }));
         let i = self.next.fetch_add(1, Ordering::Relaxed) % self.to.len();
         if let Err(mpsc::error::SendError(driven)) = self.to[i].send(driven) {
             tokio::spawn(driven);
         }
         ended
+    }
+}
+
+impl std::fmt::Debug for Drivers {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Drivers")
+            .field("tasks", &self.to.len())
+            .finish()
     }
 }
 

@@ -88,6 +88,7 @@ use metrics::{Gauge, gauge};
 
 pub use breaker::{BreakerConfig, BreakerState};
 pub use config::{DefineError, DestinationConfig, DestinationError};
+pub use drivers::Drivers;
 pub use stats::DestinationStats;
 
 use crate::accounting::metrics::DESTINATIONS;

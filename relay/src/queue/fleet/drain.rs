@@ -11,7 +11,8 @@ use super::redis::queue::{Claimed, RedisQueue};
 use super::redis::queue_status::Ending;
 use dripfeed::journal::JobCodec;
 use dripfeed::{Attempt, Delivery, Downstream, PermitSource};
-use tokio::sync::{Semaphore, mpsc};
+use std::sync::atomic::{AtomicBool, Ordering};
+use tokio::sync::{Notify, Semaphore};
 use tokio::time::Instant;
 
 use super::breaker::{FleetBreaker, Pass};
@@ -89,34 +90,55 @@ impl Drain {
     /// a few for the next burst (three relays would deliver the bucket's
     /// burst plus their pools at once).
     ///
-    /// With `adaptive` (`steering`), a task beside it keeps the lane's
-    /// rate at the fleet's, until stopped too.
+    /// With `adaptive` (`steering`), a future beside it (polled with it,
+    /// not a task of its own) keeps the lane's rate at the fleet's, until
+    /// stopped too.
     pub(super) async fn run(
         self,
         steering: Option<Steering>,
-        mut stop: tokio::sync::watch::Receiver<bool>,
+        stop: tokio::sync::watch::Receiver<bool>,
     ) {
-        let steer = self.lane.steer.clone();
         // Its own stop: told when the drain stops or sleeps, so it gives
         // its lease back either way.
         let (steering_stop, steering_stopped) = tokio::sync::watch::channel(false);
-        let steering = match (steering, &steer) {
-            (Some(s), Some(steer)) => Some(tokio::spawn(steer::run(
+        let steering = match (steering, &self.lane.steer) {
+            (Some(s), Some(steer)) => Some(steer::run(
                 steer.clone(),
                 s,
                 self.lane.counts.clone(),
                 self.lane.budget,
                 steering_stopped,
-            ))),
+            )),
             _ => None,
         };
         let this = Arc::new(self);
         // The entries this drain holds (claimed ahead, being delivered, or
         // ended and not yet acknowledged), by stream id: one held so long
         // that its own take-over scan hands it back is not sent twice.
-        let held: Arc<std::sync::Mutex<HashSet<String>>> = Arc::default();
-        let (acks, ack_rx) = mpsc::unbounded_channel();
-        let acker = tokio::spawn(acknowledge(this.lane.queue.clone(), ack_rx, held.clone()));
+        let held: Held = Arc::default();
+        let acks = Arc::new(Acks::default());
+        // One future, not a task each: the emitter, its acknowledgements
+        // and its steering, polled together.
+        let emit = async {
+            this.emit(stop, &acks, &held).await;
+            acks.close();
+            let _ = steering_stop.send(true);
+        };
+        let steering = futures_util::future::OptionFuture::from(steering);
+        tokio::join!(emit, acknowledge(&this.lane.queue, &acks, &held), steering);
+    }
+
+    /// The emitter: until stopped, a place, the pacing, a permit, then one
+    /// entry, delivered in a task of its own; then what it claimed ahead
+    /// handed back and its deliveries waited for.
+    async fn emit(
+        self: &Arc<Self>,
+        mut stop: tokio::sync::watch::Receiver<bool>,
+        acks: &Arc<Acks>,
+        held: &Held,
+    ) {
+        let this = self;
+        let steer = this.lane.steer.clone();
         let idle = take_over_idle(this.timeout);
         let mut upkeep = Instant::now();
         let mut next = Instant::now();
@@ -176,7 +198,7 @@ impl Drain {
                         if !buffer.is_empty() {
                             let left: Vec<Claimed> = buffer.drain(..).map(|(_, e)| e).collect();
                             let _ = this.lane.queue.release(&left).await;
-                            let mut ours = lock(&held);
+                            let mut ours = lock(held);
                             for e in &left {
                                 ours.remove(&e.stream_id);
                             }
@@ -212,14 +234,14 @@ impl Drain {
                         cursor = next;
                         if let Some(e) = taken.pop() {
                             upkeep = Instant::now(); // more may be waiting
-                            if lock(&held).insert(e.stream_id.clone()) {
+                            if lock(held).insert(e.stream_id.clone()) {
                                 tracing::info!(id = %e.id, "shared queue: took over a webhook a relay left pending");
                                 if this.abandoned(&e).await {
                                     // Its holders kept dying with it: a
                                     // dead letter, not one more relay lost.
                                     this.dead_letter(
                                         Ending::dead_lettered(e.stream_id, None, "abandoned"),
-                                        &acks,
+                                        acks,
                                     );
                                     continue;
                                 }
@@ -244,7 +266,7 @@ impl Drain {
                     Ok(got) => {
                         failing.ended();
                         let now = Instant::now();
-                        lock(&held).extend(got.iter().map(|e| e.stream_id.clone()));
+                        lock(held).extend(got.iter().map(|e| e.stream_id.clone()));
                         buffer.extend(got.into_iter().map(|e| (now, e)));
                         // Waking with work, the breaker not heard of for a
                         // second: asked before anything is sent (another
@@ -331,12 +353,12 @@ impl Drain {
                     Ok(true) => {}
                     Ok(false) => {
                         tracing::info!(id = %entry.id, "shared queue: a webhook held too long was taken over; not sent here");
-                        lock(&held).remove(&entry.stream_id);
+                        lock(held).remove(&entry.stream_id);
                         continue;
                     }
                     Err(e) => {
                         tracing::warn!(error = %e, id = %entry.id, "shared queue: a webhook held too long is left to be taken over");
-                        lock(&held).remove(&entry.stream_id);
+                        lock(held).remove(&entry.stream_id);
                         continue;
                     }
                 }
@@ -388,12 +410,6 @@ impl Drain {
         }
         // Every place back: the deliveries under way have ended.
         let _ = this.in_flight.acquire_many(cap).await;
-        drop(acks);
-        let _ = acker.await;
-        let _ = steering_stop.send(true);
-        if let Some(task) = steering {
-            let _ = task.await;
-        }
     }
 
     /// Whether `entry`, just taken over, has been taken over too often
@@ -425,12 +441,7 @@ impl Drain {
     /// One attempt, and what follows from its answer.
     /// Whether its end went to the acknowledgements (`false`: retried, or
     /// left pending to be taken over).
-    async fn deliver(
-        &self,
-        entry: Claimed,
-        acks: &mpsc::UnboundedSender<Ending>,
-        probe: bool,
-    ) -> bool {
+    async fn deliver(&self, entry: Claimed, acks: &Acks, probe: bool) -> bool {
         let job = match Job::decode(&entry.job) {
             Ok(job) => job,
             Err(e) => {
@@ -499,7 +510,7 @@ impl Drain {
         match answer {
             Delivery::Done => {
                 counts.delivered();
-                acks.send(Ending::delivered(entry.stream_id, last)).is_ok()
+                acks.send(Ending::delivered(entry.stream_id, last))
             }
             Delivery::Retry { after } if made <= self.retries => {
                 let backoff = self
@@ -541,9 +552,9 @@ impl Drain {
     /// Dead-letters the entry: ended with its reason, the script that
     /// acknowledges it writing it to the destination's dead letters in
     /// Redis in the same step (nothing is lost between the two).
-    fn dead_letter(&self, ending: Ending, acks: &mpsc::UnboundedSender<Ending>) -> bool {
+    fn dead_letter(&self, ending: Ending, acks: &Acks) -> bool {
         self.lane.counts.dead_lettered(1);
-        acks.send(ending).is_ok()
+        acks.send(ending)
     }
 }
 
@@ -608,26 +619,73 @@ impl Failing {
     }
 }
 
+/// The entries a drain holds, by stream id.
+type Held = Arc<std::sync::Mutex<HashSet<String>>>;
+
+/// What a drain's deliveries ended, waiting to be acknowledged: as large
+/// as what is waiting, nothing once it is sent (a channel would keep a
+/// block of slots for every drain, a batch buffer 20 KiB).
+#[derive(Default)]
+struct Acks {
+    ended: std::sync::Mutex<Vec<Ending>>,
+    more: Notify,
+    closed: AtomicBool,
+}
+
+impl Acks {
+    /// Hands `ending` to the acknowledgements: `true`, its end is theirs
+    /// (they are closed only once every delivery has ended).
+    fn send(&self, ending: Ending) -> bool {
+        lock(&self.ended).push(ending);
+        self.more.notify_one();
+        true
+    }
+
+    /// Nothing more comes: [`acknowledge`] ends once it has sent the rest.
+    fn close(&self) {
+        self.closed.store(true, Ordering::Release);
+        self.more.notify_one();
+    }
+
+    /// Up to `most` of what is waiting, the oldest first; `None` once
+    /// closed and empty. Waits while there is nothing.
+    async fn take(&self, most: usize) -> Option<Vec<Ending>> {
+        loop {
+            {
+                let mut ended = lock(&self.ended);
+                if !ended.is_empty() {
+                    return Some(match ended.len() <= most {
+                        true => std::mem::take(&mut *ended),
+                        false => ended.drain(..most).collect(),
+                    });
+                }
+                if self.closed.load(Ordering::Acquire) {
+                    return None;
+                }
+            }
+            // A notice given since the look is kept (`notify_one`).
+            self.more.notified().await;
+        }
+    }
+
+    /// Up to `most` more of what is waiting now, onto `batch`.
+    fn top_up(&self, batch: &mut Vec<Ending>, most: usize) {
+        let mut ended = lock(&self.ended);
+        let n = ended.len().min(most.saturating_sub(batch.len()));
+        batch.extend(ended.drain(..n));
+    }
+}
+
 /// Acknowledges what the drain ended, in batches (one round trip for all
 /// that ended meanwhile), retrying a batch for about two minutes: an
 /// acknowledgement given up (or later than the take-over time) has the
 /// webhook delivered again, with the same idempotency key.
-async fn acknowledge(
-    queue: RedisQueue,
-    mut rx: mpsc::UnboundedReceiver<Ending>,
-    held: Arc<std::sync::Mutex<HashSet<String>>>,
-) {
-    let mut batch = Vec::with_capacity(ACK_BATCH);
-    while rx.recv_many(&mut batch, ACK_BATCH).await > 0 {
+async fn acknowledge(queue: &RedisQueue, acks: &Acks, held: &Held) {
+    while let Some(mut batch) = acks.take(ACK_BATCH).await {
         if batch.len() < ACK_BATCH {
             // A moment for more to end: fewer round trips per webhook.
             tokio::time::sleep(ACK_LINGER).await;
-            while batch.len() < ACK_BATCH {
-                match rx.try_recv() {
-                    Ok(id) => batch.push(id),
-                    Err(_) => break,
-                }
-            }
+            acks.top_up(&mut batch, ACK_BATCH);
         }
         let mut wait = Duration::from_millis(50);
         for _ in 0..40 {
@@ -641,12 +699,10 @@ async fn acknowledge(
             }
         }
         // Ended (or given up: taken over later, by any relay this one too).
-        let mut ours = lock(&held);
+        let mut ours = lock(held);
         for e in &batch {
             ours.remove(&e.stream_id);
         }
-        drop(ours);
-        batch.clear();
     }
 }
 

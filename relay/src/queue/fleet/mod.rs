@@ -14,6 +14,7 @@ pub(crate) mod change;
 pub(crate) mod changes;
 pub(crate) mod counts;
 mod drain;
+mod driven;
 pub(crate) mod durability;
 pub(crate) mod events;
 mod global;

@@ -40,6 +40,7 @@ use std::sync::{Arc, Mutex, OnceLock, RwLock};
 use std::time::Duration;
 
 use dripfeed::PermitSource;
+use dripfeed::destinations::Drivers;
 use dripfeed::global::{Failure, RedisAimd, RedisConnection, RedisRate};
 use dripfeed::journal::JobCodec;
 use dripfeed::keyed::{AdmitError, BucketError, BucketStore};
@@ -49,11 +50,11 @@ use tokio::sync::{Semaphore, watch};
 use super::redis::keys::{KeyClaim, RedisKeys};
 use super::redis::queue::{Admission, Purposes, RedisQueue};
 use super::redis::queue_status::JobStatus;
-use tokio::task::JoinHandle;
 
 use super::breaker::FleetBreaker;
 use super::counts::{Counts, Series};
 use super::drain::Drain;
+use super::driven::Driven;
 use super::lane::{Lane, number_of};
 use super::redis::CALL;
 use super::redis::breaker::{RedisBreaker, Rule};
@@ -126,8 +127,11 @@ pub(crate) struct Shared {
     deliveries: OnceLock<Drains>,
     /// The drains running, by destination.
     drains: Mutex<HashMap<String, Running>>,
+    /// The few tasks every drain runs on (one scheduler for many drains,
+    /// as in the local engine), once [`spawn`](Self::spawn) has run.
+    drivers: OnceLock<Arc<Drivers>>,
     /// Drains told to stop (a new rate, a deletion) ending their deliveries.
-    retiring: Mutex<Vec<JoinHandle<()>>>,
+    retiring: Mutex<Vec<Driven>>,
     /// Set by [`finish`](Self::finish): no drain starts after it.
     finishing: AtomicBool,
     /// The fleet's limit over every destination (`global_rate`), if any.
@@ -154,7 +158,7 @@ struct Running {
     stop: watch::Sender<bool>,
     /// Set once it has decided to sleep.
     asleep: Arc<AtomicBool>,
-    task: JoinHandle<()>,
+    task: Driven,
     /// The rate, adaptive ceiling and budget it runs with, and whether its
     /// series are its own: a change of any starts it again.
     shape: (f64, Option<f64>, Duration, bool),
@@ -269,6 +273,7 @@ impl Shared {
                 }),
             },
             deliveries: OnceLock::new(),
+            drivers: OnceLock::new(),
             drains: Mutex::default(),
             retiring: Mutex::default(),
             finishing: AtomicBool::new(false),
@@ -455,7 +460,7 @@ impl Shared {
         let running = lock(&self.drains).remove(name);
         if let Some(r) = running {
             let _ = r.stop.send(true);
-            let _ = r.task.await;
+            r.task.ended().await;
         }
     }
 
@@ -463,7 +468,7 @@ impl Shared {
     /// budget (once the relay's deliveries are given, and until it
     /// finishes).
     pub(super) fn start_drain(&self, name: &str, lane: &Lane) {
-        let Some(deliveries) = self.deliveries.get() else {
+        let (Some(deliveries), Some(drivers)) = (self.deliveries.get(), self.drivers.get()) else {
             return; // spawn starts them
         };
         let shape = (lane.rate, lane.ceiling, lane.budget, lane.counts.own());
@@ -548,7 +553,7 @@ impl Shared {
             waker: self.conn.counted_as("wake"),
         };
         let (stop, stopped) = watch::channel(false);
-        let task = tokio::spawn(d.run(steering, stopped));
+        let task = Driven::run(drivers, d.run(steering, stopped));
         drains.insert(
             name.to_owned(),
             Running {
@@ -874,6 +879,10 @@ impl Shared {
     /// for that destination (a bucket in Redis at its rate: the fleet
     /// together delivers at most the rate, not each relay).
     pub(crate) fn spawn(&self, drains: Drains) {
+        let drivers = 2 * std::thread::available_parallelism().map_or(1, |n| n.get());
+        let _ = self
+            .drivers
+            .set(Drivers::start(drivers, &tokio::runtime::Handle::current()));
         let _ = self.deliveries.set(drains);
     }
 
@@ -892,7 +901,7 @@ impl Shared {
         }
         let all = async {
             for task in tasks {
-                let _ = task.await;
+                task.ended().await;
             }
         };
         if tokio::time::timeout(grace, all).await.is_err() {
