@@ -8,9 +8,10 @@
 //!   size at 20,000 as at 1,000, and after a restart every one is there,
 //!   as it was made;
 //! - 2,000 destinations at 1/s, each given 3 webhooks at once, each
-//!   receive theirs at their own rate (never 3 within one second), and
-//!   once they have drained the heap they took is given back (at most
-//!   4 KiB each stays: the ended webhooks' statuses, kept on purpose).
+//!   receive theirs at their own rate (never 3 within one second), cost
+//!   at most 16 KiB of heap each while they have work, and once they have
+//!   drained the heap they took is given back (at most 4 KiB each stays:
+//!   the ended webhooks' statuses, kept on purpose).
 //!
 //! Real time and a real process (a loopback integration test): bounded in
 //! time and count, asserting counts and generous bounds only.
@@ -156,7 +157,7 @@ async fn two_thousand_active_destinations_each_keep_their_rate_and_give_memory_b
     let rx = ok(log.clone(), Duration::ZERO).await;
     let dir = TempDir::new("many-active");
     let args = format!(
-        "--destination seed=http://{rx}/h?d=seed --data-dir {} --max-destinations 3000 --retries 0",
+        "--destination seed=http://{rx}/h?d=seed --data-dir {} --max-destinations 3000 --retries 0 --drain-rate 5",
         dir.arg("data")
     );
     let relay = Relay::start_with(&argv(&args), &[]).await;
@@ -189,10 +190,15 @@ async fn two_thousand_active_destinations_each_keep_their_rate_and_give_memory_b
     for c in clients {
         c.await.unwrap();
     }
-    // Each with work holds its throttle (its ring, its drain) and the
-    // webhooks it has left: at most 16 KiB beyond them.
+    // Each with work holds its throttle (its drain, its ring: 48 bytes a
+    // slot, sized for the budget at the relay's highest rate, 5/s here)
+    // and the webhooks it has left: at most 16 KiB.
     let active = (heap(&relay).await - idle) / N as f64;
     eprintln!("many: {active:.0} bytes of heap per destination with work");
+    assert!(
+        active <= 16_384.0,
+        "{active:.0} bytes per destination with work"
+    );
     let all = log
         .until(Duration::from_secs(120), |hits| hits.len() >= N * EACH)
         .await;

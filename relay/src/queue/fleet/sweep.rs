@@ -31,7 +31,7 @@ impl Shared {
             else {
                 continue;
             };
-            let Some(of) = job.event_of else { continue };
+            let Some(of) = &job.event_of else { continue };
             let id = super::lane::number_of(&c.id);
             let ended = super::redis::events::Ended::DeadLettered(reason.to_owned());
             if let Err(e) = self.events.ended(&of.app, id, name, ended).await {

@@ -528,7 +528,7 @@ mod tests {
         };
         let bytes = copy_bytes(&record, b"{\"n\":1}");
         let job = <Job as dripfeed::journal::JobCodec>::decode(&bytes).unwrap();
-        let of = job.event_of.unwrap();
+        let of = job.event_of.clone().unwrap();
         assert_eq!((&*of.app, &*of.kind), ("shop", "invoice.paid"));
         assert_eq!(
             (&job.body[..], job.tenant.as_deref()),
