@@ -10,6 +10,7 @@ use async_trait::async_trait;
 use super::Failure;
 use super::conn::RedisConnection;
 use super::leaser::{self, Config, Inner};
+use crate::destinations::Drivers;
 use crate::limits::permits::{Permit, PermitSource};
 
 /// A [`PermitSource`] backed by one shared leaky bucket in Redis: every
@@ -91,6 +92,7 @@ impl RedisRate {
                 call_timeout: Duration::from_millis(250),
                 failure: Failure::FailClosed,
             },
+            drivers: None,
         }
     }
 
@@ -274,6 +276,7 @@ impl PermitSource for RedisRate {
 pub struct RedisRateBuilder {
     conn: RedisConnection,
     cfg: Config,
+    drivers: Option<Arc<Drivers>>,
 }
 
 impl RedisRateBuilder {
@@ -324,8 +327,33 @@ impl RedisRateBuilder {
         self
     }
 
-    /// Validates and spawns the leasing task on the current tokio runtime;
-    /// it ends when the last handle is dropped.
+    /// Runs the leasing on `drivers` (one scheduler for many) rather than
+    /// a task of its own: for many limits at once, one per queue say.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() {
+    /// use dripfeed::destinations::Drivers;
+    /// use dripfeed::global::{RedisConnection, RedisRate};
+    /// let drivers = Drivers::start(1, &tokio::runtime::Handle::current());
+    /// let conn = RedisConnection::open("redis://127.0.0.1:1/").unwrap();
+    /// let tasks = tokio::runtime::Handle::current().metrics().num_alive_tasks();
+    /// let limits: Vec<RedisRate> = (0..100)
+    ///     .map(|i| RedisRate::builder(conn.clone(), format!("k{i}"), 10.0).drivers(&drivers).start().unwrap())
+    ///     .collect();
+    /// let now = tokio::runtime::Handle::current().metrics().num_alive_tasks();
+    /// assert_eq!(now, tasks, "no task of their own");
+    /// # drop(limits);
+    /// # }
+    /// ```
+    pub fn drivers(mut self, drivers: &Arc<Drivers>) -> Self {
+        self.drivers = Some(drivers.clone());
+        self
+    }
+
+    /// Validates and starts the leasing, a task on the current tokio
+    /// runtime (or on the [`drivers`](Self::drivers) given); it ends when
+    /// the last handle is dropped.
     pub fn start(self) -> Result<RedisRate, RedisRateError> {
         let mut cfg = self.cfg;
         if !(cfg.rate.is_finite() && cfg.rate > 0.0) {
@@ -360,7 +388,11 @@ impl RedisRateBuilder {
             inner = inner.burst_follows_rate();
         }
         let inner = Arc::new(inner);
-        runtime.spawn(leaser::run(Arc::downgrade(&inner)));
+        let leasing = leaser::run(Arc::downgrade(&inner));
+        match &self.drivers {
+            Some(drivers) => drop(drivers.run(leasing)),
+            None => drop(runtime.spawn(leasing)),
+        }
         Ok(RedisRate { inner })
     }
 }

@@ -10,8 +10,10 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-/// Bookkeeping charged per job on top of its body and tenant name.
-pub(crate) const JOB_OVERHEAD: u64 = 256;
+/// Bookkeeping charged per job on top of its body and tenant name: what
+/// a queued webhook holds besides them (its fields, boxed, 192 bytes; its
+/// trail; its status), measured at 356 bytes by `relay/tests/it/memory.rs`.
+pub(crate) const JOB_OVERHEAD: u64 = 384;
 
 /// Bytes held for clients, against a maximum.
 #[derive(Clone)]
@@ -101,9 +103,9 @@ mod tests {
 
     #[test]
     fn tickets_give_their_bytes_back() {
-        let budget = ByteBudget::new(1000);
+        let budget = ByteBudget::new(1200);
         let a = budget.try_hold(600).expect("fits");
-        assert!(budget.try_hold(401).is_none());
+        assert!(budget.try_hold(601).is_none());
         let mut b = budget.try_take(100).expect("fits with its overhead");
         assert_eq!(budget.held(), 600 + 100 + JOB_OVERHEAD);
         b.shrink_to(50);

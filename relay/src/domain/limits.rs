@@ -148,10 +148,10 @@ mod tests {
     fn a_queue_the_byte_budget_cannot_hold_is_refused_in_both_engines() {
         for l in [limits(Some(100.0)), limits(None)] {
             assert_eq!(l.check(&dest(Some("2s"), None, None)), Ok(200));
-            assert_eq!(l.most_held(), 262_144);
+            assert_eq!(l.most_held(), 174_762);
             for budget in ["20000s", "10000000s"] {
                 let e = l.check(&dest(Some(budget), None, None)).unwrap_err();
-                assert!(e.contains("more than one queue may hold: 262144"), "{e}");
+                assert!(e.contains("more than one queue may hold: 174762"), "{e}");
             }
             let crossed = l.check(&dest(None, Some(20.0), Some(10.0))).unwrap_err();
             assert!(
@@ -171,7 +171,7 @@ mod tests {
         assert!(e.contains("above the most allowed"), "{e}");
         // A small byte budget holds a smaller queue.
         let small = Limits {
-            max_queue_bytes: 256 * 50,
+            max_queue_bytes: JOB_OVERHEAD * 50,
             ..limits(None)
         };
         assert_eq!(small.check(&dest(Some("500ms"), None, None)), Ok(50));

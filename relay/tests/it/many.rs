@@ -232,8 +232,10 @@ async fn two_thousand_active_destinations_each_keep_their_rate_and_give_memory_b
 /// The fleet (`--queue redis`): 2,000 destinations made through the admin
 /// API cost at most 3 KiB of a relay's heap each while idle (no drain, no
 /// series of their own), `/metrics` is the same size at 2,000 as at 200,
-/// and their deliveries are counted under `_other`; once those given work
-/// have drained and slept, the heap they took is given back.
+/// and their deliveries are counted under `_other`; while they have work
+/// each costs at most 16 KiB; once those given work have drained and
+/// slept, the heap they took is given back; and a change of one's metrics
+/// setting alone moves its running drain to series of its own.
 #[cfg(feature = "redis")]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn fleet_destinations_cost_little_idle_and_sum_into_other() {
@@ -330,4 +332,45 @@ async fn fleet_destinations_cost_little_idle_and_sum_into_other() {
         last <= 4096.0,
         "{last:.0} bytes per destination still held once drained"
     );
+    // A change of its metrics setting alone reaches a drain that runs:
+    // e0 given 5 webhooks (at 1/s), then named for series of its own once
+    // the first has come; the rest are counted under its name, not
+    // `_other` (its drain starts again under them).
+    let before = log.len();
+    for n in 0..5 {
+        let (status, body) = relay
+            .post(
+                &[
+                    ("x-destination", "e0"),
+                    ("content-type", "application/json"),
+                ],
+                &format!("{{\"n\":{n}}}"),
+            )
+            .await;
+        assert_eq!(status, 202, "{body}");
+    }
+    let first = log
+        .until(Duration::from_secs(30), |hits| hits.len() > before)
+        .await;
+    assert!(first, "e0's first webhook delivered");
+    let resp = http()
+        .patch(relay.admin_url("/v1/destinations/e0"))
+        .header("content-type", "application/json")
+        .body(r#"{"metrics": true}"#)
+        .send()
+        .await
+        .expect("the admin API answers");
+    assert_eq!(resp.status().as_u16(), 200, "{:?}", resp.text().await);
+    let all = log
+        .until(Duration::from_secs(30), |hits| hits.len() >= before + 5)
+        .await;
+    assert!(all, "{} of e0's 5 delivered", log.len() - before);
+    let own = eventually(Duration::from_secs(10), || async {
+        relay.metrics().await.get(
+            "leaky_bucket_jobs_total",
+            &[("destination", "e0"), ("outcome", "delivered")],
+        ) >= 3.0
+    })
+    .await;
+    assert!(own, "e0's deliveries after the change are under its name");
 }

@@ -490,6 +490,7 @@ impl Shared {
         )
         .name("webhook_relay_queue")
         .on_failure(Failure::FailClosed)
+        .drivers(drivers)
         .start()
         {
             Ok(p) => p,
