@@ -29,6 +29,17 @@
 
 #![forbid(unsafe_code)]
 
+/// `println!`, except that a stdout nobody reads any more (a closed pipe:
+/// a supervisor's log reader gone, `| head`) drops the line rather than
+/// panicking. A panic there at shutdown ended the relay before its drains
+/// and its journal had finished.
+macro_rules! say {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stdout().lock(), $($arg)*);
+    }};
+}
+
 mod admin;
 mod auth;
 mod catalog;
@@ -174,7 +185,7 @@ fn hash_key() -> ExitCode {
         );
         return ExitCode::from(2);
     }
-    println!("{}", config::digest::KeyDigest::of(key).hex());
+    say!("{}", config::digest::KeyDigest::of(key).hex());
     ExitCode::SUCCESS
 }
 
@@ -240,7 +251,11 @@ async fn command_run(cli: Cli) -> ExitCode {
         Some(Command::HashKey) => hash_key(),
         Some(Command::Openapi { listener }) => match openapi::Listener::parse(&listener) {
             Some(l) => {
-                print!("{}", serve::openapi::generate(l));
+                std::io::Write::write_all(
+                    &mut std::io::stdout().lock(),
+                    serve::openapi::generate(l).as_bytes(),
+                )
+                .ok();
                 ExitCode::SUCCESS
             }
             None => {
@@ -266,10 +281,10 @@ async fn command_run(cli: Cli) -> ExitCode {
                 return refuse(&ConfigErrors(errors));
             }
             if let Err(e) = config::require_destination(&cfg) {
-                println!("note: {e} (needed to serve)");
+                say!("note: {e} (needed to serve)");
             }
             let n = cfg.destinations.len();
-            println!(
+            say!(
                 "configuration ok: {} settings, {n} destination{}",
                 config::KEYS.len(),
                 if n == 1 { "" } else { "s" }
@@ -281,17 +296,14 @@ async fn command_run(cli: Cli) -> ExitCode {
             Err(e) => refuse(&e),
         },
         Some(Command::Completions { shell }) => {
-            clap_complete::generate(
-                shell,
-                &mut command(),
-                "dripfeed-relay",
-                &mut std::io::stdout(),
-            );
+            let mut script = Vec::new();
+            clap_complete::generate(shell, &mut command(), "dripfeed-relay", &mut script);
+            std::io::Write::write_all(&mut std::io::stdout().lock(), &script).ok();
             ExitCode::SUCCESS
         }
         Some(Command::Man) => match manual() {
             Ok(page) => {
-                print!("{page}");
+                std::io::Write::write_all(&mut std::io::stdout().lock(), page.as_bytes()).ok();
                 ExitCode::SUCCESS
             }
             Err(e) => {
@@ -304,7 +316,11 @@ async fn command_run(cli: Cli) -> ExitCode {
                 if let Err(e) = kept_changes(&mut cfg) {
                     return refuse(&e);
                 }
-                print!("{}", config::render(&cfg));
+                std::io::Write::write_all(
+                    &mut std::io::stdout().lock(),
+                    config::render(&cfg).as_bytes(),
+                )
+                .ok();
                 ExitCode::SUCCESS
             }
             Err(e) => refuse(&e),

@@ -104,7 +104,7 @@ pub(crate) async fn or_quit<T>(drain: impl std::future::Future<Output = T>) -> T
     tokio::select! {
         done = drain => done,
         () = signal() => {
-            println!("second signal: exiting now; what was accepted is kept for the next start");
+            say!("second signal: exiting now; what was accepted is kept for the next start");
             std::process::exit(130);
         }
     }

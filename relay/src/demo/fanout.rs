@@ -138,7 +138,7 @@ pub(crate) async fn run(
     cap: usize,
     seconds: u32,
 ) -> Result<(), String> {
-    println!("flooding healthy, slow (20/s) and dead at 40/s each for {seconds} s …");
+    say!("flooding healthy, slow (20/s) and dead at 40/s each for {seconds} s …");
     let sent = flood(addr, header, &["healthy", "slow", "dead"], 40, seconds).await;
     // The slow queue drains at its rate; the dead one waits on its breaker.
     for _ in 0..200 {
@@ -151,16 +151,23 @@ pub(crate) async fn run(
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    println!(
+    say!(
         "\n{:<8} {:>6} {:>9} {:>9} {:>10} {:>14} {:>8} {:>10}",
-        "", "sent", "accepted", "503", "delivered", "dead-lettered", "queued", "breaker"
+        "",
+        "sent",
+        "accepted",
+        "503",
+        "delivered",
+        "dead-lettered",
+        "queued",
+        "breaker"
     );
     for name in ["healthy", "slow", "dead"] {
         let s = sent.get(name).cloned().unwrap_or_default();
         let Some(d) = set.stats(name) else {
             continue;
         };
-        println!(
+        say!(
             "{:<8} {:>6} {:>9} {:>9} {:>10} {:>14} {:>8} {:>10}",
             name,
             s.sent,
@@ -172,7 +179,7 @@ pub(crate) async fn run(
             format!("{} ×{}", d.breaker().as_str(), d.breaker_opened()),
         );
     }
-    println!(
+    say!(
         "\nthe dead receiver held at most its cap of {cap} deliveries; 503s for it carried Retry-After ({} of {})",
         sent.get("dead").map_or(0, |s| s.with_retry_after),
         sent.get("dead").map_or(0, |s| s.refused_503),

@@ -163,7 +163,7 @@ pub(crate) async fn run(demo: Demo<'_>) -> Result<(), String> {
         receiver,
         grace,
     } = demo;
-    println!("demo: 1,000 requests/s for 5 s …");
+    say!("demo: 1,000 requests/s for 5 s …");
     let start = Instant::now();
     // with tenant quotas, half the traffic comes from one hot tenant
     let b = burst(addr, (set, name), 1000, 5, |n| {
@@ -193,17 +193,17 @@ pub(crate) async fn run(demo: Demo<'_>) -> Result<(), String> {
     let accepted = b.count(202);
     let kept = delivered + sum(|s| s.dead_lettered()) + sum(|s| s.evicted()) + returned_n;
     let lost = accepted.saturating_sub(kept);
-    println!(
+    say!(
         "burst sent in {:.2} s; drained after {:.2} s",
         sent.as_secs_f64(),
         start.elapsed().as_secs_f64()
     );
-    println!();
-    println!(
+    say!();
+    say!(
         "| accepted 202 | refused 503 | Retry-After (503) | refused 429 | Retry-After (429) | peak depth | delivered | dead-lettered | lost |"
     );
-    println!("|---|---|---|---|---|---|---|---|---|");
-    println!(
+    say!("|---|---|---|---|---|---|---|---|---|");
+    say!(
         "| {accepted} | {} | {} | {} | {} | {} / {} | {delivered} | {file_lines} | {lost} |",
         b.count(503),
         b.range(503),
@@ -214,23 +214,25 @@ pub(crate) async fn run(demo: Demo<'_>) -> Result<(), String> {
     );
     if let Some(rx) = receiver {
         let r = rx.stats();
-        println!();
-        println!(
+        say!();
+        say!(
             "receiver: {} received, {} ok, {} answered 503 (capacity exceeded)",
-            r.received, r.ok, r.failed_503
+            r.received,
+            r.ok,
+            r.failed_503
         );
         // Each delivered webhook's idempotency-key is the id its 202 named.
         let ids: std::collections::HashSet<&str> =
             b.accepted_ids.iter().map(String::as_str).collect();
         let keys = rx.delivered_keys();
         let named = keys.iter().filter(|k| ids.contains(k.as_str())).count();
-        println!(
+        say!(
             "receiver: {} distinct idempotency keys, {named} of them named by a 202",
             keys.len()
         );
     }
     if b.errors > 0 {
-        println!("{} requests failed to connect", b.errors);
+        say!("{} requests failed to connect", b.errors);
     }
     if lost == 0 {
         Ok(())

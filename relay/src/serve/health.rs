@@ -53,7 +53,7 @@ pub(crate) async fn check(cfg: &Config) -> ExitCode {
     };
     match client.get(&url).send().await {
         Ok(r) if r.status().is_success() => {
-            println!("ready: {url}");
+            say!("ready: {url}");
             ExitCode::SUCCESS
         }
         Ok(r) => {

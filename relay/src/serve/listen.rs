@@ -69,7 +69,7 @@ pub(super) async fn start(
         listener::app::App::with_direct(intake::router(intake.clone()), intake::direct(intake));
     let server = listener::spawn(tcp, app, limits, acceptor(certs[0])?);
     tracing::info!(%addr, %admin_addr, destinations = cfg.destinations.len(), "listening");
-    println!(
+    say!(
         "admin on {}://{admin_addr}: GET /metrics, /healthz, /readyz, /v1/destinations{}",
         scheme(certs[1]),
         match s.admin_token_sha256 {
@@ -127,7 +127,7 @@ fn announce(cfg: &Config, addr: SocketAddr, fleet: bool, scheme: &str) {
         false => Limits::local(cfg),
     };
     match &cfg.destinations[..] {
-        [d] => println!(
+        [d] => say!(
             "webhook relay on {scheme}://{addr}: POST /v1/webhooks/deliver, GET /healthz\n\
              delivering to {} at {}/s, capacity {} ({:?} budget), overflow {:?}",
             d.url,
@@ -136,7 +136,7 @@ fn announce(cfg: &Config, addr: SocketAddr, fleet: bool, scheme: &str) {
             d.budget.unwrap_or(s.latency_budget),
             s.overflow,
         ),
-        all => println!(
+        all => say!(
             "webhook relay on {scheme}://{addr}: POST /v1/webhooks/deliver with {}: NAME, GET /healthz\n\
              {} destinations ({}), each at {}/s unless configured, {:?} budget, {} in flight each of {} shared",
             s.destination_header,

@@ -54,7 +54,7 @@ pub(super) async fn open(cfg: &Config, parts: Parts) -> Result<Arc<Local>, Failu
     if let Some(note) = &paths.old_layout {
         tracing::warn!("{note}");
     }
-    println!(
+    say!(
         "files: journal {}, dead letters {}, registry {}",
         parts
             .journal_dir
@@ -127,7 +127,7 @@ pub(super) async fn open(cfg: &Config, parts: Parts) -> Result<Arc<Local>, Failu
                     tracing::error!(destination = %name, "the dead-letter writer is gone: a webhook for a destination no longer known was dropped");
                 }
             }
-            println!(
+            say!(
                 "journal: {} webhooks for {name:?}, no longer a destination, dead-lettered",
                 stats.dead_lettered() + stats.evicted()
             );
@@ -147,12 +147,12 @@ pub(super) async fn open(cfg: &Config, parts: Parts) -> Result<Arc<Local>, Failu
         None => Idempotency::in_memory(budget.clone(), window, idempotency::MAX_KEYS),
     };
     match &parts.journal_dir {
-        Some(dir) => println!(
+        Some(dir) => say!(
             "journal {}: recovered {} unfinished webhooks, delivering them first",
             dir.display(),
             built.recovered
         ),
-        None => println!("no journal: accepted webhooks live in memory only"),
+        None => say!("no journal: accepted webhooks live in memory only"),
     }
     // Opened once the journal holds its directory's lock (in memory
     // without one).
@@ -190,7 +190,7 @@ pub(super) async fn open(cfg: &Config, parts: Parts) -> Result<Arc<Local>, Failu
     // Copies of events a crash (or a stop) left on their way go out again.
     let again = local.send_pending()?;
     if again > 0 {
-        println!("events: {again} copies on their way at the last stop sent again");
+        say!("events: {again} copies on their way at the last stop sent again");
     }
     Ok(local)
 }

@@ -277,7 +277,7 @@ pub(crate) async fn run(
     }
     if let (Some(path), Some(local)) = (&redrive_file, &local) {
         let done = local.redrive_file(path).await?;
-        println!(
+        say!(
             "redrive {}: {} re-admitted, {} refused, {} for destinations no longer there, {} unreadable lines, {} redriven before, {} kept in {}",
             path.display(),
             done.readmitted,
@@ -408,13 +408,13 @@ async fn serve_until_stopped(
     latencies: &Arc<Latencies>,
     cfg: &Config,
 ) -> tokio::time::Instant {
-    println!("{}", try_line(addr, cfg));
+    say!("{}", try_line(addr, cfg));
     let show = admin::status::Show::choose(cfg.settings.status_line);
     let status = admin::status::spawn(intake.clone(), latencies.clone(), show);
     shutdown::signal().await;
     let grace = cfg.settings.shutdown_grace;
     let end = tokio::time::Instant::now() + grace + AFTER_GRACE;
-    println!("\nshutting down: refusing new webhooks, draining for up to {grace:?}");
+    say!("\nshutting down: refusing new webhooks, draining for up to {grace:?}");
     let done = shutdown::or_quit(intake.queue.shutdown(grace)).await;
     status.abort();
     if let Some(traces) = &intake.traces {
@@ -423,12 +423,12 @@ async fn serve_until_stopped(
         traces.flush(left / 2).await;
     }
     if done.statuses_unwritten > 0 {
-        println!(
+        say!(
             "{} webhook statuses were not written (their file fell behind)",
             done.statuses_unwritten
         );
     }
-    println!(
+    say!(
         "delivered {}, kept in the journal for the next start {}, dead-letter file {} ({} lines this run)",
         done.delivered,
         done.kept,
@@ -440,7 +440,7 @@ async fn serve_until_stopped(
             true => "lost: there is no journal",
             false => "their webhooks stay in the journal for the next start",
         };
-        println!(
+        say!(
             "{} dead-letter lines could not be written ({rest})",
             done.dead_letter_held
         );

@@ -4,7 +4,10 @@
 //! grace), and the webhooks whose deliveries were stopped are kept in the
 //! journal and delivered at the next start. A SIGHUP that comes the
 //! moment the relay's runtime exists reloads nothing yet and ends nothing
-//! (before, the handler came later and the default action ended it).
+//! (before, the handler came later and the default action ended it). A
+//! stdout nobody reads any more (a closed pipe) does not end a stop in a
+//! panic: its lines are dropped (before, the first line of the stop
+//! panicked, exit 101, before the drains had finished).
 
 use std::process::Stdio;
 use std::sync::Arc;
@@ -149,4 +152,50 @@ async fn a_sighup_the_moment_the_runtime_exists_ends_nothing() {
         assert!(status.success(), "round {round}: {status:?}");
     }
     assert_eq!(died, 0, "relays ended by an early SIGHUP, of 20");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stop_with_its_stdout_closed_ends_cleanly() {
+    use tokio::io::AsyncBufReadExt as _;
+    let dir = TempDir::new("stop-stdout");
+    let mut args: Vec<String> = LOOPBACK.iter().map(|s| s.to_string()).collect();
+    args.extend(
+        format!(
+            "--downstream http://127.0.0.1:9/h --journal-dir {} --dead-letter-file {} --status-line=false",
+            dir.arg("journal"),
+            dir.arg("dl.jsonl")
+        )
+        .split_whitespace()
+        .map(str::to_owned),
+    );
+    let mut child = tokio::process::Command::new(bin())
+        .args(&args)
+        .env_remove("RUST_LOG")
+        .env_remove("DRIPFEED_RELAY_BIN")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("the relay starts");
+    let out = child.stdout.take().expect("its stdout");
+    let mut lines = tokio::io::BufReader::new(out).lines();
+    let listening = tokio::time::timeout(Duration::from_secs(60), async {
+        while let Ok(Some(line)) = lines.next_line().await {
+            if line.starts_with("webhook relay on http://") {
+                return true;
+            }
+        }
+        false
+    })
+    .await
+    .unwrap_or(false);
+    assert!(listening, "the relay listens");
+    drop(lines); // nobody reads its stdout any more
+    let pid = rustix::process::Pid::from_raw(child.id().expect("a pid") as i32).unwrap();
+    rustix::process::kill_process(pid, rustix::process::Signal::TERM).unwrap();
+    let status = tokio::time::timeout(Duration::from_secs(30), child.wait())
+        .await
+        .expect("it stops")
+        .unwrap();
+    assert!(status.success(), "{status:?}");
 }

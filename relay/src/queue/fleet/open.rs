@@ -62,7 +62,7 @@ pub(crate) async fn open(cfg: &Config, parts: Parts) -> Result<Arc<FleetQueue>, 
     });
     // Drains start with work, and sleep without.
     tokio::spawn(super::wake::listen(Arc::downgrade(&shared)));
-    println!("shared queue in Redis as node {node}: webhooks wait in the fleet's streams");
+    say!("shared queue in Redis as node {node}: webhooks wait in the fleet's streams");
     let limits = Limits::fleet(cfg);
     let changes = Fleet::start(
         parts.start,
