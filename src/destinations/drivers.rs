@@ -13,12 +13,12 @@
 //! drain alone, not the driver and the other drains on it.
 
 use std::future::Future;
-use std::panic::AssertUnwindSafe;
+use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::pin::Pin;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::task::Poll;
 
-use futures_util::FutureExt as _;
 use futures_util::StreamExt as _;
 use futures_util::stream::FuturesUnordered;
 use tokio::sync::{mpsc, oneshot};
@@ -29,11 +29,12 @@ type Driven = Pin<Box<dyn Future<Output = ()> + Send>>;
 /// A few driver tasks that poll many long-lived futures (drains): one
 /// scheduler for many, instead of a task each. What a
 /// [`DestinationsBuilder::drivers`](super::DestinationsBuilder::drivers)
-/// set runs its drains on; public so a drain of your own making (one per
-/// queue in a shared store, say) can run on the same few tasks.
+/// set runs its drains on (a set of its own); public so drains of your own
+/// making (one per queue in a shared store, say) run on a few tasks too.
 ///
 /// Each future keeps its own timers and wakers: a driver polls only those
-/// woken. A panic in one is caught and ends that one alone.
+/// woken. A panic in one, while it is polled or dropped, is caught and
+/// ends that one alone.
 ///
 /// ```
 /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
@@ -114,10 +115,25 @@ impl Drivers {
     /// ```
     pub fn run(&self, drain: impl Future<Output = ()> + Send + 'static) -> oneshot::Receiver<()> {
         let (done, ended) = oneshot::channel();
-        // Caught: one drain's panic ends it alone. Combinators, not an
-        // async block: one holding `drain` would keep two copies of it.
-        let driven: Driven = Box::pin(AssertUnwindSafe(drain).catch_unwind().map(move |_| {
-            let _ = done.send(());
+        // Caught: one drain's panic ends it alone, whether it comes from a
+        // poll or from dropping what it held. Boxed, not moved into an
+        // async block, which would keep two copies of it.
+        let mut drain: Option<Driven> = Some(Box::pin(drain));
+        let mut done = Some(done);
+        let driven: Driven = Box::pin(std::future::poll_fn(move |cx| {
+            let polled = catch_unwind(AssertUnwindSafe(|| match drain.as_mut() {
+                Some(d) => d.as_mut().poll(cx),
+                None => Poll::Ready(()),
+            }));
+            if let Ok(Poll::Pending) = polled {
+                return Poll::Pending;
+            }
+            let gone = drain.take();
+            let _ = catch_unwind(AssertUnwindSafe(move || drop(gone)));
+            if let Some(done) = done.take() {
+                let _ = done.send(());
+            }
+            Poll::Ready(())
         }));
         let i = self.next.fetch_add(1, Ordering::Relaxed) % self.to.len();
         if let Err(mpsc::error::SendError(driven)) = self.to[i].send(driven) {
@@ -170,9 +186,24 @@ mod tests {
             }));
         }
         let bad = drivers.run(async { panic!("a drain that panics") });
+        // One whose end is fine but whose drop panics: caught too.
+        struct Bomb;
+        impl Future for Bomb {
+            type Output = ();
+            fn poll(self: Pin<&mut Self>, _: &mut std::task::Context<'_>) -> Poll<()> {
+                Poll::Ready(())
+            }
+        }
+        impl Drop for Bomb {
+            fn drop(&mut self) {
+                panic!("a drain whose drop panics");
+            }
+        }
+        let dropped = drivers.run(Bomb);
         let metrics = tokio::runtime::Handle::current().metrics();
         assert!(metrics.num_alive_tasks() <= 3, "two drivers (and the test)");
         bad.await.expect("told of its end");
+        dropped.await.expect("told of its end");
         for e in ends {
             e.await.expect("each ends");
         }

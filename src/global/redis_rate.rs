@@ -352,8 +352,9 @@ impl RedisRateBuilder {
     }
 
     /// Validates and starts the leasing, a task on the current tokio
-    /// runtime (or on the [`drivers`](Self::drivers) given); it ends when
-    /// the last handle is dropped.
+    /// runtime (or a future on the [`drivers`](Self::drivers) given; a
+    /// current runtime is needed either way); it ends when the last handle
+    /// is dropped.
     pub fn start(self) -> Result<RedisRate, RedisRateError> {
         let mut cfg = self.cfg;
         if !(cfg.rate.is_finite() && cfg.rate > 0.0) {

@@ -11,6 +11,8 @@ use super::redis::queue::{Claimed, RedisQueue};
 use super::redis::queue_status::Ending;
 use dripfeed::journal::JobCodec;
 use dripfeed::{Attempt, Delivery, Downstream, PermitSource};
+use futures_util::FutureExt as _;
+use std::panic::AssertUnwindSafe;
 use std::sync::atomic::{AtomicBool, Ordering};
 use tokio::sync::{Notify, Semaphore};
 use tokio::time::Instant;
@@ -94,37 +96,48 @@ impl Drain {
     /// not a task of its own) keeps the lane's rate at the fleet's, until
     /// stopped too.
     pub(super) async fn run(
-        self,
+        self: Arc<Self>,
         steering: Option<Steering>,
         stop: tokio::sync::watch::Receiver<bool>,
     ) {
+        let this = self;
         // Its own stop: told when the drain stops or sleeps, so it gives
         // its lease back either way.
         let (steering_stop, steering_stopped) = tokio::sync::watch::channel(false);
-        let steering = match (steering, &self.lane.steer) {
+        let steering = match (steering, &this.lane.steer) {
             (Some(s), Some(steer)) => Some(steer::run(
                 steer.clone(),
                 s,
-                self.lane.counts.clone(),
-                self.lane.budget,
+                this.lane.counts.clone(),
+                this.lane.budget,
                 steering_stopped,
             )),
             _ => None,
         };
-        let this = Arc::new(self);
         // The entries this drain holds (claimed ahead, being delivered, or
         // ended and not yet acknowledged), by stream id: one held so long
         // that its own take-over scan hands it back is not sent twice.
         let held: Held = Arc::default();
         let acks = Arc::new(Acks::default());
+        let cap = u32::try_from(this.in_flight.available_permits()).unwrap_or(u32::MAX);
         // One future, not a task each: the emitter, its acknowledgements
-        // and its steering, polled together.
+        // and its steering, polled together. The emitter never panics;
+        // should it, its deliveries under way still end and what they
+        // ended is still acknowledged (a steering that panics stops alone).
         let emit = async {
-            this.emit(stop, &acks, &held).await;
+            let emitted = AssertUnwindSafe(this.emit(stop, &acks, &held))
+                .catch_unwind()
+                .await;
+            if emitted.is_err() {
+                tracing::error!(destination = %this.downstream.name, "shared queue: a drain panicked; its deliveries under way end and are acknowledged");
+                let _ = this.in_flight.acquire_many(cap).await;
+            }
             acks.close();
             let _ = steering_stop.send(true);
         };
-        let steering = futures_util::future::OptionFuture::from(steering);
+        let steering = futures_util::future::OptionFuture::from(
+            steering.map(|s| AssertUnwindSafe(s).catch_unwind()),
+        );
         tokio::join!(emit, acknowledge(&this.lane.queue, &acks, &held), steering);
     }
 

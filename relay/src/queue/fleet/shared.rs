@@ -554,7 +554,7 @@ impl Shared {
             waker: self.conn.counted_as("wake"),
         };
         let (stop, stopped) = watch::channel(false);
-        let task = Driven::run(drivers, d.run(steering, stopped));
+        let task = Driven::run(drivers, Arc::new(d).run(steering, stopped));
         drains.insert(
             name.to_owned(),
             Running {
