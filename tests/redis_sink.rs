@@ -83,7 +83,13 @@ async fn overflow_goes_to_the_stream_and_redrive_takes_only_what_fits() {
 
     // Shutdown leftovers go to the stream too.
     let report = throttle.shutdown(Duration::ZERO).await;
-    assert_eq!(report.stats.outcome(dripfeed::Outcome::DeadLettered), 20);
+    assert_eq!(
+        report.stats.outcome(dripfeed::Outcome::DeadLettered),
+        20,
+        "{:?}, {} returned",
+        report.stats,
+        report.returned.len()
+    );
     assert_eq!(redis.cli(&["XLEN", "dead"]).trim(), "12");
     assert!(
         redis
