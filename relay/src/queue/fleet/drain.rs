@@ -125,13 +125,14 @@ impl Drain {
         // should it, its deliveries under way still end and what they
         // ended is still acknowledged (a steering that panics stops alone).
         let emit = async {
-            let emitted = AssertUnwindSafe(this.emit(stop, &acks, &held))
+            let emitted = AssertUnwindSafe(this.emit(stop, &acks, &held, cap))
                 .catch_unwind()
                 .await;
             if emitted.is_err() {
                 tracing::error!(destination = %this.downstream.name, "shared queue: a drain panicked; its deliveries under way end and are acknowledged");
-                let _ = this.in_flight.acquire_many(cap).await;
             }
+            // Every place back: the deliveries under way have ended.
+            let _ = this.in_flight.acquire_many(cap).await;
             acks.close();
             let _ = steering_stop.send(true);
         };
@@ -141,14 +142,15 @@ impl Drain {
         tokio::join!(emit, acknowledge(&this.lane.queue, &acks, &held), steering);
     }
 
-    /// The emitter: until stopped, a place, the pacing, a permit, then one
-    /// entry, delivered in a task of its own; then what it claimed ahead
-    /// handed back and its deliveries waited for.
+    /// The emitter: until stopped, a place (of `cap`), the pacing, a
+    /// permit, then one entry, delivered in a task of its own; then what
+    /// it claimed ahead handed back.
     async fn emit(
         self: &Arc<Self>,
         mut stop: tokio::sync::watch::Receiver<bool>,
         acks: &Arc<Acks>,
         held: &Held,
+        cap: u32,
     ) {
         let this = self;
         let steer = this.lane.steer.clone();
@@ -163,7 +165,6 @@ impl Drain {
         let (mut quiet_since, mut depth_read): (Option<Instant>, Option<u64>) = (None, None);
         // Claimed ahead, each still waiting for its place, slot and permit.
         let mut buffer = std::collections::VecDeque::new();
-        let cap = u32::try_from(this.in_flight.available_permits()).unwrap_or(u32::MAX);
         'run: loop {
             if *stop.borrow() {
                 break;
@@ -421,8 +422,6 @@ impl Drain {
                 ),
             }
         }
-        // Every place back: the deliveries under way have ended.
-        let _ = this.in_flight.acquire_many(cap).await;
     }
 
     /// Whether `entry`, just taken over, has been taken over too often
