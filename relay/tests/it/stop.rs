@@ -95,24 +95,13 @@ async fn a_sighup_the_moment_the_runtime_exists_ends_nothing() {
     let dir = TempDir::new("stop-hup");
     let mut died = 0;
     for round in 0..20 {
-        let mut args: Vec<String> = LOOPBACK.iter().map(|s| s.to_string()).collect();
-        args.extend(
-            format!(
-                "--downstream http://127.0.0.1:9/h --no-journal --dead-letter-file {} --status-line=false",
+        let mut child = spawn(
+            &format!(
+                "--no-journal --dead-letter-file {}",
                 dir.arg(&format!("dl-{round}.jsonl"))
-            )
-            .split_whitespace()
-            .map(str::to_owned),
+            ),
+            Stdio::null(),
         );
-        let mut child = tokio::process::Command::new(bin())
-            .args(&args)
-            .env_remove("RUST_LOG")
-            .env_remove("DRIPFEED_RELAY_BIN")
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .kill_on_drop(true)
-            .spawn()
-            .expect("the relay starts");
         let pid = child.id().expect("a pid");
         // The moment its runtime's threads exist (busy: a poll is µs).
         let sent = tokio::task::spawn_blocking(move || {
@@ -143,12 +132,7 @@ async fn a_sighup_the_moment_the_runtime_exists_ends_nothing() {
             died += 1;
             continue;
         }
-        let pid = rustix::process::Pid::from_raw(pid as i32).unwrap();
-        rustix::process::kill_process(pid, rustix::process::Signal::TERM).unwrap();
-        let status = tokio::time::timeout(Duration::from_secs(20), child.wait())
-            .await
-            .expect("it stops")
-            .unwrap();
+        let status = stop(&mut child, Duration::from_secs(20)).await;
         assert!(status.success(), "round {round}: {status:?}");
     }
     assert_eq!(died, 0, "relays ended by an early SIGHUP, of 20");
@@ -158,25 +142,14 @@ async fn a_sighup_the_moment_the_runtime_exists_ends_nothing() {
 async fn a_stop_with_its_stdout_closed_ends_cleanly() {
     use tokio::io::AsyncBufReadExt as _;
     let dir = TempDir::new("stop-stdout");
-    let mut args: Vec<String> = LOOPBACK.iter().map(|s| s.to_string()).collect();
-    args.extend(
-        format!(
-            "--downstream http://127.0.0.1:9/h --journal-dir {} --dead-letter-file {} --status-line=false",
+    let mut child = spawn(
+        &format!(
+            "--journal-dir {} --dead-letter-file {}",
             dir.arg("journal"),
             dir.arg("dl.jsonl")
-        )
-        .split_whitespace()
-        .map(str::to_owned),
+        ),
+        Stdio::piped(),
     );
-    let mut child = tokio::process::Command::new(bin())
-        .args(&args)
-        .env_remove("RUST_LOG")
-        .env_remove("DRIPFEED_RELAY_BIN")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .kill_on_drop(true)
-        .spawn()
-        .expect("the relay starts");
     let out = child.stdout.take().expect("its stdout");
     let mut lines = tokio::io::BufReader::new(out).lines();
     let listening = tokio::time::timeout(Duration::from_secs(60), async {
@@ -191,11 +164,37 @@ async fn a_stop_with_its_stdout_closed_ends_cleanly() {
     .unwrap_or(false);
     assert!(listening, "the relay listens");
     drop(lines); // nobody reads its stdout any more
+    let status = stop(&mut child, Duration::from_secs(30)).await;
+    assert!(status.success(), "{status:?}");
+}
+
+/// The relay on loopback delivering to a closed port, with `extra` flags
+/// and its stdout to `stdout` (stderr unread), not through the harness:
+/// the tests signal it at moments of their own choosing.
+fn spawn(extra: &str, stdout: Stdio) -> tokio::process::Child {
+    let mut args: Vec<String> = LOOPBACK.iter().map(|s| s.to_string()).collect();
+    args.extend(
+        format!("--downstream http://127.0.0.1:9/h --status-line=false {extra}")
+            .split_whitespace()
+            .map(str::to_owned),
+    );
+    tokio::process::Command::new(bin())
+        .args(&args)
+        .env_remove("RUST_LOG")
+        .env_remove("DRIPFEED_RELAY_BIN")
+        .stdout(stdout)
+        .stderr(Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("the relay starts")
+}
+
+/// SIGTERM, then its exit (within `limit`).
+async fn stop(child: &mut tokio::process::Child, limit: Duration) -> std::process::ExitStatus {
     let pid = rustix::process::Pid::from_raw(child.id().expect("a pid") as i32).unwrap();
     rustix::process::kill_process(pid, rustix::process::Signal::TERM).unwrap();
-    let status = tokio::time::timeout(Duration::from_secs(30), child.wait())
+    tokio::time::timeout(limit, child.wait())
         .await
         .expect("it stops")
-        .unwrap();
-    assert!(status.success(), "{status:?}");
+        .unwrap()
 }
