@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Whether both crates are ready to publish: what each package holds (the
 # source and what a user needs, no tests, benches, scripts or CI), that
-# `cargo publish --dry-run` packs them, that what is packed builds (checked
-# with every feature, the relay against the packed library), and that the
+# `cargo publish --dry-run` packs them, that every file their builds read
+# is packed, and that the
 # dependency line the README and the book give resolves when pasted into a
 # project beside a checkout.
 #
@@ -39,33 +39,53 @@ check_list dripfeed-relay src/main.rs README.md relay.example.toml dripfeed-rela
   openapi.json openapi-admin.json
 
 # Both packed (cargo publish --dry-run, which also checks what a registry
-# would refuse), then checked from what is packed: the two .crate files
-# unpacked side by side in a scratch workspace, the relay's dependency on
-# the library patched to the unpacked copy, `cargo check` on every feature
-# with the workspace's own target directory and lock file, so the
-# dependencies clippy compiled are reused (a packed crate missing a file
-# its code names fails here as it would for a user).
+# would refuse), and every file the compiler reads to build each crate is
+# in its package: the sources its modules, include_str! and #[path] name,
+# as the dep-info files of the builds in the target directory list them
+# (a packed crate missing one fails for a user as it would here; this
+# reads what clippy's and the tests' builds wrote, where compiling the
+# packed copies again took two minutes). Files a build reads from the
+# crate's tests, benches or examples, or from outside it, are test-only.
 scratch=$(mktemp -d)
 trap 'rm -rf "$scratch"' EXIT
 cargo publish --dry-run --no-verify --allow-dirty -p dripfeed -p dripfeed-relay
-cargo package -q --no-verify --allow-dirty -p dripfeed -p dripfeed-relay
-mkdir -p "$scratch/packed"
-version=$(sed -n 's/^version = "\(.*\)"$/\1/p' Cargo.toml | head -1)
-for pkg in dripfeed dripfeed-relay; do
-  tar -xzf "target/package/$pkg-$version.crate" -C "$scratch/packed"
+deps="${CARGO_TARGET_DIR:-$root/target}/debug/deps"
+if ! ls "$deps"/dripfeed-*.d "$deps"/dripfeed_relay-*.d >/dev/null 2>&1; then
+  cargo check -q -p dripfeed -p dripfeed-relay --all-features
+fi
+for pkg in dripfeed:dripfeed:. dripfeed-relay:dripfeed_relay:relay; do
+  IFS=: read -r name crate dir <<<"$pkg"
+  cargo package --list --allow-dirty -p "$name" 2>/dev/null >"$scratch/list"
+  if ! python3 - "$deps" "$crate" "$dir" "$scratch/list" <<'PY'; then
+import glob, os, re, sys
+deps, crate, crate_dir, listing = sys.argv[1:]
+packed = set(open(listing).read().split())
+read = set()
+for d in glob.glob(os.path.join(deps, crate + "-*.d")):
+    for line in open(d):
+        target, sep, names = line.partition(": ")
+        if not sep or not target.endswith(".d"):
+            continue
+        for name in re.split(r"(?<!\\) ", names.strip()):
+            name = name.replace("\\ ", " ")
+            # Workspace members' files are named from the workspace root.
+            if os.path.isabs(name) or not os.path.isfile(name):
+                continue
+            rel = os.path.relpath(name, crate_dir)
+            if rel.startswith("..") or rel.split("/")[0] in ("tests", "benches", "examples", "target", "relay"):
+                continue
+            read.add(rel)
+if not read:
+    sys.exit(f"no dep-info for {crate} in {deps}")
+missing = sorted(read - packed)
+for m in missing:
+    print(f"{crate}: its build reads {m}, which is not packed", file=sys.stderr)
+print(f"{crate}: the {len(read)} files its builds read are packed")
+sys.exit(1 if missing else 0)
+PY
+    status=1
+  fi
 done
-cat > "$scratch/packed/Cargo.toml" <<TOML
-[workspace]
-members = ["dripfeed-$version", "dripfeed-relay-$version"]
-resolver = "3"
-
-[patch.crates-io]
-dripfeed = { path = "dripfeed-$version" }
-TOML
-rm -f "$scratch"/packed/*/Cargo.lock
-cp Cargo.lock "$scratch/packed/Cargo.lock" 2>/dev/null || true
-(cd "$scratch/packed" && CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$root/target}" \
-  cargo check -q --workspace --all-features)
 
 # The dependency line as the README and the book give it, pasted into a
 # project beside a checkout named dripfeed: it resolves.

@@ -6,8 +6,8 @@
 //! receiver's log and the dead letters, and prints the run's table.
 //!
 //! Skipped unless `DRIPFEED_CHAOS_SECS` says how long each run lasts:
-//! `scripts/test.sh` (and so `.ci/run`) runs each for 60 s after the other
-//! tests, `scripts/chaos.sh` for 10 minutes. `DRIPFEED_CHAOS_SEED` replays
+//! `scripts/test.sh` (and so `.ci/run`) runs both for 60 s, side by side,
+//! after the other tests; `scripts/chaos.sh` each for 10 minutes. `DRIPFEED_CHAOS_SEED` replays
 //! a run's faults (its seed is printed).
 
 mod check;
