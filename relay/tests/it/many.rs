@@ -204,8 +204,10 @@ async fn two_thousand_active_destinations_each_keep_their_rate_and_give_memory_b
         .await;
     assert!(all, "{} of {} delivered", log.len(), N * EACH);
 
-    // At 1/s, a destination's three are at least a second apart from the
-    // first to the third: never all three within one second.
+    // At 1/s, a destination's three leave 2 s apart from the first to the
+    // third; they arrive at least 1.5 s apart (the first can be late by
+    // what a loaded machine makes of a delivery: 1.88 s seen with the
+    // tests four at a time), never all three within one second.
     let mut arrivals: BTreeMap<String, Vec<std::time::Instant>> = BTreeMap::new();
     for hit in log.hits() {
         arrivals.entry(hit.query.clone()).or_default().push(hit.at);
@@ -215,7 +217,7 @@ async fn two_thousand_active_destinations_each_keep_their_rate_and_give_memory_b
         assert_eq!(at.len(), EACH, "{d}");
         let spread = at[EACH - 1].saturating_duration_since(at[0]);
         assert!(
-            spread >= Duration::from_millis(1900),
+            spread >= Duration::from_millis(1500),
             "{d}: {EACH} within {spread:?} at 1/s"
         );
     }
