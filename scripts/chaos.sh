@@ -8,4 +8,4 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 export DRIPFEED_CHAOS_SECS="${1:-600}"
 if [ -n "${2:-}" ]; then export DRIPFEED_CHAOS_SEED="$2"; fi
-exec cargo test --workspace --all-features --test it -- chaos:: --test-threads 1 --nocapture
+exec cargo test --workspace --all-features --tests -- chaos:: --test-threads 1 --nocapture

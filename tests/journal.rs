@@ -3,7 +3,8 @@
 //! ends recorded only after the sink's flush. Faults have their own files:
 //! damaged segments and the first format (`journal/damage.rs`), the
 //! directory deleted while running (`journal/lost_dir.rs`), a dead-letter
-//! sink that cannot store (`journal/dead_letter_flush.rs`).
+//! sink that cannot store (`journal/dead_letter_flush.rs`); the group
+//! commits counted (`journal/syncs.rs`).
 //!
 //! A crash is simulated by copying the journal's files while the process
 //! runs (after a flush): what a killed process would leave on disk. The
@@ -23,6 +24,8 @@ mod damage;
 mod dead_letter_flush;
 #[path = "journal/lost_dir.rs"]
 mod lost_dir;
+#[path = "journal/syncs.rs"]
+mod syncs;
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};

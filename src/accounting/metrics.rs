@@ -77,6 +77,10 @@ pub const JOURNAL_BYTES: &str = "leaky_bucket_journal_bytes";
 /// records after each region are kept and the damaged segment is set aside
 /// (counter, unlabelled like the journal's bytes).
 pub const JOURNAL_SKIPPED: &str = "leaky_bucket_journal_skipped_records_total";
+/// The journal's `fsync`s: its group commits (one per batch that holds a
+/// durable admission or a flush) and the rewrites of coming back after a
+/// failure (counter, unlabelled like the journal's bytes).
+pub const JOURNAL_SYNCS: &str = "leaky_bucket_journal_syncs_total";
 
 /// Destinations whose circuit breaker is not closed (open or probing),
 /// label `destination` (gauge; unnamed destinations are summed under
@@ -172,6 +176,11 @@ pub fn describe() {
         JOURNAL_SKIPPED,
         Unit::Count,
         "Journal records lost in damaged segment regions at open."
+    );
+    describe_counter!(
+        JOURNAL_SYNCS,
+        Unit::Count,
+        "The journal's fsyncs (group commits)."
     );
 }
 

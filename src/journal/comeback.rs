@@ -160,7 +160,7 @@ impl Writer {
         self.files.clear();
         self.active = active;
         self.active_seq = seq;
-        self.gauges.fsyncs.fetch_add(1, Ordering::Relaxed);
+        self.synced();
         Ok(moved.len())
     }
 

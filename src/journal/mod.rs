@@ -233,6 +233,7 @@ impl Journal {
             files: found.files,
             gauges: gauges.clone(),
             bytes_gauge: metrics::gauge!(crate::accounting::metrics::JOURNAL_BYTES),
+            syncs: metrics::counter!(crate::accounting::metrics::JOURNAL_SYNCS),
             failed_bytes: 0,
             unwritten_ends: Vec::new(),
         };

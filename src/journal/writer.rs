@@ -106,6 +106,8 @@ pub(crate) struct Writer {
     pub(crate) gauges: Arc<Gauges>,
     /// `leaky_bucket_journal_bytes`, registered once.
     pub(crate) bytes_gauge: metrics::Gauge,
+    /// `leaky_bucket_journal_syncs_total`, registered once.
+    pub(crate) syncs: metrics::Counter,
     /// The largest batch whose write failed in the episode under way: a
     /// probe writes as much before it says writes succeed again.
     pub(crate) failed_bytes: usize,
@@ -316,7 +318,7 @@ impl Writer {
             let sync = !flushes.is_empty()
                 || (!acks.is_empty() && self.opts.durability == Durability::Sync);
             if sync {
-                self.gauges.fsyncs.fetch_add(1, Ordering::Relaxed);
+                self.synced();
                 self.active.sync_data()
             } else {
                 Ok(())
@@ -479,7 +481,7 @@ impl Writer {
             self.cut_back(before);
             return false;
         }
-        self.gauges.fsyncs.fetch_add(1, Ordering::Relaxed);
+        self.synced();
         let active = self.active_seq;
         if let Some(seg) = self.live.segs.get_mut(&active) {
             seg.len += out.len() as u64;
@@ -488,6 +490,13 @@ impl Writer {
             self.live.admit(id, active, len);
         }
         true
+    }
+
+    /// Counts an `fsync` (about to be made): in [`JournalStats::fsyncs`](super::JournalStats::fsyncs)
+    /// and `leaky_bucket_journal_syncs_total`.
+    pub(crate) fn synced(&self) {
+        self.gauges.fsyncs.fetch_add(1, Ordering::Relaxed);
+        self.syncs.increment(1);
     }
 
     pub(crate) fn publish(&self) {
@@ -524,6 +533,7 @@ mod tests {
             files: found.files,
             gauges: Arc::new(Gauges::default()),
             bytes_gauge: metrics::gauge!("dripfeed_test_journal_bytes"),
+            syncs: metrics::counter!("dripfeed_test_journal_syncs_total"),
             failed_bytes: 0,
             unwritten_ends: Vec::new(),
         }

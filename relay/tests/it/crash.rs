@@ -173,6 +173,15 @@ async fn crash_and_restart(name: &str, target: &[String], dests: &[&str], seen: 
         until(&got, Duration::from_secs(60), burst).await,
         "the relay accepted too little in 60 s"
     );
+    // The journal's group commits are on /metrics, shared by the senders.
+    let syncs = relay
+        .metrics()
+        .await
+        .find("leaky_bucket_journal_syncs_total", &[])
+        .unwrap_or(0.0);
+    let answered = accepted.lock().unwrap().len();
+    eprintln!("{name}: {syncs} journal fsyncs for {answered} answered 202");
+    assert!(syncs >= 1.0, "the journal's fsyncs are counted: {syncs}");
     relay.kill().await; // SIGKILL
     flooding.store(false, Ordering::Relaxed);
     for s in senders {
