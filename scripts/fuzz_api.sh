@@ -4,9 +4,9 @@
 # delivering to a loopback receiver that answers 204, drain rate and budget
 # far above what the fuzzer sends (so any 5xx is a defect). Each listener is
 # fuzzed with a valid key or token for each seed (1 to 4: a fresh relay and
-# data directory per seed), and once without (seed 1, 11 examples per
-# operation): every check, 100 examples per operation, every phase (the
-# stateful one too).
+# data directory per seed), and once without (the first seed, a tenth of
+# the examples): every check, 100 examples per operation (FUZZ_EXAMPLES),
+# every phase (the stateful one too).
 #
 #   bash scripts/fuzz_api.sh                 # builds the relay (debug)
 #   RELAY_BIN=target/debug/dripfeed-relay bash scripts/fuzz_api.sh

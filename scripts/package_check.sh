@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Whether both crates are ready to publish: what each package holds (the
 # source and what a user needs, no tests, benches, scripts or CI), that
-# `cargo publish --dry-run` packs them, that every file their builds read
-# is packed, and that the
+# `cargo publish --dry-run` packs them, that every source file their builds
+# read is packed, and that the
 # dependency line the README and the book give resolves when pasted into a
 # project beside a checkout.
 #
@@ -39,52 +39,78 @@ check_list dripfeed-relay src/main.rs README.md relay.example.toml dripfeed-rela
   openapi.json openapi-admin.json
 
 # Both packed (cargo publish --dry-run, which also checks what a registry
-# would refuse), and every file the compiler reads to build each crate is
-# in its package: the sources its modules, include_str! and #[path] name,
-# as the dep-info files of the builds in the target directory list them
-# (a packed crate missing one fails for a user as it would here; this
-# reads what clippy's and the tests' builds wrote, where compiling the
-# packed copies again took two minutes). Files a build reads from the
-# crate's tests, benches or examples, or from outside it, are test-only.
+# would refuse), and every source file each crate's builds read is in its
+# package: its modules, what include_str! and #[path] name, as the
+# dep-info files of the builds in the target directory list them (a packed
+# crate missing one fails to build for a user). The dep-info must be newer
+# than the crate's sources, else a check of both crates writes it first.
+# A file read from the crate's tests, benches or examples, or from outside
+# it, is an error unless it is known to be read by unit tests only. (This
+# replaced compiling the packed copies, two minutes here: their manifests
+# are what `cargo publish --dry-run` reads and checks.)
 scratch=$(mktemp -d)
 trap 'rm -rf "$scratch"' EXIT
 cargo publish --dry-run --no-verify --allow-dirty -p dripfeed -p dripfeed-relay
-deps="${CARGO_TARGET_DIR:-$root/target}/debug/deps"
-if ! ls "$deps"/dripfeed-*.d "$deps"/dripfeed_relay-*.d >/dev/null 2>&1; then
-  cargo check -q -p dripfeed -p dripfeed-relay --all-features
-fi
+target=$(cargo metadata --no-deps --format-version 1 \
+  | python3 -c 'import json, sys; print(json.load(sys.stdin)["target_directory"])')
 for pkg in dripfeed:dripfeed:. dripfeed-relay:dripfeed_relay:relay; do
   IFS=: read -r name crate dir <<<"$pkg"
   cargo package --list --allow-dirty -p "$name" 2>/dev/null >"$scratch/list"
-  if ! python3 - "$deps" "$crate" "$dir" "$scratch/list" <<'PY'; then
+  for attempt in 1 2; do
+    outcome=0
+    python3 - "$target/debug/deps" "$crate" "$dir" "$scratch/list" "$root" <<'PY' || outcome=$?
 import glob, os, re, sys
-deps, crate, crate_dir, listing = sys.argv[1:]
+deps, crate, crate_dir, listing, root = sys.argv[1:]
+# Read by the relay's unit tests only (#[cfg(test)], relay/src/queue/fleet/redis/tests.rs).
+TEST_ONLY = {"tests/support/redis.rs"}
 packed = set(open(listing).read().split())
-read = set()
-for d in glob.glob(os.path.join(deps, crate + "-*.d")):
-    for line in open(d):
+infos = glob.glob(os.path.join(deps, crate + "-*.d"))
+newest_source = max(
+    os.path.getmtime(os.path.join(d, f))
+    for d, _, files in os.walk(os.path.join(crate_dir, "src"))
+    for f in files
+)
+if not infos or max(map(os.path.getmtime, infos)) < newest_source:
+    sys.exit(3)  # no dep-info, or older than the sources: build first
+read, stray = set(), set()
+for info in infos:
+    for line in open(info):
         target, sep, names = line.partition(": ")
         if not sep or not target.endswith(".d"):
             continue
         for name in re.split(r"(?<!\\) ", names.strip()):
             name = name.replace("\\ ", " ")
             # Workspace members' files are named from the workspace root.
-            if os.path.isabs(name) or not os.path.isfile(name):
-                continue
+            if os.path.isabs(name):
+                name = os.path.relpath(name, root)
+            if name.startswith("..") or name.startswith("target/") or not os.path.isfile(name):
+                continue  # outside the checkout (or gone since)
+            if os.path.basename(name) == "Cargo.toml":
+                continue  # a manifest (its own, or the workspace's it inherits from): cargo packs it normalized
             rel = os.path.relpath(name, crate_dir)
-            if rel.startswith("..") or rel.split("/")[0] in ("tests", "benches", "examples", "target", "relay"):
+            inside = not rel.startswith("..") and not (crate_dir == "." and rel.startswith("relay/"))
+            if not inside or rel.split("/")[0] in ("tests", "benches", "examples"):
+                if os.path.relpath(name, ".") not in TEST_ONLY:
+                    stray.add(name)
                 continue
             read.add(rel)
-if not read:
-    sys.exit(f"no dep-info for {crate} in {deps}")
 missing = sorted(read - packed)
 for m in missing:
     print(f"{crate}: its build reads {m}, which is not packed", file=sys.stderr)
+for m in sorted(stray):
+    print(f"{crate}: its build reads {m}, outside what it packs", file=sys.stderr)
+if missing or stray:
+    sys.exit(1)
 print(f"{crate}: the {len(read)} files its builds read are packed")
-sys.exit(1 if missing else 0)
 PY
-    status=1
-  fi
+    if [ $outcome = 3 ] && [ $attempt = 1 ]; then
+      cargo check -q -p dripfeed -p dripfeed-relay --all-features
+      continue
+    fi
+    [ $outcome = 3 ] && echo "$crate: no dep-info newer than its sources in $target/debug/deps" >&2
+    [ $outcome = 0 ] || status=1
+    break
+  done
 done
 
 # The dependency line as the README and the book give it, pasted into a

@@ -77,9 +77,11 @@ pub const JOURNAL_BYTES: &str = "leaky_bucket_journal_bytes";
 /// records after each region are kept and the damaged segment is set aside
 /// (counter, unlabelled like the journal's bytes).
 pub const JOURNAL_SKIPPED: &str = "leaky_bucket_journal_skipped_records_total";
-/// The journal's `fsync`s: its group commits (one per batch that holds a
-/// durable admission or a flush) and the rewrites of coming back after a
-/// failure (counter, unlabelled like the journal's bytes).
+/// The journal's `fsync`s of records: its group commits (one per batch that
+/// holds a durable admission or a flush), the copies compaction makes and
+/// the rewrite of coming back after a failure; not those of a new segment,
+/// a roll or a directory (counter, unlabelled like the journal's bytes).
+/// The same count as `JournalStats::fsyncs`.
 pub const JOURNAL_SYNCS: &str = "leaky_bucket_journal_syncs_total";
 
 /// Destinations whose circuit breaker is not closed (open or probing),

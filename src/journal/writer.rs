@@ -492,8 +492,10 @@ impl Writer {
         true
     }
 
-    /// Counts an `fsync` (about to be made): in [`JournalStats::fsyncs`](super::JournalStats::fsyncs)
-    /// and `leaky_bucket_journal_syncs_total`.
+    /// Counts an `fsync` of records (a commit's is counted as it is made,
+    /// compaction's and coming back's once made): in
+    /// [`JournalStats::fsyncs`](super::JournalStats::fsyncs) and
+    /// `leaky_bucket_journal_syncs_total`.
     pub(crate) fn synced(&self) {
         self.gauges.fsyncs.fetch_add(1, Ordering::Relaxed);
         self.syncs.increment(1);

@@ -173,7 +173,7 @@ async fn crash_and_restart(name: &str, target: &[String], dests: &[&str], seen: 
         until(&got, Duration::from_secs(60), burst).await,
         "the relay accepted too little in 60 s"
     );
-    // The journal's group commits are on /metrics, shared by the senders.
+    // The journal's group commits are on /metrics.
     let syncs = relay
         .metrics()
         .await

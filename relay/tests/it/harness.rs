@@ -44,15 +44,17 @@ pub(crate) fn http() -> reqwest::Client {
         let _ = rustls::crypto::ring::default_provider().install_default();
         let provider = Arc::new(rustls::crypto::ring::default_provider());
         let roots = rustls_platform_verifier::Verifier::new(provider.clone()).expect("the roots");
-        rustls::ClientConfig::builder_with_provider(provider)
+        let mut tls = rustls::ClientConfig::builder_with_provider(provider)
             .with_safe_default_protocol_versions()
             .expect("TLS 1.2 and 1.3")
             .dangerous()
             .with_custom_certificate_verifier(Arc::new(roots))
-            .with_no_client_auth()
+            .with_no_client_auth();
+        tls.alpn_protocols = vec![b"http/1.1".to_vec()];
+        tls
     });
     reqwest::Client::builder()
-        .use_preconfigured_tls(tls.clone())
+        .tls_backend_preconfigured(tls.clone())
         .pool_max_idle_per_host(256)
         .timeout(Duration::from_secs(30))
         .build()
