@@ -3,14 +3,18 @@
 //! workers, 50 ms a request: capacity C = 80/s, its latency growing with
 //! its backlog) is flooded at 2.5 C for 60 s through one relay and through
 //! three, each fleet starting at 2 C. Over the last 15 s the receiver serves at least
-//! 0.85 C, its p99 from arrival to answer stays near the target (far below
-//! what the same fleet at a fixed 2 C makes it, run beside it), and the
-//! fleet's rate stays within [0.8 × what the receiver serves flat out on
-//! the machine now (at most C), 1.3 C]; the same when the relay
-//! deciding the rate is SIGKILLed at 20 s. (A sawtooth of cuts to 0.75 of
-//! the rate and a climb back averages 0.875 of its peak: 0.88 C seen once in
-//! CI on a busy machine after the kill, 0.899 C with one relay, whose rate
-//! a latency spike of the loaded machine had cut twice.) The flood lasts 60 s so the last 15 s begin 25 s after
+//! 0.75 of what it serves flat out on the machine now (at most C), its p99
+//! from arrival to answer stays near the target (far below what the same
+//! fleet at a fixed 2 C makes it, run beside it), and the fleet's rate
+//! stays within [0.6 × that, 1.3 C]; the same when the relay deciding the
+//! rate is SIGKILLed at 20 s. (AIMD saws: a cut to 0.75 of the rate, a
+//! second within the cooldown when the latency is still rising, a hold
+//! while the backlog drains, then a climb of 10/s a second. A 15 s window
+//! holds about one tooth, so its mean depends on where the tooth falls:
+//! 0.82 to 0.9 of the capacity in CI on a loaded machine, the rate as low
+//! as 0.69 of it after a double cut. What the bounds still refuse: a rate
+//! that collapses toward the floor, or one that never cuts, which the p99
+//! beside the fixed fleet's refuses too.) The flood lasts 60 s so the last 15 s begin 25 s after
 //! the kill: on a busy machine a fleet of three cut its rate twice while the
 //! receiver worked off the backlog of its first seconds at 2 C (192
 //! deliveries in flight: 160/s to 48/s, then 36/s), and its additive
@@ -284,9 +288,9 @@ async fn a_fleet_adapts_one_rate_to_a_fragile_receiver() {
     // fleet keeps it saturated): C, or less on a machine this busy.
     let capacity = C.min(fixed.mean);
     for (what, t, least) in [
-        ("one relay", &one, 0.85),
-        ("three relays", &steady, 0.85),
-        ("after the kill", &killed, 0.85),
+        ("one relay", &one, 0.75),
+        ("three relays", &steady, 0.75),
+        ("after the kill", &killed, 0.75),
     ] {
         assert!(
             t.mean >= least * capacity,
@@ -314,7 +318,7 @@ async fn a_fleet_adapts_one_rate_to_a_fragile_receiver() {
         // Around what the receiver serves now, as the served rate is
         // judged: the fleet can only find the capacity the receiver has.
         assert!(
-            t.rate.0 >= 0.8 * capacity && t.rate.1 <= 1.3 * C,
+            t.rate.0 >= 0.6 * capacity && t.rate.1 <= 1.3 * C,
             "{what}: the fleet's rate ranged {:?}, capacity {capacity:.1} (nominal {C})",
             t.rate
         );
