@@ -10,7 +10,7 @@ use std::process::Stdio;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::harness::{Lines, Relay, TempDir};
+use crate::harness::{Lines, Relay, TempDir, eventually};
 
 const OLD: &str = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
 const NEW: &str = "whsec_c2VjcmV0LWJlaW5nLXJlcGxhY2VkLW5vdw==";
@@ -110,6 +110,21 @@ async fn receiver_verifies_the_relays_signatures(interpreter: &str, file: &str) 
         );
     }
     // A refused signature is a 401: final, dead-lettered after one attempt.
+    // (The receiver prints its line before it answers: the relay counts
+    // the answer a moment later.)
+    let counted = |m: crate::harness::Metrics| {
+        let n = |d: &str, outcome: &str| {
+            m.get(
+                "leaky_bucket_jobs_total",
+                &[("destination", d), ("outcome", outcome)],
+            )
+        };
+        n("forged", "dead_lettered") + n("signed", "delivered") + n("rotating", "delivered")
+    };
+    eventually(Duration::from_secs(10), || async {
+        counted(relay.metrics().await) >= 6.0
+    })
+    .await;
     let m = relay.metrics().await;
     let dead = |d: &str| {
         m.get(
