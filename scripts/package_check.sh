@@ -11,12 +11,17 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$(pwd)
 status=0
+scratch=$(mktemp -d)
+trap 'rm -rf "$scratch"' EXIT
 
+# What PACKAGE packs (kept in $scratch/PACKAGE.list for the check below):
+# nothing a user does not need, and each REQUIRED file.
 check_list() { # PACKAGE REQUIRED...
   local pkg=$1
   shift
+  cargo package --list --allow-dirty -p "$pkg" 2>/dev/null >"$scratch/$pkg.list"
   local list
-  list=$(cargo package --list --allow-dirty -p "$pkg" 2>/dev/null)
+  list=$(<"$scratch/$pkg.list")
   local stray
   stray=$(grep -E '^(tests|benches|scripts|dashboards|fuzz|loom|sdk|\.ci|\.github)/|^docs/' <<<"$list" \
     | grep -vE '^docs/src/library/guide\.md$|^docs/src/quick-start\.md$' || true)
@@ -48,17 +53,14 @@ check_list dripfeed-relay src/main.rs README.md relay.example.toml dripfeed-rela
 # it, is an error unless it is known to be read by unit tests only. (This
 # replaced compiling the packed copies, two minutes here: their manifests
 # are what `cargo publish --dry-run` reads and checks.)
-scratch=$(mktemp -d)
-trap 'rm -rf "$scratch"' EXIT
 cargo publish --dry-run --no-verify --allow-dirty -p dripfeed -p dripfeed-relay
 target=$(cargo metadata --no-deps --format-version 1 \
   | python3 -c 'import json, sys; print(json.load(sys.stdin)["target_directory"])')
 for pkg in dripfeed:dripfeed:. dripfeed-relay:dripfeed_relay:relay; do
   IFS=: read -r name crate dir <<<"$pkg"
-  cargo package --list --allow-dirty -p "$name" 2>/dev/null >"$scratch/list"
   for attempt in 1 2; do
     outcome=0
-    python3 - "$target/debug/deps" "$crate" "$dir" "$scratch/list" "$root" <<'PY' || outcome=$?
+    python3 - "$target/debug/deps" "$crate" "$dir" "$scratch/$name.list" "$root" <<'PY' || outcome=$?
 import glob, os, re, sys
 deps, crate, crate_dir, listing, root = sys.argv[1:]
 # Read by the relay's unit tests only (#[cfg(test)], relay/src/queue/fleet/redis/tests.rs).
@@ -81,8 +83,7 @@ for info in infos:
         for name in re.split(r"(?<!\\) ", names.strip()):
             name = name.replace("\\ ", " ")
             # Workspace members' files are named from the workspace root.
-            if os.path.isabs(name):
-                name = os.path.relpath(name, root)
+            name = os.path.normpath(os.path.relpath(name, root) if os.path.isabs(name) else name)
             if name.startswith("..") or name.startswith("target/") or not os.path.isfile(name):
                 continue  # outside the checkout (or gone since)
             if os.path.basename(name) == "Cargo.toml":
@@ -90,7 +91,7 @@ for info in infos:
             rel = os.path.relpath(name, crate_dir)
             inside = not rel.startswith("..") and not (crate_dir == "." and rel.startswith("relay/"))
             if not inside or rel.split("/")[0] in ("tests", "benches", "examples"):
-                if os.path.relpath(name, ".") not in TEST_ONLY:
+                if name not in TEST_ONLY:
                     stray.add(name)
                 continue
             read.add(rel)

@@ -54,14 +54,14 @@ fi
 # Most of the tests through the binary wait on loopback peers and real
 # time, not on the CPU: three at a time (on 2 cores the relay's suite took
 # 125 s four at a time, 228 s two at a time).
+cargo test --workspace --all-features -- --skip fleet_adaptive --skip chaos:: --test-threads 3
+# (The two runs below select --tests, not --test it: that selection
+# resolves some dependencies' features otherwise and rebuilt the relay's
+# tests, half a minute each; with --tests every binary is the one built
+# above, and those without these tests run none.)
 # The fleet's adaptive-rate test (relay/tests/it/fleet_adaptive.rs) counts a
 # receiver's answers per second for 60 s: it runs alone, after the rest, so
 # the other tests' load does not take the receiver's capacity from under it.
-# (The two runs after the first select --tests, not --test it: that
-# selection resolves some dependencies' features otherwise and rebuilt the
-# relay's tests, half a minute each; with --tests every binary is the one
-# built above, and those without these tests run none.)
-cargo test --workspace --all-features -- --skip fleet_adaptive --skip chaos:: --test-threads 3
 # It measures a feedback loop in real time on whatever the machine has
 # left: a run that misses its bands is run once more, and the first
 # run's report stays in the log above the second.

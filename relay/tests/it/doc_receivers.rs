@@ -112,34 +112,27 @@ async fn receiver_verifies_the_relays_signatures(interpreter: &str, file: &str) 
     // A refused signature is a 401: final, dead-lettered after one attempt.
     // (The receiver prints its line before it answers: the relay counts
     // the answer a moment later.)
-    let counted = |m: crate::harness::Metrics| {
-        let n = |d: &str, outcome: &str| {
+    let counts = |m: crate::harness::Metrics| {
+        let jobs = |d: &str, outcome: &str| {
             m.get(
                 "leaky_bucket_jobs_total",
                 &[("destination", d), ("outcome", outcome)],
             )
         };
-        n("forged", "dead_lettered") + n("signed", "delivered") + n("rotating", "delivered")
+        let dead = jobs("forged", "dead_lettered");
+        (
+            dead,
+            jobs("signed", "delivered") + jobs("rotating", "delivered"),
+        )
     };
     eventually(Duration::from_secs(10), || async {
-        counted(relay.metrics().await) >= 6.0
+        let (dead, delivered) = counts(relay.metrics().await);
+        dead + delivered >= 6.0
     })
     .await;
-    let m = relay.metrics().await;
-    let dead = |d: &str| {
-        m.get(
-            "leaky_bucket_jobs_total",
-            &[("destination", d), ("outcome", "dead_lettered")],
-        )
-    };
-    let delivered = |d: &str| {
-        m.get(
-            "leaky_bucket_jobs_total",
-            &[("destination", d), ("outcome", "delivered")],
-        )
-    };
-    assert_eq!(dead("forged"), 2.0, "{file}");
-    assert_eq!(delivered("signed") + delivered("rotating"), 4.0, "{file}");
+    let (dead, delivered) = counts(relay.metrics().await);
+    assert_eq!(dead, 2.0, "{file}");
+    assert_eq!(delivered, 4.0, "{file}");
     let invalid = out
         .all()
         .iter()
