@@ -104,7 +104,7 @@ impl<J: Send + Sync + 'static> Destinations<J> {
             self.inner.known.set(table.len() as f64);
             d
         };
-        let returned = d.close(grace, true).await;
+        let returned = d.close(&self.inner, grace, true).await;
         let stats = d.stats(&self.inner);
         Some((stats, returned.into_iter().map(|(_, j)| j).collect()))
     }

@@ -25,7 +25,7 @@ enum Settled<J> {
 
 /// A destination's throttle slot, held ([`Dest::hold_slot`]): no throttle
 /// starts or stops while it lives.
-pub(crate) struct Held<'a, J>(MutexGuard<'a, Option<Live<J>>>);
+pub(crate) struct Held<'a, J>(MutexGuard<'a, Option<Box<Live<J>>>>);
 
 /// A destination's throttle while it has work.
 struct Live<J> {
@@ -43,14 +43,16 @@ pub(crate) struct Dest<J> {
     /// [`Destinations::remove`]: super::Destinations::remove
     retired: AtomicBool,
     cfg: Mutex<DestinationConfig>,
-    live: Mutex<Option<Live<J>>>,
+    /// Boxed: an idle destination holds a pointer, not the slot.
+    live: Mutex<Option<Box<Live<J>>>>,
     tally: Arc<Tally>,
     /// Its breaker and the breaker's series: made with it when it has
     /// series of its own (shown from the start), else at its first
     /// throttle (the many summed into `_other` hold none while idle).
     gate: OnceLock<Arc<Gate>>,
-    /// The rate an adaptive destination had when it went idle.
-    learned: Mutex<Option<f64>>,
+    /// The rate an adaptive destination had when it went idle: an
+    /// `f64`'s bits, [`UNLEARNED`] for none.
+    learned: AtomicU64,
     /// What its throttles counted, summed at each one's end (none until
     /// its first ends: an idle destination that never had work holds a
     /// pointer, not the counts).
@@ -61,8 +63,6 @@ pub(crate) struct Dest<J> {
     activations: AtomicU64,
     /// When it was last named by a submission, ns since the process's first.
     last_active: AtomicU64,
-    /// The set's count of active destinations.
-    active: metrics::Gauge,
     /// A named destination's capacity and rate gauges while it is idle
     /// (see [`Resting`]), when it has its own series.
     resting: Mutex<Option<Box<Resting>>>,
@@ -123,6 +123,9 @@ fn narrowed(aimd: &AimdConfig, ceiling: f64) -> Result<crate::rate::Aimd, BuildE
     })
 }
 
+/// [`Dest::learned`]'s none: a NaN no rate is.
+const UNLEARNED: u64 = u64::MAX;
+
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
@@ -146,13 +149,12 @@ impl<J: Send + Sync + 'static> Dest<J> {
             live: Mutex::new(None),
             tally: Arc::new(Tally::new(inner.tally.clone())),
             gate: OnceLock::new(),
-            learned: Mutex::new(None),
+            learned: AtomicU64::new(UNLEARNED),
             totals: Mutex::new(None),
             accepted: AtomicU64::new(0),
             refused: AtomicU64::new(0),
             activations: AtomicU64::new(0),
             last_active: AtomicU64::new(0),
-            active: inner.active.clone(),
             resting: Mutex::new(resting),
         };
         if own {
@@ -214,6 +216,19 @@ impl<J: Send + Sync + 'static> Dest<J> {
         if let Some(resting) = &mut *lock(&self.resting) {
             resting.show(None);
         }
+    }
+
+    /// The rate it had when it last went idle, if it learned one.
+    fn learned(&self) -> Option<f64> {
+        match self.learned.load(Ordering::Relaxed) {
+            UNLEARNED => None,
+            bits => Some(f64::from_bits(bits)),
+        }
+    }
+
+    fn learn(&self, rate: Option<f64>) {
+        let bits = rate.map_or(UNLEARNED, f64::to_bits);
+        self.learned.store(bits, Ordering::Relaxed);
     }
 
     pub(crate) fn touch(&self) {
@@ -278,7 +293,8 @@ impl<J: Send + Sync + 'static> Dest<J> {
         let s = &inner.settings;
         let ceiling = cfg.ceiling_override().unwrap_or(inner.max_rate);
         let floor = s.adaptive.as_ref().map(|a| a.floor());
-        let base = (*lock(&self.learned))
+        let base = self
+            .learned()
             .or(cfg.rate_override())
             .or(s.drain_rate)
             .or(floor)
@@ -351,18 +367,18 @@ impl<J: Send + Sync + 'static> Dest<J> {
     fn start(
         self: &Arc<Self>,
         inner: &Arc<Inner<J>>,
-        live: &mut Option<Live<J>>,
+        live: &mut Option<Box<Live<J>>>,
         recovered: Vec<(u64, J)>,
     ) -> Result<Throttle<J>, DestinationError> {
         let b = self.builder(inner, recovered)?;
         let (throttle, drain) = (inner.factory)(b, &self.name)?;
         self.unrest();
-        self.active.increment(1.0);
+        inner.active.increment(1.0);
         self.activations.fetch_add(1, Ordering::Relaxed);
-        *live = Some(Live {
+        *live = Some(Box::new(Live {
             throttle: throttle.clone(),
             drain,
-        });
+        }));
         Ok(throttle)
     }
 
@@ -395,11 +411,11 @@ impl<J: Send + Sync + 'static> Dest<J> {
         lock(&self.totals)
             .get_or_insert_with(Box::default)
             .absorb(&stats);
-        *lock(&self.learned) = Some(stats.drain_rate());
+        self.learn(Some(stats.drain_rate()));
         l.throttle.begin_shutdown(Duration::from_secs(30));
         self.rest(inner, None);
         drop(live);
-        self.active.decrement(1.0);
+        inner.active.decrement(1.0);
     }
 
     /// Queues `job` now through `push` (a throttle's admission that never
@@ -590,7 +606,7 @@ impl<J: Send + Sync + 'static> Dest<J> {
             }
         }
         let was = std::mem::replace(&mut *lock(&self.cfg), cfg);
-        *lock(&self.learned) = None;
+        self.learn(None);
         if self.label(&was) != self.label(&cfg) {
             // Its series move: the breaker's at once, the resting gauges
             // (shown again below while idle), a throttle's from its next
@@ -649,18 +665,23 @@ impl<J: Send + Sync + 'static> Dest<J> {
     }
 
     /// Shuts its throttle down (if it has one) and returns what it handed back.
-    pub(crate) async fn shutdown(&self, grace: Duration) -> Vec<(String, J)> {
-        self.close(grace, false).await
+    pub(crate) async fn shutdown(&self, inner: &Inner<J>, grace: Duration) -> Vec<(String, J)> {
+        self.close(inner, grace, false).await
     }
 
     /// Shuts its throttle down (if it has one); `retire`: for good, what
     /// remains goes to the dead-letter sink even with the set's journal.
     /// Returns what it handed back.
-    pub(crate) async fn close(&self, grace: Duration, retire: bool) -> Vec<(String, J)> {
+    pub(crate) async fn close(
+        &self,
+        inner: &Inner<J>,
+        grace: Duration,
+        retire: bool,
+    ) -> Vec<(String, J)> {
         let Some(l) = lock(&self.live).take() else {
             return Vec::new();
         };
-        self.active.decrement(1.0);
+        inner.active.decrement(1.0);
         if retire {
             l.throttle.retire(grace);
         }

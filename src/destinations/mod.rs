@@ -822,7 +822,7 @@ impl<J: Send + Sync + 'static> Destinations<J> {
     pub async fn shutdown(&self, grace: Duration) -> (Vec<DestinationStats>, Vec<(String, J)>) {
         self.inner.closed.store(true, Ordering::Release);
         let dests: Vec<_> = self.inner.lock().values().cloned().collect();
-        let waits = dests.iter().map(|d| d.shutdown(grace));
+        let waits = dests.iter().map(|d| d.shutdown(&self.inner, grace));
         let returned = futures_util::future::join_all(waits).await;
         let returned = returned.into_iter().flatten().collect();
         #[cfg(feature = "journal")]

@@ -18,7 +18,8 @@ use std::collections::HashMap;
 use std::io::{BufRead, Read, Seek, Write};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::sync::mpsc::{Receiver, SyncSender, TrySendError};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::mpsc::{Receiver, Sender};
 
 use serde::{Deserialize, Serialize};
 
@@ -48,9 +49,48 @@ pub(crate) enum Msg {
     Close,
 }
 
-/// Sends `msg` without waiting; `false` when the backlog is full.
-pub(crate) fn offer(tx: &SyncSender<Msg>, msg: Msg) -> bool {
-    !matches!(tx.try_send(msg), Err(TrySendError::Full(_)))
+/// The writer's inbox: lines go in without waiting, at most a bound of
+/// them waiting. An unbounded channel and a count, not a `sync_channel`:
+/// std's bounded channel allocates and writes its whole array when it is
+/// made (8 MiB for 65,536 lines), which every relay held from its start;
+/// this one holds blocks only while lines wait.
+#[derive(Clone)]
+pub(crate) struct Inbox {
+    tx: Sender<Msg>,
+    waiting: Arc<AtomicUsize>,
+    bound: usize,
+}
+
+impl Inbox {
+    /// An inbox taking at most `bound` waiting lines, and its receiving end.
+    fn new(bound: usize) -> (Inbox, Receiver<Msg>, Arc<AtomicUsize>) {
+        let (tx, rx) = std::sync::mpsc::channel();
+        let waiting = Arc::new(AtomicUsize::new(0));
+        let inbox = Inbox {
+            tx,
+            waiting: waiting.clone(),
+            bound,
+        };
+        (inbox, rx, waiting)
+    }
+
+    /// Sends `line` without waiting; `false` when the backlog is full
+    /// (a writer that has ended takes nothing, and is not a full backlog).
+    pub(crate) fn offer(&self, line: Line) -> bool {
+        if self.waiting.fetch_add(1, Ordering::AcqRel) >= self.bound {
+            self.waiting.fetch_sub(1, Ordering::AcqRel);
+            return false;
+        }
+        if self.tx.send(Msg::Line(line)).is_err() {
+            self.waiting.fetch_sub(1, Ordering::AcqRel);
+        }
+        true
+    }
+
+    /// Asks the writer to write what it holds and end.
+    pub(crate) fn close(&self) {
+        let _ = self.tx.send(Msg::Close);
+    }
 }
 
 /// One ended webhook, as a line.
@@ -138,12 +178,22 @@ pub(crate) fn load(dir: &Path, mut each: impl FnMut(Restored)) -> usize {
 }
 
 /// Starts the writer thread appending to `dir`'s file, rotating at
-/// `rotate_at` lines: the sender its lines go through, and the thread,
-/// which ends once every sender is dropped and its lines are written.
+/// `rotate_at` lines: the inbox its lines go through, and the thread,
+/// which ends once every inbox is dropped (or closed) and its lines are
+/// written.
 pub(crate) fn writer(
     dir: &Path,
     rotate_at: usize,
-) -> std::io::Result<(SyncSender<Msg>, std::thread::JoinHandle<()>)> {
+) -> std::io::Result<(Inbox, std::thread::JoinHandle<()>)> {
+    start(dir, rotate_at, BACKLOG)
+}
+
+/// [`writer`] with an inbox of `bound` lines.
+fn start(
+    dir: &Path,
+    rotate_at: usize,
+    bound: usize,
+) -> std::io::Result<(Inbox, std::thread::JoinHandle<()>)> {
     let path = dir.join(FILE);
     let lines = match crate::util::private::read(&path) {
         Ok(f) => std::io::BufReader::new(f).split(b'\n').count(),
@@ -151,18 +201,19 @@ pub(crate) fn writer(
     };
     let mut file = append(&path)?;
     end_torn_line(&mut file)?;
-    let (tx, rx) = std::sync::mpsc::sync_channel(BACKLOG);
+    let (inbox, rx, waiting) = Inbox::new(bound);
     let w = Writer {
         path,
         old: dir.join(OLD),
         file: std::io::BufWriter::with_capacity(BUFFER, file),
         lines,
         rotate_at: rotate_at.max(1024),
+        waiting,
     };
     let thread = std::thread::Builder::new()
         .name("status-writer".into())
         .spawn(move || w.run(rx))?;
-    Ok((tx, thread))
+    Ok((inbox, thread))
 }
 
 fn append(path: &Path) -> std::io::Result<std::fs::File> {
@@ -193,6 +244,8 @@ struct Writer {
     file: std::io::BufWriter<std::fs::File>,
     lines: usize,
     rotate_at: usize,
+    /// The inbox's count of lines waiting: taken down as they are read.
+    waiting: Arc<AtomicUsize>,
 }
 
 impl Writer {
@@ -210,7 +263,10 @@ impl Writer {
             let mut wrote = Ok(());
             for msg in std::iter::once(first).chain(rx.try_iter()) {
                 match msg {
-                    Msg::Line(line) => wrote = wrote.and_then(|()| self.write(&line)),
+                    Msg::Line(line) => {
+                        self.waiting.fetch_sub(1, Ordering::AcqRel);
+                        wrote = wrote.and_then(|()| self.write(&line));
+                    }
                     Msg::Close => closing = true,
                 }
             }
@@ -264,8 +320,7 @@ mod tests {
                 last_status: Some(204),
                 ..Status::default()
             };
-            tx.send(Msg::Line(Line::of(id, &status, 1000 + id)))
-                .unwrap();
+            assert!(tx.offer(Line::of(id, &status, 1000 + id)));
         }
         drop(tx);
         thread.join().unwrap();
@@ -287,8 +342,8 @@ mod tests {
             state: State::DeadLettered,
             ..Status::default()
         };
-        tx.send(Msg::Line(Line::of(7777, &dead, 5000))).unwrap();
-        tx.send(Msg::Close).unwrap();
+        assert!(tx.offer(Line::of(7777, &dead, 5000)));
+        tx.close();
         thread.join().unwrap();
         let mut back = Vec::new();
         let bad = load(&dir, |r| back.push(r));
@@ -304,6 +359,49 @@ mod tests {
             (back[1500].0, back[1500].1.state),
             (7777, State::DeadLettered)
         );
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn a_full_inbox_refuses_and_a_gone_writer_is_not_full() {
+        let (inbox, rx, waiting) = Inbox::new(2);
+        let ended = Status::default();
+        assert!(inbox.offer(Line::of(1, &ended, 1)));
+        assert!(inbox.offer(Line::of(2, &ended, 1)));
+        assert!(!inbox.offer(Line::of(3, &ended, 1)), "two wait: full");
+        assert_eq!(waiting.load(Ordering::Acquire), 2);
+        drop(rx);
+        waiting.store(0, Ordering::Release);
+        // The writer has ended: nothing waits, and the end is not counted
+        // as refused for a full backlog.
+        assert!(inbox.offer(Line::of(4, &ended, 1)));
+        assert_eq!(waiting.load(Ordering::Acquire), 0);
+    }
+
+    #[test]
+    fn the_writer_makes_room_in_its_inbox_as_it_reads() {
+        let dir = std::env::temp_dir().join(format!("dripfeed-inbox-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let (inbox, thread) = start(&dir, 0, 2).unwrap();
+        let ended = Status::default();
+        assert!(inbox.offer(Line::of(1, &ended, 1)));
+        assert!(inbox.offer(Line::of(2, &ended, 1)));
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        while inbox.waiting.load(Ordering::Acquire) > 0 {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the writer never read"
+            );
+            std::thread::yield_now();
+        }
+        assert!(inbox.offer(Line::of(3, &ended, 1)), "read: room again");
+        assert!(inbox.offer(Line::of(4, &ended, 1)));
+        inbox.close();
+        thread.join().unwrap();
+        let mut ids = Vec::new();
+        load(&dir, |(id, _, _)| ids.push(id));
+        assert_eq!(ids, [1, 2, 3, 4]);
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }

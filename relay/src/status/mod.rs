@@ -25,7 +25,6 @@ pub(crate) mod view;
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::mpsc::SyncSender;
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 use std::time::Duration;
 
@@ -101,7 +100,7 @@ struct Books {
 pub(crate) struct Registry {
     books: Mutex<Books>,
     /// Where ended statuses are written, once [`attach`](Self::attach)ed.
-    persist: OnceLock<SyncSender<file::Msg>>,
+    persist: OnceLock<file::Inbox>,
     /// The writer thread, joined by [`finish`](Self::finish).
     writer: Mutex<Option<std::thread::JoinHandle<()>>>,
     /// Ends not written: the writer's backlog was full.
@@ -171,7 +170,7 @@ impl Registry {
         let thread = self.writer.lock().unwrap_or_else(|e| e.into_inner()).take();
         if let (Some(tx), Some(thread)) = (self.persist.get().cloned(), thread) {
             let _ = tokio::task::spawn_blocking(move || {
-                let _ = tx.send(file::Msg::Close); // waits for room: the end
+                tx.close(); // after every line offered before it
                 thread.join()
             })
             .await;
@@ -183,9 +182,7 @@ impl Registry {
     fn persist(&self, names: &Names, id: u64, rec: &Rec, ended: u64) {
         if let Some(tx) = self.persist.get() {
             let line = file::Line::of(id, &names.status(rec), ended);
-            if !file::offer(tx, file::Msg::Line(line))
-                && self.unwritten.fetch_add(1, Ordering::Relaxed) == 0
-            {
+            if !tx.offer(line) && self.unwritten.fetch_add(1, Ordering::Relaxed) == 0 {
                 tracing::warn!(
                     "webhook statuses are ending faster than their file takes them: some will be forgotten at the next start"
                 );
