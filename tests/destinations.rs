@@ -144,6 +144,71 @@ async fn an_open_breaker_holds_the_queue_without_spending_attempts() {
     assert_eq!(s.failed(), 0);
 }
 
+/// Fails three times, then answers each attempt "slow down" (a 503 with
+/// `Retry-After: 1`) until `hints` run out, then takes everything.
+struct Recovering {
+    tries: Arc<AtomicU32>,
+    hints: u32,
+}
+
+#[async_trait]
+impl Downstream<u32> for Recovering {
+    async fn deliver(&self, _: &u32, _: Attempt) -> Delivery {
+        match self.tries.fetch_add(1, Ordering::Relaxed) {
+            0..3 => Delivery::Retry { after: None },
+            n if n < 3 + self.hints => Delivery::Retry {
+                after: Some(Duration::from_secs(1)),
+            },
+            _ => Delivery::Done,
+        }
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_probe_answered_slow_down_closes_the_breaker_and_the_queue_drains() {
+    let tries = Arc::new(AtomicU32::new(0));
+    let t = tries.clone();
+    let set = Destinations::builder(
+        Throttle::builder()
+            .drain_rate(100.0)
+            .capacity(50)
+            .max_in_flight(1)
+            .retries(
+                RetryPolicy::new(10).backoff(Duration::from_millis(10), Duration::from_millis(10)),
+            ),
+    )
+    .breaker(
+        BreakerConfig::default()
+            .trip_after(3)
+            .cool_down(Duration::from_secs(5), Duration::from_secs(20)),
+    )
+    .build(move |_: &str| Recovering {
+        tries: t.clone(),
+        hints: 1,
+    })
+    .unwrap();
+    for job in 0..10 {
+        set.try_submit("rx", job).unwrap();
+    }
+    sleep(Duration::from_secs(1)).await;
+    assert_eq!(set.stats("rx").unwrap().breaker(), BreakerState::Open);
+    assert_eq!(tries.load(Ordering::Relaxed), 3);
+    // The probe (after 5 s) is answered "slow down": the receiver lives,
+    // the breaker closes, the queue drains and the probed job comes back
+    // after its hint (before the fix the breaker stayed half-open, its
+    // probe never counted as landed, and nothing was sent again).
+    sleep(Duration::from_secs(6)).await;
+    let s = set.stats("rx").unwrap();
+    assert_eq!(s.breaker(), BreakerState::Closed, "a live receiver's hint");
+    assert_eq!((s.held(), s.delivered(), s.failed()), (0, 10, 0));
+    assert_eq!(
+        tries.load(Ordering::Relaxed),
+        3 + 1 + 10,
+        "one probe, then each once"
+    );
+    assert_eq!(s.breaker_opened(), 1);
+}
+
 #[tokio::test(start_paused = true)]
 async fn idle_destinations_hold_no_throttle_and_a_full_set_retires_the_idlest() {
     let (down, tries) = flags();

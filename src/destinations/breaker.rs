@@ -259,6 +259,17 @@ impl Breaker {
         }
     }
 
+    /// A live receiver asked to slow down (a retry with a hint) at `now`:
+    /// not a failure, and not counted while closed. A probe answered so
+    /// found the receiver alive: the breaker closes (the hint is the
+    /// retry's to honour), as the fleet's shared breaker does.
+    pub(crate) fn hinted(&mut self, now: u64) -> Change {
+        match self.state {
+            State::HalfOpen { .. } => self.record(now, false),
+            State::Closed { .. } | State::Open { .. } => Change::None,
+        }
+    }
+
     fn open(&mut self, now: u64) {
         self.opened += 1;
         self.state = State::Open {
@@ -318,6 +329,26 @@ mod tests {
         assert_eq!(b.state(), BreakerState::HalfOpen);
         assert_eq!(b.record(2 * S, false), Change::Closed);
         assert_eq!(b.pass(2 * S), Pass::Send);
+        assert_eq!(b.opened(), 1);
+    }
+
+    #[test]
+    fn a_probe_answered_with_a_hint_closes_and_hints_never_count_while_closed() {
+        let mut b = breaker();
+        for t in 0..3 {
+            assert_eq!(b.hinted(t), Change::None, "a hint is no failure");
+        }
+        assert_eq!(b.state(), BreakerState::Closed);
+        for t in 0..3 {
+            b.record(t, true);
+        }
+        assert_eq!(b.hinted(3), Change::None, "open: old news");
+        assert_eq!(b.pass(3 + S), Pass::Probe);
+        b.probing();
+        assert_eq!(b.pass(3 + S), Pass::Probing);
+        // The probe's answer is a 503 with Retry-After: the receiver lives.
+        assert_eq!(b.hinted(4 + S), Change::Closed);
+        assert_eq!(b.pass(4 + S), Pass::Send);
         assert_eq!(b.opened(), 1);
     }
 

@@ -99,15 +99,21 @@ impl Gate {
     /// An attempt of `destination` ended; whether the breaker changed
     /// state.
     pub(crate) fn record(&self, destination: &str, ended: AttemptEnd) -> bool {
-        let Some(failed) = failed(ended) else {
-            return false;
-        };
+        let failed = failed(ended);
+        if failed.is_none() && self.state() != BreakerState::HalfOpen {
+            return false; // a hint counts only as a probe's answer
+        }
         let now = self.ns(Instant::now());
         // The series first, then the breaker (as `relabel` takes them): a
         // change and its count land under the same label.
         let series = self.series.lock().unwrap_or_else(|p| p.into_inner());
         let (before, change) = self.with((BreakerState::Closed, Change::None), |b| {
-            (b.state(), b.record(now, failed))
+            let before = b.state();
+            let change = match failed {
+                Some(failed) => b.record(now, failed),
+                None => b.hinted(now),
+            };
+            (before, change)
         });
         match change {
             Change::None => false,
@@ -116,7 +122,7 @@ impl Gate {
                 if before == BreakerState::Closed {
                     series.open.increment(1.0);
                 }
-                tracing::warn!(destination, failed, "destination breaker opened");
+                tracing::warn!(destination, "destination breaker opened");
                 true
             }
             Change::Closed => {
