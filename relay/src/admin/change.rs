@@ -328,7 +328,13 @@ pub(crate) async fn patch(
     // Its shape first (an unknown field, a field's type or value),
     // whatever the destination is now: a bad body is a 422 before any
     // precondition.
-    let mut shape = Fields::default();
+    // An endpoint's fields (event_types, disabled, ...) are checked as an
+    // endpoint's: whether this destination is one is the merge's to say,
+    // onto what it is now.
+    let mut shape = Fields {
+        application: Some("shape".to_owned()),
+        ..Fields::default()
+    };
     if let Err(detail) = merge(&mut shape, patch.clone()).and_then(|()| shape.check_each()) {
         return unprocessable("bad-destination", detail);
     }

@@ -89,6 +89,11 @@ impl Defaults {
             metrics: d.own_series(),
             origin: d.origin.to_string(),
             deleting: !listed.open,
+            application: d.endpoint.as_ref().map(|e| e.application.to_string()),
+            event_types: d.endpoint.as_ref().map(|e| e.event_types.clone()),
+            filter: d.endpoint.as_ref().and_then(|e| e.filter.clone()),
+            disabled: d.endpoint.as_ref().map(|e| e.disabled),
+            description: d.endpoint.as_ref().and_then(|e| e.description.clone()),
             live,
             last_error,
         }
@@ -122,6 +127,27 @@ pub(crate) struct DestinationView {
     /// Whether it is being deleted: new webhooks get 404, what it holds
     /// is still delivered within the shutdown grace, then dead-lettered.
     deleting: bool,
+    /// The application whose endpoint it is; absent: a destination that
+    /// takes webhooks by name (`X-Destination`), no event.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(example = "acme")]
+    application: Option<String>,
+    /// An endpoint's event types: exact names and `prefix.*`; empty: every
+    /// type.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(example = json!(["invoice.*"]))]
+    event_types: Option<Vec<String>>,
+    /// An endpoint's payload filter: each key a field's dotted path, each
+    /// value what it must equal.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<Object>, example = json!({"status": "paid"}))]
+    filter: Option<serde_json::Map<String, serde_json::Value>>,
+    /// Whether the endpoint is disabled (it takes no new event).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    disabled: Option<bool>,
+    /// What the endpoint is, for people.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    description: Option<String>,
     /// Its live state: its capacity and rate from the start, busy or idle
     /// (with `queue = redis`, the fleet's depth, bound and counts).
     live: Option<Live>,

@@ -69,7 +69,7 @@ pub(crate) fn authorized(admin: &Admin, headers: &HeaderMap) -> Result<(), Box<R
     }
     match Bearer::from_headers(headers) {
         Ok(key) if key.digest().same(token) => Ok(()),
-        Ok(_) => Err(Box::new(Unauthorized::Unknown.response())),
-        Err(why) => Err(Box::new(why.response())),
+        Ok(_) => Err(Box::new(Unauthorized::Unknown.admin_response())),
+        Err(why) => Err(Box::new(why.admin_response())),
     }
 }

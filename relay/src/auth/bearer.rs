@@ -47,16 +47,25 @@ impl Unauthorized {
     /// The 401: a problem body and `WWW-Authenticate: Bearer` (with
     /// `error="invalid_token"` when a key was sent but not taken).
     pub(crate) fn response(self) -> Response {
+        self.answer(self.to_string())
+    }
+
+    /// The 401 of the admin listener, whose key is the admin token.
+    pub(crate) fn admin_response(self) -> Response {
+        let detail = match self {
+            Unauthorized::Missing => "the admin token is needed: send Authorization: Bearer TOKEN",
+            Unauthorized::Malformed => "the Authorization header is not Bearer TOKEN",
+            Unauthorized::Unknown | Unauthorized::Expired => "that is not the admin token",
+        };
+        self.answer(detail.to_owned())
+    }
+
+    fn answer(self, detail: String) -> Response {
         let challenge = match self {
             Unauthorized::Missing => format!("Bearer realm=\"{REALM}\""),
             _ => format!("Bearer realm=\"{REALM}\", error=\"invalid_token\""),
         };
-        let mut resp = problem(
-            StatusCode::UNAUTHORIZED,
-            "unauthorized",
-            self.to_string(),
-            Vec::new(),
-        );
+        let mut resp = problem(StatusCode::UNAUTHORIZED, "unauthorized", detail, Vec::new());
         if let Ok(v) = HeaderValue::from_str(&challenge) {
             resp.headers_mut().insert(header::WWW_AUTHENTICATE, v);
         }

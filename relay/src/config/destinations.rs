@@ -632,7 +632,9 @@ pub(super) fn check_unique(all: &[Destination], errors: &mut Vec<ConfigError>) {
 
 impl Destination {
     /// The fields it was made from (its secrets included), as a state
-    /// file or the fleet's map keeps them.
+    /// file or the fleet's map keeps them. A configured destination's
+    /// series are stated (`metrics`: true when its origin gave them), so a
+    /// `PATCH` of its rate, which makes it the admin API's, keeps them.
     pub(crate) fn fields(&self) -> Fields {
         Fields {
             name: Some(self.name.clone()),
@@ -644,7 +646,7 @@ impl Destination {
                 .map(|b| humantime::format_duration(b).to_string()),
             secret: self.secret.as_ref().map(|s| s.text().to_owned()),
             previous_secret: self.previous_secret.as_ref().map(|s| s.text().to_owned()),
-            metrics: self.metrics,
+            metrics: self.metrics.or(self.own_series().then_some(true)),
             application: self.endpoint.as_ref().map(|e| e.application.to_string()),
             event_types: self
                 .endpoint

@@ -49,6 +49,14 @@ pub(crate) struct EventIn {
     payload: serde_json::Value,
 }
 
+/// An event's payload as its sender wrote it: what each endpoint receives
+/// (the parsed value reorders an object's keys; the filters read that).
+#[derive(Deserialize)]
+struct RawPayload<'a> {
+    #[serde(borrow)]
+    payload: &'a serde_json::value::RawValue,
+}
+
 /// `POST /v1/applications/{app}/events`: taken.
 #[derive(Serialize, ToSchema)]
 pub(crate) struct EventAccepted {
@@ -187,7 +195,12 @@ async fn take(intake: &Intake, app: String, request: Request) -> Result<Response
             format!("type: {e}"),
         )
     })?;
-    let payload = serde_json::to_vec(&event.payload).unwrap_or_default();
+    let payload = match serde_json::from_slice::<RawPayload<'_>>(&body) {
+        Ok(raw) => raw.payload.get().as_bytes().to_vec(),
+        // A body the value read but this does not (a key given twice):
+        // the value's own text.
+        Err(_) => serde_json::to_vec(&event.payload).unwrap_or_default(),
+    };
     let taken = intake
         .queue
         .events()

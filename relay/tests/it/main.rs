@@ -18,6 +18,7 @@ mod dead_letter_file;
 mod dead_letter_rotation;
 mod dead_letters_api;
 mod doc_receivers;
+mod endpoints;
 mod events;
 mod fanout;
 mod faults;

@@ -700,6 +700,12 @@ export interface components {
         /** @description A destination as `GET /v1/destinations` shows it (never its secret). */
         DestinationView: {
             /**
+             * @description The application whose endpoint it is; absent: a destination that
+             *     takes webhooks by name (`X-Destination`), no event.
+             * @example acme
+             */
+            application?: string | null;
+            /**
              * Format: int64
              * @description Its latency budget, ms.
              */
@@ -714,6 +720,23 @@ export interface components {
              *     is still delivered within the shutdown grace, then dead-lettered.
              */
             deleting: boolean;
+            /** @description What the endpoint is, for people. */
+            description?: string | null;
+            /** @description Whether the endpoint is disabled (it takes no new event). */
+            disabled?: boolean | null;
+            /**
+             * @description An endpoint's event types: exact names and `prefix.*`; empty: every
+             *     type.
+             * @example [
+             *       "invoice.*"
+             *     ]
+             */
+            event_types?: string[] | null;
+            /**
+             * @description An endpoint's payload filter: each key a field's dotted path, each
+             *     value what it must equal.
+             */
+            filter?: Record<string, never> | null;
             last_error?: null | components["schemas"]["LastError"];
             live?: null | components["schemas"]["Live"];
             /**

@@ -17,6 +17,7 @@ from .destination_put import DestinationPut
 from .destination_put_filter_type_0 import DestinationPutFilterType0
 from .destination_status import DestinationStatus
 from .destination_view import DestinationView
+from .destination_view_filter_type_0 import DestinationViewFilterType0
 from .document_response_200 import DocumentResponse200
 from .down import Down
 from .endpoint_copy import EndpointCopy
@@ -58,6 +59,7 @@ __all__ = (
     "DestinationPutFilterType0",
     "DestinationStatus",
     "DestinationView",
+    "DestinationViewFilterType0",
     "DocumentResponse200",
     "Down",
     "EndpointCopy",

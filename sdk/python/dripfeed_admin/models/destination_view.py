@@ -12,6 +12,7 @@ from ..types import UNSET, Unset
 from typing import cast
 
 if TYPE_CHECKING:
+  from ..models.destination_view_filter_type_0 import DestinationViewFilterType0
   from ..models.last_error import LastError
   from ..models.live import Live
 
@@ -41,7 +42,16 @@ class DestinationView:
             rate (float): Its drain rate, webhooks/s, as configured.
             secret_set (bool): Whether a signing secret is set (the secret is never shown).
             url (str): Where its webhooks are delivered (a password in it shown as `***`).
+            application (None | str | Unset): The application whose endpoint it is; absent: a destination that
+                takes webhooks by name (`X-Destination`), no event. Example: acme.
             ceiling (float | None | Unset): Its adaptive ceiling, webhooks/s, if adaptive.
+            description (None | str | Unset): What the endpoint is, for people.
+            disabled (bool | None | Unset): Whether the endpoint is disabled (it takes no new event).
+            event_types (list[str] | None | Unset): An endpoint's event types: exact names and `prefix.*`; empty: every
+                type. Example: ['invoice.*'].
+            filter_ (DestinationViewFilterType0 | None | Unset): An endpoint's payload filter: each key a field's dotted
+                path, each
+                value what it must equal.
             last_error (LastError | None | Unset):
             live (Live | None | Unset):
      """
@@ -55,7 +65,12 @@ class DestinationView:
     rate: float
     secret_set: bool
     url: str
+    application: None | str | Unset = UNSET
     ceiling: float | None | Unset = UNSET
+    description: None | str | Unset = UNSET
+    disabled: bool | None | Unset = UNSET
+    event_types: list[str] | None | Unset = UNSET
+    filter_: DestinationViewFilterType0 | None | Unset = UNSET
     last_error: LastError | None | Unset = UNSET
     live: Live | None | Unset = UNSET
     additional_properties: dict[str, Any] = _attrs_field(init=False, factory=dict)
@@ -65,6 +80,7 @@ class DestinationView:
 
 
     def to_dict(self) -> dict[str, Any]:
+        from ..models.destination_view_filter_type_0 import DestinationViewFilterType0 # noqa: PLC0415
         from ..models.last_error import LastError # noqa: PLC0415
         from ..models.live import Live # noqa: PLC0415
         budget_ms = self.budget_ms
@@ -85,11 +101,47 @@ class DestinationView:
 
         url = self.url
 
+        application: None | str | Unset
+        if isinstance(self.application, Unset):
+            application = UNSET
+        else:
+            application = self.application
+
         ceiling: float | None | Unset
         if isinstance(self.ceiling, Unset):
             ceiling = UNSET
         else:
             ceiling = self.ceiling
+
+        description: None | str | Unset
+        if isinstance(self.description, Unset):
+            description = UNSET
+        else:
+            description = self.description
+
+        disabled: bool | None | Unset
+        if isinstance(self.disabled, Unset):
+            disabled = UNSET
+        else:
+            disabled = self.disabled
+
+        event_types: list[str] | None | Unset
+        if isinstance(self.event_types, Unset):
+            event_types = UNSET
+        elif isinstance(self.event_types, list):
+            event_types = self.event_types
+
+
+        else:
+            event_types = self.event_types
+
+        filter_: dict[str, Any] | None | Unset
+        if isinstance(self.filter_, Unset):
+            filter_ = UNSET
+        elif isinstance(self.filter_, DestinationViewFilterType0):
+            filter_ = self.filter_.to_dict()
+        else:
+            filter_ = self.filter_
 
         last_error: dict[str, Any] | None | Unset
         if isinstance(self.last_error, Unset):
@@ -121,8 +173,18 @@ class DestinationView:
             "secret_set": secret_set,
             "url": url,
         })
+        if application is not UNSET:
+            field_dict["application"] = application
         if ceiling is not UNSET:
             field_dict["ceiling"] = ceiling
+        if description is not UNSET:
+            field_dict["description"] = description
+        if disabled is not UNSET:
+            field_dict["disabled"] = disabled
+        if event_types is not UNSET:
+            field_dict["event_types"] = event_types
+        if filter_ is not UNSET:
+            field_dict["filter"] = filter_
         if last_error is not UNSET:
             field_dict["last_error"] = last_error
         if live is not UNSET:
@@ -134,6 +196,7 @@ class DestinationView:
 
     @classmethod
     def from_dict(cls: type[T], src_dict: Mapping[str, Any]) -> T:
+        from ..models.destination_view_filter_type_0 import DestinationViewFilterType0 # noqa: PLC0415
         from ..models.last_error import LastError # noqa: PLC0415
         from ..models.live import Live # noqa: PLC0415
         d = dict(src_dict)
@@ -155,6 +218,16 @@ class DestinationView:
 
         url = d.pop("url")
 
+        def _parse_application(data: object) -> None | str | Unset:
+            if data is None:
+                return data
+            if isinstance(data, Unset):
+                return data
+            return cast(None | str | Unset, data)
+
+        application = _parse_application(d.pop("application", UNSET))
+
+
         def _parse_ceiling(data: object) -> float | None | Unset:
             if data is None:
                 return data
@@ -163,6 +236,64 @@ class DestinationView:
             return cast(float | None | Unset, data)
 
         ceiling = _parse_ceiling(d.pop("ceiling", UNSET))
+
+
+        def _parse_description(data: object) -> None | str | Unset:
+            if data is None:
+                return data
+            if isinstance(data, Unset):
+                return data
+            return cast(None | str | Unset, data)
+
+        description = _parse_description(d.pop("description", UNSET))
+
+
+        def _parse_disabled(data: object) -> bool | None | Unset:
+            if data is None:
+                return data
+            if isinstance(data, Unset):
+                return data
+            return cast(bool | None | Unset, data)
+
+        disabled = _parse_disabled(d.pop("disabled", UNSET))
+
+
+        def _parse_event_types(data: object) -> list[str] | None | Unset:
+            if data is None:
+                return data
+            if isinstance(data, Unset):
+                return data
+            try:
+                if not isinstance(data, list):
+                    raise TypeError()
+                event_types_type_0 = cast(list[str], data)
+
+                return event_types_type_0
+            except (TypeError, ValueError, AttributeError, KeyError):
+                pass
+            return cast(list[str] | None | Unset, data)
+
+        event_types = _parse_event_types(d.pop("event_types", UNSET))
+
+
+        def _parse_filter_(data: object) -> DestinationViewFilterType0 | None | Unset:
+            if data is None:
+                return data
+            if isinstance(data, Unset):
+                return data
+            try:
+                if not isinstance(data, dict):
+                    raise TypeError()
+                filter_type_0 = DestinationViewFilterType0.from_dict(data)
+
+
+
+                return filter_type_0
+            except (TypeError, ValueError, AttributeError, KeyError):
+                pass
+            return cast(DestinationViewFilterType0 | None | Unset, data)
+
+        filter_ = _parse_filter_(d.pop("filter", UNSET))
 
 
         def _parse_last_error(data: object) -> LastError | None | Unset:
@@ -215,7 +346,12 @@ class DestinationView:
             rate=rate,
             secret_set=secret_set,
             url=url,
+            application=application,
             ceiling=ceiling,
+            description=description,
+            disabled=disabled,
+            event_types=event_types,
+            filter_=filter_,
             last_error=last_error,
             live=live,
         )
