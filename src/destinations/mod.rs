@@ -713,8 +713,11 @@ impl<J: Send + Sync + 'static> Destinations<J> {
     pub fn busiest(&self, k: usize) -> Vec<(String, u64)> {
         use std::cmp::Reverse;
         use std::collections::BinaryHeap;
-        let mut top: BinaryHeap<Reverse<(u64, Arc<str>)>> = BinaryHeap::with_capacity(k + 1);
-        for d in self.inner.lock().values() {
+        let table = self.inner.lock();
+        // At most one entry a destination, whatever `k` asks.
+        let room = k.min(table.len()).saturating_add(1);
+        let mut top: BinaryHeap<Reverse<(u64, Arc<str>)>> = BinaryHeap::with_capacity(room);
+        for d in table.values() {
             let held = d.held();
             if held == 0 || k == 0 {
                 continue;

@@ -125,7 +125,12 @@ impl Registry {
             }
             false => Vec::new(),
         };
-        let next_seq = AtomicU64::new(kept.values().map(|r| r.seq + 1).max().unwrap_or(0));
+        let next_seq = AtomicU64::new(
+            kept.values()
+                .map(|r| r.seq.saturating_add(1))
+                .max()
+                .unwrap_or(0),
+        );
         if !migrated.is_empty() {
             let mut txn = db.write();
             for (name, fields) in migrated {

@@ -178,6 +178,33 @@ fn every_error_is_collected_and_names_its_key() {
 }
 
 #[test]
+fn values_that_would_overflow_or_allocate_without_bound_are_refused() {
+    let err = load_with(
+        &[
+            "--shutdown-grace",
+            "10000000000000000000s",
+            "--deliver-timeout",
+            "18446744073709551615s",
+            "--metrics-busiest",
+            "1000000000000",
+            "--max-connections",
+            "18446744073709551615",
+        ],
+        &[],
+        None,
+    )
+    .unwrap_err();
+    let shown: Vec<String> = err.0.iter().map(ToString::to_string).collect();
+    let want = [
+        "--deliver-timeout: must be at most 100 years",
+        "--shutdown-grace: must be at most 100 years",
+        "--metrics-busiest: must be at most 1000",
+        "--max-connections: must be at most 16777216",
+    ];
+    assert_eq!(shown, want);
+}
+
+#[test]
 fn print_config_redacts_secrets_and_passwords() {
     let file = "redis = \"redis://:hunter2@127.0.0.1:1/\"\n\n[[destinations]]\nname = \"a\"\n\
                 url = \"https://user:pw@receiver.example/x\"\nsecret = \"whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw\"\n";

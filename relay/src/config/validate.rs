@@ -6,6 +6,16 @@ use super::error::{ConfigError, Origin};
 use super::value::{FailureMode, QueueKind};
 use super::{Config, Settings};
 
+/// The longest duration a setting takes: a century.
+const MAX_DURATION: std::time::Duration = std::time::Duration::from_secs(100 * 365 * 86_400);
+
+/// The most destinations `/metrics` names as the busiest: a bounded top-K.
+const MAX_BUSIEST: usize = 1000;
+
+/// The most connections a listener serves at once (each also needs a file
+/// descriptor).
+const MAX_CONNECTIONS: usize = 1 << 24;
+
 /// Every rule broken by `cfg`.
 pub(super) fn check(cfg: &Config, errors: &mut Vec<ConfigError>) {
     let s = &cfg.settings;
@@ -38,6 +48,36 @@ pub(super) fn check(cfg: &Config, errors: &mut Vec<ConfigError>) {
         if value.is_zero() {
             bad(key, "must be above 0".into());
         }
+    }
+    // Each is added to an instant or another duration somewhere: past a
+    // century, a clear refusal rather than an overflow at start or at
+    // shutdown.
+    for (key, value) in [
+        ("latency_budget", s.latency_budget),
+        ("deliver_timeout", s.deliver_timeout),
+        ("target_p99", s.target_p99),
+        ("idempotency_window", s.idempotency_window),
+        ("header_read_timeout", s.header_read_timeout),
+        ("body_read_timeout", s.body_read_timeout),
+        ("retry_min", s.retry_min),
+        ("retry_max", s.retry_max),
+        ("breaker_max_cool_down", s.breaker_max_cool_down),
+        ("event_retention", s.event_retention),
+        ("shutdown_grace", s.shutdown_grace),
+        ("status_retention", s.status_retention),
+    ] {
+        if value > MAX_DURATION {
+            bad(key, "must be at most 100 years".into());
+        }
+    }
+    if s.metrics_busiest > MAX_BUSIEST {
+        bad("metrics_busiest", format!("must be at most {MAX_BUSIEST}"));
+    }
+    if s.max_connections > MAX_CONNECTIONS {
+        bad(
+            "max_connections",
+            format!("must be at most {MAX_CONNECTIONS}"),
+        );
     }
     for (key, value) in [
         ("max_in_flight", Some(s.max_in_flight)),

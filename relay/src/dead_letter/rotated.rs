@@ -94,7 +94,10 @@ impl Rotated {
 
     /// The number the next rotated file takes: one above the highest.
     pub(super) fn next(&self) -> u64 {
-        self.files.keys().next_back().map_or(1, |n| n + 1)
+        self.files
+            .keys()
+            .next_back()
+            .map_or(1, |n| n.saturating_add(1))
     }
 
     /// Notes a file rotated as number `n` with `lines` lines.

@@ -95,7 +95,7 @@ pub(crate) fn spawn(
 ) -> Listener {
     let app = app.into();
     if let Some(files) = open_file_limit()
-        && limits.max_connections as u64 + 64 > files
+        && (limits.max_connections as u64).saturating_add(64) > files
     {
         tracing::warn!(
             max_connections = limits.max_connections,

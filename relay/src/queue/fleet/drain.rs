@@ -484,7 +484,7 @@ impl Drain {
                 held: None,
             }));
         }
-        let attempt = Attempt::new(public, entry.attempts + 1);
+        let attempt = Attempt::new(public, entry.attempts.saturating_add(1));
         let began = Instant::now();
         let began_ms = crate::domain::job::unix_ms();
         let answer =
@@ -511,7 +511,7 @@ impl Drain {
         self.breaker.ended(&answer, timed_out, probe);
         let counts = &self.lane.counts;
         counts.attempted(took, !matches!(answer, Delivery::Done));
-        let made = entry.attempts + 1;
+        let made = entry.attempts.saturating_add(1);
         // The receiver's answer, for the webhook's status (0: none).
         let last = u16::try_from(job.trail.last_status())
             .ok()

@@ -120,7 +120,7 @@ impl Shared {
                 .as_ref()
                 .filter(|c| c.destination == name)
                 .map(|c| c.entry.as_str());
-            let want = limit - page.lines.len();
+            let want = limit.saturating_sub(page.lines.len());
             let got = lane
                 .queue
                 .dead_letters(after, want)

@@ -174,7 +174,7 @@ impl RedisMap {
         let parts = array(v, 2, "the time")?;
         let secs = count(&parts[0])?;
         let micros = count(&parts[1])?;
-        Ok(secs * 1000 + micros / 1000)
+        Ok(secs.saturating_mul(1000).saturating_add(micros / 1000))
     }
 
     /// The map's version: 0 until the first change.

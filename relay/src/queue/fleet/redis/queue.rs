@@ -961,7 +961,7 @@ impl RedisQueue {
         status: Option<u16>,
         error: &str,
     ) -> Result<bool, RedisError> {
-        let made = job.attempts + 1;
+        let made = job.attempts.saturating_add(1);
         let mut member = Vec::with_capacity(job.id.len() + job.job.len() + 12);
         member.extend_from_slice(job.id.as_bytes());
         member.push(b'\n');
