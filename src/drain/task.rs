@@ -606,6 +606,9 @@ impl<J: Send + Sync + 'static, F: Future<Output = Handed<J>> + Send + 'static> D
     async fn finish(mut self) {
         let shared = self.shared.clone();
         let s = &*shared;
+        // What its life dead-lettered before: the log line below tells
+        // only what the shutdown itself handed off.
+        let before = s.stats().outcome(Outcome::DeadLettered);
         let mut returned = Vec::new();
         let held = self.fair.as_mut().map(Fair::take_all).unwrap_or_default();
         for entry in held {
@@ -651,7 +654,7 @@ impl<J: Send + Sync + 'static, F: Future<Output = Handed<J>> + Send + 'static> D
         let flushed = s.endings.flush().await;
         s.close_journal(flushed).await;
         let stats = s.stats();
-        let dead_lettered = stats.outcome(Outcome::DeadLettered);
+        let dead_lettered = stats.outcome(Outcome::DeadLettered).saturating_sub(before);
         if returned.is_empty() && dead_lettered == 0 {
             tracing::debug!(throttle = %s.cfg.name, delivered = stats.delivered(), "shutdown complete");
         } else {

@@ -37,6 +37,12 @@ fn demo_destination(
 /// nor with `[[tenants]]` (the demos post without keys). A relay that
 /// serves needs a destination unless the admin API has changed them
 /// (`api_changed`: it may have deleted them all, and can make more).
+/// The directory a demo keeps its dead letters in unless told where
+/// (removed when it ends).
+pub(super) fn own_dir() -> std::path::PathBuf {
+    std::env::temp_dir().join(format!("dripfeed-relay-demo-{}", std::process::id()))
+}
+
 pub(super) async fn prepare(
     cfg: &mut Config,
     mode: Mode,
@@ -58,9 +64,7 @@ pub(super) async fn prepare(
     // was run from, unless told where.
     let told = |key| !matches!(cfg.origin(key), Some(Origin::Default) | None);
     if mode != Mode::Serve && !told("dead_letter_file") && !told("data_dir") && !told("state_dir") {
-        cfg.paths.dead_letter_file = std::env::temp_dir()
-            .join(format!("dripfeed-relay-demo-{}", std::process::id()))
-            .join("dead-letter.jsonl");
+        cfg.paths.dead_letter_file = own_dir().join("dead-letter.jsonl");
         cfg.paths.data_dir = cfg
             .paths
             .dead_letter_file

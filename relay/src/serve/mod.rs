@@ -328,6 +328,10 @@ pub(crate) async fn run(
         drop((local, queue, intake));
         let _ = std::fs::remove_dir_all(dir);
     }
+    // A demo's own directory (its dead letters), when it chose one.
+    if mode != Mode::Serve && cfg.paths.data_dir == demo_prep::own_dir() {
+        let _ = std::fs::remove_dir_all(&cfg.paths.data_dir);
+    }
     outcome.map_err(Failure::Run)
 }
 
