@@ -520,6 +520,16 @@ impl<J: 'static> Shared<J> {
         false
     }
 
+    /// Whether dead-lettered jobs wait for the sink's flush before their
+    /// records end (a sink that cannot write yet, retried meanwhile).
+    pub(crate) fn dead_ends_pending(&self) -> bool {
+        #[cfg(feature = "journal")]
+        if let Some(j) = &self.journal {
+            return j.dead_ends_pending();
+        }
+        false
+    }
+
     /// Shutdown's last step: the dead-lettered jobs' ends if the sink's
     /// flush (`flushed`) stored them, else they stay in the journal; then
     /// everything written and `fsync`ed.

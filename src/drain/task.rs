@@ -342,6 +342,15 @@ impl<J: Send + Sync + 'static, F: Future<Output = Handed<J>> + Send + 'static> D
             self.idle_since = None;
             return Linger::No;
         }
+        // Dead-lettered jobs whose records wait for the sink to store
+        // them keep the throttle: its flushing task ends them once the
+        // sink has (a sink that cannot write holds their lines and writes
+        // them later). Handed back now, they would stay in the journal,
+        // to be delivered again at the next start beside their lines.
+        if s.dead_ends_pending() {
+            self.idle_since = None;
+            return Linger::Until(now.saturating_add(after));
+        }
         let due = self.idle_since.get_or_insert(now).saturating_add(after);
         if now >= due {
             self.idle_since = None;

@@ -146,6 +146,12 @@ impl<J: 'static> Journaling<J> {
         });
     }
 
+    /// Whether dead-lettered jobs wait for the sink's flush (their ends
+    /// not yet recorded): a flushing task holds them or is trying again.
+    pub(crate) fn dead_ends_pending(&self) -> bool {
+        self.dead.flushing.load(Ordering::Acquire) || !self.dead.lock().is_empty()
+    }
+
     /// Shutdown's part: the ends still waiting are recorded if the sink's
     /// shutdown flush stored them (`flushed`), else they stay in the
     /// journal for the next start; then a flush, except for a set's member

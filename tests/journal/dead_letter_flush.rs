@@ -6,6 +6,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::time::Duration;
 
+use dripfeed::destinations::Destinations;
 use dripfeed::journal::Journal;
 use dripfeed::{DeadLetterReason, DeadLetterSink, Delivery, FlushError, Outcome, Throttle};
 use tokio::sync::Notify;
@@ -120,4 +121,47 @@ async fn a_flush_that_fails_at_shutdown_leaves_the_job_for_the_next_start() {
     drain.join().await;
     let found = Journal::open(&dir).unwrap().take_recovered();
     assert_eq!(found.iter().map(|r| r.id).collect::<Vec<_>>(), [id]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_destination_keeps_its_throttle_until_its_dead_letters_are_stored() {
+    let dir = fresh_dir("dead-idle");
+    let sink = Arc::new(Flaky::default());
+    sink.failing.store(true, Ordering::SeqCst);
+    let set = Destinations::builder(
+        Throttle::builder()
+            .drain_rate(100.0)
+            .dead_letter(Sink(sink.clone())),
+    )
+    .idle_after(Duration::from_millis(50))
+    .journal(Journal::open(&dir).unwrap())
+    .build(|_: &str| |_: &String, _| async { Delivery::Failed })
+    .unwrap();
+    set.try_submit("a", "doomed".to_string()).unwrap();
+    let journal = set.journal().unwrap().clone();
+    // Dead-lettered, its line not stored: tried again and again, well past
+    // idle_after, the destination keeps its throttle (handed back, the
+    // record would stay in the journal while the sink may still write the
+    // line: delivered again at the next start, beside it).
+    sink.tried(4).await;
+    assert!(
+        set.stats("a").unwrap().is_active(),
+        "kept while its end waits"
+    );
+    assert_eq!(live(&journal).await, 1);
+
+    // The sink stores it: the record ends, then the destination goes idle.
+    sink.failing.store(false, Ordering::SeqCst);
+    let mut idle = false;
+    for _ in 0..1000 {
+        if live(&journal).await == 0 && !set.stats("a").unwrap().is_active() {
+            idle = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert!(idle, "ended, then handed back");
+    set.shutdown(Duration::ZERO).await;
+    let crashed = snapshot(&dir, "dead-idle-copy");
+    assert_eq!(Journal::open(&crashed).unwrap().recovered(), 0);
 }

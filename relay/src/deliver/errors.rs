@@ -247,7 +247,7 @@ impl Errors {
                 kind,
                 error = %error.message,
                 folded,
-                "delivery failed ({folded} more since the last line like it)"
+                "delivery failed ({folded} more of its failures, of any kind, since its last line)"
             ),
             None => {}
         }
