@@ -318,7 +318,7 @@ fn open_db(path: &Path) -> Result<Kv, String> {
         ));
     }
     Kv::open(path, TABLES).map_err(|e| match e.contains("held by another process") {
-        true => at(&"in use by another process: give each relay its own state_dir"),
+        true => at(&"in use by another process (another relay on the same data_dir?): give each relay its own data_dir, or state_dir"),
         false => at(&e),
     })
 }

@@ -260,6 +260,7 @@ impl Writer {
             if !matches!(first, Msg::Close) {
                 std::thread::sleep(GATHER);
             }
+            self.reopen_if_gone();
             let mut wrote = Ok(());
             for msg in std::iter::once(first).chain(rx.try_iter()) {
                 match msg {
@@ -282,6 +283,21 @@ impl Writer {
             if closing {
                 return;
             }
+        }
+    }
+
+    /// Its file gone from its path (the journal's directory deleted and
+    /// made again, say): a new one there, so the ends from now on are
+    /// remembered by the next start (those the old one held are gone).
+    fn reopen_if_gone(&mut self) {
+        if !crate::util::private::gone(self.file.get_ref(), &self.path) {
+            return;
+        }
+        if let Ok(file) = append(&self.path) {
+            let _ = self.file.flush();
+            self.file = std::io::BufWriter::with_capacity(BUFFER, file);
+            self.lines = 0;
+            tracing::warn!(file = %self.path.display(), "the webhook statuses' file was gone: a new one is written");
         }
     }
 
@@ -359,6 +375,35 @@ mod tests {
             (back[1500].0, back[1500].1.state),
             (7777, State::DeadLettered)
         );
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn a_file_gone_from_its_directory_is_made_again() {
+        let dir =
+            std::env::temp_dir().join(format!("dripfeed-statuses-gone-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let (inbox, thread) = writer(&dir, 0).unwrap();
+        let ended = Status::default();
+        assert!(inbox.offer(Line::of(1, &ended, 1)));
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        while inbox.waiting.load(Ordering::Acquire) > 0 || !dir.join(FILE).exists() {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the writer never wrote"
+            );
+            std::thread::yield_now();
+        }
+        // The directory deleted and made again (as the journal does).
+        std::fs::remove_dir_all(&dir).unwrap();
+        std::fs::create_dir_all(&dir).unwrap();
+        assert!(inbox.offer(Line::of(2, &ended, 2)));
+        inbox.close();
+        thread.join().unwrap();
+        let mut ids = Vec::new();
+        load(&dir, |(id, _, _)| ids.push(id));
+        assert_eq!(ids, [2], "written to a new file at its path");
         std::fs::remove_dir_all(&dir).unwrap();
     }
 

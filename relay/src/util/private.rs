@@ -34,6 +34,17 @@ pub(crate) fn open(options: &OpenOptions, path: &Path) -> std::io::Result<File> 
     dripfeed::journal::files::open(options, path, modes())
 }
 
+/// Whether `open` is no longer the file at `path`: removed (its directory
+/// deleted, say), or replaced (by a link too, which is not followed).
+pub(crate) fn gone(open: &File, path: &Path) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    match (open.metadata(), std::fs::symlink_metadata(path)) {
+        (Ok(held), Ok(now)) => held.ino() != now.ino() || held.dev() != now.dev(),
+        (_, Err(e)) => e.kind() == std::io::ErrorKind::NotFound,
+        (Err(_), Ok(_)) => false,
+    }
+}
+
 /// Opens `path` to read, never through a link.
 pub(crate) fn read(path: &Path) -> std::io::Result<File> {
     dripfeed::journal::files::read(path)

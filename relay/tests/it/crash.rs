@@ -285,3 +285,46 @@ async fn a_repeated_idempotency_key_is_one_webhook_across_a_restart() {
     let _ = std::fs::remove_dir_all(&dir);
     let _ = std::fs::remove_file(dir.with_extension("dead-letter.jsonl"));
 }
+
+/// The journal's directory deleted while the relay runs (the journal makes
+/// it again): a key accepted before is still remembered after a restart (a
+/// new body is a 422, the same one the first id), because the keys' file
+/// is made again with every key the relay remembers (before, the key was
+/// forgotten and the new body taken as a second webhook).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn keys_outlive_their_directory_deleted_while_running() {
+    let dir = std::env::temp_dir().join(format!("dripfeed-relay-idem-gone-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let seen = Arc::new(Seen::default());
+    let downstream = receiver(seen.clone()).await;
+    let mut relay = start_relay(&dir, downstream).await;
+    let addr = relay.addr.to_string();
+    let (status, first) = post_keyed(&addr, "order-1", "{\"paid\":true}").await;
+    assert_eq!(status, 202, "{first}");
+    let id = first["id"].as_str().unwrap().to_owned();
+
+    std::fs::remove_dir_all(&dir).unwrap();
+    // Taken again once the journal has made its directory again.
+    let mut taken = false;
+    for n in 0..300 {
+        let (status, _) = post_keyed(&addr, &format!("later-{n}"), "{}").await;
+        if status == 202 {
+            taken = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(taken, "the relay never took a webhook again");
+
+    relay.signal("TERM");
+    assert!(relay.exit(Duration::from_secs(30)).await.success());
+    let relay = start_relay(&dir, downstream).await;
+    let addr = relay.addr.to_string();
+    let (status, other) = post_keyed(&addr, "order-1", "{\"paid\":false}").await;
+    assert_eq!(status, 422, "the key is remembered: {other}");
+    let (status, again) = post_keyed(&addr, "order-1", "{\"paid\":true}").await;
+    assert_eq!((status, again["id"].as_str()), (202, Some(id.as_str())));
+    drop(relay);
+    let _ = std::fs::remove_dir_all(&dir);
+    let _ = std::fs::remove_file(dir.with_extension("dead-letter.jsonl"));
+}

@@ -156,6 +156,20 @@ impl KeysFile {
         snapshot: impl FnOnce() -> Vec<Line>,
     ) -> std::io::Result<()> {
         let mut a = lock(&self.appender);
+        if crate::util::private::gone(&a.file, &self.path) {
+            // Its directory was deleted (and made again by the journal),
+            // or the file removed: made again with every accepted key, so
+            // the window still survives a restart.
+            let bytes = rewrite(&self.path, snapshot())?;
+            a.file = crate::util::private::open(OpenOptions::new().append(true), &self.path)?;
+            a.bytes = bytes;
+            a.next_try = COMPACT_FLOOR;
+            tracing::warn!(path = %self.path.display(), "the idempotency keys file was gone: made again with the keys remembered");
+            a.file.write_all(line)?;
+            a.file.sync_data()?;
+            a.bytes += line.len() as u64;
+            return Ok(());
+        }
         a.file.write_all(line)?;
         a.file.sync_data()?;
         a.bytes += line.len() as u64;
@@ -225,6 +239,29 @@ mod tests {
         }
         let size = std::fs::metadata(&path).unwrap().len();
         assert!(size <= COMPACT_FLOOR + 100, "compacted: {size}");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn a_file_gone_from_its_directory_is_made_again_with_every_key() {
+        let dir = std::env::temp_dir().join(format!("relay-keys-gone-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("idempotency.jsonl");
+        let file = KeysFile::create(path.clone(), Vec::new()).unwrap();
+        file.append(&line(1).encode(), || 1, Vec::new).unwrap();
+        // The directory deleted and made again (as the journal does).
+        std::fs::remove_dir_all(&dir).unwrap();
+        std::fs::create_dir_all(&dir).unwrap();
+        file.append(&line(2).encode(), || 2, || vec![line(1)])
+            .unwrap();
+        let mut got = Vec::new();
+        read(&path, |l| got.push(l.id)).unwrap();
+        assert_eq!(got, [1, 2], "the remembered key and the new one");
+        file.append(&line(3).encode(), || 3, Vec::new).unwrap();
+        let mut got = Vec::new();
+        read(&path, |l| got.push(l.id)).unwrap();
+        assert_eq!(got, [1, 2, 3], "appended as usual once made again");
         let _ = std::fs::remove_dir_all(&dir);
     }
 }
