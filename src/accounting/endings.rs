@@ -107,7 +107,7 @@ impl<J: 'static> Endings<J> {
         match CatchUnwind(Box::pin(sink.flush())).await {
             Ok(Ok(())) => true,
             Ok(Err(e)) => {
-                tracing::error!(throttle = %self.name, error = %e, "the dead-letter sink could not store its jobs at shutdown");
+                tracing::error!(throttle = %self.name, error = %e, "the dead-letter sink could not store its jobs as the throttle closed");
                 false
             }
             Err(_) => {

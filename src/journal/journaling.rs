@@ -188,6 +188,8 @@ async fn flush_then_end<J: 'static>(
     journal: Journal,
 ) {
     let mut backoff = RETRY_MIN;
+    // One ERROR line an episode, one INFO at its end, not one a try.
+    let mut failing = false;
     loop {
         let ids = dead.take();
         if ids.is_empty() {
@@ -205,6 +207,12 @@ async fn flush_then_end<J: 'static>(
             Err(_) => Some("the dead-letter sink's flush panicked".to_owned()),
         };
         let Some(error) = error else {
+            if std::mem::take(&mut failing) {
+                tracing::info!(
+                    jobs = ids.len(),
+                    "the dead-letter sink stored the jobs it could not; their journal records end"
+                );
+            }
             for id in ids {
                 journal.end(id);
             }
@@ -217,7 +225,11 @@ async fn flush_then_end<J: 'static>(
             dead.flushing.store(false, Ordering::Release);
             return; // shutdown decides
         }
-        tracing::error!(%error, jobs, retry_in = ?backoff, "the dead-letter sink could not store jobs; they stay in the journal");
+        if std::mem::replace(&mut failing, true) {
+            tracing::debug!(%error, jobs, retry_in = ?backoff, "the dead-letter sink still cannot store jobs");
+        } else {
+            tracing::error!(%error, jobs, retry_in = ?backoff, "the dead-letter sink could not store jobs; they stay in the journal until it can (tried again meanwhile)");
+        }
         let started = tokio::time::Instant::now();
         let _ = tokio::time::timeout(backoff, dead.more.notified()).await;
         let since = started.elapsed();

@@ -129,12 +129,12 @@ fn announce(cfg: &Config, addr: SocketAddr, fleet: bool, scheme: &str) {
     match &cfg.destinations[..] {
         [d] => say!(
             "webhook relay on {scheme}://{addr}: POST /v1/webhooks/deliver, GET /healthz\n\
-             delivering to {} at {}/s, capacity {} ({:?} budget), overflow {:?}",
+             delivering to {} at {}/s, capacity {} ({:?} budget), overflow {}",
             d.url,
             d.rate.unwrap_or(s.drain_rate),
             limits.check(d).unwrap_or(0),
             d.budget.unwrap_or(s.latency_budget),
-            s.overflow,
+            crate::config::value::Value::show(&s.overflow).trim_matches('"'),
         ),
         all => say!(
             "webhook relay on {scheme}://{addr}: POST /v1/webhooks/deliver with {}: NAME, GET /healthz\n\

@@ -432,13 +432,21 @@ async fn serve_until_stopped(
             done.statuses_unwritten
         );
     }
-    say!(
-        "delivered {}, kept in the journal for the next start {}, dead-letter file {} ({} lines this run)",
-        done.delivered,
-        done.kept,
-        cfg.paths.dead_letter_file.display(),
-        done.dead_letter_lines,
-    );
+    match cfg.settings.queue {
+        // The fleet keeps what is left in Redis (other relays deliver
+        // it), and its dead letters there too.
+        crate::config::value::QueueKind::Redis => say!(
+            "delivered {} (what is left stays in the fleet's queue, for the other relays or the next start)",
+            done.delivered,
+        ),
+        crate::config::value::QueueKind::Local => say!(
+            "delivered {}, kept in the journal for the next start {}, dead-letter file {} ({} lines this run)",
+            done.delivered,
+            done.kept,
+            cfg.paths.dead_letter_file.display(),
+            done.dead_letter_lines,
+        ),
+    }
     if done.dead_letter_held > 0 {
         let rest = match cfg.settings.no_journal {
             true => "lost: there is no journal",

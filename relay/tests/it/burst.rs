@@ -37,7 +37,7 @@ async fn a_burst_ten_times_the_drain_rate_loses_nothing_and_says_when_to_retry()
         .await;
     let started = started.expect("the line saying where it delivers");
     assert!(
-        started.ends_with("at 100/s, capacity 100 (1s budget), overflow TailDrop"),
+        started.ends_with("at 100/s, capacity 100 (1s budget), overflow tail-drop"),
         "{started}"
     );
     let bound = 100.0;

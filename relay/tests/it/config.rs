@@ -168,7 +168,7 @@ async fn the_same_settings_as_flags_variables_or_a_file_make_the_same_relay() {
     assert!(
         lines
             .iter()
-            .any(|l| l.ends_with("at 37/s, capacity 111 (3s budget), overflow HeadDrop")),
+            .any(|l| l.ends_with("at 37/s, capacity 111 (3s budget), overflow head-drop")),
         "{lines:?}"
     );
     assert_eq!((*rate, *capacity), (37.0, 111.0));
