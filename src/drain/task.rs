@@ -36,6 +36,9 @@ use super::fair::{DeliveryOrder, Fair};
 use super::hook::Emit;
 use super::pacer::{Pacer, TICK_NS, TIMER_SLACK_NS};
 
+/// How soon a drain whose dead letters' ends are pending looks again
+/// whether it may go idle, at the least (50 ms).
+const PENDING_LOOK_AGAIN_NS: u64 = 50_000_000;
 /// The shortest time between two publishes of the gauges, ns.
 const PUBLISH_EVERY_NS: u64 = 1_000_000;
 
@@ -349,7 +352,9 @@ impl<J: Send + Sync + 'static, F: Future<Output = Handed<J>> + Send + 'static> D
         // to be delivered again at the next start beside their lines.
         if s.dead_ends_pending() {
             self.idle_since = None;
-            return Linger::Until(now.saturating_add(after));
+            // Looked at again later: at least the flushing task's first
+            // backoff, so an `idle_after` of zero does not spin.
+            return Linger::Until(now.saturating_add(after.max(PENDING_LOOK_AGAIN_NS)));
         }
         let due = self.idle_since.get_or_insert(now).saturating_add(after);
         if now >= due {

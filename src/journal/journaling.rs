@@ -147,9 +147,10 @@ impl<J: 'static> Journaling<J> {
     }
 
     /// Whether dead-lettered jobs wait for the sink's flush (their ends
-    /// not yet recorded): a flushing task holds them or is trying again.
+    /// not yet recorded) in a flushing task, which holds them or is trying
+    /// again. Ends left outside a runtime (no task) are shutdown's.
     pub(crate) fn dead_ends_pending(&self) -> bool {
-        self.dead.flushing.load(Ordering::Acquire) || !self.dead.lock().is_empty()
+        self.dead.flushing.load(Ordering::Acquire)
     }
 
     /// Shutdown's part: the ends still waiting are recorded if the sink's

@@ -332,7 +332,12 @@ pub(crate) async fn patch(
     // endpoint's: whether this destination is one is the merge's to say,
     // onto what it is now.
     let mut shape = Fields {
-        application: Some("shape".to_owned()),
+        application: match patch.get("application") {
+            // Named as it is: the merge onto what it is now says whether.
+            Some(serde_json::Value::String(app)) => Some(app.clone()),
+            Some(_) => None,
+            None => Some("shape".to_owned()),
+        },
         ..Fields::default()
     };
     if let Err(detail) = merge(&mut shape, patch.clone()).and_then(|()| shape.check_each()) {

@@ -31,18 +31,18 @@ fn demo_destination(
     })
 }
 
-/// Starts what a demo needs beside the relay and adds its destinations:
-/// the built-in receiver for `--demo` without a destination, the three
-/// receivers for `--demo-fanout`. Never beside a configured destination,
-/// nor with `[[tenants]]` (the demos post without keys). A relay that
-/// serves needs a destination unless the admin API has changed them
-/// (`api_changed`: it may have deleted them all, and can make more).
 /// The directory a demo keeps its dead letters in unless told where
 /// (removed when it ends).
 pub(super) fn own_dir() -> std::path::PathBuf {
     std::env::temp_dir().join(format!("dripfeed-relay-demo-{}", std::process::id()))
 }
 
+/// Starts what a demo needs beside the relay and adds its destinations:
+/// the built-in receiver for `--demo` without a destination, the three
+/// receivers for `--demo-fanout`. Never beside a configured destination,
+/// nor with `[[tenants]]` (the demos post without keys). A relay that
+/// serves needs a destination unless the admin API has changed them
+/// (`api_changed`: it may have deleted them all, and can make more).
 pub(super) async fn prepare(
     cfg: &mut Config,
     mode: Mode,

@@ -322,15 +322,18 @@ pub(crate) async fn run(
     listening
         .close(stop_by.unwrap_or_else(|| tokio::time::Instant::now() + AFTER_GRACE))
         .await;
-    if mode == Mode::Demo
-        && let Some(dir) = &journal_dir
-    {
+    if mode != Mode::Serve {
+        // Its writers ended first (the queue holds the dead-letter file's).
         drop((local, queue, intake));
-        let _ = std::fs::remove_dir_all(dir);
-    }
-    // A demo's own directory (its dead letters), when it chose one.
-    if mode != Mode::Serve && cfg.paths.data_dir == demo_prep::own_dir() {
-        let _ = std::fs::remove_dir_all(&cfg.paths.data_dir);
+        if mode == Mode::Demo
+            && let Some(dir) = &journal_dir
+        {
+            let _ = std::fs::remove_dir_all(dir);
+        }
+        // A demo's own directory (its dead letters), when it chose one.
+        if cfg.paths.data_dir == demo_prep::own_dir() {
+            let _ = std::fs::remove_dir_all(&cfg.paths.data_dir);
+        }
     }
     outcome.map_err(Failure::Run)
 }

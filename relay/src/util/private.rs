@@ -34,15 +34,16 @@ pub(crate) fn open(options: &OpenOptions, path: &Path) -> std::io::Result<File> 
     dripfeed::journal::files::open(options, path, modes())
 }
 
-/// Whether `open` is no longer the file at `path`: removed (its directory
-/// deleted, say), or replaced (by a link too, which is not followed).
+/// Whether `open` is no longer a file at `path`: unlinked (its directory
+/// deleted, say, or another file renamed over it), or nothing at `path`.
+/// Not by comparing inode numbers, which some filesystems (overlays)
+/// report differently for an open file and its path.
 pub(crate) fn gone(open: &File, path: &Path) -> bool {
     use std::os::unix::fs::MetadataExt;
-    match (open.metadata(), std::fs::symlink_metadata(path)) {
-        (Ok(held), Ok(now)) => held.ino() != now.ino() || held.dev() != now.dev(),
-        (_, Err(e)) => e.kind() == std::io::ErrorKind::NotFound,
-        (Err(_), Ok(_)) => false,
+    if open.metadata().is_ok_and(|held| held.nlink() == 0) {
+        return true;
     }
+    matches!(std::fs::symlink_metadata(path), Err(e) if e.kind() == std::io::ErrorKind::NotFound)
 }
 
 /// Opens `path` to read, never through a link.

@@ -100,6 +100,15 @@ async fn an_endpoint_is_shown_patched_and_sent_its_payload_as_written() {
         .expect("the copy");
     assert_eq!(std::str::from_utf8(&copy.body).unwrap(), payload);
 
+    // A patch that names its application as it is: taken.
+    let body = r#"{"application": "acme", "description": "billing, EU"}"#;
+    let (status, v) = call(patch.clone(), &e1, merge, body).await;
+    assert_eq!(
+        (status, &v["description"]),
+        (200, &json!("billing, EU")),
+        "{v}"
+    );
+
     // Disabled: it takes no new event.
     let (status, v) = call(patch.clone(), &e1, merge, r#"{"disabled": true}"#).await;
     assert_eq!((status, &v["disabled"]), (200, &json!(true)), "{v}");
