@@ -421,8 +421,23 @@ async fn serve_until_stopped(
     shutdown::signal().await;
     let grace = cfg.settings.shutdown_grace;
     let end = tokio::time::Instant::now() + grace + AFTER_GRACE;
+    // The drain's first step closes admission (no await before it): taken
+    // before the line says new webhooks are refused, so a sender that
+    // reads it and posts is refused (it could be answered 202 when this
+    // thread lost the CPU between the line and the close).
+    let drain = intake.queue.shutdown(grace);
+    tokio::pin!(drain);
+    let mut first = None;
+    std::future::poll_fn(|cx| {
+        first = Some(drain.as_mut().poll(cx));
+        std::task::Poll::Ready(())
+    })
+    .await;
     say!("\nshutting down: refusing new webhooks, draining for up to {grace:?}");
-    let done = shutdown::or_quit(intake.queue.shutdown(grace)).await;
+    let done = match first {
+        Some(std::task::Poll::Ready(done)) => done,
+        _ => shutdown::or_quit(drain).await,
+    };
     status.abort();
     if let Some(traces) = &intake.traces {
         // Half of what is left: the listeners close in the rest.
