@@ -35,38 +35,26 @@ pub(super) fn check(cfg: &Config, errors: &mut Vec<ConfigError>) {
             bad(key, "must be a number above 0".into());
         }
     }
-    for (key, value) in [
-        ("latency_budget", s.latency_budget),
-        ("deliver_timeout", s.deliver_timeout),
-        ("target_p99", s.target_p99),
-        ("idempotency_window", s.idempotency_window),
-        ("header_read_timeout", s.header_read_timeout),
-        ("body_read_timeout", s.body_read_timeout),
-        ("breaker_max_cool_down", s.breaker_max_cool_down),
-        ("event_retention", s.event_retention),
+    // Every duration, and whether it may be zero. Each is added to an
+    // instant or another duration somewhere: past a century, a clear
+    // refusal rather than an overflow at start or at shutdown.
+    for (key, value, zero_ok) in [
+        ("latency_budget", s.latency_budget, false),
+        ("deliver_timeout", s.deliver_timeout, false),
+        ("target_p99", s.target_p99, false),
+        ("idempotency_window", s.idempotency_window, false),
+        ("header_read_timeout", s.header_read_timeout, false),
+        ("body_read_timeout", s.body_read_timeout, false),
+        ("retry_min", s.retry_min, true),
+        ("retry_max", s.retry_max, true),
+        ("breaker_max_cool_down", s.breaker_max_cool_down, false),
+        ("event_retention", s.event_retention, false),
+        ("shutdown_grace", s.shutdown_grace, true),
+        ("status_retention", s.status_retention, true),
     ] {
-        if value.is_zero() {
+        if value.is_zero() && !zero_ok {
             bad(key, "must be above 0".into());
-        }
-    }
-    // Each is added to an instant or another duration somewhere: past a
-    // century, a clear refusal rather than an overflow at start or at
-    // shutdown.
-    for (key, value) in [
-        ("latency_budget", s.latency_budget),
-        ("deliver_timeout", s.deliver_timeout),
-        ("target_p99", s.target_p99),
-        ("idempotency_window", s.idempotency_window),
-        ("header_read_timeout", s.header_read_timeout),
-        ("body_read_timeout", s.body_read_timeout),
-        ("retry_min", s.retry_min),
-        ("retry_max", s.retry_max),
-        ("breaker_max_cool_down", s.breaker_max_cool_down),
-        ("event_retention", s.event_retention),
-        ("shutdown_grace", s.shutdown_grace),
-        ("status_retention", s.status_retention),
-    ] {
-        if value > MAX_DURATION {
+        } else if value > MAX_DURATION {
             bad(key, "must be at most 100 years".into());
         }
     }

@@ -122,14 +122,21 @@ fn rewrite(path: &Path, lines: impl IntoIterator<Item = Line>) -> std::io::Resul
     Ok(bytes)
 }
 
+/// `path` rewritten with `lines` and opened for appending; the bytes
+/// written.
+fn remade(path: &Path, lines: impl IntoIterator<Item = Line>) -> std::io::Result<(File, u64)> {
+    let bytes = rewrite(path, lines)?;
+    let file = crate::util::private::open(OpenOptions::new().append(true), path)?;
+    Ok((file, bytes))
+}
+
 impl KeysFile {
     /// Rewrites `path` with `lines` and opens it for appending.
     pub(super) fn create(
         path: PathBuf,
         lines: impl IntoIterator<Item = Line>,
     ) -> std::io::Result<Self> {
-        let bytes = rewrite(&path, lines)?;
-        let file = crate::util::private::open(OpenOptions::new().append(true), &path)?;
+        let (file, bytes) = remade(&path, lines)?;
         Ok(KeysFile {
             path,
             appender: Arc::new(Mutex::new(Appender {
@@ -156,32 +163,28 @@ impl KeysFile {
         snapshot: impl FnOnce() -> Vec<Line>,
     ) -> std::io::Result<()> {
         let mut a = lock(&self.appender);
+        let mut snapshot = Some(snapshot);
         if crate::util::private::gone(&a.file, &self.path) {
             // Its directory was deleted (and made again by the journal),
             // or the file removed: made again with every accepted key, so
             // the window still survives a restart.
-            let bytes = rewrite(&self.path, snapshot())?;
-            a.file = crate::util::private::open(OpenOptions::new().append(true), &self.path)?;
-            a.bytes = bytes;
+            let lines = snapshot.take().map(|all| all()).unwrap_or_default();
+            (a.file, a.bytes) = remade(&self.path, lines)?;
             a.next_try = COMPACT_FLOOR;
             tracing::warn!(path = %self.path.display(), "the idempotency keys file was gone: made again with the keys remembered");
-            a.file.write_all(line)?;
-            a.file.sync_data()?;
-            a.bytes += line.len() as u64;
-            return Ok(());
         }
         a.file.write_all(line)?;
         a.file.sync_data()?;
         a.bytes += line.len() as u64;
+        // Made again just now: no compaction to look at.
+        let Some(snapshot) = snapshot else {
+            return Ok(());
+        };
         if a.bytes <= a.next_try || a.bytes <= 2 * live() {
             return Ok(());
         }
         let before = a.bytes;
-        let compacted = rewrite(&self.path, snapshot()).and_then(|bytes| {
-            let file = crate::util::private::open(OpenOptions::new().append(true), &self.path)?;
-            Ok((file, bytes))
-        });
-        match compacted {
+        match remade(&self.path, snapshot()) {
             Ok((file, bytes)) => {
                 a.file = file;
                 a.bytes = bytes;
