@@ -6,10 +6,22 @@ use std::fmt::Write;
 
 use super::Config;
 use super::error::Origin;
+use super::value::{FailureMode, QueueKind};
 
 /// Where `origin` is, for a comment after the value.
 fn source(origin: Option<&Origin>) -> String {
     origin.map_or_else(|| "default".to_owned(), Origin::to_string)
+}
+
+/// The default `open` failure mode under `queue = redis`: in force for
+/// tenant quotas only, and refused when a file names it.
+fn unkept_open(cfg: &Config) -> bool {
+    let s = &cfg.settings;
+    s.queue == QueueKind::Redis
+        && s.redis_failure == FailureMode::Open
+        && cfg
+            .origin("redis_failure")
+            .is_none_or(|o| *o == Origin::Default)
 }
 
 /// The configuration in force, with each value's source.
@@ -17,6 +29,16 @@ pub(crate) fn render(cfg: &Config) -> String {
     let mut out = String::from("# dripfeed-relay: the settings in force, each with its source\n");
     for (key, value) in cfg.settings.shown() {
         let from = source(cfg.origin(key));
+        if key == "redis_failure" && unkept_open(cfg) {
+            // Written as a value it would not read back: `open` is refused
+            // with queue = redis, where a Redis that is down pauses intake.
+            let _ = writeln!(
+                out,
+                "# redis_failure = \"open\" (tenant quotas only: with queue = redis, intake \
+                 answers 503 while Redis is down)  # {from}"
+            );
+            continue;
+        }
         let _ = match value {
             Some(v) => writeln!(out, "{key} = {v}  # {from}"),
             None => writeln!(out, "# {key} is not set  # {from}"),

@@ -124,8 +124,8 @@ declare_settings! {
     /// The longest a destination's open circuit breaker waits before it
     /// probes its receiver again (the wait starts at 1s and doubles while
     /// the receiver stays down; its queue waits meanwhile, what does not
-    /// fit is refused or dead-lettered by the overflow policy), e.g. 5min.
-    breaker_max_cool_down: Duration = "5min";
+    /// fit is refused or dead-lettered by the overflow policy), e.g. 5m.
+    breaker_max_cool_down: Duration = "5m";
     /// How long an event (its payload, copies and attempts) is kept once
     /// every copy has ended, e.g. 7days; a copy still on its way keeps
     /// its event.

@@ -228,6 +228,26 @@ fn print_config_redacts_secrets_and_passwords() {
 }
 
 #[test]
+fn print_config_of_a_fleet_reads_back() {
+    let file = "queue = \"redis\"\nredis = \"redis://127.0.0.1:1/\"\n";
+    let cfg = load_with(&[], &[], Some(file)).unwrap();
+    let printed = render(&cfg);
+    // The default `open` is in force for quotas but refused when named.
+    assert!(!printed.contains("\nredis_failure ="), "{printed}");
+    assert!(printed.contains("# redis_failure = \"open\""), "{printed}");
+    let again = load_with(&[], &[], Some(&printed)).unwrap_or_else(|e| panic!("{e}\n{printed}"));
+    assert_eq!(values(&again), values(&cfg));
+    // Named, it is printed as it is.
+    let closed = load_with(
+        &[],
+        &[],
+        Some(&format!("{file}redis_failure = \"closed\"\n")),
+    )
+    .unwrap();
+    assert!(render(&closed).contains("\nredis_failure = \"closed\"  # file relay.toml:3"));
+}
+
+#[test]
 fn the_example_file_lists_every_key_with_its_default() {
     let example = include_str!("../../relay.example.toml");
     let defaults = load_with(&[], &[], None).unwrap();
