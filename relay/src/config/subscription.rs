@@ -217,6 +217,16 @@ mod tests {
         assert!(!s.takes_payload(&json!({"status": "paid", "customer": {"tier": "silver"}})));
         assert!(!s.takes_payload(&json!({"status": "paid"})));
         assert!(s.takes_type("invoice.paid") && !s.takes_type("user.created"));
+        // A field named twice is matched on its last value, as most
+        // parsers (JavaScript's, Python's, Go's) read it.
+        let twice = |text: &str| serde_json::from_str::<Value>(text).unwrap();
+        let tier = r#""customer": {"tier": "gold"}"#;
+        assert!(s.takes_payload(&twice(&format!(
+            r#"{{"status": "void", "status": "paid", {tier}}}"#
+        ))));
+        assert!(!s.takes_payload(&twice(&format!(
+            r#"{{"status": "paid", "status": "void", {tier}}}"#
+        ))));
     }
 
     #[test]
