@@ -22,6 +22,7 @@ pub(crate) mod keys;
 pub(crate) mod map;
 pub(crate) mod persistence;
 pub(crate) mod queue;
+mod queue_claims;
 pub(crate) mod queue_dead;
 pub(crate) mod queue_status;
 #[cfg(test)]
