@@ -1,13 +1,22 @@
-//! A webhook into the fleet's queue, as the contract answers it: the
-//! queue's answer ([`Admit`]) made an [`Accepted`] or a [`Refusal`], counted
-//! in this relay's metrics, each `Retry-After` spread by the library's
-//! rule.
+//! A webhook into the fleet's queue: [`Shared::admit`] claims its
+//! idempotency key, charges its tenant and adds its entry (undoing the
+//! first two when nothing was queued), and [`admit`] gives the contract's
+//! answer: the queue's ([`Admit`]) made an [`Accepted`] or a [`Refusal`],
+//! counted in this relay's metrics, each `Retry-After` spread by the
+//! library's rule.
 
 use std::time::Duration;
 
+use dripfeed::journal::JobCodec;
+use dripfeed::keyed::{AdmitError, BucketError};
+
 use super::counts::Refused;
+use super::lane::{Lane, number_of};
+use super::redis::keys::KeyClaim;
+use super::redis::queue::Admission as Queued;
 use super::shared::{Admit, Shared};
-use crate::domain::names::scoped_key;
+use crate::domain::job::Job;
+use crate::domain::names::{body_hash, scoped_key};
 use crate::queue::contract::{Accepted, Admission, Cause, Refusal, Store};
 
 /// `a` admitted into `shared`.
@@ -89,4 +98,192 @@ pub(crate) async fn admit(shared: &Shared, a: Admission) -> Result<Accepted, Ref
             ))
         }
     }
+}
+
+impl Shared {
+    /// Queues `job` for `destination`, charging one webhook to the tenant
+    /// `charge` first (and refunding it if nothing was queued: a repeat or
+    /// a full queue costs the tenant nothing); `Err` says why Redis could
+    /// not take it. With an idempotency `key` (already scoped by tenant and
+    /// encoded) the key is the fleet's ([`RedisKeys`]): it names this
+    /// destination and body, whichever relay and queue see it again.
+    pub(crate) async fn admit(
+        &self,
+        destination: &str,
+        job: &Job,
+        key: Option<&str>,
+        charge: Option<&str>,
+        owner: Option<&str>,
+    ) -> Result<Admit, String> {
+        let lane = self
+            .lane(destination)
+            .filter(|l| l.open)
+            .ok_or("not a destination of the shared queue")?;
+        let lane = &*lane;
+        let err = |e: dripfeed::global::RedisError| e.to_string();
+        // The key first: a repeat is answered (and not charged) here.
+        let keyed = match key {
+            None => None,
+            Some(key) => {
+                let request = format!("{destination}|{:016x}", body_hash(&job.body));
+                let fresh = fastrand::u64(1..).to_string();
+                match self
+                    .keys
+                    .claim(key, &request, &fresh, self.remember)
+                    .await
+                    .map_err(err)?
+                {
+                    // A repeat is answered as its admission was: with
+                    // replicas to wait for, once they have it.
+                    KeyClaim::Repeat(id) => {
+                        let confirmed = lane.queue.confirm(&id).await.map_err(err)?;
+                        return self.answer(lane, confirmed);
+                    }
+                    KeyClaim::Conflict(_) => return Ok(Admit::KeyReused),
+                    KeyClaim::New => Some((key, fresh, false)),
+                    // Its first admission is under way, or its relay died
+                    // between admitting and recording it: admitted under
+                    // the same id, the queue tells which (not charged
+                    // twice).
+                    KeyClaim::Pending(id) => Some((key, id, true)),
+                }
+            }
+        };
+        let charge = match &keyed {
+            Some((_, _, true)) => None,
+            _ => charge,
+        };
+        let charged = match (charge, &self.quotas) {
+            (Some(tenant), Some(store)) => match store.try_admit(tenant, 1.0).await {
+                Ok(_) => Some((tenant, store)),
+                Err(BucketError::Unavailable(_)) => {
+                    self.release(&keyed).await;
+                    return Ok(Admit::QuotaUnavailable);
+                }
+                Err(e) => {
+                    // Over quota, or a quota smaller than one webhook
+                    // (refused by the configuration's checks).
+                    let wait = match e.as_admit() {
+                        Some(AdmitError::OverQuota(o)) => o.retry_after(),
+                        _ => Duration::from_secs(60),
+                    };
+                    self.release(&keyed).await;
+                    if let Err(e) = lane.queue.count_refused().await {
+                        tracing::debug!(error = %e, "shared queue: a refusal was not counted");
+                    }
+                    return Ok(Admit::OverQuota(wait));
+                }
+            },
+            _ => None,
+        };
+        let answer = match &keyed {
+            Some((_, id, _)) => self.queue_as(lane, job, id, owner).await,
+            None => self.queue(lane, job, owner).await,
+        };
+        match (&keyed, &answer) {
+            (
+                Some((key, id, _)),
+                Ok(
+                    Admit::Queued(_)
+                    | Admit::Repeat(_)
+                    | Admit::Unconfirmed(_)
+                    | Admit::Evicted(_)
+                    | Admit::Deferred(_),
+                ),
+            ) => {
+                if let Err(e) = self.keys.accept(key, id, self.remember).await {
+                    // Left pending under its id: a retry finds it and the
+                    // queue answers it as seen.
+                    tracing::warn!(error = %e, "shared queue: an idempotency key's admission was not recorded");
+                }
+            }
+            (Some(_), Ok(_)) => self.release(&keyed).await,
+            _ => {}
+        }
+        if let Some((tenant, store)) = charged
+            && !matches!(
+                answer,
+                Ok(Admit::Queued(_)
+                    | Admit::Unconfirmed(_)
+                    | Admit::Evicted(_)
+                    | Admit::Deferred(_))
+            )
+            && let Err(e) = store.refund(tenant, 1.0).await
+        {
+            tracing::warn!(error = %e, "shared queue: a tenant's charge for a webhook not queued was not refunded");
+        }
+        answer
+    }
+
+    /// A key this admission claimed anew, given back (its webhook was
+    /// refused: a retry may try again). A pending key found is another
+    /// admission's: left as it is.
+    async fn release(&self, keyed: &Option<(&str, String, bool)>) {
+        if let Some((key, id, false)) = keyed
+            && let Err(e) = self.keys.release(key, id).await
+        {
+            tracing::warn!(error = %e, "shared queue: a refused webhook's idempotency key was not given back");
+        }
+    }
+
+    /// [`admit`](Self::admit)'s queueing of a webhook without a key, in one
+    /// round trip.
+    async fn queue(&self, lane: &Lane, job: &Job, owner: Option<&str>) -> Result<Admit, String> {
+        let bytes = encoded(job);
+        // A random id, unique in the fleet; one still held is drawn again.
+        let mut answer = Queued::Taken;
+        // A redriven webhook keeps the id it had (its status starts over).
+        let mut id = Some(job.trail.id()).filter(|id| *id != 0);
+        for _ in 0..4 {
+            let id = id.take().unwrap_or_else(|| fastrand::u64(1..)).to_string();
+            answer = lane
+                .queue
+                .admit_owned(&id, &bytes, None, lane.bound_now(), self.remember, owner)
+                .await
+                .map_err(|e| e.to_string())?;
+            if answer != Queued::Taken {
+                break;
+            }
+        }
+        self.answer(lane, answer)
+    }
+
+    /// [`admit`](Self::admit)'s queueing of a keyed webhook as `id` (its
+    /// key's), unless a webhook with that id got in before: one round trip.
+    async fn queue_as(
+        &self,
+        lane: &Lane,
+        job: &Job,
+        id: &str,
+        owner: Option<&str>,
+    ) -> Result<Admit, String> {
+        let answer = lane
+            .queue
+            .admit_fresh(id, &encoded(job), lane.bound_now(), owner)
+            .await
+            .map_err(|e| e.to_string())?;
+        self.answer(lane, answer)
+    }
+
+    /// What the queue answered, as [`Admit`].
+    fn answer(&self, lane: &Lane, answer: Queued) -> Result<Admit, String> {
+        Ok(match answer {
+            Queued::Added { id, .. } => Admit::Queued(number_of(&id)),
+            Queued::Evicted { id, .. } => Admit::Evicted(number_of(&id)),
+            Queued::Deferred { id } => Admit::Deferred(number_of(&id)),
+            Queued::Repeat { id } | Queued::Seen { id } => Admit::Repeat(number_of(&id)),
+            Queued::Unconfirmed { replicas, .. } => Admit::Unconfirmed(replicas),
+            Queued::Taken => return Err("no free id in four draws".into()),
+            Queued::Full { depth } => Admit::Full(Duration::from_secs_f64(
+                (depth as f64 / lane.rate_now()).min(3600.0),
+            )),
+        })
+    }
+}
+
+/// A webhook as its queue entry holds it.
+fn encoded(job: &Job) -> Vec<u8> {
+    let mut bytes = Vec::with_capacity(job.body.len() + 64);
+    job.encode(&mut bytes);
+    bytes
 }
