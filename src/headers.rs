@@ -66,6 +66,37 @@ pub fn spread_seconds(wait: Duration) -> u64 {
     crate::util::num::spread_seconds(wait, fastrand::f64())
 }
 
+/// The header fields of a refusal by a [`KeyedBuckets`](crate::keyed::KeyedBuckets)
+/// (or any [`BucketStore`](crate::keyed::BucketStore)) that found the key
+/// over its quota: `Retry-After` (whole seconds, spread as
+/// [`spread_seconds`] does) and the `RateLimit` pair of the key
+/// ([`RateLimit::for_key`]), its `t` the same number.
+///
+/// ```
+/// use dripfeed::headers;
+/// use dripfeed::keyed::{AdmitError, Bucket, Quota};
+/// let now = tokio::time::Instant::now();
+/// let q = Quota::per_second(1.0).burst(1.0)?;
+/// let mut b = Bucket::new(now);
+/// b.try_admit_at(&q, 1.0, now)?;
+/// let Err(AdmitError::OverQuota(over)) = b.try_admit_at(&q, 1.0, now) else { panic!() };
+/// let fields = headers::for_over_quota(&over);
+/// let secs: u64 = fields[0].1.parse()?;
+/// assert!(fields[0].0 == "retry-after" && (1..=2).contains(&secs));
+/// assert_eq!(fields[1], ("ratelimit-policy", r#""key";q=1;w=1"#.to_string()));
+/// assert_eq!(fields[2], ("ratelimit", format!(r#""key";r=0;t={secs}"#)));
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+pub fn for_over_quota(over: &crate::keyed::OverQuota) -> Vec<(&'static str, String)> {
+    let secs = spread_seconds(over.retry_after());
+    let limit = RateLimit::for_key(over).with_reset_secs(secs);
+    vec![
+        ("retry-after", secs.to_string()),
+        ("ratelimit-policy", limit.policy_header()),
+        ("ratelimit", limit.header()),
+    ]
+}
+
 /// Every header field a refusal should carry: `Retry-After` when waiting
 /// helps (whole seconds, spread: see [`Rejected::retry_after_secs`]), and
 /// the `RateLimit` pair when the refusing limit is known, its `t` the same

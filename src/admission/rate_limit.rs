@@ -50,6 +50,33 @@ impl RateLimit {
         }
     }
 
+    /// A key's state when `over` refused it: the quota is the bucket's
+    /// size, the window the time a full bucket takes to drain, `remaining`
+    /// the room left and the reset the wait until the refused cost fits.
+    ///
+    /// ```
+    /// use dripfeed::headers::RateLimit;
+    /// use dripfeed::keyed::{AdmitError, Bucket, Quota};
+    /// let now = tokio::time::Instant::now();
+    /// let q = Quota::per_second(5.0).burst(10.0)?;
+    /// let mut b = Bucket::new(now);
+    /// b.try_admit_at(&q, 10.0, now)?;
+    /// let Err(AdmitError::OverQuota(over)) = b.try_admit_at(&q, 1.0, now) else { panic!() };
+    /// let limit = RateLimit::for_key(&over);
+    /// assert_eq!(limit.policy_header(), r#""key";q=10;w=2"#);
+    /// assert_eq!(limit.header(), r#""key";r=0;t=1"#);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn for_key(over: &crate::keyed::OverQuota) -> Self {
+        RateLimit::new(
+            "key",
+            over.size().floor() as u64,
+            over.quota().drain_time(),
+            (over.size() - over.debt()).max(0.0).floor() as u64,
+            over.retry_after(),
+        )
+    }
+
     /// The shared queue's state: `depth` of `bound` places taken, drained at `rate`.
     pub(crate) fn queue(depth: usize, bound: usize, rate: f64) -> Self {
         RateLimit::new(

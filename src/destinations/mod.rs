@@ -784,6 +784,29 @@ impl<J: Send + Sync + 'static> Destinations<J> {
         self.len() == 0
     }
 
+    /// Whether [`shutdown`](Self::shutdown) has begun: every submission
+    /// is refused with [`Reason::Closed`](crate::Reason::Closed) from then
+    /// on, so a caller that admits work in several steps (a record written,
+    /// then submitted) can refuse it before its first step.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// use std::time::Duration;
+    /// use dripfeed::destinations::Destinations;
+    /// use dripfeed::{Delivery, Throttle};
+    /// let set = Destinations::builder(Throttle::builder().drain_rate(10.0).capacity(10))
+    ///     .build(|_: &str| |_: &u32, _| async { Delivery::Done })?;
+    /// assert!(!set.is_closed());
+    /// set.shutdown(Duration::from_secs(1)).await;
+    /// assert!(set.is_closed());
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn is_closed(&self) -> bool {
+        self.inner.is_closed()
+    }
+
     /// Destinations with a throttle now (work queued, waiting or in flight).
     pub fn active(&self) -> usize {
         let dests: Vec<_> = self.inner.lock().values().cloned().collect();

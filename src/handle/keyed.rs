@@ -30,8 +30,7 @@ use crate::admission::rejected::Rejected;
 use crate::handle::submission::Key;
 use crate::handle::throttle::Throttle;
 use crate::keyed::{
-    AdmitError, BucketError, BucketStore, InvalidCost, KeyedBuckets, OverQuota, Quota,
-    TooManyOverrides,
+    AdmitError, BucketError, BucketStore, InvalidCost, KeyedBuckets, Quota, TooManyOverrides,
 };
 use crate::util::num::jittered;
 
@@ -177,7 +176,7 @@ fn refuse_key<J: 'static>(throttle: &Throttle<J>, job: J, err: AdmitError) -> Re
             job,
             Reason::OverQuota,
             Some(jittered(over.retry_after())),
-            Some(key_limit(&over)),
+            Some(RateLimit::for_key(&over)),
         ),
         _ => s.refuse(job, Reason::Invalid),
     }
@@ -206,14 +205,3 @@ impl<J: 'static> Throttle<J> {
 /// The wait suggested while a store is down: a store probes again after
 /// about this long (the stores' default probe interval).
 const STORE_DOWN_WAIT: Duration = Duration::from_secs(1);
-
-/// The key's `RateLimit` when it is over its quota.
-fn key_limit(over: &OverQuota) -> RateLimit {
-    RateLimit::new(
-        "key",
-        over.size().floor() as u64,
-        over.quota().drain_time(),
-        (over.size() - over.debt()).max(0.0).floor() as u64,
-        over.retry_after(),
-    )
-}

@@ -229,6 +229,7 @@ pub(crate) async fn put(
     }
     let app_record = App {
         description: given.description,
+        ..App::default()
     };
     match admin.queue.events().put_app(&app, app_record.clone()).await {
         Ok(made) => {

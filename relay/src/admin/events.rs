@@ -19,6 +19,7 @@ use utoipa::ToSchema;
 use super::Admin;
 use crate::domain::problem::problem;
 use crate::domain::schemas::Problem;
+use crate::events::read::Page;
 use crate::events::record::{AttemptRecord, CopyRecord, CopyState, EventRecord};
 use crate::queue::events::SendAgain;
 
@@ -103,9 +104,9 @@ pub(crate) struct EventView {
     tenant: Option<String>,
     /// The endpoints it went to.
     endpoints: usize,
-    /// Its payload (`GET` of one event only).
+    /// Its payload as posted, any JSON (`GET` of one event only).
     #[serde(skip_serializing_if = "Option::is_none")]
-    #[schema(value_type = Option<Object>)]
+    #[schema(value_type = Value, required = false)]
     payload: Option<serde_json::Value>,
     /// Each endpoint's copy (`GET` of one event only).
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -171,6 +172,40 @@ fn not_found(what: &str) -> Response {
     )
 }
 
+fn no_app() -> Response {
+    problem(
+        StatusCode::NOT_FOUND,
+        "unknown-application",
+        "no application of that name".to_owned(),
+        Vec::new(),
+    )
+}
+
+fn no_endpoint() -> Response {
+    problem(
+        StatusCode::NOT_FOUND,
+        "unknown-destination",
+        "no endpoint of that name in this application".to_owned(),
+        Vec::new(),
+    )
+}
+
+/// The first event id application `app` owns (see
+/// [`App::since`](crate::catalog::App)), or `None` if there is no
+/// application of that name.
+fn own_since(admin: &Admin, app: &str) -> Option<u64> {
+    admin.catalog.app(app).map(|a| a.since)
+}
+
+/// A page's items that are the application's own (ids from `since`); the
+/// page ends where an earlier application's begin (ids fall, newest first).
+fn owned<T>(page: Page<T>, since: u64, id: impl Fn(&T) -> u64) -> Page<T> {
+    let all = page.items.len();
+    let items: Vec<T> = page.items.into_iter().filter(|t| id(t) >= since).collect();
+    let next = if items.len() < all { None } else { page.next };
+    Page { items, next }
+}
+
 /// `GET /v1/applications/{app}/events`.
 #[utoipa::path(get, path = "/v1/applications/{app}/events", tag = "events", operation_id = "list_events",
     security(("admin_token" = [])),
@@ -195,9 +230,9 @@ pub(crate) async fn list(
     Path(app): Path<String>,
     RawQuery(raw): RawQuery,
 ) -> Response {
-    if admin.catalog.app(&app).is_none() {
-        return not_found("application of that name");
-    }
+    let Some(since) = own_since(&admin, &app) else {
+        return no_app();
+    };
     let q = match super::paging::parse(raw.as_deref(), 100, 1000, &["type"]) {
         Ok(q) => q,
         Err(r) => return *r,
@@ -211,6 +246,7 @@ pub(crate) async fn list(
         .events()
         .list(&app, q.filter("type"), before, q.limit)
         .await
+        .map(|page| owned(page, since, |(id, _)| *id))
     {
         Ok(page) => Json(EventList {
             events: page
@@ -234,14 +270,17 @@ pub(crate) async fn list(
         (status = 401, description = "No admin token, or not the admin token.", body = Problem, content_type = "application/problem+json",
             headers(("WWW-Authenticate" = String, description = "`Bearer realm=\"dripfeed-relay\"`"))),
         (status = 403, description = "Without an admin token, a request that names the listener by a host name other than localhost (not-local: DNS rebinding).", body = Problem, content_type = "application/problem+json"),
-        (status = 404, description = "No such event in this application (or no longer kept: event_retention).", body = Problem, content_type = "application/problem+json"),
+        (status = 404, description = "No such application (unknown-application), or no such event in it (unknown-event; or no longer kept: event_retention).", body = Problem, content_type = "application/problem+json"),
         (status = 503, description = "The events store cannot be read, or the listener serves its most connections.", body = Problem, content_type = "application/problem+json"),
     ))]
 pub(crate) async fn one(
     State(admin): State<Arc<Admin>>,
     Path((app, id)): Path<(String, String)>,
 ) -> Response {
-    let Ok(id) = id.parse::<u64>() else {
+    let Some(since) = own_since(&admin, &app) else {
+        return no_app();
+    };
+    let Some(id) = id.parse::<u64>().ok().filter(|&id| id >= since) else {
         return not_found("such event");
     };
     match admin.queue.events().event(&app, id).await {
@@ -273,7 +312,7 @@ pub(crate) async fn one(
         (status = 401, description = "No admin token, or not the admin token.", body = Problem, content_type = "application/problem+json",
             headers(("WWW-Authenticate" = String, description = "`Bearer realm=\"dripfeed-relay\"`"))),
         (status = 403, description = "Without an admin token, a request that names the listener by a host name other than localhost (not-local: DNS rebinding).", body = Problem, content_type = "application/problem+json"),
-        (status = 404, description = "No such application, or no endpoint of that name in it.", body = Problem, content_type = "application/problem+json"),
+        (status = 404, description = "No such application (unknown-application), or no endpoint of that name in it (unknown-destination).", body = Problem, content_type = "application/problem+json"),
         (status = 422, description = "A cursor this relay did not give.", body = Problem, content_type = "application/problem+json"),
         (status = 503, description = "The events store cannot be read, or the listener serves its most connections.", body = Problem, content_type = "application/problem+json"),
     ))]
@@ -282,8 +321,11 @@ pub(crate) async fn attempts(
     Path((app, name)): Path<(String, String)>,
     RawQuery(raw): RawQuery,
 ) -> Response {
+    let Some(since) = own_since(&admin, &app) else {
+        return no_app();
+    };
     if !is_endpoint_of(&admin, &app, &name) {
-        return not_found("endpoint of that name in this application");
+        return no_endpoint();
     }
     let q = match super::paging::parse(raw.as_deref(), 100, 1000, &["outcome"]) {
         Ok(q) => q,
@@ -304,6 +346,7 @@ pub(crate) async fn attempts(
         .events()
         .copies(&app, &name, failed, before, q.limit)
         .await
+        .map(|page| owned(page, since, |(id, _, _)| *id))
     {
         Ok(page) => Json(AttemptList {
             copies: page
@@ -425,7 +468,7 @@ fn body_of<T: serde::de::DeserializeOwned>(
         (status = 401, description = "No admin token, or not the admin token.", body = Problem, content_type = "application/problem+json",
             headers(("WWW-Authenticate" = String, description = "`Bearer realm=\"dripfeed-relay\"`"))),
         (status = 403, description = "Without an admin token, a request that names the listener by a host name other than localhost (not-local: DNS rebinding).", body = Problem, content_type = "application/problem+json"),
-        (status = 404, description = "No such event in this application, no copy of it for that endpoint, or no such endpoint.", body = Problem, content_type = "application/problem+json"),
+        (status = 404, description = "No such application (unknown-application), no such event in it or no copy of it for that endpoint (unknown-event), or no such endpoint (unknown-destination).", body = Problem, content_type = "application/problem+json"),
         (status = 409, description = "That copy is still on its way.", body = Problem, content_type = "application/problem+json"),
         (status = 422, description = "Not a resend ({\"endpoint\": \"...\"}).", body = Problem, content_type = "application/problem+json"),
         (status = 503, description = "The events store cannot be read, or the listener serves its most connections.", body = Problem, content_type = "application/problem+json"),
@@ -439,7 +482,10 @@ pub(crate) async fn resend(
         Ok(r) => r,
         Err(r) => return *r,
     };
-    let Ok(id) = id.parse::<u64>() else {
+    let Some(since) = own_since(&admin, &app) else {
+        return no_app();
+    };
+    let Some(id) = id.parse::<u64>().ok().filter(|&id| id >= since) else {
         return not_found("such event");
     };
     match admin.queue.events().event(&app, id).await {
@@ -448,7 +494,7 @@ pub(crate) async fn resend(
         Err(e) => return unreadable(e),
     }
     if !is_endpoint_of(&admin, &app, &given.endpoint) {
-        return not_found("endpoint of that name in this application");
+        return no_endpoint();
     }
     match admin.queue.events().resend(&app, id, &given.endpoint).await {
         Ok(()) => (
@@ -474,7 +520,7 @@ pub(crate) async fn resend(
         (status = 401, description = "No admin token, or not the admin token.", body = Problem, content_type = "application/problem+json",
             headers(("WWW-Authenticate" = String, description = "`Bearer realm=\"dripfeed-relay\"`"))),
         (status = 403, description = "Without an admin token, a request that names the listener by a host name other than localhost (not-local: DNS rebinding).", body = Problem, content_type = "application/problem+json"),
-        (status = 404, description = "No such application, or no endpoint of that name in it.", body = Problem, content_type = "application/problem+json"),
+        (status = 404, description = "No such application (unknown-application), or no endpoint of that name in it (unknown-destination).", body = Problem, content_type = "application/problem+json"),
         (status = 422, description = "Not a window (since, and until if given, RFC 3339; since before until).", body = Problem, content_type = "application/problem+json"),
         (status = 503, description = "The events store cannot be read, or the listener serves its most connections.", body = Problem, content_type = "application/problem+json"),
     ))]
@@ -487,15 +533,13 @@ pub(crate) async fn recover(
         Ok(r) => r,
         Err(r) => return *r,
     };
-    if !is_endpoint_of(&admin, &app, &name) {
-        return not_found("endpoint of that name in this application");
-    }
-    let at = |t: &str| {
-        humantime::parse_rfc3339_weak(t)
-            .ok()
-            .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
-            .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+    let Some(own) = own_since(&admin, &app) else {
+        return no_app();
     };
+    if !is_endpoint_of(&admin, &app, &name) {
+        return no_endpoint();
+    }
+    let at = rfc3339_ms;
     let bad = |what: &str| {
         problem(
             StatusCode::UNPROCESSABLE_ENTITY,
@@ -516,11 +560,71 @@ pub(crate) async fn recover(
         return bad("since is after until");
     }
     let (from, to) = (
-        crate::events::id::id_at(since),
+        crate::events::id::id_at(since).max(own),
         crate::events::id::id_at(until.saturating_add(1)),
     );
     match admin.queue.events().recover(&app, &name, (from, to)).await {
         Ok((sent, more)) => (StatusCode::ACCEPTED, Json(SentAgain { sent, more })).into_response(),
         Err(e) => send_again_refused(e),
+    }
+}
+
+/// An RFC 3339 time (`2026-11-28T10:00:00Z`, `2026-11-28T11:00:00+01:00`,
+/// fractions of a second too) in ms since the Unix epoch.
+fn rfc3339_ms(text: &str) -> Option<u64> {
+    let text = text.trim();
+    let tail = text
+        .len()
+        .checked_sub(6)
+        .and_then(|at| Some((at, text.get(at..)?)));
+    let (utc, offset_s) = match tail {
+        Some((at, tail))
+            if (tail.starts_with('+') || tail.starts_with('-'))
+                && tail.as_bytes().get(3) == Some(&b':') =>
+        {
+            let hours: i64 = tail.get(1..3)?.parse().ok()?;
+            let minutes: i64 = tail.get(4..6)?.parse().ok()?;
+            if hours > 23 || minutes > 59 {
+                return None;
+            }
+            let sign = if tail.starts_with('-') { -1 } else { 1 };
+            (
+                format!("{}Z", text.get(..at)?),
+                sign * (hours * 3600 + minutes * 60),
+            )
+        }
+        _ => (text.to_owned(), 0),
+    };
+    let since = humantime::parse_rfc3339_weak(&utc)
+        .ok()?
+        .duration_since(std::time::UNIX_EPOCH)
+        .ok()?;
+    let ms = i128::try_from(since.as_millis()).ok()? - i128::from(offset_s) * 1000;
+    u64::try_from(ms).ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::rfc3339_ms;
+
+    #[test]
+    fn times_with_an_offset_are_read() {
+        let utc = rfc3339_ms("2026-11-28T10:00:00Z").unwrap();
+        assert_eq!(utc, 1_795_860_000_000);
+        assert_eq!(rfc3339_ms("2026-11-28T11:00:00+01:00"), Some(utc));
+        assert_eq!(rfc3339_ms("2026-11-28T05:00:00-05:00"), Some(utc));
+        assert_eq!(rfc3339_ms("2026-11-28T10:00:00+00:00"), Some(utc));
+        assert_eq!(rfc3339_ms("2026-11-28T10:00:00.250Z"), Some(utc + 250));
+        assert_eq!(rfc3339_ms("2026-11-28T11:00:00.5+01:00"), Some(utc + 500));
+        for bad in [
+            "yesterday",
+            "2026-11-28",
+            "2026-11-28T10:00:00+24:00",
+            "2026-11-28T10:00:00+01:60",
+            "2026-11-28T10:00:00+é:00",
+            "1970-01-01T00:00:00+01:00",
+        ] {
+            assert_eq!(rfc3339_ms(bad), None, "{bad}");
+        }
     }
 }

@@ -41,11 +41,17 @@ impl Account {
         }
     }
 
-    /// Whether it may post to `destination`.
-    pub(crate) fn may_use(&self, destination: &str) -> bool {
-        self.destinations
-            .as_ref()
-            .is_none_or(|all| all.iter().any(|d| &**d == destination))
+    /// Whether it may post to `destination` (an endpoint of application
+    /// `app`, if `Some`): one it lists; without `destinations`, any,
+    /// unless it is limited to some `applications` (then only their
+    /// endpoints: a tenant held to some customers does not reach the
+    /// others' endpoints, nor every receiver, by name).
+    pub(crate) fn may_use(&self, destination: &str, app: Option<&str>) -> bool {
+        match (&self.destinations, &self.applications) {
+            (Some(all), _) => all.iter().any(|d| &**d == destination),
+            (None, Some(apps)) => app.is_some_and(|app| apps.iter().any(|a| &**a == app)),
+            (None, None) => true,
+        }
     }
 }
 
@@ -216,7 +222,29 @@ mod tests {
     fn destinations_limit_a_tenant() {
         let (t, _) = table();
         let acme = &t.accounts()[0];
-        assert!(acme.may_use("billing") && !acme.may_use("shipping"));
-        assert!(t.accounts()[1].may_use("anything"));
+        assert!(acme.may_use("billing", None) && !acme.may_use("shipping", None));
+        assert!(t.accounts()[1].may_use("anything", None));
+    }
+
+    #[test]
+    fn applications_limit_a_tenant_by_name_too() {
+        let account = |destinations: Option<&[&str]>, applications: Option<&[&str]>| Account {
+            name: Arc::from("t"),
+            destinations: destinations.map(|d| d.iter().map(|&n| Arc::from(n)).collect()),
+            applications: applications.map(|a| a.iter().map(|&n| Arc::from(n)).collect()),
+            limited: false,
+        };
+        // Held to one customer: its endpoints only, by events or by name.
+        let shop = account(None, Some(&["shop"]));
+        assert!(shop.may_post_for("shop") && !shop.may_post_for("other"));
+        assert!(shop.may_use("shop-orders", Some("shop")));
+        assert!(!shop.may_use("other-orders", Some("other")));
+        assert!(!shop.may_use("plain", None));
+        // A list of destinations is what it says, endpoints or not.
+        let listed = account(Some(&["other-orders"]), Some(&["shop"]));
+        assert!(listed.may_use("other-orders", Some("other")));
+        assert!(!listed.may_use("shop-orders", Some("shop")));
+        // Neither: every destination.
+        assert!(account(None, None).may_use("other-orders", Some("other")));
     }
 }

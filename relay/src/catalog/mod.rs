@@ -102,11 +102,31 @@ struct Table {
 }
 
 /// An application: one of the sender's customers, owning endpoints.
-#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, serde::Serialize, serde::Deserialize)]
 pub(crate) struct App {
     /// What it is, for people.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub description: Option<String>,
+    /// The first event id that is its own: set when it is made through the
+    /// admin API (kept when it is replaced), so the events an earlier
+    /// application of the same name took (deleted, and kept until
+    /// `event_retention`) are not listed, shown, resent or recovered as
+    /// its. 0: every one (made by the configuration, or before this was
+    /// kept).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub since: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
+}
+
+impl App {
+    /// `app` as made now, or as a replacement of `was` (its `since` kept).
+    pub(crate) fn made_over(mut self, was: Option<&App>) -> App {
+        self.since = was.map_or_else(crate::events::id::next_id, |w| w.since);
+        self
+    }
 }
 
 impl Table {
@@ -118,9 +138,7 @@ impl Table {
     /// application exists from then on.
     fn subscribe(&mut self, name: &Arc<str>, d: &Destination) {
         if let Some(sub) = &d.endpoint {
-            self.apps
-                .entry(sub.application.clone())
-                .or_insert(App { description: None });
+            self.apps.entry(sub.application.clone()).or_default();
             self.subs
                 .entry(sub.application.clone())
                 .or_default()
@@ -198,14 +216,21 @@ impl Catalog {
         self.read().get(name).is_some_and(|e| e.open)
     }
 
-    /// A pass for the only open destination `usable` lets through, if
-    /// exactly one is.
-    pub(crate) fn only(&self, usable: impl Fn(&str) -> bool) -> Option<Pass> {
+    /// The application `name` is an endpoint of, if it is one.
+    pub(crate) fn application_of(&self, name: &str) -> Option<Arc<str>> {
         let table = self.read();
-        let mut found = table
-            .by_name
-            .iter()
-            .filter(|(name, e)| e.open && usable(name));
+        let sub = table.get(name)?.dest.endpoint.as_ref()?;
+        Some(sub.application.clone())
+    }
+
+    /// A pass for the only open destination `usable` (given its name and
+    /// application, if it is an endpoint) lets through, if exactly one is.
+    pub(crate) fn only(&self, usable: impl Fn(&str, Option<&str>) -> bool) -> Option<Pass> {
+        let table = self.read();
+        let mut found = table.by_name.iter().filter(|(name, e)| {
+            let app = e.dest.endpoint.as_ref().map(|s| &*s.application);
+            e.open && usable(name, app)
+        });
         match (found.next(), found.next()) {
             (Some((name, e)), None) => Some(pass(name, e)),
             _ => None,
@@ -548,17 +573,17 @@ mod tests {
     fn a_closed_destination_still_delivers_but_takes_nothing() {
         let c = Catalog::new(&[dest("a", "http://a.example/"), dest("b", "http://b/")]);
         assert_eq!(
-            c.only(|n| n == "a").map(|p| p.name().clone()).as_deref(),
+            c.only(|n, _| n == "a").map(|p| p.name().clone()).as_deref(),
             Some("a")
         );
-        assert!(c.only(|_| true).is_none(), "two are usable");
+        assert!(c.only(|_, _| true).is_none(), "two are usable");
         assert!(c.close("a"));
         assert!(!c.close("a"), "closed once");
         assert!(c.open("a").is_none());
         assert!(c.target("a").unwrap().endpoint.is_some());
         assert_eq!(c.get("a").unwrap().dest.url.as_str(), "http://a.example/");
         assert_eq!(
-            c.only(|_| true).map(|p| p.name().clone()).as_deref(),
+            c.only(|_, _| true).map(|p| p.name().clone()).as_deref(),
             Some("b")
         );
         assert_eq!(c.targets().len(), 1);
@@ -601,7 +626,7 @@ mod tests {
     async fn a_deletion_waits_for_the_admissions_under_way() {
         let c = Arc::new(Catalog::new(&[dest("a", "http://a/")]));
         let first = c.open("a").unwrap();
-        let second = c.only(|_| true).unwrap();
+        let second = c.only(|_, _| true).unwrap();
         c.close("a");
         assert!(c.open("a").is_none(), "no pass once closed");
         let waiting = tokio::spawn({

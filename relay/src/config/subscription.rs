@@ -66,8 +66,19 @@ impl Subscription {
                     None => return false,
                 }
             }
-            at == want
+            same(at, want)
         })
+    }
+}
+
+/// Whether a payload's value is a filter's: numbers by value (`5` is
+/// `5.0`), anything else as JSON compares it.
+fn same(got: &Value, want: &Value) -> bool {
+    match (got, want) {
+        (Value::Number(a), Value::Number(b)) if a != b && (a.is_f64() || b.is_f64()) => {
+            a.as_f64() == b.as_f64()
+        }
+        _ => got == want,
     }
 }
 
@@ -216,6 +227,16 @@ mod tests {
         assert!(s.takes_payload(&json!({"status": "paid", "customer": {"tier": "gold"}})));
         assert!(!s.takes_payload(&json!({"status": "paid", "customer": {"tier": "silver"}})));
         assert!(!s.takes_payload(&json!({"status": "paid"})));
+        // Numbers by value, however they are written.
+        let amount = |f: Value| {
+            let mut errors = Vec::new();
+            check(Some("acme"), None, f.as_object(), None, None, &mut errors).unwrap()
+        };
+        assert!(amount(json!({"amount": 5})).takes_payload(&json!({"amount": 5.0})));
+        assert!(amount(json!({"amount": 5.0})).takes_payload(&json!({"amount": 5})));
+        assert!(amount(json!({"amount": -2})).takes_payload(&json!({"amount": -2.0})));
+        assert!(!amount(json!({"amount": 5})).takes_payload(&json!({"amount": 5.5})));
+        assert!(!amount(json!({"amount": 5})).takes_payload(&json!({"amount": "5"})));
         assert!(s.takes_type("invoice.paid") && !s.takes_type("user.created"));
         // A field named twice is matched on its last value, as most
         // parsers (JavaScript's, Python's, Go's) read it.

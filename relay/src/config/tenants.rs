@@ -53,7 +53,8 @@ pub(crate) struct Tenant {
     pub rate: Option<f64>,
     /// Its own burst, over `tenant_burst`.
     pub burst: Option<f64>,
-    /// The destinations it may post to; `None`: every one.
+    /// The destinations it may post to; `None`: every one, unless
+    /// `applications` is given (then only their endpoints).
     pub destinations: Option<Vec<String>>,
     /// The applications it may post events for; `None`: every one.
     pub applications: Option<Vec<String>>,

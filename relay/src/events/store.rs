@@ -15,7 +15,7 @@
 //! - `copies`: seq ‖ endpoint → the [`CopyRecord`] (JSON);
 //! - `by_endpoint`: endpoint ‖ 0 ‖ seq → (); `by_app`: app ‖ 0 ‖ seq → type;
 //! - `pending`: seq ‖ endpoint → (), the copies not ended;
-//! - `keys`: app ‖ 0 ‖ `Idempotency-Key` → seq.
+//! - `keys`: app ‖ 0 ‖ `Idempotency-Key` scoped by tenant → seq.
 
 use std::path::Path;
 use std::sync::Arc;
@@ -24,6 +24,7 @@ use std::sync::mpsc;
 use tokio::sync::oneshot;
 
 use super::record::{CopyRecord, CopyState, EventRecord, MAX_ATTEMPTS, Told};
+use crate::domain::names::{DEFAULT_TENANT, scoped_key};
 use crate::util::kv::{Kv, Table, Tx};
 
 pub(super) const EVENTS: Table = 0;
@@ -69,12 +70,14 @@ pub(super) fn copy_key(seq: u64, endpoint: &str) -> Vec<u8> {
     k
 }
 
-/// `app ‖ 0 ‖ key`.
-fn idempotency(app: &str, key: &str) -> Vec<u8> {
-    let mut k = Vec::with_capacity(app.len() + 1 + key.len());
+/// `app ‖ 0 ‖ key scoped by tenant` ([`scoped_key`]): the same key from
+/// two tenants is two events, as it is two webhooks.
+fn idempotency(app: &str, tenant: Option<&str>, key: &str) -> Vec<u8> {
+    let scoped = scoped_key(tenant.unwrap_or(DEFAULT_TENANT), key);
+    let mut k = Vec::with_capacity(app.len() + 1 + scoped.len());
     k.extend_from_slice(app.as_bytes());
     k.push(0);
-    k.extend_from_slice(key.as_bytes());
+    k.extend_from_slice(scoped.as_bytes());
     k
 }
 
@@ -86,6 +89,9 @@ pub(crate) enum Posted {
     /// Its `Idempotency-Key` was taken before: that event, and how many
     /// copies it made.
     Duplicate { seq: u64, copies: usize },
+    /// Its `Idempotency-Key` was taken before by an event of another type
+    /// or payload: nothing written.
+    Reused,
 }
 
 /// One write for the writer thread.
@@ -176,6 +182,12 @@ impl EventStore {
             done,
         })
         .await
+    }
+
+    /// Whether it is kept on disk: a copy left pending in it is sent by
+    /// the next start (in memory, it would be lost with the process).
+    pub(crate) fn kept(&self) -> bool {
+        self.db.on_disk()
     }
 
     /// Records what happened to endpoint's copy of event `seq` (not
@@ -355,12 +367,22 @@ impl Tables<'_> {
                 ..
             } => {
                 if let Some(key) = &event.key {
-                    let k = idempotency(&event.app, key);
+                    let k = idempotency(&event.app, event.tenant.as_deref(), key);
                     if let Some(had) = tx.get(KEYS, &k)? {
                         let had = seq_of(&had);
-                        let copies = self
-                            .json::<EventRecord>(EVENTS, &seq_key(had))?
-                            .map_or(0, |r| r.copies.len());
+                        let first = self.json::<EventRecord>(EVENTS, &seq_key(had))?;
+                        let same = match &first {
+                            Some(r) => {
+                                r.kind == event.kind
+                                    && self.tx.get(PAYLOADS, &seq_key(had))?.as_deref()
+                                        == Some(&payload[..])
+                            }
+                            None => true,
+                        };
+                        if !same {
+                            return Ok(Some(Done::Posted(Posted::Reused)));
+                        }
+                        let copies = first.map_or(0, |r| r.copies.len());
                         return Ok(Some(Done::Posted(Posted::Duplicate { seq: had, copies })));
                     }
                     tx.insert(KEYS, &k, &seq_key(*seq));
@@ -464,7 +486,7 @@ impl Tables<'_> {
                     tx.remove(PAYLOADS, &sk);
                     tx.remove(BY_APP, &named_key(&r.app, seq));
                     if let Some(key) = &r.key {
-                        let k = idempotency(&r.app, key);
+                        let k = idempotency(&r.app, r.tenant.as_deref(), key);
                         let ours = tx.get(KEYS, &k)?.is_some_and(|v| seq_of(&v) == seq);
                         if ours {
                             tx.remove(KEYS, &k);

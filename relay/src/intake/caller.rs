@@ -26,9 +26,12 @@ pub(super) struct Caller {
 }
 
 impl Caller {
-    /// Whether it may post to `destination`.
-    pub(super) fn may_use(&self, destination: &str) -> bool {
-        self.account.as_ref().is_none_or(|a| a.may_use(destination))
+    /// Whether it may post to `destination` (an endpoint of `app`, if
+    /// `Some`).
+    pub(super) fn may_use(&self, destination: &str, app: Option<&str>) -> bool {
+        self.account
+            .as_ref()
+            .is_none_or(|a| a.may_use(destination, app))
     }
 }
 

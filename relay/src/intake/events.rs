@@ -81,7 +81,7 @@ pub(crate) struct EventAccepted {
         description = "The event: its type and its payload (at most max_body_bytes in all)."),
     params(
         ("app" = String, Path, description = "The application (one of the sender's customers) it is for.", pattern = "^[A-Za-z0-9._-]{1,64}$"),
-        ("Idempotency-Key" = Option<String>, Header, description = "A key making a retried POST safe: a repeat (for the same application) answers the first event's id, and nothing fans out twice. 1 to 256 visible ASCII characters.",
+        ("Idempotency-Key" = Option<String>, Header, description = "A key making a retried POST safe: a repeat (the same application, tenant, type and payload) answers the first event's id, and nothing fans out twice; the key with another type or payload is refused (422 key-reused). 1 to 256 visible ASCII characters.",
             nullable = false, max_length = 256, pattern = "^[!-~]+$"),
     ),
     responses(
@@ -93,9 +93,13 @@ pub(crate) struct EventAccepted {
         (status = 404, description = "No application of that name (for a tenant that may post for every one).", body = Problem, content_type = "application/problem+json"),
         (status = 408, description = "The body did not arrive within body_read_timeout.", body = Problem, content_type = "application/problem+json"),
         (status = 413, description = "The body is over max_body_bytes.", body = Problem, content_type = "application/problem+json"),
-        (status = 422, description = "Not an event: type missing or not a type, payload missing, or another field.", body = Problem, content_type = "application/problem+json"),
+        (status = 422, description = "Not an event: type missing or not a type, payload missing, or another field (bad-event); or an Idempotency-Key taken before by this tenant for this application with another type or payload (key-reused).", body = Problem, content_type = "application/problem+json"),
         (status = 429, description = "The tenant is over its quota (one charge per event).", body = Problem, content_type = "application/problem+json",
-            headers(("Retry-After" = u64, description = "Seconds until the quota has room."))),
+            headers(
+                ("Retry-After" = u64, description = "Seconds until the quota has room."),
+                ("RateLimit" = String, description = "The tenant's quota's state (draft-ietf-httpapi-ratelimit-headers)."),
+                ("RateLimit-Policy" = String, description = "The tenant's quota."),
+            )),
         (status = 503, description = "The byte budget has no room, the events store or the dead-letter file cannot take it, the quota store is unavailable, the relay is shutting down, or the listener serves its most connections.", body = Problem, content_type = "application/problem+json",
             headers(("Retry-After" = u64, description = "Seconds until a retry may be taken."))),
     ))]

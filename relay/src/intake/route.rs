@@ -36,7 +36,8 @@ impl Intake {
             }
             None => return self.only_one(caller),
         };
-        if !caller.may_use(name) {
+        let app = self.catalog.application_of(name);
+        if !caller.may_use(name, app.as_deref()) {
             Answers::bump(&self.answers.forbidden_403);
             let detail = "this tenant may not post to that destination".to_owned();
             return Err(refusal(
@@ -51,7 +52,7 @@ impl Intake {
     /// The destination of a request without the header: the only one its
     /// caller may use.
     fn only_one(&self, caller: &Caller) -> Result<Pass, Refusal> {
-        match self.catalog.only(|n| caller.may_use(n)) {
+        match self.catalog.only(|n, app| caller.may_use(n, app)) {
             Some(only) => Ok(only),
             None => {
                 let detail = format!(

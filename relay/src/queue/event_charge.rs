@@ -25,7 +25,7 @@ impl EventCharge {
             match quotas.try_admit(scope, 1.0).await {
                 Ok(_) => {}
                 Err(BucketError::Admit(AdmitError::OverQuota(o))) => {
-                    return Err(Refusal::after(Cause::OverQuota, o.retry_after()));
+                    return Err(Refusal::over_quota(&o));
                 }
                 Err(BucketError::Unavailable(_)) => {
                     return Err(Refusal::now(Cause::Unavailable(Store::Quotas)));

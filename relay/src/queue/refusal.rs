@@ -30,6 +30,15 @@ impl Refusal {
         }
     }
 
+    /// A tenant over its quota (`over`): 429 with `Retry-After` and the
+    /// key's `RateLimit` fields, as the library's keyed refusal has them.
+    pub(crate) fn over_quota(over: &dripfeed::keyed::OverQuota) -> Refusal {
+        Refusal {
+            cause: Cause::OverQuota,
+            fields: dripfeed::headers::for_over_quota(over),
+        }
+    }
+
     /// A refusal for `cause` without a hint (waiting does not help).
     pub(crate) fn now(cause: Cause) -> Refusal {
         Refusal {

@@ -180,6 +180,15 @@ fn replay(inner: &mut Inner, body: &[u8], start: u64) -> Option<()> {
 }
 
 impl Kv {
+    /// Whether it has a file (what it holds outlives the process).
+    pub(crate) fn on_disk(&self) -> bool {
+        self.inner
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .log
+            .is_some()
+    }
+
     /// A store of `tables` tables in memory.
     pub(crate) fn memory(tables: usize) -> Kv {
         Kv {

@@ -508,11 +508,13 @@ async fn deleting_an_application_dead_letters_what_its_endpoints_held(engine: En
         assert_eq!(send(reqwest::Method::PUT, &url, Some(body)).await.0, 201);
     }
     let post = relay.url("/v1/applications/gone/events");
+    let mut old_id = String::new();
     for n in 0..5 {
         let body = json!({"type": "thing.happened", "payload": {"n": n}});
         let (status, v) = send(reqwest::Method::POST, &post, Some(body)).await;
         assert_eq!(status, 202, "{v}");
         assert_eq!(v["endpoints"], 2, "{v}");
+        old_id = v["id"].as_str().unwrap_or_default().to_owned();
     }
     let (status, v) = send(
         reqwest::Method::DELETE,
@@ -566,13 +568,56 @@ async fn deleting_an_application_dead_letters_what_its_endpoints_held(engine: En
     .await;
     assert_eq!(status, 202, "{v}");
     assert_eq!(v["sent"], 0, "{v}");
+
+    // The application made again under its own name starts with no
+    // events: the deleted one's are not listed, shown nor recovered.
+    assert_eq!(
+        send(
+            reqwest::Method::PUT,
+            &relay.admin_url("/v1/applications/gone"),
+            None
+        )
+        .await
+        .0,
+        201
+    );
+    let url = relay.admin_url("/v1/applications/gone/endpoints/two");
+    let body = json!({"url": format!("http://127.0.0.1:{dead_port}/two")});
+    let made = eventually(Duration::from_secs(30), || async {
+        send(reqwest::Method::PUT, &url, Some(body.clone())).await.0 == 201
+    })
+    .await;
+    assert!(made, "made again once the first has drained");
+    let (status, v) = send(
+        reqwest::Method::GET,
+        &relay.admin_url("/v1/applications/gone/events"),
+        None,
+    )
+    .await;
+    assert_eq!(status, 200, "{v}");
+    assert_eq!(v["events"], json!([]), "{v}");
+    let old = relay.admin_url(&format!("/v1/applications/gone/events/{old_id}"));
+    let (status, v) = send(reqwest::Method::GET, &old, None).await;
+    assert_eq!(status, 404, "{v}");
+    let (status, v) = send(
+        reqwest::Method::POST,
+        &relay.admin_url("/v1/applications/gone/endpoints/two/recover"),
+        Some(json!({"since": "2020-01-01T00:00:00+01:00"})),
+    )
+    .await;
+    assert_eq!(status, 202, "{v}");
+    assert_eq!(v["sent"], 0, "{v}");
     relay.signal("TERM");
     assert!(relay.exit(Duration::from_secs(30)).await.success());
 }
 
 /// A tenant's quota is charged once per event taken: a repeat of an
 /// `Idempotency-Key` (answered with the first event) is given back, so a
-/// sender retrying a post does not spend its quota.
+/// sender retrying a post does not spend its quota. A key is the
+/// tenant's (another tenant's same key is another event) and names one
+/// event: the key with another payload or type is refused, 422
+/// `key-reused`, and nothing is taken. The 429 carries the tenant's
+/// `RateLimit` fields, as a webhook's does.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_repeated_event_does_not_spend_the_tenants_quota() {
     let dir = TempDir::new("events-quota");
@@ -584,30 +629,64 @@ async fn a_repeated_event_does_not_spend_the_tenants_quota() {
     let mut relay = Relay::start_with(&argv(&args), &[]).await;
     let url = relay.admin_url("/v1/applications/acme");
     assert_eq!(send(reqwest::Method::PUT, &url, None).await.0, 201);
-    let post = |key: &'static str| {
+    let post_as = |tenant: &'static str, key: &'static str, body: &'static str| {
         let url = relay.url("/v1/applications/acme/events");
         async move {
             let resp = http()
                 .post(url)
-                .header("x-tenant", "t")
+                .header("x-tenant", tenant)
                 .header("idempotency-key", key)
                 .header("content-type", "application/json")
-                .body(r#"{"type": "thing.done", "payload": {}}"#)
+                .body(body)
                 .send()
                 .await
                 .expect("the relay answers");
             let status = resp.status().as_u16();
-            (status, resp.text().await.unwrap_or_default())
+            let headers = resp.headers().clone();
+            (status, resp.text().await.unwrap_or_default(), headers)
         }
     };
-    assert_eq!(post("k1").await.0, 202);
+    let event = r#"{"type": "thing.done", "payload": {}}"#;
+    let post = |key: &'static str| post_as("t", key, event);
+    let (status, first, _) = post("k1").await;
+    assert_eq!(status, 202, "{first}");
+    let first: Value = serde_json::from_str(&first).unwrap();
     for _ in 0..5 {
-        let (status, body) = post("k1").await;
+        let (status, body, _) = post("k1").await;
         assert_eq!(status, 202, "{body}");
         assert!(body.contains("duplicate"), "{body}");
     }
+    for other in [
+        r#"{"type": "thing.done", "payload": {"n": 2}}"#,
+        r#"{"type": "thing.undone", "payload": {}}"#,
+    ] {
+        let (status, body, _) = post_as("t", "k1", other).await;
+        assert_eq!(status, 422, "{body}");
+        assert!(body.contains("key-reused"), "{body}");
+    }
+    let (status, body, _) = post_as("u", "k1", event).await;
+    assert_eq!(status, 202, "{body}");
+    let theirs: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(theirs["status"], "queued", "another tenant's key: {body}");
+    assert_ne!(theirs["id"], first["id"]);
     assert_eq!(post("k2").await.0, 202, "the repeats were given back");
-    assert_eq!(post("k3").await.0, 429, "a burst of 2");
+    let (status, body, headers) = post("k3").await;
+    assert_eq!(status, 429, "a burst of 2: {body}");
+    let field = |name: &str| {
+        headers
+            .get(name)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or("")
+    };
+    assert!(field("retry-after").parse::<u64>().is_ok(), "{headers:?}");
+    assert!(
+        field("ratelimit-policy").starts_with(r#""key";q=2;"#),
+        "{headers:?}"
+    );
+    assert!(
+        field("ratelimit").starts_with(r#""key";r=0;t="#),
+        "{headers:?}"
+    );
     relay.signal("TERM");
     assert!(relay.exit(Duration::from_secs(30)).await.success());
 }

@@ -66,9 +66,12 @@ pub(crate) async fn admit(shared: &Shared, a: Admission) -> Result<Accepted, Ref
             counts.refused(Refused::Overloaded);
             Err(Refusal::after(Cause::Full, wait))
         }
-        Ok(Admit::OverQuota(wait)) => {
+        Ok(Admit::OverQuota(over)) => {
             counts.refused(Refused::OverQuota);
-            Err(Refusal::after(Cause::OverQuota, wait))
+            Err(match over {
+                Some(over) => Refusal::over_quota(&over),
+                None => Refusal::after(Cause::OverQuota, Duration::from_secs(60)),
+            })
         }
         Ok(Admit::QuotaUnavailable) => {
             counts.refused(Refused::StoreDown);
@@ -163,15 +166,15 @@ impl Shared {
                 Err(e) => {
                     // Over quota, or a quota smaller than one webhook
                     // (refused by the configuration's checks).
-                    let wait = match e.as_admit() {
-                        Some(AdmitError::OverQuota(o)) => o.retry_after(),
-                        _ => Duration::from_secs(60),
+                    let over = match e.as_admit() {
+                        Some(AdmitError::OverQuota(o)) => Some(*o),
+                        _ => None,
                     };
                     self.release(&keyed).await;
                     if let Err(e) = lane.queue.count_refused().await {
                         tracing::debug!(error = %e, "shared queue: a refusal was not counted");
                     }
-                    return Ok(Admit::OverQuota(wait));
+                    return Ok(Admit::OverQuota(over));
                 }
             },
             _ => None,

@@ -267,7 +267,16 @@ async fn write_app(q: &FleetQueue, name: &str, change: &Change) -> Result<bool, 
     let entry = app_entry(name);
     for _ in 0..ATTEMPTS {
         let (raw, was) = fleet.read(&entry).await.map_err(unreachable)?;
-        let made = !matches!(was, Some(Change::App(_))) && q.catalog.app(name).is_none();
+        let was = match was {
+            Some(Change::App(a)) => Some(a),
+            Some(Change::AppDeleted) => None,
+            _ => q.catalog.app(name),
+        };
+        let made = was.is_none();
+        let change = match change {
+            Change::App(app) => &Change::App(app.clone().made_over(was.as_ref())),
+            other => other,
+        };
         match fleet.write(&entry, change, raw.as_deref()).await {
             Ok(true) => return Ok(made),
             Ok(false) => continue,

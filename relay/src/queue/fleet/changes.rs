@@ -530,6 +530,7 @@ mod tests {
         assert!(Change::parse("{\"moved\":1}").is_none());
         let app = Change::App(crate::catalog::App {
             description: Some("shop".into()),
+            since: 0,
         })
         .text();
         assert_eq!(app, "{\"app\":{\"description\":\"shop\"}}");

@@ -83,8 +83,9 @@ pub(crate) enum Admit {
     Full(Duration),
     /// Queued, but fewer replicas than asked confirmed it: how many did.
     Unconfirmed(u64),
-    /// The tenant is over its quota: retry after this (nothing queued).
-    OverQuota(Duration),
+    /// The tenant is over its quota, as its bucket said (`None`: a quota
+    /// smaller than one webhook); nothing queued.
+    OverQuota(Option<dripfeed::keyed::OverQuota>),
     /// The tenant quota store cannot be reached (nothing queued).
     QuotaUnavailable,
     /// Queued into a full queue (head-drop): its id; the oldest unclaimed

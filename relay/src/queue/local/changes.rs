@@ -265,7 +265,9 @@ impl Changes {
         let Some(registry) = &self.registry else {
             return Err(ChangeRefused::new(409, "no-state-file", NO_STATE));
         };
-        let made = catalog.app(name).is_none();
+        let was = catalog.app(name);
+        let made = was.is_none();
+        let app = app.made_over(was.as_ref());
         registry.put_app(name, &app).await.map_err(unwritable)?;
         catalog.put_app(name, app);
         Ok(made)

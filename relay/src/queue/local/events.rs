@@ -58,13 +58,18 @@ impl Sender {
 
     /// What a refused copy becomes: dead-lettered with its reason.
     fn refused(&self, endpoint: &str, refused: dripfeed::Rejected<Job>) {
-        if refused.reason() == dripfeed::Reason::Closed && self.catalog.is_open(endpoint) {
+        let stopping =
+            refused.reason() == dripfeed::Reason::Closed && self.catalog.is_open(endpoint);
+        if stopping && self.store.kept() {
             // The relay is stopping: the copy stays pending in the store,
             // and the next start sends it.
             return;
         }
         let reason = match refused.reason() {
             dripfeed::Reason::Overloaded => "overflow",
+            // A store in memory (no journal) ends with the process: the
+            // copy goes where the relay's other leftovers go.
+            dripfeed::Reason::Closed if stopping => "shutdown",
             dripfeed::Reason::Closed => "closed",
             _ => "refused",
         };
@@ -280,6 +285,11 @@ impl Local {
 #[async_trait::async_trait]
 impl Events for Local {
     async fn post(&self, p: EventPost) -> Result<EventTaken, Refusal> {
+        if self.set.is_closed() {
+            // Stopping: refused as a webhook is (the copies would be
+            // refused by every endpoint's queue).
+            return Err(Refusal::now(Cause::Closed));
+        }
         let store = self
             .store()
             .map_err(|_| Refusal::now(Cause::Unavailable(Store::JournalFailed)))?
@@ -315,6 +325,10 @@ impl Events for Local {
                     endpoints: copies,
                     duplicate: true,
                 });
+            }
+            Ok(crate::events::store::Posted::Reused) => {
+                give_back().await;
+                return Err(Refusal::now(Cause::KeyReused));
             }
             Err(e) => {
                 tracing::error!(error = %e, "an event could not be written: refused");

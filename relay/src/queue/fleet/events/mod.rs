@@ -34,6 +34,7 @@ use super::redis::queue_status::JobState;
 use crate::catalog::App;
 use crate::catalog::edit::Precondition;
 use crate::domain::job::unix_ms;
+use crate::domain::names::scoped_key;
 use crate::events::id::{id_at, next_id};
 use crate::events::read::Page;
 use crate::events::record::{CopyRecord, CopyState, EventRecord};
@@ -98,6 +99,22 @@ impl FleetQueue {
         }
     }
 
+    /// Whether event `id`, taken before under the same key, is `record`'s
+    /// type with `payload`: a repeat, not a key used again for another
+    /// event. One that cannot be read (forgotten meanwhile, Redis away)
+    /// counts as the same, as a key alone did before.
+    async fn same_event(&self, record: &EventRecord, payload: &[u8], id: u64) -> bool {
+        let events = &self.shared.events;
+        let kind = match events.record(&record.app, id).await {
+            Ok(Some(first)) => first.kind,
+            _ => return true,
+        };
+        match events.payload(&record.app, id).await {
+            Ok(Some(first)) => kind == record.kind && first == payload,
+            _ => true,
+        }
+    }
+
     /// The copies of `app`'s event `id` to `endpoints`, states filled.
     async fn copies_of(
         &self,
@@ -154,8 +171,10 @@ impl Events for FleetQueue {
             key: p.key.clone(),
             copies: passes.iter().map(|pass| pass.name().to_string()).collect(),
         };
-        // Keys are the application's, as in the local engine.
-        let key = p.key.as_deref();
+        // Keys are the application's, scoped by tenant, as in the local
+        // engine.
+        let scoped = p.key.as_deref().map(|k| scoped_key(p.tenant.scope(), k));
+        let key = scoped.as_deref();
         let oldest = id_at(unix_ms().saturating_sub(self.shared.events.retention_ms()));
         let events = &self.shared.events;
         // With replicas to wait for, on a connection of its own (WAIT
@@ -202,6 +221,9 @@ impl Events for FleetQueue {
             Ok(Posted::New) => {}
             Ok(Posted::Repeat { id, copies }) => {
                 give_back().await;
+                if !self.same_event(&record, &p.payload, id).await {
+                    return Err(Refusal::now(Cause::KeyReused));
+                }
                 metrics::counter!(EVENTS, "result" => "duplicate").increment(1);
                 if let Some(replicas) = unconfirmed {
                     // The first post's, written again: not confirmed yet.
