@@ -114,7 +114,7 @@ impl Writer {
     /// and writes every unfinished job's record into it, `fsync`ed; then
     /// the old segments are let go. Returns how many jobs were written.
     fn come_back(&mut self) -> Result<usize, JournalError> {
-        let lock = segments::lock(&self.dir, self.opts.file_modes)?;
+        let lock = segments::lock(&self.dir, self.opts.file_modes, true)?;
         let newest = segments::list(&self.dir)?.last().map_or(0, |(seq, _)| *seq);
         let seq = self.active_seq.max(newest) + 1;
         // The key stays: records framed before the loss are written as they are.

@@ -11,9 +11,11 @@
 //! - A file or directory that is already there and that others may read
 //!   or write (any group or other permission bit) is fixed (`0600`,
 //!   `0700`, with a warning naming it), refused, or left with a warning,
-//!   as [`FileModes`] says. Directories are not checked for links: a
-//!   directory given by its path may be one (systemd's `StateDirectory`
-//!   with `DynamicUser`). A device (`/dev/null`) is left as it is.
+//!   as [`FileModes`] says. A directory given by its path may be a link
+//!   (systemd's `StateDirectory` with `DynamicUser`): [`dir`] follows it;
+//!   a directory a program makes itself, or makes again once it is gone,
+//!   is made with [`dir_no_link`], which refuses a link planted there. A
+//!   device (`/dev/null`) is left as it is.
 
 use std::fs::{DirBuilder, File, OpenOptions};
 use std::io;
@@ -200,6 +202,36 @@ fn fix_mode(
         let _ = (path, meta, owner_only, modes, set);
         Ok(())
     }
+}
+
+/// [`dir`], refusing a symbolic link at `path` itself (its parents may be
+/// links): for a directory a program makes itself inside one it was given
+/// (a journal's in a data directory), or makes again once it is gone,
+/// where a link can only have been planted.
+///
+/// ```
+/// # fn main() -> std::io::Result<()> {
+/// use dripfeed::journal::files::{FileModes, dir_no_link};
+/// let root = std::env::temp_dir().join(format!("dripfeed-doc-nolink-{}", std::process::id()));
+/// # let _ = std::fs::remove_dir_all(&root);
+/// dir_no_link(&root.join("journal"), FileModes::Fix)?;
+/// std::fs::create_dir(root.join("elsewhere"))?;
+/// std::os::unix::fs::symlink(root.join("elsewhere"), root.join("planted"))?;
+/// let refused = dir_no_link(&root.join("planted"), FileModes::Fix).unwrap_err();
+/// assert!(refused.to_string().contains("symbolic link"), "{refused}");
+/// # std::fs::remove_dir_all(&root)?;
+/// # Ok(())
+/// # }
+/// ```
+pub fn dir_no_link(path: &Path, modes: FileModes) -> io::Result<()> {
+    if std::fs::symlink_metadata(path).is_ok_and(|m| m.file_type().is_symlink()) {
+        return Err(named(
+            path,
+            "a symbolic link where a directory is kept: refused (it is never followed); \
+             remove it, or give the directory it points to",
+        ));
+    }
+    dir(path, modes)
 }
 
 /// Makes `dir` (and its parents) if missing, the last one `0700`; one

@@ -209,7 +209,12 @@ impl Journal {
     pub(crate) fn open_with(dir: &Path, mut opts: JournalOptions) -> Result<Journal, JournalError> {
         // Space comes back a segment at a time: keep several under the bound.
         opts.segment_bytes = opts.segment_bytes.min(opts.max_bytes / 4).max(4096);
-        let lock = segments::lock(dir, opts.file_modes)?;
+        let lock = segments::lock(dir, opts.file_modes, false)?;
+        // A directory given as a link is followed once, here: made again
+        // later (deleted while running), it is its real path, and a link
+        // planted there is refused.
+        let real = std::fs::canonicalize(dir).unwrap_or_else(|_| dir.to_path_buf());
+        let dir = real.as_path();
         let found = recovery::recover(dir, opts.max_record_bytes)?;
         let active_seq = found.next_seq;
         let key = found.key;

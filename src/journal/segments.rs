@@ -26,11 +26,16 @@ pub(crate) fn path(dir: &Path, seq: u64) -> PathBuf {
 /// The lock file's name in a journal directory.
 pub(crate) const LOCK: &str = "LOCK";
 
-/// Takes the directory's lock file, creating the directory if need be.
-/// Held for as long as the returned file is open; the OS drops it when the
-/// process dies, so a killed process never leaves it stale.
-pub(crate) fn lock(dir: &Path, modes: FileModes) -> Result<File, JournalError> {
-    files::dir(dir, modes).map_err(|e| JournalError::io("create", dir, e))?;
+/// Takes the directory's lock file, creating the directory if need be
+/// (`again`: once it was gone, where a link found is refused, never
+/// followed). Held for as long as the returned file is open; the OS drops
+/// it when the process dies, so a killed process never leaves it stale.
+pub(crate) fn lock(dir: &Path, modes: FileModes, again: bool) -> Result<File, JournalError> {
+    let made = match again {
+        true => files::dir_no_link(dir, modes),
+        false => files::dir(dir, modes),
+    };
+    made.map_err(|e| JournalError::io("create", dir, e))?;
     let path = dir.join(LOCK);
     let mut options = OpenOptions::new();
     options.create(true).truncate(false).write(true);

@@ -519,7 +519,7 @@ mod tests {
     /// A writer on `dir`, opened as [`Journal::open`](super::super::Journal::open) does.
     fn writer(dir: &std::path::Path) -> Writer {
         let opts = JournalOptions::default();
-        let lock = segments::lock(dir, opts.file_modes).unwrap();
+        let lock = segments::lock(dir, opts.file_modes, false).unwrap();
         let found = super::super::recovery::recover(dir, opts.max_record_bytes).unwrap();
         let active = segments::create(dir, found.next_seq, &found.key).unwrap();
         let mut live = found.live;

@@ -116,6 +116,61 @@ async fn a_deleted_directory_refuses_until_it_is_back_and_loses_nothing() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_link_planted_where_the_directory_was_is_never_followed() {
+    // Moved away and a link put in its place: the journal does not come
+    // back through the link (it would write its segments and lock where
+    // the link points, and make that directory 0700); it stays refused
+    // until the link is gone, then comes back in a directory of its own.
+    use std::os::unix::fs::PermissionsExt;
+    let base = fresh_dir("lost-link");
+    let dir = base.join("journal");
+    let (throttle, drain) = Throttle::builder()
+        .drain_rate(100.0)
+        .capacity(1000)
+        .journal(Journal::open(&dir).unwrap())
+        .build(|_: &String, _| async { Delivery::Done })
+        .unwrap();
+    throttle.pause();
+    let journal = throttle.journal().unwrap().clone();
+    for i in 0..5 {
+        throttle.submit(format!("job-{i}")).await.unwrap();
+    }
+    let target = base.join("target");
+    std::fs::create_dir_all(&target).unwrap();
+    std::fs::set_permissions(&target, std::fs::Permissions::from_mode(0o755)).unwrap();
+    std::fs::rename(&dir, base.join("moved")).unwrap();
+    std::os::unix::fs::symlink(&target, &dir).unwrap();
+    let refused = poll(async || throttle.submit("during".to_string()).await.err()).await;
+    assert!(refused.is_some(), "refused within 10 s");
+    // Several checks pass: nothing goes through the link.
+    for _ in 0..40 {
+        assert!(
+            throttle
+                .submit_timeout("blocked".to_string(), Duration::ZERO)
+                .await
+                .is_err()
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(!journal.is_healthy());
+    assert_eq!(
+        std::fs::read_dir(&target).unwrap().count(),
+        0,
+        "nothing written there"
+    );
+    let mode = std::fs::metadata(&target).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o755, "its mode as it was");
+    std::fs::remove_file(&dir).unwrap();
+    let back = poll(async || throttle.submit("after".to_string()).await.ok()).await;
+    assert!(back.is_some(), "back in a directory of its own");
+    assert!(std::fs::symlink_metadata(&dir).unwrap().is_dir());
+    throttle.shutdown(Duration::ZERO).await;
+    drop((throttle, journal));
+    drain.join().await;
+    let _ = std::fs::remove_dir_all(&base);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_deleted_lock_file_is_taken_again() {
     // Only the lock goes: another process could take the directory, so
     // the journal takes a lock there again (at once: it can re-create it)

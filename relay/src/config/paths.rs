@@ -39,6 +39,8 @@ pub(crate) struct Places {
     pub holds: fn(&Path) -> bool,
     /// Whether two paths name one file ([`same_file`] for the disk's).
     pub same: fn(&Path, &Path) -> bool,
+    /// Whether a path is a symbolic link ([`is_link`] for the disk's).
+    pub link: fn(&Path) -> bool,
 }
 
 impl Places {
@@ -50,8 +52,14 @@ impl Places {
             state_directory: std::env::var("STATE_DIRECTORY").ok(),
             holds: holds_data,
             same: same_file,
+            link: is_link,
         }
     }
+}
+
+/// Whether `path` itself (not its directories) is a symbolic link.
+pub(crate) fn is_link(path: &Path) -> bool {
+    std::fs::symlink_metadata(path).is_ok_and(|m| m.file_type().is_symlink())
 }
 
 /// Whether `a` and `b` name one file: equal, or equal once their
@@ -173,6 +181,15 @@ pub(crate) fn resolve(s: &Settings, places: &Places) -> Result<Paths, String> {
             ));
         }
     }
+    // The directory the relay makes in the data directory is its own: a
+    // link there was planted (a directory given by its path may be one).
+    if s.journal_dir.is_none() && !s.no_journal && (places.link)(&journal_dir) {
+        return Err(format!(
+            "{}: a symbolic link where the journal's directory is kept: refused (it is never \
+             followed); remove it, or give --journal-dir the directory it points to",
+            journal_dir.display()
+        ));
+    }
     let state_dir = match (&s.state_dir, s.no_journal) {
         (Some(dir), _) => Some(abs(dir)),
         (None, false) => Some(journal_dir.clone()),
@@ -205,7 +222,23 @@ mod tests {
             state_directory: state.map(str::to_owned),
             holds,
             same: |a, b| a == b,
+            link: |p| p.ends_with("planted/journal"),
         }
+    }
+
+    #[test]
+    fn a_link_where_the_journal_would_be_made_is_refused() {
+        let s = settings(&["--data-dir", "planted"]);
+        let e = resolve(&s, &places(None, |_| false)).unwrap_err();
+        assert!(
+            e.contains("/srv/app/planted/journal: a symbolic link"),
+            "{e}"
+        );
+        // Given by its path, a link is the operator's: followed.
+        let s = settings(&["--data-dir", "planted", "--journal-dir", "planted/journal"]);
+        assert!(resolve(&s, &places(None, |_| false)).is_ok());
+        let s = settings(&["--data-dir", "planted", "--no-journal"]);
+        assert!(resolve(&s, &places(None, |_| false)).is_ok());
     }
 
     #[test]

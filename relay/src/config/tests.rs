@@ -43,6 +43,7 @@ pub(crate) fn load_with(
             state_directory: None,
             holds: |_| false,
             same: |a, b| a == b,
+            link: |_| false,
         },
     })
 }

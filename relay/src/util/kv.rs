@@ -254,11 +254,37 @@ impl Kv {
     }
 
     /// A write transaction (one at a time; reads wait for its commit).
+    /// If the file is gone (its directory deleted or moved while the
+    /// process runs), it is written again whole at its path first (the
+    /// directory made again, a link planted there refused): a commit never
+    /// lands in a file nobody will open. If that fails, the commit does.
     pub(crate) fn write(&self) -> Tx<'_> {
+        let mut inner = self.inner.write().unwrap_or_else(|p| p.into_inner());
+        let mut broken = None;
+        if let Some(log) = &inner.log
+            && crate::util::private::gone(&log.file, &log.path)
+        {
+            let path = log.path.clone();
+            let made = match path.parent() {
+                Some(dir) => crate::util::private::dir_no_link(dir)
+                    .map_err(|e| format!("{}: {e}", dir.display())),
+                None => Ok(()),
+            };
+            match made.and_then(|()| rewrite(&mut inner)) {
+                Ok(()) => {
+                    tracing::warn!(file = %path.display(), "a store's file was gone (its directory deleted or moved): written again whole from what the relay holds")
+                }
+                Err(e) => {
+                    tracing::error!(file = %path.display(), error = %e, "a store's file is gone and cannot be written again: changes are refused");
+                    broken = Some(e);
+                }
+            }
+        }
         Tx {
-            inner: self.inner.write().unwrap_or_else(|p| p.into_inner()),
+            inner,
             ops: Vec::new(),
             undo: Vec::new(),
+            broken,
         }
     }
 
@@ -327,6 +353,8 @@ pub(crate) struct Tx<'a> {
     ops: Vec<Op>,
     /// Each change's previous value, to undo.
     undo: Vec<(Table, Vec<u8>, Option<Loc>)>,
+    /// Why the file cannot be written (gone, and not made again).
+    broken: Option<String>,
 }
 
 impl Tx<'_> {
@@ -384,6 +412,9 @@ impl Tx<'_> {
     pub(crate) fn commit(mut self, durable: bool) -> Result<(), String> {
         if self.ops.is_empty() {
             return Ok(());
+        }
+        if let Some(e) = self.broken.take() {
+            return Err(e); // undone on drop
         }
         let inner = &mut *self.inner;
         let Some(log) = inner.log.as_mut() else {
@@ -559,6 +590,41 @@ mod tests {
         assert_eq!(r.get(1, b"b").unwrap(), None);
         let keys: Vec<&[u8]> = r.range(0, b"", None).map(|(k, _)| k).collect();
         assert_eq!(keys, vec![&b"a"[..]]);
+        drop(r);
+        let _ = std::fs::remove_dir_all(d);
+    }
+
+    #[test]
+    fn a_file_whose_directory_is_deleted_or_moved_is_written_again() {
+        let d = dir("gone");
+        let path = d.join("inner/s.kv");
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        let kv = Kv::open(&path, 1).unwrap();
+        let put = |k: &[u8], v: &[u8]| {
+            let mut tx = kv.write();
+            tx.insert(0, k, v);
+            tx.commit(true)
+        };
+        put(b"before", b"1").unwrap();
+        std::fs::remove_dir_all(d.join("inner")).unwrap();
+        put(b"deleted", b"2").unwrap();
+        std::fs::rename(d.join("inner"), d.join("moved")).unwrap();
+        put(b"moved", b"3").unwrap();
+        // A link planted where the directory was is refused, never followed.
+        std::fs::rename(d.join("inner"), d.join("moved-again")).unwrap();
+        std::fs::create_dir(d.join("elsewhere")).unwrap();
+        std::os::unix::fs::symlink(d.join("elsewhere"), d.join("inner")).unwrap();
+        let refused = put(b"linked", b"4").unwrap_err();
+        assert!(refused.contains("symbolic link"), "{refused}");
+        assert_eq!(kv.read().get(0, b"linked").unwrap(), None, "undone");
+        assert_eq!(std::fs::read_dir(d.join("elsewhere")).unwrap().count(), 0);
+        std::fs::remove_file(d.join("inner")).unwrap();
+        put(b"after", b"5").unwrap();
+        drop(kv);
+        let kv = Kv::open(&path, 1).unwrap();
+        let r = kv.read();
+        let keys: Vec<&[u8]> = r.range(0, b"", None).map(|(k, _)| k).collect();
+        assert_eq!(keys, vec![&b"after"[..], b"before", b"deleted", b"moved"]);
         drop(r);
         let _ = std::fs::remove_dir_all(d);
     }

@@ -57,6 +57,12 @@ pub(crate) fn dir(dir: &Path) -> std::io::Result<()> {
     dripfeed::journal::files::dir(dir, modes())
 }
 
+/// [`dir`], refusing a symbolic link at `dir` itself: for a directory
+/// the relay makes again once it is gone.
+pub(crate) fn dir_no_link(dir: &Path) -> std::io::Result<()> {
+    dripfeed::journal::files::dir_no_link(dir, modes())
+}
+
 #[cfg(test)]
 mod tests {
     use std::io::Write;

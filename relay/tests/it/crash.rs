@@ -290,7 +290,9 @@ async fn a_repeated_idempotency_key_is_one_webhook_across_a_restart() {
 /// it again): a key accepted before is still remembered after a restart (a
 /// new body is a 422, the same one the first id), because the keys' file
 /// is made again with every key the relay remembers (before, the key was
-/// forgotten and the new body taken as a second webhook).
+/// forgotten and the new body taken as a second webhook). A change made
+/// through the admin API then is kept too (the registry's file made
+/// again).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn keys_outlive_their_directory_deleted_while_running() {
     let dir = std::env::temp_dir().join(format!("dripfeed-relay-idem-gone-{}", std::process::id()));
@@ -315,6 +317,16 @@ async fn keys_outlive_their_directory_deleted_while_running() {
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     assert!(taken, "the relay never took a webhook again");
+    // A change answered now is kept: the registry's file is made again
+    // (before, it went on into the deleted file and was lost at restart).
+    let changed = http()
+        .patch(relay.admin_url("/v1/destinations/default"))
+        .header("content-type", "application/merge-patch+json")
+        .body("{\"rate\": 77}")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(changed.status(), 200);
 
     relay.signal("TERM");
     assert!(relay.exit(Duration::from_secs(30)).await.success());
@@ -324,6 +336,19 @@ async fn keys_outlive_their_directory_deleted_while_running() {
     assert_eq!(status, 422, "the key is remembered: {other}");
     let (status, again) = post_keyed(&addr, "order-1", "{\"paid\":true}").await;
     assert_eq!((status, again["id"].as_str()), (202, Some(id.as_str())));
+    let kept = http()
+        .get(relay.admin_url("/v1/destinations/default"))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let kept: serde_json::Value = serde_json::from_str(&kept).unwrap();
+    assert_eq!(
+        kept["rate"], 77.0,
+        "the change outlived the restart: {kept}"
+    );
     drop(relay);
     let _ = std::fs::remove_dir_all(&dir);
     let _ = std::fs::remove_file(dir.with_extension("dead-letter.jsonl"));

@@ -146,6 +146,60 @@ async fn a_link_planted_where_a_file_is_kept_is_refused_and_never_followed() {
     }
 }
 
+/// A link planted where the journal's directory is made (in the data
+/// directory) is refused at start, and nothing is written or chmod'ed
+/// where it points (before, the journal, the registry with its secrets and
+/// the keys went into the link's target, made 0700). A data directory
+/// given as a link is the operator's and followed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_link_planted_where_the_journal_directory_is_made_is_refused() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = TempDir::new("planted-dir");
+    let target = dir.join("target");
+    std::fs::create_dir_all(&target).unwrap();
+    std::fs::set_permissions(&target, std::fs::Permissions::from_mode(0o755)).unwrap();
+    std::fs::create_dir_all(dir.join("data")).unwrap();
+    symlink(&target, dir.join("data/journal")).unwrap();
+    match start(&args(&dir)).await {
+        Start::Refused(code, err) => {
+            assert_eq!(code, 2, "{err}");
+            assert!(err.contains("symbolic link"), "{err}");
+        }
+        Start::Serving(_, err, mut child) => {
+            let _ = child.start_kill();
+            let _ = child.wait().await;
+            panic!("started through the link: {:?}", err.lock().unwrap());
+        }
+    }
+    assert_eq!(
+        std::fs::read_dir(&target).unwrap().count(),
+        0,
+        "nothing written there"
+    );
+    let mode = std::fs::metadata(&target).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o755, "its mode left as it was");
+
+    // The data directory itself given as a link: followed.
+    let real = dir.join("real");
+    std::fs::create_dir_all(&real).unwrap();
+    symlink(&real, dir.join("linked")).unwrap();
+    let given = format!(
+        "--downstream http://127.0.0.1:9/h --retries 0 --data-dir {} --status-line=false",
+        dir.arg("linked")
+    );
+    match start(&given).await {
+        Start::Serving(_, _, mut child) => {
+            let _ = child.start_kill();
+            let _ = child.wait().await;
+        }
+        Start::Refused(code, err) => panic!("{code}: {err}"),
+    }
+    assert!(
+        real.join("journal").is_dir(),
+        "the journal is in the link's directory"
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn modes_others_could_use_are_fixed_or_refused() {
     let mode = |p: &std::path::Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
