@@ -132,7 +132,7 @@ mod tests {
         use std::os::unix::fs::PermissionsExt;
         let dir = std::env::temp_dir().join(format!("dripfeed-private-{}", std::process::id()));
         let _ = fs::remove_dir_all(&dir);
-        let _lock = lock(&dir, FileModes::Fix).unwrap();
+        let _lock = lock(&dir, FileModes::Fix, false).unwrap();
         let key = Key::generate();
         create(&dir, 1, &key).unwrap();
         let mode = |p: &Path| fs::metadata(p).unwrap().permissions().mode() & 0o777;
