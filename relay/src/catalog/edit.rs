@@ -65,11 +65,19 @@ impl Precondition {
         if_match: Option<&str>,
         if_none_match: Option<&str>,
     ) -> Result<Precondition, String> {
-        let tags = |v: &str| -> Vec<String> {
+        // A weak tag is kept as it is: If-Match compares strongly (RFC
+        // 9110), so it never matches one of ours.
+        let quoted = |t: &str| t.len() >= 2 && t.starts_with('"') && t.ends_with('"');
+        let tags = |v: &str| -> Result<Vec<String>, String> {
             v.split(',')
                 .map(str::trim)
                 .filter(|t| !t.is_empty())
-                .map(|t| t.strip_prefix("W/").unwrap_or(t).to_owned())
+                .map(|t| match t == "*" || quoted(t.strip_prefix("W/").unwrap_or(t)) {
+                    true => Ok(t.to_owned()),
+                    false => Err(format!(
+                        "If-Match: {t:?} is not an entity tag (a quoted one, as ETag gives it, or *)"
+                    )),
+                })
                 .collect()
         };
         // Visible ASCII and spaces, as the document says.
@@ -88,7 +96,7 @@ impl Precondition {
                 );
             }
         };
-        let if_match = if_match.map(tags);
+        let if_match = if_match.map(tags).transpose()?;
         if if_match.as_ref().is_some_and(Vec::is_empty) {
             return Err("If-Match: no entity tag given".into());
         }
@@ -426,5 +434,15 @@ mod tests {
         );
         assert!(Precondition::of(Some("\"a\"\t"), None).is_err(), "a tab");
         assert!(Precondition::of(Some(" , "), None).is_err());
+        // Strong comparison: the current tag made weak does not match.
+        let weak = Precondition::of(Some(&format!("W/{tag}")), None).unwrap();
+        assert_eq!(
+            resolve("a", Some(&now), edit(), &weak).unwrap_err(),
+            EditError::Precondition
+        );
+        // Not a tag at all: a 400, not a 412.
+        let e = Precondition::of(Some("garbage"), None).unwrap_err();
+        assert!(e.contains("not an entity tag"), "{e}");
+        assert!(Precondition::of(Some(&format!("{tag}, garbage")), None).is_err());
     }
 }

@@ -26,7 +26,10 @@ fn unkept_open(cfg: &Config) -> bool {
 
 /// The configuration in force, with each value's source.
 pub(crate) fn render(cfg: &Config) -> String {
-    let mut out = String::from("# dripfeed-relay: the settings in force, each with its source\n");
+    let mut out = String::from(
+        "# dripfeed-relay: the settings in force, each with its source\n\
+         # (secrets and passwords shown as (redacted) and ***: write them back to use it)\n",
+    );
     for (key, value) in cfg.settings.shown() {
         let from = source(cfg.origin(key));
         if key == "redis_failure" && unkept_open(cfg) {

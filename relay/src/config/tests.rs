@@ -219,11 +219,19 @@ fn print_config_redacts_secrets_and_passwords() {
         "{printed}"
     );
     assert!(printed.contains("secret = \"(redacted)\""), "{printed}");
-    // What it prints reads back as the same configuration.
+    // What it prints reads back as the same configuration, once what it
+    // hid is written back; before, its passwords are refused, not taken.
+    let hidden = load_with(&[], &[], Some(&printed)).unwrap_err().to_string();
+    assert!(hidden.contains("write the real one"), "{hidden}");
     let again = load_with(
         &[],
         &[],
-        Some(&printed.replace("(redacted)", "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw")),
+        Some(
+            &printed
+                .replace("(redacted)", "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw")
+                .replace("redis://:***@", "redis://:hunter2@")
+                .replace("user:***@", "user:pw@"),
+        ),
     );
     assert_eq!(values(&again.unwrap()), values(&cfg));
 }

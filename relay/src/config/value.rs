@@ -322,6 +322,7 @@ impl Value for HttpUrl {
     const KIND: &'static str = "an http:// or https:// URL";
     fn from_text(text: &str) -> Result<Self, String> {
         let text = text.trim();
+        redacted(text)?;
         let url = reqwest::Url::parse(text).map_err(|e| format!("{text:?} is not a URL: {e}"))?;
         if !matches!(url.scheme(), "http" | "https") {
             return Err(format!("{text:?} is not http:// or https://"));
@@ -362,11 +363,24 @@ impl Value for StoreUrl {
     fn from_text(text: &str) -> Result<Self, String> {
         match text.trim() {
             "" => Err("expected a URL, found an empty string".into()),
-            t => Ok(StoreUrl(t.to_owned())),
+            t => redacted(t).map(|()| StoreUrl(t.to_owned())),
         }
     }
     fn show(&self) -> String {
         quoted(&redact_url(&self.0))
+    }
+}
+
+/// Refuses a URL whose password is `***`, as [`redact_url`] shows one:
+/// `print-config`'s output read back would use it as the password.
+fn redacted(url: &str) -> Result<(), String> {
+    let shown = url.contains(":***@") || url.contains("password=***");
+    match shown {
+        true => Err(format!(
+            "{} has the password print-config shows in place of one (***): write the real one",
+            quoted(url)
+        )),
+        false => Ok(()),
     }
 }
 
@@ -436,6 +450,19 @@ mod tests {
         let err = HttpUrl::from_text("http://a{b}.example/").unwrap_err();
         assert!(err.contains("cannot be delivered to"), "{err}");
         assert!(HttpUrl::from_text("https://u:p@a.example:8443/x?y#z").is_ok());
+        // A redacted password (print-config's) is not taken for one.
+        for shown in [
+            "https://u:***@a.example/x",
+            "redis://:***@127.0.0.1:6379/",
+            "host=db user=u password=***",
+            "redis+sentinel://app:***@h1:1,h2:2/hooks",
+            "redis+sentinel://h1:1/hooks?sentinel_password=***",
+        ] {
+            let e = StoreUrl::from_text(shown).unwrap_err();
+            assert!(e.contains("write the real one"), "{e}");
+        }
+        assert!(HttpUrl::from_text("https://u:***@a.example/x").is_err());
+        assert!(StoreUrl::from_text("redis://:p***@127.0.0.1/").is_ok());
     }
 
     fn toml_value(text: &str) -> toml::Spanned<DeValue<'_>> {
