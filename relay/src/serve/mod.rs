@@ -274,6 +274,8 @@ pub(crate) async fn run(
     let addr = listening.addr;
     if mode == Mode::Serve {
         reloader.spawn(reload.hangups);
+        // Serving, and SIGHUP reloads: systemd may send one from now on.
+        crate::util::notify::ready();
     }
     if let (Some(path), Some(local)) = (&redrive_file, &local) {
         let done = local.redrive_file(path).await?;
@@ -434,6 +436,7 @@ async fn serve_until_stopped(
     })
     .await;
     say!("\nshutting down: refusing new webhooks, draining for up to {grace:?}");
+    crate::util::notify::stopping();
     let done = match first {
         Some(std::task::Poll::Ready(done)) => done,
         _ => shutdown::or_quit(drain).await,
