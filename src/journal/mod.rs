@@ -183,6 +183,11 @@ pub enum Health {
     /// Its last write or `fsync` failed (a full disk, an I/O error): the
     /// admissions it carried were refused, until a write succeeds.
     WritesFailing,
+    /// It cannot start a new segment (its directory takes no new file):
+    /// admissions are still written and made durable, in the active
+    /// segment, which grows past its size (`max_bytes` still bounds the
+    /// journal) until one can be started.
+    CannotRoll,
 }
 
 impl std::fmt::Debug for Journal {
@@ -328,7 +333,10 @@ impl Journal {
     ///   full disk, an I/O error), and the admissions it carried were
     ///   refused; it turns healthy at the next write that succeeds (an
     ///   admission's, or the writer's own probe every half second, as
-    ///   large as the largest batch that failed).
+    ///   large as the largest batch that failed);
+    /// - [`Health::CannotRoll`]: a new segment cannot be started (its
+    ///   directory takes no new file); admissions are still kept, in the
+    ///   active segment, past its size, until one can.
     ///
     /// One log line marks each episode's start and one its end.
     ///
@@ -350,6 +358,8 @@ impl Journal {
             Health::Gone
         } else if g.writes_failing.load(Ordering::Acquire) {
             Health::WritesFailing
+        } else if g.cannot_roll.load(Ordering::Acquire) {
+            Health::CannotRoll
         } else {
             Health::Healthy
         }

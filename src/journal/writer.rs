@@ -57,6 +57,9 @@ pub(crate) struct Gauges {
     /// `true` from a batch whose write or `fsync` failed (a full disk, an
     /// I/O error) to the next that succeeds: its admissions were refused.
     pub(crate) writes_failing: AtomicBool,
+    /// `true` from a failed start of a new segment to the next that
+    /// succeeds: admissions go on into the active one, past its size.
+    pub(crate) cannot_roll: AtomicBool,
     pub(crate) disk_bytes: AtomicU64,
     /// Framed bytes sent and not yet written.
     pub(crate) pending_bytes: AtomicU64,
@@ -71,6 +74,7 @@ impl Default for Gauges {
         Gauges {
             healthy: AtomicBool::new(true),
             writes_failing: AtomicBool::new(false),
+            cannot_roll: AtomicBool::new(false),
             disk_bytes: AtomicU64::new(0),
             pending_bytes: AtomicU64::new(0),
             live: AtomicU64::new(0),
@@ -394,9 +398,15 @@ impl Writer {
                 self.files.insert(self.active_seq, old);
                 self.active_seq = next;
                 self.live.started(next);
+                if self.gauges.cannot_roll.swap(false, Ordering::AcqRel) {
+                    tracing::info!(segment = next, "journal: a new segment started again");
+                }
             }
             Err(e) => {
-                tracing::error!(error = %e, "journal: cannot start a new segment; writing on in the old one");
+                // One line an episode: each batch tries again.
+                if !self.gauges.cannot_roll.swap(true, Ordering::AcqRel) {
+                    tracing::error!(error = %e, "journal: cannot start a new segment; writing on in the active one, past its size, until one can be started");
+                }
             }
         }
     }

@@ -171,6 +171,54 @@ async fn a_link_planted_where_the_directory_was_is_never_followed() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_segment_that_cannot_be_started_is_said_and_loses_nothing() {
+    // The directory takes no new file (here: a directory where the next
+    // segment would be; a read-only directory does the same, but not to
+    // root): admissions go on into the active segment, the health says
+    // why, and once a segment can be started it is healthy again.
+    use dripfeed::journal::Health;
+    let dir = fresh_dir("cannot-roll");
+    let journal = Journal::options().segment_bytes(4096).open(&dir).unwrap();
+    let (throttle, drain) = Throttle::builder()
+        .drain_rate(100.0)
+        .capacity(10_000)
+        .journal(journal.clone())
+        .build(|_: &String, _| async { Delivery::Done })
+        .unwrap();
+    throttle.pause();
+    let next = super::segments(&dir).len() + 1;
+    let blocked = dir.join(format!("{next:016x}.seg"));
+    std::fs::create_dir(&blocked).unwrap();
+    let mut accepted = BTreeSet::new();
+    let body = "x".repeat(200);
+    for i in 0..100 {
+        let a = throttle
+            .submit(format!("{i}-{body}"))
+            .await
+            .expect("still taken");
+        accepted.insert(a.id());
+    }
+    journal.flush().await;
+    assert_eq!(journal.health(), Health::CannotRoll);
+    assert!(!journal.stats().healthy);
+    std::fs::remove_dir(&blocked).unwrap();
+    let again = poll(async || {
+        let a = throttle.submit(format!("after-{body}")).await.ok()?;
+        accepted.insert(a.id());
+        journal.flush().await;
+        (journal.health() == Health::Healthy).then_some(())
+    })
+    .await;
+    assert!(again.is_some(), "a new segment started again");
+    throttle.shutdown(Duration::ZERO).await;
+    drop((throttle, journal));
+    drain.join().await;
+    let journal = Journal::open(&dir).unwrap();
+    let recovered: BTreeSet<u64> = journal.take_recovered().iter().map(|r| r.id).collect();
+    assert_eq!(recovered, accepted, "every job taken, none other");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_deleted_lock_file_is_taken_again() {
     // Only the lock goes: another process could take the directory, so
     // the journal takes a lock there again (at once: it can re-create it)

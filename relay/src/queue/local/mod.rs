@@ -338,6 +338,12 @@ impl Queue for Local {
                  (503) until a write succeeds"
                     .to_owned(),
             )),
+            Some(Health::CannotRoll) => out.push((
+                "journal",
+                "the journal's directory takes no new file: webhooks are still kept, in a \
+                 segment growing past its size, until a new one can be started"
+                    .to_owned(),
+            )),
             _ => {}
         }
         if let Some(why) = self.not_keeping() {
