@@ -280,8 +280,11 @@ async fn command_run(cli: Cli) -> ExitCode {
             if !errors.is_empty() {
                 return refuse(&ConfigErrors(errors));
             }
-            if let Err(e) = config::require_destination(&cfg) {
-                say!("note: {e} (needed to serve)");
+            if let Err(e) = config::require_destination(&cfg)
+                && cfg.paths.state_dir.is_none()
+                && cfg.settings.queue != config::value::QueueKind::Redis
+            {
+                say!("note: {e} (needed to serve without a registry)");
             }
             let n = cfg.destinations.len();
             say!(

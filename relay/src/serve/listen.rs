@@ -127,6 +127,13 @@ fn announce(cfg: &Config, addr: SocketAddr, fleet: bool, scheme: &str) {
         false => Limits::local(cfg),
     };
     match &cfg.destinations[..] {
+        [] => say!(
+            "webhook relay on {scheme}://{addr}: POST /v1/applications/APP/events, \
+             POST /v1/webhooks/deliver with {}: NAME, GET /healthz\n\
+             no destination yet: make applications and their endpoints (or destinations) \
+             through the admin API",
+            s.destination_header,
+        ),
         [d] => say!(
             "webhook relay on {scheme}://{addr}: POST /v1/webhooks/deliver, GET /healthz\n\
              delivering to {} at {}/s, capacity {} ({:?} budget), overflow {}",

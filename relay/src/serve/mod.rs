@@ -399,6 +399,11 @@ fn try_line(addr: SocketAddr, cfg: &Config) -> String {
     if scheme == "https" {
         curl.push_str(" --cacert CA.pem");
     }
+    if cfg.destinations.is_empty() {
+        return "try: PUT /v1/applications/acme on the admin API above, then its endpoints \
+                (PUT /v1/applications/acme/endpoints/NAME); Ctrl-C drains the queue and exits"
+            .to_owned();
+    }
     curl.push_str(&format!(" {scheme}://{addr}/v1/webhooks/deliver"));
     if cfg.tenants.is_empty() {
         curl.push_str("\nor run with --demo; Ctrl-C drains the queue and exits");
