@@ -33,7 +33,8 @@ pub(crate) struct AttemptView {
     /// How long it took, ms.
     duration_ms: u64,
     /// Its error's kind when it failed: `dns`, `connect`, `tls`,
-    /// `timeout`, `closed`, `status`, `too_large`, `refused`.
+    /// `timeout`, `closed`, `status`, `too_large`, `refused`, `stopped`
+    /// (no answer awaited: the relay stopped at the end of its grace).
     error: Option<String>,
     /// The first bytes of the receiver's answer, when kept.
     response: Option<String>,

@@ -114,6 +114,11 @@ impl std::error::Error for Failure {
 }
 
 impl Client {
+    /// How long an attempt waits for its answer (`deliver_timeout`).
+    pub(crate) fn timeout(&self) -> Duration {
+        self.timeout
+    }
+
     /// Sends `req` (origin form, with its `Host`) to `endpoint`: its answer
     /// (or why there is none) and how long it took.
     pub(crate) async fn send(

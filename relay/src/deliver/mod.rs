@@ -71,10 +71,20 @@ impl Downstream<Job> for HttpDownstream {
         let Some(copy) = &job.event else {
             return self.traced(job, attempt).await;
         };
-        // An event's copy: each attempt kept in the events store.
+        // An event's copy: each attempt kept in the events store, one
+        // stopped before its answer too (its future dropped: past its
+        // deadline, or the relay stopping at the end of its grace).
         let (at_ms, began) = (unix_ms(), std::time::Instant::now());
+        let mut cut_off = CutOff {
+            copy,
+            at_ms,
+            began,
+            timeout: self.client.timeout(),
+            armed: true,
+        };
         let number = attempt.number();
         let delivery = self.traced(job, attempt).await;
+        cut_off.armed = false;
         let made = job.trail.attempts() == number;
         let error = (made && !delivery.is_done())
             .then(|| job.trail.last_error())
@@ -95,6 +105,39 @@ impl Downstream<Job> for HttpDownstream {
             .then_some(crate::events::record::CopyState::Delivered);
         copy.attempted(record, ended);
         delivery
+    }
+}
+
+/// Records an event copy's attempt whose future is dropped before its
+/// answer: `timeout` once it ran as long as an attempt may, else `stopped`.
+struct CutOff<'a> {
+    copy: &'a crate::domain::event_copy::EventCopy,
+    at_ms: u64,
+    began: std::time::Instant,
+    timeout: std::time::Duration,
+    armed: bool,
+}
+
+impl Drop for CutOff<'_> {
+    fn drop(&mut self) {
+        if !self.armed {
+            return;
+        }
+        let took = self.began.elapsed();
+        let error = match took >= self.timeout {
+            true => "timeout",
+            false => "stopped",
+        };
+        self.copy.attempted(
+            crate::events::record::AttemptRecord {
+                at_ms: self.at_ms,
+                status: 0,
+                duration_ms: u64::try_from(took.as_millis()).unwrap_or(u64::MAX),
+                error: Some(error.to_owned()),
+                response: None,
+            },
+            None,
+        );
     }
 }
 

@@ -798,3 +798,81 @@ async fn a_redriven_copy_stays_its_events(engine: Engine) {
     relay.signal("TERM");
     assert!(relay.exit(Duration::from_secs(30)).await.success());
 }
+
+/// A copy whose delivery hangs past the end of the shutdown grace: the
+/// attempt the receiver got is kept in the copy's history (`stopped`),
+/// and the next start delivers the copy again (before, the attempt went
+/// unrecorded: the receiver had two POSTs, the history one attempt).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_attempt_stopped_at_shutdown_is_in_the_copys_history() {
+    let hung = Arc::new(crate::receivers::Log::default());
+    let app = {
+        let hung = hung.clone();
+        Router::new().fallback(
+            move |uri: axum::http::Uri, headers: HeaderMap, body: axum::body::Bytes| {
+                let hung = hung.clone();
+                async move {
+                    hung.record(&uri, &headers, body);
+                    tokio::time::sleep(Duration::from_secs(60)).await;
+                    axum::http::StatusCode::NO_CONTENT
+                }
+            },
+        )
+    };
+    let rx = crate::receivers::serve(app).await;
+    let dir = TempDir::new("events-stopped");
+    let args = format!(
+        "--data-dir {} --shutdown-grace 1s --deliver-timeout 30s",
+        dir.arg("data")
+    );
+    let mut relay = Relay::start_with(&argv(&args), &[]).await;
+    let put = |path: &str, body: Option<Value>| {
+        let url = relay.admin_url(path);
+        async move { send(reqwest::Method::PUT, &url, body).await.0 }
+    };
+    assert_eq!(put("/v1/applications/acme", None).await, 201);
+    let endpoint = json!({"url": format!("http://{rx}/hook")});
+    assert_eq!(
+        put("/v1/applications/acme/endpoints/hangs", Some(endpoint)).await,
+        201
+    );
+    let post = relay.url("/v1/applications/acme/events");
+    let (status, v) = send(
+        reqwest::Method::POST,
+        &post,
+        Some(json!({"type": "a.b", "payload": {}})),
+    )
+    .await;
+    assert_eq!(status, 202, "{v}");
+    let id = v["id"].as_str().unwrap().to_owned();
+    let sent = eventually(Duration::from_secs(20), || async { hung.len() >= 1 }).await;
+    assert!(sent, "the receiver got the attempt");
+    relay.signal("TERM");
+    // Stopping: an event is refused as a webhook is.
+    let (status, v) = send(
+        reqwest::Method::POST,
+        &post,
+        Some(json!({"type": "a.b", "payload": {}})),
+    )
+    .await;
+    assert!(status == 503 || status == 0, "{status} {v}");
+    assert!(relay.exit(Duration::from_secs(15)).await.success());
+
+    let relay = Relay::start_with(&argv(&args), &[]).await;
+    let url = relay.admin_url(&format!("/v1/applications/acme/events/{id}"));
+    let (status, v) = send(reqwest::Method::GET, &url, None).await;
+    assert_eq!(status, 200, "{v}");
+    let attempts = v["copies"][0]["attempts"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    assert!(
+        attempts
+            .iter()
+            .any(|a| a["error"] == "stopped" && a["status"] == 0),
+        "{v}"
+    );
+    let again = eventually(Duration::from_secs(20), || async { hung.len() >= 2 }).await;
+    assert!(again, "the copy is sent again after the restart");
+    drop(relay);
+}

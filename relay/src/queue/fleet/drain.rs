@@ -486,23 +486,11 @@ impl Drain {
         }
         let attempt = Attempt::new(public, entry.attempts.saturating_add(1));
         let began = Instant::now();
-        let began_ms = crate::domain::job::unix_ms();
         let answer =
             tokio::time::timeout(self.timeout, self.downstream.deliver(&job, attempt)).await;
+        // An event copy's attempt cut off here is recorded as its
+        // delivery's future is dropped (`deliver`'s own record).
         let timed_out = answer.is_err();
-        if timed_out && let Some(copy) = &job.event {
-            // Cut off before its delivery could record it.
-            copy.attempted(
-                crate::events::record::AttemptRecord {
-                    at_ms: began_ms,
-                    status: 0,
-                    duration_ms: u64::try_from(began.elapsed().as_millis()).unwrap_or(u64::MAX),
-                    error: Some("timeout".to_owned()),
-                    response: None,
-                },
-                None,
-            );
-        }
         let answer = answer.unwrap_or(Delivery::Retry { after: None });
         let took = began.elapsed();
         if let Some(s) = &self.lane.steer {
