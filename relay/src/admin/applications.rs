@@ -424,7 +424,7 @@ pub(crate) async fn endpoint(
     responses(
         (status = 200, description = "Changed.", body = DestinationView),
         (status = 201, description = "Made.", body = DestinationView),
-        (status = 400, description = "Not a name, a body that is not JSON, or an If-Match or If-None-Match that does not read.", body = Problem, content_type = "application/problem+json"),
+        (status = 400, description = "An application's name that is not one (bad-application), a body that is not JSON, or an If-Match or If-None-Match that does not read.", body = Problem, content_type = "application/problem+json"),
         (status = 401, description = "No admin token, or not the admin token.", body = Problem, content_type = "application/problem+json",
             headers(("WWW-Authenticate" = String, description = "`Bearer realm=\"dripfeed-relay\"`"))),
         (status = 403, description = "Without an admin token, a request that names the listener by a host name other than localhost (not-local: DNS rebinding).", body = Problem, content_type = "application/problem+json"),
@@ -432,7 +432,7 @@ pub(crate) async fn endpoint(
         (status = 409, description = "A destination of that name is not this application's, it is being deleted, or the relay has no registry.", body = Problem, content_type = "application/problem+json"),
         (status = 412, description = "If-Match or If-None-Match did not hold.", body = Problem, content_type = "application/problem+json"),
         (status = 413, description = "The body is over 64 KiB.", body = Problem, content_type = "application/problem+json"),
-        (status = 422, description = "Not an endpoint: a field refused (the detail names each), or another application named.", body = Problem, content_type = "application/problem+json"),
+        (status = 422, description = "Not an endpoint: its name is not one, a field refused (the detail names each), or another application named (bad-destination).", body = Problem, content_type = "application/problem+json"),
         (status = 503, description = "The registry cannot be written (nothing changed), the relay is shutting down, or the listener serves its most connections.", body = Problem, content_type = "application/problem+json"),
     ))]
 pub(crate) async fn put_endpoint(

@@ -61,7 +61,9 @@ pub(crate) struct CopyView {
     /// or `dead_lettered`.
     #[schema(example = "delivered")]
     state: &'static str,
-    /// Why it was dead-lettered (`overflow`, `retries-exhausted`…).
+    /// Why it was dead-lettered: `failed` (retries spent, or a final answer),
+    /// `overflow`, `expired`, `shutdown`, `destination-deleted`,
+    /// `application-deleted`…
     reason: Option<String>,
     /// Times it was sent again (resend, recover).
     resent: u32,

@@ -74,6 +74,9 @@ struct Given {
 pub(crate) struct RedriveResult {
     /// Letters admitted again (and marked: never redriven twice).
     readmitted: u64,
+    /// Letters of event copies sent again since they were dead-lettered
+    /// (a recover, a resend): marked, nothing sent again.
+    settled: u64,
     /// Letters refused for now (a full queue or byte budget): left to
     /// redrive later.
     refused: u64,
@@ -140,6 +143,7 @@ pub(crate) async fn redrive(
     match admin.queue.redrive(what, MAX_LINES).await {
         Ok(done) => Json(RedriveResult {
             readmitted: done.readmitted,
+            settled: done.settled,
             refused: done.refused,
             more: done.more,
             kept: done.kept,

@@ -61,7 +61,9 @@ pub(crate) struct AttemptRecord {
 pub(crate) struct CopyRecord {
     /// Where it is.
     pub state: CopyState,
-    /// Why it was dead-lettered (`overflow`, `retries-exhausted`…).
+    /// Why it was dead-lettered: `failed` (retries spent, or a final answer),
+    /// `overflow`, `expired`, `shutdown`, `destination-deleted`,
+    /// `application-deleted`…
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
     /// Its attempts, oldest first (the latest [`MAX_ATTEMPTS`]).

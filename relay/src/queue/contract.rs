@@ -118,6 +118,9 @@ pub(crate) enum Redrive {
 pub(crate) struct Redriven {
     /// Letters admitted again (and marked: never redriven twice).
     pub readmitted: u64,
+    /// Letters of event copies sent again since (a recover, a resend):
+    /// marked, nothing sent.
+    pub settled: u64,
     /// Letters refused for now (a full queue or byte budget): left to
     /// redrive later.
     pub refused: u64,

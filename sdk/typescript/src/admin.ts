@@ -396,7 +396,8 @@ export interface components {
             duration_ms: number;
             /**
              * @description Its error's kind when it failed: `dns`, `connect`, `tls`,
-             *     `timeout`, `closed`, `status`, `too_large`, `refused`.
+             *     `timeout`, `closed`, `status`, `too_large`, `refused`, `stopped`
+             *     (no answer awaited: the relay stopped at the end of its grace).
              */
             error?: string | null;
             /** @description The first bytes of the receiver's answer, when kept. */
@@ -413,7 +414,11 @@ export interface components {
             attempts: components["schemas"]["AttemptView"][];
             /** @description The endpoint. */
             endpoint: string;
-            /** @description Why it was dead-lettered (`overflow`, `retries-exhausted`…). */
+            /**
+             * @description Why it was dead-lettered: `failed` (retries spent, or a final answer),
+             *     `overflow`, `expired`, `shutdown`, `destination-deleted`,
+             *     `application-deleted`…
+             */
             reason?: string | null;
             /**
              * Format: int32
@@ -809,8 +814,8 @@ export interface components {
              * @example 1764338411000000001
              */
             id: string;
-            /** @description Its payload (`GET` of one event only). */
-            payload?: Record<string, never> | null;
+            /** @description Its payload as posted, any JSON (`GET` of one event only). */
+            payload?: unknown;
             /** @description The tenant that posted it. */
             tenant?: string | null;
             /**
@@ -1002,6 +1007,12 @@ export interface components {
              *     redrive later.
              */
             refused: number;
+            /**
+             * Format: int64
+             * @description Letters of event copies sent again since they were dead-lettered
+             *     (a recover, a resend): marked, nothing sent again.
+             */
+            settled: number;
         };
         /** @description `POST /v1/applications/{app}/events/{id}/resend`. */
         Resend: {
@@ -1694,7 +1705,7 @@ export interface operations {
                     "application/json": components["schemas"]["DestinationView"];
                 };
             };
-            /** @description Not a name, a body that is not JSON, or an If-Match or If-None-Match that does not read. */
+            /** @description An application's name that is not one (bad-application), a body that is not JSON, or an If-Match or If-None-Match that does not read. */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -1759,7 +1770,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Not an endpoint: a field refused (the detail names each), or another application named. */
+            /** @description Not an endpoint: its name is not one, a field refused (the detail names each), or another application named (bad-destination). */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -2037,7 +2048,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description No such application, or no endpoint of that name in it. */
+            /** @description No such application (unknown-application), or no endpoint of that name in it (unknown-destination). */
             404: {
                 headers: {
                     [name: string]: unknown;
@@ -2122,7 +2133,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description No such application, or no endpoint of that name in it. */
+            /** @description No such application (unknown-application), or no endpoint of that name in it (unknown-destination). */
             404: {
                 headers: {
                     [name: string]: unknown;
@@ -2280,7 +2291,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description No such event in this application (or no longer kept: event_retention). */
+            /** @description No such application (unknown-application), or no such event in it (unknown-event; or no longer kept: event_retention). */
             404: {
                 headers: {
                     [name: string]: unknown;
@@ -2356,7 +2367,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description No such event in this application, no copy of it for that endpoint, or no such endpoint. */
+            /** @description No such application (unknown-application), no such event in it or no copy of it for that endpoint (unknown-event), or no such endpoint (unknown-destination). */
             404: {
                 headers: {
                     [name: string]: unknown;

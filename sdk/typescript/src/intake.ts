@@ -275,7 +275,7 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
-                /** @description A key making a retried POST safe: a repeat (for the same application) answers the first event's id, and nothing fans out twice. 1 to 256 visible ASCII characters. */
+                /** @description A key making a retried POST safe: a repeat (the same application, tenant, type and payload) answers the first event's id, and nothing fans out twice; the key with another type or payload is refused (422 key-reused). 1 to 256 visible ASCII characters. */
                 "Idempotency-Key"?: string;
             };
             path: {
@@ -356,7 +356,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Not an event: type missing or not a type, payload missing, or another field. */
+            /** @description Not an event: type missing or not a type, payload missing, or another field (bad-event); or an Idempotency-Key taken before by this tenant for this application with another type or payload (key-reused). */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -368,6 +368,10 @@ export interface operations {
             /** @description The tenant is over its quota (one charge per event). */
             429: {
                 headers: {
+                    /** @description The tenant's quota's state (draft-ietf-httpapi-ratelimit-headers). */
+                    RateLimit?: string;
+                    /** @description The tenant's quota. */
+                    "RateLimit-Policy"?: string;
                     /** @description Seconds until the quota has room. */
                     "Retry-After"?: number;
                     [name: string]: unknown;

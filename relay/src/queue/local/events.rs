@@ -22,6 +22,19 @@ use crate::queue::event_charge::EventCharge;
 use crate::queue::events::{EventPost, EventTaken, Events, MOST_RECOVERED, SendAgain};
 use crate::telemetry::{EVENT_COPIES, EVENTS};
 
+/// What a dead letter's redrive did to its event copy.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum CopyRedrive {
+    /// Queued to its endpoint again.
+    Queued,
+    /// Sent again since it was dead-lettered (a recover, a resend), or on
+    /// its way: nothing sent, the letter done with.
+    Settled,
+    /// Not taken now (a full queue, an endpoint gone or another
+    /// application's): the letter stays.
+    Refused,
+}
+
 /// What sends copies: the set, the dead-letter file, the store.
 #[derive(Clone)]
 struct Sender {
@@ -186,7 +199,7 @@ impl Local {
     /// on its way counts as taken: the letter is done); `None` when the
     /// store no longer holds that copy (the letter goes back as a plain
     /// webhook).
-    pub(crate) async fn redrive_copy(&self, seq: u64, endpoint: &str) -> Option<bool> {
+    pub(crate) async fn redrive_copy(&self, seq: u64, endpoint: &str) -> Option<CopyRedrive> {
         let store = self.store().ok()?.clone();
         let (record, copies) = store.event(seq).ok()??;
         let (_, copy) = copies.iter().find(|(n, _)| n == endpoint)?;
@@ -197,22 +210,22 @@ impl Local {
             .get(endpoint)
             .and_then(|l| l.dest.endpoint.map(|e| e.application.clone()));
         if app.as_deref() != Some(record.app.as_str()) {
-            return Some(false);
+            return Some(CopyRedrive::Refused);
         }
         // Delivered since (a recover, a resend), or on its way: done.
         if copy.state != CopyState::DeadLettered {
-            return Some(true);
+            return Some(CopyRedrive::Settled);
         }
         let payload = store.payload(seq).ok()??;
         let endpoint: Arc<str> = Arc::from(endpoint);
         let Some(_pass) = self.catalog.open(&endpoint) else {
-            return Some(false);
+            return Some(CopyRedrive::Refused);
         };
         let Ok(granted) = store.again(vec![seq], endpoint.clone()).await else {
-            return Some(false); // the store cannot write: the letter stays
+            return Some(CopyRedrive::Refused); // the store cannot write: the letter stays
         };
         if granted.is_empty() {
-            return Some(true); // sent again meanwhile
+            return Some(CopyRedrive::Settled); // sent again meanwhile
         }
         let sender = self.sender().ok()?;
         let job = sender.job(seq, &record, &payload.into(), &endpoint, None);
@@ -222,7 +235,7 @@ impl Local {
         {
             Ok(_) => {
                 metrics::counter!(EVENT_COPIES, "outcome" => "queued").increment(1);
-                Some(true)
+                Some(CopyRedrive::Queued)
             }
             Err(_) => {
                 // Refused: dead-lettered as it was, by this letter (the
@@ -232,7 +245,7 @@ impl Local {
                     endpoint,
                     crate::events::record::Told::DeadLettered("overflow".into()),
                 );
-                Some(false)
+                Some(CopyRedrive::Refused)
             }
         }
     }

@@ -10,6 +10,7 @@
 use std::path::Path;
 
 use super::Local;
+use super::events::CopyRedrive;
 use crate::dead_letter::marks::{self, Marks};
 use crate::dead_letter::page::{self, Cursor};
 use crate::dead_letter::redrive::{self as lines, Rest, Route};
@@ -86,7 +87,7 @@ pub(crate) async fn redrive(
         more,
         ..Redriven::default()
     };
-    let mut readmitted = Vec::new();
+    let (mut readmitted, mut settled) = (Vec::new(), Vec::new());
     for line in picked {
         let Some(letter) = lines::parse(&line) else {
             done.kept.push(Kept {
@@ -115,7 +116,13 @@ pub(crate) async fn redrive(
             _ => None,
         };
         let admitted = match copy {
-            Some(admitted) => admitted,
+            Some(CopyRedrive::Queued) => true,
+            Some(CopyRedrive::Settled) => {
+                done.settled += 1;
+                settled.push(line);
+                continue;
+            }
+            Some(CopyRedrive::Refused) => false,
             None => match lines::job_of(letter, &local.budget) {
                 Some(job) => local
                     .set
@@ -133,7 +140,7 @@ pub(crate) async fn redrive(
     done.readmitted = readmitted.len() as u64;
     let live = local.dead_letter_file.clone();
     let marked = tokio::task::spawn_blocking(move || {
-        marks::add(&live, readmitted.iter().map(String::as_str))
+        marks::add(&live, readmitted.iter().chain(&settled).map(String::as_str))
     })
     .await;
     match marked {

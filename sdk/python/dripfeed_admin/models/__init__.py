@@ -24,7 +24,6 @@ from .endpoint_copy import EndpointCopy
 from .endpoint_list import EndpointList
 from .event_list import EventList
 from .event_view import EventView
-from .event_view_payload_type_0 import EventViewPayloadType0
 from .kept import Kept
 from .last_error import LastError
 from .live import Live
@@ -66,7 +65,6 @@ __all__ = (
     "EndpointList",
     "EventList",
     "EventView",
-    "EventViewPayloadType0",
     "Kept",
     "LastError",
     "Live",

@@ -29,7 +29,8 @@ class AttemptView:
             duration_ms (int): How long it took, ms.
             status (int): The receiver's status; 0: no answer.
             error (None | str | Unset): Its error's kind when it failed: `dns`, `connect`, `tls`,
-                `timeout`, `closed`, `status`, `too_large`, `refused`.
+                `timeout`, `closed`, `status`, `too_large`, `refused`, `stopped`
+                (no answer awaited: the relay stopped at the end of its grace).
             response (None | str | Unset): The first bytes of the receiver's answer, when kept.
      """
 

@@ -32,7 +32,9 @@ class CopyView:
             resent (int): Times it was sent again (resend, recover).
             state (str): `pending` (queued, waiting for a retry, or in flight), `delivered`
                 or `dead_lettered`. Example: delivered.
-            reason (None | str | Unset): Why it was dead-lettered (`overflow`, `retries-exhausted`…).
+            reason (None | str | Unset): Why it was dead-lettered: `failed` (retries spent, or a final answer),
+                `overflow`, `expired`, `shutdown`, `destination-deleted`,
+                `application-deleted`…
      """
 
     attempts: list[AttemptView]

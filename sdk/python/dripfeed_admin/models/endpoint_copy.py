@@ -34,7 +34,9 @@ class EndpointCopy:
                 or `dead_lettered`. Example: delivered.
             event (str): The event's id.
             type_ (str): Its type.
-            reason (None | str | Unset): Why it was dead-lettered (`overflow`, `retries-exhausted`…).
+            reason (None | str | Unset): Why it was dead-lettered: `failed` (retries spent, or a final answer),
+                `overflow`, `expired`, `shutdown`, `destination-deleted`,
+                `application-deleted`…
      """
 
     attempts: list[AttemptView]

@@ -13,7 +13,6 @@ from typing import cast
 
 if TYPE_CHECKING:
   from ..models.copy_view import CopyView
-  from ..models.event_view_payload_type_0 import EventViewPayloadType0
 
 
 
@@ -34,7 +33,7 @@ class EventView:
             id (str): Its id (each copy's `webhook-id`). Example: 1764338411000000001.
             type_ (str): Its type. Example: invoice.paid.
             copies (list[CopyView] | None | Unset): Each endpoint's copy (`GET` of one event only).
-            payload (EventViewPayloadType0 | None | Unset): Its payload (`GET` of one event only).
+            payload (Any | Unset): Its payload as posted, any JSON (`GET` of one event only).
             tenant (None | str | Unset): The tenant that posted it.
      """
 
@@ -44,7 +43,7 @@ class EventView:
     id: str
     type_: str
     copies: list[CopyView] | None | Unset = UNSET
-    payload: EventViewPayloadType0 | None | Unset = UNSET
+    payload: Any | Unset = UNSET
     tenant: None | str | Unset = UNSET
     additional_properties: dict[str, Any] = _attrs_field(init=False, factory=dict)
 
@@ -54,7 +53,6 @@ class EventView:
 
     def to_dict(self) -> dict[str, Any]:
         from ..models.copy_view import CopyView # noqa: PLC0415
-        from ..models.event_view_payload_type_0 import EventViewPayloadType0 # noqa: PLC0415
         application = self.application
 
         created_at_ms = self.created_at_ms
@@ -78,13 +76,7 @@ class EventView:
         else:
             copies = self.copies
 
-        payload: dict[str, Any] | None | Unset
-        if isinstance(self.payload, Unset):
-            payload = UNSET
-        elif isinstance(self.payload, EventViewPayloadType0):
-            payload = self.payload.to_dict()
-        else:
-            payload = self.payload
+        payload = self.payload
 
         tenant: None | str | Unset
         if isinstance(self.tenant, Unset):
@@ -116,7 +108,6 @@ class EventView:
     @classmethod
     def from_dict(cls: type[T], src_dict: Mapping[str, Any]) -> T:
         from ..models.copy_view import CopyView # noqa: PLC0415
-        from ..models.event_view_payload_type_0 import EventViewPayloadType0 # noqa: PLC0415
         d = dict(src_dict)
         application = d.pop("application")
 
@@ -153,25 +144,7 @@ class EventView:
         copies = _parse_copies(d.pop("copies", UNSET))
 
 
-        def _parse_payload(data: object) -> EventViewPayloadType0 | None | Unset:
-            if data is None:
-                return data
-            if isinstance(data, Unset):
-                return data
-            try:
-                if not isinstance(data, dict):
-                    raise TypeError()
-                payload_type_0 = EventViewPayloadType0.from_dict(data)
-
-
-
-                return payload_type_0
-            except (TypeError, ValueError, AttributeError, KeyError):
-                pass
-            return cast(EventViewPayloadType0 | None | Unset, data)
-
-        payload = _parse_payload(d.pop("payload", UNSET))
-
+        payload = d.pop("payload", UNSET)
 
         def _parse_tenant(data: object) -> None | str | Unset:
             if data is None:

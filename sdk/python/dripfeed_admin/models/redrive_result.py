@@ -33,12 +33,15 @@ class RedriveResult:
             readmitted (int): Letters admitted again (and marked: never redriven twice).
             refused (int): Letters refused for now (a full queue or byte budget): left to
                 redrive later.
+            settled (int): Letters of event copies sent again since they were dead-lettered
+                (a recover, a resend): marked, nothing sent again.
      """
 
     kept: list[Kept]
     more: bool
     readmitted: int
     refused: int
+    settled: int
     additional_properties: dict[str, Any] = _attrs_field(init=False, factory=dict)
 
 
@@ -60,6 +63,8 @@ class RedriveResult:
 
         refused = self.refused
 
+        settled = self.settled
+
 
         field_dict: dict[str, Any] = {}
         field_dict.update(self.additional_properties)
@@ -68,6 +73,7 @@ class RedriveResult:
             "more": more,
             "readmitted": readmitted,
             "refused": refused,
+            "settled": settled,
         })
 
         return field_dict
@@ -94,11 +100,14 @@ class RedriveResult:
 
         refused = d.pop("refused")
 
+        settled = d.pop("settled")
+
         redrive_result = cls(
             kept=kept,
             more=more,
             readmitted=readmitted,
             refused=refused,
+            settled=settled,
         )
 
 
