@@ -785,7 +785,7 @@ impl<J: Send + Sync + 'static> Destinations<J> {
     }
 
     /// Whether [`shutdown`](Self::shutdown) has begun: every submission
-    /// is refused with [`Reason::Closed`](crate::Reason::Closed) from then
+    /// is refused with [`Reason::Closed`] from then
     /// on, so a caller that admits work in several steps (a record written,
     /// then submitted) can refuse it before its first step.
     ///

@@ -108,7 +108,7 @@ impl Shared {
     /// `charge` first (and refunding it if nothing was queued: a repeat or
     /// a full queue costs the tenant nothing); `Err` says why Redis could
     /// not take it. With an idempotency `key` (already scoped by tenant and
-    /// encoded) the key is the fleet's ([`RedisKeys`]): it names this
+    /// encoded) the key is the fleet's ([`RedisKeys`](super::redis::keys::RedisKeys)): it names this
     /// destination and body, whichever relay and queue see it again.
     pub(crate) async fn admit(
         &self,

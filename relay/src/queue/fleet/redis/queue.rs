@@ -295,7 +295,7 @@ impl RedisQueue {
 
     /// This queue keeping its dead letters in Redis, about `max` of them
     /// (the oldest trimmed): each is written by the script that ends its
-    /// job ([`end`](Self::end) with [`Ending::dead_lettered`]), atomically
+    /// job ([`end`](Self::end) with [`Ending::dead_lettered`](super::queue_status::Ending::dead_lettered)), atomically
     /// with its acknowledgement, and read ([`dead_letters`](Self::dead_letters))
     /// and put back ([`redrive`](Self::redrive)) from any node.
     pub(crate) fn with_dead_letters(mut self, max: u64) -> Self {
