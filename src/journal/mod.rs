@@ -166,8 +166,9 @@ pub struct JournalStats {
     pub skipped: u64,
     /// The bytes of those damaged regions.
     pub skipped_bytes: u64,
-    /// Whether the journal can keep its promise now: `false` while its
-    /// directory is gone or its writes fail (see [`Journal::health`]).
+    /// Whether the journal is healthy now: `false` while its directory is
+    /// gone, its writes fail, or it cannot start a new segment (see
+    /// [`Journal::health`]).
     pub healthy: bool,
 }
 

@@ -169,6 +169,7 @@ impl Writer {
                 Err(mpsc::RecvTimeoutError::Timeout) => {
                     self.watch();
                     self.write_pending_ends(&mut buf);
+                    self.roll_again();
                     continue;
                 }
                 Err(mpsc::RecvTimeoutError::Disconnected) => break,
@@ -354,6 +355,10 @@ impl Writer {
         }
         if self.active_len() >= self.opts.segment_bytes {
             self.roll();
+        } else if self.gauges.cannot_roll.swap(false, Ordering::AcqRel) {
+            // Under its size again (cut back, or a new one come back
+            // after a loss): nothing waits on a new segment any more.
+            tracing::info!("journal: the active segment is under its size again");
         }
         Answers {
             written: written.err(),
@@ -378,6 +383,21 @@ impl Writer {
             self.commit(&mut Vec::new(), buf);
             self.reclaim();
             self.publish();
+        }
+    }
+
+    /// While a new segment could not be started and no batch comes (a
+    /// readiness check may have turned the traffic away): starts one now
+    /// if the active segment is still over its size, else says it no
+    /// longer waits on one.
+    fn roll_again(&mut self) {
+        if !self.gauges.cannot_roll.load(Ordering::Acquire) || self.home.is_gone() {
+            return;
+        }
+        if self.active_len() >= self.opts.segment_bytes {
+            self.roll();
+        } else if self.gauges.cannot_roll.swap(false, Ordering::AcqRel) {
+            tracing::info!("journal: the active segment is under its size again");
         }
     }
 

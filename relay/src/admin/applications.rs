@@ -70,6 +70,17 @@ pub(crate) struct EndpointList {
     next_cursor: Option<String>,
 }
 
+/// The `since` of application `app` if it is made now: one past the
+/// newest event kept under its name (a deleted application's), 0 if none
+/// (a clock of the relay's is not trusted across a fleet); when the
+/// events cannot be read, now.
+pub(super) async fn fresh_since(admin: &Admin, app: &str) -> u64 {
+    match admin.queue.events().list(app, None, None, 1).await {
+        Ok(page) => page.items.first().map_or(0, |(id, _)| id.saturating_add(1)),
+        Err(_) => crate::events::id::next_id(),
+    }
+}
+
 fn unknown_app() -> Response {
     problem(
         StatusCode::NOT_FOUND,
@@ -229,7 +240,7 @@ pub(crate) async fn put(
     }
     let app_record = App {
         description: given.description,
-        ..App::default()
+        since: fresh_since(&admin, &app).await,
     };
     match admin.queue.events().put_app(&app, app_record.clone()).await {
         Ok(made) => {

@@ -270,6 +270,19 @@ pub(crate) async fn put(
     if let Err(detail) = whole.check_each() {
         return unprocessable("bad-destination", detail);
     }
+    // An application named and not made yet is made first, as its own
+    // PUT makes it (what a deleted one of that name took is not its).
+    if let Some(app) = &fields.application
+        && admin.catalog.app(app).is_none()
+    {
+        let made = crate::catalog::App {
+            description: None,
+            since: super::applications::fresh_since(&admin, app).await,
+        };
+        if let Err(refused) = admin.queue.events().put_app(app, made).await {
+            return super::change_answers::refusal(refused);
+        }
+    }
     let edit = Edit::Replace(Replacement {
         fields,
         secret: given.secret,

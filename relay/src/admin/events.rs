@@ -205,7 +205,11 @@ fn own_since(admin: &Admin, app: &str) -> Option<u64> {
 fn owned<T>(page: Page<T>, since: u64, id: impl Fn(&T) -> u64) -> Page<T> {
     let all = page.items.len();
     let items: Vec<T> = page.items.into_iter().filter(|t| id(t) >= since).collect();
-    let next = if items.len() < all { None } else { page.next };
+    // Nothing of its own is left before a cursor at or under `since`.
+    let next = match items.len() < all {
+        true => None,
+        false => page.next.filter(|&before| before > since),
+    };
     Page { items, next }
 }
 

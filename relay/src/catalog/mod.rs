@@ -108,11 +108,11 @@ pub(crate) struct App {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub description: Option<String>,
     /// The first event id that is its own: set when it is made through the
-    /// admin API (kept when it is replaced), so the events an earlier
-    /// application of the same name took (deleted, and kept until
-    /// `event_retention`) are not listed, shown, resent or recovered as
-    /// its. 0: every one (made by the configuration, or before this was
-    /// kept).
+    /// admin API (one past the newest event kept under its name, an
+    /// earlier application's: deleted, and kept until `event_retention`;
+    /// kept when it is replaced), so those are not listed, shown, resent,
+    /// recovered or redriven as its. 0: every one (made by the
+    /// configuration, or before this was kept).
     #[serde(default, skip_serializing_if = "is_zero")]
     pub since: u64,
 }
@@ -122,9 +122,12 @@ fn is_zero(n: &u64) -> bool {
 }
 
 impl App {
-    /// `app` as made now, or as a replacement of `was` (its `since` kept).
+    /// `app` as made now (its `since` as given), or as a replacement of
+    /// `was` (`was`'s kept).
     pub(crate) fn made_over(mut self, was: Option<&App>) -> App {
-        self.since = was.map_or_else(crate::events::id::next_id, |w| w.since);
+        if let Some(was) = was {
+            self.since = was.since;
+        }
         self
     }
 }

@@ -374,11 +374,14 @@ impl Value for StoreUrl {
 /// Refuses a URL whose password is `***`, as [`redact_url`] shows one:
 /// `print-config`'s output read back would use it as the password.
 fn redacted(url: &str) -> Result<(), String> {
-    let shown = url.contains(":***@") || url.contains("password=***");
-    match shown {
+    let lower = url.to_ascii_lowercase();
+    let pair = lower
+        .match_indices("password=***")
+        .any(|(at, m)| matches!(lower[at + m.len()..].chars().next(), None | Some('&' | ' ')));
+    match pair || url.contains(":***@") {
         true => Err(format!(
             "{} has the password print-config shows in place of one (***): write the real one",
-            quoted(url)
+            quoted(&redact_url(url))
         )),
         false => Ok(()),
     }
@@ -462,6 +465,12 @@ mod tests {
             assert!(e.contains("write the real one"), "{e}");
         }
         assert!(HttpUrl::from_text("https://u:***@a.example/x").is_err());
+        assert!(StoreUrl::from_text("host=db PASSWORD=*** user=u").is_err());
+        assert!(StoreUrl::from_text("host=db password=***x").is_ok());
+        // The refusal shows no other secret of the URL.
+        let e =
+            StoreUrl::from_text("redis+sentinel://a:***@h:1/m?sentinel_password=real").unwrap_err();
+        assert!(!e.contains("password=real"), "{e}");
         assert!(StoreUrl::from_text("redis://:p***@127.0.0.1/").is_ok());
     }
 

@@ -46,7 +46,20 @@ impl Intake {
                 detail,
             ));
         }
-        self.catalog.open(name).ok_or_else(unknown)
+        let pass = self.catalog.open(name).ok_or_else(unknown)?;
+        // Held, it cannot be deleted and made again under another
+        // application: checked once more as it now is.
+        let now = self.catalog.application_of(name);
+        if now != app && !caller.may_use(name, now.as_deref()) {
+            Answers::bump(&self.answers.forbidden_403);
+            let detail = "this tenant may not post to that destination".to_owned();
+            return Err(refusal(
+                StatusCode::FORBIDDEN,
+                "forbidden-destination",
+                detail,
+            ));
+        }
+        Ok(pass)
     }
 
     /// The destination of a request without the header: the only one its

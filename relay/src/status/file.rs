@@ -203,8 +203,8 @@ fn start(
     end_torn_line(&mut file)?;
     let (inbox, rx, waiting) = Inbox::new(bound);
     let w = Writer {
-        path,
-        old: dir.join(OLD),
+        path: crate::util::private::real_path(&path),
+        old: crate::util::private::real_path(&dir.join(OLD)),
         file: std::io::BufWriter::with_capacity(BUFFER, file),
         lines,
         rotate_at: rotate_at.max(1024),
@@ -293,7 +293,12 @@ impl Writer {
         if !crate::util::private::gone(self.file.get_ref(), &self.path) {
             return;
         }
-        if let Ok(file) = append(&self.path) {
+        // Its directory made again only if no link was planted there.
+        let made = self
+            .path
+            .parent()
+            .is_none_or(|dir| crate::util::private::dir_no_link(dir).is_ok());
+        if made && let Ok(file) = append(&self.path) {
             let _ = self.file.flush();
             self.file = std::io::BufWriter::with_capacity(BUFFER, file);
             self.lines = 0;

@@ -238,10 +238,12 @@ impl Kv {
             pos += 8 + len;
         }
         drop(reader);
+        // Its directory given as a link is followed once, here (as the
+        // journal does): made again later, it is made at its real path.
         inner.log = Some(Log {
             file,
             len: pos,
-            path: path.to_path_buf(),
+            path: crate::util::private::real_path(path),
         });
         Ok(Kv {
             inner: RwLock::new(inner),

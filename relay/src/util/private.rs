@@ -9,7 +9,7 @@
 //! files the same way ([`dripfeed::journal::files`]).
 
 use std::fs::{File, OpenOptions};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
 pub(crate) use dripfeed::journal::files::FileModes;
@@ -55,6 +55,17 @@ pub(crate) fn read(path: &Path) -> std::io::Result<File> {
 /// already there others may read or write is fixed or refused.
 pub(crate) fn dir(dir: &Path) -> std::io::Result<()> {
     dripfeed::journal::files::dir(dir, modes())
+}
+
+/// `path` with its directory's links followed (its directory as it is
+/// now; `path` as given if that cannot be read): a file whose directory
+/// was given as a link is made again, once gone, at its real place, and
+/// a link planted there later is refused ([`dir_no_link`]).
+pub(crate) fn real_path(path: &Path) -> PathBuf {
+    path.parent()
+        .and_then(|dir| std::fs::canonicalize(dir).ok())
+        .zip(path.file_name())
+        .map_or_else(|| path.to_path_buf(), |(dir, name)| dir.join(name))
 }
 
 /// [`dir`], refusing a symbolic link at `dir` itself: for a directory

@@ -52,6 +52,25 @@ impl Cursor {
     }
 }
 
+/// Whether dead letter `d` of `name` is an event's copy that the
+/// endpoint of that name now cannot take as its application's own
+/// (another application's, or an earlier one's of the same name: see
+/// `App::since`).
+fn not_its_applications(
+    catalog: &crate::catalog::Catalog,
+    name: &str,
+    d: &super::redis::queue_dead::DeadLetter,
+) -> bool {
+    let Some(of) = Job::decode(&d.job).ok().and_then(|j| j.event_of.clone()) else {
+        return false;
+    };
+    if catalog.application_of(name).as_deref() != Some(&*of.app) {
+        return true;
+    }
+    let since = catalog.app(&of.app).map_or(0, |a| a.since);
+    d.id.parse::<u64>().is_ok_and(|id| id < since)
+}
+
 /// A dead letter as the admin API shows it.
 fn shown(destination: &str, d: super::redis::queue_dead::DeadLetter) -> DeadLetter {
     let job = Job::decode(&d.job).ok();
@@ -147,6 +166,7 @@ impl Shared {
         ids: Option<&HashSet<String>>,
         destination: Option<&str>,
         most: usize,
+        catalog: &crate::catalog::Catalog,
     ) -> Result<Redriven, String> {
         let mut done = Redriven::default();
         let mut left = most;
@@ -170,6 +190,16 @@ impl Shared {
                         if picked.len() == left {
                             done.more = true;
                             break;
+                        }
+                        if not_its_applications(catalog, &name, &d) {
+                            // A deleted application's copy: never to one
+                            // made again under its name.
+                            done.kept.push(Kept {
+                                id: Some(d.id),
+                                destination: Some(name.clone()),
+                                reason: "destination-gone",
+                            });
+                            continue;
                         }
                         picked.push((d.entry, d.id));
                     }

@@ -195,7 +195,7 @@ impl Queue for FleetQueue {
             Redrive::Destination(d) => (None, Some(d)),
         };
         self.shared
-            .redrive(ids.as_ref(), destination.as_deref(), most)
+            .redrive(ids.as_ref(), destination.as_deref(), most, &self.catalog)
             .await
             .map_err(|e| {
                 LetterError::Unreadable(format!(

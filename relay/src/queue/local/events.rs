@@ -193,12 +193,20 @@ impl Sender {
 }
 
 impl Local {
+    /// Whether event `seq` can be `endpoint`'s application's own: not one
+    /// an earlier application of its name took (see `App::since`).
+    pub(crate) fn owned_by_endpoints_app(&self, seq: u64, endpoint: &str) -> bool {
+        self.catalog
+            .application_of(endpoint)
+            .and_then(|app| self.catalog.app(&app))
+            .is_none_or(|app| seq >= app.since)
+    }
+
     /// A dead letter of `endpoint`'s copy of event `seq` redriven: marked
     /// pending in the store if it has ended, then offered as the copy it
-    /// is (its headers, its history). Whether it was taken (one already
-    /// on its way counts as taken: the letter is done); `None` when the
-    /// store no longer holds that copy (the letter goes back as a plain
-    /// webhook).
+    /// is (its headers, its history): what became of it (see
+    /// [`CopyRedrive`]); `None` when the store no longer holds that copy
+    /// (the letter goes back as a plain webhook).
     pub(crate) async fn redrive_copy(&self, seq: u64, endpoint: &str) -> Option<CopyRedrive> {
         let store = self.store().ok()?.clone();
         let (record, copies) = store.event(seq).ok()??;

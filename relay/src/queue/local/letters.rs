@@ -110,10 +110,25 @@ pub(crate) async fn redrive(
             }
         };
         // An event's copy goes back as one, through the events store (its
-        // history, its headers), while the store still holds its event.
-        let copy = match (&letter.event_type, id.as_deref().map(str::parse::<u64>)) {
-            (Some(_), Some(Ok(seq))) => local.redrive_copy(seq, name).await,
+        // history, its headers), while the store still holds its event;
+        // never to an application made again under a deleted one's name.
+        let seq = match (&letter.event_type, id.as_deref().map(str::parse::<u64>)) {
+            (Some(_), Some(Ok(seq))) => Some(seq),
             _ => None,
+        };
+        if let Some(seq) = seq
+            && !local.owned_by_endpoints_app(seq, name)
+        {
+            done.kept.push(Kept {
+                id,
+                destination: from,
+                reason: "destination-gone",
+            });
+            continue;
+        }
+        let copy = match seq {
+            Some(seq) => local.redrive_copy(seq, name).await,
+            None => None,
         };
         let admitted = match copy {
             Some(CopyRedrive::Queued) => true,

@@ -138,7 +138,7 @@ impl KeysFile {
     ) -> std::io::Result<Self> {
         let (file, bytes) = remade(&path, lines)?;
         Ok(KeysFile {
-            path,
+            path: crate::util::private::real_path(&path),
             appender: Arc::new(Mutex::new(Appender {
                 file,
                 bytes,
@@ -169,6 +169,9 @@ impl KeysFile {
             // or the file removed: made again with every accepted key, so
             // the window still survives a restart.
             let lines = snapshot.take().map(|all| all()).unwrap_or_default();
+            if let Some(dir) = self.path.parent() {
+                crate::util::private::dir_no_link(dir)?; // never through a planted link
+            }
             (a.file, a.bytes) = remade(&self.path, lines)?;
             a.next_try = COMPACT_FLOOR;
             tracing::warn!(path = %self.path.display(), "the idempotency keys file was gone: made again with the keys remembered");
