@@ -281,10 +281,9 @@ async fn command_run(cli: Cli) -> ExitCode {
                 return refuse(&ConfigErrors(errors));
             }
             if let Err(e) = config::require_destination(&cfg)
-                && cfg.paths.state_dir.is_none()
-                && cfg.settings.queue != config::value::QueueKind::Redis
+                && !config::may_start_empty(&cfg)
             {
-                say!("note: {e} (needed to serve without a registry)");
+                say!("note: {e} (needed to serve)");
             }
             let n = cfg.destinations.len();
             say!(

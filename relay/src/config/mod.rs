@@ -47,7 +47,7 @@ pub(crate) use print::render;
 pub(crate) use settings::{KEYS, SettingFlags, Settings};
 pub(crate) use subscription::valid_name;
 pub(crate) use tenants::Tenant;
-pub(crate) use validate::require_destination;
+pub(crate) use validate::{may_start_empty, require_destination};
 
 use settings::Layer;
 

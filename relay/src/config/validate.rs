@@ -261,8 +261,25 @@ pub(crate) fn require_destination(cfg: &Config) -> Result<(), ConfigError> {
         None,
         "no destination: give one with --downstream URL, --destination NAME=URL (repeatable), \
          --destinations FILE, [[destinations]] in --config FILE (or DRIPFEED_DOWNSTREAM), \
-         or try --demo",
+         or try --demo; or give --data-dir DIR to make applications, endpoints and \
+         destinations through the admin API",
     ))
+}
+
+/// Whether the relay may serve with no destination configured: the admin
+/// API makes them, in a registry the operator placed (`data_dir`,
+/// `state_dir` or `journal_dir` given, or systemd's `StateDirectory=`) or
+/// the fleet's map. A bare start without any of these is refused, saying
+/// how (it would serve nothing, and make its data directory where it was
+/// run).
+pub(crate) fn may_start_empty(cfg: &Config) -> bool {
+    let given = |key| !matches!(cfg.origin(key), Some(Origin::Default) | None);
+    let placed = ["data_dir", "state_dir", "journal_dir"]
+        .into_iter()
+        .any(given)
+        || std::env::var_os("STATE_DIRECTORY").is_some_and(|v| !v.is_empty());
+    let kept = cfg.paths.state_dir.is_some() && placed;
+    kept || cfg.settings.queue == QueueKind::Redis
 }
 
 impl Config {

@@ -41,8 +41,9 @@ pub(super) fn own_dir() -> std::path::PathBuf {
 /// the built-in receiver for `--demo` without a destination, the three
 /// receivers for `--demo-fanout`. Never beside a configured destination,
 /// nor with `[[tenants]]` (the demos post without keys). A relay that
-/// serves needs a destination unless the admin API can make them (it has
-/// a registry, or the fleet's map) or has changed them (`api_changed`).
+/// serves needs a destination unless the admin API can make them in a
+/// place the operator gave ([`config::may_start_empty`]) or has changed
+/// them (`api_changed`).
 pub(super) async fn prepare(
     cfg: &mut Config,
     mode: Mode,
@@ -76,12 +77,7 @@ pub(super) async fn prepare(
         Mode::Serve if api_changed => Ok(None),
         // The admin API can make them (applications and endpoints first,
         // for a relay that sends events): its registry keeps them.
-        Mode::Serve
-            if cfg.paths.state_dir.is_some()
-                || cfg.settings.queue == crate::config::value::QueueKind::Redis =>
-        {
-            Ok(None)
-        }
+        Mode::Serve if config::may_start_empty(cfg) => Ok(None),
         Mode::Serve => {
             config::require_destination(cfg).map_err(|e| Failure::Config(ConfigErrors(vec![e])))?;
             Ok(None)

@@ -292,6 +292,7 @@ async fn without_a_destination_the_relay_refuses_to_start_and_says_how() {
         "--destination NAME=URL",
         "[[destinations]] in --config",
         "--demo",
+        "--data-dir DIR to make applications",
     ] {
         assert!(err.contains(how), "{how:?} not in {err}");
     }
