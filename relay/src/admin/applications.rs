@@ -427,7 +427,7 @@ pub(crate) async fn endpoint(
     params(
         ("app" = String, Path, description = "The application."),
         ("name" = String, Path, description = "The endpoint: 1 to 64 of A-Z a-z 0-9 . _ -, unique in the relay.", pattern = "^[A-Za-z0-9._-]{1,64}$"),
-        ("If-Match" = Option<String>, Header, pattern = "^[ -~]*[!-+\\--~][ -~]*$", nullable = false, description = "Change it only if its ETag is one of these (or *: only if it exists)."),
+        ("If-Match" = Option<String>, Header, pattern = "^ *(\\*|(W/)?\"[!#-+\\--~]*\"( *, *(W/)?\"[!#-+\\--~]*\")*)? *$", nullable = false, description = "Change it only if its ETag is one of these (or *: only if it exists)."),
         ("If-None-Match" = Option<String>, Header, pattern = "^ *\\*? *$", nullable = false, description = "*: make it only if it does not exist."),
     ),
     request_body(content = super::change::DestinationPut, content_type = "application/json",
@@ -469,7 +469,7 @@ pub(crate) async fn put_endpoint(
     params(
         ("app" = String, Path, description = "The application."),
         ("name" = String, Path, description = "The endpoint."),
-        ("If-Match" = Option<String>, Header, pattern = "^[ -~]*[!-+\\--~][ -~]*$", nullable = false, description = "Change it only if its ETag is one of these."),
+        ("If-Match" = Option<String>, Header, pattern = "^ *(\\*|(W/)?\"[!#-+\\--~]*\"( *, *(W/)?\"[!#-+\\--~]*\")*)? *$", nullable = false, description = "Change it only if its ETag is one of these."),
     ),
     request_body(content = super::change::DestinationPatch, content_type = "application/merge-patch+json"),
     responses(
@@ -504,7 +504,7 @@ pub(crate) async fn patch_endpoint(
     params(
         ("app" = String, Path, description = "The application."),
         ("name" = String, Path, description = "The endpoint."),
-        ("If-Match" = Option<String>, Header, pattern = "^[ -~]*[!-+\\--~][ -~]*$", nullable = false, description = "Delete it only if its ETag is one of these."),
+        ("If-Match" = Option<String>, Header, pattern = "^ *(\\*|(W/)?\"[!#-+\\--~]*\"( *, *(W/)?\"[!#-+\\--~]*\")*)? *$", nullable = false, description = "Delete it only if its ETag is one of these."),
     ),
     responses(
         (status = 202, description = "Closed to new events at once; what it holds is delivered within the shutdown grace, then dead-lettered.", body = crate::domain::schemas::Deleting),

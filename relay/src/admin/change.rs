@@ -202,7 +202,7 @@ fn bad_name(name: &str) -> Option<Response> {
     security(("admin_token" = [])),
     params(
         ("name" = String, Path, pattern = "^[A-Za-z0-9._-]{1,64}$", description = "The destination's name: 1 to 64 of `A-Z a-z 0-9 . _ -`."),
-        ("If-Match" = Option<String>, Header, pattern = "^[ -~]*[!-+\\--~][ -~]*$", nullable = false, description = "Change it only if its entity tag (`ETag`) is one of these (comma-separated), or `*`: only if it exists."),
+        ("If-Match" = Option<String>, Header, pattern = "^ *(\\*|(W/)?\"[!#-+\\--~]*\"( *, *(W/)?\"[!#-+\\--~]*\")*)? *$", nullable = false, description = "Change it only if its entity tag (`ETag`) is one of these (comma-separated), or `*`: only if it exists; empty: no condition."),
         ("If-None-Match" = Option<String>, Header, pattern = "^ *\\*? *$", nullable = false, description = "`*`: make it only if it does not exist (empty: no condition)."),
     ),
     request_body(content = DestinationPut, content_type = "application/json"),
@@ -296,7 +296,7 @@ pub(crate) async fn put(
     security(("admin_token" = [])),
     params(
         ("name" = String, Path, pattern = "^[A-Za-z0-9._-]{1,64}$", description = "The destination's name."),
-        ("If-Match" = Option<String>, Header, pattern = "^[ -~]*[!-+\\--~][ -~]*$", nullable = false, description = "Change it only if its entity tag (`ETag`) is one of these (comma-separated; `*`: any)."),
+        ("If-Match" = Option<String>, Header, pattern = "^ *(\\*|(W/)?\"[!#-+\\--~]*\"( *, *(W/)?\"[!#-+\\--~]*\")*)? *$", nullable = false, description = "Change it only if its entity tag (`ETag`) is one of these (comma-separated; `*`: any)."),
     ),
     request_body(content = DestinationPatch, content_type = "application/merge-patch+json",
         description = "A JSON merge patch (RFC 7396): what it names changes, null removes, the rest stays. application/json is taken too."),
@@ -386,7 +386,7 @@ async fn change(admin: &Admin, name: &str, edit: Edit, pre: &Precondition) -> Re
     security(("admin_token" = [])),
     params(
         ("name" = String, Path, description = "The destination's name."),
-        ("If-Match" = Option<String>, Header, pattern = "^[ -~]*[!-+\\--~][ -~]*$", nullable = false, description = "Delete it only if its entity tag (`ETag`) is one of these (comma-separated; `*`: any)."),
+        ("If-Match" = Option<String>, Header, pattern = "^ *(\\*|(W/)?\"[!#-+\\--~]*\"( *, *(W/)?\"[!#-+\\--~]*\")*)? *$", nullable = false, description = "Delete it only if its entity tag (`ETag`) is one of these (comma-separated; `*`: any)."),
     ),
     responses(
         (status = 202, description = "Closed to new webhooks; what it holds is delivered within the grace, then dead-lettered.", body = Deleting),

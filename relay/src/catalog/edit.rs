@@ -96,10 +96,8 @@ impl Precondition {
                 );
             }
         };
-        let if_match = if_match.map(tags).transpose()?;
-        if if_match.as_ref().is_some_and(Vec::is_empty) {
-            return Err("If-Match: no entity tag given".into());
-        }
+        // An empty one is no condition, as an empty If-None-Match is.
+        let if_match = if_match.map(tags).transpose()?.filter(|t| !t.is_empty());
         Ok(Precondition {
             if_match,
             if_none_match_any,
@@ -425,15 +423,20 @@ mod tests {
         assert!(resolve("a", None, put(), &create_only).is_ok());
         assert!(Precondition::of(None, Some("\"x\"")).is_err());
         assert!(
-            Precondition::of(Some(""), None).is_err(),
-            "an empty If-Match"
+            Precondition::of(Some(""), None).unwrap().if_match.is_none(),
+            "an empty If-Match is no condition"
         );
         assert!(
             !Precondition::of(None, Some("")).unwrap().if_none_match_any,
             "no condition"
         );
         assert!(Precondition::of(Some("\"a\"\t"), None).is_err(), "a tab");
-        assert!(Precondition::of(Some(" , "), None).is_err());
+        assert!(
+            Precondition::of(Some(" , "), None)
+                .unwrap()
+                .if_match
+                .is_none()
+        );
         // Strong comparison: the current tag made weak does not match.
         let weak = Precondition::of(Some(&format!("W/{tag}")), None).unwrap();
         assert_eq!(

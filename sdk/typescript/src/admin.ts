@@ -2698,7 +2698,7 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
-                /** @description Change it only if its entity tag (`ETag`) is one of these (comma-separated), or `*`: only if it exists. */
+                /** @description Change it only if its entity tag (`ETag`) is one of these (comma-separated), or `*`: only if it exists; empty: no condition. */
                 "If-Match"?: string;
                 /** @description `*`: make it only if it does not exist (empty: no condition). */
                 "If-None-Match"?: string;
