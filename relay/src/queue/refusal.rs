@@ -136,7 +136,7 @@ impl ChangeRefused {
         ChangeRefused::new(
             404,
             "unknown-destination",
-            "no destination of that name is configured",
+            "no destination of that name (one being deleted is gone for changes: GET shows it draining)",
         )
     }
 

@@ -70,6 +70,9 @@ struct Inner {
     log: Option<Log>,
     /// Bytes of the live keys and values.
     live: u64,
+    /// Set while its file is gone and cannot be made again (one ERROR
+    /// line an episode).
+    unmade: bool,
 }
 
 impl Inner {
@@ -196,6 +199,7 @@ impl Kv {
                 maps: vec![BTreeMap::new(); tables],
                 log: None,
                 live: 0,
+                unmade: false,
             }),
         }
     }
@@ -212,6 +216,7 @@ impl Kv {
             maps: vec![BTreeMap::new(); tables],
             log: None,
             live: 0,
+            unmade: false,
         };
         let size = file.metadata().map_err(|e| at(&e))?.len();
         let mut reader = BufReader::with_capacity(1 << 20, &file);
@@ -274,10 +279,13 @@ impl Kv {
             };
             match made.and_then(|()| rewrite(&mut inner)) {
                 Ok(()) => {
-                    tracing::warn!(file = %path.display(), "a store's file was gone (its directory deleted or moved): written again whole from what the relay holds")
+                    inner.unmade = false;
+                    tracing::warn!(file = %path.display(), "a store's file was gone (its directory deleted or moved): written again whole from what the relay holds");
                 }
                 Err(e) => {
-                    tracing::error!(file = %path.display(), error = %e, "a store's file is gone and cannot be written again: changes are refused");
+                    if !std::mem::replace(&mut inner.unmade, true) {
+                        tracing::error!(file = %path.display(), error = %e, "a store's file is gone and cannot be written again: changes are refused until it can");
+                    }
                     broken = Some(e);
                 }
             }
