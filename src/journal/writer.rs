@@ -353,13 +353,7 @@ impl Writer {
                 Op::End { .. } => {}
             }
         }
-        if self.active_len() >= self.opts.segment_bytes {
-            self.roll();
-        } else if self.gauges.cannot_roll.swap(false, Ordering::AcqRel) {
-            // Under its size again (cut back, or a new one come back
-            // after a loss): nothing waits on a new segment any more.
-            tracing::info!("journal: the active segment is under its size again");
-        }
+        self.roll_if_due();
         Answers {
             written: written.err(),
             acks,
@@ -386,18 +380,23 @@ impl Writer {
         }
     }
 
-    /// While a new segment could not be started and no batch comes (a
-    /// readiness check may have turned the traffic away): starts one now
-    /// if the active segment is still over its size, else says it no
-    /// longer waits on one.
-    fn roll_again(&mut self) {
-        if !self.gauges.cannot_roll.load(Ordering::Acquire) || self.home.is_gone() {
-            return;
-        }
+    /// Starts a new segment if the active one is over its size; else, if
+    /// one could not be started before, says nothing waits on one any
+    /// more (the active segment was cut back, or a new one came back
+    /// after a loss).
+    fn roll_if_due(&mut self) {
         if self.active_len() >= self.opts.segment_bytes {
             self.roll();
         } else if self.gauges.cannot_roll.swap(false, Ordering::AcqRel) {
             tracing::info!("journal: the active segment is under its size again");
+        }
+    }
+
+    /// While a new segment could not be started and no batch comes (a
+    /// readiness check may have turned the traffic away): tries again.
+    fn roll_again(&mut self) {
+        if self.gauges.cannot_roll.load(Ordering::Acquire) && !self.home.is_gone() {
+            self.roll_if_due();
         }
     }
 

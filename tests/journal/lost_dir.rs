@@ -9,7 +9,7 @@ use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
 use dripfeed::journal::Journal;
-use dripfeed::{Cause, Delivery, Outcome, Reason, Throttle};
+use dripfeed::{Cause, Delivery, Drain, Outcome, Reason, Throttle};
 
 use super::fresh_dir;
 
@@ -25,17 +25,24 @@ async fn poll<T>(mut probe: impl AsyncFnMut() -> Option<T>) -> Option<T> {
     None
 }
 
+/// A paused throttle on `journal` (every job stays unfinished), at
+/// 100/s with room for `capacity`, whose downstream takes every job.
+fn paused_on(journal: Journal, capacity: usize) -> (Throttle<String>, Drain<String>) {
+    let (throttle, drain) = Throttle::builder()
+        .drain_rate(100.0)
+        .capacity(capacity)
+        .journal(journal)
+        .build(|_: &String, _| async { Delivery::Done })
+        .unwrap();
+    throttle.pause();
+    (throttle, drain)
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_deleted_directory_refuses_until_it_is_back_and_loses_nothing() {
     let base = fresh_dir("lost");
     let dir = base.join("journal");
-    let (throttle, drain) = Throttle::builder()
-        .drain_rate(100.0)
-        .capacity(10_000)
-        .journal(Journal::open(&dir).unwrap())
-        .build(|_: &String, _| async { Delivery::Done })
-        .unwrap();
-    throttle.pause(); // every job stays unfinished
+    let (throttle, drain) = paused_on(Journal::open(&dir).unwrap(), 10_000);
     let journal = throttle.journal().unwrap().clone();
     let mut accepted = BTreeSet::new();
     for i in 0..40 {
@@ -124,13 +131,7 @@ async fn a_link_planted_where_the_directory_was_is_never_followed() {
     use std::os::unix::fs::PermissionsExt;
     let base = fresh_dir("lost-link");
     let dir = base.join("journal");
-    let (throttle, drain) = Throttle::builder()
-        .drain_rate(100.0)
-        .capacity(1000)
-        .journal(Journal::open(&dir).unwrap())
-        .build(|_: &String, _| async { Delivery::Done })
-        .unwrap();
-    throttle.pause();
+    let (throttle, drain) = paused_on(Journal::open(&dir).unwrap(), 1000);
     let journal = throttle.journal().unwrap().clone();
     for i in 0..5 {
         throttle.submit(format!("job-{i}")).await.unwrap();
@@ -179,13 +180,7 @@ async fn a_segment_that_cannot_be_started_is_said_and_loses_nothing() {
     use dripfeed::journal::Health;
     let dir = fresh_dir("cannot-roll");
     let journal = Journal::options().segment_bytes(4096).open(&dir).unwrap();
-    let (throttle, drain) = Throttle::builder()
-        .drain_rate(100.0)
-        .capacity(10_000)
-        .journal(journal.clone())
-        .build(|_: &String, _| async { Delivery::Done })
-        .unwrap();
-    throttle.pause();
+    let (throttle, drain) = paused_on(journal.clone(), 10_000);
     let next = super::segments(&dir).len() + 1;
     let blocked = dir.join(format!("{next:016x}.seg"));
     std::fs::create_dir(&blocked).unwrap();
@@ -223,13 +218,7 @@ async fn a_deleted_lock_file_is_taken_again() {
     // the journal takes a lock there again (at once: it can re-create it)
     // and replaces its old segments by one holding the unfinished jobs.
     let dir = fresh_dir("lost-lock");
-    let (throttle, drain) = Throttle::builder()
-        .drain_rate(100.0)
-        .capacity(1000)
-        .journal(Journal::open(&dir).unwrap())
-        .build(|_: &String, _| async { Delivery::Done })
-        .unwrap();
-    throttle.pause();
+    let (throttle, drain) = paused_on(Journal::open(&dir).unwrap(), 1000);
     let journal = throttle.journal().unwrap().clone();
     let mut accepted = BTreeSet::new();
     for i in 0..10 {
@@ -336,13 +325,7 @@ async fn the_first_admission_after_a_deletion_is_refused_and_a_kill_then_loses_n
     // by then the unfinished jobs are journaled in the re-created directory.
     let base = fresh_dir("lost-at-once");
     let dir = base.join("journal");
-    let (throttle, drain) = Throttle::builder()
-        .drain_rate(100.0)
-        .capacity(1000)
-        .journal(Journal::open(&dir).unwrap())
-        .build(|_: &String, _| async { Delivery::Done })
-        .unwrap();
-    throttle.pause();
+    let (throttle, drain) = paused_on(Journal::open(&dir).unwrap(), 1000);
     let mut accepted = BTreeSet::new();
     for i in 0..10 {
         accepted.insert(throttle.submit(format!("job-{i}")).await.unwrap().id());

@@ -70,26 +70,6 @@ pub(crate) struct EndpointList {
     next_cursor: Option<String>,
 }
 
-/// The `since` of application `app` if it is made now: one past the
-/// newest event kept under its name (a deleted application's), 0 if none
-/// (a clock of the relay's is not trusted across a fleet); when the
-/// events cannot be read, now.
-pub(super) async fn fresh_since(admin: &Admin, app: &str) -> u64 {
-    match admin.queue.events().list(app, None, None, 1).await {
-        Ok(page) => page.items.first().map_or(0, |(id, _)| id.saturating_add(1)),
-        Err(_) => crate::events::id::next_id(),
-    }
-}
-
-fn unknown_app() -> Response {
-    problem(
-        StatusCode::NOT_FOUND,
-        "unknown-application",
-        "no application of that name".into(),
-        Vec::new(),
-    )
-}
-
 fn bad_name(name: &str) -> Option<Response> {
     (!crate::config::valid_name(name)).then(|| {
         problem(
@@ -164,7 +144,7 @@ pub(crate) async fn list(State(admin): State<Arc<Admin>>, RawQuery(raw): RawQuer
 pub(crate) async fn one(State(admin): State<Arc<Admin>>, Path(app): Path<String>) -> Response {
     match admin.catalog.app(&app) {
         Some(a) => Json(admin.app_view(&app, a)).into_response(),
-        None => unknown_app(),
+        None => super::change_answers::unknown_application(),
     }
 }
 
@@ -240,7 +220,7 @@ pub(crate) async fn put(
     }
     let app_record = App {
         description: given.description,
-        since: fresh_since(&admin, &app).await,
+        since: admin.queue.events().fresh_since(&app).await,
     };
     match admin.queue.events().put_app(&app, app_record.clone()).await {
         Ok(made) => {
@@ -280,7 +260,7 @@ pub(crate) struct ApplicationDeleted {
     ))]
 pub(crate) async fn delete(State(admin): State<Arc<Admin>>, Path(app): Path<String>) -> Response {
     if admin.catalog.app(&app).is_none() {
-        return unknown_app();
+        return super::change_answers::unknown_application();
     }
     match admin.queue.events().delete_app(&app).await {
         Ok(endpoints) => Json(ApplicationDeleted {
@@ -297,7 +277,7 @@ pub(crate) async fn delete(State(admin): State<Arc<Admin>>, Path(app): Path<Stri
 /// when there is no destination of that name.
 fn owned(admin: &Admin, app: &str, name: &str) -> Result<bool, Box<Response>> {
     if admin.catalog.app(app).is_none() {
-        return Err(Box::new(unknown_app()));
+        return Err(Box::new(super::change_answers::unknown_application()));
     }
     match admin.catalog.get(name) {
         None => Ok(false),
@@ -368,7 +348,7 @@ pub(crate) async fn endpoints(
     RawQuery(raw): RawQuery,
 ) -> Response {
     if admin.catalog.app(&app).is_none() {
-        return unknown_app();
+        return super::change_answers::unknown_application();
     }
     let q = match super::paging::parse(raw.as_deref(), 1000, 1000, &[]) {
         Ok(q) => q,

@@ -277,7 +277,7 @@ pub(crate) async fn put(
     {
         let made = crate::catalog::App {
             description: None,
-            since: super::applications::fresh_since(&admin, app).await,
+            since: admin.queue.events().fresh_since(app).await,
         };
         if let Err(refused) = admin.queue.events().put_app(app, made).await {
             return super::change_answers::refusal(refused);

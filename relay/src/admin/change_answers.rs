@@ -21,6 +21,16 @@ pub(super) fn refusal(r: ChangeRefused) -> Response {
     problem(status, r.kind, r.detail, Vec::new())
 }
 
+/// 404: no application of that name.
+pub(super) fn unknown_application() -> Response {
+    problem(
+        StatusCode::NOT_FOUND,
+        "unknown-application",
+        "no application of that name".into(),
+        Vec::new(),
+    )
+}
+
 /// 404: no destination of that name.
 pub(super) fn unknown_destination() -> Response {
     refusal(ChangeRefused::unknown())

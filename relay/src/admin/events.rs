@@ -175,15 +175,6 @@ fn not_found(what: &str) -> Response {
     )
 }
 
-fn no_app() -> Response {
-    problem(
-        StatusCode::NOT_FOUND,
-        "unknown-application",
-        "no application of that name".to_owned(),
-        Vec::new(),
-    )
-}
-
 fn no_endpoint() -> Response {
     problem(
         StatusCode::NOT_FOUND,
@@ -198,6 +189,17 @@ fn no_endpoint() -> Response {
 /// application of that name.
 fn own_since(admin: &Admin, app: &str) -> Option<u64> {
     admin.catalog.app(app).map(|a| a.since)
+}
+
+/// Event `id` of application `app`, when it is a number from the
+/// application's `since` on (see [`own_since`]); else the 404.
+fn own_event(admin: &Admin, app: &str, id: &str) -> Result<u64, Box<Response>> {
+    let since = own_since(admin, app)
+        .ok_or_else(|| Box::new(super::change_answers::unknown_application()))?;
+    id.parse::<u64>()
+        .ok()
+        .filter(|&id| id >= since)
+        .ok_or_else(|| Box::new(not_found("such event")))
 }
 
 /// A page's items that are the application's own (ids from `since`); the
@@ -238,7 +240,7 @@ pub(crate) async fn list(
     RawQuery(raw): RawQuery,
 ) -> Response {
     let Some(since) = own_since(&admin, &app) else {
-        return no_app();
+        return super::change_answers::unknown_application();
     };
     let q = match super::paging::parse(raw.as_deref(), 100, 1000, &["type"]) {
         Ok(q) => q,
@@ -284,11 +286,9 @@ pub(crate) async fn one(
     State(admin): State<Arc<Admin>>,
     Path((app, id)): Path<(String, String)>,
 ) -> Response {
-    let Some(since) = own_since(&admin, &app) else {
-        return no_app();
-    };
-    let Some(id) = id.parse::<u64>().ok().filter(|&id| id >= since) else {
-        return not_found("such event");
+    let id = match own_event(&admin, &app, &id) {
+        Ok(id) => id,
+        Err(refused) => return *refused,
     };
     match admin.queue.events().event(&app, id).await {
         Ok(Some((r, copies))) if r.app == app => {
@@ -329,7 +329,7 @@ pub(crate) async fn attempts(
     RawQuery(raw): RawQuery,
 ) -> Response {
     let Some(since) = own_since(&admin, &app) else {
-        return no_app();
+        return super::change_answers::unknown_application();
     };
     if !is_endpoint_of(&admin, &app, &name) {
         return no_endpoint();
@@ -489,11 +489,9 @@ pub(crate) async fn resend(
         Ok(r) => r,
         Err(r) => return *r,
     };
-    let Some(since) = own_since(&admin, &app) else {
-        return no_app();
-    };
-    let Some(id) = id.parse::<u64>().ok().filter(|&id| id >= since) else {
-        return not_found("such event");
+    let id = match own_event(&admin, &app, &id) {
+        Ok(id) => id,
+        Err(refused) => return *refused,
     };
     match admin.queue.events().event(&app, id).await {
         Ok(Some((r, _))) if r.app == app => {}
@@ -541,7 +539,7 @@ pub(crate) async fn recover(
         Err(r) => return *r,
     };
     let Some(own) = own_since(&admin, &app) else {
-        return no_app();
+        return super::change_answers::unknown_application();
     };
     if !is_endpoint_of(&admin, &app, &name) {
         return no_endpoint();

@@ -226,6 +226,19 @@ impl Catalog {
         Some(sub.application.clone())
     }
 
+    /// Whether event `seq` of application `app` (`None`: whichever
+    /// `endpoint` belongs to now) may go to `endpoint`: its application's
+    /// own, not an earlier one's of the same name ([`App::since`]) nor
+    /// another application's.
+    pub(crate) fn takes_event(&self, endpoint: &str, app: Option<&str>, seq: u64) -> bool {
+        let now = self.application_of(endpoint);
+        if app.is_some_and(|app| now.as_deref() != Some(app)) {
+            return false;
+        }
+        now.and_then(|app| self.app(&app))
+            .is_none_or(|app| seq >= app.since)
+    }
+
     /// A pass for the only open destination `usable` (given its name and
     /// application, if it is an endpoint) lets through, if exactly one is.
     pub(crate) fn only(&self, usable: impl Fn(&str, Option<&str>) -> bool) -> Option<Pass> {

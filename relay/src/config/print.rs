@@ -19,9 +19,7 @@ fn unkept_open(cfg: &Config) -> bool {
     let s = &cfg.settings;
     s.queue == QueueKind::Redis
         && s.redis_failure == FailureMode::Open
-        && cfg
-            .origin("redis_failure")
-            .is_none_or(|o| *o == Origin::Default)
+        && !cfg.given("redis_failure")
 }
 
 /// The configuration in force, with each value's source.

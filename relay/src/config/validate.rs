@@ -195,18 +195,13 @@ pub(super) fn check(cfg: &Config, errors: &mut Vec<ConfigError>) {
         if s.redis.is_none() {
             bad("queue", "queue = redis needs redis (its URL)".into());
         }
-        if s.redis_failure == FailureMode::Open {
-            let open = cfg
-                .origin("redis_failure")
-                .is_some_and(|o| *o != Origin::Default);
-            if open {
-                bad(
-                    "redis_failure",
-                    "open cannot be kept with queue = redis: while Redis is down there is \
-                     no queue to take webhooks into (intake answers 503)"
-                        .into(),
-                );
-            }
+        if s.redis_failure == FailureMode::Open && cfg.given("redis_failure") {
+            bad(
+                "redis_failure",
+                "open cannot be kept with queue = redis: while Redis is down there is \
+                 no queue to take webhooks into (intake answers 503)"
+                    .into(),
+            );
         }
         if s.adaptive {
             let aimd = dripfeed::rate::AimdConfig::default()
@@ -273,10 +268,9 @@ pub(crate) fn require_destination(cfg: &Config) -> Result<(), ConfigError> {
 /// how (it would serve nothing, and make its data directory where it was
 /// run).
 pub(crate) fn may_start_empty(cfg: &Config) -> bool {
-    let given = |key| !matches!(cfg.origin(key), Some(Origin::Default) | None);
     let placed = ["data_dir", "state_dir", "journal_dir"]
         .into_iter()
-        .any(given)
+        .any(|key| cfg.given(key))
         || std::env::var_os("STATE_DIRECTORY").is_some_and(|v| !v.is_empty());
     let kept = cfg.paths.state_dir.is_some() && placed;
     kept || cfg.settings.queue == QueueKind::Redis
@@ -286,6 +280,12 @@ impl Config {
     /// Where `key`'s value came from.
     pub(crate) fn origin(&self, key: &str) -> Option<&Origin> {
         self.origins.iter().find(|(k, _)| *k == key).map(|(_, o)| o)
+    }
+
+    /// Whether `key` was given (a file, a variable, a flag), not left to
+    /// its default.
+    pub(crate) fn given(&self, key: &str) -> bool {
+        !matches!(self.origin(key), Some(Origin::Default) | None)
     }
 
     /// Every address the relay listens on, with its setting and whether it

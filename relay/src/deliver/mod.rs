@@ -74,11 +74,10 @@ impl Downstream<Job> for HttpDownstream {
         // An event's copy: each attempt kept in the events store, one
         // stopped before its answer too (its future dropped: past its
         // deadline, or the relay stopping at the end of its grace).
-        let (at_ms, began) = (unix_ms(), std::time::Instant::now());
         let mut cut_off = CutOff {
             copy,
-            at_ms,
-            began,
+            at_ms: unix_ms(),
+            began: std::time::Instant::now(),
             timeout: self.client.timeout(),
             armed: true,
         };
@@ -90,16 +89,11 @@ impl Downstream<Job> for HttpDownstream {
             .then(|| job.trail.last_error())
             .flatten()
             .map(|e| e.split(':').next().unwrap_or_default().to_owned());
-        let record = crate::events::record::AttemptRecord {
-            at_ms,
-            status: match made {
-                true => u16::try_from(job.trail.last_status()).unwrap_or(0),
-                false => 0,
-            },
-            duration_ms: u64::try_from(began.elapsed().as_millis()).unwrap_or(u64::MAX),
-            error,
-            response: None,
+        let status = match made {
+            true => u16::try_from(job.trail.last_status()).unwrap_or(0),
+            false => 0,
         };
+        let record = cut_off.record(status, error);
         let ended = delivery
             .is_done()
             .then_some(crate::events::record::CopyState::Delivered);
@@ -108,8 +102,9 @@ impl Downstream<Job> for HttpDownstream {
     }
 }
 
-/// Records an event copy's attempt whose future is dropped before its
-/// answer: `timeout` once it ran as long as an attempt may, else `stopped`.
+/// An event copy's attempt under way: its record once it ends, and, if
+/// its future is dropped before its answer, a record of that (`timeout`
+/// once it ran as long as an attempt may, else `stopped`).
 struct CutOff<'a> {
     copy: &'a crate::domain::event_copy::EventCopy,
     at_ms: u64,
@@ -118,26 +113,30 @@ struct CutOff<'a> {
     armed: bool,
 }
 
+impl CutOff<'_> {
+    /// The attempt's record, ended now with `status` (0: no answer).
+    fn record(&self, status: u16, error: Option<String>) -> crate::events::record::AttemptRecord {
+        crate::events::record::AttemptRecord {
+            at_ms: self.at_ms,
+            status,
+            duration_ms: u64::try_from(self.began.elapsed().as_millis()).unwrap_or(u64::MAX),
+            error,
+            response: None,
+        }
+    }
+}
+
 impl Drop for CutOff<'_> {
     fn drop(&mut self) {
         if !self.armed {
             return;
         }
-        let took = self.began.elapsed();
-        let error = match took >= self.timeout {
+        let error = match self.began.elapsed() >= self.timeout {
             true => "timeout",
             false => "stopped",
         };
-        self.copy.attempted(
-            crate::events::record::AttemptRecord {
-                at_ms: self.at_ms,
-                status: 0,
-                duration_ms: u64::try_from(took.as_millis()).unwrap_or(u64::MAX),
-                error: Some(error.to_owned()),
-                response: None,
-            },
-            None,
-        );
+        self.copy
+            .attempted(self.record(0, Some(error.to_owned())), None);
     }
 }
 

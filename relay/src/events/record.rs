@@ -19,7 +19,7 @@ pub(crate) struct EventRecord {
     /// The tenant that posted it, if tenants are named.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tenant: Option<String>,
-    /// Its `Idempotency-Key`, if it had one.
+    /// Its `Idempotency-Key`, if it had one, scoped by its tenant.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub key: Option<String>,
     /// The endpoints it went to, by name.

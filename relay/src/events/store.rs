@@ -24,7 +24,6 @@ use std::sync::mpsc;
 use tokio::sync::oneshot;
 
 use super::record::{CopyRecord, CopyState, EventRecord, MAX_ATTEMPTS, Told};
-use crate::domain::names::{DEFAULT_TENANT, scoped_key};
 use crate::util::kv::{Kv, Table, Tx};
 
 pub(super) const EVENTS: Table = 0;
@@ -70,14 +69,12 @@ pub(super) fn copy_key(seq: u64, endpoint: &str) -> Vec<u8> {
     k
 }
 
-/// `app ‖ 0 ‖ key scoped by tenant` ([`scoped_key`]): the same key from
-/// two tenants is two events, as it is two webhooks.
-fn idempotency(app: &str, tenant: Option<&str>, key: &str) -> Vec<u8> {
-    let scoped = scoped_key(tenant.unwrap_or(DEFAULT_TENANT), key);
-    let mut k = Vec::with_capacity(app.len() + 1 + scoped.len());
+/// `app ‖ 0 ‖ key` (the key as the record holds it: scoped by tenant).
+fn idempotency(app: &str, key: &str) -> Vec<u8> {
+    let mut k = Vec::with_capacity(app.len() + 1 + key.len());
     k.extend_from_slice(app.as_bytes());
     k.push(0);
-    k.extend_from_slice(scoped.as_bytes());
+    k.extend_from_slice(key.as_bytes());
     k
 }
 
@@ -367,7 +364,7 @@ impl Tables<'_> {
                 ..
             } => {
                 if let Some(key) = &event.key {
-                    let k = idempotency(&event.app, event.tenant.as_deref(), key);
+                    let k = idempotency(&event.app, key);
                     if let Some(had) = tx.get(KEYS, &k)? {
                         let had = seq_of(&had);
                         let first = self.json::<EventRecord>(EVENTS, &seq_key(had))?;
@@ -486,7 +483,7 @@ impl Tables<'_> {
                     tx.remove(PAYLOADS, &sk);
                     tx.remove(BY_APP, &named_key(&r.app, seq));
                     if let Some(key) = &r.key {
-                        let k = idempotency(&r.app, r.tenant.as_deref(), key);
+                        let k = idempotency(&r.app, key);
                         let ours = tx.get(KEYS, &k)?.is_some_and(|v| seq_of(&v) == seq);
                         if ours {
                             tx.remove(KEYS, &k);

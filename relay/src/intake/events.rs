@@ -213,9 +213,9 @@ async fn take(intake: &Intake, app: String, request: Request) -> Result<Response
             kind: event.kind,
             payload: payload.into(),
             json: event.payload,
+            key: key.map(|k| names::scoped_key(caller.tenant.scope(), &k)),
             tenant: caller.tenant,
             charged: caller.charged,
-            key,
             ticket,
         })
         .await

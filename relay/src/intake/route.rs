@@ -36,28 +36,21 @@ impl Intake {
             }
             None => return self.only_one(caller),
         };
-        let app = self.catalog.application_of(name);
-        if !caller.may_use(name, app.as_deref()) {
+        let forbidden = || {
             Answers::bump(&self.answers.forbidden_403);
             let detail = "this tenant may not post to that destination".to_owned();
-            return Err(refusal(
-                StatusCode::FORBIDDEN,
-                "forbidden-destination",
-                detail,
-            ));
+            refusal(StatusCode::FORBIDDEN, "forbidden-destination", detail)
+        };
+        let app = self.catalog.application_of(name);
+        if !caller.may_use(name, app.as_deref()) {
+            return Err(forbidden());
         }
         let pass = self.catalog.open(name).ok_or_else(unknown)?;
         // Held, it cannot be deleted and made again under another
         // application: checked once more as it now is.
         let now = self.catalog.application_of(name);
         if now != app && !caller.may_use(name, now.as_deref()) {
-            Answers::bump(&self.answers.forbidden_403);
-            let detail = "this tenant may not post to that destination".to_owned();
-            return Err(refusal(
-                StatusCode::FORBIDDEN,
-                "forbidden-destination",
-                detail,
-            ));
+            return Err(forbidden());
         }
         Ok(pass)
     }

@@ -40,7 +40,9 @@ pub(crate) struct EventPost {
     pub tenant: Tenant,
     /// Whether its tenant's quota applies.
     pub charged: bool,
-    /// Its `Idempotency-Key`, if any.
+    /// Its `Idempotency-Key`, if any, scoped by its tenant
+    /// ([`scoped_key`](crate::domain::names::scoped_key)): the same key from
+    /// two tenants is two events, as it is two webhooks.
     pub key: Option<String>,
     /// Its bytes in the budget.
     pub ticket: Ticket,
@@ -125,6 +127,17 @@ pub(crate) trait Events: Send + Sync {
         endpoint: &str,
         window: (u64, u64),
     ) -> Result<(usize, bool), SendAgain>;
+
+    /// The `since` of application `app` if it is made now
+    /// ([`App::since`]): one past the newest event kept under its name (a
+    /// deleted application's), 0 if none (a relay's clock is not trusted
+    /// across a fleet); when the events cannot be read, now.
+    async fn fresh_since(&self, app: &str) -> u64 {
+        match self.list(app, None, None, 1).await {
+            Ok(page) => page.items.first().map_or(0, |(id, _)| id.saturating_add(1)),
+            Err(_) => crate::events::id::next_id(),
+        }
+    }
 
     /// Makes or replaces application `name`: whether it is new.
     async fn put_app(&self, name: &str, app: App) -> Result<bool, ChangeRefused>;

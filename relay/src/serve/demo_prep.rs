@@ -63,8 +63,10 @@ pub(super) async fn prepare(
     // A demo keeps its dead letters where its journal is (a directory of
     // its own under the system's temporary one), not in the directory it
     // was run from, unless told where.
-    let told = |key| !matches!(cfg.origin(key), Some(Origin::Default) | None);
-    if mode != Mode::Serve && !told("dead_letter_file") && !told("data_dir") && !told("state_dir") {
+    let told = ["dead_letter_file", "data_dir", "state_dir"]
+        .into_iter()
+        .any(|key| cfg.given(key));
+    if mode != Mode::Serve && !told {
         cfg.paths.dead_letter_file = own_dir().join("dead-letter.jsonl");
         cfg.paths.data_dir = cfg
             .paths

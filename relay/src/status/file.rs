@@ -293,11 +293,7 @@ impl Writer {
         if !crate::util::private::gone(self.file.get_ref(), &self.path) {
             return;
         }
-        // Its directory made again only if no link was planted there.
-        let made = self
-            .path
-            .parent()
-            .is_none_or(|dir| crate::util::private::dir_no_link(dir).is_ok());
+        let made = crate::util::private::dir_again(&self.path).is_ok();
         if made && let Ok(file) = append(&self.path) {
             let _ = self.file.flush();
             self.file = std::io::BufWriter::with_capacity(BUFFER, file);

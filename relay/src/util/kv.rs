@@ -272,11 +272,8 @@ impl Kv {
             && crate::util::private::gone(&log.file, &log.path)
         {
             let path = log.path.clone();
-            let made = match path.parent() {
-                Some(dir) => crate::util::private::dir_no_link(dir)
-                    .map_err(|e| format!("{}: {e}", dir.display())),
-                None => Ok(()),
-            };
+            let made = crate::util::private::dir_again(&path)
+                .map_err(|e| format!("{}: {e}", path.display()));
             match made.and_then(|()| rewrite(&mut inner)) {
                 Ok(()) => {
                     inner.unmade = false;

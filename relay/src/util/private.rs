@@ -74,6 +74,12 @@ pub(crate) fn dir_no_link(dir: &Path) -> std::io::Result<()> {
     dripfeed::journal::files::dir_no_link(dir, modes())
 }
 
+/// The directory of a file [`gone`] from it made again ([`dir_no_link`]:
+/// never through a link planted there), before the file is.
+pub(crate) fn dir_again(file: &Path) -> std::io::Result<()> {
+    file.parent().map_or(Ok(()), dir_no_link)
+}
+
 #[cfg(test)]
 mod tests {
     use std::io::Write;

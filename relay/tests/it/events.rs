@@ -541,17 +541,24 @@ async fn deleting_an_application_dead_letters_what_its_endpoints_held(engine: En
         assert_eq!(line["reason"], "application-deleted", "{line}");
     }
 
+    // Application `app` made, and its endpoint `name` made again once the
+    // deleted one of that name has drained.
+    let make_again = |app: &'static str, name: &'static str| {
+        let app_url = relay.admin_url(&format!("/v1/applications/{app}"));
+        let url = relay.admin_url(&format!("/v1/applications/{app}/endpoints/{name}"));
+        let body = json!({"url": format!("http://127.0.0.1:{dead_port}/{name}")});
+        async move {
+            assert_eq!(send(reqwest::Method::PUT, &app_url, None).await.0, 201);
+            let made = eventually(Duration::from_secs(30), || async {
+                send(reqwest::Method::PUT, &url, Some(body.clone())).await.0 == 201
+            })
+            .await;
+            assert!(made, "made again once the first has drained");
+        }
+    };
     // The name made again under another application: the first one's
     // history is not its own (nothing listed, nothing recovered).
-    let other = relay.admin_url("/v1/applications/other");
-    assert_eq!(send(reqwest::Method::PUT, &other, None).await.0, 201);
-    let url = relay.admin_url("/v1/applications/other/endpoints/one");
-    let body = json!({"url": format!("http://127.0.0.1:{dead_port}/one")});
-    let made = eventually(Duration::from_secs(30), || async {
-        send(reqwest::Method::PUT, &url, Some(body.clone())).await.0 == 201
-    })
-    .await;
-    assert!(made, "made again once the first has drained");
+    make_again("other", "one").await;
     let (status, v) = send(
         reqwest::Method::GET,
         &relay.admin_url("/v1/applications/other/endpoints/one/attempts"),
@@ -571,23 +578,7 @@ async fn deleting_an_application_dead_letters_what_its_endpoints_held(engine: En
 
     // The application made again under its own name starts with no
     // events: the deleted one's are not listed, shown nor recovered.
-    assert_eq!(
-        send(
-            reqwest::Method::PUT,
-            &relay.admin_url("/v1/applications/gone"),
-            None
-        )
-        .await
-        .0,
-        201
-    );
-    let url = relay.admin_url("/v1/applications/gone/endpoints/two");
-    let body = json!({"url": format!("http://127.0.0.1:{dead_port}/two")});
-    let made = eventually(Duration::from_secs(30), || async {
-        send(reqwest::Method::PUT, &url, Some(body.clone())).await.0 == 201
-    })
-    .await;
-    assert!(made, "made again once the first has drained");
+    make_again("gone", "two").await;
     let (status, v) = send(
         reqwest::Method::GET,
         &relay.admin_url("/v1/applications/gone/events"),

@@ -53,9 +53,9 @@ impl Cursor {
 }
 
 /// Whether dead letter `d` of `name` is an event's copy that the
-/// endpoint of that name now cannot take as its application's own
-/// (another application's, or an earlier one's of the same name: see
-/// `App::since`).
+/// endpoint of that name now cannot take ([`Catalog::takes_event`]).
+///
+/// [`Catalog::takes_event`]: crate::catalog::Catalog::takes_event
 fn not_its_applications(
     catalog: &crate::catalog::Catalog,
     name: &str,
@@ -64,11 +64,8 @@ fn not_its_applications(
     let Some(of) = Job::decode(&d.job).ok().and_then(|j| j.event_of.clone()) else {
         return false;
     };
-    if catalog.application_of(name).as_deref() != Some(&*of.app) {
-        return true;
-    }
-    let since = catalog.app(&of.app).map_or(0, |a| a.since);
-    d.id.parse::<u64>().is_ok_and(|id| id < since)
+    let seq = d.id.parse::<u64>().unwrap_or(u64::MAX);
+    !catalog.takes_event(name, Some(&of.app), seq)
 }
 
 /// A dead letter as the admin API shows it.

@@ -193,15 +193,6 @@ impl Sender {
 }
 
 impl Local {
-    /// Whether event `seq` can be `endpoint`'s application's own: not one
-    /// an earlier application of its name took (see `App::since`).
-    pub(crate) fn owned_by_endpoints_app(&self, seq: u64, endpoint: &str) -> bool {
-        self.catalog
-            .application_of(endpoint)
-            .and_then(|app| self.catalog.app(&app))
-            .is_none_or(|app| seq >= app.since)
-    }
-
     /// A dead letter of `endpoint`'s copy of event `seq` redriven: marked
     /// pending in the store if it has ended, then offered as the copy it
     /// is (its headers, its history): what became of it (see

@@ -117,7 +117,7 @@ pub(crate) async fn redrive(
             _ => None,
         };
         if let Some(seq) = seq
-            && !local.owned_by_endpoints_app(seq, name)
+            && !local.catalog.takes_event(name, None, seq)
         {
             done.kept.push(Kept {
                 id,
@@ -133,7 +133,6 @@ pub(crate) async fn redrive(
         let admitted = match copy {
             Some(CopyRedrive::Queued) => true,
             Some(CopyRedrive::Settled) => {
-                done.settled += 1;
                 settled.push(line);
                 continue;
             }
@@ -153,6 +152,7 @@ pub(crate) async fn redrive(
         }
     }
     done.readmitted = readmitted.len() as u64;
+    done.settled = settled.len() as u64;
     let live = local.dead_letter_file.clone();
     let marked = tokio::task::spawn_blocking(move || {
         marks::add(&live, readmitted.iter().chain(&settled).map(String::as_str))

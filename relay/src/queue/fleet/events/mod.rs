@@ -34,7 +34,6 @@ use super::redis::queue_status::JobState;
 use crate::catalog::App;
 use crate::catalog::edit::Precondition;
 use crate::domain::job::unix_ms;
-use crate::domain::names::scoped_key;
 use crate::events::id::{id_at, next_id};
 use crate::events::read::Page;
 use crate::events::record::{CopyRecord, CopyState, EventRecord};
@@ -171,10 +170,9 @@ impl Events for FleetQueue {
             key: p.key.clone(),
             copies: passes.iter().map(|pass| pass.name().to_string()).collect(),
         };
-        // Keys are the application's, scoped by tenant, as in the local
-        // engine.
-        let scoped = p.key.as_deref().map(|k| scoped_key(p.tenant.scope(), k));
-        let key = scoped.as_deref();
+        // Keys are the application's (scoped by tenant at intake), as in
+        // the local engine.
+        let key = p.key.as_deref();
         let oldest = id_at(unix_ms().saturating_sub(self.shared.events.retention_ms()));
         let events = &self.shared.events;
         // With replicas to wait for, on a connection of its own (WAIT

@@ -169,9 +169,7 @@ impl KeysFile {
             // or the file removed: made again with every accepted key, so
             // the window still survives a restart.
             let lines = snapshot.take().map(|all| all()).unwrap_or_default();
-            if let Some(dir) = self.path.parent() {
-                crate::util::private::dir_no_link(dir)?; // never through a planted link
-            }
+            crate::util::private::dir_again(&self.path)?;
             (a.file, a.bytes) = remade(&self.path, lines)?;
             a.next_try = COMPACT_FLOOR;
             tracing::warn!(path = %self.path.display(), "the idempotency keys file was gone: made again with the keys remembered");
