@@ -72,7 +72,11 @@ impl RateLimit {
             "key",
             over.size().floor() as u64,
             over.quota().drain_time(),
-            (over.size() - over.debt()).max(0.0).floor() as u64,
+            // A debt read from a per-key table carries a time's rounding
+            // (about 1e-15 of the size): room a hair under a whole unit is it.
+            (over.size() - over.debt() + over.size() * 1e-9)
+                .max(0.0)
+                .floor() as u64,
             over.retry_after(),
         )
     }

@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-const NANOS_PER_SEC: f64 = 1e9;
+pub(crate) const NANOS_PER_SEC: f64 = 1e9;
 
 /// A bucket's drain rate (debt units per second: the sustained rate) and
 /// size (the burst: the most debt an admission may leave), built with
@@ -653,10 +653,22 @@ pub(crate) fn check_positive(cost: f64) -> Result<(), InvalidCost> {
 
 /// Admission of a checked `cost` against the drained debt.
 pub(crate) fn decide(debt_now: f64, cost: f64, quota: &Quota) -> Result<Admit, OverQuota> {
+    decide_within(debt_now, cost, quota, 0.0)
+}
+
+/// [`decide`], forgiving up to `slack` units past the size that the
+/// caller's arithmetic cannot tell from it (the debt reported stays at
+/// most the size).
+pub(crate) fn decide_within(
+    debt_now: f64,
+    cost: f64,
+    quota: &Quota,
+    slack: f64,
+) -> Result<Admit, OverQuota> {
     let after = debt_now + cost;
-    if after <= quota.size {
+    if after <= quota.size + slack {
         Ok(Admit {
-            debt: after,
+            debt: after.min(quota.size),
             size: quota.size,
             rate: quota.rate,
         })
@@ -697,16 +709,6 @@ pub(crate) fn settle_debt(debt_now: f64, estimated: f64, actual: f64) -> f64 {
     if debt > 0.0 { debt.min(f64::MAX) } else { 0.0 }
 }
 
-/// Nanoseconds `debt` takes to drain at `rate`, rounded up, saturating.
-pub(crate) fn drain_nanos(debt: f64, rate: f64) -> u64 {
-    if debt > 0.0 {
-        // `as` saturates: +inf becomes u64::MAX.
-        (debt / rate * NANOS_PER_SEC).ceil() as u64
-    } else {
-        0
-    }
-}
-
 /// Seconds as a [`Duration`], rounded up to the nanosecond: zero for
 /// non-positive or NaN input, [`Duration::MAX`] past its range.
 pub(crate) fn secs_to_duration(secs: f64) -> Duration {
@@ -743,8 +745,6 @@ mod tests {
         assert_eq!(secs_to_duration(f64::MIN_POSITIVE), Duration::from_nanos(1));
         assert_eq!(secs_to_duration(1.5), Duration::from_millis(1500));
         assert_eq!(secs_to_duration(0.999_999_999_9), Duration::from_secs(1));
-        assert_eq!(drain_nanos(f64::MAX, f64::MIN_POSITIVE), u64::MAX);
-        assert_eq!(drain_nanos(0.0, 1.0), 0);
         assert_eq!(drain(f64::MAX, f64::MAX, f64::MAX), 0.0);
     }
 

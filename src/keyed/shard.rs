@@ -9,9 +9,17 @@
 //! probing from
 //! `(low 32 hash bits × P) >> 32`, backward-shift deletion. A lookup scans
 //! tag bytes (a small, cache-resident array) and touches one slot. A
-//! [`Slot`] is `key`, `debt: f64`, `last: NonZeroU64` (nanos since the
-//! table's epoch, plus one, so `Option<Slot>` costs nothing extra). Heap
-//! entries are 12 bytes. Nothing is allocated after construction.
+//! [`Slot`] is `key` and one 8-byte word: when the bucket empties (an
+//! `f64` of nanoseconds since the table's epoch, GCRA's theoretical
+//! arrival time), so a `u64` key's slot takes 16 bytes. A bucket's debt at
+//! `now` is `(until - now) × rate`; an admission moves `until` on by
+//! `cost / rate`, rounded up when the `f64` cannot hold the sum (a key is
+//! never charged short; the `f64`'s step is a nanosecond at 104 days of a
+//! table's life, 4 at a year), and its decision forgives the rounding it
+//! can have made ([`slack`]: at most 1/64 of the cost), so bursts stay
+//! exact. A per-key rate change keeps what the bucket owes at `now` and
+//! drains it at the new rate from then on. Heap entries are 12 bytes.
+//! Nothing is allocated after construction.
 //!
 //! The heap is only needed to evict, so it is built (in the room reserved
 //! for it) at the shard's first eviction and kept from then on: until a
@@ -35,31 +43,91 @@ use std::hash::{BuildHasher, Hash};
 use std::num::NonZeroU64;
 
 use super::bucket::{
-    Admit, AdmitError, InvalidCost, Quota, check_cost, check_settle, decide, drain, drain_nanos,
-    elapsed_secs, settle_debt,
+    Admit, AdmitError, InvalidCost, NANOS_PER_SEC, Quota, check_cost, check_settle, decide,
+    decide_within, settle_debt,
 };
 
-/// One stored bucket.
+/// One stored bucket: its key and when it empties.
 pub(crate) struct Slot<K> {
     key: K,
-    debt: f64,
-    last: NonZeroU64,
+    /// The bits of `until` (finite, `>= 0`), plus one, so `Option<Slot>`
+    /// costs nothing extra.
+    until: NonZeroU64,
 }
 
 impl<K> Slot<K> {
-    fn new(key: K, debt: f64, last: u64) -> Self {
+    fn new(key: K, until: f64) -> Self {
         Self {
             key,
-            debt,
-            last: Self::encode(last),
+            until: Self::encode(until),
         }
     }
-    fn encode(last: u64) -> NonZeroU64 {
-        NonZeroU64::new(last.saturating_add(1)).unwrap_or(NonZeroU64::MAX)
+    fn encode(until: f64) -> NonZeroU64 {
+        // NaN and negatives are 0; +inf is f64::MAX, so `+ 1` cannot overflow.
+        let until = if until > 0.0 {
+            until.min(f64::MAX)
+        } else {
+            0.0
+        };
+        NonZeroU64::new(until.to_bits() + 1).unwrap_or(NonZeroU64::MAX)
     }
-    fn last(&self) -> u64 {
-        self.last.get() - 1
+    /// Nanoseconds since the epoch at which the bucket is empty.
+    fn until(&self) -> f64 {
+        f64::from_bits(self.until.get() - 1)
     }
+}
+
+/// `base + span`, rounded up so the sum is never short of it.
+fn add_up(base: f64, span: f64) -> f64 {
+    let sum = base + span;
+    if sum - base < span {
+        sum.next_up()
+    } else {
+        sum
+    }
+}
+
+/// The nanoseconds `debt` takes to drain at `rate` (multiplied first, so
+/// whole numbers stay whole).
+fn span(debt: f64, rate: f64) -> f64 {
+    debt * NANOS_PER_SEC / rate
+}
+
+/// When a bucket owing `debt` at `now` empties at `rate`.
+fn until_of(debt: f64, now: u64, rate: f64) -> f64 {
+    if debt > 0.0 {
+        add_up(now as f64, span(debt, rate))
+    } else {
+        now as f64
+    }
+}
+
+/// What a bucket that empties at `until` owes at `now` at `rate`.
+fn debt_at(until: f64, now: u64, rate: f64) -> f64 {
+    let ahead = until - now as f64;
+    if ahead > 0.0 {
+        (ahead * rate / NANOS_PER_SEC).min(f64::MAX)
+    } else {
+        0.0
+    }
+}
+
+/// The units past its size an admission of `cost` that leaves a bucket
+/// emptying at `after` may reach, since the `f64` cannot tell them from
+/// rounding: one of its steps at `after` for each admission that can have
+/// rounded up since the bucket was last empty (`size / cost`, plus 64), at
+/// most 1/64 of the cost (where a step is worth more, at rates of 10^5 a
+/// second and more in a table months old, a burst may be cut short
+/// instead), plus 2^-40 of the size for the conversions between time and
+/// debt.
+fn slack(after: f64, cost: f64, quota: &Quota) -> f64 {
+    let steps = if after.is_finite() {
+        let step = (after.next_up() - after) * quota.rate() / NANOS_PER_SEC;
+        (quota.size() / cost + 64.0) * step
+    } else {
+        0.0
+    };
+    steps.min(cost / 64.0) + quota.size() * 2f64.powi(-40)
 }
 
 /// `(empty_at, position)` in three `u32`s so an entry takes 12 bytes; the
@@ -153,17 +221,14 @@ fn quota_in<K: Hash + Eq>(overrides: &HashMap<K, Quota>, key: &K, default: &Quot
     }
 }
 
-fn empty_at<K: Hash + Eq>(slot: &Slot<K>, overrides: &HashMap<K, Quota>, default: &Quota) -> u64 {
-    let rate = quota_in(overrides, &slot.key, default).rate();
-    slot.last().saturating_add(drain_nanos(slot.debt, rate))
+/// The whole nanosecond at which `slot` empties (rounded up, saturating).
+fn empty_at<K>(slot: &Slot<K>) -> u64 {
+    // `as` saturates.
+    slot.until().ceil() as u64
 }
 
 fn drained<K>(slot: &Slot<K>, quota: &Quota, now: u64) -> f64 {
-    drain(
-        slot.debt,
-        elapsed_secs(now.saturating_sub(slot.last())),
-        quota.rate(),
-    )
+    debt_at(slot.until(), now, quota.rate())
 }
 
 impl<K: Hash + Eq + Clone> Shard<K> {
@@ -202,12 +267,7 @@ impl<K: Hash + Eq + Clone> Shard<K> {
             return 0.0;
         }
         let (a, b) = ledger_at(hash, self.ledger.len());
-        let until = self.ledger[a].min(self.ledger[b]);
-        if until > now {
-            elapsed_secs(until - now) * quota.rate()
-        } else {
-            0.0
-        }
+        debt_at(self.ledger[a].min(self.ledger[b]) as f64, now, quota.rate())
     }
 
     /// Writes down that the bucket of `hash`, evicted, owes until `until`.
@@ -261,64 +321,54 @@ impl<K: Hash + Eq + Clone> Shard<K> {
         self.slots.get(pos).and_then(Option::as_ref)
     }
 
-    /// Replaces the state of the bucket at `pos`, keeping the heap invariant.
-    fn write(&mut self, pos: usize, debt: f64, last: u64, default: &Quota) {
+    /// Sets when the bucket at `pos` empties, keeping the heap invariant.
+    fn write(&mut self, pos: usize, until: f64) {
         let Some(slot) = self.slots.get_mut(pos).and_then(Option::as_mut) else {
             return;
         };
-        if !self.tracked {
-            slot.debt = debt;
-            slot.last = Slot::<K>::encode(last);
-            return;
-        }
-        let old = empty_at(slot, &self.overrides, default);
-        slot.debt = debt;
-        slot.last = Slot::<K>::encode(last);
-        let new = empty_at(slot, &self.overrides, default);
-        if new < old {
-            self.push(new, pos, default);
+        let old = empty_at(slot);
+        slot.until = Slot::<K>::encode(until);
+        let new = empty_at(slot);
+        if self.tracked && new < old {
+            self.push(new, pos);
         }
     }
 
-    fn push(&mut self, at: u64, pos: usize, default: &Quota) {
+    fn push(&mut self, at: u64, pos: usize) {
         if !self.tracked {
             // Built whole at the first eviction.
         } else if self.heap.len() >= self.heap_limit {
-            self.rebuild(default); // includes `pos` as it is now
+            self.rebuild(); // includes `pos` as it is now
         } else {
             self.heap.push(Entry::new(at, pos));
         }
     }
 
     /// One fresh entry per bucket, in place: O(positions).
-    fn rebuild(&mut self, default: &Quota) {
+    fn rebuild(&mut self) {
         let mut entries = std::mem::take(&mut self.heap).into_vec();
         entries.clear();
-        let overrides = &self.overrides;
-        entries.extend(self.slots.iter().enumerate().filter_map(|(pos, slot)| {
-            slot.as_ref()
-                .map(|s| Entry::new(empty_at(s, overrides, default), pos))
-        }));
+        entries.extend(
+            self.slots
+                .iter()
+                .enumerate()
+                .filter_map(|(pos, slot)| slot.as_ref().map(|s| Entry::new(empty_at(s), pos))),
+        );
         self.heap = BinaryHeap::from(entries);
     }
 
     /// The position of the bucket that empties soonest (zero-debt ones
     /// first), its entry popped.
-    fn victim(&mut self, default: &Quota) -> Option<usize> {
+    fn victim(&mut self) -> Option<usize> {
         if !self.tracked {
             self.tracked = true;
-            self.rebuild(default);
+            self.rebuild();
         }
         let mut repairs = 0;
         loop {
-            let Self {
-                heap,
-                slots,
-                overrides,
-                ..
-            } = self;
+            let Self { heap, slots, .. } = self;
             let Some(mut top) = heap.peek_mut() else {
-                self.rebuild(default);
+                self.rebuild();
                 if self.heap.is_empty() {
                     return None;
                 }
@@ -329,7 +379,7 @@ impl<K: Hash + Eq + Clone> Shard<K> {
                 PeekMut::pop(top);
                 continue;
             };
-            let current = empty_at(slot, overrides, default);
+            let current = empty_at(slot);
             if top.0.at() == current {
                 PeekMut::pop(top);
                 return Some(pos);
@@ -337,7 +387,7 @@ impl<K: Hash + Eq + Clone> Shard<K> {
             repairs += 1;
             if repairs > 16 + self.cap / 16 {
                 drop(top);
-                self.rebuild(default);
+                self.rebuild();
                 repairs = 0;
                 continue;
             }
@@ -347,13 +397,13 @@ impl<K: Hash + Eq + Clone> Shard<K> {
 
     /// Empties `pos` by backward-shift deletion; each bucket moved gets a
     /// heap entry at its new position.
-    fn remove(&mut self, pos: usize, ctx: &Ctx<'_, impl BuildHasher>) {
+    fn remove(&mut self, pos: usize, hasher: &impl BuildHasher) {
         let mut hole = pos;
         let mut next = self.next(pos);
         let n = self.tags.len();
         while self.tags[next] != 0 {
             let home = match &self.slots[next] {
-                Some(slot) => self.home(ctx.hasher.hash_one(&slot.key)),
+                Some(slot) => self.home(hasher.hash_one(&slot.key)),
                 None => next,
             };
             // Move the bucket at `next` into the hole unless its home lies
@@ -362,8 +412,8 @@ impl<K: Hash + Eq + Clone> Shard<K> {
                 self.tags[hole] = self.tags[next];
                 self.slots[hole] = self.slots[next].take();
                 if let Some(slot) = &self.slots[hole] {
-                    let at = empty_at(slot, &self.overrides, ctx.default);
-                    self.push(at, hole, ctx.default);
+                    let at = empty_at(slot);
+                    self.push(at, hole);
                 }
                 hole = next;
             }
@@ -373,33 +423,34 @@ impl<K: Hash + Eq + Clone> Shard<K> {
         self.slots[hole] = None;
     }
 
-    /// Stores a new bucket for `key` (known absent), evicting if full.
+    /// Stores a new bucket for `key` (known absent) that empties at
+    /// `until`, evicting if full.
     fn insert(
         &mut self,
         hash: u64,
         key: &K,
-        debt: f64,
+        until: f64,
         now: u64,
         ctx: &Ctx<'_, impl BuildHasher>,
     ) -> Placed {
-        let slot = Slot::new(key.clone(), debt, now);
+        let slot = Slot::new(key.clone(), until);
         let placed = if self.len < self.cap {
             self.len += 1;
             Placed::Added
         } else {
-            match self.victim(ctx.default) {
+            match self.victim() {
                 Some(pos) => {
                     // Its debt outlives it in the ledger (if there is one).
                     if !self.ledger.is_empty()
                         && let Some(victim) = self.slot(pos)
                     {
-                        let until = empty_at(victim, &self.overrides, ctx.default);
+                        let until = empty_at(victim);
                         if until > now {
                             let h = ctx.hasher.hash_one(&victim.key);
                             self.remember(h, until);
                         }
                     }
-                    self.remove(pos, ctx);
+                    self.remove(pos, ctx.hasher);
                 }
                 None => return Placed::Nothing, // unreachable: a full shard has entries
             }
@@ -409,10 +460,10 @@ impl<K: Hash + Eq + Clone> Shard<K> {
         while self.tags[pos] != 0 {
             pos = self.next(pos);
         }
-        let at = empty_at(&slot, &self.overrides, ctx.default);
+        let at = empty_at(&slot);
         self.tags[pos] = tag(hash);
         self.slots[pos] = Some(slot);
-        self.push(at, pos, ctx.default);
+        self.push(at, pos);
         placed
     }
 
@@ -434,11 +485,19 @@ impl<K: Hash + Eq + Clone> Shard<K> {
     ) -> Result<Admit, AdmitError> {
         let quota = self.quota(key, default);
         check_cost(cost, &quota)?;
-        let debt = match self.find(hash, key).ok().and_then(|pos| self.slot(pos)) {
-            Some(slot) => drained(slot, &quota, now),
-            None => self.owed(hash, &quota, now),
-        };
-        Ok(decide(debt, cost, &quota)?)
+        match self.find(hash, key).ok().and_then(|pos| self.slot(pos)) {
+            Some(slot) => {
+                let after = add_up(slot.until().max(now as f64), span(cost, quota.rate()));
+                let slack = slack(after, cost, &quota);
+                Ok(decide_within(
+                    drained(slot, &quota, now),
+                    cost,
+                    &quota,
+                    slack,
+                )?)
+            }
+            None => Ok(decide(self.owed(hash, &quota, now), cost, &quota)?),
+        }
     }
 
     #[inline]
@@ -458,14 +517,18 @@ impl<K: Hash + Eq + Clone> Shard<K> {
             .and_then(|pos| Some((pos, self.slot(pos)?)))
         {
             Some((pos, slot)) => {
-                let admit = decide(drained(slot, &quota, now), cost, &quota)?;
-                let last = slot.last().max(now);
-                self.write(pos, admit.debt(), last, ctx.default);
+                let until = slot.until();
+                // Time past `now` the bucket already owed, then the cost's.
+                let after = add_up(until.max(now as f64), span(cost, quota.rate()));
+                let slack = slack(after, cost, &quota);
+                let admit = decide_within(drained(slot, &quota, now), cost, &quota, slack)?;
+                self.write(pos, after);
                 Ok((admit, Placed::Nothing))
             }
             None => {
                 let admit = decide(self.owed(hash, &quota, now), cost, &quota)?;
-                Ok((admit, self.insert(hash, key, admit.debt(), now, ctx)))
+                let until = until_of(admit.debt(), now, quota.rate());
+                Ok((admit, self.insert(hash, key, until, now, ctx)))
             }
         }
     }
@@ -487,14 +550,14 @@ impl<K: Hash + Eq + Clone> Shard<K> {
         {
             Some((pos, slot)) => {
                 let debt = settle_debt(drained(slot, &quota, now), estimated, actual);
-                let last = slot.last().max(now);
-                self.write(pos, debt, last, ctx.default);
+                self.write(pos, until_of(debt, now, quota.rate()));
                 Ok((debt, Placed::Nothing))
             }
             None => {
                 let debt = settle_debt(self.owed(hash, &quota, now), estimated, actual);
                 let placed = if debt > 0.0 {
-                    self.insert(hash, key, debt, now, ctx)
+                    let until = until_of(debt, now, quota.rate());
+                    self.insert(hash, key, until, now, ctx)
                 } else {
                     Placed::Nothing
                 };
@@ -503,9 +566,9 @@ impl<K: Hash + Eq + Clone> Shard<K> {
         }
     }
 
-    /// Sets (`Some`) or clears (`None`) `key`'s override. A stored bucket is
-    /// first brought up to `now` under the old rate, so the new rate applies
-    /// from `now` on. Returns the previous override.
+    /// Sets (`Some`) or clears (`None`) `key`'s override. A stored bucket
+    /// keeps what it owes at `now` under the old rate and drains it at the
+    /// new rate from `now` on. Returns the previous override.
     pub(crate) fn set_quota(
         &mut self,
         hash: u64,
@@ -515,26 +578,16 @@ impl<K: Hash + Eq + Clone> Shard<K> {
         default: &Quota,
     ) -> Option<Quota> {
         let found = self.find(hash, &key).ok();
-        let mut old_at = None;
-        if let Some(slot) = found.and_then(|pos| self.slot(pos)) {
-            let old_quota = self.quota(&key, default);
-            let (debt, last) = (drained(slot, &old_quota, now), slot.last().max(now));
-            old_at = Some(empty_at(slot, &self.overrides, default));
-            if let Some(pos) = found {
-                self.write(pos, debt, last, default);
-            }
-        }
+        let owed = found
+            .and_then(|pos| self.slot(pos))
+            .map(|slot| drained(slot, &self.quota(&key, default), now));
+        let new_rate = quota.unwrap_or(*default).rate();
         let previous = match quota {
             Some(q) => self.overrides.insert(key, q),
             None => self.overrides.remove(&key),
         };
-        if let (Some(pos), Some(old)) = (found, old_at)
-            && let Some(slot) = self.slot(pos)
-        {
-            let new = empty_at(slot, &self.overrides, default);
-            if new < old {
-                self.push(new, pos, default);
-            }
+        if let (Some(pos), Some(debt)) = (found, owed) {
+            self.write(pos, until_of(debt, now, new_rate));
         }
         previous
     }
@@ -567,7 +620,7 @@ mod tests {
 
     impl<K: Hash + Eq + Clone> Shard<K> {
         /// Tags match slots, every bucket is found, the heap bounds each.
-        fn assert_consistent(&self, hasher: &RandomState, default: &Quota) {
+        fn assert_consistent(&self, hasher: &RandomState) {
             let stored: Vec<(usize, &Slot<K>)> = self
                 .slots
                 .iter()
@@ -583,7 +636,7 @@ mod tests {
             for (pos, slot) in stored {
                 assert_eq!(self.tags[pos], tag(hasher.hash_one(&slot.key)));
                 assert_eq!(self.find(hasher.hash_one(&slot.key), &slot.key), Ok(pos));
-                let at = empty_at(slot, &self.overrides, default);
+                let at = empty_at(slot);
                 assert!(
                     !self.tracked
                         || self
@@ -593,6 +646,35 @@ mod tests {
                 );
             }
         }
+    }
+
+    #[test]
+    fn a_bucket_is_never_charged_short() {
+        // A year in: the f64's step is 4 ns, so a 0.1 ns cost alone would
+        // vanish in the sum; rounded up, every admission still counts.
+        let year = 365 * 24 * 3600 * 1_000_000_000u64;
+        let hasher = RandomState::new();
+        let default = Quota::per_second(1e10).burst(1e4).unwrap();
+        let ctx = Ctx {
+            default: &default,
+            hasher: &hasher,
+        };
+        let mut shard = Shard::<u8>::new(4, 0).unwrap();
+        let admitted = (0..100_000)
+            .take_while(|_| {
+                shard
+                    .admit(hasher.hash_one(1u8), &1, 1.0, year, &ctx)
+                    .is_ok()
+            })
+            .count();
+        assert!((1..=10_000).contains(&admitted), "{admitted}");
+        for (base, span) in [(1e16, 0.1), (3e16, 5.0), (0.0, 1e-300), (1.0, 0.3)] {
+            assert!(add_up(base, span) - base >= span);
+        }
+        assert_eq!(until_of(0.0, 7, 1.0), 7.0);
+        assert_eq!(debt_at(f64::MAX, 0, f64::MAX), f64::MAX);
+        assert_eq!(Slot::new(0u8, f64::INFINITY).until(), f64::MAX);
+        assert_eq!(Slot::new(0u8, f64::NAN).until(), 0.0);
     }
 
     proptest! {
@@ -615,15 +697,15 @@ mod tests {
                     }
                     Op::Advance(d) => now += d,
                     Op::Victim if shard.len > 0 => {
-                        let min = shard.slots.iter().flatten().map(|s| empty_at(s, &shard.overrides, &default)).min();
-                        let pos = shard.victim(&default).unwrap();
-                        let got = empty_at(shard.slot(pos).unwrap(), &shard.overrides, &default);
+                        let min = shard.slots.iter().flatten().map(empty_at).min();
+                        let pos = shard.victim().unwrap();
+                        let got = empty_at(shard.slot(pos).unwrap());
                         prop_assert_eq!(Some(got), min);
-                        shard.push(got, pos, &default);
+                        shard.push(got, pos);
                     }
                     Op::Victim => {}
                 }
-                shard.assert_consistent(&hasher, &default);
+                shard.assert_consistent(&hasher);
             }
         }
     }

@@ -20,9 +20,14 @@ const MAX_SHARD_KEYS: usize = 1 << 31;
 /// Keys hash to one of a power-of-two number of shards (by default the
 /// next power of two of 32 × available cores, fewer for small tables), each
 /// behind its own mutex and holding its share of `max_keys`. Inserting a new key into a full shard
-/// evicts a bucket already at zero debt, else the one that empties soonest
-/// (`last + debt / rate` smallest). There is no sweeper: debt drains lazily
-/// on access. Instants before the table was built count as its build
+/// evicts a bucket already at zero debt, else the one that empties soonest.
+/// A bucket is one word, when it empties (GCRA's theoretical arrival time,
+/// an `f64` of nanoseconds since the table was built: 16 bytes a bucket
+/// with a `u64` key), so there is no sweeper: debt drains lazily on
+/// access. An admission's time is rounded up, never down, where the `f64`
+/// cannot hold it (a nanosecond is its step at 104 days of a table's life),
+/// and forgiven in the decision, at most 1/64 of the cost: bursts are
+/// exact. Instants before the table was built count as its build
 /// instant. Per-key quota overrides live in a separate, bounded map that is
 /// never evicted: the caller sets and clears them.
 ///
