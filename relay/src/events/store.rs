@@ -97,6 +97,9 @@ enum Op {
         seq: u64,
         event: EventRecord,
         payload: axum::body::Bytes,
+        /// The application's first id ([`App::since`](crate::catalog::App)):
+        /// a key naming an earlier event is an earlier application's.
+        since: u64,
         done: oneshot::Sender<Result<Posted, String>>,
     },
     Tell {
@@ -171,11 +174,13 @@ impl EventStore {
         seq: u64,
         event: EventRecord,
         payload: axum::body::Bytes,
+        since: u64,
     ) -> Result<Posted, String> {
         self.ask(|done| Op::Post {
             seq,
             event,
             payload,
+            since,
             done,
         })
         .await
@@ -361,12 +366,16 @@ impl Tables<'_> {
                 seq,
                 event,
                 payload,
+                since,
                 ..
             } => {
                 if let Some(key) = &event.key {
                     let k = idempotency(&event.app, key);
-                    if let Some(had) = tx.get(KEYS, &k)? {
-                        let had = seq_of(&had);
+                    // A key an application deleted since used names an
+                    // event of that one: taken again, as new.
+                    if let Some(had) = tx.get(KEYS, &k)?.map(|had| seq_of(&had))
+                        && had >= *since
+                    {
                         let first = self.json::<EventRecord>(EVENTS, &seq_key(had))?;
                         let same = match &first {
                             Some(r) => {
@@ -520,9 +529,33 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn a_key_is_its_applications_not_an_earlier_ones_of_the_name() {
+        use super::Posted;
+        let store = EventStore::open(None).unwrap();
+        let keyed = || EventRecord {
+            key: Some("invoice-1".into()),
+            ..event(&["a"])
+        };
+        assert_eq!(
+            store.post(5, keyed(), "{}".into(), 0).await,
+            Ok(Posted::New)
+        );
+        let again = store.post(6, keyed(), "{}".into(), 0).await;
+        assert_eq!(again, Ok(Posted::Duplicate { seq: 5, copies: 1 }));
+        // The application made again from id 7 on: the key is taken anew,
+        // and then names the new event.
+        assert_eq!(
+            store.post(8, keyed(), "{}".into(), 7).await,
+            Ok(Posted::New)
+        );
+        let again = store.post(9, keyed(), "{}".into(), 7).await;
+        assert_eq!(again, Ok(Posted::Duplicate { seq: 8, copies: 1 }));
+    }
+
+    #[tokio::test]
     async fn a_copy_is_sent_again_once_and_only_once_it_has_ended() {
         let store = EventStore::open(None).unwrap();
-        store.post(1, event(&["a"]), "{}".into()).await.unwrap();
+        store.post(1, event(&["a"]), "{}".into(), 0).await.unwrap();
         let a: Arc<str> = Arc::from("a");
         assert!(
             store.again(vec![1], a.clone()).await.unwrap().is_empty(),
@@ -544,8 +577,14 @@ mod tests {
     #[tokio::test]
     async fn the_sweep_walks_past_an_event_still_on_its_way() {
         let store = EventStore::open(None).unwrap();
-        store.post(1, event(&["slow"]), "{}".into()).await.unwrap();
-        store.post(2, event(&["fast"]), "{}".into()).await.unwrap();
+        store
+            .post(1, event(&["slow"]), "{}".into(), 0)
+            .await
+            .unwrap();
+        store
+            .post(2, event(&["fast"]), "{}".into(), 0)
+            .await
+            .unwrap();
         store.tell(2, Arc::from("fast"), Told::DeadLettered("overflow".into()));
         // One at a time: the first is held (pending), the walk goes on.
         let (swept, next) = store.sweep(0, u64::MAX, 1).await.unwrap();

@@ -508,10 +508,30 @@ async fn deleting_an_application_dead_letters_what_its_endpoints_held(engine: En
         assert_eq!(send(reqwest::Method::PUT, &url, Some(body)).await.0, 201);
     }
     let post = relay.url("/v1/applications/gone/events");
+    // An event posted with an Idempotency-Key (what a sender retrying it
+    // would send again).
+    let keyed = |post: String| async move {
+        let body = json!({"type": "invoice.paid", "payload": {"invoice": "in_123"}});
+        let resp = http()
+            .post(post)
+            .header("idempotency-key", "invoice-in_123-paid")
+            .header("content-type", "application/json")
+            .body(body.to_string())
+            .send()
+            .await
+            .expect("the relay answers");
+        let status = resp.status().as_u16();
+        let text = resp.text().await.unwrap_or_default();
+        (status, serde_json::from_str::<Value>(&text).unwrap_or(Value::Null))
+    };
     let mut old_id = String::new();
     for n in 0..5 {
-        let body = json!({"type": "thing.happened", "payload": {"n": n}});
-        let (status, v) = send(reqwest::Method::POST, &post, Some(body)).await;
+        let (status, v) = if n == 4 {
+            keyed(post.clone()).await
+        } else {
+            let body = json!({"type": "thing.happened", "payload": {"n": n}});
+            send(reqwest::Method::POST, &post, Some(body)).await
+        };
         assert_eq!(status, 202, "{v}");
         assert_eq!(v["endpoints"], 2, "{v}");
         old_id = v["id"].as_str().unwrap_or_default().to_owned();
@@ -598,6 +618,20 @@ async fn deleting_an_application_dead_letters_what_its_endpoints_held(engine: En
     .await;
     assert_eq!(status, 202, "{v}");
     assert_eq!(v["sent"], 0, "{v}");
+    // Its keys are its own: the deleted one's key is a new event here,
+    // fanned out to the new endpoint (then a repeat of that one).
+    let (status, v) = keyed(post.clone()).await;
+    assert_eq!(status, 202, "{v}");
+    assert_ne!(v["status"], "duplicate", "{v}");
+    assert_ne!(v["id"].as_str(), Some(old_id.as_str()), "{v}");
+    assert_eq!(v["endpoints"], 1, "{v}");
+    let first = v["id"].clone();
+    let (status, v) = keyed(post.clone()).await;
+    assert_eq!(
+        (status, &v["status"], &v["id"]),
+        (202, &json!("duplicate"), &first),
+        "{v}"
+    );
     relay.signal("TERM");
     assert!(relay.exit(Duration::from_secs(30)).await.success());
 }

@@ -327,7 +327,12 @@ impl Events for Local {
             key: p.key,
             copies: passes.iter().map(|pass| pass.name().to_string()).collect(),
         };
-        match store.post(seq, record.clone(), p.payload.clone()).await {
+        // A key is this application's, not an earlier one's of the name.
+        let since = self.catalog.app(&record.app).map_or(0, |a| a.since);
+        match store
+            .post(seq, record.clone(), p.payload.clone(), since)
+            .await
+        {
             Ok(crate::events::store::Posted::New) => {}
             Ok(crate::events::store::Posted::Duplicate { seq, copies }) => {
                 give_back().await;

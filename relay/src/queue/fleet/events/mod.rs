@@ -173,6 +173,8 @@ impl Events for FleetQueue {
         // Keys are the application's (scoped by tenant at intake), as in
         // the local engine.
         let key = p.key.as_deref();
+        // ...and this application's, not an earlier one's of the name.
+        let since = self.catalog.app(&record.app).map_or(0, |a| a.since);
         let oldest = id_at(unix_ms().saturating_sub(self.shared.events.retention_ms()));
         let events = &self.shared.events;
         // With replicas to wait for, on a connection of its own (WAIT
@@ -206,7 +208,9 @@ impl Events for FleetQueue {
         for _ in 0..4 {
             id = next_id();
             let on = pinned.as_ref().map(|(c, _)| c);
-            answer = events.post(on, id, &record, &p.payload, key, oldest).await;
+            answer = events
+                .post(on, id, &record, &p.payload, key, oldest, since)
+                .await;
             if !matches!(answer, Ok(Posted::Taken)) {
                 break;
             }

@@ -182,8 +182,10 @@ impl RedisEvents {
     }
 
     /// Takes event `id` of `app` (`record`, `payload`), unless its scoped
-    /// idempotency key `scoped` names one taken before; forgets events
-    /// older than `oldest` (an id). One round trip, on `on` if given (a
+    /// idempotency key `scoped` names one taken before, from `since` on
+    /// (the application's first id: an earlier event is an earlier
+    /// application's of the name); forgets events older than `oldest` (an
+    /// id). One round trip, on `on` if given (a
     /// connection a `WAIT` follows on, [`wait`](Self::wait)).
     pub(crate) async fn post(
         &self,
@@ -193,6 +195,7 @@ impl RedisEvents {
         payload: &[u8],
         scoped: Option<&str>,
         oldest: u64,
+        since: u64,
     ) -> Result<Posted, RedisError> {
         let k = Keys::of(&record.app);
         let stored = Stored {
@@ -217,7 +220,8 @@ impl RedisEvents {
             .arg(padded(oldest))
             .arg(self.most)
             .arg(self.retention_ms.max(1))
-            .arg(if on.is_some() { "1" } else { "0" });
+            .arg(if on.is_some() { "1" } else { "0" })
+            .arg(padded(since));
         let v: Value = bounded(call.invoke_async(&mut conn), CALL).await?;
         let items = array(v, 3, "event post")?;
         match text(&items[0]).as_deref() {

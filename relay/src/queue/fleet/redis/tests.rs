@@ -801,13 +801,40 @@ async fn an_event_is_taken_once_its_copies_are_made_once_and_old_ones_are_forgot
     // Taken once; a repeat of its key answers it; an id held is refused.
     let post = |id: u64, key: Option<&'static str>, oldest: u64| {
         let (events, r) = (events.clone(), record(id));
-        async move { events.post(None, id, &r, b"{}", key, oldest).await.unwrap() }
+        async move {
+            events
+                .post(None, id, &r, b"{}", key, oldest, 0)
+                .await
+                .unwrap()
+        }
     };
     assert_eq!(post(100, Some("0::k1"), 0).await, Posted::New);
     assert_eq!(
         post(101, Some("0::k1"), 0).await,
         Posted::Repeat { id: 100, copies: 2 }
     );
+    // (Another application's.) One made again from id 50 on still knows
+    // its key; made
+    // again from 150 on, the key is an earlier one's: taken anew (then
+    // named by the new event), once.
+    let again = |id: u64, since: u64| {
+        let r = EventRecord {
+            app: "beta".into(),
+            ..record(id)
+        };
+        let events = events.clone();
+        async move {
+            let key = Some("0::k2");
+            events
+                .post(None, id, &r, b"{}", key, 0, since)
+                .await
+                .unwrap()
+        }
+    };
+    assert_eq!(again(110, 0).await, Posted::New);
+    assert_eq!(again(111, 50).await, Posted::Repeat { id: 110, copies: 2 });
+    assert_eq!(again(160, 150).await, Posted::New);
+    assert_eq!(again(161, 150).await, Posted::Repeat { id: 160, copies: 2 });
     assert_eq!(post(100, None, 0).await, Posted::Taken);
     assert_eq!(post(200, None, 0).await, Posted::New);
     assert_eq!(

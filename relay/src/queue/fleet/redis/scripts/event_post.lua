@@ -20,6 +20,9 @@
 --          post, ms (each key's time to live)
 -- ARGV[9]  "1" if the caller waits for replicas (WAIT) after this script:
 --          a repeat then writes its key again, so the WAIT covers it
+-- ARGV[10] the application's first id (padded): a key naming an earlier
+--          event is an earlier application's of the same name (deleted
+--          since), and is taken anew
 --
 -- Forgets at most 64 old events, then: a key seen answers {"repeat",
 -- its event's id, its copies}; an id held answers {"taken", id, 0} (the
@@ -60,7 +63,7 @@ end
 
 if ARGV[4] ~= '' then
   local seen = redis.call('HGET', KEYS[5], ARGV[4])
-  if seen then
+  if seen and seen >= (ARGV[10] or '') then
     local n = 0
     local rec = redis.call('HGET', KEYS[1], seen)
     if rec then
