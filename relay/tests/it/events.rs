@@ -522,7 +522,10 @@ async fn deleting_an_application_dead_letters_what_its_endpoints_held(engine: En
             .expect("the relay answers");
         let status = resp.status().as_u16();
         let text = resp.text().await.unwrap_or_default();
-        (status, serde_json::from_str::<Value>(&text).unwrap_or(Value::Null))
+        (
+            status,
+            serde_json::from_str::<Value>(&text).unwrap_or(Value::Null),
+        )
     };
     let mut old_id = String::new();
     for n in 0..5 {

@@ -28,7 +28,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::FleetQueue;
-use super::redis::events::{CopyRead, Ended, Posted};
+use super::redis::events::{Bounds, CopyRead, Ended, Posted};
 use super::redis::queue::Again;
 use super::redis::queue_status::JobState;
 use crate::catalog::App;
@@ -208,9 +208,8 @@ impl Events for FleetQueue {
         for _ in 0..4 {
             id = next_id();
             let on = pinned.as_ref().map(|(c, _)| c);
-            answer = events
-                .post(on, id, &record, &p.payload, key, oldest, since)
-                .await;
+            let bounds = Bounds { oldest, since };
+            answer = events.post(on, id, &record, &p.payload, key, bounds).await;
             if !matches!(answer, Ok(Posted::Taken)) {
                 break;
             }

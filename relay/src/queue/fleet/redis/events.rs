@@ -158,6 +158,16 @@ pub(crate) struct RedisEvents {
     most: u64,
 }
 
+/// The ids a post is bounded by.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Bounds {
+    /// Events older than this are forgotten.
+    pub(crate) oldest: u64,
+    /// The application's first id: a key naming an earlier event is an
+    /// earlier application's of the same name (deleted since).
+    pub(crate) since: u64,
+}
+
 impl RedisEvents {
     /// The events over `conn`, each kept `retention_ms` and at most `most`
     /// per application.
@@ -182,10 +192,8 @@ impl RedisEvents {
     }
 
     /// Takes event `id` of `app` (`record`, `payload`), unless its scoped
-    /// idempotency key `scoped` names one taken before, from `since` on
-    /// (the application's first id: an earlier event is an earlier
-    /// application's of the name); forgets events older than `oldest` (an
-    /// id). One round trip, on `on` if given (a
+    /// idempotency key `scoped` names one taken before, from the bounds'
+    /// `since` on; forgets events older than their `oldest`. One round trip, on `on` if given (a
     /// connection a `WAIT` follows on, [`wait`](Self::wait)).
     pub(crate) async fn post(
         &self,
@@ -194,8 +202,7 @@ impl RedisEvents {
         record: &EventRecord,
         payload: &[u8],
         scoped: Option<&str>,
-        oldest: u64,
-        since: u64,
+        Bounds { oldest, since }: Bounds,
     ) -> Result<Posted, RedisError> {
         let k = Keys::of(&record.app);
         let stored = Stored {

@@ -782,7 +782,7 @@ mod pure {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_event_is_taken_once_its_copies_are_made_once_and_old_ones_are_forgotten() {
-    use super::events::{Ended, Posted, RedisEvents};
+    use super::events::{Bounds, Ended, Posted, RedisEvents};
     use crate::events::record::{AttemptRecord, EventRecord};
     if !available("an_event_is_taken_once_its_copies_are_made_once_and_old_ones_are_forgotten") {
         return;
@@ -802,10 +802,8 @@ async fn an_event_is_taken_once_its_copies_are_made_once_and_old_ones_are_forgot
     let post = |id: u64, key: Option<&'static str>, oldest: u64| {
         let (events, r) = (events.clone(), record(id));
         async move {
-            events
-                .post(None, id, &r, b"{}", key, oldest, 0)
-                .await
-                .unwrap()
+            let bounds = Bounds { oldest, since: 0 };
+            events.post(None, id, &r, b"{}", key, bounds).await.unwrap()
         }
     };
     assert_eq!(post(100, Some("0::k1"), 0).await, Posted::New);
@@ -814,9 +812,8 @@ async fn an_event_is_taken_once_its_copies_are_made_once_and_old_ones_are_forgot
         Posted::Repeat { id: 100, copies: 2 }
     );
     // (Another application's.) One made again from id 50 on still knows
-    // its key; made
-    // again from 150 on, the key is an earlier one's: taken anew (then
-    // named by the new event), once.
+    // its key; made again from 150 on, the key is an earlier one's: taken
+    // anew (then named by the new event), once.
     let again = |id: u64, since: u64| {
         let r = EventRecord {
             app: "beta".into(),
@@ -826,7 +823,7 @@ async fn an_event_is_taken_once_its_copies_are_made_once_and_old_ones_are_forgot
         async move {
             let key = Some("0::k2");
             events
-                .post(None, id, &r, b"{}", key, 0, since)
+                .post(None, id, &r, b"{}", key, Bounds { oldest: 0, since })
                 .await
                 .unwrap()
         }
