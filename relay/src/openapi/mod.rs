@@ -94,7 +94,36 @@ where
         text = renamed(&text, headers);
     }
     let doc = Arc::new(Document(Arc::from(text)));
-    router.with_state(state).layer(Extension(doc))
+    router
+        .with_state(state)
+        .fallback(no_route)
+        .method_not_allowed_fallback(no_method)
+        .layer(Extension(doc))
+}
+
+/// At most this much of a request's path is named back in a problem.
+const PATH_SHOWN: usize = 200;
+
+/// A path no route serves: a 404 problem, as every refusal is one.
+async fn no_route(method: axum::http::Method, uri: axum::http::Uri) -> Response {
+    let path: String = uri.path().chars().take(PATH_SHOWN).collect();
+    crate::domain::problem::problem(
+        axum::http::StatusCode::NOT_FOUND,
+        "not-found",
+        format!("no route serves {method} {path}; this listener's routes are in GET /openapi.json"),
+        Vec::new(),
+    )
+}
+
+/// A route asked with a method it does not serve: a 405 problem (the
+/// router adds the `Allow` header naming those it does).
+async fn no_method(method: axum::http::Method) -> Response {
+    crate::domain::problem::problem(
+        axum::http::StatusCode::METHOD_NOT_ALLOWED,
+        "method-not-allowed",
+        format!("this route does not serve {method}; the Allow header names what it does"),
+        Vec::new(),
+    )
 }
 
 /// `text` (a rendered document) with each header parameter named `from`
