@@ -194,26 +194,30 @@ proptest! {
 
     /// Kept as when it empties (an `f64` of nanoseconds since the table was
     /// built), a bucket still takes exactly its burst at one instant, at
-    /// awkward rates up to 10^4 a second and up to a year into the table's
-    /// life, and then exactly what its rate gives back.
+    /// awkward rates up to 10^4 a second with whole costs (10^3 with costs
+    /// of 0.01) and up to a year into the table's life, and then exactly
+    /// what its rate gives back.
     #[test]
     fn a_burst_is_exact_at_any_rate_and_age(
-        burst in 1u32..300,
-        rate in prop_oneof![0.1f64..10.0, 10.0f64..1e4],
+        (burst, cost, rate) in prop_oneof![
+            (1u32..300, Just(1.0f64), prop_oneof![0.1f64..10.0, 10.0f64..1e4]),
+            (1u32..20, Just(0.01f64), prop_oneof![0.1f64..10.0, 10.0f64..1e3]),
+        ],
         age_s in prop_oneof![Just(0u64), 0u64..31_536_000],
     ) {
         let q = Quota::per_second(rate).burst(f64::from(burst)).unwrap();
         let table = KeyedBuckets::<u8>::new(4, q).unwrap();
         let now = Instant::now() + Duration::from_secs(age_s);
-        let taken = (0..burst + 5).filter(|_| table.try_admit_at(&1, 1.0, now).is_ok()).count();
-        prop_assert_eq!(taken, burst as usize);
+        let each = (f64::from(burst) / cost).round() as u32;
+        let taken = (0..each + 5).filter(|_| table.try_admit_at(&1, cost, now).is_ok()).count();
+        prop_assert_eq!(taken, each as usize);
         // Two units' time later, two more fit (one if that is the burst)
         // and a third does not. Each admission rounds its time up by at
         // most one step of the f64 (a nanosecond at 104 days, 4 at a year),
         // so the wait allows one per admission made.
         let at = (age_s * 1_000_000_000) as f64 * 2.0;
         let step = at.next_up() - at;
-        let rounding = Duration::from_nanos((f64::from(burst + 2) * step).ceil() as u64 + 2);
+        let rounding = Duration::from_nanos((f64::from(each + 2) * step).ceil() as u64 + 2);
         let later = now + Duration::from_secs_f64(2.0 / rate) + rounding;
         let again = (0..5).filter(|_| table.try_admit_at(&1, 1.0, later).is_ok()).count();
         prop_assert_eq!(again, burst.min(2) as usize);

@@ -16,7 +16,7 @@
 //! `cost / rate`, rounded up when the `f64` cannot hold the sum (a key is
 //! never charged short; the `f64`'s step is a nanosecond at 104 days of a
 //! table's life, 4 at a year), and its decision forgives the rounding it
-//! can have made ([`slack`]: at most 1/64 of the cost), so bursts stay
+//! can have made ([`slack`]: at most 1/64 of the cost or of a unit), so bursts stay
 //! exact. A per-key rate change keeps what the bucket owes at `now` and
 //! drains it at the new rate from then on. Heap entries are 12 bytes.
 //! Nothing is allocated after construction.
@@ -116,10 +116,11 @@ fn debt_at(until: f64, now: u64, rate: f64) -> f64 {
 /// emptying at `after` may reach, since the `f64` cannot tell them from
 /// rounding: one of its steps at `after` for each admission that can have
 /// rounded up since the bucket was last empty (`size / cost`, plus 64), at
-/// most 1/64 of the cost (where a step is worth more, at rates of 10^5 a
-/// second and more in a table months old, a burst may be cut short
-/// instead), plus 2^-40 of the size for the conversions between time and
-/// debt.
+/// most 1/64 of the cost or of one unit, whichever is more (where the
+/// steps are worth more, a burst may be cut short instead: a step is a
+/// nanosecond at 104 days of a table's life, 4 at a year, so at 10^4 a
+/// second with whole costs or 10^3 with costs of 0.01 a year in), plus
+/// 2^-40 of the size for the conversions between time and debt.
 fn slack(after: f64, cost: f64, quota: &Quota) -> f64 {
     let steps = if after.is_finite() {
         let step = (after.next_up() - after) * quota.rate() / NANOS_PER_SEC;
@@ -127,7 +128,7 @@ fn slack(after: f64, cost: f64, quota: &Quota) -> f64 {
     } else {
         0.0
     };
-    steps.min(cost / 64.0) + quota.size() * 2f64.powi(-40)
+    steps.min(cost.max(1.0) / 64.0) + quota.size() * 2f64.powi(-40)
 }
 
 /// `(empty_at, position)` in three `u32`s so an entry takes 12 bytes; the

@@ -26,8 +26,10 @@ const MAX_SHARD_KEYS: usize = 1 << 31;
 /// with a `u64` key), so there is no sweeper: debt drains lazily on
 /// access. An admission's time is rounded up, never down, where the `f64`
 /// cannot hold it (a nanosecond is its step at 104 days of a table's life),
-/// and forgiven in the decision, at most 1/64 of the cost: bursts are
-/// exact. Instants before the table was built count as its build
+/// and forgiven in the decision, at most 1/64 of the cost or of a unit:
+/// bursts are exact (at 10^4 a second with whole costs, or 10^3 with costs
+/// of 0.01, a year into a table's life; faster, a burst may be cut
+/// short). Instants before the table was built count as its build
 /// instant. Per-key quota overrides live in a separate, bounded map that is
 /// never evicted: the caller sets and clears them.
 ///
@@ -198,6 +200,18 @@ impl<K: Hash + Eq + Clone> KeyedBucketsBuilder<K> {
                 .checked_next_power_of_two()
                 .ok_or(TableError::OutOfMemory)?,
         };
+        // The whole table asked of the allocator once, and given back,
+        // before any shard writes its memory: a size the system cannot give
+        // is refused here, where shard after shard would each be granted
+        // (the system overcommitting) and then fault the process out of
+        // memory as they are written.
+        let per_shard = shard::reserved_bytes::<K>(self.max_keys / count + 1, ledger);
+        let whole = per_shard
+            .checked_mul(count)
+            .ok_or(TableError::OutOfMemory)?;
+        Vec::<u8>::new()
+            .try_reserve_exact(whole)
+            .map_err(|_| TableError::OutOfMemory)?;
         for i in 0..count {
             let cap = self.max_keys / count + usize::from(i < self.max_keys % count);
             reserved += shard::reserved_bytes::<K>(cap, ledger);
@@ -338,6 +352,93 @@ impl<K: Hash + Eq + Clone> KeyedBuckets<K> {
         u64::try_from(now.saturating_duration_since(self.epoch).as_nanos()).unwrap_or(u64::MAX)
     }
 
+    /// The time of an operation in nanoseconds since the epoch: `at`, or
+    /// the clock read now. Called with the shard's lock held, so that the
+    /// times of a shard's operations that read the clock come in the order
+    /// the operations do (two threads that read it before taking the lock
+    /// could take it in the other order, and a bucket kept as when it
+    /// empties would count the later one's time back as owed).
+    fn clock(&self, at: Option<Instant>) -> u64 {
+        self.nanos(at.unwrap_or_else(Instant::now))
+    }
+
+    fn admit_when(&self, key: &K, cost: f64, at: Option<Instant>) -> Result<Admit, AdmitError> {
+        let (hash, mut shard) = self.locate(key);
+        let now = self.clock(at);
+        let ctx = Ctx {
+            default: &self.default_quota,
+            hasher: &self.hasher,
+        };
+        let (admit, placed) = shard.admit(hash, key, cost, now, &ctx)?;
+        drop(shard);
+        self.count(placed);
+        Ok(admit)
+    }
+
+    fn check_when(&self, key: &K, cost: f64, at: Option<Instant>) -> Result<(), AdmitError> {
+        let (hash, shard) = self.locate(key);
+        let now = self.clock(at);
+        shard
+            .check(hash, key, cost, &self.default_quota, now)
+            .map(|_| ())
+    }
+
+    fn debt_when(&self, key: &K, at: Option<Instant>) -> f64 {
+        let (hash, shard) = self.locate(key);
+        let now = self.clock(at);
+        shard.debt(hash, key, &self.default_quota, now)
+    }
+
+    fn settle_when(
+        &self,
+        key: &K,
+        costs: (f64, f64),
+        at: Option<Instant>,
+    ) -> Result<f64, InvalidCost> {
+        let (hash, mut shard) = self.locate(key);
+        let now = self.clock(at);
+        let ctx = Ctx {
+            default: &self.default_quota,
+            hasher: &self.hasher,
+        };
+        let (debt, placed) = shard.settle(hash, key, costs, now, &ctx)?;
+        drop(shard);
+        self.count(placed);
+        Ok(debt)
+    }
+
+    fn set_quota_when(
+        &self,
+        key: K,
+        quota: Quota,
+        at: Option<Instant>,
+    ) -> Result<(), TooManyOverrides> {
+        let (hash, mut shard) = self.locate(&key);
+        if !shard.overrides.contains_key(&key) {
+            self.overrides
+                .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| {
+                    (n < self.max_overrides).then_some(n + 1)
+                })
+                .map_err(|_| TooManyOverrides {
+                    max: self.max_overrides,
+                })?;
+        }
+        let now = self.clock(at);
+        shard.set_quota(hash, key, Some(quota), now, &self.default_quota);
+        Ok(())
+    }
+
+    fn clear_quota_when(&self, key: &K, at: Option<Instant>) -> bool {
+        let (hash, mut shard) = self.locate(key);
+        if !shard.overrides.contains_key(key) {
+            return false;
+        }
+        let now = self.clock(at);
+        shard.set_quota(hash, key.clone(), None, now, &self.default_quota);
+        self.overrides.fetch_sub(1, Ordering::Relaxed);
+        true
+    }
+
     fn count(&self, placed: Placed) {
         match placed {
             Placed::Nothing => {}
@@ -359,13 +460,19 @@ impl<K: Hash + Eq + Clone> KeyedBuckets<K> {
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn try_admit(&self, key: &K, cost: f64) -> Result<Admit, AdmitError> {
-        self.try_admit_at(key, cost, Instant::now())
+        self.admit_when(key, cost, None)
     }
 
     /// Admits `cost` for `key` at `now` iff `debt_now + cost <= size`,
     /// adding it to the key's debt. A refusal changes nothing and says how
     /// long to wait; a cost above the key's size is
     /// [`AdmitError::CostExceedsSize`].
+    ///
+    /// Give a key's times in order: an instant before one the key was
+    /// already admitted at counts the time between as owed (as GCRA does:
+    /// the bucket is kept as when it empties). [`try_admit`](Self::try_admit)
+    /// and the other variants without `_at` read the clock under the
+    /// shard's lock, so their times always are.
     ///
     /// ```
     /// # use dripfeed::keyed::{AdmitError, KeyedBuckets, Quota};
@@ -379,16 +486,7 @@ impl<K: Hash + Eq + Clone> KeyedBuckets<K> {
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn try_admit_at(&self, key: &K, cost: f64, now: Instant) -> Result<Admit, AdmitError> {
-        let now = self.nanos(now);
-        let (hash, mut shard) = self.locate(key);
-        let ctx = Ctx {
-            default: &self.default_quota,
-            hasher: &self.hasher,
-        };
-        let (admit, placed) = shard.admit(hash, key, cost, now, &ctx)?;
-        drop(shard);
-        self.count(placed);
-        Ok(admit)
+        self.admit_when(key, cost, Some(now))
     }
 
     /// [`can_admit_at`](Self::can_admit_at) at `Instant::now()`.
@@ -401,7 +499,7 @@ impl<K: Hash + Eq + Clone> KeyedBuckets<K> {
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn can_admit(&self, key: &K, cost: f64) -> Result<(), AdmitError> {
-        self.can_admit_at(key, cost, Instant::now())
+        self.check_when(key, cost, None)
     }
 
     /// Whether [`try_admit_at`](Self::try_admit_at) would admit `cost` now,
@@ -417,11 +515,7 @@ impl<K: Hash + Eq + Clone> KeyedBuckets<K> {
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn can_admit_at(&self, key: &K, cost: f64, now: Instant) -> Result<(), AdmitError> {
-        let now = self.nanos(now);
-        let (hash, shard) = self.locate(key);
-        shard
-            .check(hash, key, cost, &self.default_quota, now)
-            .map(|_| ())
+        self.check_when(key, cost, Some(now))
     }
 
     /// [`debt_at`](Self::debt_at) at `Instant::now()`.
@@ -434,7 +528,7 @@ impl<K: Hash + Eq + Clone> KeyedBuckets<K> {
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn debt(&self, key: &K) -> f64 {
-        self.debt_at(key, Instant::now())
+        self.debt_when(key, None)
     }
 
     /// The key's debt at `now`; 0 for a key with no bucket.
@@ -450,9 +544,7 @@ impl<K: Hash + Eq + Clone> KeyedBuckets<K> {
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn debt_at(&self, key: &K, now: Instant) -> f64 {
-        let now = self.nanos(now);
-        let (hash, shard) = self.locate(key);
-        shard.debt(hash, key, &self.default_quota, now)
+        self.debt_when(key, Some(now))
     }
 
     /// [`settle_at`](Self::settle_at) at `Instant::now()`.
@@ -465,7 +557,7 @@ impl<K: Hash + Eq + Clone> KeyedBuckets<K> {
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn settle(&self, key: &K, estimated: f64, actual: f64) -> Result<f64, InvalidCost> {
-        self.settle_at(key, estimated, actual, Instant::now())
+        self.settle_when(key, (estimated, actual), None)
     }
 
     /// Corrects an admitted `estimated` cost to the `actual` one at `now`
@@ -489,16 +581,7 @@ impl<K: Hash + Eq + Clone> KeyedBuckets<K> {
         actual: f64,
         now: Instant,
     ) -> Result<f64, InvalidCost> {
-        let now = self.nanos(now);
-        let (hash, mut shard) = self.locate(key);
-        let ctx = Ctx {
-            default: &self.default_quota,
-            hasher: &self.hasher,
-        };
-        let (debt, placed) = shard.settle(hash, key, (estimated, actual), now, &ctx)?;
-        drop(shard);
-        self.count(placed);
-        Ok(debt)
+        self.settle_when(key, (estimated, actual), Some(now))
     }
 
     /// [`set_quota_at`](Self::set_quota_at) at `Instant::now()`.
@@ -511,12 +594,12 @@ impl<K: Hash + Eq + Clone> KeyedBuckets<K> {
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn set_quota(&self, key: K, quota: Quota) -> Result<(), TooManyOverrides> {
-        self.set_quota_at(key, quota, Instant::now())
+        self.set_quota_when(key, quota, None)
     }
 
-    /// Gives `key` its own quota from `now` on (debt so far drains at the old
-    /// rate). Overrides are not evicted; at most `max_overrides` keys may
-    /// have one.
+    /// Gives `key` its own quota from `now` on: what it owes at `now` (under
+    /// the quota it had) is kept and drains at the new rate. Overrides are
+    /// not evicted; at most `max_overrides` keys may have one.
     ///
     /// ```
     /// # use dripfeed::keyed::{KeyedBuckets, Quota};
@@ -528,19 +611,7 @@ impl<K: Hash + Eq + Clone> KeyedBuckets<K> {
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn set_quota_at(&self, key: K, quota: Quota, now: Instant) -> Result<(), TooManyOverrides> {
-        let now = self.nanos(now);
-        let (hash, mut shard) = self.locate(&key);
-        if !shard.overrides.contains_key(&key) {
-            self.overrides
-                .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| {
-                    (n < self.max_overrides).then_some(n + 1)
-                })
-                .map_err(|_| TooManyOverrides {
-                    max: self.max_overrides,
-                })?;
-        }
-        shard.set_quota(hash, key, Some(quota), now, &self.default_quota);
-        Ok(())
+        self.set_quota_when(key, quota, Some(now))
     }
 
     /// [`clear_quota_at`](Self::clear_quota_at) at `Instant::now()`.
@@ -554,7 +625,7 @@ impl<K: Hash + Eq + Clone> KeyedBuckets<K> {
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn clear_quota(&self, key: &K) -> bool {
-        self.clear_quota_at(key, Instant::now())
+        self.clear_quota_when(key, None)
     }
 
     /// Returns `key` to the default quota from `now` on; `false` if it had
@@ -567,14 +638,7 @@ impl<K: Hash + Eq + Clone> KeyedBuckets<K> {
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn clear_quota_at(&self, key: &K, now: Instant) -> bool {
-        let now = self.nanos(now);
-        let (hash, mut shard) = self.locate(key);
-        if !shard.overrides.contains_key(key) {
-            return false;
-        }
-        shard.set_quota(hash, key.clone(), None, now, &self.default_quota);
-        self.overrides.fetch_sub(1, Ordering::Relaxed);
-        true
+        self.clear_quota_when(key, Some(now))
     }
 
     /// The quota that applies to `key`: its override or the default.
