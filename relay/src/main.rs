@@ -102,8 +102,8 @@ enum Command {
     /// Check a configuration file (with the DRIPFEED_* variables set and any
     /// flags given) without starting: exit 0, or 2 with every error.
     CheckConfig {
-        /// The TOML file to check.
-        file: PathBuf,
+        /// The TOML file to check (or give it as --config FILE).
+        file: Option<PathBuf>,
         #[command(flatten)]
         sources: SourceFlags,
     },
@@ -264,10 +264,23 @@ async fn command_run(cli: Cli) -> ExitCode {
             }
         },
         Some(Command::CheckConfig { file, mut sources }) => {
-            if sources.config.replace(file).is_some() {
-                eprintln!("dripfeed-relay: check-config takes its file as FILE, not --config");
-                return ExitCode::from(2);
-            }
+            let file = match (file, sources.config.take()) {
+                (Some(f), None) | (None, Some(f)) => f,
+                (Some(a), Some(b)) if a == b => a,
+                (Some(_), Some(_)) => {
+                    eprintln!(
+                        "dripfeed-relay: check-config checks one file: give it as FILE or --config FILE, not both"
+                    );
+                    return ExitCode::from(2);
+                }
+                (None, None) => {
+                    eprintln!(
+                        "dripfeed-relay: check-config needs the file to check: check-config FILE"
+                    );
+                    return ExitCode::from(2);
+                }
+            };
+            sources.config = Some(file);
             let mut cfg = match config::from_process(sources) {
                 Ok(cfg) => cfg,
                 Err(e) => return refuse(&e),

@@ -201,7 +201,8 @@ impl fmt::Display for DestinationError {
             DestinationError::BeyondRing { rate, ring_rate } => write!(
                 f,
                 "a ceiling of {rate}/s is beyond what the active destination's ring holds a full budget for \
-                 ({ring_rate}/s); configure it once the destination is idle"
+                 ({ring_rate}/s): give a ceiling (and rate) of at most {ring_rate}/s, or change it once the \
+                 destination is idle"
             ),
             DestinationError::ZeroBudget => f.write_str("destination latency budget must be > 0"),
             DestinationError::Breaker(why) => f.write_str(why),

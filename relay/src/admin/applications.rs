@@ -75,7 +75,7 @@ fn bad_name(name: &str) -> Option<Response> {
         problem(
             StatusCode::BAD_REQUEST,
             "bad-name",
-            format!("{name:?}: a name is 1 to 64 of A-Z a-z 0-9 . _ -"),
+            format!("{name:?}: a name is 1 to 64 of A-Z a-z 0-9 . _ -, not . or .."),
             Vec::new(),
         )
     })
@@ -96,7 +96,7 @@ impl Admin {
     security(("admin_token" = [])),
     params(
         ("limit" = Option<u32>, Query, description = "Applications in the page (default and most 1000).", minimum = 1, maximum = 1000),
-        ("cursor" = Option<String>, Query, pattern = "^[A-Za-z0-9._-]{1,64}$", nullable = false, description = "Where to start: a next_cursor an earlier page gave."),
+        ("cursor" = Option<String>, Query, pattern = "^([A-Za-z0-9_-][A-Za-z0-9._-]{0,63}|\\.[A-Za-z0-9_-][A-Za-z0-9._-]{0,62}|\\.\\.[A-Za-z0-9._-]{1,62})$", nullable = false, description = "Where to start: a next_cursor an earlier page gave."),
     ),
     responses(
         (status = 200, description = "A page of applications, by name.", body = ApplicationList),
@@ -151,7 +151,7 @@ pub(crate) async fn one(State(admin): State<Arc<Admin>>, Path(app): Path<String>
 /// `PUT /v1/applications/{app}`.
 #[utoipa::path(put, path = "/v1/applications/{app}", tag = "events", operation_id = "put_application",
     security(("admin_token" = [])),
-    params(("app" = String, Path, description = "The application: 1 to 64 of A-Z a-z 0-9 . _ -.", pattern = "^[A-Za-z0-9._-]{1,64}$")),
+    params(("app" = String, Path, description = "The application: 1 to 64 of A-Z a-z 0-9 . _ -, not . or ...", pattern = "^([A-Za-z0-9_-][A-Za-z0-9._-]{0,63}|\\.[A-Za-z0-9_-][A-Za-z0-9._-]{0,62}|\\.\\.[A-Za-z0-9._-]{1,62})$")),
     request_body(content = Option<ApplicationPut>, content_type = "application/json", description = "Optional: no body makes an application with no description."),
     responses(
         (status = 200, description = "Changed.", body = ApplicationView),
@@ -331,7 +331,7 @@ fn with_app(app: &str, body: &Bytes) -> Result<Bytes, Box<Response>> {
     params(
         ("app" = String, Path, description = "The application."),
         ("limit" = Option<u32>, Query, description = "Endpoints in the page (default and most 1000).", minimum = 1, maximum = 1000),
-        ("cursor" = Option<String>, Query, pattern = "^[A-Za-z0-9._-]{1,64}$", nullable = false, description = "Where to start: a next_cursor an earlier page gave."),
+        ("cursor" = Option<String>, Query, pattern = "^([A-Za-z0-9_-][A-Za-z0-9._-]{0,63}|\\.[A-Za-z0-9_-][A-Za-z0-9._-]{0,62}|\\.\\.[A-Za-z0-9._-]{1,62})$", nullable = false, description = "Where to start: a next_cursor an earlier page gave."),
     ),
     responses(
         (status = 200, description = "A page of the application's endpoints, by name.", body = EndpointList),
@@ -406,7 +406,7 @@ pub(crate) async fn endpoint(
     security(("admin_token" = [])),
     params(
         ("app" = String, Path, description = "The application."),
-        ("name" = String, Path, description = "The endpoint: 1 to 64 of A-Z a-z 0-9 . _ -, unique in the relay.", pattern = "^[A-Za-z0-9._-]{1,64}$"),
+        ("name" = String, Path, description = "The endpoint: 1 to 64 of A-Z a-z 0-9 . _ -, not . or .., unique in the relay.", pattern = "^([A-Za-z0-9_-][A-Za-z0-9._-]{0,63}|\\.[A-Za-z0-9_-][A-Za-z0-9._-]{0,62}|\\.\\.[A-Za-z0-9._-]{1,62})$"),
         ("If-Match" = Option<String>, Header, pattern = "^ *(\\*|(W/)?\"[!#-+\\--~]*\"( *, *(W/)?\"[!#-+\\--~]*\")*)? *$", nullable = false, description = "Change it only if its ETag is one of these (or *: only if it exists)."),
         ("If-None-Match" = Option<String>, Header, pattern = "^ *\\*? *$", nullable = false, description = "*: make it only if it does not exist."),
     ),

@@ -92,7 +92,10 @@ pub(crate) struct DestinationPut {
     /// -`; one not made yet is made with it). Fixed once set: a PUT that
     /// names another (or none) is a 422. Under
     /// `/v1/applications/{app}/endpoints` the path gives it.
-    #[schema(example = "acme", pattern = "^[A-Za-z0-9._-]{1,64}$")]
+    #[schema(
+        example = "acme",
+        pattern = "^([A-Za-z0-9_-][A-Za-z0-9._-]{0,63}|\\.[A-Za-z0-9_-][A-Za-z0-9._-]{0,62}|\\.\\.[A-Za-z0-9._-]{1,62})$"
+    )]
     application: Option<String>,
     /// The event types it takes: exact names (`invoice.paid`), prefixes
     /// (`invoice.*`) or `*`; absent or empty: every type.
@@ -192,7 +195,7 @@ fn json_of(body: &[u8]) -> Result<serde_json::Value, Box<Response>> {
 /// A name that cannot be a destination's: 422.
 fn bad_name(name: &str) -> Option<Response> {
     (!valid_name(name)).then(|| {
-        let detail = "a destination name is 1 to 64 of A-Z a-z 0-9 . _ -".to_owned();
+        let detail = "a destination name is 1 to 64 of A-Z a-z 0-9 . _ -, not . or ..".to_owned();
         unprocessable("bad-destination", detail)
     })
 }
@@ -201,7 +204,7 @@ fn bad_name(name: &str) -> Option<Response> {
 #[utoipa::path(put, path = "/v1/destinations/{name}", tag = "admin", operation_id = "put_destination",
     security(("admin_token" = [])),
     params(
-        ("name" = String, Path, pattern = "^[A-Za-z0-9._-]{1,64}$", description = "The destination's name: 1 to 64 of `A-Z a-z 0-9 . _ -`."),
+        ("name" = String, Path, pattern = "^([A-Za-z0-9_-][A-Za-z0-9._-]{0,63}|\\.[A-Za-z0-9_-][A-Za-z0-9._-]{0,62}|\\.\\.[A-Za-z0-9._-]{1,62})$", description = "The destination's name: 1 to 64 of `A-Z a-z 0-9 . _ -`, not `.` or `..`."),
         ("If-Match" = Option<String>, Header, pattern = "^ *(\\*|(W/)?\"[!#-+\\--~]*\"( *, *(W/)?\"[!#-+\\--~]*\")*)? *$", nullable = false, description = "Change it only if its entity tag (`ETag`) is one of these (comma-separated), or `*`: only if it exists; empty: no condition."),
         ("If-None-Match" = Option<String>, Header, pattern = "^ *\\*? *$", nullable = false, description = "`*`: make it only if it does not exist (empty: no condition)."),
     ),
@@ -295,7 +298,7 @@ pub(crate) async fn put(
 #[utoipa::path(patch, path = "/v1/destinations/{name}", tag = "admin", operation_id = "patch_destination",
     security(("admin_token" = [])),
     params(
-        ("name" = String, Path, pattern = "^[A-Za-z0-9._-]{1,64}$", description = "The destination's name."),
+        ("name" = String, Path, pattern = "^([A-Za-z0-9_-][A-Za-z0-9._-]{0,63}|\\.[A-Za-z0-9_-][A-Za-z0-9._-]{0,62}|\\.\\.[A-Za-z0-9._-]{1,62})$", description = "The destination's name."),
         ("If-Match" = Option<String>, Header, pattern = "^ *(\\*|(W/)?\"[!#-+\\--~]*\"( *, *(W/)?\"[!#-+\\--~]*\")*)? *$", nullable = false, description = "Change it only if its entity tag (`ETag`) is one of these (comma-separated; `*`: any)."),
     ),
     request_body(content = DestinationPatch, content_type = "application/merge-patch+json",

@@ -48,12 +48,13 @@ pub(crate) fn bad_cursor() -> Response {
     )
 }
 
-/// A numeric cursor: digits, and one past any u64 is read as `u64::MAX`
-/// (beyond every place); anything else is a 422.
+/// A numeric cursor: 1 to 20 digits (as the documents' pattern says), and
+/// one past any u64 is read as `u64::MAX` (beyond every place); anything
+/// else is a 422.
 pub(crate) fn place(raw: Option<&str>) -> Result<Option<u64>, Box<Response>> {
     match raw {
         None => Ok(None),
-        Some(c) if !c.is_empty() && c.bytes().all(|b| b.is_ascii_digit()) => {
+        Some(c) if (1..=20).contains(&c.len()) && c.bytes().all(|b| b.is_ascii_digit()) => {
             Ok(Some(c.parse::<u64>().unwrap_or(u64::MAX)))
         }
         Some(_) => Err(Box::new(bad_cursor())),
@@ -118,5 +119,19 @@ mod tests {
             assert!(parse(Some(bad), 100, 1000, &[]).is_err(), "{bad}");
         }
         assert_eq!(parse(None, 100, 1000, &[]).ok().unwrap().limit, 100);
+    }
+
+    #[test]
+    fn a_place_is_one_to_twenty_digits() {
+        assert_eq!(place(None).ok(), Some(None));
+        assert_eq!(place(Some("42")).ok(), Some(Some(42)));
+        // Past any u64 but in the pattern: beyond every place.
+        assert_eq!(
+            place(Some("99999999999999999999")).ok(),
+            Some(Some(u64::MAX))
+        );
+        for bad in ["", "x", "-1", "1.5", "123456789012345678901"] {
+            assert!(place(Some(bad)).is_err(), "{bad}");
+        }
     }
 }

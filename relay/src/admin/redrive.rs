@@ -57,7 +57,9 @@ pub(crate) struct RedriveIds {
 #[allow(dead_code)]
 pub(crate) struct RedriveDestination {
     /// The destination's name.
-    #[schema(pattern = "^[A-Za-z0-9._-]{1,64}$")]
+    #[schema(
+        pattern = "^([A-Za-z0-9_-][A-Za-z0-9._-]{0,63}|\\.[A-Za-z0-9_-][A-Za-z0-9._-]{0,62}|\\.\\.[A-Za-z0-9._-]{1,62})$"
+    )]
     destination: String,
 }
 

@@ -174,7 +174,7 @@ mod tests {
             assert!(text.contains(flag), "{flag} missing from:\n{text}");
         }
         for sub in [
-            "check-config FILE",
+            "check-config [FILE]",
             "print-config",
             "hash-key",
             "openapi [LISTENER]",

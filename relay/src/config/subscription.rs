@@ -11,9 +11,12 @@ use std::sync::Arc;
 use serde_json::{Map, Value};
 
 /// A destination's or an application's name: 1 to 64 of
-/// `A-Z a-z 0-9 . _ -`.
+/// `A-Z a-z 0-9 . _ -`, not `.` or `..` (a URL's path cannot carry those
+/// as a segment: clients resolve them away before sending).
 pub(crate) fn valid_name(name: &str) -> bool {
     (1..=64).contains(&name.len())
+        && name != "."
+        && name != ".."
         && name
             .bytes()
             .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'))
@@ -72,11 +75,18 @@ impl Subscription {
 }
 
 /// Whether a payload's value is a filter's: numbers by value (`5` is
-/// `5.0`), anything else as JSON compares it.
+/// `5.0`), at any depth (in objects and arrays too), anything else as JSON
+/// compares it.
 fn same(got: &Value, want: &Value) -> bool {
     match (got, want) {
         (Value::Number(a), Value::Number(b)) if a != b && (a.is_f64() || b.is_f64()) => {
             a.as_f64() == b.as_f64()
+        }
+        (Value::Array(a), Value::Array(b)) => {
+            a.len() == b.len() && a.iter().zip(b).all(|(x, y)| same(x, y))
+        }
+        (Value::Object(a), Value::Object(b)) => {
+            a.len() == b.len() && a.iter().all(|(k, x)| b.get(k).is_some_and(|y| same(x, y)))
         }
         _ => got == want,
     }
@@ -197,6 +207,16 @@ mod tests {
     use serde_json::json;
 
     #[test]
+    fn names_are_path_segments() {
+        for good in ["acme", "a", ".a", "..a", "...", "a..", &"x".repeat(64)] {
+            assert!(valid_name(good), "{good}");
+        }
+        for bad in ["", ".", "..", "a/b", "a b", "é", &"x".repeat(65)] {
+            assert!(!valid_name(bad), "{bad}");
+        }
+    }
+
+    #[test]
     fn types_and_wildcards() {
         assert!(matches("invoice.paid", "invoice.paid"));
         assert!(!matches("invoice.paid", "invoice.paid.late"));
@@ -237,6 +257,12 @@ mod tests {
         assert!(amount(json!({"amount": -2})).takes_payload(&json!({"amount": -2.0})));
         assert!(!amount(json!({"amount": 5})).takes_payload(&json!({"amount": 5.5})));
         assert!(!amount(json!({"amount": 5})).takes_payload(&json!({"amount": "5"})));
+        // ...in objects and arrays too.
+        let deep = amount(json!({"o": {"k": 1, "l": [1, 2.0]}}));
+        assert!(deep.takes_payload(&json!({"o": {"l": [1.0, 2], "k": 1.0}})));
+        assert!(!deep.takes_payload(&json!({"o": {"k": 1.0, "l": [1, 2, 3]}})));
+        assert!(!deep.takes_payload(&json!({"o": {"k": 1.0, "l": [1, 2], "m": 0}})));
+        assert!(!deep.takes_payload(&json!({"o": {"k": 2, "l": [1, 2]}})));
         assert!(s.takes_type("invoice.paid") && !s.takes_type("user.created"));
         // A field named twice is matched on its last value, as most
         // parsers (JavaScript's, Python's, Go's) read it.

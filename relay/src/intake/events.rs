@@ -80,7 +80,7 @@ pub(crate) struct EventAccepted {
     request_body(content = EventIn, content_type = "application/json",
         description = "The event: its type and its payload (at most max_body_bytes in all)."),
     params(
-        ("app" = String, Path, description = "The application (one of the sender's customers) it is for.", pattern = "^[A-Za-z0-9._-]{1,64}$"),
+        ("app" = String, Path, description = "The application (one of the sender's customers) it is for.", pattern = "^([A-Za-z0-9_-][A-Za-z0-9._-]{0,63}|\\.[A-Za-z0-9_-][A-Za-z0-9._-]{0,62}|\\.\\.[A-Za-z0-9._-]{1,62})$"),
         ("Idempotency-Key" = Option<String>, Header, description = "A key making a retried POST safe: a repeat (the same application, tenant, type and payload) answers the first event's id, and nothing fans out twice; the key with another type or payload is refused (422 key-reused). 1 to 256 visible ASCII characters.",
             nullable = false, max_length = 256, pattern = "^[!-~]+$"),
     ),

@@ -273,6 +273,16 @@ async fn the_example_file_passes_check_config() {
     let (code, out, err) = run(&["check-config", example], &[]).await;
     assert_eq!(code, 0, "{out}{err}");
     assert!(out.contains("configuration ok"), "{out}");
+    // The file may be given as --config too (as the relay itself takes
+    // it), the same file both ways, but not two.
+    let (code, out, err) = run(&["check-config", "--config", example], &[]).await;
+    assert_eq!(code, 0, "{out}{err}");
+    let (code, _, err) = run(&["check-config", "--config", example, "/dev/null"], &[]).await;
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("not both"), "{err}");
+    let (code, _, err) = run(&["check-config"], &[]).await;
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("needs the file"), "{err}");
     // With a destination from the environment, nothing is missing.
     let (code, out, _) = run(
         &["check-config", example],
