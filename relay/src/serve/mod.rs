@@ -389,13 +389,6 @@ fn try_line(addr: SocketAddr, cfg: &Config) -> String {
     if !cfg.tenants.is_empty() {
         curl.push_str(" -H \"Authorization: Bearer $KEY\"");
     }
-    if let [_, _, ..] = cfg.destinations.as_slice() {
-        let first = &cfg.destinations[0].name;
-        curl.push_str(&format!(
-            " -H '{}: {first}'",
-            cfg.settings.destination_header
-        ));
-    }
     if scheme == "https" {
         curl.push_str(" --cacert CA.pem");
     }
@@ -404,7 +397,25 @@ fn try_line(addr: SocketAddr, cfg: &Config) -> String {
                 (PUT /v1/applications/acme/endpoints/NAME); Ctrl-C drains the queue and exits"
             .to_owned();
     }
-    curl.push_str(&format!(" {scheme}://{addr}/v1/webhooks/deliver"));
+    // A plain destination takes a webhook by name; when every one is an
+    // application's endpoint, the application takes an event.
+    let plain = cfg.destinations.iter().find(|d| d.endpoint.is_none());
+    match (plain, cfg.destinations.as_slice()) {
+        (Some(_), [_]) => curl.push_str(&format!(" {scheme}://{addr}/v1/webhooks/deliver")),
+        (Some(first), _) => curl.push_str(&format!(
+            " -H '{}: {}' {scheme}://{addr}/v1/webhooks/deliver",
+            cfg.settings.destination_header, first.name
+        )),
+        (None, [first, ..]) => {
+            let app = first.endpoint.as_ref().map_or("APP", |e| &*e.application);
+            curl = curl.replace(
+                "-d '{\"hello\":1}'",
+                "-d '{\"type\":\"hello.sent\",\"payload\":{\"hello\":1}}'",
+            );
+            curl.push_str(&format!(" {scheme}://{addr}/v1/applications/{app}/events"));
+        }
+        (None, []) => {}
+    }
     if cfg.tenants.is_empty() {
         curl.push_str("\nor run with --demo; Ctrl-C drains the queue and exits");
     } else {
@@ -484,4 +495,41 @@ async fn serve_until_stopped(
         );
     }
     end
+}
+
+#[cfg(test)]
+mod tests {
+    use super::try_line;
+    use crate::config::tests::load_with;
+
+    /// The start's hint is a request that works: a webhook to the one
+    /// destination, by name to a plain one among several, and an event to
+    /// the application when every destination is one of its endpoints.
+    #[test]
+    fn the_hint_is_a_request_this_configuration_takes() {
+        let addr = "127.0.0.1:8080".parse().unwrap();
+        let line = |argv: &[&str], file: Option<&str>| {
+            try_line(addr, &load_with(argv, &[], file).unwrap())
+        };
+        let one = line(&["--downstream", "http://127.0.0.1:9/x"], None);
+        assert!(
+            one.contains("http://127.0.0.1:8080/v1/webhooks/deliver")
+                && !one.contains("X-Destination"),
+            "{one}"
+        );
+        let endpoint = "[[destinations]]\nname = \"e-one\"\nurl = \"http://127.0.0.1:9/e\"\napplication = \"acme\"\n";
+        let plain = "[[destinations]]\nname = \"plain\"\nurl = \"http://127.0.0.1:9/p\"\n";
+        let mixed = line(&[], Some(&format!("{endpoint}{plain}")));
+        assert!(
+            mixed.contains("X-Destination: plain'") && mixed.contains("/v1/webhooks/deliver"),
+            "{mixed}"
+        );
+        let events = line(&[], Some(endpoint));
+        assert!(
+            events.contains("/v1/applications/acme/events")
+                && events.contains("\"type\":\"hello.sent\""),
+            "{events}"
+        );
+        assert!(!events.contains("X-Destination"), "{events}");
+    }
 }
