@@ -74,7 +74,7 @@ impl RateLimit {
             over.quota().drain_time(),
             // A debt read from a per-key table carries a time's rounding
             // (about 1e-15 of the size): room a hair under a whole unit is it.
-            (over.size() - over.debt() + over.size() * 1e-9)
+            (over.size() - over.debt() + over.size() * 1e-12)
                 .max(0.0)
                 .floor() as u64,
             over.retry_after(),

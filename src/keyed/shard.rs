@@ -88,9 +88,14 @@ fn add_up(base: f64, span: f64) -> f64 {
 }
 
 /// The nanoseconds `debt` takes to drain at `rate` (multiplied first, so
-/// whole numbers stay whole).
+/// whole numbers stay whole, unless that overflows).
 fn span(debt: f64, rate: f64) -> f64 {
-    debt * NANOS_PER_SEC / rate
+    let span = debt * NANOS_PER_SEC / rate;
+    if span.is_finite() {
+        span
+    } else {
+        debt / rate * NANOS_PER_SEC
+    }
 }
 
 /// When a bucket owing `debt` at `now` empties at `rate`.
@@ -102,13 +107,23 @@ fn until_of(debt: f64, now: u64, rate: f64) -> f64 {
     }
 }
 
-/// What a bucket that empties at `until` owes at `now` at `rate`.
+/// What a bucket that empties at `until` owes at `now` at `rate`. One kept
+/// at the largest `f64` (its time to empty was past what one holds: a
+/// debt of `f64::MAX`, or a rate so small that a cost takes longer than
+/// that) owes `f64::MAX` for good.
 fn debt_at(until: f64, now: u64, rate: f64) -> f64 {
+    if until >= f64::MAX {
+        return f64::MAX;
+    }
     let ahead = until - now as f64;
-    if ahead > 0.0 {
-        (ahead * rate / NANOS_PER_SEC).min(f64::MAX)
+    if ahead <= 0.0 {
+        return 0.0;
+    }
+    let debt = ahead * rate / NANOS_PER_SEC;
+    if debt.is_finite() {
+        debt
     } else {
-        0.0
+        (ahead / NANOS_PER_SEC * rate).min(f64::MAX)
     }
 }
 
@@ -674,6 +689,35 @@ mod tests {
         }
         assert_eq!(until_of(0.0, 7, 1.0), 7.0);
         assert_eq!(debt_at(f64::MAX, 0, f64::MAX), f64::MAX);
+        // Past what an f64 of time holds: owed for good, not wrapped.
+        assert_eq!(debt_at(f64::MAX, 0, 1e-300), f64::MAX);
+        assert_eq!(span(1e300, 1e300), 1e9);
+        let tiny = Quota::per_second(1e-300).burst(10.0).unwrap();
+        let huge = Quota::per_second(1e300).burst(1e300).unwrap();
+        let (slow, fast) = (
+            Ctx {
+                default: &tiny,
+                hasher: &hasher,
+            },
+            Ctx {
+                default: &huge,
+                hasher: &hasher,
+            },
+        );
+        let mut shard = Shard::<u8>::new(4, 0).unwrap();
+        let h = hasher.hash_one(2u8);
+        assert!(shard.admit(h, &2, 1.0, 0, &slow).is_ok());
+        assert!(
+            shard.admit(h, &2, 1.0, 0, &slow).is_err(),
+            "a rate of 1e-300 holds"
+        );
+        let h = hasher.hash_one(3u8);
+        assert!(shard.admit(h, &3, 1e300, 0, &fast).is_ok());
+        let second = 1_000_000_000;
+        assert!(
+            shard.admit(h, &3, 1e300, second, &fast).is_ok(),
+            "drained in a second"
+        );
         assert_eq!(Slot::new(0u8, f64::INFINITY).until(), f64::MAX);
         assert_eq!(Slot::new(0u8, f64::NAN).until(), 0.0);
     }

@@ -597,8 +597,10 @@ impl<K: Hash + Eq + Clone> KeyedBuckets<K> {
         self.set_quota_when(key, quota, None)
     }
 
-    /// Gives `key` its own quota from `now` on: what it owes at `now` (under
-    /// the quota it had) is kept and drains at the new rate. Overrides are
+    /// Gives `key` its own quota from `now` on: what its bucket owes at
+    /// `now` (under the quota it had) is kept and drains at the new rate.
+    /// (An evicted key the ledger remembers has no bucket: it owes until
+    /// the time the ledger kept, at whatever rate it has.) Overrides are
     /// not evicted; at most `max_overrides` keys may have one.
     ///
     /// ```

@@ -71,11 +71,11 @@ pub(crate) struct EndpointList {
 }
 
 fn bad_name(name: &str) -> Option<Response> {
-    (!crate::config::valid_name(name)).then(|| {
+    (!crate::config::path_name(name)).then(|| {
         problem(
             StatusCode::BAD_REQUEST,
             "bad-name",
-            format!("{name:?}: a name is 1 to 64 of A-Z a-z 0-9 . _ -, not . or .."),
+            format!("{name:?}: a name is 1 to 64 of A-Z a-z 0-9 . _ -, other than . and .."),
             Vec::new(),
         )
     })
@@ -151,7 +151,7 @@ pub(crate) async fn one(State(admin): State<Arc<Admin>>, Path(app): Path<String>
 /// `PUT /v1/applications/{app}`.
 #[utoipa::path(put, path = "/v1/applications/{app}", tag = "events", operation_id = "put_application",
     security(("admin_token" = [])),
-    params(("app" = String, Path, description = "The application: 1 to 64 of A-Z a-z 0-9 . _ -, not . or ...", pattern = "^([A-Za-z0-9_-][A-Za-z0-9._-]{0,63}|\\.[A-Za-z0-9_-][A-Za-z0-9._-]{0,62}|\\.\\.[A-Za-z0-9._-]{1,62})$")),
+    params(("app" = String, Path, description = "The application: 1 to 64 of A-Z a-z 0-9 . _ -, other than . and ..", pattern = "^([A-Za-z0-9_-][A-Za-z0-9._-]{0,63}|\\.[A-Za-z0-9_-][A-Za-z0-9._-]{0,62}|\\.\\.[A-Za-z0-9._-]{1,62})$")),
     request_body(content = Option<ApplicationPut>, content_type = "application/json", description = "Optional: no body makes an application with no description."),
     responses(
         (status = 200, description = "Changed.", body = ApplicationView),
@@ -406,7 +406,7 @@ pub(crate) async fn endpoint(
     security(("admin_token" = [])),
     params(
         ("app" = String, Path, description = "The application."),
-        ("name" = String, Path, description = "The endpoint: 1 to 64 of A-Z a-z 0-9 . _ -, not . or .., unique in the relay.", pattern = "^([A-Za-z0-9_-][A-Za-z0-9._-]{0,63}|\\.[A-Za-z0-9_-][A-Za-z0-9._-]{0,62}|\\.\\.[A-Za-z0-9._-]{1,62})$"),
+        ("name" = String, Path, description = "The endpoint: 1 to 64 of A-Z a-z 0-9 . _ -, other than . and .., unique in the relay.", pattern = "^([A-Za-z0-9_-][A-Za-z0-9._-]{0,63}|\\.[A-Za-z0-9_-][A-Za-z0-9._-]{0,62}|\\.\\.[A-Za-z0-9._-]{1,62})$"),
         ("If-Match" = Option<String>, Header, pattern = "^ *(\\*|(W/)?\"[!#-+\\--~]*\"( *, *(W/)?\"[!#-+\\--~]*\")*)? *$", nullable = false, description = "Change it only if its ETag is one of these (or *: only if it exists)."),
         ("If-None-Match" = Option<String>, Header, pattern = "^ *\\*? *$", nullable = false, description = "*: make it only if it does not exist."),
     ),

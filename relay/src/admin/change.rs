@@ -47,7 +47,7 @@ use axum::http::HeaderMap;
 use super::Admin;
 use super::change_answers::{precondition, read_body, refusal, tagged, unprocessable};
 use crate::catalog::edit::{Edit, Precondition, Replacement, merge};
-use crate::config::{Fields, valid_name};
+use crate::config::{Fields, path_name};
 use crate::domain::problem::problem;
 use crate::domain::schemas::{Deleting, Problem};
 use crate::queue::{Changed, Put};
@@ -194,8 +194,9 @@ fn json_of(body: &[u8]) -> Result<serde_json::Value, Box<Response>> {
 
 /// A name that cannot be a destination's: 422.
 fn bad_name(name: &str) -> Option<Response> {
-    (!valid_name(name)).then(|| {
-        let detail = "a destination name is 1 to 64 of A-Z a-z 0-9 . _ -, not . or ..".to_owned();
+    (!path_name(name)).then(|| {
+        let detail =
+            "a destination name is 1 to 64 of A-Z a-z 0-9 . _ -, other than . and ..".to_owned();
         unprocessable("bad-destination", detail)
     })
 }

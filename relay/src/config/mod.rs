@@ -45,7 +45,7 @@ pub(crate) use destinations::{DEFAULT_NAME, Destination, Fields};
 pub(crate) use error::{ConfigError, ConfigErrors, Origin};
 pub(crate) use print::render;
 pub(crate) use settings::{KEYS, SettingFlags, Settings};
-pub(crate) use subscription::valid_name;
+pub(crate) use subscription::{path_name, valid_name};
 pub(crate) use tenants::Tenant;
 pub(crate) use validate::{may_start_empty, require_destination};
 

@@ -1347,7 +1347,7 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description The application: 1 to 64 of A-Z a-z 0-9 . _ -, not . or ... */
+                /** @description The application: 1 to 64 of A-Z a-z 0-9 . _ -, other than . and .. */
                 app: string;
             };
             cookie?: never;
@@ -1675,7 +1675,7 @@ export interface operations {
             path: {
                 /** @description The application. */
                 app: string;
-                /** @description The endpoint: 1 to 64 of A-Z a-z 0-9 . _ -, not . or .., unique in the relay. */
+                /** @description The endpoint: 1 to 64 of A-Z a-z 0-9 . _ -, other than . and .., unique in the relay. */
                 name: string;
             };
             cookie?: never;

@@ -832,6 +832,19 @@ async fn an_event_is_taken_once_its_copies_are_made_once_and_old_ones_are_forgot
     assert_eq!(again(111, 50).await, Posted::Repeat { id: 110, copies: 2 });
     assert_eq!(again(160, 150).await, Posted::New);
     assert_eq!(again(161, 150).await, Posted::Repeat { id: 160, copies: 2 });
+    // The earlier application's event forgotten (older than the oldest
+    // kept): the key it had is the new one's now, and stays.
+    let r = EventRecord {
+        app: "beta".into(),
+        ..record(170)
+    };
+    let bounds = Bounds {
+        oldest: 150,
+        since: 150,
+    };
+    let posted = events.post(None, 170, &r, b"{}", None, bounds).await;
+    assert_eq!(posted.unwrap(), Posted::New);
+    assert_eq!(again(171, 150).await, Posted::Repeat { id: 160, copies: 2 });
     assert_eq!(post(100, None, 0).await, Posted::Taken);
     assert_eq!(post(200, None, 0).await, Posted::New);
     assert_eq!(

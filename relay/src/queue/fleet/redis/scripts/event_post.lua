@@ -35,7 +35,9 @@ local function forget(id)
   if rec then
     local ok, r = pcall(cjson.decode, rec)
     if ok and type(r) == 'table' then
-      if type(r.scoped) == 'string' then
+      -- Its key, unless it names a later event now (an application
+      -- made again under the name took it anew).
+      if type(r.scoped) == 'string' and redis.call('HGET', KEYS[5], r.scoped) == id then
         redis.call('HDEL', KEYS[5], r.scoped)
       end
       if type(r.copies) == 'table' then
