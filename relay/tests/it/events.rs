@@ -480,6 +480,82 @@ async fn dead_letters(relay: &Relay) -> Vec<Value> {
     }
 }
 
+/// Endpoints of the sweep's application, and events posted at once.
+const SWEPT_ENDPOINTS: usize = 120;
+const SWEPT_EVENTS: usize = 12;
+
+/// The fleet: a relay SIGKILLed while it fans events out leaves their
+/// applications noted, and another relay's sweep queues the copies it
+/// left five to seven seconds later, so every endpoint receives every
+/// event answered 202 (the sweep asked Redis for "all" with a count past
+/// i64::MAX, was refused every time, and the copies stayed pending).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_sweep_completes_a_fan_out_a_killed_relay_left() {
+    let epoch = Instant::now();
+    let seen = Arc::new(Seen::default());
+    let rx = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let rx_addr = rx.local_addr().unwrap();
+    receive(seen.clone(), rx, epoch);
+    let args = format!("--destination seed=http://{rx_addr}/seed");
+    let mut bench = Bench::start(Engine::Fleet, "events-sweep", &args).await;
+    let other = bench.another("n2").await;
+    let relay = &bench.relay;
+    let app = relay.admin_url("/v1/applications/wide");
+    assert_eq!(send(reqwest::Method::PUT, &app, None).await.0, 201);
+    for n in 0..SWEPT_ENDPOINTS {
+        let url = relay.admin_url(&format!("/v1/applications/wide/endpoints/w{n}"));
+        let body = json!({"url": format!("http://{rx_addr}/w{n}")});
+        assert_eq!(send(reqwest::Method::PUT, &url, Some(body)).await.0, 201);
+    }
+    let listed = other.admin_url("/v1/applications/wide/endpoints");
+    let known = eventually(Duration::from_secs(10), || async {
+        let (_, v) = send(reqwest::Method::GET, &listed, None).await;
+        v["endpoints"].as_array().map_or(0, Vec::len) == SWEPT_ENDPOINTS
+    })
+    .await;
+    assert!(known, "the other relay knows every endpoint");
+
+    // Events posted at once to the first relay, killed as soon as they
+    // are all answered: their fan-outs (over a thousand copies) are under
+    // way.
+    let post = relay.url("/v1/applications/wide/events");
+    let posts = (0..SWEPT_EVENTS).map(|n| {
+        let post = post.clone();
+        async move {
+            let body = json!({"type": "thing.done", "payload": {"n": n}});
+            send(reqwest::Method::POST, &post, Some(body)).await
+        }
+    });
+    let answers = futures_util::future::join_all(posts).await;
+    bench.relay.kill().await;
+    let mut ids = HashSet::new();
+    for (status, v) in answers {
+        assert_eq!(status, 202, "{v}");
+        ids.insert(v["id"].as_str().unwrap_or_default().to_owned());
+    }
+    let redis = bench.redis.as_ref().expect("the fleet's Redis");
+    let left = redis.cli(&["ZCARD", "dripfeed:ev:{app:wide}:x"]);
+    assert_ne!(
+        left.trim(),
+        "0",
+        "the kill left fan-outs unfinished (else this tests nothing)"
+    );
+
+    // The other relay's sweep queues the rest.
+    let all = eventually(Duration::from_secs(60), || async {
+        (0..SWEPT_ENDPOINTS).all(|n| seen.got(&format!("w{n}")).is_superset(&ids))
+    })
+    .await;
+    let short: Vec<String> = (0..SWEPT_ENDPOINTS)
+        .map(|n| format!("w{n}"))
+        .filter(|e| !seen.got(e).is_superset(&ids))
+        .collect();
+    assert!(all, "{} endpoints miss events: {short:?}", short.len());
+    let left = redis.cli(&["ZCARD", "dripfeed:ev:{app:wide}:x"]);
+    assert_eq!(left.trim(), "0", "no fan-out left");
+    drop(other);
+}
+
 both!(deleting_an_application_dead_letters_what_its_endpoints_held);
 /// Deleting an application deletes its endpoints: new events for it are
 /// 404, and what an endpoint still held (here a dead receiver's copies,

@@ -257,11 +257,18 @@ impl Fan {
     }
 }
 
+/// The most applications one pass of the sweep looks at (the rest, the
+/// next pass).
+const SWEEP_APPS: usize = 1_000;
+
 /// Until the relay stops: every [`SWEEP_EVERY`], the applications that
 /// posted more than [`FAN_OUT_LATE`] ago and may have events not yet
 /// fanned out are looked at, and those events fanned out here; an
 /// application with none left is forgotten until it posts again.
 pub(crate) async fn sweep(queue: Weak<FleetQueue>) {
+    // Whether the last pass could not read the applications (logged once
+    // an episode: the sweep is what completes a fan-out a relay left).
+    let mut failing = false;
     loop {
         tokio::time::sleep(SWEEP_EVERY).await;
         let Some(q) = queue.upgrade() else { return };
@@ -271,10 +278,19 @@ pub(crate) async fn sweep(queue: Weak<FleetQueue>) {
         let fan = q.fan();
         let events = &fan.shared.events;
         let late_ms = unix_ms().saturating_sub(FAN_OUT_LATE.as_millis() as u64);
-        let apps = match events.posted_before(late_ms, usize::MAX).await {
-            Ok(apps) => apps,
+        let apps = match events.posted_before(late_ms, SWEEP_APPS).await {
+            Ok(apps) => {
+                if std::mem::take(&mut failing) {
+                    tracing::info!(
+                        "the fleet's events: the sweep reads the applications posting again"
+                    );
+                }
+                apps
+            }
             Err(e) => {
-                tracing::debug!(error = %e, "the fleet's events: applications posting not read");
+                if !std::mem::replace(&mut failing, true) {
+                    tracing::warn!(error = %e, "the fleet's events: the sweep cannot read the applications posting: a fan-out a relay left unfinished waits until it can");
+                }
                 continue;
             }
         };

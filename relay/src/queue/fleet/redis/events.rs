@@ -438,6 +438,9 @@ impl RedisEvents {
         before_ms: u64,
         n: usize,
     ) -> Result<Vec<(String, String)>, RedisError> {
+        // Redis reads LIMIT's count as a signed 64-bit number: a larger one
+        // is an error, not "all".
+        let most = i64::try_from(n.max(1)).unwrap_or(i64::MAX);
         let mut cmd = redis::cmd("ZRANGEBYSCORE");
         cmd.arg(PENDING)
             .arg("-inf")
@@ -445,7 +448,7 @@ impl RedisEvents {
             .arg("WITHSCORES")
             .arg("LIMIT")
             .arg(0)
-            .arg(n.max(1));
+            .arg(most);
         let v: Value = bounded(cmd.query_async(&mut self.conn.clone()), CALL).await?;
         let items = array(v, 0, "applications posting")?;
         Ok(items

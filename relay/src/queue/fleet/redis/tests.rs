@@ -845,6 +845,13 @@ async fn an_event_is_taken_once_its_copies_are_made_once_and_old_ones_are_forgot
     let posted = events.post(None, 170, &r, b"{}", None, bounds).await;
     assert_eq!(posted.unwrap(), Posted::New);
     assert_eq!(again(171, 150).await, Posted::Repeat { id: 160, copies: 2 });
+    // The sweep reads the applications that posted, however many it asks
+    // for (Redis refused a count past i64::MAX, and the sweep never ran).
+    events.posting("beta", 5).await.unwrap();
+    for most in [1, 1_000, usize::MAX] {
+        let apps = events.posted_before(10, most).await.unwrap();
+        assert_eq!(apps, vec![("beta".to_owned(), "5".to_owned())], "{most}");
+    }
     assert_eq!(post(100, None, 0).await, Posted::Taken);
     assert_eq!(post(200, None, 0).await, Posted::New);
     assert_eq!(
