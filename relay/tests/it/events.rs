@@ -556,6 +556,79 @@ async fn the_sweep_completes_a_fan_out_a_killed_relay_left() {
     drop(other);
 }
 
+/// The fleet: an application deleted on one relay and made again at once
+/// on another starts with none of the deleted one's endpoints there too,
+/// and its first event reaches only its own (the second relay made it
+/// from its view a poll old: the deleted endpoint took the new event).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_application_made_again_on_another_relay_starts_with_no_endpoint() {
+    let epoch = Instant::now();
+    let seen = Arc::new(Seen::default());
+    let rx = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let rx_addr = rx.local_addr().unwrap();
+    receive(seen.clone(), rx, epoch);
+    let args = format!("--destination seed=http://{rx_addr}/seed");
+    let bench = Bench::start(Engine::Fleet, "events-remade", &args).await;
+    let (a, b) = (&bench.relay, bench.another("n2").await);
+    let put = |relay: &Relay, path: &str, body: Option<Value>| {
+        let url = relay.admin_url(path);
+        async move { send(reqwest::Method::PUT, &url, body).await }
+    };
+    assert_eq!(put(a, "/v1/applications/eta", None).await.0, 201);
+    let old = json!({"url": format!("http://{rx_addr}/old")});
+    assert_eq!(
+        put(a, "/v1/applications/eta/endpoints/old", Some(old))
+            .await
+            .0,
+        201
+    );
+    // The other relay knows it; then it is deleted on the first, and at
+    // once made again on the second.
+    let listed = b.admin_url("/v1/applications/eta/endpoints");
+    let known = eventually(Duration::from_secs(10), || async {
+        let (_, v) = send(reqwest::Method::GET, &listed, None).await;
+        v["endpoints"].as_array().is_some_and(|e| e.len() == 1)
+    })
+    .await;
+    assert!(known, "the second relay knows the first endpoint");
+    let gone = send(
+        reqwest::Method::DELETE,
+        &a.admin_url("/v1/applications/eta"),
+        None,
+    )
+    .await;
+    assert_eq!(gone.0, 200, "{}", gone.1);
+    let (status, v) = put(&b, "/v1/applications/eta", None).await;
+    assert_eq!(status, 201, "{v}");
+    assert_eq!(v["endpoints"], 0, "made again with none: {v}");
+    let new = json!({"url": format!("http://{rx_addr}/new")});
+    assert_eq!(
+        put(&b, "/v1/applications/eta/endpoints/new", Some(new))
+            .await
+            .0,
+        201
+    );
+    let body = json!({"type": "thing.done", "payload": {}});
+    let (status, v) = send(
+        reqwest::Method::POST,
+        &b.url("/v1/applications/eta/events"),
+        Some(body),
+    )
+    .await;
+    assert_eq!(status, 202, "{v}");
+    assert_eq!(v["endpoints"], 1, "{v}");
+    let id = v["id"].as_str().unwrap_or_default().to_owned();
+    let arrived = eventually(Duration::from_secs(10), || async {
+        seen.got("new").contains(&id)
+    })
+    .await;
+    assert!(arrived, "the new endpoint receives it");
+    assert!(
+        !seen.got("old").contains(&id),
+        "the deleted endpoint never does"
+    );
+}
+
 both!(deleting_an_application_dead_letters_what_its_endpoints_held);
 /// Deleting an application deletes its endpoints: new events for it are
 /// 404, and what an endpoint still held (here a dead receiver's copies,

@@ -75,6 +75,11 @@ async fn turn<'a>(q: &FleetQueue, fleet: &'a Fleet) -> Result<MutexGuard<'a, ()>
     if q.catalog.is_closing() {
         return Err(ChangeRefused::closing());
     }
+    // What the fleet changed since the last poll, applied here first: a
+    // change starts from what the fleet holds, not from a view up to a
+    // poll old (an application another relay deleted a moment ago, made
+    // again here, kept the deleted one's endpoints for its first events).
+    fleet.catch_up().await;
     Ok(turn)
 }
 

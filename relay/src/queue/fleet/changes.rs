@@ -281,36 +281,47 @@ impl Fleet {
             // Read under the turn: a change this relay makes meanwhile is
             // in what is read, never undone by an older reading.
             let _turn = self.turn.lock().await;
-            let seen = self.seen.load(Ordering::Acquire);
-            let read = match self.map.since(seen).await {
-                Ok((version, Some(changed))) => Ok((version, changed)),
-                // The log cannot say what changed: every entry.
-                Ok((_, None)) => self.map.entries().await,
-                Err(e) => Err(e),
-            };
-            let (version, entries) = match read {
-                Ok(read) => read,
-                Err(e) => {
-                    tracing::debug!(error = %e, "the fleet's destination changes: not read");
-                    continue;
-                }
-            };
-            // Many at once (a whole read): one line for them all, not one
-            // each.
-            let loud = entries.len() <= QUIET_PAST;
-            let mut changed = 0;
-            for (name, raw) in entries {
-                if lock(&self.applied).get(&name) != Some(&seal(&raw)) {
-                    self.apply(&name, &raw, loud).await;
-                    changed += 1;
-                }
-            }
-            if !loud && changed > 0 {
-                tracing::info!(changed, "destinations changed by the fleet's admin API");
-            }
-            self.seen.store(version, Ordering::Release);
-            self.shared.map_read.store(true, Ordering::Release);
+            self.catch_up().await;
         }
+    }
+
+    /// Applies every change the fleet made since this relay last read the
+    /// map (the caller holds [`turn`](Self::turn)): what a poll does, and
+    /// what a change made here does first, so that it starts from what the
+    /// fleet holds (an application deleted on another relay a moment ago
+    /// is gone here too before it is made again). Best effort: a map that
+    /// cannot be read is read at the next poll.
+    pub(crate) async fn catch_up(&self) {
+        let seen = self.seen.load(Ordering::Acquire);
+        let read = match self.map.since(seen).await {
+            Ok((version, _)) if version == seen => return,
+            Ok((version, Some(changed))) => Ok((version, changed)),
+            // The log cannot say what changed: every entry.
+            Ok((_, None)) => self.map.entries().await,
+            Err(e) => Err(e),
+        };
+        let (version, entries) = match read {
+            Ok(read) => read,
+            Err(e) => {
+                tracing::debug!(error = %e, "the fleet's destination changes: not read");
+                return;
+            }
+        };
+        // Many at once (a whole read): one line for them all, not one
+        // each.
+        let loud = entries.len() <= QUIET_PAST;
+        let mut changed = 0;
+        for (name, raw) in entries {
+            if lock(&self.applied).get(&name) != Some(&seal(&raw)) {
+                self.apply(&name, &raw, loud).await;
+                changed += 1;
+            }
+        }
+        if !loud && changed > 0 {
+            tracing::info!(changed, "destinations changed by the fleet's admin API");
+        }
+        self.seen.store(version, Ordering::Release);
+        self.shared.map_read.store(true, Ordering::Release);
     }
 
     /// What `name` holds in the map now (`None`: nothing, it is as
