@@ -629,6 +629,87 @@ async fn an_application_made_again_on_another_relay_starts_with_no_endpoint() {
     );
 }
 
+/// The fleet: a recover, asked of another relay than the one that
+/// dead-lettered the copies, of more copies than the endpoint's queue
+/// holds once its rate was lowered, sends them as it has room: each
+/// delivered once, none back in the dead letters.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_recover_larger_than_the_queue_waits_for_room() {
+    let epoch = Instant::now();
+    let seen = Arc::new(Seen::default());
+    let dead = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let dead_port = dead.local_addr().unwrap().port();
+    drop(dead);
+    let args = "--destination seed=http://127.0.0.1:9/seed --retries 1 --breaker-max-cool-down 1s";
+    let bench = Bench::start(Engine::Fleet, "events-recover", args).await;
+    let (a, b) = (&bench.relay, bench.another("n2").await);
+    let app = a.admin_url("/v1/applications/rec");
+    assert_eq!(send(reqwest::Method::PUT, &app, None).await.0, 201);
+    let url = a.admin_url("/v1/applications/rec/endpoints/slow");
+    let body =
+        json!({"url": format!("http://127.0.0.1:{dead_port}/slow"), "rate": 5, "budget": "2s"});
+    assert_eq!(send(reqwest::Method::PUT, &url, Some(body)).await.0, 201);
+    let mut ids = HashSet::new();
+    for n in 0..40 {
+        let body = json!({"type": "thing.done", "payload": {"n": n}});
+        let (status, v) = send(
+            reqwest::Method::POST,
+            &a.url("/v1/applications/rec/events"),
+            Some(body),
+        )
+        .await;
+        assert_eq!(status, 202, "{v}");
+        ids.insert(v["id"].as_str().unwrap_or_default().to_owned());
+    }
+    let all_dead = eventually(Duration::from_secs(60), || async {
+        dead_letters(a).await.len() == 40
+    })
+    .await;
+    assert!(all_dead, "{} dead letters", dead_letters(a).await.len());
+    // Slowed to a queue of 10 (on the first relay), the receiver comes
+    // back; the other relay recovers them.
+    let (status, v) = send(reqwest::Method::PATCH, &url, Some(json!({"rate": 5}))).await;
+    assert_eq!(status, 200, "{v}");
+    let on_b = b.admin_url("/v1/applications/rec/endpoints/slow");
+    let slowed = eventually(Duration::from_secs(10), || async {
+        send(reqwest::Method::GET, &on_b, None).await.1["rate"] == json!(5.0)
+    })
+    .await;
+    assert!(
+        slowed,
+        "{:?}",
+        send(reqwest::Method::GET, &on_b, None).await
+    );
+    let rx = tokio::net::TcpListener::bind(("127.0.0.1", dead_port))
+        .await
+        .unwrap();
+    receive(seen.clone(), rx, epoch);
+    let recover = b.admin_url("/v1/applications/rec/endpoints/slow/recover");
+    let (status, v) = send(
+        reqwest::Method::POST,
+        &recover,
+        Some(json!({"since": "2020-01-01T00:00:00Z"})),
+    )
+    .await;
+    assert_eq!((status, &v["sent"]), (202, &json!(40)), "{v}");
+    let all = eventually(Duration::from_secs(60), || async {
+        seen.got("slow").is_superset(&ids)
+    })
+    .await;
+    assert!(
+        all,
+        "{} of 40 delivered; dead letters {:?}",
+        seen.got("slow").len(),
+        dead_letters(a).await
+    );
+    assert_eq!(seen.duplicates("slow"), 0);
+    assert!(
+        dead_letters(a).await.is_empty(),
+        "{:?}",
+        dead_letters(a).await
+    );
+}
+
 both!(deleting_an_application_dead_letters_what_its_endpoints_held);
 /// Deleting an application deletes its endpoints: new events for it are
 /// 404, and what an endpoint still held (here a dead receiver's copies,
