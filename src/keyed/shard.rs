@@ -43,8 +43,8 @@ use std::hash::{BuildHasher, Hash};
 use std::num::NonZeroU64;
 
 use super::bucket::{
-    Admit, AdmitError, InvalidCost, NANOS_PER_SEC, Quota, check_cost, check_settle, decide,
-    decide_within, settle_debt,
+    Admit, AdmitError, InvalidCost, NANOS_PER_SEC, OverQuota, Quota, check_cost, check_settle,
+    decide, decide_within, settle_debt,
 };
 
 /// One stored bucket: its key and when it empties.
@@ -245,6 +245,21 @@ fn empty_at<K>(slot: &Slot<K>) -> u64 {
 
 fn drained<K>(slot: &Slot<K>, quota: &Quota, now: u64) -> f64 {
     debt_at(slot.until(), now, quota.rate())
+}
+
+/// The admission of `cost` at `now` to the stored bucket `slot`, and when
+/// the bucket would empty after it: the time past `now` it already owed,
+/// then the cost's.
+fn admitted<K>(
+    slot: &Slot<K>,
+    cost: f64,
+    quota: &Quota,
+    now: u64,
+) -> Result<(Admit, f64), OverQuota> {
+    let after = add_up(slot.until().max(now as f64), span(cost, quota.rate()));
+    let slack = slack(after, cost, quota);
+    let admit = decide_within(drained(slot, quota, now), cost, quota, slack)?;
+    Ok((admit, after))
 }
 
 impl<K: Hash + Eq + Clone> Shard<K> {
@@ -502,16 +517,7 @@ impl<K: Hash + Eq + Clone> Shard<K> {
         let quota = self.quota(key, default);
         check_cost(cost, &quota)?;
         match self.find(hash, key).ok().and_then(|pos| self.slot(pos)) {
-            Some(slot) => {
-                let after = add_up(slot.until().max(now as f64), span(cost, quota.rate()));
-                let slack = slack(after, cost, &quota);
-                Ok(decide_within(
-                    drained(slot, &quota, now),
-                    cost,
-                    &quota,
-                    slack,
-                )?)
-            }
+            Some(slot) => Ok(admitted(slot, cost, &quota, now)?.0),
             None => Ok(decide(self.owed(hash, &quota, now), cost, &quota)?),
         }
     }
@@ -533,11 +539,7 @@ impl<K: Hash + Eq + Clone> Shard<K> {
             .and_then(|pos| Some((pos, self.slot(pos)?)))
         {
             Some((pos, slot)) => {
-                let until = slot.until();
-                // Time past `now` the bucket already owed, then the cost's.
-                let after = add_up(until.max(now as f64), span(cost, quota.rate()));
-                let slack = slack(after, cost, &quota);
-                let admit = decide_within(drained(slot, &quota, now), cost, &quota, slack)?;
+                let (admit, after) = admitted(slot, cost, &quota, now)?;
                 self.write(pos, after);
                 Ok((admit, Placed::Nothing))
             }

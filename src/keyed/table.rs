@@ -362,13 +362,18 @@ impl<K: Hash + Eq + Clone> KeyedBuckets<K> {
         self.nanos(at.unwrap_or_else(Instant::now))
     }
 
+    /// What the shards' inserting operations need of the table.
+    fn ctx(&self) -> Ctx<'_, RandomState> {
+        Ctx {
+            default: &self.default_quota,
+            hasher: &self.hasher,
+        }
+    }
+
     fn admit_when(&self, key: &K, cost: f64, at: Option<Instant>) -> Result<Admit, AdmitError> {
         let (hash, mut shard) = self.locate(key);
         let now = self.clock(at);
-        let ctx = Ctx {
-            default: &self.default_quota,
-            hasher: &self.hasher,
-        };
+        let ctx = self.ctx();
         let (admit, placed) = shard.admit(hash, key, cost, now, &ctx)?;
         drop(shard);
         self.count(placed);
@@ -397,10 +402,7 @@ impl<K: Hash + Eq + Clone> KeyedBuckets<K> {
     ) -> Result<f64, InvalidCost> {
         let (hash, mut shard) = self.locate(key);
         let now = self.clock(at);
-        let ctx = Ctx {
-            default: &self.default_quota,
-            hasher: &self.hasher,
-        };
+        let ctx = self.ctx();
         let (debt, placed) = shard.settle(hash, key, costs, now, &ctx)?;
         drop(shard);
         self.count(placed);

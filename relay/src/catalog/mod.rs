@@ -235,8 +235,14 @@ impl Catalog {
         if app.is_some_and(|app| now.as_deref() != Some(app)) {
             return false;
         }
-        now.and_then(|app| self.app(&app))
-            .is_none_or(|app| seq >= app.since)
+        now.is_none_or(|app| seq >= self.since_of(&app))
+    }
+
+    /// Application `app`'s first event id ([`App::since`]): an event or a
+    /// key naming an earlier one is an earlier application's of the name;
+    /// 0 when there is no such application.
+    pub(crate) fn since_of(&self, app: &str) -> u64 {
+        self.read().apps.get(app).map_or(0, |a| a.since)
     }
 
     /// A pass for the only open destination `usable` (given its name and

@@ -384,38 +384,46 @@ fn try_line(addr: SocketAddr, cfg: &Config) -> String {
     } else {
         "http"
     };
-    let mut curl =
-        String::from("try: curl -X POST -d '{\"hello\":1}' -H 'content-type: application/json'");
-    if !cfg.tenants.is_empty() {
-        curl.push_str(" -H \"Authorization: Bearer $KEY\"");
-    }
-    if scheme == "https" {
-        curl.push_str(" --cacert CA.pem");
-    }
     if cfg.destinations.is_empty() {
         return "try: PUT /v1/applications/acme on the admin API above, then its endpoints \
                 (PUT /v1/applications/acme/endpoints/NAME); Ctrl-C drains the queue and exits"
             .to_owned();
     }
-    // A plain destination takes a webhook by name; when every one is an
-    // application's endpoint, the application takes an event.
+    // A plain destination takes a webhook (by name among several); when
+    // every one is an application's endpoint, the application takes an
+    // event.
     let plain = cfg.destinations.iter().find(|d| d.endpoint.is_none());
-    match (plain, cfg.destinations.as_slice()) {
-        (Some(_), [_]) => curl.push_str(&format!(" {scheme}://{addr}/v1/webhooks/deliver")),
-        (Some(first), _) => curl.push_str(&format!(
-            " -H '{}: {}' {scheme}://{addr}/v1/webhooks/deliver",
-            cfg.settings.destination_header, first.name
-        )),
-        (None, [first, ..]) => {
-            let app = first.endpoint.as_ref().map_or("APP", |e| &*e.application);
-            curl = curl.replace(
-                "-d '{\"hello\":1}'",
-                "-d '{\"type\":\"hello.sent\",\"payload\":{\"hello\":1}}'",
-            );
-            curl.push_str(&format!(" {scheme}://{addr}/v1/applications/{app}/events"));
+    let webhook = r#"{"hello":1}"#;
+    let (body, named, path) = match (plain, cfg.destinations.as_slice()) {
+        (Some(_), [_]) => (webhook, None, "/v1/webhooks/deliver".to_owned()),
+        (Some(first), _) => (
+            webhook,
+            Some(&first.name),
+            "/v1/webhooks/deliver".to_owned(),
+        ),
+        (None, first) => {
+            let app = first
+                .first()
+                .and_then(|d| d.endpoint.as_ref())
+                .map_or("APP", |e| &*e.application);
+            let event = r#"{"type":"hello.sent","payload":{"hello":1}}"#;
+            (event, None, format!("/v1/applications/{app}/events"))
         }
-        (None, []) => {}
+    };
+    let mut curl = format!("try: curl -X POST -d '{body}' -H 'content-type: application/json'");
+    if !cfg.tenants.is_empty() {
+        curl.push_str(" -H \"Authorization: Bearer $KEY\"");
     }
+    if let Some(name) = named {
+        curl.push_str(&format!(
+            " -H '{}: {name}'",
+            cfg.settings.destination_header
+        ));
+    }
+    if scheme == "https" {
+        curl.push_str(" --cacert CA.pem");
+    }
+    curl.push_str(&format!(" {scheme}://{addr}{path}"));
     if cfg.tenants.is_empty() {
         curl.push_str("\nor run with --demo; Ctrl-C drains the queue and exits");
     } else {

@@ -125,7 +125,20 @@ fn receive(seen: Arc<Seen>, listener: tokio::net::TcpListener, epoch: Instant) {
 }
 
 async fn send(method: reqwest::Method, url: &str, body: Option<Value>) -> (u16, Value) {
+    send_with(method, url, body, &[]).await
+}
+
+/// [`send`] with `headers` too.
+async fn send_with(
+    method: reqwest::Method,
+    url: &str,
+    body: Option<Value>,
+    headers: &[(&str, &str)],
+) -> (u16, Value) {
     let mut req = http().request(method, url);
+    for (name, value) in headers {
+        req = req.header(*name, *value);
+    }
     if let Some(b) = body {
         req = req
             .header("content-type", "application/json")
@@ -139,6 +152,16 @@ async fn send(method: reqwest::Method, url: &str, body: Option<Value>) -> (u16, 
         }
         Err(_) => (0, Value::Null),
     }
+}
+
+/// A receiver for every endpoint (by path) on a port of its own: what it
+/// saw, and its address.
+async fn receiver() -> (Arc<Seen>, std::net::SocketAddr) {
+    let seen = Arc::new(Seen::default());
+    let rx = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = rx.local_addr().unwrap();
+    receive(seen.clone(), rx, Instant::now());
+    (seen, addr)
 }
 
 both!(events_fan_out_survive_a_kill_and_every_copy_ends_in_one_place);
@@ -491,11 +514,7 @@ const SWEPT_EVENTS: usize = 12;
 /// i64::MAX, was refused every time, and the copies stayed pending).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_sweep_completes_a_fan_out_a_killed_relay_left() {
-    let epoch = Instant::now();
-    let seen = Arc::new(Seen::default());
-    let rx = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let rx_addr = rx.local_addr().unwrap();
-    receive(seen.clone(), rx, epoch);
+    let (seen, rx_addr) = receiver().await;
     let args = format!("--destination seed=http://{rx_addr}/seed");
     let mut bench = Bench::start(Engine::Fleet, "events-sweep", &args).await;
     let other = bench.another("n2").await;
@@ -562,11 +581,7 @@ async fn the_sweep_completes_a_fan_out_a_killed_relay_left() {
 /// from its view a poll old: the deleted endpoint took the new event).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_application_made_again_on_another_relay_starts_with_no_endpoint() {
-    let epoch = Instant::now();
-    let seen = Arc::new(Seen::default());
-    let rx = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let rx_addr = rx.local_addr().unwrap();
-    receive(seen.clone(), rx, epoch);
+    let (seen, rx_addr) = receiver().await;
     let args = format!("--destination seed=http://{rx_addr}/seed");
     let bench = Bench::start(Engine::Fleet, "events-remade", &args).await;
     let (a, b) = (&bench.relay, bench.another("n2").await);
@@ -635,7 +650,6 @@ async fn an_application_made_again_on_another_relay_starts_with_no_endpoint() {
 /// delivered once, none back in the dead letters.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_recover_larger_than_the_queue_waits_for_room() {
-    let epoch = Instant::now();
     let seen = Arc::new(Seen::default());
     let dead = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let dead_port = dead.local_addr().unwrap().port();
@@ -683,7 +697,7 @@ async fn a_recover_larger_than_the_queue_waits_for_room() {
     let rx = tokio::net::TcpListener::bind(("127.0.0.1", dead_port))
         .await
         .unwrap();
-    receive(seen.clone(), rx, epoch);
+    receive(seen.clone(), rx, Instant::now());
     let recover = b.admin_url("/v1/applications/rec/endpoints/slow/recover");
     let (status, v) = send(
         reqwest::Method::POST,
@@ -742,20 +756,8 @@ async fn deleting_an_application_dead_letters_what_its_endpoints_held(engine: En
     // would send again).
     let keyed = |post: String| async move {
         let body = json!({"type": "invoice.paid", "payload": {"invoice": "in_123"}});
-        let resp = http()
-            .post(post)
-            .header("idempotency-key", "invoice-in_123-paid")
-            .header("content-type", "application/json")
-            .body(body.to_string())
-            .send()
-            .await
-            .expect("the relay answers");
-        let status = resp.status().as_u16();
-        let text = resp.text().await.unwrap_or_default();
-        (
-            status,
-            serde_json::from_str::<Value>(&text).unwrap_or(Value::Null),
-        )
+        let key = [("idempotency-key", "invoice-in_123-paid")];
+        send_with(reqwest::Method::POST, &post, Some(body), &key).await
     };
     let mut old_id = String::new();
     for n in 0..5 {

@@ -13,14 +13,21 @@ async fn get(url: &str) -> (u16, String) {
     )
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn each_listener_serves_its_checked_in_document() {
-    let dir = TempDir::new("openapi");
+/// A relay with one destination and nothing kept, in a directory of its
+/// own (`tag`).
+async fn started(tag: &str) -> (TempDir, Relay) {
+    let dir = TempDir::new(tag);
     let relay = Relay::start(&format!(
         "--downstream http://127.0.0.1:9/hooks --no-journal --dead-letter-file {}",
         dir.arg("dl.jsonl")
     ))
     .await;
+    (dir, relay)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_listener_serves_its_checked_in_document() {
+    let (_dir, relay) = started("openapi").await;
     let root = env!("CARGO_MANIFEST_DIR");
     for (url, file) in [
         (relay.url("/openapi.json"), "openapi.json"),
@@ -44,12 +51,7 @@ async fn each_listener_serves_its_checked_in_document() {
 /// reading `application/problem+json` never meets an empty body).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn what_no_route_serves_is_a_problem() {
-    let dir = TempDir::new("openapi-none");
-    let relay = Relay::start(&format!(
-        "--downstream http://127.0.0.1:9/hooks --no-journal --dead-letter-file {}",
-        dir.arg("dl.jsonl")
-    ))
-    .await;
+    let (_dir, relay) = started("openapi-none").await;
     for base in [relay.url(""), relay.admin_url("")] {
         let resp = http()
             .get(format!("{base}/v1/nothing"))

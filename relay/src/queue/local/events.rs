@@ -328,7 +328,7 @@ impl Events for Local {
             copies: passes.iter().map(|pass| pass.name().to_string()).collect(),
         };
         // A key is this application's, not an earlier one's of the name.
-        let since = self.catalog.app(&record.app).map_or(0, |a| a.since);
+        let since = self.catalog.since_of(&record.app);
         match store
             .post(seq, record.clone(), p.payload.clone(), since)
             .await

@@ -174,7 +174,7 @@ impl Events for FleetQueue {
         // the local engine.
         let key = p.key.as_deref();
         // ...and this application's, not an earlier one's of the name.
-        let since = self.catalog.app(&record.app).map_or(0, |a| a.since);
+        let since = self.catalog.since_of(&record.app);
         let oldest = id_at(unix_ms().saturating_sub(self.shared.events.retention_ms()));
         let events = &self.shared.events;
         // With replicas to wait for, on a connection of its own (WAIT
