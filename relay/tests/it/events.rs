@@ -661,7 +661,7 @@ async fn a_recover_larger_than_the_queue_waits_for_room() {
     assert_eq!(send(reqwest::Method::PUT, &app, None).await.0, 201);
     let url = a.admin_url("/v1/applications/rec/endpoints/slow");
     let body =
-        json!({"url": format!("http://127.0.0.1:{dead_port}/slow"), "rate": 5, "budget": "2s"});
+        json!({"url": format!("http://127.0.0.1:{dead_port}/slow"), "rate": 10, "budget": "1s"});
     assert_eq!(send(reqwest::Method::PUT, &url, Some(body)).await.0, 201);
     let mut ids = HashSet::new();
     for n in 0..40 {
@@ -680,7 +680,7 @@ async fn a_recover_larger_than_the_queue_waits_for_room() {
     })
     .await;
     assert!(all_dead, "{} dead letters", dead_letters(a).await.len());
-    // Slowed to a queue of 10 (on the first relay), the receiver comes
+    // Slowed to a queue of 5 (on the first relay), the receiver comes
     // back; the other relay recovers them.
     let (status, v) = send(reqwest::Method::PATCH, &url, Some(json!({"rate": 5}))).await;
     assert_eq!(status, 200, "{v}");
