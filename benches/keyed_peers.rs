@@ -3,7 +3,11 @@
 //! 10/s and burst 100 (dripfeed's table with room for every key,
 //! `max_keys` 2^17). A fourth row is dripfeed's table given the time
 //! (`try_admit_at`): reading the clock (`clock_gettime`, whose `rdtscp`
-//! waits for the loads before it) is a large share of a check.
+//! waits for the loads before it) is a large share of a check. A fifth is
+//! dripfeed's table hashing with foldhash instead of its default SipHash
+//! (governor's DashMap hashes with SipHash too), for keys no adversary
+//! picks, and a sixth with `Prehashed`, for keys that are hashes already
+//! (what a throttle's own per-key table pays).
 //!
 //! - *ns per check*: 100,000 distinct keys each admitted once, then
 //!   1,000,000 checks cycling over them in a shuffled order, on 1 thread
@@ -42,11 +46,13 @@ const MAX_KEYS: usize = 1 << 17;
 /// The contenders; the last is dripfeed's table given the time
 /// (`try_admit_at` with an instant the caller already holds), so the
 /// cost of reading the clock shows apart.
-const STORES: [&str; 4] = [
+const STORES: [&str; 6] = [
     "dripfeed",
     "governor",
     "throttle-net",
     "dripfeed, time given",
+    "dripfeed, foldhash",
+    "dripfeed, Prehashed",
 ];
 
 fn text(keys: &[u64]) -> Vec<String> {
@@ -78,6 +84,22 @@ fn store<K: Hash + Eq + Clone + Send + Sync + 'static>(
                 let at = if table.len() < KEYS { now } else { checks };
                 table.try_admit_at(k, 1.0, at).is_ok()
             })
+        }
+        "dripfeed, foldhash" => {
+            let quota = Quota::per_second(10.0).burst(100.0).expect("quota");
+            let table = KeyedBuckets::<K>::builder(MAX_KEYS, quota)
+                .hasher(foldhash::fast::RandomState::default())
+                .build()
+                .expect("table");
+            Box::new(move |k| table.try_admit(k, 1.0).is_ok())
+        }
+        "dripfeed, Prehashed" => {
+            let quota = Quota::per_second(10.0).burst(100.0).expect("quota");
+            let table = KeyedBuckets::<K>::builder(MAX_KEYS, quota)
+                .hasher(dripfeed::keyed::Prehashed)
+                .build()
+                .expect("table");
+            Box::new(move |k| table.try_admit(k, 1.0).is_ok())
         }
         "governor" => {
             let q = governor::Quota::per_second(NonZeroU32::new(10).expect("10"))
@@ -127,11 +149,11 @@ fn ns_per_check<K: Sync>(check: &Check<'_, K>, keys: &[K], threads: usize) -> f6
 }
 
 /// One round of ns per check, every store in turn from `first`.
-fn round<K>(keys: &[K], threads: usize, first: usize) -> [f64; 4]
+fn round<K>(keys: &[K], threads: usize, first: usize) -> [f64; 6]
 where
     K: Hash + Eq + Clone + Send + Sync + 'static,
 {
-    let mut out = [f64::NAN; 4];
+    let mut out = [f64::NAN; 6];
     // ONLY=dripfeed (a store's name): that one alone, for a profile.
     let only = std::env::var("ONLY").ok();
     for i in 0..STORES.len() {
@@ -182,7 +204,7 @@ where
         if !rounds::wanted(&format!("{label}/{threads}t")) {
             continue;
         }
-        let runs: Vec<[f64; 4]> = (0..rounds).map(|r| round(keys, threads, r)).collect();
+        let runs: Vec<[f64; 6]> = (0..rounds).map(|r| round(keys, threads, r)).collect();
         for (k, name) in STORES.iter().enumerate() {
             let ns: Vec<f64> = runs.iter().map(|r| r[k]).collect();
             let ratio: Vec<f64> = runs.iter().map(|r| r[k] / r[1]).collect();

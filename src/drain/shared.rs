@@ -24,7 +24,7 @@ use crate::admission::reason::Reason;
 use crate::admission::rejected::Rejected;
 use crate::admission::{Admission, Entry};
 use crate::error::RateError;
-use crate::keyed::{BucketStore, KeyedBuckets};
+use crate::keyed::{BucketStore, KeyedBuckets, Prehashed};
 use crate::limits::in_flight::InFlight;
 use crate::util::clock::Clock;
 use crate::util::num::{nanos, secs};
@@ -56,7 +56,8 @@ pub(crate) fn bound_for(budget: Duration, rate: f64) -> u64 {
 
 /// Per-key buckets, keyed by a seeded 64-bit hash of the user's key.
 pub(crate) struct Keyed {
-    pub(crate) table: KeyedBuckets<u64>,
+    /// Its keys are seeded hashes already: the table only mixes them.
+    pub(crate) table: KeyedBuckets<u64, Prehashed>,
     pub(crate) hasher: RandomState,
 }
 
@@ -117,7 +118,7 @@ pub(crate) struct Parts<J> {
     pub(crate) inline: bool,
     pub(crate) admission: Admission<J>,
     pub(crate) endings: Endings<J>,
-    pub(crate) keyed: Option<KeyedBuckets<u64>>,
+    pub(crate) keyed: Option<KeyedBuckets<u64, Prehashed>>,
     pub(crate) store: Option<Arc<dyn BucketStore>>,
     pub(crate) in_flight: InFlight,
     pub(crate) feedback: Option<Feedback>,

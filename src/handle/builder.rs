@@ -20,7 +20,7 @@ use crate::drain::{Drain, DrainFuture};
 use crate::error::BuildError;
 use crate::handle::settings::Settings;
 use crate::handle::throttle::Throttle;
-use crate::keyed::{BucketStore, KeyedBuckets, Quota};
+use crate::keyed::{BucketStore, KeyedBuckets, Prehashed, Quota};
 use crate::limits::in_flight::{InFlight, InFlightBudget};
 use crate::limits::permits::PermitSource;
 use crate::rate::Aimd;
@@ -739,7 +739,9 @@ impl<J: Send + Sync + 'static> ThrottleBuilder<J> {
         };
         let keyed = match self.per_key {
             Some((max_keys, quota)) => {
-                Some(KeyedBuckets::new(max_keys, quota).map_err(BuildError::Keyed)?)
+                // Its keys are the throttle's seeded hashes of the user's.
+                let table = KeyedBuckets::builder(max_keys, quota).hasher(Prehashed);
+                Some(table.build().map_err(BuildError::Keyed)?)
             }
             None => None,
         };

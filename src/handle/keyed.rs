@@ -30,7 +30,8 @@ use crate::admission::rejected::Rejected;
 use crate::handle::submission::Key;
 use crate::handle::throttle::Throttle;
 use crate::keyed::{
-    AdmitError, BucketError, BucketStore, InvalidCost, KeyedBuckets, Quota, TooManyOverrides,
+    AdmitError, BucketError, BucketStore, InvalidCost, KeyedBuckets, Prehashed, Quota,
+    TooManyOverrides,
 };
 use crate::util::num::jittered;
 
@@ -153,7 +154,7 @@ impl<J: 'static> Throttle<J> {
     }
 
     /// The per-key table (live buckets, evictions), if configured.
-    pub fn keyed(&self) -> Option<&KeyedBuckets<u64>> {
+    pub fn keyed(&self) -> Option<&KeyedBuckets<u64, Prehashed>> {
         self.shared.keyed.as_ref().map(|k| &k.table)
     }
 }

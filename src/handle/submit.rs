@@ -21,7 +21,7 @@ use crate::admission::holders::{NO_KEY, key_of};
 use crate::admission::reason::Reason;
 use crate::admission::rejected::Rejected;
 use crate::handle::throttle::{Admitted, Throttle};
-use crate::keyed::{BucketStore, KeyedBuckets};
+use crate::keyed::{BucketStore, KeyedBuckets, Prehashed};
 
 /// Why a key was not charged: its table's answer (`None`: no table), or
 /// its store's.
@@ -46,7 +46,7 @@ struct Charge<'a>(Option<Charged<'a>>);
 
 /// What was charged where.
 enum Charged<'a> {
-    Table(&'a KeyedBuckets<u64>, u64, f64),
+    Table(&'a KeyedBuckets<u64, Prehashed>, u64, f64),
     Store(std::sync::Arc<dyn BucketStore>, String, f64),
 }
 

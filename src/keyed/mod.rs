@@ -34,6 +34,7 @@
 
 mod all_of;
 pub(crate) mod bucket;
+mod prehashed;
 mod shard;
 mod share;
 mod store;
@@ -44,6 +45,7 @@ pub use all_of::AllOf;
 pub use bucket::{
     Admit, AdmitError, Bucket, InvalidCost, OverQuota, Quota, QuotaBuilder, QuotaError,
 };
+pub use prehashed::{Prehashed, PrehashedHasher};
 pub use share::fair_share;
 pub use store::BucketStore;
 pub use store_error::{BucketError, StoreFailure};

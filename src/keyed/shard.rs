@@ -257,8 +257,13 @@ fn admitted<K>(
     now: u64,
 ) -> Result<(Admit, f64), OverQuota> {
     let after = add_up(slot.until().max(now as f64), span(cost, quota.rate()));
-    let slack = slack(after, cost, quota);
-    let admit = decide_within(drained(slot, quota, now), cost, quota, slack)?;
+    let debt = drained(slot, quota, now);
+    // The slack only matters to a cost that would not fit without it.
+    let admit = if debt + cost <= quota.size() {
+        decide(debt, cost, quota)?
+    } else {
+        decide_within(debt, cost, quota, slack(after, cost, quota))?
+    };
     Ok((admit, after))
 }
 
@@ -357,10 +362,14 @@ impl<K: Hash + Eq + Clone> Shard<K> {
         let Some(slot) = self.slots.get_mut(pos).and_then(Option::as_mut) else {
             return;
         };
+        if !self.tracked {
+            slot.until = Slot::<K>::encode(until);
+            return;
+        }
         let old = empty_at(slot);
         slot.until = Slot::<K>::encode(until);
         let new = empty_at(slot);
-        if self.tracked && new < old {
+        if new < old {
             self.push(new, pos);
         }
     }

@@ -182,7 +182,7 @@ pub trait BucketStore: Send + Sync + fmt::Debug {
 /// with [`per_key`](crate::ThrottleBuilder::per_key) keeps its own
 /// synchronous table and does not go through this.
 #[async_trait]
-impl BucketStore for KeyedBuckets<String> {
+impl<S: std::hash::BuildHasher + Send + Sync> BucketStore for KeyedBuckets<String, S> {
     fn default_quota(&self) -> Quota {
         KeyedBuckets::default_quota(self)
     }
