@@ -7,7 +7,8 @@
 //! relay had in flight; no second of arrivals exceeds 1.1 × the fleet rate
 //! plus one lease (and two arrivals of slack for the receiver's own
 //! stalls); the fleet's depth never passes its bound; and an
-//! idempotent retry posted to another relay names the first id.
+//! idempotent retry posted to another relay names the first id. While
+//! Redis is down, a destination's live state shows the last counts read.
 
 #![cfg(feature = "redis")]
 
@@ -197,8 +198,25 @@ async fn fleet(store: &mut Store, fault: Fault) {
             let Store::Single(redis) = store else {
                 unreachable!("a single server is restarted")
             };
+            // What the fleet accepted of `a`, as relay 0's admin API says.
+            let accepted = |r: &Relay| {
+                let url = r.admin_url("/v1/destinations/a");
+                async move {
+                    let body = http().get(&url).send().await.expect("admin").text().await;
+                    let v: serde_json::Value =
+                        serde_json::from_str(&body.unwrap_or_default()).unwrap_or_default();
+                    v["live"]["accepted"].as_u64().unwrap_or(0)
+                }
+            };
+            let before = accepted(&relays[0]).await;
+            assert!(before > 0, "the burst was taken");
             redis.kill();
-            tokio::time::sleep(Duration::from_secs(5)).await;
+            tokio::time::sleep(Duration::from_secs(2)).await;
+            // While Redis is down a destination's state is the last known,
+            // not zeros (it showed 0 accepted).
+            let during = accepted(&relays[0]).await;
+            assert!(during >= before, "{during} accepted shown, {before} before");
+            tokio::time::sleep(Duration::from_secs(3)).await;
             tokio::task::block_in_place(|| redis.restart());
         }
     }

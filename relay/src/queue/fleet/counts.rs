@@ -9,8 +9,8 @@
 //! the same on every relay: read them with `max()`. The drain rate and the
 //! capacity gauges show the destination's (the fleet's) from the start.
 
-use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
 
 use dripfeed::metrics::{
     ADMITTED, DELIVERY, DELIVERY_FAILURES, DRAIN_RATE, EMITTED, IN_FLIGHT, JOBS, OVERFLOW,
@@ -18,6 +18,7 @@ use dripfeed::metrics::{
 };
 use metrics::{Counter, Gauge, Histogram, Label};
 
+use super::redis::queue::QueueCounts;
 use crate::domain::limits::held;
 use crate::queue::NAME;
 use crate::telemetry::{FLEET_QUEUE_CAPACITY, FLEET_QUEUE_DEPTH, FLEET_RATE_LEADER};
@@ -53,6 +54,10 @@ struct Here {
     in_flight_now: AtomicU64,
     /// Delivered by this relay (for the shutdown's summary).
     delivered_here: AtomicU64,
+    /// The fleet's depth and counts as last read from Redis: what its
+    /// state shows while Redis cannot be read (the last known, not zero).
+    last_depth: AtomicU64,
+    last_counts: Mutex<QueueCounts>,
 }
 
 /// The handles of one `destination` label: a destination's own, or
@@ -201,9 +206,35 @@ impl Counts {
 
     /// The fleet's depth, as last read.
     pub(crate) fn fleet_depth(&self, depth: u64) {
+        self.here.last_depth.store(depth, Ordering::Relaxed);
         if let Some(s) = &self.series.shape {
             s.fleet_depth.set(depth as f64);
         }
+    }
+
+    /// The fleet's depth and counts: `read` from Redis (kept, and the
+    /// depth shown), or where either could not be read, the last known.
+    pub(crate) fn fleet_state(
+        &self,
+        depth: Option<u64>,
+        counts: Option<QueueCounts>,
+    ) -> (u64, QueueCounts) {
+        let depth = match depth {
+            Some(depth) => {
+                self.fleet_depth(depth);
+                depth
+            }
+            None => self.here.last_depth.load(Ordering::Relaxed),
+        };
+        let mut last = self
+            .here
+            .last_counts
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        if let Some(counts) = counts {
+            *last = counts;
+        }
+        (depth, *last)
     }
 
     /// One webhook admitted here.

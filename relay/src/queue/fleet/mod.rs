@@ -124,9 +124,8 @@ impl Queue for FleetQueue {
     async fn live(&self, name: &str) -> Option<Live> {
         let lane = self.shared.lane(name)?;
         let (depth, counts) = tokio::join!(lane.queue.depth(), lane.queue.counts());
-        let depth = depth.unwrap_or(0);
-        let counts = counts.unwrap_or_default();
-        lane.counts.fleet_depth(depth);
+        // While Redis cannot be read: the last known, not zeros.
+        let (depth, counts) = lane.counts.fleet_state(depth.ok(), counts.ok());
         Some(Live {
             active: self.shared.draining(name),
             rate_now: lane.rate_now(),
