@@ -242,6 +242,11 @@ impl Counts {
         self.series.admitted.increment(1);
     }
 
+    /// `n` dead letters admitted again here (a redrive).
+    pub(crate) fn readmitted(&self, n: u64) {
+        self.series.admitted.increment(n);
+    }
+
     /// One webhook refused here.
     pub(crate) fn refused(&self, why: Refused) {
         self.series.refused.increment(1);

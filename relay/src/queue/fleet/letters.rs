@@ -216,6 +216,8 @@ impl Shared {
                 done.readmitted += m;
                 done.refused += r;
                 if m > 0 {
+                    // Admitted again: counted as the local engine counts it.
+                    lane.counts.readmitted(m);
                     self.admitted(&name);
                 }
             } else {

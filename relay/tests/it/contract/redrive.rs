@@ -172,12 +172,34 @@ async fn a_dead_letter_is_redriven_once(engine: Engine) {
     let ids = dead_letters(relay, "a", 2).await;
     healthy.store(true, Ordering::Relaxed);
     let url = relay.admin_url("/v1/dead-letters/redrive");
-    let (status, done) = send_json(Method::POST, &url, &json!({"ids": ids})).await;
-    assert_eq!((status, &done["readmitted"]), (200, &json!(2)), "{done}");
+    // Two redrives of the same letters at once: each letter goes back
+    // once, and the one that finds it taken counts it neither readmitted
+    // nor refused (the fleet's reported it refused, as if for want of
+    // room).
+    let body = json!({"ids": ids});
+    let ((s1, one), (s2, two)) = tokio::join!(
+        send_json(Method::POST, &url, &body),
+        send_json(Method::POST, &url, &body),
+    );
+    assert_eq!((s1, s2), (200, 200), "{one} {two}");
+    let sum = |f: &str| one[f].as_u64().unwrap_or(0) + two[f].as_u64().unwrap_or(0);
+    assert_eq!((sum("readmitted"), sum("refused")), (2, 0), "{one} {two}");
     let delivered = log
         .until(Duration::from_secs(20), |hits| hits.len() >= 4)
         .await;
     assert!(delivered, "redriven and delivered: {} requests", log.len());
+    // Admitted twice each, as posted and as redriven (the fleet's relay
+    // counted only the first).
+    let a = [("destination", "a")];
+    let counted = eventually(Duration::from_secs(10), || async {
+        relay.metrics().await.get("leaky_bucket_admitted_total", &a) == 4.0
+    })
+    .await;
+    assert!(
+        counted,
+        "{}",
+        relay.metrics().await.get("leaky_bucket_admitted_total", &a)
+    );
     let (_, again) = send_json(Method::POST, &url, &json!({"ids": ids})).await;
     assert_eq!(again["readmitted"], 0, "redriven once: {again}");
 

@@ -89,8 +89,9 @@ impl RedisQueue {
     /// Puts the dead letters `entries` back into the queue, each with its
     /// id and no attempts counted (its status, when kept, queued again),
     /// while the queue is under `bound`; one round trip, counted as
-    /// `queue_dead_letters`. Returns how many went back and how many did
-    /// not (gone meanwhile, or no room).
+    /// `queue_dead_letters`. Returns how many went back and how many were
+    /// refused for want of room (a letter gone meanwhile, taken by another
+    /// redrive, is neither).
     pub(crate) async fn redrive(
         &self,
         entries: &[String],
@@ -107,7 +108,8 @@ impl RedisQueue {
             call.arg(e);
         }
         let v: Value = bounded(call.invoke_async(&mut conn), CALL).await?;
-        let items = array(v, 2, "queue redrive")?;
+        // Letters gone meanwhile (another redrive took them) are neither.
+        let items = array(v, 3, "queue redrive")?;
         Ok((count(&items[0])?, count(&items[1])?))
     }
 }

@@ -11,7 +11,8 @@
 --
 -- Each dead letter goes back with its id and no attempts counted, its
 -- status queued again, and leaves the dead letters; once the queue holds
--- its bound the rest stay. Returns {moved, refused (gone, or no room)}.
+-- its bound the rest stay. Returns {moved, refused (no room), gone (no
+-- longer a dead letter: another redrive took it)}.
 local bound = tonumber(ARGV[1])
 if not bound then
   return redis.error_reply('ERR dripfeed queue: bad bound')
@@ -19,12 +20,14 @@ end
 local kept = ARGV[2] == '1'
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local moved, refused = 0, 0
+local moved, refused, gone = 0, 0, 0
 for i = 3, #ARGV do
   local e = ARGV[i]
   local found = redis.call('XRANGE', KEYS[5], e, e)
   local outstanding = redis.call('XLEN', KEYS[1]) + redis.call('ZCARD', KEYS[2])
-  if not found[1] or outstanding >= bound then
+  if not found[1] then
+    gone = gone + 1
+  elseif outstanding >= bound then
     refused = refused + 1
   else
     local id, job = nil, ''
@@ -52,4 +55,4 @@ for i = 3, #ARGV do
     moved = moved + 1
   end
 end
-return {moved, refused}
+return {moved, refused, gone}
