@@ -14,7 +14,7 @@ use crate::catalog::edit::Precondition;
 use crate::domain::budget::JOB_OVERHEAD;
 use crate::domain::event_copy::EventCopy;
 use crate::domain::job::{Job, unix_ms};
-use crate::events::id::next_id;
+use crate::events::id::next_id_after;
 use crate::events::read::Page;
 use crate::events::record::{CopyRecord, CopyState, EventRecord};
 use crate::queue::contract::{Cause, ChangeRefused, Refusal, Store};
@@ -318,7 +318,10 @@ impl Events for Local {
             give_back().await;
             return Err(Refusal::after(Cause::NoRoom, self.drain_wait_now()));
         };
-        let seq = next_id();
+        // A key is this application's, not an earlier one's of the name,
+        // and its id is past the application's `since`.
+        let since = self.catalog.since_of(&p.app);
+        let seq = next_id_after(since);
         let record = EventRecord {
             app: p.app,
             kind: p.kind,
@@ -327,8 +330,6 @@ impl Events for Local {
             key: p.key,
             copies: passes.iter().map(|pass| pass.name().to_string()).collect(),
         };
-        // A key is this application's, not an earlier one's of the name.
-        let since = self.catalog.since_of(&record.app);
         match store
             .post(seq, record.clone(), p.payload.clone(), since)
             .await

@@ -34,7 +34,7 @@ use super::redis::queue_status::JobState;
 use crate::catalog::App;
 use crate::catalog::edit::Precondition;
 use crate::domain::job::unix_ms;
-use crate::events::id::{id_at, next_id};
+use crate::events::id::{id_at, next_id_after};
 use crate::events::read::Page;
 use crate::events::record::{CopyRecord, CopyState, EventRecord};
 use crate::queue::event_charge::EventCharge;
@@ -173,7 +173,8 @@ impl Events for FleetQueue {
         // Keys are the application's (scoped by tenant at intake), as in
         // the local engine.
         let key = p.key.as_deref();
-        // ...and this application's, not an earlier one's of the name.
+        // ...and this application's, not an earlier one's of the name (its
+        // id past the application's `since`, whatever this relay's clock).
         let since = self.catalog.since_of(&record.app);
         let oldest = id_at(unix_ms().saturating_sub(self.shared.events.retention_ms()));
         let events = &self.shared.events;
@@ -206,7 +207,7 @@ impl Events for FleetQueue {
         let mut answer = Ok(Posted::Taken);
         let mut id = 0;
         for _ in 0..4 {
-            id = next_id();
+            id = next_id_after(since);
             let on = pinned.as_ref().map(|(c, _)| c);
             let bounds = Bounds { oldest, since };
             answer = events.post(on, id, &record, &p.payload, key, bounds).await;
