@@ -180,6 +180,44 @@ impl Admin {
         let live = self.queue.live(name).await;
         Some(self.defaults.view(&listed, live, self.errors.last(name)))
     }
+
+    /// `name`'s view and its `ETag`, of one value: the queue's (the
+    /// fleet's, read from Redis). Where this relay's copy is not that value
+    /// yet (a change made through another relay, applied here within half
+    /// a second), the view shows the queue's, so a client that sends the
+    /// tag back with a change has seen what it changes (the body was this
+    /// relay's copy and the tag the fleet's: a change made on that tag
+    /// undid the other relay's unseen). Untagged while the queue does not
+    /// answer.
+    pub(crate) async fn tagged_view(
+        &self,
+        name: &str,
+    ) -> Option<(DestinationView, Option<String>)> {
+        let listed = self.catalog.get(name)?;
+        let (live, current) = tokio::join!(self.queue.live(name), self.queue.current(name));
+        let (listed, tag) = match current {
+            Ok(Some(fields)) => {
+                let tag = etag(&fields);
+                if etag(&listed.dest.fields()) == tag {
+                    (listed, Some(tag))
+                } else {
+                    match fields.check_body(&listed.dest.origin) {
+                        Ok(dest) => (
+                            Listed {
+                                dest,
+                                open: listed.open,
+                            },
+                            Some(tag),
+                        ),
+                        Err(_) => (listed, None),
+                    }
+                }
+            }
+            _ => (listed, None),
+        };
+        let view = self.defaults.view(&listed, live, self.errors.last(name));
+        Some((view, tag))
+    }
 }
 
 /// `GET /v1/destinations`.
@@ -235,15 +273,11 @@ pub(crate) async fn list(State(admin): State<Arc<Admin>>, RawQuery(raw): RawQuer
         (status = 503, description = "The listener serves its most connections.", body = Problem, content_type = "application/problem+json"),
     ))]
 pub(crate) async fn one(State(admin): State<Arc<Admin>>, Path(name): Path<String>) -> Response {
-    let Some(view) = admin.view(&name).await else {
-        return super::change_answers::unknown_destination();
-    };
     // Its tag as the queue keeps it (the fleet's, read from Redis): what
-    // an If-Match is checked against. Unknown while Redis does not answer.
-    match admin.queue.current(&name).await {
-        Ok(Some(fields)) => {
-            super::change_answers::tagged(Json(view).into_response(), &etag(&fields))
-        }
-        _ => Json(view).into_response(),
+    // an If-Match is checked against, and the body of the same value.
+    match admin.tagged_view(&name).await {
+        None => super::change_answers::unknown_destination(),
+        Some((view, Some(tag))) => super::change_answers::tagged(Json(view).into_response(), &tag),
+        Some((view, None)) => Json(view).into_response(),
     }
 }
