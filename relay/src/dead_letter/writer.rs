@@ -56,7 +56,7 @@ pub struct Flushed {
 /// A line not written yet, and its job (holding its bytes).
 struct Held {
     line: Vec<u8>,
-    _job: Job,
+    job: Job,
 }
 
 impl AsRef<[u8]> for Held {
@@ -159,7 +159,7 @@ impl Writer {
         match msg {
             Msg::Flush(done) => flushes.push(done),
             Msg::Letter(job, reason) => match line::encode(&job, reason, &self.fallback) {
-                Ok(line) => self.held.push_back(Held { line, _job: job }),
+                Ok(line) => self.held.push_back(Held { line, job }),
                 Err(e) => {
                     tracing::error!(error = %e, id = job.trail.id(), "a dead letter does not encode as JSON: dropped");
                 }
@@ -177,6 +177,11 @@ impl Writer {
                 None => Ok(()),
             })
         } else {
+            // An event's copy is ended in its store before its letter is
+            // written (see `EventStore::durable_blocking`).
+            if let Some(copy) = self.held.iter().find_map(|h| h.job.event.as_ref()) {
+                copy.store.durable();
+            }
             let (n, result) = self.files.append(self.held.make_contiguous());
             self.held.drain(..n);
             self.written += n as u64;

@@ -16,6 +16,12 @@ pub(crate) trait CopyReports: Send + Sync {
     /// `told` of `copy` (not awaited: a record lost to a crash loses an
     /// attempt's line, never the copy).
     fn tell(&self, copy: &EventCopy, told: Told);
+
+    /// Blocks until everything told before is durable (called by the
+    /// dead-letter writer's thread before it writes a copy's letter). The
+    /// fleet's are written in Redis before the letter is offered: nothing
+    /// to wait for.
+    fn durable(&self) {}
 }
 
 /// An endpoint's copy of an event (see the [module](self) docs).
@@ -57,5 +63,8 @@ impl EventCopy {
 impl CopyReports for crate::events::EventStore {
     fn tell(&self, copy: &EventCopy, told: Told) {
         crate::events::EventStore::tell(self, copy.seq, copy.endpoint.clone(), told);
+    }
+    fn durable(&self) {
+        self.durable_blocking();
     }
 }

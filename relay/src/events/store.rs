@@ -121,13 +121,17 @@ enum Op {
     Size {
         done: oneshot::Sender<Result<u64, String>>,
     },
+    /// Answered once everything sent before it is durable.
+    Durable {
+        done: oneshot::Sender<Result<(), String>>,
+    },
 }
 
 impl Op {
     /// Whether its batch must be fsynced before the writer answers.
     fn durable(&self) -> bool {
         match self {
-            Op::Post { .. } | Op::Sweep { .. } | Op::Again { .. } => true,
+            Op::Post { .. } | Op::Sweep { .. } | Op::Again { .. } | Op::Durable { .. } => true,
             Op::Size { .. } => false,
             Op::Tell { told, .. } => !matches!(told, Told::Attempt { ended: None, .. }),
         }
@@ -242,6 +246,19 @@ impl EventStore {
         .await
     }
 
+    /// Blocks (a thread outside the runtime: the dead-letter writer's)
+    /// until everything told before is durable, so a copy's end is in the
+    /// store before its dead letter is in the file: a crash between the
+    /// two leaves the copy ended here (`recover` finds it), never pending
+    /// with a letter already written (the next start sent it again, and a
+    /// second letter made a redrive deliver it twice).
+    pub(crate) fn durable_blocking(&self) {
+        let (done, answer) = oneshot::channel();
+        if self.send(Op::Durable { done }) {
+            let _ = answer.blocking_recv();
+        }
+    }
+
     /// The bytes the store holds (its live keys and values, not its
     /// file's size).
     pub(crate) async fn stored_bytes(&self) -> Result<u64, String> {
@@ -310,6 +327,9 @@ fn writer(db: &Kv, rx: &mpsc::Receiver<Op>) {
                 }
                 Op::Size { done } => {
                     let _ = done.send(size.clone().unwrap_or_else(|| Err("not read".into())));
+                }
+                Op::Durable { done } => {
+                    let _ = done.send(answer.map(|_| ()));
                 }
                 Op::Tell { .. } => {}
             }
@@ -443,7 +463,7 @@ impl Tables<'_> {
                 }
                 Ok(None)
             }
-            Op::Size { .. } => Ok(None),
+            Op::Size { .. } | Op::Durable { .. } => Ok(None),
             Op::Again { seqs, endpoint, .. } => {
                 let mut granted = Vec::with_capacity(seqs.len());
                 for seq in seqs {

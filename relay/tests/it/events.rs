@@ -724,6 +724,53 @@ async fn a_recover_larger_than_the_queue_waits_for_room() {
     );
 }
 
+/// An application deleted and the relay killed at once, its endpoints'
+/// copies still held: the next start dead-letters each copy once, with the
+/// application's reason (they were `destination-deleted`: a restart sent
+/// them through an endpoint's deletion).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_application_deleted_then_killed_dead_letters_its_copies_once_with_its_reason() {
+    let dead_port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let args = format!("--destination seed=http://127.0.0.1:{dead_port}/seed");
+    let mut bench = Bench::start(Engine::Local, "events-delete-kill", &args).await;
+    let relay = &bench.relay;
+    let app = relay.admin_url("/v1/applications/gone");
+    assert_eq!(send(reqwest::Method::PUT, &app, None).await.0, 201);
+    for name in ["one", "two"] {
+        let body = json!({"url": format!("http://127.0.0.1:{dead_port}/{name}"), "rate": 1, "budget": "30s"});
+        let url = relay.admin_url(&format!("/v1/applications/gone/endpoints/{name}"));
+        assert_eq!(send(reqwest::Method::PUT, &url, Some(body)).await.0, 201);
+    }
+    let post = relay.url("/v1/applications/gone/events");
+    for n in 0..5 {
+        let body = json!({"type": "thing.happened", "payload": {"n": n}});
+        let (status, v) = send(reqwest::Method::POST, &post, Some(body)).await;
+        assert_eq!((status, &v["endpoints"]), (202, &json!(2)), "{v}");
+    }
+    assert_eq!(send(reqwest::Method::DELETE, &app, None).await.0, 200);
+    bench.relay.kill().await;
+    let relay = bench.another("n1").await;
+    let all = eventually(Duration::from_secs(30), || async {
+        dead_letters(&relay).await.len() >= 10
+    })
+    .await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let lines = dead_letters(&relay).await;
+    assert!(all, "dead letters: {lines:?}");
+    let copies: HashSet<(String, String)> = lines
+        .iter()
+        .map(|l| (l["id"].to_string(), l["destination"].to_string()))
+        .collect();
+    assert_eq!((lines.len(), copies.len()), (10, 10), "{lines:?}");
+    for line in &lines {
+        assert_eq!(line["reason"], "application-deleted", "{line}");
+    }
+}
+
 both!(deleting_an_application_dead_letters_what_its_endpoints_held);
 /// Deleting an application deletes its endpoints: new events for it are
 /// 404, and what an endpoint still held (here a dead receiver's copies,

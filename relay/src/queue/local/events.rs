@@ -159,9 +159,21 @@ impl Sender {
         }
     }
 
-    /// Dead-letters `endpoint`'s copy `job` as its endpoint's deletion's.
+    /// Dead-letters `endpoint`'s copy `job` as its endpoint's deletion's,
+    /// or its application's where that is gone (or made again since the
+    /// event: a restart after the application's deletion sends its
+    /// leftovers here).
     fn deleted(&self, endpoint: &str, job: Job) {
-        if self.sink.offer(job, "destination-deleted").is_err() {
+        let app_gone = job.event.as_ref().is_some_and(|copy| {
+            self.catalog
+                .app(&copy.app)
+                .is_none_or(|app| copy.seq < app.since)
+        });
+        let reason = match app_gone {
+            true => "application-deleted",
+            false => "destination-deleted",
+        };
+        if self.sink.offer(job, reason).is_err() {
             tracing::error!(endpoint = %endpoint, "the dead-letter writer is gone: a copy of a deleted endpoint is only in the events store");
         }
     }
