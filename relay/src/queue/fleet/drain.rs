@@ -464,7 +464,7 @@ impl Drain {
                     // Nothing was sent: not the fleet's probe.
                     self.breaker.unprobe();
                 }
-                let ending = Ending::dead_lettered(entry.stream_id, None, "undecodable");
+                let ending = Ending::unsent(entry.stream_id, "undecodable");
                 return self.dead_letter(ending, acks);
             }
         };

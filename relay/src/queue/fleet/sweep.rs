@@ -76,7 +76,7 @@ impl Shared {
                 }
                 let ends: Vec<Ending> = taken
                     .iter()
-                    .map(|c| Ending::dead_lettered(c.stream_id.clone(), None, reason))
+                    .map(|c| Ending::unsent(c.stream_id.clone(), reason))
                     .collect();
                 if !ends.is_empty() {
                     q.end(&ends).await?;

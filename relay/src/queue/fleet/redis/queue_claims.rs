@@ -215,7 +215,11 @@ impl RedisQueue {
             .arg(self.dead_max);
         for e in ends {
             call.arg(&e.stream_id)
-                .arg(if e.dead_lettered { "x" } else { "d" })
+                .arg(match (e.dead_lettered, e.attempted) {
+                    (false, _) => "d",
+                    (true, true) => "x",
+                    (true, false) => "z",
+                })
                 .arg(e.last_status.map(|s| s.to_string()).unwrap_or_default())
                 .arg(&e.reason)
                 .arg(&e.error);

@@ -91,6 +91,10 @@ pub(crate) struct Ending {
     pub reason: String,
     /// Its last failed attempt's error (empty for none).
     pub error: String,
+    /// Whether it ends an attempt (counted in its attempts); a job
+    /// dead-lettered where it waited (its destination deleted, or it
+    /// does not decode) was not sent.
+    pub attempted: bool,
 }
 
 impl Ending {
@@ -102,6 +106,7 @@ impl Ending {
             last_status: status,
             reason: String::new(),
             error: String::new(),
+            attempted: true,
         }
     }
 
@@ -113,6 +118,16 @@ impl Ending {
             last_status: status,
             reason: reason.to_owned(),
             error: String::new(),
+            attempted: true,
+        }
+    }
+
+    /// A job dead-lettered for `reason` where it waited, without being
+    /// sent (its attempts stay what they were).
+    pub(crate) fn unsent(stream_id: String, reason: &str) -> Ending {
+        Ending {
+            attempted: false,
+            ..Ending::dead_lettered(stream_id, None, reason)
         }
     }
 

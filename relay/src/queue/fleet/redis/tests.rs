@@ -236,6 +236,63 @@ async fn a_redis_restart_without_persistence_needs_no_operator() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_job_dead_lettered_unsent_keeps_its_attempts() {
+    if !available("a_job_dead_lettered_unsent_keeps_its_attempts") {
+        return;
+    }
+    let redis = RedisServer::start();
+    let q = RedisQueue::new(RedisConnection::open(&redis.url()).unwrap(), "gone", "a")
+        .with_status(DAY, 100)
+        .with_dead_letters(100);
+    let mut ids = Vec::new();
+    for (id, body) in [("201", &b"never sent"[..]), ("202", &b"sent once"[..])] {
+        ids.push(added(
+            q.admit_owned(id, body, None, 10, DAY, None).await.unwrap(),
+        ));
+    }
+    // 202 answered 503 once, and is due again at once.
+    let _never = q.claim(1).await.unwrap().pop().expect("claimed");
+    let once = q.claim(1).await.unwrap().pop().expect("claimed");
+    assert!(
+        q.retry_failed(&once, Duration::ZERO, Some(503), "status: 503")
+            .await
+            .unwrap()
+    );
+    // Its destination deleted: both dead-lettered where they wait, unsent
+    // (a deletion counted one attempt more than each had: 1 and 2).
+    let held = q.reclaim(Duration::ZERO, 10).await.unwrap();
+    q.promote_due(10).await.unwrap();
+    let mut ends: Vec<Ending> = held
+        .into_iter()
+        .map(|c| Ending::unsent(c.stream_id, "destination-deleted"))
+        .collect();
+    ends.extend(
+        q.claim(10)
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|c| Ending::unsent(c.stream_id, "destination-deleted")),
+    );
+    assert_eq!(q.end(&ends).await.unwrap(), 2);
+    let mut letters: Vec<(String, u32)> = q
+        .dead_letters(None, 10)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|d| (d.id, d.attempts))
+        .collect();
+    letters.sort();
+    assert_eq!(letters, vec![(ids[0].clone(), 0), (ids[1].clone(), 1)]);
+    for (id, attempts) in [(&ids[0], 0), (&ids[1], 1)] {
+        let status = q.status(id).await.unwrap().expect("kept");
+        assert_eq!(
+            (status.state, status.attempts),
+            (JobState::DeadLettered, attempts)
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_jobs_status_is_readable_from_any_node_and_ended_ones_are_bounded() {
     if !available("a_jobs_status_is_readable_from_any_node_and_ended_ones_are_bounded") {
         return;

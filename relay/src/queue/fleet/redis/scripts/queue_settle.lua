@@ -9,8 +9,9 @@
 -- ARGV[2]  "ack": ARGV[3] "1" if statuses are kept, ARGV[4] how long an
 --          ended status is kept (ms), ARGV[5] how many at most, ARGV[6]
 --          how many dead letters the stream keeps (about; 0: none there),
---          then quintuples from ARGV[7]: stream id, "d" (delivered) or "x"
---          (dead letter), the receiver's last status ("" for none), the
+--          then quintuples from ARGV[7]: stream id, "d" (delivered), "x"
+--          (dead letter) or "z" (dead letter never sent: its attempts are
+--          not one more), the receiver's last status ("" for none), the
 --          reason (dead letters), the last attempt's error ("" for none);
 --          each entry is acknowledged and deleted, a dead letter first
 --          copied to the dead letters' stream (its id, reason, attempts,
@@ -73,7 +74,8 @@ if op == 'ack' then
   local done = 0
   for i = 7, #ARGV, 5 do
     local sid = ARGV[i]
-    local dead = ARGV[i + 1] == 'x'
+    local dead = ARGV[i + 1] ~= 'd'
+    local tried = ARGV[i + 1] ~= 'z' and 1 or 0
     if redis.call('XACK', KEYS[1], ARGV[1], sid) == 1 then
       done = done + 1
       redis.call('HINCRBY', KEYS[6], dead and 'x' or 'd', 1)
@@ -91,13 +93,13 @@ if op == 'ack' then
       end
       if dead and dead_max > 0 and entry[1] then
         redis.call('XADD', KEYS[5], 'MAXLEN', '~', dead_max, '*',
-          'id', id or sid, 'reason', ARGV[i + 3], 'n', tostring((tonumber(n) or 0) + 1),
+          'id', id or sid, 'reason', ARGV[i + 3], 'n', tostring((tonumber(n) or 0) + tried),
           'last', ARGV[i + 2], 'error', ARGV[i + 4], 'job', job or '')
       end
       local f = kept and id and fields(redis.call('HGET', KEYS[3], id))
       if f then
         f[1] = dead and 'x' or 'd'
-        f[2] = tostring((tonumber(f[2]) or 0) + 1)
+        f[2] = tostring((tonumber(f[2]) or 0) + tried)
         if ARGV[i + 2] ~= '' then f[3] = ARGV[i + 2] end
         f[4] = ''
         f[6] = tostring(now)
