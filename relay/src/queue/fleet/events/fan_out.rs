@@ -192,7 +192,9 @@ impl Fan {
                 };
                 match queued {
                     Queued::Yes | Queued::Overflow | Queued::Held => {}
-                    Queued::Gone => whole &= self.deleted(&record.app, id, &endpoint).await,
+                    Queued::Gone => {
+                        whole &= self.deleted(&record.app, id, &endpoint, &bytes).await;
+                    }
                     Queued::Failed(e) => {
                         tracing::warn!(error = %e, event = id, endpoint = %endpoint, "the fleet's events: a copy was not queued; the sweep tries again");
                         whole = false;
@@ -207,16 +209,29 @@ impl Fan {
     }
 
     /// A copy this relay found no open lane for: recorded dead-lettered
-    /// with its deletion's reason if the fleet deleted its endpoint
-    /// (true); else left for the sweep (false).
-    async fn deleted(&self, app: &str, id: u64, endpoint: &str) -> bool {
+    /// with its deletion's reason if the fleet deleted its endpoint, and
+    /// written in its dead letters (true); else left for the sweep
+    /// (false).
+    async fn deleted(&self, app: &str, id: u64, endpoint: &str, bytes: &[u8]) -> bool {
         let Some(reason) = self.gone(app, endpoint).await else {
             return false;
         };
         metrics::counter!(EVENT_COPIES, "outcome" => "deleted").increment(1);
-        let ended = Ended::DeadLettered(reason);
+        let ended = Ended::DeadLettered(reason.clone());
         match self.shared.events.ended(app, id, endpoint, ended).await {
-            Ok(()) => true,
+            Ok(()) => {
+                // Listed with the endpoint's other dead letters (it was
+                // only marked so in its event).
+                if let Some(lane) = self.shared.lane(endpoint)
+                    && let Err(e) = lane
+                        .queue
+                        .dead_letter_unsent(&id.to_string(), bytes, &reason)
+                        .await
+                {
+                    tracing::warn!(error = %e, event = id, endpoint = %endpoint, "the fleet's events: a copy of a deleted endpoint is marked in its event, not in the dead letters");
+                }
+                true
+            }
             Err(e) => {
                 tracing::warn!(error = %e, "the fleet's events: a copy of a deleted endpoint was not recorded");
                 false

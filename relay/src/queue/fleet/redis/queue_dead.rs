@@ -86,6 +86,42 @@ impl RedisQueue {
         Ok(entries.into_iter().filter_map(letter).collect())
     }
 
+    /// Writes a dead letter of job `id` (`job`) that never entered the
+    /// queue (a copy fanned out as its destination was deleted), for
+    /// `reason`, with no attempts: listed with the destination's others
+    /// (it was only marked so in its event).
+    pub(crate) async fn dead_letter_unsent(
+        &self,
+        id: &str,
+        job: &[u8],
+        reason: &str,
+    ) -> Result<(), RedisError> {
+        if self.dead_max == 0 {
+            return Ok(());
+        }
+        let mut conn = self.conn.dead.clone();
+        let mut add = redis::cmd("XADD");
+        add.arg(self.dead_key())
+            .arg("MAXLEN")
+            .arg("~")
+            .arg(self.dead_max)
+            .arg("*")
+            .arg("id")
+            .arg(id)
+            .arg("reason")
+            .arg(reason)
+            .arg("n")
+            .arg("0")
+            .arg("last")
+            .arg("")
+            .arg("error")
+            .arg("")
+            .arg("job")
+            .arg(job);
+        let _: Value = bounded(add.query_async(&mut conn), CALL).await?;
+        Ok(())
+    }
+
     /// Puts the dead letters `entries` back into the queue, each with its
     /// id and no attempts counted (its status, when kept, queued again),
     /// while the queue is under `bound`; one round trip, counted as

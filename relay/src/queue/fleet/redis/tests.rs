@@ -290,6 +290,26 @@ async fn a_job_dead_lettered_unsent_keeps_its_attempts() {
             (JobState::DeadLettered, attempts)
         );
     }
+    // A copy fanned out as its endpoint was deleted never entered the
+    // queue: its letter is written all the same, listed with the others.
+    q.dead_letter_unsent("203", b"late", "application-deleted")
+        .await
+        .unwrap();
+    let last = q
+        .dead_letters(None, 10)
+        .await
+        .unwrap()
+        .pop()
+        .expect("listed");
+    assert_eq!(
+        (
+            last.id.as_str(),
+            last.reason.as_str(),
+            last.attempts,
+            &last.job[..]
+        ),
+        ("203", "application-deleted", 0, &b"late"[..])
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
