@@ -54,6 +54,17 @@ impl BodyError {
     }
 }
 
+/// Whether a request with `headers` carries a body: a length over 0, or
+/// chunks.
+pub(crate) fn has_body(headers: &HeaderMap) -> bool {
+    if headers.contains_key(header::TRANSFER_ENCODING) {
+        return true;
+    }
+    headers
+        .get(header::CONTENT_LENGTH)
+        .is_some_and(|v| v.to_str().map_or(true, |v| v.trim() != "0"))
+}
+
 /// Asks for the connection to close after `resp`.
 pub(crate) fn close(resp: &mut Response) {
     resp.headers_mut()

@@ -110,11 +110,18 @@ pub(crate) async fn post_event(
 ) -> Response {
     // Run to its end in a task of its own: a client that hangs up never
     // leaves an event written and its copies not yet sent.
+    let with_body = super::body::has_body(request.headers());
     let done = super::finish::Finish::new(async move {
-        let answer = match take(&intake, app, request).await {
+        let mut read = false;
+        let mut answer = match take(&intake, app, request, &mut read).await {
             Ok(resp) => resp,
             Err(refusal) => *refusal,
         };
+        if with_body && !read {
+            // Refused before its body was read whole: the connection
+            // cannot be used again (hyper closes it), and says so.
+            super::body::close(&mut answer);
+        }
         intake.answers.count(&answer);
         answer
     });
@@ -130,7 +137,12 @@ pub(crate) async fn post_event(
 }
 
 /// The event's request path, each step's refusal as the error.
-async fn take(intake: &Intake, app: String, request: Request) -> Result<Response, Refusal> {
+async fn take(
+    intake: &Intake,
+    app: String,
+    request: Request,
+    read: &mut bool,
+) -> Result<Response, Refusal> {
     let (parts, body) = request.into_parts();
     let headers = &parts.headers;
     let caller = intake.caller(headers)?;
@@ -174,6 +186,7 @@ async fn take(intake: &Intake, app: String, request: Request) -> Result<Response
     }
     let tenant_bytes = caller.tenant.named.as_ref().map_or(0, String::len);
     let (body, ticket) = intake.read_body(body, announced, tenant_bytes).await?;
+    *read = true;
     let event: EventIn = match serde_json::from_slice::<serde_json::Value>(&body) {
         Err(e) => {
             let detail = format!("the body is not JSON: {e}");

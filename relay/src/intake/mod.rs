@@ -191,16 +191,23 @@ async fn healthz() -> &'static str {
     ))]
 async fn deliver(State(intake): State<Arc<Intake>>, request: Request) -> Response {
     let chunked = request.headers().contains_key(header::TRANSFER_ENCODING);
+    let with_body = body::has_body(request.headers());
     // A client that hangs up drops this handler; the request path is then
     // finished in a task of its own (see `finish`), never left half way.
     let admission = finish::Finish::new(async move {
         // Made once the caller is known (a refused caller's traceparent
         // is not continued).
         let mut span = None;
-        let resp = match take(&intake, request, &mut span).await {
+        let mut read = false;
+        let mut resp = match take(&intake, request, &mut span, &mut read).await {
             Ok(resp) => resp,
             Err(refusal) => *refusal,
         };
+        if with_body && !read {
+            // Refused before its body was read whole: the connection
+            // cannot be used again (hyper closes it), and says so.
+            body::close(&mut resp);
+        }
         intake.answers.count(&resp);
         if let Some(span) = span {
             span.end(&resp);
@@ -237,6 +244,7 @@ async fn take(
     intake: &Intake,
     request: Request,
     span: &mut Option<crate::trace::IntakeSpan>,
+    read: &mut bool,
 ) -> Result<Response, Refusal> {
     let (parts, body) = request.into_parts();
     let headers_in = &parts.headers;
@@ -274,6 +282,7 @@ async fn take(
     // 3. The body, held against the budget as it is read.
     let tenant_bytes = tenant.named.as_ref().map_or(0, String::len);
     let (body, ticket) = intake.read_body(body, announced, tenant_bytes).await?;
+    *read = true;
     json::check(headers_in, &body)?;
     let content_type = headers_in
         .get(header::CONTENT_TYPE)

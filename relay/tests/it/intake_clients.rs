@@ -3,7 +3,8 @@
 //! without stalling the rest, SIGTERM ends within its grace with stalled
 //! clients connected, an oversized `Content-Length` is a 413 before its
 //! body, and ambiguous framing (`Transfer-Encoding: gzip, chunked`, or both
-//! `Content-Length` and `Transfer-Encoding`) is a 400.
+//! `Content-Length` and `Transfer-Encoding`) is a 400; a refusal before
+//! the body is read says `Connection: close`.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -202,4 +203,53 @@ async fn ambiguous_framing_is_refused() {
         }
     }
     assert!(wrong.is_empty(), "answered otherwise: {wrong:?}");
+}
+
+/// The head of the answer on `s` (up to its blank line), lower-cased.
+async fn answer_head(s: &mut tokio::net::TcpStream) -> String {
+    let read = async {
+        let mut got = Vec::new();
+        let mut buf = [0u8; 4096];
+        while !got.windows(4).any(|w| w == b"\r\n\r\n") {
+            match s.read(&mut buf).await {
+                Ok(0) | Err(_) => break,
+                Ok(n) => got.extend_from_slice(&buf[..n]),
+            }
+        }
+        String::from_utf8_lossy(&got).to_lowercase()
+    };
+    tokio::time::timeout(Duration::from_secs(10), read)
+        .await
+        .unwrap_or_default()
+}
+
+/// A request refused before its body is read (an unknown application, a
+/// destination that does not exist) ends its connection, and its answer
+/// says so (`Connection: close`): a keep-alive client whose next request
+/// went out on it got a broken pipe. One whose body was read keeps it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refusal_before_the_body_says_the_connection_closes() {
+    let rx = receivers::ok(Arc::new(Log::default()), Duration::ZERO).await;
+    let dir = TempDir::new("refused-before-body");
+    let relay = relay(rx, &dir, "").await;
+    let body = "{\"type\":\"a.b\",\"payload\":{}}";
+    for (path, extra, status) in [
+        ("/v1/applications/nope/events", "", "404"),
+        ("/v1/webhooks/deliver", "x-destination: nope\r\n", "404"),
+        ("/v1/webhooks/deliver", "", "202"),
+    ] {
+        let mut s = raw::connect(relay.addr).await;
+        let request = format!(
+            "POST {path} HTTP/1.1\r\nhost: relay\r\ncontent-type: application/json\r\n{extra}content-length: {}\r\n\r\n{body}",
+            body.len()
+        );
+        s.write_all(request.as_bytes()).await.expect("sent");
+        let head = answer_head(&mut s).await;
+        assert!(
+            head.starts_with(&format!("http/1.1 {status}")),
+            "{path}: {head}"
+        );
+        let closing = head.contains("connection: close");
+        assert_eq!(closing, status != "202", "{path}: {head}");
+    }
 }
