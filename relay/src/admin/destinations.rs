@@ -230,7 +230,7 @@ impl Admin {
     responses(
         (status = 200, description = "A page of destinations, without secrets.", body = DestinationList),
         (status = 400, description = "A limit that is not a number from 1 to 1000, or a parameter given twice.", body = Problem, content_type = "application/problem+json"),
-        (status = 422, description = "A cursor this relay did not give.", body = Problem, content_type = "application/problem+json"),
+        (status = 422, description = "A cursor that is not a place in the list (1 to 20 digits).", body = Problem, content_type = "application/problem+json"),
         (status = 401, description = "No admin token, or not the admin token.", body = Problem, content_type = "application/problem+json",
             headers(("WWW-Authenticate" = String, description = "`Bearer realm=\"dripfeed-relay\"`"))),
         (status = 403, description = "Without an admin token, a request that names the listener by a host name other than localhost (not-local: DNS rebinding).", body = Problem, content_type = "application/problem+json"),

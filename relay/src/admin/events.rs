@@ -222,7 +222,7 @@ fn owned<T>(page: Page<T>, since: u64, id: impl Fn(&T) -> u64) -> Page<T> {
         ("app" = String, Path, description = "The application."),
         ("type" = Option<String>, Query, description = "Only events of this type."),
         ("limit" = Option<u32>, Query, description = "Events in the page (default 100, most 1000).", minimum = 1, maximum = 1000),
-        ("cursor" = Option<String>, Query, pattern = "^[0-9]{1,20}$", nullable = false, description = "Where to continue: a next_cursor an earlier page gave."),
+        ("cursor" = Option<String>, Query, pattern = "^[0-9]{1,20}$", nullable = false, description = "Where to continue: a next_cursor an earlier page gave (an event id: the page goes on with the events before it, whether or not that event is still kept)."),
     ),
     responses(
         (status = 200, description = "A page of the application's events, newest first.", body = EventList),
@@ -231,7 +231,7 @@ fn owned<T>(page: Page<T>, since: u64, id: impl Fn(&T) -> u64) -> Page<T> {
             headers(("WWW-Authenticate" = String, description = "`Bearer realm=\"dripfeed-relay\"`"))),
         (status = 403, description = "Without an admin token, a request that names the listener by a host name other than localhost (not-local: DNS rebinding).", body = Problem, content_type = "application/problem+json"),
         (status = 404, description = "No application of that name.", body = Problem, content_type = "application/problem+json"),
-        (status = 422, description = "A cursor this relay did not give.", body = Problem, content_type = "application/problem+json"),
+        (status = 422, description = "A cursor that is not an event id (1 to 20 digits).", body = Problem, content_type = "application/problem+json"),
         (status = 503, description = "The events store cannot be read (with queue = redis: events are kept by the local engine only for now), or the listener serves its most connections.", body = Problem, content_type = "application/problem+json"),
     ))]
 pub(crate) async fn list(
@@ -311,7 +311,7 @@ pub(crate) async fn one(
         ("name" = String, Path, description = "The endpoint."),
         ("outcome" = Option<String>, Query, description = "failed (its last attempt failed, or dead-lettered) or delivered.", pattern = "^(failed|delivered)$"),
         ("limit" = Option<u32>, Query, description = "Copies in the page (default 100, most 1000).", minimum = 1, maximum = 1000),
-        ("cursor" = Option<String>, Query, pattern = "^[0-9]{1,20}$", nullable = false, description = "Where to continue: a next_cursor an earlier page gave."),
+        ("cursor" = Option<String>, Query, pattern = "^[0-9]{1,20}$", nullable = false, description = "Where to continue: a next_cursor an earlier page gave (an event id: the page goes on with the events before it, whether or not that event is still kept)."),
     ),
     responses(
         (status = 200, description = "The endpoint's copies, newest first, each with its attempts.", body = AttemptList),
@@ -320,7 +320,7 @@ pub(crate) async fn one(
             headers(("WWW-Authenticate" = String, description = "`Bearer realm=\"dripfeed-relay\"`"))),
         (status = 403, description = "Without an admin token, a request that names the listener by a host name other than localhost (not-local: DNS rebinding).", body = Problem, content_type = "application/problem+json"),
         (status = 404, description = "No such application (unknown-application), or no endpoint of that name in it (unknown-destination).", body = Problem, content_type = "application/problem+json"),
-        (status = 422, description = "A cursor this relay did not give.", body = Problem, content_type = "application/problem+json"),
+        (status = 422, description = "A cursor that is not an event id (1 to 20 digits).", body = Problem, content_type = "application/problem+json"),
         (status = 503, description = "The events store cannot be read, or the listener serves its most connections.", body = Problem, content_type = "application/problem+json"),
     ))]
 pub(crate) async fn attempts(

@@ -110,7 +110,9 @@ fn files(live: &Path) -> std::io::Result<Vec<PathBuf>> {
     Ok(all.into_iter().filter(|p| p.is_file()).collect())
 }
 
-/// Up to `limit` lines of `destination` (all when `None`) after `from`.
+/// Up to `limit` lines of `destination` (all when `None`) after `from`;
+/// a cursor that is not at a line's start (the relay never gives one) is
+/// an `InvalidInput` error.
 pub(crate) fn read(
     live: &Path,
     from: Option<Cursor>,
@@ -145,6 +147,18 @@ pub(crate) fn read(
             Err(e) => return Err(e),
         };
         let mut reader = BufReader::new(file);
+        if offset > 0 {
+            // A cursor the relay gave is at a line's start: after a newline.
+            reader.seek(SeekFrom::Start(offset - 1))?;
+            let mut before = [0u8; 1];
+            std::io::Read::read_exact(&mut reader, &mut before)?;
+            if before[0] != b'\n' {
+                return Err(std::io::Error::new(
+                    std::io::ErrorKind::InvalidInput,
+                    "a cursor inside a line",
+                ));
+            }
+        }
         reader.seek(SeekFrom::Start(offset))?;
         let mut line = Vec::new();
         loop {
@@ -198,6 +212,13 @@ mod tests {
         assert_eq!(ids, ["1", "2", "3"]);
         assert!(first.more);
         let next = Cursor::parse(&first.next.unwrap().text()).unwrap();
+        // A cursor one byte into a line is not one the relay gave.
+        let inside = Cursor {
+            offset: next.offset + 1,
+            ..next
+        };
+        let err = read(&live, Some(inside), None, 3).err().expect("refused");
+        assert_eq!(err.kind(), std::io::ErrorKind::InvalidInput);
         let second = read(&live, Some(next), None, 3).unwrap();
         assert_eq!(second.lines.len(), 1);
         assert!(!second.more, "the partial line waits");

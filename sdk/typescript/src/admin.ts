@@ -1996,7 +1996,7 @@ export interface operations {
                 outcome?: string;
                 /** @description Copies in the page (default 100, most 1000). */
                 limit?: number;
-                /** @description Where to continue: a next_cursor an earlier page gave. */
+                /** @description Where to continue: a next_cursor an earlier page gave (an event id: the page goes on with the events before it, whether or not that event is still kept). */
                 cursor?: string;
             };
             header?: never;
@@ -2057,7 +2057,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description A cursor this relay did not give. */
+            /** @description A cursor that is not an event id (1 to 20 digits). */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -2169,7 +2169,7 @@ export interface operations {
                 type?: string;
                 /** @description Events in the page (default 100, most 1000). */
                 limit?: number;
-                /** @description Where to continue: a next_cursor an earlier page gave. */
+                /** @description Where to continue: a next_cursor an earlier page gave (an event id: the page goes on with the events before it, whether or not that event is still kept). */
                 cursor?: string;
             };
             header?: never;
@@ -2228,7 +2228,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description A cursor this relay did not give. */
+            /** @description A cursor that is not an event id (1 to 20 digits). */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -2611,7 +2611,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description A cursor this relay did not give. */
+            /** @description A cursor that is not a place in the list (1 to 20 digits). */
             422: {
                 headers: {
                     [name: string]: unknown;

@@ -34,6 +34,7 @@ pub(crate) async fn page(live: &Path, q: LetterQuery) -> Result<LetterPage, Lett
             next: p.next.map(Cursor::text),
             more: p.more,
         }),
+        Ok(Err(e)) if e.kind() == std::io::ErrorKind::InvalidInput => Err(LetterError::BadCursor),
         Ok(Err(e)) => Err(LetterError::Unreadable(format!(
             "the dead-letter files cannot be read: {e}"
         ))),
