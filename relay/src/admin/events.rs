@@ -110,7 +110,7 @@ pub(crate) struct EventView {
     /// Its payload as posted, any JSON (`GET` of one event only).
     #[serde(skip_serializing_if = "Option::is_none")]
     #[schema(value_type = Value, required = false)]
-    payload: Option<serde_json::Value>,
+    payload: Option<Box<serde_json::value::RawValue>>,
     /// Each endpoint's copy (`GET` of one event only).
     #[serde(skip_serializing_if = "Option::is_none")]
     copies: Option<Vec<CopyView>>,
@@ -294,7 +294,11 @@ pub(crate) async fn one(
         Ok(Some((r, copies))) if r.app == app => {
             let mut view = event_view(id, r);
             let payload = admin.queue.events().payload(&app, id).await.ok().flatten();
-            view.payload = payload.and_then(|p| serde_json::from_slice(&p).ok());
+            // Its bytes as posted (numbers, key order and all), not as
+            // parsed again.
+            view.payload = payload
+                .and_then(|p| String::from_utf8(p.to_vec()).ok())
+                .and_then(|p| serde_json::value::RawValue::from_string(p).ok());
             view.copies = Some(copies.into_iter().map(|(n, c)| copy_view(n, c)).collect());
             Json(view).into_response()
         }

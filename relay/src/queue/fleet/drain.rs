@@ -533,10 +533,11 @@ impl Drain {
                 false
             }
             Delivery::Retry { .. } => {
+                // Its retries spent: `failed`, the local engine's reason.
                 if let Some(copy) = &job.event {
-                    copy.dead_lettered("retries_exhausted");
+                    copy.dead_lettered("failed");
                 }
-                let ending = Ending::dead_lettered(entry.stream_id, last, "retries_exhausted");
+                let ending = Ending::dead_lettered(entry.stream_id, last, "failed");
                 self.dead_letter(ending.with_error(error), acks)
             }
             Delivery::Failed => {
