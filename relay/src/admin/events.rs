@@ -558,12 +558,18 @@ pub(crate) async fn recover(
         )
     };
     let Some(since) = at(&given.since) else {
-        return bad("since: an RFC 3339 time, e.g. 2026-11-28T10:00:00Z");
+        return bad(
+            "since: an RFC 3339 time from 1970 on, with its zone, e.g. 2026-11-28T10:00:00Z",
+        );
     };
     let until = match given.until.as_deref().map(at) {
         None => crate::domain::job::unix_ms(),
         Some(Some(u)) => u,
-        Some(None) => return bad("until: an RFC 3339 time, e.g. 2026-11-28T12:00:00Z"),
+        Some(None) => {
+            return bad(
+                "until: an RFC 3339 time from 1970 on, with its zone, e.g. 2026-11-28T12:00:00Z",
+            );
+        }
     };
     if since > until {
         return bad("since is after until");
@@ -602,7 +608,9 @@ fn rfc3339_ms(text: &str) -> Option<u64> {
                 sign * (hours * 3600 + minutes * 60),
             )
         }
-        _ => (text.to_owned(), 0),
+        // A time without its zone (`Z` or an offset) is not RFC 3339.
+        _ if text.ends_with(['Z', 'z']) => (text.to_owned(), 0),
+        _ => return None,
     };
     let since = humantime::parse_rfc3339_weak(&utc)
         .ok()?
@@ -632,6 +640,8 @@ mod tests {
             "2026-11-28T10:00:00+01:60",
             "2026-11-28T10:00:00+é:00",
             "1970-01-01T00:00:00+01:00",
+            "2026-11-28T10:00:00",
+            "2026-11-28T10:00:00.5",
         ] {
             assert_eq!(rfc3339_ms(bad), None, "{bad}");
         }
