@@ -861,6 +861,14 @@ async fn deleting_an_application_dead_letters_what_its_endpoints_held(engine: En
     // The name made again under another application: the first one's
     // history is not its own (nothing listed, nothing recovered).
     make_again("other", "one").await;
+    // ...nor its counts (the fleet's went on from the deleted one's).
+    let one = relay.admin_url("/v1/destinations/one");
+    let live = &send(reqwest::Method::GET, &one, None).await.1["live"];
+    assert_eq!(
+        (&live["accepted"], &live["dead_lettered"]),
+        (&json!(0), &json!(0)),
+        "{live}"
+    );
     let (status, v) = send(
         reqwest::Method::GET,
         &relay.admin_url("/v1/applications/other/endpoints/one/attempts"),

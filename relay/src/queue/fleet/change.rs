@@ -171,6 +171,8 @@ pub(crate) async fn change(
             return Err(ChangeRefused::new(422, "too-many-destinations", detail));
         }
         let dest = vet.vet(fields.clone(), &q.limits).await?;
+        // Open here before (configured): its counts are its own.
+        let was_open = q.shared.lane(name).is_some_and(|l| l.open);
         match fleet
             .write(name, &Change::Put(fields), raw.as_deref())
             .await
@@ -184,6 +186,15 @@ pub(crate) async fn change(
             // Written, and refused here (another check than the ones above).
             let detail = "the fleet keeps it, and this relay does not apply it: see its log";
             return Err(ChangeRefused::new(422, "bad-destination", detail));
+        }
+        if !existed
+            && !was_open
+            && let Some(lane) = q.shared.lane(name)
+            && let Err(e) = lane.queue.reset_counts().await
+        {
+            // Made: its counts start from nothing, not from a deleted
+            // one's of the name.
+            tracing::warn!(destination = %name, error = %e, "a destination made again keeps the counts of the one deleted before it");
         }
         tracing::info!(destination = %name, created = !existed, "destination changed through the admin API, for the fleet");
         return Ok(Changed {

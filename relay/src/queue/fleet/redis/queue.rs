@@ -648,6 +648,16 @@ impl RedisQueue {
         Ok(c)
     }
 
+    /// Starts the queue's counts again (a destination made again under a
+    /// deleted one's name counts from nothing): one round trip.
+    pub(crate) async fn reset_counts(&self) -> Result<(), RedisError> {
+        let mut conn = self.conn.status.clone();
+        let mut del = redis::cmd("DEL");
+        del.arg(self.counts_key());
+        let _: i64 = bounded(del.query_async(&mut conn), CALL).await?;
+        Ok(())
+    }
+
     /// Counts one admission refused for another cause than a full queue
     /// (e.g. a tenant over its quota), in [`counts`](Self::counts): one
     /// round trip, counted as `queue_admit`.
