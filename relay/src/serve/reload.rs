@@ -299,6 +299,26 @@ impl Reloader {
         if changes.is_empty() {
             return Ok((0, 0, 0));
         }
+        // An endpoint's application is fixed once set, by a reload as by
+        // the admin API (a reload moved it, its history left behind).
+        let app = |d: &Destination| d.endpoint.as_ref().map(|e| e.application.to_string());
+        for (name, dest) in &changes {
+            let before = old.iter().find(|d| &d.name == name);
+            if let (Some(before), Some(after)) = (before, dest)
+                && app(before) != app(after)
+            {
+                let detail = format!(
+                    "{name}: its application cannot change (it is {}): remove it, reload, and \
+                     add it again once it has drained",
+                    app(before).unwrap_or_else(|| "none".to_owned())
+                );
+                return Err(crate::queue::ChangeRefused::new(
+                    422,
+                    "application-fixed",
+                    detail,
+                ));
+            }
+        }
         let kept = self.queue.reconfigure(changes.clone()).await?;
         let mut counts = (0, 0, 0);
         for (name, dest) in changes {

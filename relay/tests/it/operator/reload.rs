@@ -275,3 +275,59 @@ async fn a_reload_the_queue_refuses_changes_nothing_and_is_checked_again() {
     let v: serde_json::Value = serde_json::from_str(&text).unwrap_or_default();
     assert_eq!(v["rate"], 50.0, "{v}");
 }
+
+/// An endpoint's application is fixed once set, by a reload as by the
+/// admin API: a file that moves an endpoint to another application is
+/// refused whole, naming it (a reload moved it, its history left behind).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reload_that_moves_an_endpoint_to_another_application_is_refused() {
+    let log = Arc::new(Log::default());
+    let rx = receiver(log.clone(), 204, Duration::ZERO).await;
+    let dir = TempDir::new("reload-app");
+    let file = dir.join("relay.toml");
+    let text = |app: &str| {
+        format!(
+            "[[destinations]]\nname = \"hook\"\nurl = \"http://{rx}/hook\"\napplication = \"{app}\"\n"
+        )
+    };
+    std::fs::write(&file, text("acme")).unwrap();
+    let relay = Relay::start(&format!(
+        "--config {} --journal-dir {} --dead-letter-file {}",
+        file.display(),
+        dir.arg("journal"),
+        dir.arg("dead-letter.jsonl")
+    ))
+    .await;
+    std::fs::write(&file, text("globex")).unwrap();
+    relay.signal("HUP");
+    let refused = eventually(Duration::from_secs(10), || async {
+        relay
+            .metrics()
+            .await
+            .get("dripfeed_relay_reloads_total", &[("result", "refused")])
+            == 1.0
+    })
+    .await;
+    assert!(refused, "{:?}", relay.err.all());
+    assert!(
+        relay
+            .err
+            .all()
+            .iter()
+            .any(|l| l.contains("hook:") && l.contains("application cannot change")),
+        "{:?}",
+        relay.err.all()
+    );
+    let v: serde_json::Value = serde_json::from_str(
+        &http()
+            .get(relay.admin_url("/v1/destinations/hook"))
+            .send()
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap(),
+    )
+    .unwrap_or_default();
+    assert_eq!(v["application"], "acme", "{v}");
+}
