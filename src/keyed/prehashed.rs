@@ -2,8 +2,9 @@
 
 use std::hash::{BuildHasher, Hasher};
 
-/// Hashes keys that are hashes already (a [`Key`](crate::Key) of a value,
-/// which is its SipHash under a secret seed) with a few instructions
+/// Hashes keys that are hashes already (such as a throttle's keys, each
+/// the SipHash of the caller's key under the throttle's secret seed) with
+/// a few instructions
 /// instead of SipHash's hundred: a `u64` is only mixed (murmur3's
 /// finaliser, a bijection, so distinct keys stay distinct), other bytes
 /// are folded in first. It gives no protection against keys an adversary

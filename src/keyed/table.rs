@@ -384,8 +384,12 @@ impl<K: Hash + Eq + Clone, S: BuildHasher> KeyedBuckets<K, S> {
     fn locate(&self, key: &K) -> (u64, MutexGuard<'_, Shard<K>>) {
         let hash = self.hasher.hash_one(key);
         let i = hash.checked_shr(64 - self.shard_bits).unwrap_or(0) as usize;
-        // A panic in user `Eq`/`Hash` code leaves a shard consistent (it runs
-        // before any write), so a poisoned lock is safe to reuse.
+        // A panic in user `Eq`/`Hash` code (or a hasher `S`) before a write
+        // leaves a shard as it was; one in a deletion's backward shift,
+        // which hashes stored keys again, can leave a cluster unshifted
+        // (keys past it then missed, as if evicted: never let past their
+        // quota by more than an evicted key is). Either way the lock is
+        // reused rather than failing every later call.
         let guard = self.shards[i]
             .0
             .lock()

@@ -201,7 +201,9 @@ impl Admin {
                 if etag(&listed.dest.fields()) == tag {
                     (listed, Some(tag))
                 } else {
-                    match fields.check_body(&listed.dest.origin) {
+                    // The fleet's value (this relay's copy is a configured
+                    // one, or behind): the fleet's origin.
+                    match fields.check_body(&crate::config::Origin::fleet_map()) {
                         Ok(dest) => (
                             Listed {
                                 dest,

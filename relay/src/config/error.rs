@@ -25,11 +25,19 @@ pub(crate) enum Origin {
     Api(std::sync::Arc<std::path::Path>),
     /// The admin API of a relay of the fleet (`queue = redis`), kept in
     /// Redis under this key.
-    #[cfg_attr(not(feature = "redis"), allow(dead_code))]
     Fleet(std::sync::Arc<str>),
 }
 
+/// The name of the fleet's map of the destinations its admin API made.
+pub(crate) const FLEET_MAP: &str = "webhook_relay:destinations";
+
 impl Origin {
+    /// The origin a destination made through the fleet's admin API has:
+    /// the fleet's map in Redis.
+    pub(crate) fn fleet_map() -> Origin {
+        Origin::Fleet(format!("dripfeed:map:{{{FLEET_MAP}}}").into())
+    }
+
     /// A file position from a byte offset into its text.
     pub(crate) fn at(path: &std::path::Path, text: &str, offset: usize) -> Origin {
         let line = text

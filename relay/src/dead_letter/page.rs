@@ -147,8 +147,10 @@ pub(crate) fn read(
             Err(e) => return Err(e),
         };
         let mut reader = BufReader::new(file);
-        if offset > 0 {
-            // A cursor the relay gave is at a line's start: after a newline.
+        let len = reader.get_ref().metadata()?.len();
+        if offset > 0 && offset <= len {
+            // A cursor the relay gave is at a line's start: after a newline
+            // (one past the file's end reads nothing, as before).
             reader.seek(SeekFrom::Start(offset - 1))?;
             let mut before = [0u8; 1];
             std::io::Read::read_exact(&mut reader, &mut before)?;

@@ -179,8 +179,13 @@ impl Writer {
         } else {
             // An event's copy is ended in its store before its letter is
             // written (see `EventStore::durable_blocking`).
-            if let Some(copy) = self.held.iter().find_map(|h| h.job.event.as_ref()) {
-                copy.store.durable();
+            if let Some(copy) = self.held.iter().find_map(|h| h.job.event.as_ref())
+                && let Err(e) = copy.store.durable()
+            {
+                // Written all the same: the letter is the copy's only
+                // record the store may not have (a restart may send it
+                // again as well).
+                tracing::error!(error = %e, "an event copy's end may not be in the events store before its dead letter is written");
             }
             let (n, result) = self.files.append(self.held.make_contiguous());
             self.held.drain(..n);

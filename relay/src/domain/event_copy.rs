@@ -18,10 +18,12 @@ pub(crate) trait CopyReports: Send + Sync {
     fn tell(&self, copy: &EventCopy, told: Told);
 
     /// Blocks until everything told before is durable (called by the
-    /// dead-letter writer's thread before it writes a copy's letter). The
-    /// fleet's are written in Redis before the letter is offered: nothing
-    /// to wait for.
-    fn durable(&self) {}
+    /// dead-letter writer's thread before it writes a copy's letter), or
+    /// says why it is not. The fleet's copies never reach the dead-letter
+    /// file (their letters are in Redis): nothing to wait for.
+    fn durable(&self) -> Result<(), String> {
+        Ok(())
+    }
 }
 
 /// An endpoint's copy of an event (see the [module](self) docs).
@@ -64,7 +66,7 @@ impl CopyReports for crate::events::EventStore {
     fn tell(&self, copy: &EventCopy, told: Told) {
         crate::events::EventStore::tell(self, copy.seq, copy.endpoint.clone(), told);
     }
-    fn durable(&self) {
-        self.durable_blocking();
+    fn durable(&self) -> Result<(), String> {
+        self.durable_blocking()
     }
 }

@@ -11,7 +11,10 @@ pub(crate) fn next_id() -> u64 {
 /// [`next_id`], and past `floor`: an application's event takes an id past
 /// its `since` (the newest id of the deleted one before it, which a relay
 /// whose clock runs ahead may have taken), so it is listed and its key
-/// kept, whatever this relay's clock says.
+/// kept, whatever this relay's clock says. The floor moves this process's
+/// ids on (they stay unique and increasing): until its clock passes it,
+/// every id it takes is past it, so ids name times up to that skew ahead
+/// (a recover's window, read in times, sees them that much later).
 pub(crate) fn next_id_after(floor: u64) -> u64 {
     static LAST: AtomicU64 = AtomicU64::new(0);
     let now = u64::try_from(

@@ -252,11 +252,15 @@ impl EventStore {
     /// two leaves the copy ended here (`recover` finds it), never pending
     /// with a letter already written (the next start sent it again, and a
     /// second letter made a redrive deliver it twice).
-    pub(crate) fn durable_blocking(&self) {
+    pub(crate) fn durable_blocking(&self) -> Result<(), String> {
+        const STOPPED: &str = "the events store's writer has stopped";
         let (done, answer) = oneshot::channel();
-        if self.send(Op::Durable { done }) {
-            let _ = answer.blocking_recv();
+        if !self.send(Op::Durable { done }) {
+            return Err(STOPPED.into());
         }
+        answer
+            .blocking_recv()
+            .unwrap_or_else(|_| Err(STOPPED.into()))
     }
 
     /// The bytes the store holds (its live keys and values, not its

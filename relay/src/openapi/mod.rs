@@ -105,25 +105,40 @@ where
 const PATH_SHOWN: usize = 200;
 
 /// A path no route serves: a 404 problem, as every refusal is one.
-async fn no_route(method: axum::http::Method, uri: axum::http::Uri) -> Response {
+async fn no_route(
+    method: axum::http::Method,
+    uri: axum::http::Uri,
+    headers: axum::http::HeaderMap,
+) -> Response {
     let path: String = uri.path().chars().take(PATH_SHOWN).collect();
-    crate::domain::problem::problem(
+    let resp = crate::domain::problem::problem(
         axum::http::StatusCode::NOT_FOUND,
         "not-found",
         format!("no route serves {method} {path}; this listener's routes are in GET /openapi.json"),
         Vec::new(),
-    )
+    );
+    unread(resp, &headers)
+}
+
+/// `resp` to a request whose body (if any) was not read: the connection
+/// ends after it, and says so.
+fn unread(mut resp: Response, headers: &axum::http::HeaderMap) -> Response {
+    if crate::intake::body::has_body(headers) {
+        crate::intake::body::close(&mut resp);
+    }
+    resp
 }
 
 /// A route asked with a method it does not serve: a 405 problem (the
 /// router adds the `Allow` header naming those it does).
-async fn no_method(method: axum::http::Method) -> Response {
-    crate::domain::problem::problem(
+async fn no_method(method: axum::http::Method, headers: axum::http::HeaderMap) -> Response {
+    let resp = crate::domain::problem::problem(
         axum::http::StatusCode::METHOD_NOT_ALLOWED,
         "method-not-allowed",
         format!("this route does not serve {method}; the Allow header names what it does"),
         Vec::new(),
-    )
+    );
+    unread(resp, &headers)
 }
 
 /// `text` (a rendered document) with each header parameter named `from`

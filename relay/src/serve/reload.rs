@@ -302,9 +302,9 @@ impl Reloader {
         // An endpoint's application is fixed once set, by a reload as by
         // the admin API (a reload moved it, its history left behind).
         let app = |d: &Destination| d.endpoint.as_ref().map(|e| e.application.to_string());
+        let olds: BTreeMap<&str, &Destination> = old.iter().map(|d| (d.name.as_str(), d)).collect();
         for (name, dest) in &changes {
-            let before = old.iter().find(|d| &d.name == name);
-            if let (Some(before), Some(after)) = (before, dest)
+            if let (Some(before), Some(after)) = (olds.get(name.as_str()), dest)
                 && app(before) != app(after)
             {
                 let detail = format!(

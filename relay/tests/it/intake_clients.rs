@@ -236,6 +236,7 @@ async fn a_refusal_before_the_body_says_the_connection_closes() {
     for (path, extra, status) in [
         ("/v1/applications/nope/events", "", "404"),
         ("/v1/webhooks/deliver", "x-destination: nope\r\n", "404"),
+        ("/v1/no/such/route", "", "404"),
         ("/v1/webhooks/deliver", "", "202"),
     ] {
         let mut s = raw::connect(relay.addr).await;

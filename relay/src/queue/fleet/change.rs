@@ -171,8 +171,15 @@ pub(crate) async fn change(
             return Err(ChangeRefused::new(422, "too-many-destinations", detail));
         }
         let dest = vet.vet(fields.clone(), &q.limits).await?;
-        // Open here before (configured): its counts are its own.
-        let was_open = q.shared.lane(name).is_some_and(|l| l.open);
+        // Made (not a configured one, open here, whose counts are its
+        // own): its counts start from nothing, not from a deleted one's of
+        // the name; before the write where this relay has the deleted
+        // one's lane, so no webhook taken once it is made is uncounted.
+        let before = q.shared.lane(name);
+        let made = !existed && !before.as_ref().is_some_and(|l| l.open);
+        if made && let Some(lane) = &before {
+            reset_counts(name, lane).await;
+        }
         match fleet
             .write(name, &Change::Put(fields), raw.as_deref())
             .await
@@ -187,14 +194,11 @@ pub(crate) async fn change(
             let detail = "the fleet keeps it, and this relay does not apply it: see its log";
             return Err(ChangeRefused::new(422, "bad-destination", detail));
         }
-        if !existed
-            && !was_open
+        if made
+            && before.is_none()
             && let Some(lane) = q.shared.lane(name)
-            && let Err(e) = lane.queue.reset_counts().await
         {
-            // Made: its counts start from nothing, not from a deleted
-            // one's of the name.
-            tracing::warn!(destination = %name, error = %e, "a destination made again keeps the counts of the one deleted before it");
+            reset_counts(name, &lane).await;
         }
         tracing::info!(destination = %name, created = !existed, "destination changed through the admin API, for the fleet");
         return Ok(Changed {
@@ -206,6 +210,13 @@ pub(crate) async fn change(
         });
     }
     Err(changed_meanwhile())
+}
+
+/// Starts `lane`'s counts again (a destination made again under `name`).
+async fn reset_counts(name: &str, lane: &super::lane::Lane) {
+    if let Err(e) = lane.queue.reset_counts().await {
+        tracing::warn!(destination = %name, error = %e, "a destination made again keeps the counts of the one deleted before it");
+    }
 }
 
 /// `DELETE`: the fleet's deletion.

@@ -39,7 +39,7 @@ use crate::queue::contract::ChangeRefused;
 use crate::util::mutex::lock;
 
 /// The map's name.
-const MAP: &str = "webhook_relay:destinations";
+const MAP: &str = crate::config::FLEET_MAP;
 /// How often each relay asks whether the map changed.
 pub(crate) const POLL: Duration = Duration::from_millis(500);
 /// How long past a deletion's deadline the name may be made again: every
@@ -109,7 +109,7 @@ fn seal(raw: &str) -> (usize, u64) {
 
 /// The origin a destination made through the fleet's admin API has.
 fn origin() -> Origin {
-    Origin::Fleet(format!("dripfeed:map:{{{MAP}}}").into())
+    Origin::fleet_map()
 }
 
 /// `fields` checked as a destination, or why not.

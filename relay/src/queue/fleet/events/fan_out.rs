@@ -193,7 +193,7 @@ impl Fan {
                 match queued {
                     Queued::Yes | Queued::Overflow | Queued::Held => {}
                     Queued::Gone => {
-                        whole &= self.deleted(&record.app, id, &endpoint, &bytes).await;
+                        whole &= self.deleted(&record, id, &endpoint, &bytes).await;
                     }
                     Queued::Failed(e) => {
                         tracing::warn!(error = %e, event = id, endpoint = %endpoint, "the fleet's events: a copy was not queued; the sweep tries again");
@@ -212,7 +212,8 @@ impl Fan {
     /// with its deletion's reason if the fleet deleted its endpoint, and
     /// written in its dead letters (true); else left for the sweep
     /// (false).
-    async fn deleted(&self, app: &str, id: u64, endpoint: &str, bytes: &[u8]) -> bool {
+    async fn deleted(&self, record: &EventRecord, id: u64, endpoint: &str, bytes: &[u8]) -> bool {
+        let app = &record.app;
         let Some(reason) = self.gone(app, endpoint).await else {
             return false;
         };
@@ -220,12 +221,19 @@ impl Fan {
         let ended = Ended::DeadLettered(reason.clone());
         match self.shared.events.ended(app, id, endpoint, ended).await {
             Ok(()) => {
-                // Listed with the endpoint's other dead letters (it was
-                // only marked so in its event).
-                if let Some(lane) = self.shared.lane(endpoint)
+                // Listed with the deleted endpoint's other dead letters (it
+                // was only marked so in its event); once, however many
+                // times the event is fanned out. Not in another
+                // application's endpoint of the name.
+                if let Some(lane) = self.shared.lane(endpoint).filter(|l| !l.open)
                     && let Err(e) = lane
                         .queue
-                        .dead_letter_unsent(&id.to_string(), bytes, &reason)
+                        .dead_letter_unsent(
+                            &id.to_string(),
+                            bytes,
+                            &reason,
+                            record.tenant.as_deref(),
+                        )
                         .await
                 {
                     tracing::warn!(error = %e, event = id, endpoint = %endpoint, "the fleet's events: a copy of a deleted endpoint is marked in its event, not in the dead letters");

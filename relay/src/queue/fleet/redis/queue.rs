@@ -21,6 +21,8 @@ static ADMIT: std::sync::LazyLock<Script> =
 pub(super) const GROUP: &str = "dripfeed";
 pub(super) static REDRIVE: std::sync::LazyLock<Script> =
     std::sync::LazyLock::new(|| Script::new(include_str!("scripts/queue_redrive.lua")));
+pub(super) static UNSENT: std::sync::LazyLock<Script> =
+    std::sync::LazyLock::new(|| Script::new(include_str!("scripts/queue_unsent.lua")));
 
 /// What [`RedisQueue::admit_owned`] did.
 #[derive(Debug, Clone, PartialEq, Eq)]

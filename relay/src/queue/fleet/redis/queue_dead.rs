@@ -86,40 +86,29 @@ impl RedisQueue {
         Ok(entries.into_iter().filter_map(letter).collect())
     }
 
-    /// Writes a dead letter of job `id` (`job`) that never entered the
-    /// queue (a copy fanned out as its destination was deleted), for
-    /// `reason`, with no attempts: listed with the destination's others
-    /// (it was only marked so in its event).
+    /// Writes a dead letter of job `id` (`job`, of `owner`) that never
+    /// entered the queue (a copy fanned out as its destination was
+    /// deleted), for `reason`, with no attempts, once (`queue_unsent.lua`:
+    /// an id with a status here, queued, delivered or dead-lettered
+    /// before, gets none): listed with the destination's others, where it
+    /// was only marked in its event. Whether it was written.
     pub(crate) async fn dead_letter_unsent(
         &self,
         id: &str,
         job: &[u8],
         reason: &str,
-    ) -> Result<(), RedisError> {
-        if self.dead_max == 0 {
-            return Ok(());
-        }
+        owner: Option<&str>,
+    ) -> Result<bool, RedisError> {
         let mut conn = self.conn.dead.clone();
-        let mut add = redis::cmd("XADD");
-        add.arg(self.dead_key())
-            .arg("MAXLEN")
-            .arg("~")
-            .arg(self.dead_max)
-            .arg("*")
-            .arg("id")
-            .arg(id)
-            .arg("reason")
+        let mut call = self.script_with_keys(&super::queue::UNSENT);
+        call.arg(id)
             .arg(reason)
-            .arg("n")
-            .arg("0")
-            .arg("last")
-            .arg("")
-            .arg("error")
-            .arg("")
-            .arg("job")
-            .arg(job);
-        let _: Value = bounded(add.query_async(&mut conn), CALL).await?;
-        Ok(())
+            .arg(job)
+            .arg(self.dead_max)
+            .arg(owner.unwrap_or_default())
+            .arg(if self.keep.is_some() { "1" } else { "0" });
+        let v: Value = bounded(call.invoke_async(&mut conn), CALL).await?;
+        Ok(count(&v)? == 1)
     }
 
     /// Puts the dead letters `entries` back into the queue, each with its

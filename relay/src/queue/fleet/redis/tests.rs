@@ -292,15 +292,25 @@ async fn a_job_dead_lettered_unsent_keeps_its_attempts() {
     }
     // A copy fanned out as its endpoint was deleted never entered the
     // queue: its letter is written all the same, listed with the others.
-    q.dead_letter_unsent("203", b"late", "application-deleted")
-        .await
-        .unwrap();
-    let last = q
-        .dead_letters(None, 10)
-        .await
-        .unwrap()
-        .pop()
-        .expect("listed");
+    // Once, however many times its event is fanned out; and never for an
+    // id that entered the queue (201 was dead-lettered there already).
+    let mut written = 0;
+    for _ in 0..3 {
+        written += u32::from(
+            q.dead_letter_unsent("203", b"late", "application-deleted", Some("acme"))
+                .await
+                .unwrap(),
+        );
+        let queued = q
+            .dead_letter_unsent(&ids[0], b"never sent", "application-deleted", None)
+            .await
+            .unwrap();
+        assert!(!queued);
+    }
+    assert_eq!(written, 1);
+    let all = q.dead_letters(None, 10).await.unwrap();
+    assert_eq!(all.len(), 3, "one letter each");
+    let last = all.last().expect("listed");
     assert_eq!(
         (
             last.id.as_str(),
@@ -309,6 +319,11 @@ async fn a_job_dead_lettered_unsent_keeps_its_attempts() {
             &last.job[..]
         ),
         ("203", "application-deleted", 0, &b"late"[..])
+    );
+    let status = q.status("203").await.unwrap().expect("kept");
+    assert_eq!(
+        (status.state, status.attempts, status.owner.as_deref()),
+        (JobState::DeadLettered, 0, Some("acme"))
     );
 }
 
