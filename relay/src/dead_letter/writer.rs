@@ -188,7 +188,12 @@ impl Writer {
                 tracing::error!(error = %e, "an event copy's end may not be in the events store before its dead letter is written");
             }
             let (n, result) = self.files.append(self.held.make_contiguous());
-            self.held.drain(..n);
+            for written in self.held.drain(..n) {
+                // Written (and fsynced): the store no longer awaits it.
+                if let Some(copy) = &written.job.event {
+                    copy.lettered();
+                }
+            }
             self.written += n as u64;
             result
         };

@@ -56,9 +56,14 @@ impl EventCopy {
         self.store.tell(self, Told::Attempt { attempt, ended });
     }
 
-    /// Dead-lettered for `reason`.
+    /// Dead-lettered for `reason`, its letter on its way.
     pub(crate) fn dead_lettered(&self, reason: &str) {
-        self.store.tell(self, Told::DeadLettered(reason.to_owned()));
+        self.store.tell(self, Told::Lettering(reason.to_owned()));
+    }
+
+    /// Its letter is written (the dead-letter file's writer tells).
+    pub(crate) fn lettered(&self) {
+        self.store.tell(self, Told::Lettered);
     }
 }
 

@@ -115,6 +115,14 @@ pub(crate) enum Told {
         attempt: AttemptRecord,
         ended: Option<CopyState>,
     },
-    /// Dead-lettered without (another) attempt: its reason.
+    /// Dead-lettered without (another) attempt: its reason (its letter
+    /// written already, or none to write).
     DeadLettered(String),
+    /// Dead-lettered, its reason; its letter is on its way to the
+    /// dead-letter file: the copy stays listed as pending in the store
+    /// until [`Told::Lettered`], so a restart in between writes its letter
+    /// (never sends it again, never loses it).
+    Lettering(String),
+    /// Its letter is in the dead-letter file.
+    Lettered,
 }

@@ -451,16 +451,26 @@ impl Tables<'_> {
                             copy.state = *state;
                         }
                     }
-                    Told::DeadLettered(reason) => {
+                    Told::DeadLettered(reason) | Told::Lettering(reason) => {
                         copy.state = CopyState::DeadLettered;
                         copy.reason = Some(reason.clone());
+                    }
+                    Told::Lettered => {
+                        // Its letter is written: no longer awaited.
+                        if copy.state != CopyState::Pending {
+                            self.tx.remove(PENDING, &ck);
+                        }
+                        return Ok(None);
                     }
                 }
                 let bytes = serde_json::to_vec(&copy).map_err(|x| x.to_string())?;
                 let tx = &mut self.tx;
                 tx.insert(COPIES, &ck, &bytes);
-                match copy.state {
-                    CopyState::Pending => tx.insert(PENDING, &ck, &[]),
+                match (copy.state, told) {
+                    // Pending, or awaiting its letter: what a restart sees.
+                    (CopyState::Pending, _) | (_, Told::Lettering(_)) => {
+                        tx.insert(PENDING, &ck, &[]);
+                    }
                     _ => {
                         tx.remove(PENDING, &ck);
                     }
@@ -550,6 +560,37 @@ mod tests {
             key: None,
             copies: copies.iter().map(|c| (*c).to_owned()).collect(),
         }
+    }
+
+    #[tokio::test]
+    async fn a_copy_awaiting_its_letter_stays_pending_until_it_is_written() {
+        let store = Arc::new(EventStore::open(None).unwrap());
+        store
+            .post(5, event(&["a", "b"]), "{}".into(), 0)
+            .await
+            .unwrap();
+        let sync = |store: Arc<EventStore>| async move {
+            tokio::task::spawn_blocking(move || store.durable_blocking())
+                .await
+                .unwrap()
+                .unwrap();
+        };
+        // a: dead-lettered, its letter on its way; b: dead-lettered by a
+        // letter already written (a redrive refused).
+        store.tell(5, "a".into(), Told::Lettering("overflow".into()));
+        store.tell(5, "b".into(), Told::DeadLettered("overflow".into()));
+        sync(store.clone()).await;
+        // What a restart sees: a, to letter (its state says so), not b.
+        assert_eq!(store.pending().unwrap(), vec![(5, "a".to_owned())]);
+        let (_, copies) = store.event(5).unwrap().unwrap();
+        assert!(
+            copies
+                .iter()
+                .all(|(_, c)| c.state == CopyState::DeadLettered)
+        );
+        store.tell(5, "a".into(), Told::Lettered);
+        sync(store.clone()).await;
+        assert!(store.pending().unwrap().is_empty());
     }
 
     #[tokio::test]

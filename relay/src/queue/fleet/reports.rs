@@ -22,11 +22,13 @@ impl CopyReports for Reports {
                     };
                     store.attempted(&app, id, &endpoint, &attempt, ended).await
                 }
-                Told::DeadLettered(reason) => {
+                Told::DeadLettered(reason) | Told::Lettering(reason) => {
                     store
                         .ended(&app, id, &endpoint, Ended::DeadLettered(reason))
                         .await
                 }
+                // The fleet's letters are in Redis, written with the end.
+                Told::Lettered => Ok(()),
             };
             if let Err(e) = written {
                 tracing::warn!(error = %e, event = id, endpoint = %endpoint, "the fleet's events: a copy's attempt or end was not recorded");

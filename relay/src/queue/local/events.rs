@@ -114,6 +114,15 @@ impl Sender {
 
     /// `endpoint`'s copy of event `seq` as a job, read from the store
     /// (`None`: swept meanwhile).
+    /// The reason of `endpoint`'s copy of event `seq` if it was
+    /// dead-lettered and its letter is still awaited.
+    fn awaiting_letter(&self, seq: u64, endpoint: &str) -> Option<String> {
+        let (_, copies) = self.store.event(seq).ok().flatten()?;
+        let (_, copy) = copies.into_iter().find(|(name, _)| name == endpoint)?;
+        (copy.state == crate::events::record::CopyState::DeadLettered)
+            .then(|| copy.reason.unwrap_or_else(|| "failed".to_owned()))
+    }
+
     fn stored_job(&self, seq: u64, endpoint: &Arc<str>) -> Option<Job> {
         let (Ok(Some((record, _))), Ok(payload)) = (self.store.event(seq), self.store.payload(seq))
         else {
@@ -284,6 +293,17 @@ impl Local {
         let sender = self.sender()?;
         let mut by_endpoint: std::collections::BTreeMap<String, Vec<u64>> = Default::default();
         for (seq, endpoint) in sender.store.pending()? {
+            // Dead-lettered, its letter not yet written when the relay
+            // stopped: its letter now (it is never sent again).
+            if let Some(reason) = sender.awaiting_letter(seq, &endpoint) {
+                let endpoint: Arc<str> = Arc::from(endpoint.as_str());
+                if let Some(job) = sender.stored_job(seq, &endpoint)
+                    && sender.sink.offer(job, letter_reason(&reason)).is_err()
+                {
+                    tracing::error!(endpoint = %endpoint, "the dead-letter writer is gone: a dead-lettered copy's letter is only in the events store");
+                }
+                continue;
+            }
             by_endpoint.entry(endpoint).or_default().push(seq);
         }
         let mut sent = 0;
@@ -518,4 +538,25 @@ impl Events for Local {
         self.changes.delete_app(&self.catalog, name).await?;
         Ok(deleted)
     }
+}
+
+/// A copy's recorded reason as the dead-letter file takes it (a known
+/// reason; another, which no relay writes, as `failed`).
+fn letter_reason(reason: &str) -> &'static str {
+    const KNOWN: [&str; 13] = [
+        "failed",
+        "destination-unknown",
+        "overflow",
+        "expired",
+        "shutdown",
+        "evicted",
+        "closed",
+        "refused",
+        "destination-deleted",
+        "application-deleted",
+        "abandoned",
+        "undecodable",
+        "rejected",
+    ];
+    KNOWN.into_iter().find(|k| *k == reason).unwrap_or("failed")
 }
