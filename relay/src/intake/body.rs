@@ -65,6 +65,37 @@ pub(crate) fn has_body(headers: &HeaderMap) -> bool {
         .is_some_and(|v| v.to_str().map_or(true, |v| v.trim() != "0"))
 }
 
+/// Reads and drops a refused request's `body` when its length is announced
+/// (no chunks) and at most `max`, within `limit`: whether it was read whole
+/// (the connection can then carry another request).
+pub(crate) async fn drain(headers: &HeaderMap, body: Body, max: u64, limit: Duration) -> bool {
+    if headers.contains_key(header::TRANSFER_ENCODING) {
+        return false;
+    }
+    let announced = headers
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.trim().parse::<u64>().ok());
+    if announced.is_none_or(|n| n > max) {
+        return false;
+    }
+    let mut body = body;
+    let read = async {
+        let mut seen: u64 = 0;
+        while let Some(frame) = body.frame().await {
+            let Ok(frame) = frame else { return false };
+            if let Some(data) = frame.data_ref() {
+                seen = seen.saturating_add(data.len() as u64);
+                if seen > max {
+                    return false;
+                }
+            }
+        }
+        true
+    };
+    tokio::time::timeout(limit, read).await.unwrap_or(false)
+}
+
 /// Asks for the connection to close after `resp`.
 pub(crate) fn close(resp: &mut Response) {
     resp.headers_mut()

@@ -110,17 +110,17 @@ pub(crate) async fn post_event(
 ) -> Response {
     // Run to its end in a task of its own: a client that hangs up never
     // leaves an event written and its copies not yet sent.
-    let with_body = super::body::has_body(request.headers());
     let done = super::finish::Finish::new(async move {
-        let mut read = false;
-        let mut answer = match take(&intake, app, request, &mut read).await {
+        let (parts, body) = request.into_parts();
+        let mut unread = Some(body);
+        let mut answer = match take(&intake, app, &parts, &mut unread).await {
             Ok(resp) => resp,
             Err(refusal) => *refusal,
         };
-        if with_body && !read {
-            // Refused before its body was read whole: the connection
-            // cannot be used again (hyper closes it), and says so.
-            super::body::close(&mut answer);
+        if let Some(unread) = unread {
+            intake
+                .refused_unread(&parts.headers, unread, &mut answer)
+                .await;
         }
         intake.answers.count(&answer);
         answer
@@ -140,10 +140,9 @@ pub(crate) async fn post_event(
 async fn take(
     intake: &Intake,
     app: String,
-    request: Request,
-    read: &mut bool,
+    parts: &axum::http::request::Parts,
+    unread: &mut Option<axum::body::Body>,
 ) -> Result<Response, Refusal> {
-    let (parts, body) = request.into_parts();
     let headers = &parts.headers;
     let caller = intake.caller(headers)?;
     let both_lengths = parts
@@ -185,8 +184,8 @@ async fn take(
         )));
     }
     let tenant_bytes = caller.tenant.named.as_ref().map_or(0, String::len);
+    let body = unread.take().unwrap_or_default();
     let (body, ticket) = intake.read_body(body, announced, tenant_bytes).await?;
-    *read = true;
     let event: EventIn = match serde_json::from_slice::<serde_json::Value>(&body) {
         Err(e) => {
             let detail = format!("the body is not JSON: {e}");

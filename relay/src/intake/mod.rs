@@ -191,22 +191,22 @@ async fn healthz() -> &'static str {
     ))]
 async fn deliver(State(intake): State<Arc<Intake>>, request: Request) -> Response {
     let chunked = request.headers().contains_key(header::TRANSFER_ENCODING);
-    let with_body = body::has_body(request.headers());
     // A client that hangs up drops this handler; the request path is then
     // finished in a task of its own (see `finish`), never left half way.
     let admission = finish::Finish::new(async move {
         // Made once the caller is known (a refused caller's traceparent
         // is not continued).
         let mut span = None;
-        let mut read = false;
-        let mut resp = match take(&intake, request, &mut span, &mut read).await {
+        let (parts, body) = request.into_parts();
+        let mut unread = Some(body);
+        let mut resp = match take(&intake, &parts, &mut unread, &mut span).await {
             Ok(resp) => resp,
             Err(refusal) => *refusal,
         };
-        if with_body && !read {
-            // Refused before its body was read whole: the connection
-            // cannot be used again (hyper closes it), and says so.
-            body::close(&mut resp);
+        if let Some(unread) = unread {
+            intake
+                .refused_unread(&parts.headers, unread, &mut resp)
+                .await;
         }
         intake.answers.count(&resp);
         if let Some(span) = span {
@@ -242,11 +242,10 @@ type Refusal = Box<Response>;
 /// kept with the webhook.
 async fn take(
     intake: &Intake,
-    request: Request,
+    parts: &axum::http::request::Parts,
+    unread: &mut Option<axum::body::Body>,
     span: &mut Option<crate::trace::IntakeSpan>,
-    read: &mut bool,
 ) -> Result<Response, Refusal> {
-    let (parts, body) = request.into_parts();
     let headers_in = &parts.headers;
     // 1. Who is calling: the key's tenant (401 without a good key), or on
     // an open relay the tenant header's.
@@ -281,8 +280,8 @@ async fn take(
     }
     // 3. The body, held against the budget as it is read.
     let tenant_bytes = tenant.named.as_ref().map_or(0, String::len);
+    let body = unread.take().unwrap_or_default();
     let (body, ticket) = intake.read_body(body, announced, tenant_bytes).await?;
-    *read = true;
     json::check(headers_in, &body)?;
     let content_type = headers_in
         .get(header::CONTENT_TYPE)
@@ -381,6 +380,25 @@ impl Intake {
             Answers::bump(&self.answers.too_large_413);
         }
         Box::new(e.answer())
+    }
+
+    /// A request refused before its body was read: the body is read and
+    /// dropped (an announced length within the limit, within the body
+    /// timeout), so the client, still sending it, reads the answer and
+    /// keeps its connection; else (chunks, more than the limit, too slow)
+    /// the answer says the connection closes, which it then does.
+    pub(crate) async fn refused_unread(
+        &self,
+        headers: &axum::http::HeaderMap,
+        unread: axum::body::Body,
+        resp: &mut Response,
+    ) {
+        if !body::has_body(headers) {
+            return;
+        }
+        if !body::drain(headers, unread, self.max_body_bytes, self.body_read_timeout).await {
+            body::close(resp);
+        }
     }
 
     /// Reads the body, holding its bytes (and the tenant name's) against

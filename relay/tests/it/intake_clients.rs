@@ -4,7 +4,7 @@
 //! clients connected, an oversized `Content-Length` is a 413 before its
 //! body, and ambiguous framing (`Transfer-Encoding: gzip, chunked`, or both
 //! `Content-Length` and `Transfer-Encoding`) is a 400; a refusal before
-//! the body is read says `Connection: close`.
+//! the body is read reads it (or says `Connection: close`).
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -224,33 +224,53 @@ async fn answer_head(s: &mut tokio::net::TcpStream) -> String {
 }
 
 /// A request refused before its body is read (an unknown application, a
-/// destination that does not exist) ends its connection, and its answer
-/// says so (`Connection: close`): a keep-alive client whose next request
-/// went out on it got a broken pipe. One whose body was read keeps it.
+/// destination that does not exist) reads and drops the body it announced
+/// (within the limit), so a client still sending a large one reads the
+/// answer, and the connection carries the next request (the relay closed
+/// it unread, and keep-alive clients wrote into a closed connection: a
+/// broken pipe); a path no route serves says `Connection: close`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_refusal_before_the_body_says_the_connection_closes() {
+async fn a_refusal_before_the_body_reads_it_or_says_the_connection_closes() {
     let rx = receivers::ok(Arc::new(Log::default()), Duration::ZERO).await;
     let dir = TempDir::new("refused-before-body");
     let relay = relay(rx, &dir, "").await;
-    let body = "{\"type\":\"a.b\",\"payload\":{}}";
-    for (path, extra, status) in [
-        ("/v1/applications/nope/events", "", "404"),
-        ("/v1/webhooks/deliver", "x-destination: nope\r\n", "404"),
-        ("/v1/no/such/route", "", "404"),
-        ("/v1/webhooks/deliver", "", "202"),
+    let small = "{\"type\":\"a.b\",\"payload\":{}}".to_owned();
+    let large = format!(
+        "{{\"type\":\"a.b\",\"payload\":\"{}\"}}",
+        "x".repeat(900_000)
+    );
+    for (path, extra, body, status, closes) in [
+        ("/v1/applications/nope/events", "", &small, "404", false),
+        ("/v1/applications/nope/events", "", &large, "404", false),
+        (
+            "/v1/webhooks/deliver",
+            "x-destination: nope\r\n",
+            &large,
+            "404",
+            false,
+        ),
+        ("/v1/no/such/route", "", &small, "404", true),
+        ("/v1/webhooks/deliver", "", &small, "202", false),
     ] {
         let mut s = raw::connect(relay.addr).await;
         let request = format!(
             "POST {path} HTTP/1.1\r\nhost: relay\r\ncontent-type: application/json\r\n{extra}content-length: {}\r\n\r\n{body}",
             body.len()
         );
-        s.write_all(request.as_bytes()).await.expect("sent");
+        s.write_all(request.as_bytes()).await.expect("sent whole");
         let head = answer_head(&mut s).await;
         assert!(
             head.starts_with(&format!("http/1.1 {status}")),
             "{path}: {head}"
         );
-        let closing = head.contains("connection: close");
-        assert_eq!(closing, status != "202", "{path}: {head}");
+        assert_eq!(head.contains("connection: close"), closes, "{path}: {head}");
+        if !closes {
+            // The same connection takes the next request.
+            s.write_all(b"GET /healthz HTTP/1.1\r\nhost: relay\r\n\r\n")
+                .await
+                .expect("sent");
+            let next = answer_head(&mut s).await;
+            assert!(next.contains("http/1.1 200"), "{path}, then: {next}");
+        }
     }
 }
