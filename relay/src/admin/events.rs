@@ -587,7 +587,9 @@ pub(crate) async fn recover(
 /// An RFC 3339 time (`2026-11-28T10:00:00Z`, `2026-11-28T11:00:00+01:00`,
 /// fractions of a second too) in ms since the Unix epoch.
 fn rfc3339_ms(text: &str) -> Option<u64> {
-    let text = text.trim();
+    // RFC 3339 takes `t` and `z` as `T` and `Z` (§5.6).
+    let upper = text.trim().to_ascii_uppercase();
+    let text = upper.as_str();
     let tail = text
         .len()
         .checked_sub(6)
@@ -609,7 +611,7 @@ fn rfc3339_ms(text: &str) -> Option<u64> {
             )
         }
         // A time without its zone (`Z` or an offset) is not RFC 3339.
-        _ if text.ends_with(['Z', 'z']) => (text.to_owned(), 0),
+        _ if text.ends_with('Z') => (text.to_owned(), 0),
         _ => return None,
     };
     let since = humantime::parse_rfc3339_weak(&utc)
@@ -632,6 +634,7 @@ mod tests {
         assert_eq!(rfc3339_ms("2026-11-28T05:00:00-05:00"), Some(utc));
         assert_eq!(rfc3339_ms("2026-11-28T10:00:00+00:00"), Some(utc));
         assert_eq!(rfc3339_ms("2026-11-28T10:00:00.250Z"), Some(utc + 250));
+        assert_eq!(rfc3339_ms("2026-11-28t10:00:00z"), Some(utc));
         assert_eq!(rfc3339_ms("2026-11-28T11:00:00.5+01:00"), Some(utc + 500));
         for bad in [
             "yesterday",
