@@ -451,6 +451,16 @@ impl Shared {
         }
     }
 
+    /// Forgets `name`'s last delivery error here, once its deletion has
+    /// stopped its drain: every relay does, as the one that deletes it
+    /// does (one made again under the name showed the deleted one's on the
+    /// others).
+    pub(crate) fn forget_errors(&self, name: &str) {
+        if let Some(d) = self.deliveries.get() {
+            (d.downstream)(name).errors.forget(name);
+        }
+    }
+
     /// Stops `name`'s drain and waits until it has ended what it holds.
     pub(crate) async fn stop_drain(&self, name: &str) {
         lock(&self.steers).remove(name);
