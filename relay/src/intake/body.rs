@@ -66,10 +66,13 @@ pub(crate) fn has_body(headers: &HeaderMap) -> bool {
 }
 
 /// Reads and drops a refused request's `body` when its length is announced
-/// (no chunks) and at most `max`, within `limit`: whether it was read whole
-/// (the connection can then carry another request).
+/// (no chunks, no `Expect`) and at most `max`, within `limit`: whether it
+/// was read whole (the connection can then carry another request).
 pub(crate) async fn drain(headers: &HeaderMap, body: Body, max: u64, limit: Duration) -> bool {
-    if headers.contains_key(header::TRANSFER_ENCODING) {
+    // A client that waits for `100 Continue` has not sent its body: it is
+    // not asked for (reading it would send the 100), and the connection
+    // closes after the refusal.
+    if headers.contains_key(header::TRANSFER_ENCODING) || headers.contains_key(header::EXPECT) {
         return false;
     }
     let announced = headers
