@@ -191,6 +191,41 @@ pub(crate) fn read(
     Ok(page)
 }
 
+/// Which of the copies `wanted` (id, destination) have a line in the live
+/// file `live` already: a restart asks before writing the letters of
+/// copies its events store still awaited (the relay stopped between a
+/// letter's line and the store's note of it). A file that cannot be read
+/// has none.
+pub(crate) fn written(
+    live: &Path,
+    wanted: &std::collections::HashSet<(String, String)>,
+) -> std::collections::HashSet<(String, String)> {
+    /// The fields a line is looked up by.
+    #[derive(Deserialize)]
+    struct Named {
+        id: Option<String>,
+        destination: String,
+    }
+    let mut found = std::collections::HashSet::new();
+    let Ok(file) = crate::util::private::read(live) else {
+        return found;
+    };
+    for line in BufReader::new(file).split(b'\n') {
+        let Ok(line) = line else { break };
+        if let Ok(Named {
+            id: Some(id),
+            destination,
+        }) = serde_json::from_slice::<Named>(&line)
+        {
+            let copy = (id, destination);
+            if wanted.contains(&copy) {
+                found.insert(copy);
+            }
+        }
+    }
+    found
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -199,6 +234,23 @@ mod tests {
         format!(
             "{{\"reason\":\"failed\",\"id\":\"{n}\",\"destination\":\"{dest}\",\"attempts\":1,\"tenant\":null,\"content_type\":null,\"received_unix_ms\":1,\"body\":\"x\"}}\n"
         )
+    }
+
+    #[test]
+    fn written_finds_the_copies_that_have_a_line() {
+        let dir = std::env::temp_dir().join(format!("dripfeed-written-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let live = dir.join("dl.jsonl");
+        std::fs::write(&live, line(1, "a") + &line(2, "b") + "{\"partial\":").unwrap();
+        let copy = |id: &str, d: &str| (id.to_owned(), d.to_owned());
+        let wanted = [copy("1", "a"), copy("2", "a"), copy("3", "b")]
+            .into_iter()
+            .collect();
+        let found = written(&live, &wanted);
+        assert_eq!(found, [copy("1", "a")].into_iter().collect());
+        assert!(written(&dir.join("none.jsonl"), &wanted).is_empty());
+        let _ = std::fs::remove_dir_all(&dir);
     }
 
     #[test]

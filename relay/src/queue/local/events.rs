@@ -286,26 +286,50 @@ impl Local {
         })
     }
 
+    /// The letters of dead-lettered copies the store still awaited when
+    /// the relay stopped: a copy whose line is in the dead-letter file
+    /// already (the relay stopped after the line, before the store noted
+    /// it) is noted now; the others' letters are written (never sent again,
+    /// never lost, one line each).
+    fn write_awaited_letters(&self, sender: &Sender, awaited: Vec<(u64, String, String)>) {
+        if awaited.is_empty() {
+            return;
+        }
+        let wanted: std::collections::HashSet<(String, String)> = awaited
+            .iter()
+            .map(|(seq, endpoint, _)| (seq.to_string(), endpoint.clone()))
+            .collect();
+        let written = crate::dead_letter::page::written(&self.dead_letter_file, &wanted);
+        for (seq, endpoint, reason) in awaited {
+            let endpoint: Arc<str> = Arc::from(endpoint.as_str());
+            if written.contains(&(seq.to_string(), endpoint.to_string())) {
+                sender
+                    .store
+                    .tell(seq, endpoint, crate::events::record::Told::Lettered);
+                continue;
+            }
+            if let Some(job) = sender.stored_job(seq, &endpoint)
+                && sender.sink.offer(job, letter_reason(&reason)).is_err()
+            {
+                tracing::error!(endpoint = %endpoint, "the dead-letter writer is gone: a dead-lettered copy's letter is only in the events store");
+            }
+        }
+    }
+
     /// Sends the copies a restart finds pending again, each endpoint's in
     /// order and as its queue has room (those of endpoints no longer held
     /// are dead-lettered): how many.
     pub(crate) fn send_pending(&self) -> Result<usize, String> {
         let sender = self.sender()?;
         let mut by_endpoint: std::collections::BTreeMap<String, Vec<u64>> = Default::default();
+        let mut awaited = Vec::new();
         for (seq, endpoint) in sender.store.pending()? {
-            // Dead-lettered, its letter not yet written when the relay
-            // stopped: its letter now (it is never sent again).
-            if let Some(reason) = sender.awaiting_letter(seq, &endpoint) {
-                let endpoint: Arc<str> = Arc::from(endpoint.as_str());
-                if let Some(job) = sender.stored_job(seq, &endpoint)
-                    && sender.sink.offer(job, letter_reason(&reason)).is_err()
-                {
-                    tracing::error!(endpoint = %endpoint, "the dead-letter writer is gone: a dead-lettered copy's letter is only in the events store");
-                }
-                continue;
+            match sender.awaiting_letter(seq, &endpoint) {
+                Some(reason) => awaited.push((seq, endpoint, reason)),
+                None => by_endpoint.entry(endpoint).or_default().push(seq),
             }
-            by_endpoint.entry(endpoint).or_default().push(seq);
         }
+        self.write_awaited_letters(&sender, awaited);
         let mut sent = 0;
         for (endpoint, seqs) in by_endpoint {
             let endpoint: Arc<str> = Arc::from(endpoint.as_str());
