@@ -6,11 +6,12 @@
 use std::time::Duration;
 
 use axum::body::{Body, Bytes};
-use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::Response;
 use http_body_util::{BodyExt, LengthLimitError, Limited};
 
 use crate::domain::problem::problem;
+pub(crate) use crate::listener::closing::{close, has_body};
 
 /// Why a body was not taken.
 #[derive(Debug, PartialEq, Eq)]
@@ -54,17 +55,6 @@ impl BodyError {
     }
 }
 
-/// Whether a request with `headers` carries a body: a length over 0, or
-/// chunks.
-pub(crate) fn has_body(headers: &HeaderMap) -> bool {
-    if headers.contains_key(header::TRANSFER_ENCODING) {
-        return true;
-    }
-    headers
-        .get(header::CONTENT_LENGTH)
-        .is_some_and(|v| v.to_str().map_or(true, |v| v.trim() != "0"))
-}
-
 /// Reads and drops a refused request's `body` when its length is announced
 /// (no chunks, no `Expect`) and at most `max`, within `limit`: whether it
 /// was read whole (the connection can then carry another request).
@@ -75,11 +65,7 @@ pub(crate) async fn drain(headers: &HeaderMap, body: Body, max: u64, limit: Dura
     if headers.contains_key(header::TRANSFER_ENCODING) || headers.contains_key(header::EXPECT) {
         return false;
     }
-    let announced = headers
-        .get(header::CONTENT_LENGTH)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.trim().parse::<u64>().ok());
-    if announced.is_none_or(|n| n > max) {
+    if announced(headers).is_none_or(|n| n > max) {
         return false;
     }
     let mut body = body;
@@ -99,10 +85,12 @@ pub(crate) async fn drain(headers: &HeaderMap, body: Body, max: u64, limit: Dura
     tokio::time::timeout(limit, read).await.unwrap_or(false)
 }
 
-/// Asks for the connection to close after `resp`.
-pub(crate) fn close(resp: &mut Response) {
-    resp.headers_mut()
-        .insert(header::CONNECTION, HeaderValue::from_static("close"));
+/// The body's length as `Content-Length` announces it, if it does.
+fn announced(headers: &HeaderMap) -> Option<u64> {
+    headers
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.trim().parse::<u64>().ok())
 }
 
 /// Checks framing before the body is read: `Transfer-Encoding` other than
@@ -131,11 +119,7 @@ pub(crate) fn check_framing(
             ));
         }
     }
-    let announced = headers
-        .get(header::CONTENT_LENGTH)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.trim().parse::<u64>().ok());
-    match announced {
+    match announced(headers) {
         Some(n) if n > max => Err(BodyError::TooLarge(max)),
         n => Ok(n),
     }
@@ -161,6 +145,7 @@ pub(crate) async fn read(body: Body, max: u64, limit: Duration) -> Result<Bytes,
 #[cfg(test)]
 mod tests {
     use super::*;
+    use axum::http::HeaderValue;
 
     fn headers(pairs: &[(&'static str, &'static str)]) -> HeaderMap {
         let mut h = HeaderMap::new();

@@ -84,10 +84,7 @@ fn too_long() -> Response {
         "the request's head is over 64 KiB".to_owned(),
         Vec::new(),
     );
-    resp.headers_mut().insert(
-        axum::http::header::CONNECTION,
-        axum::http::HeaderValue::from_static("close"),
-    );
+    super::closing::close(&mut resp);
     resp
 }
 

@@ -20,6 +20,7 @@
 //!   plain-text 503 means nothing to a TLS client).
 
 pub(crate) mod app;
+pub(crate) mod closing;
 pub(crate) mod framing;
 
 use std::sync::Arc;

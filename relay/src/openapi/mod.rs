@@ -123,8 +123,8 @@ async fn no_route(
 /// `resp` to a request whose body (if any) was not read: the connection
 /// ends after it, and says so.
 fn unread(mut resp: Response, headers: &axum::http::HeaderMap) -> Response {
-    if crate::intake::body::has_body(headers) {
-        crate::intake::body::close(&mut resp);
+    if crate::listener::closing::has_body(headers) {
+        crate::listener::closing::close(&mut resp);
     }
     resp
 }

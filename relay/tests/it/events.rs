@@ -172,11 +172,7 @@ async fn events_fan_out_survive_a_kill_and_every_copy_ends_in_one_place(engine: 
     let rx_addr = rx.local_addr().unwrap();
     receive(seen.clone(), rx, epoch);
     // The dead endpoint's port: free now (connection refused), served later.
-    let dead_port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
+    let dead_port = free_port();
     let args =
         format!("--destination seed=http://{rx_addr}/seed --retries 1 --breaker-max-cool-down 1s");
     let mut bench = Bench::start(engine, "events", &args).await;
@@ -485,6 +481,15 @@ async fn events_fan_out_survive_a_kill_and_every_copy_ends_in_one_place(engine: 
 }
 
 /// Every dead letter the relay lists (`GET /v1/dead-letters`, each page).
+/// A loopback port nothing listens on now (connections to it are refused).
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
 async fn dead_letters(relay: &Relay) -> Vec<Value> {
     let mut all = Vec::new();
     let mut cursor: Option<String> = None;
@@ -651,9 +656,7 @@ async fn an_application_made_again_on_another_relay_starts_with_no_endpoint() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_recover_larger_than_the_queue_waits_for_room() {
     let seen = Arc::new(Seen::default());
-    let dead = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let dead_port = dead.local_addr().unwrap().port();
-    drop(dead);
+    let dead_port = free_port();
     let args = "--destination seed=http://127.0.0.1:9/seed --retries 1 --breaker-max-cool-down 1s";
     let bench = Bench::start(Engine::Fleet, "events-recover", args).await;
     let (a, b) = (&bench.relay, bench.another("n2").await);
@@ -730,11 +733,7 @@ async fn a_recover_larger_than_the_queue_waits_for_room() {
 /// them through an endpoint's deletion).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_application_deleted_then_killed_dead_letters_its_copies_once_with_its_reason() {
-    let dead_port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
+    let dead_port = free_port();
     let args = format!("--destination seed=http://127.0.0.1:{dead_port}/seed");
     let mut bench = Bench::start(Engine::Local, "events-delete-kill", &args).await;
     let relay = &bench.relay;
@@ -778,11 +777,7 @@ both!(deleting_an_application_dead_letters_what_its_endpoints_held);
 /// with reason `application-deleted`; an endpoint made again under that
 /// name in another application does not inherit their history.
 async fn deleting_an_application_dead_letters_what_its_endpoints_held(engine: Engine) {
-    let dead_port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
+    let dead_port = free_port();
     let args = format!("--destination seed=http://127.0.0.1:{dead_port}/seed");
     let mut bench = Bench::start(engine, "events-delete", &args).await;
     let relay = &mut bench.relay;
@@ -1012,11 +1007,7 @@ both!(a_redriven_copy_stays_its_events);
 /// event's history says delivered.
 async fn a_redriven_copy_stays_its_events(engine: Engine) {
     let seen = Arc::new(Seen::default());
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
+    let port = free_port();
     let args = format!("--destination seed=http://127.0.0.1:{port}/seed --retries 0");
     let mut bench = Bench::start(engine, "events-redrive", &args).await;
     let relay = &mut bench.relay;

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
-use crate::contract::receiver;
+use crate::contract::{get_json, receiver};
 use crate::harness::{Relay, TempDir, digest, eventually, http};
 use crate::receivers::Log;
 
@@ -41,6 +41,14 @@ async fn post(url: &str, key: &str, destination: &str, n: u64) -> u16 {
         .send()
         .await
         .map_or(0, |r| r.status().as_u16())
+}
+
+/// Reloads `relay` counted with `result` (`applied`, `refused`).
+async fn reloads(relay: &Relay, result: &str) -> f64 {
+    relay
+        .metrics()
+        .await
+        .get("dripfeed_relay_reloads_total", &[("result", result)])
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -139,11 +147,7 @@ async fn a_key_added_on_sighup_is_answered_by_the_same_process_and_nothing_is_lo
     std::fs::write(&file, both_again).unwrap();
     hup();
     let counted = eventually(Duration::from_secs(20), || async {
-        relay
-            .metrics()
-            .await
-            .get("dripfeed_relay_reloads_total", &[("result", "refused")])
-            == 1.0
+        reloads(&relay, "refused").await == 1.0
     })
     .await;
     assert!(
@@ -215,19 +219,10 @@ async fn a_reload_the_queue_refuses_changes_nothing_and_is_checked_again() {
         format!("{}{}", d(50, 100), tenants(&["key-a", "key-b"])),
     )
     .unwrap();
-    let reloads = |result: &'static str| {
-        let relay = &relay;
-        async move {
-            relay
-                .metrics()
-                .await
-                .get("dripfeed_relay_reloads_total", &[("result", result)])
-        }
-    };
     for round in 1..=2 {
         relay.signal("HUP");
         let counted = eventually(Duration::from_secs(10), || async {
-            reloads("refused").await == f64::from(round)
+            reloads(&relay, "refused").await == f64::from(round)
         })
         .await;
         assert!(
@@ -235,7 +230,7 @@ async fn a_reload_the_queue_refuses_changes_nothing_and_is_checked_again() {
             "reload {round} refused and counted: {:?}",
             relay.err.all()
         );
-        assert_eq!(reloads("applied").await, 0.0);
+        assert_eq!(reloads(&relay, "applied").await, 0.0);
         assert_eq!(
             post(&url, "key-b", "d", 100).await,
             401,
@@ -259,7 +254,7 @@ async fn a_reload_the_queue_refuses_changes_nothing_and_is_checked_again() {
     let applied = eventually(Duration::from_secs(30), || async {
         relay.signal("HUP");
         tokio::time::sleep(Duration::from_millis(300)).await;
-        reloads("applied").await == 1.0
+        reloads(&relay, "applied").await == 1.0
     })
     .await;
     assert!(applied, "applied once d is idle: {:?}", relay.err.all());
@@ -301,11 +296,7 @@ async fn a_reload_that_moves_an_endpoint_to_another_application_is_refused() {
     std::fs::write(&file, text("globex")).unwrap();
     relay.signal("HUP");
     let refused = eventually(Duration::from_secs(10), || async {
-        relay
-            .metrics()
-            .await
-            .get("dripfeed_relay_reloads_total", &[("result", "refused")])
-            == 1.0
+        reloads(&relay, "refused").await == 1.0
     })
     .await;
     assert!(refused, "{:?}", relay.err.all());
@@ -318,16 +309,6 @@ async fn a_reload_that_moves_an_endpoint_to_another_application_is_refused() {
         "{:?}",
         relay.err.all()
     );
-    let v: serde_json::Value = serde_json::from_str(
-        &http()
-            .get(relay.admin_url("/v1/destinations/hook"))
-            .send()
-            .await
-            .unwrap()
-            .text()
-            .await
-            .unwrap(),
-    )
-    .unwrap_or_default();
+    let v = get_json(&relay.admin_url("/v1/destinations/hook")).await;
     assert_eq!(v["application"], "acme", "{v}");
 }
