@@ -34,14 +34,40 @@ use std::time::Duration;
 use dripfeed::journal::{Durability, Journal, JournalError};
 use dripfeed::{Attempt, ChannelSink, Delivery, Outcome, Reason, RetryPolicy, Throttle};
 
-fn fresh_dir(name: &str) -> PathBuf {
+/// A directory of its own for one test, removed when dropped (so a run
+/// leaves nothing in the temporary directory; a failed test's is kept
+/// until the next run of it clears it first).
+struct Scratch(PathBuf);
+
+impl std::ops::Deref for Scratch {
+    type Target = Path;
+    fn deref(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl AsRef<Path> for Scratch {
+    fn as_ref(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        if !std::thread::panicking() {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+}
+
+fn fresh_dir(name: &str) -> Scratch {
     let dir = std::env::temp_dir().join(format!("dripfeed-test-{name}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
-    dir
+    Scratch(dir)
 }
 
 /// What a process killed now would leave: the segment files as they are.
-fn snapshot(from: &Path, name: &str) -> PathBuf {
+fn snapshot(from: &Path, name: &str) -> Scratch {
     let to = fresh_dir(name);
     std::fs::create_dir_all(&to).unwrap();
     for entry in std::fs::read_dir(from).unwrap() {
@@ -251,7 +277,7 @@ async fn a_directory_in_use_is_refused() {
     let dir = fresh_dir("lock");
     let first = Journal::open(&dir).unwrap();
     match Journal::open(&dir) {
-        Err(JournalError::Locked { dir: d }) => assert_eq!(d, dir),
+        Err(JournalError::Locked { dir: d }) => assert_eq!(d, dir.to_path_buf()),
         other => panic!("expected Locked, got {other:?}"),
     }
     drop(first);

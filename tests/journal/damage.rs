@@ -135,7 +135,7 @@ fn v1_unfinished() -> Vec<(u64, Option<String>, String)> {
     out
 }
 
-fn fixture(name: &str) -> PathBuf {
+fn fixture(name: &str) -> super::Scratch {
     let dir = fresh_dir(name);
     std::fs::create_dir_all(&dir).unwrap();
     let from = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/journal-v1");

@@ -471,6 +471,7 @@ mod tests {
             refused.err()
         );
         assert!(!dir.join(FILE).exists(), "nothing made beside it");
+        let _ = std::fs::remove_dir_all(&dir);
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

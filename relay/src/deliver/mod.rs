@@ -8,6 +8,7 @@
 //! failed attempt is told in [`errors`]: counted, kept and logged.
 
 pub(crate) mod client;
+pub(crate) mod deliveries;
 pub(crate) mod endpoint;
 pub(crate) mod errors;
 pub(crate) mod guard;

@@ -160,7 +160,7 @@ pub(crate) struct FleetParts {
     /// The destinations in force.
     pub catalog: Arc<crate::catalog::Catalog>,
     /// Each destination's deliveries, by name.
-    pub deliveries: Arc<dyn Fn(&str) -> crate::deliver::HttpDownstream + Send + Sync>,
+    pub deliveries: Arc<crate::deliver::deliveries::Deliveries>,
     /// Where deliveries may connect.
     pub guard: Arc<crate::deliver::guard::AddressGuard>,
     /// The tenant quota store, if tenants have quotas.

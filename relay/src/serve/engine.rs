@@ -18,7 +18,7 @@ use crate::catalog::registry;
 use crate::catalog::state;
 use crate::config::value::QueueKind;
 use crate::config::{Config, ConfigError, ConfigErrors, Origin};
-use crate::deliver::HttpDownstream;
+use crate::deliver::deliveries::Deliveries;
 use crate::deliver::guard::AddressGuard;
 use crate::domain::budget::ByteBudget;
 use crate::queue::local::Local;
@@ -45,7 +45,7 @@ pub(crate) struct Parts {
     /// The destinations in force.
     pub(crate) catalog: Arc<Catalog>,
     /// Each destination's deliveries, by name.
-    pub(crate) deliveries: Arc<dyn Fn(&str) -> HttpDownstream + Send + Sync>,
+    pub(crate) deliveries: Arc<Deliveries>,
     /// Where deliveries may connect.
     pub(crate) guard: Arc<AddressGuard>,
     /// The tenant quota store, if tenants have quotas.

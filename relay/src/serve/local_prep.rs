@@ -11,7 +11,7 @@ use super::Failure;
 use crate::catalog::Catalog;
 use crate::config::Config;
 use crate::dead_letter::{self, FileSink};
-use crate::deliver::HttpDownstream;
+use crate::deliver::deliveries::Deliveries;
 use crate::deliver::target::Targets as _;
 use crate::domain::budget::ByteBudget;
 use crate::domain::limits::Limits;
@@ -32,7 +32,7 @@ pub(super) struct Parts {
     /// Every webhook's status.
     pub status: Arc<Registry>,
     /// Each destination's deliveries, by name.
-    pub deliveries: Arc<dyn Fn(&str) -> HttpDownstream + Send + Sync>,
+    pub deliveries: Arc<Deliveries>,
     /// The tenant quota store, if tenants have quotas.
     pub quotas: Option<Arc<dyn dripfeed::keyed::BucketStore>>,
     /// The shared tenant quota store's check, if any.
@@ -98,12 +98,13 @@ pub(super) async fn open(cfg: &Config, parts: Parts) -> Result<Arc<Local>, Failu
             }
         }
     }
+    let deliveries = parts.deliveries;
     let built = build::build(
         cfg,
         parts.journal_dir.as_deref(),
         build::Parts {
             sink: sink.clone(),
-            deliveries: parts.deliveries,
+            deliveries: deliveries.clone(),
             tenants: parts.quotas.clone(),
             permits: parts.permits,
             status: status.clone(),
@@ -178,6 +179,7 @@ pub(super) async fn open(cfg: &Config, parts: Parts) -> Result<Arc<Local>, Failu
             parts.state,
             s.max_destinations.max(cfg.destinations.len()),
             s.shutdown_grace,
+            deliveries,
         ),
         events: Some(events),
         quotas: parts.quotas,

@@ -16,7 +16,6 @@ use crate::catalog::Catalog;
 use crate::config::value::QueueKind;
 use crate::config::{Config, ConfigError, ConfigErrors, DEFAULT_NAME, Origin};
 use crate::dead_letter::redrive;
-use crate::deliver::HttpDownstream;
 use crate::deliver::latency::Latencies;
 use crate::domain::budget::ByteBudget;
 use crate::domain::limits::Limits;
@@ -193,9 +192,9 @@ pub(crate) async fn run(
     let traces = crate::trace::start(s)
         .map_err(|e| refused("otlp_endpoint", cfg.origin("otlp_endpoint").cloned(), e))?
         .map(Arc::new);
-    let deliveries = deliveries(Delivering {
+    let deliveries = Arc::new(deliver::deliveries::Deliveries {
         client,
-        catalog: catalog.clone(),
+        targets: catalog.clone(),
         latencies: latencies.clone(),
         guard: guard.clone(),
         status: status.clone(),
@@ -338,36 +337,6 @@ pub(crate) async fn run(
         }
     }
     outcome.map_err(Failure::Run)
-}
-
-/// What each destination's deliveries share.
-struct Delivering {
-    client: deliver::client::Client,
-    catalog: Arc<Catalog>,
-    latencies: Arc<Latencies>,
-    guard: Arc<deliver::guard::AddressGuard>,
-    status: Option<Arc<crate::status::Registry>>,
-    errors: Arc<deliver::errors::Errors>,
-    recents: Arc<deliver::recent::Recents>,
-    traces: Option<Arc<crate::trace::Traces>>,
-    retries: u32,
-}
-
-/// Each destination's deliveries, by name.
-fn deliveries(d: Delivering) -> Arc<dyn Fn(&str) -> HttpDownstream + Send + Sync> {
-    Arc::new(move |name: &str| HttpDownstream {
-        client: d.client.clone(),
-        name: Arc::from(name),
-        targets: d.catalog.clone(),
-        latencies: d.latencies.clone(),
-        recent: d.recents.of(name),
-        guard: d.guard.clone(),
-        status: d.status.clone(),
-        errors: d.errors.clone(),
-        traces: d.traces.clone(),
-        retries: d.retries,
-        held: std::sync::Mutex::new(None),
-    })
 }
 
 /// What a stop may take past `shutdown_grace` to close the listeners and

@@ -483,7 +483,7 @@ impl Fleet {
             catalog.admissions_done(&gone).await;
             tokio::time::sleep(Duration::from_millis(wait)).await;
             shared.stop_drain(&gone).await;
-            shared.forget_errors(&gone);
+            shared.forget_deliveries(&gone);
             let swept = shared.sweep(&gone, &map, &tombstone).await;
             catalog.forget(&gone);
             tracing::info!(destination = %gone, dead_lettered = swept, "deleted destination ended");

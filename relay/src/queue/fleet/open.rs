@@ -11,7 +11,7 @@ use super::changes::{Fleet, Start};
 use super::shared::{Drains, Shared};
 use crate::catalog::Catalog;
 use crate::config::Config;
-use crate::deliver::HttpDownstream;
+use crate::deliver::deliveries::Deliveries;
 use crate::deliver::guard::AddressGuard;
 use crate::domain::limits::Limits;
 use crate::queue::stores::StoreCheck;
@@ -39,7 +39,7 @@ pub(crate) struct Parts {
     /// The destinations in force.
     pub catalog: Arc<Catalog>,
     /// Each destination's deliveries, by name.
-    pub deliveries: Arc<dyn Fn(&str) -> HttpDownstream + Send + Sync>,
+    pub deliveries: Arc<Deliveries>,
     /// Where deliveries may connect (a destination the fleet makes is
     /// checked against it).
     pub guard: Arc<AddressGuard>,

@@ -59,7 +59,7 @@ use super::redis::CALL;
 use super::redis::breaker::{RedisBreaker, Rule};
 use super::steer::{Steer, Steering};
 use crate::config::{Config, Destination};
-use crate::deliver::HttpDownstream;
+use crate::deliver::deliveries::Deliveries;
 use crate::domain::limits::held;
 use crate::util::mutex::lock;
 
@@ -196,7 +196,7 @@ struct Made {
 /// What the drains need from the relay.
 pub(crate) struct Drains {
     /// Deliveries, one downstream per destination.
-    pub downstream: Arc<dyn Fn(&str) -> HttpDownstream + Send + Sync>,
+    pub downstream: Arc<Deliveries>,
 }
 
 impl Shared {
@@ -451,13 +451,13 @@ impl Shared {
         }
     }
 
-    /// Forgets `name`'s last delivery error here, once its deletion has
-    /// stopped its drain: every relay does, as the one that deletes it
-    /// does (one made again under the name showed the deleted one's on the
-    /// others).
-    pub(crate) fn forget_errors(&self, name: &str) {
+    /// Forgets what `name`'s deliveries left here (its last error, its
+    /// recent latencies), once its deletion has stopped its drain: every
+    /// relay does, as the one that deletes it does (one made again under
+    /// the name showed the deleted one's on the others).
+    pub(crate) fn forget_deliveries(&self, name: &str) {
         if let Some(d) = self.deliveries.get() {
-            (d.downstream)(name).errors.forget(name);
+            d.downstream.forget(name);
         }
     }
 
@@ -544,7 +544,7 @@ impl Shared {
         let d = Drain {
             breaker: self.breaker_of(name, lane.counts.own()),
             lane: lane.clone(),
-            downstream: Arc::new((deliveries.downstream)(name)),
+            downstream: Arc::new(deliveries.downstream.of(name)),
             permits: match &self.global {
                 Some(all) => Arc::new(super::global::Both {
                     one: Arc::new(permits),

@@ -23,7 +23,7 @@ use dripfeed::{PermitSource, RetryPolicy, Throttle, ThrottleBuilder};
 use super::super::NAME;
 use crate::config::{Config, ConfigError, Settings};
 use crate::dead_letter::FileSink;
-use crate::deliver::HttpDownstream;
+use crate::deliver::deliveries::Deliveries;
 use crate::domain::job::Job;
 use crate::domain::limits::{Limits, MAX_JOBS};
 use crate::status::Registry;
@@ -43,7 +43,7 @@ pub(crate) struct Parts {
     /// The dead-letter file.
     pub sink: Arc<FileSink>,
     /// Each destination's deliveries, by name.
-    pub deliveries: Arc<dyn Fn(&str) -> HttpDownstream + Send + Sync>,
+    pub deliveries: Arc<Deliveries>,
     /// The tenant quota store, if tenants have quotas.
     pub tenants: Option<Arc<dyn BucketStore>>,
     /// The fleet's permits, if the fleet shares a limit.
@@ -204,7 +204,7 @@ pub(crate) fn build(cfg: &Config, journal: Option<&Path>, parts: Parts) -> Resul
     // held has no URL and its webhooks are dead-lettered.
     let deliveries = parts.deliveries;
     let set = builder
-        .build(move |name: &str| deliveries(name))
+        .build(move |name: &str| deliveries.of(name))
         .map_err(|e| format!("destinations: {e}"))?;
     Ok(Built {
         set,

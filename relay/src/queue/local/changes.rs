@@ -34,6 +34,7 @@ use crate::catalog::registry::Registry;
 use crate::catalog::vet::Vetter;
 use crate::config::{Destination, Fields};
 use crate::dead_letter::FileSink;
+use crate::deliver::deliveries::Deliveries;
 use crate::domain::job::Job;
 use crate::domain::limits::Limits;
 use crate::domain::schemas::Deleting;
@@ -60,6 +61,9 @@ pub(crate) struct Changes {
     max_destinations: usize,
     /// How long a deleted destination may still deliver (`shutdown_grace`).
     grace: Duration,
+    /// What a deleted destination's deliveries leave, forgotten once its
+    /// last delivery has ended.
+    deliveries: Arc<Deliveries>,
 }
 
 /// The registry's path, as a destination made here names its origin.
@@ -117,6 +121,7 @@ impl Changes {
         registry: Option<Registry>,
         max_destinations: usize,
         grace: Duration,
+        deliveries: Arc<Deliveries>,
     ) -> Changes {
         Changes {
             registry,
@@ -125,6 +130,7 @@ impl Changes {
             making: AtomicUsize::new(0),
             max_destinations,
             grace,
+            deliveries,
         }
     }
 
@@ -418,6 +424,7 @@ impl Changes {
         let grace = self.grace;
         let (set, catalog2, sink, gone) =
             (set.clone(), catalog.clone(), sink.clone(), name.to_owned());
+        let deliveries = self.deliveries.clone();
         sink.retiring(&Arc::from(name), why);
         let task = tokio::spawn(async move {
             // Admissions that picked it before it closed end first (each
@@ -433,6 +440,7 @@ impl Changes {
                 }
             }
             sink.retired(&gone);
+            deliveries.forget(&gone);
             catalog2.forget(&gone);
             tracing::info!(destination = %gone, "deleted destination drained");
         });

@@ -12,7 +12,7 @@ use std::time::Duration;
 use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, KeyPair};
 use rustls::pki_types::{PrivateKeyDer, PrivatePkcs8KeyDer};
 
-use crate::contract::{Bench, Engine, both, get_json, post, receiver};
+use crate::contract::{Bench, Engine, both, get_json, post, receiver, send_json};
 use crate::harness::eventually;
 use crate::receivers::Log;
 
@@ -125,3 +125,62 @@ async fn each_failure_names_its_kind(engine: Engine) {
 }
 
 both!(each_failure_names_its_kind);
+
+/// A destination deleted while its last delivery is failing, and made again
+/// under its name once the deleted one has ended, starts with no last
+/// error: the failure told after the DELETE was answered (the attempt ended
+/// within the grace) is forgotten with the deleted destination, in the
+/// relay that deleted it as in the others.
+async fn one_made_again_starts_with_no_error(engine: Engine) {
+    let log = Arc::new(Log::default());
+    let ok = receiver(log.clone(), 204, Duration::ZERO).await;
+    // Records each request as it comes, answers 500 a while later.
+    let arrived = Arc::new(Log::default());
+    let failing = {
+        let arrived = arrived.clone();
+        crate::receivers::serve(axum::Router::new().fallback(
+            move |uri: axum::http::Uri, headers: axum::http::HeaderMap, body: axum::body::Bytes| {
+                let arrived = arrived.clone();
+                async move {
+                    arrived.record(&uri, &headers, body);
+                    tokio::time::sleep(Duration::from_millis(500)).await;
+                    axum::http::StatusCode::INTERNAL_SERVER_ERROR
+                }
+            },
+        ))
+        .await
+    };
+    let bench = Bench::start(
+        engine,
+        "errors-again",
+        &format!("--retries 0 --destination ok=http://{ok}/h"),
+    )
+    .await;
+    let relay = &bench.relay;
+    let url = relay.admin_url("/v1/destinations/again");
+    let body = serde_json::json!({ "url": format!("http://{failing}/h") });
+    let (status, answer) = send_json(reqwest::Method::PUT, &url, &body).await;
+    assert_eq!(status, 201, "{answer}");
+    let p = post(relay, "again", &[], "{\"n\":1}").await;
+    assert_eq!(p.status, 202, "{}", p.body);
+    // Deleted while its attempt waits for the 500.
+    let reached = eventually(Duration::from_secs(10), || async { arrived.len() >= 1 }).await;
+    assert!(reached, "the attempt started");
+    let (status, answer) = send_json(reqwest::Method::DELETE, &url, &serde_json::json!({})).await;
+    assert_eq!(status, 202, "{answer}");
+    // Gone once its drain has ended (the failing attempt with it).
+    let again = serde_json::json!({ "url": "http://127.0.0.1:9/h" });
+    let gone = eventually(Duration::from_secs(20), || {
+        let (url, again) = (url.clone(), again.clone());
+        async move { send_json(reqwest::Method::PUT, &url, &again).await.0 == 201 }
+    })
+    .await;
+    assert!(gone, "made again once the deleted one ended");
+    let view = get_json(&url).await;
+    assert!(
+        view["last_error"].is_null(),
+        "no error of the deleted one: {view}"
+    );
+}
+
+both!(one_made_again_starts_with_no_error);
