@@ -160,7 +160,7 @@ pub(crate) async fn one(State(admin): State<Arc<Admin>>, Path(app): Path<String>
         (status = 401, description = "No admin token, or not the admin token.", body = Problem, content_type = "application/problem+json",
             headers(("WWW-Authenticate" = String, description = "`Bearer realm=\"dripfeed-relay\"`"))),
         (status = 403, description = "Without an admin token, a request that names the listener by a host name other than localhost (not-local: DNS rebinding).", body = Problem, content_type = "application/problem+json"),
-        (status = 409, description = "The relay has no registry (no_journal without state_dir).", body = Problem, content_type = "application/problem+json"),
+        (status = 409, description = "The relay has no registry (no_journal without state_dir), or (with queue = redis) the application is being deleted (application-deleting: a deletion cut short ends with its DELETE again).", body = Problem, content_type = "application/problem+json"),
         (status = 413, description = "The body is over 64 KiB.", body = Problem, content_type = "application/problem+json"),
         (status = 422, description = "Not an application (an unknown field, a description over 1,024 bytes).", body = Problem, content_type = "application/problem+json"),
         (status = 503, description = "The registry cannot be written (nothing changed), the relay is shutting down, or the listener serves its most connections.", body = Problem, content_type = "application/problem+json"),
@@ -250,7 +250,7 @@ pub(crate) struct ApplicationDeleted {
     security(("admin_token" = [])),
     params(("app" = String, Path, description = "The application.")),
     responses(
-        (status = 200, description = "Deleted, with its endpoints.", body = ApplicationDeleted),
+        (status = 200, description = "Deleted, with its endpoints: no endpoint of it is made meanwhile (an endpoint's PUT racing it is 404 or deleted with it).", body = ApplicationDeleted),
         (status = 401, description = "No admin token, or not the admin token.", body = Problem, content_type = "application/problem+json",
             headers(("WWW-Authenticate" = String, description = "`Bearer realm=\"dripfeed-relay\"`"))),
         (status = 403, description = "Without an admin token, a request that names the listener by a host name other than localhost (not-local: DNS rebinding).", body = Problem, content_type = "application/problem+json"),
@@ -259,9 +259,8 @@ pub(crate) struct ApplicationDeleted {
         (status = 503, description = "The registry cannot be written, the relay is shutting down, or the listener serves its most connections.", body = Problem, content_type = "application/problem+json"),
     ))]
 pub(crate) async fn delete(State(admin): State<Arc<Admin>>, Path(app): Path<String>) -> Response {
-    if admin.catalog.app(&app).is_none() {
-        return super::change_answers::unknown_application();
-    }
+    // The engine decides what is there (with queue = redis, a deletion
+    // another relay cut short is ended here).
     match admin.queue.events().delete_app(&app).await {
         Ok(endpoints) => Json(ApplicationDeleted {
             name: app,
@@ -440,7 +439,7 @@ pub(crate) async fn put_endpoint(
         Ok(Err(r)) => return *r,
         Err(e) => Err(e),
     };
-    super::change::put(State(admin), Path(name), headers, body).await
+    super::change::put_as(admin, name, headers, body, super::change::MakeApp::No).await
 }
 
 /// `PATCH /v1/applications/{app}/endpoints/{name}`.

@@ -231,6 +231,28 @@ pub(crate) async fn put(
     headers: HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> Response {
+    put_as(admin, name, headers, body, MakeApp::Yes).await
+}
+
+/// Whether a `PUT` naming an application not made yet makes it.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) enum MakeApp {
+    /// Yes (`PUT /v1/destinations/{name}`, as the application's own `PUT`
+    /// would).
+    Yes,
+    /// No: 404 (the application's endpoints' route, whose application
+    /// may have been deleted since the route found it).
+    No,
+}
+
+/// [`put`], making the application it names when `make` says so.
+pub(crate) async fn put_as(
+    admin: Arc<Admin>,
+    name: String,
+    headers: HeaderMap,
+    body: Result<Bytes, BytesRejection>,
+    make: MakeApp,
+) -> Response {
     if let Some(refused) = bad_name(&name) {
         return refused;
     }
@@ -277,6 +299,7 @@ pub(crate) async fn put(
     // An application named and not made yet is made first, as its own
     // PUT makes it (what a deleted one of that name took is not its).
     if let Some(app) = &fields.application
+        && make == MakeApp::Yes
         && admin.catalog.app(app).is_none()
     {
         let made = crate::catalog::App {

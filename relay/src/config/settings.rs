@@ -128,10 +128,11 @@ declare_settings! {
     breaker_max_cool_down: Duration = "5m";
     /// How long an event (its payload, copies and attempts) is kept once
     /// every copy has ended, e.g. 7days; a copy still on its way keeps
-    /// its event.
+    /// its event. The local engine sweeps at start and once a minute.
     event_retention: Duration = "7days";
     /// The most bytes the events store holds: past it, the oldest ended
-    /// events go first, whatever event_retention says.
+    /// events go first (only until it is under the bound), whatever
+    /// event_retention says.
     event_retention_bytes: u64 = "1073741824";
     /// How many of the busiest destinations /metrics names in
     /// dripfeed_relay_busiest (by webhooks held, and by failed attempts),

@@ -148,7 +148,15 @@ pub(crate) fn read(
         };
         let mut reader = BufReader::new(file);
         let len = reader.get_ref().metadata()?.len();
-        if offset > 0 && offset <= len {
+        if offset > len {
+            // Past the file's end: never given (a file cut short in place
+            // is read again from a cursor of its new length).
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::InvalidInput,
+                "a cursor past the file's end",
+            ));
+        }
+        if offset > 0 {
             // A cursor the relay gave is at a line's start: after a newline
             // (one past the file's end reads nothing, as before).
             reader.seek(SeekFrom::Start(offset - 1))?;
@@ -272,6 +280,13 @@ mod tests {
             ..next
         };
         let err = read(&live, Some(inside), None, 3).err().expect("refused");
+        assert_eq!(err.kind(), std::io::ErrorKind::InvalidInput);
+        // Nor one past the file's end (it would hide the lines to come).
+        let past = Cursor {
+            offset: 1_000_000_000,
+            ..next
+        };
+        let err = read(&live, Some(past), None, 3).err().expect("refused");
         assert_eq!(err.kind(), std::io::ErrorKind::InvalidInput);
         let second = read(&live, Some(next), None, 3).unwrap();
         assert_eq!(second.lines.len(), 1);

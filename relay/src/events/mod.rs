@@ -15,6 +15,7 @@
 pub(crate) mod id;
 pub(crate) mod read;
 pub(crate) mod record;
+pub(crate) mod retention;
 pub(crate) mod store;
 
 pub(crate) use store::EventStore;

@@ -140,6 +140,11 @@ impl ChangeRefused {
         )
     }
 
+    /// 404: no application of that name.
+    pub(crate) fn unknown_application() -> ChangeRefused {
+        ChangeRefused::new(404, "unknown-application", "no application of that name")
+    }
+
     /// 503: shutdown has begun.
     pub(crate) fn closing() -> ChangeRefused {
         ChangeRefused::new(503, "closed", "the relay is shutting down")

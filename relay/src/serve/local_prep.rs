@@ -184,7 +184,7 @@ pub(super) async fn open(cfg: &Config, parts: Parts) -> Result<Arc<Local>, Failu
         events: Some(events),
         quotas: parts.quotas,
     }));
-    tokio::spawn(sweep_events(
+    tokio::spawn(crate::events::retention::sweep(
         Arc::downgrade(&events_kept),
         s.event_retention,
         s.event_retention_bytes,
@@ -195,49 +195,4 @@ pub(super) async fn open(cfg: &Config, parts: Parts) -> Result<Arc<Local>, Failu
         say!("events: {again} copies on their way at the last stop sent again");
     }
     Ok(local)
-}
-
-/// Every minute: the events older than `retention` whose copies have all
-/// ended are deleted, then the oldest ended ones while the store holds
-/// more than `max_bytes`. Ends with the store.
-async fn sweep_events(
-    store: std::sync::Weak<crate::events::EventStore>,
-    retention: std::time::Duration,
-    max_bytes: u64,
-) {
-    let mut tick = tokio::time::interval(std::time::Duration::from_secs(60));
-    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    loop {
-        tick.tick().await;
-        let Some(store) = store.upgrade() else {
-            return;
-        };
-        let now = crate::domain::job::unix_ms();
-        let before = crate::events::id::id_at(
-            now.saturating_sub(u64::try_from(retention.as_millis()).unwrap_or(u64::MAX)),
-        );
-        // Past its age: every event before `before` whose copies ended (a
-        // copy still on its way keeps its event, and the walk goes past it).
-        let mut swept = 0;
-        let mut from = Some(0);
-        while let Some(at) = from {
-            match store.sweep(at, before, 10_000).await {
-                Ok((n, next)) => (swept, from) = (swept + n, next),
-                Err(_) => break,
-            }
-        }
-        // Over its bytes: the oldest ended ones until under the bound.
-        let mut from = Some(0);
-        while let Some(at) = from
-            && store.stored_bytes().await.is_ok_and(|b| b > max_bytes)
-        {
-            match store.sweep(at, u64::MAX, 1_000).await {
-                Ok((n, next)) => (swept, from) = (swept + n, next),
-                Err(_) => break,
-            }
-        }
-        if swept > 0 {
-            tracing::info!(swept, "events past their retention deleted");
-        }
-    }
 }

@@ -1219,3 +1219,85 @@ async fn an_attempt_stopped_at_shutdown_is_in_the_copys_history() {
     assert!(again, "the copy is sent again after the restart");
     drop(relay);
 }
+
+/// Over `event_retention_bytes`, the sweep deletes the oldest ended events
+/// only until the store is under the bound: the newest stay, readable,
+/// their `Idempotency-Key`s kept (before, one sweep deleted every ended
+/// event at once: the newest was 404 and its key, posted again, fanned
+/// out a second time under a new id).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn over_its_bytes_the_store_keeps_its_newest_events() {
+    let (seen, rx) = receiver().await;
+    let args = format!("--destination seed=http://{rx}/seed --event-retention-bytes 100000");
+    let mut bench = Bench::start(Engine::Local, "events-bytes", &args).await;
+    let relay = &bench.relay;
+    assert_eq!(
+        send(
+            reqwest::Method::PUT,
+            &relay.admin_url("/v1/applications/shop"),
+            None
+        )
+        .await
+        .0,
+        201
+    );
+    let ep = relay.admin_url("/v1/applications/shop/endpoints/ep");
+    let body = json!({"url": format!("http://{rx}/ep")});
+    assert_eq!(send(reqwest::Method::PUT, &ep, Some(body)).await.0, 201);
+    let post = relay.url("/v1/applications/shop/events");
+    let filler = "x".repeat(1000);
+    let mut last = String::new();
+    for n in 0..200 {
+        let body = json!({"type": "thing.happened", "payload": {"n": n, "filler": filler}});
+        let key = format!("k-{n}");
+        let (status, v) = send_with(
+            reqwest::Method::POST,
+            &post,
+            Some(body),
+            &[("idempotency-key", &key)],
+        )
+        .await;
+        assert_eq!(status, 202, "{v}");
+        last = v["id"].as_str().unwrap_or_default().to_owned();
+    }
+    let delivered = eventually(Duration::from_secs(30), || async {
+        seen.got("ep").len() >= 200
+    })
+    .await;
+    assert!(delivered, "{} of 200 delivered", seen.got("ep").len());
+    // A start sweeps at once.
+    bench.relay.signal("TERM");
+    assert!(bench.relay.exit(Duration::from_secs(15)).await.success());
+    let relay = bench.another("n1").await;
+    let list = relay.admin_url("/v1/applications/shop/events?limit=1000");
+    let swept = eventually(Duration::from_secs(10), || async {
+        send(reqwest::Method::GET, &list, None).await.1["events"]
+            .as_array()
+            .is_some_and(|e| e.len() < 200)
+    })
+    .await;
+    let kept = send(reqwest::Method::GET, &list, None).await.1["events"]
+        .as_array()
+        .map_or(0, Vec::len);
+    assert!(swept, "the store went over its bytes: {kept} of 200 kept");
+    assert!(
+        kept >= 20,
+        "the newest events stay, down to the bound: {kept} kept"
+    );
+    let newest = relay.admin_url(&format!("/v1/applications/shop/events/{last}"));
+    assert_eq!(send(reqwest::Method::GET, &newest, None).await.0, 200);
+    // Its key is still its.
+    let body = json!({"type": "thing.happened", "payload": {"n": 199, "filler": filler}});
+    let (status, v) = send_with(
+        reqwest::Method::POST,
+        &relay.url("/v1/applications/shop/events"),
+        Some(body),
+        &[("idempotency-key", "k-199")],
+    )
+    .await;
+    assert_eq!(
+        (status, v["id"].as_str()),
+        (202, Some(last.as_str())),
+        "{v}"
+    );
+}

@@ -1406,7 +1406,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description The relay has no registry (no_journal without state_dir). */
+            /** @description The relay has no registry (no_journal without state_dir), or (with queue = redis) the application is being deleted (application-deleting: a deletion cut short ends with its DELETE again). */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -1456,7 +1456,7 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
-            /** @description Deleted, with its endpoints. */
+            /** @description Deleted, with its endpoints: no endpoint of it is made meanwhile (an endpoint's PUT racing it is 404 or deleted with it). */
             200: {
                 headers: {
                     [name: string]: unknown;

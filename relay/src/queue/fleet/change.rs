@@ -108,7 +108,7 @@ async fn read(q: &FleetQueue, name: &str) -> Result<(Option<String>, Now), Chang
             }
         }
         // Not a destination's (an application's name in the map).
-        Some(Change::App(_) | Change::AppDeleted) => Now::Absent,
+        Some(Change::App(_) | Change::AppDeleted | Change::AppDeleting) => Now::Absent,
         // As configured here (a relay's own configuration decides); an
         // entry that does not read is replaced by the change.
         None => match q.catalog.get(name).filter(|l| l.open) {
@@ -147,7 +147,10 @@ pub(crate) async fn change(
             Now::Here(fields) => Some(fields),
             Now::Absent => None,
             Now::Deleting if matches!(edit, Edit::Merge(_)) => {
-                return Err(ChangeRefused::unknown());
+                return Err(match pre.holds(None) {
+                    true => ChangeRefused::unknown(),
+                    false => ChangeRefused::precondition(),
+                });
             }
             // If-Match names a tag this destination no longer has (412),
             // as the local engine answers.
@@ -171,6 +174,10 @@ pub(crate) async fn change(
             return Err(ChangeRefused::new(422, "too-many-destinations", detail));
         }
         let dest = vet.vet(fields.clone(), &q.limits).await?;
+        let app = match &fields.application {
+            Some(app) => Some(live_app(q, app).await?),
+            None => None,
+        };
         // Made (not a configured one, open here, whose counts are its
         // own): its counts start from nothing, not from a deleted one's of
         // the name; before the write where this relay has the deleted
@@ -180,8 +187,11 @@ pub(crate) async fn change(
         if made && let Some(lane) = &before {
             reset_counts(name, lane).await;
         }
+        // Written only while its application's entry is as read: not once
+        // the application's deletion has begun.
+        let guard = app.as_ref().map(|(e, r)| (e.as_str(), r.as_deref()));
         match fleet
-            .write(name, &Change::Put(fields), raw.as_deref())
+            .write_both(name, &Change::Put(fields), raw.as_deref(), guard)
             .await
         {
             Ok(true) => {}
@@ -280,10 +290,48 @@ pub(crate) async fn put_app(
     write_app(q, name, &Change::App(app)).await
 }
 
-/// The end of a `DELETE` of application `name` (its endpoints deleted
-/// first): forgotten by the fleet.
-pub(crate) async fn forget_app(q: &FleetQueue, name: &str) -> Result<(), ChangeRefused> {
-    write_app(q, name, &Change::AppDeleted).await.map(|_| ())
+/// Application `app`'s entry in the map and what it holds (raw), when
+/// the application is there to take an endpoint (made, or configured
+/// here and never changed); else 404.
+async fn live_app(q: &FleetQueue, app: &str) -> Result<(String, Option<String>), ChangeRefused> {
+    let entry = app_entry(app);
+    let (raw, held) = q.changes.read(&entry).await.map_err(unreachable)?;
+    let live = match held {
+        Some(Change::App(_)) => true,
+        None if raw.is_none() => q.catalog.app(app).is_some(),
+        _ => false,
+    };
+    match live {
+        true => Ok((entry, raw)),
+        false => Err(ChangeRefused::unknown_application()),
+    }
+}
+
+/// `DELETE` of application `name`, for the fleet: marked as being deleted
+/// first (no relay makes an endpoint of it from then on: each endpoint's
+/// write checks its application's entry), then each endpoint the fleet
+/// holds for it deleted (its rest dead-lettered as
+/// `application-deleted`), then forgotten. A deletion cut short (this
+/// relay died) is ended by the next `DELETE`. How many endpoints it
+/// deleted.
+pub(crate) async fn delete_app(q: &FleetQueue, name: &str) -> Result<usize, ChangeRefused> {
+    write_app(q, name, &Change::AppDeleting).await?;
+    // Every endpoint written before the mark, applied here.
+    let endpoints = {
+        let _turn = turn(q, &q.changes).await?;
+        q.catalog.endpoints_of(name)
+    };
+    let mut deleted = 0;
+    for endpoint in endpoints {
+        let pre = Precondition::default();
+        match delete_for(q, &endpoint, &pre, Some("application-deleted")).await {
+            Ok(_) => deleted += 1,
+            Err(e) if e.status == 404 => {}
+            Err(e) => return Err(e),
+        }
+    }
+    write_app(q, name, &Change::AppDeleted).await?;
+    Ok(deleted)
 }
 
 /// Writes application `name`'s `change` (compare-and-set, resolved again
@@ -293,12 +341,28 @@ async fn write_app(q: &FleetQueue, name: &str, change: &Change) -> Result<bool, 
     let _turn = turn(q, fleet).await?;
     let entry = app_entry(name);
     for _ in 0..ATTEMPTS {
-        let (raw, was) = fleet.read(&entry).await.map_err(unreachable)?;
-        let was = match was {
+        let (raw, read) = fleet.read(&entry).await.map_err(unreachable)?;
+        let deleting = matches!(read, Some(Change::AppDeleting));
+        let was = match read {
             Some(Change::App(a)) => Some(a),
-            Some(Change::AppDeleted) => None,
+            Some(Change::AppDeleted | Change::AppDeleting) => None,
             _ => q.catalog.app(name),
         };
+        match change {
+            Change::App(_) if deleting => {
+                return Err(ChangeRefused::new(
+                    409,
+                    "application-deleting",
+                    "it is being deleted (a deletion cut short ends with a DELETE of it again): \
+                     make it again once it is gone",
+                ));
+            }
+            // Nothing to delete (a deletion cut short goes on).
+            Change::AppDeleting if was.is_none() && !deleting => {
+                return Err(ChangeRefused::unknown_application());
+            }
+            _ => {}
+        }
         let made = was.is_none();
         let change = match change {
             Change::App(app) => &Change::App(app.clone().made_over(was.as_ref())),

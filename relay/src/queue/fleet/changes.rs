@@ -76,6 +76,12 @@ pub(crate) enum Change {
     App(crate::catalog::App),
     /// An application deleted (its endpoints first).
     AppDeleted,
+    /// An application being deleted: gone for events and for new
+    /// endpoints (an endpoint's write checks its application's entry), its
+    /// endpoints being deleted, then [`AppDeleted`](Self::AppDeleted). A
+    /// deletion cut short (its relay died) stays here until a `DELETE`
+    /// of the application again ends it; a `PUT` of it is 409 meanwhile.
+    AppDeleting,
 }
 
 /// The map's name for application `name` (a destination's name has no
@@ -172,7 +178,7 @@ pub(crate) async fn read_at_start(cfg: &mut Config) -> Result<Start, String> {
                 replaced.insert(name.as_str());
             }
             // Applications are the catalog's (Fleet::start).
-            Some(Change::App(_) | Change::AppDeleted) => {}
+            Some(Change::App(_) | Change::AppDeleted | Change::AppDeleting) => {}
             None => {
                 replaced.insert(name.as_str());
                 tracing::error!(destination = %name, "a fleet destination change does not read: left out on this relay");
@@ -346,10 +352,22 @@ impl Fleet {
         change: &Change,
         expected: Option<&str>,
     ) -> Result<bool, String> {
+        self.write_both(name, change, expected, None).await
+    }
+
+    /// [`write`](Self::write), only if the entry `guard` names still holds
+    /// what it says too (`None`: absent).
+    pub(crate) async fn write_both(
+        &self,
+        name: &str,
+        change: &Change,
+        expected: Option<&str>,
+        guard: Option<(&str, Option<&str>)>,
+    ) -> Result<bool, String> {
         let raw = change.text();
         let written = self
             .map
-            .set_if(name, &raw, expected)
+            .set_if(name, &raw, expected, guard)
             .await
             .map_err(|e| e.to_string())?;
         if written.is_some() {
@@ -401,7 +419,7 @@ impl Fleet {
                     self.catalog.put_app(app_name, app);
                 }
             }
-            Some(Change::AppDeleted) => {
+            Some(Change::AppDeleted | Change::AppDeleting) => {
                 if let Some(app_name) = name.strip_prefix("app:") {
                     self.catalog.remove_app(app_name);
                 }
@@ -552,6 +570,10 @@ mod tests {
         assert!(matches!(
             Change::parse(&Change::AppDeleted.text()),
             Some(Change::AppDeleted)
+        ));
+        assert!(matches!(
+            Change::parse(&Change::AppDeleting.text()),
+            Some(Change::AppDeleting)
         ));
         let bad = Fields {
             name: Some("x".into()),

@@ -53,6 +53,11 @@ pub(crate) struct Changes {
     registry: Option<Registry>,
     /// One change of a name at a time: each name's lock is one of these.
     stripes: Box<[Mutex<()>]>,
+    /// One change of an application's membership at a time: its `PUT`, its
+    /// `DELETE` (every endpoint of it, then itself) and the change of any
+    /// endpoint of it hold its lock, taken before a name's (so an endpoint
+    /// is never made for an application being deleted, nor left behind).
+    apps: Box<[Mutex<()>]>,
     seed: RandomState,
     /// New destinations being made now, counted against `max_destinations`
     /// before they are in the catalog.
@@ -65,6 +70,9 @@ pub(crate) struct Changes {
     /// last delivery has ended.
     deliveries: Arc<Deliveries>,
 }
+
+/// An application's lock, held ([`Changes::app_turn`]).
+pub(crate) struct AppTurn<'a>(#[allow(dead_code)] MutexGuard<'a, ()>);
 
 /// The registry's path, as a destination made here names its origin.
 pub(crate) fn state_path(registry: &Option<Registry>) -> PathBuf {
@@ -126,6 +134,7 @@ impl Changes {
         Changes {
             registry,
             stripes: (0..STRIPES).map(|_| Mutex::new(())).collect(),
+            apps: (0..STRIPES).map(|_| Mutex::new(())).collect(),
             seed: RandomState::new(),
             making: AtomicUsize::new(0),
             max_destinations,
@@ -138,6 +147,12 @@ impl Changes {
     async fn turn(&self, name: &str) -> MutexGuard<'_, ()> {
         let i = self.seed.hash_one(name) as usize % self.stripes.len();
         self.stripes[i].lock().await
+    }
+
+    /// Application `app`'s lock (taken before any name's).
+    pub(crate) async fn app_turn(&self, app: &str) -> AppTurn<'_> {
+        let i = self.seed.hash_one(app) as usize % self.apps.len();
+        AppTurn(self.apps[i].lock().await)
     }
 
     /// Every name's lock, in order (a reload's).
@@ -204,6 +219,15 @@ impl Changes {
         if catalog.is_closing() {
             return Err(ChangeRefused::closing());
         }
+        // The application it names (a PATCH keeps its own): its lock first.
+        let app = match &edit {
+            Edit::Replace(r) => r.fields.application.clone(),
+            Edit::Merge(_) => Self::current(catalog, name).and_then(|f| f.application),
+        };
+        let _app_turn = match &app {
+            Some(a) => Some(self.app_turn(a).await),
+            None => None,
+        };
         let _turn = self.turn(name).await;
         let Some(registry) = &self.registry else {
             return Err(ChangeRefused::new(409, "no-state-file", NO_STATE));
@@ -213,11 +237,34 @@ impl Changes {
         }
         let before = catalog.get(name);
         let current = Self::current(catalog, name);
-        // A PATCH of a destination being deleted, or gone, is never a make.
+        // Deleted and made again under another application meanwhile: the
+        // lock held is not its application's.
+        if matches!(edit, Edit::Merge(_))
+            && let Some(now) = &current
+            && now.application != app
+        {
+            return Err(ChangeRefused::new(
+                409,
+                "destination-changed",
+                "it was made again meanwhile: read it and retry",
+            ));
+        }
+        // A PATCH of a destination being deleted, or gone, is never a make
+        // (one conditional on its tag: 412, as the tag no longer holds).
         if matches!(edit, Edit::Merge(_)) && current.is_none() {
-            return Err(ChangeRefused::unknown());
+            return Err(match pre.holds(None) {
+                true => ChangeRefused::unknown(),
+                false => ChangeRefused::precondition(),
+            });
         }
         let fields = resolve(name, current.as_ref(), edit, pre)?;
+        // An endpoint only of an application that exists (not one deleted
+        // while this change waited for its lock).
+        if let Some(a) = &fields.application
+            && catalog.app(a).is_none()
+        {
+            return Err(ChangeRefused::unknown_application());
+        }
         if let Some(now) = &current
             && now.application != fields.application
         {
@@ -267,7 +314,7 @@ impl Changes {
         if catalog.is_closing() {
             return Err(ChangeRefused::closing());
         }
-        let _turn = self.turn(&format!("\0application {name}")).await;
+        let _turn = self.app_turn(name).await;
         let Some(registry) = &self.registry else {
             return Err(ChangeRefused::new(409, "no-state-file", NO_STATE));
         };
@@ -279,22 +326,19 @@ impl Changes {
         Ok(made)
     }
 
-    /// Forgets application `name` (its endpoints deleted before).
+    /// Forgets application `name` (its endpoints deleted before, under
+    /// the application's lock, held).
     pub(crate) async fn delete_app(
         &self,
         catalog: &Catalog,
         name: &str,
+        _held: AppTurn<'_>,
     ) -> Result<(), ChangeRefused> {
-        let _turn = self.turn(&format!("\0application {name}")).await;
         let Some(registry) = &self.registry else {
             return Err(ChangeRefused::new(409, "no-state-file", NO_STATE));
         };
         if catalog.app(name).is_none() {
-            return Err(ChangeRefused::new(
-                404,
-                "unknown-application",
-                "no application of that name",
-            ));
+            return Err(ChangeRefused::unknown_application());
         }
         registry.delete_app(name).await.map_err(unwritable)?;
         catalog.remove_app(name);

@@ -539,6 +539,11 @@ impl Events for Local {
     }
 
     async fn delete_app(&self, name: &str) -> Result<usize, ChangeRefused> {
+        // Its lock throughout: no endpoint of it is made meanwhile.
+        let turn = self.changes.app_turn(name).await;
+        if self.catalog.app(name).is_none() {
+            return Err(ChangeRefused::unknown_application());
+        }
         let endpoints = self.catalog.endpoints_of(name);
         let mut deleted = 0;
         for endpoint in endpoints {
@@ -559,7 +564,7 @@ impl Events for Local {
                 Err(e) => return Err(e),
             }
         }
-        self.changes.delete_app(&self.catalog, name).await?;
+        self.changes.delete_app(&self.catalog, name, turn).await?;
         Ok(deleted)
     }
 }

@@ -32,7 +32,6 @@ use super::redis::events::{Bounds, CopyRead, Ended, Posted};
 use super::redis::queue::Again;
 use super::redis::queue_status::JobState;
 use crate::catalog::App;
-use crate::catalog::edit::Precondition;
 use crate::domain::job::unix_ms;
 use crate::events::id::{id_at, next_id_after};
 use crate::events::read::Page;
@@ -474,19 +473,7 @@ impl Events for FleetQueue {
     }
 
     async fn delete_app(&self, name: &str) -> Result<usize, ChangeRefused> {
-        let endpoints = self.catalog.endpoints_of(name);
-        let mut deleted = 0;
-        for endpoint in endpoints {
-            let pre = Precondition::default();
-            let reason = Some("application-deleted");
-            match super::change::delete_for(self, &endpoint, &pre, reason).await {
-                Ok(_) => deleted += 1,
-                Err(e) if e.status == 404 => {}
-                Err(e) => return Err(e),
-            }
-        }
-        super::change::forget_app(self, name).await?;
-        Ok(deleted)
+        super::change::delete_app(self, name).await
     }
 }
 

@@ -20,10 +20,17 @@ const SET: &str = "redis.call('HSET', KEYS[1], ARGV[1], ARGV[2]) \
                    return v";
 
 /// Sets a field only if it holds what the caller last read (`ARGV[3]` `-`:
-/// absent; `=`: `ARGV[4]`), bumping the version; false when it did not.
+/// absent; `=`: `ARGV[4]`) and, when `ARGV[5]` names another field, that
+/// one too (`ARGV[6]`, `ARGV[7]` alike), bumping the version; false when
+/// either did not.
 const SET_IF: &str = "local cur = redis.call('HGET', KEYS[1], ARGV[1]) \
                       if (ARGV[3] == '-' and cur) or (ARGV[3] == '=' and cur ~= ARGV[4]) then \
                         return false end \
+                      if ARGV[5] then \
+                        local g = redis.call('HGET', KEYS[1], ARGV[5]) \
+                        if (ARGV[6] == '-' and g) or (ARGV[6] == '=' and g ~= ARGV[7]) then \
+                          return false end \
+                      end \
                       redis.call('HSET', KEYS[1], ARGV[1], ARGV[2]) \
                       local v = redis.call('INCR', KEYS[2]) \
                       redis.call('ZADD', KEYS[3], v, ARGV[1]) \
@@ -129,20 +136,31 @@ impl RedisMap {
     /// absent), as the caller last read it: a compare-and-set, so two nodes
     /// changing one name at once cannot undo each other unseen. Returns
     /// the version after the change, or `None` when `name` held something
-    /// else (nothing changed).
+    /// else (nothing changed). With a `guard`, only if the field it names still holds what it says
+    /// too (`None`: absent): a change that depends on another entry (an
+    /// endpoint on its application) is not written once that entry changed.
     pub(crate) async fn set_if(
         &self,
         name: &str,
         value: &str,
         expected: Option<&str>,
+        guard: Option<(&str, Option<&str>)>,
     ) -> Result<Option<u64>, RedisError> {
         let mut conn = self.conn.clone();
         let mut call = self.logged(&SET_IF_SCRIPT);
         call.arg(name).arg(value);
-        match expected {
-            None => call.arg("-").arg(""),
-            Some(v) => call.arg("=").arg(v),
-        };
+        fn held(held: Option<&str>) -> (&str, &str) {
+            match held {
+                None => ("-", ""),
+                Some(v) => ("=", v),
+            }
+        }
+        let (mode, value) = held(expected);
+        call.arg(mode).arg(value);
+        if let Some((field, expected)) = guard {
+            let (mode, value) = held(expected);
+            call.arg(field).arg(mode).arg(value);
+        }
         let v: Value = bounded(call.invoke_async(&mut conn), CALL).await?;
         match v {
             // Lua's false: Nil in RESP2, a boolean in RESP3.

@@ -509,11 +509,14 @@ async fn a_queue_being_emptied_takes_its_retries_back_early_and_a_shared_map_has
         ]
     );
     // A compare-and-set: a change made on what was last read, or none.
-    assert_eq!(a.set_if("zeta", "2", Some("1")).await.unwrap(), None);
-    assert_eq!(a.set_if("alpha", "y", None).await.unwrap(), None);
+    assert_eq!(a.set_if("zeta", "2", Some("1"), None).await.unwrap(), None);
+    assert_eq!(a.set_if("alpha", "y", None, None).await.unwrap(), None);
     assert_eq!(a.version().await.unwrap(), 3, "nothing changed");
-    assert_eq!(a.set_if("zeta", "2", Some("")).await.unwrap(), Some(4));
-    assert_eq!(a.set_if("new", "n", None).await.unwrap(), Some(5));
+    assert_eq!(
+        a.set_if("zeta", "2", Some(""), None).await.unwrap(),
+        Some(4)
+    );
+    assert_eq!(a.set_if("new", "n", None, None).await.unwrap(), Some(5));
     assert_eq!(b.get("zeta").await.unwrap().as_deref(), Some("2"));
     assert_eq!(b.get("absent").await.unwrap(), None);
     // What changed since a version, from the log (zeta at 1, 3 and 4,
@@ -548,6 +551,36 @@ async fn a_queue_being_emptied_takes_its_retries_back_early_and_a_shared_map_has
     assert!(t.abs_diff(local) < 60_000, "the server's clock, in ms: {t}");
     let other = RedisMap::new(RedisConnection::open(&redis.url()).unwrap(), "elsewhere");
     assert_eq!(other.version().await.unwrap(), 0, "maps are apart");
+    // Guarded by another entry: written only while that one holds what
+    // the writer read too (an endpoint on its application).
+    let guard = Some(("app:shop", Some("live")));
+    assert_eq!(
+        a.set_if("ep", "e", None, guard).await.unwrap(),
+        None,
+        "no app yet"
+    );
+    assert_eq!(
+        a.set_if("app:shop", "live", None, None).await.unwrap(),
+        Some(7)
+    );
+    assert_eq!(a.set_if("ep", "e", None, guard).await.unwrap(), Some(8));
+    assert_eq!(
+        a.set_if("app:shop", "gone", Some("live"), None)
+            .await
+            .unwrap(),
+        Some(9)
+    );
+    assert_eq!(
+        a.set_if("ep", "f", Some("e"), guard).await.unwrap(),
+        None,
+        "app changed"
+    );
+    let absent = Some(("app:none", None));
+    assert_eq!(
+        a.set_if("ep", "f", Some("e"), absent).await.unwrap(),
+        Some(10)
+    );
+    assert_eq!(b.get("ep").await.unwrap().as_deref(), Some("f"));
 }
 
 /// A map larger than one page reads whole, as of one version, while
