@@ -26,8 +26,10 @@ use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
 use super::Admin;
+use super::change_answers::{precondition, tagged};
 use super::destinations::DestinationView;
 use crate::catalog::App;
+use crate::catalog::edit::app_etag;
 use crate::domain::problem::problem;
 use crate::domain::schemas::Problem;
 
@@ -134,7 +136,8 @@ pub(crate) async fn list(State(admin): State<Arc<Admin>>, RawQuery(raw): RawQuer
     security(("admin_token" = [])),
     params(("app" = String, Path, description = "The application.")),
     responses(
-        (status = 200, description = "The application.", body = ApplicationView),
+        (status = 200, description = "The application.", body = ApplicationView,
+            headers(("ETag" = String, description = "Its entity tag: give it as If-Match to change or delete it only if nobody else did meanwhile."))),
         (status = 401, description = "No admin token, or not the admin token.", body = Problem, content_type = "application/problem+json",
             headers(("WWW-Authenticate" = String, description = "`Bearer realm=\"dripfeed-relay\"`"))),
         (status = 403, description = "Without an admin token, a request that names the listener by a host name other than localhost (not-local: DNS rebinding).", body = Problem, content_type = "application/problem+json"),
@@ -143,7 +146,10 @@ pub(crate) async fn list(State(admin): State<Arc<Admin>>, RawQuery(raw): RawQuer
     ))]
 pub(crate) async fn one(State(admin): State<Arc<Admin>>, Path(app): Path<String>) -> Response {
     match admin.catalog.app(&app) {
-        Some(a) => Json(admin.app_view(&app, a)).into_response(),
+        Some(a) => {
+            let tag = app_etag(&a);
+            tagged(Json(admin.app_view(&app, a)).into_response(), &tag)
+        }
         None => super::change_answers::unknown_application(),
     }
 }
@@ -151,16 +157,23 @@ pub(crate) async fn one(State(admin): State<Arc<Admin>>, Path(app): Path<String>
 /// `PUT /v1/applications/{app}`.
 #[utoipa::path(put, path = "/v1/applications/{app}", tag = "events", operation_id = "put_application",
     security(("admin_token" = [])),
-    params(("app" = String, Path, description = "The application: 1 to 64 of A-Z a-z 0-9 . _ -, other than . and ..", pattern = "^([A-Za-z0-9_-][A-Za-z0-9._-]{0,63}|\\.[A-Za-z0-9_-][A-Za-z0-9._-]{0,62}|\\.\\.[A-Za-z0-9._-]{1,62})$")),
+    params(
+        ("app" = String, Path, description = "The application: 1 to 64 of A-Z a-z 0-9 . _ -, other than . and ..", pattern = "^([A-Za-z0-9_-][A-Za-z0-9._-]{0,63}|\\.[A-Za-z0-9_-][A-Za-z0-9._-]{0,62}|\\.\\.[A-Za-z0-9._-]{1,62})$"),
+        ("If-Match" = Option<String>, Header, pattern = "^ *(\\*|(W/)?\"[!#-+\\--~]*\"( *, *(W/)?\"[!#-+\\--~]*\")*)? *$", nullable = false, description = "Change it only if its ETag is one of these."),
+        ("If-None-Match" = Option<String>, Header, pattern = "^ *\\*? *$", nullable = false, description = "`*`: make it only if it does not exist (empty: no condition)."),
+    ),
     request_body(content = Option<ApplicationPut>, content_type = "application/json", description = "Optional: no body makes an application with no description."),
     responses(
-        (status = 200, description = "Changed.", body = ApplicationView),
-        (status = 201, description = "Made.", body = ApplicationView),
-        (status = 400, description = "Not a name, or a body that is not JSON.", body = Problem, content_type = "application/problem+json"),
+        (status = 200, description = "Changed.", body = ApplicationView,
+            headers(("ETag" = String, description = "Its entity tag now."))),
+        (status = 201, description = "Made.", body = ApplicationView,
+            headers(("ETag" = String, description = "Its entity tag."))),
+        (status = 400, description = "Not a name, a body that is not JSON, or If-Match or If-None-Match that does not read.", body = Problem, content_type = "application/problem+json"),
         (status = 401, description = "No admin token, or not the admin token.", body = Problem, content_type = "application/problem+json",
             headers(("WWW-Authenticate" = String, description = "`Bearer realm=\"dripfeed-relay\"`"))),
         (status = 403, description = "Without an admin token, a request that names the listener by a host name other than localhost (not-local: DNS rebinding).", body = Problem, content_type = "application/problem+json"),
         (status = 409, description = "The relay has no registry (no_journal without state_dir), or (with queue = redis) the application is being deleted (application-deleting: a deletion cut short ends with its DELETE again).", body = Problem, content_type = "application/problem+json"),
+        (status = 412, description = "If-Match or If-None-Match does not hold: it was changed, made or deleted meanwhile (nothing changed).", body = Problem, content_type = "application/problem+json"),
         (status = 413, description = "The body is over 64 KiB.", body = Problem, content_type = "application/problem+json"),
         (status = 422, description = "Not an application (an unknown field, a description over 1,024 bytes).", body = Problem, content_type = "application/problem+json"),
         (status = 503, description = "The registry cannot be written (nothing changed), the relay is shutting down, or the listener serves its most connections.", body = Problem, content_type = "application/problem+json"),
@@ -168,11 +181,16 @@ pub(crate) async fn one(State(admin): State<Arc<Admin>>, Path(app): Path<String>
 pub(crate) async fn put(
     State(admin): State<Arc<Admin>>,
     Path(app): Path<String>,
+    headers: HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> Response {
     if let Some(r) = bad_name(&app) {
         return r;
     }
+    let pre = match precondition(&headers) {
+        Ok(pre) => pre,
+        Err(refused) => return *refused,
+    };
     let body = match body {
         Ok(b) => b,
         Err(e) => return e.into_response(),
@@ -222,14 +240,18 @@ pub(crate) async fn put(
         description: given.description,
         since: admin.queue.events().fresh_since(&app).await,
     };
-    match admin.queue.events().put_app(&app, app_record.clone()).await {
-        Ok(made) => {
+    match admin.queue.events().put_app(&app, app_record, &pre).await {
+        Ok((made, kept)) => {
             let status = if made {
                 StatusCode::CREATED
             } else {
                 StatusCode::OK
             };
-            (status, Json(admin.app_view(&app, app_record))).into_response()
+            let tag = app_etag(&kept);
+            tagged(
+                (status, Json(admin.app_view(&app, kept))).into_response(),
+                &tag,
+            )
         }
         Err(refused) => super::change_answers::refusal(refused),
     }
@@ -248,20 +270,33 @@ pub(crate) struct ApplicationDeleted {
 /// `DELETE /v1/applications/{app}`.
 #[utoipa::path(delete, path = "/v1/applications/{app}", tag = "events", operation_id = "delete_application",
     security(("admin_token" = [])),
-    params(("app" = String, Path, description = "The application.")),
+    params(
+        ("app" = String, Path, description = "The application."),
+        ("If-Match" = Option<String>, Header, pattern = "^ *(\\*|(W/)?\"[!#-+\\--~]*\"( *, *(W/)?\"[!#-+\\--~]*\")*)? *$", nullable = false, description = "Delete it only if its ETag is one of these."),
+    ),
     responses(
         (status = 200, description = "Deleted, with its endpoints: no endpoint of it is made meanwhile (an endpoint's PUT racing it is 404 or deleted with it).", body = ApplicationDeleted),
         (status = 401, description = "No admin token, or not the admin token.", body = Problem, content_type = "application/problem+json",
             headers(("WWW-Authenticate" = String, description = "`Bearer realm=\"dripfeed-relay\"`"))),
         (status = 403, description = "Without an admin token, a request that names the listener by a host name other than localhost (not-local: DNS rebinding).", body = Problem, content_type = "application/problem+json"),
         (status = 404, description = "No application of that name.", body = Problem, content_type = "application/problem+json"),
+        (status = 400, description = "An If-Match that does not read.", body = Problem, content_type = "application/problem+json"),
         (status = 409, description = "The relay has no registry (no_journal without state_dir).", body = Problem, content_type = "application/problem+json"),
+        (status = 412, description = "If-Match does not hold: it was changed, made again or deleted meanwhile (nothing deleted).", body = Problem, content_type = "application/problem+json"),
         (status = 503, description = "The registry cannot be written, the relay is shutting down, or the listener serves its most connections.", body = Problem, content_type = "application/problem+json"),
     ))]
-pub(crate) async fn delete(State(admin): State<Arc<Admin>>, Path(app): Path<String>) -> Response {
+pub(crate) async fn delete(
+    State(admin): State<Arc<Admin>>,
+    Path(app): Path<String>,
+    headers: HeaderMap,
+) -> Response {
+    let pre = match precondition(&headers) {
+        Ok(pre) => pre,
+        Err(refused) => return *refused,
+    };
     // The engine decides what is there (with queue = redis, a deletion
     // another relay cut short is ended here).
-    match admin.queue.events().delete_app(&app).await {
+    match admin.queue.events().delete_app(&app, &pre).await {
         Ok(endpoints) => Json(ApplicationDeleted {
             name: app,
             endpoints,

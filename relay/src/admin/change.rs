@@ -306,7 +306,8 @@ pub(crate) async fn put_as(
             description: None,
             since: admin.queue.events().fresh_since(app).await,
         };
-        if let Err(refused) = admin.queue.events().put_app(app, made).await {
+        let any = crate::catalog::edit::Precondition::default();
+        if let Err(refused) = admin.queue.events().put_app(app, made, &any).await {
             return super::change_answers::refusal(refused);
         }
     }

@@ -140,6 +140,15 @@ pub(crate) fn etag(fields: &Fields) -> String {
     format!("\"{hex}\"")
 }
 
+/// Application `app`'s entity tag (its description and its first event
+/// id: one made again under the name has another).
+pub(crate) fn app_etag(app: &crate::catalog::App) -> String {
+    let text = serde_json::to_vec(app).unwrap_or_default();
+    let digest = Sha256::digest(&text);
+    let hex: String = digest[..12].iter().map(|b| format!("{b:02x}")).collect();
+    format!("\"{hex}\"")
+}
+
 /// What `name` becomes when `edit` is made to `current` (its fields as
 /// kept, `None` when it does not exist) under `pre`: the preconditions
 /// first, then the edit.

@@ -21,6 +21,7 @@ use axum::body::Bytes;
 
 use super::refusal::{ChangeRefused, Refusal};
 use crate::catalog::App;
+use crate::catalog::edit::Precondition;
 use crate::domain::budget::Ticket;
 use crate::domain::names::Tenant;
 use crate::events::read::Page;
@@ -139,10 +140,17 @@ pub(crate) trait Events: Send + Sync {
         }
     }
 
-    /// Makes or replaces application `name`: whether it is new.
-    async fn put_app(&self, name: &str, app: App) -> Result<bool, ChangeRefused>;
+    /// Makes or replaces application `name` if `pre` holds for it as it
+    /// is: whether it is new, and it as kept.
+    async fn put_app(
+        &self,
+        name: &str,
+        app: App,
+        pre: &Precondition,
+    ) -> Result<(bool, App), ChangeRefused>;
 
-    /// Deletes application `name` and every endpoint of it (each drained
-    /// as a deleted destination is): how many endpoints.
-    async fn delete_app(&self, name: &str) -> Result<usize, ChangeRefused>;
+    /// Deletes application `name` (if `pre` holds for it) and every
+    /// endpoint of it (each drained as a deleted destination is): how many
+    /// endpoints.
+    async fn delete_app(&self, name: &str, pre: &Precondition) -> Result<usize, ChangeRefused>;
 }

@@ -365,6 +365,35 @@ async fn two_relays_patching_one_destination_both_apply() {
     assert_eq!(mixed, 0, "reads on b of a's tag with the body before it");
 }
 
+/// An application's `ETag` makes its changes conditional, as a
+/// destination's does (before, `If-Match` on an application was ignored).
+async fn applications_are_conditional(relay: &Relay) {
+    let path = "/v1/applications/tagged";
+    let body = |d: &str| Some(serde_json::json!({ "description": d }));
+    let made = admin(relay, reqwest::Method::PUT, path, body("a"), &[]).await;
+    assert_eq!(made.status, 201, "{}", made.body);
+    let first = made.etag.expect("a PUT answers its ETag");
+    let read = admin(relay, reqwest::Method::GET, path, None, &[]).await;
+    assert_eq!(read.etag.as_deref(), Some(first.as_str()));
+    let none = [("if-none-match", "*")];
+    let again = admin(relay, reqwest::Method::PUT, path, body("b"), &none).await;
+    assert_eq!(again.status, 412, "{}", again.body);
+    let when = [("if-match", first.as_str())];
+    let changed = admin(relay, reqwest::Method::PUT, path, body("b"), &when).await;
+    assert_eq!(changed.status, 200, "{}", changed.body);
+    let second = changed.etag.expect("a PUT answers its ETag");
+    assert_ne!(second, first);
+    let stale = admin(relay, reqwest::Method::PUT, path, body("c"), &when).await;
+    assert_eq!(stale.status, 412, "{}", stale.body);
+    let stale = admin(relay, reqwest::Method::DELETE, path, None, &when).await;
+    assert_eq!(stale.status, 412, "{}", stale.body);
+    let now = [("if-match", second.as_str())];
+    let deleted = admin(relay, reqwest::Method::DELETE, path, None, &now).await;
+    assert_eq!(deleted.status, 200, "{}", deleted.body);
+    let gone = admin(relay, reqwest::Method::DELETE, path, None, &now).await;
+    assert_eq!(gone.status, 412, "its tag no longer holds: {}", gone.body);
+}
+
 /// `rounds` of an endpoint's `PUT` on `b` racing its application's
 /// `DELETE` on `a` (one relay, or two of a fleet): either the endpoint
 /// goes with its application or its `PUT` is refused; an application whose
@@ -433,6 +462,7 @@ async fn endpoints_go_with_their_application(a: &Relay, b: &Relay, rounds: usize
 async fn an_endpoint_never_outlives_its_application() {
     let dir = TempDir::new("linearizable-apps");
     let mut relay = Relay::start_with(&local_args(&dir), &[]).await;
+    applications_are_conditional(&relay).await;
     let deleted = endpoints_go_with_their_application(&relay, &relay, 40).await;
     // And after a restart, as answered.
     relay.signal("TERM");
@@ -481,5 +511,6 @@ async fn across_a_fleet_an_endpoint_never_outlives_its_application() {
     };
     let a = Relay::start_with(&node("a"), &[]).await;
     let b = Relay::start_with(&node("b"), &[]).await;
+    applications_are_conditional(&a).await;
     endpoints_go_with_their_application(&a, &b, 20).await;
 }

@@ -1296,6 +1296,8 @@ export interface operations {
             /** @description The application. */
             200: {
                 headers: {
+                    /** @description Its entity tag: give it as If-Match to change or delete it only if nobody else did meanwhile. */
+                    ETag?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -1345,7 +1347,12 @@ export interface operations {
     put_application: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /** @description Change it only if its ETag is one of these. */
+                "If-Match"?: string;
+                /** @description `*`: make it only if it does not exist (empty: no condition). */
+                "If-None-Match"?: string;
+            };
             path: {
                 /** @description The application: 1 to 64 of A-Z a-z 0-9 . _ -, other than . and .. */
                 app: string;
@@ -1362,6 +1369,8 @@ export interface operations {
             /** @description Changed. */
             200: {
                 headers: {
+                    /** @description Its entity tag now. */
+                    ETag?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -1371,13 +1380,15 @@ export interface operations {
             /** @description Made. */
             201: {
                 headers: {
+                    /** @description Its entity tag. */
+                    ETag?: string;
                     [name: string]: unknown;
                 };
                 content: {
                     "application/json": components["schemas"]["ApplicationView"];
                 };
             };
-            /** @description Not a name, or a body that is not JSON. */
+            /** @description Not a name, a body that is not JSON, or If-Match or If-None-Match that does not read. */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -1408,6 +1419,15 @@ export interface operations {
             };
             /** @description The relay has no registry (no_journal without state_dir), or (with queue = redis) the application is being deleted (application-deleting: a deletion cut short ends with its DELETE again). */
             409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description If-Match or If-None-Match does not hold: it was changed, made or deleted meanwhile (nothing changed). */
+            412: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -1447,7 +1467,10 @@ export interface operations {
     delete_application: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /** @description Delete it only if its ETag is one of these. */
+                "If-Match"?: string;
+            };
             path: {
                 /** @description The application. */
                 app: string;
@@ -1463,6 +1486,15 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["ApplicationDeleted"];
+                };
+            };
+            /** @description An If-Match that does not read. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
                 };
             };
             /** @description No admin token, or not the admin token. */
@@ -1496,6 +1528,15 @@ export interface operations {
             };
             /** @description The relay has no registry (no_journal without state_dir). */
             409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description If-Match does not hold: it was changed, made again or deleted meanwhile (nothing deleted). */
+            412: {
                 headers: {
                     [name: string]: unknown;
                 };

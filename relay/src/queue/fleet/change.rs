@@ -24,7 +24,7 @@ use tokio::sync::MutexGuard;
 
 use super::FleetQueue;
 use super::changes::{Change, Fleet, REMAKE_AFTER, app_entry, checked};
-use crate::catalog::edit::{Edit, Precondition, etag, resolve};
+use crate::catalog::edit::{Edit, Precondition, app_etag, etag, resolve};
 use crate::catalog::vet::Vetter;
 use crate::config::Fields;
 use crate::domain::schemas::Deleting;
@@ -286,8 +286,10 @@ pub(crate) async fn put_app(
     q: &FleetQueue,
     name: &str,
     app: crate::catalog::App,
-) -> Result<bool, ChangeRefused> {
-    write_app(q, name, &Change::App(app)).await
+    pre: &Precondition,
+) -> Result<(bool, crate::catalog::App), ChangeRefused> {
+    let (made, kept) = write_app(q, name, &Change::App(app), pre).await?;
+    Ok((made, kept.unwrap_or_default()))
 }
 
 /// Application `app`'s entry in the map and what it holds (raw), when
@@ -314,8 +316,12 @@ async fn live_app(q: &FleetQueue, app: &str) -> Result<(String, Option<String>),
 /// `application-deleted`), then forgotten. A deletion cut short (this
 /// relay died) is ended by the next `DELETE`. How many endpoints it
 /// deleted.
-pub(crate) async fn delete_app(q: &FleetQueue, name: &str) -> Result<usize, ChangeRefused> {
-    write_app(q, name, &Change::AppDeleting).await?;
+pub(crate) async fn delete_app(
+    q: &FleetQueue,
+    name: &str,
+    pre: &Precondition,
+) -> Result<usize, ChangeRefused> {
+    write_app(q, name, &Change::AppDeleting, pre).await?;
     // Every endpoint written before the mark, applied here.
     let endpoints = {
         let _turn = turn(q, &q.changes).await?;
@@ -330,13 +336,20 @@ pub(crate) async fn delete_app(q: &FleetQueue, name: &str) -> Result<usize, Chan
             Err(e) => return Err(e),
         }
     }
-    write_app(q, name, &Change::AppDeleted).await?;
+    write_app(q, name, &Change::AppDeleted, &Precondition::default()).await?;
     Ok(deleted)
 }
 
-/// Writes application `name`'s `change` (compare-and-set, resolved again
-/// when another relay's change came between): whether it did not exist.
-async fn write_app(q: &FleetQueue, name: &str, change: &Change) -> Result<bool, ChangeRefused> {
+/// Writes application `name`'s `change` if `pre` holds for it as the
+/// fleet holds it (compare-and-set, resolved again when another relay's
+/// change came between): whether it did not exist, and the application
+/// written (a `PUT`'s).
+async fn write_app(
+    q: &FleetQueue,
+    name: &str,
+    change: &Change,
+    pre: &Precondition,
+) -> Result<(bool, Option<crate::catalog::App>), ChangeRefused> {
     let fleet = &q.changes;
     let _turn = turn(q, fleet).await?;
     let entry = app_entry(name);
@@ -348,6 +361,9 @@ async fn write_app(q: &FleetQueue, name: &str, change: &Change) -> Result<bool, 
             Some(Change::AppDeleted | Change::AppDeleting) => None,
             _ => q.catalog.app(name),
         };
+        if !pre.holds(was.as_ref().map(app_etag).as_deref()) {
+            return Err(ChangeRefused::precondition());
+        }
         match change {
             Change::App(_) if deleting => {
                 return Err(ChangeRefused::new(
@@ -364,12 +380,15 @@ async fn write_app(q: &FleetQueue, name: &str, change: &Change) -> Result<bool, 
             _ => {}
         }
         let made = was.is_none();
-        let change = match change {
-            Change::App(app) => &Change::App(app.clone().made_over(was.as_ref())),
-            other => other,
+        let (change, kept) = match change {
+            Change::App(app) => {
+                let app = app.clone().made_over(was.as_ref());
+                (&Change::App(app.clone()), Some(app))
+            }
+            other => (other, None),
         };
         match fleet.write(&entry, change, raw.as_deref()).await {
-            Ok(true) => return Ok(made),
+            Ok(true) => return Ok((made, kept)),
             Ok(false) => continue,
             Err(e) => return Err(unreachable(e)),
         }

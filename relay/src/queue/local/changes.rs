@@ -29,7 +29,7 @@ use dripfeed::destinations::{DestinationError, Destinations};
 
 use super::build::overrides;
 use crate::catalog::Catalog;
-use crate::catalog::edit::{Edit, Precondition, etag, resolve};
+use crate::catalog::edit::{Edit, Precondition, app_etag, etag, resolve};
 use crate::catalog::registry::Registry;
 use crate::catalog::vet::Vetter;
 use crate::config::{Destination, Fields};
@@ -303,14 +303,15 @@ impl Changes {
         })
     }
 
-    /// Makes or replaces application `name`, kept in the registry first:
-    /// whether it is new.
+    /// Makes or replaces application `name` if `pre` holds, kept in the
+    /// registry first: whether it is new, and it as kept.
     pub(crate) async fn put_app(
         &self,
         catalog: &Catalog,
         name: &str,
         app: crate::catalog::App,
-    ) -> Result<bool, ChangeRefused> {
+        pre: &Precondition,
+    ) -> Result<(bool, crate::catalog::App), ChangeRefused> {
         if catalog.is_closing() {
             return Err(ChangeRefused::closing());
         }
@@ -319,11 +320,14 @@ impl Changes {
             return Err(ChangeRefused::new(409, "no-state-file", NO_STATE));
         };
         let was = catalog.app(name);
+        if !pre.holds(was.as_ref().map(app_etag).as_deref()) {
+            return Err(ChangeRefused::precondition());
+        }
         let made = was.is_none();
         let app = app.made_over(was.as_ref());
         registry.put_app(name, &app).await.map_err(unwritable)?;
-        catalog.put_app(name, app);
-        Ok(made)
+        catalog.put_app(name, app.clone());
+        Ok((made, app))
     }
 
     /// Forgets application `name` (its endpoints deleted before, under

@@ -534,15 +534,26 @@ impl Events for Local {
         Ok((sent, more))
     }
 
-    async fn put_app(&self, name: &str, app: App) -> Result<bool, ChangeRefused> {
-        self.changes.put_app(&self.catalog, name, app).await
+    async fn put_app(
+        &self,
+        name: &str,
+        app: App,
+        pre: &Precondition,
+    ) -> Result<(bool, App), ChangeRefused> {
+        self.changes.put_app(&self.catalog, name, app, pre).await
     }
 
-    async fn delete_app(&self, name: &str) -> Result<usize, ChangeRefused> {
+    async fn delete_app(&self, name: &str, pre: &Precondition) -> Result<usize, ChangeRefused> {
         // Its lock throughout: no endpoint of it is made meanwhile.
         let turn = self.changes.app_turn(name).await;
-        if self.catalog.app(name).is_none() {
-            return Err(ChangeRefused::unknown_application());
+        let Some(now) = self.catalog.app(name) else {
+            return Err(match pre.holds(None) {
+                true => ChangeRefused::unknown_application(),
+                false => ChangeRefused::precondition(),
+            });
+        };
+        if !pre.holds(Some(&crate::catalog::edit::app_etag(&now))) {
+            return Err(ChangeRefused::precondition());
         }
         let endpoints = self.catalog.endpoints_of(name);
         let mut deleted = 0;

@@ -32,6 +32,7 @@ use super::redis::events::{Bounds, CopyRead, Ended, Posted};
 use super::redis::queue::Again;
 use super::redis::queue_status::JobState;
 use crate::catalog::App;
+use crate::catalog::edit::Precondition;
 use crate::domain::job::unix_ms;
 use crate::events::id::{id_at, next_id_after};
 use crate::events::read::Page;
@@ -468,12 +469,17 @@ impl Events for FleetQueue {
         Ok((sent, more))
     }
 
-    async fn put_app(&self, name: &str, app: App) -> Result<bool, ChangeRefused> {
-        super::change::put_app(self, name, app).await
+    async fn put_app(
+        &self,
+        name: &str,
+        app: App,
+        pre: &Precondition,
+    ) -> Result<(bool, App), ChangeRefused> {
+        super::change::put_app(self, name, app, pre).await
     }
 
-    async fn delete_app(&self, name: &str) -> Result<usize, ChangeRefused> {
-        super::change::delete_app(self, name).await
+    async fn delete_app(&self, name: &str, pre: &Precondition) -> Result<usize, ChangeRefused> {
+        super::change::delete_app(self, name, pre).await
     }
 }
 

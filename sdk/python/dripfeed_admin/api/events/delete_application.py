@@ -10,15 +10,22 @@ from ... import errors
 
 from ...models.application_deleted import ApplicationDeleted
 from ...models.problem import Problem
+from ...types import UNSET, Unset
 from typing import cast
 
 
 
 def _get_kwargs(
     app: str,
+    *,
+    if_match: str | Unset = UNSET,
 
 ) -> dict[str, Any]:
-    
+    headers: dict[str, Any] = {}
+    if not isinstance(if_match, Unset):
+        headers["If-Match"] = if_match
+
+
 
     
 
@@ -30,6 +37,7 @@ def _get_kwargs(
     }
 
 
+    _kwargs["headers"] = headers
     return _kwargs
 
 
@@ -41,6 +49,13 @@ def _parse_response(*, client: AuthenticatedClient | Client, response: httpx.Res
 
 
         return response_200
+
+    if response.status_code == 400:
+        response_400 = Problem.from_dict(response.json())
+
+
+
+        return response_400
 
     if response.status_code == 401:
         response_401 = Problem.from_dict(response.json())
@@ -70,6 +85,13 @@ def _parse_response(*, client: AuthenticatedClient | Client, response: httpx.Res
 
         return response_409
 
+    if response.status_code == 412:
+        response_412 = Problem.from_dict(response.json())
+
+
+
+        return response_412
+
     if response.status_code == 503:
         response_503 = Problem.from_dict(response.json())
 
@@ -96,12 +118,14 @@ def sync_detailed(
     app: str,
     *,
     client: AuthenticatedClient,
+    if_match: str | Unset = UNSET,
 
 ) -> Response[ApplicationDeleted | Problem]:
     """ `DELETE /v1/applications/{app}`.
 
     Args:
         app (str):
+        if_match (str | Unset):
 
     Raises:
         errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
@@ -114,6 +138,7 @@ def sync_detailed(
 
     kwargs = _get_kwargs(
         app=app,
+if_match=if_match,
 
     )
 
@@ -127,12 +152,14 @@ def sync(
     app: str,
     *,
     client: AuthenticatedClient,
+    if_match: str | Unset = UNSET,
 
 ) -> ApplicationDeleted | Problem | None:
     """ `DELETE /v1/applications/{app}`.
 
     Args:
         app (str):
+        if_match (str | Unset):
 
     Raises:
         errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
@@ -146,6 +173,7 @@ def sync(
     return sync_detailed(
         app=app,
 client=client,
+if_match=if_match,
 
     ).parsed
 
@@ -153,12 +181,14 @@ async def asyncio_detailed(
     app: str,
     *,
     client: AuthenticatedClient,
+    if_match: str | Unset = UNSET,
 
 ) -> Response[ApplicationDeleted | Problem]:
     """ `DELETE /v1/applications/{app}`.
 
     Args:
         app (str):
+        if_match (str | Unset):
 
     Raises:
         errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
@@ -171,6 +201,7 @@ async def asyncio_detailed(
 
     kwargs = _get_kwargs(
         app=app,
+if_match=if_match,
 
     )
 
@@ -184,12 +215,14 @@ async def asyncio(
     app: str,
     *,
     client: AuthenticatedClient,
+    if_match: str | Unset = UNSET,
 
 ) -> ApplicationDeleted | Problem | None:
     """ `DELETE /v1/applications/{app}`.
 
     Args:
         app (str):
+        if_match (str | Unset):
 
     Raises:
         errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
@@ -203,5 +236,6 @@ async def asyncio(
     return (await asyncio_detailed(
         app=app,
 client=client,
+if_match=if_match,
 
     )).parsed

@@ -20,9 +20,17 @@ def _get_kwargs(
     app: str,
     *,
     body: ApplicationPut | None | Unset = UNSET,
+    if_match: str | Unset = UNSET,
+    if_none_match: str | Unset = UNSET,
 
 ) -> dict[str, Any]:
     headers: dict[str, Any] = {}
+    if not isinstance(if_match, Unset):
+        headers["If-Match"] = if_match
+
+    if not isinstance(if_none_match, Unset):
+        headers["If-None-Match"] = if_none_match
+
 
 
     
@@ -90,6 +98,13 @@ def _parse_response(*, client: AuthenticatedClient | Client, response: httpx.Res
 
         return response_409
 
+    if response.status_code == 412:
+        response_412 = Problem.from_dict(response.json())
+
+
+
+        return response_412
+
     if response.status_code == 413:
         response_413 = Problem.from_dict(response.json())
 
@@ -131,12 +146,16 @@ def sync_detailed(
     *,
     client: AuthenticatedClient,
     body: ApplicationPut | None | Unset = UNSET,
+    if_match: str | Unset = UNSET,
+    if_none_match: str | Unset = UNSET,
 
 ) -> Response[ApplicationView | Problem]:
     """ `PUT /v1/applications/{app}`.
 
     Args:
         app (str):
+        if_match (str | Unset):
+        if_none_match (str | Unset):
         body (ApplicationPut | None | Unset):
 
     Raises:
@@ -151,6 +170,8 @@ def sync_detailed(
     kwargs = _get_kwargs(
         app=app,
 body=body,
+if_match=if_match,
+if_none_match=if_none_match,
 
     )
 
@@ -165,12 +186,16 @@ def sync(
     *,
     client: AuthenticatedClient,
     body: ApplicationPut | None | Unset = UNSET,
+    if_match: str | Unset = UNSET,
+    if_none_match: str | Unset = UNSET,
 
 ) -> ApplicationView | Problem | None:
     """ `PUT /v1/applications/{app}`.
 
     Args:
         app (str):
+        if_match (str | Unset):
+        if_none_match (str | Unset):
         body (ApplicationPut | None | Unset):
 
     Raises:
@@ -186,6 +211,8 @@ def sync(
         app=app,
 client=client,
 body=body,
+if_match=if_match,
+if_none_match=if_none_match,
 
     ).parsed
 
@@ -194,12 +221,16 @@ async def asyncio_detailed(
     *,
     client: AuthenticatedClient,
     body: ApplicationPut | None | Unset = UNSET,
+    if_match: str | Unset = UNSET,
+    if_none_match: str | Unset = UNSET,
 
 ) -> Response[ApplicationView | Problem]:
     """ `PUT /v1/applications/{app}`.
 
     Args:
         app (str):
+        if_match (str | Unset):
+        if_none_match (str | Unset):
         body (ApplicationPut | None | Unset):
 
     Raises:
@@ -214,6 +245,8 @@ async def asyncio_detailed(
     kwargs = _get_kwargs(
         app=app,
 body=body,
+if_match=if_match,
+if_none_match=if_none_match,
 
     )
 
@@ -228,12 +261,16 @@ async def asyncio(
     *,
     client: AuthenticatedClient,
     body: ApplicationPut | None | Unset = UNSET,
+    if_match: str | Unset = UNSET,
+    if_none_match: str | Unset = UNSET,
 
 ) -> ApplicationView | Problem | None:
     """ `PUT /v1/applications/{app}`.
 
     Args:
         app (str):
+        if_match (str | Unset):
+        if_none_match (str | Unset):
         body (ApplicationPut | None | Unset):
 
     Raises:
@@ -249,5 +286,7 @@ async def asyncio(
         app=app,
 client=client,
 body=body,
+if_match=if_match,
+if_none_match=if_none_match,
 
     )).parsed
