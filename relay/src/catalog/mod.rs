@@ -280,14 +280,21 @@ impl Catalog {
         self.page(None, usize::MAX).listed
     }
 
-    /// The destinations whose names contain `text`, in listing order, at
-    /// most `limit` (the status page's search: a scan of the names).
+    /// The destinations whose names contain `text` in any case, in listing
+    /// order, at most `limit` (the status page's search: a scan of the
+    /// names).
     pub(crate) fn find(&self, text: &str, limit: usize) -> Vec<Listed> {
         let table = self.read();
+        let text = text.as_bytes();
         table
             .order
             .values()
-            .filter(|n| n.contains(text))
+            .filter(|n| {
+                text.is_empty()
+                    || n.as_bytes()
+                        .windows(text.len())
+                        .any(|w| w.eq_ignore_ascii_case(text))
+            })
             .filter_map(|n| table.get(n))
             .take(limit)
             .map(|e| Listed {
@@ -612,6 +619,17 @@ mod tests {
         c.forget("a");
         assert!(c.target("a").is_none());
         assert_eq!(c.held(), 1);
+    }
+
+    #[test]
+    fn a_search_finds_names_in_any_case() {
+        let c = Catalog::new(&[dest("Shop-EU", "http://a/"), dest("n12345", "http://b/")]);
+        let names =
+            |t: &str| -> Vec<String> { c.find(t, 10).into_iter().map(|l| l.dest.name).collect() };
+        assert_eq!(names("N123"), ["n12345"]);
+        assert_eq!(names("shop-eu"), ["Shop-EU"]);
+        assert_eq!(names("-"), ["Shop-EU"]);
+        assert!(names("shop-eux").is_empty());
     }
 
     #[test]

@@ -3064,7 +3064,7 @@ export interface operations {
     status: {
         parameters: {
             query?: {
-                /** @description Only the destinations whose names contain this (at most 50). */
+                /** @description Only the destinations whose names contain this, in any case (at most 50). */
                 find?: string;
             };
             header?: never;

@@ -102,7 +102,7 @@ pub(crate) struct DestinationStatus {
 #[utoipa::path(get, path = "/v1/status", tag = "admin",
     security(("admin_token" = [])),
     params(
-        ("find" = Option<String>, Query, description = "Only the destinations whose names contain this (at most 50)."),
+        ("find" = Option<String>, Query, description = "Only the destinations whose names contain this, in any case (at most 50)."),
     ),
     responses(
         (status = 200, description = "The relay now, as the status page shows it.", body = StatusPage),
