@@ -83,23 +83,6 @@ impl EndedSet {
         self.by_id.get(&id)
     }
 
-    /// Sets the owner of a webhook that ended before intake named it.
-    pub(crate) fn own(&mut self, id: u64, tenant: u16, destination: u32) {
-        if let Some(e) = self.by_id.get_mut(&id) {
-            if e.rec.tenant == 0 {
-                e.rec.tenant = tenant;
-            }
-            if e.rec.destination == 0 {
-                e.rec.destination = destination;
-            }
-        }
-    }
-
-    /// Whether `id` is remembered (ended).
-    pub(crate) fn contains(&self, id: u64) -> bool {
-        self.by_id.contains_key(&id)
-    }
-
     /// Forgets what ended longer than the retention before `now`.
     pub(crate) fn forget_expired(&mut self, now: u64) {
         let keep = u64::try_from(self.retention.as_millis()).unwrap_or(u64::MAX);

@@ -21,6 +21,7 @@
 pub(crate) mod ended;
 pub(crate) mod file;
 pub(crate) mod record;
+pub(crate) mod unowned;
 pub(crate) mod view;
 
 use std::collections::HashMap;
@@ -92,6 +93,8 @@ struct Books {
     aliases: HashMap<u64, u64>,
     /// Ended webhooks, by public id.
     ended: EndedSet,
+    /// Jobs that ended with no record, for intake to own.
+    unowned: unowned::Unowned,
     /// The names records point at.
     names: Names,
 }
@@ -128,6 +131,7 @@ impl Registry {
                 held: HashMap::new(),
                 aliases: HashMap::new(),
                 ended: EndedSet::new(retention, max),
+                unowned: unowned::Unowned::default(),
                 names: Names::new(tenants),
             }),
             persist: OnceLock::new(),
@@ -151,8 +155,12 @@ impl Registry {
             let mut guard = self.books();
             let books = &mut *guard;
             let bad = file::load(dir, |(id, status, ended)| {
-                let rec = books.names.record(&status);
-                books.ended.insert(id, rec, ended);
+                // A line with no destination is an event's copy an earlier
+                // version wrote: not a webhook's status.
+                if status.destination.is_some() {
+                    let rec = books.names.record(&status);
+                    books.ended.insert(id, rec, ended);
+                }
             });
             books.ended.forget_expired(unix_ms());
             bad
@@ -206,12 +214,11 @@ impl Registry {
         let books = &mut *guard;
         let tenant = books.names.tenant(tenant);
         let destination = books.names.destination(destination);
-        if books.ended.contains(id) {
-            // It ended before intake got here: name its owner there.
-            books.ended.own(id, tenant, destination);
-            if let Some(e) = books.ended.get(id, unix_ms()) {
-                self.persist(&books.names, id, &e.rec, e.ended_unix_ms);
-            }
+        if let Some((mut rec, ended)) = books.unowned.take(id) {
+            // It ended before intake got here: named now, and kept.
+            own(&mut rec, tenant, destination, received);
+            self.persist(&books.names, id, &rec, ended);
+            books.ended.insert(id, rec, ended);
             return;
         }
         let r = books.held.entry(id).or_default();
@@ -301,7 +308,7 @@ impl Registry {
     pub(crate) fn bytes(&self) -> usize {
         let books = self.books();
         let held = books.held.capacity() * (std::mem::size_of::<(u64, Rec)>() + 1);
-        held + books.ended.len() * ENTRY_BYTES
+        held + (books.ended.len() + books.unowned.len()) * ENTRY_BYTES
     }
 }
 
@@ -352,16 +359,19 @@ impl DrainHook for Registry {
 
     fn retry_scheduled(&self, next: Attempt, after: Duration) {
         let at = unix_ms().saturating_add(u64::try_from(after.as_millis()).unwrap_or(u64::MAX));
-        let mut books = self.books();
-        let r = books.held.entry(next.id()).or_default();
-        r.state = State::RetryWaiting;
-        r.next_attempt_ms = at.max(1);
+        // A webhook's (an event's copy has no record here).
+        if let Some(r) = self.books().held.get_mut(&next.id()) {
+            r.state = State::RetryWaiting;
+            r.next_attempt_ms = at.max(1);
+        }
     }
 
     fn job_ended(&self, id: u64, outcome: Outcome) {
         let mut guard = self.books();
         let books = &mut *guard;
-        let mut rec = books.held.remove(&id).unwrap_or_default();
+        let held = books.held.remove(&id);
+        let was_held = held.is_some();
+        let mut rec = held.unwrap_or_default();
         let public = match rec.public {
             0 => id,
             p => p,
@@ -378,6 +388,10 @@ impl DrainHook for Registry {
             _ => State::DeadLettered,
         };
         let now = unix_ms();
+        if !was_held {
+            books.unowned.insert(id, rec, now);
+            return;
+        }
         self.persist(&books.names, public, &rec, now);
         books.ended.insert(public, rec, now);
     }
@@ -438,7 +452,18 @@ mod tests {
         r.queued(9, Some("acme"), &Arc::from("billing"), 1);
         let s = r.find(9, unix_ms()).unwrap().status;
         assert_eq!(s.tenant.as_deref(), Some("acme"));
+        assert_eq!(s.state, State::Delivered);
         assert_eq!(r.counts().0, 0, "no held entry left behind");
+    }
+
+    #[test]
+    fn an_events_copy_is_no_webhook_status() {
+        let r = registry();
+        // A copy: retried and ended, never named by intake.
+        r.retry_scheduled(Attempt::new(11, 2), Duration::from_secs(1));
+        r.job_ended(11, Outcome::Delivered);
+        assert!(r.find(11, unix_ms()).is_none(), "not a webhook");
+        assert_eq!(r.counts(), (0, 0), "nothing held, nothing ended");
     }
 
     #[test]
