@@ -29,8 +29,14 @@ pub(crate) fn next_step(freed: u64, swept: usize, over: u64) -> usize {
         .clamp(1, MOST)
 }
 
-/// Sweeps `store` every [`EVERY`] while it lives.
-pub(crate) async fn sweep(store: Weak<EventStore>, retention: Duration, max_bytes: u64) {
+/// Sweeps `store` every [`EVERY`] while it lives, by the clock `now` (ms
+/// since the Unix epoch).
+pub(crate) async fn sweep(
+    store: Weak<EventStore>,
+    retention: Duration,
+    max_bytes: u64,
+    now: fn() -> u64,
+) {
     let mut tick = tokio::time::interval(EVERY);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
@@ -38,16 +44,15 @@ pub(crate) async fn sweep(store: Weak<EventStore>, retention: Duration, max_byte
         let Some(store) = store.upgrade() else {
             return;
         };
-        let swept = once(&store, retention, max_bytes).await;
+        let swept = once(&store, retention, max_bytes, now()).await;
         if swept > 0 {
             tracing::info!(swept, "events past their retention deleted");
         }
     }
 }
 
-/// One sweep: how many events went.
-async fn once(store: &EventStore, retention: Duration, max_bytes: u64) -> usize {
-    let now = crate::domain::job::unix_ms();
+/// One sweep at `now` (ms since the Unix epoch): how many events went.
+async fn once(store: &EventStore, retention: Duration, max_bytes: u64, now: u64) -> usize {
     let before = super::id::id_at(
         now.saturating_sub(u64::try_from(retention.as_millis()).unwrap_or(u64::MAX)),
     );

@@ -188,6 +188,7 @@ pub(super) async fn open(cfg: &Config, parts: Parts) -> Result<Arc<Local>, Failu
         Arc::downgrade(&events_kept),
         s.event_retention,
         s.event_retention_bytes,
+        crate::domain::job::unix_ms,
     ));
     // Copies of events a crash (or a stop) left on their way go out again.
     let again = local.send_pending()?;
