@@ -252,6 +252,13 @@ impl Fleet {
                         fleet.catalog.put_app(app_name, app);
                     }
                 }
+                // Deleted by the fleet: gone here too, though this relay's
+                // configuration names it (as a deleted destination).
+                Some(Change::AppDeleted | Change::AppDeleting) => {
+                    if let Some(app_name) = name.strip_prefix("app:") {
+                        fleet.catalog.remove_app(app_name);
+                    }
+                }
                 _ => {}
             }
             lock(&fleet.applied).insert(name, seal(&raw));
