@@ -5,7 +5,11 @@
 //! transaction appends one frame (`length`, `crc32`, then its puts and
 //! removals) and, when durable, fsyncs it before it answers: a crash keeps
 //! whole transactions or none (a torn last frame is cut off at the next
-//! open). When the file holds more than twice what is live (plus 8 MiB),
+//! open, the bytes cut kept beside the file as `NAME.cut-at-OFFSET`). A
+//! frame that does not read with a whole one after it is damage, not a
+//! crash: the store refuses to open, naming the file and the offset, and
+//! cuts nothing (skipping one transaction could bring back what it removed).
+//! When the file holds more than twice what is live (plus 8 MiB),
 //! a commit rewrites the live entries to a new file and renames it over
 //! the old one. The file is owner-only and locked for as long as the
 //! store is open: two relays never share it. Without a file the store is
@@ -234,7 +238,16 @@ impl Kv {
                     && replay(&mut inner, &body, pos).is_some()
             };
             if !whole {
-                tracing::warn!(file = %path.display(), at = pos, dropped = size - pos, "a torn or damaged last write is cut off");
+                if let Some(next) = whole_frame_after(&file, pos, size) {
+                    return Err(format!(
+                        "{}: damaged at byte {pos}, with whole writes after it (from byte {next}): \
+                         not a torn last write, so nothing is cut; restore the file from a backup, \
+                         or move it aside to start without what it holds",
+                        path.display()
+                    ));
+                }
+                let kept = keep_cut(path, &file, pos, size);
+                tracing::warn!(file = %path.display(), at = pos, dropped = size - pos, kept = %kept, "a torn or damaged last write is cut off");
                 file.set_len(pos).map_err(|e| at(&e))?;
                 file.sync_all().map_err(|e| at(&e))?;
                 break;
@@ -555,6 +568,47 @@ fn rewrite(inner: &mut Inner) -> Result<(), String> {
     Ok(())
 }
 
+/// Where the frame that does not read at `pos` says it ends, if a whole
+/// frame (its length and checksum good) starts there: then it is damage
+/// with writes after it, not a torn last write.
+fn whole_frame_after(file: &File, pos: u64, size: u64) -> Option<u64> {
+    let frame_at = |at: u64| -> Option<(u64, u32)> {
+        let mut head = [0u8; 8];
+        file.read_exact_at(&mut head, at).ok()?;
+        let len = u64::from(u32::from_le_bytes([head[0], head[1], head[2], head[3]]));
+        let crc = u32::from_le_bytes([head[4], head[5], head[6], head[7]]);
+        (len < MAX_FRAME && at + 8 + len <= size).then_some((len, crc))
+    };
+    let (len, _) = frame_at(pos)?;
+    let next = pos + 8 + len;
+    let (next_len, crc) = frame_at(next)?;
+    let mut body = vec![0u8; next_len as usize];
+    file.read_exact_at(&mut body, next + 8).ok()?;
+    (next_len > 0 && crc32fast::hash(&body) == crc).then_some(next)
+}
+
+/// Copies the bytes a cut drops (`pos` to `size` of `file`) beside `path`,
+/// owner-only: where they went, or why they could not be kept.
+fn keep_cut(path: &Path, file: &File, pos: u64, size: u64) -> String {
+    let to = PathBuf::from(format!("{}.cut-at-{pos}", path.display()));
+    let mut bytes = vec![
+        0u8;
+        usize::try_from(size - pos)
+            .unwrap_or(0)
+            .min(MAX_FRAME as usize)
+    ];
+    let mut options = OpenOptions::new();
+    options.write(true).create(true).truncate(true);
+    let kept = file
+        .read_exact_at(&mut bytes, pos)
+        .and_then(|()| crate::util::private::open(&options, &to))
+        .and_then(|mut out| out.write_all(&bytes).and_then(|()| out.sync_all()));
+    match kept {
+        Ok(()) => to.display().to_string(),
+        Err(e) => format!("not kept ({}: {e})", to.display()),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -657,6 +711,13 @@ mod tests {
         assert_eq!(r.get(0, &[1]).unwrap(), Some(vec![1; 100]));
         assert_eq!(r.get(0, &[2]).unwrap(), None, "the torn one is gone");
         drop(r);
+        // What was cut is kept beside it.
+        let cut = std::fs::read_dir(&d)
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .find(|p| p.to_string_lossy().contains(".cut-at-"))
+            .expect("the cut bytes kept");
+        assert!(std::fs::metadata(&cut).unwrap().len() > 0);
         let mut tx = kv.write();
         tx.insert(0, &[9], b"after");
         tx.commit(true).unwrap();
@@ -666,6 +727,33 @@ mod tests {
             kv.read().get(0, &[9]).unwrap().as_deref(),
             Some(&b"after"[..])
         );
+        let _ = std::fs::remove_dir_all(d);
+    }
+
+    #[test]
+    fn a_damaged_frame_with_whole_ones_after_it_is_refused_not_cut() {
+        let d = dir("damaged");
+        let path = d.join("s.kv");
+        {
+            let kv = Kv::open(&path, 1).unwrap();
+            for i in 0..3u8 {
+                let mut tx = kv.write();
+                tx.insert(0, &[i], &[i; 100]);
+                tx.commit(true).unwrap();
+            }
+        }
+        let before = std::fs::read(&path).unwrap();
+        // One byte of the first frame's body flipped: two whole frames follow.
+        let mut bytes = before.clone();
+        bytes[20] ^= 0xff;
+        std::fs::write(&path, &bytes).unwrap();
+        let refused = Kv::open(&path, 1).err().expect("refused");
+        assert!(refused.contains("damaged at byte 0"), "{refused}");
+        assert_eq!(std::fs::read(&path).unwrap(), bytes, "nothing cut");
+        // Put back, it opens whole.
+        std::fs::write(&path, &before).unwrap();
+        let kv = Kv::open(&path, 1).unwrap();
+        assert_eq!(kv.read().range(0, b"", None).count(), 3);
         let _ = std::fs::remove_dir_all(d);
     }
 
