@@ -140,6 +140,8 @@ pub(crate) fn read(
         more: false,
     };
     let mut bytes = 0usize;
+    // The page holds all it may: a line that follows says there is more.
+    let mut full = limit == 0;
     for (path, inode) in found.iter().skip(start) {
         let file = match crate::util::private::read(path) {
             Ok(file) => file,
@@ -176,23 +178,28 @@ pub(crate) fn read(
                 inode: *inode,
                 offset,
             });
-            if page.lines.len() >= limit || (bytes >= PAGE_BYTES && !page.lines.is_empty()) {
-                page.more = true;
-                return Ok(page);
-            }
             line.clear();
             let n = reader.read_until(b'\n', &mut line)?;
             if n == 0 || line.last() != Some(&b'\n') {
                 break; // the end, or a line still being written
             }
-            offset += n as u64;
             let Ok(letter) = serde_json::from_slice::<DeadLetter>(&line) else {
+                offset += n as u64;
                 continue; // not a dead-letter line: skipped, as redrive does
             };
-            if destination.is_none_or(|d| d == letter.destination) {
-                bytes += n;
-                page.lines.push(letter);
+            if destination.is_some_and(|d| d != letter.destination) {
+                offset += n as u64;
+                continue;
             }
+            if full {
+                // One more follows: the next page starts at it.
+                page.more = true;
+                return Ok(page);
+            }
+            offset += n as u64;
+            bytes += n;
+            page.lines.push(letter);
+            full = page.lines.len() >= limit || bytes >= PAGE_BYTES;
         }
         offset = 0;
     }
@@ -293,6 +300,16 @@ mod tests {
         assert!(!second.more, "the partial line waits");
         let only_a = read(&live, None, Some("a"), 10).unwrap();
         assert_eq!(only_a.lines.len(), 3);
+        // A page that ends on the last line says there is no more.
+        let all = read(&live, None, None, 4).unwrap();
+        assert_eq!((all.lines.len(), all.more), (4, false));
+        let exactly_a = read(&live, None, Some("a"), 3).unwrap();
+        assert_eq!((exactly_a.lines.len(), exactly_a.more), (3, false));
+        let then_a = read(&live, None, Some("a"), 2).unwrap();
+        assert_eq!((then_a.lines.len(), then_a.more), (2, true));
+        let rest = read(&live, then_a.next, Some("a"), 2).unwrap();
+        let ids: Vec<_> = rest.lines.iter().map(|l| l.id.clone().unwrap()).collect();
+        assert_eq!((ids, rest.more), (vec!["4".to_owned()], false));
         assert!(Cursor::parse("not a cursor").is_err());
         let _ = std::fs::remove_dir_all(&dir);
     }

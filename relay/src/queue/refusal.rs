@@ -155,8 +155,8 @@ impl ChangeRefused {
         ChangeRefused::new(
             412,
             "precondition-failed",
-            "the destination is not as If-Match or If-None-Match says (changed, made or \
-             deleted meanwhile): read it again (its ETag) and retry",
+            "it is not as If-Match or If-None-Match says (changed, made or deleted \
+             meanwhile): read it again (its ETag) and retry",
         )
     }
 }

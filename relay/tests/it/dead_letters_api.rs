@@ -117,6 +117,11 @@ async fn dead_letters_are_paged_oldest_first_across_rotated_files() {
 
     let (_, shipping) = get(&url("?destination=shipping"), Some(TOKEN)).await;
     assert_eq!(shipping["dead_letters"].as_array().unwrap().len(), 2);
+    // A page that ends on the last line says nothing more follows.
+    for q in ["?limit=7", "?destination=shipping&limit=2"] {
+        let (_, page) = get(&url(q), Some(TOKEN)).await;
+        assert_eq!(page["more"], false, "{q}: {page}");
+    }
     for (bad, want) in [
         ("?limit=0", 400),
         ("?limit=5000", 400),

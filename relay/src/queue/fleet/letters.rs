@@ -137,15 +137,20 @@ impl Shared {
                 .filter(|c| c.destination == name)
                 .map(|c| c.entry.as_str());
             let want = limit.saturating_sub(page.lines.len());
-            let got = lane
+            // One more than the page takes: whether more follow (a full
+            // page asks the next destinations for one).
+            let mut got = lane
                 .queue
-                .dead_letters(after, want)
+                .dead_letters(after, want + 1)
                 .await
                 .map_err(|e| e.to_string())?;
+            if got.len() > want {
+                got.truncate(want);
+                page.more = true;
+            }
             if let Some(last) = got.last() {
                 page.next = Some(Cursor::text(&name, &last.entry));
             }
-            page.more = got.len() == want;
             page.lines.extend(got.into_iter().map(|d| shown(&name, d)));
             if page.more {
                 break;
