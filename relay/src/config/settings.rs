@@ -130,9 +130,10 @@ declare_settings! {
     /// every copy has ended, e.g. 7days; a copy still on its way keeps
     /// its event. The local engine sweeps at start and once a minute.
     event_retention: Duration = "7days";
-    /// The most bytes the events store holds: past it, the oldest ended
-    /// events go first (only until it is under the bound), whatever
-    /// event_retention says.
+    /// The most bytes the events store holds live: past it, the oldest
+    /// ended events go first (only until it is under the bound), whatever
+    /// event_retention says. Its file may hold twice that and 8 MiB more
+    /// before it is rewritten.
     event_retention_bytes: u64 = "1073741824";
     /// How many of the busiest destinations /metrics names in
     /// dripfeed_relay_busiest (by webhooks held, and by failed attempts),
