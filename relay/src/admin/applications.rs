@@ -236,10 +236,10 @@ pub(crate) async fn put(
             Vec::new(),
         );
     }
-    let app_record = App {
-        description: given.description,
-        since: admin.queue.events().fresh_since(&app).await,
-    };
+    let app_record = App::new(
+        given.description,
+        admin.queue.events().fresh_since(&app).await,
+    );
     match admin.queue.events().put_app(&app, app_record, &pre).await {
         Ok((made, kept)) => {
             let status = if made {

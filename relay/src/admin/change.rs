@@ -302,10 +302,7 @@ pub(crate) async fn put_as(
         && make == MakeApp::Yes
         && admin.catalog.app(app).is_none()
     {
-        let made = crate::catalog::App {
-            description: None,
-            since: admin.queue.events().fresh_since(app).await,
-        };
+        let made = crate::catalog::App::new(None, admin.queue.events().fresh_since(app).await);
         let any = crate::catalog::edit::Precondition::default();
         if let Err(refused) = admin.queue.events().put_app(app, made, &any).await {
             return super::change_answers::refusal(refused);

@@ -115,6 +115,12 @@ pub(crate) struct App {
     /// configuration, or before this was kept).
     #[serde(default, skip_serializing_if = "is_zero")]
     pub since: u64,
+    /// Which making of the name it is (drawn at random when the admin API
+    /// makes it, kept when it is replaced; 0: configured): one made again
+    /// under the name has another `ETag`, so an `If-Match` read before the
+    /// deletion no longer holds.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub made: u64,
 }
 
 fn is_zero(n: &u64) -> bool {
@@ -122,11 +128,22 @@ fn is_zero(n: &u64) -> bool {
 }
 
 impl App {
-    /// `app` as made now (its `since` as given), or as a replacement of
-    /// `was` (`was`'s kept).
+    /// An application made now through the admin API, described by
+    /// `description`, its first own event id `since`.
+    pub(crate) fn new(description: Option<String>, since: u64) -> App {
+        App {
+            description,
+            since,
+            made: fastrand::u64(1..),
+        }
+    }
+
+    /// `app` as made now (its `since` and `made` as given), or as a
+    /// replacement of `was` (`was`'s kept).
     pub(crate) fn made_over(mut self, was: Option<&App>) -> App {
         if let Some(was) = was {
             self.since = was.since;
+            self.made = was.made;
         }
         self
     }

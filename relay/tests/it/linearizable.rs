@@ -392,6 +392,16 @@ async fn applications_are_conditional(relay: &Relay) {
     assert_eq!(deleted.status, 200, "{}", deleted.body);
     let gone = admin(relay, reqwest::Method::DELETE, path, None, &now).await;
     assert_eq!(gone.status, 412, "its tag no longer holds: {}", gone.body);
+    // Made again with the same body: another making, another tag.
+    let again = admin(relay, reqwest::Method::PUT, path, body("b"), &[]).await;
+    assert_eq!(again.status, 201, "{}", again.body);
+    assert_ne!(again.etag.as_deref(), Some(second.as_str()));
+    let stale = admin(relay, reqwest::Method::DELETE, path, None, &now).await;
+    assert_eq!(
+        stale.status, 412,
+        "a tag of the deleted one: {}",
+        stale.body
+    );
 }
 
 /// `rounds` of an endpoint's `PUT` on `b` racing its application's
@@ -513,4 +523,50 @@ async fn across_a_fleet_an_endpoint_never_outlives_its_application() {
     let b = Relay::start_with(&node("b"), &[]).await;
     applications_are_conditional(&a).await;
     endpoints_go_with_their_application(&a, &b, 20).await;
+
+    // A deletion cut short (its relay died after the mark): a relay that
+    // starts then sees the application as being deleted too (before, it
+    // showed it live, from its endpoint), and a DELETE of it ends it.
+    let app = "/v1/applications/cut";
+    assert_eq!(
+        admin(&a, reqwest::Method::PUT, app, None, &[]).await.status,
+        201
+    );
+    let ep = serde_json::json!({"url": "http://127.0.0.1:9/h"});
+    let made = admin(
+        &a,
+        reqwest::Method::PUT,
+        &format!("{app}/endpoints/cut-ep"),
+        Some(ep),
+        &[],
+    )
+    .await;
+    assert_eq!(made.status, 201, "{}", made.body);
+    redis.cli(&[
+        "HSET",
+        "dripfeed:map:{webhook_relay:destinations}",
+        "app:cut",
+        "\"app_deleting\"",
+    ]);
+    let c = Relay::start_with(&node("c"), &[]).await;
+    let shown = admin(&c, reqwest::Method::GET, app, None, &[]).await;
+    assert_eq!(
+        shown.status, 404,
+        "a relay started meanwhile: {}",
+        shown.body
+    );
+    let again = admin(&c, reqwest::Method::PUT, app, None, &[]).await;
+    assert_eq!(again.status, 409, "{}", again.body);
+    let ended = admin(&c, reqwest::Method::DELETE, app, None, &[]).await;
+    assert_eq!(
+        (ended.status, &ended.body["endpoints"]),
+        (200, &serde_json::json!(1)),
+        "{}",
+        ended.body
+    );
+    let gone = eventually(Duration::from_secs(10), || async {
+        get(&a, "cut-ep").await.status == 404 && get(&c, "cut-ep").await.status == 404
+    })
+    .await;
+    assert!(gone, "its endpoint went with it");
 }

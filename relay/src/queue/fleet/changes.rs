@@ -568,6 +568,7 @@ mod tests {
         let app = Change::App(crate::catalog::App {
             description: Some("shop".into()),
             since: 0,
+            made: 0,
         })
         .text();
         assert_eq!(app, "{\"app\":{\"description\":\"shop\"}}");
