@@ -83,6 +83,11 @@ impl EndedSet {
         self.by_id.get(&id)
     }
 
+    /// The webhook `id` if it is remembered, to fill in.
+    pub(crate) fn get_mut(&mut self, id: u64) -> Option<&mut Ended> {
+        self.by_id.get_mut(&id)
+    }
+
     /// Forgets what ended longer than the retention before `now`.
     pub(crate) fn forget_expired(&mut self, now: u64) {
         let keep = u64::try_from(self.retention.as_millis()).unwrap_or(u64::MAX);

@@ -215,14 +215,24 @@ impl Registry {
         let tenant = books.names.tenant(tenant);
         let destination = books.names.destination(destination);
         if let Some((mut rec, ended)) = books.unowned.take(id) {
-            // It ended before intake got here: named now, and kept.
+            // It ended, with no attempt, before intake got here: named
+            // now, and kept.
             own(&mut rec, tenant, destination, received);
             self.persist(&books.names, id, &rec, ended);
             books.ended.insert(id, rec, ended);
             return;
         }
+        if let Some(e) = books.ended.get_mut(id) {
+            // Its delivery (its first attempt named it) ended before intake
+            // got here: whatever it did not know is filled in.
+            if own(&mut e.rec, tenant, destination, received) {
+                let (rec, at) = (e.rec.clone(), e.ended_unix_ms);
+                self.persist(&books.names, id, &rec, at);
+            }
+            return;
+        }
         let r = books.held.entry(id).or_default();
-        own(r, tenant, destination, received);
+        let _ = own(r, tenant, destination, received);
     }
 
     /// The set's job `id` (public id `public`) was recovered from the
@@ -329,7 +339,7 @@ impl Books {
             self.aliases.insert(public, id);
         }
         let r = self.held.entry(id).or_default();
-        own(r, tenant, destination, received);
+        let _ = own(r, tenant, destination, received);
         if public != id {
             r.public = public;
         }
@@ -337,8 +347,9 @@ impl Books {
     }
 }
 
-/// Fills what a record does not know yet.
-fn own(r: &mut Rec, tenant: u16, destination: u32, received: u64) {
+/// Fills what a record does not know yet: whether it knew less.
+fn own(r: &mut Rec, tenant: u16, destination: u32, received: u64) -> bool {
+    let before = (r.tenant, r.destination, r.received_ms);
     if r.tenant == 0 {
         r.tenant = tenant;
     }
@@ -348,6 +359,7 @@ fn own(r: &mut Rec, tenant: u16, destination: u32, received: u64) {
     if r.received_ms == 0 {
         r.received_ms = received;
     }
+    before != (r.tenant, r.destination, r.received_ms)
 }
 
 impl DrainHook for Registry {
@@ -453,6 +465,17 @@ mod tests {
         let s = r.find(9, unix_ms()).unwrap().status;
         assert_eq!(s.tenant.as_deref(), Some("acme"));
         assert_eq!(s.state, State::Delivered);
+        assert_eq!(r.counts().0, 0, "no held entry left behind");
+        // Delivered, its attempt started, before intake named it.
+        let dest: Arc<str> = Arc::from("billing");
+        r.started(Attempt::new(12, 1), 12, None, &dest, 1);
+        r.job_ended(12, Outcome::Delivered);
+        r.queued(12, Some("acme"), &dest, 1);
+        let s = r.find(12, unix_ms()).unwrap().status;
+        assert_eq!(
+            (s.state, s.tenant.as_deref()),
+            (State::Delivered, Some("acme"))
+        );
         assert_eq!(r.counts().0, 0, "no held entry left behind");
     }
 

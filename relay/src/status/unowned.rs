@@ -1,6 +1,7 @@
 //! Jobs that ended with no record: an event's copy (its statuses are its
-//! event's, not a webhook's) or a webhook that ended before intake named
-//! it (its delivery was that quick). Kept aside, briefly and in bounded
+//! event's, not a webhook's) or a webhook that ended, with no attempt
+//! (expired, evicted), before intake named it (one whose attempt started
+//! has a record, from its delivery). Kept aside, briefly and in bounded
 //! memory, for intake to own: a copy never becomes a webhook status (one
 //! per copy filled the ended statuses, and their file, at every fan-out).
 
