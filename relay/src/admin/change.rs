@@ -303,9 +303,13 @@ pub(crate) async fn put_as(
         && admin.catalog.app(app).is_none()
     {
         let made = crate::catalog::App::new(None, admin.queue.events().fresh_since(app).await);
-        let any = crate::catalog::edit::Precondition::default();
-        if let Err(refused) = admin.queue.events().put_app(app, made, &any).await {
-            return super::change_answers::refusal(refused);
+        // Only if it is still not made (one made by its own PUT meanwhile
+        // is kept as that PUT made it).
+        let absent = crate::catalog::edit::Precondition::absent();
+        match admin.queue.events().put_app(app, made, &absent).await {
+            Ok(_) => {}
+            Err(refused) if refused.status == 412 => {}
+            Err(refused) => return super::change_answers::refusal(refused),
         }
     }
     let edit = Edit::Replace(Replacement {

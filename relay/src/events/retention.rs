@@ -15,13 +15,17 @@ pub(crate) const EVERY: Duration = Duration::from_secs(60);
 /// The most events one sweep looks at.
 const MOST: usize = 1_000;
 
+/// The events the first sweep over the byte bound looks at.
+const FIRST: usize = 8;
+
 /// How many of the oldest events the next sweep over the byte bound looks
-/// at: as many as the excess `over` is worth at the bytes an event freed
-/// in the last sweep (`freed` by `swept` events), at least one; a few
-/// while nothing is known yet.
-pub(crate) fn next_step(freed: u64, swept: usize, over: u64) -> usize {
+/// at, after one that looked at `last`: as many as the excess `over` is
+/// worth at the bytes an event freed (`freed` by `swept` events), at least
+/// one; twice as many as the last when it freed nothing (the oldest still
+/// on their way), so a walk past them takes few writes.
+pub(crate) fn next_step(last: usize, freed: u64, swept: usize, over: u64) -> usize {
     if swept == 0 || freed == 0 {
-        return 8;
+        return last.saturating_mul(2).clamp(FIRST, MOST);
     }
     let each = (freed / swept as u64).max(1);
     usize::try_from(over.div_ceil(each))
@@ -67,7 +71,7 @@ async fn once(store: &EventStore, retention: Duration, max_bytes: u64, now: u64)
         }
     }
     // Over its bytes: the oldest ended ones, a step at a time.
-    let (mut from, mut step) = (Some(0), next_step(0, 0, 0));
+    let (mut from, mut step) = (Some(0), FIRST);
     let Ok(mut held) = store.stored_bytes().await else {
         return swept;
     };
@@ -81,7 +85,12 @@ async fn once(store: &EventStore, retention: Duration, max_bytes: u64, now: u64)
             break;
         };
         (swept, from) = (swept + n, next);
-        step = next_step(held.saturating_sub(now), n, now.saturating_sub(max_bytes));
+        step = next_step(
+            step,
+            held.saturating_sub(now),
+            n,
+            now.saturating_sub(max_bytes),
+        );
         held = now;
     }
     swept
@@ -93,14 +102,15 @@ mod tests {
 
     #[test]
     fn a_step_is_what_the_excess_is_worth() {
-        // Nothing known: a few.
-        assert_eq!(next_step(0, 0, 1_000_000), 8);
-        assert_eq!(next_step(0, 5, 1_000_000), 8);
+        // Nothing freed: twice the last, within bounds.
+        assert_eq!(next_step(8, 0, 0, 1_000_000), 16);
+        assert_eq!(next_step(600, 0, 5, 1_000_000), 1_000);
+        assert_eq!(next_step(1, 0, 0, 1), FIRST);
         // 1,000 bytes an event, 2,500 over: three more.
-        assert_eq!(next_step(8_000, 8, 2_500), 3);
+        assert_eq!(next_step(8, 8_000, 8, 2_500), 3);
         // Just over: one.
-        assert_eq!(next_step(8_000, 8, 1), 1);
+        assert_eq!(next_step(8, 8_000, 8, 1), 1);
         // Far over: at most a thousand.
-        assert_eq!(next_step(8_000, 8, u64::MAX), 1_000);
+        assert_eq!(next_step(8, 8_000, 8, u64::MAX), 1_000);
     }
 }

@@ -226,7 +226,7 @@ impl Registry {
             // Its delivery (its first attempt named it) ended before intake
             // got here: whatever it did not know is filled in.
             if own(&mut e.rec, tenant, destination, received) {
-                let (rec, at) = (e.rec.clone(), e.ended_unix_ms);
+                let (rec, at) = (e.rec, e.ended_unix_ms);
                 self.persist(&books.names, id, &rec, at);
             }
             return;

@@ -230,10 +230,10 @@ impl Kv {
             let whole = reader.read_exact(&mut head).is_ok() && {
                 let len = u64::from(u32::from_le_bytes([head[0], head[1], head[2], head[3]]));
                 let crc = u32::from_le_bytes([head[4], head[5], head[6], head[7]]);
-                let mut body = vec![0u8; len.min(MAX_FRAME) as usize];
-                len < MAX_FRAME
-                    && pos + 8 + len <= size
-                    && reader.read_exact(&mut body).is_ok()
+                // Its length checked before its body is taken in.
+                let fits = len < MAX_FRAME && pos + 8 + len <= size;
+                let mut body = vec![0u8; if fits { len as usize } else { 0 }];
+                fits && reader.read_exact(&mut body).is_ok()
                     && crc32fast::hash(&body) == crc
                     && replay(&mut inner, &body, pos).is_some()
             };
@@ -246,8 +246,15 @@ impl Kv {
                         path.display()
                     ));
                 }
-                let kept = keep_cut(path, &file, pos, size);
-                tracing::warn!(file = %path.display(), at = pos, dropped = size - pos, kept = %kept, "a torn or damaged last write is cut off");
+                // Kept beside it, or nothing is cut.
+                let kept = keep_cut(path, &file, pos, size).map_err(|e| {
+                    format!(
+                        "{}: a torn last write (from byte {pos}) cannot be kept aside before it \
+                         is cut, so nothing is cut: {e}",
+                        path.display()
+                    )
+                })?;
+                tracing::warn!(file = %path.display(), at = pos, dropped = size - pos, kept = %kept.display(), "a torn or damaged last write is cut off");
                 file.set_len(pos).map_err(|e| at(&e))?;
                 file.sync_all().map_err(|e| at(&e))?;
                 break;
@@ -568,45 +575,86 @@ fn rewrite(inner: &mut Inner) -> Result<(), String> {
     Ok(())
 }
 
-/// Where the frame that does not read at `pos` says it ends, if a whole
-/// frame (its length and checksum good) starts there: then it is damage
-/// with writes after it, not a torn last write.
+/// How far past a frame that does not read a whole one is looked for
+/// (its length may be what was damaged), and the longest frame looked for
+/// there: a commit's frame is most often far smaller (a rewrite's at most
+/// [`REWRITE_FRAME`]).
+const RESYNC_SPAN: u64 = REWRITE_FRAME as u64 + 8;
+
+/// Where a whole frame (its length and checksum good, not empty) starts
+/// after the frame at `pos` that does not read, within [`RESYNC_SPAN`] of
+/// where that one's length says it ends: then it is damage with writes
+/// after it, not a torn last write. A frame whose length runs past the
+/// file's end is a torn last write (the crash cut its body): nothing is
+/// looked for inside it (a webhook's body could hold bytes shaped like a
+/// frame), nor inside a frame that fits (its body, partly written, could
+/// too); only a length too large for any frame is looked past at once.
 fn whole_frame_after(file: &File, pos: u64, size: u64) -> Option<u64> {
-    let frame_at = |at: u64| -> Option<(u64, u32)> {
+    // A frame of any length where the damaged one says it ends; past it,
+    // one no longer than a commit writes (each checked costs its length).
+    let whole_at = |at: u64, most: u64| -> bool {
         let mut head = [0u8; 8];
-        file.read_exact_at(&mut head, at).ok()?;
+        if file.read_exact_at(&mut head, at).is_err() {
+            return false;
+        }
         let len = u64::from(u32::from_le_bytes([head[0], head[1], head[2], head[3]]));
         let crc = u32::from_le_bytes([head[4], head[5], head[6], head[7]]);
-        (len < MAX_FRAME && at + 8 + len <= size).then_some((len, crc))
+        len > 0 && len < most && at + 8 + len <= size && crc_of(file, at + 8, len) == Some(crc)
     };
-    let (len, _) = frame_at(pos)?;
-    let next = pos + 8 + len;
-    let (next_len, crc) = frame_at(next)?;
-    let mut body = vec![0u8; next_len as usize];
-    file.read_exact_at(&mut body, next + 8).ok()?;
-    (next_len > 0 && crc32fast::hash(&body) == crc).then_some(next)
+    let mut head = [0u8; 4];
+    file.read_exact_at(&mut head, pos).ok()?;
+    let len = u64::from(u32::from_le_bytes(head));
+    let from = match len {
+        len if len >= MAX_FRAME => pos + 1,
+        len if pos + 8 + len > size => return None,
+        len => pos + 8 + len,
+    };
+    let end = size.saturating_sub(8).min(from.saturating_add(RESYNC_SPAN));
+    (from..=end).find(|&at| whole_at(at, if at == from { MAX_FRAME } else { RESYNC_SPAN }))
+}
+
+/// The crc32 of `len` bytes of `file` at `at`, read a piece at a time.
+fn crc_of(file: &File, mut at: u64, len: u64) -> Option<u32> {
+    let mut hasher = crc32fast::Hasher::new();
+    let mut buf = vec![0u8; len.min(64 << 10) as usize];
+    let end = at + len;
+    while at < end {
+        let n = (end - at).min(buf.len() as u64) as usize;
+        file.read_exact_at(&mut buf[..n], at).ok()?;
+        hasher.update(&buf[..n]);
+        at += n as u64;
+    }
+    Some(hasher.finalize())
 }
 
 /// Copies the bytes a cut drops (`pos` to `size` of `file`) beside `path`,
-/// owner-only: where they went, or why they could not be kept.
-fn keep_cut(path: &Path, file: &File, pos: u64, size: u64) -> String {
-    let to = PathBuf::from(format!("{}.cut-at-{pos}", path.display()));
-    let mut bytes = vec![
-        0u8;
-        usize::try_from(size - pos)
-            .unwrap_or(0)
-            .min(MAX_FRAME as usize)
-    ];
+/// owner-only, in a file of its own (`NAME.cut-at-POS`, or `.N` after it
+/// when that is taken): where they went.
+fn keep_cut(path: &Path, file: &File, pos: u64, size: u64) -> std::io::Result<PathBuf> {
     let mut options = OpenOptions::new();
-    options.write(true).create(true).truncate(true);
-    let kept = file
-        .read_exact_at(&mut bytes, pos)
-        .and_then(|()| crate::util::private::open(&options, &to))
-        .and_then(|mut out| out.write_all(&bytes).and_then(|()| out.sync_all()));
-    match kept {
-        Ok(()) => to.display().to_string(),
-        Err(e) => format!("not kept ({}: {e})", to.display()),
+    options.write(true).create_new(true);
+    let base = format!("{}.cut-at-{pos}", path.display());
+    let (to, mut out) = (0..100)
+        .map(|n| match n {
+            0 => PathBuf::from(&base),
+            n => PathBuf::from(format!("{base}.{n}")),
+        })
+        .find_map(|to| {
+            crate::util::private::open(&options, &to)
+                .ok()
+                .map(|f| (to, f))
+        })
+        .ok_or_else(|| std::io::Error::other(format!("{base}: no free name")))?;
+    let mut buf = vec![0u8; 1 << 20];
+    let mut at = pos;
+    while at < size {
+        let n = (size - at).min(buf.len() as u64) as usize;
+        file.read_exact_at(&mut buf[..n], at)?;
+        out.write_all(&buf[..n])?;
+        at += n as u64;
     }
+    out.sync_all()?;
+    Ok(to)
 }
 
 #[cfg(test)]
@@ -750,10 +798,53 @@ mod tests {
         let refused = Kv::open(&path, 1).err().expect("refused");
         assert!(refused.contains("damaged at byte 0"), "{refused}");
         assert_eq!(std::fs::read(&path).unwrap(), bytes, "nothing cut");
+        // Its length damaged, shorter or past any frame: the same.
+        for (at, value) in [(0, 5u8), (3, 0x7f)] {
+            let mut bytes = before.clone();
+            bytes[at] = value;
+            std::fs::write(&path, &bytes).unwrap();
+            let refused = Kv::open(&path, 1).err().expect("refused");
+            assert!(refused.contains("damaged at byte 0"), "{refused}");
+        }
         // Put back, it opens whole.
         std::fs::write(&path, &before).unwrap();
         let kv = Kv::open(&path, 1).unwrap();
         assert_eq!(kv.read().range(0, b"", None).count(), 3);
+        let _ = std::fs::remove_dir_all(d);
+    }
+
+    #[test]
+    fn a_frame_shaped_value_in_a_torn_last_write_is_no_frame() {
+        let d = dir("forged");
+        let path = d.join("s.kv");
+        // A value holding the bytes of a whole frame, as a webhook's body
+        // could.
+        let body = [1u8; 40];
+        let mut forged = Vec::new();
+        forged.extend_from_slice(&(body.len() as u32).to_le_bytes());
+        forged.extend_from_slice(&crc32fast::hash(&body).to_le_bytes());
+        forged.extend_from_slice(&body);
+        forged.extend_from_slice(&[0u8; 200]);
+        {
+            let kv = Kv::open(&path, 1).unwrap();
+            let mut tx = kv.write();
+            tx.insert(0, b"a", b"first");
+            tx.commit(true).unwrap();
+            let mut tx = kv.write();
+            tx.insert(0, b"b", &forged);
+            tx.commit(true).unwrap();
+        }
+        // Torn after the forged frame, inside the value.
+        let len = std::fs::metadata(&path).unwrap().len();
+        let f = OpenOptions::new().write(true).open(&path).unwrap();
+        f.set_len(len - 100).unwrap();
+        drop(f);
+        let kv = Kv::open(&path, 1).expect("a torn last write, cut");
+        assert_eq!(
+            kv.read().get(0, b"a").unwrap().as_deref(),
+            Some(&b"first"[..])
+        );
+        assert_eq!(kv.read().get(0, b"b").unwrap(), None);
         let _ = std::fs::remove_dir_all(d);
     }
 

@@ -45,6 +45,16 @@ fn unreachable(e: String) -> ChangeRefused {
     )
 }
 
+/// 409: an application made again while this relay was deleting it.
+fn app_changed() -> ChangeRefused {
+    ChangeRefused::new(
+        409,
+        "application-changed",
+        "the application was made again while this deletion went on (another relay ended it): \
+         its deletion stops here, the endpoints made since kept",
+    )
+}
+
 fn changed_meanwhile() -> ChangeRefused {
     ChangeRefused::new(
         409,
@@ -238,21 +248,30 @@ pub(crate) async fn delete(
     delete_for(q, name, pre, None).await
 }
 
-/// The fleet's deletion of `name`, its rest dead-lettered for `reason`
-/// (`None`: `destination-deleted`).
+/// The fleet's deletion of `name`; with `app`, as an endpoint of
+/// application `app` being deleted (its rest dead-lettered as
+/// `application-deleted`, else `destination-deleted`): only if it is one
+/// of `app`'s (else 404) and only while `app` is marked as being deleted
+/// (checked in the write: one made again meanwhile keeps its endpoints).
 pub(crate) async fn delete_for(
     q: &FleetQueue,
     name: &str,
     pre: &Precondition,
-    reason: Option<&str>,
+    app: Option<&str>,
 ) -> Result<Deleting, ChangeRefused> {
     let fleet = &q.changes;
     let _turn = turn(q, fleet).await?;
+    let reason = app.map(|_| "application-deleted");
+    let (mark, marked) = (Change::AppDeleting.text(), app.map(app_entry));
+    let guard = marked.as_deref().map(|entry| (entry, Some(mark.as_str())));
     for _ in 0..ATTEMPTS {
         let (raw, now) = read(q, name).await?;
         let Now::Here(current) = now else {
             return Err(ChangeRefused::unknown());
         };
+        if app.is_some() && current.application.as_deref() != app {
+            return Err(ChangeRefused::unknown()); // made again elsewhere
+        }
         if !pre.holds(Some(&etag(&current))) {
             return Err(ChangeRefused::precondition());
         }
@@ -265,9 +284,17 @@ pub(crate) async fn delete_for(
             until_unix_ms: until,
             reason: reason.map(str::to_owned),
         };
-        match fleet.write(name, &gone, raw.as_deref()).await {
+        match fleet.write_both(name, &gone, raw.as_deref(), guard).await {
             Ok(true) => {}
-            Ok(false) => continue,
+            Ok(false) => {
+                if let Some(entry) = &marked {
+                    let (_, now) = fleet.read(entry).await.map_err(unreachable)?;
+                    if !matches!(now, Some(Change::AppDeleting)) {
+                        return Err(app_changed());
+                    }
+                }
+                continue;
+            }
             Err(e) => return Err(unreachable(e)),
         }
         tracing::info!(destination = %name, held, "destination deleted through the admin API, for the fleet");
@@ -322,20 +349,24 @@ pub(crate) async fn delete_app(
     pre: &Precondition,
 ) -> Result<usize, ChangeRefused> {
     write_app(q, name, &Change::AppDeleting, pre).await?;
-    // Every endpoint written before the mark, applied here.
+    // Every endpoint written before the mark, applied here (all the map
+    // holds, or 503: the mark stays, and a DELETE again goes on).
     let endpoints = {
         let _turn = turn(q, &q.changes).await?;
+        q.changes.catch_up_or_say().await.map_err(unreachable)?;
         q.catalog.endpoints_of(name)
     };
     let mut deleted = 0;
     for endpoint in endpoints {
         let pre = Precondition::default();
-        match delete_for(q, &endpoint, &pre, Some("application-deleted")).await {
+        match delete_for(q, &endpoint, &pre, Some(name)).await {
             Ok(_) => deleted += 1,
             Err(e) if e.status == 404 => {}
             Err(e) => return Err(e),
         }
     }
+    // Forgotten only while still marked (another relay may have ended
+    // the deletion, and the application been made again since).
     write_app(q, name, &Change::AppDeleted, &Precondition::default()).await?;
     Ok(deleted)
 }
@@ -377,6 +408,8 @@ async fn write_app(
             Change::AppDeleting if was.is_none() && !deleting => {
                 return Err(ChangeRefused::unknown_application());
             }
+            // Its deletion ended by another relay meanwhile: nothing to do.
+            Change::AppDeleted if !deleting => return Ok((false, None)),
             _ => {}
         }
         let made = was.is_none();

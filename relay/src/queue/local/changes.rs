@@ -258,13 +258,6 @@ impl Changes {
             });
         }
         let fields = resolve(name, current.as_ref(), edit, pre)?;
-        // An endpoint only of an application that exists (not one deleted
-        // while this change waited for its lock).
-        if let Some(a) = &fields.application
-            && catalog.app(a).is_none()
-        {
-            return Err(ChangeRefused::unknown_application());
-        }
         if let Some(now) = &current
             && now.application != fields.application
         {
@@ -274,6 +267,13 @@ impl Changes {
                 "application: it cannot be changed (delete the endpoint and make it under the \
                  other application): its events' history stays its application's",
             ));
+        }
+        // An endpoint only of an application that exists (not one deleted
+        // while this change waited for its lock).
+        if let Some(a) = &fields.application
+            && catalog.app(a).is_none()
+        {
+            return Err(ChangeRefused::unknown_application());
         }
         let _making = self.may_make(
             catalog,
