@@ -281,9 +281,9 @@ pub(crate) struct ApplicationDeleted {
         (status = 403, description = "Without an admin token, a request that names the listener by a host name other than localhost (not-local: DNS rebinding).", body = Problem, content_type = "application/problem+json"),
         (status = 404, description = "No application of that name.", body = Problem, content_type = "application/problem+json"),
         (status = 400, description = "An If-Match that does not read.", body = Problem, content_type = "application/problem+json"),
-        (status = 409, description = "The relay has no registry (no_journal without state_dir).", body = Problem, content_type = "application/problem+json"),
+        (status = 409, description = "The relay has no registry (no_journal without state_dir), or (with queue = redis) the application was made again while this deletion went on (application-changed: another relay ended it first).", body = Problem, content_type = "application/problem+json"),
         (status = 412, description = "If-Match does not hold: it was changed, made again or deleted meanwhile (nothing deleted).", body = Problem, content_type = "application/problem+json"),
-        (status = 503, description = "The registry cannot be written, the relay is shutting down, or the listener serves its most connections.", body = Problem, content_type = "application/problem+json"),
+        (status = 503, description = "The registry (with queue = redis: Redis) cannot be written or read whole (a fleet's deletion stays marked: DELETE it again), the relay is shutting down, or the listener serves its most connections.", body = Problem, content_type = "application/problem+json"),
     ))]
 pub(crate) async fn delete(
     State(admin): State<Arc<Admin>>,

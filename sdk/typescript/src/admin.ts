@@ -1526,7 +1526,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description The relay has no registry (no_journal without state_dir). */
+            /** @description The relay has no registry (no_journal without state_dir), or (with queue = redis) the application was made again while this deletion went on (application-changed: another relay ended it first). */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -1544,7 +1544,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description The registry cannot be written, the relay is shutting down, or the listener serves its most connections. */
+            /** @description The registry (with queue = redis: Redis) cannot be written or read whole (a fleet's deletion stays marked: DELETE it again), the relay is shutting down, or the listener serves its most connections. */
             503: {
                 headers: {
                     [name: string]: unknown;
