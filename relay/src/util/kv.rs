@@ -6,9 +6,10 @@
 //! removals) and, when durable, fsyncs it before it answers: a crash keeps
 //! whole transactions or none (a torn last frame is cut off at the next
 //! open, the bytes cut kept beside the file as `NAME.cut-at-OFFSET`). A
-//! frame that does not read with a whole one after it is damage, not a
-//! crash: the store refuses to open, naming the file and the offset, and
-//! cuts nothing (skipping one transaction could bring back what it removed).
+//! frame that does not read with whole ones after it, running to the
+//! file's end, is damage, not a crash: the store refuses to open, naming
+//! the file and the offset, and cuts nothing (skipping one transaction
+//! could bring back what it removed).
 //! When the file holds more than twice what is live (plus 8 MiB),
 //! a commit rewrites the live entries to a new file and renames it over
 //! the old one. The file is owner-only and locked for as long as the
@@ -581,36 +582,64 @@ fn rewrite(inner: &mut Inner) -> Result<(), String> {
 /// [`REWRITE_FRAME`]).
 const RESYNC_SPAN: u64 = REWRITE_FRAME as u64 + 8;
 
-/// Where a whole frame (its length and checksum good, not empty) starts
-/// after the frame at `pos` that does not read, within [`RESYNC_SPAN`] of
-/// where that one's length says it ends: then it is damage with writes
-/// after it, not a torn last write. A frame whose length runs past the
-/// file's end is a torn last write (the crash cut its body): nothing is
-/// looked for inside it (a webhook's body could hold bytes shaped like a
-/// frame), nor inside a frame that fits (its body, partly written, could
-/// too); only a length too large for any frame is looked past at once.
+/// Where whole frames begin after the frame at `pos` that does not read
+/// and run back to back to the file's very end: then that frame is damage
+/// with writes after it, not a torn last write. They are looked for where
+/// its length says it ends, and from its body on within [`RESYNC_SPAN`]
+/// (its length may be what was damaged, longer or shorter). A torn last
+/// write has nothing after it: bytes inside it shaped like frames (a
+/// webhook's body could hold some) would have to end exactly where the
+/// crash cut the write to count.
 fn whole_frame_after(file: &File, pos: u64, size: u64) -> Option<u64> {
-    // A frame of any length where the damaged one says it ends; past it,
-    // one no longer than a commit writes (each checked costs its length).
-    let whole_at = |at: u64, most: u64| -> bool {
-        let mut head = [0u8; 8];
-        if file.read_exact_at(&mut head, at).is_err() {
-            return false;
-        }
-        let len = u64::from(u32::from_le_bytes([head[0], head[1], head[2], head[3]]));
-        let crc = u32::from_le_bytes([head[4], head[5], head[6], head[7]]);
-        len > 0 && len < most && at + 8 + len <= size && crc_of(file, at + 8, len) == Some(crc)
-    };
     let mut head = [0u8; 4];
     file.read_exact_at(&mut head, pos).ok()?;
-    let len = u64::from(u32::from_le_bytes(head));
-    let from = match len {
-        len if len >= MAX_FRAME => pos + 1,
-        len if pos + 8 + len > size => return None,
-        len => pos + 8 + len,
-    };
-    let end = size.saturating_sub(8).min(from.saturating_add(RESYNC_SPAN));
-    (from..=end).find(|&at| whole_at(at, if at == from { MAX_FRAME } else { RESYNC_SPAN }))
+    let declared = pos + 8 + u64::from(u32::from_le_bytes(head));
+    if declared < size
+        && frame_len(file, declared, size, MAX_FRAME).is_some_and(|len| len > 0)
+        && runs_to_end(file, declared, size)
+    {
+        return Some(declared);
+    }
+    // The window read once; a candidate's body only when its length could
+    // be a commit's (no longer than one most often is).
+    let from = pos + 8;
+    let end = size.min(from.saturating_add(RESYNC_SPAN + 8));
+    let mut window = vec![0u8; usize::try_from(end.saturating_sub(from)).ok()?];
+    file.read_exact_at(&mut window, from).ok()?;
+    (0..window.len().saturating_sub(7)).find_map(|o| {
+        let len = u64::from(u32::from_le_bytes([
+            window[o],
+            window[o + 1],
+            window[o + 2],
+            window[o + 3],
+        ]));
+        let at = from + o as u64;
+        let could = len > 0 && len < RESYNC_SPAN && at + 8 + len <= size && at != declared;
+        (could && frame_len(file, at, size, RESYNC_SPAN).is_some() && runs_to_end(file, at, size))
+            .then_some(at)
+    })
+}
+
+/// The body length of a whole frame at `at` (its length under `most` and
+/// within the file, its checksum good).
+fn frame_len(file: &File, at: u64, size: u64, most: u64) -> Option<u64> {
+    let mut head = [0u8; 8];
+    file.read_exact_at(&mut head, at).ok()?;
+    let len = u64::from(u32::from_le_bytes([head[0], head[1], head[2], head[3]]));
+    let crc = u32::from_le_bytes([head[4], head[5], head[6], head[7]]);
+    (len < most && at + 8 + len <= size && crc_of(file, at + 8, len) == Some(crc)).then_some(len)
+}
+
+/// Whether whole frames, none empty (zeros a crash left are no frames),
+/// run from `at` back to back to exactly `size`.
+fn runs_to_end(file: &File, mut at: u64, size: u64) -> bool {
+    while at < size {
+        match frame_len(file, at, size, MAX_FRAME) {
+            Some(len) if len > 0 => at += 8 + len,
+            _ => return false,
+        }
+    }
+    at == size
 }
 
 /// The crc32 of `len` bytes of `file` at `at`, read a piece at a time.
@@ -798,8 +827,10 @@ mod tests {
         let refused = Kv::open(&path, 1).err().expect("refused");
         assert!(refused.contains("damaged at byte 0"), "{refused}");
         assert_eq!(std::fs::read(&path).unwrap(), bytes, "nothing cut");
-        // Its length damaged, shorter or past any frame: the same.
-        for (at, value) in [(0, 5u8), (3, 0x7f)] {
+        // Its length damaged, shorter, longer by one, past the file's end
+        // or past any frame: the same.
+        let first = before[0];
+        for (at, value) in [(0, 5u8), (0, first + 1), (2, 0xff), (3, 0x7f)] {
             let mut bytes = before.clone();
             bytes[at] = value;
             std::fs::write(&path, &bytes).unwrap();
