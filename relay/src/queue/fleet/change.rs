@@ -349,12 +349,23 @@ pub(crate) async fn delete_app(
     pre: &Precondition,
 ) -> Result<usize, ChangeRefused> {
     write_app(q, name, &Change::AppDeleting, pre).await?;
-    // Every endpoint written before the mark, applied here (all the map
-    // holds, or 503: the mark stays, and a DELETE again goes on).
-    let endpoints = {
+    // Every endpoint written before the mark: those applied here and
+    // those the map holds (one this relay refused to apply too), or 503:
+    // the mark stays, and a DELETE again goes on.
+    let endpoints: std::collections::BTreeSet<String> = {
         let _turn = turn(q, &q.changes).await?;
         q.changes.catch_up_or_say().await.map_err(unreachable)?;
-        q.catalog.endpoints_of(name)
+        let in_map = q
+            .changes
+            .endpoints_in_map(name)
+            .await
+            .map_err(unreachable)?;
+        let here = q
+            .catalog
+            .endpoints_of(name)
+            .into_iter()
+            .map(|e| e.to_string());
+        here.chain(in_map).collect()
     };
     let mut deleted = 0;
     for endpoint in endpoints {

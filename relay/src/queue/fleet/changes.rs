@@ -341,6 +341,20 @@ impl Fleet {
         Ok(())
     }
 
+    /// The endpoints of application `app` the map holds made (`PUT`), read
+    /// whole from Redis: those this relay refused to apply too (its
+    /// catalog does not list them).
+    pub(crate) async fn endpoints_in_map(&self, app: &str) -> Result<Vec<String>, String> {
+        let (_, entries) = self.map.entries().await.map_err(|e| e.to_string())?;
+        Ok(entries
+            .into_iter()
+            .filter(|(_, raw)| {
+                matches!(Change::parse(raw), Some(Change::Put(f)) if f.application.as_deref() == Some(app))
+            })
+            .map(|(name, _)| name)
+            .collect())
+    }
+
     /// What `name` holds in the map now (`None`: nothing, it is as
     /// configured), read from Redis.
     pub(crate) async fn read(
