@@ -228,13 +228,12 @@ impl Kv {
         let mut pos = 0u64;
         while pos < size {
             let mut head = [0u8; 8];
-            let whole = reader.read_exact(&mut head).is_ok() && {
-                let len = u64::from(u32::from_le_bytes([head[0], head[1], head[2], head[3]]));
-                let crc = u32::from_le_bytes([head[4], head[5], head[6], head[7]]);
-                // Its length checked before its body is taken in.
-                let fits = len < MAX_FRAME && pos + 8 + len <= size;
-                let mut body = vec![0u8; if fits { len as usize } else { 0 }];
-                fits && reader.read_exact(&mut body).is_ok()
+            let read = reader.read_exact(&mut head).is_ok();
+            let (len, crc) = header(head);
+            // Its length checked before its body is taken in.
+            let whole = read && len < MAX_FRAME && pos + 8 + len <= size && {
+                let mut body = vec![0u8; len as usize];
+                reader.read_exact(&mut body).is_ok()
                     && crc32fast::hash(&body) == crc
                     && replay(&mut inner, &body, pos).is_some()
             };
@@ -260,7 +259,6 @@ impl Kv {
                 file.sync_all().map_err(|e| at(&e))?;
                 break;
             }
-            let len = u64::from(u32::from_le_bytes([head[0], head[1], head[2], head[3]]));
             pos += 8 + len;
         }
         drop(reader);
@@ -591,9 +589,9 @@ const RESYNC_SPAN: u64 = REWRITE_FRAME as u64 + 8;
 /// webhook's body could hold some) would have to end exactly where the
 /// crash cut the write to count.
 fn whole_frame_after(file: &File, pos: u64, size: u64) -> Option<u64> {
-    let mut head = [0u8; 4];
+    let mut head = [0u8; 8];
     file.read_exact_at(&mut head, pos).ok()?;
-    let declared = pos + 8 + u64::from(u32::from_le_bytes(head));
+    let declared = pos + 8 + header(head).0;
     if declared < size
         && frame_len(file, declared, size, MAX_FRAME).is_some_and(|len| len > 0)
         && runs_to_end(file, declared, size)
@@ -606,13 +604,8 @@ fn whole_frame_after(file: &File, pos: u64, size: u64) -> Option<u64> {
     let end = size.min(from.saturating_add(RESYNC_SPAN + 8));
     let mut window = vec![0u8; usize::try_from(end.saturating_sub(from)).ok()?];
     file.read_exact_at(&mut window, from).ok()?;
-    (0..window.len().saturating_sub(7)).find_map(|o| {
-        let len = u64::from(u32::from_le_bytes([
-            window[o],
-            window[o + 1],
-            window[o + 2],
-            window[o + 3],
-        ]));
+    window.windows(8).enumerate().find_map(|(o, head)| {
+        let (len, _) = header(head.try_into().ok()?);
         let at = from + o as u64;
         let could = len > 0 && len < RESYNC_SPAN && at + 8 + len <= size && at != declared;
         (could && frame_len(file, at, size, RESYNC_SPAN).is_some() && runs_to_end(file, at, size))
@@ -625,8 +618,7 @@ fn whole_frame_after(file: &File, pos: u64, size: u64) -> Option<u64> {
 fn frame_len(file: &File, at: u64, size: u64, most: u64) -> Option<u64> {
     let mut head = [0u8; 8];
     file.read_exact_at(&mut head, at).ok()?;
-    let len = u64::from(u32::from_le_bytes([head[0], head[1], head[2], head[3]]));
-    let crc = u32::from_le_bytes([head[4], head[5], head[6], head[7]]);
+    let (len, crc) = header(head);
     (len < most && at + 8 + len <= size && crc_of(file, at + 8, len) == Some(crc)).then_some(len)
 }
 
@@ -642,17 +634,40 @@ fn runs_to_end(file: &File, mut at: u64, size: u64) -> bool {
     at == size
 }
 
-/// The crc32 of `len` bytes of `file` at `at`, read a piece at a time.
-fn crc_of(file: &File, mut at: u64, len: u64) -> Option<u32> {
-    let mut hasher = crc32fast::Hasher::new();
-    let mut buf = vec![0u8; len.min(64 << 10) as usize];
-    let end = at + len;
+/// A frame's header: its body's length and crc32.
+fn header(head: [u8; 8]) -> (u64, u32) {
+    let len = u32::from_le_bytes([head[0], head[1], head[2], head[3]]);
+    let crc = u32::from_le_bytes([head[4], head[5], head[6], head[7]]);
+    (u64::from(len), crc)
+}
+
+/// Hands `each` the bytes of `file` from `at` to `end`, read a piece of at
+/// most `piece` bytes at a time.
+fn in_pieces(
+    file: &File,
+    mut at: u64,
+    end: u64,
+    piece: u64,
+    mut each: impl FnMut(&[u8]) -> std::io::Result<()>,
+) -> std::io::Result<()> {
+    let mut buf = vec![0u8; piece.min(end.saturating_sub(at)) as usize];
     while at < end {
         let n = (end - at).min(buf.len() as u64) as usize;
-        file.read_exact_at(&mut buf[..n], at).ok()?;
-        hasher.update(&buf[..n]);
+        file.read_exact_at(&mut buf[..n], at)?;
+        each(&buf[..n])?;
         at += n as u64;
     }
+    Ok(())
+}
+
+/// The crc32 of `len` bytes of `file` at `at`.
+fn crc_of(file: &File, at: u64, len: u64) -> Option<u32> {
+    let mut hasher = crc32fast::Hasher::new();
+    in_pieces(file, at, at + len, 64 << 10, |b| {
+        hasher.update(b);
+        Ok(())
+    })
+    .ok()?;
     Some(hasher.finalize())
 }
 
@@ -674,14 +689,7 @@ fn keep_cut(path: &Path, file: &File, pos: u64, size: u64) -> std::io::Result<Pa
                 .map(|f| (to, f))
         })
         .ok_or_else(|| std::io::Error::other(format!("{base}: no free name")))?;
-    let mut buf = vec![0u8; 1 << 20];
-    let mut at = pos;
-    while at < size {
-        let n = (size - at).min(buf.len() as u64) as usize;
-        file.read_exact_at(&mut buf[..n], at)?;
-        out.write_all(&buf[..n])?;
-        at += n as u64;
-    }
+    in_pieces(file, pos, size, 1 << 20, |b| out.write_all(b))?;
     out.sync_all()?;
     Ok(to)
 }
@@ -767,18 +775,21 @@ mod tests {
         let _ = std::fs::remove_dir_all(d);
     }
 
+    /// Makes a store at `path` of three commits, key `i` holding 100 × `i`.
+    fn three_frames(path: &Path) {
+        let kv = Kv::open(path, 1).unwrap();
+        for i in 0..3u8 {
+            let mut tx = kv.write();
+            tx.insert(0, &[i], &[i; 100]);
+            tx.commit(true).unwrap();
+        }
+    }
+
     #[test]
     fn a_torn_last_frame_is_cut_off_and_the_rest_kept() {
         let d = dir("torn");
         let path = d.join("s.kv");
-        {
-            let kv = Kv::open(&path, 1).unwrap();
-            for i in 0..3u8 {
-                let mut tx = kv.write();
-                tx.insert(0, &[i], &[i; 100]);
-                tx.commit(true).unwrap();
-            }
-        }
+        three_frames(&path);
         let len = std::fs::metadata(&path).unwrap().len();
         let f = OpenOptions::new().write(true).open(&path).unwrap();
         f.set_len(len - 7).unwrap();
@@ -811,14 +822,7 @@ mod tests {
     fn a_damaged_frame_with_whole_ones_after_it_is_refused_not_cut() {
         let d = dir("damaged");
         let path = d.join("s.kv");
-        {
-            let kv = Kv::open(&path, 1).unwrap();
-            for i in 0..3u8 {
-                let mut tx = kv.write();
-                tx.insert(0, &[i], &[i; 100]);
-                tx.commit(true).unwrap();
-            }
-        }
+        three_frames(&path);
         let before = std::fs::read(&path).unwrap();
         // One byte of the first frame's body flipped: two whole frames follow.
         let mut bytes = before.clone();
