@@ -42,7 +42,9 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 pub(crate) use destinations::{DEFAULT_NAME, Destination, Fields};
-pub(crate) use error::{ConfigError, ConfigErrors, FLEET_MAP, Origin};
+#[cfg(feature = "redis")]
+pub(crate) use error::FLEET_MAP;
+pub(crate) use error::{ConfigError, ConfigErrors, Origin};
 pub(crate) use print::render;
 pub(crate) use settings::{KEYS, SettingFlags, Settings};
 pub(crate) use subscription::{path_name, valid_name};

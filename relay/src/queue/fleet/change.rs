@@ -349,12 +349,11 @@ pub(crate) async fn delete_app(
     pre: &Precondition,
 ) -> Result<usize, ChangeRefused> {
     write_app(q, name, &Change::AppDeleting, pre).await?;
-    // Every endpoint written before the mark: those applied here and
-    // those the map holds (one this relay refused to apply too), or 503:
-    // the mark stays, and a DELETE again goes on.
+    // Every endpoint written before the mark: those the map holds (one
+    // this relay refused to apply too), read whole, and those configured
+    // here; or 503: the mark stays, and a DELETE again goes on.
     let endpoints: std::collections::BTreeSet<String> = {
         let _turn = turn(q, &q.changes).await?;
-        q.changes.catch_up_or_say().await.map_err(unreachable)?;
         let in_map = q
             .changes
             .endpoints_in_map(name)

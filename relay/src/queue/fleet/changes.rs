@@ -306,23 +306,21 @@ impl Fleet {
     /// is gone here too before it is made again). Best effort: a map that
     /// cannot be read is read at the next poll.
     pub(crate) async fn catch_up(&self) {
-        if let Err(e) = self.catch_up_or_say().await {
-            tracing::debug!(error = %e, "the fleet's destination changes: not read");
-        }
-    }
-
-    /// [`catch_up`](Self::catch_up), saying when the map could not be read
-    /// (for a change that must start from all the fleet holds).
-    pub(crate) async fn catch_up_or_say(&self) -> Result<(), String> {
         let seen = self.seen.load(Ordering::Acquire);
         let read = match self.map.since(seen).await {
-            Ok((version, _)) if version == seen => return Ok(()),
+            Ok((version, _)) if version == seen => return,
             Ok((version, Some(changed))) => Ok((version, changed)),
             // The log cannot say what changed: every entry.
             Ok((_, None)) => self.map.entries().await,
             Err(e) => Err(e),
         };
-        let (version, entries) = read.map_err(|e| e.to_string())?;
+        let (version, entries) = match read {
+            Ok(read) => read,
+            Err(e) => {
+                tracing::debug!(error = %e, "the fleet's destination changes: not read");
+                return;
+            }
+        };
         // Many at once (a whole read): one line for them all, not one
         // each.
         let loud = entries.len() <= QUIET_PAST;
@@ -338,7 +336,6 @@ impl Fleet {
         }
         self.seen.store(version, Ordering::Release);
         self.shared.map_read.store(true, Ordering::Release);
-        Ok(())
     }
 
     /// The endpoints of application `app` the map holds made (`PUT`), read
