@@ -128,6 +128,24 @@ async fn four_stand(relay: &Relay, name: &str) -> bool {
     all
 }
 
+/// The flags of fleet relay `name` on `redis`, its files in `dir`, with
+/// `extra` after them.
+fn fleet_node(
+    redis: &crate::support_redis::RedisServer,
+    dir: &TempDir,
+    name: &str,
+    extra: &str,
+) -> Vec<String> {
+    argv(&format!(
+        "--queue redis --redis {} --node-name {name} --destination first=http://127.0.0.1:9/h \
+         --admin-token-sha256 {} --journal-dir {} --dead-letter-file {} {extra}",
+        redis.url(),
+        digest(TOKEN),
+        dir.arg(&format!("journal-{name}")),
+        dir.arg(&format!("dl-{name}.jsonl")),
+    ))
+}
+
 fn local_args(dir: &TempDir) -> Vec<String> {
     argv(&format!(
         "--destination first=http://127.0.0.1:9/h --admin-token-sha256 {} --journal-dir {} \
@@ -297,16 +315,7 @@ async fn two_relays_patching_one_destination_both_apply() {
     }
     let redis = support_redis::RedisServer::start();
     let dir = TempDir::new("linearizable-fleet");
-    let node = |name: &str| {
-        argv(&format!(
-            "--queue redis --redis {} --node-name {name} --destination first=http://127.0.0.1:9/h \
-             --admin-token-sha256 {} --journal-dir {} --dead-letter-file {} --max-destinations 100",
-            redis.url(),
-            digest(TOKEN),
-            dir.arg(&format!("journal-{name}")),
-            dir.arg(&format!("dl-{name}.jsonl")),
-        ))
-    };
+    let node = |name: &str| fleet_node(&redis, &dir, name, "--max-destinations 100");
     let a = Relay::start_with(&node("a"), &[]).await;
     let b = Relay::start_with(&node("b"), &[]).await;
     let mut lost = 0;
@@ -509,15 +518,12 @@ async fn across_a_fleet_an_endpoint_never_outlives_its_application() {
     let redis = support_redis::RedisServer::start();
     let dir = TempDir::new("linearizable-fleet-apps");
     let node = |name: &str| {
-        argv(&format!(
-            "--queue redis --redis {} --node-name {name} --destination first=http://127.0.0.1:9/h \
-             --admin-token-sha256 {} --journal-dir {} --dead-letter-file {} --max-destinations 400 \
-             --shutdown-grace 1s",
-            redis.url(),
-            digest(TOKEN),
-            dir.arg(&format!("journal-{name}")),
-            dir.arg(&format!("dl-{name}.jsonl")),
-        ))
+        fleet_node(
+            &redis,
+            &dir,
+            name,
+            "--max-destinations 400 --shutdown-grace 1s",
+        )
     };
     let a = Relay::start_with(&node("a"), &[]).await;
     let b = Relay::start_with(&node("b"), &[]).await;
