@@ -46,13 +46,15 @@ const MAX_KEYS: usize = 1 << 17;
 /// The contenders; the last is dripfeed's table given the time
 /// (`try_admit_at` with an instant the caller already holds), so the
 /// cost of reading the clock shows apart.
-const STORES: [&str; 6] = [
+const STORES: [&str; 8] = [
     "dripfeed",
     "governor",
     "throttle-net",
     "dripfeed, time given",
     "dripfeed, foldhash",
     "dripfeed, Prehashed",
+    "dripfeed, quanta",
+    "dripfeed, quanta + foldhash",
 ];
 
 fn text(keys: &[u64]) -> Vec<String> {
@@ -97,6 +99,23 @@ fn store<K: Hash + Eq + Clone + Send + Sync + 'static>(
             let quota = Quota::per_second(10.0).burst(100.0).expect("quota");
             let table = KeyedBuckets::<K>::builder(MAX_KEYS, quota)
                 .hasher(dripfeed::keyed::Prehashed)
+                .build()
+                .expect("table");
+            Box::new(move |k| table.try_admit(k, 1.0).is_ok())
+        }
+        "dripfeed, quanta" => {
+            let quota = Quota::per_second(10.0).burst(100.0).expect("quota");
+            let table = KeyedBuckets::<K>::builder(MAX_KEYS, quota)
+                .quanta_clock(quanta::Clock::new())
+                .build()
+                .expect("table");
+            Box::new(move |k| table.try_admit(k, 1.0).is_ok())
+        }
+        "dripfeed, quanta + foldhash" => {
+            let quota = Quota::per_second(10.0).burst(100.0).expect("quota");
+            let table = KeyedBuckets::<K>::builder(MAX_KEYS, quota)
+                .hasher(foldhash::fast::RandomState::default())
+                .quanta_clock(quanta::Clock::new())
                 .build()
                 .expect("table");
             Box::new(move |k| table.try_admit(k, 1.0).is_ok())
@@ -149,11 +168,11 @@ fn ns_per_check<K: Sync>(check: &Check<'_, K>, keys: &[K], threads: usize) -> f6
 }
 
 /// One round of ns per check, every store in turn from `first`.
-fn round<K>(keys: &[K], threads: usize, first: usize) -> [f64; 6]
+fn round<K>(keys: &[K], threads: usize, first: usize) -> [f64; STORES.len()]
 where
     K: Hash + Eq + Clone + Send + Sync + 'static,
 {
-    let mut out = [f64::NAN; 6];
+    let mut out = [f64::NAN; STORES.len()];
     // ONLY=dripfeed (a store's name): that one alone, for a profile.
     let only = std::env::var("ONLY").ok();
     for i in 0..STORES.len() {
@@ -204,7 +223,7 @@ where
         if !rounds::wanted(&format!("{label}/{threads}t")) {
             continue;
         }
-        let runs: Vec<[f64; 6]> = (0..rounds).map(|r| round(keys, threads, r)).collect();
+        let runs: Vec<[f64; STORES.len()]> = (0..rounds).map(|r| round(keys, threads, r)).collect();
         for (k, name) in STORES.iter().enumerate() {
             let ns: Vec<f64> = runs.iter().map(|r| r[k]).collect();
             let ratio: Vec<f64> = runs.iter().map(|r| r[k] / r[1]).collect();

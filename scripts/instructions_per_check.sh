@@ -18,7 +18,7 @@ cd "$(dirname "$0")/.."
 . scripts/lib.sh
 need_tools valgrind
 
-bench=$(cargo bench --bench keyed_peers --no-run --message-format=json 2>/dev/null |
+bench=$(cargo bench --features quanta --bench keyed_peers --no-run --message-format=json 2>/dev/null |
   sed -n 's/.*"executable":"\([^"]*keyed_peers[^"]*\)".*/\1/p' | tail -1)
 [ -x "$bench" ] || { echo "the keyed_peers bench was not built" >&2; exit 2; }
 

@@ -34,6 +34,7 @@
 
 mod all_of;
 pub(crate) mod bucket;
+mod clock;
 mod prehashed;
 mod shard;
 mod share;
