@@ -389,7 +389,7 @@ async fn deliver<J: Send + Sync + 'static>(
 /// Schedules another attempt when the failure is worth retrying and
 /// attempts remain; hands the entry back otherwise (or when the delay
 /// structure is full).
-fn retry<J>(
+fn retry<J: 'static>(
     s: &Shared<J>,
     ended: AttemptEnd,
     entry: Entry<J>,
@@ -409,6 +409,8 @@ fn retry<J>(
     let delay = retries.policy.delay(number + 1, hint, fastrand::f64());
     let due = s.clock.ns(Instant::now()).saturating_add(nanos(delay));
     let id = entry.id;
+    // Recorded first: a restart after the retry is queued counts it.
+    s.retrying(id, number, &entry.job);
     retries.push(entry, number + 1, due)?;
     s.ledger.record(Event::Retried);
     if let Some(hook) = &s.hook {

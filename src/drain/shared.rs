@@ -488,6 +488,17 @@ impl<J: 'static> Shared<J> {
         }
     }
 
+    /// Job `id` failed attempt `made` and waits for another: the journal
+    /// records the count, so a restart goes on from the next attempt.
+    #[inline]
+    pub(crate) fn retrying(&self, _id: u64, _made: u32, _job: &J) {
+        #[cfg(feature = "journal")]
+        if let Some(j) = &self.journal {
+            j.journal
+                .retried(_id, _made, |out| j.encode_record(_job, out));
+        }
+    }
+
     /// Job `id` went to the dead-letter sink: its end is recorded once the
     /// sink has stored it durably (after the sink's `flush`).
     #[inline]

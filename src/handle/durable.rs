@@ -92,7 +92,10 @@ mod with_journal {
             return;
         }
         let now = shared.clock.precise();
+        let journal = shared.journal.as_ref().map(|j| &j.journal);
         for (id, job) in jobs {
+            // The next of the attempts it made before the restart.
+            let made = journal.map_or(0, |j| j.made(id));
             let entry = crate::admission::Entry {
                 job,
                 id,
@@ -100,7 +103,7 @@ mod with_journal {
                 deadline_ns: u64::MAX,
                 key: crate::admission::holders::NO_KEY,
             };
-            if retries.push(entry, 1, 0).is_err() {
+            if retries.push(entry, made.saturating_add(1), 0).is_err() {
                 // Room was made for every one of them at build.
                 tracing::error!(
                     id,

@@ -83,6 +83,12 @@ pub(crate) enum Kind {
     Admit = 1,
     /// A job ended (delivered, failed for good, dead-lettered, refused…).
     End = 2,
+    /// A job failed an attempt and waits for another: the payload is the
+    /// attempts it has made (`u32` LE), then the job's encoding. It takes
+    /// the place of the job's `Admit` (or earlier `Retried`) record, so a
+    /// restart goes on counting from there instead of from the first
+    /// attempt ([`retried`]).
+    Retried = 3,
 }
 
 impl Kind {
@@ -90,9 +96,34 @@ impl Kind {
         match b {
             1 => Some(Kind::Admit),
             2 => Some(Kind::End),
+            3 => Some(Kind::Retried),
             _ => None,
         }
     }
+
+    /// Whether a record of this kind holds its job (the one a live job's
+    /// place in the journal points at).
+    pub(crate) fn holds_job(self) -> bool {
+        matches!(self, Kind::Admit | Kind::Retried)
+    }
+}
+
+/// A job-holding record's payload: the attempts its job has made and its
+/// encoding. `None` for a `Retried` payload too short to hold the count.
+pub(crate) fn job_of(kind: Kind, payload: &[u8]) -> Option<(u32, &[u8])> {
+    match kind {
+        Kind::Admit => Some((0, payload)),
+        Kind::Retried => {
+            let (made, job) = payload.split_first_chunk::<4>()?;
+            Some((u32::from_le_bytes(*made), job))
+        }
+        Kind::End => None,
+    }
+}
+
+/// A `Retried` payload's head: the attempts made; the job follows.
+pub(crate) fn retried(made: u32, out: &mut Vec<u8>) {
+    out.extend_from_slice(&made.to_le_bytes());
 }
 
 /// A record read back from a segment.

@@ -6,7 +6,9 @@
 //! evicted, refused). When the process starts again on the same directory,
 //! the jobs admitted and not ended (queued, in flight, waiting for a retry)
 //! are delivered first, each with its original id, so a receiver can
-//! deduplicate.
+//! deduplicate. A job waiting for a retry goes on from the attempt it had
+//! reached ([`Recovered::attempts`]): each scheduled retry is recorded
+//! with its count, in a record that takes the place of the admission's.
 //!
 //! What it promises: a job whose admission was answered survives the
 //! process being killed (and, with [`Durability::Sync`], a power cut), and
@@ -128,7 +130,10 @@ struct Inner {
     cut: u64,
     skipped: u64,
     skipped_bytes: u64,
-    jobs: Mutex<Vec<(u64, Vec<u8>)>>,
+    jobs: Mutex<Vec<recovery::Found>>,
+    /// The attempts each recovered job had made, by id, until the
+    /// throttle that queues it takes its count ([`Journal::made`]).
+    made: Mutex<std::collections::HashMap<u64, u32>>,
 }
 
 impl Drop for Inner {
@@ -269,6 +274,14 @@ impl Journal {
                 cut: found.cut,
                 skipped: found.skipped,
                 skipped_bytes: found.skipped_bytes,
+                made: Mutex::new(
+                    found
+                        .jobs
+                        .iter()
+                        .filter(|f| f.made > 0)
+                        .map(|f| (f.id, f.made))
+                        .collect(),
+                ),
                 jobs: Mutex::new(found.jobs),
             }),
         })
@@ -396,8 +409,45 @@ impl Journal {
         id: u64,
         encode: impl FnOnce(&mut Vec<u8>),
     ) -> Result<Option<Written>, JournalError> {
+        self.record(frame::Kind::Admit, id, encode, true)
+    }
+
+    /// Records that job `id` failed attempt `made` and waits for another
+    /// (its encoding written by `encode`), so that a restart goes on from
+    /// attempt `made + 1`: the record takes the place of its admission's.
+    /// Nothing waits for it; one the journal has no room for is left out
+    /// (a restart then counts from the last one written).
+    pub(crate) fn retried(&self, id: u64, made: u32, encode: impl FnOnce(&mut Vec<u8>)) {
+        let encode = |out: &mut Vec<u8>| {
+            frame::retried(made, out);
+            encode(out);
+        };
+        if let Err(e) = self.record(frame::Kind::Retried, id, encode, false) {
+            tracing::debug!(id, made, error = %e, "journal: a retry's attempt count was not recorded");
+        }
+    }
+
+    /// The attempts recovered job `id` had made before this start (0 when
+    /// none were recorded), taken once.
+    pub(crate) fn made(&self, id: u64) -> u32 {
+        let mut made = self.inner.made.lock().unwrap_or_else(|p| p.into_inner());
+        if made.is_empty() {
+            return 0;
+        }
+        made.remove(&id).unwrap_or(0)
+    }
+
+    /// Frames and sends one job-holding record (`wait`: the caller may
+    /// wait for it, as the journal's durability says).
+    fn record(
+        &self,
+        kind: frame::Kind,
+        id: u64,
+        encode: impl FnOnce(&mut Vec<u8>),
+        wait: bool,
+    ) -> Result<Option<Written>, JournalError> {
         let mut framed = Vec::new();
-        let len = frame::encode_with(&mut framed, &self.inner.key, frame::Kind::Admit, id, encode);
+        let len = frame::encode_with(&mut framed, &self.inner.key, kind, id, encode);
         let max = self.inner.opts.max_record_bytes;
         let payload = len - frame::OVERHEAD;
         if payload > max {
@@ -419,6 +469,7 @@ impl Journal {
             });
         }
         let (ack, done) = match self.inner.opts.durability {
+            _ if !wait => (None, None),
             Durability::Queued => (None, None),
             _ => {
                 let (ack, done) = oneshot::channel();
@@ -502,16 +553,18 @@ impl Journal {
             std::mem::take(&mut *self.inner.jobs.lock().unwrap_or_else(|p| p.into_inner()));
         records
             .into_iter()
-            .map(|(id, record)| match tag::split(&record) {
+            .map(|f| match tag::split(&f.record) {
                 Some((tag, job)) => Recovered {
-                    id,
+                    id: f.id,
                     tag: Some(tag.to_owned()),
                     job: job.to_vec(),
+                    attempts: f.made,
                 },
                 None => Recovered {
-                    id,
+                    id: f.id,
                     tag: None,
-                    job: record,
+                    job: f.record,
+                    attempts: f.made,
                 },
             })
             .collect()
@@ -537,4 +590,9 @@ pub struct Recovered {
     pub tag: Option<String>,
     /// The job's encoding ([`JobCodec::encode`]).
     pub job: Vec<u8>,
+    /// The delivery attempts it had made (0 if none failed before the
+    /// restart): a throttle given it goes on from the next
+    /// ([`Attempt::number`](crate::Attempt::number)), within its
+    /// [`RetryPolicy`](crate::RetryPolicy)'s attempts.
+    pub attempts: u32,
 }

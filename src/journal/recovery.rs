@@ -10,12 +10,22 @@ use std::path::{Path, PathBuf};
 
 use super::JournalError;
 use super::files::{self, FileModes};
-use super::frame::{Kind, Record};
+use super::frame::{self, Kind, Record};
 use super::key::{self, HEAD, Key};
 use super::live::{LiveSet, Seg};
 use super::repair;
 use super::scan::scan;
 use super::segments::list;
+
+/// An unfinished job an earlier run left.
+#[derive(Debug)]
+pub(crate) struct Found {
+    pub(crate) id: u64,
+    /// Its record: the tag, if any, then the job's encoding.
+    pub(crate) record: Vec<u8>,
+    /// The attempts it had made (0: none recorded).
+    pub(crate) made: u32,
+}
 
 /// What an earlier run left.
 #[derive(Debug)]
@@ -25,8 +35,8 @@ pub(crate) struct Recovered {
     pub(crate) live: LiveSet,
     /// Each segment kept, open for reading.
     pub(crate) files: BTreeMap<u64, File>,
-    /// Unfinished jobs, `(id, encoding)`, in the order they were admitted.
-    pub(crate) jobs: Vec<(u64, Vec<u8>)>,
+    /// Unfinished jobs, in the order they were admitted.
+    pub(crate) jobs: Vec<Found>,
     /// The next segment's number.
     pub(crate) next_seq: u64,
     /// Bytes cut from torn tails.
@@ -39,27 +49,45 @@ pub(crate) struct Recovered {
 /// What recovery has read so far.
 #[derive(Default)]
 struct Replay {
-    /// Unfinished jobs' payloads with the order they were admitted in.
-    payloads: HashMap<u64, (usize, Vec<u8>)>,
+    /// Unfinished jobs' payloads with the order they were admitted in and
+    /// the attempts they had made.
+    payloads: HashMap<u64, Unfinished>,
     order: usize,
+}
+
+/// An unfinished job as read so far.
+struct Unfinished {
+    order: usize,
+    payload: Vec<u8>,
+    made: u32,
 }
 
 impl Replay {
     fn apply(&mut self, live: &mut LiveSet, seq: u64, records: &[Record<'_>]) {
         for r in records {
-            match r.kind {
-                Kind::Admit => {
+            match frame::job_of(r.kind, r.payload) {
+                Some((made, job)) => {
                     live.admit(r.id, seq, r.len);
                     let order = &mut self.order;
-                    self.payloads.entry(r.id).or_insert_with(|| {
+                    let found = self.payloads.entry(r.id).or_insert_with(|| {
                         *order += 1;
-                        (*order, r.payload.to_vec())
+                        Unfinished {
+                            order: *order,
+                            payload: job.to_vec(),
+                            made,
+                        }
                     });
+                    // A later retry's record: it counts further (an
+                    // earlier one's copy, moved forward, does not undo it).
+                    if made > found.made {
+                        found.made = made;
+                    }
                 }
-                Kind::End => {
+                None if r.kind == Kind::End => {
                     live.end(r.id);
                     self.payloads.remove(&r.id);
                 }
+                None => {} // a `Retried` record too short: nothing to take
             }
         }
     }
@@ -135,8 +163,15 @@ pub(crate) fn recover(dir: &Path, max_record: usize) -> Result<Recovered, Journa
         out.files.insert(seq, file);
     }
     let mut jobs: Vec<_> = replay.payloads.into_iter().collect();
-    jobs.sort_by_key(|(_, (order, _))| *order);
-    out.jobs = jobs.into_iter().map(|(id, (_, p))| (id, p)).collect();
+    jobs.sort_by_key(|(_, u)| u.order);
+    out.jobs = jobs
+        .into_iter()
+        .map(|(id, u)| Found {
+            id,
+            record: u.payload,
+            made: u.made,
+        })
+        .collect();
     Ok(out)
 }
 

@@ -470,9 +470,9 @@ impl Writer {
         }
     }
 
-    /// Segment `seq`'s live `Admit` records, framed afresh (a segment of
-    /// the first format is read too), appended to `out`, each with its id
-    /// and framed length.
+    /// Segment `seq`'s live records (each job's `Admit`, or its latest
+    /// `Retried`), framed afresh (a segment of the first format is read
+    /// too), appended to `out`, each with its id and framed length.
     pub(crate) fn live_records(
         &self,
         seq: u64,
@@ -484,9 +484,18 @@ impl Writer {
         let bytes = segments::read(file, seg.len)?;
         let mut moved = Vec::new();
         let found = scan(&bytes, self.opts.max_record_bytes, &self.key);
-        for r in found.iter().flat_map(|f| &f.records) {
-            if r.kind == Kind::Admit && self.live.jobs.get(&r.id).is_some_and(|l| l.seg == seq) {
-                let len = frame::encode(out, &self.key, Kind::Admit, r.id, r.payload);
+        let records: Vec<_> = found.iter().flat_map(|f| &f.records).collect();
+        // A job retried within the segment has several records here: the
+        // last one is its place.
+        let mut last = std::collections::HashMap::new();
+        for (i, r) in records.iter().enumerate() {
+            if r.kind.holds_job() && self.live.jobs.get(&r.id).is_some_and(|l| l.seg == seq) {
+                last.insert(r.id, i);
+            }
+        }
+        for (i, r) in records.iter().enumerate() {
+            if last.get(&r.id) == Some(&i) {
+                let len = frame::encode(out, &self.key, r.kind, r.id, r.payload);
                 moved.push((r.id, len));
             }
         }

@@ -225,3 +225,51 @@ async fn dead_letters_name_their_webhook_and_redrive_delivers_them_under_their_i
     let seen: HashSet<String> = log.hits()[before..].iter().map(|h| h.key.clone()).collect();
     assert_eq!(seen, ids, "delivered under the ids their 202s named");
 }
+
+/// A webhook that failed twice before a restart (SIGTERM, its retry an
+/// hour away) makes only the attempts it has left after it: the journal
+/// kept its count, so a relay restarted between retries does not give its
+/// failing webhooks a fresh set of attempts each time.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restart_leaves_a_failing_webhook_only_the_attempts_it_had_left() {
+    let log = Arc::new(Log::default());
+    // 503 each time; after the second try, "come back in an hour".
+    let answer = |_: &Hit, tries: usize| {
+        let after = if tries == 2 { "3600" } else { "0" };
+        (StatusCode::SERVICE_UNAVAILABLE, [("retry-after", after)]).into_response()
+    };
+    let rx = receivers::recording(log.clone(), Duration::ZERO, Arc::new(answer)).await;
+    let dir = TempDir::new("retry-count");
+    let args = format!(
+        "--downstream http://{rx}/hooks --retries 3 --retry-min 10ms --retry-max 3600s \
+         --journal-dir {} --dead-letter-file {} --shutdown-grace 5s",
+        dir.arg("journal"),
+        dir.arg("dl.jsonl")
+    );
+    let mut relay = Relay::start(&args).await;
+    let b = burst(relay.addr, 1, 1, |_| Vec::new()).await;
+    assert_eq!(b.count(202), 1, "{:?}", b.statuses);
+    assert!(log.until(Duration::from_secs(30), |h| h.len() >= 2).await);
+    relay.signal("TERM");
+    assert!(relay.exit(Duration::from_secs(30)).await.success());
+    assert_eq!(log.len(), 2, "its third try waits an hour");
+
+    let mut relay = Relay::start(&args).await;
+    let dead = dir.join("dl.jsonl");
+    let lettered = || async { std::fs::read_to_string(&dead).is_ok_and(|t| !t.trim().is_empty()) };
+    assert!(
+        crate::harness::eventually(Duration::from_secs(30), lettered).await,
+        "dead-lettered after its last attempts"
+    );
+    let text = std::fs::read_to_string(&dead).unwrap();
+    let line: serde_json::Value = serde_json::from_str(text.lines().next().unwrap()).unwrap();
+    assert_eq!(
+        line["id"].as_str(),
+        b.accepted_ids.first().map(String::as_str)
+    );
+    assert_eq!(line["attempts"], 4, "{line}");
+    assert_eq!(line["reason"], "failed", "{line}");
+    assert_eq!(log.len(), 4, "attempts 3 and 4 only after the restart");
+    relay.signal("TERM");
+    assert!(relay.exit(Duration::from_secs(30)).await.success());
+}

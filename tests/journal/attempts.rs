@@ -1,0 +1,118 @@
+//! A job's failed attempts survive a restart: the journal records each
+//! retry's count, so a relay killed between retries does not give its
+//! failing jobs a fresh set of attempts at every start.
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use dripfeed::journal::Journal;
+use dripfeed::{Attempt, ChannelSink, DeadLetterReason, Delivery, RetryPolicy, Throttle};
+
+use super::{fresh_dir, snapshot};
+use crate::support;
+
+/// The attempts' numbers a downstream saw.
+type Numbers = Arc<Mutex<Vec<u32>>>;
+
+/// A downstream that fails every attempt, asking for the next one soon
+/// (after attempt `slow_after`: in an hour), and logs the attempts' numbers.
+fn failing(
+    slow_after: u32,
+) -> (
+    Numbers,
+    impl Fn(&String, Attempt) -> std::future::Ready<Delivery> + Send + Sync + 'static,
+) {
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let log = seen.clone();
+    let deliver = move |_: &String, attempt: Attempt| {
+        log.lock().unwrap().push(attempt.number());
+        let after = if attempt.number() >= slow_after {
+            Duration::from_secs(3600)
+        } else {
+            Duration::from_millis(1)
+        };
+        std::future::ready(Delivery::Retry { after: Some(after) })
+    };
+    (seen, deliver)
+}
+
+fn policy() -> RetryPolicy {
+    RetryPolicy::new(4).backoff(Duration::from_millis(1), Duration::from_secs(3600))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restart_goes_on_from_the_attempts_a_job_made() {
+    let dir = fresh_dir("attempts");
+    let (seen, deliver) = failing(2);
+    let (throttle, _drain) = Throttle::builder()
+        .drain_rate(1000.0)
+        .retries(policy())
+        .journal(Journal::open(&dir).unwrap())
+        .build(deliver)
+        .unwrap();
+    let id = throttle.submit("flaky".to_string()).await.unwrap().id();
+    // Two attempts failed and the third is scheduled an hour away.
+    let scheduled = || throttle.stats().retried() == 2;
+    assert!(support::until_true(Duration::from_secs(30), scheduled).await);
+    assert_eq!(*seen.lock().unwrap(), [1, 2]);
+    throttle.journal().unwrap().flush().await;
+    let crashed = snapshot(&dir, "attempts-copy");
+
+    let found = Journal::open(snapshot(&crashed, "attempts-look").as_ref())
+        .unwrap()
+        .take_recovered();
+    assert_eq!(found.len(), 1);
+    assert_eq!((found[0].id, found[0].attempts), (id, 2));
+
+    // The next start makes attempts 3 and 4 only, then gives up.
+    let (sink, mut dead) = ChannelSink::new(4).unwrap();
+    let (seen, deliver) = failing(u32::MAX);
+    let (again, _drain) = Throttle::builder()
+        .drain_rate(1000.0)
+        .retries(policy())
+        .dead_letter(sink)
+        .journal(Journal::open(&crashed).unwrap())
+        .build(deliver)
+        .unwrap();
+    let letter = tokio::time::timeout(Duration::from_secs(30), dead.recv())
+        .await
+        .expect("dead-lettered within 30 s")
+        .expect("a letter");
+    assert_eq!(
+        (letter.job.as_str(), letter.why),
+        ("flaky", DeadLetterReason::Failed { attempts: 4 })
+    );
+    assert_eq!(
+        *seen.lock().unwrap(),
+        [3, 4],
+        "attempts 1 and 2 were made before"
+    );
+    let report = again.shutdown(Duration::from_secs(5)).await;
+    assert_eq!(report.stats.retried(), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_job_that_never_failed_starts_at_its_first_attempt() {
+    let dir = fresh_dir("attempts-none");
+    let (throttle, _drain) = Throttle::builder()
+        .drain_rate(1000.0)
+        .retries(policy())
+        .journal(Journal::open(&dir).unwrap())
+        .build(|_: &String, _| async { Delivery::Done })
+        .unwrap();
+    throttle.pause();
+    throttle.submit("queued".to_string()).await.unwrap();
+    throttle.journal().unwrap().flush().await;
+    let crashed = snapshot(&dir, "attempts-none-copy");
+    let (seen, deliver) = failing(1);
+    let (_again, _drain) = Throttle::builder()
+        .drain_rate(1000.0)
+        .retries(policy())
+        .journal(Journal::open(&crashed).unwrap())
+        .build(deliver)
+        .unwrap();
+    assert!(
+        support::until_true(Duration::from_secs(30), || !seen.lock().unwrap().is_empty()).await
+    );
+    assert_eq!(seen.lock().unwrap()[0], 1);
+}
