@@ -24,7 +24,8 @@ pub(crate) struct Page<T> {
 
 impl<T> Page<T> {
     /// A full page: the next goes on from (and with) the sequence number
-    /// `from`.
+    /// `from` (the fleet's event store pages so).
+    #[cfg(feature = "redis")]
     pub(crate) fn more(items: Vec<T>, from: u64) -> Page<T> {
         Page {
             items,

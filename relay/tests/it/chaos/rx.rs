@@ -89,6 +89,7 @@ impl Flapping {
         self.mode.store(mode as u8, Ordering::Relaxed);
     }
 
+    #[cfg(feature = "redis")]
     pub(super) fn mode(&self) -> Mode {
         Mode::of(self.mode.load(Ordering::Relaxed))
     }
