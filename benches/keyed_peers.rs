@@ -23,7 +23,7 @@
 //! each ratio is over governor's figure of the same round.
 //!
 //! ```sh
-//! cargo bench --bench keyed_peers -- --rounds 5
+//! cargo bench --features quanta --bench keyed_peers -- --rounds 5
 //! ```
 
 #[path = "common/keys.rs"]
@@ -43,9 +43,10 @@ use keys::{rss, shuffled};
 const KEYS: usize = 100_000;
 const CHECKS: usize = 1_000_000;
 const MAX_KEYS: usize = 1 << 17;
-/// The contenders; the last is dripfeed's table given the time
-/// (`try_admit_at` with an instant the caller already holds), so the
-/// cost of reading the clock shows apart.
+/// The contenders: dripfeed's table as built by default, given the time
+/// (`try_admit_at` with an instant the caller already holds, so the cost
+/// of reading the clock shows apart), with faster hashers, and reading
+/// the cycle counter (feature `quanta`) with and without foldhash.
 const STORES: [&str; 8] = [
     "dripfeed",
     "governor",

@@ -94,8 +94,12 @@ mod with_journal {
         let now = shared.clock.precise();
         let journal = shared.journal.as_ref().map(|j| &j.journal);
         for (id, job) in jobs {
-            // The next of the attempts it made before the restart.
+            // The next of the attempts it made before the restart, or, if
+            // this run's policy allows fewer, its last one.
             let made = journal.map_or(0, |j| j.made(id));
+            let number = made
+                .saturating_add(1)
+                .min(retries.policy.max_attempts().max(1));
             let entry = crate::admission::Entry {
                 job,
                 id,
@@ -103,7 +107,7 @@ mod with_journal {
                 deadline_ns: u64::MAX,
                 key: crate::admission::holders::NO_KEY,
             };
-            if retries.push(entry, made.saturating_add(1), 0).is_err() {
+            if retries.push(entry, number, 0).is_err() {
                 // Room was made for every one of them at build.
                 tracing::error!(
                     id,

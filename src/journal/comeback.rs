@@ -99,6 +99,12 @@ impl Writer {
                         None => gone.held.push((id, frame)),
                     }
                 }
+                // Left out while the directory is gone: the job's record
+                // is journaled again from where it was (an earlier count).
+                Cmd::Retried { frame, .. } => {
+                    let len = frame.len() as u64;
+                    self.gauges.pending_bytes.fetch_sub(len, Ordering::Relaxed);
+                }
                 Cmd::End { id } => {
                     self.live.end(id);
                     gone.held.retain(|(held, _)| *held != id);

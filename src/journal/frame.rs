@@ -100,12 +100,6 @@ impl Kind {
             _ => None,
         }
     }
-
-    /// Whether a record of this kind holds its job (the one a live job's
-    /// place in the journal points at).
-    pub(crate) fn holds_job(self) -> bool {
-        matches!(self, Kind::Admit | Kind::Retried)
-    }
 }
 
 /// A job-holding record's payload: the attempts its job has made and its
@@ -114,12 +108,15 @@ pub(crate) fn job_of(kind: Kind, payload: &[u8]) -> Option<(u32, &[u8])> {
     match kind {
         Kind::Admit => Some((0, payload)),
         Kind::Retried => {
-            let (made, job) = payload.split_first_chunk::<4>()?;
+            let (made, job) = payload.split_first_chunk::<COUNT>()?;
             Some((u32::from_le_bytes(*made), job))
         }
         Kind::End => None,
     }
 }
+
+/// Bytes of a `Retried` payload's count, ahead of its job.
+pub(crate) const COUNT: usize = 4;
 
 /// A `Retried` payload's head: the attempts made; the job follows.
 pub(crate) fn retried(made: u32, out: &mut Vec<u8>) {
@@ -205,7 +202,8 @@ pub(crate) fn read_charged<'a>(
         }
     };
     let body_len = body_len as usize;
-    if !(FIXED..=max_body.saturating_add(FIXED)).contains(&body_len) {
+    // A `Retried` record's payload is its job's and the count before it.
+    if !(FIXED..=max_body.saturating_add(FIXED + COUNT)).contains(&body_len) {
         return None;
     }
     let body = bytes.get(body_at..body_at.checked_add(body_len)?)?;
@@ -362,9 +360,29 @@ mod tests {
         assert_eq!(read_at(&bytes, at, 50, f), None, "above the cap");
         assert_eq!(read_at(&bytes, at + 1, 1 << 20, f), None, "no sync");
         let mut kind = bytes.clone();
-        kind[at + HEADER] = 3;
+        kind[at + HEADER] = 9;
         assert_eq!(read_at(&kind, at, 1 << 20, f), None, "unknown kind");
         assert_eq!(read_at(&bytes, bytes.len(), 1 << 20, f), None);
         assert_eq!(read_at(&bytes, usize::MAX, 1 << 20, f), None);
+    }
+
+    #[test]
+    fn a_retried_record_holds_its_count_then_its_job() {
+        let mut payload = Vec::new();
+        retried(3, &mut payload);
+        payload.extend_from_slice(b"job");
+        assert_eq!(job_of(Kind::Retried, &payload), Some((3, &b"job"[..])));
+        assert_eq!(job_of(Kind::Admit, b"job"), Some((0, &b"job"[..])));
+        assert_eq!(
+            job_of(Kind::Retried, &[1, 0]),
+            None,
+            "too short for a count"
+        );
+        assert_eq!(job_of(Kind::End, b""), None);
+        // Its count rides above the job's size bound.
+        let key = test_key();
+        let bytes = segment(&[(Kind::Retried, 1, &[7; 104])]);
+        assert!(read_at(&bytes, HEAD, 100, Format::Keyed(&key)).is_some());
+        assert!(read_at(&bytes, HEAD, 99, Format::Keyed(&key)).is_none());
     }
 }

@@ -1,6 +1,7 @@
 //! The live set: which jobs are admitted and not ended, where their
-//! `Admit` records are, and each segment's counts (what reclaiming space
-//! and coming back after the directory was lost both go by).
+//! records are (an `Admit`, or the `Retried` that took its place), and
+//! each segment's counts (what reclaiming space and coming back after the
+//! directory was lost both go by).
 
 use std::collections::{BTreeMap, HashMap};
 
@@ -26,7 +27,7 @@ impl Seg {
     };
 }
 
-/// Where a live job's `Admit` record is.
+/// Where a live job's record is (its `Admit`, or its latest `Retried`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Live {
     pub(crate) seg: u64,
@@ -41,7 +42,8 @@ pub(crate) struct LiveSet {
 }
 
 impl LiveSet {
-    /// A job's `Admit` record was written in `seg` (a copy replaces the old one).
+    /// A job's record was written in `seg` (a copy, or a retry's record,
+    /// replaces the old one).
     pub(crate) fn admit(&mut self, id: u64, seg: u64, len: usize) {
         let len = u32::try_from(len).unwrap_or(u32::MAX);
         if let Some(old) = self.jobs.insert(id, Live { seg, len }) {

@@ -414,9 +414,12 @@ impl Journal {
 
     /// Records that job `id` failed attempt `made` and waits for another
     /// (its encoding written by `encode`), so that a restart goes on from
-    /// attempt `made + 1`: the record takes the place of its admission's.
-    /// Nothing waits for it; one the journal has no room for is left out
-    /// (a restart then counts from the last one written).
+    /// attempt `made + 1`: the record takes the place of its admission's,
+    /// made as durable as an admission is before that place moves. Nothing
+    /// waits for it; one the journal has no room for is left out (a
+    /// restart then counts from the last one written), and so is one for
+    /// a job the journal does not hold (submitted unjournaled, or already
+    /// ended): the writer writes it only for a live job.
     pub(crate) fn retried(&self, id: u64, made: u32, encode: impl FnOnce(&mut Vec<u8>)) {
         let encode = |out: &mut Vec<u8>| {
             frame::retried(made, out);
@@ -450,7 +453,12 @@ impl Journal {
         let len = frame::encode_with(&mut framed, &self.inner.key, kind, id, encode);
         let max = self.inner.opts.max_record_bytes;
         let payload = len - frame::OVERHEAD;
-        if payload > max {
+        // A retry's count is not the job's: the job fits as it did.
+        let counted = match kind {
+            frame::Kind::Retried => payload.saturating_sub(frame::COUNT),
+            _ => payload,
+        };
+        if counted > max {
             return Err(JournalError::TooLarge { len: payload, max });
         }
         if !self.in_place() {
@@ -476,11 +484,15 @@ impl Journal {
                 (Some(ack), Some(done))
             }
         };
-        if let Err(e) = self.send(Cmd::Admit {
-            id,
-            frame: framed,
-            ack,
-        }) {
+        let cmd = match kind {
+            frame::Kind::Retried => Cmd::Retried { id, frame: framed },
+            _ => Cmd::Admit {
+                id,
+                frame: framed,
+                ack,
+            },
+        };
+        if let Err(e) = self.send(cmd) {
             g.pending_bytes.fetch_sub(len, Ordering::Relaxed);
             return Err(e);
         }
@@ -592,7 +604,10 @@ pub struct Recovered {
     pub job: Vec<u8>,
     /// The delivery attempts it had made (0 if none failed before the
     /// restart): a throttle given it goes on from the next
-    /// ([`Attempt::number`](crate::Attempt::number)), within its
-    /// [`RetryPolicy`](crate::RetryPolicy)'s attempts.
+    /// ([`Attempt::number`](crate::Attempt::number)), or, when its
+    /// [`RetryPolicy`](crate::RetryPolicy) allows fewer attempts than
+    /// that, makes one last attempt numbered as the policy's last. A
+    /// recovered job is due at once: a receiver's `Retry-After` from
+    /// before the restart is not kept.
     pub attempts: u32,
 }

@@ -43,6 +43,12 @@ pub(crate) enum Cmd {
         frame: Vec<u8>,
         ack: Option<Ack>,
     },
+    /// A framed `Retried` record: written only if job `id` is live (its
+    /// admission written, in an earlier batch or earlier in this one), and
+    /// `fsync`ed with its batch when admissions are (`Durability::Sync`),
+    /// since it moves the job's place and the segment that held it may be
+    /// removed next.
+    Retried { id: u64, frame: Vec<u8> },
     /// A job ended.
     End { id: u64 },
     /// Write and `fsync` everything before this, then answer.
@@ -290,6 +296,8 @@ impl Writer {
         let mut acks = Vec::new();
         let mut flushes = Vec::new();
         let mut admitted = 0u64;
+        // A `Retried` record moved a job's place.
+        let mut moved = false;
         for id in std::mem::take(&mut self.unwritten_ends) {
             frame::encode(buf, &self.key, Kind::End, id, &[]);
             ops.push(Op::End { id });
@@ -304,6 +312,18 @@ impl Writer {
                         len: frame.len(),
                     });
                     acks.extend(ack);
+                }
+                Cmd::Retried { id, frame } => {
+                    admitted += frame.len() as u64;
+                    let admitting = |o: &Op| matches!(o, Op::Admit { id: a, .. } if *a == id);
+                    if self.live.jobs.contains_key(&id) || ops.iter().any(admitting) {
+                        buf.extend_from_slice(&frame);
+                        ops.push(Op::Admit {
+                            id,
+                            len: frame.len(),
+                        });
+                        moved = true;
+                    }
                 }
                 Cmd::End { id } => {
                     frame::encode(buf, &self.key, Kind::End, id, &[]);
@@ -321,7 +341,7 @@ impl Writer {
         } else {
             self.gauges.batches.fetch_add(1, Ordering::Relaxed);
             let sync = !flushes.is_empty()
-                || (!acks.is_empty() && self.opts.durability == Durability::Sync);
+                || ((!acks.is_empty() || moved) && self.opts.durability == Durability::Sync);
             if sync {
                 self.synced();
                 self.active.sync_data()
@@ -489,7 +509,8 @@ impl Writer {
         // last one is its place.
         let mut last = std::collections::HashMap::new();
         for (i, r) in records.iter().enumerate() {
-            if r.kind.holds_job() && self.live.jobs.get(&r.id).is_some_and(|l| l.seg == seq) {
+            let holds_job = frame::job_of(r.kind, r.payload).is_some();
+            if holds_job && self.live.jobs.get(&r.id).is_some_and(|l| l.seg == seq) {
                 last.insert(r.id, i);
             }
         }

@@ -212,9 +212,11 @@ impl<K: Hash + Eq + Clone, S: BuildHasher> KeyedBucketsBuilder<K, S> {
     /// check's cache miss, where the cycle counter's `rdtsc` does not.
     /// The cost: this clock does not follow tokio's paused time (pass
     /// `quanta::Clock::mock()` to drive it in a test, or call the `_at`
-    /// variants), and it drifts from tokio's by the calibration's error
-    /// (parts per million), which matters only to a table whose callers
-    /// mix the `_at` variants with the others.
+    /// variants), and it is a timeline of its own: the gap between it and
+    /// tokio's clock grows with the table's age (the calibration's error,
+    /// and the system clock's NTP slewing, which the counter does not
+    /// follow; at 100 ppm, seconds a day). Do not mix the `_at` variants
+    /// with the others on a table built with it.
     ///
     /// ```
     /// # use dripfeed::keyed::{KeyedBuckets, Quota};
@@ -537,7 +539,9 @@ impl<K: Hash + Eq + Clone, S: BuildHasher> KeyedBuckets<K, S> {
         }
     }
 
-    /// [`try_admit_at`](Self::try_admit_at) at `Instant::now()`.
+    /// [`try_admit_at`](Self::try_admit_at) at `Instant::now()` (on the
+    /// table's clock: tokio's, or the cycle counter given to
+    /// [`quanta_clock`](KeyedBucketsBuilder::quanta_clock)).
     ///
     /// ```
     /// # use dripfeed::keyed::{KeyedBuckets, Quota};
@@ -558,7 +562,8 @@ impl<K: Hash + Eq + Clone, S: BuildHasher> KeyedBuckets<K, S> {
     /// already admitted at counts the time between as owed (as GCRA does:
     /// the bucket is kept as when it empties). [`try_admit`](Self::try_admit)
     /// and the other variants without `_at` read the clock under the
-    /// shard's lock, so their times always are.
+    /// shard's lock, so their times are (tokio's clock; the cycle counter
+    /// to within the counter's skew between cores, nanoseconds).
     ///
     /// ```
     /// # use dripfeed::keyed::{AdmitError, KeyedBuckets, Quota};
@@ -575,7 +580,9 @@ impl<K: Hash + Eq + Clone, S: BuildHasher> KeyedBuckets<K, S> {
         self.admit_when(key, cost, Some(now))
     }
 
-    /// [`can_admit_at`](Self::can_admit_at) at `Instant::now()`.
+    /// [`can_admit_at`](Self::can_admit_at) at `Instant::now()` (on the
+    /// table's clock: tokio's, or the cycle counter given to
+    /// [`quanta_clock`](KeyedBucketsBuilder::quanta_clock)).
     ///
     /// ```
     /// # use dripfeed::keyed::{KeyedBuckets, Quota};
@@ -604,7 +611,9 @@ impl<K: Hash + Eq + Clone, S: BuildHasher> KeyedBuckets<K, S> {
         self.check_when(key, cost, Some(now))
     }
 
-    /// [`debt_at`](Self::debt_at) at `Instant::now()`.
+    /// [`debt_at`](Self::debt_at) at `Instant::now()` (on the
+    /// table's clock: tokio's, or the cycle counter given to
+    /// [`quanta_clock`](KeyedBucketsBuilder::quanta_clock)).
     ///
     /// ```
     /// # use dripfeed::keyed::{KeyedBuckets, Quota};
@@ -633,7 +642,9 @@ impl<K: Hash + Eq + Clone, S: BuildHasher> KeyedBuckets<K, S> {
         self.debt_when(key, Some(now))
     }
 
-    /// [`settle_at`](Self::settle_at) at `Instant::now()`.
+    /// [`settle_at`](Self::settle_at) at `Instant::now()` (on the
+    /// table's clock: tokio's, or the cycle counter given to
+    /// [`quanta_clock`](KeyedBucketsBuilder::quanta_clock)).
     ///
     /// ```
     /// # use dripfeed::keyed::{KeyedBuckets, Quota};
@@ -670,7 +681,9 @@ impl<K: Hash + Eq + Clone, S: BuildHasher> KeyedBuckets<K, S> {
         self.settle_when(key, (estimated, actual), Some(now))
     }
 
-    /// [`set_quota_at`](Self::set_quota_at) at `Instant::now()`.
+    /// [`set_quota_at`](Self::set_quota_at) at `Instant::now()` (on the
+    /// table's clock: tokio's, or the cycle counter given to
+    /// [`quanta_clock`](KeyedBucketsBuilder::quanta_clock)).
     ///
     /// ```
     /// # use dripfeed::keyed::{KeyedBuckets, Quota};
@@ -702,7 +715,9 @@ impl<K: Hash + Eq + Clone, S: BuildHasher> KeyedBuckets<K, S> {
         self.set_quota_when(key, quota, Some(now))
     }
 
-    /// [`clear_quota_at`](Self::clear_quota_at) at `Instant::now()`.
+    /// [`clear_quota_at`](Self::clear_quota_at) at `Instant::now()` (on the
+    /// table's clock: tokio's, or the cycle counter given to
+    /// [`quanta_clock`](KeyedBucketsBuilder::quanta_clock)).
     ///
     /// ```
     /// # use dripfeed::keyed::{KeyedBuckets, Quota};

@@ -5,10 +5,12 @@
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use dripfeed::journal::Journal;
-use dripfeed::{Attempt, ChannelSink, DeadLetterReason, Delivery, RetryPolicy, Throttle};
+use dripfeed::journal::{Durability, Journal};
+use dripfeed::{
+    Attempt, ChannelSink, DeadLetterReason, Delivery, RetryPolicy, Submission, Throttle,
+};
 
-use super::{fresh_dir, snapshot};
+use super::{fresh_dir, settled, snapshot};
 use crate::support;
 
 /// The attempts' numbers a downstream saw.
@@ -115,4 +117,91 @@ async fn a_job_that_never_failed_starts_at_its_first_attempt() {
         support::until_true(Duration::from_secs(30), || !seen.lock().unwrap().is_empty()).await
     );
     assert_eq!(seen.lock().unwrap()[0], 1);
+}
+
+/// A run whose policy allows fewer attempts than a recovered job made
+/// gives it one last attempt, numbered as the policy's last.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_shorter_policy_after_a_restart_makes_one_last_attempt() {
+    let dir = fresh_dir("attempts-fewer");
+    let (seen, deliver) = failing(3);
+    let (throttle, _drain) = Throttle::builder()
+        .drain_rate(1000.0)
+        .retries(policy())
+        .journal(Journal::open(&dir).unwrap())
+        .build(deliver)
+        .unwrap();
+    throttle.submit("flaky".to_string()).await.unwrap();
+    let scheduled = || throttle.stats().retried() == 3;
+    assert!(support::until_true(Duration::from_secs(30), scheduled).await);
+    assert_eq!(*seen.lock().unwrap(), [1, 2, 3]);
+    throttle.journal().unwrap().flush().await;
+    let crashed = snapshot(&dir, "attempts-fewer-copy");
+
+    let (sink, mut dead) = ChannelSink::new(4).unwrap();
+    let (seen, deliver) = failing(u32::MAX);
+    let (_again, _drain) = Throttle::builder()
+        .drain_rate(1000.0)
+        .retries(RetryPolicy::new(2))
+        .dead_letter(sink)
+        .journal(Journal::open(&crashed).unwrap())
+        .build(deliver)
+        .unwrap();
+    let letter = tokio::time::timeout(Duration::from_secs(30), dead.recv())
+        .await
+        .expect("dead-lettered within 30 s")
+        .expect("a letter");
+    assert_eq!(letter.why, DeadLetterReason::Failed { attempts: 2 });
+    assert_eq!(*seen.lock().unwrap(), [2]);
+}
+
+/// A job submitted unjournaled stays out of the journal when it is
+/// retried (its count has no record to take the place of), and a retry's
+/// record is fsynced as admissions are (`Durability::Sync`): the segment
+/// that held the job's admission may be removed once its place moved.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn retries_record_only_journaled_jobs_and_as_durably_as_admissions() {
+    let dir = fresh_dir("attempts-unjournaled");
+    let (seen, deliver) = failing(1);
+    let (throttle, _drain) = Throttle::builder()
+        .drain_rate(1000.0)
+        .retries(policy())
+        .journal(
+            Journal::options()
+                .durability(Durability::Sync)
+                .open(&dir)
+                .unwrap(),
+        )
+        .build(deliver)
+        .unwrap();
+    let journal = throttle.journal().unwrap().clone();
+    throttle
+        .submit_timeout(
+            Submission::new("kept elsewhere".to_string()).unjournaled(),
+            Duration::ZERO,
+        )
+        .await
+        .unwrap();
+    assert!(support::until_true(Duration::from_secs(30), || throttle.stats().retried() == 1).await);
+    let stats = settled(&journal).await;
+    assert_eq!(stats.live, 0, "an unjournaled job's retry wrote no record");
+    let crashed = snapshot(&dir, "attempts-unjournaled-copy");
+    assert_eq!(Journal::open(&crashed).unwrap().recovered(), 0);
+
+    throttle.pause();
+    throttle.submit("journaled".to_string()).await.unwrap();
+    let before = journal.stats().fsyncs; // the admission's
+    throttle.resume();
+    assert!(support::until_true(Duration::from_secs(30), || throttle.stats().retried() == 2).await);
+    // The retry's record, on its own in a batch, is fsynced.
+    let synced = || journal.stats().fsyncs > before;
+    assert!(support::until_true(Duration::from_secs(30), synced).await);
+    assert_eq!(seen.lock().unwrap().len(), 2);
+    let crashed = snapshot(&dir, "attempts-journaled-copy");
+    let found = Journal::open(&crashed).unwrap().take_recovered();
+    assert_eq!(found.len(), 1);
+    assert_eq!(
+        (&found[0].job[..], found[0].attempts),
+        (&b"journaled"[..], 1)
+    );
 }
