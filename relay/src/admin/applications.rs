@@ -474,7 +474,7 @@ pub(crate) async fn put_endpoint(
         Ok(Err(r)) => return *r,
         Err(e) => Err(e),
     };
-    super::change::put_as(admin, name, headers, body, super::change::MakeApp::No).await
+    super::change::put_as(admin, name, headers, body).await
 }
 
 /// `PATCH /v1/applications/{app}/endpoints/{name}`.

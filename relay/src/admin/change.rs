@@ -219,6 +219,7 @@ fn bad_name(name: &str) -> Option<Response> {
         (status = 401, description = "No admin token, or not the admin token.", body = Problem, content_type = "application/problem+json",
             headers(("WWW-Authenticate" = String, description = "`Bearer realm=\"dripfeed-relay\"`"))),
         (status = 403, description = "Sent by a browser from another origin (Origin is not this listener's: cross-origin), or, without an admin token, naming the listener by a host name other than localhost (not-local).", body = Problem, content_type = "application/problem+json"),
+        (status = 404, description = "It names an application that does not exist (make it first: PUT /v1/applications/{app}).", body = Problem, content_type = "application/problem+json"),
         (status = 409, description = "It is being deleted (with queue = redis: until the fleet has ended it, its grace and 5 s), an older destination of that name is still draining, the relay has no registry (no_journal without state_dir), or (with queue = redis) other relays changed it again and again meanwhile.", body = Problem, content_type = "application/problem+json"),
         (status = 412, description = "If-Match or If-None-Match does not hold: it was changed, made or deleted meanwhile (nothing changed).", body = Problem, content_type = "application/problem+json"),
         (status = 413, description = "The body is larger than the admin API takes (64 KiB).", body = Problem, content_type = "application/problem+json"),
@@ -231,27 +232,18 @@ pub(crate) async fn put(
     headers: HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> Response {
-    put_as(admin, name, headers, body, MakeApp::Yes).await
+    put_as(admin, name, headers, body).await
 }
 
-/// Whether a `PUT` naming an application not made yet makes it.
-#[derive(Clone, Copy, PartialEq, Eq)]
-pub(crate) enum MakeApp {
-    /// Yes (`PUT /v1/destinations/{name}`, as the application's own `PUT`
-    /// would).
-    Yes,
-    /// No: 404 (the application's endpoints' route, whose application
-    /// may have been deleted since the route found it).
-    No,
-}
-
-/// [`put`], making the application it names when `make` says so.
+/// [`put`]'s work, for its route and the application's endpoints' route.
+/// An application it names must exist: 404, as the endpoints' route
+/// answers (a typo does not make a customer, and a `PUT` racing the
+/// application's deletion never makes it again).
 pub(crate) async fn put_as(
     admin: Arc<Admin>,
     name: String,
     headers: HeaderMap,
     body: Result<Bytes, BytesRejection>,
-    make: MakeApp,
 ) -> Response {
     if let Some(refused) = bad_name(&name) {
         return refused;
@@ -295,22 +287,6 @@ pub(crate) async fn put_as(
     };
     if let Err(detail) = whole.check_each() {
         return unprocessable("bad-destination", detail);
-    }
-    // An application named and not made yet is made first, as its own
-    // PUT makes it (what a deleted one of that name took is not its).
-    if let Some(app) = &fields.application
-        && make == MakeApp::Yes
-        && admin.catalog.app(app).is_none()
-    {
-        let made = crate::catalog::App::new(None, admin.queue.events().fresh_since(app).await);
-        // Only if it is still not made (one made by its own PUT meanwhile
-        // is kept as that PUT made it).
-        let absent = crate::catalog::edit::Precondition::absent();
-        match admin.queue.events().put_app(app, made, &absent).await {
-            Ok(_) => {}
-            Err(refused) if refused.status == 412 => {}
-            Err(refused) => return super::change_answers::refusal(refused),
-        }
     }
     let edit = Edit::Replace(Replacement {
         fields,

@@ -232,7 +232,7 @@ fn owned<T>(page: Page<T>, since: u64, id: impl Fn(&T) -> u64) -> Page<T> {
         (status = 403, description = "Without an admin token, a request that names the listener by a host name other than localhost (not-local: DNS rebinding).", body = Problem, content_type = "application/problem+json"),
         (status = 404, description = "No application of that name.", body = Problem, content_type = "application/problem+json"),
         (status = 422, description = "A cursor that is not an event id (1 to 20 digits).", body = Problem, content_type = "application/problem+json"),
-        (status = 503, description = "The events store cannot be read (with queue = redis: events are kept by the local engine only for now), or the listener serves its most connections.", body = Problem, content_type = "application/problem+json"),
+        (status = 503, description = "The events store cannot be read (on disk; with queue = redis: in Redis), or the listener serves its most connections.", body = Problem, content_type = "application/problem+json"),
     ))]
 pub(crate) async fn list(
     State(admin): State<Arc<Admin>>,

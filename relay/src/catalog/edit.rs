@@ -59,14 +59,6 @@ pub(crate) struct Precondition {
 }
 
 impl Precondition {
-    /// `If-None-Match: *`: only if it does not exist.
-    pub(crate) fn absent() -> Precondition {
-        Precondition {
-            if_match: None,
-            if_none_match_any: true,
-        }
-    }
-
     /// The conditions of an `If-Match` and an `If-None-Match` header's
     /// values, or why they do not read (`If-None-Match` takes only `*`).
     pub(crate) fn of(

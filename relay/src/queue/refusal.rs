@@ -145,6 +145,17 @@ impl ChangeRefused {
         ChangeRefused::new(404, "unknown-application", "no application of that name")
     }
 
+    /// 422: a change would move an endpoint to another application, or
+    /// make it a plain destination, or a plain destination an endpoint.
+    pub(crate) fn application_fixed() -> ChangeRefused {
+        ChangeRefused::new(
+            422,
+            "bad-destination",
+            "application: it cannot be changed (delete the endpoint and make it under the \
+             other application): its events' history stays its application's",
+        )
+    }
+
     /// 503: shutdown has begun.
     pub(crate) fn closing() -> ChangeRefused {
         ChangeRefused::new(503, "closed", "the relay is shutting down")

@@ -2278,7 +2278,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description The events store cannot be read (with queue = redis: events are kept by the local engine only for now), or the listener serves its most connections. */
+            /** @description The events store cannot be read (on disk; with queue = redis: in Redis), or the listener serves its most connections. */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -2800,6 +2800,15 @@ export interface operations {
             };
             /** @description Sent by a browser from another origin (Origin is not this listener's: cross-origin), or, without an admin token, naming the listener by a host name other than localhost (not-local). */
             403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description It names an application that does not exist (make it first: PUT /v1/applications/{app}). */
+            404: {
                 headers: {
                     [name: string]: unknown;
                 };

@@ -176,6 +176,11 @@ pub(crate) async fn change(
         };
         let existed = current.is_some();
         let fields = resolve(name, current.as_ref(), edit.clone(), pre)?;
+        if let Some(now) = &current
+            && now.application != fields.application
+        {
+            return Err(ChangeRefused::application_fixed());
+        }
         if !existed && q.catalog.held() >= q.max_destinations {
             let detail = format!(
                 "the relay holds its {} destinations (max_destinations)",

@@ -261,12 +261,7 @@ impl Changes {
         if let Some(now) = &current
             && now.application != fields.application
         {
-            return Err(ChangeRefused::new(
-                422,
-                "bad-destination",
-                "application: it cannot be changed (delete the endpoint and make it under the \
-                 other application): its events' history stays its application's",
-            ));
+            return Err(ChangeRefused::application_fixed());
         }
         // An endpoint only of an application that exists (not one deleted
         // while this change waited for its lock).

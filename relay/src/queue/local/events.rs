@@ -30,9 +30,13 @@ pub(crate) enum CopyRedrive {
     /// Sent again since it was dead-lettered (a recover, a resend), or on
     /// its way: nothing sent, the letter done with.
     Settled,
-    /// Not taken now (a full queue, an endpoint gone or another
-    /// application's): the letter stays.
+    /// Not taken now (a full queue, the store cannot write): the letter
+    /// stays, for a later redrive.
     Refused,
+    /// Never to be taken here: the endpoint of that name is gone, or
+    /// another application's now (not its history to send). The letter
+    /// stays, kept as `destination-gone`.
+    Gone,
 }
 
 /// What sends copies: the set, the dead-letter file, the store.
@@ -230,7 +234,7 @@ impl Local {
             .get(endpoint)
             .and_then(|l| l.dest.endpoint.map(|e| e.application.clone()));
         if app.as_deref() != Some(record.app.as_str()) {
-            return Some(CopyRedrive::Refused);
+            return Some(CopyRedrive::Gone);
         }
         // Delivered since (a recover, a resend), or on its way: done.
         if copy.state != CopyState::DeadLettered {
@@ -239,7 +243,7 @@ impl Local {
         let payload = store.payload(seq).ok()??;
         let endpoint: Arc<str> = Arc::from(endpoint);
         let Some(_pass) = self.catalog.open(&endpoint) else {
-            return Some(CopyRedrive::Refused);
+            return Some(CopyRedrive::Gone);
         };
         let Ok(granted) = store.again(vec![seq], endpoint.clone()).await else {
             return Some(CopyRedrive::Refused); // the store cannot write: the letter stays

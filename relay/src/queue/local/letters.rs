@@ -138,6 +138,14 @@ pub(crate) async fn redrive(
                 continue;
             }
             Some(CopyRedrive::Refused) => false,
+            Some(CopyRedrive::Gone) => {
+                done.kept.push(Kept {
+                    id,
+                    destination: from,
+                    reason: "destination-gone",
+                });
+                continue;
+            }
             None => match lines::job_of(letter, &local.budget) {
                 Some(job) => local
                     .set

@@ -10,7 +10,7 @@ use std::time::Duration;
 use reqwest::Method;
 use serde_json::json;
 
-use super::{Bench, Engine, both, local_only, post, receiver, send_json};
+use super::{Bench, Engine, both, get_json, local_only, post, receiver, send_json};
 use crate::harness::{TempDir, run};
 use crate::receivers::Log;
 
@@ -112,4 +112,91 @@ async fn a_state_file_naming_a_destination_twice_is_refused(engine: Engine) {
     .await;
     assert_eq!(code, 2, "refused, not started: {err}");
     assert!(err.contains("twice"), "{err}");
+}
+
+both!(an_endpoint_keeps_its_application_and_names_only_one_that_exists);
+
+/// An endpoint's application is fixed once set, whichever route changes
+/// it (its events' history stays its application's): a `PUT` or `PATCH`
+/// through `/v1/destinations` that would move it, drop it, or make a plain
+/// destination an endpoint is refused (422), and one naming an
+/// application that does not exist is 404 (never making one).
+async fn an_endpoint_keeps_its_application_and_names_only_one_that_exists(engine: Engine) {
+    let log = Arc::new(Log::default());
+    let rx = receiver(log.clone(), 204, Duration::ZERO).await;
+    let bench = Bench::start(engine, "fixed-app", "").await;
+    let relay = &bench.relay;
+    let url = format!("http://{rx}/x");
+    for app in ["appa", "appb"] {
+        let (status, v) = send_json(
+            Method::PUT,
+            &relay.admin_url(&format!("/v1/applications/{app}")),
+            &json!({}),
+        )
+        .await;
+        assert_eq!(status, 201, "{v}");
+    }
+    let x = relay.admin_url("/v1/applications/appa/endpoints/x");
+    let (status, v) = send_json(Method::PUT, &x, &json!({"url": url})).await;
+    assert_eq!(status, 201, "{v}");
+    let dest = relay.admin_url("/v1/destinations/x");
+    for (method, body) in [
+        (Method::PUT, json!({"url": url})),
+        (Method::PUT, json!({"url": url, "application": "appb"})),
+        (Method::PATCH, json!({"application": "appb"})),
+        (Method::PATCH, json!({"application": null})),
+    ] {
+        let (status, v) = match method {
+            Method::PATCH => merge_patch(&dest, &body).await,
+            _ => send_json(method.clone(), &dest, &body).await,
+        };
+        assert_eq!(status, 422, "{method} {body}: {v}");
+        assert!(
+            v["detail"]
+                .as_str()
+                .unwrap_or_default()
+                .contains("application"),
+            "{v}"
+        );
+    }
+    let v = get_json(&x).await;
+    assert_eq!(v["application"], "appa", "{v}");
+
+    let plain = relay.admin_url("/v1/destinations/plain");
+    let (status, v) = send_json(Method::PUT, &plain, &json!({"url": url})).await;
+    assert_eq!(status, 201, "{v}");
+    let body = json!({"url": url, "application": "appa"});
+    let (status, v) = send_json(Method::PUT, &plain, &body).await;
+    assert_eq!(status, 422, "a plain destination made an endpoint: {v}");
+
+    let typo = relay.admin_url("/v1/destinations/q");
+    let body = json!({"url": url, "application": "apa"});
+    let (status, v) = send_json(Method::PUT, &typo, &body).await;
+    assert_eq!(status, 404, "{v}");
+    assert_eq!(v["type"], "urn:dripfeed:problem:unknown-application", "{v}");
+    let status = |url: String| async move {
+        let resp = crate::harness::http()
+            .get(url)
+            .send()
+            .await
+            .expect("an answer");
+        resp.status().as_u16()
+    };
+    let apa = relay.admin_url("/v1/applications/apa");
+    assert_eq!(status(apa).await, 404, "no application made by a typo");
+    assert_eq!(status(typo).await, 404, "nor the destination");
+}
+
+/// A JSON merge patch of `url`: status and body.
+async fn merge_patch(url: &str, body: &serde_json::Value) -> (u16, serde_json::Value) {
+    let resp = crate::harness::http()
+        .patch(url)
+        .header("content-type", "application/merge-patch+json")
+        .body(body.to_string())
+        .send()
+        .await
+        .expect("an answer");
+    let status = resp.status().as_u16();
+    let text = resp.text().await.unwrap_or_default();
+    (status, serde_json::from_str(&text).unwrap_or_default())
 }

@@ -221,3 +221,64 @@ async fn a_dead_letter_is_redriven_once(engine: Engine) {
         "each letter reached the receiver once after its redrive"
     );
 }
+
+both!(an_event_copy_never_goes_to_an_endpoint_made_again_under_another_application);
+
+/// An event's copies dead-lettered by endpoint `x` of `appa` are not
+/// `appb`'s to receive once `x` is deleted and made again under `appb`:
+/// a redrive keeps them, named `destination-gone` (for good), never
+/// counts them `refused` (for now: a later redrive would never take them).
+async fn an_event_copy_never_goes_to_an_endpoint_made_again_under_another_application(
+    engine: Engine,
+) {
+    let failing = Arc::new(Log::default());
+    let bad = receiver(failing.clone(), 400, Duration::ZERO).await;
+    let ok = Arc::new(Log::default());
+    let rx = receiver(ok.clone(), 204, Duration::ZERO).await;
+    let bench = Bench::start(engine, "redrive-app", "--retries 0").await;
+    let relay = &bench.relay;
+    for app in ["appa", "appb"] {
+        let url = relay.admin_url(&format!("/v1/applications/{app}"));
+        assert_eq!(send_json(Method::PUT, &url, &json!({})).await.0, 201);
+    }
+    let x = relay.admin_url("/v1/applications/appa/endpoints/x");
+    let (status, v) = send_json(Method::PUT, &x, &json!({"url": format!("http://{bad}/x")})).await;
+    assert_eq!(status, 201, "{v}");
+    let events = relay.url("/v1/applications/appa/events");
+    for n in 0..3 {
+        let (status, v) = send_json(
+            Method::POST,
+            &events,
+            &json!({"type": "t.x", "payload": {"n": n}}),
+        )
+        .await;
+        assert_eq!((status, &v["endpoints"]), (202, &json!(1)), "{v}");
+    }
+    dead_letters(relay, "x", 3).await;
+    assert_eq!(send_json(Method::DELETE, &x, &json!({})).await.0, 202);
+    let again = relay.admin_url("/v1/applications/appb/endpoints/x");
+    let body = json!({"url": format!("http://{rx}/x")});
+    let made = eventually(Duration::from_secs(30), || async {
+        send_json(Method::PUT, &again, &body).await.0 == 201
+    })
+    .await;
+    assert!(made, "x made again under appb");
+    let url = relay.admin_url("/v1/dead-letters/redrive");
+    for _ in 0..2 {
+        let (status, done) = send_json(Method::POST, &url, &json!({"destination": "x"})).await;
+        assert_eq!(status, 200, "{done}");
+        assert_eq!(
+            (&done["readmitted"], &done["refused"]),
+            (&json!(0), &json!(0)),
+            "{done}"
+        );
+        let kept = done["kept"].as_array().cloned().unwrap_or_default();
+        assert_eq!(kept.len(), 3, "{done}");
+        assert!(
+            kept.iter().all(|k| k["reason"] == "destination-gone"),
+            "{done}"
+        );
+    }
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(ok.len(), 0, "appb's x got none of appa's copies");
+}
