@@ -15,6 +15,7 @@ use super::lane::{Lane, number_of};
 use super::redis::keys::KeyClaim;
 use super::redis::queue::Admission as Queued;
 use super::shared::{Admit, Shared};
+use super::webhook_id;
 use crate::domain::job::Job;
 use crate::domain::names::{body_hash, scoped_key};
 use crate::queue::contract::{Accepted, Admission, Cause, Refusal, Store};
@@ -129,7 +130,7 @@ impl Shared {
             None => None,
             Some(key) => {
                 let request = format!("{destination}|{:016x}", body_hash(&job.body));
-                let fresh = fastrand::u64(1..).to_string();
+                let fresh = webhook_id::fresh(destination).to_string();
                 match self
                     .keys
                     .claim(key, &request, &fresh, self.remember)
@@ -181,7 +182,7 @@ impl Shared {
         };
         let answer = match &keyed {
             Some((_, id, _)) => self.queue_as(lane, job, id, owner).await,
-            None => self.queue(lane, job, owner).await,
+            None => self.queue(destination, lane, job, owner).await,
         };
         match (&keyed, &answer) {
             (
@@ -231,14 +232,24 @@ impl Shared {
 
     /// [`admit`](Self::admit)'s queueing of a webhook without a key, in one
     /// round trip.
-    async fn queue(&self, lane: &Lane, job: &Job, owner: Option<&str>) -> Result<Admit, String> {
+    async fn queue(
+        &self,
+        destination: &str,
+        lane: &Lane,
+        job: &Job,
+        owner: Option<&str>,
+    ) -> Result<Admit, String> {
         let bytes = encoded(job);
-        // A random id, unique in the fleet; one still held is drawn again.
+        // A random id naming its destination ([`webhook_id`]); one still
+        // held is drawn again.
         let mut answer = Queued::Taken;
         // A redriven webhook keeps the id it had (its status starts over).
         let mut id = Some(job.trail.id()).filter(|id| *id != 0);
         for _ in 0..4 {
-            let id = id.take().unwrap_or_else(|| fastrand::u64(1..)).to_string();
+            let id = id
+                .take()
+                .unwrap_or_else(|| webhook_id::fresh(destination))
+                .to_string();
             answer = lane
                 .queue
                 .admit_owned(&id, &bytes, None, lane.bound_now(), self.remember, owner)

@@ -28,6 +28,7 @@ pub(crate) mod shared;
 mod steer;
 mod sweep;
 mod wake;
+mod webhook_id;
 
 use std::collections::HashSet;
 use std::sync::Arc;
@@ -110,7 +111,18 @@ impl Queue for FleetQueue {
     }
 
     async fn status(&self, id: u64) -> Result<Option<Found>, String> {
-        self.shared.status(id).await.map(|f| f.map(found))
+        let Some((name, status)) = self.shared.status(id).await? else {
+            return Ok(None);
+        };
+        // An event's id names no webhook (its copies are the event's to
+        // show): 404, as the local engine answers, not one copy's status.
+        if let Some(app) = self.catalog.application_of(&name) {
+            let event = self.shared.events.record(&app, id).await;
+            if event.map_err(|e| e.to_string())?.is_some() {
+                return Ok(None);
+            }
+        }
+        Ok(Some(found((name, status))))
     }
 
     fn busiest(&self, k: usize) -> Vec<(String, u64)> {

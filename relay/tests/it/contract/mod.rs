@@ -14,6 +14,7 @@ mod counts;
 mod idle;
 mod keys;
 mod limits;
+mod lookups;
 mod overflow;
 mod redrive;
 
