@@ -41,6 +41,17 @@ impl Account {
         }
     }
 
+    /// The destinations it may post to, when it is held to some: its
+    /// `destinations`, else its `applications`' endpoints; `None`: every
+    /// one.
+    pub(crate) fn within(&self) -> Option<crate::catalog::Within<'_>> {
+        match (&self.destinations, &self.applications) {
+            (Some(names), _) => Some(crate::catalog::Within::Names(names)),
+            (None, Some(apps)) => Some(crate::catalog::Within::Applications(apps)),
+            (None, None) => None,
+        }
+    }
+
     /// Whether it may post to `destination` (an endpoint of application
     /// `app`, if `Some`): one it lists; without `destinations`, any,
     /// unless it is limited to some `applications` (then only their

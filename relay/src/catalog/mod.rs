@@ -197,6 +197,15 @@ pub(crate) struct Catalog {
     closing: AtomicBool,
 }
 
+/// Where [`Catalog::only_within`] looks.
+#[derive(Clone, Copy)]
+pub(crate) enum Within<'a> {
+    /// These destinations.
+    Names(&'a [Arc<str>]),
+    /// These applications' endpoints.
+    Applications(&'a [Arc<str>]),
+}
+
 fn pass(name: &Arc<str>, e: &Entry) -> Pass {
     let gate = e.admitting.get_or_init(Arc::default).clone();
     gate.count.fetch_add(1, Ordering::AcqRel);
@@ -270,6 +279,37 @@ impl Catalog {
             let app = e.dest.endpoint.as_ref().map(|s| &*s.application);
             e.open && usable(name, app)
         });
+        match (found.next(), found.next()) {
+            (Some((name, e)), None) => Some(pass(name, e)),
+            _ => None,
+        }
+    }
+
+    /// As [`only`](Self::only), among the destinations `within` names (a
+    /// caller's own list, or its applications' endpoints) instead of every
+    /// destination: a tenant held to a few of 100,000 looks at those few.
+    pub(crate) fn only_within(
+        &self,
+        within: Within<'_>,
+        usable: impl Fn(&str, Option<&str>) -> bool,
+    ) -> Option<Pass> {
+        let table = self.read();
+        let named: Box<dyn Iterator<Item = &str> + '_> = match within {
+            Within::Names(names) => Box::new(names.iter().map(|n| &**n)),
+            Within::Applications(apps) => Box::new(
+                apps.iter()
+                    .filter_map(|a| table.subs.get(&**a))
+                    .flat_map(|s| s.members.iter().map(|n| &**n)),
+            ),
+        };
+        let mut seen = std::collections::HashSet::new();
+        let mut found = named
+            .filter(|n| seen.insert(*n))
+            .filter_map(|n| table.by_name.get_key_value(n))
+            .filter(|(name, e)| {
+                let app = e.dest.endpoint.as_ref().map(|s| &*s.application);
+                e.open && usable(name, app)
+            });
         match (found.next(), found.next()) {
             (Some((name, e)), None) => Some(pass(name, e)),
             _ => None,
@@ -636,6 +676,31 @@ mod tests {
         c.forget("a");
         assert!(c.target("a").is_none());
         assert_eq!(c.held(), 1);
+    }
+
+    #[test]
+    fn the_only_usable_destination_is_found_among_a_callers_own() {
+        let c = Catalog::new(&[
+            dest("a", "http://a/"),
+            dest("b", "http://b/"),
+            dest("c", "http://c/"),
+        ]);
+        let name = |p: Option<Pass>| p.map(|p| p.name().to_string());
+        let mine: Vec<Arc<str>> = vec!["b".into(), "gone".into(), "b".into()];
+        let all = |_: &str, _: Option<&str>| true;
+        assert_eq!(
+            name(c.only_within(Within::Names(&mine), all)),
+            Some("b".into())
+        );
+        let two: Vec<Arc<str>> = vec!["a".into(), "c".into()];
+        assert_eq!(name(c.only_within(Within::Names(&two), all)), None, "two");
+        c.close("a");
+        assert_eq!(
+            name(c.only_within(Within::Names(&two), all)),
+            Some("c".into())
+        );
+        let apps: Vec<Arc<str>> = vec!["none".into()];
+        assert_eq!(name(c.only_within(Within::Applications(&apps), all)), None);
     }
 
     #[test]

@@ -58,7 +58,13 @@ impl Intake {
     /// The destination of a request without the header: the only one its
     /// caller may use.
     fn only_one(&self, caller: &Caller) -> Result<Pass, Refusal> {
-        match self.catalog.only(|n, app| caller.may_use(n, app)) {
+        let usable = |n: &str, app: Option<&str>| caller.may_use(n, app);
+        let within = caller.account.as_ref().and_then(|a| a.within());
+        let only = match within {
+            Some(within) => self.catalog.only_within(within, usable),
+            None => self.catalog.only(usable),
+        };
+        match only {
             Some(only) => Ok(only),
             None => {
                 let detail = format!(

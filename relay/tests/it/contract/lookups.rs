@@ -3,7 +3,9 @@
 //! tag the id carries, about one in a thousand: it asked every one, a
 //! round trip each, for any id anyone holding an intake key sent), and an
 //! event's id is no webhook's (404 in both engines, not one copy's
-//! status).
+//! status). A page of every destination's dead letters reads the letters
+//! of those that have some (the fleet counts them a batch to a round
+//! trip; it read each destination's letters in turn).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -23,7 +25,7 @@ both!(a_webhook_is_found_among_many_destinations_and_an_event_is_not_one);
 async fn a_webhook_is_found_among_many_destinations_and_an_event_is_not_one(engine: Engine) {
     let log = Arc::new(Log::default());
     let rx = receiver(log.clone(), 204, Duration::ZERO).await;
-    let bench = Bench::start(engine, "lookups", "").await;
+    let bench = Bench::start(engine, "lookups", "--retries 0").await;
     let relay = &bench.relay;
     for i in 0..OTHERS {
         let url = relay.admin_url(&format!("/v1/destinations/d{i:03}"));
@@ -80,15 +82,41 @@ async fn a_webhook_is_found_among_many_destinations_and_an_event_is_not_one(engi
     let (status, v) = status_of(event).await;
     assert_eq!(status, 404, "an event's id is no webhook's: {v}");
 
+    // Three dead letters, of one destination.
+    let failing = Arc::new(Log::default());
+    let bad = receiver(failing.clone(), 400, Duration::ZERO).await;
+    let url = relay.admin_url("/v1/destinations/zz-failing");
+    let (status, v) = send_json(
+        Method::PUT,
+        &url,
+        &json!({"url": format!("http://{bad}/f")}),
+    )
+    .await;
+    assert_eq!(status, 201, "{v}");
+    for n in 0..3 {
+        let p = post(relay, "zz-failing", &[], &format!("{{\"n\":{n}}}")).await;
+        assert_eq!(p.status, 202, "{}", p.body);
+    }
+    let letters = relay.admin_url("/v1/dead-letters");
+    let three = crate::harness::eventually(Duration::from_secs(30), || async {
+        get_json(&letters).await["dead_letters"]
+            .as_array()
+            .map_or(0, Vec::len)
+            == 3
+    })
+    .await;
+    assert!(three, "{}", get_json(&letters).await);
+
     // The fleet asks Redis about a few destinations, not all of them.
     let Some(redis) = &bench.redis else {
         return;
     };
-    let scripts = || {
+    let calls = |command: &str| {
         let stats = redis.cli(&["INFO", "commandstats"]);
+        let prefix = format!("cmdstat_{command}:");
         stats
             .lines()
-            .filter(|l| l.starts_with("cmdstat_evalsha:") || l.starts_with("cmdstat_eval:"))
+            .filter(|l| l.starts_with(&prefix))
             .filter_map(|l| {
                 l.split("calls=")
                     .nth(1)?
@@ -99,6 +127,16 @@ async fn a_webhook_is_found_among_many_destinations_and_an_event_is_not_one(engi
             })
             .sum::<u64>()
     };
+    let before = calls("xrange");
+    let page = get_json(&letters).await;
+    assert_eq!(
+        page["dead_letters"].as_array().map_or(0, Vec::len),
+        3,
+        "{page}"
+    );
+    let read = calls("xrange") - before;
+    assert!(read <= 4, "{read} destinations' letters read for one page");
+    let scripts = || calls("evalsha") + calls("eval");
     let before = scripts();
     const LOOKUPS: u64 = 20;
     for n in 0..LOOKUPS {

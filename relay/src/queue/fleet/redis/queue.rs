@@ -705,4 +705,27 @@ impl RedisQueue {
         let all: Vec<u64> = bounded(pipe.query_async(&mut conn), CALL).await?;
         Ok(all.chunks(2).map(|p| p.iter().sum()).collect())
     }
+
+    /// How many dead letters each of `queues` keeps, in one round trip
+    /// as [`depths`](Self::depths) reads (one each on a cluster).
+    pub(crate) async fn dead_counts(queues: &[&RedisQueue]) -> Result<Vec<u64>, RedisError> {
+        let Some(first) = queues.first() else {
+            return Ok(Vec::new());
+        };
+        let mut conn = first.conn.upkeep.clone();
+        if first.conn.upkeep.is_cluster() {
+            let mut out = Vec::with_capacity(queues.len());
+            for q in queues {
+                let mut cmd = redis::cmd("XLEN");
+                cmd.arg(q.dead_key());
+                out.push(bounded(cmd.query_async(&mut conn), CALL).await?);
+            }
+            return Ok(out);
+        }
+        let mut pipe = redis::pipe();
+        for q in queues {
+            pipe.cmd("XLEN").arg(q.dead_key());
+        }
+        bounded(pipe.query_async(&mut conn), CALL).await
+    }
 }
