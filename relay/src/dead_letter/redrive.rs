@@ -131,17 +131,37 @@ pub(crate) enum Route<'a> {
     Unnamed,
 }
 
+/// The open destinations lines may go back to, by name and by URL (lines
+/// an older relay wrote name the URL): built once for a redrive, so that
+/// each line's route is one lookup, not a walk through every destination.
+pub(crate) struct Targets {
+    by: std::collections::HashMap<String, Arc<str>>,
+}
+
+impl Targets {
+    /// `targets` (`(name, url)`, in listing order): a URL two share goes
+    /// to the first.
+    pub(crate) fn new(targets: Vec<(Arc<str>, String)>) -> Targets {
+        let mut by = std::collections::HashMap::with_capacity(targets.len() * 2);
+        for (name, _) in &targets {
+            by.insert(name.to_string(), name.clone());
+        }
+        for (name, url) in targets {
+            by.entry(url).or_insert(name);
+        }
+        Targets { by }
+    }
+}
+
 /// The open destination a line goes back to: the one it names (by name,
 /// or by URL for lines an older relay wrote), else, for a line that names
 /// none, `default` if that is open. Never another destination: a letter
 /// from one receiver is not another's to get.
-pub(crate) fn route<'a>(named: Option<&str>, targets: &'a [(Arc<str>, String)]) -> Route<'a> {
-    let find = |n: &str| targets.iter().find(|(name, url)| &**name == n || url == n);
+pub(crate) fn route<'a>(named: Option<&str>, targets: &'a Targets) -> Route<'a> {
+    let find = |n: &str| targets.by.get(n).map(|name| &**name);
     match named {
-        Some(n) => find(n).map_or(Route::Gone, |(name, _)| Route::To(name)),
-        None => {
-            find(crate::config::DEFAULT_NAME).map_or(Route::Unnamed, |(name, _)| Route::To(name))
-        }
+        Some(n) => find(n).map_or(Route::Gone, Route::To),
+        None => find(crate::config::DEFAULT_NAME).map_or(Route::Unnamed, Route::To),
     }
 }
 
@@ -183,21 +203,30 @@ mod tests {
 
     #[test]
     fn lines_go_back_only_where_they_came_from() {
-        let targets: Vec<(Arc<str>, String)> = vec![
-            (Arc::from("a"), "http://a/".into()),
-            (Arc::from("b"), "http://b/".into()),
-        ];
+        let two = || -> Vec<(Arc<str>, String)> {
+            vec![
+                (Arc::from("a"), "http://a/".into()),
+                (Arc::from("b"), "http://b/".into()),
+            ]
+        };
+        let targets = Targets::new(two());
         assert_eq!(route(Some("b"), &targets), Route::To("b"));
         assert_eq!(route(Some("http://a/"), &targets), Route::To("a"));
         assert_eq!(route(Some("gone"), &targets), Route::Gone);
+        let one = Targets::new(two()[..1].to_vec());
         assert_eq!(
-            route(Some("gone"), &targets[..1]),
+            route(Some("gone"), &one),
             Route::Gone,
             "not to the only one"
         );
         assert_eq!(route(None, &targets), Route::Unnamed);
-        let with_default: Vec<(Arc<str>, String)> =
-            vec![(Arc::from("default"), "http://d/".into())];
+        let with_default = Targets::new(vec![(Arc::from("default"), "http://d/".into())]);
         assert_eq!(route(None, &with_default), Route::To("default"));
+        let shared = Targets::new(vec![
+            (Arc::from("first"), "http://same/".into()),
+            (Arc::from("second"), "http://same/".into()),
+        ]);
+        assert_eq!(route(Some("http://same/"), &shared), Route::To("first"));
+        assert_eq!(route(Some("second"), &shared), Route::To("second"));
     }
 }
