@@ -16,19 +16,54 @@ use crate::deliver::latency::Latencies;
 use crate::domain::schemas::Live;
 use crate::intake::{Answers, Intake};
 
-/// Every held destination's name and live state.
-async fn all_live(intake: &Intake) -> Vec<(String, Live)> {
-    let mut out = Vec::new();
-    for listed in intake.catalog.list() {
-        if let Some(live) = intake.queue.live(&listed.dest.name).await {
-            out.push((listed.dest.name, live));
+/// Destinations a status shows each: all of them up to this many, else
+/// the busiest this many (asking each for its live state costs the fleet's
+/// engine two round trips to Redis: every destination, every second, does
+/// not hold at 100,000).
+const SHOWN: usize = 32;
+
+/// The live state of every held destination, or, past [`SHOWN`], of the
+/// busiest; and how many are held.
+async fn all_live(intake: &Intake) -> (Vec<(String, Live)>, usize) {
+    let held = intake.catalog.held();
+    let mut names: Vec<String> = match held <= SHOWN {
+        true => intake
+            .catalog
+            .list()
+            .into_iter()
+            .map(|l| l.dest.name)
+            .collect(),
+        false => intake
+            .queue
+            .busiest(SHOWN)
+            .into_iter()
+            .map(|(name, _)| name)
+            .collect(),
+    };
+    // Fewer busy than shown: the first in listing order too, as the
+    // status page fills its own.
+    if held > SHOWN {
+        for listed in intake.catalog.page(None, SHOWN).listed {
+            if names.len() >= SHOWN {
+                break;
+            }
+            if !names.contains(&listed.dest.name) {
+                names.push(listed.dest.name);
+            }
         }
     }
-    out
+    let mut out = Vec::new();
+    for name in names {
+        if let Some(live) = intake.queue.live(&name).await {
+            out.push((name, live));
+        }
+    }
+    (out, held)
 }
 
-/// The summary line of `all`.
-fn line(intake: &Intake, latencies: &Latencies, all: &[(String, Live)]) -> String {
+/// The summary line of `all` (of `held` destinations: past [`SHOWN`], the
+/// busiest, and the line says so).
+fn line(intake: &Intake, latencies: &Latencies, (all, held): (&[(String, Live)], usize)) -> String {
     let (depth, capacity, rate, delivered, dead) =
         all.iter().fold((0, 0, 0.0, 0, 0), |t, (_, s)| {
             (
@@ -41,8 +76,12 @@ fn line(intake: &Intake, latencies: &Latencies, all: &[(String, Live)]) -> Strin
         });
     let a = &intake.answers;
     let p99 = latencies.take_p99();
+    let of = match held > all.len() {
+        true => format!("{} (the busiest) of {held} destinations: ", all.len()),
+        false => String::new(),
+    };
     format!(
-        "depth {:>5}/{:<5} ({:>6} KiB) rate {:>6.1}/s p99 {:>7} delivered {:>7} | 503 full {} bytes {} store {} journal {} dead-letter {} | 429 {} | 413 {} | 401 {} | 403 {} | dead-lettered {}",
+        "{of}depth {:>5}/{:<5} ({:>6} KiB) rate {:>6.1}/s p99 {:>7} delivered {:>7} | 503 full {} bytes {} store {} journal {} dead-letter {} | 429 {} | 413 {} | 401 {} | 403 {} | dead-lettered {}",
         depth,
         capacity,
         intake.budget.held() / 1024,
@@ -119,9 +158,9 @@ pub(crate) fn spawn(
             tick.tick().await;
             loop {
                 tick.tick().await;
-                let all = all_live(&intake).await;
-                let summary = line(&intake, &latencies, &all);
-                tracing::info!(destinations = all.len(), "status: {}", squeeze(&summary));
+                let (all, held) = all_live(&intake).await;
+                let summary = line(&intake, &latencies, (&all, held));
+                tracing::info!(destinations = held, "status: {}", squeeze(&summary));
             }
         }),
     }
@@ -140,8 +179,8 @@ fn lines(intake: Arc<Intake>, latencies: Arc<Latencies>) -> tokio::task::JoinHan
         tick.tick().await;
         loop {
             tick.tick().await;
-            let all = all_live(&intake).await;
-            let summary = line(&intake, &latencies, &all);
+            let (all, held) = all_live(&intake).await;
+            let summary = line(&intake, &latencies, (&all, held));
             let mut out = std::io::stdout().lock();
             if all.len() > 1 {
                 // A line per destination: no redraw in place.

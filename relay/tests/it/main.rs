@@ -55,6 +55,7 @@ mod retries;
 mod shared_changes;
 mod shared_fleet;
 mod shared_queue;
+mod status_line;
 mod stop;
 mod tenants;
 mod traces;
