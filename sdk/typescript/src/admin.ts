@@ -561,8 +561,9 @@ export interface components {
         DestinationPut: {
             /**
              * @description The application whose endpoint it is (1 to 64 of `A-Z a-z 0-9 . _
-             *     -`; one not made yet is made with it). Fixed once set: a PUT that
-             *     names another (or none) is a 422. Under
+             *     -`; it must exist: 404 `unknown-application`, make it first with
+             *     `PUT /v1/applications/{app}`). Fixed once set: a PUT that names
+             *     another (or none) is a 422. Under
              *     `/v1/applications/{app}/endpoints` the path gives it.
              * @example acme
              */

@@ -101,6 +101,21 @@ fn shown(destination: &str, d: super::redis::queue_dead::DeadLetter) -> DeadLett
 /// Destinations whose dead letters are counted in one round trip.
 const LETTER_COUNTS_AT_ONCE: usize = 256;
 
+/// Those of `batch` that keep dead letters, in order (their counts in one
+/// round trip; on a cluster, 16 at a time).
+async fn lettered(batch: &[(String, Arc<Lane>)]) -> Result<Vec<(String, Arc<Lane>)>, String> {
+    let queues: Vec<&RedisQueue> = batch.iter().map(|(_, l)| &l.queue).collect();
+    let counts = RedisQueue::dead_counts(&queues)
+        .await
+        .map_err(|e| e.to_string())?;
+    Ok(batch
+        .iter()
+        .zip(counts)
+        .filter(|(_, n)| *n > 0)
+        .map(|(lane, _)| lane.clone())
+        .collect())
+}
+
 impl Shared {
     /// The destinations' lanes in name order, from `first` on (all with
     /// `None`), only `only` if given; only open ones with `open`.
@@ -119,11 +134,10 @@ impl Shared {
     }
 
     /// Those of `lanes` that keep dead letters, in order, their counts
-    /// read [`LETTER_COUNTS_AT_ONCE`] to a round trip: a page of every
-    /// destination's letters, or a redrive by ids, asks the many
-    /// destinations with none for a count (400 round trips at 100,000
-    /// destinations), not each for its letters, one round trip at a time.
-    /// One lane is taken as it is.
+    /// read [`LETTER_COUNTS_AT_ONCE`] to a round trip: a redrive by ids
+    /// asks the many destinations with none for a count (400 round trips
+    /// at 100,000 destinations), not each for its letters, one round trip
+    /// at a time. One lane is taken as it is.
     async fn with_letters(
         &self,
         lanes: Vec<(String, Arc<Lane>)>,
@@ -133,23 +147,15 @@ impl Shared {
         }
         let mut kept = Vec::new();
         for batch in lanes.chunks(LETTER_COUNTS_AT_ONCE) {
-            let queues: Vec<&RedisQueue> = batch.iter().map(|(_, l)| &l.queue).collect();
-            let counts = RedisQueue::dead_counts(&queues)
-                .await
-                .map_err(|e| e.to_string())?;
-            kept.extend(
-                batch
-                    .iter()
-                    .zip(counts)
-                    .filter(|(_, n)| *n > 0)
-                    .map(|(lane, _)| lane.clone()),
-            );
+            kept.extend(lettered(batch).await?);
         }
         Ok(kept)
     }
 
     /// Up to `limit` dead letters of `destination` (or every destination's,
-    /// in name order), from `cursor` on.
+    /// in name order), from `cursor` on. Every destination's are counted a
+    /// batch at a time, as far as the page goes, and only those with
+    /// letters read.
     pub(crate) async fn dead_letters(
         &self,
         destination: Option<&str>,
@@ -165,32 +171,36 @@ impl Shared {
         };
         let first = cursor.as_ref().map(|c| c.destination.as_str());
         // Deleted destinations' too: their last webhooks may be here.
-        for (name, lane) in self
-            .with_letters(self.lanes_from(first, destination, false))
-            .await?
-        {
-            let after = cursor
-                .as_ref()
-                .filter(|c| c.destination == name)
-                .map(|c| c.entry.as_str());
-            let want = limit.saturating_sub(page.lines.len());
-            // One more than the page takes: whether more follow (a full
-            // page asks the next destinations for one).
-            let mut got = lane
-                .queue
-                .dead_letters(after, want + 1)
-                .await
-                .map_err(|e| e.to_string())?;
-            if got.len() > want {
-                got.truncate(want);
-                page.more = true;
-            }
-            if let Some(last) = got.last() {
-                page.next = Some(Cursor::text(&name, &last.entry));
-            }
-            page.lines.extend(got.into_iter().map(|d| shown(&name, d)));
-            if page.more {
-                break;
+        let lanes = self.lanes_from(first, destination, false);
+        for batch in lanes.chunks(LETTER_COUNTS_AT_ONCE) {
+            let batch = match lanes.len() {
+                1 => batch.to_vec(),
+                _ => lettered(batch).await?,
+            };
+            for (name, lane) in batch {
+                let after = cursor
+                    .as_ref()
+                    .filter(|c| c.destination == name)
+                    .map(|c| c.entry.as_str());
+                let want = limit.saturating_sub(page.lines.len());
+                // One more than the page takes: whether more follow (a
+                // full page asks the next destinations for one).
+                let mut got = lane
+                    .queue
+                    .dead_letters(after, want + 1)
+                    .await
+                    .map_err(|e| e.to_string())?;
+                if got.len() > want {
+                    got.truncate(want);
+                    page.more = true;
+                }
+                if let Some(last) = got.last() {
+                    page.next = Some(Cursor::text(&name, &last.entry));
+                }
+                page.lines.extend(got.into_iter().map(|d| shown(&name, d)));
+                if page.more {
+                    return Ok(page);
+                }
             }
         }
         Ok(page)

@@ -1,6 +1,6 @@
 //! `GET /v1/webhooks/{id}` finds a webhook among many destinations
 //! without asking each (the fleet asks Redis about the destinations whose
-//! tag the id carries, about one in a thousand: it asked every one, a
+//! tag the id carries, one in 256: it asked every one, a
 //! round trip each, for any id anyone holding an intake key sent), and an
 //! event's id is no webhook's (404 in both engines, not one copy's
 //! status). A page of every destination's dead letters reads the letters

@@ -30,8 +30,9 @@ class DestinationPut:
             url (str): Where its webhooks are POSTed: `http://` or `https://`, at an
                 address the allow list lets deliveries reach. Example: https://billing.example.com/hooks.
             application (None | str | Unset): The application whose endpoint it is (1 to 64 of `A-Z a-z 0-9 . _
-                -`; one not made yet is made with it). Fixed once set: a PUT that
-                names another (or none) is a 422. Under
+                -`; it must exist: 404 `unknown-application`, make it first with
+                `PUT /v1/applications/{app}`). Fixed once set: a PUT that names
+                another (or none) is a 422. Under
                 `/v1/applications/{app}/endpoints` the path gives it. Example: acme.
             budget (None | str | Unset): Its latency budget, e.g. `"2s"` (absent: `latency_budget`). Example: 2s.
             ceiling (float | None | Unset): Its highest rate, webhooks/s (the AIMD ceiling when adaptive).

@@ -712,13 +712,23 @@ impl RedisQueue {
         let Some(first) = queues.first() else {
             return Ok(Vec::new());
         };
-        let mut conn = first.conn.upkeep.clone();
+        let conn = first.conn.dead.clone();
         if first.conn.upkeep.is_cluster() {
-            let mut out = Vec::with_capacity(queues.len());
-            for q in queues {
-                let mut cmd = redis::cmd("XLEN");
-                cmd.arg(q.dead_key());
-                out.push(bounded(cmd.query_async(&mut conn), CALL).await?);
+            // A pipeline may not cross slots: each its own call, 16 at a time.
+            let keys: Vec<String> = queues.iter().map(|q| q.dead_key()).collect();
+            let mut out = Vec::with_capacity(keys.len());
+            for some in keys.chunks(16) {
+                let calls = some.iter().cloned().map(|key| {
+                    let mut conn = conn.clone();
+                    async move {
+                        let mut cmd = redis::cmd("XLEN");
+                        cmd.arg(key);
+                        bounded(cmd.query_async::<u64>(&mut conn), CALL).await
+                    }
+                });
+                for n in futures_util::future::join_all(calls).await {
+                    out.push(n?);
+                }
             }
             return Ok(out);
         }
@@ -726,6 +736,6 @@ impl RedisQueue {
         for q in queues {
             pipe.cmd("XLEN").arg(q.dead_key());
         }
-        bounded(pipe.query_async(&mut conn), CALL).await
+        bounded(pipe.query_async(&mut conn.clone()), CALL).await
     }
 }
