@@ -181,6 +181,12 @@ pub(crate) async fn change(
         {
             return Err(ChangeRefused::application_fixed());
         }
+        // Its application first (404 before any other check, as the local
+        // engine answers).
+        let app = match &fields.application {
+            Some(app) => Some(live_app(q, app).await?),
+            None => None,
+        };
         if !existed && q.catalog.held() >= q.max_destinations {
             let detail = format!(
                 "the relay holds its {} destinations (max_destinations)",
@@ -189,10 +195,6 @@ pub(crate) async fn change(
             return Err(ChangeRefused::new(422, "too-many-destinations", detail));
         }
         let dest = vet.vet(fields.clone(), &q.limits).await?;
-        let app = match &fields.application {
-            Some(app) => Some(live_app(q, app).await?),
-            None => None,
-        };
         // Made (not a configured one, open here, whose counts are its
         // own): its counts start from nothing, not from a deleted one's of
         // the name; before the write where this relay has the deleted
