@@ -131,25 +131,35 @@ pub(crate) enum Route<'a> {
     Unnamed,
 }
 
-/// The open destinations lines may go back to, by name and by URL (lines
-/// an older relay wrote name the URL): built once for a redrive, so that
-/// each line's route is one lookup, not a walk through every destination.
-pub(crate) struct Targets {
-    by: std::collections::HashMap<String, Arc<str>>,
+/// The open destinations lines may go back to: by name, one lookup in
+/// the catalog; by URL (lines an older relay wrote name the URL), in a map
+/// of every open destination's URL built the first time a line needs it.
+/// A redrive never walks every destination for each line.
+pub(crate) struct Targets<'c> {
+    catalog: &'c crate::catalog::Catalog,
+    by_url: std::sync::OnceLock<std::collections::HashMap<String, Arc<str>>>,
 }
 
-impl Targets {
-    /// `targets` (`(name, url)`, in listing order): a URL two share goes
-    /// to the first.
-    pub(crate) fn new(targets: Vec<(Arc<str>, String)>) -> Targets {
-        let mut by = std::collections::HashMap::with_capacity(targets.len() * 2);
-        for (name, _) in &targets {
-            by.insert(name.to_string(), name.clone());
+impl<'c> Targets<'c> {
+    /// `catalog`'s open destinations.
+    pub(crate) fn new(catalog: &'c crate::catalog::Catalog) -> Targets<'c> {
+        Targets {
+            catalog,
+            by_url: std::sync::OnceLock::new(),
         }
-        for (name, url) in targets {
-            by.entry(url).or_insert(name);
-        }
-        Targets { by }
+    }
+
+    /// The open destination whose URL is `url` (the first in listing
+    /// order when several share it).
+    fn by_url(&self, url: &str) -> Option<&str> {
+        let map = self.by_url.get_or_init(|| {
+            let mut map = std::collections::HashMap::new();
+            for (name, url) in self.catalog.targets() {
+                map.entry(url).or_insert(name);
+            }
+            map
+        });
+        map.get(url).map(|name| &**name)
     }
 }
 
@@ -157,11 +167,15 @@ impl Targets {
 /// or by URL for lines an older relay wrote), else, for a line that names
 /// none, `default` if that is open. Never another destination: a letter
 /// from one receiver is not another's to get.
-pub(crate) fn route<'a>(named: Option<&str>, targets: &'a Targets) -> Route<'a> {
-    let find = |n: &str| targets.by.get(n).map(|name| &**name);
+pub(crate) fn route<'a>(named: Option<&'a str>, targets: &'a Targets<'_>) -> Route<'a> {
+    let default = crate::config::DEFAULT_NAME;
     match named {
-        Some(n) => find(n).map_or(Route::Gone, Route::To),
-        None => find(crate::config::DEFAULT_NAME).map_or(Route::Unnamed, Route::To),
+        Some(n) if targets.catalog.is_open(n) => Route::To(n),
+        // A name holds no "://": a URL, written by an older relay.
+        Some(n) if n.contains("://") => targets.by_url(n).map_or(Route::Gone, Route::To),
+        Some(_) => Route::Gone,
+        None if targets.catalog.is_open(default) => Route::To(default),
+        None => Route::Unnamed,
     }
 }
 
@@ -203,30 +217,44 @@ mod tests {
 
     #[test]
     fn lines_go_back_only_where_they_came_from() {
-        let two = || -> Vec<(Arc<str>, String)> {
-            vec![
-                (Arc::from("a"), "http://a/".into()),
-                (Arc::from("b"), "http://b/".into()),
-            ]
+        use crate::catalog::Catalog;
+        use crate::config::{Fields, Origin};
+        let dest = |name: &str, url: &str| {
+            let fields = Fields {
+                name: Some(name.into()),
+                url: Some(url.into()),
+                ..Fields::default()
+            };
+            fields
+                .check("d", &Origin::Default, &mut Vec::new())
+                .unwrap()
         };
-        let targets = Targets::new(two());
+        let two = Catalog::new(&[dest("a", "http://a/"), dest("b", "http://b/")]);
+        let targets = Targets::new(&two);
         assert_eq!(route(Some("b"), &targets), Route::To("b"));
         assert_eq!(route(Some("http://a/"), &targets), Route::To("a"));
         assert_eq!(route(Some("gone"), &targets), Route::Gone);
-        let one = Targets::new(two()[..1].to_vec());
+        assert_eq!(route(Some("http://gone/"), &targets), Route::Gone);
+        assert_eq!(route(None, &targets), Route::Unnamed);
+        let one = Catalog::new(&[dest("a", "http://a/")]);
         assert_eq!(
-            route(Some("gone"), &one),
+            route(Some("gone"), &Targets::new(&one)),
             Route::Gone,
             "not to the only one"
         );
-        assert_eq!(route(None, &targets), Route::Unnamed);
-        let with_default = Targets::new(vec![(Arc::from("default"), "http://d/".into())]);
-        assert_eq!(route(None, &with_default), Route::To("default"));
-        let shared = Targets::new(vec![
-            (Arc::from("first"), "http://same/".into()),
-            (Arc::from("second"), "http://same/".into()),
+        let with_default = Catalog::new(&[dest("default", "http://d/")]);
+        assert_eq!(
+            route(None, &Targets::new(&with_default)),
+            Route::To("default")
+        );
+        let shared = Catalog::new(&[
+            dest("first", "http://same/"),
+            dest("second", "http://same/"),
         ]);
+        let shared = Targets::new(&shared);
         assert_eq!(route(Some("http://same/"), &shared), Route::To("first"));
         assert_eq!(route(Some("second"), &shared), Route::To("second"));
+        two.close("b");
+        assert_eq!(route(Some("b"), &targets), Route::Gone, "closed: not open");
     }
 }

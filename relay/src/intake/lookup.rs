@@ -32,11 +32,14 @@ pub(crate) async fn webhook(
     headers: HeaderMap,
 ) -> Response {
     if intake.tenants.is_none() {
-        return answer(intake.queue.as_ref(), &id, None).await;
+        return answer(intake.queue.as_ref(), &id, None, None).await;
     }
     match intake.caller(&headers) {
         Ok(caller) => match &caller.account {
-            Some(account) => answer(intake.queue.as_ref(), &id, Some(&account.name)).await,
+            Some(account) => {
+                let queue = intake.queue.as_ref();
+                answer(queue, &id, Some(&account.name), account.within()).await
+            }
             None => view::unknown(),
         },
         Err(refusal) => *refusal,
@@ -44,13 +47,19 @@ pub(crate) async fn webhook(
 }
 
 /// The status of webhook `id` for a caller who may see the webhooks of
-/// `owner` (`None`: every webhook), from the queue (with `queue = redis`
-/// the fleet's records: any relay answers for any webhook).
-pub(crate) async fn answer(queue: &dyn Queue, id: &str, owner: Option<&Arc<str>>) -> Response {
+/// `owner` (`None`: every webhook), sent to the destinations `within`
+/// covers (`None`: any), from the queue (with `queue = redis` the fleet's
+/// records: any relay answers for any webhook).
+pub(crate) async fn answer(
+    queue: &dyn Queue,
+    id: &str,
+    owner: Option<&Arc<str>>,
+    within: Option<crate::catalog::Within<'_>>,
+) -> Response {
     let Some(number) = view::parse(id) else {
         return view::unknown();
     };
-    match queue.status(number).await {
+    match queue.status(number, within).await {
         Ok(found) => view::respond(number, found, owner),
         Err(e) => {
             tracing::warn!(error = %e, "a webhook's status could not be read");

@@ -125,6 +125,16 @@ impl Shared {
         only: Option<&str>,
         open: bool,
     ) -> Vec<(String, Arc<Lane>)> {
+        // One destination's: its lane, not a sort of every lane.
+        if let Some(only) = only {
+            return self
+                .lane(only)
+                .filter(|l| l.open || !open)
+                .filter(|_| first.is_none_or(|f| only >= f))
+                .map(|l| (only.to_owned(), l))
+                .into_iter()
+                .collect();
+        }
         self.all()
             .into_iter()
             .filter(|(_, l)| l.open || !open)

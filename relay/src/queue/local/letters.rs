@@ -83,7 +83,7 @@ pub(crate) async fn redrive(
         Ok(Err(e)) => return Err(unreadable(e)),
         Err(e) => return Err(unreadable(e)),
     };
-    let targets = lines::Targets::new(local.catalog.targets());
+    let targets = lines::Targets::new(&local.catalog);
     let mut done = Redriven {
         more,
         ..Redriven::default()
@@ -203,7 +203,7 @@ impl Local {
             let file = marks::marks_of(&self.dead_letter_file);
             format!("{}: {e}", file.display())
         })?;
-        let targets = lines::Targets::new(self.catalog.targets());
+        let targets = lines::Targets::new(&self.catalog);
         let mut done = FileRedrive::default();
         let mut rest = Rest::of(path);
         let mut readmitted: Vec<&str> = Vec::new();
@@ -217,7 +217,8 @@ impl Local {
                 rest.keep(line)?;
                 continue;
             };
-            let name = match lines::route(letter.destination.as_deref(), &targets) {
+            let from = letter.destination.clone();
+            let name = match lines::route(from.as_deref(), &targets) {
                 Route::To(name) => name,
                 Route::Gone | Route::Unnamed => {
                     done.gone += 1;
