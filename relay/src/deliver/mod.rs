@@ -83,17 +83,8 @@ impl Downstream<Job> for HttpDownstream {
             armed: true,
         };
         let number = attempt.number();
-        let mut delivery = self.traced(job, attempt).await;
+        let delivery = self.traced(job, attempt).await;
         cut_off.armed = false;
-        // A copy sent again at a start goes on counting its round's
-        // attempts: past the endpoint's retries it is not tried again.
-        let in_round = number.saturating_add(copy.made_before);
-        if copy.made_before > 0
-            && in_round > self.retries
-            && matches!(delivery, Delivery::Retry { .. })
-        {
-            delivery = Delivery::Failed;
-        }
         let made = job.trail.attempts() == number;
         let error = (made && !delivery.is_done())
             .then(|| job.trail.last_error())

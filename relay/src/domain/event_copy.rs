@@ -46,10 +46,6 @@ pub(crate) struct EventCopy {
     /// lives, given back with the last.
     #[allow(dead_code)]
     pub held: Option<Arc<Ticket>>,
-    /// Attempts its round had made before this relay started (a copy on
-    /// its way at a stop, sent again at the next start): its attempts go
-    /// on from there, within the endpoint's retries.
-    pub made_before: u32,
 }
 
 impl EventCopy {

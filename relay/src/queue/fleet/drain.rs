@@ -482,8 +482,6 @@ impl Drain {
                 created_ms: job.received_unix_ms,
                 store: self.reports.clone(),
                 held: None,
-                // The fleet's queue counts its attempts (`entry.attempts`).
-                made_before: 0,
             }));
         }
         let attempt = Attempt::new(public, entry.attempts.saturating_add(1));

@@ -58,20 +58,6 @@ impl Sender {
         endpoint: &Arc<str>,
         held: Option<Arc<crate::domain::budget::Ticket>>,
     ) -> Job {
-        self.job_after(seq, record, payload, endpoint, held, 0)
-    }
-
-    /// [`job`](Self::job) for a copy whose round had made `made_before`
-    /// attempts (sent again at a start).
-    fn job_after(
-        &self,
-        seq: u64,
-        record: &EventRecord,
-        payload: &axum::body::Bytes,
-        endpoint: &Arc<str>,
-        held: Option<Arc<crate::domain::budget::Ticket>>,
-        made_before: u32,
-    ) -> Job {
         Job::copy(
             payload.clone(),
             Arc::new(EventCopy {
@@ -83,7 +69,6 @@ impl Sender {
                 created_ms: record.created_ms,
                 store: self.store.clone(),
                 held,
-                made_before,
             }),
         )
     }
@@ -143,18 +128,12 @@ impl Sender {
     }
 
     fn stored_job(&self, seq: u64, endpoint: &Arc<str>) -> Option<Job> {
-        let (Ok(Some((record, copies))), Ok(payload)) =
-            (self.store.event(seq), self.store.payload(seq))
+        let (Ok(Some((record, _))), Ok(payload)) = (self.store.event(seq), self.store.payload(seq))
         else {
             return None;
         };
         let payload: axum::body::Bytes = payload.unwrap_or_default().into();
-        // Its round's attempts go on from those made before the stop.
-        let made = copies
-            .iter()
-            .find(|(n, _)| **n == **endpoint)
-            .map_or(0, |(_, c)| c.made_this_round());
-        Some(self.job_after(seq, &record, &payload, endpoint, None, made))
+        Some(self.job(seq, &record, &payload, endpoint, None))
     }
 
     /// Offers `job` to `endpoint` once its queue has room, holding a pass
