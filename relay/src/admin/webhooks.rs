@@ -23,5 +23,5 @@ use crate::status::view::WebhookStatus;
         (status = 503, description = "The listener serves its most connections, or (queue = redis) Redis cannot be read.", body = Problem, content_type = "application/problem+json"),
     ))]
 pub(crate) async fn webhook(State(admin): State<Arc<Admin>>, Path(id): Path<String>) -> Response {
-    crate::intake::lookup::answer(admin.queue.as_ref(), &id, None, None).await
+    crate::intake::lookup::answer(admin.queue.as_ref(), &id, None).await
 }

@@ -316,21 +316,6 @@ impl Catalog {
         }
     }
 
-    /// The names `within` covers: its destinations, or its applications'
-    /// endpoints now.
-    pub(crate) fn names_within(&self, within: Within<'_>) -> Vec<Arc<str>> {
-        match within {
-            Within::Names(names) => names.to_vec(),
-            Within::Applications(apps) => {
-                let table = self.read();
-                apps.iter()
-                    .filter_map(|a| table.subs.get(&**a))
-                    .flat_map(|s| s.members.iter().cloned())
-                    .collect()
-            }
-        }
-    }
-
     /// Destinations held, open or being deleted.
     pub(crate) fn held(&self) -> usize {
         self.read().by_name.len()

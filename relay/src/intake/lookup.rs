@@ -32,14 +32,11 @@ pub(crate) async fn webhook(
     headers: HeaderMap,
 ) -> Response {
     if intake.tenants.is_none() {
-        return answer(intake.queue.as_ref(), &id, None, None).await;
+        return answer(intake.queue.as_ref(), &id, None).await;
     }
     match intake.caller(&headers) {
         Ok(caller) => match &caller.account {
-            Some(account) => {
-                let queue = intake.queue.as_ref();
-                answer(queue, &id, Some(&account.name), account.within()).await
-            }
+            Some(account) => answer(intake.queue.as_ref(), &id, Some(&account.name)).await,
             None => view::unknown(),
         },
         Err(refusal) => *refusal,
@@ -47,19 +44,13 @@ pub(crate) async fn webhook(
 }
 
 /// The status of webhook `id` for a caller who may see the webhooks of
-/// `owner` (`None`: every webhook), sent to the destinations `within`
-/// covers (`None`: any), from the queue (with `queue = redis` the fleet's
-/// records: any relay answers for any webhook).
-pub(crate) async fn answer(
-    queue: &dyn Queue,
-    id: &str,
-    owner: Option<&Arc<str>>,
-    within: Option<crate::catalog::Within<'_>>,
-) -> Response {
+/// `owner` (`None`: every webhook), from the queue (with `queue = redis`
+/// the fleet's records: any relay answers for any webhook).
+pub(crate) async fn answer(queue: &dyn Queue, id: &str, owner: Option<&Arc<str>>) -> Response {
     let Some(number) = view::parse(id) else {
         return view::unknown();
     };
-    match queue.status(number, within).await {
+    match queue.status(number).await {
         Ok(found) => view::respond(number, found, owner),
         Err(e) => {
             tracing::warn!(error = %e, "a webhook's status could not be read");

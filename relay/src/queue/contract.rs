@@ -179,13 +179,8 @@ pub(crate) trait Queue: Send + Sync + 'static {
     async fn admit(&self, admission: Admission) -> Result<Accepted, Refusal>;
 
     /// Webhook `id`'s status, or `None` when unknown; `Err` when the store
-    /// holding statuses cannot be read. `within`: a caller held to those
-    /// destinations sees nothing of others', so nothing else need be asked.
-    async fn status(
-        &self,
-        id: u64,
-        within: Option<crate::catalog::Within<'_>>,
-    ) -> Result<Option<Found>, String>;
+    /// holding statuses cannot be read.
+    async fn status(&self, id: u64) -> Result<Option<Found>, String>;
 
     /// A destination's live state: its depth, capacity, rate and counts
     /// (the fleet's, in fleet mode); `None` for a name it does not know.

@@ -119,29 +119,6 @@ impl Shared {
         charge: Option<&str>,
         owner: Option<&str>,
     ) -> Result<Admit, String> {
-        for _ in 0..4 {
-            if let Some(answer) = self
-                .admit_drawn(destination, job, key, charge, owner)
-                .await?
-            {
-                return Ok(answer);
-            }
-        }
-        Err("no free id in four draws".into())
-    }
-
-    /// [`admit`](Self::admit) with one id drawn for a new key; `None` when
-    /// the destination keeps a status under that id (another webhook's:
-    /// nothing was queued, the key and the charge were given back), to
-    /// draw again.
-    async fn admit_drawn(
-        &self,
-        destination: &str,
-        job: &Job,
-        key: Option<&str>,
-        charge: Option<&str>,
-        owner: Option<&str>,
-    ) -> Result<Option<Admit>, String> {
         let lane = self
             .lane(destination)
             .filter(|l| l.open)
@@ -164,9 +141,9 @@ impl Shared {
                     // replicas to wait for, once they have it.
                     KeyClaim::Repeat(id) => {
                         let confirmed = lane.queue.confirm(&id).await.map_err(err)?;
-                        return self.answer(lane, confirmed).map(Some);
+                        return self.answer(lane, confirmed);
                     }
-                    KeyClaim::Conflict(_) => return Ok(Some(Admit::KeyReused)),
+                    KeyClaim::Conflict(_) => return Ok(Admit::KeyReused),
                     KeyClaim::New => Some((key, fresh, false)),
                     // Its first admission is under way, or its relay died
                     // between admitting and recording it: admitted under
@@ -185,7 +162,7 @@ impl Shared {
                 Ok(_) => Some((tenant, store)),
                 Err(BucketError::Unavailable(_)) => {
                     self.release(&keyed).await;
-                    return Ok(Some(Admit::QuotaUnavailable));
+                    return Ok(Admit::QuotaUnavailable);
                 }
                 Err(e) => {
                     // Over quota, or a quota smaller than one webhook
@@ -198,7 +175,7 @@ impl Shared {
                     if let Err(e) = lane.queue.count_refused().await {
                         tracing::debug!(error = %e, "shared queue: a refusal was not counted");
                     }
-                    return Ok(Some(Admit::OverQuota(over)));
+                    return Ok(Admit::OverQuota(over));
                 }
             },
             _ => None,
@@ -207,18 +184,6 @@ impl Shared {
             Some((_, id, _)) => self.queue_as(lane, job, id, owner).await,
             None => self.queue(destination, lane, job, owner).await,
         };
-        // A new key's id, just drawn, that the destination keeps a status
-        // under is another webhook's (not a repeat of this one): nothing
-        // was queued; the key and the charge go back, and another is drawn.
-        if let (Some((_, _, false)), Ok(Admit::Repeat(_))) = (&keyed, &answer) {
-            self.release(&keyed).await;
-            if let Some((tenant, store)) = charged
-                && let Err(e) = store.refund(tenant, 1.0).await
-            {
-                tracing::warn!(error = %e, "shared queue: a tenant's charge for a webhook not queued was not refunded");
-            }
-            return Ok(None);
-        }
         match (&keyed, &answer) {
             (
                 Some((key, id, _)),
@@ -251,7 +216,7 @@ impl Shared {
         {
             tracing::warn!(error = %e, "shared queue: a tenant's charge for a webhook not queued was not refunded");
         }
-        answer.map(Some)
+        answer
     }
 
     /// A key this admission claimed anew, given back (its webhook was
@@ -281,34 +246,15 @@ impl Shared {
         // A redriven webhook keeps the id it had (its status starts over).
         let mut id = Some(job.trail.id()).filter(|id| *id != 0);
         for _ in 0..4 {
-            answer = match id.take() {
-                Some(id) => lane
-                    .queue
-                    .admit_owned(
-                        &id.to_string(),
-                        &bytes,
-                        None,
-                        lane.bound_now(),
-                        self.remember,
-                        owner,
-                    )
-                    .await
-                    .map_err(|e| e.to_string())?,
-                // Drawn: taken only if its destination keeps no status
-                // under it (a webhook's, held or ended), else drawn again.
-                None => {
-                    let id = webhook_id::fresh(destination).to_string();
-                    match lane
-                        .queue
-                        .admit_fresh(&id, &bytes, lane.bound_now(), owner)
-                        .await
-                        .map_err(|e| e.to_string())?
-                    {
-                        Queued::Seen { .. } => Queued::Taken,
-                        other => other,
-                    }
-                }
-            };
+            let id = id
+                .take()
+                .unwrap_or_else(|| webhook_id::fresh(destination))
+                .to_string();
+            answer = lane
+                .queue
+                .admit_owned(&id, &bytes, None, lane.bound_now(), self.remember, owner)
+                .await
+                .map_err(|e| e.to_string())?;
             if answer != Queued::Taken {
                 break;
             }

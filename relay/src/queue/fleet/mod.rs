@@ -110,13 +110,8 @@ impl Queue for FleetQueue {
         admit::admit(&self.shared, a).await
     }
 
-    async fn status(
-        &self,
-        id: u64,
-        within: Option<crate::catalog::Within<'_>>,
-    ) -> Result<Option<Found>, String> {
-        let among = within.map(|w| self.catalog.names_within(w));
-        let Some((name, status)) = self.shared.status(id, among.as_deref()).await? else {
+    async fn status(&self, id: u64) -> Result<Option<Found>, String> {
+        let Some((name, status)) = self.shared.status(id).await? else {
             return Ok(None);
         };
         // An event's id names no webhook (its copies are the event's to

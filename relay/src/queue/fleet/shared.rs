@@ -696,33 +696,17 @@ impl Shared {
 
     /// Webhook `id`'s status and its destination, from whichever
     /// destination's queue knows it (one round trip per destination asked).
-    pub(crate) async fn status(
-        &self,
-        id: u64,
-        among: Option<&[Arc<str>]>,
-    ) -> Result<Option<(String, JobStatus)>, String> {
+    pub(crate) async fn status(&self, id: u64) -> Result<Option<(String, JobStatus)>, String> {
         use futures_util::StreamExt;
-        // Only the destinations whose tag the id carries (one in 256), of
-        // those `among` names if it is given, a few at a time.
-        let tagged = |name: &str| super::webhook_id::may_be(id, name);
-        let mut asked: Vec<(String, Arc<Lane>)> = match among {
-            Some(names) => {
-                let lanes = self.read();
-                names
-                    .iter()
-                    .filter(|n| tagged(n))
-                    .filter_map(|n| lanes.get(&**n).map(|l| (n.to_string(), l.clone())))
-                    .collect()
-            }
-            None => self
-                .read()
-                .iter()
-                .filter(|(name, _)| tagged(name))
-                .map(|(n, l)| (n.clone(), l.clone()))
-                .collect(),
-        };
+        // Only the destinations whose tag the id carries (one in 256), a
+        // few at a time.
+        let mut asked: Vec<(String, Arc<Lane>)> = self
+            .read()
+            .iter()
+            .filter(|(name, _)| super::webhook_id::may_be(id, name))
+            .map(|(n, l)| (n.clone(), l.clone()))
+            .collect();
         asked.sort_by(|a, b| a.0.cmp(&b.0));
-        asked.dedup_by(|a, b| a.0 == b.0);
         let text = id.to_string();
         let text = &text;
         let mut found = futures_util::stream::iter(asked)

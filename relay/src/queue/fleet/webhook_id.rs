@@ -5,13 +5,12 @@
 //! trip per destination, 100,000 of them at 100,000 endpoints, for anyone
 //! holding an intake key.
 //!
-//! An id is drawn again while its destination keeps a status under it
-//! (held, or ended within `status_retention` and the last `status_max`),
-//! so two webhooks of one destination whose statuses are kept never share
-//! one. Beyond that, the 56 random bits keep ids apart: two of one
-//! destination share an id once in 2^56 pairs (a receiver deduplicating by
-//! `webhook-id` for a day, at 400 webhooks a second to one destination,
-//! meets a repeat with odds under 1 %; at 10 a second, under 1 in 10^5).
+//! An id its destination still holds (queued, in flight, waiting for a
+//! retry) is drawn again; the 56 random bits keep the rest apart: two
+//! webhooks of one destination share an id once in 2^56 pairs (a receiver
+//! deduplicating by `webhook-id` for a day, at 400 webhooks a second to one
+//! destination, meets a repeat with odds under 1 %; at 10 a second, under
+//! 1 in 10^5; with 64 random bits, as before, 256 times less).
 //! Webhooks admitted before ids carried a tag (and their dead letters
 //! redriven later, which keep their ids) are not found by their status:
 //! they are delivered as ever.

@@ -258,11 +258,7 @@ impl Queue for Local {
         })
     }
 
-    async fn status(
-        &self,
-        id: u64,
-        _within: Option<crate::catalog::Within<'_>>,
-    ) -> Result<Option<Found>, String> {
+    async fn status(&self, id: u64) -> Result<Option<Found>, String> {
         Ok(self.status.find(id, unix_ms()))
     }
 
