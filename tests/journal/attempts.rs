@@ -7,10 +7,10 @@ use std::time::Duration;
 
 use dripfeed::journal::{Durability, Journal};
 use dripfeed::{
-    Attempt, ChannelSink, DeadLetterReason, Delivery, RetryPolicy, Submission, Throttle,
+    Attempt, ChannelSink, DeadLetter, DeadLetterReason, Delivery, RetryPolicy, Submission, Throttle,
 };
 
-use super::{fresh_dir, settled, snapshot};
+use super::{Scratch, fresh_dir, settled, snapshot};
 use crate::support;
 
 /// The attempts' numbers a downstream saw.
@@ -42,10 +42,12 @@ fn policy() -> RetryPolicy {
     RetryPolicy::new(4).backoff(Duration::from_millis(1), Duration::from_secs(3600))
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_restart_goes_on_from_the_attempts_a_job_made() {
-    let dir = fresh_dir("attempts");
-    let (seen, deliver) = failing(2);
+/// A job ("flaky") journaled in `name`'s directory whose first `failures`
+/// attempts failed (the next one an hour away), as a crash then would
+/// leave it: the copy of the directory and the job's id.
+async fn failed_then_crashed(name: &str, failures: u32) -> (Scratch, u64) {
+    let dir = fresh_dir(name);
+    let (seen, deliver) = failing(failures);
     let (throttle, _drain) = Throttle::builder()
         .drain_rate(1000.0)
         .retries(policy())
@@ -53,13 +55,41 @@ async fn a_restart_goes_on_from_the_attempts_a_job_made() {
         .build(deliver)
         .unwrap();
     let id = throttle.submit("flaky".to_string()).await.unwrap().id();
-    // Two attempts failed and the third is scheduled an hour away.
-    let scheduled = || throttle.stats().retried() == 2;
+    let scheduled = || throttle.stats().retried() == u64::from(failures);
     assert!(support::until_true(Duration::from_secs(30), scheduled).await);
-    assert_eq!(*seen.lock().unwrap(), [1, 2]);
+    assert_eq!(*seen.lock().unwrap(), (1..=failures).collect::<Vec<_>>());
     throttle.journal().unwrap().flush().await;
-    let crashed = snapshot(&dir, "attempts-copy");
+    (snapshot(&dir, &format!("{name}-copy")), id)
+}
 
+/// The job `crashed` holds, started again under `retries` with a
+/// downstream that fails every attempt: its dead letter, the attempts'
+/// numbers made, and the throttle.
+async fn dead_letter_after_restart(
+    crashed: &Scratch,
+    retries: RetryPolicy,
+) -> (DeadLetter<String>, Vec<u32>, Throttle<String>) {
+    let (sink, mut dead) = ChannelSink::new(4).unwrap();
+    let (seen, deliver) = failing(u32::MAX);
+    let (again, _drain) = Throttle::builder()
+        .drain_rate(1000.0)
+        .retries(retries)
+        .dead_letter(sink)
+        .journal(Journal::open(crashed).unwrap())
+        .build(deliver)
+        .unwrap();
+    let letter = tokio::time::timeout(Duration::from_secs(30), dead.recv())
+        .await
+        .expect("dead-lettered within 30 s")
+        .expect("a letter");
+    let seen = seen.lock().unwrap().clone();
+    (letter, seen, again)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restart_goes_on_from_the_attempts_a_job_made() {
+    // Two attempts failed and the third is scheduled an hour away.
+    let (crashed, id) = failed_then_crashed("attempts", 2).await;
     let found = Journal::open(snapshot(&crashed, "attempts-look").as_ref())
         .unwrap()
         .take_recovered();
@@ -67,28 +97,12 @@ async fn a_restart_goes_on_from_the_attempts_a_job_made() {
     assert_eq!((found[0].id, found[0].attempts), (id, 2));
 
     // The next start makes attempts 3 and 4 only, then gives up.
-    let (sink, mut dead) = ChannelSink::new(4).unwrap();
-    let (seen, deliver) = failing(u32::MAX);
-    let (again, _drain) = Throttle::builder()
-        .drain_rate(1000.0)
-        .retries(policy())
-        .dead_letter(sink)
-        .journal(Journal::open(&crashed).unwrap())
-        .build(deliver)
-        .unwrap();
-    let letter = tokio::time::timeout(Duration::from_secs(30), dead.recv())
-        .await
-        .expect("dead-lettered within 30 s")
-        .expect("a letter");
+    let (letter, seen, again) = dead_letter_after_restart(&crashed, policy()).await;
     assert_eq!(
         (letter.job.as_str(), letter.why),
         ("flaky", DeadLetterReason::Failed { attempts: 4 })
     );
-    assert_eq!(
-        *seen.lock().unwrap(),
-        [3, 4],
-        "attempts 1 and 2 were made before"
-    );
+    assert_eq!(seen, [3, 4], "attempts 1 and 2 were made before");
     let report = again.shutdown(Duration::from_secs(5)).await;
     assert_eq!(report.stats.retried(), 1);
 }
@@ -123,36 +137,10 @@ async fn a_job_that_never_failed_starts_at_its_first_attempt() {
 /// gives it one last attempt, numbered as the policy's last.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_shorter_policy_after_a_restart_makes_one_last_attempt() {
-    let dir = fresh_dir("attempts-fewer");
-    let (seen, deliver) = failing(3);
-    let (throttle, _drain) = Throttle::builder()
-        .drain_rate(1000.0)
-        .retries(policy())
-        .journal(Journal::open(&dir).unwrap())
-        .build(deliver)
-        .unwrap();
-    throttle.submit("flaky".to_string()).await.unwrap();
-    let scheduled = || throttle.stats().retried() == 3;
-    assert!(support::until_true(Duration::from_secs(30), scheduled).await);
-    assert_eq!(*seen.lock().unwrap(), [1, 2, 3]);
-    throttle.journal().unwrap().flush().await;
-    let crashed = snapshot(&dir, "attempts-fewer-copy");
-
-    let (sink, mut dead) = ChannelSink::new(4).unwrap();
-    let (seen, deliver) = failing(u32::MAX);
-    let (_again, _drain) = Throttle::builder()
-        .drain_rate(1000.0)
-        .retries(RetryPolicy::new(2))
-        .dead_letter(sink)
-        .journal(Journal::open(&crashed).unwrap())
-        .build(deliver)
-        .unwrap();
-    let letter = tokio::time::timeout(Duration::from_secs(30), dead.recv())
-        .await
-        .expect("dead-lettered within 30 s")
-        .expect("a letter");
+    let (crashed, _) = failed_then_crashed("attempts-fewer", 3).await;
+    let (letter, seen, _again) = dead_letter_after_restart(&crashed, RetryPolicy::new(2)).await;
     assert_eq!(letter.why, DeadLetterReason::Failed { attempts: 2 });
-    assert_eq!(*seen.lock().unwrap(), [2]);
+    assert_eq!(seen, [2]);
 }
 
 /// A job submitted unjournaled stays out of the journal when it is
