@@ -26,32 +26,9 @@ const SHOWN: usize = 32;
 /// busiest; and how many are held.
 async fn all_live(intake: &Intake) -> (Vec<(String, Live)>, usize) {
     let held = intake.catalog.held();
-    let mut names: Vec<String> = match held <= SHOWN {
-        true => intake
-            .catalog
-            .list()
-            .into_iter()
-            .map(|l| l.dest.name)
-            .collect(),
-        false => intake
-            .queue
-            .busiest(SHOWN)
-            .into_iter()
-            .map(|(name, _)| name)
-            .collect(),
-    };
-    // Fewer busy than shown: the first in listing order too, as the
-    // status page fills its own.
-    if held > SHOWN {
-        for listed in intake.catalog.page(None, SHOWN).listed {
-            if names.len() >= SHOWN {
-                break;
-            }
-            if !names.contains(&listed.dest.name) {
-                names.push(listed.dest.name);
-            }
-        }
-    }
+    let (_, listed) =
+        crate::admin::page::view::shown(intake.queue.as_ref(), &intake.catalog, SHOWN);
+    let names = listed.into_iter().map(|l| l.dest.name);
     let mut out = Vec::new();
     for name in names {
         if let Some(live) = intake.queue.live(&name).await {

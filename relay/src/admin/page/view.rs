@@ -118,6 +118,34 @@ pub(crate) async fn status(
     Json(now(&admin, find_in(raw.as_deref()).as_deref()).await)
 }
 
+/// At most `most` destinations of `catalog` to show: every one while
+/// there are no more ("all"), else the busiest in `queue`, then (when
+/// fewer hold anything) the first in listing order, so none is empty
+/// ("busiest"). The status page and the status line show these.
+pub(crate) fn shown(
+    queue: &dyn crate::queue::Queue,
+    catalog: &crate::catalog::Catalog,
+    most: usize,
+) -> (&'static str, Vec<crate::catalog::Listed>) {
+    if catalog.held() <= most {
+        return ("all", catalog.list());
+    }
+    let mut picked: Vec<_> = queue
+        .busiest(most)
+        .into_iter()
+        .filter_map(|(name, _)| catalog.get(&name))
+        .collect();
+    for listed in catalog.page(None, most).listed {
+        if picked.len() >= most {
+            break;
+        }
+        if !picked.iter().any(|p| p.dest.name == listed.dest.name) {
+            picked.push(listed);
+        }
+    }
+    ("busiest", picked)
+}
+
 /// The relay now: every destination, the busiest, or those `find` names
 /// (at most [`SHOWN`]).
 pub(crate) async fn now(admin: &Admin, find: Option<&str>) -> StatusPage {
@@ -126,27 +154,7 @@ pub(crate) async fn now(admin: &Admin, find: Option<&str>) -> StatusPage {
     let held = admin.catalog.held();
     let (shown, picked) = match find {
         Some(text) => ("found", admin.catalog.find(text, SHOWN)),
-        None if held <= SHOWN => ("all", admin.catalog.list()),
-        None => {
-            // The busiest, then (when fewer hold anything) the first in
-            // listing order, so the page is never empty.
-            let mut picked: Vec<_> = admin
-                .queue
-                .busiest(SHOWN)
-                .into_iter()
-                .filter_map(|(name, _)| admin.catalog.get(&name))
-                .collect();
-            let more = admin.catalog.page(None, SHOWN).listed;
-            for listed in more {
-                if picked.len() >= SHOWN {
-                    break;
-                }
-                if !picked.iter().any(|p| p.dest.name == listed.dest.name) {
-                    picked.push(listed);
-                }
-            }
-            ("busiest", picked)
-        }
+        None => shown(admin.queue.as_ref(), &admin.catalog, SHOWN),
     };
     let mut destinations = Vec::new();
     for listed in picked {

@@ -10,7 +10,7 @@ use std::time::Duration;
 use reqwest::Method;
 use serde_json::json;
 
-use super::{Bench, Engine, both, get_json, local_only, post, receiver, send_json};
+use super::{Bench, Engine, both, get_json, local_only, post, receiver, send_json, send_typed};
 use crate::harness::{TempDir, run};
 use crate::receivers::Log;
 
@@ -147,7 +147,9 @@ async fn an_endpoint_keeps_its_application_and_names_only_one_that_exists(engine
         (Method::PATCH, json!({"application": null})),
     ] {
         let (status, v) = match method {
-            Method::PATCH => merge_patch(&dest, &body).await,
+            Method::PATCH => {
+                send_typed(method.clone(), &dest, "application/merge-patch+json", &body).await
+            }
             _ => send_json(method.clone(), &dest, &body).await,
         };
         assert_eq!(status, 422, "{method} {body}: {v}");
@@ -185,18 +187,4 @@ async fn an_endpoint_keeps_its_application_and_names_only_one_that_exists(engine
     let apa = relay.admin_url("/v1/applications/apa");
     assert_eq!(status(apa).await, 404, "no application made by a typo");
     assert_eq!(status(typo).await, 404, "nor the destination");
-}
-
-/// A JSON merge patch of `url`: status and body.
-async fn merge_patch(url: &str, body: &serde_json::Value) -> (u16, serde_json::Value) {
-    let resp = crate::harness::http()
-        .patch(url)
-        .header("content-type", "application/merge-patch+json")
-        .body(body.to_string())
-        .send()
-        .await
-        .expect("an answer");
-    let status = resp.status().as_u16();
-    let text = resp.text().await.unwrap_or_default();
-    (status, serde_json::from_str(&text).unwrap_or_default())
 }

@@ -134,9 +134,19 @@ pub(crate) async fn send_json(
     url: &str,
     body: &serde_json::Value,
 ) -> (u16, serde_json::Value) {
+    send_typed(method, url, "application/json", body).await
+}
+
+/// `method url` with `body` labelled `content_type`: status and body.
+pub(crate) async fn send_typed(
+    method: reqwest::Method,
+    url: &str,
+    content_type: &str,
+    body: &serde_json::Value,
+) -> (u16, serde_json::Value) {
     let resp = http()
         .request(method, url)
-        .header("content-type", "application/json")
+        .header("content-type", content_type)
         .body(body.to_string())
         .send()
         .await
