@@ -13,6 +13,7 @@ mod accounting;
 mod adaptive;
 mod aimd;
 mod api_client;
+mod attempts_made;
 #[cfg(all(feature = "redis", feature = "postgres"))]
 mod bucket_stores;
 mod config;

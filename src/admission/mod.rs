@@ -69,6 +69,19 @@ pub(crate) struct Entry<J> {
     /// The hash of the key it was admitted for ([`NO_KEY`] for none), whose
     /// share of the queue it counts against until it leaves the ring.
     pub(crate) key: u64,
+    /// The number of its first attempt here: 1, or one past the attempts
+    /// it made before it was submitted ([`Submission::attempts_made`](crate::Submission::attempts_made)).
+    pub(crate) attempt: u32,
+}
+
+/// What a job is stamped with at admission besides its id: its delivery
+/// deadline and the attempts it made before it was submitted.
+#[derive(Clone, Copy, Default)]
+pub(crate) struct Terms {
+    /// Deadline, ns since the throttle's epoch.
+    pub(crate) until: Option<u64>,
+    /// Attempts made before ([`Submission::attempts_made`](crate::Submission::attempts_made)).
+    pub(crate) made: u32,
 }
 
 /// For queues whose entries can be withdrawn while queued ([`Slots`](crate::Slots)).
@@ -415,6 +428,7 @@ mod tests {
             admitted_ns: 0,
             deadline_ns: u64::MAX,
             key: NO_KEY,
+            attempt: 1,
         }
     }
 
@@ -483,6 +497,7 @@ mod tests {
             admitted_ns: 0,
             deadline_ns: u64::MAX,
             key: NO_KEY,
+            attempt: 1,
         };
         let mut flags = Vec::new();
         for id in 0..10 {

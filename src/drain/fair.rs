@@ -170,6 +170,7 @@ mod tests {
             admitted_ns: 0,
             deadline_ns: u64::MAX,
             key,
+            attempt: 1,
         }
     }
 

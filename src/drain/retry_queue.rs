@@ -149,6 +149,7 @@ mod tests {
             admitted_ns,
             deadline_ns: u64::MAX,
             key: crate::admission::holders::NO_KEY,
+            attempt: 1,
         }
     }
 

@@ -22,7 +22,7 @@ use crate::admission::overflow::Overflow;
 use crate::admission::rate_limit::RateLimit;
 use crate::admission::reason::Reason;
 use crate::admission::rejected::Rejected;
-use crate::admission::{Admission, Entry};
+use crate::admission::{Admission, Entry, Terms};
 use crate::error::RateError;
 use crate::keyed::{BucketStore, KeyedBuckets, Prehashed};
 use crate::limits::in_flight::InFlight;
@@ -325,8 +325,9 @@ impl<J> Shared<J> {
     /// when it has a deadline or is the first after empty, else the coarse
     /// copy) and its deadline.
     #[inline]
-    pub(crate) fn entry(&self, id: u64, job: J, first: bool, until: Option<u64>) -> Entry<J> {
+    pub(crate) fn entry(&self, id: u64, job: J, first: bool, terms: Terms) -> Entry<J> {
         let wait = self.cfg.max_queue_wait_ns;
+        let until = terms.until;
         let admitted_ns = if first || wait.is_some() || until.is_some() {
             self.clock.precise()
         } else {
@@ -339,6 +340,22 @@ impl<J> Shared<J> {
             admitted_ns,
             deadline_ns: by_wait.min(until.unwrap_or(u64::MAX)),
             key: crate::admission::holders::NO_KEY,
+            attempt: self.first_attempt(terms.made),
+        }
+    }
+
+    /// The number of the first attempt of a job that made `made` before it
+    /// was submitted: the next, or, past the retry policy's attempts, its
+    /// last (one more try, as a recovered job gets).
+    #[inline]
+    pub(crate) fn first_attempt(&self, made: u32) -> u32 {
+        if made == 0 {
+            return 1;
+        }
+        let next = made.saturating_add(1);
+        match &self.retries {
+            Some(r) => next.min(r.policy.max_attempts().max(1)),
+            None => next,
         }
     }
 

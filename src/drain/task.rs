@@ -504,7 +504,8 @@ impl<J: Send + Sync + 'static, F: Future<Output = Handed<J>> + Send + 'static> D
         match popped {
             Some(entry) => {
                 let waited = Duration::from_nanos(now.saturating_sub(entry.admitted_ns));
-                Next::Job(Job { entry, attempt: 1 }, Some(waited))
+                let attempt = entry.attempt;
+                Next::Job(Job { entry, attempt }, Some(waited))
             }
             None if s.admission.depth() > 0 => Next::Nothing(Wait::Yield),
             None => {

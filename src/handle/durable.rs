@@ -13,13 +13,14 @@ pub(crate) use with_journal::requeue;
 
 impl<J: 'static> Throttle<J> {
     /// Records `job` as `id` in the journal (if any) and waits until it is
-    /// as durable as the journal promises.
-    pub(crate) async fn journal_first(&self, id: u64, job: J) -> Result<J, Rejected<J>> {
+    /// as durable as the journal promises, with the attempts it `made`
+    /// before it was submitted.
+    pub(crate) async fn journal_first(&self, id: u64, made: u32, job: J) -> Result<J, Rejected<J>> {
         #[cfg(feature = "journal")]
         if let Some(j) = &self.shared.journal {
-            return self.record(j, id, job).await;
+            return self.record(j, id, made, job).await;
         }
-        let _ = id;
+        let _ = (id, made);
         Ok(job)
     }
 }
@@ -76,6 +77,7 @@ impl<J: 'static> Shared<J> {
 mod with_journal {
     use std::time::Duration;
 
+    use crate::admission::Terms;
     use crate::admission::reason::{Cause, Reason};
     use crate::admission::rejected::Rejected;
     use crate::handle::throttle::{Admitted, Throttle};
@@ -106,6 +108,7 @@ mod with_journal {
                 admitted_ns: now,
                 deadline_ns: u64::MAX,
                 key: crate::admission::holders::NO_KEY,
+                attempt: number,
             };
             if retries.push(entry, number, 0).is_err() {
                 // Room was made for every one of them at build.
@@ -157,26 +160,29 @@ mod with_journal {
             &self,
             j: &Journaling<J>,
             id: u64,
+            made: u32,
             job: J,
         ) -> Result<(Option<Written>, J), Rejected<J>> {
             let s = &*self.shared;
             if s.admission.is_closed() {
                 return Err(s.refuse(job, Reason::Closed));
             }
-            match j.journal.admit(id, |out| j.encode_record(&job, out)) {
+            match j.journal.admit(id, made, |out| j.encode_record(&job, out)) {
                 Ok(wait) => Ok((wait, job)),
                 Err(e) => Err(refuse(self, job, e)),
             }
         }
 
-        /// Records `job` under `id` and waits for its record.
+        /// Records `job` under `id` (having made `made` attempts) and
+        /// waits for its record.
         pub(crate) async fn record(
             &self,
             j: &Journaling<J>,
             id: u64,
+            made: u32,
             job: J,
         ) -> Result<J, Rejected<J>> {
-            let (wait, job) = self.send_record(j, id, job)?;
+            let (wait, job) = self.send_record(j, id, made, job)?;
             if let Err(e) = j.journal.admitted(wait).await {
                 j.journal.end(id);
                 return Err(refuse(self, job, e));
@@ -192,11 +198,11 @@ mod with_journal {
             id: Option<u64>,
             key: u64,
             job: J,
-            until: Option<u64>,
+            terms: Terms,
         ) -> Result<Admitted, Rejected<J>> {
             let id = id.unwrap_or_else(crate::util::ids::next);
-            let (_, job) = self.send_record(j, id, job)?;
-            let admitted = self.admit_as(id, key, job, until);
+            let (_, job) = self.send_record(j, id, terms.made, job)?;
+            let admitted = self.admit_as(id, key, job, terms);
             self.shared.after_journaled(id, &admitted);
             admitted
         }

@@ -50,6 +50,8 @@ pub struct Submission<'k, J> {
     pub(crate) id: Option<u64>,
     /// Recorded in the throttle's journal, if it has one (the default).
     pub(crate) journaled: bool,
+    /// Attempts it made before it was submitted.
+    pub(crate) made: u32,
 }
 
 impl<J> Submission<'static, J> {
@@ -66,6 +68,7 @@ impl<J> Submission<'static, J> {
             deadline: None,
             id: None,
             journaled: true,
+            made: 0,
         }
     }
 }
@@ -91,6 +94,7 @@ impl<'k, J> Submission<'k, J> {
             deadline: self.deadline,
             id: self.id,
             journaled: self.journaled,
+            made: self.made,
         }
     }
 
@@ -141,6 +145,43 @@ impl<'k, J> Submission<'k, J> {
         self
     }
 
+    /// A job that has made `made` attempts already (before a restart its
+    /// caller's own store survived, or elsewhere): its first attempt here
+    /// is number `made + 1`, the downstream and the hooks see the numbers
+    /// go on, and the retry policy allows it only the attempts it has left
+    /// of [`max_attempts`](crate::RetryPolicy::max_attempts). One past
+    /// them makes a last attempt (as a job recovered from the journal
+    /// does), numbered the policy's last. With a journal, the count is
+    /// recorded with the job, so a crash does not give it back either.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// use dripfeed::{Attempt, Delivery, RetryPolicy, Submission, Throttle};
+    /// use std::sync::{Arc, Mutex};
+    /// let tried = Arc::new(Mutex::new(Vec::new()));
+    /// let seen = tried.clone();
+    /// let (throttle, drain) = Throttle::builder()
+    ///     .drain_rate(100.0)
+    ///     .retries(RetryPolicy::new(4))
+    ///     .build(move |_: &&str, attempt: Attempt| {
+    ///         seen.lock().unwrap().push(attempt.number());
+    ///         async { Delivery::Retry { after: None } }
+    ///     })?;
+    /// // Two attempts made before a restart: two are left.
+    /// throttle.submit(Submission::new("flaky").attempts_made(2)).await?;
+    /// tokio::time::sleep(std::time::Duration::from_secs(60)).await;
+    /// assert_eq!(*tried.lock().unwrap(), [3, 4]);
+    /// assert_eq!(throttle.stats().outcome(dripfeed::Outcome::Failed), 1, "then it failed for good");
+    /// # drop((throttle, drain));
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn attempts_made(mut self, made: u32) -> Self {
+        self.made = made;
+        self
+    }
+
     /// The job, back.
     ///
     /// ```
@@ -169,11 +210,13 @@ impl<'k, J> Submission<'k, J> {
             deadline: self.deadline,
             id: self.id,
             journaled: self.journaled,
+            made: self.made,
         };
         (self.job, how)
     }
 
-    /// The same submission (key, cost, deadline, id) of another job.
+    /// The same submission (key, cost, deadline, id, attempts made) of
+    /// another job.
     ///
     /// ```
     /// use dripfeed::Submission;
@@ -187,6 +230,7 @@ impl<'k, J> Submission<'k, J> {
             deadline: self.deadline,
             id: self.id,
             journaled: self.journaled,
+            made: self.made,
         }
     }
 }

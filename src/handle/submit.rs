@@ -16,10 +16,10 @@
 use std::time::Duration;
 
 use super::submission::{Key, Submission};
-use crate::admission::Place;
 use crate::admission::holders::{NO_KEY, key_of};
 use crate::admission::reason::Reason;
 use crate::admission::rejected::Rejected;
+use crate::admission::{Place, Terms};
 use crate::handle::throttle::{Admitted, Throttle};
 use crate::keyed::{BucketStore, KeyedBuckets, Prehashed};
 
@@ -148,11 +148,15 @@ impl<J: 'static> Throttle<J> {
             deadline,
             id,
             journaled,
+            made,
         } = submission.into();
-        let until = deadline.map(|d| self.shared.clock.ns(d));
+        let terms = Terms {
+            until: deadline.map(|d| self.shared.clock.ns(d)),
+            made,
+        };
         match key {
-            None => self.admit_now(id, NO_KEY, job, until, journaled),
-            Some((key, cost)) => self.admit_keyed_now(key, cost, job, (id, journaled), until),
+            None => self.admit_now(id, NO_KEY, job, terms, journaled),
+            Some((key, cost)) => self.admit_keyed_now(key, cost, job, (id, journaled), terms),
         }
     }
 
@@ -165,14 +169,14 @@ impl<J: 'static> Throttle<J> {
         cost: f64,
         job: J,
         (id, journaled): (Option<u64>, bool),
-        until: Option<u64>,
+        terms: Terms,
     ) -> Result<Admitted, Rejected<J>> {
         let mut charge = match self.charge_table(&key, cost) {
             Ok(charge) => charge,
             Err(e) => return Err(self.refuse_charge(job, e)),
         };
         let hash = charge.hash();
-        let admitted = self.admit_now(id, hash, job, until, journaled);
+        let admitted = self.admit_now(id, hash, job, terms, journaled);
         if admitted.is_ok() {
             charge.keep();
         }
@@ -212,10 +216,18 @@ impl<J: 'static> Throttle<J> {
         if self.plain(&submission) {
             // Nothing to record or charge first: straight to a place.
             let s = &*self.shared;
-            let Submission { job, deadline, .. } = submission;
-            let until = deadline.map(|d| s.clock.ns(d));
+            let Submission {
+                job,
+                deadline,
+                made,
+                ..
+            } = submission;
+            let terms = Terms {
+                until: deadline.map(|d| s.clock.ns(d)),
+                made,
+            };
             return match s.admission.reserve_for(NO_KEY).await {
-                Ok(place) => self.queue(place, crate::util::ids::next(), job, until),
+                Ok(place) => self.queue(place, crate::util::ids::next(), job, terms),
                 Err(_) => Err(s.refuse(job, Reason::Closed)),
             };
         }
@@ -290,15 +302,19 @@ impl<J: 'static> Throttle<J> {
             deadline,
             id,
             journaled,
+            made,
         } = submission;
         let s = &*self.shared;
-        let until = deadline.map(|d| s.clock.ns(d));
+        let terms = Terms {
+            until: deadline.map(|d| s.clock.ns(d)),
+            made,
+        };
         let id = id.unwrap_or_else(crate::util::ids::next);
         // The journal first: the job is durable before anything is charged
         // for it; a submitter gone half way leaves no live record behind.
         let guard = s.unended(id);
         let job = match journaled {
-            true => match self.journal_first(id, job).await {
+            true => match self.journal_first(id, made, job).await {
                 Ok(job) => job,
                 Err(refused) => {
                     guard.disarm();
@@ -325,10 +341,10 @@ impl<J: 'static> Throttle<J> {
         // Then a place, never held across an await.
         let admitted = match wait {
             Wait::Forever => match s.admission.reserve_for(hash).await {
-                Ok(place) => self.queue(place, id, job, until),
+                Ok(place) => self.queue(place, id, job, terms),
                 Err(_) => Err(s.refuse(job, Reason::Closed)),
             },
-            Wait::AtMost(d) if d.is_zero() => self.admit_as(id, hash, job, until),
+            Wait::AtMost(d) if d.is_zero() => self.admit_as(id, hash, job, terms),
             Wait::AtMost(d) => {
                 let place: Option<Place<'_, J>> =
                     match tokio::time::timeout(d, s.admission.reserve_for(hash)).await {
@@ -337,9 +353,9 @@ impl<J: 'static> Throttle<J> {
                         Err(_) => None,
                     };
                 match place {
-                    Some(place) => self.queue(place, id, job, until),
+                    Some(place) => self.queue(place, id, job, terms),
                     // No room in time: the policy decides, as at once.
-                    None => self.admit_as(id, hash, job, until),
+                    None => self.admit_as(id, hash, job, terms),
                 }
             }
         };
@@ -412,18 +428,18 @@ impl<J: 'static> Throttle<J> {
         id: Option<u64>,
         key: u64,
         job: J,
-        until: Option<u64>,
+        terms: Terms,
         journaled: bool,
     ) -> Result<Admitted, Rejected<J>> {
         #[cfg(feature = "journal")]
         if let Some(j) = &self.shared.journal
             && journaled
         {
-            return self.admit_journaled(j, id, key, job, until);
+            return self.admit_journaled(j, id, key, job, terms);
         }
         #[cfg(not(feature = "journal"))]
         let _ = journaled;
         let id = id.unwrap_or_else(crate::util::ids::next);
-        self.admit_as(id, key, job, until)
+        self.admit_as(id, key, job, terms)
     }
 }

@@ -10,7 +10,7 @@ use crate::accounting::outcome::{Outcome, Stats};
 use crate::admission::overflow::Overflow;
 use crate::admission::reason::Reason;
 use crate::admission::rejected::Rejected;
-use crate::admission::{Full, Place};
+use crate::admission::{Full, Place, Terms};
 use crate::drain::ShutdownReport;
 use crate::drain::shared::Shared;
 use crate::error::RateError;
@@ -157,13 +157,13 @@ impl<J: 'static> Throttle<J> {
         id: u64,
         key: u64,
         job: J,
-        until: Option<u64>,
+        terms: Terms,
     ) -> Result<Admitted, Rejected<J>> {
         let s = &*self.shared;
         match s.admission.try_reserve_for(key) {
-            Ok(place) => self.queue(place, id, job, until),
+            Ok(place) => self.queue(place, id, job, terms),
             Err(Full::Closed) => Err(s.refuse(job, Reason::Closed)),
-            Err(Full::Bound) => self.overflow(id, job, until),
+            Err(Full::Bound) => self.overflow(id, job, terms),
             Err(Full::Share) => Err(s.refuse(job, Reason::Overloaded)),
         }
     }
@@ -175,10 +175,10 @@ impl<J: 'static> Throttle<J> {
         place: Place<'_, J>,
         id: u64,
         job: J,
-        until: Option<u64>,
+        terms: Terms,
     ) -> Result<Admitted, Rejected<J>> {
         let s = &*self.shared;
-        let entry = s.entry(id, job, place.is_first(), until);
+        let entry = s.entry(id, job, place.is_first(), terms);
         match place.push(entry) {
             Ok(()) => Ok(Admitted::queued(id)),
             // Unreachable while the bound stays within the ring; refuse, never lose.
@@ -189,31 +189,31 @@ impl<J: 'static> Throttle<J> {
     /// At the bound: the overflow policy decides. Tail-drop, the common
     /// refusal, stays inline; the other policies are out of the way.
     #[inline]
-    fn overflow(&self, id: u64, job: J, until: Option<u64>) -> Result<Admitted, Rejected<J>> {
+    fn overflow(&self, id: u64, job: J, terms: Terms) -> Result<Admitted, Rejected<J>> {
         let s = &*self.shared;
         let policy = s.cfg.overflow;
         s.ledger.overflowed(policy, s.admission.depth());
         match policy {
             Overflow::DeadLetter => self.defer(id, job),
-            Overflow::HeadDrop => self.head_drop(id, job, until),
+            Overflow::HeadDrop => self.head_drop(id, job, terms),
             _ => Err(s.refuse(job, Reason::Overloaded)),
         }
     }
 
     /// Head-drop: the oldest queued job's place becomes the newcomer's.
     #[inline(never)]
-    fn head_drop(&self, id: u64, job: J, until: Option<u64>) -> Result<Admitted, Rejected<J>> {
+    fn head_drop(&self, id: u64, job: J, terms: Terms) -> Result<Admitted, Rejected<J>> {
         let s = &*self.shared;
         for _ in 0..HEAD_DROP_TRIES {
             // A place may have freed (or the queue closed) since the bound
             // was seen: that comes before evicting anyone.
             match s.admission.try_reserve() {
-                Ok(place) => return self.queue(place, id, job, until),
+                Ok(place) => return self.queue(place, id, job, terms),
                 Err(Full::Closed) => return Err(s.refuse(job, Reason::Closed)),
                 Err(Full::Bound | Full::Share) => {}
             }
             if let Some((oldest, place)) = s.admission.pop() {
-                let queued = self.queue(place, id, job, until);
+                let queued = self.queue(place, id, job, terms);
                 s.ended(oldest.id);
                 s.endings.evict(&s.ledger, oldest.id, oldest.job);
                 return queued;

@@ -402,14 +402,23 @@ impl Journal {
     }
 
     /// Records that job `id` was admitted with the encoding `encode` writes
-    /// (straight into its frame). With a durability that waits, returns
-    /// what to await.
+    /// (straight into its frame), having made `made` attempts before (a
+    /// `Retried` record then, so a restart goes on from them). With a
+    /// durability that waits, returns what to await.
     pub(crate) fn admit(
         &self,
         id: u64,
+        made: u32,
         encode: impl FnOnce(&mut Vec<u8>),
     ) -> Result<Option<Written>, JournalError> {
-        self.record(frame::Kind::Admit, id, encode, true)
+        if made == 0 {
+            return self.record(frame::Kind::Admit, id, encode, true);
+        }
+        let encode = |out: &mut Vec<u8>| {
+            frame::retried(made, out);
+            encode(out);
+        };
+        self.record(frame::Kind::Retried, id, encode, true)
     }
 
     /// Records that job `id` failed attempt `made` and waits for another
@@ -485,7 +494,9 @@ impl Journal {
             }
         };
         let cmd = match kind {
-            frame::Kind::Retried => Cmd::Retried { id, frame: framed },
+            // A retry's count moves a live job's place; an admission's
+            // (`wait`) makes the job live.
+            frame::Kind::Retried if !wait => Cmd::Retried { id, frame: framed },
             _ => Cmd::Admit {
                 id,
                 frame: framed,

@@ -193,3 +193,39 @@ async fn retries_record_only_journaled_jobs_and_as_durably_as_admissions() {
         (&b"journaled"[..], 1)
     );
 }
+
+/// A job submitted with the attempts it made elsewhere
+/// (`Submission::attempts_made`) has them recorded with it: a crash before
+/// its next attempt gives none of them back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn attempts_made_before_a_submission_are_journaled_with_it() {
+    let dir = fresh_dir("attempts-made");
+    let (throttle, _drain) = Throttle::builder()
+        .drain_rate(1000.0)
+        .retries(policy())
+        .journal(Journal::open(&dir).unwrap())
+        .build(|_: &String, _| async { Delivery::Done })
+        .unwrap();
+    throttle.pause();
+    let made = Submission::new("made two".to_string()).attempts_made(2);
+    let id = throttle
+        .submit_timeout(made, Duration::ZERO)
+        .await
+        .unwrap()
+        .id();
+    throttle.journal().unwrap().flush().await;
+    let crashed = snapshot(&dir, "attempts-made-copy");
+    let found = Journal::open(snapshot(&crashed, "attempts-made-look").as_ref())
+        .unwrap()
+        .take_recovered();
+    assert_eq!(found.len(), 1);
+    assert_eq!((found[0].id, found[0].attempts), (id, 2));
+
+    let (letter, seen, _again) = dead_letter_after_restart(&crashed, policy()).await;
+    assert_eq!(letter.why, DeadLetterReason::Failed { attempts: 4 });
+    assert_eq!(
+        seen,
+        [3, 4],
+        "attempts 1 and 2 were made before it was submitted"
+    );
+}

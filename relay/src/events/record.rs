@@ -72,6 +72,14 @@ pub(crate) struct CopyRecord {
     /// Times it was sent again (resend, recover).
     #[serde(default)]
     pub resent: u32,
+    /// Attempts made in all (`attempts` keeps the latest only).
+    #[serde(default)]
+    pub made: u32,
+    /// [`made`](Self::made) when it was last sent again: the attempts of
+    /// its round now are those after (a restart goes on counting them,
+    /// within the endpoint's retries).
+    #[serde(default)]
+    pub round_from: u32,
 }
 
 impl CopyRecord {
@@ -82,7 +90,21 @@ impl CopyRecord {
             reason: None,
             attempts: Vec::new(),
             resent: 0,
+            made: 0,
+            round_from: 0,
         }
+    }
+
+    /// Attempts made in all (a record written before they were counted:
+    /// those it keeps).
+    pub(crate) fn made_in_all(&self) -> u32 {
+        let kept = u32::try_from(self.attempts.len()).unwrap_or(u32::MAX);
+        self.made.max(kept)
+    }
+
+    /// Attempts made since it was last sent (made, resent, recovered).
+    pub(crate) fn made_this_round(&self) -> u32 {
+        self.made_in_all().saturating_sub(self.round_from)
     }
 
     /// Whether an endpoint's listing of attempts shows it: all (`None`),

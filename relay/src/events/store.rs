@@ -443,6 +443,7 @@ impl Tables<'_> {
                 };
                 match told {
                     Told::Attempt { attempt, ended } => {
+                        copy.made = copy.made_in_all().saturating_add(1);
                         copy.attempts.push(attempt.clone());
                         if copy.attempts.len() > MAX_ATTEMPTS {
                             copy.attempts.remove(0);
@@ -491,6 +492,7 @@ impl Tables<'_> {
                     copy.state = CopyState::Pending;
                     copy.reason = None;
                     copy.resent = copy.resent.saturating_add(1);
+                    copy.round_from = copy.made_in_all();
                     let bytes = serde_json::to_vec(&copy).map_err(|x| x.to_string())?;
                     self.tx.insert(COPIES, &ck, &bytes);
                     self.tx.insert(PENDING, &ck, &[]);

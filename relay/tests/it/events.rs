@@ -1301,3 +1301,59 @@ async fn over_its_bytes_the_store_keeps_its_newest_events() {
         "{v}"
     );
 }
+
+/// A copy that failed twice before a stop (its third try an hour away)
+/// makes only the attempts its round has left after the restart: the store
+/// counts its attempts, and the copy sent again goes on from them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restart_leaves_a_failing_copy_only_the_attempts_it_had_left() {
+    let log = Arc::new(crate::receivers::Log::default());
+    let answer = |_: &crate::receivers::Hit, tries: usize| {
+        use axum::response::IntoResponse;
+        let after = if tries == 2 { "3600" } else { "0" };
+        (
+            axum::http::StatusCode::SERVICE_UNAVAILABLE,
+            [("retry-after", after)],
+        )
+            .into_response()
+    };
+    let rx = crate::receivers::recording(log.clone(), Duration::ZERO, Arc::new(answer)).await;
+    let dir = TempDir::new("events-attempts");
+    let args = format!(
+        "--data-dir {} --shutdown-grace 2s --retries 3 --retry-min 10ms --retry-max 3600s",
+        dir.arg("data")
+    );
+    let mut relay = Relay::start_with(&argv(&args), &[]).await;
+    let put = |path: &str, body: Option<Value>| {
+        let url = relay.admin_url(path);
+        async move { send(reqwest::Method::PUT, &url, body).await.0 }
+    };
+    assert_eq!(put("/v1/applications/acme", None).await, 201);
+    let endpoint = json!({"url": format!("http://{rx}/hook")});
+    assert_eq!(
+        put("/v1/applications/acme/endpoints/flaky", Some(endpoint)).await,
+        201
+    );
+    let post = relay.url("/v1/applications/acme/events");
+    let body = json!({"type": "a.b", "payload": {}});
+    let (status, v) = send(reqwest::Method::POST, &post, Some(body)).await;
+    assert_eq!(status, 202, "{v}");
+    let id = v["id"].as_str().unwrap().to_owned();
+    assert!(log.until(Duration::from_secs(30), |h| h.len() >= 2).await);
+    relay.signal("TERM");
+    assert!(relay.exit(Duration::from_secs(30)).await.success());
+    assert_eq!(log.len(), 2, "its third try waits an hour");
+
+    let relay = Relay::start_with(&argv(&args), &[]).await;
+    let url = relay.admin_url(&format!("/v1/applications/acme/events/{id}"));
+    let ended = eventually(Duration::from_secs(30), || async {
+        send(reqwest::Method::GET, &url, None).await.1["copies"][0]["state"] == "dead_lettered"
+    })
+    .await;
+    let (_, v) = send(reqwest::Method::GET, &url, None).await;
+    assert!(ended, "dead-lettered after its last attempts: {v}");
+    assert_eq!(log.len(), 4, "attempts 3 and 4 only after the restart: {v}");
+    let attempts = v["copies"][0]["attempts"].as_array().map_or(0, Vec::len);
+    assert_eq!(attempts, 4, "{v}");
+    drop(relay);
+}

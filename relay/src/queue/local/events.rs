@@ -127,20 +127,39 @@ impl Sender {
             .then(|| copy.reason.unwrap_or_else(|| "failed".to_owned()))
     }
 
+    /// `endpoint`'s copy of event `seq` as the store keeps it, as a job.
     fn stored_job(&self, seq: u64, endpoint: &Arc<str>) -> Option<Job> {
-        let (Ok(Some((record, _))), Ok(payload)) = (self.store.event(seq), self.store.payload(seq))
+        self.stored_copy(seq, endpoint).map(|(job, _)| job)
+    }
+
+    /// [`stored_job`](Self::stored_job), and the attempts its round has
+    /// made (a copy on its way at a stop goes on from them at the next
+    /// start; a resend, a recover or a redrive starts a round).
+    fn stored_copy(&self, seq: u64, endpoint: &Arc<str>) -> Option<(Job, u32)> {
+        let (Ok(Some((record, copies))), Ok(payload)) =
+            (self.store.event(seq), self.store.payload(seq))
         else {
             return None;
         };
+        let made = copies
+            .iter()
+            .find(|(name, _)| **name == **endpoint)
+            .map_or(0, |(_, copy)| copy.made_this_round());
         let payload: axum::body::Bytes = payload.unwrap_or_default().into();
-        Some(self.job(seq, &record, &payload, endpoint, None))
+        Some((self.job(seq, &record, &payload, endpoint, None), made))
     }
 
     /// Offers `job` to `endpoint` once its queue has room, holding a pass
     /// while it is offered (so a deletion never finds it in a destination
     /// taken out of the set, and it never makes one anew): `Err(job)` once
-    /// the endpoint is closed (deleted).
-    async fn offer_when_room(&self, endpoint: &Arc<str>, mut job: Job) -> Result<(), Job> {
+    /// the endpoint is closed (deleted). Its attempts go on from the
+    /// `made` its round had made.
+    async fn offer_when_room(
+        &self,
+        endpoint: &Arc<str>,
+        mut job: Job,
+        made: u32,
+    ) -> Result<(), Job> {
         loop {
             let Some(pass) = self.catalog.open(endpoint) else {
                 return Err(job);
@@ -150,10 +169,10 @@ impl Sender {
                 .stats(endpoint)
                 .is_none_or(|s| s.held() < s.capacity());
             if room {
-                match self
-                    .set
-                    .try_submit(endpoint, Submission::new(job).unjournaled())
-                {
+                match self.set.try_submit(
+                    endpoint,
+                    Submission::new(job).unjournaled().attempts_made(made),
+                ) {
                     Ok(_) => {
                         metrics::counter!(EVENT_COPIES, "outcome" => "queued").increment(1);
                         return Ok(());
@@ -200,10 +219,10 @@ impl Sender {
         tokio::spawn(async move {
             let mut seqs = seqs.into_iter();
             for seq in seqs.by_ref() {
-                let Some(job) = me.stored_job(seq, &endpoint) else {
+                let Some((job, made)) = me.stored_copy(seq, &endpoint) else {
                     continue;
                 };
-                if let Err(job) = me.offer_when_room(&endpoint, job).await {
+                if let Err(job) = me.offer_when_room(&endpoint, job, made).await {
                     me.deleted(&endpoint, job);
                     break;
                 }

@@ -78,6 +78,9 @@ fn copy_record(read: CopyRead, status: Option<JobState>, now_ms: u64) -> CopyRec
         reason,
         attempts: read.attempts,
         resent: read.resent,
+        // The fleet counts a copy's attempts in its queue's status.
+        made: 0,
+        round_from: 0,
     }
 }
 
