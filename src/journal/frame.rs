@@ -87,7 +87,9 @@ pub(crate) enum Kind {
     /// attempts it has made (`u32` LE), then the job's encoding. It takes
     /// the place of the job's `Admit` (or earlier `Retried`) record, so a
     /// restart goes on counting from there instead of from the first
-    /// attempt ([`retried`]).
+    /// attempt ([`retried`]). A job submitted with attempts made before
+    /// (`Submission::attempts_made`) is admitted with one in place of its
+    /// `Admit`.
     Retried = 3,
 }
 

@@ -1,5 +1,6 @@
 //! The live set: which jobs are admitted and not ended, where their
-//! records are (an `Admit`, or the `Retried` that took its place), and
+//! records are (an `Admit`, or a `Retried` that took its place or
+//! admitted it with its earlier attempts), and
 //! each segment's counts (what reclaiming space and coming back after the
 //! directory was lost both go by).
 

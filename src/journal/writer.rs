@@ -36,8 +36,9 @@ pub(crate) type Ack = oneshot::Sender<Result<(), std::io::Error>>;
 
 /// Work for the writer.
 pub(crate) enum Cmd {
-    /// A framed `Admit` record; `ack` (when the caller waits) answers once
-    /// the record is as durable as the journal's setting says.
+    /// A framed admission: an `Admit` record, or a `Retried` one for a job
+    /// submitted with attempts made before; `ack` (when the caller waits)
+    /// answers once the record is as durable as the journal's setting says.
     Admit {
         id: u64,
         frame: Vec<u8>,

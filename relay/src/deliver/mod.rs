@@ -134,7 +134,7 @@ impl Drop for CutOff<'_> {
         }
         let error = match self.began.elapsed() >= self.timeout {
             true => "timeout",
-            false => "stopped",
+            false => crate::events::record::STOPPED,
         };
         self.copy
             .attempted(self.record(0, Some(error.to_owned())), None);

@@ -56,6 +56,10 @@ pub(crate) struct AttemptRecord {
     pub response: Option<String>,
 }
 
+/// The error of an attempt a stop cut short (the relay's grace ended
+/// before its answer): not counted among the copy's attempts.
+pub(crate) const STOPPED: &str = "stopped";
+
 /// One endpoint's copy of an event.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub(crate) struct CopyRecord {
@@ -69,15 +73,17 @@ pub(crate) struct CopyRecord {
     /// Its attempts, oldest first (the latest [`MAX_ATTEMPTS`]).
     #[serde(default)]
     pub attempts: Vec<AttemptRecord>,
-    /// Times it was sent again (resend, recover).
+    /// Times it was sent again (a resend, a recover, a redrive).
     #[serde(default)]
     pub resent: u32,
-    /// Attempts made in all (`attempts` keeps the latest only).
-    #[serde(default)]
-    pub made: u32,
-    /// [`made`](Self::made) when it was last sent again: the attempts of
-    /// its round now are those after (a restart goes on counting them,
-    /// within the endpoint's retries).
+    /// Attempts made in all, those a stop cut short left out (`attempts`
+    /// keeps the latest only); `None` in a record written before they
+    /// were counted.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub made: Option<u32>,
+    /// [`made`](Self::made) when it was last sent again (a resend, a
+    /// recover, a redrive): the attempts of its round are those after, and
+    /// a copy sent again at a start goes on from them.
     #[serde(default)]
     pub round_from: u32,
 }
@@ -90,7 +96,7 @@ impl CopyRecord {
             reason: None,
             attempts: Vec::new(),
             resent: 0,
-            made: 0,
+            made: Some(0),
             round_from: 0,
         }
     }
@@ -98,13 +104,38 @@ impl CopyRecord {
     /// Attempts made in all (a record written before they were counted:
     /// those it keeps).
     pub(crate) fn made_in_all(&self) -> u32 {
-        let kept = u32::try_from(self.attempts.len()).unwrap_or(u32::MAX);
-        self.made.max(kept)
+        self.made
+            .unwrap_or_else(|| u32::try_from(self.attempts.len()).unwrap_or(u32::MAX))
     }
 
-    /// Attempts made since it was last sent (made, resent, recovered).
+    /// Attempts made since it was last sent again (a resend, a recover, a
+    /// redrive): those a copy sent again at a start goes on from. A record
+    /// written before attempts were counted, of a copy sent again since it
+    /// was made, does not say where its round began: none.
     pub(crate) fn made_this_round(&self) -> u32 {
-        self.made_in_all().saturating_sub(self.round_from)
+        match self.made {
+            None if self.resent > 0 => 0,
+            _ => self.made_in_all().saturating_sub(self.round_from),
+        }
+    }
+
+    /// An attempt was made: counted, unless a stop cut it short (`counts`
+    /// false: the copy is sent again at the next start, as the journal's
+    /// webhooks are, with the attempt not counted). A record written
+    /// before attempts were counted starts counting here; its round, if
+    /// it was sent again since it was made, starts here too.
+    pub(crate) fn count_attempt(&mut self, counts: bool) {
+        if self.made.is_none() && self.resent > 0 {
+            self.round_from = self.made_in_all();
+        }
+        self.made = Some(self.made_in_all().saturating_add(u32::from(counts)));
+    }
+
+    /// Sent again (a resend, a recover, a redrive): a new round begins.
+    pub(crate) fn begin_round(&mut self) {
+        let made = self.made_in_all();
+        self.made = Some(made);
+        self.round_from = made;
     }
 
     /// Whether an endpoint's listing of attempts shows it: all (`None`),
@@ -147,4 +178,57 @@ pub(crate) enum Told {
     Lettering(String),
     /// Its letter is in the dead-letter file.
     Lettered,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn failed() -> AttemptRecord {
+        AttemptRecord {
+            at_ms: 0,
+            status: 503,
+            duration_ms: 1,
+            error: Some("status".to_owned()),
+            response: None,
+        }
+    }
+
+    #[test]
+    fn a_round_counts_its_attempts_but_not_one_a_stop_cut_short() {
+        let mut copy = CopyRecord::pending();
+        copy.count_attempt(true);
+        copy.count_attempt(true);
+        copy.count_attempt(false);
+        assert_eq!((copy.made_in_all(), copy.made_this_round()), (2, 2));
+        copy.begin_round();
+        assert_eq!(copy.made_this_round(), 0, "a resend starts a round");
+        copy.count_attempt(true);
+        assert_eq!((copy.made_in_all(), copy.made_this_round()), (3, 1));
+    }
+
+    #[test]
+    fn a_record_from_before_the_count_goes_by_what_it_kept() {
+        let old = r#"{"state":"pending","attempts":[{"at_ms":0,"status":503,"duration_ms":1}],"resent":0}"#;
+        let mut copy: CopyRecord = serde_json::from_str(old).unwrap();
+        assert_eq!(
+            copy.made_this_round(),
+            1,
+            "never sent again: all its attempts"
+        );
+        copy.count_attempt(true);
+        assert_eq!(copy.made_this_round(), 2);
+
+        // Sent again since it was made: where its round began is unknown,
+        // so it begins at the first attempt counted.
+        let mut resent = CopyRecord {
+            resent: 1,
+            made: None,
+            attempts: vec![failed(); 5],
+            ..CopyRecord::pending()
+        };
+        assert_eq!(resent.made_this_round(), 0);
+        resent.count_attempt(true);
+        assert_eq!((resent.made_in_all(), resent.made_this_round()), (6, 1));
+    }
 }

@@ -23,7 +23,7 @@ use std::sync::mpsc;
 
 use tokio::sync::oneshot;
 
-use super::record::{CopyRecord, CopyState, EventRecord, MAX_ATTEMPTS, Told};
+use super::record::{CopyRecord, CopyState, EventRecord, MAX_ATTEMPTS, STOPPED, Told};
 use crate::util::kv::{Kv, Table, Tx};
 
 pub(super) const EVENTS: Table = 0;
@@ -443,7 +443,8 @@ impl Tables<'_> {
                 };
                 match told {
                     Told::Attempt { attempt, ended } => {
-                        copy.made = copy.made_in_all().saturating_add(1);
+                        let stopped = attempt.error.as_deref() == Some(STOPPED);
+                        copy.count_attempt(!stopped);
                         copy.attempts.push(attempt.clone());
                         if copy.attempts.len() > MAX_ATTEMPTS {
                             copy.attempts.remove(0);
@@ -492,7 +493,7 @@ impl Tables<'_> {
                     copy.state = CopyState::Pending;
                     copy.reason = None;
                     copy.resent = copy.resent.saturating_add(1);
-                    copy.round_from = copy.made_in_all();
+                    copy.begin_round();
                     let bytes = serde_json::to_vec(&copy).map_err(|x| x.to_string())?;
                     self.tx.insert(COPIES, &ck, &bytes);
                     self.tx.insert(PENDING, &ck, &[]);

@@ -79,7 +79,7 @@ fn copy_record(read: CopyRead, status: Option<JobState>, now_ms: u64) -> CopyRec
         attempts: read.attempts,
         resent: read.resent,
         // The fleet counts a copy's attempts in its queue's status.
-        made: 0,
+        made: None,
         round_from: 0,
     }
 }
