@@ -1357,3 +1357,73 @@ async fn a_restart_leaves_a_failing_copy_only_the_attempts_it_had_left() {
     assert_eq!(attempts, 4, "{v}");
     drop(relay);
 }
+
+/// A dead-lettered copy redriven from a moved dead-letter file at a start
+/// (`--redrive FILE`) goes back as the copy it is, as the API's redrive
+/// sends it: its receiver sees `webhook-event-type`, and the event's
+/// history says delivered (it was redriven as a plain webhook, its
+/// history left dead-lettered).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_copy_redriven_from_a_file_stays_its_events() {
+    let port = free_port();
+    let dir = TempDir::new("events-redrive-file");
+    let own = dir.join("dead.jsonl");
+    let args = format!(
+        "--data-dir {} --retries 0 --dead-letter-file {}",
+        dir.arg("data"),
+        own.display()
+    );
+    let mut relay = Relay::start_with(&argv(&args), &[]).await;
+    let put = |path: &str, body: Option<Value>| {
+        let url = relay.admin_url(path);
+        async move { send(reqwest::Method::PUT, &url, body).await.0 }
+    };
+    assert_eq!(put("/v1/applications/acme", None).await, 201);
+    let endpoint = json!({"url": format!("http://127.0.0.1:{port}/down")});
+    assert_eq!(
+        put("/v1/applications/acme/endpoints/down", Some(endpoint)).await,
+        201
+    );
+    let body = json!({"type": "order.shipped", "payload": {"order": 7}});
+    let post = relay.url("/v1/applications/acme/events");
+    let (status, v) = send(reqwest::Method::POST, &post, Some(body)).await;
+    assert_eq!(status, 202, "{v}");
+    let id = v["id"].as_str().unwrap().to_owned();
+    let event = relay.admin_url(&format!("/v1/applications/acme/events/{id}"));
+    let state = |url: String| async move {
+        send(reqwest::Method::GET, &url, None).await.1["copies"][0]["state"].clone()
+    };
+    let dead = eventually(Duration::from_secs(30), || async {
+        state(event.clone()).await == "dead_lettered"
+    })
+    .await;
+    assert!(dead, "{}", send(reqwest::Method::GET, &event, None).await.1);
+    relay.signal("TERM");
+    assert!(relay.exit(Duration::from_secs(30)).await.success());
+
+    // The file moved aside and redriven at the next start, the receiver up.
+    let moved = dir.join("to-redrive.jsonl");
+    std::fs::rename(&own, &moved).unwrap();
+    let seen = Arc::new(Seen::default());
+    let rx = tokio::net::TcpListener::bind(("127.0.0.1", port))
+        .await
+        .unwrap();
+    receive(seen.clone(), rx, Instant::now());
+    let again = format!("{args} --redrive {}", moved.display());
+    let relay = Relay::start_with(&argv(&again), &[]).await;
+    let event = relay.admin_url(&format!("/v1/applications/acme/events/{id}"));
+    let got = eventually(Duration::from_secs(30), || async {
+        seen.got("down").contains(&id)
+    })
+    .await;
+    assert!(got, "the redriven copy arrives");
+    assert!(seen.types.lock().unwrap()["down"].contains("order.shipped"));
+    let delivered = eventually(Duration::from_secs(30), || async {
+        state(event.clone()).await == "delivered"
+    })
+    .await;
+    let (_, v) = send(reqwest::Method::GET, &event, None).await;
+    assert!(delivered, "{v}");
+    assert_eq!(v["copies"][0]["resent"], 1, "{v}");
+    drop(relay);
+}

@@ -99,65 +99,15 @@ pub(crate) async fn redrive(
             continue;
         };
         let (id, from) = (letter.id.clone(), letter.destination.clone());
-        let name = match lines::route(from.as_deref(), &targets) {
-            Route::To(name) => name,
-            Route::Gone | Route::Unnamed => {
-                done.kept.push(Kept {
-                    id,
-                    destination: from,
-                    reason: "destination-gone",
-                });
-                continue;
-            }
-        };
-        // An event's copy goes back as one, through the events store (its
-        // history, its headers), while the store still holds its event;
-        // never to an application made again under a deleted one's name.
-        let seq = match (&letter.event_type, id.as_deref().map(str::parse::<u64>)) {
-            (Some(_), Some(Ok(seq))) => Some(seq),
-            _ => None,
-        };
-        if let Some(seq) = seq
-            && !local.catalog.takes_event(name, None, seq)
-        {
-            done.kept.push(Kept {
+        match local.redrive_letter(letter, &targets).await {
+            LetterEnd::Readmitted => readmitted.push(line),
+            LetterEnd::Settled => settled.push(line),
+            LetterEnd::Refused => done.refused += 1,
+            LetterEnd::Gone => done.kept.push(Kept {
                 id,
                 destination: from,
                 reason: "destination-gone",
-            });
-            continue;
-        }
-        let copy = match seq {
-            Some(seq) => local.redrive_copy(seq, name).await,
-            None => None,
-        };
-        let admitted = match copy {
-            Some(CopyRedrive::Queued) => true,
-            Some(CopyRedrive::Settled) => {
-                settled.push(line);
-                continue;
-            }
-            Some(CopyRedrive::Refused) => false,
-            Some(CopyRedrive::Gone) => {
-                done.kept.push(Kept {
-                    id,
-                    destination: from,
-                    reason: "destination-gone",
-                });
-                continue;
-            }
-            None => match lines::job_of(letter, &local.budget) {
-                Some(job) => local
-                    .set
-                    .submit_timeout(name, job, std::time::Duration::ZERO)
-                    .await
-                    .is_ok(),
-                None => false,
-            },
-        };
-        match admitted {
-            true => readmitted.push(line),
-            false => done.refused += 1,
+            }),
         }
     }
     done.readmitted = readmitted.len() as u64;
@@ -171,6 +121,76 @@ pub(crate) async fn redrive(
         Ok(Ok(())) => Ok(done),
         Ok(Err(e)) => Err(unreadable(e)),
         Err(e) => Err(unreadable(e)),
+    }
+}
+
+/// What became of one dead letter redriven.
+enum LetterEnd {
+    /// Admitted again: a webhook to its destination, an event's copy to
+    /// its endpoint through the events store.
+    Readmitted,
+    /// An event's copy sent again since it was dead-lettered (a recover, a
+    /// resend) or on its way: nothing sent, the letter done with.
+    Settled,
+    /// Not taken now (a full queue, the byte budget, a store that cannot
+    /// write): the letter stays, for a later redrive.
+    Refused,
+    /// Its destination is gone (or the line names none, or its endpoint
+    /// is another application's now).
+    Gone,
+}
+
+impl Local {
+    /// Redrives one dead letter, the same whichever way (the API, `--redrive
+    /// FILE`): to the destination it came from, under its id; an event's
+    /// copy goes back as one, through the events store (its history, its
+    /// headers), while the store still holds its event, and never to an
+    /// application made again under a deleted one's name.
+    async fn redrive_letter(
+        &self,
+        letter: lines::Letter,
+        targets: &lines::Targets<'_>,
+    ) -> LetterEnd {
+        let from = letter.destination.clone();
+        let name = match lines::route(from.as_deref(), targets) {
+            Route::To(name) => name,
+            Route::Gone | Route::Unnamed => return LetterEnd::Gone,
+        };
+        let seq = match (
+            &letter.event_type,
+            letter.id.as_deref().map(str::parse::<u64>),
+        ) {
+            (Some(_), Some(Ok(seq))) => Some(seq),
+            _ => None,
+        };
+        if let Some(seq) = seq
+            && !self.catalog.takes_event(name, None, seq)
+        {
+            return LetterEnd::Gone;
+        }
+        let copy = match seq {
+            Some(seq) => self.redrive_copy(seq, name).await,
+            None => None,
+        };
+        match copy {
+            Some(CopyRedrive::Queued) => LetterEnd::Readmitted,
+            Some(CopyRedrive::Settled) => LetterEnd::Settled,
+            Some(CopyRedrive::Refused) => LetterEnd::Refused,
+            Some(CopyRedrive::Gone) => LetterEnd::Gone,
+            None => {
+                let Some(job) = lines::job_of(letter, &self.budget) else {
+                    return LetterEnd::Refused;
+                };
+                let admitted = self
+                    .set
+                    .submit_timeout(name, job, std::time::Duration::ZERO)
+                    .await;
+                match admitted {
+                    Ok(_) => LetterEnd::Readmitted,
+                    Err(_) => LetterEnd::Refused,
+                }
+            }
+        }
     }
 }
 
@@ -194,7 +214,8 @@ pub(crate) struct FileRedrive {
 
 impl Local {
     /// `--redrive FILE`: every line of `path` not redriven before goes back
-    /// to the destination it came from, under its id; the rest go to
+    /// to the destination it came from, under its id (an event's copy as
+    /// the copy it is, as the API's redrive sends it); the rest go to
     /// `FILE.rest`. Marked in this relay's record of redriven letters (its
     /// `dead_letter_file`'s), as the admin API's redrive is.
     pub(crate) async fn redrive_file(&self, path: &Path) -> Result<FileRedrive, String> {
@@ -217,27 +238,14 @@ impl Local {
                 rest.keep(line)?;
                 continue;
             };
-            let from = letter.destination.clone();
-            let name = match lines::route(from.as_deref(), &targets) {
-                Route::To(name) => name,
-                Route::Gone | Route::Unnamed => {
-                    done.gone += 1;
-                    rest.keep(line)?;
-                    continue;
-                }
-            };
-            let admitted = match lines::job_of(letter, &self.budget) {
-                Some(job) => self
-                    .set
-                    .submit_timeout(name, job, std::time::Duration::ZERO)
-                    .await
-                    .is_ok(),
-                None => false,
-            };
-            match admitted {
-                true => readmitted.push(line),
-                false => {
+            match self.redrive_letter(letter, &targets).await {
+                LetterEnd::Readmitted | LetterEnd::Settled => readmitted.push(line),
+                LetterEnd::Refused => {
                     done.refused += 1;
+                    rest.keep(line)?;
+                }
+                LetterEnd::Gone => {
+                    done.gone += 1;
                     rest.keep(line)?;
                 }
             }
