@@ -1427,3 +1427,62 @@ async fn a_copy_redriven_from_a_file_stays_its_events() {
     assert_eq!(v["copies"][0]["resent"], 1, "{v}");
     drop(relay);
 }
+
+both!(a_resend_answered_is_sent_though_the_relay_stops_at_once);
+/// A resend answered 202 is sent though the relay that answered is
+/// stopped as soon as it has answered, and started again: the local
+/// engine's store has the copy pending, the fleet's queue has it back
+/// before the answer (the task that put it back stopped with the relay,
+/// and the copy, granted, read as pending for ten minutes, never sent).
+async fn a_resend_answered_is_sent_though_the_relay_stops_at_once(engine: Engine) {
+    let log = Arc::new(crate::receivers::Log::default());
+    // The first attempt is refused for good (a 400: dead-lettered, no
+    // retry); every later one is taken.
+    let answer = |_: &crate::receivers::Hit, tries: usize| {
+        use axum::response::IntoResponse;
+        match tries {
+            1 => axum::http::StatusCode::BAD_REQUEST.into_response(),
+            _ => axum::http::StatusCode::OK.into_response(),
+        }
+    };
+    let rx = crate::receivers::recording(log.clone(), Duration::ZERO, Arc::new(answer)).await;
+    let mut bench = Bench::start(engine, "events-resend-kill", "--retries 3").await;
+    let relay = &mut bench.relay;
+    let app = relay.admin_url("/v1/applications/acme");
+    assert_eq!(send(reqwest::Method::PUT, &app, None).await.0, 201);
+    let url = relay.admin_url("/v1/applications/acme/endpoints/down");
+    let body = json!({"url": format!("http://{rx}/hook")});
+    assert_eq!(send(reqwest::Method::PUT, &url, Some(body)).await.0, 201);
+    let body = json!({"type": "order.shipped", "payload": {}});
+    let post = relay.url("/v1/applications/acme/events");
+    let (status, v) = send(reqwest::Method::POST, &post, Some(body)).await;
+    assert_eq!(status, 202, "{v}");
+    let id = v["id"].as_str().unwrap().to_owned();
+    let event = relay.admin_url(&format!("/v1/applications/acme/events/{id}"));
+    let dead = eventually(Duration::from_secs(30), || async {
+        send(reqwest::Method::GET, &event, None).await.1["copies"][0]["state"] == "dead_lettered"
+    })
+    .await;
+    assert!(dead, "{}", send(reqwest::Method::GET, &event, None).await.1);
+
+    let resend = relay.admin_url(&format!("/v1/applications/acme/events/{id}/resend"));
+    let (status, v) = send(
+        reqwest::Method::POST,
+        &resend,
+        Some(json!({"endpoint": "down"})),
+    )
+    .await;
+    relay.signal("TERM");
+    assert_eq!(status, 202, "{v}");
+    assert!(relay.exit(Duration::from_secs(30)).await.success());
+
+    let again = bench.another("n1").await;
+    let delivered = log.until(Duration::from_secs(30), |h| h.len() >= 2).await;
+    let event = again.admin_url(&format!("/v1/applications/acme/events/{id}"));
+    assert!(
+        delivered,
+        "sent again after the restart: {}",
+        send(reqwest::Method::GET, &event, None).await.1
+    );
+    drop(again);
+}

@@ -4,7 +4,8 @@
 //! back), one whose letter is gone is admitted again only while its status
 //! still says dead-lettered, and a delivered copy (a resend) is queued
 //! anew. Each runs in a task of its own, until every copy found its place
-//! or the endpoint is deleted.
+//! or the endpoint is deleted; its first turn, what the queue has room
+//! for, before the resend or recover is answered.
 
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::Arc;
@@ -48,88 +49,148 @@ async fn letters_of(lane: &Lane, wanted: &HashSet<String>) -> HashMap<String, St
 }
 
 /// Sends `endpoint`'s dead-lettered copies of `app`'s events `ids` again
-/// (each granted a resend already), as its queue has room; in a task of
-/// its own.
-pub(super) fn send_again(
+/// (each granted a resend already), as its queue has room, in a task of
+/// its own; returns once the task's first turn has sent what there was
+/// room for, so a resend answered with room in its queue has been queued
+/// in the fleet before its answer (a relay stopped right after loses none:
+/// before, each waited the grant's hold, ten minutes, to read as
+/// dead-lettered again). Copies left for later still wait on this relay.
+pub(super) async fn send_again(
     shared: Arc<Shared>,
     catalog: Arc<Catalog>,
     app: String,
     endpoint: String,
     ids: Vec<u64>,
 ) {
+    let mut again = Resending {
+        shared,
+        catalog,
+        app,
+        endpoint,
+        left: ids.into(),
+        failed: 0,
+    };
+    let (first, first_done) = tokio::sync::oneshot::channel();
     tokio::spawn(async move {
-        let mut left: VecDeque<u64> = ids.into();
-        let mut failed = 0;
-        while !left.is_empty() {
-            let Some(lane) = shared.lane(&endpoint).filter(|l| l.open) else {
-                tracing::warn!(endpoint = %endpoint, left = left.len(), "copies to send again were left in the dead letters: the endpoint was deleted");
-                return;
-            };
-            if catalog.is_closing() {
-                return;
+        let mut first = Some(first);
+        loop {
+            let turn = again.turn().await;
+            if let Some(first) = first.take() {
+                let _ = first.send(());
             }
-            let depth = match lane.queue.depth().await {
-                Ok(d) => d,
-                Err(e) => {
-                    failed += 1;
-                    if failed == MOST_FAILED_LOOKS {
-                        tracing::warn!(error = %e, endpoint = %endpoint, left = left.len(), "copies to send again were left in the dead letters: Redis did not answer");
-                        return;
-                    }
-                    tokio::time::sleep(ROOM_POLL).await;
-                    continue;
-                }
-            };
-            failed = 0;
-            let room = usize::try_from(lane.bound_now().saturating_sub(depth)).unwrap_or(0);
-            if room == 0 {
-                tokio::time::sleep(ROOM_POLL).await;
-                continue;
-            }
-            let now: Vec<u64> = left.drain(..room.min(left.len())).collect();
-            let wanted: HashSet<String> = now.iter().map(u64::to_string).collect();
-            let letters = letters_of(&lane, &wanted).await;
-            if !letters.is_empty() {
-                let entries: Vec<String> = letters.values().cloned().collect();
-                let redriven = lane.queue.redrive(&entries, lane.bound_now()).await;
-                if let Ok((moved, _)) = redriven
-                    && moved > 0
-                {
-                    shared.admitted(&endpoint);
-                }
-                match redriven {
-                    // All went back.
-                    Ok((_, 0)) => {}
-                    // Some did not (no room after all, or taken meanwhile):
-                    // looked at again; one that went back is then seen as
-                    // queued and dropped.
-                    Ok(_) | Err(_) => {
-                        left.extend(letters.keys().filter_map(|id| id.parse::<u64>().ok()));
-                    }
-                }
-            }
-            for &id in now
-                .iter()
-                .filter(|id| !letters.contains_key(&id.to_string()))
-            {
-                let (Ok(Some(record)), Ok(payload)) = (
-                    shared.events.record(&app, id).await,
-                    shared.events.payload(&app, id).await,
-                ) else {
-                    continue; // forgotten meanwhile (event_retention)
-                };
-                let bytes = copy_bytes(&record, &payload.unwrap_or_default());
-                let owner = record.tenant.as_deref();
-                match queue_copy(&shared, &app, id, &endpoint, &bytes, owner, Again::Dead).await {
-                    Queued::Failed(e) => {
-                        tracing::debug!(error = %e, event = id, "the fleet's events: a copy to send again is tried again");
-                        left.push_back(id);
-                        tokio::time::sleep(ROOM_POLL).await;
-                    }
-                    Queued::Gone => return,
-                    Queued::Yes | Queued::Overflow | Queued::Held => {}
-                }
+            match turn {
+                Turn::Done => return,
+                Turn::Wait => tokio::time::sleep(ROOM_POLL).await,
+                Turn::More => {}
             }
         }
     });
+    // Dropped (the caller gone), the task goes on.
+    let _ = first_done.await;
+}
+
+/// A task sending copies again.
+struct Resending {
+    shared: Arc<Shared>,
+    catalog: Arc<Catalog>,
+    app: String,
+    endpoint: String,
+    left: VecDeque<u64>,
+    /// Looks in a row that found Redis unreadable.
+    failed: u32,
+}
+
+/// What a turn of [`Resending`] leaves.
+enum Turn {
+    /// Every copy found its place, or none will (the endpoint deleted, the
+    /// relay stopping, Redis away too long).
+    Done,
+    /// Copies wait for room (or for Redis): the next turn after a pause.
+    Wait,
+    /// More copies to send, room maybe: the next turn at once.
+    More,
+}
+
+impl Resending {
+    /// Sends as many copies as its endpoint's queue has room for.
+    async fn turn(&mut self) -> Turn {
+        let (shared, endpoint) = (&self.shared, self.endpoint.as_str());
+        if self.left.is_empty() {
+            return Turn::Done;
+        }
+        let Some(lane) = shared.lane(endpoint).filter(|l| l.open) else {
+            tracing::warn!(endpoint = %endpoint, left = self.left.len(), "copies to send again were left in the dead letters: the endpoint was deleted");
+            return Turn::Done;
+        };
+        if self.catalog.is_closing() {
+            return Turn::Done;
+        }
+        let depth = match lane.queue.depth().await {
+            Ok(d) => d,
+            Err(e) => {
+                self.failed += 1;
+                if self.failed == MOST_FAILED_LOOKS {
+                    tracing::warn!(error = %e, endpoint = %endpoint, left = self.left.len(), "copies to send again were left in the dead letters: Redis did not answer");
+                    return Turn::Done;
+                }
+                return Turn::Wait;
+            }
+        };
+        self.failed = 0;
+        let room = usize::try_from(lane.bound_now().saturating_sub(depth)).unwrap_or(0);
+        if room == 0 {
+            return Turn::Wait;
+        }
+        let now: Vec<u64> = self.left.drain(..room.min(self.left.len())).collect();
+        let wanted: HashSet<String> = now.iter().map(u64::to_string).collect();
+        let letters = letters_of(&lane, &wanted).await;
+        if !letters.is_empty() {
+            let entries: Vec<String> = letters.values().cloned().collect();
+            let redriven = lane.queue.redrive(&entries, lane.bound_now()).await;
+            if let Ok((moved, _)) = redriven
+                && moved > 0
+            {
+                shared.admitted(endpoint);
+            }
+            match redriven {
+                // All went back.
+                Ok((_, 0)) => {}
+                // Some did not (no room after all, or taken meanwhile):
+                // looked at again; one that went back is then seen as
+                // queued and dropped.
+                Ok(_) | Err(_) => {
+                    let back = letters.keys().filter_map(|id| id.parse::<u64>().ok());
+                    self.left.extend(back);
+                }
+            }
+        }
+        let mut wait = false;
+        for &id in now
+            .iter()
+            .filter(|id| !letters.contains_key(&id.to_string()))
+        {
+            let (Ok(Some(record)), Ok(payload)) = (
+                shared.events.record(&self.app, id).await,
+                shared.events.payload(&self.app, id).await,
+            ) else {
+                continue; // forgotten meanwhile (event_retention)
+            };
+            let bytes = copy_bytes(&record, &payload.unwrap_or_default());
+            let owner = record.tenant.as_deref();
+            match queue_copy(shared, &self.app, id, endpoint, &bytes, owner, Again::Dead).await {
+                Queued::Failed(e) => {
+                    tracing::debug!(error = %e, event = id, "the fleet's events: a copy to send again is tried again");
+                    self.left.push_back(id);
+                    wait = true;
+                }
+                Queued::Gone => return Turn::Done,
+                Queued::Yes | Queued::Overflow | Queued::Held => {}
+            }
+        }
+        match (self.left.is_empty(), wait) {
+            (true, _) => Turn::Done,
+            (false, true) => Turn::Wait,
+            (false, false) => Turn::More,
+        }
+    }
 }

@@ -86,10 +86,11 @@ fn copy_record(read: CopyRead, status: Option<JobState>, now_ms: u64) -> CopyRec
 
 impl FleetQueue {
     /// Sends `endpoint`'s dead-lettered copies of `app`'s events `ids`
-    /// again ([`again::send_again`]).
-    fn send_again(&self, app: &str, endpoint: &str, ids: Vec<u64>) {
+    /// again ([`again::send_again`]): those its queue has room for before
+    /// it returns.
+    async fn send_again(&self, app: &str, endpoint: &str, ids: Vec<u64>) {
         let (shared, catalog) = (self.shared.clone(), self.catalog.clone());
-        again::send_again(shared, catalog, app.to_owned(), endpoint.to_owned(), ids);
+        again::send_again(shared, catalog, app.to_owned(), endpoint.to_owned(), ids).await;
     }
 
     /// What a fan-out needs.
@@ -391,7 +392,7 @@ impl Events for FleetQueue {
             return Err(SendAgain::Pending);
         }
         if copy.state == CopyState::DeadLettered {
-            self.send_again(app, endpoint, vec![id]);
+            self.send_again(app, endpoint, vec![id]).await;
             return Ok(());
         }
         let payload = self
@@ -468,7 +469,7 @@ impl Events for FleetQueue {
             }
         }
         let sent = granted.len();
-        self.send_again(app, endpoint, granted);
+        self.send_again(app, endpoint, granted).await;
         Ok((sent, more))
     }
 
