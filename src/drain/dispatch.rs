@@ -410,7 +410,7 @@ fn retry<J: 'static>(
     let due = s.clock.ns(Instant::now()).saturating_add(nanos(delay));
     let id = entry.id;
     // Recorded first: a restart after the retry is queued counts it.
-    s.retrying(id, number, &entry.job);
+    s.retrying(id, number, delay, &entry.job);
     retries.push(entry, number + 1, due)?;
     s.ledger.record(Event::Retried);
     if let Some(hook) = &s.hook {

@@ -71,6 +71,11 @@ impl RetryPolicy {
         }
     }
 
+    /// The longest wait between attempts.
+    pub(crate) fn cap(&self) -> Duration {
+        self.cap
+    }
+
     /// The wait before attempt `next` (2 for the first retry), given the
     /// downstream's hint and a uniform random number `u` in [0, 1).
     pub(crate) fn delay(&self, next: u32, hint: Option<Duration>, u: f64) -> Duration {

@@ -508,11 +508,12 @@ impl<J: 'static> Shared<J> {
     /// Job `id` failed attempt `made` and waits for another: the journal
     /// records the count, so a restart goes on from the next attempt.
     #[inline]
-    pub(crate) fn retrying(&self, _id: u64, _made: u32, _job: &J) {
+    pub(crate) fn retrying(&self, _id: u64, _made: u32, _after: Duration, _job: &J) {
         #[cfg(feature = "journal")]
         if let Some(j) = &self.journal {
+            let due = std::time::SystemTime::now() + _after;
             j.journal
-                .retried(_id, _made, |out| j.encode_record(_job, out));
+                .retried(_id, _made, due, |out| j.encode_record(_job, out));
         }
     }
 

@@ -747,8 +747,9 @@ impl<J: Send + Sync + 'static> ThrottleBuilder<J> {
         };
         warn_burst_above_queue(&self.name, &self.per_key, &self.key_store, bound);
         let retries = self.retry.map(|p| Retries::new(p, ring));
-        // Recovered jobs wait with the retries, due at once, ahead of new
-        // ones; they never count against the admission bound.
+        // Recovered jobs wait with the retries, due at once (or when their
+        // retry was due), ahead of new ones; they never count against the
+        // admission bound.
         #[cfg(feature = "journal")]
         let (retries, recovered) = match self.recovered.len() {
             0 => (retries, Vec::new()),

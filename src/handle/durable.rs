@@ -85,7 +85,9 @@ mod with_journal {
     use crate::journal::{Journal, JournalError, Written};
 
     /// Queues the jobs an earlier run left unfinished, with their ids, in
-    /// the retry structure: due now, ahead of new jobs, outside the bound.
+    /// the retry structure, ahead of new jobs, outside the bound: due now,
+    /// or, for one that was waiting for a retry, when that retry was due
+    /// (at most the policy's longest backoff from now).
     pub(crate) fn requeue<J>(shared: &crate::drain::shared::Shared<J>, jobs: Vec<(u64, J)>) {
         let (Some(retries), n) = (&shared.retries, jobs.len()) else {
             return;
@@ -98,10 +100,13 @@ mod with_journal {
         for (id, job) in jobs {
             // The next of the attempts it made before the restart, or, if
             // this run's policy allows fewer, its last one.
-            let made = journal.map_or(0, |j| j.made(id));
-            let number = made
+            let tried = journal.map(|j| j.tried(id)).unwrap_or_default();
+            let number = tried
+                .made
                 .saturating_add(1)
                 .min(retries.policy.max_attempts().max(1));
+            let wait = wait_until(tried.due_ms).min(retries.policy.cap());
+            let due = now.saturating_add(crate::util::num::nanos(wait));
             let entry = crate::admission::Entry {
                 job,
                 id,
@@ -110,7 +115,7 @@ mod with_journal {
                 key: crate::admission::holders::NO_KEY,
                 attempt: number,
             };
-            if retries.push(entry, number, 0).is_err() {
+            if retries.push(entry, number, due).is_err() {
                 // Room was made for every one of them at build.
                 tracing::error!(
                     id,
@@ -121,6 +126,13 @@ mod with_journal {
         metrics::counter!(crate::accounting::metrics::RECOVERED, "throttle" => shared.cfg.name.clone())
             .increment(n as u64);
         tracing::info!(throttle = %shared.cfg.name, jobs = n, "recovered unfinished jobs from the journal");
+    }
+
+    /// The time left until `due_ms` (ms since the Unix epoch; 0: none).
+    fn wait_until(due_ms: u64) -> Duration {
+        let due = std::time::UNIX_EPOCH + Duration::from_millis(due_ms);
+        due.duration_since(std::time::SystemTime::now())
+            .unwrap_or(Duration::ZERO)
     }
 
     /// The wait suggested when the journal is full or failing.

@@ -84,7 +84,8 @@ pub(crate) enum Kind {
     /// A job ended (delivered, failed for good, dead-lettered, refused…).
     End = 2,
     /// A job failed an attempt and waits for another: the payload is the
-    /// attempts it has made (`u32` LE), then the job's encoding. It takes
+    /// attempts it has made (`u32` LE) and when the next is due (`u64` LE,
+    /// ms since the Unix epoch), then the job's encoding. It takes
     /// the place of the job's `Admit` (or earlier `Retried`) record, so a
     /// restart goes on counting from there instead of from the first
     /// attempt ([`retried`]). A job submitted with attempts made before
@@ -104,25 +105,41 @@ impl Kind {
     }
 }
 
-/// A job-holding record's payload: the attempts its job has made and its
-/// encoding. `None` for a `Retried` payload too short to hold the count.
-pub(crate) fn job_of(kind: Kind, payload: &[u8]) -> Option<(u32, &[u8])> {
+/// What a `Retried` record says of its job's attempts: how many it made,
+/// and when the next is due.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct Tried {
+    /// Attempts made.
+    pub(crate) made: u32,
+    /// When the next is due, ms since the Unix epoch (0: at once).
+    pub(crate) due_ms: u64,
+}
+
+/// A job-holding record's payload: what its job tried and its encoding.
+/// `None` for a `Retried` payload too short to hold its head.
+pub(crate) fn job_of(kind: Kind, payload: &[u8]) -> Option<(Tried, &[u8])> {
     match kind {
-        Kind::Admit => Some((0, payload)),
+        Kind::Admit => Some((Tried::default(), payload)),
         Kind::Retried => {
-            let (made, job) = payload.split_first_chunk::<COUNT>()?;
-            Some((u32::from_le_bytes(*made), job))
+            let (head, job) = payload.split_first_chunk::<RETRY_HEAD>()?;
+            let (made, due) = head.split_at(4);
+            let made = u32::from_le_bytes(made.try_into().ok()?);
+            let due_ms = u64::from_le_bytes(due.try_into().ok()?);
+            Some((Tried { made, due_ms }, job))
         }
         Kind::End => None,
     }
 }
 
-/// Bytes of a `Retried` payload's count, ahead of its job.
-pub(crate) const COUNT: usize = 4;
+/// Bytes of a `Retried` payload's head, ahead of its job: the attempts
+/// made (`u32` LE), then when the next is due (`u64` LE, ms since the Unix
+/// epoch).
+pub(crate) const RETRY_HEAD: usize = 12;
 
-/// A `Retried` payload's head: the attempts made; the job follows.
-pub(crate) fn retried(made: u32, out: &mut Vec<u8>) {
-    out.extend_from_slice(&made.to_le_bytes());
+/// A `Retried` payload's head; the job follows.
+pub(crate) fn retried(tried: Tried, out: &mut Vec<u8>) {
+    out.extend_from_slice(&tried.made.to_le_bytes());
+    out.extend_from_slice(&tried.due_ms.to_le_bytes());
 }
 
 /// A record read back from a segment.
@@ -204,8 +221,8 @@ pub(crate) fn read_charged<'a>(
         }
     };
     let body_len = body_len as usize;
-    // A `Retried` record's payload is its job's and the count before it.
-    if !(FIXED..=max_body.saturating_add(FIXED + COUNT)).contains(&body_len) {
+    // A `Retried` record's payload is its job's and the head before it.
+    if !(FIXED..=max_body.saturating_add(FIXED + RETRY_HEAD)).contains(&body_len) {
         return None;
     }
     let body = bytes.get(body_at..body_at.checked_add(body_len)?)?;
@@ -371,19 +388,24 @@ mod tests {
     #[test]
     fn a_retried_record_holds_its_count_then_its_job() {
         let mut payload = Vec::new();
-        retried(3, &mut payload);
+        let tried = Tried {
+            made: 3,
+            due_ms: 1_796_000_000_000,
+        };
+        retried(tried, &mut payload);
         payload.extend_from_slice(b"job");
-        assert_eq!(job_of(Kind::Retried, &payload), Some((3, &b"job"[..])));
-        assert_eq!(job_of(Kind::Admit, b"job"), Some((0, &b"job"[..])));
+        assert_eq!(job_of(Kind::Retried, &payload), Some((tried, &b"job"[..])));
+        let none = Tried::default();
+        assert_eq!(job_of(Kind::Admit, b"job"), Some((none, &b"job"[..])));
         assert_eq!(
-            job_of(Kind::Retried, &[1, 0]),
+            job_of(Kind::Retried, &[1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0]),
             None,
-            "too short for a count"
+            "too short for its head"
         );
         assert_eq!(job_of(Kind::End, b""), None);
-        // Its count rides above the job's size bound.
+        // Its head rides above the job's size bound.
         let key = test_key();
-        let bytes = segment(&[(Kind::Retried, 1, &[7; 104])]);
+        let bytes = segment(&[(Kind::Retried, 1, &[7; 112])]);
         assert!(read_at(&bytes, HEAD, 100, Format::Keyed(&key)).is_some());
         assert!(read_at(&bytes, HEAD, 99, Format::Keyed(&key)).is_none());
     }

@@ -133,7 +133,7 @@ struct Inner {
     jobs: Mutex<Vec<recovery::Found>>,
     /// The attempts each recovered job had made, by id, until the
     /// throttle that queues it takes its count ([`Journal::made`]).
-    made: Mutex<std::collections::HashMap<u64, u32>>,
+    made: Mutex<std::collections::HashMap<u64, frame::Tried>>,
 }
 
 impl Drop for Inner {
@@ -278,8 +278,8 @@ impl Journal {
                     found
                         .jobs
                         .iter()
-                        .filter(|f| f.made > 0)
-                        .map(|f| (f.id, f.made))
+                        .filter(|f| f.tried.made > 0)
+                        .map(|f| (f.id, f.tried))
                         .collect(),
                 ),
                 jobs: Mutex::new(found.jobs),
@@ -415,23 +415,33 @@ impl Journal {
             return self.record(frame::Kind::Admit, id, encode, true);
         }
         let encode = |out: &mut Vec<u8>| {
-            frame::retried(made, out);
+            frame::retried(frame::Tried { made, due_ms: 0 }, out);
             encode(out);
         };
         self.record(frame::Kind::Retried, id, encode, true)
     }
 
-    /// Records that job `id` failed attempt `made` and waits for another
-    /// (its encoding written by `encode`), so that a restart goes on from
-    /// attempt `made + 1`: the record takes the place of its admission's,
+    /// Records that job `id` failed attempt `made` and waits for another,
+    /// due at `due` (its encoding written by `encode`), so that a restart
+    /// goes on from attempt `made + 1`, at its time: the record takes the
+    /// place of its admission's,
     /// made as durable as an admission is before that place moves. Nothing
     /// waits for it; one the journal has no room for is left out (a
     /// restart then counts from the last one written), and so is one for
     /// a job the journal does not hold (submitted unjournaled, or already
     /// ended): the writer writes it only for a live job.
-    pub(crate) fn retried(&self, id: u64, made: u32, encode: impl FnOnce(&mut Vec<u8>)) {
+    pub(crate) fn retried(
+        &self,
+        id: u64,
+        made: u32,
+        due: std::time::SystemTime,
+        encode: impl FnOnce(&mut Vec<u8>),
+    ) {
+        let due_ms = due
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX));
         let encode = |out: &mut Vec<u8>| {
-            frame::retried(made, out);
+            frame::retried(frame::Tried { made, due_ms }, out);
             encode(out);
         };
         if let Err(e) = self.record(frame::Kind::Retried, id, encode, false) {
@@ -439,14 +449,15 @@ impl Journal {
         }
     }
 
-    /// The attempts recovered job `id` had made before this start (0 when
-    /// none were recorded), taken once.
-    pub(crate) fn made(&self, id: u64) -> u32 {
-        let mut made = self.inner.made.lock().unwrap_or_else(|p| p.into_inner());
-        if made.is_empty() {
-            return 0;
+    /// What recovered job `id` had tried before this start: the attempts
+    /// it made and when its next was due (none when nothing was
+    /// recorded), taken once.
+    pub(crate) fn tried(&self, id: u64) -> frame::Tried {
+        let mut tried = self.inner.made.lock().unwrap_or_else(|p| p.into_inner());
+        if tried.is_empty() {
+            return frame::Tried::default();
         }
-        made.remove(&id).unwrap_or(0)
+        tried.remove(&id).unwrap_or_default()
     }
 
     /// Frames and sends one job-holding record (`wait`: the caller may
@@ -464,7 +475,7 @@ impl Journal {
         let payload = len - frame::OVERHEAD;
         // A retry's count is not the job's: the job fits as it did.
         let counted = match kind {
-            frame::Kind::Retried => payload.saturating_sub(frame::COUNT),
+            frame::Kind::Retried => payload.saturating_sub(frame::RETRY_HEAD),
             _ => payload,
         };
         if counted > max {
@@ -576,19 +587,21 @@ impl Journal {
             std::mem::take(&mut *self.inner.jobs.lock().unwrap_or_else(|p| p.into_inner()));
         records
             .into_iter()
-            .map(|f| match tag::split(&f.record) {
-                Some((tag, job)) => Recovered {
+            .map(|f| {
+                let retry_at = (f.tried.due_ms > 0).then(|| {
+                    std::time::UNIX_EPOCH + std::time::Duration::from_millis(f.tried.due_ms)
+                });
+                let (tag, job) = match tag::split(&f.record) {
+                    Some((tag, job)) => (Some(tag.to_owned()), job.to_vec()),
+                    None => (None, f.record),
+                };
+                Recovered {
                     id: f.id,
-                    tag: Some(tag.to_owned()),
-                    job: job.to_vec(),
-                    attempts: f.made,
-                },
-                None => Recovered {
-                    id: f.id,
-                    tag: None,
-                    job: f.record,
-                    attempts: f.made,
-                },
+                    tag,
+                    job,
+                    attempts: f.tried.made,
+                    retry_at,
+                }
             })
             .collect()
     }
@@ -617,8 +630,11 @@ pub struct Recovered {
     /// restart): a throttle given it goes on from the next
     /// ([`Attempt::number`](crate::Attempt::number)), or, when its
     /// [`RetryPolicy`](crate::RetryPolicy) allows fewer attempts than
-    /// that, makes one last attempt numbered as the policy's last. A
-    /// recovered job is due at once: a receiver's `Retry-After` from
-    /// before the restart is not kept.
+    /// that, makes one last attempt numbered as the policy's last.
     pub attempts: u32,
+    /// When its next attempt was due (`None`: at once, none was
+    /// scheduled): a throttle given it waits until then (at most its
+    /// policy's longest backoff from its start), so a receiver's
+    /// `Retry-After` holds across a restart.
+    pub retry_at: Option<std::time::SystemTime>,
 }

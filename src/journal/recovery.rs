@@ -23,8 +23,9 @@ pub(crate) struct Found {
     pub(crate) id: u64,
     /// Its record: the tag, if any, then the job's encoding.
     pub(crate) record: Vec<u8>,
-    /// The attempts it had made (0: none recorded).
-    pub(crate) made: u32,
+    /// The attempts it had made and when its next was due (none
+    /// recorded: 0 and at once).
+    pub(crate) tried: frame::Tried,
 }
 
 /// What an earlier run left.
@@ -59,14 +60,14 @@ struct Replay {
 struct Unfinished {
     order: usize,
     payload: Vec<u8>,
-    made: u32,
+    tried: frame::Tried,
 }
 
 impl Replay {
     fn apply(&mut self, live: &mut LiveSet, seq: u64, records: &[Record<'_>]) {
         for r in records {
             match frame::job_of(r.kind, r.payload) {
-                Some((made, job)) => {
+                Some((tried, job)) => {
                     live.admit(r.id, seq, r.len);
                     let order = &mut self.order;
                     let found = self.payloads.entry(r.id).or_insert_with(|| {
@@ -74,13 +75,13 @@ impl Replay {
                         Unfinished {
                             order: *order,
                             payload: job.to_vec(),
-                            made,
+                            tried,
                         }
                     });
                     // A later retry's record: it counts further (an
                     // earlier one's copy, moved forward, does not undo it).
-                    if made > found.made {
-                        found.made = made;
+                    if tried.made > found.tried.made {
+                        found.tried = tried;
                     }
                 }
                 None if r.kind == Kind::End => {
@@ -169,7 +170,7 @@ pub(crate) fn recover(dir: &Path, max_record: usize) -> Result<Recovered, Journa
         .map(|(id, u)| Found {
             id,
             record: u.payload,
-            made: u.made,
+            tried: u.tried,
         })
         .collect();
     Ok(out)

@@ -42,6 +42,12 @@ fn policy() -> RetryPolicy {
     RetryPolicy::new(4).backoff(Duration::from_millis(1), Duration::from_secs(3600))
 }
 
+/// A restart's policy whose longest wait is 10 ms: a recovered job's
+/// retry an hour away is due within it.
+fn soon(max_attempts: u32) -> RetryPolicy {
+    RetryPolicy::new(max_attempts).backoff(Duration::from_millis(1), Duration::from_millis(10))
+}
+
 /// A job ("flaky") journaled in `name`'s directory whose first `failures`
 /// attempts failed (the next one an hour away), as a crash then would
 /// leave it: the copy of the directory and the job's id.
@@ -95,9 +101,15 @@ async fn a_restart_goes_on_from_the_attempts_a_job_made() {
         .take_recovered();
     assert_eq!(found.len(), 1);
     assert_eq!((found[0].id, found[0].attempts), (id, 2));
+    // Its third attempt was due an hour after its second.
+    let due = found[0].retry_at.expect("a retry was scheduled");
+    let ahead = due.duration_since(std::time::SystemTime::now()).unwrap();
+    assert!(ahead > Duration::from_secs(3500), "{ahead:?}");
+    assert!(ahead <= Duration::from_secs(3600), "{ahead:?}");
 
-    // The next start makes attempts 3 and 4 only, then gives up.
-    let (letter, seen, again) = dead_letter_after_restart(&crashed, policy()).await;
+    // The next start makes attempts 3 and 4 only, then gives up (its
+    // policy's longest wait 10 ms: the hour is cut to it).
+    let (letter, seen, again) = dead_letter_after_restart(&crashed, soon(4)).await;
     assert_eq!(
         (letter.job.as_str(), letter.why),
         ("flaky", DeadLetterReason::Failed { attempts: 4 })
@@ -138,7 +150,7 @@ async fn a_job_that_never_failed_starts_at_its_first_attempt() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_shorter_policy_after_a_restart_makes_one_last_attempt() {
     let (crashed, _) = failed_then_crashed("attempts-fewer", 3).await;
-    let (letter, seen, _again) = dead_letter_after_restart(&crashed, RetryPolicy::new(2)).await;
+    let (letter, seen, _again) = dead_letter_after_restart(&crashed, soon(2)).await;
     assert_eq!(letter.why, DeadLetterReason::Failed { attempts: 2 });
     assert_eq!(seen, [2]);
 }
@@ -228,4 +240,23 @@ async fn attempts_made_before_a_submission_are_journaled_with_it() {
         [3, 4],
         "attempts 1 and 2 were made before it was submitted"
     );
+}
+
+/// A job waiting for a retry at a crash waits for it after the restart
+/// too (a receiver's `Retry-After` holds), where it was sent at once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restart_keeps_a_retry_waiting_until_it_is_due() {
+    let (crashed, _) = failed_then_crashed("attempts-due", 1).await;
+    let (seen, deliver) = failing(u32::MAX);
+    let (again, _drain) = Throttle::builder()
+        .drain_rate(1000.0)
+        .retries(policy())
+        .journal(Journal::open(&crashed).unwrap())
+        .build(deliver)
+        .unwrap();
+    let waiting = || again.stats().retry_wait() == 1;
+    assert!(support::until_true(Duration::from_secs(30), waiting).await);
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert!(seen.lock().unwrap().is_empty(), "its retry is an hour away");
+    assert_eq!(again.stats().retry_wait(), 1);
 }
