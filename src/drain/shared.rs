@@ -511,9 +511,8 @@ impl<J: 'static> Shared<J> {
     pub(crate) fn retrying(&self, _id: u64, _made: u32, _after: Duration, _job: &J) {
         #[cfg(feature = "journal")]
         if let Some(j) = &self.journal {
-            let due = std::time::SystemTime::now() + _after;
             j.journal
-                .retried(_id, _made, due, |out| j.encode_record(_job, out));
+                .retried(_id, _made, _after, |out| j.encode_record(_job, out));
         }
     }
 

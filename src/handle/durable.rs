@@ -130,9 +130,7 @@ mod with_journal {
 
     /// The time left until `due_ms` (ms since the Unix epoch; 0: none).
     fn wait_until(due_ms: u64) -> Duration {
-        let due = std::time::UNIX_EPOCH + Duration::from_millis(due_ms);
-        due.duration_since(std::time::SystemTime::now())
-            .unwrap_or(Duration::ZERO)
+        Duration::from_millis(due_ms.saturating_sub(crate::journal::unix_ms()))
     }
 
     /// The wait suggested when the journal is full or failing.

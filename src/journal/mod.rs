@@ -422,7 +422,7 @@ impl Journal {
     }
 
     /// Records that job `id` failed attempt `made` and waits for another,
-    /// due at `due` (its encoding written by `encode`), so that a restart
+    /// due `after` from now (its encoding written by `encode`), so that a restart
     /// goes on from attempt `made + 1`, at its time: the record takes the
     /// place of its admission's,
     /// made as durable as an admission is before that place moves. Nothing
@@ -434,12 +434,11 @@ impl Journal {
         &self,
         id: u64,
         made: u32,
-        due: std::time::SystemTime,
+        after: std::time::Duration,
         encode: impl FnOnce(&mut Vec<u8>),
     ) {
-        let due_ms = due
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX));
+        let after_ms = u64::try_from(after.as_millis()).unwrap_or(u64::MAX);
+        let due_ms = unix_ms().saturating_add(after_ms).max(1);
         let encode = |out: &mut Vec<u8>| {
             frame::retried(frame::Tried { made, due_ms }, out);
             encode(out);
@@ -588,9 +587,12 @@ impl Journal {
         records
             .into_iter()
             .map(|f| {
-                let retry_at = (f.tried.due_ms > 0).then(|| {
-                    std::time::UNIX_EPOCH + std::time::Duration::from_millis(f.tried.due_ms)
-                });
+                let retry_at = (f.tried.due_ms > 0)
+                    .then(|| {
+                        let ms = std::time::Duration::from_millis(f.tried.due_ms);
+                        std::time::UNIX_EPOCH.checked_add(ms)
+                    })
+                    .flatten();
                 let (tag, job) = match tag::split(&f.record) {
                     Some((tag, job)) => (Some(tag.to_owned()), job.to_vec()),
                     None => (None, f.record),
@@ -634,7 +636,15 @@ pub struct Recovered {
     pub attempts: u32,
     /// When its next attempt was due (`None`: at once, none was
     /// scheduled): a throttle given it waits until then (at most its
-    /// policy's longest backoff from its start), so a receiver's
-    /// `Retry-After` holds across a restart.
+    /// policy's longest backoff from its start; 30 s for a throttle
+    /// without a retry policy), so a receiver's `Retry-After` holds across
+    /// a restart.
     pub retry_at: Option<std::time::SystemTime>,
+}
+
+/// Now, in ms since the Unix epoch (0 for a clock set before it).
+pub(crate) fn unix_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
 }

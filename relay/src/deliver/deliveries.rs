@@ -31,6 +31,8 @@ pub(crate) struct Deliveries {
     pub traces: crate::trace::Shared,
     /// Retries after the first attempt.
     pub retries: u32,
+    /// The longest wait between attempts (`retry_max`).
+    pub retry_max: std::time::Duration,
 }
 
 impl Deliveries {
@@ -47,6 +49,7 @@ impl Deliveries {
             errors: self.errors.clone(),
             traces: self.traces.clone(),
             retries: self.retries,
+            retry_max: self.retry_max,
             held: Mutex::new(None),
         }
     }

@@ -61,6 +61,9 @@ pub(crate) struct HttpDownstream {
     /// Retries after the first attempt (`retries`): which attempt is the
     /// last, for its span.
     pub retries: u32,
+    /// The longest wait between attempts (`retry_max`): a receiver's
+    /// `Retry-After` is kept for an event's copy up to it.
+    pub retry_max: std::time::Duration,
     /// The target its last attempt used, held while the destination has
     /// work (its idle connections with it); let go with the throttle.
     pub held: std::sync::Mutex<Option<Arc<target::Target>>>,
@@ -98,7 +101,18 @@ impl Downstream<Job> for HttpDownstream {
         let ended = delivery
             .is_done()
             .then_some(crate::events::record::CopyState::Delivered);
-        copy.attempted(record, ended);
+        // When the receiver asked to be tried again (at most `retry_max`
+        // away, as the retry policy waits): a copy sent again at a start
+        // waits for it.
+        let retry_at_ms = match delivery {
+            Delivery::Retry { after: Some(after) } => {
+                let after =
+                    u64::try_from(after.min(self.retry_max).as_millis()).unwrap_or(u64::MAX);
+                Some(unix_ms().saturating_add(after))
+            }
+            _ => None,
+        };
+        copy.attempted(record, ended, retry_at_ms);
         delivery
     }
 }
@@ -137,7 +151,7 @@ impl Drop for CutOff<'_> {
             false => crate::events::record::STOPPED,
         };
         self.copy
-            .attempted(self.record(0, Some(error.to_owned())), None);
+            .attempted(self.record(0, Some(error.to_owned())), None, None);
     }
 }
 

@@ -52,8 +52,18 @@ impl EventCopy {
     /// An attempt ended: its answer (`status` 0: none), how long it took,
     /// its error's kind if it failed, and where the copy is now if that
     /// was its last.
-    pub(crate) fn attempted(&self, attempt: AttemptRecord, ended: Option<CopyState>) {
-        self.store.tell(self, Told::Attempt { attempt, ended });
+    pub(crate) fn attempted(
+        &self,
+        attempt: AttemptRecord,
+        ended: Option<CopyState>,
+        retry_at_ms: Option<u64>,
+    ) {
+        let told = Told::Attempt {
+            attempt,
+            ended,
+            retry_at_ms,
+        };
+        self.store.tell(self, told);
     }
 
     /// Dead-lettered for `reason`, its letter on its way.

@@ -86,6 +86,11 @@ pub(crate) struct CopyRecord {
     /// a copy sent again at a start goes on from them.
     #[serde(default)]
     pub round_from: u32,
+    /// When its receiver asked to be tried again (its last attempt's
+    /// `Retry-After`, at most `retry_max` away), ms since the Unix epoch:
+    /// a copy sent again at a start waits for it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retry_at_ms: Option<u64>,
 }
 
 impl CopyRecord {
@@ -98,6 +103,7 @@ impl CopyRecord {
             resent: 0,
             made: Some(0),
             round_from: 0,
+            retry_at_ms: None,
         }
     }
 
@@ -136,6 +142,7 @@ impl CopyRecord {
         let made = self.made_in_all();
         self.made = Some(made);
         self.round_from = made;
+        self.retry_at_ms = None;
     }
 
     /// Whether an endpoint's listing of attempts shows it: all (`None`),
@@ -167,6 +174,9 @@ pub(crate) enum Told {
     Attempt {
         attempt: AttemptRecord,
         ended: Option<CopyState>,
+        /// When the receiver asked to be tried again (its `Retry-After`,
+        /// at most `retry_max` away), ms since the Unix epoch.
+        retry_at_ms: Option<u64>,
     },
     /// Dead-lettered without (another) attempt: its reason (its letter
     /// written already, or none to write).

@@ -442,9 +442,14 @@ impl Tables<'_> {
                     return Ok(None); // swept meanwhile
                 };
                 match told {
-                    Told::Attempt { attempt, ended } => {
+                    Told::Attempt {
+                        attempt,
+                        ended,
+                        retry_at_ms,
+                    } => {
                         let stopped = attempt.error.as_deref() == Some(STOPPED);
                         copy.count_attempt(!stopped);
+                        copy.retry_at_ms = *retry_at_ms;
                         copy.attempts.push(attempt.clone());
                         if copy.attempts.len() > MAX_ATTEMPTS {
                             copy.attempts.remove(0);

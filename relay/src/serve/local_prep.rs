@@ -183,6 +183,7 @@ pub(super) async fn open(cfg: &Config, parts: Parts) -> Result<Arc<Local>, Failu
         ),
         events: Some(events),
         quotas: parts.quotas,
+        retry_max: s.retry_max,
     }));
     tokio::spawn(crate::events::retention::sweep(
         Arc::downgrade(&events_kept),

@@ -202,6 +202,7 @@ pub(crate) async fn run(
         recents: recents.clone(),
         traces: traces.clone(),
         retries: s.retries,
+        retry_max: s.retry_max,
     });
     let fleet_mode = prepared.is_fleet();
     let origin = prepared.origin();
@@ -279,9 +280,10 @@ pub(crate) async fn run(
     if let (Some(path), Some(local)) = (&redrive_file, &local) {
         let done = local.redrive_file(path).await?;
         say!(
-            "redrive {}: {} re-admitted, {} refused, {} for destinations no longer there, {} unreadable lines, {} redriven before, {} kept in {}",
+            "redrive {}: {} re-admitted, {} sent again since, {} refused, {} for destinations no longer there, {} unreadable lines, {} redriven before, {} kept in {}",
             path.display(),
             done.readmitted,
+            done.settled,
             done.refused,
             done.gone,
             done.unreadable,

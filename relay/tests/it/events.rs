@@ -1304,7 +1304,8 @@ async fn over_its_bytes_the_store_keeps_its_newest_events() {
 
 /// A copy that failed twice before a stop (its third try an hour away)
 /// makes only the attempts its round has left after the restart: the store
-/// counts its attempts, and the copy sent again goes on from them.
+/// counts its attempts, and the copy sent again goes on from them, once
+/// its receiver's time has come (cut to the restart's `retry_max`).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_restart_leaves_a_failing_copy_only_the_attempts_it_had_left() {
     let log = Arc::new(crate::receivers::Log::default());
@@ -1344,7 +1345,11 @@ async fn a_restart_leaves_a_failing_copy_only_the_attempts_it_had_left() {
     assert!(relay.exit(Duration::from_secs(30)).await.success());
     assert_eq!(log.len(), 2, "its third try waits an hour");
 
-    let relay = Relay::start_with(&argv(&args), &[]).await;
+    // Started again with a longest wait of 1 s: the copy waits for its
+    // receiver's time, cut to it (sent at once before).
+    let restarted = Instant::now();
+    let again = args.replace("--retry-max 3600s", "--retry-max 1s");
+    let relay = Relay::start_with(&argv(&again), &[]).await;
     let url = relay.admin_url(&format!("/v1/applications/acme/events/{id}"));
     let ended = eventually(Duration::from_secs(30), || async {
         send(reqwest::Method::GET, &url, None).await.1["copies"][0]["state"] == "dead_lettered"
@@ -1353,6 +1358,12 @@ async fn a_restart_leaves_a_failing_copy_only_the_attempts_it_had_left() {
     let (_, v) = send(reqwest::Method::GET, &url, None).await;
     assert!(ended, "dead-lettered after its last attempts: {v}");
     assert_eq!(log.len(), 4, "attempts 3 and 4 only after the restart: {v}");
+    let third = log.hits()[2].at;
+    assert!(
+        third.duration_since(restarted) >= Duration::from_millis(900),
+        "the third try waited for the receiver's time: {:?}",
+        third.duration_since(restarted)
+    );
     let attempts = v["copies"][0]["attempts"].as_array().map_or(0, Vec::len);
     assert_eq!(attempts, 4, "{v}");
     drop(relay);

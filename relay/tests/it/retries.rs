@@ -212,7 +212,7 @@ async fn dead_letters_name_their_webhook_and_redrive_delivers_them_under_their_i
         .unwrap();
     assert!(
         redriven.contains(&format!(
-            ": {n} re-admitted, 0 refused, 0 for destinations no longer there, 0 unreadable lines, 0 redriven before, 0 kept"
+            ": {n} re-admitted, 0 sent again since, 0 refused, 0 for destinations no longer there, 0 unreadable lines, 0 redriven before, 0 kept"
         )),
         "{redriven}"
     );

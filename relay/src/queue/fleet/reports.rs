@@ -15,7 +15,8 @@ impl CopyReports for Reports {
         let (app, id, endpoint) = (copy.app.clone(), copy.seq, copy.endpoint.clone());
         tokio::spawn(async move {
             let written = match told {
-                Told::Attempt { attempt, ended } => {
+                // The fleet's queue keeps each retry's time itself.
+                Told::Attempt { attempt, ended, .. } => {
                     let ended = match ended {
                         Some(CopyState::Delivered) => Ended::Delivered,
                         _ => Ended::No,

@@ -39,6 +39,24 @@ pub(crate) enum CopyRedrive {
     Gone,
 }
 
+/// What a copy sent again at a start had tried in its round.
+#[derive(Default)]
+struct Tried {
+    /// Attempts made.
+    made: u32,
+    /// When its receiver asked to be tried again, ms since the Unix epoch.
+    retry_at_ms: Option<u64>,
+}
+
+impl Tried {
+    /// How long until its receiver's `Retry-After` has passed, if it has
+    /// not.
+    fn wait(&self) -> Option<std::time::Duration> {
+        let left = self.retry_at_ms?.saturating_sub(unix_ms());
+        (left > 0).then(|| std::time::Duration::from_millis(left))
+    }
+}
+
 /// What sends copies: the set, the dead-letter file, the store.
 #[derive(Clone)]
 struct Sender {
@@ -46,6 +64,8 @@ struct Sender {
     catalog: Arc<crate::catalog::Catalog>,
     sink: Arc<crate::dead_letter::FileSink>,
     store: Arc<crate::events::EventStore>,
+    /// `retry_max`: the longest a copy waits for its receiver's time.
+    retry_max: std::time::Duration,
 }
 
 impl Sender {
@@ -132,21 +152,25 @@ impl Sender {
         self.stored_copy(seq, endpoint).map(|(job, _)| job)
     }
 
-    /// [`stored_job`](Self::stored_job), and the attempts its round has
-    /// made (a copy on its way at a stop goes on from them at the next
-    /// start; a resend, a recover or a redrive starts a round).
-    fn stored_copy(&self, seq: u64, endpoint: &Arc<str>) -> Option<(Job, u32)> {
+    /// [`stored_job`](Self::stored_job), and what its round tried: the
+    /// attempts it made (a copy on its way at a stop goes on from them at
+    /// the next start; a resend, a recover or a redrive starts a round)
+    /// and when its receiver asked to be tried again.
+    fn stored_copy(&self, seq: u64, endpoint: &Arc<str>) -> Option<(Job, Tried)> {
         let (Ok(Some((record, copies))), Ok(payload)) =
             (self.store.event(seq), self.store.payload(seq))
         else {
             return None;
         };
-        let made = copies
-            .iter()
-            .find(|(name, _)| **name == **endpoint)
-            .map_or(0, |(_, copy)| copy.made_this_round());
+        let tried = copies.iter().find(|(name, _)| **name == **endpoint).map_or(
+            Tried::default(),
+            |(_, copy)| Tried {
+                made: copy.made_this_round(),
+                retry_at_ms: copy.retry_at_ms,
+            },
+        );
         let payload: axum::body::Bytes = payload.unwrap_or_default().into();
-        Some((self.job(seq, &record, &payload, endpoint, None), made))
+        Some((self.job(seq, &record, &payload, endpoint, None), tried))
     }
 
     /// Offers `job` to `endpoint` once its queue has room, holding a pass
@@ -219,10 +243,15 @@ impl Sender {
         tokio::spawn(async move {
             let mut seqs = seqs.into_iter();
             for seq in seqs.by_ref() {
-                let Some((job, made)) = me.stored_copy(seq, &endpoint) else {
+                let Some((job, tried)) = me.stored_copy(seq, &endpoint) else {
                     continue;
                 };
-                if let Err(job) = me.offer_when_room(&endpoint, job, made).await {
+                // Its receiver asked for time: the endpoint's copies wait
+                // for it (the same receiver).
+                if let Some(wait) = tried.wait() {
+                    tokio::time::sleep(wait.min(me.retry_max)).await;
+                }
+                if let Err(job) = me.offer_when_room(&endpoint, job, tried.made).await {
                     me.deleted(&endpoint, job);
                     break;
                 }
@@ -306,6 +335,7 @@ impl Local {
             catalog: self.catalog.clone(),
             sink: self.sink.clone(),
             store: self.store()?.clone(),
+            retry_max: self.retry_max,
         })
     }
 
@@ -445,6 +475,7 @@ impl Events for Local {
             catalog: self.catalog.clone(),
             sink: self.sink.clone(),
             store,
+            retry_max: self.retry_max,
         };
         for pass in &passes {
             let job = sender.job(seq, &record, &p.payload, pass.name(), Some(held.clone()));

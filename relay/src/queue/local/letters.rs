@@ -199,6 +199,9 @@ impl Local {
 pub(crate) struct FileRedrive {
     /// Admitted again.
     pub readmitted: u64,
+    /// Event copies sent again since they were dead-lettered (a resend, a
+    /// recover) or on their way: nothing sent, the line done with.
+    pub settled: u64,
     /// Refused: a full queue or byte budget.
     pub refused: u64,
     /// Lines whose destination is gone (or that name none).
@@ -239,7 +242,11 @@ impl Local {
                 continue;
             };
             match self.redrive_letter(letter, &targets).await {
-                LetterEnd::Readmitted | LetterEnd::Settled => readmitted.push(line),
+                LetterEnd::Readmitted => readmitted.push(line),
+                LetterEnd::Settled => {
+                    done.settled += 1;
+                    readmitted.push(line);
+                }
                 LetterEnd::Refused => {
                     done.refused += 1;
                     rest.keep(line)?;
@@ -250,7 +257,7 @@ impl Local {
                 }
             }
         }
-        done.readmitted = readmitted.len() as u64;
+        done.readmitted = readmitted.len() as u64 - done.settled;
         marks::add(&self.dead_letter_file, readmitted).map_err(|e| {
             let file = marks::marks_of(&self.dead_letter_file);
             format!("{}: {e}", file.display())

@@ -67,6 +67,9 @@ pub(crate) struct Local {
     events: Option<Arc<crate::events::EventStore>>,
     /// The tenant quota store an event is charged in, once.
     quotas: Option<Arc<dyn dripfeed::keyed::BucketStore>>,
+    /// `retry_max`: the longest a copy sent again at a start waits for its
+    /// receiver's `Retry-After`.
+    retry_max: std::time::Duration,
 }
 
 /// What the engine is made of, besides its set.
@@ -95,6 +98,8 @@ pub(crate) struct Parts {
     pub events: Option<Arc<crate::events::EventStore>>,
     /// The tenant quota store, if tenants have quotas.
     pub quotas: Option<Arc<dyn dripfeed::keyed::BucketStore>>,
+    /// `retry_max`.
+    pub retry_max: std::time::Duration,
 }
 
 impl Local {
@@ -115,6 +120,7 @@ impl Local {
             redriving: tokio::sync::Mutex::new(()),
             events: parts.events,
             quotas: parts.quotas,
+            retry_max: parts.retry_max,
         }
     }
 

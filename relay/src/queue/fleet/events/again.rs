@@ -23,6 +23,9 @@ const ROOM_POLL: Duration = Duration::from_millis(200);
 /// Looks that find Redis unreadable before such a task gives up (the
 /// copies stay dead-lettered, recoverable again): about a minute.
 const MOST_FAILED_LOOKS: u32 = 300;
+/// The longest a resend or a recover waits for its first turn before it
+/// answers (the task goes on after).
+const FIRST_TURN_MOST: Duration = Duration::from_secs(5);
 
 /// The entries of `wanted` (job ids) in `lane`'s dead letters (one read
 /// of the dead letters, a page at a time).
@@ -51,10 +54,11 @@ async fn letters_of(lane: &Lane, wanted: &HashSet<String>) -> HashMap<String, St
 /// Sends `endpoint`'s dead-lettered copies of `app`'s events `ids` again
 /// (each granted a resend already), as its queue has room, in a task of
 /// its own; returns once the task's first turn has sent what there was
-/// room for, so a resend answered with room in its queue has been queued
-/// in the fleet before its answer (a relay stopped right after loses none:
-/// before, each waited the grant's hold, ten minutes, to read as
-/// dead-lettered again). Copies left for later still wait on this relay.
+/// room for (or after [`FIRST_TURN_MOST`]), so a resend answered with room
+/// in its queue has been queued in the fleet before its answer (a relay
+/// stopped right after loses none: before, each waited the grant's hold,
+/// ten minutes, to read as dead-lettered again). Copies left for later
+/// still wait on this relay.
 pub(super) async fn send_again(
     shared: Arc<Shared>,
     catalog: Arc<Catalog>,
@@ -85,8 +89,8 @@ pub(super) async fn send_again(
             }
         }
     });
-    // Dropped (the caller gone), the task goes on.
-    let _ = first_done.await;
+    // Dropped (the caller gone) or timed out, the task goes on.
+    let _ = tokio::time::timeout(FIRST_TURN_MOST, first_done).await;
 }
 
 /// A task sending copies again.
@@ -136,7 +140,6 @@ impl Resending {
                 return Turn::Wait;
             }
         };
-        self.failed = 0;
         let room = usize::try_from(lane.bound_now().saturating_sub(depth)).unwrap_or(0);
         if room == 0 {
             return Turn::Wait;
@@ -144,6 +147,7 @@ impl Resending {
         let now: Vec<u64> = self.left.drain(..room.min(self.left.len())).collect();
         let wanted: HashSet<String> = now.iter().map(u64::to_string).collect();
         let letters = letters_of(&lane, &wanted).await;
+        let mut wait = false;
         if !letters.is_empty() {
             let entries: Vec<String> = letters.values().cloned().collect();
             let redriven = lane.queue.redrive(&entries, lane.bound_now()).await;
@@ -156,15 +160,25 @@ impl Resending {
                 // All went back.
                 Ok((_, 0)) => {}
                 // Some did not (no room after all, or taken meanwhile):
-                // looked at again; one that went back is then seen as
-                // queued and dropped.
-                Ok(_) | Err(_) => {
+                // looked at again after a pause; one that went back is
+                // then seen as queued and dropped.
+                Ok(_) => {
                     let back = letters.keys().filter_map(|id| id.parse::<u64>().ok());
                     self.left.extend(back);
+                    wait = true;
+                }
+                Err(e) => {
+                    // Every copy of this turn looked at again after a pause.
+                    self.left.extend(now.iter().copied());
+                    self.failed += 1;
+                    if self.failed == MOST_FAILED_LOOKS {
+                        tracing::warn!(error = %e, endpoint = %endpoint, left = self.left.len(), "copies to send again were left in the dead letters: Redis did not answer");
+                        return Turn::Done;
+                    }
+                    return Turn::Wait;
                 }
             }
         }
-        let mut wait = false;
         for &id in now
             .iter()
             .filter(|id| !letters.contains_key(&id.to_string()))
@@ -187,6 +201,8 @@ impl Resending {
                 Queued::Yes | Queued::Overflow | Queued::Held => {}
             }
         }
+        // A turn that reached Redis throughout.
+        self.failed = 0;
         match (self.left.is_empty(), wait) {
             (true, _) => Turn::Done,
             (false, true) => Turn::Wait,

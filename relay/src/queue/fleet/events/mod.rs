@@ -81,6 +81,7 @@ fn copy_record(read: CopyRead, status: Option<JobState>, now_ms: u64) -> CopyRec
         // The fleet counts a copy's attempts in its queue's status.
         made: None,
         round_from: 0,
+        retry_at_ms: None,
     }
 }
 
