@@ -513,13 +513,8 @@ impl Drain {
                 acks.send(Ending::delivered(entry.stream_id, last))
             }
             Delivery::Retry { after } if made <= self.retries => {
-                let backoff = self
-                    .retry_min
-                    .saturating_mul(1 << made.min(16).saturating_sub(1));
-                let wait = after
-                    .unwrap_or(backoff.min(self.retry_max))
-                    .min(self.retry_max);
-                let jittered = wait.mul_f64(0.5 + fastrand::f64() / 2.0);
+                let (min, max) = (self.retry_min, self.retry_max);
+                let jittered = retry_wait(after, made, (min, max), fastrand::f64());
                 counts.retried();
                 if let Err(e) = self
                     .lane
@@ -707,8 +702,50 @@ async fn acknowledge(queue: &RedisQueue, acks: &Acks, held: &Held) {
     }
 }
 
+/// The wait before a failed attempt's retry (attempt `made` failed): the
+/// receiver's `Retry-After` as it asked (never sooner), else the backoff
+/// from `retry_min` doubling per attempt, jittered down by up to half by
+/// `u` in [0, 1); either at most `retry_max`.
+fn retry_wait(
+    after: Option<Duration>,
+    made: u32,
+    (min, max): (Duration, Duration),
+    u: f64,
+) -> Duration {
+    match after {
+        Some(after) => after.min(max),
+        None => {
+            let backoff = min.saturating_mul(1 << made.min(16).saturating_sub(1));
+            backoff.min(max).mul_f64(0.5 + u.clamp(0.0, 1.0) / 2.0)
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
+    use super::retry_wait;
+
+    #[test]
+    fn a_retry_after_is_kept_as_asked_and_a_backoff_jittered() {
+        use std::time::Duration;
+        let s = Duration::from_secs;
+        let bounds = (Duration::from_millis(100), s(600));
+        for u in [0.0, 0.5, 0.999] {
+            // The receiver's 30 s: never sooner (it was 15 to 30 s).
+            assert_eq!(retry_wait(Some(s(30)), 1, bounds, u), s(30));
+            assert_eq!(
+                retry_wait(Some(s(3600)), 1, bounds, u),
+                s(600),
+                "at most retry_max"
+            );
+        }
+        // Attempt 3 failed: 400 ms, jittered down by up to half.
+        let w = retry_wait(None, 3, bounds, 0.0);
+        assert_eq!(w, Duration::from_millis(200));
+        assert_eq!(retry_wait(None, 3, bounds, 1.0), Duration::from_millis(400));
+        assert_eq!(retry_wait(None, 40, bounds, 1.0), s(600));
+    }
+
     use super::*;
 
     #[test]
