@@ -100,7 +100,9 @@ pub trait DrainHook: Send + Sync + 'static {
     fn attempt_ended(&self, _attempt: Attempt, _end: AttemptEnd) {}
 
     /// The job will be tried again, as `next` (its id and the next
-    /// attempt's number), in `after`.
+    /// attempt's number), in `after`; also for a job recovered from the
+    /// journal at a start that had failed before (`after` the time left
+    /// until its retry was due).
     fn retry_scheduled(&self, _next: Attempt, _after: Duration) {}
 
     /// Job `id` reached its terminal [`Outcome`] (every job the throttle

@@ -121,6 +121,14 @@ mod with_journal {
                     id,
                     "journal: no room for a recovered job; it stays in the journal"
                 );
+                continue;
+            }
+            // One that had failed before waits for its retry, as the hook
+            // hears (its attempts so far, when the next is due).
+            if tried.made > 0
+                && let Some(hook) = &shared.hook
+            {
+                hook.retry_scheduled(crate::Attempt::new(id, number), wait);
             }
         }
         metrics::counter!(crate::accounting::metrics::RECOVERED, "throttle" => shared.cfg.name.clone())

@@ -242,15 +242,29 @@ async fn attempts_made_before_a_submission_are_journaled_with_it() {
     );
 }
 
+/// Hears the retries a throttle schedules: the attempt's number and the
+/// wait.
+#[derive(Default)]
+struct Scheduled(Mutex<Vec<(u32, Duration)>>);
+
+impl dripfeed::DrainHook for Scheduled {
+    fn retry_scheduled(&self, next: Attempt, after: Duration) {
+        self.0.lock().unwrap().push((next.number(), after));
+    }
+}
+
 /// A job waiting for a retry at a crash waits for it after the restart
-/// too (a receiver's `Retry-After` holds), where it was sent at once.
+/// too (a receiver's `Retry-After` holds), where it was sent at once; the
+/// hook hears of it as a retry scheduled.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_restart_keeps_a_retry_waiting_until_it_is_due() {
     let (crashed, _) = failed_then_crashed("attempts-due", 1).await;
     let (seen, deliver) = failing(u32::MAX);
+    let heard = Arc::new(Scheduled::default());
     let (again, _drain) = Throttle::builder()
         .drain_rate(1000.0)
         .retries(policy())
+        .drain_hook(heard.clone())
         .journal(Journal::open(&crashed).unwrap())
         .build(deliver)
         .unwrap();
@@ -259,4 +273,8 @@ async fn a_restart_keeps_a_retry_waiting_until_it_is_due() {
     tokio::time::sleep(Duration::from_millis(200)).await;
     assert!(seen.lock().unwrap().is_empty(), "its retry is an hour away");
     assert_eq!(again.stats().retry_wait(), 1);
+    let heard = heard.0.lock().unwrap().clone();
+    assert_eq!(heard.len(), 1, "{heard:?}");
+    assert_eq!(heard[0].0, 2, "its second attempt");
+    assert!(heard[0].1 > Duration::from_secs(3500), "{heard:?}");
 }

@@ -375,6 +375,9 @@ impl DrainHook for Registry {
         if let Some(r) = self.books().held.get_mut(&next.id()) {
             r.state = State::RetryWaiting;
             r.next_attempt_ms = at.max(1);
+            // Those before it (a webhook recovered at a start is told
+            // here, its attempts made before the stop).
+            r.attempts = r.attempts.max(next.number().saturating_sub(1));
         }
     }
 

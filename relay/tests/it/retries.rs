@@ -230,7 +230,8 @@ async fn dead_letters_name_their_webhook_and_redrive_delivers_them_under_their_i
 /// hour away) makes only the attempts it has left after it: the journal
 /// kept its count, so a relay restarted between retries does not give its
 /// failing webhooks a fresh set of attempts each time; and its next
-/// attempt waits for its time (here cut to the restart's `retry_max`).
+/// attempt waits for its time (here cut to the restart's `retry_max`),
+/// its status saying so meanwhile.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_restart_leaves_a_failing_webhook_only_the_attempts_it_had_left() {
     let log = Arc::new(Log::default());
@@ -255,9 +256,20 @@ async fn a_restart_leaves_a_failing_webhook_only_the_attempts_it_had_left() {
     assert!(relay.exit(Duration::from_secs(30)).await.success());
     assert_eq!(log.len(), 2, "its third try waits an hour");
 
-    // Started again with a longest wait of 1 s: the hour asked for is cut
+    // Started again with a longest wait of 2 s: the hour asked for is cut
     // to it (with the hour it would wait the hour, as the receiver asked).
-    let mut relay = Relay::start(&args.replace("--retry-max 3600s", "--retry-max 1s")).await;
+    let mut relay = Relay::start(&args.replace("--retry-max 3600s", "--retry-max 2s")).await;
+    // Its status says what it tried and that it waits (it said queued,
+    // no attempt, until its next one).
+    let id = b.accepted_ids.first().cloned().unwrap_or_default();
+    let resp = crate::harness::http()
+        .get(relay.url(&format!("/v1/webhooks/{id}")))
+        .send()
+        .await
+        .expect("answers");
+    let status: serde_json::Value =
+        serde_json::from_str(&resp.text().await.unwrap_or_default()).unwrap_or_default();
+    assert!(status["attempts"].as_u64() >= Some(2), "{status}");
     let dead = dir.join("dl.jsonl");
     let lettered = || async { std::fs::read_to_string(&dead).is_ok_and(|t| !t.trim().is_empty()) };
     assert!(
