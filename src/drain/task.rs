@@ -292,9 +292,13 @@ impl<J: Send + Sync + 'static, F: Future<Output = Handed<J>> + Send + 'static> D
     /// a retry or in flight (a delivery still running may schedule a retry).
     fn may_stop(&self, now: u64, deadline: u64) -> bool {
         let s = &*self.shared;
+        // A retry due only after the deadline cannot be tried before it:
+        // the drain hands it off now as it would then.
         now >= deadline
             || (s.admission.depth() == 0
-                && s.retries.as_ref().is_none_or(|r| r.len() == 0)
+                && s.retries
+                    .as_ref()
+                    .is_none_or(|r| r.next_due().is_none_or(|due| due > deadline))
                 && s.ledger.in_flight() == 0)
     }
 
