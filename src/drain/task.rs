@@ -292,14 +292,18 @@ impl<J: Send + Sync + 'static, F: Future<Output = Handed<J>> + Send + 'static> D
     /// a retry or in flight (a delivery still running may schedule a retry).
     fn may_stop(&self, now: u64, deadline: u64) -> bool {
         let s = &*self.shared;
-        // A retry due only after the deadline cannot be tried before it:
-        // the drain hands it off now as it would then.
-        now >= deadline
-            || (s.admission.depth() == 0
-                && s.retries
-                    .as_ref()
-                    .is_none_or(|r| r.next_due().is_none_or(|due| due > deadline))
-                && s.ledger.in_flight() == 0)
+        if now >= deadline {
+            return true;
+        }
+        // In flight first: a delivery pushes its retry before it lands, so
+        // none is missed between the two reads. A retry due only at or
+        // after the deadline cannot be tried before it: the drain hands it
+        // off now as it would then.
+        s.ledger.in_flight() == 0
+            && s.admission.depth() == 0
+            && s.retries
+                .as_ref()
+                .is_none_or(|r| r.next_due().is_none_or(|due| due >= deadline))
     }
 
     /// Emits what is due; says what to wait for next.

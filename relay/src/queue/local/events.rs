@@ -188,6 +188,16 @@ impl Sender {
             let Some(pass) = self.catalog.open(endpoint) else {
                 return Err(job);
             };
+            // The endpoint of that name may be another application's now
+            // (deleted and made again while this copy waited for room or
+            // for its receiver's time): not its copy to send.
+            let theirs = job.event.as_ref().is_none_or(|copy| {
+                self.catalog
+                    .takes_event(endpoint, Some(&copy.app), copy.seq)
+            });
+            if !theirs {
+                return Err(job);
+            }
             let room = self
                 .set
                 .stats(endpoint)

@@ -130,7 +130,10 @@ impl Resending {
             return Turn::Done;
         }
         let depth = match lane.queue.depth().await {
-            Ok(d) => d,
+            Ok(d) => {
+                self.failed = 0;
+                d
+            }
             Err(e) => {
                 self.failed += 1;
                 if self.failed == MOST_FAILED_LOOKS {
