@@ -70,9 +70,9 @@ pub(crate) struct Entry<J> {
     /// share of the queue it counts against until it leaves the ring.
     pub(crate) key: u64,
     /// The number of its first attempt here: 1, or one past the attempts
-    /// it made before it was submitted ([`Submission::attempts_made`](crate::Submission::attempts_made))
-    /// or before a restart (a job the journal kept), at most the retry
-    /// policy's last ([`Shared::first_attempt`](crate::drain::shared::Shared::first_attempt)).
+    /// it made before it was submitted (`Submission::attempts_made`) or
+    /// before a restart (a job the journal kept), at most the retry
+    /// policy's last.
     pub(crate) attempt: u32,
 }
 
@@ -82,7 +82,7 @@ pub(crate) struct Entry<J> {
 pub(crate) struct Terms {
     /// Deadline, ns since the throttle's epoch.
     pub(crate) until: Option<u64>,
-    /// Attempts made before ([`Submission::attempts_made`](crate::Submission::attempts_made)).
+    /// Attempts made before (`Submission::attempts_made`).
     pub(crate) made: u32,
 }
 

@@ -344,6 +344,16 @@ impl<J> Shared<J> {
         }
     }
 
+    /// What a job submitted with `deadline` after `made` attempts is
+    /// stamped with.
+    #[inline]
+    pub(crate) fn terms(&self, deadline: Option<tokio::time::Instant>, made: u32) -> Terms {
+        Terms {
+            until: deadline.map(|d| self.clock.ns(d)),
+            made,
+        }
+    }
+
     /// The number of the first attempt of a job that made `made` before it
     /// was submitted: the next, or, past the retry policy's attempts, its
     /// last (one more try, as a recovered job gets).

@@ -101,10 +101,7 @@ mod with_journal {
             // The next of the attempts it made before the restart, or, if
             // this run's policy allows fewer, its last one.
             let tried = journal.map(|j| j.tried(id)).unwrap_or_default();
-            let number = tried
-                .made
-                .saturating_add(1)
-                .min(retries.policy.max_attempts().max(1));
+            let number = shared.first_attempt(tried.made);
             let wait = wait_until(tried.due_ms).min(retries.policy.cap());
             let due = now.saturating_add(crate::util::num::nanos(wait));
             let entry = crate::admission::Entry {
@@ -128,7 +125,7 @@ mod with_journal {
             if tried.made > 0
                 && let Some(hook) = &shared.hook
             {
-                hook.retry_scheduled(crate::Attempt::new(id, number), wait);
+                hook.retry_scheduled(crate::drain::downstream::Attempt::new(id, number), wait);
             }
         }
         metrics::counter!(crate::accounting::metrics::RECOVERED, "throttle" => shared.cfg.name.clone())
@@ -138,7 +135,7 @@ mod with_journal {
 
     /// The time left until `due_ms` (ms since the Unix epoch; 0: none).
     fn wait_until(due_ms: u64) -> Duration {
-        Duration::from_millis(due_ms.saturating_sub(crate::journal::unix_ms()))
+        Duration::from_millis(due_ms.saturating_sub(crate::util::clock::unix_ms()))
     }
 
     /// The wait suggested when the journal is full or failing.

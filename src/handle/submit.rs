@@ -150,10 +150,7 @@ impl<J: 'static> Throttle<J> {
             journaled,
             made,
         } = submission.into();
-        let terms = Terms {
-            until: deadline.map(|d| self.shared.clock.ns(d)),
-            made,
-        };
+        let terms = self.shared.terms(deadline, made);
         match key {
             None => self.admit_now(id, NO_KEY, job, terms, journaled),
             Some((key, cost)) => self.admit_keyed_now(key, cost, job, (id, journaled), terms),
@@ -222,10 +219,7 @@ impl<J: 'static> Throttle<J> {
                 made,
                 ..
             } = submission;
-            let terms = Terms {
-                until: deadline.map(|d| s.clock.ns(d)),
-                made,
-            };
+            let terms = s.terms(deadline, made);
             return match s.admission.reserve_for(NO_KEY).await {
                 Ok(place) => self.queue(place, crate::util::ids::next(), job, terms),
                 Err(_) => Err(s.refuse(job, Reason::Closed)),
@@ -305,10 +299,7 @@ impl<J: 'static> Throttle<J> {
             made,
         } = submission;
         let s = &*self.shared;
-        let terms = Terms {
-            until: deadline.map(|d| s.clock.ns(d)),
-            made,
-        };
+        let terms = s.terms(deadline, made);
         let id = id.unwrap_or_else(crate::util::ids::next);
         // The journal first: the job is durable before anything is charged
         // for it; a submitter gone half way leaves no live record behind.

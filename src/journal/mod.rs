@@ -131,9 +131,9 @@ struct Inner {
     skipped: u64,
     skipped_bytes: u64,
     jobs: Mutex<Vec<recovery::Found>>,
-    /// The attempts each recovered job had made, by id, until the
-    /// throttle that queues it takes its count ([`Journal::made`]).
-    made: Mutex<std::collections::HashMap<u64, frame::Tried>>,
+    /// What each recovered job that had failed before tried, by id, until
+    /// the throttle that queues it takes it ([`Journal::tried`]).
+    tried: Mutex<std::collections::HashMap<u64, frame::Tried>>,
 }
 
 impl Drop for Inner {
@@ -274,7 +274,7 @@ impl Journal {
                 cut: found.cut,
                 skipped: found.skipped,
                 skipped_bytes: found.skipped_bytes,
-                made: Mutex::new(
+                tried: Mutex::new(
                     found
                         .jobs
                         .iter()
@@ -414,11 +414,23 @@ impl Journal {
         if made == 0 {
             return self.record(frame::Kind::Admit, id, encode, true);
         }
+        self.record_tried(id, frame::Tried { made, due_ms: 0 }, encode, true)
+    }
+
+    /// Frames and sends a `Retried` record of job `id`: what it `tried`,
+    /// then its encoding ([`record`](Self::record)).
+    fn record_tried(
+        &self,
+        id: u64,
+        tried: frame::Tried,
+        encode: impl FnOnce(&mut Vec<u8>),
+        wait: bool,
+    ) -> Result<Option<Written>, JournalError> {
         let encode = |out: &mut Vec<u8>| {
-            frame::retried(frame::Tried { made, due_ms: 0 }, out);
+            frame::retried(tried, out);
             encode(out);
         };
-        self.record(frame::Kind::Retried, id, encode, true)
+        self.record(frame::Kind::Retried, id, encode, wait)
     }
 
     /// Records that job `id` failed attempt `made` and waits for another,
@@ -438,12 +450,11 @@ impl Journal {
         encode: impl FnOnce(&mut Vec<u8>),
     ) {
         let after_ms = u64::try_from(after.as_millis()).unwrap_or(u64::MAX);
-        let due_ms = unix_ms().saturating_add(after_ms).max(1);
-        let encode = |out: &mut Vec<u8>| {
-            frame::retried(frame::Tried { made, due_ms }, out);
-            encode(out);
-        };
-        if let Err(e) = self.record(frame::Kind::Retried, id, encode, false) {
+        let due_ms = crate::util::clock::unix_ms()
+            .saturating_add(after_ms)
+            .max(1);
+        let tried = frame::Tried { made, due_ms };
+        if let Err(e) = self.record_tried(id, tried, encode, false) {
             tracing::debug!(id, made, error = %e, "journal: a retry's attempt count was not recorded");
         }
     }
@@ -452,7 +463,7 @@ impl Journal {
     /// it made and when its next was due (none when nothing was
     /// recorded), taken once.
     pub(crate) fn tried(&self, id: u64) -> frame::Tried {
-        let mut tried = self.inner.made.lock().unwrap_or_else(|p| p.into_inner());
+        let mut tried = self.inner.tried.lock().unwrap_or_else(|p| p.into_inner());
         if tried.is_empty() {
             return frame::Tried::default();
         }
@@ -640,11 +651,4 @@ pub struct Recovered {
     /// without a retry policy), so a receiver's `Retry-After` holds across
     /// a restart.
     pub retry_at: Option<std::time::SystemTime>,
-}
-
-/// Now, in ms since the Unix epoch (0 for a clock set before it).
-pub(crate) fn unix_ms() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
 }

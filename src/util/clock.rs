@@ -62,6 +62,15 @@ impl Clock {
     }
 }
 
+/// The wall clock now, in ms since the Unix epoch (0 for a clock set
+/// before it): for times a record keeps across a restart, which the
+/// throttle's own clock (tokio's, from its build) cannot say.
+pub(crate) fn unix_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -9,6 +9,7 @@ use std::sync::Arc;
 use dripfeed::Submission;
 
 use super::Local;
+use super::letters::LetterEnd;
 use crate::catalog::App;
 use crate::catalog::edit::Precondition;
 use crate::domain::budget::JOB_OVERHEAD;
@@ -21,23 +22,6 @@ use crate::queue::contract::{Cause, ChangeRefused, Refusal, Store};
 use crate::queue::event_charge::EventCharge;
 use crate::queue::events::{EventPost, EventTaken, Events, MOST_RECOVERED, SendAgain};
 use crate::telemetry::{EVENT_COPIES, EVENTS};
-
-/// What a dead letter's redrive did to its event copy.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum CopyRedrive {
-    /// Queued to its endpoint again.
-    Queued,
-    /// Sent again since it was dead-lettered (a recover, a resend), or on
-    /// its way: nothing sent, the letter done with.
-    Settled,
-    /// Not taken now (a full queue, the store cannot write): the letter
-    /// stays, for a later redrive.
-    Refused,
-    /// Never to be taken here: the endpoint of that name is gone, or
-    /// another application's now (not its history to send). The letter
-    /// stays, kept as `destination-gone`.
-    Gone,
-}
 
 /// What a copy sent again at a start had tried in its round.
 #[derive(Default)]
@@ -279,9 +263,9 @@ impl Local {
     /// A dead letter of `endpoint`'s copy of event `seq` redriven: marked
     /// pending in the store if it has ended, then offered as the copy it
     /// is (its headers, its history): what became of it (see
-    /// [`CopyRedrive`]); `None` when the store no longer holds that copy
+    /// [`LetterEnd`]); `None` when the store no longer holds that copy
     /// (the letter goes back as a plain webhook).
-    pub(crate) async fn redrive_copy(&self, seq: u64, endpoint: &str) -> Option<CopyRedrive> {
+    pub(crate) async fn redrive_copy(&self, seq: u64, endpoint: &str) -> Option<LetterEnd> {
         let store = self.store().ok()?.clone();
         let (record, copies) = store.event(seq).ok()??;
         let (_, copy) = copies.iter().find(|(n, _)| n == endpoint)?;
@@ -292,22 +276,22 @@ impl Local {
             .get(endpoint)
             .and_then(|l| l.dest.endpoint.map(|e| e.application.clone()));
         if app.as_deref() != Some(record.app.as_str()) {
-            return Some(CopyRedrive::Gone);
+            return Some(LetterEnd::Gone);
         }
         // Delivered since (a recover, a resend), or on its way: done.
         if copy.state != CopyState::DeadLettered {
-            return Some(CopyRedrive::Settled);
+            return Some(LetterEnd::Settled);
         }
         let payload = store.payload(seq).ok()??;
         let endpoint: Arc<str> = Arc::from(endpoint);
         let Some(_pass) = self.catalog.open(&endpoint) else {
-            return Some(CopyRedrive::Gone);
+            return Some(LetterEnd::Gone);
         };
         let Ok(granted) = store.again(vec![seq], endpoint.clone()).await else {
-            return Some(CopyRedrive::Refused); // the store cannot write: the letter stays
+            return Some(LetterEnd::Refused); // the store cannot write: the letter stays
         };
         if granted.is_empty() {
-            return Some(CopyRedrive::Settled); // sent again meanwhile
+            return Some(LetterEnd::Settled); // sent again meanwhile
         }
         let sender = self.sender().ok()?;
         let job = sender.job(seq, &record, &payload.into(), &endpoint, None);
@@ -317,7 +301,7 @@ impl Local {
         {
             Ok(_) => {
                 metrics::counter!(EVENT_COPIES, "outcome" => "queued").increment(1);
-                Some(CopyRedrive::Queued)
+                Some(LetterEnd::Queued)
             }
             Err(_) => {
                 // Refused: dead-lettered as it was, by this letter (the
@@ -327,7 +311,7 @@ impl Local {
                     endpoint,
                     crate::events::record::Told::DeadLettered("overflow".into()),
                 );
-                Some(CopyRedrive::Refused)
+                Some(LetterEnd::Refused)
             }
         }
     }

@@ -10,7 +10,6 @@
 use std::path::Path;
 
 use super::Local;
-use super::events::CopyRedrive;
 use crate::dead_letter::marks::{self, Marks};
 use crate::dead_letter::page::{self, Cursor};
 use crate::dead_letter::redrive::{self as lines, Rest, Route};
@@ -100,7 +99,7 @@ pub(crate) async fn redrive(
         };
         let (id, from) = (letter.id.clone(), letter.destination.clone());
         match local.redrive_letter(letter, &targets).await {
-            LetterEnd::Readmitted => readmitted.push(line),
+            LetterEnd::Queued => readmitted.push(line),
             LetterEnd::Settled => settled.push(line),
             LetterEnd::Refused => done.refused += 1,
             LetterEnd::Gone => done.kept.push(Kept {
@@ -124,19 +123,22 @@ pub(crate) async fn redrive(
     }
 }
 
-/// What became of one dead letter redriven.
-enum LetterEnd {
-    /// Admitted again: a webhook to its destination, an event's copy to
-    /// its endpoint through the events store.
-    Readmitted,
+/// What became of one dead letter redriven (a webhook, or an event's
+/// copy through the events store).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum LetterEnd {
+    /// Queued to its destination again.
+    Queued,
     /// An event's copy sent again since it was dead-lettered (a recover, a
-    /// resend) or on its way: nothing sent, the letter done with.
+    /// resend), or on its way: nothing sent, the letter done with.
     Settled,
     /// Not taken now (a full queue, the byte budget, a store that cannot
     /// write): the letter stays, for a later redrive.
     Refused,
-    /// Its destination is gone (or the line names none, or its endpoint
-    /// is another application's now).
+    /// Never to be taken here: its destination is gone (or the line names
+    /// none), or the endpoint of that name is another application's now
+    /// (not its history to send). The letter stays, kept as
+    /// `destination-gone`.
     Gone,
 }
 
@@ -173,10 +175,7 @@ impl Local {
             None => None,
         };
         match copy {
-            Some(CopyRedrive::Queued) => LetterEnd::Readmitted,
-            Some(CopyRedrive::Settled) => LetterEnd::Settled,
-            Some(CopyRedrive::Refused) => LetterEnd::Refused,
-            Some(CopyRedrive::Gone) => LetterEnd::Gone,
+            Some(end) => end,
             None => {
                 let Some(job) = lines::job_of(letter, &self.budget) else {
                     return LetterEnd::Refused;
@@ -186,7 +185,7 @@ impl Local {
                     .submit_timeout(name, job, std::time::Duration::ZERO)
                     .await;
                 match admitted {
-                    Ok(_) => LetterEnd::Readmitted,
+                    Ok(_) => LetterEnd::Queued,
                     Err(_) => LetterEnd::Refused,
                 }
             }
@@ -230,7 +229,7 @@ impl Local {
         let targets = lines::Targets::new(&self.catalog);
         let mut done = FileRedrive::default();
         let mut rest = Rest::of(path);
-        let mut readmitted: Vec<&str> = Vec::new();
+        let (mut readmitted, mut settled): (Vec<&str>, Vec<&str>) = (Vec::new(), Vec::new());
         for line in text.lines().filter(|l| !l.trim().is_empty()) {
             if done_before.contains(line, None) {
                 done.already += 1;
@@ -242,11 +241,8 @@ impl Local {
                 continue;
             };
             match self.redrive_letter(letter, &targets).await {
-                LetterEnd::Readmitted => readmitted.push(line),
-                LetterEnd::Settled => {
-                    done.settled += 1;
-                    readmitted.push(line);
-                }
+                LetterEnd::Queued => readmitted.push(line),
+                LetterEnd::Settled => settled.push(line),
                 LetterEnd::Refused => {
                     done.refused += 1;
                     rest.keep(line)?;
@@ -257,8 +253,10 @@ impl Local {
                 }
             }
         }
-        done.readmitted = readmitted.len() as u64 - done.settled;
-        marks::add(&self.dead_letter_file, readmitted).map_err(|e| {
+        done.readmitted = readmitted.len() as u64;
+        done.settled = settled.len() as u64;
+        let lines = readmitted.into_iter().chain(settled);
+        marks::add(&self.dead_letter_file, lines).map_err(|e| {
             let file = marks::marks_of(&self.dead_letter_file);
             format!("{}: {e}", file.display())
         })?;

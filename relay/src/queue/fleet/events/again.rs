@@ -116,6 +116,18 @@ enum Turn {
 }
 
 impl Resending {
+    /// A look that found Redis unreadable: the next after a pause, or,
+    /// after [`MOST_FAILED_LOOKS`] in a row, none (the copies stay in the
+    /// dead letters, recoverable again).
+    fn failed_look(&mut self, e: &impl std::fmt::Display) -> Turn {
+        self.failed += 1;
+        if self.failed == MOST_FAILED_LOOKS {
+            tracing::warn!(error = %e, endpoint = %self.endpoint, left = self.left.len(), "copies to send again were left in the dead letters: Redis did not answer");
+            return Turn::Done;
+        }
+        Turn::Wait
+    }
+
     /// Sends as many copies as its endpoint's queue has room for.
     async fn turn(&mut self) -> Turn {
         let (shared, endpoint) = (&self.shared, self.endpoint.as_str());
@@ -134,14 +146,7 @@ impl Resending {
                 self.failed = 0;
                 d
             }
-            Err(e) => {
-                self.failed += 1;
-                if self.failed == MOST_FAILED_LOOKS {
-                    tracing::warn!(error = %e, endpoint = %endpoint, left = self.left.len(), "copies to send again were left in the dead letters: Redis did not answer");
-                    return Turn::Done;
-                }
-                return Turn::Wait;
-            }
+            Err(e) => return self.failed_look(&e),
         };
         let room = usize::try_from(lane.bound_now().saturating_sub(depth)).unwrap_or(0);
         if room == 0 {
@@ -173,12 +178,7 @@ impl Resending {
                 Err(e) => {
                     // Every copy of this turn looked at again after a pause.
                     self.left.extend(now.iter().copied());
-                    self.failed += 1;
-                    if self.failed == MOST_FAILED_LOOKS {
-                        tracing::warn!(error = %e, endpoint = %endpoint, left = self.left.len(), "copies to send again were left in the dead letters: Redis did not answer");
-                        return Turn::Done;
-                    }
-                    return Turn::Wait;
+                    return self.failed_look(&e);
                 }
             }
         }
