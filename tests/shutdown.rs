@@ -2,9 +2,11 @@
 
 use crate::support;
 
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
-use dripfeed::{ChannelSink, DeadLetterReason, Outcome, Reason, Throttle};
+use dripfeed::{ChannelSink, DeadLetterReason, Delivery, Outcome, Reason, RetryPolicy, Throttle};
 use support::Recorder;
 use tokio::time::{Instant, sleep};
 
@@ -124,26 +126,35 @@ async fn waiting_submits_are_released_as_closed() {
     assert_eq!(report.returned, vec![0]);
 }
 
+/// A throttle whose every delivery asks to be tried again `after`, with
+/// `attempts` allowed, and how many it has made.
+fn asking_again(
+    after: Duration,
+    attempts: u32,
+) -> (Arc<AtomicU32>, Throttle<u32>, dripfeed::Drain<u32>) {
+    let tried = Arc::new(AtomicU32::new(0));
+    let seen = tried.clone();
+    let policy =
+        RetryPolicy::new(attempts).backoff(Duration::from_secs(1), Duration::from_secs(600));
+    let (throttle, drain) = Throttle::builder()
+        .drain_rate(100.0)
+        .retries(policy)
+        .build(move |_: &u32, _| {
+            seen.fetch_add(1, Ordering::Relaxed);
+            std::future::ready(Delivery::Retry { after: Some(after) })
+        })
+        .unwrap();
+    (tried, throttle, drain)
+}
+
 /// A shutdown whose queue is empty and whose retries are all due after
 /// its grace does not wait the grace out: none of them could go before
 /// it. It hands them back at once, as it would at the deadline; a retry
 /// due within the grace is still tried.
 #[tokio::test(start_paused = true)]
 async fn retries_due_after_the_grace_are_handed_back_at_once() {
-    let tried = std::sync::Arc::new(std::sync::atomic::AtomicU32::new(0));
-    let seen = tried.clone();
-    let (throttle, _drain) = Throttle::builder()
-        .drain_rate(100.0)
-        .retries(
-            dripfeed::RetryPolicy::new(5).backoff(Duration::from_secs(1), Duration::from_secs(600)),
-        )
-        .build(move |job: &u32, _| {
-            seen.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-            // Job 1 asks for a minute; job 2 for half a second.
-            let after = Duration::from_millis(if *job == 1 { 60_000 } else { 500 });
-            std::future::ready(dripfeed::Delivery::Retry { after: Some(after) })
-        })
-        .unwrap();
+    // Asks for a minute.
+    let (tried, throttle, _drain) = asking_again(Duration::from_secs(60), 5);
     throttle.try_submit(1).unwrap();
     sleep(Duration::from_millis(100)).await;
     assert_eq!(throttle.stats().retry_wait(), 1);
@@ -155,27 +166,15 @@ async fn retries_due_after_the_grace_are_handed_back_at_once() {
         start.elapsed()
     );
     assert_eq!(report.returned, [1]);
-    assert_eq!(tried.load(std::sync::atomic::Ordering::Relaxed), 1);
+    assert_eq!(tried.load(Ordering::Relaxed), 1);
 
     // One due within the grace is tried in it.
-    let tried = std::sync::Arc::new(std::sync::atomic::AtomicU32::new(0));
-    let seen = tried.clone();
-    let (throttle, _drain) = Throttle::builder()
-        .drain_rate(100.0)
-        .retries(
-            dripfeed::RetryPolicy::new(2).backoff(Duration::from_secs(1), Duration::from_secs(600)),
-        )
-        .build(move |_: &u32, _| {
-            seen.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-            let after = Duration::from_millis(500);
-            std::future::ready(dripfeed::Delivery::Retry { after: Some(after) })
-        })
-        .unwrap();
+    let (tried, throttle, _drain) = asking_again(Duration::from_millis(500), 2);
     throttle.try_submit(2).unwrap();
     sleep(Duration::from_millis(100)).await;
     let report = throttle.shutdown(Duration::from_secs(10)).await;
     assert_eq!(
-        tried.load(std::sync::atomic::Ordering::Relaxed),
+        tried.load(Ordering::Relaxed),
         2,
         "its retry came within the grace"
     );

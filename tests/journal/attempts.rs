@@ -68,6 +68,27 @@ async fn failed_then_crashed(name: &str, failures: u32) -> (Scratch, u64) {
     (snapshot(&dir, &format!("{name}-copy")), id)
 }
 
+/// `submission` journaled in `name`'s directory and never attempted (the
+/// throttle paused), as a crash then would leave it: the copy of the
+/// directory and the job's id.
+async fn queued_then_crashed(name: &str, submission: Submission<'_, String>) -> (Scratch, u64) {
+    let dir = fresh_dir(name);
+    let (throttle, _drain) = Throttle::builder()
+        .drain_rate(1000.0)
+        .retries(policy())
+        .journal(Journal::open(&dir).unwrap())
+        .build(|_: &String, _| async { Delivery::Done })
+        .unwrap();
+    throttle.pause();
+    let id = throttle
+        .submit_timeout(submission, Duration::ZERO)
+        .await
+        .unwrap()
+        .id();
+    throttle.journal().unwrap().flush().await;
+    (snapshot(&dir, &format!("{name}-copy")), id)
+}
+
 /// The job `crashed` holds, started again under `retries` with a
 /// downstream that fails every attempt: its dead letter, the attempts'
 /// numbers made, and the throttle.
@@ -121,17 +142,8 @@ async fn a_restart_goes_on_from_the_attempts_a_job_made() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_job_that_never_failed_starts_at_its_first_attempt() {
-    let dir = fresh_dir("attempts-none");
-    let (throttle, _drain) = Throttle::builder()
-        .drain_rate(1000.0)
-        .retries(policy())
-        .journal(Journal::open(&dir).unwrap())
-        .build(|_: &String, _| async { Delivery::Done })
-        .unwrap();
-    throttle.pause();
-    throttle.submit("queued".to_string()).await.unwrap();
-    throttle.journal().unwrap().flush().await;
-    let crashed = snapshot(&dir, "attempts-none-copy");
+    let queued = Submission::new("queued".to_string());
+    let (crashed, _) = queued_then_crashed("attempts-none", queued).await;
     let (seen, deliver) = failing(1);
     let (_again, _drain) = Throttle::builder()
         .drain_rate(1000.0)
@@ -211,22 +223,8 @@ async fn retries_record_only_journaled_jobs_and_as_durably_as_admissions() {
 /// its next attempt gives none of them back.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn attempts_made_before_a_submission_are_journaled_with_it() {
-    let dir = fresh_dir("attempts-made");
-    let (throttle, _drain) = Throttle::builder()
-        .drain_rate(1000.0)
-        .retries(policy())
-        .journal(Journal::open(&dir).unwrap())
-        .build(|_: &String, _| async { Delivery::Done })
-        .unwrap();
-    throttle.pause();
     let made = Submission::new("made two".to_string()).attempts_made(2);
-    let id = throttle
-        .submit_timeout(made, Duration::ZERO)
-        .await
-        .unwrap()
-        .id();
-    throttle.journal().unwrap().flush().await;
-    let crashed = snapshot(&dir, "attempts-made-copy");
+    let (crashed, id) = queued_then_crashed("attempts-made", made).await;
     let found = Journal::open(snapshot(&crashed, "attempts-made-look").as_ref())
         .unwrap()
         .take_recovered();

@@ -124,6 +124,35 @@ fn receive(seen: Arc<Seen>, listener: tokio::net::TcpListener, epoch: Instant) {
     tokio::spawn(async move { axum::serve(listener, app).await });
 }
 
+/// Makes application `acme` with one endpoint, `name` at `url`, through
+/// `relay`'s admin API, and posts it one event (`body`): the event's id.
+async fn acme_event(relay: &Relay, name: &str, url: &str, body: Value) -> String {
+    let app = relay.admin_url("/v1/applications/acme");
+    assert_eq!(send(reqwest::Method::PUT, &app, None).await.0, 201);
+    let endpoint = relay.admin_url(&format!("/v1/applications/acme/endpoints/{name}"));
+    let settings = json!({ "url": url });
+    assert_eq!(
+        send(reqwest::Method::PUT, &endpoint, Some(settings))
+            .await
+            .0,
+        201
+    );
+    let post = relay.url("/v1/applications/acme/events");
+    let (status, v) = send(reqwest::Method::POST, &post, Some(body)).await;
+    assert_eq!(status, 202, "{v}");
+    v["id"].as_str().unwrap().to_owned()
+}
+
+/// Whether `acme`'s event `id` shows its first copy in `state` on
+/// `relay` within 30 s.
+async fn copy_reaches(relay: &Relay, id: &str, state: &str) -> bool {
+    let event = relay.admin_url(&format!("/v1/applications/acme/events/{id}"));
+    eventually(Duration::from_secs(30), || async {
+        send(reqwest::Method::GET, &event, None).await.1["copies"][0]["state"] == state
+    })
+    .await
+}
+
 async fn send(method: reqwest::Method, url: &str, body: Option<Value>) -> (u16, Value) {
     send_with(method, url, body, &[]).await
 }
@@ -1011,25 +1040,12 @@ async fn a_redriven_copy_stays_its_events(engine: Engine) {
     let args = format!("--destination seed=http://127.0.0.1:{port}/seed --retries 0");
     let mut bench = Bench::start(engine, "events-redrive", &args).await;
     let relay = &mut bench.relay;
-    let app = relay.admin_url("/v1/applications/acme");
-    assert_eq!(send(reqwest::Method::PUT, &app, None).await.0, 201);
-    let url = relay.admin_url("/v1/applications/acme/endpoints/down");
-    let body = json!({"url": format!("http://127.0.0.1:{port}/down")});
-    assert_eq!(send(reqwest::Method::PUT, &url, Some(body)).await.0, 201);
-    let (status, v) = send(
-        reqwest::Method::POST,
-        &relay.url("/v1/applications/acme/events"),
-        Some(json!({"type": "order.shipped", "payload": {"order": 7}})),
-    )
-    .await;
-    assert_eq!(status, 202, "{v}");
-    let id = v["id"].as_str().unwrap().to_owned();
+    let url = format!("http://127.0.0.1:{port}/down");
+    let body = json!({"type": "order.shipped", "payload": {"order": 7}});
+    let id = acme_event(relay, "down", &url, body).await;
     // Refused (nothing listens), no retry: dead-lettered, with its type.
     let event = relay.admin_url(&format!("/v1/applications/acme/events/{id}"));
-    let dead = eventually(Duration::from_secs(30), || async {
-        send(reqwest::Method::GET, &event, None).await.1["copies"][0]["state"] == "dead_lettered"
-    })
-    .await;
+    let dead = copy_reaches(relay, &id, "dead_lettered").await;
     assert!(dead, "{}", send(reqwest::Method::GET, &event, None).await.1);
     let (_, letters) = send(
         reqwest::Method::GET,
@@ -1063,10 +1079,7 @@ async fn a_redriven_copy_stays_its_events(engine: Engine) {
     .await;
     assert!(got, "the redriven copy arrives");
     assert!(seen.types.lock().unwrap()["down"].contains("order.shipped"));
-    let delivered = eventually(Duration::from_secs(30), || async {
-        send(reqwest::Method::GET, &event, None).await.1["copies"][0]["state"] == "delivered"
-    })
-    .await;
+    let delivered = copy_reaches(relay, &id, "delivered").await;
     assert!(
         delivered,
         "{}",
@@ -1160,25 +1173,9 @@ async fn an_attempt_stopped_at_shutdown_is_in_the_copys_history() {
         dir.arg("data")
     );
     let mut relay = Relay::start_with(&argv(&args), &[]).await;
-    let put = |path: &str, body: Option<Value>| {
-        let url = relay.admin_url(path);
-        async move { send(reqwest::Method::PUT, &url, body).await.0 }
-    };
-    assert_eq!(put("/v1/applications/acme", None).await, 201);
-    let endpoint = json!({"url": format!("http://{rx}/hook")});
-    assert_eq!(
-        put("/v1/applications/acme/endpoints/hangs", Some(endpoint)).await,
-        201
-    );
+    let body = json!({"type": "a.b", "payload": {}});
+    let id = acme_event(&relay, "hangs", &format!("http://{rx}/hook"), body).await;
     let post = relay.url("/v1/applications/acme/events");
-    let (status, v) = send(
-        reqwest::Method::POST,
-        &post,
-        Some(json!({"type": "a.b", "payload": {}})),
-    )
-    .await;
-    assert_eq!(status, 202, "{v}");
-    let id = v["id"].as_str().unwrap().to_owned();
     let sent = eventually(Duration::from_secs(20), || async { hung.len() >= 1 }).await;
     assert!(sent, "the receiver got the attempt");
     relay.signal("TERM");
@@ -1325,21 +1322,8 @@ async fn a_restart_leaves_a_failing_copy_only_the_attempts_it_had_left() {
         dir.arg("data")
     );
     let mut relay = Relay::start_with(&argv(&args), &[]).await;
-    let put = |path: &str, body: Option<Value>| {
-        let url = relay.admin_url(path);
-        async move { send(reqwest::Method::PUT, &url, body).await.0 }
-    };
-    assert_eq!(put("/v1/applications/acme", None).await, 201);
-    let endpoint = json!({"url": format!("http://{rx}/hook")});
-    assert_eq!(
-        put("/v1/applications/acme/endpoints/flaky", Some(endpoint)).await,
-        201
-    );
-    let post = relay.url("/v1/applications/acme/events");
     let body = json!({"type": "a.b", "payload": {}});
-    let (status, v) = send(reqwest::Method::POST, &post, Some(body)).await;
-    assert_eq!(status, 202, "{v}");
-    let id = v["id"].as_str().unwrap().to_owned();
+    let id = acme_event(&relay, "flaky", &format!("http://{rx}/hook"), body).await;
     assert!(log.until(Duration::from_secs(30), |h| h.len() >= 2).await);
     relay.signal("TERM");
     assert!(relay.exit(Duration::from_secs(30)).await.success());
@@ -1351,10 +1335,7 @@ async fn a_restart_leaves_a_failing_copy_only_the_attempts_it_had_left() {
     let again = args.replace("--retry-max 3600s", "--retry-max 1s");
     let relay = Relay::start_with(&argv(&again), &[]).await;
     let url = relay.admin_url(&format!("/v1/applications/acme/events/{id}"));
-    let ended = eventually(Duration::from_secs(30), || async {
-        send(reqwest::Method::GET, &url, None).await.1["copies"][0]["state"] == "dead_lettered"
-    })
-    .await;
+    let ended = copy_reaches(&relay, &id, "dead_lettered").await;
     let (_, v) = send(reqwest::Method::GET, &url, None).await;
     assert!(ended, "dead-lettered after its last attempts: {v}");
     assert_eq!(log.len(), 4, "attempts 3 and 4 only after the restart: {v}");
@@ -1385,29 +1366,11 @@ async fn a_copy_redriven_from_a_file_stays_its_events() {
         own.display()
     );
     let mut relay = Relay::start_with(&argv(&args), &[]).await;
-    let put = |path: &str, body: Option<Value>| {
-        let url = relay.admin_url(path);
-        async move { send(reqwest::Method::PUT, &url, body).await.0 }
-    };
-    assert_eq!(put("/v1/applications/acme", None).await, 201);
-    let endpoint = json!({"url": format!("http://127.0.0.1:{port}/down")});
-    assert_eq!(
-        put("/v1/applications/acme/endpoints/down", Some(endpoint)).await,
-        201
-    );
+    let url = format!("http://127.0.0.1:{port}/down");
     let body = json!({"type": "order.shipped", "payload": {"order": 7}});
-    let post = relay.url("/v1/applications/acme/events");
-    let (status, v) = send(reqwest::Method::POST, &post, Some(body)).await;
-    assert_eq!(status, 202, "{v}");
-    let id = v["id"].as_str().unwrap().to_owned();
+    let id = acme_event(&relay, "down", &url, body).await;
     let event = relay.admin_url(&format!("/v1/applications/acme/events/{id}"));
-    let state = |url: String| async move {
-        send(reqwest::Method::GET, &url, None).await.1["copies"][0]["state"].clone()
-    };
-    let dead = eventually(Duration::from_secs(30), || async {
-        state(event.clone()).await == "dead_lettered"
-    })
-    .await;
+    let dead = copy_reaches(&relay, &id, "dead_lettered").await;
     assert!(dead, "{}", send(reqwest::Method::GET, &event, None).await.1);
     relay.signal("TERM");
     assert!(relay.exit(Duration::from_secs(30)).await.success());
@@ -1429,10 +1392,7 @@ async fn a_copy_redriven_from_a_file_stays_its_events() {
     .await;
     assert!(got, "the redriven copy arrives");
     assert!(seen.types.lock().unwrap()["down"].contains("order.shipped"));
-    let delivered = eventually(Duration::from_secs(30), || async {
-        state(event.clone()).await == "delivered"
-    })
-    .await;
+    let delivered = copy_reaches(&relay, &id, "delivered").await;
     let (_, v) = send(reqwest::Method::GET, &event, None).await;
     assert!(delivered, "{v}");
     assert_eq!(v["copies"][0]["resent"], 1, "{v}");
@@ -1459,21 +1419,10 @@ async fn a_resend_answered_is_sent_though_the_relay_stops_at_once(engine: Engine
     let rx = crate::receivers::recording(log.clone(), Duration::ZERO, Arc::new(answer)).await;
     let mut bench = Bench::start(engine, "events-resend-kill", "--retries 3").await;
     let relay = &mut bench.relay;
-    let app = relay.admin_url("/v1/applications/acme");
-    assert_eq!(send(reqwest::Method::PUT, &app, None).await.0, 201);
-    let url = relay.admin_url("/v1/applications/acme/endpoints/down");
-    let body = json!({"url": format!("http://{rx}/hook")});
-    assert_eq!(send(reqwest::Method::PUT, &url, Some(body)).await.0, 201);
     let body = json!({"type": "order.shipped", "payload": {}});
-    let post = relay.url("/v1/applications/acme/events");
-    let (status, v) = send(reqwest::Method::POST, &post, Some(body)).await;
-    assert_eq!(status, 202, "{v}");
-    let id = v["id"].as_str().unwrap().to_owned();
+    let id = acme_event(relay, "down", &format!("http://{rx}/hook"), body).await;
     let event = relay.admin_url(&format!("/v1/applications/acme/events/{id}"));
-    let dead = eventually(Duration::from_secs(30), || async {
-        send(reqwest::Method::GET, &event, None).await.1["copies"][0]["state"] == "dead_lettered"
-    })
-    .await;
+    let dead = copy_reaches(relay, &id, "dead_lettered").await;
     assert!(dead, "{}", send(reqwest::Method::GET, &event, None).await.1);
 
     let resend = relay.admin_url(&format!("/v1/applications/acme/events/{id}/resend"));
