@@ -72,6 +72,7 @@ impl RetryPolicy {
     }
 
     /// The longest wait between attempts.
+    #[cfg(feature = "journal")]
     pub(crate) fn cap(&self) -> Duration {
         self.cap
     }

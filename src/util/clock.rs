@@ -65,6 +65,7 @@ impl Clock {
 /// The wall clock now, in ms since the Unix epoch (0 for a clock set
 /// before it): for times a record keeps across a restart, which the
 /// throttle's own clock (tokio's, from its build) cannot say.
+#[cfg(feature = "journal")]
 pub(crate) fn unix_ms() -> u64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
