@@ -236,7 +236,7 @@ impl Drain {
             let mut entry = None;
             if upkeep <= Instant::now() {
                 upkeep = Instant::now() + Duration::from_secs(1);
-                if let Err(e) = q.promote_due(256).await {
+                if let Err(e) = q.promote_due(256, this.retry_max).await {
                     tracing::debug!(error = %e, "shared queue: retries not moved");
                 }
                 depth_read = q.depth().await.ok();

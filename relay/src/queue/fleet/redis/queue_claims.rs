@@ -344,9 +344,16 @@ impl RedisQueue {
     }
 
     /// Moves up to `max` retries whose time has come back into the
-    /// stream; returns how many.
-    pub(crate) async fn promote_due(&self, max: usize) -> Result<u64, RedisError> {
-        self.promote(max, "due").await
+    /// stream; returns how many. Up to `max` retries due more than
+    /// `longest` from now (scheduled under a longer `retry_max`, lowered
+    /// since, here or on another relay) are first moved to that time: the
+    /// fleet's shortest `retry_max` holds.
+    pub(crate) async fn promote_due(
+        &self,
+        max: usize,
+        longest: Duration,
+    ) -> Result<u64, RedisError> {
+        self.promote(max, "due", Some(longest)).await
     }
 
     /// Moves up to `max` retries back into the stream whether due or not,
@@ -354,10 +361,15 @@ impl RedisQueue {
     /// its webhooks dead-lettered), where no retry may wait out its time.
     /// Returns how many moved.
     pub(crate) async fn promote_all(&self, max: usize) -> Result<u64, RedisError> {
-        self.promote(max, "all").await
+        self.promote(max, "all", None).await
     }
 
-    async fn promote(&self, max: usize, which: &str) -> Result<u64, RedisError> {
+    async fn promote(
+        &self,
+        max: usize,
+        which: &str,
+        longest: Option<Duration>,
+    ) -> Result<u64, RedisError> {
         let mut conn = self.conn.upkeep.clone();
         let mut call = DUE.prepare_invoke();
         call.key(self.stream_key())
@@ -365,6 +377,9 @@ impl RedisQueue {
             .key(self.statuses_key())
             .arg(max.max(1))
             .arg(which);
+        if let Some(longest) = longest {
+            call.arg(u64::try_from(longest.as_millis()).unwrap_or(u64::MAX));
+        }
         let v: Value = bounded(call.invoke_async(&mut conn), CALL).await?;
         count(&v)
     }

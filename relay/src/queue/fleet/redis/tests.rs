@@ -145,7 +145,7 @@ async fn claims_split_retries_happen_once_and_a_dead_consumers_work_is_reclaimed
         "retried once"
     );
     assert_eq!(b.depth().await.unwrap(), 6, "still outstanding");
-    let (moved_a, moved_b) = tokio::join!(a.promote_due(10), b.promote_due(10));
+    let (moved_a, moved_b) = tokio::join!(a.promote_due(10, DAY), b.promote_due(10, DAY));
     assert_eq!(moved_a.unwrap() + moved_b.unwrap(), 1, "moved back once");
     let again = a.claim(10).await.unwrap();
     assert_eq!(again.len(), 1);
@@ -157,7 +157,12 @@ async fn claims_split_retries_happen_once_and_a_dead_consumers_work_is_reclaimed
     assert_eq!(again[0].job, failed.job);
     // A retry not yet due stays put.
     assert!(a.retry(&again[0], Duration::from_secs(3600)).await.unwrap());
-    assert_eq!(a.promote_due(10).await.unwrap(), 0);
+    assert_eq!(a.promote_due(10, DAY).await.unwrap(), 0);
+    // retry_max lowered to nothing: due at once, moved back now.
+    assert_eq!(a.promote_due(10, Duration::ZERO).await.unwrap(), 1);
+    let back = a.claim(10).await.unwrap();
+    assert_eq!((back.len(), back[0].attempts), (1, 2));
+    assert!(a.retry(&back[0], Duration::from_secs(3600)).await.unwrap());
 
     // b dies holding three entries; a takes them over once they have been
     // pending long enough (here: at once), and only those.
@@ -261,7 +266,7 @@ async fn a_job_dead_lettered_unsent_keeps_its_attempts() {
     // Its destination deleted: both dead-lettered where they wait, unsent
     // (a deletion counted one attempt more than each had: 1 and 2).
     let held = q.reclaim(Duration::ZERO, 10).await.unwrap();
-    q.promote_due(10).await.unwrap();
+    q.promote_due(10, DAY).await.unwrap();
     let mut ends: Vec<Ending> = held
         .into_iter()
         .map(|c| Ending::unsent(c.stream_id, "destination-deleted"))
@@ -374,6 +379,29 @@ async fn a_jobs_status_is_readable_from_any_node_and_ended_ones_are_bounded() {
     );
     assert_eq!(waiting.last_error.as_deref(), Some("status: 503"));
     assert!(waiting.next_attempt_unix_ms.unwrap() > waiting.received_unix_ms);
+    // retry_max lowered to a minute (on b): the day's wait becomes at most
+    // a minute from now, and its status says when; none is due yet.
+    assert_eq!(b.promote_due(10, Duration::from_secs(60)).await.unwrap(), 0);
+    let sooner = a.status(&first).await.unwrap().unwrap();
+    let (was, now) = (
+        waiting.next_attempt_unix_ms.unwrap(),
+        sooner.next_attempt_unix_ms.unwrap(),
+    );
+    assert!(
+        now < was - 86_000_000 && now <= waiting.received_unix_ms + 3_600_000,
+        "moved from {was} to {now}"
+    );
+    assert_eq!((sooner.state, sooner.attempts), (JobState::RetryWaiting, 1));
+    // A longest of the day leaves the minute alone.
+    assert_eq!(b.promote_due(10, DAY).await.unwrap(), 0);
+    assert_eq!(
+        a.status(&first)
+            .await
+            .unwrap()
+            .unwrap()
+            .next_attempt_unix_ms,
+        Some(now)
+    );
     // A second job, delivered (204) by b: ended, with its time.
     let second = added(
         a.admit_owned("102", b"two", None, 10, DAY, None)
@@ -478,7 +506,11 @@ async fn a_queue_being_emptied_takes_its_retries_back_early_and_a_shared_map_has
     for job in q.claim(3).await.unwrap() {
         assert!(q.retry(&job, Duration::from_secs(3600)).await.unwrap());
     }
-    assert_eq!(q.promote_due(10).await.unwrap(), 0, "none due for an hour");
+    assert_eq!(
+        q.promote_due(10, DAY).await.unwrap(),
+        0,
+        "none due for an hour"
+    );
     assert_eq!(q.promote_all(2).await.unwrap(), 2, "at most the asked");
     assert_eq!(q.promote_all(10).await.unwrap(), 1);
     assert_eq!(
