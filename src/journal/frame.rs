@@ -91,7 +91,11 @@ pub(crate) enum Kind {
     /// attempt ([`retried`]). A job submitted with attempts made before
     /// (`Submission::attempts_made`) is admitted with one in place of its
     /// `Admit`.
-    Retried = 3,
+    Retried = 4,
+    /// The `Retried` record of two development snapshots, read and never
+    /// written: one wrote the attempts made only (`u32` LE, then the job),
+    /// the next the head `Retried` has now ([`legacy_job_of`]).
+    Counted = 3,
 }
 
 impl Kind {
@@ -99,7 +103,8 @@ impl Kind {
         match b {
             1 => Some(Kind::Admit),
             2 => Some(Kind::End),
-            3 => Some(Kind::Retried),
+            3 => Some(Kind::Counted),
+            4 => Some(Kind::Retried),
             _ => None,
         }
     }
@@ -122,13 +127,46 @@ pub(crate) fn job_of(kind: Kind, payload: &[u8]) -> Option<(Tried, &[u8])> {
         Kind::Admit => Some((Tried::default(), payload)),
         Kind::Retried => {
             let (head, job) = payload.split_first_chunk::<RETRY_HEAD>()?;
-            let (made, due) = head.split_at(4);
-            let made = u32::from_le_bytes(made.try_into().ok()?);
-            let due_ms = u64::from_le_bytes(due.try_into().ok()?);
-            Some((Tried { made, due_ms }, job))
+            Some((tried_of(head), job))
         }
+        Kind::Counted => legacy_job_of(payload),
         Kind::End => None,
     }
+}
+
+fn tried_of(head: &[u8; RETRY_HEAD]) -> Tried {
+    let (made, due) = head.split_at(4);
+    let mut m = [0; 4];
+    m.copy_from_slice(made);
+    let mut d = [0; 8];
+    d.copy_from_slice(due);
+    Tried {
+        made: u32::from_le_bytes(m),
+        due_ms: u64::from_le_bytes(d),
+    }
+}
+
+/// Due times a [`Kind::Counted`] record with the whole head can hold: the
+/// snapshot that wrote one ran from November 2026, and a due time is at
+/// most a retry policy's cap later (before 2100 here).
+const PLAUSIBLE_DUE_MS: std::ops::RangeInclusive<u64> = 1_790_000_000_000..=4_102_444_800_000;
+
+/// A [`Kind::Counted`] record's job. Its head is the whole one when what
+/// would be its due time is a time that snapshot wrote (or 0, at once);
+/// else it is the attempts only and the job follows them, due at once.
+/// A job whose first eight bytes read as such a time is the one case
+/// taken wrongly (the relay's never: its jobs start with their
+/// destination's tag, `FF 'D' 'S' 'T'`).
+fn legacy_job_of(payload: &[u8]) -> Option<(Tried, &[u8])> {
+    if let Some((head, job)) = payload.split_first_chunk::<RETRY_HEAD>() {
+        let tried = tried_of(head);
+        if tried.due_ms == 0 || PLAUSIBLE_DUE_MS.contains(&tried.due_ms) {
+            return Some((tried, job));
+        }
+    }
+    let (made, job) = payload.split_first_chunk::<4>()?;
+    let made = u32::from_le_bytes(*made);
+    Some((Tried { made, due_ms: 0 }, job))
 }
 
 /// Bytes of a `Retried` payload's head, ahead of its job: the attempts
@@ -403,6 +441,18 @@ mod tests {
             "too short for its head"
         );
         assert_eq!(job_of(Kind::End, b""), None);
+        // Kind 3, as the snapshots before wrote it: with the due time...
+        assert_eq!(job_of(Kind::Counted, &payload), Some((tried, &b"job"[..])));
+        // ...or the attempts only, then the job (a relay's: its tag first).
+        let job = [&[0xFF, b'D', b'S', b'T', 2, 0, 0, 0][..], b"d1{}"].concat();
+        let old = [&2u32.to_le_bytes()[..], &job].concat();
+        let two = Tried { made: 2, due_ms: 0 };
+        assert_eq!(job_of(Kind::Counted, &old), Some((two, &job[..])));
+        assert_eq!(
+            job_of(Kind::Counted, &[2, 0, 0, 0, 7]),
+            Some((two, &[7][..]))
+        );
+        assert_eq!(job_of(Kind::Counted, &[2, 0]), None, "too short");
         // Its head rides above the job's size bound.
         let key = test_key();
         let bytes = segment(&[(Kind::Retried, 1, &[7; 112])]);

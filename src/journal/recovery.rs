@@ -88,7 +88,7 @@ impl Replay {
                     live.end(r.id);
                     self.payloads.remove(&r.id);
                 }
-                None => {} // a `Retried` record too short: nothing to take
+                None => {} // a retry's record too short: nothing to take
             }
         }
     }
