@@ -159,18 +159,19 @@ impl Sender {
 
     /// Offers `job` to `endpoint` once its queue has room, holding a pass
     /// while it is offered (so a deletion never finds it in a destination
-    /// taken out of the set, and it never makes one anew): `Err(job)` once
-    /// the endpoint is closed (deleted). Its attempts go on from the
-    /// `made` its round had made.
+    /// taken out of the set, and it never makes one anew): handed back,
+    /// [`Unsent`], once the endpoint is closed (deleted) or no longer its
+    /// application's. Its attempts go on from the `made` its round had
+    /// made.
     async fn offer_when_room(
         &self,
         endpoint: &Arc<str>,
         mut job: Job,
         made: u32,
-    ) -> Result<(), Job> {
+    ) -> Result<(), Unsent> {
         loop {
             let Some(pass) = self.catalog.open(endpoint) else {
-                return Err(job);
+                return Err(Unsent::Closed(job));
             };
             // The endpoint of that name may be another application's now
             // (deleted and made again while this copy waited for room or
@@ -180,7 +181,7 @@ impl Sender {
                     .takes_event(endpoint, Some(&copy.app), copy.seq)
             });
             if !theirs {
-                return Err(job);
+                return Err(Unsent::NotTheirs(job));
             }
             let room = self
                 .set
@@ -245,9 +246,15 @@ impl Sender {
                 if let Some(wait) = tried.wait() {
                     tokio::time::sleep(wait.min(me.retry_max)).await;
                 }
-                if let Err(job) = me.offer_when_room(&endpoint, job, tried.made).await {
-                    me.deleted(&endpoint, job);
-                    break;
+                match me.offer_when_room(&endpoint, job, tried.made).await {
+                    Ok(()) => {}
+                    // An older copy of a name made again since: the
+                    // copies after it may be the new endpoint's.
+                    Err(Unsent::NotTheirs(job)) => me.deleted(&endpoint, job),
+                    Err(Unsent::Closed(job)) => {
+                        me.deleted(&endpoint, job);
+                        break;
+                    }
                 }
             }
             for seq in seqs {
@@ -257,6 +264,14 @@ impl Sender {
             }
         });
     }
+}
+
+/// A copy [`offer_when_room`](Local::offer_when_room) did not send.
+enum Unsent {
+    /// Its endpoint is closed (deleted): so are the copies after it.
+    Closed(Job),
+    /// The endpoint of its name is another's now (deleted and made again).
+    NotTheirs(Job),
 }
 
 impl Local {
