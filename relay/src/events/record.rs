@@ -108,10 +108,14 @@ impl CopyRecord {
     }
 
     /// Attempts made in all (a record written before they were counted:
-    /// those it keeps).
+    /// those it keeps, but for those a stop cut short, which that build
+    /// listed too).
     pub(crate) fn made_in_all(&self) -> u32 {
-        self.made
-            .unwrap_or_else(|| u32::try_from(self.attempts.len()).unwrap_or(u32::MAX))
+        self.made.unwrap_or_else(|| {
+            let kept = self.attempts.iter();
+            let made = kept.filter(|a| a.error.as_deref() != Some(STOPPED)).count();
+            u32::try_from(made).unwrap_or(u32::MAX)
+        })
     }
 
     /// Attempts made since it was last sent again (a resend, a recover, a
@@ -228,6 +232,10 @@ mod tests {
         );
         copy.count_attempt(true);
         assert_eq!(copy.made_this_round(), 2);
+        // An attempt a stop cut short, listed by that build: not counted.
+        let stopped = r#"{"state":"pending","attempts":[{"at_ms":0,"status":503,"duration_ms":1},{"at_ms":1,"status":0,"duration_ms":1,"error":"stopped"}],"resent":0}"#;
+        let copy: CopyRecord = serde_json::from_str(stopped).unwrap();
+        assert_eq!((copy.made_in_all(), copy.made_this_round()), (1, 1));
 
         // Sent again since it was made: where its round began is unknown,
         // so it begins at the first attempt counted.

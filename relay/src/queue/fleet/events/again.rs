@@ -141,11 +141,10 @@ impl Resending {
         if self.catalog.is_closing() {
             return Turn::Done;
         }
+        // A good read does not reset the failures in a row: a redrive
+        // that fails every turn after it must still end the task.
         let depth = match lane.queue.depth().await {
-            Ok(d) => {
-                self.failed = 0;
-                d
-            }
+            Ok(d) => d,
             Err(e) => return self.failed_look(&e),
         };
         let room = usize::try_from(lane.bound_now().saturating_sub(depth)).unwrap_or(0);
@@ -156,6 +155,7 @@ impl Resending {
         let wanted: HashSet<String> = now.iter().map(u64::to_string).collect();
         let letters = letters_of(&lane, &wanted).await;
         let mut wait = false;
+        let mut copy_failed = None;
         if !letters.is_empty() {
             let entries: Vec<String> = letters.values().cloned().collect();
             let redriven = lane.queue.redrive(&entries, lane.bound_now()).await;
@@ -198,11 +198,14 @@ impl Resending {
                 Queued::Failed(e) => {
                     tracing::debug!(error = %e, event = id, "the fleet's events: a copy to send again is tried again");
                     self.left.push_back(id);
-                    wait = true;
+                    copy_failed = Some(e);
                 }
                 Queued::Gone => return Turn::Done,
                 Queued::Yes | Queued::Overflow | Queued::Held => {}
             }
+        }
+        if let Some(e) = copy_failed {
+            return self.failed_look(&e);
         }
         // A turn that reached Redis throughout.
         self.failed = 0;
