@@ -193,6 +193,17 @@ impl fmt::Display for FlushError {
 impl std::error::Error for FlushError {}
 
 /// A job in the dead-letter channel, with the reason it is there.
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+/// # async fn main() {
+/// use dripfeed::{ChannelSink, DeadLetter, DeadLetterReason, DeadLetterSink};
+/// let (sink, mut letters) = ChannelSink::new(4).unwrap();
+/// sink.try_offer("order-7", DeadLetterReason::Expired).unwrap();
+/// let letter: DeadLetter<&str> = letters.recv().await.unwrap();
+/// assert_eq!(letter, DeadLetter { job: "order-7", why: DeadLetterReason::Expired });
+/// # }
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DeadLetter<J> {
     /// The job.

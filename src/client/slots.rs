@@ -42,7 +42,20 @@ const WAITING: u8 = 0;
 const CLAIMED: u8 = 1;
 const WITHDRAWN: u8 = 2;
 
-/// A queued [`Slots::acquire`]: opaque, only [`Slots`] makes them.
+/// A queued [`Slots::acquire`]: opaque, only [`Slots`] makes them. It
+/// names the job type of the throttle under the slots.
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+/// # async fn main() {
+/// use dripfeed::{Slots, Throttle, Waiter};
+/// let (slots, _drain) = Slots::builder().drain_rate(10.0).build_slots().unwrap();
+/// let under: &Throttle<Waiter> = slots.throttle();
+/// let slot = slots.acquire().await.unwrap();
+/// assert_eq!(under.stats().emitted(), 1, "the waiter was emitted: its slot granted");
+/// drop(slot);
+/// # }
+/// ```
 pub struct Waiter {
     status: Arc<AtomicU8>,
     grant: Mutex<Option<oneshot::Sender<()>>>,
@@ -131,6 +144,22 @@ pub struct Slots {
 }
 
 /// A granted slot: make the call, then [`report`](Self::report) how it went.
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+/// # async fn main() {
+/// use dripfeed::{Delivery, Slots};
+/// use std::time::Duration;
+/// let (slots, _drain) = Slots::builder().drain_rate(10.0).build_slots().unwrap();
+/// let first = slots.acquire().await.unwrap();
+/// first.report(Delivery::Done);
+/// let asked = tokio::time::Instant::now();
+/// let second = slots.acquire().await.unwrap();
+/// assert_eq!(asked.elapsed(), Duration::from_millis(100), "one drain interval on");
+/// // … the partner answered 503: an adaptive drain would slow down …
+/// second.report(Delivery::Retry { after: None });
+/// # }
+/// ```
 #[must_use = "report the call's outcome so an adaptive drain can follow the partner"]
 pub struct Slot {
     granted: Instant,

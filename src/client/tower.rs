@@ -123,6 +123,24 @@ impl<S> Layer<S> for ThrottleLayer {
 }
 
 /// A service whose requests wait for a drain slot; clones share the slots.
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+/// # async fn main() {
+/// use dripfeed::Slots;
+/// use dripfeed::tower::{ThrottleLayer, ThrottleService};
+/// use std::time::Duration;
+/// use tower::{Layer, ServiceExt};
+/// let (slots, _drain) = Slots::builder().drain_rate(10.0).build_slots().unwrap();
+/// let echo = tower::service_fn(|n: u32| async move { Ok::<_, std::convert::Infallible>(n * 2) });
+/// let svc: ThrottleService<_> = ThrottleLayer::new(slots).layer(echo);
+/// let start = tokio::time::Instant::now();
+/// for n in 0..3 {
+///     assert_eq!(svc.clone().oneshot(n).await.ok(), Some(n * 2));
+/// }
+/// assert_eq!(start.elapsed(), Duration::from_millis(200), "10 calls a second");
+/// # }
+/// ```
 #[derive(Clone, Debug)]
 pub struct ThrottleService<S> {
     inner: S,

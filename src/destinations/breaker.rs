@@ -105,6 +105,24 @@ impl BreakerConfig {
 }
 
 /// A breaker's state, as the metrics and the stats show it.
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// use dripfeed::destinations::{BreakerConfig, BreakerState, Destinations};
+/// use dripfeed::{Delivery, Throttle};
+/// use std::time::Duration;
+/// let set = Destinations::builder(Throttle::builder().drain_rate(100.0))
+///     .breaker(BreakerConfig::default().trip_after(2))
+///     .build(|_name: &str| |_: &u32, _| async { Delivery::Failed })?;
+/// set.try_submit("down", 1)?;
+/// set.try_submit("down", 2)?;
+/// tokio::time::sleep(Duration::from_millis(50)).await;
+/// let down = set.stats("down").unwrap();
+/// assert_eq!((down.breaker(), down.breaker_opened()), (BreakerState::Open, 1));
+/// # Ok(())
+/// # }
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum BreakerState {

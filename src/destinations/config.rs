@@ -117,6 +117,18 @@ impl DestinationConfig {
 }
 
 /// Why a set or a destination's settings were refused.
+///
+/// ```
+/// use dripfeed::destinations::{DestinationConfig, DestinationError, Destinations};
+/// use dripfeed::{Delivery, Throttle};
+/// let built = Destinations::builder(Throttle::builder().drain_rate(100.0))
+///     .destination("a", DestinationConfig::default().rate(-1.0))
+///     .build(|_name: &str| |_: &u32, _| async { Delivery::Done });
+/// match built {
+///     Err(DestinationError::InvalidRate { what, value }) => assert_eq!((what, value), ("rate", -1.0)),
+///     _ => panic!("a negative rate is refused"),
+/// }
+/// ```
 #[derive(Debug, Clone, PartialEq)]
 #[non_exhaustive]
 pub enum DestinationError {

@@ -113,6 +113,22 @@ pub(crate) fn nanos(d: Duration) -> u64 {
 pub const OTHER: &str = "_other";
 
 /// Builds a [`Destinations`] set from a template [`ThrottleBuilder`].
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// use dripfeed::destinations::{DestinationConfig, Destinations, DestinationsBuilder};
+/// use dripfeed::{Delivery, Throttle};
+/// let template = Throttle::builder().drain_rate(50.0).max_rate(100.0);
+/// let builder: DestinationsBuilder<u32> = Destinations::builder(template)
+///     .max_destinations(1_000)
+///     .destination("partner", DestinationConfig::default().rate(5.0));
+/// assert_eq!(builder.validate()?, 100.0, "the highest rate a destination may have");
+/// let set = builder.build(|_name: &str| |_: &u32, _| async { Delivery::Done })?;
+/// assert!(set.contains("partner"), "named destinations exist from the start");
+/// # Ok(())
+/// # }
+/// ```
 pub struct DestinationsBuilder<J> {
     template: ThrottleBuilder<J>,
     max_in_flight: usize,
@@ -131,6 +147,24 @@ pub struct DestinationsBuilder<J> {
 }
 
 /// A set of throttles keyed by destination (see the [module](self) docs).
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// use dripfeed::destinations::Destinations;
+/// use dripfeed::{Delivery, Throttle};
+/// use std::time::Duration;
+/// let set = Destinations::builder(Throttle::builder().drain_rate(10.0))
+///     .build(|_name: &str| |_: &u32, _| async { Delivery::Done })?;
+/// set.try_submit("a.example", 1)?;
+/// set.try_submit("b.example", 2)?;
+/// assert_eq!((set.len(), set.active()), (2, 2));
+/// tokio::time::sleep(Duration::from_secs(2)).await; // delivered, then idle
+/// assert_eq!(set.active(), 0, "idle destinations hold no throttle");
+/// assert_eq!(set.stats("b.example").map(|s| s.delivered()), Some(1));
+/// # Ok(())
+/// # }
+/// ```
 pub struct Destinations<J> {
     inner: Arc<Inner<J>>,
 }

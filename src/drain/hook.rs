@@ -17,6 +17,49 @@ use crate::drain::downstream::Attempt;
 use crate::drain::feedback::AttemptEnd;
 
 /// What a [`DrainHook`] lets the drain do with the job that is due.
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+/// # async fn main() {
+/// use dripfeed::{Attempt, AttemptEnd, Delivery, DrainHook, Emit, Throttle};
+/// use std::sync::atomic::{AtomicBool, Ordering};
+/// use std::time::Duration;
+/// use tokio::time::Instant;
+///
+/// /// One delivery at a time: each goes as a probe, the next once it lands.
+/// struct OneAtATime(AtomicBool);
+///
+/// impl DrainHook for OneAtATime {
+///     fn before_emit(&self, _now: Instant) -> Emit {
+///         match self.0.load(Ordering::Relaxed) {
+///             true => Emit::AfterLanding,
+///             false => Emit::Probe,
+///         }
+///     }
+///     fn probe_sent(&self) {
+///         self.0.store(true, Ordering::Relaxed);
+///     }
+///     fn attempt_ended(&self, _attempt: Attempt, _end: AttemptEnd) {
+///         self.0.store(false, Ordering::Relaxed);
+///     }
+/// }
+///
+/// let (throttle, _drain) = Throttle::builder()
+///     .drain_rate(1000.0)
+///     .max_in_flight(8)
+///     .drain_hook(OneAtATime(AtomicBool::new(false)))
+///     .build(|_: &u32, _| async {
+///         tokio::time::sleep(Duration::from_millis(100)).await;
+///         Delivery::Done
+///     })
+///     .unwrap();
+/// for job in 0..3 {
+///     throttle.try_submit(job).unwrap();
+/// }
+/// tokio::time::sleep(Duration::from_millis(250)).await;
+/// assert_eq!(throttle.stats().delivered(), 2, "one each 100 ms, not three at once");
+/// # }
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum Emit {

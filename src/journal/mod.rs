@@ -113,6 +113,31 @@ pub(crate) type Written = oneshot::Receiver<Result<(), std::io::Error>>;
 /// A journal directory, open and locked. Cheap to clone: clones share the
 /// writer. The writer stops (and the lock is released) when the last clone
 /// and every throttle using it are gone.
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// use dripfeed::journal::Journal;
+/// use dripfeed::{Delivery, Throttle};
+/// use std::time::Duration;
+/// let dir = std::env::temp_dir().join(format!("dripfeed-doc-journal-{}", std::process::id()));
+/// # let _ = std::fs::remove_dir_all(&dir);
+/// let (throttle, drain) = Throttle::builder()
+///     .drain_rate(10.0)
+///     .journal(Journal::open(&dir)?)
+///     .build(|_: &String, _| async { Delivery::Done })?;
+/// throttle.pause();
+/// throttle.submit("kept".to_string()).await?; // Ok once it is on disk
+/// throttle.shutdown(Duration::ZERO).await; // unfinished: stays in the journal
+/// drop((throttle, drain));
+///
+/// let journal = Journal::open(&dir)?; // the next start finds it
+/// assert_eq!(journal.recovered(), 1);
+/// # drop(journal);
+/// # std::fs::remove_dir_all(&dir)?;
+/// # Ok(())
+/// # }
+/// ```
 #[derive(Clone)]
 pub struct Journal {
     inner: Arc<Inner>,
@@ -146,6 +171,21 @@ impl Drop for Inner {
 }
 
 /// A journal's counts, from [`Journal::stats`].
+///
+/// ```
+/// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// use dripfeed::journal::{Journal, JournalStats};
+/// let dir = std::env::temp_dir().join(format!("dripfeed-doc-stats-{}", std::process::id()));
+/// # let _ = std::fs::remove_dir_all(&dir);
+/// let journal = Journal::open(&dir)?;
+/// let stats: JournalStats = journal.stats();
+/// assert_eq!((stats.live, stats.recovered, stats.skipped), (0, 0, 0));
+/// assert!(stats.healthy && stats.bytes <= stats.max_bytes);
+/// # drop(journal);
+/// # std::fs::remove_dir_all(&dir)?;
+/// # Ok(())
+/// # }
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct JournalStats {
@@ -178,6 +218,19 @@ pub struct JournalStats {
 }
 
 /// Whether a journal can keep its promise now ([`Journal::health`]).
+///
+/// ```
+/// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// use dripfeed::journal::{Health, Journal};
+/// let dir = std::env::temp_dir().join(format!("dripfeed-doc-health-{}", std::process::id()));
+/// # let _ = std::fs::remove_dir_all(&dir);
+/// let journal = Journal::open(&dir)?;
+/// assert_eq!(journal.health(), Health::Healthy);
+/// # drop(journal);
+/// # std::fs::remove_dir_all(&dir)?;
+/// # Ok(())
+/// # }
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum Health {
@@ -629,6 +682,33 @@ impl Journal {
 }
 
 /// A job an earlier run left unfinished, from [`Journal::take_recovered`].
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// use dripfeed::journal::{Journal, Recovered};
+/// use dripfeed::{Delivery, Throttle};
+/// use std::time::Duration;
+/// let dir = std::env::temp_dir().join(format!("dripfeed-doc-recovered-{}", std::process::id()));
+/// # let _ = std::fs::remove_dir_all(&dir);
+/// let journal = Journal::open(&dir)?;
+/// let (throttle, drain) = Throttle::builder()
+///     .drain_rate(10.0)
+///     .shared_journal(journal.clone(), "billing", Vec::new())
+///     .build(|_: &String, _| async { Delivery::Done })?;
+/// throttle.pause();
+/// let admitted = throttle.submit("invoice 7".to_string()).await?;
+/// throttle.shutdown(Duration::ZERO).await;
+/// journal.flush().await;
+/// drop((throttle, drain, journal));
+///
+/// let found: Vec<Recovered> = Journal::open(&dir)?.take_recovered();
+/// assert_eq!((found[0].id, found[0].tag.as_deref()), (admitted.id(), Some("billing")));
+/// assert_eq!((found[0].attempts, found[0].retry_at), (0, None), "never tried");
+/// # std::fs::remove_dir_all(&dir)?;
+/// # Ok(())
+/// # }
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct Recovered {

@@ -31,6 +31,13 @@ pub struct Quota {
 
 /// A quota's rate, waiting for its burst: from [`Quota::per_second`] or
 /// [`Quota::per_minute`]; finish with [`burst`](Self::burst).
+///
+/// ```
+/// use dripfeed::keyed::{Quota, QuotaBuilder};
+/// let sixty_a_minute: QuotaBuilder = Quota::per_minute(60.0);
+/// assert_eq!(sixty_a_minute.burst(5.0)?, Quota::per_second(1.0).burst(5.0)?);
+/// # Ok::<(), dripfeed::keyed::QuotaError>(())
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq)]
 #[must_use = "give the quota its burst: Quota::per_second(rate).burst(size)"]
 pub struct QuotaBuilder {
