@@ -7,7 +7,8 @@ use crate::BuildError;
 
 /// What one destination changes from its set's template: its drain rate,
 /// its ceiling (the highest rate it may reach, adaptive or set by hand; its
-/// ring is sized for it) and its latency budget.
+/// ring is sized for it), its latency budget and the deliveries it may run
+/// at once.
 ///
 /// ```
 /// use dripfeed::destinations::DestinationConfig;
@@ -26,6 +27,7 @@ pub struct DestinationConfig {
     rate: Option<f64>,
     ceiling: Option<f64>,
     budget: Option<Duration>,
+    in_flight: Option<usize>,
     /// `Some(false)`: summed into `_other` although named.
     series: Option<bool>,
 }
@@ -46,6 +48,37 @@ impl DestinationConfig {
     /// The latency budget: the destination's bound is `budget × rate`.
     pub fn budget(mut self, budget: Duration) -> Self {
         self.budget = Some(budget);
+        self
+    }
+
+    /// The most deliveries it may run at once, in place of the template's
+    /// `max_in_flight` (still within the set's
+    /// [`max_in_flight`](super::DestinationsBuilder::max_in_flight)):
+    /// a destination that is alone in its set for good may take the whole
+    /// budget while the others keep a small cap. A change applies from the
+    /// destination's next spell of work.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// use dripfeed::destinations::{DestinationConfig, Destinations};
+    /// use dripfeed::{Delivery, Throttle};
+    /// let set = Destinations::builder(Throttle::builder().drain_rate(1000.0).max_in_flight(2))
+    ///     .max_in_flight(64)
+    ///     .destination("main", DestinationConfig::default().max_in_flight(64))
+    ///     .build(|_name: &str| |_: &u32, _| std::future::pending::<Delivery>())?;
+    /// for job in 0..10 {
+    ///     set.try_submit("main", job)?;
+    ///     set.try_submit("other", job)?;
+    /// }
+    /// tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    /// assert_eq!(set.stats("main").map(|s| s.in_flight()), Some(10));
+    /// assert_eq!(set.stats("other").map(|s| s.in_flight()), Some(2), "the template's cap");
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn max_in_flight(mut self, deliveries: usize) -> Self {
+        self.in_flight = Some(deliveries);
         self
     }
 
@@ -87,6 +120,18 @@ impl DestinationConfig {
         self.budget
     }
 
+    /// The deliveries at once set, if any
+    /// ([`max_in_flight`](Self::max_in_flight)).
+    ///
+    /// ```
+    /// use dripfeed::destinations::DestinationConfig;
+    /// assert_eq!(DestinationConfig::default().max_in_flight(32).in_flight_override(), Some(32));
+    /// assert_eq!(DestinationConfig::default().in_flight_override(), None);
+    /// ```
+    pub fn in_flight_override(&self) -> Option<usize> {
+        self.in_flight
+    }
+
     /// Checks it against the set's highest rate `max`.
     pub fn validate(&self, max: f64) -> Result<(), DestinationError> {
         for (what, value) in [("rate", self.rate), ("ceiling", self.ceiling)] {
@@ -111,6 +156,11 @@ impl DestinationConfig {
         }
         if self.budget.is_some_and(|b| b.is_zero()) {
             return Err(DestinationError::ZeroBudget);
+        }
+        if self.in_flight == Some(0) {
+            return Err(DestinationError::ZeroLimit {
+                what: "max_in_flight",
+            });
         }
         Ok(())
     }

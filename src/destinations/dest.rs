@@ -321,6 +321,9 @@ impl<J: Send + Sync + 'static> Dest<J> {
         if let Some(budget) = cfg.budget_override() {
             b = b.latency_budget(budget);
         }
+        if let Some(n) = cfg.in_flight_override() {
+            b = b.max_in_flight(n);
+        }
         let label = self.label(&cfg);
         // Weak: the set holds the destination that holds the throttle
         // that holds the hook.

@@ -72,8 +72,9 @@ declare_settings! {
     /// Deliveries running at once, shared by every destination.
     max_in_flight: usize = "64";
     /// The most deliveries one destination may have running (its cap in
-    /// max_in_flight): a dead receiver holds no more. Unset: 8, or
-    /// max_in_flight when there is one destination.
+    /// max_in_flight): a dead receiver holds no more. Unset: 8, but a
+    /// relay started with one configured destination lets that one run all
+    /// of max_in_flight (those made later through the admin API get 8).
     max_in_flight_per_destination: usize;
     /// How long a delivery may take before it counts as failed, e.g. 10s.
     deliver_timeout: Duration = "10s";

@@ -317,8 +317,33 @@ impl Settings {
     pub(crate) fn per_destination_cap(&self, destinations: usize) -> usize {
         match (self.max_in_flight_per_destination, destinations) {
             (Some(n), _) => n.min(self.max_in_flight),
-            (None, 0 | 1) => self.max_in_flight,
-            (None, _) => 8.min(self.max_in_flight),
+            (None, 1) => self.max_in_flight,
+            (None, _) => self.shared_cap(),
         }
+    }
+
+    /// The deliveries each destination may run but a sole one
+    /// ([`Config::sole_destination`]): the setting, else 8.
+    pub(crate) fn shared_cap(&self) -> usize {
+        self.max_in_flight_per_destination
+            .unwrap_or(8)
+            .min(self.max_in_flight)
+    }
+}
+
+impl Config {
+    /// The destination a relay is started with when it is the only one
+    /// and configured (not made through the admin API), with no
+    /// `max_in_flight_per_destination`: it may run the whole
+    /// `max_in_flight` (a cap protects the others, and there are none).
+    /// Destinations made later get [`Settings::shared_cap`], so a few
+    /// dead endpoints never hold every delivery place.
+    pub(crate) fn sole_destination(&self) -> Option<&str> {
+        let [only] = self.destinations.as_slice() else {
+            return None;
+        };
+        let configured = !matches!(only.origin, Origin::Api(_) | Origin::Fleet(_));
+        let unset = self.settings.max_in_flight_per_destination.is_none();
+        (configured && unset && only.endpoint.is_none()).then_some(only.name.as_str())
     }
 }

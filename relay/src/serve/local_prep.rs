@@ -180,6 +180,7 @@ pub(super) async fn open(cfg: &Config, parts: Parts) -> Result<Arc<Local>, Failu
             s.max_destinations.max(cfg.destinations.len()),
             s.shutdown_grace,
             deliveries,
+            build::Caps::of(cfg),
         ),
         events: Some(events),
         quotas: parts.quotas,

@@ -373,3 +373,71 @@ async fn a_secret_being_replaced_signs_with_both() {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+/// A relay started with one configured destination lets that one run all
+/// of `max_in_flight`; destinations made later through the admin API get
+/// the cap of 8, so a dead one among them leaves room for the others (a
+/// healthy one is delivered at once, not after `deliver_timeout`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_sole_destination_takes_the_budget_and_later_ones_their_cap() {
+    let log = Arc::new(Log::default());
+    let healthy = receivers::ok(log.clone(), Duration::ZERO).await;
+    let dead = receivers::dead().await;
+    let dir = TempDir::new("fanout-caps");
+    let relay = Relay::start(&format!(
+        "--destination main=http://{dead}/main --max-in-flight 32 --drain-rate 200 \
+         --deliver-timeout 10s --retries 0 --data-dir {}",
+        dir.arg("data")
+    ))
+    .await;
+    let client = crate::harness::http();
+    for (name, addr) in [("later", dead), ("ok", healthy)] {
+        let url = relay.admin_url(&format!("/v1/destinations/{name}"));
+        let body = serde_json::json!({"url": format!("http://{addr}/{name}"), "rate": 200});
+        let made = client
+            .put(url)
+            .header("content-type", "application/json")
+            .body(body.to_string())
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(made.status(), 201, "{name}");
+    }
+    let in_flight = |name: &'static str| {
+        let url = relay.admin_url(&format!("/v1/destinations/{name}"));
+        let client = client.clone();
+        async move {
+            let text = client.get(url).send().await.unwrap().text().await.unwrap();
+            let v: serde_json::Value = serde_json::from_str(&text).unwrap_or_default();
+            v["live"]["in_flight"].as_u64().unwrap_or(0)
+        }
+    };
+    for n in 0..20 {
+        assert_eq!(relay.post_for("later", n).await.0, 202);
+    }
+    for n in 0..12 {
+        assert_eq!(relay.post_for("main", n).await.0, 202);
+    }
+    let held = eventually(Duration::from_secs(10), || async {
+        in_flight("later").await == 8 && in_flight("main").await == 12
+    })
+    .await;
+    assert!(
+        held,
+        "later {} (cap 8), main {} (all 12 it was given)",
+        in_flight("later").await,
+        in_flight("main").await
+    );
+    // 20 of 32 places held: a healthy destination is delivered at once.
+    let asked = tokio::time::Instant::now();
+    for n in 0..5 {
+        assert_eq!(relay.post_for("ok", n).await.0, 202);
+    }
+    assert!(log.until(Duration::from_secs(9), |h| h.len() >= 5).await);
+    assert!(
+        asked.elapsed() < Duration::from_secs(5),
+        "{:?}",
+        asked.elapsed()
+    );
+    assert_eq!(in_flight("later").await, 8, "never above its cap");
+}

@@ -64,7 +64,7 @@ fn max_rate(cfg: &Config) -> f64 {
 /// that need a running relay (dead-letter file, stores, permits).
 fn template(cfg: &Config) -> Result<ThrottleBuilder<Job>, String> {
     let s = &cfg.settings;
-    let cap = s.per_destination_cap(cfg.destinations.len());
+    let cap = s.shared_cap();
     let mut b = Throttle::builder()
         .name(NAME)
         .drain_rate(s.drain_rate)
@@ -89,6 +89,33 @@ fn template(cfg: &Config) -> Result<ThrottleBuilder<Job>, String> {
         b = b.retries(policy);
     }
     Ok(b)
+}
+
+/// The deliveries at once of the local engine's destinations: each the
+/// template's ([`Settings::shared_cap`](crate::config::Settings::shared_cap)),
+/// but the sole destination a relay is started with
+/// ([`Config::sole_destination`]), which may run all of `max_in_flight`.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Caps {
+    sole: Option<(String, usize)>,
+}
+
+impl Caps {
+    pub(crate) fn of(cfg: &Config) -> Caps {
+        let sole = cfg.sole_destination();
+        Caps {
+            sole: sole.map(|name| (name.to_owned(), cfg.settings.max_in_flight)),
+        }
+    }
+
+    /// `d`'s overrides, its cap among them if it is the sole one.
+    pub(crate) fn overrides(&self, d: &crate::config::Destination) -> DestinationConfig {
+        let c = overrides(d);
+        match &self.sole {
+            Some((name, cap)) if *name == d.name && d.endpoint.is_none() => c.max_in_flight(*cap),
+            _ => c,
+        }
+    }
 }
 
 /// A destination's overrides.
@@ -177,8 +204,9 @@ pub(crate) fn build(cfg: &Config, journal: Option<&Path>, parts: Parts) -> Resul
         // destinations have work (two per core), not a task each.
         .drivers(2 * std::thread::available_parallelism().map_or(1, |n| n.get()))
         .drain_hook(parts.status.clone());
+    let caps = Caps::of(cfg);
     for d in &cfg.destinations {
-        builder = builder.destination(d.name.clone(), overrides(d));
+        builder = builder.destination(d.name.clone(), caps.overrides(d));
     }
     let mut recovered = 0;
     let journal = match journal {

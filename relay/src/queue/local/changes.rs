@@ -27,7 +27,7 @@ use tokio::sync::{Mutex, MutexGuard};
 
 use dripfeed::destinations::{DestinationError, Destinations};
 
-use super::build::overrides;
+use super::build::Caps;
 use crate::catalog::Catalog;
 use crate::catalog::edit::{Edit, Precondition, app_etag, etag, resolve};
 use crate::catalog::registry::Registry;
@@ -69,6 +69,8 @@ pub(crate) struct Changes {
     /// What a deleted destination's deliveries leave, forgotten once its
     /// last delivery has ended.
     deliveries: Arc<Deliveries>,
+    /// Each destination's deliveries at once, as at the start.
+    caps: Caps,
 }
 
 /// An application's lock, held ([`Changes::app_turn`]).
@@ -130,6 +132,7 @@ impl Changes {
         max_destinations: usize,
         grace: Duration,
         deliveries: Arc<Deliveries>,
+        caps: Caps,
     ) -> Changes {
         Changes {
             registry,
@@ -140,6 +143,7 @@ impl Changes {
             max_destinations,
             grace,
             deliveries,
+            caps,
         }
     }
 
@@ -280,7 +284,7 @@ impl Changes {
         // if the set then refuses the change, the registry is put back.
         let prior = registry.kept(name).map_err(unwritable)?;
         registry.put(name, &fields).await.map_err(unwritable)?;
-        if let Err(e) = set.define(name, overrides(&dest)) {
+        if let Err(e) = set.define(name, self.caps.overrides(&dest)) {
             if let Err(undo_error) = registry.restore(name, prior).await {
                 tracing::error!(destination = %name, error = %undo_error, "the registry keeps a change the relay refused: it applies at the next start");
             }
@@ -419,7 +423,7 @@ impl Changes {
                     ChangeRefused::new(409, "destination-deleting", detail),
                 ));
             }
-            defs.push((name.as_str(), overrides(dest)));
+            defs.push((name.as_str(), self.caps.overrides(dest)));
         }
         if made > 0 && catalog.held() + made > self.max_destinations {
             let removing = changes.iter().filter(|(_, d)| d.is_none()).count();
