@@ -106,22 +106,70 @@ impl<J> Rejected<J> {
     }
 
     /// Gives the job back.
+    ///
+    /// ```
+    /// use dripfeed::{Reason, Rejected};
+    /// let refused = Rejected::new(vec![1u8, 2, 3], Reason::Closed, None, None);
+    /// let body: Vec<u8> = refused.into_job(); // to store, or submit elsewhere
+    /// assert_eq!(body, [1, 2, 3]);
+    /// ```
     pub fn into_job(self) -> J {
         self.job
     }
 
     /// The refused job.
+    ///
+    /// ```
+    /// use dripfeed::{Reason, Rejected};
+    /// let refused = Rejected::new("order-7", Reason::Overloaded, None, None);
+    /// assert_eq!(*refused.job(), "order-7");
+    /// assert_eq!(refused.reason(), Reason::Overloaded, "still whole after a look");
+    /// ```
     pub fn job(&self) -> &J {
         &self.job
     }
 
     /// Why it was refused.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() {
+    /// use dripfeed::{Delivery, Reason, Throttle};
+    /// use std::time::Duration;
+    /// let (throttle, _drain) = Throttle::builder()
+    ///     .drain_rate(10.0)
+    ///     .build(|_: &u32, _| async { Delivery::Done })
+    ///     .unwrap();
+    /// throttle.begin_shutdown(Duration::ZERO);
+    /// assert_eq!(throttle.try_submit(1).unwrap_err().reason(), Reason::Closed);
+    /// # }
+    /// ```
     pub fn reason(&self) -> Reason {
         self.reason
     }
 
     /// How long to wait before trying again, from live state, with jitter;
     /// `None` when waiting would not help (closed, invalid).
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() {
+    /// use dripfeed::{Delivery, Throttle};
+    /// use std::time::Duration;
+    /// let (throttle, _drain) = Throttle::builder()
+    ///     .drain_rate(10.0)
+    ///     .capacity(5)
+    ///     .build(|_: &u32, _| async { Delivery::Done })
+    ///     .unwrap();
+    /// for job in 0..5 {
+    ///     throttle.try_submit(job).unwrap();
+    /// }
+    /// let wait = throttle.try_submit(5).unwrap_err().retry_after().unwrap();
+    /// assert!(wait >= Duration::from_millis(500) && wait <= Duration::from_millis(600), "5 queued at 10/s");
+    /// throttle.begin_shutdown(Duration::ZERO);
+    /// assert_eq!(throttle.try_submit(6).unwrap_err().retry_after(), None, "closed: waiting won't help");
+    /// # }
+    /// ```
     pub fn retry_after(&self) -> Option<Duration> {
         match self.hint {
             Hint::None => None,
@@ -177,6 +225,14 @@ impl<J> Rejected<J> {
     }
 
     /// The HTTP status for this refusal (503, 429 or 400).
+    ///
+    /// ```
+    /// use dripfeed::{Reason, Rejected};
+    /// let status = |reason| Rejected::new((), reason, None, None).status();
+    /// assert_eq!(status(Reason::Overloaded), 503);
+    /// assert_eq!(status(Reason::OverQuota), 429);
+    /// assert_eq!(status(Reason::Invalid), 400);
+    /// ```
     pub fn status(&self) -> u16 {
         self.reason.status()
     }
@@ -207,6 +263,24 @@ impl<J> Rejected<J> {
     }
 
     /// The limit that refused the job, for the `RateLimit` header fields.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() {
+    /// use dripfeed::{Delivery, Throttle};
+    /// let (throttle, _drain) = Throttle::builder()
+    ///     .drain_rate(2.0)
+    ///     .capacity(4)
+    ///     .build(|_: &u32, _| async { Delivery::Done })
+    ///     .unwrap();
+    /// for job in 0..4 {
+    ///     throttle.try_submit(job).unwrap();
+    /// }
+    /// let limit = throttle.try_submit(4).unwrap_err().rate_limit().unwrap();
+    /// assert_eq!((limit.policy(), limit.quota(), limit.remaining()), ("queue", 4, 0));
+    /// assert_eq!(limit.policy_header(), r#""queue";q=4;w=2"#); // 4 places, 2 s to drain
+    /// # }
+    /// ```
     pub fn rate_limit(&self) -> Option<RateLimit> {
         match self.hint {
             Hint::None => None,

@@ -179,6 +179,23 @@ impl Slot {
     /// outcome feed the adaptive drain; `Delivery::Retry { after: Some(..) }`
     /// (a 429 or 503 with `Retry-After`) counts as congestion. Without an
     /// adaptive drain this does nothing.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() {
+    /// use dripfeed::rate::AimdConfig;
+    /// use dripfeed::{Delivery, Slots};
+    /// use std::time::Duration;
+    /// let aimd = AimdConfig::default().with_floor(10.0).with_ceiling(100.0).build().unwrap();
+    /// let (slots, _drain) = Slots::builder().adaptive(aimd).drain_rate(100.0).build_slots().unwrap();
+    /// let slot = slots.acquire().await.unwrap();
+    /// // … the partner answered 429 with Retry-After: 1 …
+    /// slot.report(Delivery::Retry { after: Some(Duration::from_secs(1)) });
+    /// tokio::time::sleep(Duration::from_secs(2)).await;
+    /// let _next = slots.acquire().await.unwrap(); // the drain decides as it grants
+    /// assert_eq!(slots.drain_rate(), 75.0, "cut by a quarter");
+    /// # }
+    /// ```
     pub fn report(self, outcome: Delivery) {
         if let Some(feedback) = &self.throttle.shared.feedback {
             feedback.report(self.granted.elapsed(), AttemptEnd::Answered(outcome));
@@ -209,6 +226,16 @@ impl ThrottleBuilder<Waiter> {
     /// [`try_acquire`](Slots::try_acquire) refuse); hooks and sinks do not
     /// apply. The capacity is the queue of callers let in ahead of the
     /// rest: with the default 1 s budget, a second's worth.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() {
+    /// use dripfeed::Slots;
+    /// let (slots, _drain) = Slots::builder().drain_rate(25.0).build_slots().unwrap();
+    /// assert_eq!(slots.capacity(), 25, "a second's worth of callers");
+    /// assert!(slots.acquire().await.is_ok());
+    /// # }
+    /// ```
     pub fn build_slots(self) -> Result<(Slots, Drain<Waiter>), BuildError> {
         let (throttle, drain) = self
             .for_slots(Withdrawal { claim, withdrawn })
@@ -221,6 +248,16 @@ impl ThrottleBuilder<Waiter> {
 impl Slots {
     /// A builder; set at least the drain rate, then call
     /// [`build_slots`](ThrottleBuilder::build_slots).
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() {
+    /// use dripfeed::{BuildError, Slots};
+    /// assert!(matches!(Slots::builder().build_slots(), Err(BuildError::MissingRate)));
+    /// let (slots, _drain) = Slots::builder().drain_rate(50.0).build_slots().unwrap();
+    /// assert_eq!(slots.drain_rate(), 50.0);
+    /// # }
+    /// ```
     pub fn builder() -> ThrottleBuilder<Waiter> {
         ThrottleBuilder::new()
     }
@@ -287,6 +324,23 @@ impl Slots {
     /// Like [`acquire`](Self::acquire), counted against `key`'s own quota
     /// (see [`ThrottleBuilder::per_key`]): a key over its quota is refused
     /// at once (`OverQuota`, 429); a full queue is waited for.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() {
+    /// use dripfeed::keyed::Quota;
+    /// use dripfeed::{Reason, Slots};
+    /// let (slots, _drain) = Slots::builder()
+    ///     .drain_rate(100.0)
+    ///     .per_key(1_000, Quota::per_second(1.0).burst(1.0).unwrap())
+    ///     .build_slots()
+    ///     .unwrap();
+    /// assert!(slots.acquire_keyed("acme", 1.0).await.is_ok());
+    /// let over = slots.acquire_keyed("acme", 1.0).await.unwrap_err();
+    /// assert_eq!((over.reason(), over.status()), (Reason::OverQuota, 429));
+    /// assert!(slots.acquire_keyed("globex", 1.0).await.is_ok());
+    /// # }
+    /// ```
     pub async fn acquire_keyed<'k>(
         &self,
         key: impl Into<Key<'k>>,
@@ -386,37 +440,138 @@ impl Slots {
     }
 
     /// Live waiters queued.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() {
+    /// use dripfeed::Slots;
+    /// let (slots, _drain) = Slots::builder().drain_rate(10.0).build_slots().unwrap();
+    /// slots.throttle().pause();
+    /// let waiting = tokio::spawn({
+    ///     let slots = slots.clone();
+    ///     async move { slots.acquire().await.is_ok() }
+    /// });
+    /// tokio::task::yield_now().await;
+    /// assert_eq!(slots.depth(), 1);
+    /// waiting.abort(); // the caller gives up
+    /// let _ = waiting.await;
+    /// assert_eq!(slots.depth(), 0, "live waiters only");
+    /// # }
+    /// ```
     pub fn depth(&self) -> usize {
         self.throttle.depth()
     }
 
     /// The admission bound.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() {
+    /// use dripfeed::Slots;
+    /// use std::time::Duration;
+    /// let (slots, _drain) = Slots::builder()
+    ///     .drain_rate(10.0)
+    ///     .latency_budget(Duration::from_secs(3))
+    ///     .build_slots()
+    ///     .unwrap();
+    /// assert_eq!(slots.capacity(), 30, "3 s × 10/s");
+    /// # }
+    /// ```
     pub fn capacity(&self) -> usize {
         self.throttle.capacity()
     }
 
     /// The current rate, slots per second.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() {
+    /// use dripfeed::Slots;
+    /// let (slots, _drain) = Slots::builder().drain_rate(10.0).build_slots().unwrap();
+    /// assert_eq!(slots.drain_rate(), 10.0);
+    /// slots.set_drain_rate(5.0).unwrap();
+    /// assert_eq!(slots.drain_rate(), 5.0);
+    /// # }
+    /// ```
     pub fn drain_rate(&self) -> f64 {
         self.throttle.drain_rate()
     }
 
     /// Changes the rate (see [`Throttle::set_drain_rate`]).
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() {
+    /// use dripfeed::{Delivery, Slots};
+    /// use std::time::Duration;
+    /// let (slots, _drain) = Slots::builder().drain_rate(10.0).build_slots().unwrap();
+    /// assert_eq!(slots.set_drain_rate(5.0), Ok(10.0));
+    /// let start = tokio::time::Instant::now();
+    /// for _ in 0..3 {
+    ///     slots.acquire().await.unwrap().report(Delivery::Done);
+    /// }
+    /// assert_eq!(start.elapsed(), Duration::from_millis(400), "one every 200 ms");
+    /// # }
+    /// ```
     pub fn set_drain_rate(&self, rate: f64) -> Result<f64, RateError> {
         self.throttle.set_drain_rate(rate)
     }
 
     /// Counts and gauges; granted slots count as delivered.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() {
+    /// use dripfeed::{Delivery, Slots};
+    /// let (slots, _drain) = Slots::builder().drain_rate(10.0).build_slots().unwrap();
+    /// for _ in 0..3 {
+    ///     slots.acquire().await.unwrap().report(Delivery::Done);
+    /// }
+    /// assert_eq!(slots.stats().delivered(), 3);
+    /// # }
+    /// ```
     pub fn stats(&self) -> Stats {
         self.throttle.stats()
     }
 
     /// Stops granting after `grace`; waiters still queued then get `Closed`.
     /// Returns the final counts.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() {
+    /// use dripfeed::{Outcome, Reason, Slots};
+    /// use std::time::Duration;
+    /// let (slots, _drain) = Slots::builder().drain_rate(10.0).build_slots().unwrap();
+    /// slots.throttle().pause();
+    /// let waiting = tokio::spawn({
+    ///     let slots = slots.clone();
+    ///     async move { slots.acquire().await.map(drop) }
+    /// });
+    /// tokio::task::yield_now().await;
+    /// let stats = slots.shutdown(Duration::ZERO).await;
+    /// assert_eq!(stats.outcome(Outcome::Returned), 1);
+    /// assert_eq!(waiting.await.unwrap().unwrap_err().reason(), Reason::Closed);
+    /// # }
+    /// ```
     pub async fn shutdown(&self, grace: Duration) -> Stats {
         self.throttle.shutdown(grace).await.stats
     }
 
     /// The underlying throttle (pause, resume, per-key quotas, …).
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() {
+    /// use dripfeed::Slots;
+    /// use std::time::Duration;
+    /// let (slots, _drain) = Slots::builder().drain_rate(10.0).build_slots().unwrap();
+    /// slots.throttle().pause();
+    /// assert!(slots.acquire_within(Duration::from_secs(1)).await.is_err(), "paused: no grants");
+    /// slots.throttle().resume();
+    /// assert!(slots.acquire().await.is_ok());
+    /// # }
+    /// ```
     pub fn throttle(&self) -> &Throttle<Waiter> {
         &self.throttle
     }

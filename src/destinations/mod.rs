@@ -110,6 +110,13 @@ pub(crate) fn nanos(d: Duration) -> u64 {
 }
 
 /// The label of every destination not named in the configuration.
+///
+/// ```
+/// use dripfeed::destinations::{DestinationConfig, OTHER};
+/// assert_eq!(OTHER, "_other");
+/// // A named destination can be summed there too, to keep a scrape small.
+/// assert!(!DestinationConfig::default().own_series(false).has_own_series());
+/// ```
 pub const OTHER: &str = "_other";
 
 /// Builds a [`Destinations`] set from a template [`ThrottleBuilder`].
@@ -203,6 +210,24 @@ pub(crate) struct Inner<J> {
 impl<J: Send + Sync + 'static> Destinations<J> {
     /// A builder: every destination's throttle is made from `template`
     /// (its `max_in_flight` is the per-destination cap).
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// use dripfeed::destinations::Destinations;
+    /// use dripfeed::{Delivery, Throttle};
+    /// use std::time::Duration;
+    /// let template = Throttle::builder().drain_rate(100.0).max_in_flight(2);
+    /// let set = Destinations::builder(template)
+    ///     .build(|_: &str| |_: &u32, _| std::future::pending::<Delivery>())?; // hangs
+    /// for job in 0..5 {
+    ///     set.try_submit("a", job)?;
+    /// }
+    /// tokio::time::sleep(Duration::from_secs(1)).await;
+    /// assert_eq!(set.stats("a").unwrap().in_flight(), 2, "the template's cap, per destination");
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn builder(template: ThrottleBuilder<J>) -> DestinationsBuilder<J> {
         DestinationsBuilder {
             template,
@@ -224,24 +249,97 @@ impl<J: Send + Sync + 'static> Destinations<J> {
 
 impl<J: Send + Sync + 'static> DestinationsBuilder<J> {
     /// Deliveries running at once across all destinations (default 256).
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// use dripfeed::destinations::Destinations;
+    /// use dripfeed::{Delivery, Throttle};
+    /// use std::time::Duration;
+    /// let set = Destinations::builder(Throttle::builder().drain_rate(100.0).max_in_flight(2))
+    ///     .max_in_flight(3)
+    ///     .build(|_: &str| |_: &u32, _| std::future::pending::<Delivery>())?; // hangs
+    /// for job in 0..4 {
+    ///     set.try_submit("a", job)?;
+    ///     set.try_submit("b", job)?;
+    /// }
+    /// tokio::time::sleep(Duration::from_secs(1)).await;
+    /// let running: u64 = set.all_stats().iter().map(|s| s.in_flight()).sum();
+    /// assert_eq!(running, 3, "2 + 2 by the destinations' caps, 3 by the set's");
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn max_in_flight(mut self, deliveries: usize) -> Self {
         self.max_in_flight = deliveries;
         self
     }
 
     /// Jobs held at once across all destinations (default 1,000,000).
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// use dripfeed::destinations::Destinations;
+    /// use dripfeed::{Delivery, Reason, Throttle};
+    /// let set = Destinations::builder(Throttle::builder().drain_rate(1.0).capacity(10))
+    ///     .max_jobs(2)
+    ///     .build(|_: &str| |_: &u32, _| async { Delivery::Done })?;
+    /// set.try_submit("a", 1)?;
+    /// set.try_submit("b", 2)?;
+    /// assert_eq!(set.try_submit("c", 3).unwrap_err().reason(), Reason::Overloaded);
+    /// assert_eq!(set.held(), 2);
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn max_jobs(mut self, jobs: usize) -> Self {
         self.max_jobs = jobs;
         self
     }
 
     /// Destinations known at once (default 10,000).
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// use dripfeed::destinations::Destinations;
+    /// use dripfeed::{Delivery, Throttle};
+    /// use std::time::Duration;
+    /// let set = Destinations::builder(Throttle::builder().drain_rate(10.0))
+    ///     .max_destinations(1)
+    ///     .build(|_: &str| |_: &u32, _| async { Delivery::Done })?;
+    /// set.try_submit("a", 1)?;
+    /// assert!(set.try_submit("b", 2).is_err(), "a holds a job: it stays");
+    /// tokio::time::sleep(Duration::from_secs(2)).await; // a delivered, then idle
+    /// set.try_submit("b", 3)?;
+    /// assert!(!set.contains("a") && set.contains("b"), "a's record was retired for b");
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn max_destinations(mut self, destinations: usize) -> Self {
         self.max_destinations = destinations;
         self
     }
 
     /// The circuit breaker every destination has (default: [`BreakerConfig::default`]).
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// use dripfeed::destinations::{BreakerConfig, BreakerState, Destinations};
+    /// use dripfeed::{Delivery, Throttle};
+    /// use std::time::Duration;
+    /// let set = Destinations::builder(Throttle::builder().drain_rate(100.0))
+    ///     .breaker(BreakerConfig::default().trip_after(1))
+    ///     .build(|_: &str| |_: &u32, _| async { Delivery::Failed })?;
+    /// for job in 0..3 {
+    ///     set.try_submit("down", job)?;
+    /// }
+    /// tokio::time::sleep(Duration::from_millis(100)).await;
+    /// let down = set.stats("down").unwrap();
+    /// assert_eq!((down.breaker(), down.failed(), down.depth()), (BreakerState::Open, 1, 2));
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn breaker(mut self, cfg: BreakerConfig) -> Self {
         self.breaker = Some(cfg);
         self
@@ -286,6 +384,24 @@ impl<J: Send + Sync + 'static> DestinationsBuilder<J> {
     /// steady sparse traffic is not rebuilt for every job and its AIMD
     /// keeps its latency window; after it, the destination holds no
     /// throttle, task or timer. `Duration::ZERO` hands it back at once.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// use dripfeed::destinations::Destinations;
+    /// use dripfeed::{Delivery, Throttle};
+    /// use std::time::Duration;
+    /// let set = Destinations::builder(Throttle::builder().drain_rate(10.0))
+    ///     .idle_after(Duration::from_secs(5))
+    ///     .build(|_: &str| |_: &u32, _| async { Delivery::Done })?;
+    /// set.try_submit("a", 1)?;
+    /// tokio::time::sleep(Duration::from_secs(2)).await;
+    /// assert_eq!(set.active(), 1, "delivered, and kept for 5 s");
+    /// tokio::time::sleep(Duration::from_secs(5)).await;
+    /// assert_eq!(set.active(), 0);
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn idle_after(mut self, linger: Duration) -> Self {
         self.idle_after = linger;
         self
@@ -326,6 +442,25 @@ impl<J: Send + Sync + 'static> DestinationsBuilder<J> {
     }
 
     /// No circuit breaker.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// use dripfeed::destinations::{BreakerState, Destinations};
+    /// use dripfeed::{Delivery, Throttle};
+    /// use std::time::Duration;
+    /// let set = Destinations::builder(Throttle::builder().drain_rate(100.0))
+    ///     .no_breaker()
+    ///     .build(|_: &str| |_: &u32, _| async { Delivery::Failed })?;
+    /// for job in 0..10 {
+    ///     set.try_submit("down", job)?;
+    /// }
+    /// tokio::time::sleep(Duration::from_millis(500)).await;
+    /// let down = set.stats("down").unwrap();
+    /// assert_eq!((down.failed(), down.breaker()), (10, BreakerState::Closed), "every job tried");
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn no_breaker(mut self) -> Self {
         self.breaker = None;
         self
@@ -333,6 +468,21 @@ impl<J: Send + Sync + 'static> DestinationsBuilder<J> {
 
     /// Names a destination: it gets its own metrics series and is never
     /// retired; `cfg` overrides the template for it.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// use dripfeed::destinations::{DestinationConfig, Destinations};
+    /// use dripfeed::{Delivery, Throttle};
+    /// let set = Destinations::builder(Throttle::builder().drain_rate(100.0))
+    ///     .destination("partner", DestinationConfig::default().rate(5.0))
+    ///     .build(|_: &str| |_: &u32, _| async { Delivery::Done })?;
+    /// let partner = set.stats("partner").unwrap(); // known before its first job
+    /// assert!(partner.is_named());
+    /// assert_eq!((partner.drain_rate(), partner.capacity()), (5.0, 5));
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn destination(mut self, name: impl Into<String>, cfg: DestinationConfig) -> Self {
         self.named.push((name.into(), cfg));
         self
@@ -391,6 +541,32 @@ impl<J: Send + Sync + 'static> DestinationsBuilder<J> {
     /// Builds the set; `downstream` makes a destination's downstream from
     /// its name each time the destination becomes active. Needs a tokio
     /// runtime (drain tasks are spawned on it).
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// use dripfeed::destinations::Destinations;
+    /// use dripfeed::{Delivery, Throttle};
+    /// use std::sync::{Arc, Mutex};
+    /// let log = Arc::new(Mutex::new(Vec::new()));
+    /// let seen = log.clone();
+    /// let set = Destinations::builder(Throttle::builder().drain_rate(10.0))
+    ///     .build(move |name: &str| {
+    ///         let (name, seen) = (name.to_owned(), seen.clone());
+    ///         move |job: &u32, _| {
+    ///             seen.lock().unwrap().push(format!("{name}:{job}"));
+    ///             async { Delivery::Done }
+    ///         }
+    ///     })?;
+    /// set.try_submit("a", 1)?;
+    /// set.try_submit("b", 2)?;
+    /// tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+    /// let mut seen = log.lock().unwrap().clone();
+    /// seen.sort();
+    /// assert_eq!(seen, ["a:1", "b:2"]);
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn build<D: Downstream<J>>(
         self,
         downstream: impl Fn(&str) -> D + Send + Sync + 'static,
@@ -707,6 +883,20 @@ impl<J: Send + Sync + 'static> Destinations<J> {
     }
 
     /// One destination's state and counts, if the set knows it.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// use dripfeed::destinations::Destinations;
+    /// use dripfeed::{Delivery, Throttle};
+    /// let set = Destinations::builder(Throttle::builder().drain_rate(10.0))
+    ///     .build(|_: &str| |_: &u32, _| async { Delivery::Done })?;
+    /// set.try_submit("a", 1)?;
+    /// assert_eq!(set.stats("a").map(|s| s.accepted()), Some(1));
+    /// assert!(set.stats("never-seen").is_none());
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn stats(&self, destination: &str) -> Option<DestinationStats> {
         let d = self.inner.lock().get(destination).cloned()?;
         Some(d.stats(&self.inner))
@@ -714,6 +904,22 @@ impl<J: Send + Sync + 'static> Destinations<J> {
 
     /// Every destination the set knows: named ones first (in name order),
     /// then the rest by name.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// use dripfeed::destinations::{DestinationConfig, Destinations};
+    /// use dripfeed::{Delivery, Throttle};
+    /// let set = Destinations::builder(Throttle::builder().drain_rate(10.0))
+    ///     .destination("z", DestinationConfig::default())
+    ///     .build(|_: &str| |_: &u32, _| async { Delivery::Done })?;
+    /// set.try_submit("b", 1)?;
+    /// set.try_submit("a", 2)?;
+    /// let names: Vec<_> = set.all_stats().iter().map(|s| s.name().to_owned()).collect();
+    /// assert_eq!(names, ["z", "a", "b"], "named first");
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn all_stats(&self) -> Vec<DestinationStats> {
         let dests: Vec<_> = self.inner.lock().values().cloned().collect();
         let mut all: Vec<_> = dests.iter().map(|d| d.stats(&self.inner)).collect();
@@ -804,16 +1010,59 @@ impl<J: Send + Sync + 'static> Destinations<J> {
     }
 
     /// Whether the set knows `destination`.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// use dripfeed::destinations::Destinations;
+    /// use dripfeed::{Delivery, Throttle};
+    /// let set = Destinations::builder(Throttle::builder().drain_rate(10.0))
+    ///     .build(|_: &str| |_: &u32, _| async { Delivery::Done })?;
+    /// assert!(!set.contains("a"));
+    /// set.try_submit("a", 1)?; // made on first use
+    /// assert!(set.contains("a"));
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn contains(&self, destination: &str) -> bool {
         self.inner.lock().contains_key(destination)
     }
 
     /// Destinations known.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// use dripfeed::destinations::Destinations;
+    /// use dripfeed::{Delivery, Throttle};
+    /// let set = Destinations::builder(Throttle::builder().drain_rate(10.0))
+    ///     .build(|_: &str| |_: &u32, _| async { Delivery::Done })?;
+    /// for (name, job) in [("a", 1), ("b", 2), ("a", 3)] {
+    ///     set.try_submit(name, job)?;
+    /// }
+    /// assert_eq!(set.len(), 2);
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn len(&self) -> usize {
         self.inner.lock().len()
     }
 
     /// Whether no destination is known.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// use dripfeed::destinations::Destinations;
+    /// use dripfeed::{Delivery, Throttle};
+    /// let set = Destinations::builder(Throttle::builder().drain_rate(10.0))
+    ///     .build(|_: &str| |_: &u32, _| async { Delivery::Done })?;
+    /// assert!(set.is_empty(), "none named, none used yet");
+    /// set.try_submit("a", 1)?;
+    /// assert!(!set.is_empty());
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
@@ -842,17 +1091,63 @@ impl<J: Send + Sync + 'static> Destinations<J> {
     }
 
     /// Destinations with a throttle now (work queued, waiting or in flight).
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// use dripfeed::destinations::Destinations;
+    /// use dripfeed::{Delivery, Throttle};
+    /// use std::time::Duration;
+    /// let set = Destinations::builder(Throttle::builder().drain_rate(10.0))
+    ///     .build(|_: &str| |_: &u32, _| async { Delivery::Done })?;
+    /// set.try_submit("a", 1)?;
+    /// assert_eq!(set.active(), 1);
+    /// tokio::time::sleep(Duration::from_secs(2)).await; // delivered, then idle for 1 s
+    /// assert_eq!((set.active(), set.len()), (0, 1), "known, but holds no throttle");
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn active(&self) -> usize {
         let dests: Vec<_> = self.inner.lock().values().cloned().collect();
         dests.iter().filter(|d| d.is_active()).count()
     }
 
     /// Jobs held across the set (queued, waiting for a retry, in flight).
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// use dripfeed::destinations::Destinations;
+    /// use dripfeed::{Delivery, Throttle};
+    /// use std::time::Duration;
+    /// let set = Destinations::builder(Throttle::builder().drain_rate(10.0))
+    ///     .build(|_: &str| |_: &u32, _| async { Delivery::Done })?;
+    /// set.try_submit("a", 1)?;
+    /// set.try_submit("a", 2)?;
+    /// set.try_submit("b", 3)?;
+    /// assert_eq!(set.held(), 3);
+    /// tokio::time::sleep(Duration::from_secs(1)).await;
+    /// assert_eq!(set.held(), 0, "delivered");
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn held(&self) -> usize {
         self.inner.tally.held()
     }
 
     /// The set's name (its metrics' `throttle` label, from the template).
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// use dripfeed::destinations::Destinations;
+    /// use dripfeed::{Delivery, Throttle};
+    /// let set = Destinations::builder(Throttle::builder().name("webhooks").drain_rate(10.0))
+    ///     .build(|_: &str| |_: &u32, _| async { Delivery::Done })?;
+    /// assert_eq!(set.name(), "webhooks");
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn name(&self) -> &str {
         &self.inner.name
     }

@@ -24,21 +24,45 @@ pub struct Attempt {
 
 impl Attempt {
     /// Attempt `number` (1 for the first) of job `id`.
+    ///
+    /// ```
+    /// use dripfeed::Attempt;
+    /// let first = Attempt::new(7, 1);
+    /// assert_eq!((first.id(), first.number(), first.is_retry()), (7, 1, false));
+    /// ```
     pub fn new(id: u64, number: u32) -> Self {
         Attempt { id, number }
     }
 
     /// The job's id, unique within its throttle.
+    ///
+    /// ```
+    /// use dripfeed::Attempt;
+    /// // The same key for every attempt of a job: the receiver deduplicates on it.
+    /// let key = |a: Attempt| format!("job-{}", a.id());
+    /// assert_eq!(key(Attempt::new(41, 1)), key(Attempt::new(41, 2)));
+    /// ```
     pub fn id(&self) -> u64 {
         self.id
     }
 
     /// 1 for the first attempt, 2 for the first retry, and so on.
+    ///
+    /// ```
+    /// use dripfeed::Attempt;
+    /// assert_eq!(Attempt::new(41, 3).number(), 3, "the second retry");
+    /// ```
     pub fn number(&self) -> u32 {
         self.number
     }
 
     /// Whether an earlier attempt of this job failed.
+    ///
+    /// ```
+    /// use dripfeed::Attempt;
+    /// assert!(!Attempt::new(41, 1).is_retry());
+    /// assert!(Attempt::new(41, 2).is_retry());
+    /// ```
     pub fn is_retry(&self) -> bool {
         self.number > 1
     }
@@ -70,6 +94,13 @@ pub enum Delivery {
 
 impl Delivery {
     /// Whether the job was delivered.
+    ///
+    /// ```
+    /// use dripfeed::Delivery;
+    /// assert!(Delivery::Done.is_done());
+    /// assert!(!Delivery::Failed.is_done());
+    /// assert!(!Delivery::Retry { after: None }.is_done());
+    /// ```
     pub fn is_done(&self) -> bool {
         matches!(self, Delivery::Done)
     }

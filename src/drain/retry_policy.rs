@@ -25,6 +25,23 @@ pub struct RetryPolicy {
 impl RetryPolicy {
     /// Up to `max_attempts` deliveries per job (1 = no retry), with
     /// exponential backoff and full jitter from 100 ms, capped at 30 s.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() {
+    /// use dripfeed::{Delivery, Outcome, RetryPolicy, Throttle};
+    /// use std::time::Duration;
+    /// let (throttle, _drain) = Throttle::builder()
+    ///     .drain_rate(100.0)
+    ///     .retries(RetryPolicy::new(3))
+    ///     .build(|_: &u32, _| async { Delivery::Retry { after: None } })
+    ///     .unwrap();
+    /// throttle.try_submit(1).unwrap();
+    /// tokio::time::sleep(Duration::from_secs(5)).await;
+    /// let stats = throttle.stats();
+    /// assert_eq!((stats.emitted(), stats.retried(), stats.outcome(Outcome::Failed)), (3, 2, 1));
+    /// # }
+    /// ```
     pub fn new(max_attempts: u32) -> Self {
         RetryPolicy {
             max_attempts,
@@ -34,9 +51,34 @@ impl RetryPolicy {
         }
     }
 
-    /// The backoff: attempt `n` waits a random time in
-    /// `[0, min(cap, base × 2^(n-1))]`, or the downstream's `Retry-After`
-    /// hint (capped at `cap`) when it gave one.
+    /// The backoff: the `k`-th retry (attempt `k + 1`) waits a random time
+    /// in `[0, min(cap, base × 2^(k-1))]` (the first at most `base`, the
+    /// second `2 × base`, …), or the downstream's `Retry-After` hint
+    /// (capped at `cap`) when it gave one.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() {
+    /// use dripfeed::{Attempt, Delivery, RetryPolicy, Throttle};
+    /// use std::sync::{Arc, Mutex};
+    /// use tokio::time::{Duration, Instant};
+    /// let (start, times) = (Instant::now(), Arc::new(Mutex::new(Vec::new())));
+    /// let seen = times.clone();
+    /// let policy = RetryPolicy::new(2).backoff(Duration::from_millis(10), Duration::from_millis(50));
+    /// let (throttle, _drain) = Throttle::builder()
+    ///     .drain_rate(100.0)
+    ///     .retries(policy)
+    ///     .build(move |_: &u32, attempt: Attempt| {
+    ///         seen.lock().unwrap().push(start.elapsed());
+    ///         let after = Some(Duration::from_secs(10)); // "Retry-After: 10"
+    ///         async move { if attempt.is_retry() { Delivery::Done } else { Delivery::Retry { after } } }
+    ///     })
+    ///     .unwrap();
+    /// throttle.try_submit(1).unwrap();
+    /// tokio::time::sleep(Duration::from_secs(1)).await;
+    /// assert_eq!(*times.lock().unwrap(), [Duration::ZERO, Duration::from_millis(50)], "the hint, capped");
+    /// # }
+    /// ```
     pub fn backoff(mut self, base: Duration, cap: Duration) -> Self {
         self.base = base;
         self.cap = cap;
@@ -45,12 +87,37 @@ impl RetryPolicy {
 
     /// How many jobs may wait for a retry at once (default: the ring's
     /// size). Beyond it a failed job is dead-lettered at once.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() {
+    /// use dripfeed::{Delivery, Outcome, RetryPolicy, Throttle};
+    /// use std::time::Duration;
+    /// let (throttle, _drain) = Throttle::builder()
+    ///     .drain_rate(100.0)
+    ///     .retries(RetryPolicy::new(5).capacity(1))
+    ///     .build(|_: &u32, _| async { Delivery::Retry { after: Some(Duration::from_secs(1)) } })
+    ///     .unwrap();
+    /// throttle.try_submit(1).unwrap();
+    /// throttle.try_submit(2).unwrap();
+    /// tokio::time::sleep(Duration::from_millis(500)).await;
+    /// let stats = throttle.stats();
+    /// assert_eq!(stats.retry_wait(), 1, "the first waits for its retry");
+    /// assert_eq!(stats.outcome(Outcome::Failed), 1, "the second found no room");
+    /// # }
+    /// ```
     pub fn capacity(mut self, jobs: usize) -> Self {
         self.capacity = Some(jobs);
         self
     }
 
     /// The most deliveries per job.
+    ///
+    /// ```
+    /// use dripfeed::RetryPolicy;
+    /// assert_eq!(RetryPolicy::new(3).max_attempts(), 3);
+    /// assert_eq!(RetryPolicy::new(1).max_attempts(), 1, "one delivery, no retry");
+    /// ```
     pub fn max_attempts(&self) -> u32 {
         self.max_attempts
     }

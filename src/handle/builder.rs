@@ -92,6 +92,12 @@ pub struct ThrottleBuilder<J> {
 
 impl<J: Send + Sync + 'static> Throttle<J> {
     /// A builder; set at least the drain rate.
+    ///
+    /// ```
+    /// use dripfeed::{BuildError, Throttle};
+    /// assert_eq!(Throttle::<u32>::builder().validate(), Err(BuildError::MissingRate));
+    /// assert!(Throttle::<u32>::builder().drain_rate(5.0).validate().is_ok());
+    /// ```
     pub fn builder() -> ThrottleBuilder<J> {
         ThrottleBuilder::new()
     }
@@ -107,6 +113,14 @@ impl<J: Send + Sync + 'static> ThrottleBuilder<J> {
     /// A builder with the defaults: name `"default"`, latency budget 1 s,
     /// tail-drop, 64 deliveries in flight, no queue deadline, deliveries
     /// timing out after 30 s, 30 s shutdown grace when the last handle drops.
+    ///
+    /// ```
+    /// use dripfeed::ThrottleBuilder;
+    /// use std::time::Duration;
+    /// let s = ThrottleBuilder::<u32>::new().settings();
+    /// assert_eq!((s.name.as_str(), s.max_in_flight), ("default", 64));
+    /// assert_eq!(s.latency_budget, Some(Duration::from_secs(1)));
+    /// ```
     pub fn new() -> Self {
         ThrottleBuilder {
             name: "default".to_owned(),
@@ -144,12 +158,35 @@ impl<J: Send + Sync + 'static> ThrottleBuilder<J> {
     }
 
     /// The name used as the `throttle` label of every metric.
+    ///
+    /// ```
+    /// use dripfeed::Throttle;
+    /// assert_eq!(Throttle::<u32>::builder().name("webhooks").settings().name, "webhooks");
+    /// assert_eq!(Throttle::<u32>::builder().settings().name, "default");
+    /// ```
     pub fn name(mut self, name: impl Into<String>) -> Self {
         self.name = name.into();
         self
     }
 
     /// The drain rate, jobs per second (required; finite and > 0).
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() {
+    /// use dripfeed::{Delivery, Throttle};
+    /// use std::time::Duration;
+    /// let (throttle, _drain) = Throttle::builder()
+    ///     .drain_rate(10.0) // one job every 100 ms
+    ///     .build(|_: &u32, _| async { Delivery::Done })
+    ///     .unwrap();
+    /// for job in 0..3 {
+    ///     throttle.try_submit(job).unwrap();
+    /// }
+    /// tokio::time::sleep(Duration::from_millis(150)).await;
+    /// assert_eq!(throttle.stats().delivered(), 2, "at 0 and 100 ms; the third at 200 ms");
+    /// # }
+    /// ```
     pub fn drain_rate(mut self, jobs_per_second: f64) -> Self {
         self.rate = Some(jobs_per_second);
         self
@@ -157,6 +194,20 @@ impl<J: Send + Sync + 'static> ThrottleBuilder<J> {
 
     /// The highest rate `set_drain_rate` may ever set (default: the drain
     /// rate, or the AIMD ceiling when adaptive). The ring is allocated for it.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() {
+    /// use dripfeed::{Delivery, Throttle};
+    /// let (throttle, _drain) = Throttle::builder()
+    ///     .drain_rate(10.0)
+    ///     .max_rate(20.0)
+    ///     .build(|_: &u32, _| async { Delivery::Done })
+    ///     .unwrap();
+    /// assert_eq!(throttle.set_drain_rate(20.0), Ok(10.0));
+    /// assert!(throttle.set_drain_rate(30.0).is_err(), "above max_rate");
+    /// # }
+    /// ```
     pub fn max_rate(mut self, jobs_per_second: f64) -> Self {
         self.max_rate = Some(jobs_per_second);
         self
@@ -166,6 +217,20 @@ impl<J: Send + Sync + 'static> ThrottleBuilder<J> {
     /// `ceil(budget × current rate)`, at least 1. Give this or a
     /// [`capacity`](Self::capacity), not both (that is
     /// [`BuildError::Conflict`]).
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() {
+    /// use dripfeed::{Delivery, Throttle};
+    /// use std::time::Duration;
+    /// let (throttle, _drain) = Throttle::builder()
+    ///     .drain_rate(10.0)
+    ///     .latency_budget(Duration::from_millis(2500))
+    ///     .build(|_: &u32, _| async { Delivery::Done })
+    ///     .unwrap();
+    /// assert_eq!(throttle.capacity(), 25, "2.5 s × 10/s");
+    /// # }
+    /// ```
     pub fn latency_budget(mut self, budget: Duration) -> Self {
         self.budget = Some(budget);
         self
@@ -190,6 +255,24 @@ impl<J: Send + Sync + 'static> ThrottleBuilder<J> {
     }
 
     /// What happens at the bound (default [`Overflow::TailDrop`]).
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() {
+    /// use dripfeed::{Delivery, Outcome, Overflow, Throttle};
+    /// let (throttle, _drain) = Throttle::builder()
+    ///     .drain_rate(1.0)
+    ///     .capacity(2)
+    ///     .overflow(Overflow::HeadDrop) // the newest job wins
+    ///     .build(|_: &u32, _| async { Delivery::Done })
+    ///     .unwrap();
+    /// for job in 0..3 {
+    ///     assert!(throttle.try_submit(job).is_ok());
+    /// }
+    /// let stats = throttle.stats();
+    /// assert_eq!((stats.depth(), stats.outcome(Outcome::Evicted)), (2, 1));
+    /// # }
+    /// ```
     pub fn overflow(mut self, policy: Overflow) -> Self {
         self.overflow = policy;
         self
@@ -198,6 +281,22 @@ impl<J: Send + Sync + 'static> ThrottleBuilder<J> {
     /// Where jobs that must not be lost go: overflow under
     /// [`Overflow::DeadLetter`], expired jobs, failed deliveries, shutdown
     /// leftovers.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() {
+    /// use dripfeed::{ChannelSink, DeadLetterReason, Delivery, Throttle};
+    /// let (sink, mut letters) = ChannelSink::new(100).unwrap();
+    /// let (throttle, _drain) = Throttle::builder()
+    ///     .drain_rate(10.0)
+    ///     .dead_letter(sink)
+    ///     .build(|_: &u32, _| async { Delivery::Failed })
+    ///     .unwrap();
+    /// throttle.try_submit(7).unwrap();
+    /// let letter = letters.recv().await.unwrap();
+    /// assert_eq!((letter.job, letter.why), (7, DeadLetterReason::Failed { attempts: 1 }));
+    /// # }
+    /// ```
     pub fn dead_letter(mut self, sink: impl DeadLetterSink<J>) -> Self {
         self.sink = Some(Arc::new(sink));
         self
@@ -205,6 +304,24 @@ impl<J: Send + Sync + 'static> ThrottleBuilder<J> {
 
     /// The most deliveries running at once (default 64); when all are
     /// running, the drain waits.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() {
+    /// use dripfeed::{Delivery, Throttle};
+    /// use std::time::Duration;
+    /// let (throttle, _drain) = Throttle::builder()
+    ///     .drain_rate(100.0)
+    ///     .max_in_flight(2)
+    ///     .build(|_: &u32, _| std::future::pending::<Delivery>()) // never answers
+    ///     .unwrap();
+    /// for job in 0..5 {
+    ///     throttle.try_submit(job).unwrap();
+    /// }
+    /// tokio::time::sleep(Duration::from_secs(1)).await;
+    /// assert_eq!((throttle.stats().in_flight(), throttle.depth()), (2, 3));
+    /// # }
+    /// ```
     pub fn max_in_flight(mut self, deliveries: usize) -> Self {
         self.max_in_flight = deliveries;
         self
@@ -212,30 +329,129 @@ impl<J: Send + Sync + 'static> ThrottleBuilder<J> {
 
     /// A deadline for every job: one found waiting longer when drained is
     /// expired (to the sink, else `on_expired`) and takes no pacing slot.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() {
+    /// use dripfeed::{Delivery, Throttle};
+    /// use std::time::Duration;
+    /// let (throttle, _drain) = Throttle::builder()
+    ///     .drain_rate(1.0)
+    ///     .capacity(10)
+    ///     .max_queue_wait(Duration::from_millis(1500))
+    ///     .build(|_: &u32, _| async { Delivery::Done })
+    ///     .unwrap();
+    /// for job in 0..3 {
+    ///     throttle.try_submit(job).unwrap(); // due at 0, 1 and 2 s
+    /// }
+    /// tokio::time::sleep(Duration::from_secs(3)).await;
+    /// let stats = throttle.stats();
+    /// assert_eq!((stats.delivered(), stats.expired()), (2, 1));
+    /// # }
+    /// ```
     pub fn max_queue_wait(mut self, wait: Duration) -> Self {
         self.max_queue_wait = Some(wait);
         self
     }
 
     /// How long a delivery may run before it counts as failed (default 30 s).
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() {
+    /// use dripfeed::{Delivery, Outcome, Throttle};
+    /// use std::time::Duration;
+    /// let (throttle, _drain) = Throttle::builder()
+    ///     .drain_rate(10.0)
+    ///     .deliver_timeout(Duration::from_millis(100))
+    ///     .build(|_: &u32, _| std::future::pending::<Delivery>()) // hangs
+    ///     .unwrap();
+    /// throttle.try_submit(1).unwrap();
+    /// tokio::time::sleep(Duration::from_millis(200)).await;
+    /// assert_eq!(throttle.stats().outcome(Outcome::Failed), 1);
+    /// # }
+    /// ```
     pub fn deliver_timeout(mut self, timeout: Duration) -> Self {
         self.deliver_timeout = timeout;
         self
     }
 
     /// How long the queue keeps draining when the last handle is dropped (default 30 s).
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() {
+    /// use dripfeed::{Delivery, Throttle};
+    /// use std::time::Duration;
+    /// let (throttle, drain) = Throttle::builder()
+    ///     .drain_rate(1.0)
+    ///     .capacity(10)
+    ///     .shutdown_grace(Duration::from_millis(1500))
+    ///     .build(|_: &u32, _| async { Delivery::Done })
+    ///     .unwrap();
+    /// for job in 0..3 {
+    ///     throttle.try_submit(job).unwrap();
+    /// }
+    /// drop(throttle); // the last handle: 1.5 s more of draining at 1/s
+    /// let report = drain.join().await;
+    /// assert_eq!((report.stats.delivered(), report.returned), (2, vec![2]));
+    /// # }
+    /// ```
     pub fn shutdown_grace(mut self, grace: Duration) -> Self {
         self.shutdown_grace = grace;
         self
     }
 
     /// Receives jobs evicted by [`Overflow::HeadDrop`]. Without it they are dropped (and counted).
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() {
+    /// use dripfeed::{Delivery, Overflow, Throttle};
+    /// use std::sync::{Arc, Mutex};
+    /// let evicted = Arc::new(Mutex::new(Vec::new()));
+    /// let seen = evicted.clone();
+    /// let (throttle, _drain) = Throttle::builder()
+    ///     .drain_rate(1.0)
+    ///     .capacity(2)
+    ///     .overflow(Overflow::HeadDrop)
+    ///     .on_evicted(move |job: u32| seen.lock().unwrap().push(job))
+    ///     .build(|_: &u32, _| async { Delivery::Done })
+    ///     .unwrap();
+    /// for job in 0..4 {
+    ///     throttle.try_submit(job).unwrap();
+    /// }
+    /// assert_eq!(*evicted.lock().unwrap(), [0, 1], "the oldest make room");
+    /// # }
+    /// ```
     pub fn on_evicted(mut self, hook: impl Fn(J) + Send + Sync + 'static) -> Self {
         self.on_evicted = Some(Arc::new(hook));
         self
     }
 
     /// Receives expired jobs the sink did not take. Without it they are dropped (and counted).
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() {
+    /// use dripfeed::{Delivery, Throttle};
+    /// use std::sync::{Arc, Mutex};
+    /// use std::time::Duration;
+    /// let expired = Arc::new(Mutex::new(Vec::new()));
+    /// let seen = expired.clone();
+    /// let (throttle, _drain) = Throttle::builder()
+    ///     .drain_rate(1.0)
+    ///     .capacity(10)
+    ///     .max_queue_wait(Duration::from_millis(500))
+    ///     .on_expired(move |job: u32| seen.lock().unwrap().push(job))
+    ///     .build(|_: &u32, _| async { Delivery::Done })
+    ///     .unwrap();
+    /// throttle.try_submit(1).unwrap(); // out at once
+    /// throttle.try_submit(2).unwrap(); // due at 1 s: too late
+    /// tokio::time::sleep(Duration::from_secs(2)).await;
+    /// assert_eq!(*expired.lock().unwrap(), [2]);
+    /// # }
+    /// ```
     pub fn on_expired(mut self, hook: impl Fn(J) + Send + Sync + 'static) -> Self {
         self.on_expired = Some(Arc::new(hook));
         self
@@ -243,6 +459,30 @@ impl<J: Send + Sync + 'static> ThrottleBuilder<J> {
 
     /// Receives jobs whose delivery failed for good and the sink did not
     /// take. Without it they are dropped (and counted).
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() {
+    /// use dripfeed::{Delivery, Throttle};
+    /// use std::sync::{Arc, Mutex};
+    /// use std::time::Duration;
+    /// let failed = Arc::new(Mutex::new(Vec::new()));
+    /// let seen = failed.clone();
+    /// let (throttle, _drain) = Throttle::builder()
+    ///     .drain_rate(10.0)
+    ///     .on_failed(move |job: u32| seen.lock().unwrap().push(job))
+    ///     .build(|job: &u32, _| {
+    ///         let answer = if *job == 2 { Delivery::Failed } else { Delivery::Done };
+    ///         async move { answer }
+    ///     })
+    ///     .unwrap();
+    /// for job in 1..=3 {
+    ///     throttle.try_submit(job).unwrap();
+    /// }
+    /// tokio::time::sleep(Duration::from_secs(1)).await;
+    /// assert_eq!(*failed.lock().unwrap(), [2]);
+    /// # }
+    /// ```
     pub fn on_failed(mut self, hook: impl Fn(J) + Send + Sync + 'static) -> Self {
         self.on_failed = Some(Arc::new(hook));
         self
@@ -287,6 +527,25 @@ impl<J: Send + Sync + 'static> ThrottleBuilder<J> {
     /// [`try_submit`](Throttle::try_submit) never waits; to
     /// share buckets between processes use
     /// [`key_store`](Self::key_store) instead (the later call wins).
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() {
+    /// use dripfeed::keyed::Quota;
+    /// use dripfeed::{Delivery, Reason, Submission, Throttle};
+    /// let (throttle, _drain) = Throttle::builder()
+    ///     .drain_rate(100.0)
+    ///     .per_key(10_000, Quota::per_second(1.0).burst(2.0).unwrap())
+    ///     .build(|_: &u32, _| async { Delivery::Done })
+    ///     .unwrap();
+    /// let tenant = |name, job| Submission::new(job).key(name, 1.0);
+    /// assert!(throttle.try_submit(tenant("acme", 1)).is_ok());
+    /// assert!(throttle.try_submit(tenant("acme", 2)).is_ok());
+    /// let over = throttle.try_submit(tenant("acme", 3)).unwrap_err();
+    /// assert_eq!(over.reason(), Reason::OverQuota, "acme's burst of 2 is spent");
+    /// assert!(throttle.try_submit(tenant("globex", 4)).is_ok(), "another key's is not");
+    /// # }
+    /// ```
     pub fn per_key(mut self, max_keys: usize, quota: Quota) -> Self {
         self.per_key = Some((max_keys, quota));
         self.key_store = None;
@@ -332,6 +591,29 @@ impl<J: Send + Sync + 'static> ThrottleBuilder<J> {
     /// Takes one permit per emission from a source shared with other
     /// processes (see [`global`](crate::global)), so a fleet shares one
     /// limit. The local drain rate still caps this process.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() {
+    /// use dripfeed::{Delivery, Permit, PermitSource, Throttle};
+    /// use std::time::Duration;
+    /// /// A fleet limit with no permit left.
+    /// struct Spent;
+    /// #[async_trait::async_trait]
+    /// impl PermitSource for Spent {
+    ///     fn try_take(&self) -> Option<Permit<'_>> { None }
+    ///     async fn ready(&self) { std::future::pending().await }
+    /// }
+    /// let (throttle, _drain) = Throttle::builder()
+    ///     .drain_rate(100.0)
+    ///     .permits(Spent)
+    ///     .build(|_: &u32, _| async { Delivery::Done })
+    ///     .unwrap();
+    /// throttle.try_submit(1).unwrap();
+    /// tokio::time::sleep(Duration::from_secs(1)).await;
+    /// assert_eq!((throttle.stats().emitted(), throttle.depth()), (0, 1), "no permit, no emission");
+    /// # }
+    /// ```
     pub fn permits(mut self, source: impl PermitSource) -> Self {
         self.permits = Some(Arc::new(source));
         self
@@ -381,6 +663,30 @@ impl<J: Send + Sync + 'static> ThrottleBuilder<J> {
     /// How deliveries run (default [`Dispatch::Inline`]: polled by the drain
     /// task, no task per delivery). Choose [`Dispatch::Spawn`] when
     /// `deliver` does CPU work between its awaits.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() {
+    /// use dripfeed::{Delivery, Dispatch, Throttle};
+    /// use std::collections::HashSet;
+    /// use std::sync::{Arc, Mutex};
+    /// let tasks = Arc::new(Mutex::new(HashSet::new()));
+    /// let seen = tasks.clone();
+    /// let (throttle, _drain) = Throttle::builder()
+    ///     .drain_rate(100.0)
+    ///     .dispatch(Dispatch::Spawn)
+    ///     .build(move |_: &u32, _| {
+    ///         seen.lock().unwrap().insert(tokio::task::try_id());
+    ///         async { Delivery::Done }
+    ///     })
+    ///     .unwrap();
+    /// for job in 0..3 {
+    ///     throttle.try_submit(job).unwrap();
+    /// }
+    /// tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+    /// assert_eq!(tasks.lock().unwrap().len(), 3, "a task per delivery");
+    /// # }
+    /// ```
     pub fn dispatch(mut self, mode: Dispatch) -> Self {
         self.dispatch = mode;
         self
@@ -456,6 +762,30 @@ impl<J: Send + Sync + 'static> ThrottleBuilder<J> {
     /// Asks `hook` before each emission and tells it of each ended
     /// attempt, each job's end and the drain's idleness (see
     /// [`DrainHook`]). One hook per throttle; the later call wins.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() {
+    /// use dripfeed::{Delivery, DrainHook, Outcome, Throttle};
+    /// use std::sync::{Arc, Mutex};
+    /// #[derive(Default)]
+    /// struct Ends(Mutex<Vec<Outcome>>);
+    /// impl DrainHook for Ends {
+    ///     fn job_ended(&self, _id: u64, outcome: Outcome) {
+    ///         self.0.lock().unwrap().push(outcome);
+    ///     }
+    /// }
+    /// let ends = Arc::new(Ends::default());
+    /// let (throttle, _drain) = Throttle::builder()
+    ///     .drain_rate(10.0)
+    ///     .drain_hook(ends.clone())
+    ///     .build(|_: &u32, _| async { Delivery::Done })
+    ///     .unwrap();
+    /// throttle.try_submit(1).unwrap();
+    /// tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+    /// assert_eq!(*ends.0.lock().unwrap(), [Outcome::Delivered]);
+    /// # }
+    /// ```
     pub fn drain_hook(mut self, hook: impl DrainHook) -> Self {
         self.hook = Some(Arc::new(hook));
         self
@@ -464,6 +794,25 @@ impl<J: Send + Sync + 'static> ThrottleBuilder<J> {
     /// Every delivery also takes a place in `budget`, which other throttles
     /// share; [`max_in_flight`](Self::max_in_flight) stays this throttle's
     /// own cap inside it (see [`InFlightBudget`]).
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() {
+    /// use dripfeed::{Delivery, InFlightBudget, Throttle};
+    /// use std::time::Duration;
+    /// let budget = InFlightBudget::new(1);
+    /// let hangs = |_: &u32, _| std::future::pending::<Delivery>();
+    /// let builder = Throttle::builder().drain_rate(10.0).shared_in_flight(&budget);
+    /// let (a, _da) = builder.template().build(hangs).unwrap();
+    /// let (b, _db) = builder.template().build(hangs).unwrap();
+    /// a.try_submit(1).unwrap();
+    /// tokio::time::sleep(Duration::from_millis(10)).await; // a's delivery takes the place
+    /// b.try_submit(2).unwrap();
+    /// tokio::time::sleep(Duration::from_secs(1)).await;
+    /// assert_eq!((a.stats().in_flight(), b.stats().in_flight()), (1, 0));
+    /// assert_eq!(b.depth(), 1, "b waits for the shared place");
+    /// # }
+    /// ```
     pub fn shared_in_flight(mut self, budget: &InFlightBudget) -> Self {
         self.shared_in_flight = Some(budget.clone());
         self
@@ -604,6 +953,14 @@ impl<J: Send + Sync + 'static> ThrottleBuilder<J> {
     }
 
     /// Checks the configuration without building anything.
+    ///
+    /// ```
+    /// use dripfeed::{BuildError, Throttle};
+    /// use std::time::Duration;
+    /// assert!(Throttle::<u32>::builder().drain_rate(10.0).validate().is_ok());
+    /// let zero = Throttle::<u32>::builder().drain_rate(10.0).max_queue_wait(Duration::ZERO);
+    /// assert_eq!(zero.validate(), Err(BuildError::ZeroDuration { what: "max queue wait" }));
+    /// ```
     pub fn validate(&self) -> Result<(), BuildError> {
         self.check().map(|_| ())
     }
@@ -705,6 +1062,22 @@ impl<J: Send + Sync + 'static> ThrottleBuilder<J> {
 
     /// Builds the throttle and spawns its drain task on the current tokio
     /// runtime. The [`Drain`] handle may be dropped; the task runs on.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() {
+    /// use dripfeed::{Delivery, Throttle};
+    /// use std::time::Duration;
+    /// let (throttle, drain) = Throttle::builder()
+    ///     .drain_rate(10.0)
+    ///     .build(|_: &u32, _| async { Delivery::Done })
+    ///     .unwrap();
+    /// drop(drain); // detached: the task runs on
+    /// throttle.try_submit(1).unwrap();
+    /// tokio::time::sleep(Duration::from_secs(1)).await;
+    /// assert_eq!(throttle.stats().delivered(), 1);
+    /// # }
+    /// ```
     pub fn build(
         self,
         downstream: impl Downstream<J>,
@@ -718,6 +1091,24 @@ impl<J: Send + Sync + 'static> ThrottleBuilder<J> {
 
     /// Builds the throttle and returns its drain future for the caller to
     /// spawn (or await). Nothing is emitted until it runs.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() {
+    /// use dripfeed::{Delivery, Throttle};
+    /// use std::time::Duration;
+    /// let (throttle, drain) = Throttle::builder()
+    ///     .drain_rate(10.0)
+    ///     .build_unspawned(|_: &u32, _| async { Delivery::Done })
+    ///     .unwrap();
+    /// throttle.try_submit(1).unwrap();
+    /// tokio::time::sleep(Duration::from_secs(1)).await;
+    /// assert_eq!(throttle.stats().emitted(), 0, "not running yet");
+    /// tokio::spawn(drain);
+    /// tokio::time::sleep(Duration::from_secs(1)).await;
+    /// assert_eq!(throttle.stats().delivered(), 1);
+    /// # }
+    /// ```
     pub fn build_unspawned(
         self,
         downstream: impl Downstream<J>,

@@ -81,11 +81,22 @@ impl<'k, J> Submission<'k, J> {
     /// throttle without per-key buckets refuses it `Invalid`.
     ///
     /// ```
-    /// use dripfeed::{Key, Submission};
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() {
+    /// use dripfeed::keyed::Quota;
+    /// use dripfeed::{Delivery, Key, Reason, Submission, Throttle};
     /// let s = Submission::new("body").key("acme", 1.0);
     /// let t = Submission::new("body").key(17u64, 3.0);
     /// let u = Submission::new("body").key(Key::of(&("acme", "eu")), 1.0);
-    /// # let _ = (s, t, u);
+    /// let (throttle, _drain) = Throttle::builder()
+    ///     .drain_rate(100.0)
+    ///     .per_key(1_000, Quota::per_second(1.0).burst(2.0).unwrap())
+    ///     .build(|_: &&str, _| async { Delivery::Done })
+    ///     .unwrap();
+    /// assert!(throttle.try_submit(s).is_ok());
+    /// assert_eq!(throttle.try_submit(t).unwrap_err().reason(), Reason::Invalid, "3 > burst 2");
+    /// assert!(throttle.try_submit(u).is_ok());
+    /// # }
     /// ```
     pub fn key<'a>(self, key: impl Into<Key<'a>>, cost: f64) -> Submission<'a, J> {
         Submission {
@@ -104,10 +115,22 @@ impl<'k, J> Submission<'k, J> {
     /// still applies; the earlier of the two wins.
     ///
     /// ```
-    /// use dripfeed::Submission;
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() {
+    /// use dripfeed::{Delivery, Outcome, Submission, Throttle};
+    /// use std::time::Duration;
     /// use tokio::time::Instant;
-    /// let s = Submission::new(1).deadline(Instant::now());
-    /// # let _ = s;
+    /// let (throttle, _drain) = Throttle::builder()
+    ///     .drain_rate(1.0)
+    ///     .capacity(10)
+    ///     .build(|_: &u32, _| async { Delivery::Done })
+    ///     .unwrap();
+    /// throttle.try_submit(1).unwrap(); // out at once
+    /// let soon = Instant::now() + Duration::from_millis(500);
+    /// throttle.try_submit(Submission::new(2).deadline(soon)).unwrap(); // its turn at 1 s
+    /// tokio::time::sleep(Duration::from_secs(2)).await;
+    /// assert_eq!(throttle.stats().outcome(Outcome::Expired), 1);
+    /// # }
     /// ```
     pub fn deadline(mut self, at: Instant) -> Self {
         self.deadline = Some(at);
@@ -120,9 +143,23 @@ impl<'k, J> Submission<'k, J> {
     /// made-up id may collide with a live job's.
     ///
     /// ```
-    /// use dripfeed::Submission;
-    /// let s = Submission::new(1).again(42);
-    /// # let _ = s;
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() {
+    /// use dripfeed::{Attempt, Delivery, Submission, Throttle};
+    /// use std::sync::{Arc, Mutex};
+    /// let ids = Arc::new(Mutex::new(Vec::new()));
+    /// let seen = ids.clone();
+    /// let (throttle, _drain) = Throttle::builder()
+    ///     .drain_rate(10.0)
+    ///     .build(move |_: &u32, attempt: Attempt| {
+    ///         seen.lock().unwrap().push(attempt.id());
+    ///         async { Delivery::Done }
+    ///     })
+    ///     .unwrap();
+    /// assert_eq!(throttle.try_submit(Submission::new(1).again(42)).unwrap().id(), 42);
+    /// tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+    /// assert_eq!(*ids.lock().unwrap(), [42], "the receiver sees the earlier id");
+    /// # }
     /// ```
     pub fn again(mut self, id: u64) -> Self {
         self.id = Some(id);
@@ -136,9 +173,30 @@ impl<'k, J> Submission<'k, J> {
     /// Without a journal it changes nothing.
     ///
     /// ```
-    /// use dripfeed::Submission;
-    /// let s = Submission::new(1).unjournaled();
-    /// # let _ = s;
+    /// # #[cfg(feature = "journal")]
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// use dripfeed::journal::Journal;
+    /// use dripfeed::{Delivery, Outcome, Submission, Throttle};
+    /// use std::time::Duration;
+    /// let dir = std::env::temp_dir().join(format!("dripfeed-doc-unjournaled-{}", std::process::id()));
+    /// # let _ = std::fs::remove_dir_all(&dir);
+    /// let (throttle, drain) = Throttle::builder()
+    ///     .drain_rate(10.0)
+    ///     .journal(Journal::open(&dir)?)
+    ///     .build(|_: &String, _| async { Delivery::Done })?;
+    /// throttle.pause();
+    /// throttle.submit(Submission::new("kept by the caller".to_string()).unjournaled()).await?;
+    /// let report = throttle.shutdown(Duration::ZERO).await;
+    /// assert_eq!(report.stats.outcome(Outcome::Kept), 1);
+    /// drop(throttle);
+    /// drain.join().await;
+    /// assert!(Journal::open(&dir)?.take_recovered().is_empty(), "but not in the journal");
+    /// # std::fs::remove_dir_all(&dir)?;
+    /// # Ok(())
+    /// # }
+    /// # #[cfg(not(feature = "journal"))]
+    /// # fn main() {}
     /// ```
     pub fn unjournaled(mut self) -> Self {
         self.journaled = false;

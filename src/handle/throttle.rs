@@ -63,21 +63,79 @@ impl Admitted {
     }
 
     /// The job's id.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() {
+    /// use dripfeed::{Delivery, Throttle};
+    /// let (throttle, _drain) = Throttle::builder()
+    ///     .drain_rate(10.0)
+    ///     .build(|_: &u32, _| async { Delivery::Done })
+    ///     .unwrap();
+    /// let a = throttle.try_submit(1).unwrap();
+    /// let b = throttle.try_submit(2).unwrap();
+    /// assert_ne!(a.id(), b.id(), "each job its own id");
+    /// # }
+    /// ```
     pub fn id(self) -> u64 {
         self.id
     }
 
     /// Queued for delivery.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() {
+    /// use dripfeed::{Delivery, Throttle};
+    /// let (throttle, _drain) = Throttle::builder()
+    ///     .drain_rate(10.0)
+    ///     .build(|_: &u32, _| async { Delivery::Done })
+    ///     .unwrap();
+    /// let admitted = throttle.try_submit(1).unwrap();
+    /// assert!(admitted.is_queued() && !admitted.is_deferred());
+    /// assert_eq!(throttle.depth(), 1);
+    /// # }
+    /// ```
     pub fn is_queued(self) -> bool {
         !self.deferred
     }
 
     /// The queue was full and the dead-letter sink took the job for later replay.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() {
+    /// use dripfeed::{ChannelSink, Delivery, Overflow, Throttle};
+    /// let (sink, mut letters) = ChannelSink::new(10).unwrap();
+    /// let (throttle, _drain) = Throttle::builder()
+    ///     .drain_rate(1.0)
+    ///     .capacity(1)
+    ///     .overflow(Overflow::DeadLetter)
+    ///     .dead_letter(sink)
+    ///     .build(|_: &u32, _| async { Delivery::Done })
+    ///     .unwrap();
+    /// assert!(throttle.try_submit(1).unwrap().is_queued());
+    /// assert!(throttle.try_submit(2).unwrap().is_deferred(), "the queue is full");
+    /// assert_eq!(letters.recv().await.unwrap().job, 2);
+    /// # }
+    /// ```
     pub fn is_deferred(self) -> bool {
         self.deferred
     }
 
     /// The HTTP status for an accepted job (202: accepted for later processing).
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() {
+    /// use dripfeed::{Delivery, Throttle};
+    /// let (throttle, _drain) = Throttle::builder()
+    ///     .drain_rate(10.0)
+    ///     .build(|_: &u32, _| async { Delivery::Done })
+    ///     .unwrap();
+    /// assert_eq!(throttle.try_submit(1).unwrap().status(), 202);
+    /// # }
+    /// ```
     pub fn status(self) -> u16 {
         202
     }
@@ -244,6 +302,24 @@ impl<J: 'static> Throttle<J> {
     }
 
     /// Jobs waiting in the queue (including pushes under way).
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() {
+    /// use dripfeed::{Delivery, Throttle};
+    /// use std::time::Duration;
+    /// let (throttle, _drain) = Throttle::builder()
+    ///     .drain_rate(10.0)
+    ///     .build(|_: &u32, _| async { Delivery::Done })
+    ///     .unwrap();
+    /// for job in 0..3 {
+    ///     throttle.try_submit(job).unwrap();
+    /// }
+    /// assert_eq!(throttle.depth(), 3);
+    /// tokio::time::sleep(Duration::from_secs(1)).await;
+    /// assert_eq!(throttle.depth(), 0, "drained");
+    /// # }
+    /// ```
     pub fn depth(&self) -> usize {
         self.shared.admission.depth()
     }
@@ -276,11 +352,41 @@ impl<J: 'static> Throttle<J> {
 
     /// The current admission bound: `ceil(latency_budget × drain_rate)`, or
     /// the fixed capacity.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() {
+    /// use dripfeed::{Delivery, Throttle};
+    /// use std::time::Duration;
+    /// let (throttle, _drain) = Throttle::builder()
+    ///     .drain_rate(50.0)
+    ///     .latency_budget(Duration::from_secs(2))
+    ///     .build(|_: &u32, _| async { Delivery::Done })
+    ///     .unwrap();
+    /// assert_eq!(throttle.capacity(), 100, "2 s × 50/s");
+    /// throttle.set_drain_rate(25.0).unwrap();
+    /// assert_eq!(throttle.capacity(), 50, "follows the rate");
+    /// # }
+    /// ```
     pub fn capacity(&self) -> usize {
         self.shared.capacity_at(self.shared.rate())
     }
 
     /// The current drain rate, jobs per second.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() {
+    /// use dripfeed::{Delivery, Throttle};
+    /// let (throttle, _drain) = Throttle::builder()
+    ///     .drain_rate(50.0)
+    ///     .build(|_: &u32, _| async { Delivery::Done })
+    ///     .unwrap();
+    /// assert_eq!(throttle.drain_rate(), 50.0);
+    /// throttle.set_drain_rate(20.0).unwrap();
+    /// assert_eq!(throttle.drain_rate(), 20.0);
+    /// # }
+    /// ```
     pub fn drain_rate(&self) -> f64 {
         self.shared.rate()
     }
@@ -453,32 +559,132 @@ impl<J: 'static> Throttle<J> {
     }
 
     /// Stops emission; admission goes on until the queue is full.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() {
+    /// use dripfeed::{Delivery, Throttle};
+    /// use std::time::Duration;
+    /// let (throttle, _drain) = Throttle::builder()
+    ///     .drain_rate(10.0)
+    ///     .build(|_: &u32, _| async { Delivery::Done })
+    ///     .unwrap();
+    /// throttle.pause();
+    /// assert!(throttle.try_submit(1).is_ok(), "still admits");
+    /// tokio::time::sleep(Duration::from_secs(1)).await;
+    /// assert_eq!((throttle.stats().emitted(), throttle.depth()), (0, 1));
+    /// # }
+    /// ```
     pub fn pause(&self) {
         self.shared.set_paused(true);
     }
 
     /// Restarts emission: the next job goes out at once, the following ones
     /// at the drain rate (no burst for the time paused).
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() {
+    /// use dripfeed::{Delivery, Throttle};
+    /// use std::time::Duration;
+    /// let (throttle, _drain) = Throttle::builder()
+    ///     .drain_rate(10.0)
+    ///     .build(|_: &u32, _| async { Delivery::Done })
+    ///     .unwrap();
+    /// throttle.pause();
+    /// for job in 0..3 {
+    ///     throttle.try_submit(job).unwrap();
+    /// }
+    /// tokio::time::sleep(Duration::from_secs(5)).await;
+    /// throttle.resume();
+    /// tokio::time::sleep(Duration::from_millis(150)).await;
+    /// assert_eq!(throttle.stats().delivered(), 2, "at once, then 100 ms later: no burst");
+    /// # }
+    /// ```
     pub fn resume(&self) {
         self.shared.set_paused(false);
     }
 
     /// Whether emission is paused.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() {
+    /// use dripfeed::{Delivery, Throttle};
+    /// let (throttle, _drain) = Throttle::builder()
+    ///     .drain_rate(10.0)
+    ///     .build(|_: &u32, _| async { Delivery::Done })
+    ///     .unwrap();
+    /// assert!(!throttle.is_paused());
+    /// throttle.pause();
+    /// assert!(throttle.is_paused());
+    /// throttle.resume();
+    /// assert!(!throttle.is_paused());
+    /// # }
+    /// ```
     pub fn is_paused(&self) -> bool {
         self.shared.is_paused()
     }
 
     /// Whether the throttle admits nothing more.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() {
+    /// use dripfeed::{Delivery, Throttle};
+    /// use std::time::Duration;
+    /// let (throttle, _drain) = Throttle::builder()
+    ///     .drain_rate(10.0)
+    ///     .build(|_: &u32, _| async { Delivery::Done })
+    ///     .unwrap();
+    /// assert!(!throttle.is_closed());
+    /// throttle.begin_shutdown(Duration::from_secs(1));
+    /// assert!(throttle.is_closed());
+    /// assert!(throttle.try_submit(1).is_err());
+    /// # }
+    /// ```
     pub fn is_closed(&self) -> bool {
         self.shared.admission.is_closed()
     }
 
     /// The throttle's name (its metrics label).
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() {
+    /// use dripfeed::{Delivery, Throttle};
+    /// let (throttle, _drain) = Throttle::builder()
+    ///     .name("webhooks")
+    ///     .drain_rate(10.0)
+    ///     .build(|_: &u32, _| async { Delivery::Done })
+    ///     .unwrap();
+    /// assert_eq!(throttle.name(), "webhooks");
+    /// # }
+    /// ```
     pub fn name(&self) -> &str {
         &self.shared.cfg.name
     }
 
     /// A snapshot of the counts and gauges.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() {
+    /// use dripfeed::{Delivery, Reason, Throttle};
+    /// use std::time::Duration;
+    /// let (throttle, _drain) = Throttle::builder()
+    ///     .drain_rate(10.0)
+    ///     .capacity(2)
+    ///     .build(|_: &u32, _| async { Delivery::Done })
+    ///     .unwrap();
+    /// for job in 0..3 {
+    ///     let _ = throttle.try_submit(job); // the third is refused
+    /// }
+    /// tokio::time::sleep(Duration::from_secs(1)).await;
+    /// let stats = throttle.stats();
+    /// assert_eq!((stats.delivered(), stats.rejected(Reason::Overloaded)), (2, 1));
+    /// # }
+    /// ```
     pub fn stats(&self) -> Stats {
         self.shared.stats()
     }
