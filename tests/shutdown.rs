@@ -180,3 +180,48 @@ async fn retries_due_after_the_grace_are_handed_back_at_once() {
     );
     assert!(report.returned.is_empty());
 }
+
+/// A closing drain starts no delivery it expects to outlast its grace:
+/// with deliveries lately taking 1.5 s, none starts in the last 1.5 s, so
+/// none is cut off at the deadline (to be sent again after a restart
+/// although its receiver may have taken it). Those not started are handed
+/// back, and the drain ends as the last delivery lands.
+#[tokio::test(start_paused = true)]
+async fn a_closing_drain_starts_no_delivery_that_would_outlast_its_grace() {
+    let (started, ended) = (Arc::new(AtomicU32::new(0)), Arc::new(AtomicU32::new(0)));
+    let downstream = {
+        let (started, ended) = (started.clone(), ended.clone());
+        move |_: &u32, _| {
+            let (started, ended) = (started.clone(), ended.clone());
+            async move {
+                started.fetch_add(1, Ordering::Relaxed);
+                sleep(Duration::from_millis(1500)).await;
+                ended.fetch_add(1, Ordering::Relaxed);
+                Delivery::Done
+            }
+        }
+    };
+    let (throttle, _drain) = Throttle::builder()
+        .drain_rate(4.0)
+        .capacity(100)
+        .max_in_flight(16)
+        .build(downstream)
+        .unwrap();
+    for i in 0..20u32 {
+        throttle.try_submit(i).unwrap();
+    }
+    sleep(Duration::from_secs(3)).await;
+    let start = Instant::now();
+    let report = throttle.shutdown(Duration::from_secs(2)).await;
+    let took = start.elapsed();
+    let (started, ended) = (
+        started.load(Ordering::Relaxed),
+        ended.load(Ordering::Relaxed),
+    );
+    assert_eq!(started, ended, "every delivery started ran to its end");
+    assert_eq!(u64::from(ended), report.stats.delivered());
+    assert_eq!(report.stats.delivered() + report.returned.len() as u64, 20);
+    // Started at 0, 0.25, … 3.0 s, and for 0.5 s of the grace: 15.
+    assert_eq!(report.stats.delivered(), 15);
+    assert!(took <= Duration::from_millis(2000), "{took:?}");
+}

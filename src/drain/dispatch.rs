@@ -349,7 +349,9 @@ async fn deliver<J: Send + Sync + 'static>(
             return Handed { to, own };
         }
     };
-    let latency = Duration::from_nanos(read().saturating_sub(started));
+    let took = read().saturating_sub(started);
+    s.slowest.note(took);
+    let latency = Duration::from_nanos(took);
     s.ledger.record(Event::Attempted {
         latency,
         failed: !ended.is_done(),

@@ -18,6 +18,7 @@ pub(crate) mod pacer;
 pub(crate) mod retry_policy;
 pub(crate) mod retry_queue;
 pub(crate) mod shared;
+pub(crate) mod slowest;
 pub(crate) mod stop;
 pub(crate) mod task;
 

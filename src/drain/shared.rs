@@ -14,6 +14,7 @@ use tokio::sync::watch;
 use super::feedback::Feedback;
 use super::hook::DrainHook;
 use super::retry_queue::Retries;
+use super::slowest::Slowest;
 use super::stop::Stop;
 use crate::accounting::endings::Endings;
 use crate::accounting::ledger::{Gauges, Ledger};
@@ -108,6 +109,8 @@ pub(crate) struct Shared<J> {
     pub(crate) stop: Stop,
     /// The jobs of deliveries stopped so, for the drain to hand off.
     pub(crate) stopped: Mutex<Vec<Entry<J>>>,
+    /// How long deliveries take lately.
+    pub(crate) slowest: Slowest,
 }
 
 /// The parts a `Shared` is made of, from the builder.
@@ -183,6 +186,7 @@ impl<J> Shared<J> {
             leftovers: Mutex::new(Vec::new()),
             stop: Stop::default(),
             stopped: Mutex::new(Vec::new()),
+            slowest: Slowest::default(),
         }
     }
 

@@ -35,6 +35,7 @@ use super::dispatch::{Dispatch, Dispatcher, Handed, Job, Target, dispatcher};
 use super::fair::{DeliveryOrder, Fair};
 use super::hook::Emit;
 use super::pacer::{Pacer, TICK_NS, TIMER_SLACK_NS};
+use super::slowest;
 
 /// How soon a drain whose dead letters' ends are pending looks again
 /// whether it may go idle, at the least (50 ms).
@@ -135,6 +136,8 @@ pub(crate) struct DrainTask<J, F> {
     /// The jobs taken from the ring into one queue per key, when the
     /// drain emits round-robin across keys.
     fair: Option<Fair<J>>,
+    /// This turn's closing deadline (`None` while open).
+    closing: Option<u64>,
 }
 
 /// The drain of `shared`, delivering to `downstream`.
@@ -180,6 +183,7 @@ impl<J: Send + Sync + 'static, F: Future<Output = Handed<J>> + Send + 'static> D
                 DeliveryOrder::Fifo => None,
                 DeliveryOrder::RoundRobinByKey => Some(Fair::new()),
             },
+            closing: None,
             shared,
         }
     }
@@ -191,6 +195,7 @@ impl<J: Send + Sync + 'static, F: Future<Output = Handed<J>> + Send + 'static> D
         loop {
             let now = self.begin_turn();
             let closing = self.shared.closing_deadline();
+            self.closing = closing;
             if closing.is_some_and(|deadline| self.may_stop(now, deadline)) {
                 break;
             }
@@ -288,8 +293,10 @@ impl<J: Send + Sync + 'static, F: Future<Output = Handed<J>> + Send + 'static> D
         }
     }
 
-    /// Closing: stop at the deadline, or once nothing is queued, waiting for
-    /// a retry or in flight (a delivery still running may schedule a retry).
+    /// Closing: stop at the deadline, or once nothing is in flight and
+    /// nothing more will start: nothing queued or waiting for a retry (a
+    /// delivery still running may schedule one), or too late for another
+    /// delivery to end before the deadline.
     fn may_stop(&self, now: u64, deadline: u64) -> bool {
         let s = &*self.shared;
         if now >= deadline {
@@ -300,10 +307,11 @@ impl<J: Send + Sync + 'static, F: Future<Output = Handed<J>> + Send + 'static> D
         // after the deadline cannot be tried before it: the drain hands it
         // off now as it would then.
         s.ledger.in_flight() == 0
-            && s.admission.depth() == 0
-            && s.retries
-                .as_ref()
-                .is_none_or(|r| r.next_due().is_none_or(|due| due >= deadline))
+            && (slowest::outlasts(now, s.slowest.ns(), deadline)
+                || (s.admission.depth() == 0
+                    && s.retries
+                        .as_ref()
+                        .is_none_or(|r| r.next_due().is_none_or(|due| due >= deadline))))
     }
 
     /// Emits what is due; says what to wait for next.
@@ -413,6 +421,13 @@ impl<J: Send + Sync + 'static, F: Future<Output = Handed<J>> + Send + 'static> D
     fn emit_due(&mut self, now: u64) -> Wait {
         let source = self.permits.clone();
         while self.pacer.is_due(now) {
+            // Closing: no delivery that would be cut off at the deadline
+            // (handed off instead, its receiver never asked twice).
+            if let Some(deadline) = self.closing
+                && slowest::outlasts(now, self.shared.slowest.ns(), deadline)
+            {
+                return Wait::Idle;
+            }
             let probe = match self.ask_hook(now) {
                 Ok(probe) => probe,
                 Err(wait) => return wait,
