@@ -200,3 +200,31 @@ async fn reported_calls_drive_the_adaptive_rate() {
         t.abort();
     }
 }
+
+/// A partner's `Retry-After` pauses the slots from its answer: an idle
+/// drain that hears of it later waits only what is left of it.
+#[tokio::test(start_paused = true)]
+async fn a_retry_after_pauses_from_the_answer_not_from_the_next_call() {
+    let aimd = AimdConfig::default()
+        .with_floor(10.0)
+        .with_ceiling(100.0)
+        .build()
+        .unwrap();
+    let (slots, _drain) = Slots::builder()
+        .adaptive(aimd)
+        .drain_rate(100.0)
+        .build_slots()
+        .unwrap();
+    let slot = slots.acquire().await.unwrap();
+    slot.report(Delivery::Retry {
+        after: Some(Duration::from_secs(2)),
+    });
+    sleep(Duration::from_millis(1500)).await;
+    let asked = Instant::now();
+    let _next = slots.acquire().await.unwrap();
+    let waited = asked.elapsed();
+    assert!(
+        waited >= Duration::from_millis(450) && waited <= Duration::from_millis(600),
+        "the half second left of the 2 s: {waited:?}"
+    );
+}

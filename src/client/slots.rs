@@ -192,8 +192,10 @@ impl Slot {
     /// // … the partner answered 429 with Retry-After: 1 …
     /// slot.report(Delivery::Retry { after: Some(Duration::from_secs(1)) });
     /// tokio::time::sleep(Duration::from_secs(2)).await;
+    /// let asked = tokio::time::Instant::now();
     /// let _next = slots.acquire().await.unwrap(); // the drain decides as it grants
     /// assert_eq!(slots.drain_rate(), 75.0, "cut by a quarter");
+    /// assert!(asked.elapsed() < Duration::from_millis(100), "its 1 s ran out a second ago");
     /// # }
     /// ```
     pub fn report(self, outcome: Delivery) {

@@ -21,6 +21,10 @@ pub(crate) struct Adapt {
     window: LatencyWindow,
     went_idle: bool,
     saturated: bool,
+    /// When the latest `Retry-After` hint reported runs out: a pause the
+    /// controller asks for ends there, counted from the answer that gave
+    /// it, not from the decision (an idle drain decides late).
+    hint_ends: Option<Instant>,
 }
 
 impl Adapt {
@@ -31,6 +35,7 @@ impl Adapt {
             window,
             went_idle: false,
             saturated: false,
+            hint_ends: None,
         })
     }
 
@@ -52,6 +57,8 @@ impl Adapt {
                 AttemptEnd::Answered(Delivery::Done) => self.window.record(s.at, s.latency),
                 AttemptEnd::Answered(Delivery::Retry { after: Some(hint) }) => {
                     self.window.record_congestion(s.at, Some(hint));
+                    let ends = s.at + hint;
+                    self.hint_ends = Some(self.hint_ends.map_or(ends, |e| e.max(ends)));
                 }
                 AttemptEnd::Answered(_) | AttemptEnd::Panicked => self.window.record_failure(s.at),
                 AttemptEnd::TimedOut => self.window.record_timeout(s.at),
@@ -70,8 +77,12 @@ impl Adapt {
         self.saturated = false;
         let summary = self.window.summary(now);
         let decision = self.aimd.decide(now, rate, &summary, busy);
-        decision
-            .changed()
-            .then_some((decision.rate, decision.pause))
+        let pause = decision.pause.and_then(|p| {
+            let left = self
+                .hint_ends
+                .map_or(p, |ends| p.min(ends.saturating_duration_since(now)));
+            (!left.is_zero()).then_some(left)
+        });
+        decision.changed().then_some((decision.rate, pause))
     }
 }
