@@ -99,10 +99,12 @@ struct Cli {
 
 #[derive(Subcommand, Debug)]
 enum Command {
-    /// Check a configuration file (with the DRIPFEED_* variables set and any
-    /// flags given) without starting: exit 0, or 2 with every error.
+    /// Check a configuration (a file, with the DRIPFEED_* variables set and
+    /// any flags given; or those alone) without starting: exit 0, or 2 with
+    /// every error.
     CheckConfig {
-        /// The TOML file to check (or give it as --config FILE).
+        /// The TOML file to check (or give it as --config FILE); none: the
+        /// variables and flags alone.
         file: Option<PathBuf>,
         #[command(flatten)]
         sources: SourceFlags,
@@ -192,9 +194,40 @@ fn hash_key() -> ExitCode {
 /// The manual page: every flag with its default and variable, and the
 /// commands.
 fn manual() -> std::io::Result<String> {
+    let cmd = command();
+    let man = clap_mangen::Man::new(cmd.clone());
     let mut out = Vec::new();
-    clap_mangen::Man::new(command()).render(&mut out)?;
+    man.render_title(&mut out)?;
+    man.render_name_section(&mut out)?;
+    man.render_synopsis_section(&mut out)?;
+    man.render_description_section(&mut out)?;
+    man.render_options_section(&mut out)?;
+    // The subcommands on this page: clap_mangen names a page for each
+    // (dripfeed-relay-check-config(1)…), and none is shipped; each says
+    // more with --help.
+    out.extend_from_slice(b".SH SUBCOMMANDS\n");
+    let mut subs: Vec<_> = cmd.get_subcommands().filter(|s| !s.is_hide_set()).collect();
+    subs.sort_by_key(|s| s.get_display_order());
+    for sub in subs {
+        let about = sub.get_about().map(|a| a.to_string()).unwrap_or_default();
+        let name = roff_text(&format!("dripfeed-relay {}", sub.get_name()));
+        out.extend_from_slice(format!(".TP\n\\fB{name}\\fR\n").as_bytes());
+        for line in about.lines() {
+            out.extend_from_slice(format!("{}\n", roff_text(line)).as_bytes());
+        }
+    }
+    man.render_version_section(&mut out)?;
     String::from_utf8(out).map_err(std::io::Error::other)
+}
+
+/// `text` as a line of roff: backslashes and hyphens escaped, a leading
+/// dot or quote kept from reading as a request.
+fn roff_text(text: &str) -> String {
+    let escaped = text.replace('\\', "\\e").replace('-', "\\-");
+    match escaped.starts_with(['.', '\'']) {
+        true => format!("\\&{escaped}"),
+        false => escaped,
+    }
 }
 
 /// Prints every configuration error; exit code 2.
@@ -265,22 +298,18 @@ async fn command_run(cli: Cli) -> ExitCode {
         },
         Some(Command::CheckConfig { file, mut sources }) => {
             let file = match (file, sources.config.take()) {
-                (Some(f), None) | (None, Some(f)) => f,
-                (Some(a), Some(b)) if a == b => a,
+                (Some(f), None) | (None, Some(f)) => Some(f),
+                (Some(a), Some(b)) if a == b => Some(a),
                 (Some(_), Some(_)) => {
                     eprintln!(
                         "dripfeed-relay: check-config checks one file: give it as FILE or --config FILE, not both"
                     );
                     return ExitCode::from(2);
                 }
-                (None, None) => {
-                    eprintln!(
-                        "dripfeed-relay: check-config needs the file to check: check-config FILE"
-                    );
-                    return ExitCode::from(2);
-                }
+                // The variables and flags alone.
+                (None, None) => None,
             };
-            sources.config = Some(file);
+            sources.config = file;
             let mut cfg = match config::from_process(sources) {
                 Ok(cfg) => cfg,
                 Err(e) => return refuse(&e),
@@ -416,6 +445,12 @@ mod tests {
         ] {
             assert!(now.contains(command), "the page names {command}");
         }
+        // Each on this page: no other page is shipped to refer to.
+        assert!(
+            now.contains("\\fBdripfeed\\-relay check\\-config\\fR"),
+            "{now}"
+        );
+        assert!(!now.contains("config(1)"), "a page of its own: {now}");
         if std::env::var_os("UPDATE_MAN").is_some_and(|v| v == "1") {
             std::fs::write(&path, &now).expect("write the page");
             return;

@@ -280,9 +280,21 @@ async fn the_example_file_passes_check_config() {
     let (code, _, err) = run(&["check-config", "--config", example, "/dev/null"], &[]).await;
     assert_eq!(code, 2, "{err}");
     assert!(err.contains("not both"), "{err}");
-    let (code, _, err) = run(&["check-config"], &[]).await;
+    // No file: the variables and flags alone are checked.
+    let (code, _, err) = run(&["check-config", "--drain-rate=0"], &[]).await;
     assert_eq!(code, 2, "{err}");
-    assert!(err.contains("needs the file"), "{err}");
+    assert!(err.contains("--drain-rate"), "{err}");
+    let (code, out, err) = run(
+        &[
+            "check-config",
+            "--destination",
+            "a=https://receiver.example/a",
+        ],
+        &[("DRIPFEED_DRAIN_RATE", "20")],
+    )
+    .await;
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(out.contains("1 destination"), "{out}");
     // With a destination from the environment, nothing is missing.
     let (code, out, _) = run(
         &["check-config", example],
