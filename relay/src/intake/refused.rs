@@ -41,7 +41,7 @@ pub(super) fn refused(answers: &Answers, r: Refusal) -> Response {
             (S::NOT_FOUND, "unknown-destination", detail.into())
         }
         Cause::KeyReused => {
-            let detail = "this Idempotency-Key was used with another body or destination";
+            let detail = "this Idempotency-Key was used with another request (another body, destination or event type)";
             (S::UNPROCESSABLE_ENTITY, "key-reused", detail.into())
         }
         Cause::KeyInProgress => {
