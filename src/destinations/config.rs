@@ -157,10 +157,16 @@ impl DestinationConfig {
         if self.budget.is_some_and(|b| b.is_zero()) {
             return Err(DestinationError::ZeroBudget);
         }
-        if self.in_flight == Some(0) {
-            return Err(DestinationError::ZeroLimit {
-                what: "max_in_flight",
-            });
+        match self.in_flight {
+            Some(0) => {
+                return Err(DestinationError::ZeroLimit {
+                    what: "max_in_flight",
+                });
+            }
+            Some(n) if u32::try_from(n).is_err() => {
+                return Err(DestinationError::Build(BuildError::InvalidInFlight(n)));
+            }
+            _ => {}
         }
         Ok(())
     }
@@ -344,5 +350,21 @@ mod tests {
         ));
         let zero = DestinationConfig::default().budget(Duration::ZERO);
         assert_eq!(zero.validate(100.0), Err(DestinationError::ZeroBudget));
+        let none = DestinationConfig::default().max_in_flight(0);
+        assert!(matches!(
+            none.validate(100.0),
+            Err(DestinationError::ZeroLimit { .. })
+        ));
+        let huge = DestinationConfig::default().max_in_flight(usize::MAX);
+        assert!(matches!(
+            huge.validate(100.0),
+            Err(DestinationError::Build(BuildError::InvalidInFlight(_)))
+        ));
+        assert!(
+            DestinationConfig::default()
+                .max_in_flight(64)
+                .validate(100.0)
+                .is_ok()
+        );
     }
 }

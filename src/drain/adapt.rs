@@ -9,7 +9,7 @@ use tokio::time::Instant;
 
 use crate::drain::downstream::Delivery;
 use crate::drain::feedback::{AttemptEnd, Feedback};
-use crate::rate::{Aimd, LatencyWindow};
+use crate::rate::{Aimd, LatencyWindow, MAX_PAUSE};
 
 /// The sliding window's span and sub-windows.
 const WINDOW: Duration = Duration::from_secs(5);
@@ -57,7 +57,9 @@ impl Adapt {
                 AttemptEnd::Answered(Delivery::Done) => self.window.record(s.at, s.latency),
                 AttemptEnd::Answered(Delivery::Retry { after: Some(hint) }) => {
                     self.window.record_congestion(s.at, Some(hint));
-                    let ends = s.at + hint;
+                    // As long as a pause may be: a longer hint's end would
+                    // outlive its pause and stretch a later one.
+                    let ends = s.at + hint.min(MAX_PAUSE);
                     self.hint_ends = Some(self.hint_ends.map_or(ends, |e| e.max(ends)));
                 }
                 AttemptEnd::Answered(_) | AttemptEnd::Panicked => self.window.record_failure(s.at),

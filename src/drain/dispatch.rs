@@ -349,8 +349,9 @@ async fn deliver<J: Send + Sync + 'static>(
             return Handed { to, own };
         }
     };
-    let took = read().saturating_sub(started);
-    s.slowest.note(took);
+    let ended_at = read();
+    let took = ended_at.saturating_sub(started);
+    s.slowest.note(ended_at, took, inline);
     let latency = Duration::from_nanos(took);
     s.ledger.record(Event::Attempted {
         latency,

@@ -307,7 +307,7 @@ impl<J: Send + Sync + 'static, F: Future<Output = Handed<J>> + Send + 'static> D
         // after the deadline cannot be tried before it: the drain hands it
         // off now as it would then.
         s.ledger.in_flight() == 0
-            && (slowest::outlasts(now, s.slowest.ns(), deadline)
+            && (slowest::outlasts(now, s.slowest.faded_at(now), deadline)
                 || (s.admission.depth() == 0
                     && s.retries
                         .as_ref()
@@ -424,7 +424,7 @@ impl<J: Send + Sync + 'static, F: Future<Output = Handed<J>> + Send + 'static> D
             // Closing: no delivery that would be cut off at the deadline
             // (handed off instead, its receiver never asked twice).
             if let Some(deadline) = self.closing
-                && slowest::outlasts(now, self.shared.slowest.ns(), deadline)
+                && slowest::outlasts(now, self.shared.slowest.faded_at(now), deadline)
             {
                 return Wait::Idle;
             }

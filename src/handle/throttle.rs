@@ -691,12 +691,16 @@ impl<J: 'static> Throttle<J> {
 
     /// Shuts down: new submits are refused as `Closed`; queued jobs keep
     /// draining at the current rate for up to `grace`, and deliveries
-    /// under way may end meanwhile. At the end of the grace, what is still
-    /// queued or waiting for a retry, and every delivery still running
-    /// (stopped where it is, as a timeout stops it), goes to the journal
-    /// for the next start when there is one, else to the dead-letter sink,
-    /// else back in the report's `returned`: a shutdown ends within its
-    /// grace whatever the downstream does.
+    /// under way may end meanwhile. No delivery starts that would outlast
+    /// the grace as deliveries take lately (the slowest recent one, older
+    /// ones fading, by half every 10 s without one): cut off at its end, it
+    /// would be tried again later although the downstream may have taken
+    /// it. At the end of the grace (or once nothing runs and no more could
+    /// end in time), what is still queued or waiting for a retry, and every
+    /// delivery still running (stopped where it is, as a timeout stops
+    /// it), goes to the journal for the next start when there is one, else
+    /// to the dead-letter sink, else back in the report's `returned`: a
+    /// shutdown ends within its grace whatever the downstream does.
     ///
     /// Only the first caller (of this or [`Drain::join`](crate::Drain::join))
     /// receives the returned jobs. Requires the drain future to be running.

@@ -322,6 +322,18 @@ impl Settings {
         }
     }
 
+    /// The deliveries each of the fleet's lanes may run: as
+    /// [`per_destination_cap`](Self::per_destination_cap), but the whole
+    /// `max_in_flight` with none configured too. A lane's deliveries take
+    /// no place another lane needs (each has its own), so a cap there only
+    /// bounds one destination's connections.
+    pub(crate) fn lane_cap(&self, destinations: usize) -> usize {
+        match (self.max_in_flight_per_destination, destinations) {
+            (None, 0) => self.max_in_flight,
+            _ => self.per_destination_cap(destinations),
+        }
+    }
+
     /// The deliveries each destination may run but a sole one
     /// ([`Config::sole_destination`]): the setting, else 8.
     pub(crate) fn shared_cap(&self) -> usize {
@@ -333,17 +345,17 @@ impl Settings {
 
 impl Config {
     /// The destination a relay is started with when it is the only one
-    /// and configured (not made through the admin API), with no
-    /// `max_in_flight_per_destination`: it may run the whole
-    /// `max_in_flight` (a cap protects the others, and there are none).
-    /// Destinations made later get [`Settings::shared_cap`], so a few
-    /// dead endpoints never hold every delivery place.
+    /// (configured, or kept by the admin API's registry) and not an
+    /// endpoint, with no `max_in_flight_per_destination`: it may run the
+    /// whole `max_in_flight` (a cap protects the others, and there are
+    /// none). Decided at the start: destinations made later get
+    /// [`Settings::shared_cap`], so a few dead endpoints never hold every
+    /// delivery place.
     pub(crate) fn sole_destination(&self) -> Option<&str> {
         let [only] = self.destinations.as_slice() else {
             return None;
         };
-        let configured = !matches!(only.origin, Origin::Api(_) | Origin::Fleet(_));
         let unset = self.settings.max_in_flight_per_destination.is_none();
-        (configured && unset && only.endpoint.is_none()).then_some(only.name.as_str())
+        (unset && only.endpoint.is_none()).then_some(only.name.as_str())
     }
 }

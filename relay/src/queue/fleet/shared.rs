@@ -263,7 +263,7 @@ impl Shared {
                 retry_min: s.retry_min,
                 retry_max: s.retry_max,
                 timeout: s.deliver_timeout + Duration::from_secs(1),
-                cap: s.per_destination_cap(cfg.destinations.len()),
+                cap: s.lane_cap(cfg.destinations.len()),
                 overflow: s.overflow.policy(),
                 breaker: breaker_rule(s.breaker_max_cool_down, s.deliver_timeout),
                 aimd: s.adaptive.then(|| {

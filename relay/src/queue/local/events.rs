@@ -176,11 +176,7 @@ impl Sender {
             // The endpoint of that name may be another application's now
             // (deleted and made again while this copy waited for room or
             // for its receiver's time): not its copy to send.
-            let theirs = job.event.as_ref().is_none_or(|copy| {
-                self.catalog
-                    .takes_event(endpoint, Some(&copy.app), copy.seq)
-            });
-            if !theirs {
+            if !self.takes(endpoint, &job) {
                 return Err(Unsent::NotTheirs(job));
             }
             let room = self
@@ -208,6 +204,15 @@ impl Sender {
             drop(pass);
             tokio::time::sleep(std::time::Duration::from_millis(100)).await;
         }
+    }
+
+    /// Whether `endpoint` (the one of that name now) takes `job`, a copy
+    /// of its application's event made before it (or not a copy at all).
+    fn takes(&self, endpoint: &str, job: &Job) -> bool {
+        job.event.as_ref().is_none_or(|copy| {
+            self.catalog
+                .takes_event(endpoint, Some(&copy.app), copy.seq)
+        })
     }
 
     /// Dead-letters `endpoint`'s copy `job` as its endpoint's deletion's,
@@ -241,6 +246,11 @@ impl Sender {
                 let Some((job, tried)) = me.stored_copy(seq, &endpoint) else {
                     continue;
                 };
+                // An older endpoint's of that name: not worth its wait.
+                if !me.takes(&endpoint, &job) {
+                    me.deleted(&endpoint, job);
+                    continue;
+                }
                 // Its receiver asked for time: the endpoint's copies wait
                 // for it (the same receiver).
                 if let Some(wait) = tried.wait() {
@@ -266,7 +276,7 @@ impl Sender {
     }
 }
 
-/// A copy [`offer_when_room`](Local::offer_when_room) did not send.
+/// A copy [`offer_when_room`](Sender::offer_when_room) did not send.
 enum Unsent {
     /// Its endpoint is closed (deleted): so are the copies after it.
     Closed(Job),

@@ -149,6 +149,8 @@ impl Resending {
         };
         let room = usize::try_from(lane.bound_now().saturating_sub(depth)).unwrap_or(0);
         if room == 0 {
+            // A look that reached Redis: the failures were not in a row.
+            self.failed = 0;
             return Turn::Wait;
         }
         let now: Vec<u64> = self.left.drain(..room.min(self.left.len())).collect();
@@ -186,11 +188,18 @@ impl Resending {
             .iter()
             .filter(|id| !letters.contains_key(&id.to_string()))
         {
-            let (Ok(Some(record)), Ok(payload)) = (
+            let (record, payload) = match (
                 shared.events.record(&self.app, id).await,
                 shared.events.payload(&self.app, id).await,
-            ) else {
-                continue; // forgotten meanwhile (event_retention)
+            ) {
+                (Ok(Some(record)), Ok(payload)) => (record, payload),
+                (Ok(None), _) => continue, // forgotten meanwhile (event_retention)
+                (Err(e), _) | (_, Err(e)) => {
+                    // Unreadable now: looked at again after a pause.
+                    self.left.push_back(id);
+                    copy_failed = Some(e.to_string());
+                    continue;
+                }
             };
             let bytes = copy_bytes(&record, &payload.unwrap_or_default());
             let owner = record.tenant.as_deref();
