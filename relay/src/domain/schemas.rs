@@ -92,13 +92,16 @@ pub(crate) struct Live {
     pub held: u64,
     /// `closed`, `open` or `half-open` (with `queue = redis`: `closed`).
     pub breaker: String,
-    /// Webhooks admitted.
+    /// Webhooks admitted (an endpoint's event copies among them).
     pub accepted: u64,
-    /// Webhooks refused.
+    /// Webhooks refused: their senders were answered 429 or 503. An
+    /// endpoint's event copies its full queue refused are among them, each
+    /// dead-lettered with reason `overflow` (in the dead letters, not in
+    /// `dead_lettered`).
     pub refused: u64,
     /// Webhooks delivered.
     pub delivered: u64,
-    /// Webhooks dead-lettered (evicted ones among them).
+    /// Webhooks dead-lettered once admitted (evicted ones among them).
     pub dead_lettered: u64,
 }
 

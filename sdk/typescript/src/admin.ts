@@ -865,7 +865,7 @@ export interface components {
         Live: {
             /**
              * Format: int64
-             * @description Webhooks admitted.
+             * @description Webhooks admitted (an endpoint's event copies among them).
              */
             accepted: number;
             /** @description Whether its throttle runs now (with `queue = redis`: this relay's drain). */
@@ -879,7 +879,7 @@ export interface components {
             capacity: number;
             /**
              * Format: int64
-             * @description Webhooks dead-lettered (evicted ones among them).
+             * @description Webhooks dead-lettered once admitted (evicted ones among them).
              */
             dead_lettered: number;
             /**
@@ -909,7 +909,10 @@ export interface components {
             rate_now: number;
             /**
              * Format: int64
-             * @description Webhooks refused.
+             * @description Webhooks refused: their senders were answered 429 or 503. An
+             *     endpoint's event copies its full queue refused are among them, each
+             *     dead-lettered with reason `overflow` (in the dead letters, not in
+             *     `dead_lettered`).
              */
             refused: number;
         };

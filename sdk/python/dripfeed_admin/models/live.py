@@ -25,17 +25,20 @@ class Live:
     relay's together).
 
         Attributes:
-            accepted (int): Webhooks admitted.
+            accepted (int): Webhooks admitted (an endpoint's event copies among them).
             active (bool): Whether its throttle runs now (with `queue = redis`: this relay's drain).
             breaker (str): `closed`, `open` or `half-open` (with `queue = redis`: `closed`).
             capacity (int): Webhooks it may queue (budget × rate), busy or idle.
-            dead_lettered (int): Webhooks dead-lettered (evicted ones among them).
+            dead_lettered (int): Webhooks dead-lettered once admitted (evicted ones among them).
             delivered (int): Webhooks delivered.
             depth (int): Webhooks queued.
             held (int): Webhooks held: queued, waiting for a retry or in flight.
             in_flight (int): Deliveries running (on this relay).
             rate_now (float): Its drain rate now, webhooks/s; while idle, the rate it would start at.
-            refused (int): Webhooks refused.
+            refused (int): Webhooks refused: their senders were answered 429 or 503. An
+                endpoint's event copies its full queue refused are among them, each
+                dead-lettered with reason `overflow` (in the dead letters, not in
+                `dead_lettered`).
      """
 
     accepted: int
