@@ -327,6 +327,7 @@ impl Settings {
     /// `max_in_flight` with none configured too. A lane's deliveries take
     /// no place another lane needs (each has its own), so a cap there only
     /// bounds one destination's connections.
+    #[cfg(feature = "redis")]
     pub(crate) fn lane_cap(&self, destinations: usize) -> usize {
         match (self.max_in_flight_per_destination, destinations) {
             (None, 0) => self.max_in_flight,
