@@ -102,7 +102,8 @@ impl Admin {
     ),
     responses(
         (status = 200, description = "A page of applications, by name.", body = ApplicationList),
-        (status = 400, description = "A limit that is not a number from 1 to 1000, a cursor that is not a name, or a parameter given twice.", body = Problem, content_type = "application/problem+json"),
+        (status = 400, description = "A limit that is not a number from 1 to 1000, or a parameter given twice.", body = Problem, content_type = "application/problem+json"),
+        (status = 422, description = "A cursor that is not a name (bad-cursor), as every listing answers a cursor it did not give.", body = Problem, content_type = "application/problem+json"),
         (status = 401, description = "No admin token, or not the admin token.", body = Problem, content_type = "application/problem+json",
             headers(("WWW-Authenticate" = String, description = "`Bearer realm=\"dripfeed-relay\"`"))),
         (status = 403, description = "Without an admin token, a request that names the listener by a host name other than localhost (not-local: DNS rebinding).", body = Problem, content_type = "application/problem+json"),
@@ -117,7 +118,7 @@ pub(crate) async fn list(State(admin): State<Arc<Admin>>, RawQuery(raw): RawQuer
         .as_deref()
         .is_some_and(|c| !crate::config::valid_name(c))
     {
-        return *super::paging::bad("cursor: a next_cursor is a name");
+        return super::paging::bad_cursor();
     }
     let (page, next) = admin.catalog.apps_page(q.cursor.as_deref(), q.limit);
     let applications = page
@@ -369,7 +370,8 @@ fn with_app(app: &str, body: &Bytes) -> Result<Bytes, Box<Response>> {
     ),
     responses(
         (status = 200, description = "A page of the application's endpoints, by name.", body = EndpointList),
-        (status = 400, description = "A limit that is not a number from 1 to 1000, a cursor that is not a name, or a parameter given twice.", body = Problem, content_type = "application/problem+json"),
+        (status = 400, description = "A limit that is not a number from 1 to 1000, or a parameter given twice.", body = Problem, content_type = "application/problem+json"),
+        (status = 422, description = "A cursor that is not a name (bad-cursor), as every listing answers a cursor it did not give.", body = Problem, content_type = "application/problem+json"),
         (status = 401, description = "No admin token, or not the admin token.", body = Problem, content_type = "application/problem+json",
             headers(("WWW-Authenticate" = String, description = "`Bearer realm=\"dripfeed-relay\"`"))),
         (status = 403, description = "Without an admin token, a request that names the listener by a host name other than localhost (not-local: DNS rebinding).", body = Problem, content_type = "application/problem+json"),
@@ -392,7 +394,7 @@ pub(crate) async fn endpoints(
         .as_deref()
         .is_some_and(|c| !crate::config::valid_name(c))
     {
-        return *super::paging::bad("cursor: a next_cursor is a name");
+        return super::paging::bad_cursor();
     }
     let (page, next) = admin
         .catalog

@@ -968,6 +968,20 @@ async fn a_repeated_event_does_not_spend_the_tenants_quota() {
     let mut relay = Relay::start_with(&argv(&args), &[]).await;
     let url = relay.admin_url("/v1/applications/acme");
     assert_eq!(send(reqwest::Method::PUT, &url, None).await.0, 201);
+    // Every listing answers a cursor it did not give alike: 422 bad-cursor.
+    for listing in [
+        "/v1/applications?cursor=bad!",
+        "/v1/applications/acme/endpoints?cursor=bad!",
+        "/v1/applications/acme/events?cursor=abc",
+        "/v1/destinations?cursor=abc",
+    ] {
+        let (status, v) = send(reqwest::Method::GET, &relay.admin_url(listing), None).await;
+        assert_eq!(
+            (status, &v["type"]),
+            (422, &json!("urn:dripfeed:problem:bad-cursor")),
+            "{listing}: {v}"
+        );
+    }
     let post_as = |tenant: &'static str, key: &'static str, body: &'static str| {
         let url = relay.url("/v1/applications/acme/events");
         async move {

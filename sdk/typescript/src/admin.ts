@@ -1245,7 +1245,7 @@ export interface operations {
                     "application/json": components["schemas"]["ApplicationList"];
                 };
             };
-            /** @description A limit that is not a number from 1 to 1000, a cursor that is not a name, or a parameter given twice. */
+            /** @description A limit that is not a number from 1 to 1000, or a parameter given twice. */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -1267,6 +1267,15 @@ export interface operations {
             };
             /** @description Without an admin token, a request that names the listener by a host name other than localhost (not-local: DNS rebinding). */
             403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description A cursor that is not a name (bad-cursor), as every listing answers a cursor it did not give. */
+            422: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -1585,7 +1594,7 @@ export interface operations {
                     "application/json": components["schemas"]["EndpointList"];
                 };
             };
-            /** @description A limit that is not a number from 1 to 1000, a cursor that is not a name, or a parameter given twice. */
+            /** @description A limit that is not a number from 1 to 1000, or a parameter given twice. */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -1616,6 +1625,15 @@ export interface operations {
             };
             /** @description No application of that name. */
             404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description A cursor that is not a name (bad-cursor), as every listing answers a cursor it did not give. */
+            422: {
                 headers: {
                     [name: string]: unknown;
                 };
