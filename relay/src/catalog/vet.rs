@@ -24,6 +24,23 @@ pub(crate) struct Vetter {
 /// Why a destination does not pass: its problem type and what is wrong.
 pub(crate) type Unfit = (&'static str, String);
 
+/// What in `url` would not reach its receiver as written, if anything:
+/// the admin API takes what a delivery sends, not what it would rewrite
+/// (the configuration, checked at start, stays as lenient as it was).
+pub(crate) fn unsendable(url: &str) -> Option<&'static str> {
+    if url.contains(char::is_whitespace) {
+        return Some("it holds a space: percent-encode it (%20)");
+    }
+    let parsed = reqwest::Url::parse(url).ok()?;
+    if parsed.fragment().is_some() {
+        return Some("a #fragment is never sent to the receiver: leave it out");
+    }
+    if parsed.port() == Some(0) {
+        return Some("port 0 cannot be delivered to");
+    }
+    None
+}
+
 impl Vetter {
     /// `fields` as a destination within `limits`, or its problem type
     /// (`bad-destination`, `private-destination`) and what is wrong.
@@ -31,6 +48,9 @@ impl Vetter {
         let dest = fields
             .check_body(&self.origin)
             .map_err(|detail| ("bad-destination", detail))?;
+        if let Some(why) = unsendable(dest.url.as_str()) {
+            return Err(("bad-destination", format!("{}: {why}", dest.url)));
+        }
         limits
             .check(&dest)
             .map_err(|detail| ("bad-destination", detail))?;
@@ -42,5 +62,24 @@ impl Vetter {
             return Err(("private-destination", detail));
         }
         Ok(dest)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::unsendable;
+
+    #[test]
+    fn the_admin_api_takes_only_urls_sent_as_written() {
+        assert_eq!(unsendable("https://hooks.example/a%20b?q=1"), None);
+        assert_eq!(unsendable("http://127.0.0.1:8080/x"), None);
+        for bad in [
+            "http://127.0.0.1:47010/a b",
+            "https://hooks.example/x?q=x y",
+            "https://hooks.example/x#frag",
+            "http://127.0.0.1:0/a",
+        ] {
+            assert!(unsendable(bad).is_some(), "{bad}");
+        }
     }
 }
