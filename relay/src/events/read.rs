@@ -94,7 +94,7 @@ impl EventStore {
         let mut next = None;
         for (scanned, (k, v)) in read.range(BY_APP, &from, Some(&to)).rev().enumerate() {
             let seq = tail_seq(k);
-            if items.len() == limit || scanned == MAX_SCAN {
+            if scanned == MAX_SCAN {
                 next = Some(seq.saturating_add(1));
                 break;
             }
@@ -102,6 +102,12 @@ impl EventStore {
                 && t.as_bytes() != v.bytes()?.as_slice()
             {
                 continue;
+            }
+            // A full page names a next one only when one more matches: a
+            // page that ends the listing says so (no empty page after it).
+            if items.len() == limit {
+                next = Some(seq.saturating_add(1));
+                break;
             }
             if let Some(r) = json(&read, EVENTS, &seq_key(seq))? {
                 items.push((seq, r));
@@ -129,7 +135,7 @@ impl EventStore {
         let mut next = None;
         for (scanned, (k, _)) in read.range(BY_ENDPOINT, &from, Some(&to)).rev().enumerate() {
             let seq = tail_seq(k);
-            if items.len() == limit || scanned == MAX_SCAN {
+            if scanned == MAX_SCAN {
                 next = Some(seq.saturating_add(1));
                 break;
             }
@@ -148,6 +154,11 @@ impl EventStore {
             else {
                 continue;
             };
+            // As for events: a next page only when one more is listed.
+            if items.len() == limit {
+                next = Some(seq.saturating_add(1));
+                break;
+            }
             items.push((seq, event.kind, copy));
         }
         Ok(Page { items, next })

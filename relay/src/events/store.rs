@@ -602,6 +602,37 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn a_filtered_listing_names_a_next_page_only_when_one_more_matches() {
+        let store = EventStore::open(None).unwrap();
+        for seq in 1..=9u64 {
+            let kind = if seq >= 6 { "odd.one" } else { "thing.done" };
+            let r = EventRecord {
+                kind: kind.into(),
+                ..event(&[])
+            };
+            store.post(seq, r, "{}".into(), 0).await.unwrap();
+        }
+        // Four of type odd.one (6..=9), newest first, two a page: the
+        // second page ends the listing, though older events of another
+        // type follow it.
+        let first = store.events("acme", Some("odd.one"), None, 2).unwrap();
+        let seqs: Vec<u64> = first.items.iter().map(|(s, _)| *s).collect();
+        assert_eq!((seqs, first.next), (vec![9, 8], Some(8)));
+        let second = store
+            .events("acme", Some("odd.one"), first.next, 2)
+            .unwrap();
+        let seqs: Vec<u64> = second.items.iter().map(|(s, _)| *s).collect();
+        assert_eq!(
+            (seqs, second.next),
+            (vec![7, 6], None),
+            "no empty page after"
+        );
+        // Unfiltered, an exact last page says so too.
+        let all = store.events("acme", None, Some(3), 2).unwrap();
+        assert_eq!((all.items.len(), all.next), (2, None));
+    }
+
+    #[tokio::test]
     async fn a_key_is_its_applications_not_an_earlier_ones_of_the_name() {
         use super::Posted;
         let store = EventStore::open(None).unwrap();
