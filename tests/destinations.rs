@@ -747,3 +747,42 @@ async fn two_drivers_pace_a_thousand_slow_destinations_and_ten_fast_ones() {
         );
     }
 }
+
+/// A destination's next throttle goes on from what its deliveries took
+/// before it went idle: closing, it starts none that would outlast the
+/// grace (a fresh estimate started every delivery again, each cut off at
+/// the deadline and sent twice after a restart).
+#[tokio::test(start_paused = true)]
+async fn what_deliveries_take_outlives_a_destinations_idle_spell() {
+    let started = Arc::new(AtomicU32::new(0));
+    let set = {
+        let started = started.clone();
+        Destinations::builder(Throttle::builder().drain_rate(10.0).max_in_flight(8)).build(
+            move |_name: &str| {
+                let started = started.clone();
+                move |_: &u32, _| {
+                    started.fetch_add(1, Ordering::Relaxed);
+                    async {
+                        sleep(Duration::from_millis(1500)).await;
+                        Delivery::Done
+                    }
+                }
+            },
+        )
+    }
+    .unwrap();
+    set.try_submit("slow", 0).unwrap();
+    sleep(Duration::from_secs(4)).await; // delivered, then idle: no throttle
+    assert_eq!(set.active(), 0);
+    for job in 1..=10 {
+        set.try_submit("slow", job).unwrap();
+    }
+    let (stats, returned) = set.shutdown(Duration::from_secs(1)).await;
+    assert_eq!(
+        started.load(Ordering::Relaxed),
+        1,
+        "none started that would outlast 1 s"
+    );
+    assert_eq!(returned.len(), 10);
+    assert_eq!(stats[0].delivered(), 1);
+}

@@ -11,6 +11,7 @@ use super::member::Member;
 use super::stats::{DestinationStats, Totals};
 use super::tally::Tally;
 use super::{Inner, OTHER};
+use crate::drain::slowest::faded;
 use crate::rate::AimdConfig;
 use crate::{Admitted, BuildError, Drain, RateError, Reason, Rejected, Throttle, ThrottleBuilder};
 
@@ -63,6 +64,10 @@ pub(crate) struct Dest<J> {
     activations: AtomicU64,
     /// When it was last named by a submission, ns since the process's first.
     last_active: AtomicU64,
+    /// What its deliveries took lately as its last throttle went idle, ns,
+    /// and when (ns since the process's first): its next throttle's
+    /// closing drain goes on from it, faded by the time between.
+    slowest: [AtomicU64; 2],
     /// A named destination's capacity and rate gauges while it is idle
     /// (see [`Resting`]), when it has its own series.
     resting: Mutex<Option<Box<Resting>>>,
@@ -155,6 +160,7 @@ impl<J: Send + Sync + 'static> Dest<J> {
             refused: AtomicU64::new(0),
             activations: AtomicU64::new(0),
             last_active: AtomicU64::new(0),
+            slowest: [AtomicU64::new(0), AtomicU64::new(0)],
             resting: Mutex::new(resting),
         };
         if own {
@@ -324,6 +330,8 @@ impl<J: Send + Sync + 'static> Dest<J> {
         if let Some(n) = cfg.in_flight_override() {
             b = b.max_in_flight(n);
         }
+        let idle = since_start().saturating_sub(self.slowest[1].load(Ordering::Relaxed));
+        b = b.seed_slowest(faded(self.slowest[0].load(Ordering::Relaxed), idle));
         let label = self.label(&cfg);
         // Weak: the set holds the destination that holds the throttle
         // that holds the hook.
@@ -411,6 +419,8 @@ impl<J: Send + Sync + 'static> Dest<J> {
             return;
         };
         let stats = l.throttle.stats();
+        self.slowest[0].store(l.throttle.slowest_now(), Ordering::Relaxed);
+        self.slowest[1].store(since_start(), Ordering::Relaxed);
         lock(&self.totals)
             .get_or_insert_with(Box::default)
             .absorb(&stats);

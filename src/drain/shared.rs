@@ -132,6 +132,8 @@ pub(crate) struct Parts<J> {
     pub(crate) labels: Vec<(String, String)>,
     /// Whether the metric series may be shared (published as increments).
     pub(crate) summed: bool,
+    /// Where the estimate of a delivery's time starts, ns.
+    pub(crate) slowest_seed: u64,
     pub(crate) hook: Option<Arc<dyn DrainHook>>,
     pub(crate) cost: Option<CostFn<J>>,
     pub(crate) rate: f64,
@@ -186,7 +188,7 @@ impl<J> Shared<J> {
             leftovers: Mutex::new(Vec::new()),
             stop: Stop::default(),
             stopped: Mutex::new(Vec::new()),
-            slowest: Slowest::default(),
+            slowest: Slowest::seeded(parts.slowest_seed),
         }
     }
 

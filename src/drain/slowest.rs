@@ -39,6 +39,14 @@ impl Slowest {
         }
     }
 
+    /// An estimate starting at `ns` (at the clock's 0: a new throttle's).
+    pub(crate) fn seeded(ns: u64) -> Slowest {
+        Slowest {
+            ns: AtomicU64::new(ns),
+            at: AtomicU64::new(0),
+        }
+    }
+
     /// The estimate at `now`, ns.
     pub(crate) fn faded_at(&self, now: u64) -> u64 {
         let since = now.saturating_sub(self.at.load(Ordering::Relaxed));

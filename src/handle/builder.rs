@@ -84,6 +84,9 @@ pub struct ThrottleBuilder<J> {
     shared_in_flight: Option<InFlightBudget>,
     labels: Vec<(String, String)>,
     summed: bool,
+    /// What deliveries took lately, as a throttle before this one (of the
+    /// same destination) left it, ns: a closing drain starts from it.
+    slowest_seed: u64,
     #[cfg(feature = "journal")]
     journal: Option<crate::journal::journaling::Journaling<J>>,
     #[cfg(feature = "journal")]
@@ -150,6 +153,7 @@ impl<J: Send + Sync + 'static> ThrottleBuilder<J> {
             shared_in_flight: None,
             labels: Vec::new(),
             summed: false,
+            slowest_seed: 0,
             #[cfg(feature = "journal")]
             journal: None,
             #[cfg(feature = "journal")]
@@ -862,6 +866,14 @@ impl<J: Send + Sync + 'static> ThrottleBuilder<J> {
         self
     }
 
+    /// Starts the throttle's estimate of what a delivery takes (what a
+    /// closing drain goes by) at `ns`: a destination's next throttle goes
+    /// on from its last one's.
+    pub(crate) fn seed_slowest(mut self, ns: u64) -> Self {
+        self.slowest_seed = ns;
+        self
+    }
+
     /// A copy of every setting but the journal (a journal belongs to one
     /// throttle; see [`shared_journal`](Self::shared_journal) for throttles
     /// that share one), to build several throttles alike.
@@ -906,6 +918,7 @@ impl<J: Send + Sync + 'static> ThrottleBuilder<J> {
             shared_in_flight: self.shared_in_flight.clone(),
             labels: self.labels.clone(),
             summed: self.summed,
+            slowest_seed: self.slowest_seed,
             #[cfg(feature = "journal")]
             journal: None,
             #[cfg(feature = "journal")]
@@ -1187,6 +1200,7 @@ impl<J: Send + Sync + 'static> ThrottleBuilder<J> {
             },
             labels: self.labels,
             summed: self.summed,
+            slowest_seed: self.slowest_seed,
             hook: self.hook,
             cost: self.cost,
             feedback: self.adaptive.as_ref().map(|_| Feedback::new()),

@@ -689,6 +689,14 @@ impl<J: 'static> Throttle<J> {
         self.shared.stats()
     }
 
+    /// What a delivery takes lately, as a closing drain reckons it, ns (see
+    /// [`shutdown`](Self::shutdown)): a destination keeps it across its
+    /// throttles.
+    pub(crate) fn slowest_now(&self) -> u64 {
+        let s = &*self.shared;
+        s.slowest.faded_at(s.clock.ns(tokio::time::Instant::now()))
+    }
+
     /// Shuts down: new submits are refused as `Closed`; queued jobs keep
     /// draining at the current rate for up to `grace`, and deliveries
     /// under way may end meanwhile. No delivery starts that would outlast
