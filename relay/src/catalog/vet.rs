@@ -27,18 +27,41 @@ pub(crate) type Unfit = (&'static str, String);
 /// What in `url` would not reach its receiver as written, if anything:
 /// the admin API takes what a delivery sends, not what it would rewrite
 /// (the configuration, checked at start, stays as lenient as it was).
-pub(crate) fn unsendable(url: &str) -> Option<&'static str> {
+pub(crate) fn unsendable(url: &str) -> Option<String> {
     if url.contains(char::is_whitespace) {
-        return Some("it holds a space: percent-encode it (%20)");
+        return Some("it holds a space: percent-encode it (%20)".into());
     }
     let parsed = reqwest::Url::parse(url).ok()?;
     if parsed.fragment().is_some() {
-        return Some("a #fragment is never sent to the receiver: leave it out");
+        return Some("a #fragment is never sent to the receiver: leave it out".into());
     }
     if parsed.port() == Some(0) {
-        return Some("port 0 cannot be delivered to");
+        return Some("port 0 cannot be delivered to".into());
     }
-    None
+    // Anything else the parser rewrites (a backslash, `.` and `..`
+    // segments, bytes it percent-encodes, an empty or default port):
+    // the URL as it would be sent, to give instead. Case in the scheme and
+    // host, and the `/` an empty path gets, are not worth a refusal.
+    let sent = parsed.as_str();
+    if sent.eq_ignore_ascii_case(url) || sent.eq_ignore_ascii_case(&with_root(url)) {
+        return None;
+    }
+    Some(format!("it would be sent as {sent}: give it so"))
+}
+
+/// `url` with the `/` of an empty path after its authority, as a parser
+/// writes it (`http://a.example?q` → `http://a.example/?q`).
+fn with_root(url: &str) -> String {
+    let Some(start) = url.find("://").map(|i| i + 3) else {
+        return url.to_owned();
+    };
+    let end = url[start..]
+        .find(['/', '?', '#'])
+        .map_or(url.len(), |i| start + i);
+    match url[end..].starts_with('/') {
+        true => url.to_owned(),
+        false => format!("{}/{}", &url[..end], &url[end..]),
+    }
 }
 
 impl Vetter {
@@ -71,15 +94,34 @@ mod tests {
 
     #[test]
     fn the_admin_api_takes_only_urls_sent_as_written() {
-        assert_eq!(unsendable("https://hooks.example/a%20b?q=1"), None);
-        assert_eq!(unsendable("http://127.0.0.1:8080/x"), None);
+        for good in [
+            "https://hooks.example/a%20b?q=1",
+            "http://127.0.0.1:8080/x",
+            "https://hooks.example",
+            "https://hooks.example?x=1",
+            "HTTPS://Hooks.Example/Path",
+            "https://user:pass@hooks.example:8443/x?y=%C3%A9",
+            "http://[::1]:8080/x",
+        ] {
+            assert_eq!(unsendable(good), None, "{good}");
+        }
         for bad in [
             "http://127.0.0.1:47010/a b",
             "https://hooks.example/x?q=x y",
             "https://hooks.example/x#frag",
             "http://127.0.0.1:0/a",
+            "http://127.0.0.1:47010/a\\b",
+            "http://127.0.0.1:47010/./x/../y",
+            "http://127.0.0.1:47010/caf\u{e9}",
+            "http://127.0.0.1:/emptyport",
+            "http://127.0.0.1:047650/x",
+            "http://hooks.example:80/x",
         ] {
             assert!(unsendable(bad).is_some(), "{bad}");
         }
+        assert_eq!(
+            unsendable("http://127.0.0.1:47010/./x/../y").as_deref(),
+            Some("it would be sent as http://127.0.0.1:47010/y: give it so")
+        );
     }
 }

@@ -69,12 +69,15 @@ declare_settings! {
     ceiling: f64 = "400";
     /// The receiver p99 the adaptive drain aims under, e.g. 150ms.
     target_p99: Duration = "150ms";
-    /// Deliveries running at once, shared by every destination.
+    /// Deliveries running at once, shared by every destination (with
+    /// queue = redis: each destination's on this relay, none shared).
     max_in_flight: usize = "64";
     /// The most deliveries one destination may have running (its cap in
     /// max_in_flight): a dead receiver holds no more. Unset: 8, but a
-    /// relay started with one configured destination lets that one run all
-    /// of max_in_flight (those made later through the admin API get 8).
+    /// relay started with one destination (not an endpoint) lets that one
+    /// run all of max_in_flight (those made later through the admin API
+    /// get 8); with queue = redis, all of max_in_flight with none or one
+    /// configured.
     max_in_flight_per_destination: usize;
     /// How long a delivery may take before it counts as failed, e.g. 10s.
     deliver_timeout: Duration = "10s";
