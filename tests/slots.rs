@@ -165,15 +165,19 @@ async fn shutdown_releases_waiters_as_closed() {
     assert_eq!(report.outcome(Outcome::Returned), 1);
 }
 
-#[tokio::test(start_paused = true)]
-async fn reported_calls_drive_the_adaptive_rate() {
+/// Slots whose drain adapts between 10/s and 100/s.
+fn adaptive_slots() -> dripfeed::ThrottleBuilder<dripfeed::Waiter> {
     let aimd = AimdConfig::default()
         .with_floor(10.0)
         .with_ceiling(100.0)
         .build()
         .unwrap();
-    let (slots, _drain) = Slots::builder()
-        .adaptive(aimd)
+    Slots::builder().adaptive(aimd)
+}
+
+#[tokio::test(start_paused = true)]
+async fn reported_calls_drive_the_adaptive_rate() {
+    let (slots, _drain) = adaptive_slots()
         .drain_rate(50.0)
         .capacity(1000)
         .build_slots()
@@ -205,16 +209,7 @@ async fn reported_calls_drive_the_adaptive_rate() {
 /// drain that hears of it later waits only what is left of it.
 #[tokio::test(start_paused = true)]
 async fn a_retry_after_pauses_from_the_answer_not_from_the_next_call() {
-    let aimd = AimdConfig::default()
-        .with_floor(10.0)
-        .with_ceiling(100.0)
-        .build()
-        .unwrap();
-    let (slots, _drain) = Slots::builder()
-        .adaptive(aimd)
-        .drain_rate(100.0)
-        .build_slots()
-        .unwrap();
+    let (slots, _drain) = adaptive_slots().drain_rate(100.0).build_slots().unwrap();
     let slot = slots.acquire().await.unwrap();
     slot.report(Delivery::Retry {
         after: Some(Duration::from_secs(2)),

@@ -119,7 +119,7 @@ impl Caps {
 }
 
 /// A destination's overrides.
-pub(crate) fn overrides(d: &crate::config::Destination) -> DestinationConfig {
+fn overrides(d: &crate::config::Destination) -> DestinationConfig {
     let mut c = DestinationConfig::default().own_series(d.own_series());
     if let Some(r) = d.rate {
         c = c.rate(r);

@@ -16,6 +16,16 @@ local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local upto = now
 if ARGV[2] == 'all' then upto = '+inf' end
+
+-- A status's eight fields ("state|attempts|last|next|got|ended|entry|owner"), or nil.
+local function fields(rec)
+  if not rec then return nil end
+  local f = {string.match(rec,
+    '^([^|]*)|([^|]*)|([^|]*)|([^|]*)|([^|]*)|([^|]*)|([^|]*)|(.*)$')}
+  if #f == 8 then return f end
+  return nil
+end
+
 local longest = tonumber(ARGV[3])
 if longest and ARGV[2] ~= 'all' then
   local latest = now + longest
@@ -24,14 +34,11 @@ if longest and ARGV[2] ~= 'all' then
   for _, m in ipairs(far) do
     redis.call('ZADD', KEYS[2], latest, m)
     local a = string.find(m, '\n', 1, true)
-    local rec = a and redis.call('HGET', KEYS[3], string.sub(m, 1, a - 1))
-    if rec then
-      local st, n, last, _, rest = string.match(rec,
-        '^([^|]*)|([^|]*)|([^|]*)|([^|]*)|(.*)$')
-      if st == 'r' then
-        redis.call('HSET', KEYS[3], string.sub(m, 1, a - 1),
-          st .. '|' .. n .. '|' .. last .. '|' .. latest .. '|' .. rest)
-      end
+    local id = a and string.sub(m, 1, a - 1)
+    local f = id and fields(redis.call('HGET', KEYS[3], id))
+    if f and f[1] == 'r' then
+      f[4] = latest
+      redis.call('HSET', KEYS[3], id, table.concat(f, '|'))
     end
   end
 end
@@ -44,14 +51,10 @@ for _, m in ipairs(due) do
     local id = string.sub(m, 1, a - 1)
     local sid = redis.call('XADD', KEYS[1], '*', 'id', id,
       'n', string.sub(m, a + 1, b - 1), 'job', string.sub(m, b + 1))
-    local rec = redis.call('HGET', KEYS[3], id)
-    if rec then
-      local st, n, last, _, got, _, _, owner = string.match(rec,
-        '^([^|]*)|([^|]*)|([^|]*)|([^|]*)|([^|]*)|([^|]*)|([^|]*)|(.*)$')
-      if st then
-        redis.call('HSET', KEYS[3], id,
-          'q|' .. n .. '|' .. last .. '||' .. got .. '||' .. sid .. '|' .. owner)
-      end
+    local f = fields(redis.call('HGET', KEYS[3], id))
+    if f then
+      redis.call('HSET', KEYS[3], id,
+        'q|' .. f[2] .. '|' .. f[3] .. '||' .. f[5] .. '||' .. sid .. '|' .. f[8])
     end
   end
 end
