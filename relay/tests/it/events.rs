@@ -1156,6 +1156,13 @@ async fn a_redriven_copy_stays_its_events(engine: Engine) {
         .await
         .unwrap();
     assert!(text.contains(&format!(r#""payload":{payload}"#)), "{text}");
+    // A listing by type that one page holds ends there: no cursor to an
+    // empty page (the fleet's named one while any older event was left).
+    let listing = relay.admin_url("/v1/applications/acme/events?type=order.paid&limit=1");
+    let (status, page) = send(reqwest::Method::GET, &listing, None).await;
+    assert_eq!(status, 200, "{page}");
+    assert_eq!(page["events"].as_array().map(Vec::len), Some(1), "{page}");
+    assert!(page["next_cursor"].is_null(), "{page}");
     relay.signal("TERM");
     assert!(relay.exit(Duration::from_secs(30)).await.success());
 }

@@ -321,12 +321,18 @@ impl Events for FleetQueue {
         let mut scan = Scan::new(&self.shared.events, app, before);
         let mut items = Vec::new();
         while let Some((id, record)) = scan.next().await? {
-            if items.len() == limit || scan.scanned > MAX_SCAN {
+            if scan.scanned > MAX_SCAN {
                 return Ok(Page::more(items, id));
             }
-            if kind.is_none_or(|k| record.kind == k) {
-                items.push((id, record));
+            if kind.is_some_and(|k| record.kind != k) {
+                continue;
             }
+            // A full page names a next one only when one more matches: a
+            // page that ends the listing says so (no empty page after it).
+            if items.len() == limit {
+                return Ok(Page::more(items, id));
+            }
+            items.push((id, record));
         }
         Ok(Page { items, next: None })
     }
@@ -343,7 +349,7 @@ impl Events for FleetQueue {
         let one = [endpoint.to_owned()];
         let mut items = Vec::new();
         while let Some((id, record)) = scan.next().await? {
-            if items.len() == limit || scan.scanned > MAX_SCAN {
+            if scan.scanned > MAX_SCAN {
                 return Ok(Page::more(items, id));
             }
             if !record.copies.iter().any(|c| c == endpoint) {
@@ -352,9 +358,14 @@ impl Events for FleetQueue {
             let Some(copy) = self.copies_of(app, id, &one).await?.pop() else {
                 continue;
             };
-            if copy.listed(failed) {
-                items.push((id, record.kind, copy));
+            if !copy.listed(failed) {
+                continue;
             }
+            // As for events: a next page only when one more is listed.
+            if items.len() == limit {
+                return Ok(Page::more(items, id));
+            }
+            items.push((id, record.kind, copy));
         }
         Ok(Page { items, next: None })
     }
