@@ -192,9 +192,9 @@ pub(crate) async fn put(
         Ok(pre) => pre,
         Err(refused) => return *refused,
     };
-    let body = match body {
+    let body = match super::change_answers::read_body(body) {
         Ok(b) => b,
-        Err(e) => return e.into_response(),
+        Err(refused) => return *refused,
     };
     let given: ApplicationPut = match body.is_empty() {
         true => ApplicationPut::default(),

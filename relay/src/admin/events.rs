@@ -134,6 +134,9 @@ fn event_view(id: u64, r: EventRecord) -> EventView {
 pub(crate) struct EventList {
     events: Vec<EventView>,
     /// Where the next (older) page starts (`cursor`); `null` on the last.
+    /// With a `type`, a page reads at most 10,000 events: it may hold
+    /// fewer than `limit` (none, even) and name a next one; follow the
+    /// cursor until it is `null`.
     next_cursor: Option<String>,
 }
 
@@ -154,6 +157,9 @@ pub(crate) struct EndpointCopy {
 pub(crate) struct AttemptList {
     copies: Vec<EndpointCopy>,
     /// Where the next (older) page starts (`cursor`); `null` on the last.
+    /// A page reads at most 10,000 of the application's events: it may
+    /// hold fewer than `limit` (none, even) and name a next one; follow
+    /// the cursor until it is `null`.
     next_cursor: Option<String>,
 }
 
@@ -441,7 +447,7 @@ fn send_again_refused(e: SendAgain) -> Response {
 fn body_of<T: serde::de::DeserializeOwned>(
     body: Result<Bytes, BytesRejection>,
 ) -> Result<T, Box<Response>> {
-    let body = body.map_err(|e| Box::new(e.into_response()))?;
+    let body = super::change_answers::read_body(body)?;
     let v: serde_json::Value = serde_json::from_slice(&body).map_err(|e| {
         Box::new(problem(
             StatusCode::BAD_REQUEST,
@@ -474,13 +480,14 @@ fn body_of<T: serde::de::DeserializeOwned>(
     params(("app" = String, Path, description = "The application."), ("id" = String, Path, description = "The event's id.", pattern = "^[0-9]{1,20}$")),
     request_body(content = Resend, content_type = "application/json"),
     responses(
-        (status = 202, description = "Sent again: queued to the endpoint (through its bucket), or dead-lettered with reason overflow if its queue is full.", body = SentAgain),
+        (status = 202, description = "Sent again: queued to the endpoint (through its bucket); while its queue is full, the copy waits for room (listed pending).", body = SentAgain),
         (status = 400, description = "A body that is not JSON.", body = Problem, content_type = "application/problem+json"),
         (status = 401, description = "No admin token, or not the admin token.", body = Problem, content_type = "application/problem+json",
             headers(("WWW-Authenticate" = String, description = "`Bearer realm=\"dripfeed-relay\"`"))),
         (status = 403, description = "Without an admin token, a request that names the listener by a host name other than localhost (not-local: DNS rebinding).", body = Problem, content_type = "application/problem+json"),
         (status = 404, description = "No such application (unknown-application), no such event in it or no copy of it for that endpoint (unknown-event), or no such endpoint (unknown-destination).", body = Problem, content_type = "application/problem+json"),
         (status = 409, description = "That copy is still on its way.", body = Problem, content_type = "application/problem+json"),
+        (status = 413, description = "The body is over 64 KiB.", body = Problem, content_type = "application/problem+json"),
         (status = 422, description = "Not a resend ({\"endpoint\": \"...\"}).", body = Problem, content_type = "application/problem+json"),
         (status = 503, description = "The events store cannot be read, or the listener serves its most connections.", body = Problem, content_type = "application/problem+json"),
     ))]
@@ -524,12 +531,13 @@ pub(crate) async fn resend(
     params(("app" = String, Path, description = "The application."), ("name" = String, Path, description = "The endpoint.")),
     request_body(content = Recover, content_type = "application/json"),
     responses(
-        (status = 202, description = "The endpoint's dead-lettered copies of events taken in the window, sent again (through its bucket): how many.", body = SentAgain),
+        (status = 202, description = "The endpoint's dead-lettered copies of events taken in the window, sent again (through its bucket; those its queue has no room for wait for it, listed pending): how many.", body = SentAgain),
         (status = 400, description = "A body that is not JSON.", body = Problem, content_type = "application/problem+json"),
         (status = 401, description = "No admin token, or not the admin token.", body = Problem, content_type = "application/problem+json",
             headers(("WWW-Authenticate" = String, description = "`Bearer realm=\"dripfeed-relay\"`"))),
         (status = 403, description = "Without an admin token, a request that names the listener by a host name other than localhost (not-local: DNS rebinding).", body = Problem, content_type = "application/problem+json"),
         (status = 404, description = "No such application (unknown-application), or no endpoint of that name in it (unknown-destination).", body = Problem, content_type = "application/problem+json"),
+        (status = 413, description = "The body is over 64 KiB.", body = Problem, content_type = "application/problem+json"),
         (status = 422, description = "Not a window (since, and until if given, RFC 3339; since before until).", body = Problem, content_type = "application/problem+json"),
         (status = 503, description = "The events store cannot be read, or the listener serves its most connections.", body = Problem, content_type = "application/problem+json"),
     ))]

@@ -21,6 +21,8 @@ pub(crate) enum BadName {
     Unreadable,
     /// Over [`MAX_NAME_BYTES`].
     TooLong,
+    /// A header that may be given once, given more than once.
+    Twice,
 }
 
 impl std::fmt::Display for BadName {
@@ -29,6 +31,7 @@ impl std::fmt::Display for BadName {
             BadName::Blank => "is empty",
             BadName::Unreadable => "is not visible ASCII",
             BadName::TooLong => "is longer than 256 bytes",
+            BadName::Twice => "is given more than once",
         })
     }
 }
@@ -70,7 +73,7 @@ pub(crate) fn idempotency_key(headers: &HeaderMap) -> Result<Option<String>, Bad
         return Ok(None);
     };
     if all.next().is_some() {
-        return Err(BadName::Unreadable);
+        return Err(BadName::Twice);
     }
     let key = readable(first.as_bytes())?;
     if key.contains(' ') {
@@ -83,7 +86,7 @@ pub(crate) fn idempotency_key(headers: &HeaderMap) -> Result<Option<String>, Bad
 /// error; absent, blank or unreadable is the default tenant.
 pub(crate) fn tenant(headers: &HeaderMap, header: &str) -> Result<Tenant, BadName> {
     let named = match headers.get(header).map(|v| readable(v.as_bytes())) {
-        None | Some(Err(BadName::Blank | BadName::Unreadable)) => None,
+        None | Some(Err(BadName::Blank | BadName::Unreadable | BadName::Twice)) => None,
         Some(Err(BadName::TooLong)) => return Err(BadName::TooLong),
         Some(Ok(name)) => Some(name.to_owned()),
     };
@@ -163,6 +166,14 @@ mod tests {
             Err(BadName::TooLong)
         );
         assert!(idempotency_key(&with("idempotency-key", &long[..256])).is_ok());
+        let mut twice = with("idempotency-key", b"alpha");
+        twice.append("idempotency-key", HeaderValue::from_static("beta"));
+        assert_eq!(idempotency_key(&twice), Err(BadName::Twice));
+        assert_eq!(
+            BadName::Twice.to_string(),
+            "is given more than once",
+            "not called unreadable (both are visible ASCII)"
+        );
     }
 
     #[test]

@@ -321,7 +321,10 @@ async fn take(
 
 /// A header naming a key or tenant that cannot be taken: 400.
 fn bad_name(what: &str, why: BadName) -> Refusal {
-    let detail = format!("the {what} {why}: give 1 to 256 visible ASCII characters");
+    let detail = match why {
+        BadName::Twice => format!("the {what} {why}: give it once"),
+        _ => format!("the {what} {why}: give 1 to 256 visible ASCII characters"),
+    };
     let kind = match what {
         "tenant" => "bad-tenant",
         _ => "bad-idempotency-key",

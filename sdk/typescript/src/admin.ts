@@ -379,7 +379,12 @@ export interface components {
         /** @description A page of an endpoint's copies, newest first. */
         AttemptList: {
             copies: components["schemas"]["EndpointCopy"][];
-            /** @description Where the next (older) page starts (`cursor`); `null` on the last. */
+            /**
+             * @description Where the next (older) page starts (`cursor`); `null` on the last.
+             *     A page reads at most 10,000 of the application's events: it may
+             *     hold fewer than `limit` (none, even) and name a next one; follow
+             *     the cursor until it is `null`.
+             */
             next_cursor?: string | null;
         };
         /** @description One delivery attempt. */
@@ -794,7 +799,12 @@ export interface components {
         /** @description A page of events, newest first. */
         EventList: {
             events: components["schemas"]["EventView"][];
-            /** @description Where the next (older) page starts (`cursor`); `null` on the last. */
+            /**
+             * @description Where the next (older) page starts (`cursor`); `null` on the last.
+             *     With a `type`, a page reads at most 10,000 events: it may hold
+             *     fewer than `limit` (none, even) and name a next one; follow the
+             *     cursor until it is `null`.
+             */
             next_cursor?: string | null;
         };
         /** @description An event. */
@@ -2158,7 +2168,7 @@ export interface operations {
             };
         };
         responses: {
-            /** @description The endpoint's dead-lettered copies of events taken in the window, sent again (through its bucket): how many. */
+            /** @description The endpoint's dead-lettered copies of events taken in the window, sent again (through its bucket; those its queue has no room for wait for it, listed pending): how many. */
             202: {
                 headers: {
                     [name: string]: unknown;
@@ -2198,6 +2208,15 @@ export interface operations {
             };
             /** @description No such application (unknown-application), or no endpoint of that name in it (unknown-destination). */
             404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The body is over 64 KiB. */
+            413: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -2392,7 +2411,7 @@ export interface operations {
             };
         };
         responses: {
-            /** @description Sent again: queued to the endpoint (through its bucket), or dead-lettered with reason overflow if its queue is full. */
+            /** @description Sent again: queued to the endpoint (through its bucket); while its queue is full, the copy waits for room (listed pending). */
             202: {
                 headers: {
                     [name: string]: unknown;
@@ -2441,6 +2460,15 @@ export interface operations {
             };
             /** @description That copy is still on its way. */
             409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The body is over 64 KiB. */
+            413: {
                 headers: {
                     [name: string]: unknown;
                 };

@@ -29,6 +29,9 @@ class AttemptList:
         Attributes:
             copies (list[EndpointCopy]):
             next_cursor (None | str | Unset): Where the next (older) page starts (`cursor`); `null` on the last.
+                A page reads at most 10,000 of the application's events: it may
+                hold fewer than `limit` (none, even) and name a next one; follow
+                the cursor until it is `null`.
      """
 
     copies: list[EndpointCopy]

@@ -29,6 +29,9 @@ class EventList:
         Attributes:
             events (list[EventView]):
             next_cursor (None | str | Unset): Where the next (older) page starts (`cursor`); `null` on the last.
+                With a `type`, a page reads at most 10,000 events: it may hold
+                fewer than `limit` (none, even) and name a next one; follow the
+                cursor until it is `null`.
      """
 
     events: list[EventView]
