@@ -387,6 +387,8 @@ impl ConnectionLike for RedisConnection {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RedisError {
     message: String,
+    /// Sent, and no answer came: Redis may have run it.
+    unanswered: bool,
 }
 
 impl RedisError {
@@ -399,6 +401,7 @@ impl RedisError {
     pub fn unexpected(what: &str) -> Self {
         Self {
             message: format!("unexpected redis answer: {what}"),
+            unanswered: false,
         }
     }
 
@@ -411,7 +414,23 @@ impl RedisError {
     pub fn timeout() -> Self {
         Self {
             message: "redis command timed out".to_owned(),
+            unanswered: true,
         }
+    }
+
+    /// Whether Redis may have run the command all the same: it was sent
+    /// (or may have been) and no answer came, as when it timed out or the
+    /// connection dropped while waiting. A write that failed so may have
+    /// been made: only reading it back tells. A refused connection or an
+    /// error answer did not run it.
+    ///
+    /// ```
+    /// # use dripfeed::global::RedisError;
+    /// assert!(RedisError::timeout().may_have_run());
+    /// assert!(!RedisError::unexpected("no debt").may_have_run());
+    /// ```
+    pub fn may_have_run(&self) -> bool {
+        self.unanswered
     }
 }
 
@@ -419,6 +438,7 @@ impl From<redis::RedisError> for RedisError {
     fn from(e: redis::RedisError) -> Self {
         Self {
             message: format!("redis: {e}"),
+            unanswered: e.is_timeout() || (e.is_io_error() && !e.is_connection_refusal()),
         }
     }
 }

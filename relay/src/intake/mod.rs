@@ -182,7 +182,7 @@ async fn healthz() -> &'static str {
                 ("RateLimit" = String, description = "The refusing limit's state (draft-ietf-httpapi-ratelimit-headers)."),
                 ("RateLimit-Policy" = String, description = "The refusing limit's policy."),
             )),
-        (status = 503, description = "Overloaded (the destination's queue or the byte budget is full), the journal or dead-letter file cannot take it, the quota store is unavailable, the relay is shutting down, or the listener serves its most connections.", body = Problem, content_type = "application/problem+json",
+        (status = 503, description = "Overloaded (the destination's queue or the byte budget is full), the journal or dead-letter file cannot take it, the quota store is unavailable, the relay is shutting down, or the listener serves its most connections; with queue = redis, also unreplicated (queued, fewer replicas confirmed it) or unanswered (Redis did not answer in time: perhaps queued, under the id the detail names): retry those with the same Idempotency-Key.", body = Problem, content_type = "application/problem+json",
             headers(
                 ("Retry-After" = u64, description = "Seconds until a retry may be taken."),
                 ("RateLimit" = String, description = "The full queue's state, when a queue refused."),

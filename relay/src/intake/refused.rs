@@ -82,6 +82,15 @@ pub(super) fn refused(answers: &Answers, r: Refusal) -> Response {
             );
             (S::SERVICE_UNAVAILABLE, "unreplicated", detail)
         }
+        Cause::Unanswered(id) => {
+            Answers::bump(&answers.store_503);
+            let detail = format!(
+                "the shared queue (Redis) did not answer in time: the webhook may have been \
+                 queued as {id} and may still be delivered (GET /v1/webhooks/{id} tells once \
+                 Redis answers); retry with the same Idempotency-Key"
+            );
+            (S::SERVICE_UNAVAILABLE, "unanswered", detail)
+        }
         Cause::Invalid => {
             let detail = "this webhook can never be admitted";
             (S::BAD_REQUEST, "invalid", detail.into())

@@ -73,6 +73,11 @@ pub(crate) enum Cause {
     /// confirmed it (this many did). (The fleet's engine's only.)
     #[allow(dead_code)]
     Unreplicated(u64),
+    /// 503 `unanswered`: Redis did not answer the admission in time, so
+    /// the webhook may have been queued, as this id. (The fleet's
+    /// engine's only.)
+    #[allow(dead_code)]
+    Unanswered(u64),
     /// 400 `invalid`: it can never be admitted (too large to record).
     Invalid,
 }

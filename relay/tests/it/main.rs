@@ -27,6 +27,7 @@ mod fleet_adaptive;
 mod fleet_breaker;
 mod fleet_global;
 mod fleet_sentinel;
+mod fleet_stall;
 mod full_disk;
 mod harness;
 mod https;

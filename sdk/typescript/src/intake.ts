@@ -515,7 +515,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Overloaded (the destination's queue or the byte budget is full), the journal or dead-letter file cannot take it, the quota store is unavailable, the relay is shutting down, or the listener serves its most connections. */
+            /** @description Overloaded (the destination's queue or the byte budget is full), the journal or dead-letter file cannot take it, the quota store is unavailable, the relay is shutting down, or the listener serves its most connections; with queue = redis, also unreplicated (queued, fewer replicas confirmed it) or unanswered (Redis did not answer in time: perhaps queued, under the id the detail names): retry those with the same Idempotency-Key. */
             503: {
                 headers: {
                     /** @description The full queue's state, when a queue refused. */

@@ -40,8 +40,13 @@ pub(crate) async fn admit(shared: &Shared, a: Admission) -> Result<Accepted, Ref
     let answer = shared
         .admit(&destination, &job, scoped.as_deref(), charge, owner)
         .await;
-    if let Ok(Admit::Queued(_) | Admit::Evicted(_) | Admit::Unconfirmed(_) | Admit::Repeat(_)) =
-        answer
+    if let Ok(
+        Admit::Queued(_)
+        | Admit::Evicted(_)
+        | Admit::Unconfirmed(_)
+        | Admit::Repeat(_)
+        | Admit::Unanswered(_),
+    ) = answer
     {
         // Its drains wake (here at once, the fleet's within a poll); a
         // repeat too (its first admission's relay may have died).
@@ -90,6 +95,18 @@ pub(crate) async fn admit(shared: &Shared, a: Admission) -> Result<Accepted, Ref
             );
             Err(Refusal::after(
                 Cause::Unreplicated(replicas),
+                Duration::from_secs(1),
+            ))
+        }
+        Ok(Admit::Unanswered(id)) => {
+            // Neither admitted nor refused here: Redis's own count says
+            // which, once it runs or drops it.
+            tracing::warn!(
+                id,
+                "shared queue: Redis did not answer a webhook's admission in time; it may be queued"
+            );
+            Err(Refusal::after(
+                Cause::Unanswered(id),
                 Duration::from_secs(1),
             ))
         }
@@ -201,6 +218,9 @@ impl Shared {
                     tracing::warn!(error = %e, "shared queue: an idempotency key's admission was not recorded");
                 }
             }
+            // Perhaps queued under the key's id: the key stays pending, so
+            // a retry with it finds that id and the queue tells.
+            (_, Ok(Admit::Unanswered(_))) => {}
             (Some(_), Ok(_)) => self.release(&keyed).await,
             _ => {}
         }
@@ -210,7 +230,8 @@ impl Shared {
                 Ok(Admit::Queued(_)
                     | Admit::Unconfirmed(_)
                     | Admit::Evicted(_)
-                    | Admit::Deferred(_))
+                    | Admit::Deferred(_)
+                    | Admit::Unanswered(_))
             )
             && let Err(e) = store.refund(tenant, 1.0).await
         {
@@ -250,11 +271,14 @@ impl Shared {
                 .take()
                 .unwrap_or_else(|| webhook_id::fresh(destination))
                 .to_string();
-            answer = lane
+            answer = match lane
                 .queue
                 .admit_owned(&id, &bytes, None, lane.bound_now(), self.remember, owner)
                 .await
-                .map_err(|e| e.to_string())?;
+            {
+                Ok(answer) => answer,
+                Err(e) => return unanswered(e, &id),
+            };
             if answer != Queued::Taken {
                 break;
             }
@@ -271,11 +295,14 @@ impl Shared {
         id: &str,
         owner: Option<&str>,
     ) -> Result<Admit, String> {
-        let answer = lane
+        let answer = match lane
             .queue
             .admit_fresh(id, &encoded(job), lane.bound_now(), owner)
             .await
-            .map_err(|e| e.to_string())?;
+        {
+            Ok(answer) => answer,
+            Err(e) => return unanswered(e, id),
+        };
         self.answer(lane, answer)
     }
 
@@ -292,6 +319,15 @@ impl Shared {
                 (depth as f64 / lane.rate_now()).min(3600.0),
             )),
         })
+    }
+}
+
+/// A queueing of webhook `id` that failed with `e`: [`Admit::Unanswered`]
+/// when Redis may have run it all the same, else the failure.
+fn unanswered(e: dripfeed::global::RedisError, id: &str) -> Result<Admit, String> {
+    match e.may_have_run() {
+        true => Ok(Admit::Unanswered(number_of(id))),
+        false => Err(e.to_string()),
     }
 }
 

@@ -30,6 +30,10 @@ const ACK_BATCH: usize = 256;
 const CLAIM_AHEAD: Duration = Duration::from_millis(50);
 /// Entries one claim takes at most.
 const MAX_CLAIM: usize = 64;
+
+/// Pages of [`MAX_CLAIM`] entries a drain reads of its own pending list
+/// after a claim went unanswered (what it holds is in it too).
+const OWN_PAGES: usize = 64;
 /// How far ahead of its slot an emission may go (one timer tick).
 const PACE_SLACK: Duration = Duration::from_millis(1);
 /// How long acknowledgements wait for company before they are sent.
@@ -160,6 +164,8 @@ impl Drain {
         // Where the take-over scan of the pending list goes on from.
         let mut cursor = "0-0".to_owned();
         let mut failing = Failing::default();
+        // A claim failed that Redis may have run all the same.
+        let mut unanswered = false;
         let mut quiet = true;
         // Since when nothing came, and the fleet's depth as last read.
         let (mut quiet_since, mut depth_read): (Option<Instant>, Option<u64>) = (None, None);
@@ -279,6 +285,11 @@ impl Drain {
                 match q.claim(want).await {
                     Ok(got) => {
                         failing.ended();
+                        if unanswered {
+                            // Claims Redis ran after this relay stopped
+                            // waiting: pending here, held nowhere.
+                            unanswered = !this.take_up_own(held, &mut buffer).await;
+                        }
                         let now = Instant::now();
                         lock(held).extend(got.iter().map(|e| e.stream_id.clone()));
                         buffer.extend(got.into_iter().map(|e| (now, e)));
@@ -304,6 +315,7 @@ impl Drain {
                             p.spend();
                         }
                         failing.failed(&e);
+                        unanswered |= e.may_have_run();
                         tokio::time::sleep(Duration::from_millis(500)).await;
                         continue;
                     }
@@ -422,6 +434,41 @@ impl Drain {
                 ),
             }
         }
+    }
+
+    /// Takes up this consumer's pending entries that `held` does not hold
+    /// (claims Redis ran after this relay stopped waiting for them, which
+    /// would otherwise wait for a take-over scan: 15 s and more), into
+    /// `buffer`. Whether the whole list was read.
+    async fn take_up_own(
+        &self,
+        held: &Held,
+        buffer: &mut std::collections::VecDeque<(Instant, Claimed)>,
+    ) -> bool {
+        let mut after = "0".to_owned();
+        for _ in 0..OWN_PAGES {
+            let page = match self.lane.queue.own_pending(&after, MAX_CLAIM).await {
+                Ok(page) => page,
+                Err(e) => {
+                    tracing::debug!(error = %e, "shared queue: own pending entries not read");
+                    return false;
+                }
+            };
+            let whole = page.len() < MAX_CLAIM;
+            let now = Instant::now();
+            let mut ours = lock(held);
+            for e in page {
+                after.clone_from(&e.stream_id);
+                if ours.insert(e.stream_id.clone()) {
+                    tracing::info!(id = %e.id, "shared queue: took up a webhook claimed while Redis did not answer");
+                    buffer.push_back((now, e));
+                }
+            }
+            if whole {
+                return true;
+            }
+        }
+        true
     }
 
     /// Whether `entry`, just taken over, has been taken over too often

@@ -69,7 +69,8 @@ pub(crate) fn through_failover(url: &str, wait_replicas: u32) -> Option<&'static
     }
     let why = "a primary Sentinel watches, but no replica confirms a webhook before its 202 \
                (redis_wait_replicas = 0): a failover can lose the webhooks answered 202 just \
-               before it, as Redis replicates after it answers; set redis_wait_replicas = 1";
+               before it, as Redis replicates after it answers; set redis_wait_replicas = 1 (the number \
+               of replicas for none through a planned failover too)";
     tracing::warn!("{why}");
     Some(why)
 }

@@ -94,6 +94,9 @@ pub(crate) enum Admit {
     /// The queue was full (dead-letter): the webhook went to the dead
     /// letters; its id.
     Deferred(u64),
+    /// Redis did not answer the queueing in time (it may be stalled): it
+    /// may have run it, queueing the webhook under this id.
+    Unanswered(u64),
 }
 
 /// Lanes asked at once for a webhook's status.

@@ -86,7 +86,8 @@ impl RedisQueue {
                 Ok(Ok(v)) => return Ok(v),
                 Ok(Err(e)) if e.code() == Some("NOGROUP") => self.ensure_group(&conn).await?,
                 Ok(Err(e)) => return Err(e.into()),
-                Err(_) => return Err(RedisError::unexpected("a queue read timed out")),
+                // Sent and unanswered: a claim may have been made.
+                Err(_) => return Err(RedisError::timeout()),
             }
         }
         Err(RedisError::unexpected("the group could not be made"))
@@ -97,6 +98,23 @@ impl RedisQueue {
     /// retried, or reclaimed by another consumer once it has been gone long
     /// enough.
     pub(crate) async fn claim(&self, max: usize) -> Result<Vec<Claimed>, RedisError> {
+        self.read_group(">", max).await
+    }
+
+    /// This consumer's own pending entries after stream id `after` (`"0"`
+    /// from the first), up to `max`, oldest first: those it holds, and
+    /// those a [`claim`](Self::claim) took for it whose answer never came
+    /// back (Redis ran it after the relay stopped waiting).
+    pub(crate) async fn own_pending(
+        &self,
+        after: &str,
+        max: usize,
+    ) -> Result<Vec<Claimed>, RedisError> {
+        self.read_group(after, max).await
+    }
+
+    /// `XREADGROUP` for this consumer from `from` (`>`: new entries).
+    async fn read_group(&self, from: &str, max: usize) -> Result<Vec<Claimed>, RedisError> {
         let mut read = redis::cmd("XREADGROUP");
         read.arg("GROUP")
             .arg(GROUP)
@@ -105,7 +123,7 @@ impl RedisQueue {
             .arg(max.max(1))
             .arg("STREAMS")
             .arg(self.stream_key())
-            .arg(">");
+            .arg(from);
         let reply = self.grouped(&self.conn.claim, &read).await?;
         // [[stream, [entry, …]]], or nil when there is nothing new.
         let Value::Array(streams) = reply else {

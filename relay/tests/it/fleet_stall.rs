@@ -1,0 +1,124 @@
+//! A Redis that stalls past the time a command may take (here stopped for
+//! 4 s by SIGSTOP, as a long fork or a paused VM would): the webhooks posted
+//! meanwhile are answered 503 `unanswered`, naming the id each may have
+//! been queued under, since Redis runs their admissions when it resumes
+//! and they are delivered at once. Before, they were answered 503 `unavailable`
+//! ("cannot take webhooks now"), and a sender that retried had each
+//! delivered twice under two ids (an outside probe: about 100 of them
+//! each stall).
+//!
+//! Real time and real processes (a loopback integration test): bounded in
+//! time and count, asserting counts only.
+
+use std::collections::HashSet;
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::harness::{Relay, argv, http};
+use crate::receivers::{self, Log};
+use crate::support_redis;
+
+/// Webhooks posted while Redis is paused.
+const DURING: usize = 6;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_webhook_redis_ran_late_is_answered_as_perhaps_queued_and_named() {
+    if !support_redis::available("a_webhook_redis_ran_late_is_answered_as_perhaps_queued_and_named")
+    {
+        return;
+    }
+    let redis = support_redis::RedisServer::start();
+    let log = Arc::new(Log::default());
+    let rx = receivers::ok(log.clone(), Duration::ZERO).await;
+    let relay = Relay::start_with(
+        &argv(&format!(
+            "--queue redis --redis {} --destination hooks=http://{rx}/hooks --no-journal --retries 0 \
+             --dead-letter-file /dev/null",
+            redis.url()
+        )),
+        &[],
+    )
+    .await;
+    let post = |n: usize| {
+        let url = relay.url("/v1/webhooks/deliver");
+        async move {
+            let resp = http()
+                .post(url)
+                .header("content-type", "application/json")
+                .body(format!("{{\"n\":{n}}}"))
+                .send()
+                .await
+                .expect("the relay answers");
+            let status = resp.status().as_u16();
+            let text = resp.text().await.unwrap_or_default();
+            let body: serde_json::Value = serde_json::from_str(&text).unwrap_or_default();
+            (status, body)
+        }
+    };
+    let (status, first) = post(0).await;
+    assert_eq!(status, 202, "{first}");
+    let mut named: HashSet<String> = HashSet::new();
+    named.insert(first["id"].as_str().unwrap_or_default().to_owned());
+
+    // Redis stopped for 4 s: each admission waits past its 2 s.
+    let info = redis.cli(&["INFO", "server"]);
+    let pid = info
+        .lines()
+        .find_map(|l| l.strip_prefix("process_id:"))
+        .map(|p| p.trim().to_owned())
+        .expect("redis names its process");
+    let signal = |sig: &str| {
+        let done = std::process::Command::new("kill")
+            .args([sig, pid.as_str()])
+            .status()
+            .expect("kill runs");
+        assert!(done.success(), "kill {sig} {pid}");
+    };
+    signal("-STOP");
+    let resume = async {
+        tokio::time::sleep(Duration::from_secs(4)).await;
+        signal("-CONT");
+    };
+    let (answers, ()) = tokio::join!(
+        futures_util::future::join_all((1..=DURING).map(post)),
+        resume
+    );
+    let mut unanswered = 0;
+    for (status, body) in &answers {
+        match (status, body["type"].as_str()) {
+            (202, _) => {
+                named.insert(body["id"].as_str().unwrap_or_default().to_owned());
+            }
+            (503, Some("urn:dripfeed:problem:unanswered")) => {
+                unanswered += 1;
+                let detail = body["detail"].as_str().unwrap_or_default();
+                let id = detail
+                    .split("queued as ")
+                    .nth(1)
+                    .and_then(|rest| rest.split(' ').next())
+                    .unwrap_or_default();
+                assert!(!id.is_empty(), "the id is named: {body}");
+                named.insert(id.to_owned());
+            }
+            other => panic!("neither taken nor perhaps taken: {other:?} {body}"),
+        }
+    }
+    assert!(
+        unanswered > 0,
+        "the pause outlasts an admission: {answers:?}"
+    );
+
+    // Redis resumes and runs them: each named webhook arrives, none other,
+    // and soon: a claim it ran after the relay stopped waiting is taken up
+    // at once, not after a take-over scan's 15 s (it took 16 s).
+    let all = log
+        .until(Duration::from_secs(12), |hits| {
+            let got: HashSet<&str> = hits.iter().map(|h| h.key.as_str()).collect();
+            named.iter().all(|id| got.contains(id.as_str()))
+        })
+        .await;
+    let got: HashSet<String> = log.keys().into_keys().collect();
+    assert!(all, "named {named:?}, received {got:?}");
+    assert!(got.is_subset(&named), "received {got:?}, named {named:?}");
+    assert_eq!(got.len(), 1 + DURING, "each posted webhook once");
+}
