@@ -52,6 +52,20 @@ fn json<T: serde::de::DeserializeOwned>(
     }
 }
 
+/// An [`EventRecord`] read without its endpoints' names (skipped, not
+/// kept: a thousand for an event fanned out to a thousand).
+#[derive(serde::Deserialize)]
+struct Head {
+    app: String,
+    #[serde(rename = "type")]
+    kind: String,
+    created_ms: u64,
+    #[serde(default)]
+    tenant: Option<String>,
+    #[serde(default)]
+    key: Option<String>,
+}
+
 /// A key's last 8 bytes as a sequence number.
 fn tail_seq(key: &[u8]) -> u64 {
     seq_of(&key[key.len().saturating_sub(8)..])
@@ -71,6 +85,37 @@ impl EventStore {
             }
         }
         Ok(Some((event, out)))
+    }
+
+    /// Event `seq` with `endpoint`'s copy of it alone: one copy read, not
+    /// every endpoint's (a restart reads each pending copy so, and an
+    /// event fanned out to a thousand endpoints has a thousand), and the
+    /// event's endpoints not kept (its `copies` is empty). `None` without
+    /// the event; the copy is `None` when it has none.
+    pub(crate) fn event_copy(
+        &self,
+        seq: u64,
+        endpoint: &str,
+    ) -> Result<Option<(EventRecord, Option<CopyRecord>)>, String> {
+        let read = self.db.read();
+        let Some(head) = json::<Head>(&read, EVENTS, &seq_key(seq))? else {
+            return Ok(None);
+        };
+        let event = EventRecord {
+            app: head.app,
+            kind: head.kind,
+            created_ms: head.created_ms,
+            tenant: head.tenant,
+            key: head.key,
+            copies: Vec::new(),
+        };
+        let copy = json(&read, COPIES, &copy_key(seq, endpoint))?;
+        Ok(Some((event, copy)))
+    }
+
+    /// Endpoint `endpoint`'s copy of event `seq`, read alone.
+    pub(crate) fn copy(&self, seq: u64, endpoint: &str) -> Result<Option<CopyRecord>, String> {
+        json(&self.db.read(), COPIES, &copy_key(seq, endpoint))
     }
 
     /// Event `seq`'s payload.

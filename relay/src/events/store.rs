@@ -571,6 +571,35 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn one_copy_is_read_alone_with_its_event() {
+        let store = Arc::new(EventStore::open(None).unwrap());
+        store
+            .post(7, event(&["a", "b", "c"]), "{}".into(), 0)
+            .await
+            .unwrap();
+        store.tell(7, "b".into(), Told::DeadLettered("overflow".into()));
+        let written = store.clone();
+        tokio::task::spawn_blocking(move || written.durable_blocking())
+            .await
+            .unwrap()
+            .unwrap();
+        let (whole, _) = store.event(7).unwrap().unwrap();
+        let (head, copy) = store.event_copy(7, "b").unwrap().unwrap();
+        assert_eq!(
+            (head.app.as_str(), head.kind.as_str(), head.created_ms),
+            (whole.app.as_str(), whole.kind.as_str(), whole.created_ms)
+        );
+        assert!(head.copies.is_empty(), "the endpoints' names not kept");
+        assert_eq!(copy.map(|c| c.state), Some(CopyState::DeadLettered));
+        assert_eq!(
+            store.copy(7, "a").unwrap().map(|c| c.state),
+            Some(CopyState::Pending)
+        );
+        assert!(store.copy(7, "z").unwrap().is_none(), "no copy of it");
+        assert!(store.event_copy(8, "a").unwrap().is_none(), "no such event");
+    }
+
+    #[tokio::test]
     async fn a_copy_awaiting_its_letter_stays_pending_until_it_is_written() {
         let store = Arc::new(EventStore::open(None).unwrap());
         store

@@ -125,8 +125,7 @@ impl Sender {
     /// The reason of `endpoint`'s copy of event `seq` if it was
     /// dead-lettered and its letter is still awaited.
     fn awaiting_letter(&self, seq: u64, endpoint: &str) -> Option<String> {
-        let (_, copies) = self.store.event(seq).ok().flatten()?;
-        let (_, copy) = copies.into_iter().find(|(name, _)| name == endpoint)?;
+        let copy = self.store.copy(seq, endpoint).ok().flatten()?;
         (copy.state == crate::events::record::CopyState::DeadLettered)
             .then(|| copy.reason.unwrap_or_else(|| "failed".to_owned()))
     }
@@ -141,18 +140,16 @@ impl Sender {
     /// the next start; a resend, a recover or a redrive starts a round)
     /// and when its receiver asked to be tried again.
     fn stored_copy(&self, seq: u64, endpoint: &Arc<str>) -> Option<(Job, Tried)> {
-        let (Ok(Some((record, copies))), Ok(payload)) =
-            (self.store.event(seq), self.store.payload(seq))
-        else {
+        let (Ok(Some((record, copy))), Ok(payload)) = (
+            self.store.event_copy(seq, endpoint),
+            self.store.payload(seq),
+        ) else {
             return None;
         };
-        let tried = copies.iter().find(|(name, _)| **name == **endpoint).map_or(
-            Tried::default(),
-            |(_, copy)| Tried {
-                made: copy.made_this_round(),
-                retry_at_ms: copy.retry_at_ms,
-            },
-        );
+        let tried = copy.as_ref().map_or(Tried::default(), |copy| Tried {
+            made: copy.made_this_round(),
+            retry_at_ms: copy.retry_at_ms,
+        });
         let payload: axum::body::Bytes = payload.unwrap_or_default().into();
         Some((self.job(seq, &record, &payload, endpoint, None), tried))
     }
@@ -292,8 +289,8 @@ impl Local {
     /// (the letter goes back as a plain webhook).
     pub(crate) async fn redrive_copy(&self, seq: u64, endpoint: &str) -> Option<LetterEnd> {
         let store = self.store().ok()?.clone();
-        let (record, copies) = store.event(seq).ok()??;
-        let (_, copy) = copies.iter().find(|(n, _)| n == endpoint)?;
+        let (record, copy) = store.event_copy(seq, endpoint).ok()??;
+        let copy = copy?;
         // The endpoint of that name now belongs to another application:
         // not its history to send (the letter stays).
         let app = self
