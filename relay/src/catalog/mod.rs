@@ -337,27 +337,35 @@ impl Catalog {
         self.page(None, usize::MAX).listed
     }
 
-    /// The destinations whose names contain `text` in any case, in listing
-    /// order, at most `limit` (the status page's search: a scan of the
-    /// names).
+    /// The destinations whose names contain `text` in any case, at most
+    /// `limit` (the status page's search: a scan of the names): the one
+    /// named `text` exactly first, so a name inside many others' is found
+    /// however many there are, then the rest in listing order.
     pub(crate) fn find(&self, text: &str, limit: usize) -> Vec<Listed> {
         let table = self.read();
-        let text = text.as_bytes();
-        table
+        let exact = table.get(text).map(|e| e.dest.name.as_str());
+        let bytes = text.as_bytes();
+        let listed = |e: &Entry| Listed {
+            dest: e.dest.clone(),
+            open: e.open,
+        };
+        let others = table
             .order
             .values()
+            .filter(|n| Some(&***n) != exact)
             .filter(|n| {
-                text.is_empty()
+                bytes.is_empty()
                     || n.as_bytes()
-                        .windows(text.len())
-                        .any(|w| w.eq_ignore_ascii_case(text))
+                        .windows(bytes.len())
+                        .any(|w| w.eq_ignore_ascii_case(bytes))
             })
-            .filter_map(|n| table.get(n))
+            .filter_map(|n| table.get(n));
+        table
+            .get(text)
+            .into_iter()
+            .chain(others)
             .take(limit)
-            .map(|e| Listed {
-                dest: e.dest.clone(),
-                open: e.open,
-            })
+            .map(listed)
             .collect()
     }
 
@@ -712,6 +720,24 @@ mod tests {
         assert_eq!(names("shop-eu"), ["Shop-EU"]);
         assert_eq!(names("-"), ["Shop-EU"]);
         assert!(names("shop-eux").is_empty());
+    }
+
+    #[test]
+    fn a_name_inside_many_others_is_found_first() {
+        let mut all: Vec<_> = (0..60)
+            .map(|n| dest(&format!("shop-{n}"), "http://a/"))
+            .collect();
+        all.push(dest("shop", "http://b/"));
+        let c = Catalog::new(&all);
+        let found: Vec<String> = c
+            .find("shop", 50)
+            .into_iter()
+            .map(|l| l.dest.name)
+            .collect();
+        assert_eq!(found.len(), 50);
+        assert_eq!(found[0], "shop", "made last, listed first");
+        assert_eq!(found[1], "shop-0", "then in listing order");
+        assert_eq!(found.iter().filter(|n| *n == "shop").count(), 1);
     }
 
     #[test]

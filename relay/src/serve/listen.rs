@@ -148,14 +148,36 @@ fn announce(cfg: &Config, addr: SocketAddr, fleet: bool, scheme: &str) {
              {} destinations ({}), each at {}/s unless configured, {:?} budget, {} in flight each of {} shared",
             s.destination_header,
             all.len(),
-            all.iter()
-                .map(|d| d.name.as_str())
-                .collect::<Vec<_>>()
-                .join(", "),
+            some_names(all.iter().map(|d| d.name.as_str()), BANNER_NAMES),
             s.drain_rate,
             s.latency_budget,
             s.per_destination_cap(all.len()),
             s.max_in_flight,
         ),
+    }
+}
+
+/// Destinations the start banner names; the rest are counted.
+const BANNER_NAMES: usize = 10;
+
+/// The first `most` of `names`, comma-separated, and how many more: a
+/// relay with a hundred thousand endpoints says so in one short line.
+fn some_names<'a>(names: impl ExactSizeIterator<Item = &'a str>, most: usize) -> String {
+    let more = names.len().saturating_sub(most);
+    let shown = names.take(most).collect::<Vec<_>>().join(", ");
+    match more {
+        0 => shown,
+        n => format!("{shown} and {n} more"),
+    }
+}
+
+#[cfg(test)]
+mod banner_tests {
+    #[test]
+    fn the_banner_names_a_few_destinations_and_counts_the_rest() {
+        let names: Vec<String> = (0..50_000).map(|n| format!("endpoint-{n}")).collect();
+        let line = super::some_names(names.iter().map(String::as_str), 3);
+        assert_eq!(line, "endpoint-0, endpoint-1, endpoint-2 and 49997 more");
+        assert_eq!(super::some_names(["a", "b"].into_iter(), 3), "a, b");
     }
 }
