@@ -292,6 +292,13 @@ pub(crate) async fn run(
             redrive::rest_of(path).display()
         );
     }
+    let line = try_line(addr, &cfg);
+    if mode == Mode::Serve {
+        // The catalog holds the destinations from here: the configuration's
+        // copies (those the admin API made among them) would be a second
+        // copy of each for as long as the relay runs, about 1 KiB each.
+        cfg.destinations = Vec::new();
+    }
     let mut stop_by = None;
     let outcome = match (mode, &local) {
         (Mode::Demo, Some(local)) => {
@@ -315,7 +322,7 @@ pub(crate) async fn run(
             demo::fanout::run(addr, &local.set, &s.destination_header, cap, 10).await
         }
         _ => {
-            let end = serve_until_stopped(addr, &intake, &latencies, &cfg).await;
+            let end = serve_until_stopped(&line, &intake, &latencies, &cfg).await;
             stop_by = Some(end);
             Ok(())
         }
@@ -407,12 +414,12 @@ fn try_line(addr: SocketAddr, cfg: &Config) -> String {
 /// rest of the stop must be done by (the grace and [`AFTER_GRACE`] from
 /// the signal).
 async fn serve_until_stopped(
-    addr: SocketAddr,
+    try_line: &str,
     intake: &Arc<Intake>,
     latencies: &Arc<Latencies>,
     cfg: &Config,
 ) -> tokio::time::Instant {
-    say!("{}", try_line(addr, cfg));
+    say!("{try_line}");
     let show = admin::status::Show::choose(cfg.settings.status_line);
     let status = admin::status::spawn(intake.clone(), latencies.clone(), show);
     shutdown::signal().await;
