@@ -73,11 +73,11 @@ pub(super) fn refused(answers: &Answers, r: Refusal) -> Response {
             };
             (S::SERVICE_UNAVAILABLE, "unavailable", detail.into())
         }
-        Cause::Unreplicated(replicas) => {
+        Cause::Unreplicated(replicas, id) => {
             Answers::bump(&answers.store_503);
             let detail = format!(
-                "only {replicas} Redis replica(s) confirmed the webhook in time: it may be \
-                 lost with the primary, and it may still be delivered; retry with the same \
+                "only {replicas} Redis replica(s) confirmed it in time: it was taken as {id} \
+                 and may still be delivered, or be lost with the primary; retry with the same \
                  Idempotency-Key"
             );
             (S::SERVICE_UNAVAILABLE, "unreplicated", detail)

@@ -69,10 +69,10 @@ pub(crate) enum Cause {
     KeyInProgress,
     /// 503 `unavailable`: a store the admission needs cannot take it now.
     Unavailable(Store),
-    /// 503 `unreplicated`: queued, but fewer Redis replicas than asked
-    /// confirmed it (this many did). (The fleet's engine's only.)
+    /// 503 `unreplicated`: queued (as this id: the second number), but
+    /// fewer Redis replicas than asked confirmed it (this many did). (The fleet's engine's only.)
     #[allow(dead_code)]
-    Unreplicated(u64),
+    Unreplicated(u64, u64),
     /// 503 `unanswered`: Redis did not answer the admission in time, so
     /// the webhook may have been queued, as this id. (The fleet's
     /// engine's only.)

@@ -43,7 +43,7 @@ pub(crate) async fn admit(shared: &Shared, a: Admission) -> Result<Accepted, Ref
     if let Ok(
         Admit::Queued(_)
         | Admit::Evicted(_)
-        | Admit::Unconfirmed(_)
+        | Admit::Unconfirmed(..)
         | Admit::Repeat(_)
         | Admit::Unanswered(_),
     ) = answer
@@ -86,7 +86,7 @@ pub(crate) async fn admit(shared: &Shared, a: Admission) -> Result<Accepted, Ref
                 Duration::from_secs(1),
             ))
         }
-        Ok(Admit::Unconfirmed(replicas)) => {
+        Ok(Admit::Unconfirmed(replicas, id)) => {
             // Queued all the same: counted as admitted.
             counts.admitted();
             tracing::warn!(
@@ -94,7 +94,7 @@ pub(crate) async fn admit(shared: &Shared, a: Admission) -> Result<Accepted, Ref
                 "shared queue: a webhook was not confirmed by enough replicas"
             );
             Err(Refusal::after(
-                Cause::Unreplicated(replicas),
+                Cause::Unreplicated(replicas, id),
                 Duration::from_secs(1),
             ))
         }
@@ -207,7 +207,7 @@ impl Shared {
                 Ok(
                     Admit::Queued(_)
                     | Admit::Repeat(_)
-                    | Admit::Unconfirmed(_)
+                    | Admit::Unconfirmed(..)
                     | Admit::Evicted(_)
                     | Admit::Deferred(_),
                 ),
@@ -228,7 +228,7 @@ impl Shared {
             && !matches!(
                 answer,
                 Ok(Admit::Queued(_)
-                    | Admit::Unconfirmed(_)
+                    | Admit::Unconfirmed(..)
                     | Admit::Evicted(_)
                     | Admit::Deferred(_)
                     | Admit::Unanswered(_))
@@ -313,7 +313,7 @@ impl Shared {
             Queued::Evicted { id, .. } => Admit::Evicted(number_of(&id)),
             Queued::Deferred { id } => Admit::Deferred(number_of(&id)),
             Queued::Repeat { id } | Queued::Seen { id } => Admit::Repeat(number_of(&id)),
-            Queued::Unconfirmed { replicas, .. } => Admit::Unconfirmed(replicas),
+            Queued::Unconfirmed { replicas, id } => Admit::Unconfirmed(replicas, number_of(&id)),
             Queued::Taken => return Err("no free id in four draws".into()),
             Queued::Full { depth } => Admit::Full(Duration::from_secs_f64(
                 (depth as f64 / lane.rate_now()).min(3600.0),

@@ -285,14 +285,15 @@ impl Drain {
                 match q.claim(want).await {
                     Ok(got) => {
                         failing.ended();
-                        if unanswered {
-                            // Claims Redis ran after this relay stopped
-                            // waiting: pending here, held nowhere.
-                            unanswered = !this.take_up_own(held, &mut buffer).await;
-                        }
                         let now = Instant::now();
                         lock(held).extend(got.iter().map(|e| e.stream_id.clone()));
                         buffer.extend(got.into_iter().map(|e| (now, e)));
+                        if unanswered {
+                            // Claims Redis ran after this relay stopped
+                            // waiting: pending here, held nowhere (what
+                            // this claim took is held already).
+                            unanswered = !this.take_up_own(held, &mut buffer).await;
+                        }
                         // Waking with work, the breaker not heard of for a
                         // second: asked before anything is sent (another
                         // relay may have opened it meanwhile).

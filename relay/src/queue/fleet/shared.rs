@@ -81,8 +81,9 @@ pub(crate) enum Admit {
     KeyReused,
     /// The fleet's queue for it is full: retry after this.
     Full(Duration),
-    /// Queued, but fewer replicas than asked confirmed it: how many did.
-    Unconfirmed(u64),
+    /// Queued, but fewer replicas than asked confirmed it: how many did,
+    /// and its id.
+    Unconfirmed(u64, u64),
     /// The tenant is over its quota, as its bucket said (`None`: a quota
     /// smaller than one webhook); nothing queued.
     OverQuota(Option<dripfeed::keyed::OverQuota>),

@@ -9,8 +9,9 @@
 //!   answered while Redis failed over): at most the faults' count times
 //!   the deliveries a relay has in flight;
 //! - nothing is delivered for a request never answered 202, unless one of
-//!   its answers left that open: no answer (the relay died under it) or
-//!   503 `unreplicated` (queued, the replicas short);
+//!   its answers left that open: no answer (the relay died under it),
+//!   503 `unreplicated` (queued, the replicas short) or 503 `unanswered`
+//!   (Redis did not answer the admission in time: perhaps queued);
 //! - in no second does the receiver get more than its bound: the rate + 2
 //!   for one relay (its pacing, plus two for the test receiver's own
 //!   stalls on a busy machine), 1.1 × the rate + 1 (+ 2) for a fleet (the
@@ -44,7 +45,7 @@ pub(super) struct Tally {
     pub kept: usize,
     pub lost: usize,
     /// Delivered though never answered 202, and of those, left open by an
-    /// answer (no answer, `unreplicated`).
+    /// answer (no answer, `unreplicated`, `unanswered`).
     pub refused_delivered: usize,
     pub refused_open: usize,
     /// Keys answered 202 with two different ids.
@@ -137,7 +138,7 @@ pub(super) fn count(
             t.refused += 1;
             let open = tries.iter().any(|a| {
                 matches!(a, Answer::None)
-                    || matches!(a, Answer::Refused(503, k) if k == "unreplicated")
+                    || matches!(a, Answer::Refused(503, k) if k == "unreplicated" || k == "unanswered")
             });
             never.insert(*n, open);
         }

@@ -235,7 +235,7 @@ impl Events for FleetQueue {
                 if let Some(replicas) = unconfirmed {
                     // The first post's, written again: not confirmed yet.
                     return Err(Refusal::after(
-                        Cause::Unreplicated(replicas),
+                        Cause::Unreplicated(replicas, id),
                         Duration::from_secs(1),
                     ));
                 }
@@ -273,7 +273,7 @@ impl Events for FleetQueue {
         if let Some(replicas) = unconfirmed {
             // Taken, and fanned out: a retry with the same key is safe.
             return Err(Refusal::after(
-                Cause::Unreplicated(replicas),
+                Cause::Unreplicated(replicas, id),
                 Duration::from_secs(1),
             ));
         }
