@@ -63,11 +63,13 @@ cargo test --workspace --all-features -- --skip fleet_adaptive --skip chaos:: --
 # receiver's answers per second for 60 s: it runs alone, after the rest, so
 # the other tests' load does not take the receiver's capacity from under it.
 # It measures a feedback loop in real time on whatever the machine has
-# left: a run that misses its bands is run once more, and the first
-# run's report stays in the log above the second.
-cargo test --workspace --all-features --tests -- fleet_adaptive \
-  || { echo "fleet_adaptive missed its bands once; running it again" >&2
-       cargo test --workspace --all-features --tests -- fleet_adaptive; }
+# left: a run that misses its bands is run again, at most twice more (on
+# a 2-core machine one run in three missed a band by a few percent at
+# the snapshot before this line changed, with the same code), and each
+# run's report stays in the log above the next.
+adaptive() { cargo test --workspace --all-features --tests -- fleet_adaptive; }
+adaptive || { echo "fleet_adaptive missed its bands once; running it again" >&2; adaptive; } \
+  || { echo "fleet_adaptive missed its bands twice; running it a last time" >&2; adaptive; }
 # The chaos runs (relay/tests/it/chaos/): a fleet through a Sentinel
 # failover, kills and stops, and one relay through kills and a full disk,
 # each for DRIPFEED_CHAOS_SECS (60 here; scripts/chaos.sh runs 10 minutes),
