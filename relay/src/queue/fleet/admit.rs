@@ -40,16 +40,13 @@ pub(crate) async fn admit(shared: &Shared, a: Admission) -> Result<Accepted, Ref
     let answer = shared
         .admit(&destination, &job, scoped.as_deref(), charge, owner)
         .await;
-    if let Ok(
-        Admit::Queued(_)
-        | Admit::Evicted(_)
-        | Admit::Unconfirmed(..)
-        | Admit::Repeat(_)
-        | Admit::Unanswered(_),
-    ) = answer
+    // Its drains wake (here at once, the fleet's within a poll); a repeat
+    // too (its first admission's relay may have died). Not for an
+    // admission Redis did not answer: a Redis that slow is not asked for
+    // more (the drains find it at their next claim if it got in).
+    if let Ok(Admit::Queued(_) | Admit::Evicted(_) | Admit::Unconfirmed(..) | Admit::Repeat(_)) =
+        answer
     {
-        // Its drains wake (here at once, the fleet's within a poll); a
-        // repeat too (its first admission's relay may have died).
         shared.admitted(&destination);
     }
     match answer {
