@@ -343,7 +343,8 @@ impl Catalog {
     /// however many there are, then the rest in listing order.
     pub(crate) fn find(&self, text: &str, limit: usize) -> Vec<Listed> {
         let table = self.read();
-        let exact = table.get(text).map(|e| e.dest.name.as_str());
+        let exact = table.get(text);
+        let exact_name = exact.map(|e| e.dest.name.as_str());
         let bytes = text.as_bytes();
         let listed = |e: &Entry| Listed {
             dest: e.dest.clone(),
@@ -352,7 +353,7 @@ impl Catalog {
         let others = table
             .order
             .values()
-            .filter(|n| Some(&***n) != exact)
+            .filter(|n| Some(&***n) != exact_name)
             .filter(|n| {
                 bytes.is_empty()
                     || n.as_bytes()
@@ -360,8 +361,7 @@ impl Catalog {
                         .any(|w| w.eq_ignore_ascii_case(bytes))
             })
             .filter_map(|n| table.get(n));
-        table
-            .get(text)
+        exact
             .into_iter()
             .chain(others)
             .take(limit)

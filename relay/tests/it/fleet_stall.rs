@@ -14,7 +14,7 @@ use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::harness::{Relay, argv, http};
+use crate::harness::{Relay, argv};
 use crate::receivers::{self, Log};
 use crate::support_redis;
 
@@ -42,19 +42,12 @@ async fn a_webhook_redis_ran_late_is_answered_as_perhaps_queued_and_named() {
     )
     .await;
     let post = |n: usize| {
-        let url = relay.url("/v1/webhooks/deliver");
+        let body = format!("{{\"n\":{n}}}");
+        let relay = &relay;
         async move {
-            let resp = http()
-                .post(url)
-                .header("content-type", "application/json")
-                .body(format!("{{\"n\":{n}}}"))
-                .send()
+            relay
+                .post(&[("content-type", "application/json")], &body)
                 .await
-                .expect("the relay answers");
-            let status = resp.status().as_u16();
-            let text = resp.text().await.unwrap_or_default();
-            let body: serde_json::Value = serde_json::from_str(&text).unwrap_or_default();
-            (status, body)
         }
     };
     let (status, first) = post(0).await;
